@@ -1,0 +1,238 @@
+/* The global name registry: a uthash table under a rwlock. Uses only the
+ * public API (include/packedfunc), like any other client of the runtime. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "packedfunc/c_api.h"
+
+/* uthash allocates through the runtime's allocator and reports running out
+ * of memory instead of exiting the process. */
+static int g_hash_oom; /* written only under the write lock */
+#define uthash_malloc(sz) PFMemAlloc(sz)
+#define uthash_free(ptr, sz) PFMemFree(ptr)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (g_hash_oom = 1)
+#include <uthash.h>
+
+typedef struct entry {
+  UT_hash_handle hh;
+  PFFunctionHandle func; /* the registry's own reference */
+  int flags;
+  char name[]; /* the key */
+} entry;
+
+static entry* g_table;
+static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+static atomic_int g_sealed;
+
+/* Validates a name argument; returns its length, or -1 with an error. */
+static long check_name(const char* where, const char* name) {
+  if (name == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'name' is NULL", where);
+  size_t n = strnlen(name, PF_NAME_MAX + 1);
+  if (n == 0) return PFErrorSetFormat(kPFErrValueError, "%s: argument 'name' is empty", where);
+  if (n > PF_NAME_MAX)
+    return PFErrorSetFormat(kPFErrValueError,
+                            "%s: argument 'name' is longer than %d bytes ('%.40s...')", where,
+                            PF_NAME_MAX, name);
+  return (long)n;
+}
+
+static int sealed_error(const char* where, const char* name) {
+  return PFErrorSetFormat(kPFErrRuntimeError,
+                          "%s: the registry is sealed; '%s' cannot be changed", where, name);
+}
+
+static int register_impl(const char* where, const char* name, PFFunctionHandle func,
+                         int flags) {
+  long n = check_name(where, name);
+  if (n < 0) return -1;
+  uint32_t ti = 0;
+  if (func == NULL || PFObjectGetTypeIndex(func, &ti) != 0 || ti != kPFObjectFunction)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'func' for '%s' is %s", where, name,
+                            func ? "not a live function handle" : "NULL");
+  if (flags & ~(kPFRegisterOverride | kPFRegisterProtected))
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x",
+                            where, (unsigned)flags);
+  entry* fresh = PFMemAlloc(sizeof(entry) + (size_t)n + 1);
+  if (fresh == NULL) return -1;
+  memcpy(fresh->name, name, (size_t)n + 1);
+  fresh->func = func;
+  fresh->flags = flags & kPFRegisterProtected;
+  PFFuncRetain(func);
+
+  PFFunctionHandle drop = NULL; /* released after the lock is dropped */
+  int rc = 0;
+  pthread_rwlock_wrlock(&g_lock);
+  entry* old = NULL;
+  HASH_FIND(hh, g_table, name, (size_t)n, old);
+  if (atomic_load(&g_sealed)) {
+    rc = sealed_error(where, name);
+  } else if (old != NULL && (old->flags & kPFRegisterProtected)) {
+    rc = PFErrorSetFormat(kPFErrRuntimeError,
+                          "%s: '%s' is protected and cannot be overridden", where, name);
+  } else if (old != NULL && !(flags & kPFRegisterOverride)) {
+    rc = PFErrorSetFormat(kPFErrKeyError,
+                          "%s: a function named '%s' is already registered "
+                          "(pass override to replace it)",
+                          where, name);
+  } else if (old != NULL) {
+    drop = old->func;
+    old->func = func;
+    old->flags |= fresh->flags;
+    fresh->func = NULL;
+  } else {
+    g_hash_oom = 0;
+    HASH_ADD_KEYPTR(hh, g_table, fresh->name, (size_t)n, fresh);
+    if (g_hash_oom) rc = -1; /* PFMemAlloc recorded the MemoryError */
+    else fresh = NULL;       /* the table owns it now */
+  }
+  pthread_rwlock_unlock(&g_lock);
+
+  if (fresh != NULL) {
+    if (rc != 0) drop = fresh->func;
+    PFMemFree(fresh);
+  }
+  PFFuncFree(drop);
+  return rc;
+}
+
+int PFFuncRegisterGlobal(const char* name, PFFunctionHandle func, int override) {
+  return register_impl("PFFuncRegisterGlobal", name, func,
+                       override ? kPFRegisterOverride : 0);
+}
+
+int PFFuncRegisterGlobalEx(const char* name, PFFunctionHandle func, int flags) {
+  return register_impl("PFFuncRegisterGlobalEx", name, func, flags);
+}
+
+int PFFuncGetGlobal(const char* name, PFFunctionHandle* out) {
+  static const char* const where = "PFFuncGetGlobal";
+  long n = check_name(where, name);
+  if (n < 0) return -1;
+  if (out == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'out' is NULL", where);
+  entry* e = NULL;
+  pthread_rwlock_rdlock(&g_lock);
+  HASH_FIND(hh, g_table, name, (size_t)n, e);
+  PFFunctionHandle f = e ? e->func : NULL;
+  if (f) PFFuncRetain(f); /* before unlocking: an override can't free it */
+  pthread_rwlock_unlock(&g_lock);
+  *out = f;
+  return 0;
+}
+
+int PFFuncRemoveGlobal(const char* name) {
+  static const char* const where = "PFFuncRemoveGlobal";
+  long n = check_name(where, name);
+  if (n < 0) return -1;
+  entry* e = NULL;
+  int rc = 0;
+  pthread_rwlock_wrlock(&g_lock);
+  HASH_FIND(hh, g_table, name, (size_t)n, e);
+  if (atomic_load(&g_sealed)) {
+    rc = sealed_error(where, name);
+  } else if (e == NULL) {
+    rc = PFErrorSetFormat(kPFErrKeyError, "%s: no function named '%s' is registered", where,
+                          name);
+  } else if (e->flags & kPFRegisterProtected) {
+    rc = PFErrorSetFormat(kPFErrRuntimeError, "%s: '%s' is protected and cannot be removed",
+                          where, name);
+  } else {
+    HASH_DEL(g_table, e);
+  }
+  pthread_rwlock_unlock(&g_lock);
+  if (rc != 0) return rc;
+  PFFuncFree(e->func);
+  PFMemFree(e);
+  return 0;
+}
+
+/* ---- name lists: one block per thread, reused ---- */
+
+static _Thread_local void* tls_names;
+static pthread_key_t names_key;
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+static int names_key_ok;
+
+/* Frees a thread's name block when the thread exits. */
+static void names_free(void* p) { PFMemFree(p); }
+static void names_make_key(void) {
+  names_key_ok = pthread_key_create(&names_key, names_free) == 0;
+}
+
+static int cmp_names(const void* a, const void* b) {
+  return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
+                                    const char*** out_array) {
+  static const char* const where = "PFFuncListGlobalNames";
+  if (out_size == NULL || out_array == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
+                            out_size == NULL ? "out_size" : "out_array");
+  size_t plen = prefix ? strlen(prefix) : 0;
+  size_t count = 0, bytes = 0;
+  char* block = NULL;
+  /* Measure under the lock, allocate outside it (the allocator is host
+   * code), and measure again in case the table grew meanwhile. */
+  for (;;) {
+    size_t need_count = 0, need_bytes = 0;
+    pthread_rwlock_rdlock(&g_lock);
+    for (entry* e = g_table; e != NULL; e = e->hh.next) {
+      if (plen && strncmp(e->name, prefix, plen) != 0) continue;
+      need_count++;
+      need_bytes += strlen(e->name) + 1;
+    }
+    if (block != NULL && need_count <= count && need_bytes <= bytes) {
+      const char** arr = (const char**)block;
+      char* p = block + sizeof(char*) * (count + 1);
+      size_t i = 0;
+      for (entry* e = g_table; e != NULL; e = e->hh.next) {
+        if (plen && strncmp(e->name, prefix, plen) != 0) continue;
+        size_t l = strlen(e->name) + 1;
+        memcpy(p, e->name, l);
+        arr[i++] = p;
+        p += l;
+      }
+      arr[i] = NULL;
+      pthread_rwlock_unlock(&g_lock);
+      count = i;
+      break;
+    }
+    pthread_rwlock_unlock(&g_lock);
+    PFMemFree(block);
+    count = need_count + 16;
+    bytes = need_bytes + 16 * 64;
+    block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
+    if (block == NULL) return -1;
+  }
+  if (count > (size_t)INT32_MAX) {
+    PFMemFree(block);
+    return PFErrorSetFormat(kPFErrRuntimeError, "%s: too many names", where);
+  }
+  qsort(block, count, sizeof(char*), cmp_names);
+  pthread_once(&names_once, names_make_key);
+  PFMemFree(tls_names);
+  tls_names = block;
+  if (names_key_ok) pthread_setspecific(names_key, block);
+  *out_size = (int)count;
+  *out_array = (const char**)block;
+  return 0;
+}
+
+int PFFuncListGlobalNames(int* out_size, const char*** out_array) {
+  return PFFuncListGlobalNamesWithPrefix(NULL, out_size, out_array);
+}
+
+int PFRegistrySeal(void) {
+  atomic_store(&g_sealed, 1);
+  return 0;
+}
+
+int PFRegistryIsSealed(int* out) {
+  if (out == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "PFRegistryIsSealed: argument 'out' is NULL");
+  *out = atomic_load(&g_sealed);
+  return 0;
+}

@@ -1,0 +1,138 @@
+/* Type code names, versions, struct sizes, signals and the stable table. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char* PFTypeCodeName(int type_code) {
+  switch (type_code) {
+#define PF_TYPE_CODE_CASE_(name, num, text) \
+  case name:                                \
+    return text;
+    PF_TYPE_CODE_LIST(PF_TYPE_CODE_CASE_)
+#undef PF_TYPE_CODE_CASE_
+    default:
+      return (type_code >= kPFExtBegin && type_code < kPFExtEnd) ? "ext" : NULL;
+  }
+}
+
+int PFGetVersion(int* major, int* minor, int* patch) {
+  if (major) *major = PF_VERSION_MAJOR;
+  if (minor) *minor = PF_VERSION_MINOR;
+  if (patch) *patch = PF_VERSION_PATCH;
+  return 0;
+}
+
+int PFGetStructSize(const char* name, size_t* out) {
+  static const struct {
+    const char* name;
+    size_t size;
+  } sizes[] = {
+      {"PFValue", sizeof(PFValue)},         {"PFByteArray", sizeof(PFByteArray)},
+      {"DLDataType", sizeof(DLDataType)},   {"DLDevice", sizeof(DLDevice)},
+      {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
+  };
+  if (name == NULL || out == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "PFGetStructSize: argument '%s' is NULL",
+                            name == NULL ? "name" : "out");
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    if (strcmp(sizes[i].name, name) == 0) {
+      *out = sizes[i].size;
+      return 0;
+    }
+  }
+  return PFErrorSetFormat(kPFErrKeyError, "PFGetStructSize: unknown struct '%.200s'", name);
+}
+
+/* ---- signals ---- */
+
+static _Atomic(PFSignalChecker) g_checker;
+
+int PFEnvSetSignalChecker(PFSignalChecker checker) {
+  atomic_store(&g_checker, checker);
+  return 0;
+}
+
+int PFEnvCheckSignals(void) {
+  PFSignalChecker c = atomic_load_explicit(&g_checker, memory_order_acquire);
+  return c ? (c() != 0 ? -1 : 0) : 0;
+}
+
+/* ---- the stable table ---- */
+
+_Static_assert(sizeof(PFValue) == 8, "PFValue must stay 8 bytes");
+_Static_assert(sizeof(PFApiBase) == 2 * sizeof(void*), "PFApiBase never grows");
+_Static_assert(offsetof(PFApiBase, GetApi) == 0, "PFApiBase slots never move");
+_Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
+               "PFApiBase slots never move");
+
+/* Every slot with its position; appending is the only allowed change. The
+ * initializer below assigns each entry point to its typed slot, so a
+ * signature change fails to compile under -Werror. */
+#define PF_API_SLOTS(X)                     \
+  X(FuncCreateFromCFunc, 0)                 \
+  X(FuncCall, 1)                            \
+  X(CFuncSetReturn, 2)                      \
+  X(FuncRetain, 3)                          \
+  X(FuncFree, 4)                            \
+  X(FuncRegisterGlobal, 5)                  \
+  X(FuncGetGlobal, 6)                       \
+  X(FuncRemoveGlobal, 7)                    \
+  X(FuncListGlobalNames, 8)                 \
+  X(GetLastError, 9)                        \
+  X(APISetLastError, 10)                    \
+  X(ErrorSet, 11)                           \
+  X(ErrorAppendTraceback, 12)               \
+  X(ErrorGetKind, 13)                       \
+  X(ErrorGetMessage, 14)                    \
+  X(ErrorGetTraceback, 15)                  \
+  X(ErrorClear, 16)                         \
+  X(TypeCodeName, 17)                       \
+  X(ObjectRetain, 18)                       \
+  X(ObjectFree, 19)                         \
+  X(ObjectGetTypeIndex, 20)                 \
+  X(ObjectCreateBoxed, 21)                  \
+  X(ObjectGetBoxedPayload, 22)              \
+  X(TensorCreateFromDLPack, 23)             \
+  X(TensorGetDLTensor, 24)                  \
+  X(TensorToDLPack, 25)                     \
+  X(FuncRegisterGlobalEx, 26)               \
+  X(FuncListGlobalNamesWithPrefix, 27)      \
+  X(RegistrySeal, 28)                       \
+  X(RegistryIsSealed, 29)                   \
+  X(EnvSetSignalChecker, 30)                \
+  X(EnvCheckSignals, 31)                    \
+  X(GetVersion, 32)                         \
+  X(GetStructSize, 33)
+
+#define PF_API_PIN_(slot, index)                                     \
+  _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \
+                 "PFApi slot " #slot " must stay at " #index);
+PF_API_SLOTS(PF_API_PIN_)
+#undef PF_API_PIN_
+
+#define PF_API_COUNT_(slot, index) +1
+_Static_assert(sizeof(PFApi) == (0 PF_API_SLOTS(PF_API_COUNT_)) * sizeof(void*),
+               "every PFApi slot is listed in PF_API_SLOTS");
+#undef PF_API_COUNT_
+
+static const PFApi g_api_v1 = {
+#define PF_API_INIT_(slot, index) .slot = PF##slot,
+    PF_API_SLOTS(PF_API_INIT_)
+#undef PF_API_INIT_
+};
+
+static const PFApi* get_api(uint32_t version) {
+  if (version >= 1 && version <= PF_API_VERSION) return &g_api_v1;
+  PFErrorSetFormat(kPFErrValueError,
+                   "PFApiBase.GetApi: API version %u is not available; this library "
+                   "(packedfunc %s) provides versions 1 to %d",
+                   version, PF_VERSION_STRING, PF_API_VERSION);
+  return NULL;
+}
+
+static const char* get_version_string(void) { return PF_VERSION_STRING; }
+
+static const PFApiBase g_api_base = {get_api, get_version_string};
+
+const PFApiBase* PFGetApiBase(void) { return &g_api_base; }

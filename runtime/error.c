@@ -1,0 +1,181 @@
+/* Per-thread state: the last error and the return storage. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local pf_thread_state tls_state;
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static int tls_key_ok;
+
+static void state_free(void* p) {
+  pf_thread_state* s = p;
+  if (!s->msg_static) pf_free(s->msg);
+  pf_free(s->tb);
+  pf_free(s->full);
+  for (int i = 0; i < s->ret_cap; ++i) {
+    if (s->ret[i]) pf_free(s->ret[i]->data);
+    pf_free(s->ret[i]);
+  }
+  pf_free(s->ret);
+  memset(s, 0, sizeof(*s));
+}
+
+static void make_key(void) { tls_key_ok = pthread_key_create(&tls_key, state_free) == 0; }
+
+pf_thread_state* pf_tls(void) {
+  pf_thread_state* s = &tls_state;
+  if (!s->initialized) {
+    s->initialized = 1;
+    s->msg = "";
+    s->msg_static = 1;
+    /* The key's destructor frees this thread's buffers when it exits. */
+    pthread_once(&tls_once, make_key);
+    if (tls_key_ok) pthread_setspecific(tls_key, s);
+  }
+  return s;
+}
+
+static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg) {
+  if (!s->msg_static) pf_free(s->msg);
+  s->msg = (char*)msg;
+  s->msg_static = 1;
+  snprintf(s->kind, sizeof(s->kind), "%s", kind);
+  s->tb_len = 0;
+  if (s->tb) s->tb[0] = '\0';
+  s->err_gen++;
+}
+
+int pf_oom(const char* where) {
+  pf_thread_state* s = pf_tls();
+  (void)where; /* the message must not need an allocation */
+  set_msg_static(s, kPFErrMemoryError, "out of memory");
+  return -1;
+}
+
+static int valid_kind(const char* k) {
+  size_t n = 0;
+  if (k == NULL || !((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+    return 0;
+  for (; k[n]; ++n) {
+    char c = k[n];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+          c == '_' || c == '.'))
+      return 0;
+  }
+  return n < PF_ERROR_KIND_MAX;
+}
+
+/* Takes ownership of `msg` (allocated), or records OOM when it is NULL. */
+static void set_owned(pf_thread_state* s, const char* kind, char* msg) {
+  if (msg == NULL) {
+    set_msg_static(s, kPFErrMemoryError, "out of memory while recording an error");
+    return;
+  }
+  if (!s->msg_static) pf_free(s->msg);
+  s->msg = msg;
+  s->msg_static = 0;
+  snprintf(s->kind, sizeof(s->kind), "%s", kind);
+  s->tb_len = 0;
+  if (s->tb) s->tb[0] = '\0';
+  s->err_gen++;
+}
+
+static char* vformat(const char* fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) return pf_strdup("(unformattable error message)");
+  char* buf = pf_malloc((size_t)n + 1);
+  if (buf != NULL) vsnprintf(buf, (size_t)n + 1, fmt, ap);
+  return buf;
+}
+
+static char* format(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char* r = vformat(fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+void PFErrorSet(const char* kind, const char* msg) {
+  pf_thread_state* s = pf_tls();
+  if (msg == NULL) msg = "";
+  if (valid_kind(kind)) {
+    set_owned(s, kind, pf_strdup(msg));
+  } else {
+    /* Keep what the caller meant, but only ever record a usable kind. */
+    set_owned(s, kPFErrRuntimeError,
+              format("(invalid error kind '%.80s') %s", kind ? kind : "(null)", msg));
+  }
+}
+
+int PFErrorSetFormat(const char* kind, const char* fmt, ...) {
+  if (fmt == NULL) {
+    PFErrorSet(kind, NULL);
+    return -1;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  char* msg = vformat(fmt, ap);
+  va_end(ap);
+  pf_thread_state* s = pf_tls();
+  if (msg != NULL && !valid_kind(kind)) {
+    char* m = format("(invalid error kind '%.80s') %s", kind ? kind : "(null)", msg);
+    pf_free(msg);
+    msg = m;
+    kind = kPFErrRuntimeError;
+  }
+  set_owned(s, kind, msg);
+  return -1;
+}
+
+void PFAPISetLastError(const char* msg) {
+  PFErrorSet(kPFErrRuntimeError, msg ? msg : "unknown error");
+}
+
+void PFErrorAppendTraceback(const char* line) {
+  if (line == NULL) return;
+  pf_thread_state* s = pf_tls();
+  size_t n = strlen(line);
+  size_t need = s->tb_len + n + 2; /* line, '\n' when not first, NUL */
+  if (need > s->tb_cap) {
+    size_t cap = s->tb_cap ? s->tb_cap : 128;
+    while (cap < need) cap *= 2;
+    char* tb = pf_realloc(s->tb, cap);
+    if (tb == NULL) return; /* keep the error itself; lose only this line */
+    s->tb = tb;
+    s->tb_cap = cap;
+  }
+  if (s->tb_len > 0) s->tb[s->tb_len++] = '\n';
+  memcpy(s->tb + s->tb_len, line, n + 1);
+  s->tb_len += n;
+}
+
+const char* PFErrorGetKind(void) { return pf_tls()->kind; }
+const char* PFErrorGetMessage(void) { return pf_tls()->msg; }
+const char* PFErrorGetTraceback(void) {
+  pf_thread_state* s = pf_tls();
+  return s->tb_len ? s->tb : "";
+}
+
+void PFErrorClear(void) {
+  pf_thread_state* s = pf_tls();
+  set_msg_static(s, "", "");
+}
+
+const char* PFGetLastError(void) {
+  pf_thread_state* s = pf_tls();
+  if (s->kind[0] == '\0') return "";
+  char* full = s->tb_len ? format("%s: %s\n%s", s->kind, s->msg, s->tb)
+                         : format("%s: %s", s->kind, s->msg);
+  if (full == NULL) return s->msg; /* out of memory: the message alone */
+  pf_free(s->full);
+  s->full = full;
+  return full;
+}

@@ -1,0 +1,250 @@
+/* PackedFunc objects, the call path and return slots. */
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- return slot: lives on PFFuncCall's stack for one call ---- */
+
+#define PF_RET_MAGIC 0x50465256u /* "PFRV" */
+#define PF_RET_INLINE 64
+
+typedef struct {
+  uint32_t magic;
+  int type_code;
+  PFValue value;
+  size_t len;   /* str/bytes length */
+  char* heap;   /* str/bytes data when longer than `small` */
+  char small[PF_RET_INLINE];
+} pf_ret_slot;
+
+/* Pointer-carrying codes whose pointer must not be NULL. */
+static const unsigned char k_needs_ptr[kPFTypeCodeEnd] = {
+    [kPFDLTensorHandle] = 1, [kPFStr] = 1,          [kPFBytes] = 1,
+    [kPFFuncHandle] = 1,     [kPFModuleHandle] = 1, [kPFObjectHandle] = 1,
+};
+
+static int is_handle_code(int c) {
+  return c == kPFFuncHandle || c == kPFModuleHandle || c == kPFObjectHandle;
+}
+
+static uint32_t handle_type(int c) {
+  return c == kPFFuncHandle ? kPFObjectFunction : c == kPFModuleHandle ? kPFObjectModule : 0;
+}
+
+/* Checks one value; on failure records an error naming `where` and `what`
+ * (e.g. "argument 2") and returns -1. */
+static int check_value(const char* where, const char* what, int index, int code,
+                       const PFValue* v) {
+  if (code >= 0 && code < kPFTypeCodeEnd) {
+    if (k_needs_ptr[code] && v->v_handle == NULL)
+      return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d has type code %s but a NULL pointer",
+                              where, what, index, PFTypeCodeName(code));
+    if (is_handle_code(code) && !pf_is_object(v->v_handle, handle_type(code)))
+      return PFErrorSetFormat(kPFErrTypeError,
+                              "%s: %s %d has type code %s but is not a live %s handle", where,
+                              what, index, PFTypeCodeName(code), PFTypeCodeName(code));
+    return 0;
+  }
+  if (code >= kPFExtBegin && code < kPFExtEnd) return 0;
+  return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d has unknown type code %d", where, what,
+                          index, code);
+}
+
+static void slot_clear(pf_ret_slot* s) {
+  if (is_handle_code(s->type_code)) pf_object_release(s->value.v_handle);
+  if (s->heap) pf_free(s->heap);
+  s->heap = NULL;
+  s->type_code = kPFNull;
+}
+
+int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
+  static const char* const where = "PFCFuncSetReturn";
+  pf_ret_slot* s = ret;
+  if (s == NULL || s->magic != PF_RET_MAGIC)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: argument 'ret' is %s", where,
+                            s ? "not the return handle of a call in progress" : "NULL");
+  if (value == NULL || type_code == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
+                            value == NULL ? "value" : "type_code");
+  if (num_ret != 1)
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_ret' must be 1, got %d",
+                            where, num_ret);
+  int code = *type_code;
+  if (check_value(where, "return value", 0, code, value) != 0) return -1;
+  const char* data = NULL;
+  size_t len = 0;
+  if (code == kPFStr) {
+    data = value->v_str;
+    len = strlen(data);
+  } else if (code == kPFBytes) {
+    const PFByteArray* ba = value->v_handle;
+    if (ba->data == NULL && ba->size != 0)
+      return PFErrorSetFormat(kPFErrTypeError,
+                              "%s: return value is bytes of size %zu with NULL data", where,
+                              ba->size);
+    data = ba->data;
+    len = ba->size;
+  }
+  char* heap = NULL;
+  if (data != NULL && len + 1 > PF_RET_INLINE) {
+    heap = pf_malloc(len + 1);
+    if (heap == NULL) return pf_oom(where);
+  }
+  if (is_handle_code(code))
+    atomic_fetch_add_explicit(&((pf_object*)value->v_handle)->ref_count, 1,
+                              memory_order_relaxed);
+  slot_clear(s); /* after the retain: setting the same handle twice is safe */
+  s->type_code = code;
+  s->value = *value;
+  if (code == kPFStr || code == kPFBytes) {
+    char* dst = heap ? heap : s->small;
+    if (len) memcpy(dst, data, len);
+    dst[len] = '\0';
+    s->heap = heap;
+    s->len = len;
+  }
+  return 0;
+}
+
+/* Moves a str/bytes result into the thread's return storage for `depth`.
+ * Each depth has its own allocation, so the PFByteArray handed out for a
+ * shallower call never moves when deeper calls grow the array. */
+static int store_result(pf_thread_state* ts, int depth, pf_ret_slot* s, PFValue* out) {
+  if (depth >= ts->ret_cap) {
+    int cap = ts->ret_cap ? ts->ret_cap * 2 : 4;
+    while (cap <= depth) cap *= 2;
+    pf_ret_buffer** r = pf_realloc(ts->ret, sizeof(*r) * (size_t)cap);
+    if (r == NULL) return pf_oom("PFFuncCall");
+    memset(r + ts->ret_cap, 0, sizeof(*r) * (size_t)(cap - ts->ret_cap));
+    ts->ret = r;
+    ts->ret_cap = cap;
+  }
+  if (ts->ret[depth] == NULL) {
+    ts->ret[depth] = pf_calloc(1, sizeof(pf_ret_buffer));
+    if (ts->ret[depth] == NULL) return pf_oom("PFFuncCall");
+  }
+  pf_ret_buffer* b = ts->ret[depth];
+  if (s->len + 1 > b->cap) {
+    char* d = pf_realloc(b->data, s->len + 1);
+    if (d == NULL) return pf_oom("PFFuncCall");
+    b->data = d;
+    b->cap = s->len + 1;
+  }
+  memcpy(b->data, s->heap ? s->heap : s->small, s->len + 1);
+  if (s->type_code == kPFStr) {
+    out->v_str = b->data;
+  } else {
+    b->bytes.data = b->data;
+    b->bytes.size = s->len;
+    out->v_handle = &b->bytes;
+  }
+  return 0;
+}
+
+int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+               PFValue* ret_val, int* ret_type_code) {
+  static const char* const where = "PFFuncCall";
+  if (!pf_is_object(func, kPFObjectFunction))
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'func' is %s", where,
+                            func ? "not a live function handle" : "NULL");
+  if (ret_val == NULL || ret_type_code == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
+                            ret_val == NULL ? "ret_val" : "ret_type_code");
+  if (num_args < 0)
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_args' is negative (%d)",
+                            where, num_args);
+  if (num_args > 0 && (args == NULL || type_codes == NULL))
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL with num_args %d",
+                            where, args == NULL ? "args" : "type_codes", num_args);
+  for (int i = 0; i < num_args; ++i) {
+    int c = type_codes[i];
+    /* Plain value codes need no check beyond the range test. */
+    if ((unsigned)c <= kPFDataType || c == kPFDevice) continue;
+    if (check_value(where, "argument", i, c, &args[i]) != 0) return -1;
+  }
+  pf_function* f = func;
+  pf_thread_state* ts = pf_tls();
+  pf_ret_slot slot;
+  slot.magic = PF_RET_MAGIC;
+  slot.type_code = kPFNull;
+  slot.value.v_int64 = 0;
+  slot.heap = NULL;
+  slot.len = 0;
+  uint64_t gen = ts->err_gen;
+  int depth = ts->depth++;
+  int rc = f->func(args, type_codes, num_args, &slot, f->resource);
+  ts->depth = depth;
+  slot.magic = 0;
+  if (rc != 0) {
+    slot_clear(&slot);
+    if (ts->err_gen == gen) {
+      const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
+      PFErrorSetFormat(kPFErrRuntimeError,
+                       "%s: function '%s' returned %d without recording an error", where,
+                       name ? name : "<anonymous>", rc);
+    }
+    return -1;
+  }
+  if (slot.type_code == kPFStr || slot.type_code == kPFBytes) {
+    int st = store_result(ts, depth, &slot, ret_val);
+    pf_free(slot.heap);
+    if (st != 0) return -1;
+  } else {
+    *ret_val = slot.value;
+  }
+  *ret_type_code = slot.type_code;
+  return 0;
+}
+
+/* ---- function objects ---- */
+
+static void function_destroy(pf_object* o) {
+  pf_function* f = (pf_function*)o;
+  if (f->fin) f->fin(f->resource);
+  pf_free(atomic_load(&f->name));
+  pf_free(atomic_load(&f->signature));
+  pf_free(atomic_load(&f->doc));
+  pf_object* owner = atomic_load(&f->owner);
+  pf_free(f);
+  /* Last: the owner (a module) may hold the code that `fin` lived in. */
+  if (owner) pf_object_release(owner);
+}
+
+int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
+                          PFPackedCFuncFinalizer fin, PFFunctionHandle* out) {
+  static const char* const where = "PFFuncCreateFromCFunc";
+  if (func == NULL || out == NULL) {
+    if (fin) fin(resource_handle);
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
+                            func == NULL ? "func" : "out");
+  }
+  pf_function* f = pf_calloc(1, sizeof(*f));
+  if (f == NULL) {
+    if (fin) fin(resource_handle);
+    return pf_oom(where);
+  }
+  pf_object_init(&f->base, kPFObjectFunction, function_destroy);
+  f->func = func;
+  f->resource = resource_handle;
+  f->fin = fin;
+  *out = f;
+  return 0;
+}
+
+int PFFuncRetain(PFFunctionHandle func) {
+  if (!pf_is_object(func, kPFObjectFunction))
+    return PFErrorSetFormat(kPFErrTypeError, "PFFuncRetain: argument 'func' is %s",
+                            func ? "not a live function handle" : "NULL");
+  atomic_fetch_add_explicit(&((pf_object*)func)->ref_count, 1, memory_order_relaxed);
+  return 0;
+}
+
+int PFFuncFree(PFFunctionHandle func) {
+  if (func == NULL) return 0;
+  if (!pf_is_object(func, kPFObjectFunction))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "PFFuncFree: argument 'func' is not a live function handle");
+  pf_object_release(func);
+  return 0;
+}

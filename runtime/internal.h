@@ -1,0 +1,84 @@
+/* Private to the runtime: object layout, per-thread state, allocation. */
+#ifndef PACKEDFUNC_RUNTIME_INTERNAL_H_
+#define PACKEDFUNC_RUNTIME_INTERNAL_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "packedfunc/c_api.h"
+
+#define PF_HIDDEN __attribute__((visibility("hidden")))
+
+/* Every object starts with this header. `magic` lets entry points reject a
+ * pointer that is not a live object before they trust its type index. */
+#define PF_OBJECT_MAGIC 0x50464f42u /* "PFOB" */
+#define PF_OBJECT_DEAD 0xdeadbeefu
+
+typedef struct pf_object pf_object;
+struct pf_object {
+  uint32_t magic;
+  uint32_t type_index;
+  atomic_int_fast32_t ref_count;
+  void (*destroy)(pf_object* self); /* frees the whole object */
+};
+
+typedef struct {
+  pf_object base;
+  PFPackedCFunc func;
+  void* resource;
+  PFPackedCFuncFinalizer fin;
+  /* Metadata; each is set at most once, then read without a lock. */
+  _Atomic(char*) name;
+  _Atomic(char*) signature;
+  _Atomic(char*) doc;
+  /* An object kept alive as long as this function (e.g. its module). */
+  _Atomic(pf_object*) owner;
+} pf_function;
+
+PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index,
+                              void (*destroy)(pf_object*));
+PF_HIDDEN void pf_object_release(pf_object* obj);
+
+/* 1 when `h` looks like a live object of `type_index` (0 = any type). */
+static inline int pf_is_object(const void* h, uint32_t type_index) {
+  const pf_object* o = (const pf_object*)h;
+  return o != NULL && o->magic == PF_OBJECT_MAGIC &&
+         (type_index == 0 || o->type_index == type_index);
+}
+
+/* ---- allocation (runtime/alloc.c) ---- */
+PF_HIDDEN void* pf_malloc(size_t n);
+PF_HIDDEN void* pf_calloc(size_t n, size_t size);
+PF_HIDDEN void* pf_realloc(void* p, size_t n);
+PF_HIDDEN void pf_free(void* p);
+PF_HIDDEN char* pf_strdup(const char* s);
+
+/* ---- per-thread state (runtime/error.c) ---- */
+typedef struct {
+  char* data;
+  size_t cap;
+  PFByteArray bytes; /* for kPFBytes results */
+} pf_ret_buffer;
+
+typedef struct {
+  int initialized;
+  /* error */
+  char kind[PF_ERROR_KIND_MAX];
+  char* msg;      /* owned unless msg_static */
+  int msg_static; /* msg points to a string literal */
+  char* tb;
+  size_t tb_len, tb_cap;
+  char* full; /* PFGetLastError's composition */
+  uint64_t err_gen;
+  /* return storage, one buffer per call-nesting depth */
+  int depth;
+  pf_ret_buffer** ret;
+  int ret_cap;
+} pf_thread_state;
+
+PF_HIDDEN pf_thread_state* pf_tls(void);
+/* Sets a MemoryError naming `where`; returns -1. Never allocates. */
+PF_HIDDEN int pf_oom(const char* where);
+
+#endif

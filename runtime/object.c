@@ -1,0 +1,148 @@
+/* Reference-counted objects: the common header, boxed values, tensors. */
+#include <string.h>
+
+#include "internal.h"
+
+void pf_object_init(pf_object* obj, uint32_t type_index, void (*destroy)(pf_object*)) {
+  obj->magic = PF_OBJECT_MAGIC;
+  obj->type_index = type_index;
+  atomic_init(&obj->ref_count, 1);
+  obj->destroy = destroy;
+}
+
+void pf_object_release(pf_object* obj) {
+  if (atomic_fetch_sub_explicit(&obj->ref_count, 1, memory_order_acq_rel) == 1) {
+    obj->magic = PF_OBJECT_DEAD;
+    obj->destroy(obj);
+  }
+}
+
+int PFObjectRetain(PFObjectHandle obj) {
+  if (!pf_is_object(obj, 0))
+    return PFErrorSetFormat(kPFErrTypeError, "PFObjectRetain: argument 'obj' is %s",
+                            obj ? "not a live packedfunc object" : "NULL");
+  atomic_fetch_add_explicit(&((pf_object*)obj)->ref_count, 1, memory_order_relaxed);
+  return 0;
+}
+
+int PFObjectFree(PFObjectHandle obj) {
+  if (obj == NULL) return 0;
+  if (!pf_is_object(obj, 0))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "PFObjectFree: argument 'obj' is not a live packedfunc object");
+  pf_object_release(obj);
+  return 0;
+}
+
+int PFObjectGetTypeIndex(PFObjectHandle obj, uint32_t* out) {
+  if (!pf_is_object(obj, 0))
+    return PFErrorSetFormat(kPFErrTypeError, "PFObjectGetTypeIndex: argument 'obj' is %s",
+                            obj ? "not a live packedfunc object" : "NULL");
+  if (out == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "PFObjectGetTypeIndex: argument 'out' is NULL");
+  *out = ((pf_object*)obj)->type_index;
+  return 0;
+}
+
+/* ---- boxed ---- */
+
+typedef struct {
+  pf_object base;
+  void* payload;
+  PFObjectFinalizer fin;
+} pf_boxed;
+
+static void boxed_destroy(pf_object* o) {
+  pf_boxed* b = (pf_boxed*)o;
+  if (b->fin) b->fin(b->payload);
+  pf_free(b);
+}
+
+int PFObjectCreateBoxed(void* payload, PFObjectFinalizer fin, PFObjectHandle* out) {
+  if (out == NULL) {
+    if (fin) fin(payload);
+    return PFErrorSetFormat(kPFErrTypeError, "PFObjectCreateBoxed: argument 'out' is NULL");
+  }
+  pf_boxed* b = pf_malloc(sizeof(*b));
+  if (b == NULL) {
+    if (fin) fin(payload);
+    return pf_oom("PFObjectCreateBoxed");
+  }
+  pf_object_init(&b->base, kPFObjectBoxed, boxed_destroy);
+  b->payload = payload;
+  b->fin = fin;
+  *out = b;
+  return 0;
+}
+
+int PFObjectGetBoxedPayload(PFObjectHandle obj, void** out) {
+  if (!pf_is_object(obj, kPFObjectBoxed))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "PFObjectGetBoxedPayload: argument 'obj' is not a boxed object");
+  if (out == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "PFObjectGetBoxedPayload: argument 'out' is NULL");
+  *out = ((pf_boxed*)obj)->payload;
+  return 0;
+}
+
+/* ---- tensors ---- */
+
+typedef struct {
+  pf_object base;
+  DLManagedTensor* managed;
+} pf_tensor;
+
+static void tensor_destroy(pf_object* o) {
+  pf_tensor* t = (pf_tensor*)o;
+  if (t->managed->deleter) t->managed->deleter(t->managed);
+  pf_free(t);
+}
+
+int PFTensorCreateFromDLPack(DLManagedTensor* managed, PFObjectHandle* out) {
+  if (managed == NULL)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "PFTensorCreateFromDLPack: argument 'managed' is NULL");
+  const char* err = out == NULL ? "argument 'out' is NULL" : NULL;
+  pf_tensor* t = err ? NULL : pf_malloc(sizeof(*t));
+  if (t == NULL) {
+    if (managed->deleter) managed->deleter(managed);
+    if (err) return PFErrorSetFormat(kPFErrTypeError, "PFTensorCreateFromDLPack: %s", err);
+    return pf_oom("PFTensorCreateFromDLPack");
+  }
+  pf_object_init(&t->base, kPFObjectTensor, tensor_destroy);
+  t->managed = managed;
+  *out = t;
+  return 0;
+}
+
+int PFTensorGetDLTensor(PFObjectHandle tensor, DLTensor** out) {
+  if (!pf_is_object(tensor, kPFObjectTensor))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "PFTensorGetDLTensor: argument 'tensor' is not a tensor object");
+  if (out == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "PFTensorGetDLTensor: argument 'out' is NULL");
+  *out = &((pf_tensor*)tensor)->managed->dl_tensor;
+  return 0;
+}
+
+static void exported_deleter(DLManagedTensor* self) {
+  pf_object_release(self->manager_ctx);
+  pf_free(self);
+}
+
+int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out) {
+  if (!pf_is_object(tensor, kPFObjectTensor))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "PFTensorToDLPack: argument 'tensor' is not a tensor object");
+  if (out == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "PFTensorToDLPack: argument 'out' is NULL");
+  DLManagedTensor* m = pf_malloc(sizeof(*m));
+  if (m == NULL) return pf_oom("PFTensorToDLPack");
+  pf_tensor* t = tensor;
+  m->dl_tensor = t->managed->dl_tensor;
+  m->manager_ctx = t;
+  m->deleter = exported_deleter;
+  atomic_fetch_add_explicit(&t->base.ref_count, 1, memory_order_relaxed);
+  *out = m;
+  return 0;
+}
