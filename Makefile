@@ -15,7 +15,8 @@ INCLUDEDIR    ?= $(PREFIX)/include
 CC            ?= cc
 # The interpreter that sees Debian's python3-* packages.
 PYTHON        ?= $(firstword $(wildcard /usr/bin/python3) python3)
-BUILD         := build
+BUILD         ?= build
+export BUILD
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers

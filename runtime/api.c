@@ -103,7 +103,9 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(EnvSetSignalChecker, 30)                \
   X(EnvCheckSignals, 31)                    \
   X(GetVersion, 32)                         \
-  X(GetStructSize, 33)
+  X(GetStructSize, 33)                      \
+  X(FuncSetInfo, 34)                        \
+  X(FuncGetInfo, 35)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

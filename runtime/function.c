@@ -248,3 +248,53 @@ int PFFuncFree(PFFunctionHandle func) {
   pf_object_release(func);
   return 0;
 }
+
+/* ---- metadata ---- */
+
+static int set_once(_Atomic(char*)* field, const char* value, const char* what) {
+  if (value == NULL) return 0;
+  char* copy = pf_strdup(value);
+  if (copy == NULL) return pf_oom("PFFuncSetInfo");
+  char* expected = NULL;
+  if (!atomic_compare_exchange_strong(field, &expected, copy)) {
+    pf_free(copy);
+    return PFErrorSetFormat(kPFErrValueError, "PFFuncSetInfo: the function's %s is already set",
+                            what);
+  }
+  return 0;
+}
+
+int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
+                  const char* doc) {
+  if (!pf_is_object(func, kPFObjectFunction))
+    return PFErrorSetFormat(kPFErrTypeError, "PFFuncSetInfo: argument 'func' is %s",
+                            func ? "not a live function handle" : "NULL");
+  pf_function* f = func;
+  if (set_once(&f->name, name, "name") != 0) return -1;
+  if (set_once(&f->signature, signature, "signature") != 0) return -1;
+  return set_once(&f->doc, doc, "doc");
+}
+
+int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signature,
+                  const char** doc) {
+  if (!pf_is_object(func, kPFObjectFunction))
+    return PFErrorSetFormat(kPFErrTypeError, "PFFuncGetInfo: argument 'func' is %s",
+                            func ? "not a live function handle" : "NULL");
+  pf_function* f = func;
+  if (name) *name = atomic_load_explicit(&f->name, memory_order_acquire);
+  if (signature) *signature = atomic_load_explicit(&f->signature, memory_order_acquire);
+  if (doc) *doc = atomic_load_explicit(&f->doc, memory_order_acquire);
+  return 0;
+}
+
+int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner) {
+  pf_function* f = func;
+  pf_object* expected = NULL;
+  if (owner == NULL) return 0;
+  atomic_fetch_add_explicit(&((pf_object*)owner)->ref_count, 1, memory_order_relaxed);
+  if (!atomic_compare_exchange_strong(&f->owner, &expected, (pf_object*)owner)) {
+    pf_object_release(owner);
+    return PFErrorSetFormat(kPFErrValueError, "function already has an owner");
+  }
+  return 0;
+}

@@ -39,6 +39,9 @@ typedef struct {
 PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index,
                               void (*destroy)(pf_object*));
 PF_HIDDEN void pf_object_release(pf_object* obj);
+/* Makes `owner` live at least as long as `func` (takes a reference); used
+ * by modules so that their code stays loaded while their functions live. */
+PF_HIDDEN int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner);
 
 /* 1 when `h` looks like a live object of `type_index` (0 = any type). */
 static inline int pf_is_object(const void* h, uint32_t type_index) {

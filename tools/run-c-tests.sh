@@ -4,7 +4,7 @@
 #   run-c-tests.sh --add PASSED FAILED   add another suite's counts
 #   run-c-tests.sh --summary         print "N passed, N failed" and reset
 set -uo pipefail
-TALLY=${PF_TALLY:-build/.tally}
+TALLY=${PF_TALLY:-${BUILD:-build}/.tally}
 mkdir -p "$(dirname "$TALLY")"
 
 add() { echo "$1 $2" >> "$TALLY"; }

@@ -11,7 +11,7 @@ extract() { # the fenced block that follows the marker line $1 in README.md
 diff <(extract '<!-- example: examples/quickstart.c -->') examples/quickstart.c \
   || { echo "test-readme: README's C example differs from examples/quickstart.c"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -Wall -Wextra -Werror -Iinclude examples/quickstart.c build/lib/libpackedfunc.a \
+cc -std=c11 -Wall -Wextra -Werror -Iinclude examples/quickstart.c "${BUILD:-build}/lib/libpackedfunc.a" \
    -lffi -ldl -lpthread -o "$tmp/quickstart"
 diff <("$tmp/quickstart") <(extract '<!-- output: examples/quickstart.c -->') \
   || { echo "test-readme: examples/quickstart.c does not print what README.md shows"; exit 1; }

@@ -593,6 +593,8 @@ typedef struct PFApi {
   int (*EnvCheckSignals)(void);
   int (*GetVersion)(int*, int*, int*);
   int (*GetStructSize)(const char*, size_t*);
+  int (*FuncSetInfo)(PFFunctionHandle, const char*, const char*, const char*);
+  int (*FuncGetInfo)(PFFunctionHandle, const char**, const char**, const char**);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
