@@ -20,7 +20,7 @@ export BUILD
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers
-BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -fPIC -fvisibility=hidden $(WARN)
+BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -fPIC -fvisibility=hidden -fno-semantic-interposition $(WARN)
 CFLAGS  ?= -O2 -g
 LIBS    := -lffi -ldl -lpthread
 SAN_ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -86,7 +86,11 @@ $(STATIC): $(call obj_of,rel)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/%/libpackedfunc.a: $(call obj_of,%)
+# One archive per sanitizer flavour. (A pattern rule cannot work here:
+# obj_of's patsubst would put the stem in the wrong place.)
+$(BUILD)/asan/libpackedfunc.a: $(call obj_of,asan)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/tsan/libpackedfunc.a: $(call obj_of,tsan)
 	rm -f $@ && ar rcs $@ $^
 
 lib: $(SHARED) $(STATIC)

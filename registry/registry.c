@@ -1,5 +1,7 @@
-/* The global name registry: a uthash table under a rwlock. Uses only the
- * public API (include/packedfunc), like any other client of the runtime. */
+/* The global name registry: uthash tables under rwlocks, sharded by the
+ * name's hash so that lookups of different names from different threads
+ * touch different locks. Uses only the public API (include/packedfunc),
+ * like any other client of the runtime. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -9,7 +11,7 @@
 
 /* uthash allocates through the runtime's allocator and reports running out
  * of memory instead of exiting the process. */
-static int g_hash_oom; /* written only under the write lock */
+static _Thread_local int g_hash_oom; /* set by uthash under a write lock */
 #define uthash_malloc(sz) PFMemAlloc(sz)
 #define uthash_free(ptr, sz) PFMemFree(ptr)
 #define HASH_NONFATAL_OOM 1
@@ -23,9 +25,24 @@ typedef struct entry {
   char name[]; /* the key */
 } entry;
 
-static entry* g_table;
-static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* One lock and one table per shard, each shard on its own cache line. The
+ * shard is chosen by the top bits of the name's hash; uthash's buckets use
+ * the low bits, so the two choices stay independent. */
+#define SHARD_BITS 6
+#define SHARDS (1 << SHARD_BITS)
+typedef struct {
+  _Alignas(64) pthread_rwlock_t lock;
+  entry* table;
+} shard;
+static shard g_shards[SHARDS] = {[0 ... SHARDS - 1] = {PTHREAD_RWLOCK_INITIALIZER, NULL}};
 static atomic_int g_sealed;
+
+static shard* shard_of(const char* name, size_t n, unsigned* hashv) {
+  unsigned h;
+  HASH_VALUE(name, n, h);
+  *hashv = h;
+  return &g_shards[h >> (32 - SHARD_BITS)];
+}
 
 /* Validates a name argument; returns its length, or -1 with an error. */
 static long check_name(const char* where, const char* name) {
@@ -64,9 +81,11 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
 
   PFFunctionHandle drop = NULL; /* released after the lock is dropped */
   int rc = 0;
-  pthread_rwlock_wrlock(&g_lock);
+  unsigned hv;
+  shard* sh = shard_of(name, (size_t)n, &hv);
+  pthread_rwlock_wrlock(&sh->lock);
   entry* old = NULL;
-  HASH_FIND(hh, g_table, name, (size_t)n, old);
+  HASH_FIND_BYHASHVALUE(hh, sh->table, name, (size_t)n, hv, old);
   if (atomic_load(&g_sealed)) {
     rc = sealed_error(where, name);
   } else if (old != NULL && (old->flags & kPFRegisterProtected)) {
@@ -84,11 +103,11 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
     fresh->func = NULL;
   } else {
     g_hash_oom = 0;
-    HASH_ADD_KEYPTR(hh, g_table, fresh->name, (size_t)n, fresh);
+    HASH_ADD_KEYPTR_BYHASHVALUE(hh, sh->table, fresh->name, (size_t)n, hv, fresh);
     if (g_hash_oom) rc = -1; /* PFMemAlloc recorded the MemoryError */
     else fresh = NULL;       /* the table owns it now */
   }
-  pthread_rwlock_unlock(&g_lock);
+  pthread_rwlock_unlock(&sh->lock);
 
   if (fresh != NULL) {
     if (rc != 0) drop = fresh->func;
@@ -113,11 +132,13 @@ int PFFuncGetGlobal(const char* name, PFFunctionHandle* out) {
   if (n < 0) return -1;
   if (out == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'out' is NULL", where);
   entry* e = NULL;
-  pthread_rwlock_rdlock(&g_lock);
-  HASH_FIND(hh, g_table, name, (size_t)n, e);
+  unsigned hv;
+  shard* sh = shard_of(name, (size_t)n, &hv);
+  pthread_rwlock_rdlock(&sh->lock);
+  HASH_FIND_BYHASHVALUE(hh, sh->table, name, (size_t)n, hv, e);
   PFFunctionHandle f = e ? e->func : NULL;
   if (f) PFFuncRetain(f); /* before unlocking: an override can't free it */
-  pthread_rwlock_unlock(&g_lock);
+  pthread_rwlock_unlock(&sh->lock);
   *out = f;
   return 0;
 }
@@ -128,8 +149,10 @@ int PFFuncRemoveGlobal(const char* name) {
   if (n < 0) return -1;
   entry* e = NULL;
   int rc = 0;
-  pthread_rwlock_wrlock(&g_lock);
-  HASH_FIND(hh, g_table, name, (size_t)n, e);
+  unsigned hv;
+  shard* sh = shard_of(name, (size_t)n, &hv);
+  pthread_rwlock_wrlock(&sh->lock);
+  HASH_FIND_BYHASHVALUE(hh, sh->table, name, (size_t)n, hv, e);
   if (atomic_load(&g_sealed)) {
     rc = sealed_error(where, name);
   } else if (e == NULL) {
@@ -139,9 +162,9 @@ int PFFuncRemoveGlobal(const char* name) {
     rc = PFErrorSetFormat(kPFErrRuntimeError, "%s: '%s' is protected and cannot be removed",
                           where, name);
   } else {
-    HASH_DEL(g_table, e);
+    HASH_DEL(sh->table, e);
   }
-  pthread_rwlock_unlock(&g_lock);
+  pthread_rwlock_unlock(&sh->lock);
   if (rc != 0) return rc;
   PFFuncFree(e->func);
   PFMemFree(e);
@@ -174,38 +197,52 @@ int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
   size_t plen = prefix ? strlen(prefix) : 0;
   size_t count = 0, bytes = 0;
   char* block = NULL;
-  /* Measure under the lock, allocate outside it (the allocator is host
-   * code), and measure again in case the table grew meanwhile. */
+  /* Measure under the locks, allocate outside them (the allocator is host
+   * code), then copy; if the table grew in between, measure again. Each
+   * shard is read under its own lock, so the list is a snapshot per shard. */
   for (;;) {
     size_t need_count = 0, need_bytes = 0;
-    pthread_rwlock_rdlock(&g_lock);
-    for (entry* e = g_table; e != NULL; e = e->hh.next) {
-      if (plen && strncmp(e->name, prefix, plen) != 0) continue;
-      need_count++;
-      need_bytes += strlen(e->name) + 1;
+    for (int k = 0; k < SHARDS; ++k) {
+      pthread_rwlock_rdlock(&g_shards[k].lock);
+      for (entry* e = g_shards[k].table; e != NULL; e = e->hh.next) {
+        if (plen && strncmp(e->name, prefix, plen) != 0) continue;
+        need_count++;
+        need_bytes += strlen(e->name) + 1;
+      }
+      pthread_rwlock_unlock(&g_shards[k].lock);
     }
-    if (block != NULL && need_count <= count && need_bytes <= bytes) {
-      const char** arr = (const char**)block;
-      char* p = block + sizeof(char*) * (count + 1);
-      size_t i = 0;
-      for (entry* e = g_table; e != NULL; e = e->hh.next) {
+    if (block == NULL || need_count > count || need_bytes > bytes) {
+      PFMemFree(block);
+      count = need_count + 16;
+      bytes = need_bytes + 16 * 64;
+      block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
+      if (block == NULL) return -1;
+    }
+    const char** arr = (const char**)block;
+    char* p = block + sizeof(char*) * (count + 1);
+    char* end = p + bytes;
+    size_t i = 0;
+    int fits = 1;
+    for (int k = 0; k < SHARDS && fits; ++k) {
+      pthread_rwlock_rdlock(&g_shards[k].lock);
+      for (entry* e = g_shards[k].table; e != NULL; e = e->hh.next) {
         if (plen && strncmp(e->name, prefix, plen) != 0) continue;
         size_t l = strlen(e->name) + 1;
+        if (i == count || l > (size_t)(end - p)) {
+          fits = 0;
+          break;
+        }
         memcpy(p, e->name, l);
         arr[i++] = p;
         p += l;
       }
+      pthread_rwlock_unlock(&g_shards[k].lock);
+    }
+    if (fits) {
       arr[i] = NULL;
-      pthread_rwlock_unlock(&g_lock);
       count = i;
       break;
     }
-    pthread_rwlock_unlock(&g_lock);
-    PFMemFree(block);
-    count = need_count + 16;
-    bytes = need_bytes + 16 * 64;
-    block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
-    if (block == NULL) return -1;
   }
   if (count > (size_t)INT32_MAX) {
     PFMemFree(block);

@@ -7,6 +7,7 @@
 #include "internal.h"
 
 static _Thread_local pf_thread_state tls_state;
+_Thread_local pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_key_ok;
@@ -46,7 +47,7 @@ static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg
   snprintf(s->kind, sizeof(s->kind), "%s", kind);
   s->tb_len = 0;
   if (s->tb) s->tb[0] = '\0';
-  s->err_gen++;
+  pf_hot.err_gen++;
 }
 
 int pf_oom(const char* where) {
@@ -81,7 +82,7 @@ static void set_owned(pf_thread_state* s, const char* kind, char* msg) {
   snprintf(s->kind, sizeof(s->kind), "%s", kind);
   s->tb_len = 0;
   if (s->tb) s->tb[0] = '\0';
-  s->err_gen++;
+  pf_hot.err_gen++;
 }
 
 static char* vformat(const char* fmt, va_list ap) {

@@ -12,6 +12,7 @@ typedef struct {
   uint32_t magic;
   int type_code;
   PFValue value;
+  int owns;     /* holds a handle reference or `heap` */
   size_t len;   /* str/bytes length */
   char* heap;   /* str/bytes data when longer than `small` */
   char small[PF_RET_INLINE];
@@ -51,13 +52,16 @@ static int check_value(const char* where, const char* what, int index, int code,
 }
 
 static void slot_clear(pf_ret_slot* s) {
+  if (!s->owns) return;
   if (is_handle_code(s->type_code)) pf_object_release(s->value.v_handle);
-  if (s->heap) pf_free(s->heap);
+  pf_free(s->heap);
   s->heap = NULL;
+  s->owns = 0;
   s->type_code = kPFNull;
 }
 
-int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
+__attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFValue* value,
+                                                         int* type_code, int num_ret) {
   static const char* const where = "PFCFuncSetReturn";
   pf_ret_slot* s = ret;
   if (s == NULL || s->magic != PF_RET_MAGIC)
@@ -104,7 +108,25 @@ int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int n
     s->heap = heap;
     s->len = len;
   }
+  s->owns = heap != NULL || is_handle_code(code);
   return 0;
+}
+
+int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
+  pf_ret_slot* s = ret;
+  /* The common case, kept free of the slow path's register saves: a plain
+   * value into a slot that holds nothing. Everything else, misuse
+   * included, goes through set_return_slow. */
+  if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1) &&
+      s->magic == PF_RET_MAGIC) {
+    int code = *type_code;
+    if ((unsigned)code < kPFTypeCodeEnd && !k_needs_ptr[code] && !s->owns) {
+      s->type_code = code;
+      s->value = *value;
+      return 0;
+    }
+  }
+  return set_return_slow(s, value, type_code, num_ret);
 }
 
 /* Moves a str/bytes result into the thread's return storage for `depth`.
@@ -142,8 +164,10 @@ static int store_result(pf_thread_state* ts, int depth, pf_ret_slot* s, PFValue*
   return 0;
 }
 
-int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
-               PFValue* ret_val, int* ret_type_code) {
+/* Names the first misuse among PFFuncCall's arguments; returns -1. */
+__attribute__((noinline, cold)) static int call_misuse(PFFunctionHandle func, PFValue* args,
+                                                       int* type_codes, int num_args,
+                                                       PFValue* ret_val, int* ret_type_code) {
   static const char* const where = "PFFuncCall";
   if (!pf_is_object(func, kPFObjectFunction))
     return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'func' is %s", where,
@@ -154,40 +178,49 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
   if (num_args < 0)
     return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_args' is negative (%d)",
                             where, num_args);
-  if (num_args > 0 && (args == NULL || type_codes == NULL))
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL with num_args %d",
-                            where, args == NULL ? "args" : "type_codes", num_args);
+  (void)type_codes; /* the one left when args is not NULL */
+  return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL with num_args %d",
+                          where, args == NULL ? "args" : "type_codes", num_args);
+}
+
+int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+               PFValue* ret_val, int* ret_type_code) {
+  if (__builtin_expect(!pf_is_object(func, kPFObjectFunction) || ret_val == NULL ||
+                           ret_type_code == NULL || num_args < 0 ||
+                           (num_args > 0 && (args == NULL || type_codes == NULL)),
+                       0))
+    return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
   for (int i = 0; i < num_args; ++i) {
     int c = type_codes[i];
     /* Plain value codes need no check beyond the range test. */
     if ((unsigned)c <= kPFDataType || c == kPFDevice) continue;
-    if (check_value(where, "argument", i, c, &args[i]) != 0) return -1;
+    if (check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
   }
   pf_function* f = func;
-  pf_thread_state* ts = pf_tls();
   pf_ret_slot slot;
   slot.magic = PF_RET_MAGIC;
   slot.type_code = kPFNull;
   slot.value.v_int64 = 0;
+  slot.owns = 0;
   slot.heap = NULL;
   slot.len = 0;
-  uint64_t gen = ts->err_gen;
-  int depth = ts->depth++;
+  uint64_t gen = pf_hot.err_gen;
+  int depth = pf_hot.depth++;
   int rc = f->func(args, type_codes, num_args, &slot, f->resource);
-  ts->depth = depth;
+  pf_hot.depth = depth;
   slot.magic = 0;
-  if (rc != 0) {
+  if (__builtin_expect(rc != 0, 0)) {
     slot_clear(&slot);
-    if (ts->err_gen == gen) {
+    if (pf_hot.err_gen == gen) {
       const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
       PFErrorSetFormat(kPFErrRuntimeError,
-                       "%s: function '%s' returned %d without recording an error", where,
+                       "PFFuncCall: function '%s' returned %d without recording an error",
                        name ? name : "<anonymous>", rc);
     }
     return -1;
   }
   if (slot.type_code == kPFStr || slot.type_code == kPFBytes) {
-    int st = store_result(ts, depth, &slot, ret_val);
+    int st = store_result(pf_tls(), depth, &slot, ret_val);
     pf_free(slot.heap);
     if (st != 0) return -1;
   } else {

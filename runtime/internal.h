@@ -73,14 +73,22 @@ typedef struct {
   char* tb;
   size_t tb_len, tb_cap;
   char* full; /* PFGetLastError's composition */
-  uint64_t err_gen;
   /* return storage, one buffer per call-nesting depth */
-  int depth;
   pf_ret_buffer** ret;
   int ret_cap;
 } pf_thread_state;
 
 PF_HIDDEN pf_thread_state* pf_tls(void);
+
+/* The two per-thread fields that every call touches. They live apart from
+ * pf_thread_state in a 16-byte initial-exec TLS block, which costs one
+ * instruction to reach even from a dlopen'ed library, where the general
+ * TLS model costs a __tls_get_addr call. */
+typedef struct {
+  int depth;        /* PFFuncCall nesting on this thread */
+  uint64_t err_gen; /* bumped by every error recorded on this thread */
+} pf_hot_state;
+PF_HIDDEN extern _Thread_local pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 /* Sets a MemoryError naming `where`; returns -1. Never allocates. */
 PF_HIDDEN int pf_oom(const char* where);
 
