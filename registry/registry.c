@@ -1,7 +1,10 @@
-/* The global name registry: uthash tables under rwlocks, sharded by the
- * name's hash so that lookups of different names from different threads
- * touch different locks. Uses only the public API (include/packedfunc),
- * like any other client of the runtime. */
+/* The global name registry: one uthash table under a "big reader" lock.
+ * Each thread reads under a mutex of its own (one of READER_SLOTS, each on
+ * its own cache line), and a writer takes all of them. So lookups from
+ * different threads write no shared line but the function's reference
+ * count, and scale across cores; registering and removing, which are rare,
+ * pay for it. Uses only the public API (include/packedfunc), like any other
+ * client of the runtime. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,7 +14,7 @@
 
 /* uthash allocates through the runtime's allocator and reports running out
  * of memory instead of exiting the process. */
-static _Thread_local int g_hash_oom; /* set by uthash under a write lock */
+static int g_hash_oom; /* set by uthash under the write lock */
 #define uthash_malloc(sz) PFMemAlloc(sz)
 #define uthash_free(ptr, sz) PFMemFree(ptr)
 #define HASH_NONFATAL_OOM 1
@@ -25,23 +28,33 @@ typedef struct entry {
   char name[]; /* the key */
 } entry;
 
-/* One lock and one table per shard, each shard on its own cache line. The
- * shard is chosen by the top bits of the name's hash; uthash's buckets use
- * the low bits, so the two choices stay independent. */
-#define SHARD_BITS 6
-#define SHARDS (1 << SHARD_BITS)
+#define READER_SLOTS 64
 typedef struct {
-  _Alignas(64) pthread_rwlock_t lock;
-  entry* table;
-} shard;
-static shard g_shards[SHARDS] = {[0 ... SHARDS - 1] = {PTHREAD_RWLOCK_INITIALIZER, NULL}};
+  _Alignas(64) pthread_mutex_t m;
+} reader_slot;
+static reader_slot g_readers[READER_SLOTS] = {
+    [0 ... READER_SLOTS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+static atomic_uint g_next_reader;
+static _Thread_local int tls_reader_plus1 __attribute__((tls_model("initial-exec")));
+static entry* g_table;
 static atomic_int g_sealed;
 
-static shard* shard_of(const char* name, size_t n, unsigned* hashv) {
-  unsigned h;
-  HASH_VALUE(name, n, h);
-  *hashv = h;
-  return &g_shards[h >> (32 - SHARD_BITS)];
+static pthread_mutex_t* read_lock(void) {
+  int r = tls_reader_plus1 - 1;
+  if (r < 0) {
+    r = (int)(atomic_fetch_add(&g_next_reader, 1) % READER_SLOTS);
+    tls_reader_plus1 = r + 1;
+  }
+  pthread_mutex_lock(&g_readers[r].m);
+  return &g_readers[r].m;
+}
+
+static void write_lock(void) {
+  for (int i = 0; i < READER_SLOTS; ++i) pthread_mutex_lock(&g_readers[i].m);
+}
+
+static void write_unlock(void) {
+  for (int i = READER_SLOTS - 1; i >= 0; --i) pthread_mutex_unlock(&g_readers[i].m);
 }
 
 /* Validates a name argument; returns its length, or -1 with an error. */
@@ -81,11 +94,9 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
 
   PFFunctionHandle drop = NULL; /* released after the lock is dropped */
   int rc = 0;
-  unsigned hv;
-  shard* sh = shard_of(name, (size_t)n, &hv);
-  pthread_rwlock_wrlock(&sh->lock);
+  write_lock();
   entry* old = NULL;
-  HASH_FIND_BYHASHVALUE(hh, sh->table, name, (size_t)n, hv, old);
+  HASH_FIND(hh, g_table, name, (size_t)n, old);
   if (atomic_load(&g_sealed)) {
     rc = sealed_error(where, name);
   } else if (old != NULL && (old->flags & kPFRegisterProtected)) {
@@ -103,11 +114,11 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
     fresh->func = NULL;
   } else {
     g_hash_oom = 0;
-    HASH_ADD_KEYPTR_BYHASHVALUE(hh, sh->table, fresh->name, (size_t)n, hv, fresh);
+    HASH_ADD_KEYPTR(hh, g_table, fresh->name, (size_t)n, fresh);
     if (g_hash_oom) rc = -1; /* PFMemAlloc recorded the MemoryError */
     else fresh = NULL;       /* the table owns it now */
   }
-  pthread_rwlock_unlock(&sh->lock);
+  write_unlock();
 
   if (fresh != NULL) {
     if (rc != 0) drop = fresh->func;
@@ -132,13 +143,11 @@ int PFFuncGetGlobal(const char* name, PFFunctionHandle* out) {
   if (n < 0) return -1;
   if (out == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'out' is NULL", where);
   entry* e = NULL;
-  unsigned hv;
-  shard* sh = shard_of(name, (size_t)n, &hv);
-  pthread_rwlock_rdlock(&sh->lock);
-  HASH_FIND_BYHASHVALUE(hh, sh->table, name, (size_t)n, hv, e);
+  pthread_mutex_t* lock = read_lock();
+  HASH_FIND(hh, g_table, name, (size_t)n, e);
   PFFunctionHandle f = e ? e->func : NULL;
   if (f) PFFuncRetain(f); /* before unlocking: an override can't free it */
-  pthread_rwlock_unlock(&sh->lock);
+  pthread_mutex_unlock(lock);
   *out = f;
   return 0;
 }
@@ -149,10 +158,8 @@ int PFFuncRemoveGlobal(const char* name) {
   if (n < 0) return -1;
   entry* e = NULL;
   int rc = 0;
-  unsigned hv;
-  shard* sh = shard_of(name, (size_t)n, &hv);
-  pthread_rwlock_wrlock(&sh->lock);
-  HASH_FIND_BYHASHVALUE(hh, sh->table, name, (size_t)n, hv, e);
+  write_lock();
+  HASH_FIND(hh, g_table, name, (size_t)n, e);
   if (atomic_load(&g_sealed)) {
     rc = sealed_error(where, name);
   } else if (e == NULL) {
@@ -162,9 +169,9 @@ int PFFuncRemoveGlobal(const char* name) {
     rc = PFErrorSetFormat(kPFErrRuntimeError, "%s: '%s' is protected and cannot be removed",
                           where, name);
   } else {
-    HASH_DEL(sh->table, e);
+    HASH_DEL(g_table, e);
   }
-  pthread_rwlock_unlock(&sh->lock);
+  write_unlock();
   if (rc != 0) return rc;
   PFFuncFree(e->func);
   PFMemFree(e);
@@ -197,52 +204,38 @@ int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
   size_t plen = prefix ? strlen(prefix) : 0;
   size_t count = 0, bytes = 0;
   char* block = NULL;
-  /* Measure under the locks, allocate outside them (the allocator is host
-   * code), then copy; if the table grew in between, measure again. Each
-   * shard is read under its own lock, so the list is a snapshot per shard. */
+  /* Measure under the lock, allocate outside it (the allocator is host
+   * code), and measure again in case the table grew meanwhile. */
   for (;;) {
     size_t need_count = 0, need_bytes = 0;
-    for (int k = 0; k < SHARDS; ++k) {
-      pthread_rwlock_rdlock(&g_shards[k].lock);
-      for (entry* e = g_shards[k].table; e != NULL; e = e->hh.next) {
-        if (plen && strncmp(e->name, prefix, plen) != 0) continue;
-        need_count++;
-        need_bytes += strlen(e->name) + 1;
-      }
-      pthread_rwlock_unlock(&g_shards[k].lock);
+    pthread_mutex_t* lock = read_lock();
+    for (entry* e = g_table; e != NULL; e = e->hh.next) {
+      if (plen && strncmp(e->name, prefix, plen) != 0) continue;
+      need_count++;
+      need_bytes += strlen(e->name) + 1;
     }
-    if (block == NULL || need_count > count || need_bytes > bytes) {
-      PFMemFree(block);
-      count = need_count + 16;
-      bytes = need_bytes + 16 * 64;
-      block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
-      if (block == NULL) return -1;
-    }
-    const char** arr = (const char**)block;
-    char* p = block + sizeof(char*) * (count + 1);
-    char* end = p + bytes;
-    size_t i = 0;
-    int fits = 1;
-    for (int k = 0; k < SHARDS && fits; ++k) {
-      pthread_rwlock_rdlock(&g_shards[k].lock);
-      for (entry* e = g_shards[k].table; e != NULL; e = e->hh.next) {
+    if (block != NULL && need_count <= count && need_bytes <= bytes) {
+      const char** arr = (const char**)block;
+      char* p = block + sizeof(char*) * (count + 1);
+      size_t i = 0;
+      for (entry* e = g_table; e != NULL; e = e->hh.next) {
         if (plen && strncmp(e->name, prefix, plen) != 0) continue;
         size_t l = strlen(e->name) + 1;
-        if (i == count || l > (size_t)(end - p)) {
-          fits = 0;
-          break;
-        }
         memcpy(p, e->name, l);
         arr[i++] = p;
         p += l;
       }
-      pthread_rwlock_unlock(&g_shards[k].lock);
-    }
-    if (fits) {
       arr[i] = NULL;
+      pthread_mutex_unlock(lock);
       count = i;
       break;
     }
+    pthread_mutex_unlock(lock);
+    PFMemFree(block);
+    count = need_count + 16;
+    bytes = need_bytes + 16 * 64;
+    block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
+    if (block == NULL) return -1;
   }
   if (count > (size_t)INT32_MAX) {
     PFMemFree(block);

@@ -1,0 +1,353 @@
+/*
+ * C benchmarks of the call boundary. Every figure is a ratio against a
+ * baseline measured in the same run: trials of the case and of its
+ * baseline are interleaved, and the median, min and max of each are kept,
+ * so machine noise moves both alike.
+ *
+ *   bench_c [--quick]          all rows, one JSON object per line
+ *   bench_c --count CASE N     run CASE N times and nothing else (for
+ *                              callgrind: instructions per call are the
+ *                              difference of two counts divided by N)
+ */
+#include <ffi.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "packedfunc/c_api.h"
+
+/* ---- the work being called ---- */
+
+__attribute__((noinline)) static int64_t add_direct(int64_t a, int64_t b) { return a + b; }
+__attribute__((noinline)) static int64_t noarg_direct(void) { return 7; }
+__attribute__((noinline)) static double mul_add3(double a, double b, double c) { return a * b + c; }
+static int64_t add6(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e, int64_t f) {
+  return a + b + c + d + e + f;
+}
+
+static int add_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n != 2 || codes[0] != kPFInt || codes[1] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "add: expected (int, int)");
+  PFValue v = {.v_int64 = args[0].v_int64 + args[1].v_int64};
+  int c = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &c, 1);
+}
+
+static int noarg_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)res;
+  if (n != 0) return PFErrorSetFormat(kPFErrTypeError, "noarg: expected no arguments");
+  PFValue v = {.v_int64 = 7};
+  int c = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &c, 1);
+}
+
+static int strlen_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n != 1 || codes[0] != kPFStr) return PFErrorSetFormat(kPFErrTypeError, "strlen: expected str");
+  PFValue v = {.v_int64 = (int64_t)strlen(args[0].v_str)};
+  int c = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &c, 1);
+}
+
+static void die(const char* what) {
+  fprintf(stderr, "bench_c: %s: %s\n", what, PFGetLastError());
+  exit(1);
+}
+
+/* ---- cases: each runs its operation `n` times ---- */
+
+static PFFunctionHandle f_add, f_noarg, f_strlen, f_typed_add, f_typed_ffi;
+static int64_t (*volatile p_add)(int64_t, int64_t) = add_direct;
+static int64_t (*volatile p_noarg)(void) = noarg_direct;
+static volatile int64_t sink;
+static ffi_cif raw_cif;
+static char** names;
+static int n_names;
+
+static void run_direct_add(long n) {
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) s += p_add(i, 2);
+  sink = s;
+}
+
+static void run_direct_noarg(long n) {
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) s += p_noarg();
+  sink = s;
+}
+
+static void call2(PFFunctionHandle f, long n) {
+  PFValue args[2];
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue r;
+  int rc;
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) {
+    args[0].v_int64 = i;
+    args[1].v_int64 = 2;
+    if (PFFuncCall(f, args, codes, 2, &r, &rc) != 0) die("PFFuncCall");
+    s += r.v_int64;
+  }
+  sink = s;
+}
+
+static void run_packed_add(long n) { call2(f_add, n); }
+static void run_typed_add(long n) { call2(f_typed_add, n); }
+
+static void run_packed_noarg(long n) {
+  PFValue r;
+  int rc;
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) {
+    if (PFFuncCall(f_noarg, NULL, NULL, 0, &r, &rc) != 0) die("PFFuncCall");
+    s += r.v_int64;
+  }
+  sink = s;
+}
+
+static void run_packed_strlen(long n) {
+  PFValue a = {.v_str = "hello"};
+  int code = kPFStr;
+  PFValue r;
+  int rc;
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) {
+    if (PFFuncCall(f_strlen, &a, &code, 1, &r, &rc) != 0) die("PFFuncCall");
+    s += r.v_int64;
+  }
+  sink = s;
+}
+
+static void run_typed_ffi(long n) {
+  PFValue args[6];
+  int codes[6];
+  PFValue r;
+  int rc;
+  int64_t s = 0;
+  for (int k = 0; k < 6; ++k) codes[k] = kPFInt;
+  for (long i = 0; i < n; ++i) {
+    for (int k = 0; k < 6; ++k) args[k].v_int64 = i + k;
+    if (PFFuncCall(f_typed_ffi, args, codes, 6, &r, &rc) != 0) die("PFFuncCall");
+    s += r.v_int64;
+  }
+  sink = s;
+}
+
+static void run_raw_ffi(long n) {
+  int64_t v[6];
+  void* av[6];
+  ffi_arg r;
+  int64_t s = 0;
+  for (int k = 0; k < 6; ++k) av[k] = &v[k];
+  for (long i = 0; i < n; ++i) {
+    for (int k = 0; k < 6; ++k) v[k] = i + k;
+    ffi_call(&raw_cif, FFI_FN(add6), &r, av);
+    s += (int64_t)r;
+  }
+  sink = s;
+}
+
+static unsigned lookup_seed;
+static void lookup_loop(long n, unsigned* seed) {
+  PFFunctionHandle f;
+  for (long i = 0; i < n; ++i) {
+    *seed = *seed * 1103515245u + 12345u;
+    if (PFFuncGetGlobal(names[(*seed >> 8) % (unsigned)n_names], &f) != 0 || f == NULL)
+      die("PFFuncGetGlobal");
+    PFFuncFree(f);
+  }
+}
+static void run_lookup(long n) { lookup_loop(n, &lookup_seed); }
+
+/* Two threads look up at once; the figure is the time per lookup of one
+ * thread, to compare with run_lookup's single thread. */
+static long two_n;
+static atomic_int two_go;
+static void* two_worker(void* arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  while (!atomic_load(&two_go)) {
+  }
+  lookup_loop(two_n, &seed);
+  return NULL;
+}
+static void run_lookup_2threads(long n) {
+  pthread_t t;
+  two_n = n;
+  atomic_store(&two_go, 0);
+  pthread_create(&t, NULL, two_worker, (void*)(uintptr_t)99u);
+  atomic_store(&two_go, 1);
+  lookup_loop(n, &lookup_seed);
+  pthread_join(t, NULL);
+}
+
+/* ---- measurement ---- */
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double trial(void (*run)(long), long n) {
+  double t0 = now_ns();
+  run(n);
+  return (now_ns() - t0) / (double)n;
+}
+
+static int cmp_d(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+typedef struct {
+  double med, min, max;
+} stats;
+
+static stats summarize(double* v, int k) {
+  qsort(v, (size_t)k, sizeof(double), cmp_d);
+  return (stats){k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2, v[0], v[k - 1]};
+}
+
+typedef struct {
+  const char* id;
+  const char* what;
+  void (*run)(long);
+  const char* base_id;
+  const char* base_what;
+  void (*base)(long);
+  double target; /* the ratio not to exceed; 0 for "reported" */
+  long iters;
+} row;
+
+static int g_trials = 21;
+static double g_scale = 1.0;
+
+static void measure(const row* r) {
+  long n = (long)(r->iters * g_scale);
+  if (n < 1000) n = 1000;
+  double a[64], b[64];
+  r->run(n / 10); /* warm up */
+  r->base(n / 10);
+  for (int t = 0; t < g_trials; ++t) {
+    /* Alternate the order so neither side always runs first. */
+    if (t % 2) {
+      a[t] = trial(r->run, n);
+      b[t] = trial(r->base, n);
+    } else {
+      b[t] = trial(r->base, n);
+      a[t] = trial(r->run, n);
+    }
+  }
+  double ratios[64];
+  for (int t = 0; t < g_trials; ++t) ratios[t] = a[t] / b[t];
+  stats sa = summarize(a, g_trials), sb = summarize(b, g_trials), sr = summarize(ratios, g_trials);
+  printf("{\"id\": \"%s\", \"what\": \"%s\", \"baseline\": \"%s\", "
+         "\"ns\": [%.2f, %.2f, %.2f], \"base_ns\": [%.2f, %.2f, %.2f], "
+         "\"ratio\": [%.3f, %.3f, %.3f], \"target\": %.2f, \"trials\": %d, \"iters\": %ld}\n",
+         r->id, r->what, r->base_what, sa.med, sa.min, sa.max, sb.med, sb.min, sb.max, sr.med,
+         sr.min, sr.max, r->target, g_trials, n);
+  fflush(stdout);
+}
+
+static void register_names(int count) {
+  names = malloc(sizeof(char*) * (size_t)count);
+  for (int i = 0; i < count; ++i) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "bench.lookup.fn%07d", i);
+    names[i] = strdup(buf);
+    /* A function of its own per name, as in a real registry. */
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(add_packed, NULL, NULL, &f) != 0) die("create");
+    if (PFFuncRegisterGlobal(names[i], f, 0) != 0) die("PFFuncRegisterGlobal");
+    PFFuncFree(f);
+  }
+  n_names = count;
+}
+
+/* Bytes of heap per registered function, each with its own function
+ * object and a 24-byte name like "bench.mem.fn0000001". */
+static void memory_per_function(int count) {
+  struct mallinfo2 before = mallinfo2();
+  for (int i = 0; i < count; ++i) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "bench.mem.fn%07d", i);
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(add_packed, NULL, NULL, &f) != 0) die("create");
+    if (PFFuncRegisterGlobal(buf, f, 0) != 0) die("register");
+    PFFuncFree(f);
+  }
+  struct mallinfo2 after = mallinfo2();
+  double per = (double)(after.uordblks - before.uordblks) / count;
+  printf("{\"id\": \"memory\", \"what\": \"heap bytes per registered function (%d names, "
+         "name length 19)\", \"bytes\": %.1f}\n",
+         count, per);
+  for (int i = 0; i < count; ++i) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "bench.mem.fn%07d", i);
+    PFFuncRemoveGlobal(buf);
+  }
+}
+
+static const row k_rows[] = {
+    {"packed_add", "PFFuncCall of a packed add(int64, int64)", run_packed_add, "direct_add",
+     "C call through a function pointer", run_direct_add, 4.0, 2000000},
+    {"packed_noarg", "PFFuncCall of a no-argument packed function", run_packed_noarg,
+     "direct_noarg", "C call through a function pointer", run_direct_noarg, 3.0, 2000000},
+    {"packed_str", "string argument: packed strlen(\"hello\")", run_packed_strlen, "packed_add",
+     "PFFuncCall of the packed add", run_packed_add, 2.0, 2000000},
+    {"typed_add", "typed int64(int64,int64), direct-cast path", run_typed_add, "packed_add",
+     "PFFuncCall of the packed add", run_packed_add, 3.0, 2000000},
+    {"typed_ffi", "typed int64(int64 x6), libffi path", run_typed_ffi, "raw_ffi",
+     "a raw prepared ffi_call of the same function", run_raw_ffi, 1.5, 1000000},
+    {"lookup", "PFFuncGetGlobal (+PFFuncFree) with 10,000 names", run_lookup, "packed_add",
+     "PFFuncCall of the packed add", run_packed_add, 5.0, 1000000},
+    {"lookup_2t", "PFFuncGetGlobal from 2 threads at once, per lookup", run_lookup_2threads,
+     "lookup_1t", "the same from one thread", run_lookup, 2.0, 500000},
+};
+
+static void setup(void) {
+  if (PFFuncCreateFromCFunc(add_packed, NULL, NULL, &f_add) != 0 ||
+      PFFuncCreateFromCFunc(noarg_packed, NULL, NULL, &f_noarg) != 0 ||
+      PFFuncCreateFromCFunc(strlen_packed, NULL, NULL, &f_strlen) != 0)
+    die("create");
+  if (PFFuncCreateFromTyped((void*)add_direct, "int64(int64,int64)", &f_typed_add) != 0)
+    die("PFFuncCreateFromTyped");
+  if (PFFuncCreateFromTyped((void*)add6, "int64(int64,int64,int64,int64,int64,int64)",
+                            &f_typed_ffi) != 0)
+    die("PFFuncCreateFromTyped");
+  static ffi_type* six[6] = {&ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64,
+                             &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64};
+  if (ffi_prep_cif(&raw_cif, FFI_DEFAULT_ABI, 6, &ffi_type_sint64, six) != FFI_OK) {
+    fprintf(stderr, "bench_c: ffi_prep_cif failed\n");
+    exit(1);
+  }
+  register_names(10000);
+  (void)mul_add3;
+}
+
+int main(int argc, char** argv) {
+  int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  setup();
+  if (argc == 4 && strcmp(argv[1], "--count") == 0) {
+    long n = atol(argv[3]);
+    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; ++i) {
+      if (strcmp(k_rows[i].id, argv[2]) == 0) { k_rows[i].run(n); return 0; }
+      if (strcmp(k_rows[i].base_id, argv[2]) == 0) { k_rows[i].base(n); return 0; }
+    }
+    fprintf(stderr, "bench_c: unknown case '%s'\n", argv[2]);
+    return 2;
+  }
+  if (quick) {
+    g_trials = 5;
+    g_scale = 0.02;
+  }
+  for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; ++i) measure(&k_rows[i]);
+  memory_per_function(quick ? 10000 : 1000000);
+  return 0;
+}
