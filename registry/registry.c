@@ -195,9 +195,8 @@ static int cmp_names(const void* a, const void* b) {
   return strcmp(*(const char* const*)a, *(const char* const*)b);
 }
 
-int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
-                                    const char*** out_array) {
-  static const char* const where = "PFFuncListGlobalNames";
+static int list_names(const char* where, const char* prefix, int* out_size,
+                      const char*** out_array) {
   if (out_size == NULL || out_array == NULL)
     return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
                             out_size == NULL ? "out_size" : "out_array");
@@ -251,8 +250,13 @@ int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
   return 0;
 }
 
+int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
+                                    const char*** out_array) {
+  return list_names("PFFuncListGlobalNamesWithPrefix", prefix, out_size, out_array);
+}
+
 int PFFuncListGlobalNames(int* out_size, const char*** out_array) {
-  return PFFuncListGlobalNamesWithPrefix(NULL, out_size, out_array);
+  return list_names("PFFuncListGlobalNames", NULL, out_size, out_array);
 }
 
 int PFRegistrySeal(void) {

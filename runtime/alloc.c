@@ -11,14 +11,16 @@ static void default_free(void* p, void* ud) { (void)ud; free(p); }
 static PFAllocator g_alloc = {default_malloc, default_realloc, default_free, NULL};
 static atomic_int g_alloc_used;
 
+/* Its errors are recorded without allocating: a failed call must not count
+ * as the runtime's first allocation, or a corrected retry would fail. */
 int PFSetAllocator(const PFAllocator* a) {
   if (a != NULL && (a->malloc_fn == NULL || a->realloc_fn == NULL || a->free_fn == NULL))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFSetAllocator: argument 'allocator' has a NULL function");
+    return pf_error_static(kPFErrTypeError,
+                           "PFSetAllocator: argument 'allocator' has a NULL function");
   if (atomic_load(&g_alloc_used))
-    return PFErrorSetFormat(kPFErrRuntimeError,
-                            "PFSetAllocator: the runtime has already allocated; "
-                            "install the allocator before the first call");
+    return pf_error_static(kPFErrRuntimeError,
+                           "PFSetAllocator: the runtime has already allocated; "
+                           "install the allocator before the first call");
   if (a == NULL) {
     g_alloc = (PFAllocator){default_malloc, default_realloc, default_free, NULL};
   } else {

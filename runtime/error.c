@@ -40,11 +40,19 @@ pf_thread_state* pf_tls(void) {
   return s;
 }
 
+/* `kind` may be s->kind itself (a host re-raising the current error with
+ * PFErrorSet(PFErrorGetKind(), ...)), so copy with memmove, not snprintf. */
+static void set_kind(pf_thread_state* s, const char* kind) {
+  size_t n = strnlen(kind, sizeof(s->kind) - 1);
+  memmove(s->kind, kind, n);
+  s->kind[n] = '\0';
+}
+
 static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg) {
   if (!s->msg_static) pf_free(s->msg);
   s->msg = (char*)msg;
   s->msg_static = 1;
-  snprintf(s->kind, sizeof(s->kind), "%s", kind);
+  set_kind(s, kind);
   s->tb_len = 0;
   if (s->tb) s->tb[0] = '\0';
   pf_hot.err_gen++;
@@ -54,6 +62,11 @@ int pf_oom(const char* where) {
   pf_thread_state* s = pf_tls();
   (void)where; /* the message must not need an allocation */
   set_msg_static(s, kPFErrMemoryError, "out of memory");
+  return -1;
+}
+
+int pf_error_static(const char* kind, const char* msg) {
+  set_msg_static(pf_tls(), kind, msg);
   return -1;
 }
 
@@ -79,7 +92,7 @@ static void set_owned(pf_thread_state* s, const char* kind, char* msg) {
   if (!s->msg_static) pf_free(s->msg);
   s->msg = msg;
   s->msg_static = 0;
-  snprintf(s->kind, sizeof(s->kind), "%s", kind);
+  set_kind(s, kind);
   s->tb_len = 0;
   if (s->tb) s->tb[0] = '\0';
   pf_hot.err_gen++;

@@ -5,18 +5,28 @@
 
 /* ---- return slot: lives on PFFuncCall's stack for one call ---- */
 
-#define PF_RET_MAGIC 0x50465256u /* "PFRV" */
 #define PF_RET_INLINE 64
 
-typedef struct {
-  uint32_t magic;
+typedef struct pf_ret_slot pf_ret_slot;
+struct pf_ret_slot {
+  pf_ret_slot* prev; /* the enclosing call's slot on this thread */
   int type_code;
   PFValue value;
   int owns;     /* holds a handle reference or `heap` */
   size_t len;   /* str/bytes length */
   char* heap;   /* str/bytes data when longer than `small` */
   char small[PF_RET_INLINE];
-} pf_ret_slot;
+};
+
+/* pf_hot.ret_top is the slot of the innermost call in progress on this
+ * thread. A return handle is valid only while its slot is on that chain;
+ * PFCFuncSetReturn checks it by comparing addresses, so a handle kept after
+ * its call returned (a dead stack slot) or made up is rejected unread. */
+static int is_active_slot(const pf_ret_slot* s) {
+  for (const pf_ret_slot* p = pf_hot.ret_top; p != NULL; p = p->prev)
+    if (p == s) return 1;
+  return 0;
+}
 
 /* Pointer-carrying codes whose pointer must not be NULL. */
 static const unsigned char k_needs_ptr[kPFTypeCodeEnd] = {
@@ -44,6 +54,12 @@ static int check_value(const char* where, const char* what, int index, int code,
       return PFErrorSetFormat(kPFErrTypeError,
                               "%s: %s %d has type code %s but is not a live %s handle", where,
                               what, index, PFTypeCodeName(code), PFTypeCodeName(code));
+    if (code == kPFBytes) {
+      const PFByteArray* ba = v->v_handle;
+      if (ba->data == NULL && ba->size != 0)
+        return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d is bytes of size %zu with NULL data",
+                                where, what, index, ba->size);
+    }
     return 0;
   }
   if (code >= kPFExtBegin && code < kPFExtEnd) return 0;
@@ -64,10 +80,10 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
                                                          int* type_code, int num_ret) {
   static const char* const where = "PFCFuncSetReturn";
   pf_ret_slot* s = ret;
-  if (s == NULL || s->magic != PF_RET_MAGIC)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'ret' is %s", where,
-                            s ? "not the return handle of a call in progress" : "NULL");
+  if (s == NULL || !is_active_slot(s))
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'ret' is %s", where,
+                            s ? "not the return handle of a call in progress on this thread"
+                              : "NULL");
   if (value == NULL || type_code == NULL)
     return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
                             value == NULL ? "value" : "type_code");
@@ -82,11 +98,7 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     data = value->v_str;
     len = strlen(data);
   } else if (code == kPFBytes) {
-    const PFByteArray* ba = value->v_handle;
-    if (ba->data == NULL && ba->size != 0)
-      return PFErrorSetFormat(kPFErrTypeError,
-                              "%s: return value is bytes of size %zu with NULL data", where,
-                              ba->size);
+    const PFByteArray* ba = value->v_handle; /* checked by check_value */
     data = ba->data;
     len = ba->size;
   }
@@ -118,7 +130,7 @@ int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int n
    * value into a slot that holds nothing. Everything else, misuse
    * included, goes through set_return_slow. */
   if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1) &&
-      s->magic == PF_RET_MAGIC) {
+      s == pf_hot.ret_top) {
     int code = *type_code;
     if ((unsigned)code < kPFTypeCodeEnd && !k_needs_ptr[code] && !s->owns) {
       s->type_code = code;
@@ -198,7 +210,7 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
   }
   pf_function* f = func;
   pf_ret_slot slot;
-  slot.magic = PF_RET_MAGIC;
+  slot.prev = pf_hot.ret_top;
   slot.type_code = kPFNull;
   slot.value.v_int64 = 0;
   slot.owns = 0;
@@ -206,12 +218,14 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
   slot.len = 0;
   uint64_t gen = pf_hot.err_gen;
   int depth = pf_hot.depth++;
+  pf_hot.ret_top = &slot;
   int rc = f->func(args, type_codes, num_args, &slot, f->resource);
+  pf_hot.ret_top = slot.prev;
   pf_hot.depth = depth;
-  slot.magic = 0;
   if (__builtin_expect(rc != 0, 0)) {
     slot_clear(&slot);
-    if (pf_hot.err_gen == gen) {
+    /* No error recorded by the callee, or it cleared the one it had. */
+    if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
       const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
       PFErrorSetFormat(kPFErrRuntimeError,
                        "PFFuncCall: function '%s' returned %d without recording an error",
@@ -284,17 +298,10 @@ int PFFuncFree(PFFunctionHandle func) {
 
 /* ---- metadata ---- */
 
-static int set_once(_Atomic(char*)* field, const char* value, const char* what) {
-  if (value == NULL) return 0;
-  char* copy = pf_strdup(value);
-  if (copy == NULL) return pf_oom("PFFuncSetInfo");
-  char* expected = NULL;
-  if (!atomic_compare_exchange_strong(field, &expected, copy)) {
-    pf_free(copy);
-    return PFErrorSetFormat(kPFErrValueError, "PFFuncSetInfo: the function's %s is already set",
-                            what);
-  }
-  return 0;
+static int already_set(const char* what) {
+  return PFErrorSetFormat(kPFErrValueError,
+                          "PFFuncSetInfo: argument '%s': the function's %s is already set", what,
+                          what);
 }
 
 int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
@@ -303,9 +310,32 @@ int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature
     return PFErrorSetFormat(kPFErrTypeError, "PFFuncSetInfo: argument 'func' is %s",
                             func ? "not a live function handle" : "NULL");
   pf_function* f = func;
-  if (set_once(&f->name, name, "name") != 0) return -1;
-  if (set_once(&f->signature, signature, "signature") != 0) return -1;
-  return set_once(&f->doc, doc, "doc");
+  _Atomic(char*)* fields[3] = {&f->name, &f->signature, &f->doc};
+  const char* values[3] = {name, signature, doc};
+  static const char* const what[3] = {"name", "signature", "doc"};
+  char* copies[3] = {NULL, NULL, NULL};
+  /* All or nothing: check and copy everything before storing anything, so
+   * that a failed call leaves the function as it was. (Two threads racing
+   * to set different fields of one function may still both partly win.) */
+  for (int i = 0; i < 3; ++i)
+    if (values[i] != NULL && atomic_load(fields[i]) != NULL) return already_set(what[i]);
+  for (int i = 0; i < 3; ++i) {
+    if (values[i] == NULL) continue;
+    copies[i] = pf_strdup(values[i]);
+    if (copies[i] == NULL) {
+      for (int j = 0; j < i; ++j) pf_free(copies[j]);
+      return pf_oom("PFFuncSetInfo");
+    }
+  }
+  int rc = 0;
+  for (int i = 0; i < 3; ++i) {
+    char* expected = NULL;
+    if (copies[i] != NULL && !atomic_compare_exchange_strong(fields[i], &expected, copies[i])) {
+      pf_free(copies[i]);
+      rc = already_set(what[i]);
+    }
+  }
+  return rc;
 }
 
 int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signature,

@@ -80,16 +80,20 @@ typedef struct {
 
 PF_HIDDEN pf_thread_state* pf_tls(void);
 
-/* The two per-thread fields that every call touches. They live apart from
- * pf_thread_state in a 16-byte initial-exec TLS block, which costs one
+/* The per-thread fields that every call touches. They live apart from
+ * pf_thread_state in a 24-byte initial-exec TLS block, which costs one
  * instruction to reach even from a dlopen'ed library, where the general
  * TLS model costs a __tls_get_addr call. */
 typedef struct {
   int depth;        /* PFFuncCall nesting on this thread */
   uint64_t err_gen; /* bumped by every error recorded on this thread */
+  void* ret_top;    /* the innermost call's return slot (runtime/function.c) */
 } pf_hot_state;
 PF_HIDDEN extern _Thread_local pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 /* Sets a MemoryError naming `where`; returns -1. Never allocates. */
 PF_HIDDEN int pf_oom(const char* where);
+/* Records an error whose kind and message are string literals, without
+ * allocating (for PFSetAllocator, which must not allocate); returns -1. */
+PF_HIDDEN int pf_error_static(const char* kind, const char* msg);
 
 #endif

@@ -332,8 +332,9 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * traceback) as the thread's last error; a callee that returned -1 without
  * recording an error yields a RuntimeError saying so.
  * Errors detected before the call: NULL func, NULL ret_val/ret_type_code,
- * num_args < 0, NULL args/type_codes with num_args > 0 (TypeError); an
- * unknown type code, a NULL string or byte array, a NULL handle under a
+ * NULL args/type_codes with num_args > 0 (TypeError); num_args < 0
+ * (ValueError); an unknown type code, a NULL string or byte array, bytes
+ * with NULL data and a non-zero size, a NULL or wrong-kind handle under a
  * handle code (TypeError, naming the argument's position).
  * Reentrant: the callee may call other functions, on any thread.
  */
@@ -342,12 +343,16 @@ PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
 
 /*
  * Sets the return value of the call in progress that `ret` belongs to. Only
- * valid inside a packed C function, with the `ret` it was given. Strings and
+ * valid inside a packed C function, on the thread that runs it, with the
+ * `ret` it was given; a `ret` kept after its call returned is rejected
+ * (unless a later call on this thread happens to reuse its slot, in which
+ * case it is that call's handle). Strings and
  * bytes are copied; a function, module or object handle gets a new
  * reference held by the return slot (the callee keeps its own). Setting
  * again replaces the earlier value. `num_ret` must be 1.
- * Errors: NULL or stale `ret`, NULL value/type_code, num_ret != 1, unknown
- * type code, NULL string/bytes/handle (TypeError); MemoryError.
+ * Errors: NULL or stale `ret`, NULL value/type_code, unknown type code,
+ * NULL string/bytes/handle (TypeError); num_ret != 1 (ValueError);
+ * MemoryError.
  */
 PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value,
                                int* type_code, int num_ret);
@@ -487,54 +492,456 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
 /* Typed C functions and C function pointers (libffi)                        */
 /* ------------------------------------------------------------------------ */
 
-/* Wraps a plain C function pointer of the given signature as a PackedFunc.
- * The signature grammar is documented with the implementation's section
- * below. *out is a new reference. Errors: NULL arguments (TypeError); a
- * malformed signature (ValueError naming the offending position);
- * MemoryError. */
+/*
+ * A typed C function is an ordinary C function, such as
+ * `int64_t add(int64_t, int64_t)`, described by a signature string; the
+ * runtime converts between packed values and C values in both directions
+ * through that description.
+ *
+ * Signature grammar (ASCII; blanks — space, tab, newline — may appear
+ * around every token):
+ *
+ *     signature := RET "(" [ ARG { "," ARG } ] ")"
+ *     RET       := "void" | TYPE
+ *     ARG       := TYPE
+ *
+ * At most PF_TYPED_MAX_ARGS (16) arguments; "()" means none ("(void)" is
+ * an error, to keep one spelling). Type names are case-sensitive:
+ *
+ *   name     C argument type        from a packed argument     C result -> packed
+ *   -------  ---------------------  -------------------------  ------------------
+ *   int8     int8_t                 kPFInt, kPFBool (range-    kPFInt
+ *   int16    int16_t                checked: a value outside   kPFInt
+ *   int32    int32_t                the C type is ValueError)  kPFInt
+ *   int64    int64_t                                           kPFInt
+ *   uint8    uint8_t                  (negative -> ValueError) kPFInt
+ *   uint16   uint16_t                                          kPFInt
+ *   uint32   uint32_t                                          kPFInt
+ *   uint64   uint64_t               kPFInt >= 0, kPFBool       kPFInt; above
+ *                                                              INT64_MAX: ValueError
+ *   float32  float                  kPFFloat, kPFInt, kPFBool  kPFFloat (exact)
+ *   float64  double ("double" is    kPFFloat, kPFInt, kPFBool  kPFFloat
+ *            accepted as an alias;
+ *            "float" is an error)
+ *   bool     bool (_Bool)           kPFBool; kPFInt 0 or 1     kPFBool
+ *   str      const char*            kPFStr                     kPFStr (copied), or
+ *                                                              kPFNull for NULL
+ *   bytes    const PFByteArray*     kPFBytes                   kPFBytes; the C
+ *            (result: PFByteArray                              function returns a
+ *            by value)                                         PFByteArray by value
+ *   ptr      void*                  kPFOpaqueHandle; kPFNull   kPFOpaqueHandle, or
+ *                                   (NULL)                     kPFNull for NULL
+ *   tensor   DLTensor*              kPFDLTensorHandle; a       kPFDLTensorHandle, or
+ *                                   tensor object; kPFNull     kPFNull for NULL
+ *   dtype    DLDataType (by value)  kPFDataType                kPFDataType
+ *   device   DLDevice (by value)    kPFDevice                  kPFDevice
+ *   func     PFFunctionHandle       kPFFuncHandle (a live      kPFFuncHandle, or
+ *            (borrowed)             function); kPFNull (NULL)  kPFNull for NULL
+ *   void     (result only)          -                          no value (kPFNull)
+ *
+ * Conversion rules, the same in both directions:
+ *  - Any other type code is a TypeError; so a float passed where an integer
+ *    or bool is expected is a TypeError, never a silent truncation.
+ *  - Integers are range-checked against the C type: an int64 that does not
+ *    fit an int32 argument, a negative value for an unsigned argument, or an
+ *    int other than 0 or 1 for a bool, is a ValueError.
+ *  - An int (or bool) converts to float32/float64 when a double holds it
+ *    exactly (every int of magnitude up to 2^53, and larger ones that happen
+ *    to be exact); otherwise it is a ValueError.
+ *  - float32 narrowing rounds a double to the nearest float, as C does; a
+ *    finite double beyond +-FLT_MAX is a ValueError; infinities and NaN pass.
+ *  - A str, bytes, ptr or tensor pointer is borrowed for the call: the
+ *    runtime never frees or keeps it.
+ *
+ * Results of a typed function (the C function's return value):
+ *  - str: the C function returns a `const char*` that must stay valid after
+ *    it returns (static, thread-local or owned elsewhere); the runtime
+ *    copies it at once into the caller's return storage and never frees it.
+ *    A NULL result becomes kPFNull.
+ *  - bytes: a PFByteArray returned by value, under the same rule for its
+ *    data; {NULL, 0} is empty bytes; NULL data with a nonzero size is a
+ *    ValueError.
+ *  - tensor and ptr: the pointer is passed on as is; its lifetime is the C
+ *    function's business.
+ *  - func: the C function transfers a reference to the caller (as every
+ *    packedfunc entry point that returns a handle does); the runtime hands
+ *    that reference to the PFFuncCall caller, who releases it.
+ */
+
+/* The largest number of arguments in a typed signature. */
+#define PF_TYPED_MAX_ARGS 16
+
+/*
+ * Wraps a plain C function pointer `fn` of the given signature as a
+ * PackedFunc. The signature is parsed, and its libffi call interface
+ * prepared (ffi_prep_cif), once, here; a call then only checks and converts
+ * its arguments. The canonical signature text (canonical type names, no
+ * blanks, "double" spelled float64) is stored as the function's signature
+ * metadata (PFFuncGetInfo); the name and doc stay free for PFFuncSetInfo.
+ *
+ * Each call checks the number of arguments (TypeError) and converts every
+ * argument by the rules above; a failure is a TypeError or ValueError whose
+ * message names the function (its metadata name when set, and its
+ * signature), the argument position (0-based), the expected type and the
+ * given type code (and value, for a range error), e.g.
+ *   "typed function 'scale' int32(int32): argument 0: expected int32, got
+ *    int 4294967296, which is out of its range [-2147483648, 2147483647]".
+ *
+ * Common signatures — at most four arguments, each int64, uint64, float64
+ * or pointer-like (str, bytes, ptr, tensor, func), and a result that is
+ * void, int64, uint64, float64, bool, int32 or pointer-like — are called
+ * through a direct cast of `fn` to that prototype, on targets whose C ABI
+ * passes pointers as 64-bit integers (x86-64, AArch64); every other
+ * signature goes through libffi. Both give the same results.
+ *
+ * `fn` must really have the signature's C prototype; the runtime cannot
+ * check that. It is borrowed for the function's whole life: keep its code
+ * loaded while the handle lives. *out is a new reference (PFFuncFree).
+ * Errors: NULL fn, signature or out (TypeError); a malformed signature
+ * (ValueError naming the position, 0-based, e.g. `bad signature
+ * "int64(int64,,int64)" at position 12: expected a type name`): an unknown
+ * type, a missing parenthesis, trailing text, void as an argument, more than
+ * PF_TYPED_MAX_ARGS arguments, an empty string; MemoryError.
+ * Thread-safe; the function may be called from any thread (as thread-safe
+ * as `fn` itself).
+ */
 PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature,
                                     PFFunctionHandle* out);
 
-/* Turns any function into a real C function pointer of `signature` through
- * a libffi closure. *out_closure is a new reference to an object
- * (kPFObjectClosure) that owns the pointer: *out_fn stays valid until that
- * object's last reference goes. */
+/*
+ * Turns any function (a packed C function, a typed function, a host
+ * callable such as a Python function) into a real C function pointer with
+ * the C prototype that `signature` describes (same grammar and table as
+ * above), through a libffi closure: for example a "int32(ptr,ptr)"
+ * comparator to hand to qsort.
+ *
+ * *out_closure is a new reference to an object of type kPFObjectClosure
+ * that owns the pointer and holds a reference to `func`; *out_fn is valid
+ * until that object's last reference goes (PFObjectFree), which frees the
+ * closure: do not call *out_fn after that. The closure's executable memory
+ * comes from libffi (ffi_closure_alloc), not from the installed allocator.
+ *
+ * A call through *out_fn converts each C argument to a packed value (an
+ * integer to kPFInt, a uint64 above INT64_MAX being a ValueError; float32 or
+ * float64 to kPFFloat; bool to kPFBool; a NULL str, bytes, ptr, tensor or
+ * func to kPFNull, else kPFStr, kPFBytes, kPFOpaqueHandle, kPFDLTensorHandle
+ * or kPFFuncHandle, all borrowed), calls `func` with PFFuncCall, and
+ * converts the result back by the rules above, where kPFNull is also
+ * accepted for a str or bytes result (NULL, or {NULL, 0}). A str or bytes
+ * result points into the calling thread's return storage: valid until the
+ * next packedfunc call on that thread that returns a string; copy it. A
+ * func result is a new reference that the C caller must release.
+ *
+ * Errors cannot unwind through C code. When a call fails — an argument that
+ * does not convert, `func` failing, or a result that does not match the
+ * signature (TypeError/ValueError naming the closure and "result") — the
+ * pointer returns the zero value of its result type (0, 0.0, false, NULL,
+ * {NULL, 0}, an all-zero dtype or device), and the closure keeps the FIRST
+ * such error (kind, message and traceback, plus a traceback line naming the
+ * closure). The failing call also leaves that error as its thread's error.
+ * While an error is kept, calls through the pointer return the zero value at
+ * once without running `func`, so that e.g. a failed qsort comparator is not
+ * called again for every remaining comparison. The caller of the C code that
+ * used the pointer reads the error with PFClosureCheckError, which also
+ * re-arms the pointer.
+ *
+ * Errors: NULL or dead func (TypeError); NULL signature, out_closure or
+ * out_fn (TypeError); a malformed signature (ValueError as above);
+ * MemoryError (also when libffi cannot allocate the closure). Thread-safe;
+ * the pointer may be called from any thread, concurrently.
+ */
 PF_EXPORT int PFFuncToCFunction(PFFunctionHandle func, const char* signature,
                                 PFObjectHandle* out_closure, void** out_fn);
 
-/* Reports a failure inside calls through a closure's pointer: returns -1
- * and makes the first error recorded since the last check the calling
- * thread's error, or returns 0 when no call failed. */
+/*
+ * Collects the error kept by a closure (see PFFuncToCFunction): when a call
+ * through its pointer has failed since the last check, makes the first such
+ * error (kind, message, traceback) the calling thread's error, forgets it in
+ * the closure and returns -1; otherwise returns 0 and leaves the thread's
+ * error alone. Call it after the C code that used the pointer returns.
+ * Errors: NULL closure or not a closure object (TypeError, -1).
+ * Thread-safe: when several threads check at once, one of them gets the
+ * error.
+ */
 PF_EXPORT int PFClosureCheckError(PFObjectHandle closure);
 
 /* ------------------------------------------------------------------------ */
 /* Modules                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Loads a packedfunc module from a shared library. *out is a new reference
- * (PFModFree). */
+/*
+ * A module is a set of named functions that came together: from a shared
+ * library (PFModLoadFromFile), or from a table of descriptors such as the
+ * one the registration macros below build in a program
+ * (PFModLoadFromDescriptors, PF_MODULE_LOAD_SELF). Loading a module does
+ * not touch the global registry; PFModExportGlobal publishes its functions
+ * there, or a host looks them up in the module with PFModGetFunction.
+ *
+ * Lifetime. A module handle is a reference-counted object
+ * (kPFObjectModule). Each function of a module loaded from a shared library
+ * keeps that library loaded: dlclose runs only when the module handle AND
+ * every function handle taken from it are gone, so releasing the module
+ * first and calling one of its functions later is safe. A function's
+ * finalizer runs before the library can be unloaded. The runtime cannot
+ * see other objects that a module's code makes at run time (a function it
+ * creates with PFFuncCreateFromCFunc and returns, a boxed object whose
+ * finalizer lives in the module): a host that keeps such objects must keep
+ * the module, or one of its functions, alive as long as they live.
+ *
+ * Threads. Every entry point here is thread-safe. A module's function table
+ * never changes after loading; only its import list does (PFModImport).
+ */
+
+/* Loads the shared library at `path` (dlopen with RTLD_NOW | RTLD_LOCAL, so
+ * `path` is searched as dlopen searches: a name without a slash goes
+ * through LD_LIBRARY_PATH and the cache) and builds a module of every
+ * function that the library registered with PF_REGISTER_PACKED and
+ * PF_REGISTER_TYPED. Each function carries metadata (PFFuncGetInfo): its
+ * registered name, its doc when given, and for a typed function its
+ * canonical signature.
+ *
+ * The library should link against libpackedfunc.so (DT_NEEDED
+ * libpackedfunc.so.0), so that it binds to the same copy of the runtime as
+ * its host. Loading the same path twice works and gives two modules with
+ * separate function objects over the one loaded copy of the library (the
+ * dynamic loader counts the two loads; no constructor reruns). Nothing is
+ * registered globally, so two modules may define the same name.
+ *
+ * *out is a new reference (PFModFree).
+ * Errors: NULL path or out (TypeError); empty path (ValueError); dlopen
+ * failure (RuntimeError: "cannot load 'PATH': " followed by dlerror()'s own
+ * text); a library without registrations, including one that merely depends
+ * on a module (ValueError: "'PATH' is not a packedfunc module"); a
+ * descriptor built against an unknown descriptor ABI, or a malformed one
+ * (ValueError); the same name registered twice in the library (KeyError
+ * naming it); a typed function whose signature does not parse (the
+ * ValueError of PFFuncCreateFromTyped, with a traceback line naming the
+ * function and the library); MemoryError. On any error the library is
+ * closed again.
+ */
 PF_EXPORT int PFModLoadFromFile(const char* path, PFModuleHandle* out);
 
-/* Looks a function up in a module (and, with query_imports, in the modules
- * it imports). A hit is a new reference; a miss is 0 with *out == NULL. */
+/* Looks `name` up among the module's own functions and, when query_imports
+ * is nonzero and the module has none of that name, among its imports,
+ * depth-first in import order (an import's own functions before that
+ * import's imports). A hit is a new reference (PFFuncFree); a miss returns
+ * 0 with *out == NULL, as PFFuncGetGlobal does.
+ * Errors: mod not a live module, NULL name or out (TypeError). */
 PF_EXPORT int PFModGetFunction(PFModuleHandle mod, const char* name,
                                int query_imports, PFFunctionHandle* out);
 
-/* Makes `dep` an import of `mod` (mod takes a reference to dep). */
+/* Makes `dep` an import of `mod`: PFModGetFunction(mod, ..., 1) then also
+ * searches dep, and mod holds a reference to dep as long as mod lives.
+ * Importing a module that is already imported is a no-op.
+ * Errors: either argument not a live module (TypeError); an import that
+ * would close a cycle, including mod == dep (ValueError); MemoryError. */
 PF_EXPORT int PFModImport(PFModuleHandle mod, PFModuleHandle dep);
 
-/* Lists a module's function names, sorted, in the calling thread's list
- * storage (valid until the next list call on this thread). */
+/* The names of the module's own functions (not its imports'), sorted.
+ * *out_array has *out_size entries followed by NULL. The array and the
+ * strings belong to the module and stay valid as long as the module handle
+ * lives; they never change.
+ * Errors: mod not a live module, NULL outputs (TypeError). */
 PF_EXPORT int PFModListFunctionNames(PFModuleHandle mod, int* out_size,
                                      const char*** out_array);
 
-/* Registers every function of the module globally as prefix + name, with
- * kPFRegister* flags; a taken name fails the whole export. */
+/*
+ * Registers each of the module's own functions globally under prefix +
+ * its name (prefix may be NULL or ""), with the kPFRegister* flags. All or
+ * nothing: without kPFRegisterOverride, a name that is already taken fails
+ * the export with a KeyError naming it before anything is registered; any
+ * later failure (a protected name, a sealed registry, a name longer than
+ * PF_NAME_MAX, MemoryError) removes the names this call registered and
+ * restores the functions it overrode. Another thread may briefly see the
+ * names of an export that then fails. With kPFRegisterProtected the names
+ * are protected once all of them are registered.
+ * Errors: mod not a live module (TypeError); unknown flag bits
+ * (ValueError); those of PFFuncRegisterGlobalEx.
+ */
 PF_EXPORT int PFModExportGlobal(PFModuleHandle mod, const char* prefix,
                                 int flags);
 
-/* Drops a reference to a module. NULL is a no-op. */
+/* Drops a reference to a module; see "Lifetime" above for when its library
+ * is unloaded. NULL is a no-op that returns 0.
+ * Errors: not a live module (TypeError). */
 PF_EXPORT int PFModFree(PFModuleHandle mod);
+
+/* ------------------------------------------------------------------------ */
+/* Registration from C source                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Any C file of a shared library (or of a program) registers functions with
+ * one line each, at file scope:
+ *
+ *     static int scale(PFValue* args, int* codes, int n,
+ *                      PFRetValueHandle ret, void* res) { ... }
+ *     PF_REGISTER_PACKED("mylib.scale", scale, "Scales a tensor in place.");
+ *
+ *     static int64_t add(int64_t a, int64_t b) { return a + b; }
+ *     PF_REGISTER_TYPED("mylib.add", add, "int64(int64,int64)");
+ *     PF_REGISTER_TYPED("mylib.add2", add, "int64(int64,int64)", "Adds.");
+ *
+ * The last argument, the docstring, may be left out. The name must be a
+ * string literal or another constant expression, as must the signature
+ * (grammar: see "Typed C functions") and the doc.
+ *
+ * How it works, and why. Each macro puts a constant PFFuncDescriptor in
+ * the library and a pointer to it in the ELF section "pf_functions"; the
+ * linker gathers the pointers of all the library's files into one array.
+ * Files that use the macros also emit a weak, exported accessor,
+ * PFModuleDescriptorsV1, that returns that array: weak, so that the copies
+ * from several files become one per library; exported, so that
+ * PFModLoadFromFile finds it with dlsym (a version script must keep PF*
+ * global). Nothing runs when the library is loaded: no constructor, no
+ * registration at dlopen time. So loading never fails half-way behind the
+ * host's back, a taken name is reported to the host that exports the
+ * module (PFModExportGlobal), and loading the same library twice, or a
+ * library that is already linked into the process, works (constructors do
+ * not run again on a second dlopen, but nothing depends on them).
+ *
+ * A program (or a library linked directly into one) gets the functions it
+ * registered itself with PF_MODULE_LOAD_SELF, then publishes them with
+ * PFModExportGlobal, which reports a taken name as a KeyError:
+ *
+ *     PFModuleHandle self;
+ *     if (PF_MODULE_LOAD_SELF(&self) != 0 ||
+ *         PFModExportGlobal(self, "", 0) != 0) { ... PFGetLastError() ... }
+ *     PFModFree(self);
+ *
+ * Requirements: GCC or Clang and an ELF linker (GNU ld, gold, lld), C99 or
+ * later with C99 inline semantics (the default; not -fgnu89-inline). The
+ * macros are not available to C++ (the rest of this header is).
+ */
+
+/* What kind of function a descriptor describes. */
+#define kPFFuncDescriptorPacked 1u /* a PFPackedCFunc */
+#define kPFFuncDescriptorTyped 2u  /* a plain C function and its signature */
+
+/* The layout version of PFFuncDescriptor. A module built with another
+ * version is refused with a clear error instead of being misread. */
+#define PF_FUNC_DESCRIPTOR_ABI 1u
+
+/* One registered function. The macros fill it in; a host may also build a
+ * table of pointers to these by hand for PFModLoadFromDescriptors. */
+typedef struct PFFuncDescriptor {
+  uint32_t abi;          /* PF_FUNC_DESCRIPTOR_ABI */
+  uint32_t kind;         /* kPFFuncDescriptorPacked or kPFFuncDescriptorTyped */
+  const char* name;      /* 1..PF_NAME_MAX bytes */
+  PFPackedCFunc packed;  /* packed: the function; typed: NULL */
+  void (*typed)(void);   /* typed: the C function, cast; packed: NULL */
+  const char* signature; /* typed: its signature; packed: NULL, or a
+                            signature kept only as metadata */
+  const char* doc;       /* NULL, or the docstring */
+} PFFuncDescriptor;
+
+/* Builds a module from the array of descriptor pointers [begin, end). Both
+ * NULL is an empty module. The descriptors are read during this call only:
+ * the functions' names, signatures and docs are copied. Functions are made
+ * as PFModLoadFromFile makes them, without a library to keep loaded.
+ * *out is a new reference (PFModFree).
+ * Errors: NULL out, one of begin/end NULL (TypeError); end before begin,
+ * a malformed descriptor (ValueError); a name given twice (KeyError); a bad
+ * typed signature (ValueError); MemoryError. Thread-safe. */
+PF_EXPORT int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
+                                       const PFFuncDescriptor* const* end,
+                                       PFModuleHandle* out);
+
+#if !defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__)) && \
+    defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L &&         \
+    !defined(__GNUC_GNU_INLINE__)
+
+/* The bounds of this library's (or program's) "pf_functions" section, which
+ * the linker defines. Hidden, so that each library sees its own; weak, so
+ * that a program without registrations still links (both are NULL). */
+extern const PFFuncDescriptor* const __start_pf_functions[]
+    __attribute__((weak, visibility("hidden")));
+extern const PFFuncDescriptor* const __stop_pf_functions[]
+    __attribute__((weak, visibility("hidden")));
+
+/* The accessor that PFModLoadFromFile looks up. This is an inline
+ * definition (C99): a file that includes the header emits no code for it.
+ * A file that uses a registration macro redeclares it `extern`, which makes
+ * that file emit it, weak, so the files of one library merge into one.
+ * (Clang wants `weak` on the definition, GCC on a later declaration.) */
+#if defined(__clang__)
+#define PF_ACCESSOR_DEF_ATTR_ __attribute__((weak, visibility("default")))
+#define PF_ACCESSOR_USE_ATTR_
+#else
+#define PF_ACCESSOR_DEF_ATTR_ __attribute__((visibility("default")))
+#define PF_ACCESSOR_USE_ATTR_ __attribute__((weak))
+#endif
+PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
+    const PFFuncDescriptor* const** begin, const PFFuncDescriptor* const** end);
+PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
+    const PFFuncDescriptor* const** begin, const PFFuncDescriptor* const** end) {
+  *begin = __start_pf_functions;
+  *end = __stop_pf_functions;
+}
+
+#define PF_CAT2_(a, b) a##b
+#define PF_CAT_(a, b) PF_CAT2_(a, b)
+#if defined(__COUNTER__)
+#define PF_UNIQUE_ID_ __COUNTER__
+#else
+#define PF_UNIQUE_ID_ __LINE__
+#endif
+
+/* The pointer entries are 8-byte objects: no compiler pads or over-aligns
+ * them, so the section is a plain array. */
+#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc)          \
+  extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**,            \
+                                    const PFFuncDescriptor* const**)            \
+      PF_ACCESSOR_USE_ATTR_;                                                    \
+  static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                 \
+      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc};       \
+  __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* \
+      const PF_CAT_(pf_descriptor_entry_, id) = &PF_CAT_(pf_descriptor_, id)
+#define PF_REGISTER_(...) PF_REGISTER_AT_(__VA_ARGS__)
+
+#define PF_REGISTER_PACKED_2_(name, fn) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL)
+#define PF_REGISTER_PACKED_3_(name, fn, doc) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc)
+#define PF_REGISTER_TYPED_3_(name, fn, sig)                                  \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
+               (void (*)(void))(fn), sig, NULL)
+#define PF_REGISTER_TYPED_4_(name, fn, sig, doc)                             \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
+               (void (*)(void))(fn), sig, doc)
+#define PF_PICK_3_(a, b, c, d, ...) d
+#define PF_PICK_4_(a, b, c, d, e, ...) e
+
+/* PF_REGISTER_PACKED(name, fn [, doc]): registers the PFPackedCFunc `fn`
+ * (type-checked) under `name`. Use at file scope, followed by `;`. */
+#define PF_REGISTER_PACKED(...)                                        \
+  PF_PICK_3_(__VA_ARGS__, PF_REGISTER_PACKED_3_, PF_REGISTER_PACKED_2_, \
+             PF_REGISTER_PACKED_needs_2_or_3_arguments)(__VA_ARGS__)
+
+/* PF_REGISTER_TYPED(name, fn, signature [, doc]): registers the plain C
+ * function `fn`, whose C prototype `signature` must describe (the runtime
+ * cannot check it; a signature that does not parse fails the load). */
+#define PF_REGISTER_TYPED(...)                                           \
+  PF_PICK_4_(__VA_ARGS__, PF_REGISTER_TYPED_4_, PF_REGISTER_TYPED_3_,     \
+             PF_REGISTER_TYPED_needs_3_or_4_arguments, )(__VA_ARGS__)
+
+/* PF_MODULE_LOAD_SELF(&mod): a module of the functions registered in the
+ * program or library that this expression is compiled into (its own
+ * "pf_functions" section), as PFModLoadFromDescriptors. */
+#define PF_MODULE_LOAD_SELF(out) \
+  PFModLoadFromDescriptors(__start_pf_functions, __stop_pf_functions, (out))
+
+#else /* no registration macros here: say why at the first use */
+#if defined(__cplusplus)
+#define PF_NO_REGISTRATION_(what) static_assert(false, what " is only available to C")
+#else
+#define PF_NO_REGISTRATION_(what) \
+  _Static_assert(0, what " needs GCC or Clang with C99 inline semantics")
+#endif
+#define PF_REGISTER_PACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PACKED")
+#define PF_REGISTER_TYPED(...) PF_NO_REGISTRATION_("PF_REGISTER_TYPED")
+#define PF_MODULE_LOAD_SELF(out) PF_NO_REGISTRATION_("PF_MODULE_LOAD_SELF")
+#endif /* registration macros */
 
 /* ------------------------------------------------------------------------ */
 /* Versions, sizes and the stable function table                             */
@@ -595,6 +1002,19 @@ typedef struct PFApi {
   int (*GetStructSize)(const char*, size_t*);
   int (*FuncSetInfo)(PFFunctionHandle, const char*, const char*, const char*);
   int (*FuncGetInfo)(PFFunctionHandle, const char**, const char**, const char**);
+  /* Typed C functions and C function pointers (libffi). */
+  int (*FuncCreateFromTyped)(void*, const char*, PFFunctionHandle*);
+  int (*FuncToCFunction)(PFFunctionHandle, const char*, PFObjectHandle*, void**);
+  int (*ClosureCheckError)(PFObjectHandle);
+  /* Modules. */
+  int (*ModLoadFromFile)(const char*, PFModuleHandle*);
+  int (*ModGetFunction)(PFModuleHandle, const char*, int, PFFunctionHandle*);
+  int (*ModImport)(PFModuleHandle, PFModuleHandle);
+  int (*ModListFunctionNames)(PFModuleHandle, int*, const char***);
+  int (*ModExportGlobal)(PFModuleHandle, const char*, int);
+  int (*ModFree)(PFModuleHandle);
+  int (*ModLoadFromDescriptors)(const PFFuncDescriptor* const*,
+                                const PFFuncDescriptor* const*, PFModuleHandle*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
