@@ -31,7 +31,7 @@ LIB_HDRS := $(wildcard include/packedfunc/*.h runtime/*.h registry/*.h)
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRCS))
 # Tests that exercise threads; they also run under ThreadSanitizer.
-TSAN_NAMES := $(filter %concurrency %threads,$(TEST_NAMES))
+TSAN_NAMES := $(filter %concurrency %threads %closure,$(TEST_NAMES))
 TEST_SUPPORT := $(wildcard tests/support/*.c tests/support/*.h)
 
 SONAME   := libpackedfunc.so.$(VERSION_MAJOR)
@@ -138,7 +138,38 @@ test-install: lib
 test-readme: lib
 	@tools/test-readme.sh
 
-test-python: lib
+# ---- Python binding (issue 3) --------------------------------------------------
+# make python       copies the shared library beside the package, so that
+#                   `import packedfunc` works with bindings/python on sys.path
+#                   and `pip install bindings/python` ships it inside.
+# make test-python  builds the tests' C library and runs pytest on tests/python
+#                   against this build's library; its counts join the tally.
+PY_PKG_LIB := bindings/python/packedfunc/$(SONAME)
+PY_TESTLIB := $(BUILD)/python/libpf_testlib.so
+
+# Copied under a temporary name and renamed, so that a Python process that
+# has the old copy mapped is not disturbed.
+$(PY_PKG_LIB): $(SHARED)
+	cp -f $(SHARED) $@.tmp && mv -f $@.tmp $@
+
+python: lib $(PY_PKG_LIB)
+
+$(PY_TESTLIB): tests/python/pf_testlib.c $(SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc -lpthread \
+	  -Wl,-rpath,'$$ORIGIN/../lib'
+
+test-python: python $(PY_TESTLIB)
+	@log=$(BUILD)/python/pytest.log; \
+	  PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PF_TESTLIB=$(abspath $(PY_TESTLIB)) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/python >$$log 2>&1; rc=$$?; \
+	  cat $$log; \
+	  summary=$$(tail -n 1 $$log); \
+	  passed=$$(echo "$$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); \
+	  failed=$$(echo "$$summary" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$$1} END {print s+0}'); \
+	  if [ $$rc -ne 0 ] && [ "$$failed" -eq 0 ]; then failed=1; fi; \
+	  tools/run-c-tests.sh --add "$${passed:-0}" "$$failed"; \
+	  exit $$rc
 
 test:
 	@tools/install-deps.sh
@@ -146,6 +177,181 @@ test:
 
 test-all: lib test-abi test-install test-readme test-c test-python
 	@tools/run-c-tests.sh --summary
+
+# ---- benchmarks ----------------------------------------------------------------
+# make bench writes bench/results.md and bench/results.png; QUICK=1 runs short
+# trials into $(BUILD)/bench instead, and is part of `make test`.
+$(BUILD)/bench/bench_c: bench/bench_c.c $(SHARED)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $< -L$(BUILD)/lib -lpackedfunc \
+	  -Wl,-rpath,$(abspath $(BUILD)/lib) -lffi -lpthread -o $@
+
+.PHONY: bench
+bench: $(BUILD)/bench/bench_c $(BENCH_DEPS)
+	$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)
+
+# ---- modules, the pf command, the demo plugin --------------------------------
+# A module is a shared library that links against libpackedfunc.so, so that
+# it binds to the copy of the runtime its host already loaded.
+#   $(BUILD)/bin/pf                      the pf command (make builds it)
+#   $(BUILD)/examples/demo_plugin.so     the demo plugin module
+#   $(BUILD)/modules/*.so                test fixture modules (tests/modules)
+# test_module and test_pf_cli link an ASan+UBSan *shared* libpackedfunc
+# (same soname, in $(BUILD)/asan-shared/lib), so that the test, the fixture
+# modules and pf share one runtime instance.
+PF_TOOL       := $(BUILD)/bin/pf
+DEMO_PLUGIN   := $(BUILD)/examples/demo_plugin.so
+MOD_DIR       := $(BUILD)/modules
+MOD_FIXTURES  := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
+                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so)
+ASAN_SHARED_DIR := $(BUILD)/asan-shared
+ASAN_SHARED   := $(ASAN_SHARED_DIR)/lib/libpackedfunc.so.$(VERSION)
+ASAN_PF_TOOL  := $(ASAN_SHARED_DIR)/bin/pf
+# Links a module: -shared, its own soname, and libpackedfunc.so.0 as DT_NEEDED.
+MODULE_LINK    = -shared -Wl,-soname,$(@F) -L$(BUILD)/lib -Wl,--no-as-needed -lpackedfunc
+
+all: $(PF_TOOL) $(DEMO_PLUGIN)
+modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
+.PHONY: modules
+
+$(PF_TOOL): tools/pf.c $(SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) -o $@ $< -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+$(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $< -lm
+
+$(MOD_DIR)/%.so: tests/modules/%.c $(SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $<
+$(MOD_DIR)/mod_multi.so: tests/modules/mod_multi_a.c tests/modules/mod_multi_b.c $(SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^)
+# Not linked against libpackedfunc at all; not a module.
+$(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) -shared -o $@ $<
+# Depends on a module (DT_NEEDED mod_basic.so) without being one.
+$(MOD_DIR)/mod_depends.so: tests/modules/mod_depends.c $(MOD_DIR)/mod_basic.so
+	$(CC) $(BASE) $(CFLAGS) -shared -Wl,-soname,$(@F) -o $@ $< -Wl,--no-as-needed \
+	  $(MOD_DIR)/mod_basic.so -Wl,-rpath,'$$ORIGIN'
+
+$(ASAN_SHARED): $(call obj_of,asan) runtime/exports.map
+	@mkdir -p $(@D)
+	$(CC) $(SAN_ASAN) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/exports.map \
+	  -o $@ $(call obj_of,asan) $(LIBS)
+	ln -sf libpackedfunc.so.$(VERSION) $(@D)/$(SONAME)
+	ln -sf $(SONAME) $(@D)/libpackedfunc.so
+
+$(ASAN_PF_TOOL): tools/pf.c $(ASAN_SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) -o $@ $< -L$(ASAN_SHARED_DIR)/lib -lpackedfunc \
+	  -Wl,-rpath,$(abspath $(ASAN_SHARED_DIR)/lib) -lm
+
+ASAN_SHARED_LINK = -L$(ASAN_SHARED_DIR)/lib -lpackedfunc -Wl,-rpath,$(abspath $(ASAN_SHARED_DIR)/lib)
+MODULE_TEST_DEFS = -DPF_TEST_MODULE_DIR='"$(abspath $(MOD_DIR))"' \
+                   -DPF_TEST_DEMO_PLUGIN='"$(abspath $(DEMO_PLUGIN))"'
+
+$(BUILD)/asan/tests/test_module: tests/test_module.c $(ASAN_SHARED) $(MOD_FIXTURES) $(DEMO_PLUGIN) \
+                                 $(TEST_SUPPORT) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) -Itests $(MODULE_TEST_DEFS) -o $@ $< $(ASAN_SHARED_LINK) \
+	  -lcmocka $(LIBS)
+$(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(DEMO_PLUGIN) \
+                                 $(MOD_FIXTURES) $(TEST_SUPPORT) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) -Itests $(MODULE_TEST_DEFS) \
+	  -DPF_TEST_CLI='"$(abspath $(ASAN_PF_TOOL))"' -DPF_TEST_CLI_REL='"$(abspath $(PF_TOOL))"' \
+	  -o $@ $< -lcmocka
+
+# ---- Hardening: fuzzing, valgrind, soak (issue 6) ---------------------------------
+#   make fuzz [FUZZ_SECONDS=60]  every libFuzzer target in tests/fuzz for that long
+#   make fuzz-short              every target for FUZZ_SHORT_SECONDS from its seed
+#                                corpus (part of make test)
+#   make valgrind                every C test, built without sanitizers, under
+#                                valgrind memcheck (part of make test)
+#   make soak [SOAK_OPS=1000000] the threaded soak test, long, under ASan and TSan;
+#                                the short form (100000) runs with the C tests
+# The fuzz targets and a fuzz flavour of the runtime are built with clang's
+# libFuzzer plus ASan+UBSan. New inputs that a run finds go to a scratch corpus
+# under $(BUILD)/fuzz/work, crashes to $(BUILD)/fuzz/artifacts; the committed
+# seeds in tests/fuzz/corpus stay small. A crash becomes a regression test in
+# the C suite and its input a seed.
+FUZZ_CC            ?= clang
+FUZZ_SECONDS       ?= 60
+FUZZ_SHORT_SECONDS ?= 8
+SOAK_OPS           ?= 1000000
+FUZZ_SAN   := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_BINS  := $(addprefix $(BUILD)/fuzz/bin/fuzz_,$(FUZZ_NAMES))
+PLAIN_CFLAGS := -O1 -g
+PLAIN_TESTS  := $(addprefix $(BUILD)/plain/tests/,$(TEST_NAMES))
+VALGRIND     := valgrind -q --error-exitcode=99 --leak-check=full \
+                --errors-for-leak-kinds=definite,indirect --trace-children=yes
+# The soak test's operation count under valgrind, which runs threads one at a time.
+VALGRIND_SOAK_OPS ?= 20000
+
+$(BUILD)/fuzz/obj/%.o: %.c $(LIB_HDRS) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzz/libpackedfunc.a: $(call obj_of,fuzz)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libpackedfunc.a $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -Itests -o $@ $< \
+	  $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+# The pf command's parser: tools/pf.c without its main().
+$(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c $(BUILD)/fuzz/libpackedfunc.a \
+                                $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
+	  $(filter %.c,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+
+fuzz: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) work $(FUZZ_NAMES)
+fuzz-short: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SHORT_SECONDS) short $(FUZZ_NAMES)
+
+# The plain flavour: no sanitizers, for valgrind.
+$(BUILD)/plain/obj/%.o: %.c $(LIB_HDRS) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(PLAIN_CFLAGS) -c $< -o $@
+$(BUILD)/plain/libpackedfunc.a: $(call obj_of,plain)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/plain/tests/%: tests/%.c $(BUILD)/plain/libpackedfunc.a $(TEST_SUPPORT) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(PLAIN_CFLAGS) -Itests -o $@ $< $(BUILD)/plain/libpackedfunc.a -lcmocka $(LIBS)
+# The module tests share one runtime with the fixture modules: the shipped
+# shared library, which is built without sanitizers too.
+$(BUILD)/plain/tests/test_module: tests/test_module.c $(SHARED) $(MOD_FIXTURES) $(DEMO_PLUGIN) \
+                                  $(TEST_SUPPORT) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(PLAIN_CFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	  -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
+$(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES) \
+                                  $(TEST_SUPPORT) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(PLAIN_CFLAGS) -Itests $(MODULE_TEST_DEFS) \
+	  -DPF_TEST_CLI='"$(abspath $(PF_TOOL))"' -DPF_TEST_CLI_REL='"$(abspath $(PF_TOOL))"' \
+	  -o $@ $< -lcmocka
+
+# Each test under memcheck: any error, or a definite or indirect leak, fails it.
+# Children (the pf command run by test_pf_cli) are checked too.
+valgrind: $(PLAIN_TESTS)
+	@status=0; for t in $(PLAIN_TESTS); do rm -f $$t.valgrind.*.log; \
+	  if PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) $(VALGRIND) --log-file=$$t.valgrind.%p.log $$t \
+	       > $$t.out 2>&1; then \
+	    echo "ok   [valgrind] $$(basename $$t)"; rm -f $$t.valgrind.*.log; \
+	  else cat $$t.out $$t.valgrind.*.log | tail -n 80; \
+	    echo "FAIL [valgrind] $$(basename $$t)"; status=1; fi; \
+	done; exit $$status
+
+soak: $(BUILD)/asan/tests/test_soak_threads $(BUILD)/tsan/tests/test_soak_threads
+	PF_SOAK_OPS=$(SOAK_OPS) $(BUILD)/asan/tests/test_soak_threads
+	PF_SOAK_OPS=$(SOAK_OPS) $(BUILD)/tsan/tests/test_soak_threads
+
+.PHONY: fuzz fuzz-short valgrind soak
 
 # ---- install -----------------------------------------------------------------
 $(BUILD)/packedfunc.pc: packedfunc.pc.in

@@ -55,7 +55,13 @@ int PFEnvSetSignalChecker(PFSignalChecker checker) {
 
 int PFEnvCheckSignals(void) {
   PFSignalChecker c = atomic_load_explicit(&g_checker, memory_order_acquire);
-  return c ? (c() != 0 ? -1 : 0) : 0;
+  if (c == NULL) return 0;
+  uint64_t gen = pf_hot.err_gen;
+  if (c() == 0) return 0;
+  if (pf_hot.err_gen == gen)
+    PFErrorSet(kPFErrRuntimeError,
+               "PFEnvCheckSignals: the host's signal checker failed without recording an error");
+  return -1;
 }
 
 /* ---- the stable table ---- */
@@ -105,7 +111,17 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(GetVersion, 32)                         \
   X(GetStructSize, 33)                      \
   X(FuncSetInfo, 34)                        \
-  X(FuncGetInfo, 35)
+  X(FuncGetInfo, 35)                        \
+  X(FuncCreateFromTyped, 36)                \
+  X(FuncToCFunction, 37)                    \
+  X(ClosureCheckError, 38)                  \
+  X(ModLoadFromFile, 39)                    \
+  X(ModGetFunction, 40)                     \
+  X(ModImport, 41)                          \
+  X(ModListFunctionNames, 42)               \
+  X(ModExportGlobal, 43)                    \
+  X(ModFree, 44)                            \
+  X(ModLoadFromDescriptors, 45)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

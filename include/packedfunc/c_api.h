@@ -531,8 +531,11 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  *            by value)                                         PFByteArray by value
  *   ptr      void*                  kPFOpaqueHandle; kPFNull   kPFOpaqueHandle, or
  *                                   (NULL)                     kPFNull for NULL
- *   tensor   DLTensor*              kPFDLTensorHandle; a       kPFDLTensorHandle, or
- *                                   tensor object; kPFNull     kPFNull for NULL
+ *   tensor   DLTensor*              kPFDLTensorHandle; kPFNull kPFDLTensorHandle, or
+ *                                   (NULL); as an argument of  kPFNull for NULL
+ *                                   a typed function also a
+ *                                   tensor object (its
+ *                                   DLTensor, borrowed)
  *   dtype    DLDataType (by value)  kPFDataType                kPFDataType
  *   device   DLDevice (by value)    kPFDevice                  kPFDevice
  *   func     PFFunctionHandle       kPFFuncHandle (a live      kPFFuncHandle, or

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Runs the benchmarks and writes the results table and chart.
+
+    report.py --build BUILD [--quick] [--out DIR]
+
+Every figure is a ratio against a baseline measured in the same run (see
+bench_c.c and bench_python.py); callgrind instruction counts are added for
+the C rows, since they do not move with machine noise. --quick runs short
+trials, skips callgrind and the chart, and is what the test command runs so
+that the benchmarks never rot.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    rows = []
+    for line in out.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+    return rows
+
+
+def callgrind_per_call(binary, case, n=20000):
+    """Instructions per call: the difference of two runs, divided by n."""
+    counts = []
+    for k in (n, 2 * n):
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+             binary, "--count", case, str(k)],
+            capture_output=True, text=True, check=True)
+        line = [l for l in out.stderr.splitlines() if "Collected" in l][-1]
+        counts.append(int(line.split(":")[-1].strip().replace(",", "")))
+    return (counts[1] - counts[0]) / n
+
+
+def fmt_ns(v):
+    med, lo, hi = v
+    return f"{med:.1f} ({lo:.1f}–{hi:.1f})"
+
+
+def verdict(row):
+    target = row.get("target", 0)
+    if not target:
+        return "reported"
+    return "met" if row["ratio"][0] <= target else "**missed**"
+
+
+def write_markdown(rows, memory, path, quick):
+    lines = []
+    lines.append("| what | baseline (same run) | ns per op: median (min–max) | baseline ns | "
+                 "ratio: median (min–max) | target | | instructions per op (callgrind) |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ir = r.get("instr")
+        ir_text = "—" if ir is None else f"{ir[0]:.0f} vs {ir[1]:.0f}"
+        target = f"≤ {r['target']:g}x" if r.get("target") else "—"
+        lines.append(
+            f"| {r['what']} | {r['baseline']} | {fmt_ns(r['ns'])} | {fmt_ns(r['base_ns'])} | "
+            f"{r['ratio'][0]:.2f}x ({r['ratio'][1]:.2f}–{r['ratio'][2]:.2f}) | {target} | "
+            f"{verdict(r)} | {ir_text} |")
+    for m in memory:
+        lines.append(f"| {m['what']} | — | {m['bytes']:.0f} bytes | — | — | reported | | — |")
+    head = [
+        "# Benchmark results",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}. Each figure is the median of interleaved trials "
+        "(min and max beside it); each ratio is taken trial by trial against a baseline "
+        "measured in the same run. Instruction counts are callgrind's, for the case and "
+        "its baseline, and do not move with machine noise." + (" (quick run)" if quick else ""),
+        "",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(head + lines) + "\n")
+
+
+def write_chart(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r.get("target")]
+    labels = [r["id"] for r in rows]
+    med = [r["ratio"][0] for r in rows]
+    lo = [r["ratio"][0] - r["ratio"][1] for r in rows]
+    hi = [r["ratio"][2] - r["ratio"][0] for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.5))
+    y = range(len(rows))
+    colors = ["tab:green" if r["ratio"][0] <= r["target"] else "tab:red" for r in rows]
+    ax.barh(y, med, xerr=[lo, hi], color=colors, alpha=0.8, capsize=3)
+    ax.scatter([r["target"] for r in rows], y, marker="|", s=400, color="black",
+               label="target", zorder=3)
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("ratio to the baseline measured in the same run (median, min–max)")
+    ax.set_title("packedfunc: cost relative to baseline (lower is better)")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=HERE)
+    args = ap.parse_args()
+
+    bench_c = os.path.join(args.build, "bench", "bench_c")
+    c_rows = run_json([bench_c] + (["--quick"] if args.quick else []))
+    memory = [r for r in c_rows if "bytes" in r]
+    rows = [r for r in c_rows if "ratio" in r]
+    if not args.quick:
+        for r in rows:
+            r["instr"] = (callgrind_per_call(bench_c, r["id"]),
+                          callgrind_per_call(bench_c, _base_case(r)))
+    py = os.path.join(HERE, "bench_python.py")
+    if os.path.exists(py):
+        env = dict(os.environ, BUILD=args.build)
+        rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
+                         env=env)
+    os.makedirs(args.out, exist_ok=True)
+    write_markdown(rows, memory, os.path.join(args.out, "results.md"), args.quick)
+    if not args.quick:
+        write_chart(rows, os.path.join(args.out, "results.png"))
+    for r in rows:
+        print(f"{r['id']:<16} {r['ratio'][0]:6.2f}x  (target {r.get('target') or '-'})  {verdict(r)}")
+    for m in memory:
+        print(f"{'memory':<16} {m['bytes']:.0f} bytes per registered function")
+
+
+def _base_case(row):
+    return row["base_id"]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+/* Test fixture: functions that hand their arguments back, so that a test
+ * of the pf command can see how each argument was parsed and printed. */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "packedfunc/c_api.h"
+
+static int echo(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n == 0) return 0; /* null */
+  return PFCFuncSetReturn(ret, &args[0], &codes[0], 1);
+}
+PF_REGISTER_PACKED("echo", echo, "Returns its first argument (null without one).");
+
+static PFByteArray echo_bytes(const PFByteArray* b) { return *b; }
+PF_REGISTER_TYPED("echo_bytes", echo_bytes, "bytes(bytes)");
+
+static float echo_float32(float x) { return x; }
+PF_REGISTER_TYPED("echo_float32", echo_float32, "float32(float32)");
+
+static bool echo_bool(bool b) { return b; }
+PF_REGISTER_TYPED("echo_bool", echo_bool, "bool(bool)");
+
+static int64_t echo_uint8(uint8_t x) { return x; }
+PF_REGISTER_TYPED("echo_uint8", echo_uint8, "int64(uint8)");
+
+/* Returns a new function (named "made"), to show how handles print. */
+static int make_fn(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)res;
+  PFFunctionHandle f;
+  if (PFFuncCreateFromCFunc(echo, NULL, NULL, &f) != 0) return -1;
+  int rc = PFFuncSetInfo(f, "made", NULL, NULL);
+  PFValue v = {.v_handle = f};
+  int code = kPFFuncHandle;
+  if (rc == 0) rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFFuncFree(f);
+  return rc;
+}
+PF_REGISTER_PACKED("make_fn", make_fn);

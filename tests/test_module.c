@@ -1,0 +1,800 @@
+/* Modules: loading shared libraries, registration macros, lookup, imports,
+ * global export, lifetime, and every error path. The fixture modules are
+ * the tests/modules sources, built into PF_TEST_MODULE_DIR. This binary links the
+ * shared runtime, so the modules bind to the same instance as the test. */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "packedfunc/c_api.h"
+#include "support/pf_test.h"
+
+#ifndef PF_TEST_MODULE_DIR
+#error "the Makefile passes PF_TEST_MODULE_DIR"
+#endif
+
+static const char* mod_path(const char* file) {
+  static char buf[4096];
+  snprintf(buf, sizeof(buf), "%s/%s", PF_TEST_MODULE_DIR, file);
+  return buf;
+}
+
+static PFModuleHandle load(const char* file) {
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFModLoadFromFile(mod_path(file), &m));
+  assert_non_null(m);
+  return m;
+}
+
+/* Whether the dynamic loader still has the library mapped. */
+static int is_loaded(const char* file) {
+  void* h = dlopen(mod_path(file), RTLD_NOW | RTLD_NOLOAD);
+  if (h != NULL) dlclose(h);
+  return h != NULL;
+}
+
+static int64_t call_ii(PFFunctionHandle f, int64_t a, int64_t b) {
+  PFValue args[2] = {{.v_int64 = a}, {.v_int64 = b}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue r;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, args, codes, 2, &r, &rc));
+  assert_int_equal(rc, kPFInt);
+  return r.v_int64;
+}
+
+static PFFunctionHandle get(PFModuleHandle m, const char* name, int imports) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(m, name, imports, &f));
+  return f;
+}
+
+static int64_t call_global_int(const char* name, int64_t a, int64_t b) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncGetGlobal(name, &f));
+  assert_non_null(f);
+  int64_t r = call_ii(f, a, b);
+  PFFuncFree(f);
+  return r;
+}
+
+static int has_global(const char* name) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncGetGlobal(name, &f));
+  PFFuncFree(f);
+  return f != NULL;
+}
+
+/* ---- the test binary registers functions of its own ---- */
+
+static int self_answer(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)res;
+  PFValue v = {.v_int64 = 42};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+PF_REGISTER_PACKED("self.answer", self_answer, "Returns 42.");
+PF_REGISTER_PACKED("self.answer_nodoc", self_answer);
+
+static int64_t self_sub(int64_t a, int64_t b) { return a - b; }
+PF_REGISTER_TYPED("self.sub", self_sub, "int64( int64 , int64 )", "Subtracts.");
+PF_REGISTER_TYPED("self.sub_nodoc", self_sub, "int64(int64,int64)");
+
+/* ---- loading ---- */
+
+static void test_load_and_call(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_basic.so");
+  uint32_t ti = 0;
+  assert_pf_ok(PFObjectGetTypeIndex(m, &ti));
+  assert_int_equal(ti, kPFObjectModule);
+
+  PFFunctionHandle add = get(m, "add", 0);
+  PFFunctionHandle mul = get(m, "mul", 0);
+  assert_non_null(add);
+  assert_non_null(mul);
+  assert_int_equal(call_ii(add, 40, 2), 42);
+  assert_int_equal(call_ii(mul, 6, 7), 42);
+  /* The typed wrapper checks its arguments. */
+  PFValue a[1] = {{.v_int64 = 1}};
+  int c[1] = {kPFInt};
+  PFValue r;
+  int rc;
+  assert_pf_error(PFFuncCall(mul, a, c, 1, &r, &rc), kPFErrTypeError);
+
+  /* A miss is 0 with NULL. */
+  PFFunctionHandle none = (PFFunctionHandle)&ti;
+  assert_pf_ok(PFModGetFunction(m, "no.such", 1, &none));
+  assert_null(none);
+
+  PFFuncFree(add);
+  PFFuncFree(mul);
+  assert_pf_ok(PFModFree(m));
+  assert_false(is_loaded("mod_basic.so"));
+}
+
+static void test_metadata(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_basic.so");
+  const char *name, *sig, *doc;
+  PFFunctionHandle f = get(m, "mul", 0);
+  assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+  assert_string_equal(name, "mul");
+  assert_string_equal(sig, "int64(int64,int64)");
+  assert_string_equal(doc, "Multiplies two ints.");
+  PFFuncFree(f);
+
+  f = get(m, "add", 0);
+  assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+  assert_string_equal(name, "add");
+  assert_null(sig);
+  assert_string_equal(doc, "Adds two ints (basic).");
+  PFFuncFree(f);
+
+  f = get(m, "half", 0); /* typed, no doc */
+  assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+  assert_string_equal(sig, "float64(float64)");
+  assert_null(doc);
+  PFFuncFree(f);
+
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 5);
+  const char* expected[] = {"add", "call_global", "greet", "half", "mul"};
+  for (int i = 0; i < n; ++i) assert_string_equal(names[i], expected[i]);
+  assert_null(names[n]);
+  PFModFree(m);
+}
+
+static void test_str_function(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_basic.so");
+  PFFunctionHandle f = get(m, "greet", 0);
+  PFValue a = {.v_str = "module"}, r;
+  int c = kPFStr, rc;
+  assert_pf_ok(PFFuncCall(f, &a, &c, 1, &r, &rc));
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(r.v_str, "hello, module");
+  PFFuncFree(f);
+  PFModFree(m);
+}
+
+/* The module sees the test's registry: one runtime instance. */
+static int hello(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)res;
+  PFValue v = {.v_str = "from the test"};
+  int code = kPFStr;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+static void test_one_runtime_instance(void** state) {
+  (void)state;
+  PFFunctionHandle h;
+  assert_pf_ok(PFFuncCreateFromCFunc(hello, NULL, NULL, &h));
+  assert_pf_ok(PFFuncRegisterGlobal("test_module.hello", h, 0));
+  PFFuncFree(h);
+
+  PFModuleHandle m = load("mod_basic.so");
+  PFFunctionHandle f = get(m, "call_global", 0);
+  PFValue a = {.v_str = "test_module.hello"}, r;
+  int c = kPFStr, rc;
+  assert_pf_ok(PFFuncCall(f, &a, &c, 1, &r, &rc));
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(r.v_str, "from the test");
+  /* And the module's error reaches the test with its kind. */
+  a.v_str = "test_module.absent";
+  assert_pf_error(PFFuncCall(f, &a, &c, 1, &r, &rc), kPFErrKeyError, "test_module.absent");
+  PFFuncFree(f);
+  PFModFree(m);
+  assert_pf_ok(PFFuncRemoveGlobal("test_module.hello"));
+}
+
+/* ---- lifetime ---- */
+
+static void test_function_outlives_module(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_basic.so");
+  PFFunctionHandle mul = get(m, "mul", 0);
+  PFFunctionHandle add = get(m, "add", 0);
+  assert_pf_ok(PFModFree(m));
+  /* The functions keep the library loaded. */
+  assert_true(is_loaded("mod_basic.so"));
+  assert_int_equal(call_ii(mul, 3, 5), 15);
+  PFFuncFree(mul);
+  assert_true(is_loaded("mod_basic.so"));
+  assert_int_equal(call_ii(add, 3, 5), 8);
+  PFFuncFree(add);
+  /* The last one gone, the library is unloaded. */
+  assert_false(is_loaded("mod_basic.so"));
+}
+
+static void test_exported_function_outlives_module(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_basic.so");
+  assert_pf_ok(PFModExportGlobal(m, "life.", 0));
+  PFModFree(m);
+  assert_true(is_loaded("mod_basic.so"));
+  assert_int_equal(call_global_int("life.mul", 4, 4), 16);
+  const char* names[] = {"life.add", "life.call_global", "life.greet", "life.half", "life.mul"};
+  for (size_t i = 0; i < 5; ++i) assert_pf_ok(PFFuncRemoveGlobal(names[i]));
+  assert_false(is_loaded("mod_basic.so"));
+}
+
+static void test_load_twice(void** state) {
+  (void)state;
+  PFModuleHandle a = load("mod_basic.so");
+  PFModuleHandle b = load("mod_basic.so");
+  assert_ptr_not_equal(a, b);
+  PFFunctionHandle fa = get(a, "mul", 0);
+  PFFunctionHandle fb = get(b, "mul", 0);
+  assert_ptr_not_equal(fa, fb);
+  assert_int_equal(call_ii(fa, 2, 3), 6);
+  assert_int_equal(call_ii(fb, 2, 4), 8);
+  /* The same module gives back the same function object. */
+  PFFunctionHandle fa2 = get(a, "mul", 0);
+  assert_ptr_equal(fa, fa2);
+  PFFuncFree(fa2);
+  PFModFree(a);
+  PFFuncFree(fa);
+  assert_true(is_loaded("mod_basic.so")); /* b still holds it */
+  assert_int_equal(call_ii(fb, 5, 5), 25);
+  PFFuncFree(fb);
+  PFModFree(b);
+  assert_false(is_loaded("mod_basic.so"));
+}
+
+static void test_module_from_two_files(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_multi.so");
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 3);
+  assert_string_equal(names[0], "multi.one");
+  assert_string_equal(names[1], "multi.three");
+  assert_string_equal(names[2], "multi.two");
+  PFFunctionHandle two = get(m, "multi.two", 0);
+  PFValue r;
+  int rc;
+  assert_pf_ok(PFFuncCall(two, NULL, NULL, 0, &r, &rc));
+  assert_int_equal(r.v_int64, 2);
+  PFFuncFree(two);
+  PFModFree(m);
+}
+
+/* ---- load errors ---- */
+
+static void test_load_bad_path(void** state) {
+  (void)state;
+  int sentinel;
+  PFModuleHandle m = &sentinel;
+  assert_pf_error(PFModLoadFromFile(mod_path("no_such_module.so"), &m), kPFErrRuntimeError,
+                  "PFModLoadFromFile", "no_such_module.so",
+                  "cannot open shared object file"); /* dlopen's own words */
+  assert_ptr_equal(m, &sentinel);                       /* untouched */
+  assert_pf_error(PFModLoadFromFile(NULL, &m), kPFErrTypeError, "PFModLoadFromFile", "'path'");
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_basic.so"), NULL), kPFErrTypeError, "'out'");
+  assert_pf_error(PFModLoadFromFile("", &m), kPFErrValueError, "'path' is empty");
+  /* A file that is not a shared library at all. */
+  assert_pf_error(PFModLoadFromFile(__FILE__, &m), kPFErrRuntimeError, "cannot load");
+}
+
+static void test_load_not_a_module(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_plain.so"), &m), kPFErrValueError,
+                  "mod_plain.so", "is not a packedfunc module");
+  assert_false(is_loaded("mod_plain.so")); /* closed again */
+  /* Depending on a module does not make a library one. */
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_depends.so"), &m), kPFErrValueError,
+                  "mod_depends.so", "is not a packedfunc module");
+  assert_false(is_loaded("mod_depends.so"));
+  assert_false(is_loaded("mod_basic.so"));
+  assert_null(m);
+}
+
+static void test_load_duplicate_name(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_dup.so"), &m), kPFErrKeyError,
+                  "mod_dup.so", "'dup.twice' twice");
+  assert_null(m);
+  assert_false(is_loaded("mod_dup.so"));
+}
+
+static void test_load_bad_signature(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_badsig.so"), &m), kPFErrValueError,
+                  "int64(int64");
+  assert_non_null(strstr(PFErrorGetTraceback(), "badsig.broken"));
+  assert_non_null(strstr(PFErrorGetTraceback(), "mod_badsig.so"));
+  assert_null(m);
+  assert_false(is_loaded("mod_badsig.so"));
+}
+
+/* ---- argument errors of the other entry points ---- */
+
+static void test_bad_handles(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_basic.so");
+  PFFunctionHandle f = get(m, "add", 0);
+  PFFunctionHandle out = NULL;
+  int n;
+  const char** names;
+  assert_pf_error(PFModGetFunction(NULL, "add", 0, &out), kPFErrTypeError, "PFModGetFunction",
+                  "'mod' is NULL");
+  assert_pf_error(PFModGetFunction(f, "add", 0, &out), kPFErrTypeError,
+                  "not a live module handle");
+  assert_pf_error(PFModGetFunction(m, NULL, 0, &out), kPFErrTypeError, "'name'");
+  assert_pf_error(PFModGetFunction(m, "add", 0, NULL), kPFErrTypeError, "'out'");
+  assert_pf_error(PFModListFunctionNames(f, &n, &names), kPFErrTypeError,
+                  "PFModListFunctionNames");
+  assert_pf_error(PFModListFunctionNames(m, NULL, &names), kPFErrTypeError, "'out_size'");
+  assert_pf_error(PFModListFunctionNames(m, &n, NULL), kPFErrTypeError, "'out_array'");
+  assert_pf_error(PFModImport(m, f), kPFErrTypeError, "PFModImport", "'dep'");
+  assert_pf_error(PFModImport(NULL, m), kPFErrTypeError, "PFModImport", "'mod'");
+  assert_pf_error(PFModExportGlobal(f, "x.", 0), kPFErrTypeError, "PFModExportGlobal");
+  assert_pf_error(PFModExportGlobal(m, "x.", 8), kPFErrValueError, "'flags'");
+  assert_pf_error(PFModFree(f), kPFErrTypeError, "PFModFree");
+  assert_pf_ok(PFModFree(NULL));
+  PFFuncFree(f);
+  PFModFree(m);
+}
+
+/* ---- imports ---- */
+
+static void test_imports(void** state) {
+  (void)state;
+  PFModuleHandle basic = load("mod_basic.so");
+  PFModuleHandle other = load("mod_other.so");
+  PFModuleHandle multi = load("mod_multi.so");
+  assert_pf_ok(PFModImport(basic, other));
+  assert_pf_ok(PFModImport(basic, other)); /* again: a no-op */
+  assert_pf_ok(PFModImport(other, multi));
+
+  /* Without query_imports only the module's own functions. */
+  assert_null(get(basic, "neg", 0));
+  PFFunctionHandle neg = get(basic, "neg", 1);
+  assert_non_null(neg);
+  PFValue a = {.v_int64 = 5}, r;
+  int c = kPFInt, rc;
+  assert_pf_ok(PFFuncCall(neg, &a, &c, 1, &r, &rc));
+  assert_int_equal(r.v_int64, -5);
+  PFFuncFree(neg);
+
+  /* Own functions first: basic's add, not other's (which adds 1000). */
+  PFFunctionHandle add = get(basic, "add", 1);
+  assert_int_equal(call_ii(add, 1, 2), 3);
+  PFFuncFree(add);
+
+  /* Depth-first through an import's imports. */
+  PFFunctionHandle three = get(basic, "multi.three", 1);
+  assert_non_null(three);
+  PFFuncFree(three);
+
+  /* Cycles are refused. */
+  assert_pf_error(PFModImport(multi, basic), kPFErrValueError, "import cycle");
+  assert_pf_error(PFModImport(basic, basic), kPFErrValueError, "import cycle");
+
+  /* Imports stay alive through the importer. */
+  PFModFree(other);
+  PFModFree(multi);
+  PFFunctionHandle two = get(basic, "multi.two", 1);
+  assert_non_null(two);
+  PFModFree(basic);
+  PFValue r2;
+  assert_pf_ok(PFFuncCall(two, NULL, NULL, 0, &r2, &rc));
+  assert_int_equal(r2.v_int64, 2);
+  PFFuncFree(two);
+  assert_false(is_loaded("mod_multi.so"));
+  assert_false(is_loaded("mod_other.so"));
+}
+
+/* ---- export ---- */
+
+static void test_export_prefix(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_other.so");
+  assert_pf_ok(PFModExportGlobal(m, "exp.", 0));
+  assert_int_equal(call_global_int("exp.add", 1, 1), 1002);
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncGetGlobal("exp.neg", &f));
+  const char* name = NULL;
+  PFFuncGetInfo(f, &name, NULL, NULL);
+  assert_string_equal(name, "neg"); /* metadata keeps the module's name */
+  PFFuncFree(f);
+
+  /* A second export of the same names fails, leaving the first alone. */
+  PFModuleHandle again = load("mod_other.so");
+  assert_pf_error(PFModExportGlobal(again, "exp.", 0), kPFErrKeyError, "exp.add",
+                  "nothing from module");
+  assert_int_equal(call_global_int("exp.add", 1, 1), 1002);
+
+  /* NULL prefix is "". */
+  assert_pf_ok(PFModExportGlobal(again, NULL, 0));
+  assert_true(has_global("neg"));
+  assert_pf_ok(PFFuncRemoveGlobal("add"));
+  assert_pf_ok(PFFuncRemoveGlobal("neg"));
+  assert_pf_ok(PFFuncRemoveGlobal("exp.add"));
+  assert_pf_ok(PFFuncRemoveGlobal("exp.neg"));
+  PFModFree(again);
+  PFModFree(m);
+}
+
+static void test_export_conflict_registers_nothing(void** state) {
+  (void)state;
+  /* "conf.neg" is taken; "conf.add" (sorted first) must not stay behind. */
+  PFFunctionHandle h;
+  assert_pf_ok(PFFuncCreateFromCFunc(hello, NULL, NULL, &h));
+  assert_pf_ok(PFFuncRegisterGlobal("conf.neg", h, 0));
+  PFModuleHandle m = load("mod_other.so");
+  assert_pf_error(PFModExportGlobal(m, "conf.", 0), kPFErrKeyError, "conf.neg");
+  assert_false(has_global("conf.add"));
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFFuncListGlobalNamesWithPrefix("conf.", &n, &names));
+  assert_int_equal(n, 1);
+  assert_string_equal(names[0], "conf.neg");
+  assert_pf_ok(PFFuncRemoveGlobal("conf.neg"));
+  PFFuncFree(h);
+  PFModFree(m);
+}
+
+static void test_export_rollback_after_partial_register(void** state) {
+  (void)state;
+  /* With override, a protected name is found only while registering:
+   * "ovr.add" is replaced first, then "ovr.neg" fails; "ovr.add" must get
+   * its old function back. */
+  PFFunctionHandle old_add, prot;
+  assert_pf_ok(PFFuncCreateFromCFunc(hello, NULL, NULL, &old_add));
+  assert_pf_ok(PFFuncCreateFromCFunc(hello, NULL, NULL, &prot));
+  assert_pf_ok(PFFuncRegisterGlobal("ovr.add", old_add, 0));
+  assert_pf_ok(PFFuncRegisterGlobalEx("ovr.neg", prot, kPFRegisterProtected));
+  PFModuleHandle m = load("mod_other.so");
+  assert_pf_error(PFModExportGlobal(m, "ovr.", kPFRegisterOverride), kPFErrRuntimeError,
+                  "ovr.neg", "protected");
+  PFFunctionHandle now = NULL;
+  assert_pf_ok(PFFuncGetGlobal("ovr.add", &now));
+  assert_ptr_equal(now, old_add);
+  PFFuncFree(now);
+  assert_pf_ok(PFFuncRemoveGlobal("ovr.add"));
+  PFFuncFree(old_add);
+  PFFuncFree(prot); /* the registry keeps the protected name */
+
+  /* Override without conflicts replaces; protected export protects. */
+  assert_pf_ok(PFFuncCreateFromCFunc(hello, NULL, NULL, &old_add));
+  assert_pf_ok(PFFuncRegisterGlobal("ovr2.add", old_add, 0));
+  assert_pf_ok(PFModExportGlobal(m, "ovr2.", kPFRegisterOverride | kPFRegisterProtected));
+  assert_int_equal(call_global_int("ovr2.add", 1, 2), 1003);
+  assert_pf_error(PFFuncRemoveGlobal("ovr2.add"), kPFErrRuntimeError, "protected");
+  PFFuncFree(old_add);
+  PFModFree(m);
+}
+
+/* ---- registration macros in this program ---- */
+
+static void test_load_self(void** state) {
+  (void)state;
+  PFModuleHandle self = NULL;
+  assert_pf_ok(PF_MODULE_LOAD_SELF(&self));
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(self, &n, &names));
+  assert_int_equal(n, 4);
+  assert_string_equal(names[0], "self.answer");
+  assert_string_equal(names[1], "self.answer_nodoc");
+  assert_string_equal(names[2], "self.sub");
+  assert_string_equal(names[3], "self.sub_nodoc");
+
+  const char *name, *sig, *doc;
+  PFFunctionHandle f = get(self, "self.sub", 0);
+  assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+  assert_string_equal(name, "self.sub");
+  assert_string_equal(sig, "int64(int64,int64)"); /* canonical */
+  assert_string_equal(doc, "Subtracts.");
+  assert_int_equal(call_ii(f, 50, 8), 42);
+  PFFuncFree(f);
+  f = get(self, "self.sub_nodoc", 0);
+  assert_pf_ok(PFFuncGetInfo(f, NULL, NULL, &doc));
+  assert_null(doc);
+  PFFuncFree(f);
+  f = get(self, "self.answer", 0);
+  assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+  assert_null(sig);
+  assert_string_equal(doc, "Returns 42.");
+  PFFuncFree(f);
+  f = get(self, "self.answer_nodoc", 0);
+  assert_pf_ok(PFFuncGetInfo(f, NULL, NULL, &doc));
+  assert_null(doc);
+  PFFuncFree(f);
+
+  /* Publishing them; a taken name is a KeyError, never a silent replace. */
+  assert_pf_ok(PFModExportGlobal(self, "", 0));
+  assert_int_equal(call_global_int("self.sub", 2, 1), 1);
+  PFModuleHandle again = NULL;
+  assert_pf_ok(PF_MODULE_LOAD_SELF(&again));
+  assert_pf_error(PFModExportGlobal(again, "", 0), kPFErrKeyError, "self.answer");
+  const char* all[] = {"self.answer", "self.answer_nodoc", "self.sub", "self.sub_nodoc"};
+  for (size_t i = 0; i < 4; ++i) assert_pf_ok(PFFuncRemoveGlobal(all[i]));
+  PFModFree(again);
+  PFModFree(self);
+}
+
+/* ---- hand-made descriptor tables ---- */
+
+static void test_descriptor_errors(void** state) {
+  (void)state;
+  static const PFFuncDescriptor ok = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "t.ok",
+                                      self_answer, NULL, NULL, NULL};
+  static const PFFuncDescriptor bad_abi = {99, kPFFuncDescriptorPacked, "t.abi", self_answer,
+                                           NULL, NULL, NULL};
+  static const PFFuncDescriptor bad_kind = {PF_FUNC_DESCRIPTOR_ABI, 7, "t.kind", self_answer,
+                                            NULL, NULL, NULL};
+  static const PFFuncDescriptor no_name = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
+                                           "", self_answer, NULL, NULL, NULL};
+  static const PFFuncDescriptor no_fn = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
+                                         "t.nofn", NULL, NULL, NULL, NULL};
+  static const PFFuncDescriptor no_sig = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped,
+                                          "t.nosig", NULL, (void (*)(void))self_sub, NULL, NULL};
+  PFModuleHandle m = NULL;
+  const PFFuncDescriptor* t1[] = {&ok, &bad_abi};
+  assert_pf_error(PFModLoadFromDescriptors(t1, t1 + 2, &m), kPFErrValueError,
+                  "PFModLoadFromDescriptors", "ABI version 99");
+  const PFFuncDescriptor* t2[] = {&bad_kind};
+  assert_pf_error(PFModLoadFromDescriptors(t2, t2 + 1, &m), kPFErrValueError, "kind 7");
+  const PFFuncDescriptor* t3[] = {&no_name};
+  assert_pf_error(PFModLoadFromDescriptors(t3, t3 + 1, &m), kPFErrValueError, "empty name");
+  const PFFuncDescriptor* t4[] = {&no_fn};
+  assert_pf_error(PFModLoadFromDescriptors(t4, t4 + 1, &m), kPFErrValueError, "t.nofn",
+                  "NULL pointer");
+  const PFFuncDescriptor* t5[] = {&no_sig};
+  assert_pf_error(PFModLoadFromDescriptors(t5, t5 + 1, &m), kPFErrValueError, "t.nosig",
+                  "NULL signature");
+  const PFFuncDescriptor* t6[] = {&ok, NULL};
+  assert_pf_error(PFModLoadFromDescriptors(t6, t6 + 2, &m), kPFErrValueError,
+                  "descriptor 1 is NULL");
+  const PFFuncDescriptor* t7[] = {&ok, &ok};
+  assert_pf_error(PFModLoadFromDescriptors(t7, t7 + 2, &m), kPFErrKeyError, "'t.ok' twice");
+  assert_pf_error(PFModLoadFromDescriptors(t1 + 1, t1, &m), kPFErrValueError, "before");
+  assert_pf_error(PFModLoadFromDescriptors(NULL, t1, &m), kPFErrTypeError, "'begin'");
+  assert_pf_error(PFModLoadFromDescriptors(t1, t1 + 1, NULL), kPFErrTypeError, "'out'");
+  assert_null(m);
+
+  /* Both NULL: an empty module. */
+  assert_pf_ok(PFModLoadFromDescriptors(NULL, NULL, &m));
+  int n = -1;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 0);
+  assert_pf_ok(PFModExportGlobal(m, "empty.", 0));
+  PFModFree(m);
+
+  /* A table on the stack is copied: it may go away after loading. */
+  {
+    char name[16];
+    snprintf(name, sizeof(name), "t.%s", "stack");
+    PFFuncDescriptor d = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, name, self_answer,
+                          NULL, NULL, "doc"};
+    const PFFuncDescriptor* t[] = {&d};
+    assert_pf_ok(PFModLoadFromDescriptors(t, t + 1, &m));
+    memset(name, 'x', sizeof(name) - 1);
+  }
+  PFFunctionHandle f = get(m, "t.stack", 0);
+  assert_non_null(f);
+  PFFuncFree(f);
+  PFModFree(m);
+}
+
+/* ---- the demo plugin (examples/plugin) ---- */
+
+static int call1(PFFunctionHandle f, int n, PFValue* a, int* c, PFValue* r, int* rc) {
+  return PFFuncCall(f, a, c, n, r, rc);
+}
+
+/* cmp(a, b) for demo.sort: descending order. */
+static int descending(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  assert_int_equal(n, 2);
+  int64_t d;
+  if (codes[0] == kPFInt)
+    d = args[1].v_int64 > args[0].v_int64 ? 1 : args[1].v_int64 < args[0].v_int64 ? -1 : 0;
+  else
+    d = args[1].v_float64 > args[0].v_float64 ? 1 : args[1].v_float64 < args[0].v_float64 ? -1 : 0;
+  PFValue v = {.v_int64 = d};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+static int failing_cmp(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret, (void)res;
+  return PFErrorSetFormat(kPFErrIndexError, "comparator gave up");
+}
+
+static int square(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)codes, (void)n, (void)res;
+  PFValue v = {.v_int64 = args[0].v_int64 * args[0].v_int64};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+static DLTensor make_tensor(void* data, int64_t* shape, int ndim, uint8_t code, uint8_t bits) {
+  DLTensor t;
+  memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype.code = code;
+  t.dtype.bits = bits;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  return t;
+}
+
+static void test_demo_plugin(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFModLoadFromFile(PF_TEST_DEMO_PLUGIN, &m));
+  PFValue a[2], r;
+  int c[2], rc;
+
+  /* demo.sort: int64 and float64, through a C function pointer. */
+  PFFunctionHandle sort = get(m, "demo.sort", 0), cmp, bad;
+  assert_pf_ok(PFFuncCreateFromCFunc(descending, NULL, NULL, &cmp));
+  assert_pf_ok(PFFuncCreateFromCFunc(failing_cmp, NULL, NULL, &bad));
+  int64_t iv[6] = {3, 1, 4, 1, 5, 9};
+  int64_t shape[2] = {2, 3};
+  DLTensor t = make_tensor(iv, shape, 2, kDLInt, 64);
+  a[0].v_handle = &t;
+  c[0] = kPFDLTensorHandle;
+  a[1].v_handle = cmp;
+  c[1] = kPFFuncHandle;
+  assert_pf_ok(call1(sort, 2, a, c, &r, &rc));
+  const int64_t want[6] = {9, 5, 4, 3, 1, 1};
+  for (int i = 0; i < 6; ++i) assert_int_equal(iv[i], want[i]);
+  double dv[3] = {0.5, -2, 7.25};
+  int64_t n3 = 3;
+  DLTensor td = make_tensor(dv, &n3, 1, kDLFloat, 64);
+  a[0].v_handle = &td;
+  assert_pf_ok(call1(sort, 2, a, c, &r, &rc));
+  assert_true(dv[0] == 7.25 && dv[1] == 0.5 && dv[2] == -2);
+  /* A failing comparator is reported with its own kind. */
+  a[1].v_handle = bad;
+  assert_pf_error(call1(sort, 2, a, c, &r, &rc), kPFErrIndexError, "comparator gave up");
+  /* Unsupported dtype. */
+  int32_t i32[2] = {2, 1};
+  int64_t n2 = 2;
+  DLTensor t32 = make_tensor(i32, &n2, 1, kDLInt, 32);
+  a[0].v_handle = &t32;
+  a[1].v_handle = cmp;
+  assert_pf_error(call1(sort, 2, a, c, &r, &rc), kPFErrTypeError, "demo.sort", "int32");
+  PFFuncFree(sort);
+  PFFuncFree(bad);
+
+  /* demo.fill on four dtypes; strided tensors are refused. */
+  PFFunctionHandle fill = get(m, "demo.fill", 0);
+  float f32[4];
+  int64_t n4 = 4;
+  DLTensor tf = make_tensor(f32, &n4, 1, kDLFloat, 32);
+  a[0].v_handle = &tf;
+  c[0] = kPFDLTensorHandle;
+  a[1].v_float64 = 1.5;
+  c[1] = kPFFloat;
+  assert_pf_ok(call1(fill, 2, a, c, &r, &rc));
+  for (int i = 0; i < 4; ++i) assert_true(f32[i] == 1.5f);
+  a[0].v_handle = &t32;
+  a[1].v_int64 = -3;
+  c[1] = kPFInt;
+  assert_pf_ok(call1(fill, 2, a, c, &r, &rc));
+  assert_int_equal(i32[0], -3);
+  assert_int_equal(i32[1], -3);
+  a[1].v_int64 = INT64_C(1) << 40;
+  assert_pf_error(call1(fill, 2, a, c, &r, &rc), kPFErrValueError, "does not fit int32");
+  a[1].v_float64 = 0.5;
+  c[1] = kPFFloat;
+  assert_pf_error(call1(fill, 2, a, c, &r, &rc), kPFErrValueError, "not an integer");
+  a[0].v_handle = &t;
+  a[1].v_int64 = 7;
+  c[1] = kPFInt;
+  assert_pf_ok(call1(fill, 2, a, c, &r, &rc));
+  assert_int_equal(iv[5], 7);
+  a[0].v_handle = &td;
+  assert_pf_ok(call1(fill, 2, a, c, &r, &rc));
+  assert_true(dv[2] == 7.0);
+  int64_t strides[1] = {2};
+  DLTensor ts = make_tensor(dv, &n2, 1, kDLFloat, 64);
+  ts.strides = strides;
+  a[0].v_handle = &ts;
+  assert_pf_error(call1(fill, 2, a, c, &r, &rc), kPFErrValueError, "contiguous");
+  DLTensor tu = make_tensor(dv, &n2, 1, kDLUInt, 8);
+  a[0].v_handle = &tu;
+  assert_pf_error(call1(fill, 2, a, c, &r, &rc), kPFErrTypeError, "uint8");
+  c[0] = kPFInt;
+  assert_pf_error(call1(fill, 2, a, c, &r, &rc), kPFErrTypeError, "expected (tensor, number)");
+  PFFuncFree(fill);
+
+  /* demo.call_n_times sums the callback's results. */
+  PFFunctionHandle times = get(m, "demo.call_n_times", 0), sq;
+  assert_pf_ok(PFFuncCreateFromCFunc(square, NULL, NULL, &sq));
+  a[0].v_handle = sq;
+  c[0] = kPFFuncHandle;
+  a[1].v_int64 = 1000;
+  c[1] = kPFInt;
+  assert_pf_ok(call1(times, 2, a, c, &r, &rc));
+  assert_int_equal(r.v_int64, INT64_C(332833500)); /* sum of i^2, i < 1000 */
+  a[1].v_int64 = -1;
+  assert_pf_error(call1(times, 2, a, c, &r, &rc), kPFErrValueError, "must be >= 0");
+  a[0].v_handle = bad = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(failing_cmp, NULL, NULL, &bad));
+  a[0].v_handle = bad;
+  a[1].v_int64 = 3;
+  assert_pf_error(call1(times, 2, a, c, &r, &rc), kPFErrIndexError, "comparator gave up");
+  assert_non_null(strstr(PFErrorGetTraceback(), "demo.call_n_times"));
+  PFFuncFree(bad);
+  PFFuncFree(sq);
+  PFFuncFree(times);
+  PFFuncFree(cmp);
+
+  /* Strings, bytes and the failing function. */
+  PFFunctionHandle rev = get(m, "demo.reverse", 0);
+  PFByteArray ba = {"a\0b", 3};
+  a[0].v_handle = &ba;
+  c[0] = kPFBytes;
+  assert_pf_ok(call1(rev, 1, a, c, &r, &rc));
+  assert_int_equal(rc, kPFBytes);
+  const PFByteArray* out = r.v_handle;
+  assert_int_equal(out->size, 3);
+  assert_memory_equal(out->data, "b\0a", 3);
+  PFFuncFree(rev);
+  PFFunctionHandle fail = get(m, "demo.fail", 0);
+  assert_pf_error(call1(fail, 0, a, c, &r, &rc), kPFErrValueError, "demo.fail was called");
+  PFFuncFree(fail);
+  PFModFree(m);
+}
+
+static void test_api_table(void** state) {
+  (void)state;
+  const PFApi* api = PFGetApiBase()->GetApi(PF_API_VERSION);
+  assert_non_null(api);
+  assert_ptr_equal(api->ModLoadFromFile, PFModLoadFromFile);
+  assert_ptr_equal(api->ModGetFunction, PFModGetFunction);
+  assert_ptr_equal(api->ModImport, PFModImport);
+  assert_ptr_equal(api->ModListFunctionNames, PFModListFunctionNames);
+  assert_ptr_equal(api->ModExportGlobal, PFModExportGlobal);
+  assert_ptr_equal(api->ModFree, PFModFree);
+  assert_ptr_equal(api->ModLoadFromDescriptors, PFModLoadFromDescriptors);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_load_and_call),
+      cmocka_unit_test(test_metadata),
+      cmocka_unit_test(test_str_function),
+      cmocka_unit_test(test_one_runtime_instance),
+      cmocka_unit_test(test_function_outlives_module),
+      cmocka_unit_test(test_exported_function_outlives_module),
+      cmocka_unit_test(test_load_twice),
+      cmocka_unit_test(test_module_from_two_files),
+      cmocka_unit_test(test_load_bad_path),
+      cmocka_unit_test(test_load_not_a_module),
+      cmocka_unit_test(test_load_duplicate_name),
+      cmocka_unit_test(test_load_bad_signature),
+      cmocka_unit_test(test_bad_handles),
+      cmocka_unit_test(test_imports),
+      cmocka_unit_test(test_export_prefix),
+      cmocka_unit_test(test_export_conflict_registers_nothing),
+      cmocka_unit_test(test_export_rollback_after_partial_register),
+      cmocka_unit_test(test_load_self),
+      cmocka_unit_test(test_descriptor_errors),
+      cmocka_unit_test(test_demo_plugin),
+      cmocka_unit_test(test_api_table),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
