@@ -175,7 +175,8 @@ test:
 	@tools/install-deps.sh
 	@$(MAKE) --no-print-directory test-all
 
-test-all: lib test-abi test-install test-readme test-c test-python
+# fuzz-short and valgrind: see the Hardening section below.
+test-all: lib test-abi test-install test-readme test-c test-python fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary
 
 # ---- benchmarks ----------------------------------------------------------------
@@ -186,7 +187,9 @@ $(BUILD)/bench/bench_c: bench/bench_c.c $(SHARED)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $< -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,$(abspath $(BUILD)/lib) -lffi -lpthread -o $@
 
-.PHONY: bench
+.PHONY: bench bench-quick
+bench-quick:
+	@$(MAKE) --no-print-directory bench QUICK=1
 bench: $(BUILD)/bench/bench_c $(BENCH_DEPS)
 	$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)
 
@@ -359,14 +362,16 @@ $(BUILD)/packedfunc.pc: packedfunc.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
-install: lib $(BUILD)/packedfunc.pc
-	install -d $(DESTDIR)$(INCLUDEDIR)/packedfunc $(DESTDIR)$(LIBDIR)/pkgconfig
+BINDIR ?= $(PREFIX)/bin
+install: lib $(BUILD)/packedfunc.pc $(PF_TOOL)
+	install -d $(DESTDIR)$(INCLUDEDIR)/packedfunc $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	install -m 644 include/packedfunc/*.h $(DESTDIR)$(INCLUDEDIR)/packedfunc/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libpackedfunc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libpackedfunc.so
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/packedfunc.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 755 $(PF_TOOL) $(DESTDIR)$(BINDIR)/pf  # finds ../lib through its rpath
 
 clean:
 	rm -rf $(BUILD)

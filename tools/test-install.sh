@@ -14,4 +14,5 @@ readelf -d shared_demo | grep -q 'NEEDED.*libpackedfunc.so.0' || { echo "test-in
 cc -std=c11 -Wall -Werror main.c $(pkg-config --cflags packedfunc) \
    "$root/prefix/lib/libpackedfunc.a" $(pkg-config --libs-only-l --static packedfunc | sed 's/-lpackedfunc//') -o static_demo
 ./static_demo >/dev/null
+"$root/prefix/bin/pf" list >/dev/null || { echo "test-install: the installed pf does not run"; exit 1; }
 echo "test-install: pkg-config build against the installed shared and static library OK"

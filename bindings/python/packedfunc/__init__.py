@@ -1,0 +1,146 @@
+"""packedfunc: call C functions by name, and hand Python functions to C.
+
+A pure-Python binding (ctypes) over libpackedfunc::
+
+    import packedfunc as pf
+
+    add = pf.get_global_func("demo.add")     # a C function, by name
+    add(40, 2)                               # -> 42
+
+    @pf.register_func("demo.py_mul")         # a Python function, for C
+    def mul(a, b):
+        return a * b
+
+Values convert both ways: int (int64), float, bool, None, str (UTF-8),
+bytes/bytearray/memoryview, Function and any callable, DataType, Device,
+opaque handles (ctypes.c_void_p), and tensors (numpy arrays or any object
+with ``__dlpack__``, passed without a copy). A C error raises the Python
+exception class of its kind; a Python exception inside a callback fails the
+C call with the matching kind and comes back as the same class.
+
+The shared library is found through $PACKEDFUNC_LIBRARY, then beside this
+package, then in the source tree's build output (build/lib).
+"""
+import sys as _sys
+import ctypes as _ctypes
+
+from . import _base
+from ._base import check_call, register_error
+from ._core import Function, Object, Tensor, convert
+from ._types import DataType, Device
+
+__version__ = "0.1.0"
+#: The version of the loaded libpackedfunc and its path.
+library_version = _base.LIB_VERSION
+library_path = _base.LIB_PATH
+
+__all__ = [
+    "Function", "Object", "Tensor", "DataType", "Device",
+    "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
+    "convert", "init_api", "register_error", "check_call",
+]
+
+
+def _name_arg(where, name):
+    if not isinstance(name, str):
+        raise TypeError("%s: name must be a str, not %s" % (where, type(name).__name__))
+    return name.encode("utf-8")
+
+
+def get_global_func(name, allow_missing=False):
+    """The global function registered under ``name``, as a :class:`Function`.
+
+    A missing name raises ValueError naming it, or returns None when
+    ``allow_missing`` is true. The Function holds its own reference, so it
+    stays valid if the name is later removed or overridden.
+    """
+    out = _ctypes.c_void_p()
+    check_call(_base.PFFuncGetGlobal(_name_arg("get_global_func", name), _ctypes.byref(out)))
+    if not out.value:
+        if allow_missing:
+            return None
+        raise ValueError("packedfunc: no global function named %r" % name)
+    return Function._adopt(out.value)
+
+
+def register_func(name_or_func, f=None, override=False):
+    """Register a Python callable (or a Function) as a global function.
+
+    Usable as::
+
+        @register_func                         # name: the function's __name__
+        @register_func("ns.name")
+        @register_func("ns.name", override=True)
+        register_func("ns.name", f)
+
+    Returns the callable itself, so a decorated function stays an ordinary
+    Python function. The registry keeps the function alive until the name
+    is removed or overridden. A taken name without ``override`` raises
+    KeyError naming it.
+    """
+    if f is None and not isinstance(name_or_func, str):
+        if not callable(name_or_func):
+            raise TypeError("register_func: expected a name or a callable, not %s"
+                            % type(name_or_func).__name__)
+        func = name_or_func
+        name = getattr(func, "__name__", None)
+        if not isinstance(name, str):
+            raise TypeError("register_func: %r has no __name__; pass a name" % (func,))
+        return register_func(name, func, override=override)
+    encoded = _name_arg("register_func", name_or_func)
+
+    def register(func):
+        packed = convert(func)
+        check_call(_base.PFFuncRegisterGlobal(encoded, packed.handle, 1 if override else 0))
+        return func
+
+    if f is not None:
+        return register(f)
+    return register
+
+
+def remove_global_func(name):
+    """Remove a global function. A missing name raises KeyError naming it.
+    Callers that still hold the Function keep it alive."""
+    check_call(_base.PFFuncRemoveGlobal(_name_arg("remove_global_func", name)))
+
+
+def list_global_func_names(prefix=""):
+    """The registered names (those starting with ``prefix``), sorted."""
+    size = _ctypes.c_int()
+    names = _ctypes.POINTER(_ctypes.c_char_p)()
+    check_call(_base.PFFuncListGlobalNamesWithPrefix(
+        _name_arg("list_global_func_names", prefix) if prefix else None,
+        _ctypes.byref(size), _ctypes.byref(names)))
+    return [names[i].decode("utf-8", "replace") for i in range(size.value)]
+
+
+def init_api(prefix, module_name):
+    """Expose every global function named ``prefix.<name>`` as the attribute
+    ``<name>`` of the module ``module_name`` (which must be imported), the
+    way a package exposes its C functions::
+
+        # mypackage/ops.py
+        packedfunc.init_api("mypackage.ops", __name__)
+
+    Only names one level below the prefix that are Python identifiers are
+    exposed; use another call with a longer prefix for deeper levels.
+    Returns the list of attribute names set.
+    """
+    if not isinstance(module_name, str):
+        raise TypeError("init_api: module_name must be a str, not %s"
+                        % type(module_name).__name__)
+    module = _sys.modules.get(module_name)
+    if module is None:
+        raise ValueError("init_api: module %r is not imported" % module_name)
+    head = prefix + "."
+    done = []
+    for name in list_global_func_names(head):
+        attr = name[len(head):]
+        if not attr.isidentifier() or "." in attr:
+            continue
+        func = get_global_func(name, allow_missing=True)
+        if func is not None:  # removed meanwhile
+            setattr(module, attr, func)
+            done.append(attr)
+    return done

@@ -1,0 +1,862 @@
+"""Functions, conversions, callbacks and the registry.
+
+Hot paths (Function.__call__, the callback trampoline) avoid isinstance
+chains and per-call ctypes objects: argument types are looked up by
+``type(x)`` in a cache of precompiled ``struct`` packers, arguments are
+written into preallocated call frames, and C results are read with
+``struct.unpack_from``. Everything else takes the general path.
+"""
+import ctypes
+import functools
+import itertools
+import operator
+import struct
+import sys
+import threading
+import types
+
+from . import _base
+from ._base import (PFCFuncSetReturn, PFFuncCall, PFFuncCreateFromCFunc, PFFuncFree,
+                    PFObjectFree, TYPE_CODES, check_call, last_error, record_exception)
+from ._mirrors import (DLManagedTensor, DLTensor, FINALIZER, OBJECT_FUNCTION, OBJECT_MODULE,
+                       OBJECT_TENSOR, PACKED_CFUNC, PFByteArray, SIGNAL_CHECKER)
+from ._types import DataType, Device
+
+c_void_p, byref = ctypes.c_void_p, ctypes.byref
+
+# Type codes, by name, as the library numbers them.
+_INT = TYPE_CODES["int"]
+_FLOAT = TYPE_CODES["float"]
+_BOOL = TYPE_CODES["bool"]
+_NULL = TYPE_CODES["null"]
+_HANDLE = TYPE_CODES["handle"]
+_DTYPE = TYPE_CODES["dtype"]
+_DEVICE = TYPE_CODES["device"]
+_TENSOR = TYPE_CODES["tensor"]
+_STR = TYPE_CODES["str"]
+_BYTES = TYPE_CODES["bytes"]
+_FUNC = TYPE_CODES["function"]
+_MODULE = TYPE_CODES["module"]
+_OBJECT = TYPE_CODES["object"]
+
+_Q = struct.Struct("=q")
+_D = struct.Struct("=d")
+_P = struct.Struct("=Q")  # a pointer, as an unsigned 64-bit value
+_DT = struct.Struct("=BBH4x")
+_DEV = struct.Struct("=ii")
+_RET = struct.Struct("=qi")  # ret_val as int64, ret_type_code
+_ret_unpack = _RET.unpack_from
+_BA = struct.Struct("=QQ")  # PFByteArray {data, size}
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+
+if ctypes.sizeof(c_void_p) != 8:  # pragma: no cover
+    raise ImportError("packedfunc: only 64-bit platforms are supported")
+
+# A read-only ctypes view of the whole address space, so that the callback
+# trampoline can read the C caller's argument arrays with one
+# struct.unpack_from instead of building ctypes objects per call. It reads
+# only what PFFuncCall's contract says is there.
+_MEMORY = (ctypes.c_char * sys.maxsize).from_address(0)
+
+
+# ---------------------------------------------------------------------------
+# Call frames
+# ---------------------------------------------------------------------------
+#
+# A frame is the memory of one call in progress: ret_val (8 bytes),
+# ret_type_code (4, then 4 of padding), MAX_FAST values, MAX_FAST type codes.
+# Each concurrent or nested call takes its own frame from a free list (a
+# callback into Python may call another Function while C still reads the
+# outer call's arguments), and gives it back afterwards.
+
+MAX_FAST = 8
+_RET_OFF, _RCODE_OFF, _VALS_OFF = 0, 8, 16
+
+
+def _new_frame(capacity=MAX_FAST):
+    codes_off = _VALS_OFF + 8 * capacity
+    buf = (ctypes.c_char * (codes_off + 4 * capacity))()
+    mv = memoryview(buf).cast("B")
+    # [view, args, type_codes, ret_val, ret_type_code, plan whose codes are
+    #  in the frame, codes offset, capacity, buffer]
+    return [mv, byref(buf, _VALS_OFF), byref(buf, codes_off), byref(buf, _RET_OFF),
+            byref(buf, _RCODE_OFF), None, codes_off, capacity, buf]
+
+
+_CODES_OFF = _new_frame()[6]
+_free_frames = [_new_frame() for _ in range(4)]
+_take_frame = _free_frames.pop
+_give_frame = _free_frames.append
+
+
+# ---------------------------------------------------------------------------
+# Fast-path plans: a tuple of exact argument types -> (packer, codes)
+# ---------------------------------------------------------------------------
+
+_FAST_FORMATS = {int: ("q", _INT), bool: ("q", _BOOL), float: ("d", _FLOAT)}
+_plans = {}
+_plans_get = _plans.get
+_PLANS_MAX = 4096
+
+
+def _make_plan(types):
+    """A (pack_into, codes bytes) pair for these exact types, or False when
+    they need the general path."""
+    if len(types) > MAX_FAST or any(t not in _FAST_FORMATS for t in types):
+        plan = False
+    else:
+        fmt = "=" + "".join(_FAST_FORMATS[t][0] for t in types)
+        codes = struct.pack("=%di" % len(types), *(_FAST_FORMATS[t][1] for t in types))
+        plan = (struct.Struct(fmt).pack_into, codes)
+    if len(_plans) < _PLANS_MAX:
+        _plans[types] = plan
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# Argument conversion (general path)
+# ---------------------------------------------------------------------------
+
+def _bytes_address(b):
+    """The address of a bytes object's data (kept alive by the caller)."""
+    return ctypes.cast(b, c_void_p).value or 0
+
+
+def _buffer_address(buf, nbytes):
+    arr = (ctypes.c_char * nbytes).from_buffer(buf)
+    return ctypes.addressof(arr), arr
+
+
+_capsule_get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+_capsule_get_pointer.restype = c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_set_name = ctypes.pythonapi["PyCapsule_SetName"]
+_capsule_set_name.restype = ctypes.c_int
+_capsule_set_name.argtypes = [ctypes.py_object, c_void_p]
+_capsule_new = ctypes.pythonapi["PyCapsule_New"]
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [c_void_p, c_void_p, c_void_p]
+# Capsule names must outlive their capsules: module-level, never freed.
+_NAME_DLTENSOR = ctypes.create_string_buffer(b"dltensor")
+_NAME_USED = ctypes.create_string_buffer(b"used_dltensor")
+
+# DLTensor* we passed to C in calls still in progress -> the Python object,
+# so that a tensor that comes back (an echo, a callback argument) is the
+# same object, with no copy.
+_tensors_in_flight = {}
+
+
+def _tensor_arg(x, pos):
+    try:
+        capsule = x.__dlpack__()
+    except Exception as err:
+        raise TypeError("packedfunc: argument %d (%s) cannot be exported through DLPack: %s"
+                        % (pos, type(x).__name__, err)) from err
+    ptr = _capsule_get_pointer(capsule, b"dltensor")
+    # DLManagedTensor starts with its DLTensor, so the two addresses agree.
+    # The capsule is not consumed: its own destructor frees the export.
+    return ptr, capsule
+
+
+def _convert_arg(x, pos, keep):
+    """(code, 8 value bytes) for one argument. Objects that must outlive the
+    call are appended to `keep`. Raises TypeError/OverflowError/ValueError
+    naming the argument position (0-based)."""
+    t = type(x)
+    if t is int:
+        if not _INT64_MIN <= x <= _INT64_MAX:
+            raise OverflowError("packedfunc: argument %d: int %d does not fit in int64"
+                                % (pos, x))
+        return _INT, _Q.pack(x)
+    if t is float:
+        return _FLOAT, _D.pack(x)
+    if t is bool:
+        return _BOOL, _Q.pack(x)
+    if x is None:
+        return _NULL, _Q.pack(0)
+    if t is str:
+        if "\0" in x:
+            raise ValueError("packedfunc: argument %d: str contains a NUL character "
+                             "(pass bytes for binary data)" % pos)
+        data = x.encode("utf-8", "surrogateescape")
+        keep.append(data)
+        return _STR, _P.pack(_bytes_address(data))
+    if t is bytes or t is bytearray or t is memoryview:
+        return _BYTES, _P.pack(_byte_array(x, keep))
+    if isinstance(x, Function):
+        return _FUNC, _P.pack(x._handle)
+    if isinstance(x, Object):
+        return x._code, _P.pack(x._handle)
+    if t is DataType:
+        return _DTYPE, _DT.pack(x.type_code, x.bits, x.lanes)
+    if t is Device:
+        return _DEVICE, _DEV.pack(x.device_type, x.device_id)
+    if isinstance(x, c_void_p):
+        return _HANDLE, _P.pack(x.value or 0)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        if isinstance(x, numpy.generic):  # numpy scalars: as Python scalars
+            return _convert_arg(x.item(), pos, keep)
+        if isinstance(x, numpy.dtype):
+            return _convert_arg(DataType(x), pos, keep)
+    if hasattr(x, "__dlpack__"):
+        ptr, capsule = _tensor_arg(x, pos)
+        keep.append(capsule)
+        keep.append(x)
+        return _TENSOR, _P.pack(ptr)
+    # Subclasses of the plain types (IntEnum, str and float subclasses...).
+    if isinstance(x, bool):
+        return _BOOL, _Q.pack(bool(x))
+    if isinstance(x, int):
+        return _convert_arg(int(x), pos, keep)
+    if isinstance(x, float):
+        return _FLOAT, _D.pack(float(x))
+    if isinstance(x, str):
+        return _convert_arg(str(x), pos, keep)
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return _BYTES, _P.pack(_byte_array(x, keep))
+    if callable(x):
+        f = convert(x)
+        keep.append(f)
+        return _FUNC, _P.pack(f._handle)
+    raise TypeError("packedfunc: argument %d has unsupported type %s"
+                    % (pos, type(x).__qualname__))
+
+
+def _byte_array(x, keep):
+    """A PFByteArray for bytes-like x; returns its address."""
+    if isinstance(x, bytes):
+        data, size = x, len(x)
+        addr = _bytes_address(x)
+    else:
+        mv = memoryview(x)
+        size = mv.nbytes
+        if not mv.readonly and mv.c_contiguous and size:
+            addr, data = _buffer_address(mv.cast("B"), size)
+        else:
+            data = mv.tobytes()
+            addr = _bytes_address(data)
+    ba = PFByteArray(addr, size)
+    keep.append(data)
+    keep.append(ba)
+    return ctypes.addressof(ba)
+
+
+def _pack_args(args, fr, keep, tensors):
+    mv = fr[0]
+    codes_off = fr[6]
+    for i, x in enumerate(args):
+        code, raw = _convert_arg(x, i, keep)
+        if code == _TENSOR:
+            tensors.append(_P.unpack(raw)[0])
+            tensors.append(x)
+        off = _VALS_OFF + 8 * i
+        mv[off:off + 8] = raw
+        mv[codes_off + 4 * i:codes_off + 4 * i + 4] = struct.pack("=i", code)
+    fr[5] = None  # the codes no longer match any plan
+
+
+# ---------------------------------------------------------------------------
+# Return values
+# ---------------------------------------------------------------------------
+
+def _string_at(addr, size=-1):
+    return ctypes.string_at(addr, size)
+
+
+def _convert_ret(mv, v, code, tensors=None):
+    """A Python value from a call result (v is the raw value as int64)."""
+    if code == _INT:
+        return v
+    if code == _FLOAT:
+        return _D.unpack_from(mv, _RET_OFF)[0]
+    if code == _BOOL:
+        return v != 0
+    if code == _NULL:
+        return None
+    if code == _STR:
+        return _string_at(v).decode("utf-8", "surrogateescape")
+    if code == _BYTES:
+        data, size = _BA.unpack(_string_at(v, 16))
+        return _string_at(data, size) if size else b""
+    if code == _FUNC:
+        return Function._adopt(v & 0xFFFFFFFFFFFFFFFF)
+    if code == _OBJECT or code == _MODULE:
+        return _adopt_object(v & 0xFFFFFFFFFFFFFFFF)
+    if code == _DTYPE:
+        return DataType(*_DT.unpack_from(mv, _RET_OFF))
+    if code == _DEVICE:
+        return Device(*_DEV.unpack_from(mv, _RET_OFF))
+    if code == _HANDLE:
+        return c_void_p(v & 0xFFFFFFFFFFFFFFFF or None)
+    if code == _TENSOR:
+        return _borrowed_tensor(v & 0xFFFFFFFFFFFFFFFF, copy=True)
+    raise TypeError("packedfunc: the function returned a value of unsupported type code %d (%s)"
+                    % (code, _base.TYPE_CODE_NAMES.get(code, "extension")))
+
+
+# ---------------------------------------------------------------------------
+# Function
+# ---------------------------------------------------------------------------
+
+class Function:
+    """A packed function: call it with positional arguments.
+
+    A Function owns one reference to a PackedFunc and releases it when it is
+    garbage collected. Functions come from :func:`get_global_func`,
+    :func:`convert`, or as values returned by C. A PackedFunc is never
+    wrapped twice: passing a Function to C passes its handle, and a handle
+    coming back from C is wrapped as it is, so Functions compare equal (and
+    hash alike) exactly when they share the same PackedFunc.
+
+    Arguments are converted as described in the package documentation;
+    the result comes back as the matching Python value. A failing C function
+    raises the exception class of its error kind.
+    """
+
+    __slots__ = ("_handle", "_hb", "__weakref__")
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("packedfunc.Function cannot be created directly; use "
+                        "get_global_func() or convert()")
+
+    @classmethod
+    def _adopt(cls, handle):
+        """Wrap a new reference (which this call consumes)."""
+        self = object.__new__(cls)
+        self._handle = handle
+        # A ready-made pointer argument: ctypes passes it without
+        # converting anything per call.
+        self._hb = byref(ctypes.c_char.from_address(handle))
+        return self
+
+    def __eq__(self, other):
+        if not isinstance(other, Function):
+            return NotImplemented
+        return self._handle == other._handle
+
+    def __hash__(self):
+        return hash(self._handle)
+
+    @property
+    def handle(self):
+        """The PFFunctionHandle as an int (borrowed: valid while this
+        Function lives)."""
+        return self._handle
+
+    @property
+    def name(self):
+        """The name recorded with PFFuncSetInfo, or None."""
+        name = ctypes.c_char_p()
+        check_call(_base.PFFuncGetInfo(self._handle, byref(name), None, None))
+        return name.value.decode("utf-8", "replace") if name.value else None
+
+    def __repr__(self):
+        name = self.name
+        return "<packedfunc.Function %s at 0x%x>" % (repr(name) if name else "(anonymous)",
+                                                     self._handle)
+
+    def __del__(self):
+        if not _base.state.shutting_down:
+            PFFuncFree(self._handle)
+
+    def __reduce__(self):
+        raise TypeError("packedfunc.Function cannot be pickled")
+
+    def __call__(self, *args):
+        n = len(args)
+        if n == 2:
+            a, b = args
+            plan = _plans_get((type(a), type(b)))
+        elif n == 1:
+            plan = _plans_get((type(args[0]),))
+        else:
+            plan = _plans_get(tuple(map(type, args)))
+        if not plan:
+            return _call_general(self, args, plan)
+        try:
+            fr = _take_frame()
+        except IndexError:
+            fr = _new_frame()
+        mv = fr[0]
+        try:
+            plan[0](mv, _VALS_OFF, *args)
+        except struct.error:  # an int outside int64
+            _give_frame(fr)
+            return _call_general(self, args, False)
+        if fr[5] is not plan:
+            mv[_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+            fr[5] = plan
+        if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
+            _give_frame(fr)
+            check_call(-1)
+        v, c = _ret_unpack(mv, 0)
+        if c == _INT:
+            _give_frame(fr)
+            return v
+        try:
+            return _convert_ret(mv, v, c)
+        finally:
+            _give_frame(fr)
+
+
+def _call_general(func, args, plan):
+    if plan is None:  # not seen before: maybe it can take the fast path
+        if _make_plan(tuple(map(type, args))):
+            return func(*args)
+    n = len(args)
+    if n <= MAX_FAST:
+        try:
+            fr = _take_frame()
+        except IndexError:
+            fr = _new_frame()
+    else:
+        fr = _new_frame(n)
+    keep, tensors = [], []
+    mv = fr[0]
+    try:
+        _pack_args(args, fr, keep, tensors)
+        for i in range(0, len(tensors), 2):
+            _tensors_in_flight[tensors[i]] = tensors[i + 1]
+        if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
+            check_call(-1)
+        v, c = _RET.unpack_from(mv, 0)
+        if c == _TENSOR:
+            addr = v & 0xFFFFFFFFFFFFFFFF
+            for i in range(0, len(tensors), 2):
+                if tensors[i] == addr:
+                    return tensors[i + 1]  # an argument coming back: itself
+        return _convert_ret(mv, v, c)
+    finally:
+        for i in range(0, len(tensors), 2):
+            _tensors_in_flight.pop(tensors[i], None)
+        if fr[7] == MAX_FAST:
+            _give_frame(fr)
+
+
+# ---------------------------------------------------------------------------
+# Objects and tensors
+# ---------------------------------------------------------------------------
+
+class Object:
+    """A reference-counted packedfunc object other than a function or a
+    tensor (a module, a boxed value, a closure...).
+
+    Owns one reference, released when collected; can be passed back to C.
+    ``type_index`` is its PFObjectTypeIndex.
+    """
+
+    __slots__ = ("_handle", "_code", "type_index", "__weakref__")
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("packedfunc.Object cannot be created directly")
+
+    @classmethod
+    def _adopt(cls, handle, type_index):
+        self = object.__new__(cls)
+        self._handle = handle
+        self.type_index = type_index
+        self._code = _MODULE if type_index == OBJECT_MODULE else _OBJECT
+        return self
+
+    @property
+    def handle(self):
+        """The PFObjectHandle as an int (borrowed)."""
+        return self._handle
+
+    def __repr__(self):
+        return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, self.type_index,
+                                                           self._handle)
+
+    def __del__(self):
+        if not _base.state.shutting_down:
+            PFObjectFree(self._handle)
+
+    def __reduce__(self):
+        raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
+
+
+class Tensor(Object):
+    """A tensor object owned by packedfunc (kPFObjectTensor).
+
+    Supports the DLPack protocol (``__dlpack__``, ``__dlpack_device__``), so
+    ``numpy.from_dlpack(t)`` views its memory without a copy and keeps it
+    alive. Functions that return a tensor give you a numpy array directly
+    when numpy is installed, and this object otherwise.
+    """
+
+    __slots__ = ()
+
+    def _dltensor(self):
+        ptr = c_void_p()
+        check_call(_PFTensorGetDLTensor(self._handle, byref(ptr)))
+        return DLTensor.from_address(ptr.value)
+
+    def __dlpack_device__(self):
+        d = self._dltensor().device
+        return (d.device_type, d.device_id)
+
+    def __dlpack__(self, stream=None):
+        managed = c_void_p()
+        check_call(_base.PFTensorToDLPack(self._handle, byref(managed)))
+        capsule = _capsule_new(managed.value, ctypes.addressof(_NAME_DLTENSOR),
+                               ctypes.cast(_capsule_destructor, c_void_p).value)
+        return capsule
+
+    def numpy(self):
+        """A numpy array sharing this tensor's memory (no copy)."""
+        import numpy
+        return _to_numpy(self, numpy)
+
+
+_PFTensorGetDLTensor = _base._fn("PFTensorGetDLTensor", ctypes.c_int,
+                                 [c_void_p, ctypes.POINTER(c_void_p)], gil=True)
+
+
+def _run_deleter(managed_addr):
+    deleter = DLManagedTensor.from_address(managed_addr).deleter
+    if deleter:
+        ctypes.CFUNCTYPE(None, c_void_p)(deleter)(managed_addr)
+
+
+@ctypes.CFUNCTYPE(None, c_void_p)
+def _capsule_destructor(capsule_addr):
+    # Runs when a capsule from Tensor.__dlpack__ dies. A consumer renames
+    # the capsule and takes over the deleter; otherwise we run it here.
+    try:
+        if _base.is_shutting_down():
+            return
+        # The capsule is being destroyed: use its address only, never a new
+        # reference to it.
+        if _pyapi_is_valid(capsule_addr, b"dltensor"):
+            _run_deleter(_pyapi_get_pointer(capsule_addr, b"dltensor"))
+    except BaseException:  # never raise into the interpreter's dealloc
+        pass
+
+
+_pyapi_is_valid = ctypes.pythonapi["PyCapsule_IsValid"]
+_pyapi_is_valid.restype = ctypes.c_int
+_pyapi_is_valid.argtypes = [c_void_p, ctypes.c_char_p]
+_pyapi_get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+_pyapi_get_pointer.restype = c_void_p
+_pyapi_get_pointer.argtypes = [c_void_p, ctypes.c_char_p]
+
+
+def _to_numpy(tensor, numpy):
+    """A writable numpy array viewing a tensor object's memory, no copy;
+    the array keeps the object (and so the C owner) alive. numpy's own
+    from_dlpack would give a read-only array, which could not be passed
+    back to C."""
+    return _dltensor_view(tensor._dltensor(), tensor, numpy)
+
+
+_get_type_index = _base.PFObjectGetTypeIndex
+
+
+def _adopt_object(handle):
+    """Wrap a new reference to an object of any type."""
+    ti = ctypes.c_uint32()
+    if _get_type_index(handle, byref(ti)) != 0:
+        err = last_error()
+        raise err
+    ti = ti.value
+    if ti == OBJECT_FUNCTION:
+        return Function._adopt(handle)
+    if ti == OBJECT_TENSOR:
+        t = Tensor._adopt(handle, ti)
+        numpy = sys.modules.get("numpy")
+        if numpy is None:
+            try:
+                import numpy
+            except ImportError:
+                return t
+        if t._dltensor().device.device_type != 1:
+            return t  # not host memory: numpy cannot view it
+        return _to_numpy(t, numpy)
+    return Object._adopt(handle, ti)
+
+
+# DLDataType -> numpy array-interface type strings.
+_TYPESTR_KIND = {0: "i", 1: "u", 2: "f", 5: "c"}
+
+
+class _ArrayInterface:
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, iface):
+        self.__array_interface__ = iface
+
+
+def _borrowed_tensor(addr, copy):
+    """A numpy array for a borrowed DLTensor*: the argument itself when it
+    is one we passed, else a view (copy=False, valid only while the C call
+    lasts) or a copy made at once (copy=True)."""
+    obj = _tensors_in_flight.get(addr)
+    if obj is not None:
+        return obj
+    import numpy
+    view = _dltensor_view(DLTensor.from_address(addr), None, numpy)
+    return view.copy() if copy else view
+
+
+def _dltensor_view(t, owner, numpy):
+    """A numpy array over a CPU DLTensor's memory; `owner` is kept alive by
+    the array."""
+    if t.device.device_type != 1:
+        raise TypeError("packedfunc: a tensor on device type %d cannot be viewed from numpy"
+                        % t.device.device_type)
+    dt = t.dtype
+    if dt.lanes != 1:
+        raise TypeError("packedfunc: tensors with vector lanes are not supported")
+    if (dt.code, dt.bits) == (1, 1):
+        typestr, itemsize = "|b1", 1
+    elif dt.code in _TYPESTR_KIND and dt.bits % 8 == 0:
+        itemsize = dt.bits // 8
+        typestr = "<%s%d" % (_TYPESTR_KIND[dt.code], itemsize)
+    else:
+        raise TypeError("packedfunc: unsupported tensor dtype %s" % DataType(dt.code, dt.bits))
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    strides = (tuple(t.strides[i] * itemsize for i in range(t.ndim))
+               if t.strides else None)
+    iface = _ArrayInterface({"version": 3, "shape": shape, "typestr": typestr,
+                             "data": ((t.data or 0) + t.byte_offset, False),
+                             "strides": strides})
+    iface.owner = owner
+    return numpy.asarray(iface)
+
+
+# ---------------------------------------------------------------------------
+# Python callables as packed functions
+# ---------------------------------------------------------------------------
+
+_live = {}  # resource key -> Python callable, while C holds the function
+_keys = itertools.count(1)
+
+# Per result type: a scratch PFValue + type code with the code written once.
+# PFCFuncSetReturn keeps the GIL (it runs no Python code), so one scratch per
+# type is enough for every thread.
+
+
+def _scratch(code):
+    buf = (ctypes.c_char * 16)()
+    mv = memoryview(buf).cast("B")
+    struct.pack_into("=i", mv, 8, code)
+    return mv, byref(buf, 0), byref(buf, 8), buf
+
+
+_S_INT = _scratch(_INT)
+_S_FLOAT = _scratch(_FLOAT)
+_S_ANY = _scratch(_NULL)
+_cb_plans = {}  # codes bytes -> Struct unpacker for all-int/float args
+
+
+def _cb_plan(codes_raw, n):
+    codes = struct.unpack("=%di" % n, codes_raw)
+    if all(c == _INT or c == _FLOAT for c in codes):
+        plan = struct.Struct("=" + "".join("q" if c == _INT else "d" for c in codes)).unpack_from
+    else:
+        plan = False
+    if len(_cb_plans) < _PLANS_MAX:
+        _cb_plans[codes_raw] = plan
+    return plan
+
+
+def _arg_from_c(addr, code):
+    """A Python value for one borrowed argument of a callback."""
+    if code == _INT:
+        return _Q.unpack_from(_MEMORY, addr)[0]
+    if code == _FLOAT:
+        return _D.unpack_from(_MEMORY, addr)[0]
+    v = _P.unpack_from(_MEMORY, addr)[0]
+    if code == _BOOL:
+        return v != 0
+    if code == _NULL:
+        return None
+    if code == _STR:
+        return _string_at(v).decode("utf-8", "surrogateescape")
+    if code == _BYTES:
+        data, size = _BA.unpack_from(_MEMORY, v)
+        return _string_at(data, size) if size else b""
+    if code == _FUNC:
+        check_call(_base.PFFuncRetain(v))  # borrowed: take our own
+        return Function._adopt(v)
+    if code == _OBJECT or code == _MODULE:
+        check_call(_base.PFObjectRetain(v))
+        return _adopt_object(v)
+    if code == _DTYPE:
+        return DataType(*_DT.unpack_from(_MEMORY, addr))
+    if code == _DEVICE:
+        return Device(*_DEV.unpack_from(_MEMORY, addr))
+    if code == _HANDLE:
+        return c_void_p(v or None)
+    if code == _TENSOR:
+        return _borrowed_tensor(v, copy=False)
+    raise TypeError("packedfunc: a callback got an argument of unsupported type code %d"
+                    % code)
+
+
+def _set_return(ret, r):
+    t = type(r)
+    if t is int:
+        try:
+            _Q.pack_into(_S_INT[0], 0, r)
+        except struct.error:
+            raise OverflowError("packedfunc: callback result %d does not fit in int64" % r)
+        return PFCFuncSetReturn(ret, _S_INT[1], _S_INT[2], 1)
+    if t is float:
+        _D.pack_into(_S_FLOAT[0], 0, r)
+        return PFCFuncSetReturn(ret, _S_FLOAT[1], _S_FLOAT[2], 1)
+    if r is None:
+        return 0
+    if hasattr(r, "__dlpack__") and not isinstance(r, Object):
+        return _return_tensor(ret, r)
+    keep = []
+    code, raw = _convert_arg(r, 0, keep)
+    mv = _S_ANY[0]
+    mv[0:8] = raw
+    struct.pack_into("=i", mv, 8, code)
+    return PFCFuncSetReturn(ret, _S_ANY[1], _S_ANY[2], 1)
+
+
+_PFTensorCreateFromDLPack = _base._fn("PFTensorCreateFromDLPack", ctypes.c_int,
+                                      [c_void_p, ctypes.POINTER(c_void_p)], gil=True)
+
+
+def _return_tensor(ret, r):
+    """Return an array from a callback as an owned tensor object: the
+    object takes over the DLPack export (and so keeps the array alive)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(r, numpy.generic):
+        return _set_return(ret, r.item())
+    ptr, capsule = _tensor_arg(r, 0)
+    # Consume the capsule: from here on the tensor object owns the export.
+    _capsule_set_name(capsule, ctypes.addressof(_NAME_USED))
+    obj = c_void_p()
+    check_call(_PFTensorCreateFromDLPack(ptr, byref(obj)))
+    mv = _S_ANY[0]
+    _P.pack_into(mv, 0, obj.value)
+    struct.pack_into("=i", mv, 8, _OBJECT)
+    try:
+        return PFCFuncSetReturn(ret, _S_ANY[1], _S_ANY[2], 1)
+    finally:
+        PFObjectFree(obj)
+
+
+# Known limit: on the main thread, a signal handler that raises (Ctrl-C)
+# at the very entry of _trampoline fires before its `try`; ctypes then only
+# reports it through sys.unraisablehook. The signal checker below does not
+# have this gap.
+def _trampoline(args_p, codes_p, n, ret, key):
+    try:
+        fn = _live[key]
+        if n:
+            codes_raw = _MEMORY[codes_p:codes_p + 4 * n]
+            plan = _cb_plans_get(codes_raw)
+            if plan is None:
+                plan = _cb_plan(codes_raw, n)
+            if plan:
+                r = fn(*plan(_MEMORY, args_p))
+            else:
+                codes = struct.unpack("=%di" % n, codes_raw)
+                r = fn(*[_arg_from_c(args_p + 8 * i, codes[i]) for i in range(n)])
+        else:
+            r = fn()
+        if type(r) is int and _INT64_MIN <= r <= _INT64_MAX:  # the common case, inline
+            _Q_pack_into(_S_INT_MV, 0, r)
+            return PFCFuncSetReturn(ret, _S_INT_VAL, _S_INT_CODE, 1) and -1
+        return _set_return(ret, r) and -1
+    except BaseException as exc:
+        return record_exception(exc)
+
+
+_cb_plans_get = _cb_plans.get
+_Q_pack_into = _Q.pack_into
+_S_INT_MV, _S_INT_VAL, _S_INT_CODE = _S_INT[0], _S_INT[1], _S_INT[2]
+
+
+def _finalize(key):
+    # The last reference to a converted callable went: forget the callable.
+    # May run on any thread, and during interpreter teardown.
+    try:
+        _live.pop(key, None)
+    except BaseException:
+        pass
+
+
+# One trampoline and one finalizer for the whole process, never freed.
+_TRAMPOLINE = PACKED_CFUNC(_trampoline)
+_FINALIZER = FINALIZER(_finalize)
+
+
+def convert(obj):
+    """Turn a Python callable into a :class:`Function` (a Function is
+    returned as it is).
+
+    The Function holds the callable until the last reference to it, from C
+    or Python, goes. When C calls it, the arguments arrive converted to
+    Python values and the result is converted back; an exception fails the
+    C call with the exception's error kind (see :func:`register_error`).
+    Raises TypeError for an object that is not callable.
+    """
+    if isinstance(obj, Function):
+        return obj
+    if not callable(obj):
+        raise TypeError("packedfunc.convert: expected a callable, not %s"
+                        % type(obj).__qualname__)
+    key = next(_keys)
+    _live[key] = obj
+    out = c_void_p()
+    # On failure the library has already run the finalizer (dropping key).
+    check_call(PFFuncCreateFromCFunc(_TRAMPOLINE, c_void_p(key), _FINALIZER, byref(out)))
+    return Function._adopt(out.value)
+
+
+# ---------------------------------------------------------------------------
+# Signals
+# ---------------------------------------------------------------------------
+
+_check_signals_c = ctypes.pythonapi["PyErr_CheckSignals"]
+_check_signals_c.restype = ctypes.c_int
+_check_signals_c.argtypes = []
+
+# PFEnvCheckSignals calls the checker below, holding the GIL (ctypes takes
+# it). Python runs a pending signal handler at the entry of any Python
+# function on the main thread, so a KeyboardInterrupt could fire before a
+# plain callback's `try` and escape into ctypes, which would only print it.
+# The checker therefore enters Python by resuming a per-thread coroutine
+# that is suspended inside its `try`: a handler that fires on resumption
+# raises inside the `try`, and becomes the call's error. The pipeline that
+# picks the thread's coroutine is made of C-level callables only.
+
+
+@types.coroutine
+def _suspend(value):
+    return (yield value)
+
+
+async def _signal_checker_loop():
+    result = 0
+    while True:
+        try:
+            await _suspend(result)
+            # pythonapi raises the handler's exception (KeyboardInterrupt
+            # for Ctrl-C) as a Python error.
+            _check_signals_c()
+            result = 0
+        except GeneratorExit:  # the coroutine is being closed (thread exit)
+            raise
+        except BaseException as exc:
+            result = record_exception(exc, skip_frames=0)
+
+
+class _CheckerPerThread(threading.local):
+    def __init__(self):
+        self.coro = _signal_checker_loop()
+        self.coro.send(None)  # run to the first suspension
+
+
+_checker_tls = _CheckerPerThread()  # the main thread's, made here
+_SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
+    next, map(operator.methodcaller("send", None),
+              map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
+check_call(_base.PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))

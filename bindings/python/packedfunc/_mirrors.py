@@ -1,0 +1,69 @@
+"""ctypes mirrors of the public C structs.
+
+Their sizes are compared with PFGetStructSize when the library loads, and
+the type-code numbers are read from PFTypeCodeName, so a library built from
+a different header is refused instead of corrupting memory.
+"""
+import ctypes
+
+# The names of the built-in type codes this binding uses (the library's
+# PF_TYPE_CODE_LIST); their numbers come from the library.
+TYPE_CODE_NAMES = ("int", "float", "bool", "null", "handle", "dtype", "device",
+                   "tensor", "str", "bytes", "function", "module", "object")
+# Start of the extension range in c_api.h (kPFExtBegin); type codes below it
+# are scanned for names.
+EXT_BEGIN = 64
+
+# PFObjectTypeIndex (c_api.h).
+OBJECT_FUNCTION = 1
+OBJECT_MODULE = 2
+OBJECT_TENSOR = 3
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p),
+                ("device", DLDevice),
+                ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+DLPACK_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor),
+                ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class PFValue(ctypes.Union):
+    _fields_ = [("v_int64", ctypes.c_int64),
+                ("v_float64", ctypes.c_double),
+                ("v_handle", ctypes.c_void_p),
+                ("v_str", ctypes.c_char_p),
+                ("v_type", DLDataType),
+                ("v_device", DLDevice)]
+
+
+class PFByteArray(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+# int (*PFPackedCFunc)(PFValue*, int*, int, PFRetValueHandle, void*)
+PACKED_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                ctypes.c_void_p, ctypes.c_void_p)
+# void (*PFPackedCFuncFinalizer)(void*)
+FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# int (*PFSignalChecker)(void)
+SIGNAL_CHECKER = ctypes.CFUNCTYPE(ctypes.c_int)

@@ -1,0 +1,67 @@
+"""Shared fixtures: the package from the source tree and the C test library.
+
+`make test-python` sets PACKEDFUNC_LIBRARY (this build's libpackedfunc) and
+PF_TESTLIB (tests/python/pf_testlib.c, built into $(BUILD)/python). Run by
+hand, the tree's default build output is used.
+"""
+import ctypes
+import gc
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+
+import packedfunc  # noqa: E402
+
+
+def _testlib_path():
+    path = os.environ.get("PF_TESTLIB")
+    if path:
+        return path
+    return os.path.join(ROOT, os.environ.get("BUILD", "build"), "python", "libpf_testlib.so")
+
+
+_path = _testlib_path()
+if not os.path.exists(_path):
+    raise RuntimeError("the C test library %s is missing; run `make test-python`" % _path)
+# Its DT_NEEDED libpackedfunc.so.0 binds to the copy the package loaded.
+TESTLIB = ctypes.CDLL(_path)
+TESTLIB.pft_tensors_alive.restype = ctypes.c_int64
+if TESTLIB.pft_init() != 0:
+    raise RuntimeError("pft_init failed: " + str(packedfunc._base.last_error()))
+
+
+@pytest.fixture
+def testlib():
+    return TESTLIB
+
+
+@pytest.fixture
+def pf():
+    return packedfunc
+
+
+@pytest.fixture
+def fn():
+    """fn("echo") -> the global function testing.echo."""
+    return lambda name: packedfunc.get_global_func("testing." + name)
+
+
+@pytest.fixture
+def unique_name(request):
+    """A registry name private to the test, removed afterwards."""
+    names = []
+
+    def make(suffix=""):
+        name = "pytest.%s%s.%d" % (request.node.name, suffix, len(names))
+        names.append(name)
+        return name
+
+    yield make
+    for name in names:
+        if packedfunc.get_global_func(name, allow_missing=True) is not None:
+            packedfunc.remove_global_func(name)
+    gc.collect()

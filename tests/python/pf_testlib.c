@@ -1,0 +1,455 @@
+/* The C side of the Python binding's tests: packed functions that echo,
+ * fail, call back into Python (also from threads Python did not start),
+ * sleep, poll for signals and hand out tensors, plus two plain C functions
+ * for the speed comparison with raw ctypes. Uses only the public API.
+ *
+ * pft_init() registers every packed function under "testing." (override,
+ * so that calling it twice is harmless). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <packedfunc/c_api.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT int pft_init(void);
+EXPORT int64_t pft_add(int64_t a, int64_t b);
+EXPORT int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
+EXPORT int64_t pft_tensors_alive(void);
+
+static int set_int(PFRetValueHandle ret, int64_t v) {
+  PFValue out = {.v_int64 = v};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+static int set_str(PFRetValueHandle ret, const char* s) {
+  PFValue out = {.v_str = s};
+  int code = kPFStr;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+static int want(const char* fn, int* codes, int n, int need, int i, int code) {
+  if (n < need)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: expected %d arguments, got %d", fn, need, n);
+  if (code >= 0 && codes[i] != code)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument %d must be %s, not %s", fn, i,
+                            PFTypeCodeName(code), PFTypeCodeName(codes[i]));
+  return 0;
+}
+
+/* testing.echo(x): returns its argument as it came (the identity). */
+static int echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1) return PFErrorSetFormat(kPFErrTypeError, "testing.echo: expected 1 argument, got %d", n);
+  return PFCFuncSetReturn(ret, &a[0], &c[0], 1);
+}
+
+/* testing.type_name(x): the type code name C saw. */
+static int type_name(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)r;
+  if (want("testing.type_name", c, n, 1, 0, -1)) return -1;
+  return set_str(ret, PFTypeCodeName(c[0]));
+}
+
+/* testing.nargs(...): the number of arguments. */
+static int nargs(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)r;
+  return set_int(ret, n);
+}
+
+/* testing.add(a, b): int + int. */
+static int add(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2) return PFErrorSetFormat(kPFErrTypeError, "testing.add: expected 2 arguments, got %d", n);
+  if (want("testing.add", c, n, 2, 0, kPFInt) || want("testing.add", c, n, 2, 1, kPFInt)) return -1;
+  return set_int(ret, a[0].v_int64 + a[1].v_int64);
+}
+
+/* testing.bytes_len(b): the size of a bytes argument (binary safe). */
+static int bytes_len(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.bytes_len", c, n, 1, 0, kPFBytes)) return -1;
+  return set_int(ret, (int64_t)((PFByteArray*)a[0].v_handle)->size);
+}
+
+/* testing.raise_error(kind, message): fails with that kind. */
+static int raise_error(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (want("testing.raise_error", c, n, 2, 0, kPFStr) || want("testing.raise_error", c, n, 2, 1, kPFStr))
+    return -1;
+  PFErrorSet(a[0].v_str, a[1].v_str);
+  return -1;
+}
+
+/* testing.fail_silently(): returns -1 without recording an error. */
+static int fail_silently(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)ret, (void)r;
+  return -1;
+}
+
+/* testing.call(f, args...): f(args...), its result or its error. */
+static int call(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call", c, n, 1, 0, kPFFuncHandle)) return -1;
+  PFValue out;
+  int code;
+  if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &out, &code) != 0) {
+    PFErrorAppendTraceback("  in testing.call");
+    return -1;
+  }
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(out.v_handle);
+  return rc;
+}
+
+/* testing.call_n(f, n): calls f(i, i) for i in 0..n-1 and sums the int
+ * results; the C side of the callback benchmark. */
+static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_n", c, n, 2, 0, kPFFuncHandle) || want("testing.call_n", c, n, 2, 1, kPFInt))
+    return -1;
+  int64_t sum = 0;
+  int codes[2] = {kPFInt, kPFInt};
+  for (int64_t i = 0; i < a[1].v_int64; ++i) {
+    PFValue args[2] = {{.v_int64 = i}, {.v_int64 = i}}, out;
+    int code;
+    if (PFFuncCall(a[0].v_handle, args, codes, 2, &out, &code) != 0) return -1;
+    if (code != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "testing.call_n: callback returned %s", PFTypeCodeName(code));
+    sum += out.v_int64;
+  }
+  return set_int(ret, sum);
+}
+
+/* ---- calling from a thread that Python did not start ---- */
+
+typedef struct {
+  PFFunctionHandle f;
+  PFValue* args;
+  int* codes;
+  int n;
+  int rc;
+  PFValue out;
+  int code;
+  char* text; /* a copy of a str result */
+  char kind[PF_ERROR_KIND_MAX];
+  char* msg;
+  char* tb;
+} thread_call;
+
+static char* dup(const char* s) {
+  size_t n = strlen(s) + 1;
+  char* d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+static void* thread_main(void* p) {
+  thread_call* t = p;
+  t->rc = PFFuncCall(t->f, t->args, t->codes, t->n, &t->out, &t->code);
+  if (t->rc != 0) {
+    /* The error lives in this thread's storage: carry it to the caller. */
+    strncpy(t->kind, PFErrorGetKind(), sizeof(t->kind) - 1);
+    t->msg = dup(PFErrorGetMessage());
+    t->tb = dup(PFErrorGetTraceback());
+  } else if (t->code == kPFStr) {
+    t->text = dup(t->out.v_str);
+  }
+  return NULL;
+}
+
+/* testing.call_in_thread(f, args...): f(args...) on a new pthread. */
+static int call_in_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_in_thread", c, n, 1, 0, kPFFuncHandle)) return -1;
+  thread_call t;
+  memset(&t, 0, sizeof(t));
+  t.f = a[0].v_handle;
+  t.args = a + 1;
+  t.codes = c + 1;
+  t.n = n - 1;
+  pthread_t th;
+  if (pthread_create(&th, NULL, thread_main, &t) != 0)
+    return PFErrorSetFormat(kPFErrRuntimeError, "testing.call_in_thread: pthread_create failed");
+  pthread_join(th, NULL);
+  int rc = 0;
+  if (t.rc != 0) {
+    PFErrorSet(t.kind, t.msg ? t.msg : "");
+    if (t.tb && t.tb[0]) PFErrorAppendTraceback(t.tb);
+    PFErrorAppendTraceback("  in testing.call_in_thread");
+    rc = -1;
+  } else if (t.code == kPFStr) {
+    rc = set_str(ret, t.text ? t.text : "");
+  } else if (t.code == kPFBytes) {
+    rc = PFErrorSetFormat(kPFErrNotImplementedError, "testing.call_in_thread: bytes result");
+  } else {
+    rc = PFCFuncSetReturn(ret, &t.out, &t.code, 1);
+    if (t.code == kPFFuncHandle || t.code == kPFModuleHandle || t.code == kPFObjectHandle)
+      PFObjectFree(t.out.v_handle);
+  }
+  free(t.text);
+  free(t.msg);
+  free(t.tb);
+  return rc;
+}
+
+/* ---- holding a function in C ---- */
+
+static PFFunctionHandle g_kept;
+static pthread_mutex_t g_kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* testing.keep(f): C keeps its own reference to f (replacing any other). */
+static int keep(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (want("testing.keep", c, n, 1, 0, kPFFuncHandle)) return -1;
+  PFFuncRetain(a[0].v_handle);
+  pthread_mutex_lock(&g_kept_lock);
+  PFFunctionHandle old = g_kept;
+  g_kept = a[0].v_handle;
+  pthread_mutex_unlock(&g_kept_lock);
+  return PFFuncFree(old);
+}
+
+/* testing.call_kept(args...): calls the kept function. */
+static int call_kept(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  pthread_mutex_lock(&g_kept_lock);
+  PFFunctionHandle f = g_kept;
+  if (f) PFFuncRetain(f);
+  pthread_mutex_unlock(&g_kept_lock);
+  if (f == NULL) return PFErrorSetFormat(kPFErrValueError, "testing.call_kept: nothing kept");
+  PFValue out;
+  int code;
+  int rc = PFFuncCall(f, a, c, n, &out, &code);
+  if (rc == 0) {
+    rc = PFCFuncSetReturn(ret, &out, &code, 1);
+    if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+      PFObjectFree(out.v_handle);
+  }
+  PFFuncFree(f);
+  return rc;
+}
+
+/* testing.release_kept(): drops the kept reference. */
+static int release_kept(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)ret, (void)r;
+  pthread_mutex_lock(&g_kept_lock);
+  PFFunctionHandle old = g_kept;
+  g_kept = NULL;
+  pthread_mutex_unlock(&g_kept_lock);
+  return PFFuncFree(old);
+}
+
+/* ---- time, signals ---- */
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* testing.sleep_ms(ms): sleeps without touching Python. */
+static int sleep_fn(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (want("testing.sleep_ms", c, n, 1, 0, kPFInt)) return -1;
+  sleep_ms((long)a[0].v_int64);
+  return 0;
+}
+
+/* testing.poll_signals(max_ms): polls PFEnvCheckSignals every millisecond;
+ * fails with the host's error, or returns the milliseconds waited. */
+static int poll_signals(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.poll_signals", c, n, 1, 0, kPFInt)) return -1;
+  for (int64_t i = 0; i < a[0].v_int64; ++i) {
+    if (PFEnvCheckSignals() != 0) return -1;
+    sleep_ms(1);
+  }
+  return set_int(ret, a[0].v_int64);
+}
+
+/* ---- tensors ---- */
+
+static atomic_long g_tensors_alive;
+
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[1];
+  double data[];
+} owned_tensor;
+
+static void owned_deleter(DLManagedTensor* self) {
+  free(self); /* `managed` is the first member of owned_tensor */
+  atomic_fetch_sub(&g_tensors_alive, 1);
+}
+
+/* testing.make_tensor(n): a new C-owned float64 tensor 0, 1, ..., n-1. */
+static int make_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.make_tensor", c, n, 1, 0, kPFInt)) return -1;
+  int64_t len = a[0].v_int64;
+  if (len < 0 || len > (1 << 24))
+    return PFErrorSetFormat(kPFErrValueError, "testing.make_tensor: bad length %lld", (long long)len);
+  owned_tensor* t = calloc(1, sizeof(*t) + sizeof(double) * (size_t)len);
+  if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "testing.make_tensor: out of memory");
+  for (int64_t i = 0; i < len; ++i) t->data[i] = (double)i;
+  t->shape[0] = len;
+  DLTensor* d = &t->managed.dl_tensor;
+  d->data = t->data;
+  d->device = (DLDevice){kDLCPU, 0};
+  d->ndim = 1;
+  d->dtype = (DLDataType){kDLFloat, 64, 1};
+  d->shape = t->shape;
+  d->strides = NULL;
+  d->byte_offset = 0;
+  t->managed.deleter = owned_deleter;
+  atomic_fetch_add(&g_tensors_alive, 1);
+  PFObjectHandle obj;
+  if (PFTensorCreateFromDLPack(&t->managed, &obj) != 0) return -1;
+  PFValue out = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(obj);
+  return rc;
+}
+
+int64_t pft_tensors_alive(void) { return atomic_load(&g_tensors_alive); }
+
+/* testing.fill(tensor, value): writes value into every element of a
+ * float64, float32 or int64 tensor on the CPU (any strides). */
+static int fill(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (want("testing.fill", c, n, 2, 0, kPFDLTensorHandle) || want("testing.fill", c, n, 2, 1, kPFFloat))
+    return -1;
+  DLTensor* t = a[0].v_handle;
+  if (t->device.device_type != kDLCPU)
+    return PFErrorSetFormat(kPFErrValueError, "testing.fill: not a CPU tensor");
+  int64_t count = 1;
+  for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];
+  int bytes = t->dtype.bits / 8;
+  for (int64_t k = 0; k < count; ++k) {
+    /* Element k in row-major order, through the strides when present. */
+    int64_t rem = k, off = 0, stride = 1;
+    for (int i = t->ndim - 1; i >= 0; --i) {
+      int64_t idx = rem % t->shape[i];
+      rem /= t->shape[i];
+      off += idx * (t->strides ? t->strides[i] : stride);
+      stride *= t->shape[i];
+    }
+    char* p = (char*)t->data + t->byte_offset + off * bytes;
+    if (t->dtype.code == kDLFloat && t->dtype.bits == 64) {
+      double v = a[1].v_float64;
+      memcpy(p, &v, 8);
+    } else if (t->dtype.code == kDLFloat && t->dtype.bits == 32) {
+      float v = (float)a[1].v_float64;
+      memcpy(p, &v, 4);
+    } else if (t->dtype.code == kDLInt && t->dtype.bits == 64) {
+      int64_t v = (int64_t)a[1].v_float64;
+      memcpy(p, &v, 8);
+    } else {
+      return PFErrorSetFormat(kPFErrTypeError, "testing.fill: unsupported dtype");
+    }
+  }
+  return 0;
+}
+
+/* testing.tensor_info(tensor): "ndim dtype_code bits lanes data_address". */
+static int tensor_info(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.tensor_info", c, n, 1, 0, kPFDLTensorHandle)) return -1;
+  DLTensor* t = a[0].v_handle;
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%d %u %u %u %llu", t->ndim, t->dtype.code, t->dtype.bits,
+           t->dtype.lanes, (unsigned long long)(uintptr_t)((char*)t->data + t->byte_offset));
+  return set_str(ret, buf);
+}
+
+/* testing.borrowed_tensor(): a DLTensor* into static storage (borrowed). */
+static double g_static_data[3] = {1.5, 2.5, 3.5};
+static int64_t g_static_shape[1] = {3};
+static DLTensor g_static_tensor = {g_static_data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1},
+                                   g_static_shape, NULL, 0};
+static int borrowed_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  PFValue out = {.v_handle = &g_static_tensor};
+  int code = kPFDLTensorHandle;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+/* testing.make_boxed(): a boxed object with a static payload. */
+static int make_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  static int payload;
+  PFObjectHandle obj;
+  if (PFObjectCreateBoxed(&payload, NULL, &obj) != 0) return -1;
+  PFValue out = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(obj);
+  return rc;
+}
+
+/* testing.make_func(): a new C function (testing.add) as a return value. */
+static int make_func(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  PFFunctionHandle f;
+  if (PFFuncCreateFromCFunc(add, NULL, NULL, &f) != 0) return -1;
+  PFValue out = {.v_handle = f};
+  int code = kPFFuncHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFFuncFree(f);
+  return rc;
+}
+
+/* ---- plain C, for the raw ctypes comparison ---- */
+
+int64_t pft_add(int64_t a, int64_t b) { return a + b; }
+
+int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
+  int64_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += cb(i, i);
+  return sum;
+}
+
+int pft_init(void) {
+  static const struct {
+    const char* name;
+    PFPackedCFunc fn;
+  } table[] = {
+      {"testing.echo", echo},
+      {"testing.type_name", type_name},
+      {"testing.nargs", nargs},
+      {"testing.add", add},
+      {"testing.bytes_len", bytes_len},
+      {"testing.raise_error", raise_error},
+      {"testing.fail_silently", fail_silently},
+      {"testing.call", call},
+      {"testing.call_n", call_n},
+      {"testing.call_in_thread", call_in_thread},
+      {"testing.keep", keep},
+      {"testing.call_kept", call_kept},
+      {"testing.release_kept", release_kept},
+      {"testing.sleep_ms", sleep_fn},
+      {"testing.poll_signals", poll_signals},
+      {"testing.make_tensor", make_tensor},
+      {"testing.fill", fill},
+      {"testing.tensor_info", tensor_info},
+      {"testing.borrowed_tensor", borrowed_tensor},
+      {"testing.make_boxed", make_boxed},
+      {"testing.make_func", make_func},
+  };
+  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
+    int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,214 @@
+"""Every supported type, both directions, through C echo functions."""
+import ctypes
+import enum
+import math
+
+import numpy as np
+import pytest
+
+import packedfunc as pf
+
+
+@pytest.fixture
+def echo(fn):
+    return fn("echo")
+
+
+@pytest.fixture
+def type_name(fn):
+    return fn("type_name")
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 42, 2**63 - 1, -2**63, 123456789012])
+def test_int(echo, type_name, value):
+    r = echo(value)
+    assert r == value and type(r) is int
+    assert type_name(value) == "int"
+
+
+@pytest.mark.parametrize("value", [2**63, -2**63 - 1, 10**30])
+def test_int_out_of_range_is_overflow_error(echo, value):
+    with pytest.raises(OverflowError, match="argument 0"):
+        echo(value)
+    with pytest.raises(OverflowError, match="argument 1"):
+        pf.get_global_func("testing.nargs")(1, value)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.5, 1e300, math.inf, -math.inf])
+def test_float(echo, type_name, value):
+    r = echo(value)
+    assert r == value and type(r) is float
+    assert type_name(value) == "float"
+
+
+def test_nan(echo):
+    assert math.isnan(echo(math.nan))
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_bool_comes_back_as_bool(echo, type_name, value):
+    r = echo(value)
+    assert r is value
+    assert type_name(value) == "bool"
+
+
+def test_none(echo, type_name):
+    assert echo(None) is None
+    assert type_name(None) == "null"
+
+
+@pytest.mark.parametrize("value", ["", "hello", "héllo wörld", "日本語", "emoji \U0001F600",
+                                   "x" * 10000])
+def test_str(echo, type_name, value):
+    r = echo(value)
+    assert r == value and type(r) is str
+    assert type_name(value) == "str"
+
+
+def test_str_with_nul_is_rejected(echo):
+    with pytest.raises(ValueError, match="argument 0.*NUL"):
+        echo("a\0b")
+
+
+@pytest.mark.parametrize("value", [b"", b"abc", b"a\0b\0", bytes(range(256)) * 10])
+def test_bytes_binary_safe(echo, fn, type_name, value):
+    r = echo(value)
+    assert r == value and type(r) is bytes
+    assert fn("bytes_len")(value) == len(value)
+    assert type_name(value) == "bytes"
+
+
+def test_bytearray_and_memoryview(echo, fn):
+    data = b"x\0y\0z"
+    assert echo(bytearray(data)) == data
+    assert echo(memoryview(data)) == data  # read-only view
+    assert echo(memoryview(bytearray(data))) == data  # writable view
+    assert echo(memoryview(b"0123456789")[::2]) == b"02468"  # strided
+    assert fn("bytes_len")(bytearray(b"\0\0\0")) == 3
+
+
+def test_datatype(echo, type_name):
+    for name in ["float32", "int8", "uint16", "float16x4", "bfloat16", "bool", "int64"]:
+        dt = pf.DataType(name)
+        r = echo(dt)
+        assert r == dt and type(r) is pf.DataType
+        assert str(r) == name
+    assert type_name(pf.DataType("float32")) == "dtype"
+    assert echo(np.dtype("float64")) == pf.DataType("float64")
+
+
+def test_device(echo, type_name):
+    for dev in [pf.Device("cpu", 0), pf.Device("cuda", 3), pf.Device("cuda:1"),
+                pf.Device(2, 7)]:
+        r = echo(dev)
+        assert r == dev and type(r) is pf.Device
+    assert type_name(pf.Device("cpu")) == "device"
+    assert str(pf.Device("cuda", 1)) == "cuda:1"
+
+
+def test_opaque_handle(echo, type_name):
+    buf = ctypes.create_string_buffer(8)
+    h = ctypes.cast(buf, ctypes.c_void_p)
+    r = echo(h)
+    assert isinstance(r, ctypes.c_void_p) and r.value == h.value
+    assert type_name(h) == "handle"
+
+
+def test_function_round_trip(echo, type_name, fn):
+    add = fn("add")
+    r = echo(add)
+    assert isinstance(r, pf.Function)
+    assert r == add and r.handle == add.handle  # the same PackedFunc
+    assert r(2, 3) == 5
+    assert type_name(add) == "function"
+
+
+def test_callable_is_converted_automatically(echo, type_name):
+    r = echo(lambda a, b: a - b)
+    assert isinstance(r, pf.Function)
+    assert r(10, 4) == 6
+    assert type_name(print) == "function"
+
+
+def test_converted_function_round_trip_is_not_rewrapped(echo):
+    f = pf.convert(lambda: 7)
+    assert pf.convert(f) is f
+    back = echo(f)
+    assert back == f and back.handle == f.handle
+
+
+def test_object_handle(echo, fn):
+    boxed = fn("make_boxed")()
+    assert isinstance(boxed, pf.Object) and boxed.type_index == 4
+    again = echo(boxed)
+    assert again.handle == boxed.handle
+
+
+def test_function_returned_from_c(fn):
+    f = fn("make_func")()
+    assert isinstance(f, pf.Function) and f(20, 22) == 42
+
+
+def test_many_arguments(fn):
+    nargs = fn("nargs")
+    assert nargs() == 0
+    assert nargs(*range(8)) == 8
+    assert nargs(*range(30)) == 30
+    assert nargs(*(["s", 1.0, None, b"b", True] * 6)) == 30
+    call = fn("call")
+    assert call(lambda *a: sum(a), *range(20)) == sum(range(20))
+
+
+def test_mixed_argument_types_reach_callbacks(fn):
+    seen = []
+
+    def cb(*args):
+        seen.append(args)
+        return len(args)
+
+    dev, dt = pf.Device("cpu", 0), pf.DataType("int32")
+    args = (1, 2.5, True, None, "s", b"b\0", dev, dt)
+    assert fn("call")(cb, *args) == len(args)
+    got = seen[0]
+    assert got == args
+    assert [type(x) for x in got] == [type(x) for x in args]
+
+
+def test_numpy_scalars_and_subclasses(echo, type_name):
+    class Color(enum.IntEnum):
+        RED = 3
+
+    class MyStr(str):
+        pass
+
+    class MyFloat(float):
+        pass
+
+    assert echo(np.int64(5)) == 5 and type(echo(np.int32(5))) is int
+    assert echo(np.float32(0.5)) == 0.5
+    assert echo(np.bool_(True)) is True
+    assert echo(Color.RED) == 3 and type_name(Color.RED) == "int"
+    assert echo(MyStr("abc")) == "abc"
+    assert echo(MyFloat(2.5)) == 2.5
+
+
+def test_unsupported_type_names_type_and_position(echo, fn):
+    class Thing:
+        pass
+
+    with pytest.raises(TypeError, match=r"argument 0 has unsupported type .*Thing"):
+        echo(Thing())
+    with pytest.raises(TypeError, match=r"argument 2 has unsupported type list"):
+        fn("nargs")(1, 2, [3])
+    with pytest.raises(TypeError, match=r"argument 1 has unsupported type dict"):
+        fn("nargs")(1.0, {})
+
+
+def test_callback_returning_unsupported_type(fn):
+    with pytest.raises(TypeError, match="unsupported type object"):
+        fn("call")(lambda: object())
+
+
+def test_c_argument_type_error(fn):
+    with pytest.raises(TypeError, match="testing.add: argument 1 must be int, not str"):
+        fn("add")(1, "two")

@@ -1,0 +1,160 @@
+"""Errors across the boundary, both ways, and custom kinds."""
+import pytest
+
+import packedfunc as pf
+from packedfunc import _base
+
+BUILTIN = [TypeError, ValueError, KeyError, IndexError, AttributeError, NotImplementedError,
+           MemoryError, RuntimeError]
+
+
+@pytest.mark.parametrize("cls", BUILTIN)
+def test_c_error_kind_maps_to_class(fn, cls):
+    with pytest.raises(cls) as info:
+        fn("raise_error")(cls.__name__, "message from C")
+    assert type(info.value) is cls
+    assert "message from C" in str(info.value)
+
+
+def test_unknown_kind_is_runtime_error(fn):
+    with pytest.raises(RuntimeError, match="odd"):
+        fn("raise_error")("SomeUnknownKind", "odd")
+
+
+def test_other_builtin_kinds_map_by_name(fn):
+    with pytest.raises(ZeroDivisionError):
+        fn("raise_error")("ZeroDivisionError", "x")
+
+
+def test_failure_without_error_is_runtime_error(fn):
+    with pytest.raises(RuntimeError, match="without recording an error"):
+        fn("fail_silently")()
+
+
+@pytest.mark.parametrize("cls", BUILTIN + [ZeroDivisionError, OverflowError])
+def test_callback_exception_comes_back_as_same_class(fn, cls):
+    def cb():
+        raise cls("raised in python")
+
+    with pytest.raises(cls) as info:
+        fn("call")(cb)
+    err = info.value
+    assert type(err) is cls
+    # The callback's traceback is in the message, and the original is chained.
+    assert "raised in python" in str(err)
+    assert "in cb" in str(err)
+    assert type(err.__cause__) is cls and "raised in python" in str(err.__cause__)
+
+
+def test_callback_error_kind_seen_by_c(fn):
+    # A C caller sees the kind without parsing: testing.call propagates it
+    # and adds its own traceback line.
+    def cb():
+        raise IndexError("out of range")
+
+    with pytest.raises(IndexError) as info:
+        fn("call")(cb)
+    assert "in testing.call" in str(info.value)
+
+
+def test_unregistered_subclass_keeps_its_class(fn):
+    class MyValueError(ValueError):
+        pass
+
+    def cb():
+        raise MyValueError("mine")
+
+    with pytest.raises(MyValueError) as info:
+        fn("call")(cb)
+    assert isinstance(info.value.__cause__, MyValueError)
+
+
+def test_plain_custom_exception_is_runtime_error_kind(fn):
+    class Odd(Exception):
+        pass
+
+    def cb():
+        raise Odd("odd")
+
+    # The kind is RuntimeError, but the original class comes back.
+    assert _base.kind_of(Odd) == "RuntimeError"
+    with pytest.raises(Odd):
+        fn("call")(cb)
+
+
+def test_nested_callbacks(fn):
+    call = fn("call")
+
+    def inner():
+        raise KeyError("deep")
+
+    def outer():
+        return call(inner)
+
+    with pytest.raises(KeyError) as info:
+        call(outer)
+    assert "deep" in str(info.value)
+
+
+def test_register_error_both_ways(fn):
+    @pf.register_error("pytest.CustomKind")
+    class CustomError(Exception):
+        pass
+
+    # C -> Python
+    with pytest.raises(CustomError, match="from C"):
+        fn("raise_error")("pytest.CustomKind", "from C")
+    # Python -> C: the kind C sees is the registered one.
+    assert _base.kind_of(CustomError) == "pytest.CustomKind"
+
+    seen = {}
+
+    def cb():
+        raise CustomError("from python")
+
+    with pytest.raises(CustomError):
+        fn("call")(cb)
+    f = pf.convert(cb)
+    # Call the callback from C and read the kind in C's error state.
+    from packedfunc import _core
+    with pytest.raises(CustomError):
+        f()
+    seen["kind"] = _base.PFErrorGetKind().decode()
+    assert seen["kind"] == "pytest.CustomKind"
+    assert _core  # imported for the side effect of nothing
+
+
+def test_register_error_forms_and_validation():
+    class A(Exception):
+        pass
+
+    class B(Exception):
+        pass
+
+    assert pf.register_error(A) is A
+    assert _base.class_of("A") is A
+    assert pf.register_error("pytest.B", B) is B
+    assert _base.class_of("pytest.B") is B
+    with pytest.raises(ValueError, match="not an identifier"):
+        pf.register_error("bad kind", B)
+    with pytest.raises(ValueError):
+        pf.register_error("x" * 64, B)
+    with pytest.raises(TypeError, match="exception class"):
+        pf.register_error("Fine", int)
+    with pytest.raises(TypeError, match="must be a str"):
+        pf.register_error(3, B)
+
+
+def test_error_from_callback_on_c_thread(fn):
+    def cb():
+        raise ValueError("on a C thread")
+
+    with pytest.raises(ValueError) as info:
+        fn("call_in_thread")(cb)
+    assert "on a C thread" in str(info.value)
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_callback_result_overflow(fn):
+    with pytest.raises(OverflowError, match="int64"):
+        fn("call")(lambda: 2**70)

@@ -1,0 +1,45 @@
+"""`pip install` into a venv, offline, ships the library inside the package."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+PKG_SRC = os.path.join(ROOT, "bindings", "python")
+
+
+def test_pip_install_into_venv_uses_library_inside_package(tmp_path):
+    if not os.path.exists(os.path.join(PKG_SRC, "packedfunc", "libpackedfunc.so.0")):
+        pytest.skip("run `make python` first: the package has no library to ship")
+    try:
+        import ensurepip  # noqa: F401  (python3-venv provides pip for venvs)
+    except ImportError:
+        pytest.skip("python3-venv is not installed, so venvs have no pip")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, capture_output=True, timeout=300)
+    # Build from a copy, so that the build leaves nothing in the tree.
+    src = tmp_path / "src"
+    shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__"))
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation",
+                        "--no-index", "--quiet", str(src)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PACKEDFUNC_LIBRARY", "PYTHONPATH", "BUILD")}
+    code = ("import packedfunc, os\n"
+            "print(packedfunc.library_path)\n"
+            "print(os.path.dirname(packedfunc.__file__))\n"
+            "f = packedfunc.convert(lambda a, b: a + b)\n"
+            "print(f(40, 2))\n")
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=env,
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lib, pkg_dir, answer = r.stdout.split()
+    assert pkg_dir.startswith(str(venv))
+    assert lib == os.path.join(pkg_dir, "libpackedfunc.so.0")
+    assert answer == "42"

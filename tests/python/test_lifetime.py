@@ -1,0 +1,150 @@
+"""Lifetimes: registry ownership, converted callbacks, leaks, interpreter exit."""
+import gc
+import os
+import subprocess
+import sys
+import tracemalloc
+import weakref
+
+import packedfunc as pf
+from packedfunc import _core
+
+from conftest import ROOT
+
+
+class Callable:
+    """A callable that weak references can watch."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, *args):
+        return self.value
+
+
+def test_registered_function_lives_until_removed(unique_name):
+    name = unique_name()
+    obj = Callable(5)
+    watch = weakref.ref(obj)
+    pf.register_func(name, obj)
+    del obj
+    gc.collect()
+    assert watch() is not None  # the registry keeps it
+    assert pf.get_global_func(name)() == 5
+    pf.remove_global_func(name)
+    gc.collect()
+    assert watch() is None  # released once removed
+
+
+def test_overridden_function_is_released(unique_name):
+    name = unique_name()
+    first = Callable(1)
+    watch = weakref.ref(first)
+    pf.register_func(name, first)
+    del first
+    pf.register_func(name, Callable(2), override=True)
+    gc.collect()
+    assert watch() is None
+    assert pf.get_global_func(name)() == 2
+
+
+def test_held_function_survives_removal(unique_name):
+    name = unique_name()
+    obj = Callable(3)
+    watch = weakref.ref(obj)
+    pf.register_func(name, obj)
+    held = pf.get_global_func(name)
+    del obj
+    pf.remove_global_func(name)
+    gc.collect()
+    assert watch() is not None and held() == 3
+    del held
+    gc.collect()
+    assert watch() is None
+
+
+def test_converted_callback_released_after_last_c_and_python_reference(fn):
+    obj = Callable(7)
+    watch = weakref.ref(obj)
+    f = pf.convert(obj)
+    fn("keep")(f)  # C takes its own reference
+    del obj, f
+    gc.collect()
+    assert watch() is not None
+    assert fn("call_kept")() == 7
+    fn("release_kept")()
+    gc.collect()
+    assert watch() is None
+
+
+def test_temporary_callback_argument_is_released(fn):
+    obj = Callable(9)
+    watch = weakref.ref(obj)
+    assert fn("call")(obj) == 9
+    del obj
+    gc.collect()
+    assert watch() is None
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_no_leak_over_100000_create_call_drop_cycles(fn):
+    call = fn("call")
+    echo = fn("echo")
+
+    def cycle(i):
+        f = pf.convert(lambda x: x + 1)
+        assert call(f, i) == i + 1
+        assert echo("s%d" % (i % 10)) == "s%d" % (i % 10)
+
+    for i in range(2000):  # warm up caches and allocator pools
+        cycle(i)
+    gc.collect()
+    live_before = len(_core._live)
+    objects_before = len(gc.get_objects())
+    rss_before = _rss_bytes()
+    tracemalloc.start()
+    try:
+        snap_before = tracemalloc.get_traced_memory()[0]
+        for i in range(100000):
+            cycle(i)
+        gc.collect()
+        traced_growth = tracemalloc.get_traced_memory()[0] - snap_before
+    finally:
+        tracemalloc.stop()
+    rss_growth = _rss_bytes() - rss_before
+    # A leak of one small object per cycle would be >= 100000 objects and
+    # several MB; the bounds leave room only for noise.
+    assert len(_core._live) == live_before
+    assert len(gc.get_objects()) - objects_before < 1000
+    assert traced_growth < 256 * 1024, traced_growth
+    assert rss_growth < 8 * 1024 * 1024, rss_growth
+
+
+EXIT_SCRIPT = r"""
+import ctypes, os, sys
+import packedfunc as pf
+ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
+@pf.register_func("atexit.py_func")
+def f(x):
+    return x * 2
+keep = pf.convert(lambda: 1)
+pf.get_global_func("testing.keep")(pf.convert(lambda: 2))
+held = pf.get_global_func("atexit.py_func")
+assert held(21) == 42
+arr = pf.get_global_func("testing.make_tensor")(3)
+cycle = [pf.convert(lambda: cycle)]
+"""
+
+
+def test_interpreter_exit_with_registered_functions_is_silent(testlib):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "bindings", "python")
+    env["PF_TESTLIB_PATH"] = testlib._name
+    r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and r.stderr == ""

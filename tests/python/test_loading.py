@@ -1,0 +1,119 @@
+"""Loading the library: lookup order, version and layout checks, API surface."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+import packedfunc
+from packedfunc import _base
+
+from conftest import ROOT
+
+PKG_DIR = os.path.join(ROOT, "bindings", "python")
+
+
+def run_python(code, env_updates=None, cwd=None):
+    env = dict(os.environ)
+    env.pop("PACKEDFUNC_LIBRARY", None)
+    env.update(env_updates or {})
+    env["PYTHONPATH"] = PKG_DIR
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_public_names_have_docstrings():
+    assert set(packedfunc.__all__) >= {
+        "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
+        "convert", "Function", "init_api", "Device", "DataType", "register_error"}
+    for name in packedfunc.__all__:
+        obj = getattr(packedfunc, name)
+        assert obj.__doc__ and len(obj.__doc__.strip()) > 20, name
+
+
+def test_library_version_matches():
+    assert packedfunc.library_version.startswith("%d." % _base.EXPECTED_MAJOR)
+    assert os.path.exists(packedfunc.library_path)
+
+
+def test_type_codes_come_from_library():
+    for number, name in _base.TYPE_CODE_NAMES.items():
+        assert _base.PFTypeCodeName(number).decode() == name
+    assert _base.TYPE_CODES["int"] == 0 and len(_base.TYPE_CODES) >= 13
+
+
+def test_wrong_major_version_is_refused():
+    with pytest.raises(ImportError, match="needs major version 99"):
+        _base.check_library(expected_major=99)
+
+
+def test_missing_api_version_is_refused():
+    with pytest.raises(ImportError, match="API version 9999"):
+        _base.check_library(api_version=9999)
+
+
+def test_struct_size_mismatch_is_refused():
+    class WrongValue(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_int64), ("b", ctypes.c_int64)]
+
+    with pytest.raises(ImportError, match="PFValue is 8 bytes .* but 16 bytes"):
+        _base.check_library(mirrors=(("PFValue", WrongValue),))
+
+
+def test_unknown_struct_is_refused():
+    with pytest.raises(ImportError, match="cannot report the size of NoSuchStruct"):
+        _base.check_library(mirrors=(("NoSuchStruct", ctypes.c_int),))
+
+
+def test_env_var_wins_and_bad_path_says_where_it_looked(tmp_path):
+    bogus = str(tmp_path / "nope.so")
+    r = run_python("import packedfunc", {"PACKEDFUNC_LIBRARY": bogus})
+    assert r.returncode != 0
+    assert "ImportError" in r.stderr
+    assert bogus in r.stderr and "make python" in r.stderr
+
+
+def test_env_var_path_is_used():
+    lib = packedfunc.library_path
+    r = run_python("import packedfunc; print(packedfunc.library_path)",
+                   {"PACKEDFUNC_LIBRARY": lib})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == lib
+
+
+def test_default_lookup_finds_a_library():
+    # Without the variable: beside the package (make python), else build/lib.
+    r = run_python("import packedfunc; print(packedfunc.library_path)", cwd="/")
+    assert r.returncode == 0, r.stderr
+    found = r.stdout.strip()
+    beside = os.path.join(PKG_DIR, "packedfunc", "libpackedfunc.so.0")
+    if os.path.exists(beside):
+        assert found == beside
+    else:
+        assert os.path.join("lib", "libpackedfunc.so") in found
+
+
+def test_not_found_message_lists_places(tmp_path):
+    # A copy of the package with no library beside it and no tree around it.
+    import shutil
+    pkg = tmp_path / "packedfunc"
+    shutil.copytree(os.path.join(PKG_DIR, "packedfunc"), pkg,
+                    ignore=shutil.ignore_patterns("*.so*", "__pycache__"))
+    env = dict(os.environ)
+    env.pop("PACKEDFUNC_LIBRARY", None)
+    env.pop("BUILD", None)
+    env["PYTHONPATH"] = str(tmp_path)
+    r = subprocess.run([sys.executable, "-c", "import packedfunc"], env=env, cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "beside the package" in r.stderr
+    assert "build output" in r.stderr
+    assert "make python" in r.stderr
+
+
+def test_check_call_raises_last_error():
+    assert packedfunc.check_call(0) == 0
+    _base.PFErrorSet(b"IndexError", b"from the test")
+    with pytest.raises(IndexError, match="from the test"):
+        packedfunc.check_call(-1)
