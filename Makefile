@@ -187,6 +187,13 @@ $(BUILD)/bench/bench_c: bench/bench_c.c $(SHARED)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $< -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,$(abspath $(BUILD)/lib) -lffi -lpthread -o $@
 
+# The C side of bench/bench_python.py: packed functions and their raw twins.
+$(BUILD)/bench/libpf_benchlib.so: bench/bench_pylib.c $(SHARED) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	  -Wl,-rpath,$(abspath $(BUILD)/lib)
+BENCH_DEPS := $(BUILD)/bench/libpf_benchlib.so
+
 .PHONY: bench bench-quick
 bench-quick:
 	@$(MAKE) --no-print-directory bench QUICK=1

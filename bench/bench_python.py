@@ -1,21 +1,18 @@
 #!/usr/bin/env python3
 """Speed of the Python binding against raw ctypes, measured in one run.
 
-  1. f(1, 2) of a registered packed C function (testing.add) against a raw
-     ctypes call of a plain C `int64_t add(int64_t, int64_t)` with argtypes
-     and restype set.               target: ratio <= 1.5
-  2. a Python callback called from C through PFFuncCall (testing.call_n
-     calls f(i, i) in a C loop) against a raw ctypes CFUNCTYPE callback
-     called from a C loop (pft_call_raw_n).   target: ratio <= 3
+Every row pairs a packedfunc operation with raw ctypes doing the same work
+through a plain C function of bench/bench_pylib.c (argtypes and restype
+set). Trials of the two alternate, and each ratio is taken trial by trial,
+so that drifting machine load hits both sides alike.
 
-Each measurement is the median of interleaved trials (A, B, A, B, ...), so
-that drifting machine load hits both sides alike. Needs the C test library
-from `make test-python` (or `make BUILD=... $(BUILD)/python/libpf_testlib.so`).
+    /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N]
 
-    /usr/bin/python3 bench/bench_python.py [--trials N] [--quick]
+Needs $BUILD/bench/libpf_benchlib.so (built by `make bench`).
 """
 import argparse
 import ctypes
+import json
 import os
 import statistics
 import sys
@@ -24,85 +21,135 @@ import time
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
+import numpy as np  # noqa: E402
 import packedfunc as pf  # noqa: E402
 
 
-def load_testlib():
-    path = os.environ.get("PF_TESTLIB") or os.path.join(
-        ROOT, os.environ.get("BUILD", "build"), "python", "libpf_testlib.so")
+def load_benchlib():
+    path = os.environ.get("PF_BENCHLIB") or os.path.join(
+        ROOT, os.environ.get("BUILD", "build"), "bench", "libpf_benchlib.so")
     if not os.path.exists(path):
-        sys.exit("bench_python: %s is missing; run `make test-python` first" % path)
+        sys.exit("bench_python: %s is missing; run `make bench` first" % path)
     lib = ctypes.CDLL(path)
-    if lib.pft_init() != 0:
-        sys.exit("bench_python: pft_init failed")
+    if lib.bench_init() != 0:
+        sys.exit("bench_python: bench_init failed")
     return lib
 
 
-def per_call_ns(fn, loops):
+def raw(lib, name, restype, *argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+def per_op_ns(run, loops):
     start = time.perf_counter()
-    fn(loops)
+    run(loops)
     return (time.perf_counter() - start) / loops * 1e9
 
 
-def interleaved(a, b, loops, trials):
-    ta, tb = [], []
-    for _ in range(trials):
-        ta.append(per_call_ns(a, loops))
-        tb.append(per_call_ns(b, loops))
-    return statistics.median(ta), statistics.median(tb)
+def measure(case, base, loops, trials):
+    """Alternates trials of case and base (the order flipping each time)."""
+    a, b = [], []
+    case(loops // 10)
+    base(loops // 10)
+    for t in range(trials):
+        if t % 2:
+            a.append(per_op_ns(case, loops))
+            b.append(per_op_ns(base, loops))
+        else:
+            b.append(per_op_ns(base, loops))
+            a.append(per_op_ns(case, loops))
+    ratios = [x / y for x, y in zip(a, b)]
+
+    def spread(v):
+        return [statistics.median(v), min(v), max(v)]
+
+    return spread(a), spread(b), spread(ratios)
+
+
+def loop(fn, *args):
+    def run(n):
+        for _ in range(n):
+            fn(*args)
+    return run
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="short trials (a smoke run)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per row")
     args = ap.parse_args()
-    loops_call = 20000 if args.quick else 200000
-    loops_cb = 20000 if args.quick else 200000
     trials = 3 if args.quick else args.trials
+    loops = 5000 if args.quick else 100000
 
-    lib = load_testlib()
-    raw_add = lib.pft_add
-    raw_add.argtypes = [ctypes.c_int64, ctypes.c_int64]
-    raw_add.restype = ctypes.c_int64
-    f = pf.get_global_func("testing.add")
-    assert f(1, 2) == raw_add(1, 2) == 3
-
-    def packed_calls(n):
-        for _ in range(n):
-            f(1, 2)
-
-    def raw_calls(n):
-        for _ in range(n):
-            raw_add(1, 2)
-
-    packed_ns, raw_ns = interleaved(packed_calls, raw_calls, loops_call, trials)
-
+    lib = load_benchlib()
+    g = pf.get_global_func
+    add, noarg, strlen_, first, call_n = (g("bench.add"), g("bench.noarg"), g("bench.strlen"),
+                                         g("bench.first"), g("bench.call_n"))
+    r_add = raw(lib, "raw_add", ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+    r_noarg = raw(lib, "raw_noarg", ctypes.c_int64)
+    r_strlen = raw(lib, "raw_strlen", ctypes.c_int64, ctypes.c_char_p)
+    r_first = raw(lib, "raw_first", ctypes.c_double, ctypes.c_void_p)
     CB = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+    r_call_n = raw(lib, "raw_call_n", ctypes.c_int64, CB, ctypes.c_int64)
 
     def py_add(a, b):
         return a + b
 
     raw_cb = CB(py_add)
-    call_raw_n = lib.pft_call_raw_n
-    call_raw_n.argtypes = [CB, ctypes.c_int64]
-    call_raw_n.restype = ctypes.c_int64
-    call_n = pf.get_global_func("testing.call_n")
     packed_cb = pf.convert(py_add)
-    assert call_n(packed_cb, 100) == call_raw_n(raw_cb, 100) == 9900
+    arr = np.arange(4, dtype=np.float64) + 1.5
 
-    cb_packed_ns, cb_raw_ns = interleaved(lambda n: call_n(packed_cb, n),
-                                          lambda n: call_raw_n(raw_cb, n), loops_cb, trials)
+    # Both sides of every row compute the same thing.
+    assert add(1, 2) == r_add(1, 2) == 3
+    assert noarg() == r_noarg() == 7
+    assert strlen_("hello") == r_strlen(b"hello") == 5
+    assert first(arr) == r_first(arr.ctypes.data) == 1.5
+    assert call_n(packed_cb, 10) == r_call_n(raw_cb, 10) == 90
 
-    call_ratio = packed_ns / raw_ns
-    cb_ratio = cb_packed_ns / cb_raw_ns
-    print("packedfunc Python binding, %s, Python %s (median of %d interleaved trials)"
-          % (pf.library_version, sys.version.split()[0], trials))
-    print("  call  f(1, 2):       packed %7.0f ns   raw ctypes (argtypes) %7.0f ns   "
-          "ratio %.2fx (target <= 1.5x)" % (packed_ns, raw_ns, call_ratio))
-    print("  callback from C:     packed %7.0f ns   raw CFUNCTYPE          %7.0f ns   "
-          "ratio %.2fx (target <= 3x)" % (cb_packed_ns, cb_raw_ns, cb_ratio))
-    print("call_ratio=%.3f callback_ratio=%.3f" % (call_ratio, cb_ratio))
+    n_cb = 20 if args.quick else 200  # callbacks per C call, for the per-callback row
+
+    def per_callback(fn, cb):
+        def run(n):
+            for _ in range(n):
+                fn(cb, n_cb)
+        return run
+
+    rows = [
+        ("py_add", "Python f(1, 2) of a packed C add", "raw ctypes add(1, 2) with argtypes",
+         loop(add, 1, 2), loop(r_add, 1, 2), 1.5, 1),
+        ("py_noarg", "Python f() of a packed C function", "raw ctypes f() with argtypes",
+         loop(noarg), loop(r_noarg), 0, 1),
+        ("py_str", "Python f(\"hello\"), packed strlen", "raw ctypes strlen(b\"hello\")",
+         loop(strlen_, "hello"), loop(r_strlen, b"hello"), 0, 1),
+        ("py_numpy", "Python f(array): numpy array as a DLTensor",
+         "raw ctypes f(arr.ctypes.data)", loop(first, arr),
+         lambda n: [r_first(arr.ctypes.data) for _ in range(n)], 0, 1),
+        ("py_callback", "C calls a Python callback, per call",
+         "C calls a raw ctypes CFUNCTYPE callback", per_callback(call_n, packed_cb),
+         per_callback(r_call_n, raw_cb), 3.0, n_cb),
+        ("py_roundtrip", "Python -> C -> Python callback, once",
+         "raw ctypes doing the same", lambda n: [call_n(packed_cb, 1) for _ in range(n)],
+         lambda n: [r_call_n(raw_cb, 1) for _ in range(n)], 0, 1),
+    ]
+    for rid, what, base, case_fn, base_fn, target, per in rows:
+        # Rows whose one operation holds many callbacks run fewer operations.
+        ops = max(loops // per, 50)
+        a, b, r = measure(case_fn, base_fn, ops, trials)
+        a = [x / per for x in a]
+        b = [x / per for x in b]
+        row = {"id": rid, "what": what, "base_id": rid + "_raw", "baseline": base,
+               "ns": a, "base_ns": b, "ratio": r, "target": target, "trials": trials}
+        if args.json:
+            print(json.dumps(row))
+        else:
+            tgt = "target <= %gx" % target if target else "reported"
+            print("%-13s %8.0f ns  raw %8.0f ns  ratio %5.2fx (%s)"
+                  % (rid, a[0], b[0], r[0], tgt))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -127,7 +127,9 @@ def main():
                           callgrind_per_call(bench_c, _base_case(r)))
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
-        env = dict(os.environ, BUILD=args.build)
+        env = dict(os.environ, BUILD=args.build,
+                   PACKEDFUNC_LIBRARY=os.path.abspath(
+                       os.path.join(args.build, "lib", "libpackedfunc.so.0")))
         rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
                          env=env)
     os.makedirs(args.out, exist_ok=True)

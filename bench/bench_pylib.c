@@ -1,0 +1,112 @@
+/*
+ * The C side of bench_python.py: packed functions registered under
+ * "bench.", and plain C counterparts that raw ctypes calls as baselines.
+ * Each pair does the same work.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "packedfunc/c_api.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* What ctypes calls by name. */
+EXPORT int64_t raw_add(int64_t a, int64_t b);
+EXPORT int64_t raw_noarg(void);
+EXPORT int64_t raw_strlen(const char* s);
+EXPORT double raw_first(const double* p);
+EXPORT int64_t raw_call_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
+EXPORT int bench_init(void);
+
+static int ret_int(PFRetValueHandle ret, int64_t v) {
+  PFValue out = {.v_int64 = v};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+static int want(const char* fn, int n, int expect, const int* codes, const int* types) {
+  if (n != expect) return PFErrorSetFormat(kPFErrTypeError, "%s: expected %d arguments", fn, expect);
+  for (int i = 0; i < n; ++i)
+    if (codes[i] != types[i])
+      return PFErrorSetFormat(kPFErrTypeError, "%s: argument %d must be %s", fn, i,
+                              PFTypeCodeName(types[i]));
+  return 0;
+}
+
+static int add(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFInt, kPFInt};
+  if (want("bench.add", n, 2, c, t)) return -1;
+  return ret_int(ret, a[0].v_int64 + a[1].v_int64);
+}
+
+static int noarg(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)a, (void)res;
+  if (want("bench.noarg", n, 0, c, NULL)) return -1;
+  return ret_int(ret, 7);
+}
+
+static int str_len(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFStr};
+  if (want("bench.strlen", n, 1, c, t)) return -1;
+  return ret_int(ret, (int64_t)strlen(a[0].v_str));
+}
+
+/* Reads the first float64 of a tensor, as raw_first reads it through a
+ * plain pointer. */
+static int first(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFDLTensorHandle};
+  if (want("bench.first", n, 1, c, t)) return -1;
+  DLTensor* x = a[0].v_handle;
+  if (x->dtype.code != kDLFloat || x->dtype.bits != 64 || x->ndim < 1 || x->shape[0] < 1)
+    return PFErrorSetFormat(kPFErrTypeError, "bench.first: expected a non-empty float64 tensor");
+  PFValue out = {.v_float64 = ((const double*)x->data)[x->byte_offset / 8]};
+  int code = kPFFloat;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+/* call_n(f, n): calls f(i, i) n times and sums the int results. */
+static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFFuncHandle, kPFInt};
+  if (want("bench.call_n", n, 2, c, t)) return -1;
+  int64_t sum = 0;
+  for (int64_t i = 0; i < a[1].v_int64; ++i) {
+    PFValue args[2] = {{.v_int64 = i}, {.v_int64 = i}};
+    int codes[2] = {kPFInt, kPFInt};
+    PFValue r;
+    int rc;
+    if (PFFuncCall(a[0].v_handle, args, codes, 2, &r, &rc) != 0) return -1;
+    if (rc != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "bench.call_n: callback must return int");
+    sum += r.v_int64;
+  }
+  return ret_int(ret, sum);
+}
+
+EXPORT int64_t raw_add(int64_t a, int64_t b) { return a + b; }
+EXPORT int64_t raw_noarg(void) { return 7; }
+EXPORT int64_t raw_strlen(const char* s) { return (int64_t)strlen(s); }
+EXPORT double raw_first(const double* p) { return p[0]; }
+EXPORT int64_t raw_call_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
+  int64_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += cb(i, i);
+  return sum;
+}
+
+EXPORT int bench_init(void) {
+  static const struct {
+    const char* name;
+    PFPackedCFunc fn;
+  } fns[] = {{"bench.add", add},     {"bench.noarg", noarg},   {"bench.strlen", str_len},
+             {"bench.first", first}, {"bench.call_n", call_n}};
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(fns[i].fn, NULL, NULL, &f) != 0) return -1;
+    int rc = PFFuncRegisterGlobal(fns[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
