@@ -275,6 +275,26 @@ $(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) 
 	  -DPF_TEST_CLI='"$(abspath $(ASAN_PF_TOOL))"' -DPF_TEST_CLI_REL='"$(abspath $(PF_TOOL))"' \
 	  -o $@ $< -lcmocka
 
+# ---- The demo (issue 4, Python parts) ---------------------------------------------
+#   make demo   builds the library, the demo plugin and the Python package, then
+#               runs examples/demo.py on them; README.md shows what it prints
+#               (tests/python/test_readme.py checks that it still does).
+# Placed after the modules section, whose variables it uses.
+.PHONY: demo
+demo: python $(DEMO_PLUGIN)
+	@PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PYTHONPATH=$(abspath bindings/python) \
+	  $(PYTHON) examples/demo.py $(DEMO_PLUGIN)
+
+# The Python tests load the demo plugin (tests/python/test_module.py, the
+# README's Python examples, examples/demo.py)...
+test-python: $(DEMO_PLUGIN)
+test-python: export PF_DEMO_PLUGIN := $(abspath $(DEMO_PLUGIN))
+# ...and the fixture modules of tests/modules, for the error paths of load_module.
+test-python: $(MOD_FIXTURES)
+test-python: export PF_TEST_MODULE_DIR := $(abspath $(MOD_DIR))
+# The README's C examples load the demo plugin; its sessions run pf.
+test-readme: $(DEMO_PLUGIN) $(PF_TOOL)
+
 # ---- Hardening: fuzzing, valgrind, soak (issue 6) ---------------------------------
 #   make fuzz [FUZZ_SECONDS=60]  every libFuzzer target in tests/fuzz for that long
 #   make fuzz-short              every target for FUZZ_SHORT_SECONDS from its seed
@@ -298,7 +318,7 @@ FUZZ_BINS  := $(addprefix $(BUILD)/fuzz/bin/fuzz_,$(FUZZ_NAMES))
 PLAIN_CFLAGS := -O1 -g
 PLAIN_TESTS  := $(addprefix $(BUILD)/plain/tests/,$(TEST_NAMES))
 VALGRIND     := valgrind -q --error-exitcode=99 --leak-check=full \
-                --errors-for-leak-kinds=definite,indirect --trace-children=yes
+                --errors-for-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp
 # The soak test's operation count under valgrind, which runs threads one at a time.
 VALGRIND_SOAK_OPS ?= 20000
 
@@ -347,7 +367,8 @@ $(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(DEMO_PLUGIN) 
 	  -o $@ $< -lcmocka
 
 # Each test under memcheck: any error, or a definite or indirect leak, fails it.
-# Children (the pf command run by test_pf_cli) are checked too.
+# The pf processes that test_pf_cli starts are not traced (that costs minutes);
+# pf_cli_main itself runs under LeakSanitizer in fuzz_pf_args.
 valgrind: $(PLAIN_TESTS)
 	@status=0; for t in $(PLAIN_TESTS); do rm -f $$t.valgrind.*.log; \
 	  if PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) $(VALGRIND) --log-file=$$t.valgrind.%p.log $$t \
@@ -362,6 +383,17 @@ soak: $(BUILD)/asan/tests/test_soak_threads $(BUILD)/tsan/tests/test_soak_thread
 	PF_SOAK_OPS=$(SOAK_OPS) $(BUILD)/tsan/tests/test_soak_threads
 
 .PHONY: fuzz fuzz-short valgrind soak
+
+# ---- Hardening, Python side (issue 6) -------------------------------------------
+#   make soak-python [SOAK_OPS=1000000]  tests/python/test_soak.py in its long form
+#                                        (make soak runs it too); its short form
+#                                        (250000 operations) is part of test-python
+.PHONY: soak-python
+soak: soak-python
+soak-python: python $(PY_TESTLIB)
+	PF_PY_SOAK_OPS=$(SOAK_OPS) PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) \
+	  PF_TESTLIB=$(abspath $(PY_TESTLIB)) \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/python/test_soak.py
 
 # ---- install -----------------------------------------------------------------
 $(BUILD)/packedfunc.pc: packedfunc.pc.in

@@ -1,18 +1,73 @@
 #!/usr/bin/env bash
-# The README's C example must be examples/quickstart.c word for word, and
-# must compile and print what the README says it prints.
+# The README's examples are true:
+#  - each C block marked `<!-- example: examples/NAME.c -->` is that file word
+#    for word; it compiles, and prints what the block marked
+#    `<!-- output: examples/NAME.c -->` shows (it runs with the demo plugin's
+#    path as its argument, from the repository root);
+#  - each block marked `<!-- session: KIND -->` is a shell session: every
+#    "$ command" line runs (stdout and stderr together) and prints the lines
+#    that follow it. KIND "pf" runs in a scratch directory where build/ is
+#    this build and pf is on PATH; KIND "install" runs where packedfunc is
+#    installed into a scratch prefix (pkg-config, pf) and demo_plugin.c is
+#    copied. The Python examples are checked by tests/python/test_readme.py.
 set -euo pipefail
+BUILD=${BUILD:-build}
+ROOT=$(pwd)
 extract() { # the fenced block that follows the marker line $1 in README.md
   awk -v m="$1" 'found==0 && index($0, m) {found=1; next}
                  found==1 && /^```/ {found=2; next}
                  found==2 && /^```/ {exit}
                  found==2 {print}' README.md
 }
-diff <(extract '<!-- example: examples/quickstart.c -->') examples/quickstart.c \
-  || { echo "test-readme: README's C example differs from examples/quickstart.c"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -Wall -Wextra -Werror -Iinclude examples/quickstart.c "${BUILD:-build}/lib/libpackedfunc.a" \
-   -lffi -ldl -lpthread -o "$tmp/quickstart"
-diff <("$tmp/quickstart") <(extract '<!-- output: examples/quickstart.c -->') \
-  || { echo "test-readme: examples/quickstart.c does not print what README.md shows"; exit 1; }
-echo "test-readme: README's C example compiles and prints what it shows"
+status=0
+
+# ---- C examples ----
+examples=$(grep -oE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' README.md | awk '{print $3}')
+[ -n "$examples" ] || { echo "test-readme: no C example in README.md"; exit 1; }
+for src in $examples; do
+  name=$(basename "$src" .c)
+  if ! diff <(extract "<!-- example: $src -->") "$src"; then
+    echo "test-readme: README's example differs from $src"; status=1; continue
+  fi
+  # Against the shared library, so that a plugin the example loads binds to
+  # the same runtime.
+  cc -std=c11 -Wall -Wextra -Werror -Iinclude "$src" -L"$BUILD/lib" -lpackedfunc \
+     -Wl,-rpath,"$ROOT/$BUILD/lib" -lm -o "$tmp/$name"
+  if ! diff <("$tmp/$name" "$BUILD/examples/demo_plugin.so" 2>&1) \
+            <(extract "<!-- output: $src -->"); then
+    echo "test-readme: $src does not print what README.md shows"; status=1; continue
+  fi
+  echo "test-readme: $src is in README.md word for word, compiles and prints what it shows"
+done
+
+# ---- shell sessions ----
+run_session() { # $1 marker, $2 directory, $3 PATH prefix
+  local want="$tmp/want" got="$tmp/got"
+  extract "$1" > "$want"
+  [ -s "$want" ] || { echo "test-readme: no block after $1"; return 1; }
+  : > "$got"
+  while IFS= read -r line; do
+    case "$line" in
+      '$ '*) printf '%s\n' "$line" >> "$got"
+             (cd "$2" && PATH="$3:$PATH" bash -c "${line#\$ }" >> "$got" 2>&1) || true ;;
+    esac
+  done < "$want"
+  diff "$got" "$want" || { echo "test-readme: the session after $1 prints something else"; return 1; }
+  echo "test-readme: the session after $1 prints what it shows"
+}
+
+if grep -q '<!-- session: pf -->' README.md; then
+  mkdir -p "$tmp/pf"
+  ln -s "$ROOT/$BUILD" "$tmp/pf/build"
+  run_session '<!-- session: pf -->' "$tmp/pf" "$ROOT/$BUILD/bin" || status=1
+fi
+
+if grep -q '<!-- session: install -->' README.md; then
+  make --no-print-directory -s install PREFIX="$tmp/prefix" >/dev/null
+  mkdir -p "$tmp/plugin"
+  cp examples/plugin/demo_plugin.c "$tmp/plugin/"
+  export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+  run_session '<!-- session: install -->' "$tmp/plugin" "$tmp/prefix/bin" || status=1
+fi
+exit $status

@@ -4,7 +4,7 @@
  * Build it as a shared library that links against libpackedfunc (make builds
  * it as $(BUILD)/examples/demo_plugin.so):
  *
- *     cc -std=c11 -fPIC -shared demo_plugin.c -lpackedfunc -o demo_plugin.so
+ *     cc -std=c11 -fPIC -shared demo_plugin.c -lpackedfunc -lm -o demo_plugin.so
  *
  * and load it from any host: `pf --load demo_plugin.so list demo.` from the
  * shell, PFModLoadFromFile in C, or the Python binding. Every function is

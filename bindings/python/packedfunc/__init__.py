@@ -11,6 +11,10 @@ A pure-Python binding (ctypes) over libpackedfunc::
     def mul(a, b):
         return a * b
 
+    plugin = pf.load_module("demo_plugin.so")  # a C plugin module
+    plugin.demo.hypot(3, 4)                  # its function "demo.hypot"
+    help(plugin.demo.hypot)                  # name, signature, docstring
+
 Values convert both ways: int (int64), float, bool, None, str (UTF-8),
 bytes/bytearray/memoryview, Function and any callable, DataType, Device,
 opaque handles (ctypes.c_void_p), and tensors (numpy arrays or any object
@@ -23,10 +27,12 @@ package, then in the source tree's build output (build/lib).
 """
 import sys as _sys
 import ctypes as _ctypes
+import inspect as _inspect
 
 from . import _base
 from ._base import check_call, register_error
 from ._core import Function, Object, Tensor, convert
+from ._module import Module, load_module  # issue 4: modules
 from ._types import DataType, Device
 
 __version__ = "0.1.0"
@@ -38,13 +44,30 @@ __all__ = [
     "Function", "Object", "Tensor", "DataType", "Device",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "init_api", "register_error", "check_call",
+    "seal_registry", "registry_sealed",
+    "Module", "load_module",  # issue 4: modules
 ]
+
+# kPFRegisterOverride and kPFRegisterProtected (c_api.h).
+_REGISTER_OVERRIDE = 1
+_REGISTER_PROTECTED = 2
 
 
 def _name_arg(where, name):
+    """A registry name as UTF-8 bytes for C. A NUL character would silently
+    cut the name short in C (so that "a\\0b" meant "a"), and a lone
+    surrogate has no UTF-8 form: both are a ValueError naming `where`."""
     if not isinstance(name, str):
         raise TypeError("%s: name must be a str, not %s" % (where, type(name).__name__))
-    return name.encode("utf-8")
+    shown = name if len(name) <= 60 else name[:60] + "..."
+    if "\0" in name:
+        raise ValueError("%s: name %r contains a NUL character" % (where, shown))
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError("%s: name %r contains a lone surrogate (%r at index %d), "
+                         "which UTF-8 cannot encode"
+                         % (where, shown, name[err.start], err.start)) from None
 
 
 def get_global_func(name, allow_missing=False):
@@ -63,7 +86,7 @@ def get_global_func(name, allow_missing=False):
     return Function._adopt(out.value)
 
 
-def register_func(name_or_func, f=None, override=False):
+def register_func(name_or_func, f=None, override=False, protected=False):
     """Register a Python callable (or a Function) as a global function.
 
     Usable as::
@@ -71,27 +94,40 @@ def register_func(name_or_func, f=None, override=False):
         @register_func                         # name: the function's __name__
         @register_func("ns.name")
         @register_func("ns.name", override=True)
+        @register_func("ns.name", protected=True)
         register_func("ns.name", f)
 
     Returns the callable itself, so a decorated function stays an ordinary
-    Python function. The registry keeps the function alive until the name
+    Python function. A Python callable's packed function carries the name
+    and the callable's docstring as metadata (``Function.name``/``.doc``). The registry keeps the function alive until the name
     is removed or overridden. A taken name without ``override`` raises
-    KeyError naming it.
+    KeyError naming it. With ``protected`` the name can never again be
+    overridden or removed (RuntimeError), for the rest of the process.
+    Once :func:`seal_registry` was called, every registration raises
+    RuntimeError.
     """
     if f is None and not isinstance(name_or_func, str):
         if not callable(name_or_func):
             raise TypeError("register_func: expected a name or a callable, not %s"
                             % type(name_or_func).__name__)
         func = name_or_func
-        name = getattr(func, "__name__", None)
+        # A Function's __name__ is "<anonymous>" without metadata: use its
+        # metadata name, or ask for one.
+        name = func.name if isinstance(func, Function) else getattr(func, "__name__", None)
         if not isinstance(name, str):
             raise TypeError("register_func: %r has no __name__; pass a name" % (func,))
-        return register_func(name, func, override=override)
+        return register_func(name, func, override=override, protected=protected)
     encoded = _name_arg("register_func", name_or_func)
+    flags = ((_REGISTER_OVERRIDE if override else 0)
+             | (_REGISTER_PROTECTED if protected else 0))
 
     def register(func):
         packed = convert(func)
-        check_call(_base.PFFuncRegisterGlobal(encoded, packed.handle, 1 if override else 0))
+        if packed is not func:  # issue 4: a Python callable carries its name and doc
+            doc = getattr(func, "__doc__", None)
+            packed.set_info(name=name_or_func,
+                            doc=_inspect.cleandoc(doc) if isinstance(doc, str) and doc else None)
+        check_call(_base.PFFuncRegisterGlobalEx(encoded, packed.handle, flags))
         return func
 
     if f is not None:
@@ -100,9 +136,29 @@ def register_func(name_or_func, f=None, override=False):
 
 
 def remove_global_func(name):
-    """Remove a global function. A missing name raises KeyError naming it.
-    Callers that still hold the Function keep it alive."""
+    """Remove a global function. A missing name raises KeyError naming it;
+    a protected name, or any name once the registry is sealed, raises
+    RuntimeError. Callers that still hold the Function keep it alive."""
     check_call(_base.PFFuncRemoveGlobal(_name_arg("remove_global_func", name)))
+
+
+def seal_registry():
+    """Seal the global registry for the rest of the process.
+
+    From then on :func:`register_func` (also with ``override``) and
+    :func:`remove_global_func` raise RuntimeError, in Python and in C alike,
+    while lookups and calls go on. A host seals once it has registered what
+    it relies on, so that code loaded later cannot replace it. There is no
+    unsealing. Calling it again does nothing. Thread-safe.
+    """
+    check_call(_base.PFRegistrySeal())
+
+
+def registry_sealed():
+    """Whether :func:`seal_registry` (or the C PFRegistrySeal) was called."""
+    out = _ctypes.c_int()
+    check_call(_base.PFRegistryIsSealed(_ctypes.byref(out)))
+    return bool(out.value)
 
 
 def list_global_func_names(prefix=""):
@@ -127,6 +183,8 @@ def init_api(prefix, module_name):
     exposed; use another call with a longer prefix for deeper levels.
     Returns the list of attribute names set.
     """
+    if not isinstance(prefix, str):
+        raise TypeError("init_api: prefix must be a str, not %s" % type(prefix).__name__)
     if not isinstance(module_name, str):
         raise TypeError("init_api: module_name must be a str, not %s"
                         % type(module_name).__name__)

@@ -97,6 +97,12 @@ PFObjectFree = _fn("PFObjectFree", c_int, [c_void_p])
 PFFuncCreateFromCFunc = _fn("PFFuncCreateFromCFunc", c_int)
 PFFuncRegisterGlobal = _fn("PFFuncRegisterGlobal", c_int, [c_char_p, c_void_p, c_int])
 PFFuncRemoveGlobal = _fn("PFFuncRemoveGlobal", c_int, [c_char_p])
+# Sealing and protected names (issue 6). Registering may release an
+# overridden function, so it runs without the GIL; the seal calls never
+# run user code.
+PFFuncRegisterGlobalEx = _fn("PFFuncRegisterGlobalEx", c_int, [c_char_p, c_void_p, c_int])
+PFRegistrySeal = _fn("PFRegistrySeal", c_int, [], gil=True)
+PFRegistryIsSealed = _fn("PFRegistryIsSealed", c_int, [ctypes.POINTER(c_int)], gil=True)
 PFTensorToDLPack = _fn("PFTensorToDLPack", c_int, [c_void_p, ctypes.POINTER(c_void_p)])
 # Short calls that never run user code keep the GIL.
 PFFuncGetGlobal = _fn("PFFuncGetGlobal", c_int, [c_char_p, ctypes.POINTER(c_void_p)], gil=True)

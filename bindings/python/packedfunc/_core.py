@@ -8,6 +8,7 @@ written into preallocated call frames, and C results are read with
 """
 import ctypes
 import functools
+import inspect
 import itertools
 import operator
 import struct
@@ -15,7 +16,7 @@ import sys
 import threading
 import types
 
-from . import _base
+from . import _base, _signature
 from ._base import (PFCFuncSetReturn, PFFuncCall, PFFuncCreateFromCFunc, PFFuncFree,
                     PFObjectFree, TYPE_CODES, check_call, last_error, record_exception)
 from ._mirrors import (DLManagedTensor, DLTensor, FINALIZER, OBJECT_FUNCTION, OBJECT_MODULE,
@@ -146,12 +147,21 @@ _NAME_USED = ctypes.create_string_buffer(b"used_dltensor")
 _tensors_in_flight = {}
 
 
+RESULT = "result"  # the `pos` of a callback's return value, for messages
+
+
+def _what(pos):
+    """How an error message names a value: its argument position, or as a
+    callback's result (pos RESULT)."""
+    return "argument %d" % pos if pos is not RESULT else "the callback's result"
+
+
 def _tensor_arg(x, pos):
     try:
         capsule = x.__dlpack__()
     except Exception as err:
-        raise TypeError("packedfunc: argument %d (%s) cannot be exported through DLPack: %s"
-                        % (pos, type(x).__name__, err)) from err
+        raise TypeError("packedfunc: %s (%s) cannot be exported through DLPack: %s"
+                        % (_what(pos), type(x).__name__, err)) from err
     ptr = _capsule_get_pointer(capsule, b"dltensor")
     # DLManagedTensor starts with its DLTensor, so the two addresses agree.
     # The capsule is not consumed: its own destructor frees the export.
@@ -161,12 +171,13 @@ def _tensor_arg(x, pos):
 def _convert_arg(x, pos, keep):
     """(code, 8 value bytes) for one argument. Objects that must outlive the
     call are appended to `keep`. Raises TypeError/OverflowError/ValueError
-    naming the argument position (0-based)."""
+    naming the argument position (0-based), or the callback's result when
+    `pos` is RESULT."""
     t = type(x)
     if t is int:
         if not _INT64_MIN <= x <= _INT64_MAX:
-            raise OverflowError("packedfunc: argument %d: int %d does not fit in int64"
-                                % (pos, x))
+            raise OverflowError("packedfunc: %s: int %d does not fit in int64"
+                                % (_what(pos), x))
         return _INT, _Q.pack(x)
     if t is float:
         return _FLOAT, _D.pack(x)
@@ -176,17 +187,25 @@ def _convert_arg(x, pos, keep):
         return _NULL, _Q.pack(0)
     if t is str:
         if "\0" in x:
-            raise ValueError("packedfunc: argument %d: str contains a NUL character "
-                             "(pass bytes for binary data)" % pos)
-        data = x.encode("utf-8", "surrogateescape")
+            raise ValueError("packedfunc: %s: str contains a NUL character "
+                             "(pass bytes for binary data)" % _what(pos))
+        try:
+            data = x.encode("utf-8")
+        except UnicodeEncodeError as err:
+            # kPFStr is UTF-8: a lone surrogate (also one that decoding
+            # invalid UTF-8 from C produced) is refused, never sent as is.
+            raise ValueError("packedfunc: %s: str contains a lone surrogate (%r at "
+                             "index %d), which UTF-8 cannot encode (pass bytes for binary "
+                             "data)" % (_what(pos), x[err.start], err.start)) from None
         keep.append(data)
         return _STR, _P.pack(_bytes_address(data))
     if t is bytes or t is bytearray or t is memoryview:
         return _BYTES, _P.pack(_byte_array(x, keep))
-    if isinstance(x, Function):
-        return _FUNC, _P.pack(x._handle)
-    if isinstance(x, Object):
-        return x._code, _P.pack(x._handle)
+    if isinstance(x, Function) or isinstance(x, Object):
+        if not x._handle:
+            raise ValueError("packedfunc: %s: the %s was released"
+                             % (_what(pos), type(x).__name__))
+        return (_FUNC if isinstance(x, Function) else x._code), _P.pack(x._handle)
     if t is DataType:
         return _DTYPE, _DT.pack(x.type_code, x.bits, x.lanes)
     if t is Device:
@@ -219,8 +238,8 @@ def _convert_arg(x, pos, keep):
         f = convert(x)
         keep.append(f)
         return _FUNC, _P.pack(f._handle)
-    raise TypeError("packedfunc: argument %d has unsupported type %s"
-                    % (pos, type(x).__qualname__))
+    raise TypeError("packedfunc: %s has unsupported type %s"
+                    % (_what(pos), type(x).__qualname__))
 
 
 def _byte_array(x, keep):
@@ -344,21 +363,78 @@ class Function:
         Function lives)."""
         return self._handle
 
+    # ---- metadata (issue 4): name, signature, doc --------------------------
+
+    def _info(self):
+        """(name, signature, doc) as str or None; all None once released."""
+        if not self._handle:
+            return None, None, None
+        fields = (ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_char_p())
+        check_call(_base.PFFuncGetInfo(self._handle, byref(fields[0]), byref(fields[1]),
+                                       byref(fields[2])))
+        return tuple(f.value.decode("utf-8", "replace") if f.value else None for f in fields)
+
     @property
     def name(self):
-        """The name recorded with PFFuncSetInfo, or None."""
-        name = ctypes.c_char_p()
-        check_call(_base.PFFuncGetInfo(self._handle, byref(name), None, None))
-        return name.value.decode("utf-8", "replace") if name.value else None
+        """The name recorded with PFFuncSetInfo (a module function's or a
+        registered Python function's registry name), or None."""
+        return self._info()[0]
+
+    @property
+    def signature(self):
+        """The signature text in the typed-signature grammar of c_api.h
+        (``"int64(int64,int64)"``; set for every typed C function), or None.
+        ``inspect.signature(f)`` gives the same as Python annotations."""
+        return self._info()[1]
+
+    @property
+    def doc(self):
+        """The docstring recorded with PFFuncSetInfo, or None.
+        ``f.__doc__`` adds the name and signature to it."""
+        return self._info()[2]
+
+    def set_info(self, name=None, signature=None, doc=None):
+        """Record a name, a signature (typed-signature grammar, kept as
+        metadata only) and a docstring; None leaves a field alone. Each
+        field can be set once per function: setting it again raises
+        ValueError. Raises TypeError for a non-str value."""
+        values = []
+        for what, value in (("name", name), ("signature", signature), ("doc", doc)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError("Function.set_info: %s must be a str or None, not %s"
+                                % (what, type(value).__name__))
+            if value is not None and "\0" in value:
+                raise ValueError("Function.set_info: %s contains a NUL character" % what)
+            values.append(None if value is None else value.encode("utf-8"))
+        if not self._handle:
+            raise ValueError("packedfunc: the Function was released")
+        check_call(_PFFuncSetInfo(self._handle, *values))
+
+    @property
+    def __name__(self):
+        """The metadata name, or "<anonymous>" (for help() and repr)."""
+        return self.name or "<anonymous>"
+
+    def __get__(self, obj, owner=None):
+        # A Function stored as a class attribute stays a plain function (as
+        # it was without this method); having __get__ makes it a routine
+        # for inspect and pydoc, so that help(f) shows its signature.
+        return self
 
     def __repr__(self):
+        if not self._handle:
+            return "<packedfunc.Function (released)>"
         name = self.name
         return "<packedfunc.Function %s at 0x%x>" % (repr(name) if name else "(anonymous)",
                                                      self._handle)
 
     def __del__(self):
-        if not _base.state.shutting_down:
-            PFFuncFree(self._handle)
+        # Idempotent, so that a hand-made second call cannot free twice; a
+        # released Function has handle 0 and refuses calls (ValueError).
+        handle = self._handle
+        if handle and not _base.state.shutting_down:
+            self._handle, self._hb = 0, None
+            PFFuncFree(handle)
 
     def __reduce__(self):
         raise TypeError("packedfunc.Function cannot be pickled")
@@ -389,7 +465,7 @@ class Function:
             fr[5] = plan
         if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
             _give_frame(fr)
-            check_call(-1)
+            _call_failed(self)
         v, c = _ret_unpack(mv, 0)
         if c == _INT:
             _give_frame(fr)
@@ -398,6 +474,14 @@ class Function:
             return _convert_ret(mv, v, c)
         finally:
             _give_frame(fr)
+
+
+def _call_failed(func):
+    """Raise the error of a failed PFFuncCall: a released Function (whose
+    NULL handle C refused) says so; anything else is the callee's error."""
+    if func._hb is None:
+        raise ValueError("packedfunc: the Function was released; it cannot be called")
+    check_call(-1)
 
 
 def _call_general(func, args, plan):
@@ -419,7 +503,7 @@ def _call_general(func, args, plan):
         for i in range(0, len(tensors), 2):
             _tensors_in_flight[tensors[i]] = tensors[i + 1]
         if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
-            check_call(-1)
+            _call_failed(func)
         v, c = _RET.unpack_from(mv, 0)
         if c == _TENSOR:
             addr = v & 0xFFFFFFFFFFFFFFFF
@@ -432,6 +516,47 @@ def _call_general(func, args, plan):
             _tensors_in_flight.pop(tensors[i], None)
         if fr[7] == MAX_FAST:
             _give_frame(fr)
+
+
+# ---- Function metadata (issue 4) ---------------------------------------------
+
+class _PerInstance:
+    """A non-data descriptor: `class_value` on the class, fget(instance) on
+    an instance. Lets Function keep its class docstring while each function
+    has its own __doc__ and __signature__."""
+
+    def __init__(self, fget, class_value):
+        self.fget, self.class_value = fget, class_value
+
+    def __get__(self, obj, owner=None):
+        return self.class_value if obj is None else self.fget(obj)
+
+
+def _function_doc(func):
+    try:
+        return _signature.docstring(*func._info())
+    except Exception:  # help() must never fail on a function
+        return None
+
+
+_ANY_ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def _function_signature(func):
+    # A function without a signature in the typed grammar (a packed C
+    # function, a Python callable) takes any positional arguments.
+    try:
+        sig = _signature.to_inspect(func._info()[1])
+    except Exception:
+        sig = None
+    return _ANY_ARGS if sig is None else sig
+
+
+Function.__doc__ = _PerInstance(_function_doc, Function.__doc__)
+Function.__signature__ = _PerInstance(_function_signature, None)
+_PFFuncSetInfo = _base._fn("PFFuncSetInfo", ctypes.c_int,
+                           [c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p],
+                           gil=True)
 
 
 # ---------------------------------------------------------------------------
@@ -469,8 +594,10 @@ class Object:
                                                            self._handle)
 
     def __del__(self):
-        if not _base.state.shutting_down:
-            PFObjectFree(self._handle)
+        handle = self._handle  # idempotent, as Function.__del__
+        if handle and not _base.state.shutting_down:
+            self._handle = 0
+            PFObjectFree(handle)
 
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
@@ -562,6 +689,9 @@ def _adopt_object(handle):
     ti = ti.value
     if ti == OBJECT_FUNCTION:
         return Function._adopt(handle)
+    if ti == OBJECT_MODULE:  # issue 4: a Module, whose functions are attributes
+        from ._module import Module
+        return Module._adopt(handle, ti)
     if ti == OBJECT_TENSOR:
         t = Tensor._adopt(handle, ti)
         numpy = sys.modules.get("numpy")
@@ -711,7 +841,7 @@ def _set_return(ret, r):
     if hasattr(r, "__dlpack__") and not isinstance(r, Object):
         return _return_tensor(ret, r)
     keep = []
-    code, raw = _convert_arg(r, 0, keep)
+    code, raw = _convert_arg(r, RESULT, keep)
     mv = _S_ANY[0]
     mv[0:8] = raw
     struct.pack_into("=i", mv, 8, code)
@@ -728,7 +858,7 @@ def _return_tensor(ret, r):
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(r, numpy.generic):
         return _set_return(ret, r.item())
-    ptr, capsule = _tensor_arg(r, 0)
+    ptr, capsule = _tensor_arg(r, RESULT)
     # Consume the capsule: from here on the tensor object owns the export.
     _capsule_set_name(capsule, ctypes.addressof(_NAME_USED))
     obj = c_void_p()
