@@ -1,0 +1,422 @@
+"""The bad-input catalogue of the Python API (docs/bad-input.md, section
+"Python API"): one test per row, each proving what that kind of bad input
+gets. The rule: a clear exception whose message names the function (or the
+argument position), never a crash, a hang or a silent misreading.
+"""
+import ctypes
+import ctypes.util
+import functools
+import pickle
+
+import numpy as np
+import pytest
+
+import packedfunc as pf
+from packedfunc import _base, _core
+
+NAME_MAX = 1024  # PF_NAME_MAX (c_api.h)
+
+_create_typed = _base._cdll["PFFuncCreateFromTyped"]  # a private copy
+_create_typed.restype = ctypes.c_int
+_create_typed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+
+
+def typed(c_function, signature):
+    """A typed function (libffi) over a C function, as a Function."""
+    out = ctypes.c_void_p()
+    _base.check_call(_create_typed(ctypes.cast(c_function, ctypes.c_void_p), signature,
+                                   ctypes.byref(out)))
+    return _core.Function._adopt(out.value)
+
+
+def escaped(name):
+    return name.replace(".", r"\.")
+
+
+@pytest.fixture
+def echo(fn):
+    return fn("echo")
+
+
+@pytest.fixture
+def nargs(fn):
+    return fn("nargs")
+
+
+# ---- names: get_global_func, register_func, remove_global_func, list_global_func_names
+
+NAME_TAKERS = [
+    ("get_global_func", lambda name: pf.get_global_func(name)),
+    ("register_func", lambda name: pf.register_func(name, lambda: None)),
+    ("remove_global_func", lambda name: pf.remove_global_func(name)),
+]
+
+
+@pytest.mark.parametrize("where,call", NAME_TAKERS, ids=[w for w, _ in NAME_TAKERS])
+@pytest.mark.parametrize("bad", [42, None, b"testing.echo", 1.5, ["testing.echo"]])
+def test_name_not_a_str(where, call, bad):
+    with pytest.raises(TypeError, match="%s: name must be a str, not %s"
+                       % (where, type(bad).__name__)):
+        call(bad)
+
+
+def test_list_prefix_not_a_str():
+    with pytest.raises(TypeError, match="list_global_func_names: name must be a str"):
+        pf.list_global_func_names(b"testing.")
+
+
+@pytest.mark.parametrize("where,call", NAME_TAKERS, ids=[w for w, _ in NAME_TAKERS])
+def test_name_empty(where, call):
+    with pytest.raises(ValueError, match="argument 'name' is empty"):
+        call("")
+
+
+@pytest.mark.parametrize("where,call", NAME_TAKERS, ids=[w for w, _ in NAME_TAKERS])
+def test_name_overlong(where, call):
+    # The limit is in UTF-8 bytes: 513 two-byte characters are 1026 bytes.
+    for name in ("n" * (NAME_MAX + 1), "é" * 513):
+        with pytest.raises(ValueError, match="argument 'name' is longer than 1024 bytes"):
+            call(name)
+
+
+def test_name_at_the_limit_is_accepted(unique_name):
+    name = unique_name()
+    name = name + "x" * (NAME_MAX - len(name))
+    assert len(name.encode()) == NAME_MAX
+    pf.register_func(name, lambda: 7)
+    try:
+        assert pf.get_global_func(name)() == 7
+    finally:
+        pf.remove_global_func(name)
+
+
+@pytest.mark.parametrize("where,call", NAME_TAKERS + [
+    ("list_global_func_names", lambda name: pf.list_global_func_names(name))],
+    ids=[w for w, _ in NAME_TAKERS] + ["list_global_func_names"])
+def test_name_with_nul(where, call):
+    # Before the fix, C saw the name cut at the NUL: "testing.echo\0junk"
+    # found testing.echo, and remove_global_func would have removed it.
+    with pytest.raises(ValueError, match="%s: name .* contains a NUL character" % where):
+        call("testing.echo\0junk")
+    assert pf.get_global_func("testing.echo", allow_missing=True) is not None
+
+
+@pytest.mark.parametrize("where,call", NAME_TAKERS, ids=[w for w, _ in NAME_TAKERS])
+@pytest.mark.parametrize("surrogate", ["\ud800", "\udc80", "\udfff"])
+def test_name_with_lone_surrogate(where, call, surrogate):
+    with pytest.raises(ValueError, match=r"%s: name .* contains a lone surrogate .* at index 3"
+                       % where):
+        call("abc" + surrogate)
+
+
+def test_name_non_ascii_is_accepted(unique_name):
+    name = unique_name("ünïcødé.日本.\U0001F600")
+    pf.register_func(name, lambda: "ok")
+    assert pf.get_global_func(name)() == "ok"
+    assert name in pf.list_global_func_names(name)
+
+
+def test_get_global_func_unknown_name():
+    with pytest.raises(ValueError, match="no global function named 'no.such.name'"):
+        pf.get_global_func("no.such.name")
+    assert pf.get_global_func("no.such.name", allow_missing=True) is None
+
+
+def test_register_func_taken_name(unique_name):
+    name = unique_name()
+    pf.register_func(name, lambda: 1)
+    with pytest.raises(KeyError, match="a function named '%s' is already registered"
+                       % escaped(name)):
+        pf.register_func(name, lambda: 2)
+    assert pf.get_global_func(name)() == 1  # unchanged
+
+
+def test_register_func_not_callable(unique_name):
+    name = unique_name()
+    for bad in (42, "text", b"x"):  # (None is the decorator form)
+        with pytest.raises(TypeError, match="packedfunc.convert: expected a callable, not %s"
+                           % type(bad).__name__):
+            pf.register_func(name, bad)
+    assert pf.get_global_func(name, allow_missing=True) is None
+    with pytest.raises(TypeError, match="register_func: expected a name or a callable, not int"):
+        pf.register_func(42)
+    with pytest.raises(TypeError, match="has no __name__; pass a name"):
+        pf.register_func(functools.partial(max, 1))
+
+
+def test_remove_global_func_unknown_name():
+    with pytest.raises(KeyError, match="no function named 'no.such.name' is registered"):
+        pf.remove_global_func("no.such.name")
+
+
+def test_init_api_bad_arguments():
+    with pytest.raises(TypeError, match="init_api: prefix must be a str, not int"):
+        pf.init_api(3, __name__)
+    with pytest.raises(TypeError, match="init_api: module_name must be a str, not int"):
+        pf.init_api("testing", 3)
+    with pytest.raises(ValueError, match="init_api: module 'no_such_module_xyz' is not imported"):
+        pf.init_api("testing", "no_such_module_xyz")
+
+
+# ---- calling a Function --------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [object(), [1, 2], {"a": 1}, (1,), 1 + 2j, {1}, Ellipsis],
+                         ids=lambda b: type(b).__name__)
+def test_call_unsupported_argument_type(nargs, bad):
+    with pytest.raises(TypeError, match="argument 1 has unsupported type %s"
+                       % type(bad).__qualname__):
+        nargs(1, bad)
+
+
+@pytest.mark.parametrize("bad", [2**63, -2**63 - 1, 10**40])
+def test_call_int_out_of_range(nargs, bad):
+    with pytest.raises(OverflowError, match="argument 2: int %d does not fit in int64" % bad):
+        nargs(1, 2, bad)
+    with pytest.raises(OverflowError, match="argument 0"):
+        nargs(np.uint64(2**63))  # numpy scalars convert as Python ints
+
+
+def test_call_str_with_nul(echo):
+    with pytest.raises(ValueError, match="argument 0: str contains a NUL character"):
+        echo("a\0b")
+
+
+@pytest.mark.parametrize("s", ["\ud800", "x\udc80", "ab\udfff", "\ud83d"])
+def test_call_str_with_lone_surrogate(echo, s):
+    # Including U+DC80..U+DCFF, which surrogateescape used to turn into
+    # invalid UTF-8 bytes behind the caller's back.
+    with pytest.raises(ValueError, match=r"argument 0: str contains a lone surrogate \('\\ud"
+                       r"[89a-f][0-9a-f]{2}' at index %d\)" % (len(s) - 1)):
+        echo(s)
+
+
+def test_str_from_c_with_invalid_utf8(monkeypatch):
+    # A C function that returns invalid UTF-8 as a str: libc's getenv, as a
+    # typed "str(str)" function, reading a variable set to raw bytes. The
+    # binding decodes it losslessly (surrogateescape); such a str cannot be
+    # passed back as a str, but re-encodes to the same bytes.
+    import os
+    monkeypatch.setitem(os.environb, b"PF_CATALOGUE_BAD_UTF8", b"ok\xff\xfe")
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    getenv = typed(libc.getenv, b"str(str)")
+    s = getenv("PF_CATALOGUE_BAD_UTF8")
+    assert s == "ok\udcff\udcfe"
+    assert s.encode("utf-8", "surrogateescape") == b"ok\xff\xfe"
+    with pytest.raises(ValueError, match="argument 0: str contains a lone surrogate"):
+        getenv(s)
+    assert getenv("PF_CATALOGUE_NOT_SET_ANYWHERE") is None  # NULL comes back as None
+
+
+def test_call_keyword_arguments(echo):
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        echo(x=1)
+
+
+def test_call_wrong_arity_or_types_packed(fn):
+    # A packed C function checks its own arguments; its error comes back.
+    with pytest.raises(TypeError, match="testing.add: expected 2 arguments, got 1"):
+        fn("add")(1)
+    with pytest.raises(TypeError, match="testing.add: argument 1 must be int, not str"):
+        fn("add")(1, "2")
+
+
+def test_call_wrong_arity_or_types_typed(testlib):
+    add = typed(testlib.pft_add, b"int64(int64,int64)")
+    assert add(40, 2) == 42
+    with pytest.raises(TypeError, match="takes 2 arguments, got 3"):
+        add(1, 2, 3)
+    with pytest.raises(TypeError, match="argument 1: expected int64, got float"):
+        add(1, 2.0)
+    with pytest.raises(TypeError, match="argument 0: expected int64, got str"):
+        add("1", 2)
+
+
+def test_call_typed_out_of_range_integer():
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    c_abs = typed(libc.abs, b"int32(int32)")
+    assert c_abs(-(2**31 - 1)) == 2**31 - 1
+    with pytest.raises(ValueError, match="argument 0: expected int32, got int 2147483648"):
+        c_abs(2**31)
+    with pytest.raises(ValueError, match="argument 0: expected int32"):
+        c_abs(-2**31 - 1)
+
+
+def test_callee_fails_without_error(fn):
+    with pytest.raises(RuntimeError, match="returned -1 without recording an error"):
+        fn("fail_silently")()
+
+
+def test_callee_error_kinds(fn):
+    raise_error = fn("raise_error")
+    with pytest.raises(KeyError, match="k"):
+        raise_error("KeyError", "k")
+    with pytest.raises(IndexError, match="i"):
+        raise_error("IndexError", "i")
+    # An unknown kind becomes RuntimeError; an invalid one is kept in the message.
+    with pytest.raises(RuntimeError, match="u"):
+        raise_error("SomeUnregisteredKind", "u")
+    with pytest.raises(RuntimeError, match="not a kind"):
+        raise_error("not a kind", "m")
+
+
+def test_function_cannot_be_created_or_pickled(echo):
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        pf.Function()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(echo)
+
+
+def test_function_released_by_hand(echo):
+    # No public release: a Function goes when it is collected. Calling its
+    # __del__ by hand releases it once; after that it is inert.
+    f = pf.convert(lambda x: x + 1)
+    assert f(1) == 2
+    f.__del__()
+    f.__del__()  # a second release is a no-op, not a double free
+    assert f.handle == 0
+    assert repr(f) == "<packedfunc.Function (released)>"
+    with pytest.raises(ValueError, match="the Function was released; it cannot be called"):
+        f(1)
+    with pytest.raises(ValueError, match="the Function was released"):
+        f("general path", None)
+    with pytest.raises(ValueError, match="argument 1: the Function was released"):
+        pf.get_global_func("testing.call")(echo, f)
+    with pytest.raises(TypeError, match="argument 'func' .* is NULL"):
+        pf.register_func("pytest.catalogue.released", f)
+    assert pf.get_global_func("pytest.catalogue.released", allow_missing=True) is None
+
+
+def test_object_released_by_hand(fn):
+    obj = fn("make_boxed")()
+    assert isinstance(obj, pf.Object)
+    obj.__del__()
+    obj.__del__()
+    with pytest.raises(ValueError, match="argument 0: the Object was released"):
+        fn("echo")(obj)
+
+
+# ---- callbacks: what a Python callable does wrong ------------------------------
+
+def test_callback_raises(fn):
+    class Custom(Exception):
+        pass
+
+    def bad():
+        raise Custom("from the callback")
+
+    with pytest.raises(Custom, match="from the callback"):
+        fn("call")(bad)
+
+
+@pytest.mark.parametrize("result,exc,match", [
+    (object(), TypeError, "the callback's result has unsupported type object"),
+    (2**64, OverflowError, "callback result 18446744073709551616 does not fit in int64"),
+    (np.uint64(2**63), OverflowError, "the callback's result: int 9223372036854775808 does not "
+     "fit in int64"),
+    ("a\0b", ValueError, "the callback's result: str contains a NUL character"),
+    ("\ud800", ValueError, "the callback's result: str contains a lone surrogate"),
+], ids=["unsupported", "int-range", "numpy-int-range", "nul", "surrogate"])
+def test_callback_bad_result(fn, result, exc, match):
+    with pytest.raises(exc, match=match):
+        fn("call")(lambda: result)
+    # From a C thread Python did not start, the same.
+    with pytest.raises(exc, match=match):
+        fn("call_in_thread")(lambda: result)
+
+
+def test_callback_wrong_arity(fn):
+    with pytest.raises(TypeError, match="positional argument"):
+        fn("call")(lambda a, b: a, 1)
+
+
+# ---- convert, DataType, Device, register_error ----------------------------------
+
+@pytest.mark.parametrize("bad", [42, "name", None, b"x", [len]], ids=lambda b: type(b).__name__)
+def test_convert_not_callable(bad):
+    with pytest.raises(TypeError, match="packedfunc.convert: expected a callable, not %s"
+                       % type(bad).__qualname__):
+        pf.convert(bad)
+
+
+@pytest.mark.parametrize("text", ["", "float", "flaot32", "int32x", "int-8", "float32 ", "Float32",
+                                  "int\0"])
+def test_datatype_unparsable(text):
+    if text == "float":  # a bare kind means 32 bits: accepted
+        assert pf.DataType(text) == pf.DataType("float32")
+        return
+    with pytest.raises(ValueError, match="DataType: cannot parse"):
+        pf.DataType(text)
+
+
+@pytest.mark.parametrize("args", [("int300",), ("float32x0",), ("int8x65536",), (256, 8),
+                                  (0, 8, 0), (-1, 8)])
+def test_datatype_out_of_range(args):
+    with pytest.raises(ValueError, match="DataType: out of range"):
+        pf.DataType(*args)
+
+
+@pytest.mark.parametrize("bad", [3.5, None, [1], object()], ids=lambda b: type(b).__name__)
+def test_datatype_wrong_type(bad):
+    with pytest.raises(TypeError, match="DataType: expected a str"):
+        pf.DataType(bad)
+
+
+def test_device_bad_input():
+    with pytest.raises(ValueError, match="Device: unknown device type 'tpu'"):
+        pf.Device("tpu")
+    with pytest.raises(ValueError, match="Device: bad device id in 'cuda:x'"):
+        pf.Device("cuda:x")
+    with pytest.raises(TypeError, match="Device: device_type must be a str or int, not float"):
+        pf.Device(1.5)
+    with pytest.raises(TypeError, match="not bool"):
+        pf.Device(True)
+    with pytest.raises(TypeError, match="Device: device_id must be an int, not str"):
+        pf.Device(1, "0")
+    with pytest.raises(ValueError, match="Device: out of range"):
+        pf.Device(2**31)
+    with pytest.raises(ValueError, match="Device: out of range"):
+        pf.Device("cpu", -2**31 - 1)
+
+
+def test_register_error_bad_input():
+    with pytest.raises(TypeError, match="register_error: kind must be a str"):
+        pf.register_error(3, ValueError)
+    for kind in ("", "has space", "9lives", "k" * 64):
+        with pytest.raises(ValueError, match="is not an identifier of at most 63 bytes"):
+            pf.register_error(kind, ValueError)
+    with pytest.raises(TypeError, match="cls must be an exception class"):
+        pf.register_error("FineKind", int)
+
+
+def test_tensor_argument_that_cannot_export(echo):
+    class Broken:
+        def __dlpack__(self, stream=None):
+            raise BufferError("no export today")
+
+    with pytest.raises(TypeError, match=r"argument 0 \(Broken\) cannot be exported through "
+                       "DLPack: no export today"):
+        echo(Broken())
+
+
+# ---- load_module -------------------------------------------------------------------
+
+def test_load_module_non_module_library():
+    libm = ctypes.util.find_library("m")
+    assert libm
+    with pytest.raises(ValueError, match="is not a packedfunc module"):
+        pf.load_module(libm)
+
+
+def test_load_module_bad_path(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        pf.load_module(str(tmp_path / "missing.so"))
+    not_a_library = tmp_path / "text.so"
+    not_a_library.write_text("not ELF")
+    with pytest.raises(OSError):
+        pf.load_module(str(not_a_library))
+    with pytest.raises(TypeError, match="load_module: path must be a str, bytes or os.PathLike"):
+        pf.load_module(42)
+    with pytest.raises(ValueError, match="load_module: path .* contains a NUL character"):
+        pf.load_module("lib\0m.so")
+    with pytest.raises(ValueError, match="empty"):
+        pf.load_module("")
