@@ -132,7 +132,7 @@ static void test_every_code_reaches_callee(void** state) {
                      .dtype = {kDLFloat, 32, 1}, .shape = shape};
   PFByteArray bytes = {.data = "a\0b", .size = 3};
   int marker;
-  PFValue args[14];
+  PFValue args[14] = {{.v_int64 = 0}}; /* all 8 bytes defined: compared below */
   int codes[14];
   int n = 0;
   args[n].v_int64 = -9; codes[n++] = kPFInt;
