@@ -396,20 +396,17 @@ soak-python: python $(PY_TESTLIB)
 	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/python/test_soak.py
 
 # ---- install -----------------------------------------------------------------
-$(BUILD)/packedfunc.pc: packedfunc.pc.in
-	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	    -e 's|@VERSION@|$(VERSION)|' $< > $@
-
 BINDIR ?= $(PREFIX)/bin
-install: lib $(BUILD)/packedfunc.pc $(PF_TOOL)
+install: lib $(PF_TOOL)
 	install -d $(DESTDIR)$(INCLUDEDIR)/packedfunc $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	install -m 644 include/packedfunc/*.h $(DESTDIR)$(INCLUDEDIR)/packedfunc/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libpackedfunc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libpackedfunc.so
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
-	install -m 644 $(BUILD)/packedfunc.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	# Written at each install, so that it always names this PREFIX.
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' packedfunc.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/packedfunc.pc
 	install -m 755 $(PF_TOOL) $(DESTDIR)$(BINDIR)/pf  # finds ../lib through its rpath
 
 clean:

@@ -102,8 +102,11 @@ def write_chart(rows, path):
     ax.set_yticks(list(y))
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("ratio to the baseline measured in the same run (median, min–max)")
+    ax.set_xlim(left=0)
+    ax.axvline(1.0, color="grey", linewidth=0.8)
+    ax.xaxis.set_major_formatter(lambda v, _pos: f"{v:g}x")
+    ax.set_xlabel("ratio to the baseline measured in the same run (median, min–max); "
+                  "green: target met")
     ax.set_title("packedfunc: cost relative to baseline (lower is better)")
     ax.legend(loc="lower right")
     fig.tight_layout()

@@ -70,4 +70,11 @@ if grep -q '<!-- session: install -->' README.md; then
   export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
   run_session '<!-- session: install -->' "$tmp/plugin" "$tmp/prefix/bin" || status=1
 fi
+
+# ---- the benchmark table is bench/results.md's, as `make bench` wrote it ----
+if ! diff <(awk '/<!-- bench: begin -->/{f=1; next} /<!-- bench: end -->/{f=0} f && /^\|/' README.md) \
+          <(grep '^|' bench/results.md); then
+  echo "test-readme: README's benchmark table differs from bench/results.md (run make bench)"
+  status=1
+fi
 exit $status
