@@ -14,29 +14,13 @@
 #include <string.h>
 
 #include "packedfunc/c_api.h"
+#include "support/pf_test.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static void expect_ok(int st) {
-  if (st != 0) fail_msg("expected success, got: %s", PFGetLastError());
-}
-
-/* The thread's error has `kind` and a message containing every fragment. */
-static void expect_error(int st, const char* kind, ...) {
-  assert_int_equal(st, -1);
-  assert_string_equal(PFErrorGetKind(), kind);
-  va_list ap;
-  va_start(ap, kind);
-  for (const char* frag = va_arg(ap, const char*); frag; frag = va_arg(ap, const char*)) {
-    if (strstr(PFErrorGetMessage(), frag) == NULL)
-      fail_msg("error message \"%s\" lacks \"%s\"", PFErrorGetMessage(), frag);
-  }
-  va_end(ap);
-}
-
 static PFFunctionHandle packed(PFPackedCFunc fn, void* res, PFPackedCFuncFinalizer fin) {
   PFFunctionHandle f = NULL;
-  expect_ok(PFFuncCreateFromCFunc(fn, res, fin, &f));
+  assert_pf_ok(PFFuncCreateFromCFunc(fn, res, fin, &f));
   return f;
 }
 
@@ -120,7 +104,7 @@ static void test_qsort_with_packed_comparator(void** state) {
   PFObjectHandle cl = NULL;
   int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
   uint32_t ti = 0;
-  expect_ok(PFObjectGetTypeIndex(cl, &ti));
+  assert_pf_ok(PFObjectGetTypeIndex(cl, &ti));
   assert_int_equal(ti, kPFObjectClosure);
 
   int64_t xs[] = {5, -3, 99, 0, INT64_MIN, 7, 7, INT64_MAX, -1, 42};
@@ -131,8 +115,8 @@ static void test_qsort_with_packed_comparator(void** state) {
   assert_true(xs[n - 1] == INT64_MAX);
   assert_true(s.calls > 0);
   assert_int_equal(PFClosureCheckError(cl), 0);
-  expect_ok(PFObjectFree(cl));
-  expect_ok(PFFuncFree(f));
+  assert_pf_ok(PFObjectFree(cl));
+  assert_pf_ok(PFFuncFree(f));
 }
 
 static int c_cmp_i32(const void* a, const void* b) {
@@ -144,7 +128,7 @@ static void test_qsort_with_typed_comparator(void** state) {
   (void)state;
   /* C -> typed PackedFunc -> C pointer again: both libffi directions. */
   PFFunctionHandle f = NULL;
-  expect_ok(PFFuncCreateFromTyped((void*)c_cmp_i32, "int32(ptr,ptr)", &f));
+  assert_pf_ok(PFFuncCreateFromTyped((void*)c_cmp_i32, "int32(ptr,ptr)", &f));
   PFObjectHandle cl = NULL;
   int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr, ptr)", &cl);
   int32_t xs[64];
@@ -160,7 +144,7 @@ static void test_qsort_comparator_fails(void** state) {
   (void)state;
   cmp_state s = {0, 3};
   PFFunctionHandle f = packed(packed_cmp, &s, NULL);
-  expect_ok(PFFuncSetInfo(f, "cmp", NULL, NULL));
+  assert_pf_ok(PFFuncSetInfo(f, "cmp", NULL, NULL));
   PFObjectHandle cl = NULL;
   int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
   int64_t xs[32];
@@ -169,7 +153,7 @@ static void test_qsort_comparator_fails(void** state) {
   /* The callee ran until it failed, and not once after. */
   assert_int_equal(s.calls, 3);
   PFErrorClear();
-  expect_error(PFClosureCheckError(cl), "ValueError", "boom at call 3", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "ValueError", "boom at call 3");
   if (strstr(PFErrorGetTraceback(), "C function pointer int32(ptr,ptr) over 'cmp'") == NULL)
     fail_msg("traceback \"%s\" lacks the closure", PFErrorGetTraceback());
   /* Collected: the next check is clean, and the pointer works again. */
@@ -192,10 +176,10 @@ static void test_first_error_is_kept(void** state) {
   assert_int_equal(cmp(&a, &b), 0); /* fails: zero */
   assert_int_equal(cmp(&b, &a), 0); /* skipped while the error is kept */
   assert_int_equal(s.calls, 1);
-  expect_error(PFClosureCheckError(cl), "ValueError", "boom at call 1", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "ValueError", "boom at call 1");
   s.fail_at = 2;
   assert_int_equal(cmp(&a, &b), 0); /* second failure, a new first error */
-  expect_error(PFClosureCheckError(cl), "ValueError", "boom at call 2", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "ValueError", "boom at call 2");
   assert_int_equal(cmp(&a, &b), -1);
   assert_int_equal(cmp(&b, &a), 1);
   assert_int_equal(PFClosureCheckError(cl), 0);
@@ -231,8 +215,8 @@ static void test_echo_integers(void** state) {
   for (int i = 0; i < 8; ++i) assert_int_equal(PFClosureCheckError(cl[i]), 0);
   /* A uint64 argument beyond int64 cannot become a packed int. */
   assert_true(u64(UINT64_MAX) == 0);
-  expect_error(PFClosureCheckError(cl[7]), "ValueError", "argument 0",
-               "uint64 value 18446744073709551615 does not fit", NULL);
+  assert_pf_error(PFClosureCheckError(cl[7]), "ValueError", "argument 0",
+               "uint64 value 18446744073709551615 does not fit");
   for (int i = 0; i < 8; ++i) PFObjectFree(cl[i]);
   PFFuncFree(f);
 }
@@ -289,8 +273,7 @@ static void test_echo_pointers(void** state) {
   PFByteArray bad = {NULL, 5};
   out = eby(&bad);
   assert_int_equal(out.size, 0);
-  expect_error(PFClosureCheckError(cb), "ValueError", "argument 0: bytes of size 5 with NULL data",
-               NULL);
+  assert_pf_error(PFClosureCheckError(cb), "ValueError", "argument 0: bytes of size 5 with NULL data");
 
   int x = 0;
   assert_ptr_equal(ep(&x), &x);
@@ -313,8 +296,8 @@ static void test_echo_pointers(void** state) {
   assert_null(efn(NULL));
   int not_a_func = 0;
   assert_null(efn(&not_a_func));
-  expect_error(PFClosureCheckError(cf), "TypeError",
-               "argument 0: expected func, got a pointer that is not a live function handle", NULL);
+  assert_pf_error(PFClosureCheckError(cf), "TypeError",
+               "argument 0: expected func, got a pointer that is not a live function handle");
   PFFuncFree(g);
   assert_int_equal(g_fin_runs, 1);
 
@@ -375,7 +358,7 @@ static void test_many_args_and_void(void** state) {
   PFObjectFree(cl);
   int64_t (*none)(void) = (int64_t (*)(void))to_c(f, "int64()", &cl);
   assert_true(none() == 0); /* echo of nothing is null: not an int64 */
-  expect_error(PFClosureCheckError(cl), "TypeError", "result: expected int64, got null", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "TypeError", "result: expected int64, got null");
   PFObjectFree(cl);
   PFFuncFree(f);
 }
@@ -389,8 +372,8 @@ static void test_result_mismatch(void** state) {
   PFObjectHandle cl;
   int64_t (*geti)(void) = (int64_t (*)(void))to_c(f, "int64()", &cl);
   assert_true(geti() == 0);
-  expect_error(PFClosureCheckError(cl), "TypeError",
-               "C function pointer int64(): result: expected int64, got str", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "TypeError",
+               "C function pointer int64(): result: expected int64, got str");
 
   r.code = kPFInt;
   r.value.v_int64 = 5;
@@ -400,7 +383,7 @@ static void test_result_mismatch(void** state) {
   int8_t (*get8)(void) = (int8_t (*)(void))to_c(f, "int8()", &cl);
   r.value.v_int64 = 300;
   assert_int_equal(get8(), 0);
-  expect_error(PFClosureCheckError(cl), "ValueError", "result: expected int8, got int 300", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "ValueError", "result: expected int8, got int 300");
   PFObjectFree(cl);
 
   /* A float result for an int is a TypeError; an int for a float widens. */
@@ -408,7 +391,7 @@ static void test_result_mismatch(void** state) {
   r.value.v_float64 = 2.5;
   int32_t (*get32)(void) = (int32_t (*)(void))to_c(f, "int32()", &cl);
   assert_int_equal(get32(), 0);
-  expect_error(PFClosureCheckError(cl), "TypeError", "expected int32, got float", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "TypeError", "expected int32, got float");
   PFObjectFree(cl);
   r.code = kPFInt;
   r.value.v_int64 = 7;
@@ -424,7 +407,7 @@ static void test_result_mismatch(void** state) {
   r.value.v_handle = g;
   geti = (int64_t (*)(void))to_c(f, "int64()", &cl);
   assert_true(geti() == 0);
-  expect_error(PFClosureCheckError(cl), "TypeError", "expected int64, got function", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "TypeError", "expected int64, got function");
   PFObjectFree(cl);
   r.code = kPFNull; /* f must not hold g any more */
   PFFuncFree(g);
@@ -449,11 +432,11 @@ static void test_closure_owns_function(void** state) {
   PFFuncFree(f); /* the closure's reference keeps it alive */
   assert_int_equal(g_fin_runs, 0);
   assert_true(add(1.5, 2.0) == 3.5);
-  expect_ok(PFObjectRetain(cl));
-  expect_ok(PFObjectFree(cl));
+  assert_pf_ok(PFObjectRetain(cl));
+  assert_pf_ok(PFObjectFree(cl));
   assert_int_equal(g_fin_runs, 0);
   assert_true(add(1.0, 2.0) == 3.0);
-  expect_ok(PFObjectFree(cl)); /* last reference: closure and function go */
+  assert_pf_ok(PFObjectFree(cl)); /* last reference: closure and function go */
   assert_int_equal(g_fin_runs, 1);
 }
 
@@ -462,28 +445,27 @@ static void test_misuse(void** state) {
   PFFunctionHandle f = packed(packed_echo, NULL, NULL);
   PFObjectHandle cl = (PFObjectHandle)0x1;
   void* fp = (void*)0x1;
-  expect_error(PFFuncToCFunction(NULL, "int64()", &cl, &fp), "TypeError",
-               "PFFuncToCFunction: argument 'func' is NULL", NULL);
+  assert_pf_error(PFFuncToCFunction(NULL, "int64()", &cl, &fp), "TypeError",
+               "PFFuncToCFunction: argument 'func' is NULL");
   PFObjectHandle boxed = NULL;
-  expect_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
-  expect_error(PFFuncToCFunction(boxed, "int64()", &cl, &fp), "TypeError",
-               "argument 'func' is not a live function handle", NULL);
-  expect_error(PFFuncToCFunction(f, NULL, &cl, &fp), "TypeError", "argument 'signature' is NULL",
-               NULL);
-  expect_error(PFFuncToCFunction(f, "int64()", NULL, &fp), "TypeError",
-               "argument 'out_closure' is NULL", NULL);
-  expect_error(PFFuncToCFunction(f, "int64()", &cl, NULL), "TypeError",
-               "argument 'out_fn' is NULL", NULL);
-  expect_error(PFFuncToCFunction(f, "int64(int64", &cl, &fp), "ValueError",
-               "PFFuncToCFunction: bad signature \"int64(int64\" at position 11", NULL);
-  expect_error(PFFuncToCFunction(f, "int64(void)", &cl, &fp), "ValueError", "void is only", NULL);
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  assert_pf_error(PFFuncToCFunction(boxed, "int64()", &cl, &fp), "TypeError",
+               "argument 'func' is not a live function handle");
+  assert_pf_error(PFFuncToCFunction(f, NULL, &cl, &fp), "TypeError", "argument 'signature' is NULL");
+  assert_pf_error(PFFuncToCFunction(f, "int64()", NULL, &fp), "TypeError",
+               "argument 'out_closure' is NULL");
+  assert_pf_error(PFFuncToCFunction(f, "int64()", &cl, NULL), "TypeError",
+               "argument 'out_fn' is NULL");
+  assert_pf_error(PFFuncToCFunction(f, "int64(int64", &cl, &fp), "ValueError",
+               "PFFuncToCFunction: bad signature \"int64(int64\" at position 11");
+  assert_pf_error(PFFuncToCFunction(f, "int64(void)", &cl, &fp), "ValueError", "void is only");
   assert_ptr_equal(cl, (PFObjectHandle)0x1);
   assert_ptr_equal(fp, (void*)0x1);
 
-  expect_error(PFClosureCheckError(NULL), "TypeError",
-               "PFClosureCheckError: argument 'closure' is NULL", NULL);
-  expect_error(PFClosureCheckError(f), "TypeError", "is not a live closure object", NULL);
-  expect_error(PFClosureCheckError(boxed), "TypeError", "is not a live closure object", NULL);
+  assert_pf_error(PFClosureCheckError(NULL), "TypeError",
+               "PFClosureCheckError: argument 'closure' is NULL");
+  assert_pf_error(PFClosureCheckError(f), "TypeError", "is not a live closure object");
+  assert_pf_error(PFClosureCheckError(boxed), "TypeError", "is not a live closure object");
   /* A clean check leaves the thread's error alone. */
   PFErrorSet("KeyError", "earlier");
   (void)to_c(f, "void()", &cl);
@@ -541,7 +523,7 @@ static void test_threads_share_a_pointer(void** state) {
   pthread_join(th[0], NULL);
   assert_true(bad.sum == 0);
   PFErrorClear();
-  expect_error(PFClosureCheckError(cl), "ValueError", "negative -4", NULL);
+  assert_pf_error(PFClosureCheckError(cl), "ValueError", "negative -4");
   PFObjectFree(cl);
   PFFuncFree(f);
 }

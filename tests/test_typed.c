@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "packedfunc/c_api.h"
+#include "support/pf_test.h"
 #include "../runtime/typed.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -32,24 +33,6 @@ static PFFunctionHandle typed(void* fn, const char* sig) {
 static int call(PFFunctionHandle f, int n, PFValue* args, int* codes, PFValue* rv, int* rc) {
   *rc = -12345;
   return PFFuncCall(f, args, codes, n, rv, rc);
-}
-
-static void expect_ok(int st) {
-  if (st != 0) fail_msg("expected success, got: %s", PFGetLastError());
-}
-
-/* The last call failed with `kind` and a message containing every
- * fragment (NULL-terminated list). */
-static void expect_error(int st, const char* kind, ...) {
-  assert_int_equal(st, -1);
-  assert_string_equal(PFErrorGetKind(), kind);
-  va_list ap;
-  va_start(ap, kind);
-  for (const char* frag = va_arg(ap, const char*); frag; frag = va_arg(ap, const char*)) {
-    if (strstr(PFErrorGetMessage(), frag) == NULL)
-      fail_msg("error message \"%s\" lacks \"%s\"", PFErrorGetMessage(), frag);
-  }
-  va_end(ap);
 }
 
 static PFValue I(int64_t x) { return (PFValue){.v_int64 = x}; }
@@ -184,8 +167,8 @@ static void test_signature_errors(void** state) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     PFFunctionHandle f = (PFFunctionHandle)0x1;
     int st = PFFuncCreateFromTyped(FN(add_i64), cases[i].sig, &f);
-    expect_error(st, "ValueError", "PFFuncCreateFromTyped: bad signature", cases[i].pos,
-                 cases[i].detail, NULL);
+    assert_pf_error(st, "ValueError", "PFFuncCreateFromTyped: bad signature", cases[i].pos,
+                 cases[i].detail);
     assert_ptr_equal(f, (PFFunctionHandle)0x1); /* untouched on failure */
   }
   /* The example from the header, word for word. */
@@ -210,15 +193,15 @@ static void test_signature_arg_limit(void** state) {
     c[i] = kPFInt;
   }
   assert_int_equal(pf_typed_path(f), 2);
-  expect_ok(call(f, PF_TYPED_MAX_ARGS, a, c, &rv, &rc));
+  assert_pf_ok(call(f, PF_TYPED_MAX_ARGS, a, c, &rv, &rc));
   assert_int_equal(rc, kPFInt);
   assert_int_equal(rv.v_int64, 136);
   PFFuncFree(f);
 
   sig[strlen(sig) - 1] = '\0';
   strcat(sig, ",int64)"); /* 17 arguments */
-  expect_error(PFFuncCreateFromTyped(FN(sum16), sig, &f), "ValueError", "more than 16 arguments",
-               "at position 102", NULL);
+  assert_pf_error(PFFuncCreateFromTyped(FN(sum16), sig, &f), "ValueError", "more than 16 arguments",
+               "at position 102");
 }
 
 static void test_blanks_alias_and_metadata(void** state) {
@@ -227,27 +210,26 @@ static void test_blanks_alias_and_metadata(void** state) {
   const char* name = "x";
   const char* sig = NULL;
   const char* doc = "x";
-  expect_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+  assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
   assert_null(name);
   assert_null(doc);
   assert_string_equal(sig, "float64(float64,float64)");
   /* Name and doc remain settable; the name then shows in errors. */
-  expect_ok(PFFuncSetInfo(f, "mul", NULL, "multiplies"));
+  assert_pf_ok(PFFuncSetInfo(f, "mul", NULL, "multiplies"));
   PFValue a[2] = {F(1.5), H(NULL)}, rv;
   int c[2] = {kPFFloat, kPFStr}, rc;
   a[1].v_str = "x";
-  expect_error(call(f, 2, a, c, &rv, &rc), "TypeError",
-               "typed function 'mul' float64(float64,float64): argument 1: expected float64, got str",
-               NULL);
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError",
+               "typed function 'mul' float64(float64,float64): argument 1: expected float64, got str");
   c[1] = kPFFloat;
   a[1] = F(4);
-  expect_ok(call(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 2, a, c, &rv, &rc));
   assert_int_equal(rc, kPFFloat);
   assert_true(rv.v_float64 == 6.0);
   PFFuncFree(f);
 
   f = typed(FN(answer), "int64()");
-  expect_ok(PFFuncGetInfo(f, NULL, &sig, NULL));
+  assert_pf_ok(PFFuncGetInfo(f, NULL, &sig, NULL));
   assert_string_equal(sig, "int64()");
   PFFuncFree(f);
 }
@@ -255,12 +237,12 @@ static void test_blanks_alias_and_metadata(void** state) {
 static void test_null_arguments(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
-  expect_error(PFFuncCreateFromTyped(NULL, "int64()", &f), "TypeError",
-               "PFFuncCreateFromTyped: argument 'fn' is NULL", NULL);
-  expect_error(PFFuncCreateFromTyped(FN(answer), NULL, &f), "TypeError",
-               "PFFuncCreateFromTyped: argument 'signature' is NULL", NULL);
-  expect_error(PFFuncCreateFromTyped(FN(answer), "int64()", NULL), "TypeError",
-               "PFFuncCreateFromTyped: argument 'out' is NULL", NULL);
+  assert_pf_error(PFFuncCreateFromTyped(NULL, "int64()", &f), "TypeError",
+               "PFFuncCreateFromTyped: argument 'fn' is NULL");
+  assert_pf_error(PFFuncCreateFromTyped(FN(answer), NULL, &f), "TypeError",
+               "PFFuncCreateFromTyped: argument 'signature' is NULL");
+  assert_pf_error(PFFuncCreateFromTyped(FN(answer), "int64()", NULL), "TypeError",
+               "PFFuncCreateFromTyped: argument 'out' is NULL");
   assert_null(f);
 }
 
@@ -272,12 +254,12 @@ static void test_add_both_paths(void** state) {
   assert_int_equal(pf_typed_path(f), 1);
   PFValue a[2] = {I(40), I(2)}, rv;
   int c[2] = {kPFInt, kPFInt}, rc;
-  expect_ok(call_both(f, 2, a, c, &rv, &rc)); /* leaves f on the libffi path */
+  assert_pf_ok(call_both(f, 2, a, c, &rv, &rc)); /* leaves f on the libffi path */
   assert_int_equal(rc, kPFInt);
   assert_int_equal(rv.v_int64, 42);
   a[0] = I(INT64_MIN + 5);
   a[1] = I(-5);
-  expect_ok(call(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 2, a, c, &rv, &rc));
   assert_true(rv.v_int64 == INT64_MIN);
   PFFuncFree(f);
   /* Not a typed function: no path, and the hook refuses it. */
@@ -292,7 +274,7 @@ static void test_fast_path_result_kinds(void** state) {
 
   PFFunctionHandle f = typed(FN(answer), "int64()");
   assert_int_equal(pf_typed_path(f), 1);
-  expect_ok(call_both(f, 0, NULL, NULL, &rv, &rc));
+  assert_pf_ok(call_both(f, 0, NULL, NULL, &rv, &rc));
   assert_int_equal(rc, kPFInt);
   assert_int_equal(rv.v_int64, 42);
   PFFuncFree(f);
@@ -300,7 +282,7 @@ static void test_fast_path_result_kinds(void** state) {
   f = typed(FN(bump), "void()");
   assert_int_equal(pf_typed_path(f), 1);
   g_void_hits = 0;
-  expect_ok(call_both(f, 0, NULL, NULL, &rv, &rc));
+  assert_pf_ok(call_both(f, 0, NULL, NULL, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   assert_int_equal(g_void_hits, 2);
   PFFuncFree(f);
@@ -309,11 +291,11 @@ static void test_fast_path_result_kinds(void** state) {
   assert_int_equal(pf_typed_path(f), 1);
   a[0] = I(-3);
   c[0] = kPFInt;
-  expect_ok(call_both(f, 1, a, c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, a, c, &rv, &rc));
   assert_int_equal(rc, kPFBool);
   assert_int_equal(rv.v_int64, 1);
   a[0] = I(3);
-  expect_ok(call(f, 1, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 1, a, c, &rv, &rc));
   assert_int_equal(rv.v_int64, 0);
   PFFuncFree(f);
 
@@ -328,7 +310,7 @@ static void test_fast_path_result_kinds(void** state) {
   c[1] = kPFFloat;
   c[2] = kPFInt;
   c[3] = kPFOpaqueHandle;
-  expect_ok(call_both(f, 4, a, c, &rv, &rc));
+  assert_pf_ok(call_both(f, 4, a, c, &rv, &rc));
   assert_int_equal(rc, kPFInt);
   assert_int_equal(rv.v_int64, -1 - 7 + 100);
   PFFuncFree(f);
@@ -343,7 +325,7 @@ static void test_fast_path_result_kinds(void** state) {
   c[1] = kPFInt;
   c[2] = kPFFloat;
   c[3] = kPFInt;
-  expect_ok(call_both(f, 4, a, c, &rv, &rc));
+  assert_pf_ok(call_both(f, 4, a, c, &rv, &rc));
   assert_int_equal(rc, kPFFloat);
   assert_true(rv.v_float64 == 9.25);
   PFFuncFree(f);
@@ -355,11 +337,11 @@ static void test_fast_path_result_kinds(void** state) {
   a[1] = I(3);
   c[0] = kPFOpaqueHandle;
   c[1] = kPFInt;
-  expect_ok(call_both(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call_both(f, 2, a, c, &rv, &rc));
   assert_int_equal(rc, kPFOpaqueHandle);
   assert_ptr_equal(rv.v_handle, buf + 3);
   c[0] = kPFNull; /* NULL in, NULL out as null */
-  expect_ok(call(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 2, a, c, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   PFFuncFree(f);
 
@@ -377,16 +359,16 @@ static void test_arity(void** state) {
   PFFunctionHandle f = typed(FN(add_i64), "int64(int64,int64)");
   PFValue a[3] = {I(1), I(2), I(3)}, rv;
   int c[3] = {kPFInt, kPFInt, kPFInt}, rc;
-  expect_error(call(f, 3, a, c, &rv, &rc), "TypeError",
-               "typed function int64(int64,int64): takes 2 arguments, got 3", NULL);
-  expect_error(call(f, 1, a, c, &rv, &rc), "TypeError", "takes 2 arguments, got 1", NULL);
-  expect_error(call(f, 0, NULL, NULL, &rv, &rc), "TypeError", "got 0", NULL);
+  assert_pf_error(call(f, 3, a, c, &rv, &rc), "TypeError",
+               "typed function int64(int64,int64): takes 2 arguments, got 3");
+  assert_pf_error(call(f, 1, a, c, &rv, &rc), "TypeError", "takes 2 arguments, got 1");
+  assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "TypeError", "got 0");
   PFFuncFree(f);
   f = typed(FN(answer), "int64()");
-  expect_error(call(f, 1, a, c, &rv, &rc), "TypeError", "takes 0 arguments, got 1", NULL);
+  assert_pf_error(call(f, 1, a, c, &rv, &rc), "TypeError", "takes 0 arguments, got 1");
   PFFuncFree(f);
   f = typed(FN(is_neg), "bool(int64)");
-  expect_error(call(f, 2, a, c, &rv, &rc), "TypeError", "takes 1 argument, got 2", NULL);
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError", "takes 1 argument, got 2");
   PFFuncFree(f);
 }
 
@@ -414,7 +396,7 @@ static void test_integer_ranges(void** state) {
     const int64_t ok[] = {cases[i].lo, cases[i].hi, 0, 1};
     for (size_t k = 0; k < 4; ++k) {
       a = I(ok[k]);
-      expect_ok(call(f, 1, &a, &c, &rv, &rc));
+      assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
       assert_int_equal(rc, kPFInt);
       assert_true(rv.v_int64 == ok[k]);
     }
@@ -424,18 +406,17 @@ static void test_integer_ranges(void** state) {
     for (size_t k = 0; k < 4; ++k) {
       a = I(bad[k]);
       snprintf(got, sizeof(got), "got int %lld,", (long long)bad[k]);
-      expect_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", cases[i].sig, "argument 0", want,
-                   got, cases[i].range, NULL);
+      assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", cases[i].sig, "argument 0", want,
+                   got, cases[i].range);
     }
     /* A float is never truncated into an integer. */
     a = F(1.0);
     c = kPFFloat;
-    expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "argument 0", want, "got float",
-                 NULL);
+    assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "argument 0", want, "got float");
     /* A bool is an integer. */
     a = I(1);
     c = kPFBool;
-    expect_ok(call(f, 1, &a, &c, &rv, &rc));
+    assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
     assert_int_equal(rv.v_int64, 1);
     PFFuncFree(f);
   }
@@ -444,10 +425,10 @@ static void test_integer_ranges(void** state) {
 static void test_int32_narrowing_message(void** state) {
   (void)state;
   PFFunctionHandle f = typed(FN(id_i32), "int32(int32)");
-  expect_ok(PFFuncSetInfo(f, "scale", NULL, NULL));
+  assert_pf_ok(PFFuncSetInfo(f, "scale", NULL, NULL));
   PFValue a = I(4294967296LL), rv;
   int c = kPFInt, rc;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError");
   assert_string_equal(PFErrorGetMessage(),
                       "typed function 'scale' int32(int32): argument 0: expected int32, got int "
                       "4294967296, which is out of its range [-2147483648, 2147483647]");
@@ -460,17 +441,17 @@ static void test_uint64(void** state) {
   assert_int_equal(pf_typed_path(f), 1);
   PFValue a = I(INT64_MAX), rv;
   int c = kPFInt, rc;
-  expect_ok(call_both(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFInt);
   assert_true(rv.v_int64 == INT64_MAX);
   a = I(-1);
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected uint64, got int -1",
-               "[0, 18446744073709551615]", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected uint64, got int -1",
+               "[0, 18446744073709551615]");
   PFFuncFree(f);
 
   f = typed(FN(u64_max), "uint64()");
-  expect_error(call_both(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-               "result 18446744073709551615 does not fit the int64", NULL);
+  assert_pf_error(call_both(f, 0, NULL, NULL, &rv, &rc), "ValueError",
+               "result 18446744073709551615 does not fit the int64");
   PFFuncFree(f);
 }
 
@@ -480,48 +461,48 @@ static void test_floats(void** state) {
   assert_int_equal(pf_typed_path(f), 2);
   PFValue a = F(0.1), rv;
   int c = kPFFloat, rc;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFFloat);
   assert_true(rv.v_float64 == (double)0.1f); /* rounded to nearest float */
   assert_true(rv.v_float64 != 0.1);
   a = F(FLT_MAX);
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(rv.v_float64 == (double)FLT_MAX);
   a = F(-INFINITY);
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(isinf(rv.v_float64) && rv.v_float64 < 0);
   a = F(NAN);
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(isnan(rv.v_float64));
   a = F(1e-50); /* underflows to zero, like C */
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(rv.v_float64 == 0.0);
   a = F(1e39);
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected float32, got float 1e+39",
-               "beyond its range", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected float32, got float 1e+39",
+               "beyond its range");
   a = F(-1e300);
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected float32", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected float32");
   /* Ints widen when a double holds them exactly. */
   a = I(3);
   c = kPFInt;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(rv.v_float64 == 3.0);
   a = I(16777217); /* exact in a double, then rounded like any float */
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(rv.v_float64 == 16777216.0);
   a = I(1);
   c = kPFBool;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(rv.v_float64 == 1.0);
   a.v_str = "1.0";
   c = kPFStr;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected float32, got str", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected float32, got str");
   PFFuncFree(f);
 
   f = typed(FN(half_f32), "float32(float32)");
   a = F(3.0);
   c = kPFFloat;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_true(rv.v_float64 == 1.5);
   PFFuncFree(f);
 
@@ -529,15 +510,15 @@ static void test_floats(void** state) {
   assert_int_equal(pf_typed_path(f), 1);
   PFValue aa[2] = {I((int64_t)1 << 53), F(1.0)};
   int cc[2] = {kPFInt, kPFFloat};
-  expect_ok(call_both(f, 2, aa, cc, &rv, &rc));
+  assert_pf_ok(call_both(f, 2, aa, cc, &rv, &rc));
   assert_true(rv.v_float64 == 9007199254740992.0);
   aa[0] = I(((int64_t)1 << 53) + 1);
-  expect_error(call(f, 2, aa, cc, &rv, &rc), "ValueError", "argument 0", "expected float64",
-               "got int 9007199254740993", "cannot hold exactly", NULL);
+  assert_pf_error(call(f, 2, aa, cc, &rv, &rc), "ValueError", "argument 0", "expected float64",
+               "got int 9007199254740993", "cannot hold exactly");
   aa[0] = I(INT64_MAX);
-  expect_error(call(f, 2, aa, cc, &rv, &rc), "ValueError", "cannot hold exactly", NULL);
+  assert_pf_error(call(f, 2, aa, cc, &rv, &rc), "ValueError", "cannot hold exactly");
   aa[0] = I(INT64_MIN); /* -2^63 is exact */
-  expect_ok(call(f, 2, aa, cc, &rv, &rc));
+  assert_pf_ok(call(f, 2, aa, cc, &rv, &rc));
   assert_true(rv.v_float64 == -9223372036854775808.0);
   PFFuncFree(f);
 }
@@ -548,19 +529,19 @@ static void test_bool(void** state) {
   assert_int_equal(pf_typed_path(f), 2);
   PFValue a = I(1), rv;
   int c = kPFBool, rc;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFBool);
   assert_int_equal(rv.v_int64, 0);
   a = I(0);
   c = kPFInt;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rv.v_int64, 1);
   a = I(2);
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected bool, got int 2",
-               "only 0 and 1", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected bool, got int 2",
+               "only 0 and 1");
   a = F(1.0);
   c = kPFFloat;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected bool, got float", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected bool, got float");
   PFFuncFree(f);
 }
 
@@ -571,22 +552,22 @@ static void test_str(void** state) {
   PFValue a, rv;
   int c = kPFStr, rc;
   a.v_str = "hello";
-  expect_ok(call_both(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFStr);
   assert_string_equal(rv.v_str, "ello");
   assert_true(rv.v_str != a.v_str + 1); /* copied */
   a.v_str = ""; /* the C function returns NULL: null */
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   c = kPFNull; /* a str argument is never NULL */
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected str, got null", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected str, got null");
   a = I(5);
   c = kPFInt;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected str, got int", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected str, got int");
   PFFuncFree(f);
 
   f = typed(FN(get_static), "str()");
-  expect_ok(call(f, 0, NULL, NULL, &rv, &rc));
+  assert_pf_ok(call(f, 0, NULL, NULL, &rv, &rc));
   assert_int_equal(rc, kPFStr);
   assert_string_equal(rv.v_str, "static text");
   assert_ptr_not_equal(rv.v_str, g_static);
@@ -600,22 +581,22 @@ static void test_bytes(void** state) {
   PFByteArray b1 = {"a\0b", 3}, b2 = {"abc", 3};
   PFValue a = H(&b1), rv;
   int c = kPFBytes, rc;
-  expect_ok(call_both(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFBool);
   assert_int_equal(rv.v_int64, 1);
   a = H(&b2);
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rv.v_int64, 0);
   a.v_str = "abc";
   c = kPFStr;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected bytes, got str", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected bytes, got str");
   PFFuncFree(f);
 
   f = typed(FN(tail_bytes), "bytes(bytes)");
   assert_int_equal(pf_typed_path(f), 2);
   a = H(&b1);
   c = kPFBytes;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFBytes);
   const PFByteArray* r = rv.v_handle;
   assert_int_equal(r->size, 2);
@@ -623,8 +604,8 @@ static void test_bytes(void** state) {
   PFFuncFree(f);
 
   f = typed(FN(bad_bytes), "bytes()");
-  expect_error(call(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-               "result is bytes of size 3 with NULL data", NULL);
+  assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "ValueError",
+               "result is bytes of size 3 with NULL data");
   PFFuncFree(f);
 }
 
@@ -635,19 +616,18 @@ static void test_ptr_void(void** state) {
   int32_t cell = 0;
   PFValue a[2] = {H(&cell), I(-77)}, rv;
   int c[2] = {kPFOpaqueHandle, kPFInt}, rc;
-  expect_ok(call(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 2, a, c, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   assert_int_equal(cell, -77);
   c[0] = kPFNull;
-  expect_ok(call(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 2, a, c, &rv, &rc));
   a[0].v_str = "not a pointer";
   c[0] = kPFStr;
-  expect_error(call(f, 2, a, c, &rv, &rc), "TypeError", "argument 0: expected ptr, got str",
-               NULL);
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError", "argument 0: expected ptr, got str");
   a[0] = H(&cell);
   c[0] = kPFOpaqueHandle;
   a[1] = I(INT64_C(1) << 40);
-  expect_error(call(f, 2, a, c, &rv, &rc), "ValueError", "argument 1: expected int32", NULL);
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "ValueError", "argument 1: expected int32");
   assert_int_equal(cell, -77); /* not called */
   PFFuncFree(f);
 }
@@ -664,30 +644,30 @@ static void test_tensor(void** state) {
   assert_int_equal(pf_typed_path(f), 1);
   PFValue a = H(&t), rv;
   int c = kPFDLTensorHandle, rc;
-  expect_ok(call_both(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFDLTensorHandle);
   assert_ptr_equal(rv.v_handle, &t);
   c = kPFNull;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   a = I(1);
   c = kPFInt;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected tensor, got int", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected tensor, got int");
   PFFuncFree(f);
 
   /* A tensor object converts to its DLTensor. */
   DLManagedTensor m = {.dl_tensor = t, .manager_ctx = NULL, .deleter = noop_deleter};
   PFObjectHandle obj = NULL;
-  expect_ok(PFTensorCreateFromDLPack(&m, &obj));
+  assert_pf_ok(PFTensorCreateFromDLPack(&m, &obj));
   f = typed(FN(tensor_ndim), "int64(tensor)");
   a = H(obj);
   c = kPFObjectHandle;
-  expect_ok(call_both(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rv.v_int64, 2);
   PFObjectHandle boxed = NULL;
-  expect_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   a = H(boxed);
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected tensor, got object", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected tensor, got object");
   PFObjectFree(boxed);
   PFObjectFree(obj);
   PFFuncFree(f);
@@ -700,20 +680,20 @@ static void test_dtype_device(void** state) {
   PFValue a, rv;
   int c = kPFDataType, rc;
   a.v_type = (DLDataType){kDLInt, 16, 4};
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFDataType);
   assert_int_equal(rv.v_type.code, kDLInt);
   assert_int_equal(rv.v_type.bits, 32);
   assert_int_equal(rv.v_type.lanes, 5);
   a = I(3);
   c = kPFInt;
-  expect_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected dtype, got int", NULL);
+  assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected dtype, got int");
   PFFuncFree(f);
 
   f = typed(FN(next_dev), "device(device)");
   a.v_device = (DLDevice){kDLCUDA, 6};
   c = kPFDevice;
-  expect_ok(call(f, 1, &a, &c, &rv, &rc));
+  assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFDevice);
   assert_int_equal(rv.v_device.device_type, kDLCUDA);
   assert_int_equal(rv.v_device.device_id, 7);
@@ -725,11 +705,10 @@ static void test_dtype_device(void** state) {
   aa[0].v_type = (DLDataType){kDLFloat, 64, 1};
   aa[1].v_device = (DLDevice){kDLCPU, 3};
   aa[2] = I(5);
-  expect_ok(call(f, 3, aa, cc, &rv, &rc));
+  assert_pf_ok(call(f, 3, aa, cc, &rv, &rc));
   assert_int_equal(rv.v_int64, 2 * 1000000 + 64 * 10000 + 100 + 10 + 3 + 5);
   cc[1] = kPFDataType;
-  expect_error(call(f, 3, aa, cc, &rv, &rc), "TypeError", "argument 1: expected device, got dtype",
-               NULL);
+  assert_pf_error(call(f, 3, aa, cc, &rv, &rc), "TypeError", "argument 1: expected device, got dtype");
   PFFuncFree(f);
 }
 
@@ -751,33 +730,33 @@ static void test_func(void** state) {
   (void)state;
   g_adder_freed = 0;
   PFFunctionHandle adder = NULL;
-  expect_ok(PFFuncCreateFromCFunc(packed_add, NULL, adder_fin, &adder));
+  assert_pf_ok(PFFuncCreateFromCFunc(packed_add, NULL, adder_fin, &adder));
 
   PFFunctionHandle f = typed(FN(call_with), "int64(func,int64)");
   assert_int_equal(pf_typed_path(f), 1);
   PFValue a[2] = {H(adder), I(21)}, rv;
   int c[2] = {kPFFuncHandle, kPFInt}, rc;
-  expect_ok(call_both(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call_both(f, 2, a, c, &rv, &rc));
   assert_int_equal(rv.v_int64, 42);
   c[0] = kPFNull;
-  expect_ok(call(f, 2, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 2, a, c, &rv, &rc));
   assert_int_equal(rv.v_int64, -1);
   c[0] = kPFOpaqueHandle;
-  expect_error(call(f, 2, a, c, &rv, &rc), "TypeError", "expected func, got handle", NULL);
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError", "expected func, got handle");
   PFFuncFree(f);
 
   /* A func result transfers the C function's reference to the caller. */
   f = typed(FN(retain_func), "func(func)");
   a[0] = H(adder);
   c[0] = kPFFuncHandle;
-  expect_ok(call_both(f, 1, a, c, &rv, &rc));
+  assert_pf_ok(call_both(f, 1, a, c, &rv, &rc));
   assert_int_equal(rc, kPFFuncHandle);
   assert_ptr_equal(rv.v_handle, adder);
   PFFuncFree(rv.v_handle);
-  expect_ok(call(f, 1, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 1, a, c, &rv, &rc));
   PFFuncFree(rv.v_handle);
   c[0] = kPFNull;
-  expect_ok(call(f, 1, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 1, a, c, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   PFFuncFree(f);
 
@@ -792,11 +771,11 @@ static void test_libffi_mixed(void** state) {
   assert_int_equal(pf_typed_path(f), 2);
   PFValue a[6] = {I(-3), F(0.5), F(0.25), I(60000), I(1), I(-100000)}, rv;
   int c[6] = {kPFInt, kPFFloat, kPFFloat, kPFInt, kPFBool, kPFInt}, rc;
-  expect_ok(call(f, 6, a, c, &rv, &rc));
+  assert_pf_ok(call(f, 6, a, c, &rv, &rc));
   assert_int_equal(rc, kPFFloat);
   assert_true(rv.v_float64 == -3 + 0.5 + 0.25 + 60000 + 1000 - 100000);
   a[3] = I(70000);
-  expect_error(call(f, 6, a, c, &rv, &rc), "ValueError", "argument 3: expected uint16", NULL);
+  assert_pf_error(call(f, 6, a, c, &rv, &rc), "ValueError", "argument 3: expected uint16");
   PFFuncFree(f);
 }
 
@@ -808,10 +787,10 @@ static void test_api_table(void** state) {
   assert_ptr_equal(api->FuncToCFunction, PFFuncToCFunction);
   assert_ptr_equal(api->ClosureCheckError, PFClosureCheckError);
   PFFunctionHandle f = NULL;
-  expect_ok(api->FuncCreateFromTyped(FN(add_i64), "int64(int64,int64)", &f));
+  assert_pf_ok(api->FuncCreateFromTyped(FN(add_i64), "int64(int64,int64)", &f));
   PFValue a[2] = {I(1), I(2)}, rv;
   int c[2] = {kPFInt, kPFInt}, rc;
-  expect_ok(api->FuncCall(f, a, c, 2, &rv, &rc));
+  assert_pf_ok(api->FuncCall(f, a, c, 2, &rv, &rc));
   assert_int_equal(rv.v_int64, 3);
   api->FuncFree(f);
 }
