@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  gcc make pkg-config
+  gcc g++ make binutils pkg-config
   libffi-dev uthash-dev libdlpack-dev libcmocka-dev
   clang libclang-rt-14-dev valgrind
   python3 python3-pytest python3-numpy python3-hypothesis
