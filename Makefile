@@ -173,6 +173,7 @@ test-python: python $(PY_TESTLIB)
 
 test:
 	@tools/install-deps.sh
+	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory test-all
 
 # fuzz-short and valgrind: see the Hardening section below.
