@@ -498,7 +498,7 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  * runtime converts between packed values and C values in both directions
  * through that description.
  *
- * Signature grammar (ASCII; blanks — space, tab, newline — may appear
+ * Signature grammar (ASCII; blanks — space, tab, newline, carriage return — may appear
  * around every token):
  *
  *     signature := RET "(" [ ARG { "," ARG } ] ")"
