@@ -237,7 +237,7 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
     return PFErrorSetFormat(kPFErrRuntimeError, "%s: libffi could not prepare the closure "
                             "(status %d)", where, (int)st);
   }
-  atomic_fetch_add_explicit(&((pf_object*)func)->ref_count, 1, memory_order_relaxed);
+  pf_object_retain(func);
   c->func = func;
   *out_closure = c;
   *out_fn = c->code;

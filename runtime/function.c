@@ -108,8 +108,7 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     if (heap == NULL) return pf_oom(where);
   }
   if (is_handle_code(code))
-    atomic_fetch_add_explicit(&((pf_object*)value->v_handle)->ref_count, 1,
-                              memory_order_relaxed);
+    pf_object_retain(value->v_handle);
   slot_clear(s); /* after the retain: setting the same handle twice is safe */
   s->type_code = code;
   s->value = *value;
@@ -283,7 +282,7 @@ int PFFuncRetain(PFFunctionHandle func) {
   if (!pf_is_object(func, kPFObjectFunction))
     return PFErrorSetFormat(kPFErrTypeError, "PFFuncRetain: argument 'func' is %s",
                             func ? "not a live function handle" : "NULL");
-  atomic_fetch_add_explicit(&((pf_object*)func)->ref_count, 1, memory_order_relaxed);
+  pf_object_retain(func);
   return 0;
 }
 
@@ -354,7 +353,7 @@ int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner) {
   pf_function* f = func;
   pf_object* expected = NULL;
   if (owner == NULL) return 0;
-  atomic_fetch_add_explicit(&((pf_object*)owner)->ref_count, 1, memory_order_relaxed);
+  pf_object_retain(owner);
   if (!atomic_compare_exchange_strong(&f->owner, &expected, (pf_object*)owner)) {
     pf_object_release(owner);
     return PFErrorSetFormat(kPFErrValueError, "function already has an owner");

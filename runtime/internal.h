@@ -39,6 +39,12 @@ typedef struct {
 PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index,
                               void (*destroy)(pf_object*));
 PF_HIDDEN void pf_object_release(pf_object* obj);
+
+/* Takes a reference to a live object. Relaxed: whoever passes the object
+ * along already holds a reference, which orders everything before. */
+static inline void pf_object_retain(void* obj) {
+  atomic_fetch_add_explicit(&((pf_object*)obj)->ref_count, 1, memory_order_relaxed);
+}
 /* Makes `owner` live at least as long as `func` (takes a reference); used
  * by modules so that their code stays loaded while their functions live. */
 PF_HIDDEN int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner);

@@ -149,7 +149,7 @@ static int build_module(const char* where, const char* origin, pf_library* lib,
   if (m == NULL) return pf_oom(where);
   pf_object_init(&m->base, kPFObjectModule, module_destroy);
   if (lib) {
-    atomic_fetch_add_explicit(&lib->base.ref_count, 1, memory_order_relaxed);
+    pf_object_retain(lib);
     m->lib = lib;
   }
   m->origin = pf_strdup(origin);
@@ -346,7 +346,7 @@ int PFModImport(PFModuleHandle mod, PFModuleHandle dep) {
       drop = m->imports;
       m->imports = grown;
       grown = NULL;
-      atomic_fetch_add_explicit(&d->base.ref_count, 1, memory_order_relaxed);
+      pf_object_retain(d);
       m->imports[m->num_imports++] = d;
       done = 1;
     }

@@ -21,7 +21,7 @@ int PFObjectRetain(PFObjectHandle obj) {
   if (!pf_is_object(obj, 0))
     return PFErrorSetFormat(kPFErrTypeError, "PFObjectRetain: argument 'obj' is %s",
                             obj ? "not a live packedfunc object" : "NULL");
-  atomic_fetch_add_explicit(&((pf_object*)obj)->ref_count, 1, memory_order_relaxed);
+  pf_object_retain(obj);
   return 0;
 }
 
@@ -142,7 +142,7 @@ int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out) {
   m->dl_tensor = t->managed->dl_tensor;
   m->manager_ctx = t;
   m->deleter = exported_deleter;
-  atomic_fetch_add_explicit(&t->base.ref_count, 1, memory_order_relaxed);
+  pf_object_retain(t);
   *out = m;
   return 0;
 }
