@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
-# Makes sure the Debian packages that packedfunc builds and tests with are
-# installed. As root it installs what is missing; otherwise it prints the
-# exact apt-get line and fails. With --check it only reports.
+# Makes sure the Debian packages that packedfunc needs are installed.
+#   tools/install-deps.sh [--check] GROUP...
+# GROUP is one of the lists below (default: all of them). As root it installs
+# what is missing; otherwise it prints the exact apt-get line and fails. With
+# --check it only reports.
 set -euo pipefail
 
-PACKAGES=(
-  gcc g++ make binutils pkg-config
-  libffi-dev uthash-dev libdlpack-dev libcmocka-dev
-  clang libclang-rt-14-dev valgrind
-  python3 python3-pytest python3-numpy python3-hypothesis
-  python3-venv python3-setuptools python3-pip
-  python3-matplotlib
+declare -A GROUPS_=(
+  # The library, the pf command and the plugins.
+  [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev"
+  # The Python binding and the demo.
+  [python]="python3 python3-numpy"
+  # Every test: C (cmocka, sanitizers, the fuzzers' clang, valgrind, the ABI
+  # check's g++) and Python (pytest, hypothesis, a venv for the install test).
+  [test]="g++ libcmocka-dev clang libclang-rt-14-dev valgrind python3-pytest
+          python3-hypothesis python3-venv python3-setuptools python3-pip"
+  # The benchmarks: callgrind counts and the chart.
+  [bench]="valgrind python3-matplotlib"
 )
 
+check_only=0
+if [[ "${1:-}" == "--check" ]]; then check_only=1; shift; fi
+groups=("$@")
+[[ ${#groups[@]} -gt 0 ]] || groups=(build python test bench)
+
 missing=()
-for p in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == *"install ok installed"* ]] || missing+=("$p")
+for g in "${groups[@]}"; do
+  [[ -n "${GROUPS_[$g]:-}" ]] || { echo "install-deps: unknown group '$g'" >&2; exit 2; }
+  for p in ${GROUPS_[$g]}; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [[ "$status" != *"install ok installed"* && " ${missing[*]-} " != *" $p "* ]]; then
+      missing+=("$p")
+    fi
+  done
 done
 
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 line="apt-get install -y ${missing[*]}"
-if [[ "${1:-}" == "--check" ]]; then
+if [[ $check_only -eq 1 ]]; then
   echo "packedfunc: missing Debian packages: ${missing[*]}" >&2
   echo "packedfunc: install them with: $line" >&2
   exit 1

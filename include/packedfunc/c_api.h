@@ -965,6 +965,15 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * never change once released. A program that loads the library at run time
  * asks for the version it was compiled against and gets a table at least
  * that new.
+ *
+ * Every exported entry point is a slot, except these, each for its reason
+ * (tools/check-abi.sh reads this list; keep one entry per line):
+ *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
+ *   PF_API_EXCLUDED(PFErrorSetFormat)  not yet in a released table
+ *   PF_API_EXCLUDED(PFSetAllocator)    not yet in a released table
+ *   PF_API_EXCLUDED(PFMemAlloc)        not yet in a released table
+ *   PF_API_EXCLUDED(PFMemRealloc)      not yet in a released table
+ *   PF_API_EXCLUDED(PFMemFree)         not yet in a released table
  */
 typedef struct PFApi {
   /* Version 1. */

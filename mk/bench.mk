@@ -1,0 +1,22 @@
+# Benchmarks; included by the Makefile, whose variables it uses.
+#
+#   make bench      writes bench/results.md and bench/results.png (a few minutes)
+#   make bench QUICK=1 / make bench-quick
+#                   short trials into $(BUILD)/bench; part of make test
+.PHONY: bench bench-quick
+
+$(BUILD)/bench/bench_c: bench/bench_c.c $(SHARED) | $(call DEPS_STAMP,bench)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
+	  -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lffi -lpthread -o $@
+
+# The C side of bench/bench_python.py: packed functions and their raw twins.
+$(BUILD)/bench/libpf_benchlib.so: bench/bench_pylib.c $(SHARED) | $(call DEPS_STAMP,bench)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	  -Wl,-rpath,$(abspath $(BUILD)/lib)
+
+bench-quick:
+	@$(MAKE) --no-print-directory bench QUICK=1
+bench: $(BUILD)/bench/bench_c $(BUILD)/bench/libpf_benchlib.so python
+	$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)

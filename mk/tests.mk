@@ -1,0 +1,199 @@
+# Tests and hardening; included by the Makefile, whose variables it uses.
+#
+#   make test                    every suite below, then one summary line
+#   make test-asan / test-tsan   the C tests under ASan+UBSan / TSan
+#   make test-python             pytest over tests/python against this build
+#   make fuzz [FUZZ_SECONDS=60]  every libFuzzer target in tests/fuzz for that long
+#   make fuzz-short              every target for FUZZ_SHORT_SECONDS from its seed
+#                                corpus (part of make test)
+#   make valgrind                every C test, built without sanitizers, under
+#                                valgrind memcheck (part of make test)
+#   make soak [SOAK_OPS=1000000] the threaded soak tests, long, under ASan and TSan
+#                                and in Python; their short forms run with the suites
+.PHONY: test test-all test-c test-asan test-tsan test-abi test-install test-readme \
+        test-python fuzz fuzz-short valgrind soak soak-python modules
+
+TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
+TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRCS))
+# Tests that exercise threads; they also run under ThreadSanitizer.
+TSAN_NAMES := $(filter %concurrency %threads %closure,$(TEST_NAMES))
+
+export ASAN_OPTIONS := detect_leaks=1:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
+
+test:
+	@tools/install-deps.sh build python test bench
+	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
+	@$(MAKE) --no-print-directory test-all
+
+test-all: lib test-abi test-install test-readme test-c test-python fuzz-short valgrind bench-quick
+	@tools/run-c-tests.sh --summary
+
+# ---- C tests ---------------------------------------------------------------------
+ASAN_TESTS := $(addprefix $(BUILD)/asan/tests/,$(TEST_NAMES))
+TSAN_TESTS := $(addprefix $(BUILD)/tsan/tests/,$(TSAN_NAMES))
+
+test-asan: $(ASAN_TESTS)
+	@tools/run-c-tests.sh "ASan+UBSan" $(ASAN_TESTS)
+test-tsan: $(TSAN_TESTS)
+	@tools/run-c-tests.sh "TSan" $(TSAN_TESTS)
+test-c: test-asan test-tsan
+
+# ---- fixture modules and the sanitized shared runtime ----------------------------
+#   $(BUILD)/modules/*.so   test fixture modules (tests/modules)
+# test_module and test_pf_cli link an ASan+UBSan *shared* libpackedfunc (same
+# soname, in $(BUILD)/asan-shared/lib), so that the test, the fixture modules
+# and pf share one runtime instance.
+MOD_DIR      := $(BUILD)/modules
+MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
+                  mod_badsig.so mod_plain.so mod_depends.so mod_echo.so)
+modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
+
+$(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $<
+$(MOD_DIR)/mod_multi.so: tests/modules/mod_multi_a.c tests/modules/mod_multi_b.c $(SHARED)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^)
+# Not linked against libpackedfunc at all; not a module.
+$(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) -shared -o $@ $<
+# Depends on a module (DT_NEEDED mod_basic.so) without being one.
+$(MOD_DIR)/mod_depends.so: tests/modules/mod_depends.c $(MOD_DIR)/mod_basic.so
+	$(CC) $(BASE) $(CFLAGS) -shared -Wl,-soname,$(@F) -o $@ $< -Wl,--no-as-needed \
+	  $(MOD_DIR)/mod_basic.so -Wl,-rpath,'$$ORIGIN'
+
+ASAN_SHARED_DIR := $(BUILD)/asan-shared
+ASAN_SHARED     := $(ASAN_SHARED_DIR)/lib/libpackedfunc.so.$(VERSION)
+ASAN_PF_TOOL    := $(ASAN_SHARED_DIR)/bin/pf
+ASAN_SHARED_LINK = -L$(ASAN_SHARED_DIR)/lib -lpackedfunc -Wl,-rpath,$(abspath $(ASAN_SHARED_DIR)/lib)
+MODULE_TEST_DEFS = -DPF_TEST_MODULE_DIR='"$(abspath $(MOD_DIR))"' \
+                   -DPF_TEST_DEMO_PLUGIN='"$(abspath $(DEMO_PLUGIN))"'
+CLI_TEST_DEFS    = -DPF_TEST_CLI='"$(abspath $(1))"' -DPF_TEST_CLI_REL='"$(abspath $(PF_TOOL))"'
+
+$(ASAN_SHARED): $(call obj_of,asan) runtime/exports.map
+	$(call SHARED_LINK,$(CC) $(SAN_ASAN),$(call obj_of,asan))
+$(ASAN_PF_TOOL): tools/pf.c $(ASAN_SHARED)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -o $@ $< $(ASAN_SHARED_LINK) -lm
+
+# The module and pf tests, per flavour: ASan against the sanitized shared
+# runtime; plain (for valgrind) against the shipped one, which is built
+# without sanitizers too.
+MODULE_TEST_NEEDS := $(MOD_FIXTURES) $(DEMO_PLUGIN) | $(call DEPS_STAMP,test)
+$(BUILD)/asan/tests/test_module: tests/test_module.c $(ASAN_SHARED) $(MODULE_TEST_NEEDS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
+$(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
+	  $(call CLI_TEST_DEFS,$(ASAN_PF_TOOL)) -o $@ $< -lcmocka
+$(BUILD)/plain/tests/test_module: tests/test_module.c $(SHARED) $(MODULE_TEST_NEEDS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
+$(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
+	  $(call CLI_TEST_DEFS,$(PF_TOOL)) -o $@ $< -lcmocka
+
+# ---- the shared library's ABI ------------------------------------------------------
+# Only PF-prefixed symbols leave the shared library, each of them a PFApi slot
+# or on the header's list of deliberate exceptions; the soname carries the
+# major version; the header compiles as C++.
+test-abi: $(SHARED)
+	@tools/check-abi.sh $(SHARED) $(SONAME)
+
+# Installs into a scratch prefix and builds a program outside the tree with
+# pkg-config alone, against the shared and then the static library.
+test-install: lib
+	@tools/test-install.sh
+
+# The README's C example is examples/quickstart.c, word for word, and runs;
+# its sessions run pf and the installed tree.
+test-readme: lib $(DEMO_PLUGIN) $(PF_TOOL)
+	@tools/test-readme.sh
+
+# ---- Python ---------------------------------------------------------------------------
+# make test-python builds the tests' C library and runs pytest on tests/python
+# against this build's library; its counts join the tally. The tests load the
+# demo plugin (test_module.py, the README's Python examples, examples/demo.py)
+# and the fixture modules, for the error paths of load_module.
+PY_TESTLIB := $(BUILD)/python/libpf_testlib.so
+$(PY_TESTLIB): tests/python/pf_testlib.c $(SHARED)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc -lpthread \
+	  -Wl,-rpath,'$$ORIGIN/../lib'
+
+PY_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PF_TESTLIB=$(abspath $(PY_TESTLIB)) \
+              PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_TEST_MODULE_DIR=$(abspath $(MOD_DIR))
+
+test-python: python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) | $(call DEPS_STAMP,test)
+	@log=$(BUILD)/python/pytest.log; \
+	  $(PY_TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python >$$log 2>&1; rc=$$?; \
+	  cat $$log; \
+	  summary=$$(tail -n 1 $$log); \
+	  passed=$$(echo "$$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); \
+	  failed=$$(echo "$$summary" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$$1} END {print s+0}'); \
+	  if [ $$rc -ne 0 ] && [ "$$failed" -eq 0 ]; then failed=1; fi; \
+	  tools/run-c-tests.sh --add "$${passed:-0}" "$$failed"; \
+	  exit $$rc
+
+# ---- fuzzing -------------------------------------------------------------------------
+# The fuzz targets link the fuzz flavour. New inputs that a run finds go to a
+# scratch corpus under $(BUILD)/fuzz/work, crashes to $(BUILD)/fuzz/artifacts;
+# the committed seeds in tests/fuzz/corpus stay small. A crash becomes a
+# regression test in the C suite and its input a seed.
+FUZZ_SECONDS       ?= 60
+FUZZ_SHORT_SECONDS ?= 8
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_BINS  := $(addprefix $(BUILD)/fuzz/bin/fuzz_,$(FUZZ_NAMES))
+
+$(BUILD)/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -o $@ $< \
+	  $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+# The pf command's parser: tools/pf.c without its main().
+$(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c $(BUILD)/fuzz/libpackedfunc.a \
+                                | $(call DEPS_STAMP,test)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
+	  $(filter %.c,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+
+fuzz: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) work $(FUZZ_NAMES)
+fuzz-short: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SHORT_SECONDS) short $(FUZZ_NAMES)
+
+# ---- valgrind --------------------------------------------------------------------------
+# Each test, plain flavour, under memcheck: any error, or a definite or indirect
+# leak, fails it. The pf processes that test_pf_cli starts are not traced (that
+# costs minutes); pf_cli_main itself runs under LeakSanitizer in fuzz_pf_args.
+PLAIN_TESTS := $(addprefix $(BUILD)/plain/tests/,$(TEST_NAMES))
+VALGRIND    := valgrind -q --error-exitcode=99 --leak-check=full \
+               --errors-for-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp
+# The soak test's operation count under valgrind, which runs threads one at a time.
+VALGRIND_SOAK_OPS ?= 20000
+
+valgrind: $(PLAIN_TESTS)
+	@status=0; for t in $(PLAIN_TESTS); do rm -f $$t.valgrind.*.log; \
+	  if PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) $(VALGRIND) --log-file=$$t.valgrind.%p.log $$t \
+	       > $$t.out 2>&1; then \
+	    echo "ok   [valgrind] $$(basename $$t)"; rm -f $$t.valgrind.*.log; \
+	  else cat $$t.out $$t.valgrind.*.log | tail -n 80; \
+	    echo "FAIL [valgrind] $$(basename $$t)"; status=1; fi; \
+	done; exit $$status
+
+# ---- soak --------------------------------------------------------------------------------
+SOAK_OPS ?= 1000000
+soak: $(BUILD)/asan/tests/test_soak_threads $(BUILD)/tsan/tests/test_soak_threads soak-python
+	PF_SOAK_OPS=$(SOAK_OPS) $(BUILD)/asan/tests/test_soak_threads
+	PF_SOAK_OPS=$(SOAK_OPS) $(BUILD)/tsan/tests/test_soak_threads
+# tests/python/test_soak.py in its long form; its short form (250000
+# operations) is part of test-python.
+soak-python: python $(PY_TESTLIB)
+	PF_PY_SOAK_OPS=$(SOAK_OPS) $(PY_TEST_ENV) \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/python/test_soak.py
