@@ -6,8 +6,8 @@
 
 const char* PFTypeCodeName(int type_code) {
   switch (type_code) {
-#define PF_TYPE_CODE_CASE_(name, num, text) \
-  case name:                                \
+#define PF_TYPE_CODE_CASE_(name, num, text, kind, otype) \
+  case name:                                              \
     return text;
     PF_TYPE_CODE_LIST(PF_TYPE_CODE_CASE_)
 #undef PF_TYPE_CODE_CASE_
@@ -43,6 +43,15 @@ int PFGetStructSize(const char* name, size_t* out) {
   }
   return PFErrorSetFormat(kPFErrKeyError, "PFGetStructSize: unknown struct '%.200s'", name);
 }
+
+/* The list is dense from 0 (so kPFTypeCodeEnd is also the largest code plus
+ * one) and below the extension range; duplicate numbers already fail to
+ * compile as duplicate cases above. */
+#define PF_TYPE_CODE_DENSE_(name, num, text, kind, otype) \
+  _Static_assert(num >= 0 && num < kPFTypeCodeEnd, #name " is outside 0..kPFTypeCodeEnd-1");
+PF_TYPE_CODE_LIST(PF_TYPE_CODE_DENSE_)
+#undef PF_TYPE_CODE_DENSE_
+_Static_assert(kPFTypeCodeEnd <= kPFExtBegin, "built-in codes stay below the extension range");
 
 /* ---- signals ---- */
 

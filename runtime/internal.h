@@ -56,6 +56,23 @@ static inline int pf_is_object(const void* h, uint32_t type_index) {
          (type_index == 0 || o->type_index == type_index);
 }
 
+/* What the runtime knows of each built-in type code, from PF_TYPE_CODE_LIST:
+ * the value kind (kPFValuePlain, kPFValuePointer, kPFValueHandle) and, for a
+ * handle, the object type it must be (0: any). Indexed by code; callers
+ * check `(unsigned)code < kPFTypeCodeEnd` first. */
+typedef struct {
+  uint8_t kind;
+  uint8_t object_type;
+} pf_code_info;
+static const pf_code_info pf_codes[kPFTypeCodeEnd] = {
+#define PF_CODE_INFO_(name, num, text, kind, otype) [num] = {kind, otype},
+    PF_TYPE_CODE_LIST(PF_CODE_INFO_)
+#undef PF_CODE_INFO_
+};
+static inline int pf_code_is_handle(int code) {
+  return (unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValueHandle;
+}
+
 /* ---- allocation (runtime/alloc.c) ---- */
 PF_HIDDEN void* pf_malloc(size_t n);
 PF_HIDDEN void* pf_calloc(size_t n, size_t size);

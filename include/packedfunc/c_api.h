@@ -82,12 +82,22 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /*
- * The one list of type codes. Each entry is X(enumerator, number, name).
- * The enum below, PFTypeCodeName() and the Python binding's table are all
- * generated from it, so they cannot drift. Numbers are part of the ABI and
- * never change once released; new codes take new numbers.
+ * The one list of type codes. Each entry is
+ *   X(enumerator, number, name, value_kind, object_type)
+ * The enum below, its end, PFTypeCodeName(), the runtime's checks of every
+ * argument and result, and the Python binding's table are all generated
+ * from it, so they cannot drift. Numbers are part of the ABI and never
+ * change once released; new codes take the next number.
  *
- * What each code means for the PFValue beside it:
+ * `value_kind` says what the PFValue beside the code holds, and so what the
+ * runtime checks before a call (PFFuncCall) and a return (PFCFuncSetReturn):
+ *   kPFValuePlain    a value in the union itself: any bits are valid;
+ *   kPFValuePointer  a pointer that must not be NULL;
+ *   kPFValueHandle   a handle that must be a live object of `object_type`
+ *                    (a PFObjectTypeIndex; 0 accepts any object type).
+ * `object_type` is 0 for codes that are not handles.
+ *
+ * What each code means for its PFValue:
  *   kPFInt            v_int64, a signed 64-bit integer.
  *   kPFFloat          v_float64, a double.
  *   kPFBool           v_int64, 0 or 1.
@@ -96,33 +106,40 @@ extern "C" {
  *   kPFDataType       v_type, a DLDataType.
  *   kPFDevice         v_device, a DLDevice.
  *   kPFDLTensorHandle v_handle, a DLTensor*, borrowed for the call.
- *   kPFStr            v_str, a NUL-terminated UTF-8 string, not NULL.
- *   kPFBytes          v_handle, a PFByteArray*, not NULL; binary safe.
+ *   kPFStr            v_str, a NUL-terminated UTF-8 string.
+ *   kPFBytes          v_handle, a PFByteArray*; binary safe.
  *   kPFFuncHandle     v_handle, a PFFunctionHandle.
  *   kPFModuleHandle   v_handle, a PFModuleHandle.
  *   kPFObjectHandle   v_handle, a PFObjectHandle of any object type.
  */
-#define PF_TYPE_CODE_LIST(X)                   \
-  X(kPFInt, 0, "int")                          \
-  X(kPFFloat, 1, "float")                      \
-  X(kPFBool, 2, "bool")                        \
-  X(kPFNull, 3, "null")                        \
-  X(kPFOpaqueHandle, 4, "handle")              \
-  X(kPFDataType, 5, "dtype")                   \
-  X(kPFDevice, 6, "device")                    \
-  X(kPFDLTensorHandle, 7, "tensor")            \
-  X(kPFStr, 8, "str")                          \
-  X(kPFBytes, 9, "bytes")                      \
-  X(kPFFuncHandle, 10, "function")             \
-  X(kPFModuleHandle, 11, "module")             \
-  X(kPFObjectHandle, 12, "object")
+#define kPFValuePlain 0
+#define kPFValuePointer 1
+#define kPFValueHandle 2
+
+#define PF_TYPE_CODE_LIST(X)                                                   \
+  X(kPFInt, 0, "int", kPFValuePlain, 0)                                        \
+  X(kPFFloat, 1, "float", kPFValuePlain, 0)                                    \
+  X(kPFBool, 2, "bool", kPFValuePlain, 0)                                      \
+  X(kPFNull, 3, "null", kPFValuePlain, 0)                                      \
+  X(kPFOpaqueHandle, 4, "handle", kPFValuePlain, 0)                            \
+  X(kPFDataType, 5, "dtype", kPFValuePlain, 0)                                 \
+  X(kPFDevice, 6, "device", kPFValuePlain, 0)                                  \
+  X(kPFDLTensorHandle, 7, "tensor", kPFValuePointer, 0)                        \
+  X(kPFStr, 8, "str", kPFValuePointer, 0)                                      \
+  X(kPFBytes, 9, "bytes", kPFValuePointer, 0)                                  \
+  X(kPFFuncHandle, 10, "function", kPFValueHandle, kPFObjectFunction)          \
+  X(kPFModuleHandle, 11, "module", kPFValueHandle, kPFObjectModule)            \
+  X(kPFObjectHandle, 12, "object", kPFValueHandle, 0)
 
 typedef enum {
-#define PF_TYPE_CODE_ENUM_(name, num, text) name = num,
+#define PF_TYPE_CODE_ENUM_(name, num, text, kind, otype) name = num,
   PF_TYPE_CODE_LIST(PF_TYPE_CODE_ENUM_)
 #undef PF_TYPE_CODE_ENUM_
-  /* One past the largest built-in code. */
-  kPFTypeCodeEnd = 13,
+  /* One past the largest built-in code: the codes are numbered densely
+   * from 0, so this is their count (the runtime checks both). */
+#define PF_TYPE_CODE_COUNT_(name, num, text, kind, otype) +1
+  kPFTypeCodeEnd = 0 PF_TYPE_CODE_LIST(PF_TYPE_CODE_COUNT_),
+#undef PF_TYPE_CODE_COUNT_
   /* Codes in [kPFExtBegin, kPFExtEnd) are reserved for extensions. The
    * runtime passes such a value through a call bit for bit and never
    * interprets or releases it; the extension defines its meaning. */
