@@ -57,6 +57,24 @@ static void write_unlock(void) {
   for (int i = READER_SLOTS - 1; i >= 0; --i) pthread_mutex_unlock(&g_readers[i].m);
 }
 
+/* fork(): a child has only the thread that forked, so a reader slot that
+ * another thread held at that moment would stay locked in the child for
+ * good (issue 9). Before fork the forking thread takes every slot, as a
+ * writer does, so that no other thread is inside the registry; after it,
+ * parent and child each release them. The handlers are installed when the
+ * library is loaded, before any registry use; handlers registered later
+ * (e.g. a lock that is taken before calling into the registry) run their
+ * prepare step first, which keeps lock order. */
+static void fork_prepare(void) { write_lock(); }
+static void fork_parent(void) { write_unlock(); }
+static void fork_child(void) { write_unlock(); }
+
+__attribute__((constructor)) static void registry_install_fork_handlers(void) {
+  /* Fails only without memory at load time; fork then stays as unsafe as
+   * it was before the handlers existed. */
+  (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 /* Validates a name argument; returns its length, or -1 with an error. */
 static long check_name(const char* where, const char* name) {
   if (name == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'name' is NULL", where);
@@ -124,6 +142,8 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
     if (rc != 0) drop = fresh->func;
     PFMemFree(fresh);
   }
+  /* On failure `drop` is the reference taken above, and the caller still
+   * holds its own: no finalizer can run here to replace the error. */
   PFFuncFree(drop);
   return rc;
 }
@@ -185,8 +205,14 @@ static pthread_key_t names_key;
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 static int names_key_ok;
 
-/* Frees a thread's name block when the thread exits. */
-static void names_free(void* p) { PFMemFree(p); }
+/* Frees a thread's name block when the thread exits. The pointer is reset
+ * too: a destructor of another thread-specific key may run later in the
+ * same exit and list names again, which must not free the block twice
+ * (its new block is then freed by a later round of destructors). */
+static void names_free(void* p) {
+  if (tls_names == p) tls_names = NULL;
+  PFMemFree(p);
+}
 static void names_make_key(void) {
   names_key_ok = pthread_key_create(&names_key, names_free) == 0;
 }
@@ -231,14 +257,19 @@ static int list_names(const char* where, const char* prefix, int* out_size,
     }
     pthread_mutex_unlock(lock);
     PFMemFree(block);
+    block = NULL;
+    /* The count must fit *out_size, and the block size must not wrap: both
+     * are checked before the arithmetic (with slack for names added while
+     * the lock is not held). */
+    if (need_count > (size_t)INT32_MAX - 16)
+      return PFErrorSetFormat(kPFErrRuntimeError, "%s: too many names (%zu)", where, need_count);
     count = need_count + 16;
     bytes = need_bytes + 16 * 64;
+    if (bytes < need_bytes || count + 1 > (SIZE_MAX - bytes) / sizeof(char*))
+      return PFErrorSetFormat(kPFErrMemoryError,
+                              "%s: the names need more memory than can be allocated", where);
     block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
     if (block == NULL) return -1;
-  }
-  if (count > (size_t)INT32_MAX) {
-    PFMemFree(block);
-    return PFErrorSetFormat(kPFErrRuntimeError, "%s: too many names", where);
   }
   qsort(block, count, sizeof(char*), cmp_names);
   pthread_once(&names_once, names_make_key);

@@ -29,12 +29,17 @@ int PFSetAllocator(const PFAllocator* a) {
   return 0;
 }
 
+/* A request beyond the largest possible object fails here, without
+ * reaching the allocator (some allocators, and the sanitizers' ones, treat
+ * such a size as a fatal error rather than returning NULL). */
 void* pf_malloc(size_t n) {
+  if (n > PF_MAX_OBJECT_SIZE) return NULL;
   atomic_store_explicit(&g_alloc_used, 1, memory_order_relaxed);
   return g_alloc.malloc_fn(n ? n : 1, g_alloc.user_data);
 }
 
 void* pf_realloc(void* p, size_t n) {
+  if (n > PF_MAX_OBJECT_SIZE) return NULL;
   atomic_store_explicit(&g_alloc_used, 1, memory_order_relaxed);
   return g_alloc.realloc_fn(p, n ? n : 1, g_alloc.user_data);
 }
@@ -51,19 +56,31 @@ void pf_free(void* p) {
 }
 
 char* pf_strdup(const char* s) {
-  size_t n = strlen(s) + 1;
+  size_t n = strlen(s) + 1; /* a string in memory is shorter than SIZE_MAX */
   char* d = pf_malloc(n);
   if (d != NULL) memcpy(d, s, n);
   return d;
 }
 
 void* PFMemAlloc(size_t size) {
+  if (size > PF_MAX_OBJECT_SIZE) {
+    pf_error_static(kPFErrMemoryError,
+                    "PFMemAlloc: argument 'size' is larger than any object can be "
+                    "(PTRDIFF_MAX bytes)");
+    return NULL;
+  }
   void* p = pf_malloc(size);
   if (p == NULL) pf_oom("PFMemAlloc");
   return p;
 }
 
 void* PFMemRealloc(void* ptr, size_t size) {
+  if (size > PF_MAX_OBJECT_SIZE) {
+    pf_error_static(kPFErrMemoryError,
+                    "PFMemRealloc: argument 'size' is larger than any object can be "
+                    "(PTRDIFF_MAX bytes); the block is unchanged");
+    return NULL;
+  }
   void* p = pf_realloc(ptr, size);
   if (p == NULL) pf_oom("PFMemRealloc");
   return p;

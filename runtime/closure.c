@@ -1,9 +1,19 @@
 /* PackedFuncs as real C function pointers, through libffi closures. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "typed.h"
+
+/* An error kept by a closure: one allocation, the texts after the struct. */
+typedef struct {
+  char kind[PF_ERROR_KIND_MAX];
+  const char* msg;
+  const char* tb; /* NULL: no traceback */
+} kept_error;
+
+/* Kept when copying the error ran out of memory: PFClosureCheckError then
+ * reports a MemoryError. Never freed. */
+static kept_error k_kept_oom;
 
 typedef struct {
   pf_object base;
@@ -14,22 +24,22 @@ typedef struct {
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
-  /* The first error since the last PFClosureCheckError. */
-  pthread_mutex_t mu;
-  atomic_int pending;
-  char kind[PF_ERROR_KIND_MAX];
-  char* msg; /* NULL with pending set: copying the message ran out of memory */
-  char* tb;
+  /* The first error since the last PFClosureCheckError, or NULL. Set by
+   * compare-and-swap from NULL and taken by exchange, so there is no lock:
+   * nothing for fork() to find held (issue 9). */
+  _Atomic(kept_error*) kept;
 } pf_closure;
+
+static void kept_free(kept_error* k) {
+  if (k != NULL && k != &k_kept_oom) pf_free(k);
+}
 
 static void closure_destroy(pf_object* o) {
   pf_closure* c = (pf_closure*)o;
   if (c->closure) ffi_closure_free(c->closure);
   if (c->func) pf_object_release(c->func);
-  pthread_mutex_destroy(&c->mu);
   pf_free(c->sig_text);
-  pf_free(c->msg);
-  pf_free(c->tb);
+  kept_free(atomic_load_explicit(&c->kept, memory_order_acquire));
   pf_free(c);
 }
 
@@ -44,20 +54,35 @@ static void describe(const pf_closure* c, char* buf, size_t n) {
 }
 
 /* Keeps the calling thread's error as the closure's first error, unless one
- * is already kept. */
+ * is already kept. Threads that fail at once each build a copy; the first
+ * to publish it wins and the others free theirs. */
 static void keep_error(pf_closure* c) {
   char where[512];
   describe(c, where, sizeof(where));
   PFErrorAppendTraceback(where);
-  pthread_mutex_lock(&c->mu);
-  if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
-    const char* tb = PFErrorGetTraceback();
-    snprintf(c->kind, sizeof(c->kind), "%s", PFErrorGetKind());
-    c->msg = pf_strdup(PFErrorGetMessage());
-    c->tb = tb[0] ? pf_strdup(tb) : NULL;
-    atomic_store_explicit(&c->pending, 1, memory_order_release);
+  if (atomic_load_explicit(&c->kept, memory_order_acquire) != NULL) return;
+  const char* msg = PFErrorGetMessage();
+  const char* tb = PFErrorGetTraceback();
+  size_t ml = strlen(msg), tl = strlen(tb);
+  /* Both texts are in memory already, so the sum cannot wrap. */
+  kept_error* k = pf_malloc(sizeof(*k) + ml + 1 + (tl ? tl + 1 : 0));
+  if (k == NULL) {
+    k = &k_kept_oom;
+  } else {
+    char* p = (char*)(k + 1);
+    snprintf(k->kind, sizeof(k->kind), "%s", PFErrorGetKind());
+    memcpy(p, msg, ml + 1);
+    k->msg = p;
+    k->tb = NULL;
+    if (tl) {
+      memcpy(p + ml + 1, tb, tl + 1);
+      k->tb = p + ml + 1;
+    }
   }
-  pthread_mutex_unlock(&c->mu);
+  kept_error* expected = NULL;
+  if (!atomic_compare_exchange_strong_explicit(&c->kept, &expected, k, memory_order_acq_rel,
+                                               memory_order_acquire))
+    kept_free(k); /* another thread kept its error first */
 }
 
 /* The C argument at `p` as a packed value. */
@@ -104,12 +129,16 @@ static int c_to_packed(const pf_closure* c, int i, const void* p, PFValue* v, in
     case pf_t_bytes: {
       const PFByteArray* ba = h;
       *code = kPFBytes;
-      if (ba->data != NULL || ba->size == 0) return 0;
+      if ((ba->data != NULL || ba->size == 0) && ba->size <= PF_MAX_OBJECT_SIZE) return 0;
       char who[512];
       describe(c, who, sizeof(who));
+      if (ba->data == NULL)
+        return PFErrorSetFormat(kPFErrValueError,
+                                "%s: argument %d: bytes of size %zu with NULL data", who, i,
+                                ba->size);
       return PFErrorSetFormat(kPFErrValueError,
-                              "%s: argument %d: bytes of size %zu with NULL data", who, i,
-                              ba->size);
+                              "%s: argument %d: bytes of size %zu, larger than any object can "
+                              "be (PTRDIFF_MAX bytes)", who, i, ba->size);
     }
     default: /* func */
       *code = kPFFuncHandle;
@@ -160,7 +189,7 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
     size_t n = cif->rtype->size < sizeof(ffi_arg) ? sizeof(ffi_arg) : cif->rtype->size;
     memset(ret, 0, n);
   }
-  if (atomic_load_explicit(&c->pending, memory_order_acquire)) return;
+  if (atomic_load_explicit(&c->kept, memory_order_acquire) != NULL) return;
   PFValue args[PF_TYPED_MAX_ARGS];
   int codes[PF_TYPED_MAX_ARGS];
   for (int i = 0; i < c->sig.num_args; ++i) {
@@ -188,7 +217,13 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
     char who[512];
     describe(c, who, sizeof(who));
     pf_conv_error(k, who, "result", c->sig.ret, rc, &rv);
-    if (is_handle_code(rc)) pf_object_release(rv.v_handle);
+    if (is_handle_code(rc)) {
+      /* The release may run a finalizer that records errors: keep this one. */
+      pf_saved_error saved;
+      pf_error_save(&saved);
+      pf_object_release(rv.v_handle);
+      pf_error_restore(&saved);
+    }
     keep_error(c);
     return;
   }
@@ -210,11 +245,7 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
   pf_closure* c = pf_calloc(1, sizeof(*c));
   if (c == NULL) return pf_oom(where);
   c->sig = sig;
-  if (pthread_mutex_init(&c->mu, NULL) != 0) {
-    pf_free(c);
-    return PFErrorSetFormat(kPFErrRuntimeError, "%s: could not create a mutex", where);
-  }
-  atomic_init(&c->pending, 0);
+  atomic_init(&c->kept, NULL);
   pf_object_init(&c->base, kPFObjectClosure, closure_destroy);
   /* From here on closure_destroy cleans up whatever was set. */
   c->sig_text = pf_sig_format(&sig);
@@ -249,25 +280,12 @@ int PFClosureCheckError(PFObjectHandle closure) {
     return PFErrorSetFormat(kPFErrTypeError, "PFClosureCheckError: argument 'closure' is %s",
                             closure ? "not a live closure object" : "NULL");
   pf_closure* c = closure;
-  if (!atomic_load_explicit(&c->pending, memory_order_acquire)) return 0;
-  pthread_mutex_lock(&c->mu);
-  int pending = atomic_load_explicit(&c->pending, memory_order_relaxed);
-  char kind[PF_ERROR_KIND_MAX];
-  char* msg = c->msg;
-  char* tb = c->tb;
-  memcpy(kind, c->kind, sizeof(kind));
-  c->msg = NULL;
-  c->tb = NULL;
-  atomic_store_explicit(&c->pending, 0, memory_order_release);
-  pthread_mutex_unlock(&c->mu);
-  if (!pending) return 0; /* another thread collected it first */
-  if (msg == NULL) {
-    pf_free(tb);
-    return pf_oom("PFClosureCheckError");
-  }
-  PFErrorSet(kind, msg);
-  if (tb) PFErrorAppendTraceback(tb);
-  pf_free(msg);
-  pf_free(tb);
+  if (atomic_load_explicit(&c->kept, memory_order_acquire) == NULL) return 0;
+  kept_error* k = atomic_exchange_explicit(&c->kept, NULL, memory_order_acq_rel);
+  if (k == NULL) return 0; /* another thread collected it first */
+  if (k == &k_kept_oom) return pf_oom("PFClosureCheckError");
+  PFErrorSet(k->kind, k->msg);
+  if (k->tb) PFErrorAppendTraceback(k->tb);
+  kept_free(k);
   return -1;
 }

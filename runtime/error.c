@@ -48,11 +48,13 @@ static void set_kind(pf_thread_state* s, const char* kind) {
   s->kind[n] = '\0';
 }
 
+/* In both setters the kind is copied first: it may point into the message
+ * that they free (PFErrorSet(PFErrorGetMessage(), ...)). */
 static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg) {
+  set_kind(s, kind);
   if (!s->msg_static) pf_free(s->msg);
   s->msg = (char*)msg;
   s->msg_static = 1;
-  set_kind(s, kind);
   s->tb_len = 0;
   if (s->tb) s->tb[0] = '\0';
   pf_hot.err_gen++;
@@ -89,10 +91,10 @@ static void set_owned(pf_thread_state* s, const char* kind, char* msg) {
     set_msg_static(s, kPFErrMemoryError, "out of memory while recording an error");
     return;
   }
+  set_kind(s, kind);
   if (!s->msg_static) pf_free(s->msg);
   s->msg = msg;
   s->msg_static = 0;
-  set_kind(s, kind);
   s->tb_len = 0;
   if (s->tb) s->tb[0] = '\0';
   pf_hot.err_gen++;
@@ -153,21 +155,30 @@ void PFAPISetLastError(const char* msg) {
   PFErrorSet(kPFErrRuntimeError, msg ? msg : "unknown error");
 }
 
+/* `line` may point into the traceback itself (a host passing
+ * PFErrorGetTraceback() on): it is then found again by its offset after the
+ * buffer moves, and copied with memmove. */
 void PFErrorAppendTraceback(const char* line) {
   if (line == NULL) return;
   pf_thread_state* s = pf_tls();
   size_t n = strlen(line);
+  int inside = s->tb != NULL && (uintptr_t)line >= (uintptr_t)s->tb &&
+               (uintptr_t)line < (uintptr_t)s->tb + s->tb_cap;
+  size_t off = inside ? (size_t)((uintptr_t)line - (uintptr_t)s->tb) : 0;
+  if (n > PF_MAX_OBJECT_SIZE - 2 - s->tb_len) return; /* cannot be stored */
   size_t need = s->tb_len + n + 2; /* line, '\n' when not first, NUL */
   if (need > s->tb_cap) {
     size_t cap = s->tb_cap ? s->tb_cap : 128;
-    while (cap < need) cap *= 2;
+    while (cap < need) cap = cap <= PF_MAX_OBJECT_SIZE / 2 ? cap * 2 : need;
     char* tb = pf_realloc(s->tb, cap);
     if (tb == NULL) return; /* keep the error itself; lose only this line */
     s->tb = tb;
     s->tb_cap = cap;
   }
+  if (inside) line = s->tb + off; /* its bytes end at or before tb_len */
   if (s->tb_len > 0) s->tb[s->tb_len++] = '\n';
-  memcpy(s->tb + s->tb_len, line, n + 1);
+  memmove(s->tb + s->tb_len, line, n);
+  s->tb[s->tb_len + n] = '\0';
   s->tb_len += n;
 }
 
@@ -192,4 +203,38 @@ const char* PFGetLastError(void) {
   pf_free(s->full);
   s->full = full;
   return full;
+}
+
+/* ---- keeping an error across code that may record others ---- */
+
+void pf_error_save(pf_saved_error* e) {
+  pf_thread_state* s = pf_tls();
+  memcpy(e->kind, s->kind, sizeof(e->kind));
+  e->msg = s->msg;
+  e->msg_static = s->msg_static;
+  e->tb = s->tb;
+  e->tb_len = s->tb_len;
+  e->tb_cap = s->tb_cap;
+  e->err_gen = pf_hot.err_gen;
+  /* The thread goes on with no error and no traceback buffer. */
+  s->kind[0] = '\0';
+  s->msg = "";
+  s->msg_static = 1;
+  s->tb = NULL;
+  s->tb_len = s->tb_cap = 0;
+}
+
+void pf_error_restore(pf_saved_error* e) {
+  pf_thread_state* s = pf_tls();
+  if (!s->msg_static) pf_free(s->msg);
+  pf_free(s->tb);
+  memcpy(s->kind, e->kind, sizeof(s->kind));
+  s->msg = e->msg;
+  s->msg_static = e->msg_static;
+  s->tb = e->tb;
+  s->tb_len = e->tb_len;
+  s->tb_cap = e->tb_cap;
+  e->msg = NULL;
+  e->tb = NULL;
+  pf_hot.err_gen = e->err_gen; /* as if nothing had been recorded meanwhile */
 }

@@ -59,6 +59,12 @@ static int check_value(const char* where, const char* what, int index, int code,
       if (ba->data == NULL && ba->size != 0)
         return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d is bytes of size %zu with NULL data",
                                 where, what, index, ba->size);
+      /* No object is that large; a copy would compute size + 1. */
+      if (ba->size > PF_MAX_OBJECT_SIZE)
+        return PFErrorSetFormat(kPFErrValueError,
+                                "%s: %s %d is bytes of size %zu, larger than any object can be "
+                                "(PTRDIFF_MAX bytes)",
+                                where, what, index, ba->size);
     }
     return 0;
   }
@@ -103,13 +109,22 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     len = ba->size;
   }
   char* heap = NULL;
-  if (data != NULL && len + 1 > PF_RET_INLINE) {
+  /* len <= PF_MAX_OBJECT_SIZE (check_value), so len + 1 does not wrap. */
+  if (data != NULL && len >= PF_RET_INLINE) {
     heap = pf_malloc(len + 1);
     if (heap == NULL) return pf_oom(where);
   }
   if (is_handle_code(code))
     pf_object_retain(value->v_handle);
-  slot_clear(s); /* after the retain: setting the same handle twice is safe */
+  /* After the retain: setting the same handle twice is safe. Dropping the
+   * earlier value may run a finalizer; its errors are not the callee's,
+   * and must not make a later silent failure look like a recorded one. */
+  if (s->owns) {
+    pf_saved_error saved;
+    pf_error_save(&saved);
+    slot_clear(s);
+    pf_error_restore(&saved);
+  }
   s->type_code = code;
   s->value = *value;
   if (code == kPFStr || code == kPFBytes) {
@@ -158,7 +173,8 @@ static int store_result(pf_thread_state* ts, int depth, pf_ret_slot* s, PFValue*
     if (ts->ret[depth] == NULL) return pf_oom("PFFuncCall");
   }
   pf_ret_buffer* b = ts->ret[depth];
-  if (s->len + 1 > b->cap) {
+  /* s->len was checked by PFCFuncSetReturn: s->len + 1 does not wrap. */
+  if (s->len >= b->cap) {
     char* d = pf_realloc(b->data, s->len + 1);
     if (d == NULL) return pf_oom("PFFuncCall");
     b->data = d;
@@ -222,13 +238,20 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
   pf_hot.ret_top = slot.prev;
   pf_hot.depth = depth;
   if (__builtin_expect(rc != 0, 0)) {
-    slot_clear(&slot);
     /* No error recorded by the callee, or it cleared the one it had. */
     if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
       const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
       PFErrorSetFormat(kPFErrRuntimeError,
                        "PFFuncCall: function '%s' returned %d without recording an error",
                        name ? name : "<anonymous>", rc);
+    }
+    if (slot.owns) {
+      /* Dropping the value the callee set may run a finalizer, which may
+       * record errors of its own: the callee's error stays the one. */
+      pf_saved_error saved;
+      pf_error_save(&saved);
+      slot_clear(&slot);
+      pf_error_restore(&saved);
     }
     return -1;
   }

@@ -119,4 +119,35 @@ PF_HIDDEN int pf_oom(const char* where);
  * allocating (for PFSetAllocator, which must not allocate); returns -1. */
 PF_HIDDEN int pf_error_static(const char* kind, const char* msg);
 
+/* ---- sizes (issue 9) ---- */
+/* The largest object C can have (ptrdiff_t must hold its length). Sizes
+ * that callers pass are checked against it before any arithmetic on them,
+ * and pf_malloc/pf_realloc refuse larger requests without calling the
+ * allocator. */
+#define PF_MAX_OBJECT_SIZE ((size_t)PTRDIFF_MAX)
+
+/* ---- keeping an error across user code (runtime/error.c) ---- */
+/* A failure path that must run user code before it returns (a finalizer,
+ * when it releases a value) saves the thread's error first and restores it
+ * after, so that whatever the user code records does not replace it:
+ *
+ *   pf_saved_error e;
+ *   pf_error_save(&e);       // moves the error out; the thread has none
+ *   pf_object_release(obj);  // may record and clear errors freely
+ *   pf_error_restore(&e);    // the saved error is the thread's again
+ *
+ * The restore also puts back pf_hot.err_gen: errors recorded in between
+ * do not count as recorded. Neither call allocates; every save must be
+ * followed by one restore on the same thread. */
+typedef struct {
+  char kind[PF_ERROR_KIND_MAX];
+  char* msg;
+  int msg_static;
+  char* tb;
+  size_t tb_len, tb_cap;
+  uint64_t err_gen;
+} pf_saved_error;
+PF_HIDDEN void pf_error_save(pf_saved_error* e);
+PF_HIDDEN void pf_error_restore(pf_saved_error* e);
+
 #endif

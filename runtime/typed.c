@@ -582,6 +582,14 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
         return PFErrorSetFormat(kPFErrValueError, "%s: result is bytes of size %zu with NULL data",
                                 who, ba->size);
       }
+      if (ba->size > PF_MAX_OBJECT_SIZE) {
+        char who[512];
+        describe(t, who, sizeof(who));
+        return PFErrorSetFormat(kPFErrValueError,
+                                "%s: result is bytes of size %zu, larger than any object can be "
+                                "(PTRDIFF_MAX bytes)",
+                                who, ba->size);
+      }
       v.v_handle = (void*)ba;
       code = kPFBytes;
       break;
@@ -609,7 +617,15 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
       v.v_handle = r->fn;
       code = kPFFuncHandle;
       int st = PFCFuncSetReturn(ret, &v, &code, 1);
+      if (st == 0) {
+        pf_object_release(r->fn); /* the return slot holds its own reference */
+        return 0;
+      }
+      /* The release may run the function's finalizer: keep this error. */
+      pf_saved_error saved;
+      pf_error_save(&saved);
       pf_object_release(r->fn);
+      pf_error_restore(&saved);
       return st;
     }
   }

@@ -158,7 +158,7 @@ typedef struct {
   char* blob;          /* bytes with NUL inside, same length */
   size_t len;
   PFFunctionHandle echo, fail, forward, typed_str, typed_add, got;
-  PFObjectHandle closure, boxed, tensor;
+  PFObjectHandle closure, closure_fail, boxed, tensor;
   DLManagedTensor managed;
   DLManagedTensor* exported;
   PFModuleHandle mod, dep;
@@ -261,6 +261,16 @@ static int s_closure(work* w) {
   if (PFClosureCheckError(w->closure) != 0) return -1;
   assert_non_null(r);
   assert_string_equal(r, w->text);
+  /* A failing call through a closure: the closure keeps a copy of the
+   * error, or a MemoryError when the copy cannot be made. */
+  if (PFFuncToCFunction(w->fail, "void(int64)", &w->closure_fail, &fn) != 0) return -1;
+  void (*vfn)(int64_t) = NULL;
+  memcpy(&vfn, &fn, sizeof(fn));
+  vfn(w->round);
+  assert_int_equal(PFClosureCheckError(w->closure_fail), -1);
+  if (strcmp(PFErrorGetKind(), kPFErrMemoryError) == 0) return -1;
+  assert_string_equal(PFErrorGetKind(), kPFErrValueError);
+  assert_non_null(strstr(PFErrorGetMessage(), "failing on purpose"));
   return 0;
 }
 
@@ -401,6 +411,7 @@ static void work_cleanup(work* w) {
   assert_pf_ok(PFObjectFree(w->tensor));
   assert_pf_ok(PFObjectFree(w->boxed));
   assert_pf_ok(PFObjectFree(w->closure));
+  assert_pf_ok(PFObjectFree(w->closure_fail));
   assert_pf_ok(PFFuncFree(w->got));
   assert_pf_ok(PFFuncFree(w->typed_str));
   assert_pf_ok(PFFuncFree(w->typed_add));

@@ -248,6 +248,40 @@ static void test_set_return_misuse(void** state) {
   PFFuncFree(k);
 }
 
+/* Bytes whose size no object can have: the copy of a result would compute
+ * size + 1 (issue 9). The data pointer is real and short: the size is a lie
+ * that must be caught before anything reads through it. */
+static char g_short_data[8] = "short";
+
+static int big_return_body(PFRetValueHandle ret) {
+  PFByteArray ba = {g_short_data, SIZE_MAX};
+  PFValue v = {.v_handle = &ba};
+  int code = kPFBytes;
+  assert_pf_error(PFCFuncSetReturn(ret, &v, &code, 1), kPFErrValueError, "PFCFuncSetReturn",
+                  "return value 0 is bytes of size 18446744073709551615",
+                  "larger than any object can be");
+  ba.size = (size_t)PTRDIFF_MAX; /* possible in principle; its copy is not */
+  assert_pf_error(PFCFuncSetReturn(ret, &v, &code, 1), kPFErrMemoryError);
+  return 0;
+}
+
+static void test_call_bytes_too_large(void** state) {
+  (void)state;
+  PFFunctionHandle f = make(p_echo);
+  PFByteArray ba = {g_short_data, SIZE_MAX};
+  PFValue rv;
+  int rc;
+  assert_pf_error(call1(f, kPFBytes, (PFValue){.v_handle = &ba}, &rv, &rc), kPFErrValueError,
+                  "PFFuncCall: argument 0 is bytes of size 18446744073709551615",
+                  "larger than any object can be");
+  PFFuncFree(f);
+  g_inside = big_return_body;
+  f = make(p_inside);
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rc, kPFNull); /* the failed sets left the result alone */
+  PFFuncFree(f);
+}
+
 /* ==== Typed functions and closures ========================================= */
 
 static void test_typed_null_arguments(void** state) {
@@ -363,6 +397,38 @@ static void test_closure_bad_input(void** state) {
   assert_null(c);
   assert_pf_error(PFClosureCheckError(NULL), kPFErrTypeError, "'closure'");
   assert_pf_error(PFClosureCheckError(f), kPFErrTypeError, "'closure'");
+  PFFuncFree(f);
+}
+
+static PFByteArray t_huge_bytes(void) {
+  PFByteArray r = {g_short_data, SIZE_MAX};
+  return r;
+}
+
+static void test_typed_and_closure_bytes_too_large(void** state) {
+  (void)state;
+  PFFunctionHandle f = make_typed((void*)t_huge_bytes, "bytes()");
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
+                  "typed function bytes(): result is bytes of size 18446744073709551615",
+                  "larger than any object can be");
+  PFFuncFree(f);
+  /* A closure's bytes argument: the zero result, and a kept ValueError. */
+  f = make(p_echo);
+  PFObjectHandle c = NULL;
+  void* fn = NULL;
+  assert_pf_ok(PFFuncToCFunction(f, "bytes(bytes)", &c, &fn));
+  PFByteArray (*echo)(const PFByteArray*) = NULL;
+  memcpy(&echo, &fn, sizeof(fn));
+  PFByteArray huge = {g_short_data, SIZE_MAX};
+  PFByteArray got = echo(&huge);
+  assert_null(got.data);
+  assert_int_equal(got.size, 0);
+  assert_pf_error(PFClosureCheckError(c), kPFErrValueError,
+                  "C function pointer bytes(bytes): argument 0: bytes of size "
+                  "18446744073709551615, larger than any object can be");
+  PFObjectFree(c);
   PFFuncFree(f);
 }
 
@@ -628,6 +694,22 @@ static void test_error_invalid_kind(void** state) {
   assert_string_equal(PFErrorGetKind(), kPFErrRuntimeError);
 }
 
+/* The thread's own error strings handed back to the setters (a host
+ * re-raising the current error): accepted, each read before it is replaced
+ * (issue 9). tests/test_errors.c covers every combination. */
+static void test_error_setters_take_own_strings(void** state) {
+  (void)state;
+  PFErrorSet(kPFErrValueError, "KeyError");
+  PFErrorSet(PFErrorGetMessage(), PFErrorGetMessage());
+  assert_string_equal(PFErrorGetKind(), kPFErrKeyError);
+  assert_string_equal(PFErrorGetMessage(), "KeyError");
+  PFErrorAppendTraceback("  at one");
+  PFErrorAppendTraceback(PFErrorGetTraceback());
+  assert_string_equal(PFErrorGetTraceback(), "  at one\n  at one");
+  PFAPISetLastError(PFGetLastError());
+  assert_string_equal(PFErrorGetMessage(), "KeyError: KeyError\n  at one\n  at one");
+}
+
 static void test_api_unknown_version(void** state) {
   (void)state;
   const PFApiBase* base = PFGetApiBase();
@@ -659,6 +741,23 @@ static void test_set_allocator_misuse(void** state) {
   assert_pf_error(PFSetAllocator(&full), kPFErrRuntimeError, "already allocated");
 }
 
+static void test_mem_alloc_too_large(void** state) {
+  (void)state;
+  const size_t sizes[] = {SIZE_MAX, (size_t)PTRDIFF_MAX + 1};
+  for (int i = 0; i < 2; ++i) {
+    assert_null(PFMemAlloc(sizes[i]));
+    assert_pf_error(-1, kPFErrMemoryError, "PFMemAlloc: argument 'size'",
+                    "larger than any object can be");
+  }
+  char* p = PFMemAlloc(4);
+  assert_non_null(p);
+  memcpy(p, "abc", 4);
+  assert_null(PFMemRealloc(p, SIZE_MAX));
+  assert_pf_error(-1, kPFErrMemoryError, "PFMemRealloc: argument 'size'", "unchanged");
+  assert_string_equal(p, "abc"); /* still the caller's */
+  PFMemFree(p);
+}
+
 static void test_type_code_name_unknown(void** state) {
   (void)state;
   assert_null(PFTypeCodeName(kPFTypeCodeEnd));
@@ -681,6 +780,7 @@ int main(void) {
       cmocka_unit_test(test_call_invalid_utf8_str),
       cmocka_unit_test(test_call_callee_fails_silently),
       cmocka_unit_test(test_set_return_misuse),
+      cmocka_unit_test(test_call_bytes_too_large),
       cmocka_unit_test(test_typed_null_arguments),
       cmocka_unit_test(test_typed_bad_signature),
       cmocka_unit_test(test_typed_too_many_arguments),
@@ -689,6 +789,7 @@ int main(void) {
       cmocka_unit_test(test_typed_out_of_range_integer),
       cmocka_unit_test(test_typed_not_a_live_func_argument),
       cmocka_unit_test(test_closure_bad_input),
+      cmocka_unit_test(test_typed_and_closure_bytes_too_large),
       cmocka_unit_test(test_create_null_func_runs_finalizer),
       cmocka_unit_test(test_free_null_is_noop),
       cmocka_unit_test(test_handle_not_an_object),
@@ -711,9 +812,11 @@ int main(void) {
       cmocka_unit_test(test_module_not_a_module),
       cmocka_unit_test(test_module_wrong_handle_kind),
       cmocka_unit_test(test_error_invalid_kind),
+      cmocka_unit_test(test_error_setters_take_own_strings),
       cmocka_unit_test(test_api_unknown_version),
       cmocka_unit_test(test_struct_size_unknown_name),
       cmocka_unit_test(test_set_allocator_misuse),
+      cmocka_unit_test(test_mem_alloc_too_large),
       cmocka_unit_test(test_type_code_name_unknown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -421,6 +421,101 @@ static void test_result_mismatch(void** state) {
   PFFuncFree(f);
 }
 
+/* ---- errors that survive finalizers (issue 9, defect 11) ----------------- */
+
+/* A finalizer that calls entry points that fail (KeyError, ValueError). */
+static int g_failing_fin_runs;
+static void failing_fin(void* p) {
+  (void)p;
+  ++g_failing_fin_runs;
+  PFFuncRemoveGlobal("closure.finalizer.no.such.name");
+  PFErrorSetFormat(kPFErrValueError, "the finalizer's error");
+  PFErrorAppendTraceback("  in the finalizer");
+}
+
+/* Returns a new boxed object whose finalizer fails; the return slot holds
+ * its only reference. With res set, then fails with IndexError. */
+static int packed_doomed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args;
+  (void)codes;
+  (void)n;
+  PFObjectHandle obj = NULL;
+  if (PFObjectCreateBoxed(NULL, failing_fin, &obj) != 0) return -1;
+  PFValue v = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(obj);
+  if (st != 0) return -1;
+  if (res == NULL) return 0;
+  return PFErrorSetFormat(kPFErrIndexError, "the callee's own error");
+}
+
+static void test_finalizer_does_not_replace_kept_error(void** state) {
+  (void)state;
+  /* A result of the wrong type, dropped by the closure: its finalizer runs
+   * after the TypeError is recorded. */
+  g_failing_fin_runs = 0;
+  PFFunctionHandle f = packed(packed_doomed, NULL, NULL);
+  PFObjectHandle cl;
+  int64_t (*geti)(void) = (int64_t (*)(void))to_c(f, "int64()", &cl);
+  assert_true(geti() == 0);
+  assert_int_equal(g_failing_fin_runs, 1);
+  assert_pf_error(-1, "TypeError", "result: expected int64, got object"); /* the thread's */
+  PFErrorClear();
+  assert_pf_error(PFClosureCheckError(cl), "TypeError", "result: expected int64, got object");
+  assert_null(strstr(PFErrorGetTraceback(), "finalizer"));
+  PFObjectFree(cl);
+  PFFuncFree(f);
+
+  /* The callee fails after setting such a result: PFFuncCall drops it. */
+  g_failing_fin_runs = 0;
+  f = packed(packed_doomed, (void*)1, NULL);
+  void (*run)(void) = (void (*)(void))to_c(f, "void()", &cl);
+  run();
+  assert_int_equal(g_failing_fin_runs, 1);
+  assert_pf_error(-1, "IndexError", "the callee's own error");
+  PFErrorClear();
+  assert_pf_error(PFClosureCheckError(cl), "IndexError", "the callee's own error");
+  assert_null(strstr(PFErrorGetTraceback(), "finalizer"));
+  assert_non_null(strstr(PFErrorGetTraceback(), "C function pointer void()"));
+  PFObjectFree(cl);
+  PFFuncFree(f);
+}
+
+/* ---- sizes (issue 9, defect 12) -------------------------------------------- */
+
+static int packed_bytes_size(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n != 1 || codes[0] != kPFBytes) return PFErrorSetFormat(kPFErrTypeError, "expected bytes");
+  PFValue v = {.v_int64 = (int64_t)((const PFByteArray*)args[0].v_handle)->size};
+  int c = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &c, 1);
+}
+
+static void test_bytes_argument_too_large(void** state) {
+  (void)state;
+  PFFunctionHandle f = packed(packed_bytes_size, NULL, NULL);
+  PFObjectHandle cl;
+  int64_t (*size_of)(const PFByteArray*) = (int64_t (*)(const PFByteArray*))to_c(f, "int64(bytes)", &cl);
+  char data[4] = "abc";
+  PFByteArray ok = {data, 3};
+  assert_true(size_of(&ok) == 3);
+  const size_t sizes[] = {SIZE_MAX, (size_t)PTRDIFF_MAX + 1};
+  for (int i = 0; i < 2; ++i) {
+    PFByteArray huge = {data, sizes[i]};
+    assert_true(size_of(&huge) == 0);
+    assert_pf_error(PFClosureCheckError(cl), "ValueError",
+                    "C function pointer int64(bytes): argument 0: bytes of size",
+                    "larger than any object can be");
+  }
+  /* The largest possible size passes through (the callee only reads it). */
+  PFByteArray largest = {data, (size_t)PTRDIFF_MAX};
+  assert_true(size_of(&largest) == PTRDIFF_MAX);
+  assert_int_equal(PFClosureCheckError(cl), 0);
+  PFObjectFree(cl);
+  PFFuncFree(f);
+}
+
 /* ---- lifetime and misuse ------------------------------------------------- */
 
 static void test_closure_owns_function(void** state) {
@@ -528,6 +623,39 @@ static void test_threads_share_a_pointer(void** state) {
   PFFuncFree(f);
 }
 
+/* ---- many threads failing at once keep one error --------------------------- */
+
+typedef struct {
+  int64_t (*fn)(int64_t, int64_t);
+  int rounds;
+} racer_arg;
+
+static void* racer(void* p) {
+  racer_arg* r = p;
+  for (int i = 0; i < r->rounds; ++i) (void)r->fn(-(int64_t)i - 1, 0);
+  return NULL;
+}
+
+static void test_concurrent_failures_keep_one_error(void** state) {
+  (void)state;
+  PFFunctionHandle f = packed(packed_add2, NULL, NULL);
+  PFObjectHandle cl;
+  int64_t (*add)(int64_t, int64_t) = (int64_t (*)(int64_t, int64_t))to_c(f, "int64(int64,int64)", &cl);
+  enum { N = 4 };
+  pthread_t th[N];
+  racer_arg r = {add, 200};
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < N; ++i) assert_int_equal(pthread_create(&th[i], NULL, racer, &r), 0);
+    for (int i = 0; i < N; ++i) pthread_join(th[i], NULL);
+    assert_pf_error(PFClosureCheckError(cl), "ValueError", "negative");
+    assert_int_equal(PFClosureCheckError(cl), 0);
+  }
+  /* A kept error left uncollected is freed with the closure (LSan checks). */
+  assert_true(add(-1, 0) == 0);
+  PFObjectFree(cl);
+  PFFuncFree(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_qsort_with_packed_comparator),
@@ -543,6 +671,9 @@ int main(void) {
       cmocka_unit_test(test_closure_owns_function),
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_threads_share_a_pointer),
+      cmocka_unit_test(test_finalizer_does_not_replace_kept_error),
+      cmocka_unit_test(test_bytes_argument_too_large),
+      cmocka_unit_test(test_concurrent_failures_keep_one_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -117,6 +117,113 @@ static void test_reraise_with_own_kind_and_message(void** state) {
   assert_string_equal(PFErrorGetMessage(), "no attribute 'x' (while loading)");
 }
 
+/* Every setter may be handed the thread's own error strings: the kind, the
+ * message, the traceback and PFGetLastError's text (issue 9, defect 10).
+ * Each is read before anything it points into is freed or moved; ASan
+ * reports it otherwise. */
+static void test_setters_take_own_strings(void** state) {
+  (void)state;
+  /* The message as the kind: it is freed when the new message is stored. */
+  PFErrorSet(kPFErrValueError, "KeyError");
+  PFErrorSet(PFErrorGetMessage(), "kind from the message");
+  assert_string_equal(PFErrorGetKind(), "KeyError");
+  assert_string_equal(PFErrorGetMessage(), "kind from the message");
+  PFErrorSet(kPFErrValueError, "IndexError");
+  assert_int_equal(PFErrorSetFormat(PFErrorGetMessage(), "%s/%s", PFErrorGetKind(),
+                                    PFErrorGetMessage()),
+                   -1);
+  assert_string_equal(PFErrorGetKind(), "IndexError");
+  assert_string_equal(PFErrorGetMessage(), "ValueError/IndexError");
+  /* An invalid kind taken from the message is kept in the new message. */
+  PFErrorSet(kPFErrValueError, "not an identifier");
+  PFErrorSet(PFErrorGetMessage(), PFErrorGetMessage());
+  assert_string_equal(PFErrorGetKind(), "RuntimeError");
+  assert_string_equal(PFErrorGetMessage(),
+                      "(invalid error kind 'not an identifier') not an identifier");
+
+  /* The traceback as kind and message: it is cleared by the new error. */
+  PFErrorSet(kPFErrValueError, "v");
+  PFErrorAppendTraceback("AttributeError");
+  PFErrorSet(PFErrorGetTraceback(), PFErrorGetTraceback());
+  assert_string_equal(PFErrorGetKind(), "AttributeError");
+  assert_string_equal(PFErrorGetMessage(), "AttributeError");
+  assert_string_equal(PFErrorGetTraceback(), "");
+  PFErrorSet(kPFErrValueError, "v");
+  PFErrorAppendTraceback("  at frame");
+  PFErrorSetFormat(kPFErrKeyError, "[%s]", PFErrorGetTraceback());
+  assert_string_equal(PFErrorGetMessage(), "[  at frame]");
+  assert_string_equal(PFErrorGetTraceback(), "");
+
+  /* PFGetLastError's text, through every setter. */
+  PFErrorSet(kPFErrKeyError, "k");
+  PFErrorAppendTraceback("  at f");
+  PFAPISetLastError(PFGetLastError());
+  assert_string_equal(PFErrorGetKind(), "RuntimeError");
+  assert_string_equal(PFErrorGetMessage(), "KeyError: k\n  at f");
+  PFErrorSet(kPFErrIndexError, PFGetLastError());
+  assert_string_equal(PFErrorGetMessage(), "RuntimeError: KeyError: k\n  at f");
+  PFErrorSetFormat(kPFErrValueError, "%s|%s", PFGetLastError(), PFErrorGetMessage());
+  assert_string_equal(PFErrorGetMessage(),
+                      "IndexError: RuntimeError: KeyError: k\n  at f|"
+                      "RuntimeError: KeyError: k\n  at f");
+  PFErrorSet(kPFErrValueError, "TypeError");
+  (void)PFGetLastError();
+  PFErrorSet(PFGetLastError() + strlen("ValueError: "), "kind from the full text");
+  assert_string_equal(PFErrorGetKind(), "TypeError");
+
+  /* PFAPISetLastError with the message and the traceback. */
+  PFErrorSet(kPFErrKeyError, "plain");
+  PFAPISetLastError(PFErrorGetMessage());
+  assert_string_equal(PFErrorGetMessage(), "plain");
+  PFErrorAppendTraceback("  tb line");
+  PFAPISetLastError(PFErrorGetTraceback());
+  assert_string_equal(PFErrorGetMessage(), "  tb line");
+  assert_string_equal(PFErrorGetTraceback(), "");
+
+  /* The kind, the message and the full text as traceback lines. */
+  PFErrorSet(kPFErrKeyError, "m");
+  PFErrorAppendTraceback(PFErrorGetKind());
+  PFErrorAppendTraceback(PFErrorGetMessage());
+  PFErrorAppendTraceback(PFGetLastError());
+  assert_string_equal(PFErrorGetTraceback(), "KeyError\nm\nKeyError: m\nKeyError\nm");
+}
+
+/* PFErrorAppendTraceback(PFErrorGetTraceback()): the line is the buffer
+ * that appending grows, so it moves under the copy (issue 9, defect 10). */
+static void test_append_own_traceback(void** state) {
+  (void)state;
+  PFErrorSet(kPFErrValueError, "v");
+  PFErrorAppendTraceback("  at one");
+  PFErrorAppendTraceback(PFErrorGetTraceback());
+  assert_string_equal(PFErrorGetTraceback(), "  at one\n  at one");
+  /* Doubling each time: the buffer is reallocated again and again. */
+  static char expect[8192];
+  size_t len = strlen(PFErrorGetTraceback());
+  memcpy(expect, PFErrorGetTraceback(), len + 1);
+  for (int i = 0; i < 8; ++i) {
+    expect[len] = '\n';
+    memcpy(expect + len + 1, expect, len);
+    len = 2 * len + 1;
+    expect[len] = '\0';
+    PFErrorAppendTraceback(PFErrorGetTraceback());
+    assert_string_equal(PFErrorGetTraceback(), expect);
+  }
+  assert_int_equal(strlen(PFErrorGetTraceback()), 512 * 8 + 511);
+  /* A line that starts inside the traceback (its last line). */
+  PFErrorSet(kPFErrValueError, "v");
+  PFErrorAppendTraceback("first");
+  PFErrorAppendTraceback("second line");
+  const char* tb = PFErrorGetTraceback();
+  PFErrorAppendTraceback(strrchr(tb, '\n') + 1);
+  assert_string_equal(PFErrorGetTraceback(), "first\nsecond line\nsecond line");
+  for (int i = 0; i < 6; ++i) {
+    tb = PFErrorGetTraceback();
+    PFErrorAppendTraceback(tb + strlen("first\n"));
+  }
+  assert_string_equal(PFGetLastError() + strlen("ValueError: v\n"), PFErrorGetTraceback());
+  assert_int_equal(strncmp(PFErrorGetTraceback(), "first\nsecond line\nsecond line\n", 30), 0);
+}
+
 static void test_traceback_and_clear(void** state) {
   (void)state;
   PFErrorSet(kPFErrValueError, "v");
@@ -256,6 +363,143 @@ static void test_failure_releases_return_value(void** state) {
   assert_pf_ok(PFFuncFree(f));
 }
 
+/* ---- finalizers that run after a failure (issue 9, defect 11) ------------- */
+
+/* A finalizer that calls entry points that fail: a registry lookup of a
+ * name that is not there (KeyError), a traceback line, and a packed
+ * function that fails (ValueError). */
+static atomic_int g_failing_fins;
+static void failing_fin(void* payload) {
+  (void)payload;
+  atomic_fetch_add(&g_failing_fins, 1);
+  PFFuncRemoveGlobal("errors.finalizer.no.such.name");
+  PFErrorAppendTraceback("  in the finalizer");
+  PFFunctionHandle f = NULL;
+  if (PFFuncCreateFromCFunc(raise_value_error, NULL, NULL, &f) == 0) {
+    PFValue rv;
+    int rc;
+    PFFuncCall(f, NULL, NULL, 0, &rv, &rc);
+    PFFuncFree(f);
+  }
+}
+
+/* Sets as its return value an object whose only reference is then the
+ * return slot's, so that dropping it runs failing_fin; then fails, with
+ * an error (res != NULL) or without one. res: "boxed" or "func". */
+static int set_doomed_then_fail(PFValue* args, int* codes, int n, PFRetValueHandle ret,
+                                void* res) {
+  (void)args;
+  (void)codes;
+  (void)n;
+  PFObjectHandle obj = NULL;
+  int code;
+  if (strcmp(res, "func") == 0 || strcmp(res, "func-silent") == 0) {
+    if (PFFuncCreateFromCFunc(pf_test_echo, NULL, failing_fin, &obj) != 0) return -1;
+    code = kPFFuncHandle;
+  } else {
+    if (PFObjectCreateBoxed(NULL, failing_fin, &obj) != 0) return -1;
+    code = kPFObjectHandle;
+  }
+  PFValue v = {.v_handle = obj};
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(obj);
+  if (st != 0) return -1;
+  if (strstr(res, "silent") != NULL) return -1;
+  PFErrorSetFormat(kPFErrIndexError, "the callee's own error (%s)", (const char*)res);
+  PFErrorAppendTraceback("  in the callee");
+  return -1;
+}
+
+/* Calls the function in its resource and passes its failure on. */
+static int forward_failure(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  PFValue rv;
+  int rc;
+  if (PFFuncCall(res, args, codes, n, &rv, &rc) != 0) {
+    PFErrorAppendTraceback("  in forward_failure");
+    return -1;
+  }
+  return PFCFuncSetReturn(ret, &rv, &rc, 1);
+}
+
+static void test_finalizer_does_not_replace_callee_error(void** state) {
+  (void)state;
+  const char* kinds[] = {"boxed", "func"};
+  for (int i = 0; i < 2; ++i) {
+    atomic_store(&g_failing_fins, 0);
+    PFFunctionHandle f = make(set_doomed_then_fail, (void*)kinds[i]);
+    PFValue rv = {.v_int64 = 7};
+    int rc = 8;
+    assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrIndexError,
+                    "the callee's own error", kinds[i]);
+    assert_int_equal(atomic_load(&g_failing_fins), 1); /* it did run, and fail */
+    assert_string_equal(PFErrorGetTraceback(), "  in the callee");
+    assert_int_equal(rv.v_int64, 7);
+    assert_int_equal(rc, 8);
+    /* One level up, the error passes on unchanged. */
+    PFFunctionHandle outer = make(forward_failure, f);
+    assert_pf_error(PFFuncCall(outer, NULL, NULL, 0, &rv, &rc), kPFErrIndexError,
+                    "the callee's own error", kinds[i]);
+    assert_int_equal(atomic_load(&g_failing_fins), 2);
+    assert_string_equal(PFErrorGetTraceback(), "  in the callee\n  in forward_failure");
+    assert_pf_ok(PFFuncFree(outer));
+    assert_pf_ok(PFFuncFree(f));
+  }
+}
+
+/* A callee that fails without recording an error is reported as such, not
+ * as whatever the finalizer recorded. */
+static void test_finalizer_does_not_hide_silent_failure(void** state) {
+  (void)state;
+  const char* kinds[] = {"boxed-silent", "func-silent"};
+  for (int i = 0; i < 2; ++i) {
+    atomic_store(&g_failing_fins, 0);
+    PFFunctionHandle f = make(set_doomed_then_fail, (void*)kinds[i]);
+    assert_pf_ok(PFFuncSetInfo(f, "errors.silent_with_finalizer", NULL, NULL));
+    PFValue rv;
+    int rc;
+    PFErrorSet(kPFErrKeyError, "stale");
+    assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError,
+                    "errors.silent_with_finalizer", "without recording an error");
+    assert_int_equal(atomic_load(&g_failing_fins), 1);
+    assert_string_equal(PFErrorGetTraceback(), "");
+    assert_pf_ok(PFFuncFree(f));
+  }
+}
+
+/* Sets a result whose finalizer fails, replaces it with an int (which
+ * runs the finalizer), then fails without recording an error. */
+static int replace_doomed_then_fail_silently(PFValue* args, int* codes, int n,
+                                             PFRetValueHandle ret, void* res) {
+  (void)args;
+  (void)codes;
+  (void)n;
+  (void)res;
+  PFObjectHandle obj = NULL;
+  if (PFObjectCreateBoxed(NULL, failing_fin, &obj) != 0) return -1;
+  PFValue v = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(obj);
+  if (st != 0) return -1;
+  v.v_int64 = 3;
+  code = kPFInt;
+  if (PFCFuncSetReturn(ret, &v, &code, 1) != 0) return -1;
+  return -1;
+}
+
+static void test_replaced_result_finalizer_does_not_hide_silent_failure(void** state) {
+  (void)state;
+  atomic_store(&g_failing_fins, 0);
+  PFFunctionHandle f = make(replace_doomed_then_fail_silently, NULL);
+  PFValue rv;
+  int rc;
+  PFErrorSet(kPFErrKeyError, "stale");
+  assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError,
+                  "without recording an error");
+  assert_int_equal(atomic_load(&g_failing_fins), 1);
+  assert_pf_ok(PFFuncFree(f));
+}
+
 /* ---- a nested chain: A calls B calls C, C raises --------------------------- */
 
 typedef struct {
@@ -354,12 +598,17 @@ int main(void) {
       cmocka_unit_test(test_api_set_last_error),
       cmocka_unit_test(test_custom_and_invalid_kinds),
       cmocka_unit_test(test_reraise_with_own_kind_and_message),
+      cmocka_unit_test(test_setters_take_own_strings),
+      cmocka_unit_test(test_append_own_traceback),
       cmocka_unit_test(test_traceback_and_clear),
       cmocka_unit_test(test_success_does_not_clear),
       cmocka_unit_test(test_callee_error_reaches_caller),
       cmocka_unit_test(test_callee_fails_without_error),
       cmocka_unit_test(test_callee_clears_then_fails),
       cmocka_unit_test(test_failure_releases_return_value),
+      cmocka_unit_test(test_finalizer_does_not_replace_callee_error),
+      cmocka_unit_test(test_finalizer_does_not_hide_silent_failure),
+      cmocka_unit_test(test_replaced_result_finalizer_does_not_hide_silent_failure),
       cmocka_unit_test(test_nested_chain_keeps_kind_and_traceback),
       cmocka_unit_test(test_errors_are_per_thread),
   };

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "support/pf_test.h"
@@ -315,6 +316,60 @@ static void test_not_sealed_by_default(void** state) {
   assert_int_equal(sealed, 0);
 }
 
+/* ---- thread exit (issue 9, defect 9) ------------------------------------- */
+
+/* A thread-specific key created after the registry's own: its destructor
+ * runs after the registry has freed the exiting thread's name list, and
+ * lists names (and records an error) again. The list block must not be
+ * freed a second time, and the blocks made during the exit must be freed
+ * too (ASan and LeakSanitizer check both). */
+static pthread_key_t g_late_key;
+static atomic_int g_late_runs, g_late_count;
+
+static void late_destructor(void* p) {
+  (void)p;
+  int n = -1;
+  const char** arr = NULL;
+  if (PFFuncListGlobalNamesWithPrefix("exit.", &n, &arr) == 0 && n == 1 &&
+      strcmp(arr[0], "exit.one") == 0)
+    atomic_fetch_add(&g_late_count, 1);
+  (void)PFFuncListGlobalNames(&n, &arr); /* replaces the block just made */
+  PFErrorSet(kPFErrValueError, "recorded while the thread exits");
+  atomic_fetch_add(&g_late_runs, 1);
+}
+
+static void* exiting_thread(void* p) {
+  (void)p;
+  int n = 0;
+  const char** arr = NULL;
+  if (PFFuncListGlobalNames(&n, &arr) != 0) return NULL; /* this thread's block */
+  PFErrorSet(kPFErrKeyError, "this thread's error storage");
+  pthread_setspecific(g_late_key, (void*)1);
+  return NULL;
+}
+
+static void test_list_names_in_a_late_thread_exit_destructor(void** state) {
+  (void)state;
+  PFFunctionHandle f = make_int_func(1);
+  assert_pf_ok(PFFuncRegisterGlobal("exit.one", f, 0));
+  int n = 0;
+  const char** arr = NULL;
+  /* The registry's key exists before the test's (it is made at the first
+   * list call in the process). */
+  assert_pf_ok(PFFuncListGlobalNames(&n, &arr));
+  assert_int_equal(pthread_key_create(&g_late_key, late_destructor), 0);
+  for (int i = 0; i < 4; ++i) {
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, exiting_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+  }
+  assert_int_equal(atomic_load(&g_late_runs), 4);
+  assert_int_equal(atomic_load(&g_late_count), 4);
+  assert_int_equal(pthread_key_delete(g_late_key), 0);
+  assert_pf_ok(PFFuncRemoveGlobal("exit.one"));
+  assert_pf_ok(PFFuncFree(f));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_not_sealed_by_default),
@@ -330,6 +385,7 @@ int main(void) {
       cmocka_unit_test(test_name_length_limits),
       cmocka_unit_test(test_protected_names),
       cmocka_unit_test(test_unknown_flags),
+      cmocka_unit_test(test_list_names_in_a_late_thread_exit_destructor),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

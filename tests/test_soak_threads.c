@@ -4,7 +4,9 @@
  *   - a name always resolves to a function registered under that name;
  *   - every function's finalizer ran exactly once (a second run would also
  *     be a use-after-free that ASan reports), after all names are removed;
- *   - each thread's error stays its own while others record theirs;
+ *   - each thread's error stays its own while others record theirs, and
+ *     survives re-raising it with its own strings and finalizers that run
+ *     after a failure;
  *   - results of typed calls, closures and nested callbacks are right.
  * PF_SOAK_OPS sets the number of operations in all (default 100000, the
  * short form that `make test` runs under ASan and TSan; `make soak` runs a
@@ -70,6 +72,27 @@ static int p_fail(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   return PFErrorSetFormat(kPFErrIndexError, "soak failure %lld", (long long)a[0].v_int64);
 }
 
+/* A boxed object's finalizer that records errors of its own. */
+static void doomed_fin(void* p) {
+  (void)p;
+  PFFuncRemoveGlobal("soak.no.such.name"); /* KeyError */
+  PFErrorAppendTraceback("in doomed_fin");
+}
+
+/* Sets a result whose finalizer fails, then fails: the caller must get
+ * this error, not the finalizer's (issue 9). */
+static int p_fail_doomed(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)c, (void)n, (void)res;
+  PFObjectHandle obj = NULL;
+  if (PFObjectCreateBoxed(NULL, doomed_fin, &obj) != 0) return -1;
+  PFValue v = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(obj);
+  if (st != 0) return -1;
+  return PFErrorSetFormat(kPFErrIndexError, "soak doomed %lld", (long long)a[0].v_int64);
+}
+
 static int p_echo_str(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   (void)res;
   if (n != 1 || c[0] != kPFStr) return PFErrorSetFormat(kPFErrTypeError, "echo_str: want str");
@@ -84,7 +107,7 @@ static int64_t t_mul(int64_t a, int64_t b) { return a * b; }
 
 static char g_names[N_NAMES][32];
 static atomic_long g_serial;
-static PFFunctionHandle g_apply, g_fail, g_typed, g_echo_str;
+static PFFunctionHandle g_apply, g_fail, g_fail_doomed, g_typed, g_echo_str;
 static PFObjectHandle g_closure, g_boxed;
 static int64_t (*g_closure_fn)(int64_t);
 static atomic_long g_failures; /* invariant violations seen by workers */
@@ -192,6 +215,22 @@ static void* worker(void* arg) {
         if (strcmp(PFErrorGetKind(), kPFErrIndexError) != 0 ||
             strcmp(PFErrorGetMessage(), want) != 0)
           violation("thread's error was changed", op, 0);
+        /* Re-raising with the thread's own strings changes nothing. */
+        PFErrorAppendTraceback(PFErrorGetMessage());
+        PFErrorAppendTraceback(PFErrorGetTraceback());
+        PFErrorSetFormat(PFErrorGetKind(), "%s", PFErrorGetMessage());
+        if (strcmp(PFErrorGetKind(), kPFErrIndexError) != 0 ||
+            strcmp(PFErrorGetMessage(), want) != 0 || PFErrorGetTraceback()[0] != '\0')
+          violation("re-raising the thread's own error changed it", op, 0);
+        /* A finalizer run after the callee failed leaves its error alone. */
+        if (PFFuncCall(g_fail_doomed, &a, &c, 1, &rv, &rc) != -1) {
+          violation("fail_doomed succeeded", 0, 0);
+          break;
+        }
+        snprintf(want, sizeof(want), "soak doomed %ld", op);
+        if (strcmp(PFErrorGetKind(), kPFErrIndexError) != 0 ||
+            strcmp(PFErrorGetMessage(), want) != 0 || PFErrorGetTraceback()[0] != '\0')
+          violation("a finalizer replaced the callee's error", op, 0);
         snprintf(text, sizeof(text), "thread %d op %ld", (int)(intptr_t)arg, op);
         PFValue s = {.v_str = text};
         c = kPFStr;
@@ -259,6 +298,7 @@ static void test_soak(void** state) {
 
   assert_pf_ok(PFFuncCreateFromCFunc(p_apply, NULL, NULL, &g_apply));
   assert_pf_ok(PFFuncCreateFromCFunc(p_fail, NULL, NULL, &g_fail));
+  assert_pf_ok(PFFuncCreateFromCFunc(p_fail_doomed, NULL, NULL, &g_fail_doomed));
   assert_pf_ok(PFFuncCreateFromCFunc(p_echo_str, NULL, NULL, &g_echo_str));
   assert_pf_ok(PFFuncCreateFromTyped((void*)t_mul, "int64(int64,int64)", &g_typed));
   PFFunctionHandle tr = NULL;
@@ -296,6 +336,7 @@ static void test_soak(void** state) {
   assert_pf_ok(PFFuncFree(g_typed));
   assert_pf_ok(PFFuncFree(g_echo_str));
   assert_pf_ok(PFFuncFree(g_fail));
+  assert_pf_ok(PFFuncFree(g_fail_doomed));
   assert_pf_ok(PFFuncFree(g_apply));
   /* Every finalizer ran, and none twice. */
   assert_true(atomic_load(&g_created) > total / 16);

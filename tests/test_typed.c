@@ -765,6 +765,76 @@ static void test_func(void** state) {
   assert_int_equal(g_adder_freed, 1);
 }
 
+/* ---- issue 9: sizes (defect 12) and errors kept across finalizers (11) ---- */
+
+static char g_small[8] = "small";
+static PFByteArray huge_bytes(void) {
+  PFByteArray r = {g_small, SIZE_MAX};
+  return r;
+}
+static PFByteArray largest_bytes(void) {
+  PFByteArray r = {g_small, (size_t)PTRDIFF_MAX};
+  return r;
+}
+
+static void test_bytes_result_too_large(void** state) {
+  (void)state;
+  PFValue rv;
+  int rc;
+  PFFunctionHandle f = typed(FN(huge_bytes), "bytes()");
+  assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "ValueError",
+                  "typed function bytes(): result is bytes of size 18446744073709551615, "
+                  "larger than any object can be");
+  PFFuncFree(f);
+  /* Possible in principle; its copy is not. */
+  f = typed(FN(largest_bytes), "bytes()");
+  assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "MemoryError");
+  PFFuncFree(f);
+}
+
+static int g_failing_fin_runs;
+static void failing_fin(void* p) {
+  (void)p;
+  ++g_failing_fin_runs;
+  PFFuncRemoveGlobal("typed.finalizer.no.such.name"); /* KeyError */
+  PFErrorAppendTraceback("  in the finalizer");
+}
+static int packed_nothing(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)a, (void)c, (void)n, (void)ret, (void)res;
+  return 0;
+}
+/* Hands its caller the only reference to a function whose finalizer fails. */
+static PFFunctionHandle make_doomed(void) {
+  PFFunctionHandle g = NULL;
+  if (PFFuncCreateFromCFunc(packed_nothing, NULL, failing_fin, &g) != 0) return NULL;
+  return g;
+}
+
+/* When a func result cannot be stored, the typed function drops the
+ * reference the C function handed it, which runs that function's
+ * finalizer: the error stays the store's. The store fails here because
+ * the typed function's packed entry is called directly with no return
+ * slot, as a host that misuses the entry would. */
+static void test_func_result_error_survives_finalizer(void** state) {
+  (void)state;
+  g_failing_fin_runs = 0;
+  PFFunctionHandle f = typed(FN(make_doomed), "func()");
+  pf_function* pf = f;
+  assert_pf_error(pf->func(NULL, NULL, 0, NULL, pf->resource), "TypeError",
+                  "PFCFuncSetReturn: argument 'ret' is NULL");
+  assert_int_equal(g_failing_fin_runs, 1);
+  assert_string_equal(PFErrorGetTraceback(), "");
+  /* Called properly, the result is the caller's. */
+  PFValue rv;
+  int rc;
+  assert_pf_ok(call(f, 0, NULL, NULL, &rv, &rc));
+  assert_int_equal(rc, kPFFuncHandle);
+  assert_int_equal(g_failing_fin_runs, 1);
+  PFFuncFree(rv.v_handle);
+  assert_int_equal(g_failing_fin_runs, 2);
+  PFFuncFree(f);
+}
+
 static void test_libffi_mixed(void** state) {
   (void)state;
   PFFunctionHandle f = typed(FN(mixed6), "float64(int8,float32,float64,uint16,bool,int32)");
@@ -815,6 +885,8 @@ int main(void) {
       cmocka_unit_test(test_tensor),
       cmocka_unit_test(test_dtype_device),
       cmocka_unit_test(test_func),
+      cmocka_unit_test(test_bytes_result_too_large),
+      cmocka_unit_test(test_func_result_error_survives_finalizer),
       cmocka_unit_test(test_libffi_mixed),
       cmocka_unit_test(test_api_table),
   };

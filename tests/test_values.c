@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "support/pf_test.h"
@@ -352,6 +353,98 @@ static void test_bytes(void** state) {
   }
 }
 
+/* ---- sizes beyond any object (issue 9, defect 12) ------------------------ */
+
+typedef struct {
+  size_t size;
+  int status;
+  char kind[PF_ERROR_KIND_MAX];
+  char msg[256];
+} big_return;
+
+/* Sets an int result, then tries a bytes result of res->size bytes (its
+ * data a small buffer: the size is a lie that must be caught before the
+ * copy reads it) and records what PFCFuncSetReturn said. */
+static int set_big_bytes(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args;
+  (void)codes;
+  (void)n;
+  big_return* b = res;
+  PFValue v = {.v_int64 = 5};
+  int code = kPFInt;
+  if (PFCFuncSetReturn(ret, &v, &code, 1) != 0) return -1;
+  static char data[16] = "small";
+  PFByteArray ba = {data, b->size};
+  v.v_handle = &ba;
+  code = kPFBytes;
+  b->status = PFCFuncSetReturn(ret, &v, &code, 1);
+  snprintf(b->kind, sizeof(b->kind), "%s", PFErrorGetKind());
+  snprintf(b->msg, sizeof(b->msg), "%s", PFErrorGetMessage());
+  return 0;
+}
+
+static void test_bytes_return_too_large(void** state) {
+  (void)state;
+  const struct {
+    size_t size;
+    const char* kind;
+    const char* text;
+  } cases[] = {
+      {SIZE_MAX, kPFErrValueError, "larger than any object can be"},
+      {SIZE_MAX - 1, kPFErrValueError, "larger than any object can be"},
+      {(size_t)PTRDIFF_MAX + 1, kPFErrValueError, "larger than any object can be"},
+      /* Possible in principle, but its copy (size + 1 bytes) is not. */
+      {(size_t)PTRDIFF_MAX, kPFErrMemoryError, "out of memory"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    big_return b = {cases[i].size, 0, "", ""};
+    PFFunctionHandle f = make(set_big_bytes, &b);
+    PFValue rv;
+    int rc;
+    assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+    /* The call's result is the one set before. */
+    assert_int_equal(rc, kPFInt);
+    assert_int_equal(rv.v_int64, 5);
+    assert_int_equal(b.status, -1);
+    assert_string_equal(b.kind, cases[i].kind);
+    if (strstr(b.msg, cases[i].text) == NULL) fail_msg("message '%s' lacks '%s'", b.msg, cases[i].text);
+    if (cases[i].kind[0] == 'V') {
+      char expect[96];
+      snprintf(expect, sizeof(expect), "PFCFuncSetReturn: return value 0 is bytes of size %zu",
+               cases[i].size);
+      if (strstr(b.msg, expect) == NULL) fail_msg("message '%s' lacks '%s'", b.msg, expect);
+    }
+    assert_pf_ok(PFFuncFree(f));
+  }
+}
+
+static int count_calls(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args;
+  (void)codes;
+  (void)n;
+  (void)ret;
+  ++*(int*)res;
+  return 0;
+}
+
+static void test_bytes_argument_too_large(void** state) {
+  (void)state;
+  int calls = 0;
+  PFFunctionHandle f = make(count_calls, &calls);
+  char data[4] = "abc";
+  PFByteArray ok = {data, 3}, huge = {data, SIZE_MAX};
+  PFValue args[2] = {{.v_handle = &ok}, {.v_handle = &huge}}, rv;
+  int codes[2] = {kPFBytes, kPFBytes}, rc;
+  assert_pf_error(PFFuncCall(f, args, codes, 2, &rv, &rc), kPFErrValueError,
+                  "PFFuncCall: argument 1 is bytes of size 18446744073709551615",
+                  "larger than any object can be");
+  assert_int_equal(calls, 0);
+  huge.size = (size_t)PTRDIFF_MAX; /* the largest possible size passes */
+  assert_pf_ok(PFFuncCall(f, args, codes, 2, &rv, &rc));
+  assert_int_equal(calls, 1);
+  assert_pf_ok(PFFuncFree(f));
+}
+
 /* ---- handles returned as new references -------------------------------- */
 
 /* Creates a fresh counted function, returns it, drops its own reference. */
@@ -620,6 +713,8 @@ int main(void) {
       cmocka_unit_test(test_string_echo),
       cmocka_unit_test(test_string_result_as_argument_survives_nested_calls),
       cmocka_unit_test(test_bytes),
+      cmocka_unit_test(test_bytes_return_too_large),
+      cmocka_unit_test(test_bytes_argument_too_large),
       cmocka_unit_test(test_function_returned_is_new_reference),
       cmocka_unit_test(test_function_echo_adds_reference),
       cmocka_unit_test(test_module_code_rejects_non_module),

@@ -41,6 +41,12 @@
  *    Allocation failure is a -1 with kind "MemoryError".
  *  - Threads. Every entry point may be called from any thread. Function
  *    handles may be shared between threads; reference counting is atomic.
+ *  - fork(). A child process forked while other threads are inside
+ *    packedfunc calls may go on using the registry, its functions and
+ *    existing closures: the runtime's locks are taken around fork() (with
+ *    pthread_atfork handlers installed when the library loads) and released
+ *    in both processes. Creating new closures in such a child depends on
+ *    libffi's own allocator.
  */
 #ifndef PACKEDFUNC_C_API_H_
 #define PACKEDFUNC_C_API_H_
@@ -235,7 +241,8 @@ typedef enum {
 PF_EXPORT const char* PFGetLastError(void);
 
 /* Records `msg` as the calling thread's error, with kind "RuntimeError" and
- * no traceback. NULL records "unknown error". The text is copied. The usual
+ * no traceback. NULL records "unknown error". The text is copied; it may be
+ * one of the thread's own error strings (e.g. PFGetLastError()). The usual
  * way for a packed function to fail is PFErrorSet or PFErrorSetFormat,
  * which also give the kind. Thread-safe. */
 PF_EXPORT void PFAPISetLastError(const char* msg);
@@ -244,12 +251,16 @@ PF_EXPORT void PFAPISetLastError(const char* msg);
  * replacing any previous error and clearing its traceback. A NULL, empty,
  * over-long or non-identifier kind is recorded as "RuntimeError" (with the
  * given kind kept at the front of the message); a NULL message as "".
- * Both strings are copied. If copying fails, the thread's error becomes
- * a MemoryError with a fixed message. Thread-safe. */
+ * Both strings are copied. Either may be one of the thread's own error
+ * strings (PFErrorGetKind, PFErrorGetMessage, PFErrorGetTraceback,
+ * PFGetLastError, as a host re-raising the current error passes them): each
+ * is read before it is replaced. If copying fails, the thread's error
+ * becomes a MemoryError with a fixed message. Thread-safe. */
 PF_EXPORT void PFErrorSet(const char* kind, const char* msg);
 
-/* As PFErrorSet with a printf-style message. Always returns -1, so that a
- * packed function can write `return PFErrorSetFormat(...)`. */
+/* As PFErrorSet with a printf-style message; the kind, the format and its
+ * arguments may be the thread's own error strings too. Always returns -1, so
+ * that a packed function can write `return PFErrorSetFormat(...)`. */
 PF_EXPORT int PFErrorSetFormat(const char* kind, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -258,7 +269,9 @@ PF_EXPORT int PFErrorSetFormat(const char* kind, const char* fmt, ...)
 
 /* Appends one line to the traceback text of the calling thread's error.
  * Each language boundary or call level that passes an error on may add a
- * line describing itself. NULL is ignored. Thread-safe. */
+ * line describing itself. The line is copied; it may point into the
+ * thread's own error strings, the traceback itself included. NULL is
+ * ignored. Thread-safe. */
 PF_EXPORT void PFErrorAppendTraceback(const char* line);
 
 /* The parts of the calling thread's last error. Each is owned by the
@@ -347,12 +360,16 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  *   - other codes: plain values.
  * On failure returns -1 and leaves the callee's error (kind, message,
  * traceback) as the thread's last error; a callee that returned -1 without
- * recording an error yields a RuntimeError saying so.
+ * recording an error yields a RuntimeError saying so. A result the failed
+ * callee had set is released; finalizers that this runs may record errors,
+ * which are dropped: the error stays the callee's.
  * Errors detected before the call: NULL func, NULL ret_val/ret_type_code,
  * NULL args/type_codes with num_args > 0 (TypeError); num_args < 0
  * (ValueError); an unknown type code, a NULL string or byte array, bytes
  * with NULL data and a non-zero size, a NULL or wrong-kind handle under a
- * handle code (TypeError, naming the argument's position).
+ * handle code (TypeError, naming the argument's position); bytes with a
+ * size larger than any object can have, PTRDIFF_MAX (ValueError, naming
+ * the argument's position).
  * Reentrant: the callee may call other functions, on any thread.
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
@@ -366,10 +383,13 @@ PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
  * case it is that call's handle). Strings and
  * bytes are copied; a function, module or object handle gets a new
  * reference held by the return slot (the callee keeps its own). Setting
- * again replaces the earlier value. `num_ret` must be 1.
+ * again replaces the earlier value (releasing it may run its finalizer,
+ * whose errors are dropped). `num_ret` must be 1.
  * Errors: NULL or stale `ret`, NULL value/type_code, unknown type code,
- * NULL string/bytes/handle (TypeError); num_ret != 1 (ValueError);
- * MemoryError.
+ * NULL string/bytes/handle (TypeError); num_ret != 1 (ValueError); bytes
+ * with a size larger than any object can have, PTRDIFF_MAX (ValueError,
+ * checked before the copy); MemoryError. On error the call's result is
+ * unchanged.
  */
 PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value,
                                int* type_code, int num_ret);
@@ -426,7 +446,9 @@ PF_EXPORT int PFFuncRemoveGlobal(const char* name);
 
 /* Lists the registered names, sorted. *out_array and the strings live in
  * the calling thread's list storage until the next PFFuncListGlobalNames*
- * call on this thread. Errors: NULL outputs (TypeError), MemoryError. */
+ * call on this thread; the storage is freed when the thread exits (a call
+ * from a thread-specific-data destructor during the exit is fine, and its
+ * list is freed too). Errors: NULL outputs (TypeError), MemoryError. */
 PF_EXPORT int PFFuncListGlobalNames(int* out_size, const char*** out_array);
 
 /* As PFFuncListGlobalNames, keeping only names that begin with `prefix`
@@ -464,8 +486,11 @@ typedef struct {
 PF_EXPORT int PFSetAllocator(const PFAllocator* allocator);
 
 /* Allocates through the runtime's allocator; NULL (with a MemoryError
- * recorded) on failure. Memory that the runtime frees on your behalf must
- * come from here. PFMemFree(NULL) is a no-op. */
+ * recorded) on failure. A size larger than any object can have
+ * (PTRDIFF_MAX) fails at once, naming the argument, without calling the
+ * allocator; PFMemRealloc then leaves the block as it was. Memory that the
+ * runtime frees on your behalf must come from here. PFMemFree(NULL) is a
+ * no-op. */
 PF_EXPORT void* PFMemAlloc(size_t size);
 PF_EXPORT void* PFMemRealloc(void* ptr, size_t size);
 PF_EXPORT void PFMemFree(void* ptr);
@@ -579,8 +604,8 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  *    copies it at once into the caller's return storage and never frees it.
  *    A NULL result becomes kPFNull.
  *  - bytes: a PFByteArray returned by value, under the same rule for its
- *    data; {NULL, 0} is empty bytes; NULL data with a nonzero size is a
- *    ValueError.
+ *    data; {NULL, 0} is empty bytes; NULL data with a nonzero size, or a
+ *    size larger than any object can have (PTRDIFF_MAX), is a ValueError.
  *  - tensor and ptr: the pointer is passed on as is; its lifetime is the C
  *    function's business.
  *  - func: the C function transfers a reference to the caller (as every
@@ -653,8 +678,11 @@ PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature,
  * func result is a new reference that the C caller must release.
  *
  * Errors cannot unwind through C code. When a call fails — an argument that
- * does not convert, `func` failing, or a result that does not match the
- * signature (TypeError/ValueError naming the closure and "result") — the
+ * does not convert (a bytes argument with NULL data and a nonzero size, or
+ * a size larger than PTRDIFF_MAX, is a ValueError), `func` failing, or a
+ * result that does not match the signature (TypeError/ValueError naming the
+ * closure and "result"; a mismatched handle result is released, and errors
+ * that its finalizer records are dropped) — the
  * pointer returns the zero value of its result type (0, 0.0, false, NULL,
  * {NULL, 0}, an all-zero dtype or device), and the closure keeps the FIRST
  * such error (kind, message and traceback, plus a traceback line naming the
