@@ -178,10 +178,6 @@ static void write_result(int t, const pf_cvalue* v, void* ret) {
   }
 }
 
-static int is_handle_code(int code) {
-  return code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle;
-}
-
 static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
   pf_closure* c = user;
   /* The documented zero result, in place before anything can fail. */
@@ -205,19 +201,19 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
     return;
   }
   if (c->sig.ret == pf_t_void) {
-    if (is_handle_code(rc)) pf_object_release(rv.v_handle);
+    if (pf_code_is_handle(rc)) pf_object_release(rv.v_handle);
     return;
   }
   pf_cvalue cv;
   /* Only a func result may carry a reference out; any other handle is a
    * type mismatch, and its reference is dropped here. */
-  pf_conv k = (is_handle_code(rc) && rc != kPFFuncHandle) ? pf_conv_type
+  pf_conv k = (pf_code_is_handle(rc) && rc != kPFFuncHandle) ? pf_conv_type
                                                           : pf_packed_to_c(c->sig.ret, rc, &rv, &cv, 1);
   if (k != pf_conv_ok) {
     char who[512];
     describe(c, who, sizeof(who));
     pf_conv_error(k, who, "result", c->sig.ret, rc, &rv);
-    if (is_handle_code(rc)) {
+    if (pf_code_is_handle(rc)) {
       /* The release may run a finalizer that records errors: keep this one. */
       pf_saved_error saved;
       pf_error_save(&saved);

@@ -28,29 +28,16 @@ static int is_active_slot(const pf_ret_slot* s) {
   return 0;
 }
 
-/* Pointer-carrying codes whose pointer must not be NULL. */
-static const unsigned char k_needs_ptr[kPFTypeCodeEnd] = {
-    [kPFDLTensorHandle] = 1, [kPFStr] = 1,          [kPFBytes] = 1,
-    [kPFFuncHandle] = 1,     [kPFModuleHandle] = 1, [kPFObjectHandle] = 1,
-};
-
-static int is_handle_code(int c) {
-  return c == kPFFuncHandle || c == kPFModuleHandle || c == kPFObjectHandle;
-}
-
-static uint32_t handle_type(int c) {
-  return c == kPFFuncHandle ? kPFObjectFunction : c == kPFModuleHandle ? kPFObjectModule : 0;
-}
-
 /* Checks one value; on failure records an error naming `where` and `what`
  * (e.g. "argument 2") and returns -1. */
 static int check_value(const char* where, const char* what, int index, int code,
                        const PFValue* v) {
-  if (code >= 0 && code < kPFTypeCodeEnd) {
-    if (k_needs_ptr[code] && v->v_handle == NULL)
+  if ((unsigned)code < kPFTypeCodeEnd) {
+    pf_code_info info = pf_codes[code];
+    if (info.kind != kPFValuePlain && v->v_handle == NULL)
       return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d has type code %s but a NULL pointer",
                               where, what, index, PFTypeCodeName(code));
-    if (is_handle_code(code) && !pf_is_object(v->v_handle, handle_type(code)))
+    if (info.kind == kPFValueHandle && !pf_is_object(v->v_handle, info.object_type))
       return PFErrorSetFormat(kPFErrTypeError,
                               "%s: %s %d has type code %s but is not a live %s handle", where,
                               what, index, PFTypeCodeName(code), PFTypeCodeName(code));
@@ -75,7 +62,7 @@ static int check_value(const char* where, const char* what, int index, int code,
 
 static void slot_clear(pf_ret_slot* s) {
   if (!s->owns) return;
-  if (is_handle_code(s->type_code)) pf_object_release(s->value.v_handle);
+  if (pf_code_is_handle(s->type_code)) pf_object_release(s->value.v_handle);
   pf_free(s->heap);
   s->heap = NULL;
   s->owns = 0;
@@ -114,7 +101,7 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     heap = pf_malloc(len + 1);
     if (heap == NULL) return pf_oom(where);
   }
-  if (is_handle_code(code))
+  if (pf_code_is_handle(code))
     pf_object_retain(value->v_handle);
   /* After the retain: setting the same handle twice is safe. Dropping the
    * earlier value may run a finalizer; its errors are not the callee's,
@@ -134,7 +121,7 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     s->heap = heap;
     s->len = len;
   }
-  s->owns = heap != NULL || is_handle_code(code);
+  s->owns = heap != NULL || pf_code_is_handle(code);
   return 0;
 }
 
@@ -146,7 +133,7 @@ int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int n
   if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1) &&
       s == pf_hot.ret_top) {
     int code = *type_code;
-    if ((unsigned)code < kPFTypeCodeEnd && !k_needs_ptr[code] && !s->owns) {
+    if ((unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValuePlain && !s->owns) {
       s->type_code = code;
       s->value = *value;
       return 0;
@@ -219,8 +206,8 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
     return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
   for (int i = 0; i < num_args; ++i) {
     int c = type_codes[i];
-    /* Plain value codes need no check beyond the range test. */
-    if ((unsigned)c <= kPFDataType || c == kPFDevice) continue;
+    /* A plain value needs no check: any bits are valid. */
+    if ((unsigned)c < kPFTypeCodeEnd && pf_codes[c].kind == kPFValuePlain) continue;
     if (check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
   }
   pf_function* f = func;
