@@ -87,85 +87,53 @@ static void keep_error(pf_closure* c) {
 
 /* The C argument at `p` as a packed value. */
 static int c_to_packed(const pf_closure* c, int i, const void* p, PFValue* v, int* code) {
-  switch (c->sig.args[i]) {
-    case pf_t_int8: v->v_int64 = *(const int8_t*)p; *code = kPFInt; return 0;
-    case pf_t_int16: v->v_int64 = *(const int16_t*)p; *code = kPFInt; return 0;
-    case pf_t_int32: v->v_int64 = *(const int32_t*)p; *code = kPFInt; return 0;
-    case pf_t_int64: v->v_int64 = *(const int64_t*)p; *code = kPFInt; return 0;
-    case pf_t_uint8: v->v_int64 = *(const uint8_t*)p; *code = kPFInt; return 0;
-    case pf_t_uint16: v->v_int64 = *(const uint16_t*)p; *code = kPFInt; return 0;
-    case pf_t_uint32: v->v_int64 = *(const uint32_t*)p; *code = kPFInt; return 0;
-    case pf_t_uint64: {
-      uint64_t u = *(const uint64_t*)p;
-      if (u > (uint64_t)INT64_MAX) {
-        char who[512];
-        describe(c, who, sizeof(who));
-        return PFErrorSetFormat(kPFErrValueError,
-                                "%s: argument %d: uint64 value %llu does not fit the int64 of a "
-                                "packed value", who, i, (unsigned long long)u);
-      }
-      v->v_int64 = (int64_t)u;
-      *code = kPFInt;
-      return 0;
-    }
-    case pf_t_float32: v->v_float64 = *(const float*)p; *code = kPFFloat; return 0;
-    case pf_t_float64: v->v_float64 = *(const double*)p; *code = kPFFloat; return 0;
-    case pf_t_bool: v->v_int64 = *(const uint8_t*)p != 0; *code = kPFBool; return 0;
-    case pf_t_dtype: memcpy(&v->v_type, p, sizeof(DLDataType)); *code = kPFDataType; return 0;
-    case pf_t_device: memcpy(&v->v_device, p, sizeof(DLDevice)); *code = kPFDevice; return 0;
-    default: break;
+  int t = c->sig.args[i];
+  pf_cvalue cv;
+  switch (t) {
+#define INT_READ_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                              \
+    cv.member = *(const ctype*)p;                              \
+    break;
+#define FLOAT_READ_(id, name, ctype, member, ffi, max) \
+  case pf_t_##id:                                      \
+    cv.member = *(const ctype*)p;                      \
+    break;
+    PF_SIG_INT_TYPES(INT_READ_)
+    PF_SIG_FLOAT_TYPES(FLOAT_READ_)
+#undef INT_READ_
+#undef FLOAT_READ_
+    case pf_t_dtype: memcpy(&cv.dt, p, sizeof(DLDataType)); break;
+    case pf_t_device: memcpy(&cv.dev, p, sizeof(DLDevice)); break;
+    default: cv.p = *(void* const*)p; break; /* the pointer-like types */
   }
-  void* h = *(void* const*)p;
-  if (h == NULL) {
-    v->v_handle = NULL;
-    *code = kPFNull;
-    return 0;
-  }
-  v->v_handle = h;
-  switch (c->sig.args[i]) {
-    case pf_t_str: *code = kPFStr; return 0;
-    case pf_t_ptr: *code = kPFOpaqueHandle; return 0;
-    case pf_t_tensor: *code = kPFDLTensorHandle; return 0;
-    case pf_t_bytes: {
-      const PFByteArray* ba = h;
-      *code = kPFBytes;
-      if ((ba->data != NULL || ba->size == 0) && ba->size <= PF_MAX_OBJECT_SIZE) return 0;
-      char who[512];
-      describe(c, who, sizeof(who));
-      if (ba->data == NULL)
-        return PFErrorSetFormat(kPFErrValueError,
-                                "%s: argument %d: bytes of size %zu with NULL data", who, i,
-                                ba->size);
-      return PFErrorSetFormat(kPFErrValueError,
-                              "%s: argument %d: bytes of size %zu, larger than any object can "
-                              "be (PTRDIFF_MAX bytes)", who, i, ba->size);
-    }
-    default: /* func */
-      *code = kPFFuncHandle;
-      if (pf_is_object(h, kPFObjectFunction)) return 0;
-      char who[512];
-      describe(c, who, sizeof(who));
-      return PFErrorSetFormat(kPFErrTypeError,
-                              "%s: argument %d: expected func, got a pointer that is not a live "
-                              "function handle", who, i);
-  }
+  if (pf_c_to_packed(t, &cv, v, code) == 0) return 0;
+  char who[512], what[32];
+  describe(c, who, sizeof(who));
+  snprintf(what, sizeof(what), "argument %d", i);
+  return pf_c_to_packed_error(who, what, t, &cv);
 }
 
 /* Writes a converted result where libffi expects it: integral results
  * narrower than a register are widened to a whole ffi_arg. */
 static void write_result(int t, const pf_cvalue* v, void* ret) {
   switch (t) {
-    case pf_t_int8: *(ffi_sarg*)ret = v->i8; break;
-    case pf_t_int16: *(ffi_sarg*)ret = v->i16; break;
-    case pf_t_int32: *(ffi_sarg*)ret = v->i32; break;
-    case pf_t_uint8: *(ffi_arg*)ret = v->u8; break;
-    case pf_t_uint16: *(ffi_arg*)ret = v->u16; break;
-    case pf_t_uint32: *(ffi_arg*)ret = v->u32; break;
-    case pf_t_bool: *(ffi_arg*)ret = v->b; break;
-    case pf_t_int64: *(int64_t*)ret = v->i64; break;
-    case pf_t_uint64: *(uint64_t*)ret = v->u64; break;
-    case pf_t_float32: *(float*)ret = v->f32; break;
-    case pf_t_float64: *(double*)ret = v->f64; break;
+#define INT_WRITE_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                               \
+    if (sizeof(ctype) >= sizeof(ffi_arg))                       \
+      memcpy(ret, &v->member, sizeof(ctype));                   \
+    else if ((lo) < 0)                                          \
+      *(ffi_sarg*)ret = v->member;                              \
+    else                                                        \
+      *(ffi_arg*)ret = v->member;                               \
+    break;
+#define FLOAT_WRITE_(id, name, ctype, member, ffi, max) \
+  case pf_t_##id:                                       \
+    memcpy(ret, &v->member, sizeof(ctype));             \
+    break;
+    PF_SIG_INT_TYPES(INT_WRITE_)
+    PF_SIG_FLOAT_TYPES(FLOAT_WRITE_)
+#undef INT_WRITE_
+#undef FLOAT_WRITE_
     case pf_t_dtype: memcpy(ret, &v->dt, sizeof(DLDataType)); break;
     case pf_t_device: memcpy(ret, &v->dev, sizeof(DLDevice)); break;
     case pf_t_bytes: {

@@ -1,7 +1,7 @@
 /* PackedFunc objects, the call path and return slots. */
 #include <string.h>
 
-#include "internal.h"
+#include "typed.h"
 
 /* ---- return slot: lives on PFFuncCall's stack for one call ---- */
 
@@ -328,9 +328,13 @@ int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature
    * to set different fields of one function may still both partly win.) */
   for (int i = 0; i < 3; ++i)
     if (values[i] != NULL && atomic_load(fields[i]) != NULL) return already_set(what[i]);
+  /* A signature is kept in its canonical form, so that every reader can
+   * split it without a parser of its own. */
+  pf_sig sig;
+  if (signature != NULL && pf_sig_parse("PFFuncSetInfo", signature, &sig) != 0) return -1;
   for (int i = 0; i < 3; ++i) {
     if (values[i] == NULL) continue;
-    copies[i] = pf_strdup(values[i]);
+    copies[i] = i == 1 ? pf_sig_format(&sig) : pf_strdup(values[i]);
     if (copies[i] == NULL) {
       for (int j = 0; j < i; ++j) pf_free(copies[j]);
       return pf_oom("PFFuncSetInfo");

@@ -15,55 +15,61 @@ _Static_assert(sizeof(pf_cvalue) == sizeof(PFValue) && _Alignof(pf_cvalue) == _A
 _Static_assert(sizeof(bool) == 1, "bool travels through libffi as uint8");
 _Static_assert(sizeof(DLDeviceType) == 4, "DLDevice travels through libffi as two 32-bit ints");
 
-/* ---- names and libffi types ---- */
-
-static const char* const k_names[pf_t_count] = {
-    "void",   "int8",    "int16",   "int32", "int64", "uint8", "uint16",
-    "uint32", "uint64",  "float32", "float64", "bool", "str",   "bytes",
-    "ptr",    "tensor",  "dtype",   "device", "func",
-};
-
-const char* pf_ctype_name(int t) {
-  return (t >= 0 && t < pf_t_count) ? k_names[t] : "?";
-}
+/* ---- names, libffi types, ranges: from the list in typed.h ---- */
 
 /* The struct types carry their size and alignment already, so ffi_prep_cif
  * never writes to them and concurrent creations do not race. */
 static ffi_type* k_dtype_elems[] = {&ffi_type_uint8, &ffi_type_uint8, &ffi_type_uint16, NULL};
-static ffi_type k_ffi_dtype = {sizeof(DLDataType), _Alignof(DLDataType), FFI_TYPE_STRUCT,
-                               k_dtype_elems};
+static ffi_type pf_ffi_dtype = {sizeof(DLDataType), _Alignof(DLDataType), FFI_TYPE_STRUCT,
+                                k_dtype_elems};
 static ffi_type* k_device_elems[] = {&ffi_type_uint32, &ffi_type_sint32, NULL};
-static ffi_type k_ffi_device = {sizeof(DLDevice), _Alignof(DLDevice), FFI_TYPE_STRUCT,
-                                k_device_elems};
+static ffi_type pf_ffi_device = {sizeof(DLDevice), _Alignof(DLDevice), FFI_TYPE_STRUCT,
+                                 k_device_elems};
 #if SIZE_MAX == UINT64_MAX
 #define PF_FFI_SIZE_T ffi_type_uint64
 #else
 #define PF_FFI_SIZE_T ffi_type_uint32
 #endif
+/* A bytes result is a PFByteArray by value (an argument is a pointer). */
 static ffi_type* k_bytes_elems[] = {&ffi_type_pointer, &PF_FFI_SIZE_T, NULL};
 static ffi_type k_ffi_bytes = {sizeof(PFByteArray), _Alignof(PFByteArray), FFI_TYPE_STRUCT,
                                k_bytes_elems};
 
-ffi_type* pf_ctype_ffi(int t) {
-  switch (t) {
-    case pf_t_void: return &ffi_type_void;
-    case pf_t_int8: return &ffi_type_sint8;
-    case pf_t_int16: return &ffi_type_sint16;
-    case pf_t_int32: return &ffi_type_sint32;
-    case pf_t_int64: return &ffi_type_sint64;
-    case pf_t_uint8: return &ffi_type_uint8;
-    case pf_t_uint16: return &ffi_type_uint16;
-    case pf_t_uint32: return &ffi_type_uint32;
-    case pf_t_uint64: return &ffi_type_uint64;
-    case pf_t_float32: return &ffi_type_float;
-    case pf_t_float64: return &ffi_type_double;
-    case pf_t_bool: return &ffi_type_uint8;
-    case pf_t_dtype: return &k_ffi_dtype;
-    case pf_t_device: return &k_ffi_device;
-    /* bytes is a pointer as an argument, a PFByteArray as a result; the
-     * caller of this function picks (see pf_sig_prep_cif). */
-    default: return &ffi_type_pointer;
-  }
+#define INT_ROW_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  [pf_t_##id] = {name, &ffi, rcode, lo, hi, 0},
+#define FLOAT_ROW_(id, name, ctype, member, ffi, max) [pf_t_##id] = {name, &ffi, kPFFloat, 0, 0, max},
+#define OTHER_ROW_(id, name, member, ffi, rcode) [pf_t_##id] = {name, &ffi, rcode, 0, 0, 0},
+static const struct {
+  const char* name;
+  ffi_type* ffi;
+  int result_code;
+  int64_t lo; /* integers: the range of the C type */
+  uint64_t hi;
+  double max; /* floating point: the largest finite value */
+} k_types[pf_t_count] = {
+    [pf_t_void] = {"void", &ffi_type_void, kPFNull, 0, 0, 0},
+    PF_SIG_INT_TYPES(INT_ROW_) PF_SIG_FLOAT_TYPES(FLOAT_ROW_) PF_SIG_OTHER_TYPES(OTHER_ROW_)};
+#undef INT_ROW_
+#undef FLOAT_ROW_
+#undef OTHER_ROW_
+
+const char* pf_ctype_name(int t) {
+  return (t >= 0 && t < pf_t_count) ? k_types[t].name : "?";
+}
+
+ffi_type* pf_ctype_ffi(int t) { return k_types[t].ffi; }
+
+int pf_ctype_result_code(int t) { return k_types[t].result_code; }
+
+int PFSignatureTypeInfo(int index, const char** name, int* type_code) {
+  if (index < 0 || index >= pf_t_count)
+    return PFErrorSetFormat(kPFErrIndexError,
+                            "PFSignatureTypeInfo: argument 'index' is %d; the signature types "
+                            "are numbered 0 to %d",
+                            index, pf_t_count - 1);
+  if (name) *name = k_types[index].name;
+  if (type_code) *type_code = k_types[index].result_code;
+  return 0;
 }
 
 int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif, ffi_type** atypes) {
@@ -108,7 +114,7 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out)
     return sig_error(where, text, start, "%s",
                      text[start] ? "expected a type name" : "expected a type name, found the end");
   for (int t = 0; t < pf_t_count; ++t) {
-    if (strlen(k_names[t]) == n && memcmp(k_names[t], text + start, n) == 0) {
+    if (strlen(k_types[t].name) == n && memcmp(k_types[t].name, text + start, n) == 0) {
       *out = t;
       *pos = start + n;
       return 0;
@@ -175,14 +181,14 @@ int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
 }
 
 char* pf_sig_format(const pf_sig* sig) {
-  size_t n = strlen(k_names[sig->ret]) + 3;
-  for (int i = 0; i < sig->num_args; ++i) n += strlen(k_names[sig->args[i]]) + 1;
+  size_t n = strlen(k_types[sig->ret].name) + 3;
+  for (int i = 0; i < sig->num_args; ++i) n += strlen(k_types[sig->args[i]].name) + 1;
   char* s = pf_malloc(n);
   if (s == NULL) return NULL;
   char* p = s;
-  p += sprintf(p, "%s(", k_names[sig->ret]);
+  p += sprintf(p, "%s(", k_types[sig->ret].name);
   for (int i = 0; i < sig->num_args; ++i)
-    p += sprintf(p, "%s%s", i ? "," : "", k_names[sig->args[i]]);
+    p += sprintf(p, "%s%s", i ? "," : "", k_types[sig->args[i]].name);
   sprintf(p, ")");
   return s;
 }
@@ -203,43 +209,23 @@ static int int_to_double_exact(int64_t x, double* out) {
 
 pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int allow_null_str) {
   switch (t) {
-    case pf_t_int8: case pf_t_int16: case pf_t_int32: case pf_t_int64:
-    case pf_t_uint8: case pf_t_uint16: case pf_t_uint32: case pf_t_uint64: {
+#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi) case pf_t_##id:
+    PF_SIG_INT_TYPES(INT_CASE_) {
       if (code != kPFInt && code != kPFBool) return pf_conv_type;
       int64_t x = code == kPFBool ? (v->v_int64 != 0) : v->v_int64;
+      if (x < k_types[t].lo || (x > 0 && (uint64_t)x > k_types[t].hi)) return pf_conv_range;
       switch (t) {
-        case pf_t_int64: out->i64 = x; return pf_conv_ok;
-        case pf_t_int32:
-          if (x < INT32_MIN || x > INT32_MAX) return pf_conv_range;
-          out->i32 = (int32_t)x;
-          return pf_conv_ok;
-        case pf_t_int16:
-          if (x < INT16_MIN || x > INT16_MAX) return pf_conv_range;
-          out->i16 = (int16_t)x;
-          return pf_conv_ok;
-        case pf_t_int8:
-          if (x < INT8_MIN || x > INT8_MAX) return pf_conv_range;
-          out->i8 = (int8_t)x;
-          return pf_conv_ok;
-        case pf_t_uint64:
-          if (x < 0) return pf_conv_range;
-          out->u64 = (uint64_t)x;
-          return pf_conv_ok;
-        case pf_t_uint32:
-          if (x < 0 || x > (int64_t)UINT32_MAX) return pf_conv_range;
-          out->u32 = (uint32_t)x;
-          return pf_conv_ok;
-        case pf_t_uint16:
-          if (x < 0 || x > UINT16_MAX) return pf_conv_range;
-          out->u16 = (uint16_t)x;
-          return pf_conv_ok;
-        default:
-          if (x < 0 || x > UINT8_MAX) return pf_conv_range;
-          out->u8 = (uint8_t)x;
-          return pf_conv_ok;
+#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                               \
+    out->member = (ctype)x;                                     \
+    break;
+        PF_SIG_INT_TYPES(INT_STORE_)
+#undef INT_STORE_
       }
+      return pf_conv_ok;
     }
-    case pf_t_float64: case pf_t_float32: {
+#define FLOAT_CASE_(id, name, ctype, member, ffi, max) case pf_t_##id:
+    PF_SIG_FLOAT_TYPES(FLOAT_CASE_) {
       double d;
       if (code == kPFFloat) {
         d = v->v_float64;
@@ -249,23 +235,19 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
       } else {
         return pf_conv_type;
       }
-      if (t == pf_t_float64) {
-        out->f64 = d;
-      } else {
-        if (isfinite(d) && fabs(d) > FLT_MAX) return pf_conv_range;
-        out->f32 = (float)d;
+      /* Narrowing rounds as C does; a finite value beyond the type is an
+       * error, infinities and NaN pass. */
+      if (isfinite(d) && fabs(d) > k_types[t].max) return pf_conv_range;
+      switch (t) {
+#define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
+  case pf_t_##id:                                       \
+    out->member = (ctype)d;                             \
+    break;
+        PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
+#undef FLOAT_STORE_
       }
       return pf_conv_ok;
     }
-    case pf_t_bool:
-      if (code == kPFBool) {
-        out->b = v->v_int64 != 0;
-        return pf_conv_ok;
-      }
-      if (code != kPFInt) return pf_conv_type;
-      if (v->v_int64 != 0 && v->v_int64 != 1) return pf_conv_range;
-      out->b = v->v_int64 != 0;
-      return pf_conv_ok;
     case pf_t_str:
       if (code == kPFStr || (code == kPFNull && allow_null_str)) {
         out->s = code == kPFStr ? v->v_str : NULL;
@@ -312,6 +294,8 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
     default:
       return pf_conv_type;
   }
+#undef INT_CASE_
+#undef FLOAT_CASE_
 }
 
 static const char* code_name(int code, char* buf, size_t n) {
@@ -323,15 +307,6 @@ static const char* code_name(int code, char* buf, size_t n) {
 
 int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                   const PFValue* v) {
-  static const char* const k_range[pf_t_count] = {
-      [pf_t_int8] = "[-128, 127]",
-      [pf_t_int16] = "[-32768, 32767]",
-      [pf_t_int32] = "[-2147483648, 2147483647]",
-      [pf_t_uint8] = "[0, 255]",
-      [pf_t_uint16] = "[0, 65535]",
-      [pf_t_uint32] = "[0, 4294967295]",
-      [pf_t_uint64] = "[0, 18446744073709551615]",
-  };
   char buf[40];
   const char* want = pf_ctype_name(t);
   if (c == pf_conv_dead)
@@ -343,7 +318,7 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                             code_name(code, buf, sizeof(buf)));
   if (code == kPFFloat)
     return PFErrorSetFormat(kPFErrValueError, "%s: %s: expected %s, got float %g, which is beyond "
-                            "its range of +-%g", who, what, want, v->v_float64, (double)FLT_MAX);
+                            "its range of +-%g", who, what, want, v->v_float64, k_types[t].max);
   long long x = code == kPFBool ? (v->v_int64 != 0) : (long long)v->v_int64;
   if (t == pf_t_bool)
     return PFErrorSetFormat(kPFErrValueError,
@@ -354,7 +329,72 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                             "%s: %s: expected %s, got int %lld, which a double cannot hold exactly",
                             who, what, want, x);
   return PFErrorSetFormat(kPFErrValueError, "%s: %s: expected %s, got int %lld, which is out of "
-                          "its range %s", who, what, want, x, k_range[t] ? k_range[t] : "");
+                          "its range [%lld, %llu]", who, what, want, x, (long long)k_types[t].lo,
+                          (unsigned long long)k_types[t].hi);
+}
+
+/* ---- C value -> packed value ---- */
+
+int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
+  switch (t) {
+#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)              \
+  case pf_t_##id:                                                           \
+    if ((uint64_t)(hi) > INT64_MAX && (uint64_t)c->member > INT64_MAX)      \
+      return -1;                                                            \
+    v->v_int64 = (int64_t)c->member;                                        \
+    *code = rcode;                                                          \
+    return 0;
+    PF_SIG_INT_TYPES(INT_CASE_)
+#undef INT_CASE_
+#define FLOAT_CASE_(id, name, ctype, member, ffi, max) \
+  case pf_t_##id:                                      \
+    v->v_float64 = c->member;                          \
+    *code = kPFFloat;                                  \
+    return 0;
+    PF_SIG_FLOAT_TYPES(FLOAT_CASE_)
+#undef FLOAT_CASE_
+    case pf_t_dtype:
+      v->v_type = c->dt;
+      *code = kPFDataType;
+      return 0;
+    case pf_t_device:
+      v->v_device = c->dev;
+      *code = kPFDevice;
+      return 0;
+    case pf_t_bytes:
+      if (c->by == NULL) break;
+      if ((c->by->data == NULL && c->by->size != 0) || c->by->size > PF_MAX_OBJECT_SIZE)
+        return -1;
+      v->v_handle = (void*)c->by;
+      *code = kPFBytes;
+      return 0;
+    case pf_t_func:
+      if (c->fn != NULL && !pf_is_object(c->fn, kPFObjectFunction)) return -1;
+      break;
+    default: /* str, ptr, tensor */
+      break;
+  }
+  /* The pointer-like types: NULL is null. */
+  v->v_handle = c->p;
+  *code = c->p ? k_types[t].result_code : kPFNull;
+  return 0;
+}
+
+int pf_c_to_packed_error(const char* who, const char* what, int t, const pf_cvalue* c) {
+  if (t == pf_t_func)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: %s: expected func, got a pointer that is not a live function "
+                            "handle", who, what);
+  if (t == pf_t_bytes && c->by->data == NULL)
+    return PFErrorSetFormat(kPFErrValueError, "%s: %s: bytes of size %zu with NULL data", who,
+                            what, c->by->size);
+  if (t == pf_t_bytes)
+    return PFErrorSetFormat(kPFErrValueError,
+                            "%s: %s: bytes of size %zu, larger than any object can be "
+                            "(PTRDIFF_MAX bytes)", who, what, c->by->size);
+  return PFErrorSetFormat(kPFErrValueError,
+                          "%s: %s: %s value %llu does not fit the int64 of a packed value", who,
+                          what, k_types[t].name, (unsigned long long)c->u64);
 }
 
 /* ---- typed functions ---- */
@@ -532,13 +572,17 @@ static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_cvalue* rv, PFByteArra
   ffi_call((ffi_cif*)&t->cif, t->fn, &raw, ptrs);
   switch (t->sig.ret) {
     case pf_t_void: break;
-    case pf_t_int8: rv->i8 = (int8_t)raw.sa; break;
-    case pf_t_int16: rv->i16 = (int16_t)raw.sa; break;
-    case pf_t_int32: rv->i32 = (int32_t)raw.sa; break;
-    case pf_t_uint8: rv->u8 = (uint8_t)raw.a; break;
-    case pf_t_uint16: rv->u16 = (uint16_t)raw.a; break;
-    case pf_t_uint32: rv->u32 = (uint32_t)raw.a; break;
-    case pf_t_bool: rv->b = (raw.a & 0xff) != 0; break;
+    /* libffi widens an integral result narrower than a register to a
+     * whole ffi_arg, signed or not as the type is. */
+#define INT_RESULT_(id, name, ctype, member, ffi, rcode, lo, hi)              \
+  case pf_t_##id:                                                             \
+    if (sizeof(ctype) < sizeof(ffi_arg))                                      \
+      rv->member = (lo) < 0 ? (ctype)raw.sa : (ctype)raw.a;                   \
+    else                                                                      \
+      rv->member = raw.v.member;                                              \
+    break;
+    PF_SIG_INT_TYPES(INT_RESULT_)
+#undef INT_RESULT_
     case pf_t_bytes: *ba = raw.ba; break;
     default: *rv = raw.v; break;
   }
@@ -546,90 +590,25 @@ static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_cvalue* rv, PFByteArra
 
 static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* r,
                       const PFByteArray* ba) {
+  if (t->sig.ret == pf_t_void) return 0;
   PFValue v;
   int code;
-  switch (t->sig.ret) {
-    case pf_t_void: return 0;
-    case pf_t_int8: v.v_int64 = r->i8; code = kPFInt; break;
-    case pf_t_int16: v.v_int64 = r->i16; code = kPFInt; break;
-    case pf_t_int32: v.v_int64 = r->i32; code = kPFInt; break;
-    case pf_t_int64: v.v_int64 = r->i64; code = kPFInt; break;
-    case pf_t_uint8: v.v_int64 = r->u8; code = kPFInt; break;
-    case pf_t_uint16: v.v_int64 = r->u16; code = kPFInt; break;
-    case pf_t_uint32: v.v_int64 = r->u32; code = kPFInt; break;
-    case pf_t_uint64:
-      if (r->u64 > (uint64_t)INT64_MAX) {
-        char who[512];
-        describe(t, who, sizeof(who));
-        return PFErrorSetFormat(kPFErrValueError,
-                                "%s: result %llu does not fit the int64 of a packed value", who,
-                                (unsigned long long)r->u64);
-      }
-      v.v_int64 = (int64_t)r->u64;
-      code = kPFInt;
-      break;
-    case pf_t_float32: v.v_float64 = r->f32; code = kPFFloat; break;
-    case pf_t_float64: v.v_float64 = r->f64; code = kPFFloat; break;
-    case pf_t_bool: v.v_int64 = r->b; code = kPFBool; break;
-    case pf_t_str:
-      v.v_str = r->s;
-      code = r->s ? kPFStr : kPFNull;
-      break;
-    case pf_t_bytes:
-      if (ba->data == NULL && ba->size != 0) {
-        char who[512];
-        describe(t, who, sizeof(who));
-        return PFErrorSetFormat(kPFErrValueError, "%s: result is bytes of size %zu with NULL data",
-                                who, ba->size);
-      }
-      if (ba->size > PF_MAX_OBJECT_SIZE) {
-        char who[512];
-        describe(t, who, sizeof(who));
-        return PFErrorSetFormat(kPFErrValueError,
-                                "%s: result is bytes of size %zu, larger than any object can be "
-                                "(PTRDIFF_MAX bytes)",
-                                who, ba->size);
-      }
-      v.v_handle = (void*)ba;
-      code = kPFBytes;
-      break;
-    case pf_t_ptr:
-      v.v_handle = r->p;
-      code = r->p ? kPFOpaqueHandle : kPFNull;
-      break;
-    case pf_t_tensor:
-      v.v_handle = r->t;
-      code = r->t ? kPFDLTensorHandle : kPFNull;
-      break;
-    case pf_t_dtype: v.v_type = r->dt; code = kPFDataType; break;
-    case pf_t_device: v.v_device = r->dev; code = kPFDevice; break;
-    default: { /* func: the C function handed us a reference */
-      if (r->fn == NULL) {
-        code = kPFNull;
-        v.v_handle = NULL;
-        break;
-      }
-      if (!pf_is_object(r->fn, kPFObjectFunction)) {
-        char who[512];
-        describe(t, who, sizeof(who));
-        return PFErrorSetFormat(kPFErrTypeError, "%s: result is not a live function handle", who);
-      }
-      v.v_handle = r->fn;
-      code = kPFFuncHandle;
-      int st = PFCFuncSetReturn(ret, &v, &code, 1);
-      if (st == 0) {
-        pf_object_release(r->fn); /* the return slot holds its own reference */
-        return 0;
-      }
-      /* The release may run the function's finalizer: keep this error. */
-      pf_saved_error saved;
-      pf_error_save(&saved);
-      pf_object_release(r->fn);
-      pf_error_restore(&saved);
-      return st;
-    }
+  pf_cvalue c = *r;
+  if (t->sig.ret == pf_t_bytes) c.by = ba; /* returned by value */
+  if (pf_c_to_packed(t->sig.ret, &c, &v, &code) != 0) {
+    char who[512];
+    describe(t, who, sizeof(who));
+    return pf_c_to_packed_error(who, "result", t->sig.ret, &c);
   }
-  return PFCFuncSetReturn(ret, &v, &code, 1);
+  if (code != kPFFuncHandle) return PFCFuncSetReturn(ret, &v, &code, 1);
+  /* The C function handed us a reference; the return slot takes its own. */
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  /* The release may run the function's finalizer: keep a failure's error. */
+  pf_saved_error saved;
+  if (st != 0) pf_error_save(&saved);
+  pf_object_release(r->fn);
+  if (st != 0) pf_error_restore(&saved);
+  return st;
 }
 
 static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {

@@ -2,6 +2,7 @@
 #ifndef PACKEDFUNC_RUNTIME_TYPED_H_
 #define PACKEDFUNC_RUNTIME_TYPED_H_
 
+#include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -9,28 +10,56 @@
 
 #include "internal.h"
 
-/* The types of the signature grammar. The order is the order of the names
- * table in typed.c. */
+/*
+ * The one list of signature types: the grammar's names and how each type
+ * converts. Everything per type (the enum, the names, the libffi types, the
+ * accepted type codes and ranges, the result codes, the reads and writes of
+ * C values) is generated from these rows; PFSignatureTypeInfo hands the
+ * names and result codes to bindings and tools. Adding a type means a row
+ * here, its conversion in typed.c and closure.c when it is one of the
+ * "other" types, a test, and the README's table.
+ *
+ * Integers and bool take kPFInt or kPFBool and are range-checked:
+ *   X(id, name, C type, pf_cvalue member, libffi type, result code, lowest, highest)
+ * Floating point takes kPFFloat, kPFInt or kPFBool (exact ints only):
+ *   X(id, name, C type, pf_cvalue member, libffi type, largest finite value)
+ * The others convert by code of their own:
+ *   X(id, name, pf_cvalue member, libffi type as an argument, result code)
+ * `void` (result only) comes first, outside the lists.
+ */
+#define PF_SIG_INT_TYPES(X)                                                           \
+  X(int8, "int8", int8_t, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)             \
+  X(int16, "int16", int16_t, i16, ffi_type_sint16, kPFInt, INT16_MIN, INT16_MAX)      \
+  X(int32, "int32", int32_t, i32, ffi_type_sint32, kPFInt, INT32_MIN, INT32_MAX)      \
+  X(int64, "int64", int64_t, i64, ffi_type_sint64, kPFInt, INT64_MIN, INT64_MAX)      \
+  X(uint8, "uint8", uint8_t, u8, ffi_type_uint8, kPFInt, 0, UINT8_MAX)                \
+  X(uint16, "uint16", uint16_t, u16, ffi_type_uint16, kPFInt, 0, UINT16_MAX)          \
+  X(uint32, "uint32", uint32_t, u32, ffi_type_uint32, kPFInt, 0, UINT32_MAX)          \
+  X(uint64, "uint64", uint64_t, u64, ffi_type_uint64, kPFInt, 0, UINT64_MAX)          \
+  X(bool, "bool", bool, b, ffi_type_uint8, kPFBool, 0, 1)
+#define PF_SIG_FLOAT_TYPES(X)                                  \
+  X(float32, "float32", float, f32, ffi_type_float, FLT_MAX)   \
+  X(float64, "float64", double, f64, ffi_type_double, DBL_MAX)
+#define PF_SIG_OTHER_TYPES(X)                                  \
+  X(str, "str", s, ffi_type_pointer, kPFStr)                   \
+  X(bytes, "bytes", by, ffi_type_pointer, kPFBytes)            \
+  X(ptr, "ptr", p, ffi_type_pointer, kPFOpaqueHandle)          \
+  X(tensor, "tensor", t, ffi_type_pointer, kPFDLTensorHandle)  \
+  X(dtype, "dtype", dt, pf_ffi_dtype, kPFDataType)             \
+  X(device, "device", dev, pf_ffi_device, kPFDevice)           \
+  X(func, "func", fn, ffi_type_pointer, kPFFuncHandle)
+
 typedef enum {
   pf_t_void,
-  pf_t_int8,
-  pf_t_int16,
-  pf_t_int32,
-  pf_t_int64,
-  pf_t_uint8,
-  pf_t_uint16,
-  pf_t_uint32,
-  pf_t_uint64,
-  pf_t_float32,
-  pf_t_float64,
-  pf_t_bool,
-  pf_t_str,
-  pf_t_bytes,
-  pf_t_ptr,
-  pf_t_tensor,
-  pf_t_dtype,
-  pf_t_device,
-  pf_t_func,
+#define PF_SIG_ENUM_INT_(id, name, ctype, member, ffi, rcode, lo, hi) pf_t_##id,
+#define PF_SIG_ENUM_FLOAT_(id, name, ctype, member, ffi, max) pf_t_##id,
+#define PF_SIG_ENUM_OTHER_(id, name, member, ffi, rcode) pf_t_##id,
+  PF_SIG_INT_TYPES(PF_SIG_ENUM_INT_)
+  PF_SIG_FLOAT_TYPES(PF_SIG_ENUM_FLOAT_)
+  PF_SIG_OTHER_TYPES(PF_SIG_ENUM_OTHER_)
+#undef PF_SIG_ENUM_INT_
+#undef PF_SIG_ENUM_FLOAT_
+#undef PF_SIG_ENUM_OTHER_
   pf_t_count
 } pf_ctype;
 
@@ -71,6 +100,19 @@ typedef enum {
   pf_conv_dead   /* a function handle that is not a live function (TypeError) */
 } pf_conv;
 
+/* The packed type code of a C value of type `t` (a result of a typed
+ * function, an argument of a closure); kPFNull for void. */
+PF_HIDDEN int pf_ctype_result_code(int t);
+/* Converts a C value of type `t` to a packed value (a closure's argument, a
+ * typed function's result), as the table in c_api.h says: a NULL pointer
+ * becomes kPFNull. For bytes, `c->by` points to the PFByteArray. Returns
+ * -1, recording nothing, for a value that cannot cross (a uint64 above
+ * INT64_MAX, bytes with NULL data or of an impossible size, a func that is
+ * not a live function); pf_c_to_packed_error then records why, naming
+ * `who` and `what` ("argument 2", "result"), and returns -1. */
+PF_HIDDEN int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code);
+PF_HIDDEN int pf_c_to_packed_error(const char* who, const char* what, int t,
+                                   const pf_cvalue* c);
 /* Parses `text` into *out. On failure records a ValueError (or TypeError for
  * NULL) whose message begins with `where` and points at the offending
  * position, and returns -1. */

@@ -411,7 +411,7 @@ static void test_typed_and_closure_bytes_too_large(void** state) {
   PFValue rv;
   int rc;
   assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
-                  "typed function bytes(): result is bytes of size 18446744073709551615",
+                  "typed function bytes(): result: bytes of size 18446744073709551615",
                   "larger than any object can be");
   PFFuncFree(f);
   /* A closure's bytes argument: the zero result, and a kept ValueError. */

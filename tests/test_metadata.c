@@ -40,7 +40,7 @@ static void test_set_all_and_copy(void** state) {
   const char *name = NULL, *sig = NULL, *doc = NULL;
   assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
   assert_string_equal(name, "meta.add");
-  assert_string_equal(sig, "int64(int64, int64)");
+  assert_string_equal(sig, "int64(int64,int64)"); /* canonical: no blanks */
   assert_string_equal(doc, "Adds two integers.");
   /* Stable: the same pointers on a second read. */
   const char* name2 = NULL;
@@ -114,6 +114,60 @@ static void test_name_used_in_errors(void** state) {
   assert_pf_ok(PFFuncFree(f));
 }
 
+/* A signature is checked and kept canonical, so readers need no parser. */
+static void test_signature_is_checked_and_canonical(void** state) {
+  (void)state;
+  PFFunctionHandle f = make();
+  assert_pf_ok(PFFuncSetInfo(f, NULL, " double ( int32 ,\tuint8\r\n, bool ) ", NULL));
+  const char* sig = NULL;
+  assert_pf_ok(PFFuncGetInfo(f, NULL, &sig, NULL));
+  assert_string_equal(sig, "float64(int32,uint8,bool)");
+  assert_pf_ok(PFFuncFree(f));
+
+  static const char* const bad[] = {"int64(int64,,int64)", "float(int64)", "int64(void)",
+                                    "int64(int64", "int64 int64)", "int64(int64) x", "",
+                                    "(int64)", "Int64()", "int64(int64,)"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    f = make();
+    /* All or nothing: the name given in the same call is not set either. */
+    assert_pf_error(PFFuncSetInfo(f, "meta.bad", bad[i], "doc"), kPFErrValueError,
+                    "PFFuncSetInfo", "bad signature");
+    const char *name = "x", *doc = "x";
+    sig = "x";
+    assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
+    assert_null(name);
+    assert_null(sig);
+    assert_null(doc);
+    assert_pf_ok(PFFuncFree(f));
+  }
+}
+
+/* Every type of the grammar, by index: the names parse, and each type's
+ * packed code is what a typed function gives for it. */
+static void test_signature_type_info(void** state) {
+  (void)state;
+  const char* name = NULL;
+  int code = -1, count = 0;
+  assert_pf_ok(PFSignatureTypeInfo(0, &name, &code));
+  assert_string_equal(name, "void");
+  assert_int_equal(code, kPFNull);
+  for (int i = 0; PFSignatureTypeInfo(i, &name, &code) == 0; ++i, ++count) {
+    char text[64];
+    snprintf(text, sizeof(text), "%s()", name);
+    PFFunctionHandle f = make();
+    assert_pf_ok(PFFuncSetInfo(f, NULL, text, NULL)); /* each name is in the grammar */
+    assert_pf_ok(PFFuncFree(f));
+    assert_non_null(PFTypeCodeName(code));
+  }
+  assert_pf_error(PFSignatureTypeInfo(count, NULL, NULL), kPFErrIndexError,
+                  "PFSignatureTypeInfo", "'index'");
+  assert_pf_error(PFSignatureTypeInfo(-1, NULL, NULL), kPFErrIndexError, "'index'");
+  assert_int_equal(count, 19);
+  assert_pf_ok(PFSignatureTypeInfo(1, &name, &code));
+  assert_string_equal(name, "int8");
+  assert_int_equal(code, kPFInt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unset_reads_null),
@@ -121,6 +175,8 @@ int main(void) {
       cmocka_unit_test(test_null_fields_untouched),
       cmocka_unit_test(test_second_set_is_value_error),
       cmocka_unit_test(test_name_used_in_errors),
+      cmocka_unit_test(test_signature_is_checked_and_canonical),
+      cmocka_unit_test(test_signature_type_info),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

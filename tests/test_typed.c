@@ -451,7 +451,7 @@ static void test_uint64(void** state) {
 
   f = typed(FN(u64_max), "uint64()");
   assert_pf_error(call_both(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-               "result 18446744073709551615 does not fit the int64");
+               "result: uint64 value 18446744073709551615 does not fit the int64");
   PFFuncFree(f);
 }
 
@@ -605,7 +605,7 @@ static void test_bytes(void** state) {
 
   f = typed(FN(bad_bytes), "bytes()");
   assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-               "result is bytes of size 3 with NULL data");
+               "result: bytes of size 3 with NULL data");
   PFFuncFree(f);
 }
 
@@ -783,7 +783,7 @@ static void test_bytes_result_too_large(void** state) {
   int rc;
   PFFunctionHandle f = typed(FN(huge_bytes), "bytes()");
   assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-                  "typed function bytes(): result is bytes of size 18446744073709551615, "
+                  "typed function bytes(): result: bytes of size 18446744073709551615, "
                   "larger than any object can be");
   PFFuncFree(f);
   /* Possible in principle; its copy is not. */

@@ -143,24 +143,29 @@ static int parse_float(const char* s, double* out) {
   return 1;
 }
 
-/* The kind for a signature type name; ARG_AUTO for types that have no
+/* The kind for a signature type name, from the type code that the grammar
+ * gives the type (PFSignatureTypeInfo); ARG_AUTO for types that have no
  * command-line spelling of their own (ptr, tensor, func, dtype, device). */
 static arg_kind kind_of_type(const char* t, size_t n) {
-  static const char* const ints[] = {"int8",  "int16",  "int32",  "int64",
-                                     "uint8", "uint16", "uint32", "uint64"};
-  for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); ++i)
-    if (strlen(ints[i]) == n && memcmp(t, ints[i], n) == 0) return ARG_INT;
-  if ((n == 7 && (memcmp(t, "float32", 7) == 0 || memcmp(t, "float64", 7) == 0)) ||
-      (n == 6 && memcmp(t, "double", 6) == 0))
-    return ARG_FLOAT;
-  if (n == 4 && memcmp(t, "bool", 4) == 0) return ARG_BOOL;
-  if (n == 3 && memcmp(t, "str", 3) == 0) return ARG_STR;
-  if (n == 5 && memcmp(t, "bytes", 5) == 0) return ARG_BYTES;
+  const char* name;
+  int code;
+  for (int i = 0; PFSignatureTypeInfo(i, &name, &code) == 0; ++i) {
+    if (strlen(name) != n || memcmp(name, t, n) != 0) continue;
+    switch (code) {
+      case kPFInt: return ARG_INT;
+      case kPFFloat: return ARG_FLOAT;
+      case kPFBool: return ARG_BOOL;
+      case kPFStr: return ARG_STR;
+      case kPFBytes: return ARG_BYTES;
+      default: return ARG_AUTO;
+    }
+  }
   return ARG_AUTO;
 }
 
-/* Reads the parameter types of `sig` ("ret(a,b)") into kinds[0..max).
- * Parameters beyond the signature, or an unreadable signature, stay
+/* Reads the parameter types of `sig` into kinds[0..max). A signature is
+ * stored canonical ("ret(a,b)", no blanks: see PFFuncSetInfo), so a split
+ * at "(", "," and ")" reads it. Parameters beyond the signature stay
  * ARG_AUTO; the function itself reports a wrong argument count. */
 static void kinds_from_signature(const char* sig, arg_kind* kinds, int max) {
   for (int i = 0; i < max; ++i) kinds[i] = ARG_AUTO;
@@ -168,11 +173,9 @@ static void kinds_from_signature(const char* sig, arg_kind* kinds, int max) {
   if (p == NULL) return;
   ++p;
   for (int i = 0; i < max && *p && *p != ')'; ++i) {
-    while (*p == ' ' || *p == '\t' || *p == '\n') ++p;
-    const char* start = p;
-    while (*p && *p != ',' && *p != ')' && *p != ' ' && *p != '\t' && *p != '\n') ++p;
-    kinds[i] = kind_of_type(start, (size_t)(p - start));
-    while (*p == ' ' || *p == '\t' || *p == '\n') ++p;
+    size_t n = strcspn(p, ",)");
+    kinds[i] = kind_of_type(p, n);
+    p += n;
     if (*p == ',') ++p;
   }
 }

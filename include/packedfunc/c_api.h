@@ -519,13 +519,21 @@ PF_EXPORT int PFEnvCheckSignals(void);
 
 /* Attaches a name, a signature (in the typed-signature grammar below) and a
  * docstring to a function. Each field can be set once; NULL leaves a field
- * as it is. Strings are copied. Errors: not a function (TypeError); a field
- * that is already set (ValueError); MemoryError. Thread-safe. */
+ * as it is. Strings are copied. The signature is checked and kept in its
+ * canonical form: canonical type names ("double" becomes float64) and no
+ * blanks, e.g. "int64(int64,float64)", so that a reader splits it at "(",
+ * "," and ")" and reads each type with PFSignatureTypeInfo. The signature
+ * describes the arguments a caller should pass; for a function that is not
+ * a typed C function it is metadata only, and calls are not checked
+ * against it. Errors: not a function (TypeError); a field that is already
+ * set, a signature outside the grammar (ValueError, naming the position);
+ * MemoryError. On any error nothing is set. Thread-safe. */
 PF_EXPORT int PFFuncSetInfo(PFFunctionHandle func, const char* name,
                             const char* signature, const char* doc);
 
 /* Reads a function's metadata. Each out may be NULL; an unset field reads
- * as NULL. The strings are borrowed and live as long as the function.
+ * as NULL. A signature is in canonical form (see PFFuncSetInfo). The
+ * strings are borrowed and live as long as the function.
  * Errors: not a function (TypeError). Thread-safe. */
 PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
                             const char** signature, const char** doc);
@@ -615,6 +623,15 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
 
 /* The largest number of arguments in a typed signature. */
 #define PF_TYPED_MAX_ARGS 16
+
+/* The types of the signature grammar, numbered from 0 in the order of the
+ * table above, starting with void: writes the name of type `index` (static
+ * storage) and the type code that a C value of that type becomes as a packed
+ * value (kPFNull for void; for the pointer-like types, also the code of a
+ * non-NULL argument). Either out may be NULL. Bindings and tools read the
+ * grammar from here instead of keeping their own list.
+ * Errors: index outside the types (IndexError). Thread-safe. */
+PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
 
 /*
  * Wraps a plain C function pointer `fn` of the given signature as a

@@ -128,9 +128,19 @@ def test_blanks_and_many_arguments(pf):
     "int64(int64) x", "", "(int64)", "Int64()", "int64(int64,)",
     "void(" + ",".join(["int64"] * 17) + ")",
 ])
-def test_text_outside_the_grammar_gives_any_arguments(pf, text):
-    # Metadata of a packed function may hold any text; it never breaks inspect.
-    assert str(inspect.signature(with_signature(pf, text))) == "(*args)"
+def test_text_outside_the_grammar_is_refused(pf, text):
+    # The library checks a signature before keeping it, so every signature
+    # that inspect reads is in the grammar; a refused one leaves it unset.
+    f = pf.convert(lambda *a: None)
+    with pytest.raises(ValueError, match="PFFuncSetInfo: bad signature"):
+        f.set_info(signature=text)
+    assert f.signature is None
+    assert str(inspect.signature(f)) == "(*args)"
+
+
+def test_signature_is_kept_canonical(pf):
+    f = with_signature(pf, " double ( int32 ,\r\tuint8\n) ")
+    assert f.signature == "float64(int32,uint8)"
 
 
 # ---- set_info, and Python functions that carry their own ---------------------------
@@ -216,3 +226,13 @@ def test_list_global_func_names_filters_by_prefix(pf, unique_name):
     assert pf.list_global_func_names(prefix="") == everything
     with pytest.raises(TypeError):
         pf.list_global_func_names(prefix=1)
+
+
+def test_every_grammar_type_has_a_python_annotation(pf):
+    # The grammar comes from the library; a type added there without a
+    # Python type for its code fails here instead of in help().
+    from packedfunc import _signature
+    assert len(_signature.SIGNATURE_TYPES) == 19
+    for name in _signature.SIGNATURE_TYPES:
+        _signature.annotation(name, True)
+        _signature.annotation(name, False)

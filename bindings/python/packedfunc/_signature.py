@@ -9,84 +9,63 @@ Python terms. Everything here is private; Function exposes it.
 import collections.abc
 import ctypes
 import inspect
-import re
 
-# C type name (the grammar's) -> the Python type a value has on this side.
-# Integers of every width are int; pointer-like C types also accept and
-# give None (NULL), which the annotations do not spell out.
-_SCALARS = {
-    "int8": int, "int16": int, "int32": int, "int64": int,
-    "uint8": int, "uint16": int, "uint32": int, "uint64": int,
-    "float32": float, "float64": float, "double": float,
-    "bool": bool, "str": str, "bytes": bytes, "ptr": ctypes.c_void_p,
-}
-_NAMES = frozenset(_SCALARS) | {"tensor", "dtype", "device", "func", "void"}
-# At most this many arguments (PF_TYPED_MAX_ARGS in c_api.h).
-MAX_ARGS = 16
+from . import _base
 
-_TOKEN = re.compile(r"[ \t\n]*([A-Za-z_][A-Za-z0-9_]*|[(),])")
+_type_info = _base._fn("PFSignatureTypeInfo", ctypes.c_int,
+                       [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+                        ctypes.POINTER(ctypes.c_int)], gil=True)
+
+
+def _grammar():
+    """The grammar's type names -> the type code of a value of that type,
+    read from the library (PFSignatureTypeInfo), never restated here."""
+    types, name, code = {}, ctypes.c_char_p(), ctypes.c_int()
+    i = 0
+    while _type_info(i, ctypes.byref(name), ctypes.byref(code)) == 0:
+        types[name.value.decode()] = code.value
+        i += 1
+    _base.PFErrorClear()  # the IndexError past the last type
+    return types
+
+
+SIGNATURE_TYPES = _grammar()
 
 
 def parse(text):
-    """(result type, [argument types]) for a signature in the typed-signature
-    grammar, with "double" spelled float64; None when `text` does not parse
-    (metadata of a packed function may hold any text)."""
-    if not isinstance(text, str):
+    """(result type, [argument types]) for signature metadata, or None when
+    there is none. The library keeps a signature canonical ("ret(a,b)",
+    canonical names, no blanks: PFFuncSetInfo checks it), so a split reads
+    it."""
+    if not isinstance(text, str) or not text.endswith(")") or "(" not in text:
         return None
-    tokens, pos = [], 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            if text[pos:].strip(" \t\n") == "":
-                break
-            return None
-        tokens.append(m.group(1))
-        pos = m.end()
-    # RET "(" [ARG {"," ARG}] ")"
-    if len(tokens) < 3 or tokens[1] != "(" or tokens[-1] != ")":
-        return None
-    ret, body = tokens[0], tokens[2:-1]
-    if ret not in _NAMES:
-        return None
-    args = []
-    if body:
-        if len(body) % 2 == 0:
-            return None
-        for i, tok in enumerate(body):
-            if i % 2 == 1:
-                if tok != ",":
-                    return None
-            elif tok not in _NAMES or tok == "void":
-                return None
-            else:
-                args.append("float64" if tok == "double" else tok)
-    if len(args) > MAX_ARGS:
-        return None
-    return ("float64" if ret == "double" else ret), args
+    ret, _, rest = text[:-1].partition("(")
+    return ret, (rest.split(",") if rest else [])
 
 
 def annotation(ctype, result):
-    """The Python annotation for one C type of the grammar."""
-    if ctype in _SCALARS:
-        return _SCALARS[ctype]
+    """The Python annotation for one C type of the grammar: the Python type
+    that a value of its type code converts to."""
     from . import _core, _types  # the classes live there; imported late
-    if ctype == "void":
+    code = _base.TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype))
+    if code == "null":
         return None
-    if ctype == "dtype":
-        return _types.DataType
-    if ctype == "device":
-        return _types.Device
-    if ctype == "func":
+    if code == "function":
         # Any callable may be passed; a function result is a Function.
         return _core.Function if result else collections.abc.Callable
-    if ctype == "tensor":
+    if code == "tensor":
         # Any DLPack array may be passed; a tensor result is a numpy array.
         try:
             import numpy
         except ImportError:  # pragma: no cover - numpy is a dependency
             return _core.Tensor
         return numpy.ndarray
-    raise ValueError("packedfunc: unknown C type %r" % ctype)  # pragma: no cover
+    python_types = {"int": int, "float": float, "bool": bool, "str": str, "bytes": bytes,
+                    "handle": ctypes.c_void_p, "dtype": _types.DataType,
+                    "device": _types.Device}
+    if code not in python_types:  # pragma: no cover - a type this binding predates
+        raise ValueError("packedfunc: no Python type for C type %r" % ctype)
+    return python_types[code]
 
 
 def to_inspect(text):
