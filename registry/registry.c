@@ -198,6 +198,131 @@ int PFFuncRemoveGlobal(const char* name) {
   return 0;
 }
 
+/* ---- exporting a module: every name under one write lock ---- */
+
+int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
+  static const char* const where = "PFModExportGlobal";
+  uint32_t ti = 0;
+  if (mod == NULL || PFObjectGetTypeIndex(mod, &ti) != 0 || ti != kPFObjectModule)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'mod' is %s", where,
+                            mod ? "not a live module handle" : "NULL");
+  if (flags & ~(kPFRegisterOverride | kPFRegisterProtected))
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x",
+                            where, (unsigned)flags);
+  if (prefix == NULL) prefix = "";
+  int n = 0;
+  const char** names = NULL; /* the module's; valid while it lives */
+  if (PFModListFunctionNames(mod, &n, &names) != 0) return -1;
+  size_t plen = strlen(prefix);
+
+  /* Everything that can fail without the lock is done first: the entries
+   * (names and function references) are made outside it. */
+  entry** fresh = PFMemAlloc(sizeof(*fresh) * (size_t)(n ? n : 1));
+  if (fresh == NULL) return -1;
+  int made = 0, rc = 0;
+  for (; made < n && rc == 0; ++made) {
+    size_t len = strlen(names[made]);
+    if (plen + len > PF_NAME_MAX) {
+      rc = PFErrorSetFormat(kPFErrValueError,
+                            "%s: argument 'prefix': '%.40s' + '%.40s' is longer than %d bytes",
+                            where, prefix, names[made], PF_NAME_MAX);
+      break;
+    }
+    entry* e = PFMemAlloc(sizeof(entry) + plen + len + 1);
+    if (e == NULL) {
+      rc = -1;
+      break;
+    }
+    memcpy(e->name, prefix, plen);
+    memcpy(e->name + plen, names[made], len + 1);
+    e->flags = flags & kPFRegisterProtected;
+    e->func = NULL;
+    fresh[made] = e;
+    if (PFModGetFunction(mod, names[made], 0, &e->func) != 0 || e->func == NULL) {
+      if (e->func == NULL && PFErrorGetKind()[0] == '\0')
+        PFErrorSetFormat(kPFErrRuntimeError, "%s: the module lost its function '%s'", where,
+                         names[made]);
+      rc = -1;
+      ++made;
+      break;
+    }
+  }
+
+  /* All or nothing under one lock: check every name, then insert them all;
+   * no other thread can see a part of a failed export. */
+  PFFunctionHandle* dropped = NULL; /* functions that an override replaced */
+  if (rc == 0 && (flags & kPFRegisterOverride)) {
+    dropped = PFMemAlloc(sizeof(*dropped) * (size_t)(n ? n : 1));
+    if (dropped == NULL) rc = -1;
+    else memset(dropped, 0, sizeof(*dropped) * (size_t)(n ? n : 1));
+  }
+  if (rc == 0) {
+    write_lock();
+    if (atomic_load(&g_sealed)) rc = sealed_error(where, n ? fresh[0]->name : prefix);
+    for (int i = 0; i < n && rc == 0; ++i) {
+      entry* old = NULL;
+      HASH_FIND(hh, g_table, fresh[i]->name, strlen(fresh[i]->name), old);
+      if (old != NULL && (old->flags & kPFRegisterProtected))
+        rc = PFErrorSetFormat(kPFErrRuntimeError,
+                              "%s: '%s' is protected and cannot be overridden; nothing from the "
+                              "module was exported",
+                              where, old->name);
+      else if (old != NULL && !(flags & kPFRegisterOverride))
+        rc = PFErrorSetFormat(kPFErrKeyError,
+                              "%s: a function named '%s' is already registered; nothing from "
+                              "the module was exported",
+                              where, old->name);
+    }
+    /* New names first: their insertion is the only step that can fail
+     * (uthash growing its buckets), and it is undone by deleting them. */
+    g_hash_oom = 0;
+    for (int i = 0; i < n && rc == 0; ++i) {
+      entry* old = NULL;
+      size_t len = strlen(fresh[i]->name);
+      HASH_FIND(hh, g_table, fresh[i]->name, len, old);
+      if (old != NULL) continue;
+      HASH_ADD_KEYPTR(hh, g_table, fresh[i]->name, len, fresh[i]);
+      if (g_hash_oom) {
+        rc = PFErrorSetFormat(kPFErrMemoryError, "%s: out of memory", where);
+        for (int j = 0; j < i; ++j) {
+          entry* e = NULL;
+          HASH_FIND(hh, g_table, fresh[j]->name, strlen(fresh[j]->name), e);
+          if (e == fresh[j]) HASH_DEL(g_table, e);
+        }
+        break;
+      }
+    }
+    /* Then the overrides, which cannot fail. */
+    for (int i = 0; i < n && rc == 0; ++i) {
+      entry* old = NULL;
+      HASH_FIND(hh, g_table, fresh[i]->name, strlen(fresh[i]->name), old);
+      if (old == fresh[i]) {
+        fresh[i] = NULL; /* the table owns it now */
+        continue;
+      }
+      dropped[i] = old->func;
+      old->func = fresh[i]->func;
+      old->flags |= fresh[i]->flags;
+      fresh[i]->func = NULL;
+    }
+    write_unlock();
+  }
+
+  /* Outside the lock. On failure only references the module also holds
+   * are dropped, so no finalizer can run and replace the error; on
+   * success the functions an override replaced may finalize here. */
+  for (int i = 0; i < made; ++i) {
+    if (fresh[i] == NULL) continue;
+    PFFuncFree(fresh[i]->func);
+    PFMemFree(fresh[i]);
+  }
+  if (dropped != NULL && rc == 0)
+    for (int i = 0; i < n; ++i) PFFuncFree(dropped[i]);
+  PFMemFree(dropped);
+  PFMemFree(fresh);
+  return rc;
+}
+
 /* ---- name lists: one block per thread, reused ---- */
 
 static _Thread_local void* tls_names;

@@ -415,7 +415,7 @@ static void test_export_prefix(void** state) {
   /* A second export of the same names fails, leaving the first alone. */
   PFModuleHandle again = load("mod_other.so");
   assert_pf_error(PFModExportGlobal(again, "exp.", 0), kPFErrKeyError, "exp.add",
-                  "nothing from module");
+                  "nothing from the module was exported");
   assert_int_equal(call_global_int("exp.add", 1, 1), 1002);
 
   /* NULL prefix is "". */

@@ -812,16 +812,19 @@ PF_EXPORT int PFModListFunctionNames(PFModuleHandle mod, int* out_size,
 
 /*
  * Registers each of the module's own functions globally under prefix +
- * its name (prefix may be NULL or ""), with the kPFRegister* flags. All or
- * nothing: without kPFRegisterOverride, a name that is already taken fails
- * the export with a KeyError naming it before anything is registered; any
- * later failure (a protected name, a sealed registry, a name longer than
- * PF_NAME_MAX, MemoryError) removes the names this call registered and
- * restores the functions it overrode. Another thread may briefly see the
- * names of an export that then fails. With kPFRegisterProtected the names
- * are protected once all of them are registered.
+ * its name (prefix may be NULL or ""), with the kPFRegister* flags. The
+ * registry does this (it is part of registry/, built on the module calls
+ * above) under its lock, all or nothing: every name is checked first and
+ * then all are inserted in one step, so another thread sees either none of
+ * the names or all of them, and a failed export changes nothing. Without
+ * kPFRegisterOverride a name that is already taken fails the export with a
+ * KeyError naming it; a protected name fails it with a RuntimeError, also
+ * with kPFRegisterOverride. The functions an override replaced are
+ * released after the lock is dropped (their finalizers may run then).
  * Errors: mod not a live module (TypeError); unknown flag bits
- * (ValueError); those of PFFuncRegisterGlobalEx.
+ * (ValueError); prefix + a name longer than PF_NAME_MAX (ValueError naming
+ * 'prefix'); a taken name (KeyError); a protected name or a sealed registry
+ * (RuntimeError); MemoryError. Thread-safe.
  */
 PF_EXPORT int PFModExportGlobal(PFModuleHandle mod, const char* prefix,
                                 int flags);
