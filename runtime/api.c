@@ -16,6 +16,22 @@ const char* PFTypeCodeName(int type_code) {
   }
 }
 
+const char* PFObjectTypeName(uint32_t type_index) {
+  switch (type_index) {
+#define PF_OBJECT_TYPE_CASE_(name, index, text) \
+  case name:                                    \
+    return text;
+    PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_CASE_)
+#undef PF_OBJECT_TYPE_CASE_
+    default:
+      return NULL;
+  }
+}
+#define PF_OBJECT_TYPE_DENSE_(name, index, text) \
+  _Static_assert(index >= 1 && index < kPFObjectTypeEnd, #name " is outside 1..kPFObjectTypeEnd-1");
+PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_DENSE_)
+#undef PF_OBJECT_TYPE_DENSE_
+
 int PFGetVersion(int* major, int* minor, int* patch) {
   if (major) *major = PF_VERSION_MAJOR;
   if (minor) *minor = PF_VERSION_MINOR;

@@ -187,6 +187,25 @@ static void test_type_code_names(void** state) {
   assert_string_equal(PFErrorGetMessage(), "sentinel");
 }
 
+static void test_object_type_names(void** state) {
+  (void)state;
+  assert_string_equal(PFObjectTypeName(kPFObjectFunction), "function");
+  assert_string_equal(PFObjectTypeName(kPFObjectModule), "module");
+  assert_string_equal(PFObjectTypeName(kPFObjectTensor), "tensor");
+  assert_string_equal(PFObjectTypeName(kPFObjectBoxed), "boxed");
+  assert_string_equal(PFObjectTypeName(kPFObjectClosure), "closure");
+  /* Dense from 1: every index below the end has a name, none past it. */
+  for (uint32_t i = 1; i < kPFObjectTypeEnd; ++i) assert_non_null(PFObjectTypeName(i));
+  const uint32_t unknown[] = {0, kPFObjectTypeEnd, 64, UINT32_MAX};
+  for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); ++i)
+    assert_null(PFObjectTypeName(unknown[i]));
+  /* Every handle type code names an object type that exists (or 0: any). */
+#define CHECK_CODE_(name, num, text, kind, otype) \
+  assert_true((kind) != kPFValueHandle || (otype) == 0 || PFObjectTypeName(otype) != NULL);
+  PF_TYPE_CODE_LIST(CHECK_CODE_)
+#undef CHECK_CODE_
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slots_are_the_entry_points),
@@ -195,6 +214,7 @@ int main(void) {
       cmocka_unit_test(test_versions_agree),
       cmocka_unit_test(test_struct_sizes),
       cmocka_unit_test(test_type_code_names),
+      cmocka_unit_test(test_object_type_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

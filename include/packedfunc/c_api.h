@@ -207,14 +207,33 @@ typedef int (*PFPackedCFunc)(PFValue* args, int* type_codes, int num_args,
  * registry's lock is held, and may call packedfunc entry points. */
 typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
 
-/* Object type indices, as PFObjectGetTypeIndex reports them. */
+/*
+ * The one list of object types, as PFObjectGetTypeIndex reports them. Each
+ * entry is X(enumerator, index, name); PFObjectTypeName() and the Python
+ * binding's table come from it. Indices are part of the ABI; new types take
+ * the next index.
+ */
+#define PF_OBJECT_TYPE_LIST(X)             \
+  X(kPFObjectFunction, 1, "function")      \
+  X(kPFObjectModule, 2, "module")          \
+  X(kPFObjectTensor, 3, "tensor")          \
+  X(kPFObjectBoxed, 4, "boxed")            \
+  X(kPFObjectClosure, 5, "closure")
+
 typedef enum {
-  kPFObjectFunction = 1,
-  kPFObjectModule = 2,
-  kPFObjectTensor = 3,
-  kPFObjectBoxed = 4,
-  kPFObjectClosure = 5
+#define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
+  PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_ENUM_)
+#undef PF_OBJECT_TYPE_ENUM_
+  /* One past the largest object type index. */
+#define PF_OBJECT_TYPE_COUNT_(name, index, text) +1
+  kPFObjectTypeEnd = 1 PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_COUNT_)
+#undef PF_OBJECT_TYPE_COUNT_
 } PFObjectTypeIndex;
+
+/* The name of an object type index ("function", "tensor", ...), or NULL for
+ * an index that is not one. The string is static. Thread-safe. Sets no
+ * error. */
+PF_EXPORT const char* PFObjectTypeName(uint32_t type_index);
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
