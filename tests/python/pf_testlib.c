@@ -451,7 +451,9 @@ static void format_doubles(char* buf, size_t cap, const double* d, int count, in
  * the call ("1 2 3 4"), and then reuses or unmaps the memory, as C may
  * once a call is over. kind 0: malloc'ed, overwritten with -7 after the
  * call; 1: the same, but every other element of 8 (strides {2}); 2: a page
- * that is read-only during the call and unmapped after it. */
+ * that is read-only during the call and unmapped after it; 3: as 0, but
+ * lent twice, as f(t, t). When f fails, the values are in a traceback line
+ * of the error. */
 static int call_with_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
   if (want("testing.call_with_tensor", c, n, 2, 0, kPFFuncHandle) ||
@@ -472,9 +474,9 @@ static int call_with_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, voi
   if (kind == 2) mprotect(data, page, PROT_READ);
   int64_t shape[1] = {4}, strides[1] = {stride};
   DLTensor t = {data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1}, shape, kind == 1 ? strides : NULL, 0};
-  PFValue args[1] = {{.v_handle = &t}}, out;
-  int codes[1] = {kPFDLTensorHandle}, code;
-  int rc = PFFuncCall(a[0].v_handle, args, codes, 1, &out, &code);
+  PFValue args[2] = {{.v_handle = &t}, {.v_handle = &t}}, out;
+  int codes[2] = {kPFDLTensorHandle, kPFDLTensorHandle}, code;
+  int rc = PFFuncCall(a[0].v_handle, args, codes, kind == 3 ? 2 : 1, &out, &code);
   char text[256];
   format_doubles(text, sizeof(text), data, kind == 1 ? 8 : 4, 1);
   if (kind == 2) {

@@ -180,6 +180,14 @@ def test_callback_writes_reach_c_through_the_copy(fn):
     # Strided: only the tensor's own elements are written, through strides.
     assert fn("call_with_tensor")(set_second, 1) == "1 101 20 103 3 105 4 107"
 
+    def change_first(a, b):
+        assert a is not b
+        a[0] = 50.0
+
+    # The same memory lent twice: the unchanged second copy does not undo
+    # what the first wrote.
+    assert fn("call_with_tensor")(change_first, 3) == "50 2 3 4"
+
 
 def test_callback_that_fails_writes_nothing_back(fn):
     def fail(t):

@@ -18,7 +18,7 @@ import threading
 import types
 
 from . import _base, _signature
-from ._base import (PFCFuncSetReturn, PFFuncCall, PFFuncCreateFromCFunc, PFFuncFree,
+from ._base import (PFCFuncSetReturn, PFFuncCall, PFFuncFree,
                     PFObjectFree, TYPE_CODES, check_call, last_error, record_exception)
 from ._mirrors import (DLManagedTensor, DLTensor, FINALIZER, OBJECT_FUNCTION, OBJECT_MODULE,
                        OBJECT_TENSOR, PACKED_CFUNC, PFByteArray, SIGNAL_CHECKER)
@@ -59,6 +59,19 @@ if ctypes.sizeof(c_void_p) != 8:  # pragma: no cover
 # struct.unpack_from instead of building ctypes objects per call. It reads
 # only what PFFuncCall's contract says is there.
 _MEMORY = (ctypes.c_char * sys.maxsize).from_address(0)
+
+_incref = ctypes.pythonapi.Py_IncRef
+_incref.argtypes = [ctypes.py_object]
+_incref.restype = None
+
+
+def _keep_forever(thunk):
+    """Returns a ctypes thunk (a C function pointer into Python) after
+    taking a reference that is never dropped: C may hold the pointer for
+    the life of the process, and the interpreter frees module globals at
+    exit, which would free the thunk's code under a C caller."""
+    _incref(thunk)
+    return thunk
 
 
 # ---------------------------------------------------------------------------
@@ -664,6 +677,7 @@ def _run_deleter(managed_addr):
         ctypes.CFUNCTYPE(None, c_void_p)(deleter)(managed_addr)
 
 
+@_keep_forever
 @ctypes.CFUNCTYPE(None, c_void_p)
 def _capsule_destructor(capsule_addr):
     # Runs when a capsule from Tensor.__dlpack__ dies. A consumer renames
@@ -739,7 +753,8 @@ def _borrowed_tensor(addr, copies=None):
     """A numpy array for a borrowed DLTensor*: the argument itself when it
     is one we passed, else a private copy made at once, which stays valid
     whatever C does with its memory afterwards. With `copies`, (a view of
-    C's memory, the copy) is appended to it, for a write-back."""
+    C's memory, the copy, the copy's bytes as received) is appended to it,
+    for a write-back."""
     obj = _tensors_in_flight.get(addr)
     if obj is not None:
         return obj
@@ -747,7 +762,7 @@ def _borrowed_tensor(addr, copies=None):
     view = _dltensor_view(DLTensor.from_address(addr), None, numpy)
     copy = view.copy()
     if copies is not None:
-        copies.append((view, copy))
+        copies.append((view, copy, copy.tobytes()))
     return copy
 
 
@@ -832,8 +847,8 @@ def _cb_plan(codes_raw, n):
 
 def _arg_from_c(addr, code, copies):
     """A Python value for one borrowed argument of a callback. A borrowed
-    tensor arrives as a private copy; (view of C's memory, copy) is
-    appended to `copies` for the write-back."""
+    tensor arrives as a private copy, noted in `copies` for the write-back
+    (see _borrowed_tensor)."""
     if code == _INT:
         return _Q.unpack_from(_MEMORY, addr)[0]
     if code == _FLOAT:
@@ -873,9 +888,10 @@ def _call_with_c_args(fn, args_p, codes_raw, n):
     codes = struct.unpack("=%di" % n, codes_raw)
     copies = []
     r = fn(*[_arg_from_c(args_p + 8 * i, codes[i], copies) for i in range(n)])
-    for view, copy in copies:
-        # Only changed bytes are written: C may have passed read-only memory.
-        if view.tobytes() != copy.tobytes():
+    for view, copy, received in copies:
+        # Only a copy that the callback changed is written: C may have lent
+        # read-only memory, or the same tensor twice.
+        if copy.tobytes() != received:
             view[...] = copy
     return r
 
@@ -991,16 +1007,9 @@ def _unraisable_hook(args, previous=sys.unraisablehook):
 
 sys.unraisablehook = _unraisable_hook
 
-# One trampoline and one finalizer for the whole process. The extra
-# references taken here are never dropped, so that the ctypes thunks stay
-# valid even while the interpreter tears its modules down at exit.
-_TRAMPOLINE = PACKED_CFUNC(_trampoline)
-_FINALIZER = FINALIZER(_finalize)
-_incref = ctypes.pythonapi.Py_IncRef
-_incref.argtypes = [ctypes.py_object]
-_incref.restype = None
-for _thunk in (_TRAMPOLINE, _FINALIZER):
-    _incref(_thunk)
+# One trampoline and one finalizer for the whole process, never freed.
+_TRAMPOLINE = _keep_forever(PACKED_CFUNC(_trampoline))
+_FINALIZER = _keep_forever(FINALIZER(_finalize))
 
 # Every Python callable that C can call goes through this gate. At exit it
 # is closed (below): C threads that call in afterwards get a RuntimeError
@@ -1083,7 +1092,7 @@ _checker_tls = _CheckerPerThread()  # the main thread's, made here
 _SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
     next, map(operator.methodcaller("send", None),
               map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
-_incref(_SIGNAL_CHECKER)  # never freed, as the trampoline
+_keep_forever(_SIGNAL_CHECKER)
 check_call(_base.PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))
 
 
