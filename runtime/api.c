@@ -1,6 +1,8 @@
 /* Type code names, versions, struct sizes, signals and the stable table. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -71,22 +73,66 @@ _Static_assert(kPFTypeCodeEnd <= kPFExtBegin, "built-in codes stay below the ext
 
 /* ---- signals ---- */
 
+/* Calls of the checker in progress are counted, so that replacing it can
+ * wait for the callers of the old one. Two counters alternate: a call
+ * counts itself in the counter that g_checker_epoch selects, and a setter
+ * flips the epoch after storing the new checker, then waits for the old
+ * counter to drain. Calls that start after the flip load the new checker
+ * and count elsewhere, so a busy thread cannot keep the setter waiting. */
 static _Atomic(PFSignalChecker) g_checker;
+static atomic_uint g_checker_epoch;
+static atomic_long g_checker_calls[2];
+/* This thread's own calls in each counter: a setter does not wait for
+ * checker calls further up its own stack. */
+static _Thread_local long t_checker_calls[2];
+
+static pthread_once_t g_checker_fork_once = PTHREAD_ONCE_INIT;
+
+/* In a child of fork only the forking thread lives on; the calls that
+ * other threads had in progress never return there. */
+static void checker_fork_child(void) {
+  for (int i = 0; i < 2; ++i) atomic_store(&g_checker_calls[i], t_checker_calls[i]);
+}
+
+static void checker_fork_register(void) { (void)pthread_atfork(NULL, NULL, checker_fork_child); }
+
+static void sleep_1ms(void) {
+  struct timespec ts = {0, 1000000L};
+  nanosleep(&ts, NULL);
+}
 
 int PFEnvSetSignalChecker(PFSignalChecker checker) {
+  pthread_once(&g_checker_fork_once, checker_fork_register);
   atomic_store(&g_checker, checker);
+  unsigned old = atomic_fetch_add(&g_checker_epoch, 1u) & 1u;
+  while (atomic_load(&g_checker_calls[old]) > t_checker_calls[old]) sleep_1ms();
   return 0;
 }
 
 int PFEnvCheckSignals(void) {
-  PFSignalChecker c = atomic_load_explicit(&g_checker, memory_order_acquire);
-  if (c == NULL) return 0;
-  uint64_t gen = pf_hot.err_gen;
-  if (c() == 0) return 0;
-  if (pf_hot.err_gen == gen)
-    PFErrorSet(kPFErrRuntimeError,
-               "PFEnvCheckSignals: the host's signal checker failed without recording an error");
-  return -1;
+  unsigned e;
+  for (;;) {
+    e = atomic_load(&g_checker_epoch) & 1u;
+    atomic_fetch_add(&g_checker_calls[e], 1);
+    if ((atomic_load(&g_checker_epoch) & 1u) == e) break;
+    atomic_fetch_sub(&g_checker_calls[e], 1); /* a setter flipped meanwhile */
+  }
+  ++t_checker_calls[e];
+  int rc = 0;
+  PFSignalChecker c = atomic_load(&g_checker);
+  if (c != NULL) {
+    uint64_t gen = pf_hot.err_gen;
+    if (c() != 0) {
+      rc = -1;
+      if (pf_hot.err_gen == gen)
+        PFErrorSet(kPFErrRuntimeError,
+                   "PFEnvCheckSignals: the host's signal checker failed without recording an "
+                   "error");
+    }
+  }
+  --t_checker_calls[e];
+  atomic_fetch_sub(&g_checker_calls[e], 1);
+  return rc;
 }
 
 /* ---- the stable table ---- */
@@ -146,7 +192,17 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(ModListFunctionNames, 42)               \
   X(ModExportGlobal, 43)                    \
   X(ModFree, 44)                            \
-  X(ModLoadFromDescriptors, 45)
+  X(ModLoadFromDescriptors, 45)             \
+  X(HostGateCreate, 46)                     \
+  X(HostGateClose, 47)                      \
+  X(FuncCreateFromHostCFunc, 48)            \
+  X(ErrorSetFormat, 49)                     \
+  X(SetAllocator, 50)                       \
+  X(MemAlloc, 51)                           \
+  X(MemRealloc, 52)                         \
+  X(MemFree, 53)                            \
+  X(SignatureTypeInfo, 54)                  \
+  X(ObjectTypeName, 55)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \
@@ -159,14 +215,14 @@ _Static_assert(sizeof(PFApi) == (0 PF_API_SLOTS(PF_API_COUNT_)) * sizeof(void*),
                "every PFApi slot is listed in PF_API_SLOTS");
 #undef PF_API_COUNT_
 
-static const PFApi g_api_v1 = {
+static const PFApi g_api = {
 #define PF_API_INIT_(slot, index) .slot = PF##slot,
     PF_API_SLOTS(PF_API_INIT_)
 #undef PF_API_INIT_
 };
 
 static const PFApi* get_api(uint32_t version) {
-  if (version >= 1 && version <= PF_API_VERSION) return &g_api_v1;
+  if (version >= 1 && version <= PF_API_VERSION) return &g_api;
   PFErrorSetFormat(kPFErrValueError,
                    "PFApiBase.GetApi: API version %u is not available; this library "
                    "(packedfunc %s) provides versions 1 to %d",

@@ -60,15 +60,37 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(GetStructSize);
   SLOT(FuncSetInfo);
   SLOT(FuncGetInfo);
+  SLOT(FuncCreateFromTyped);
+  SLOT(FuncToCFunction);
+  SLOT(ClosureCheckError);
+  SLOT(ModLoadFromFile);
+  SLOT(ModGetFunction);
+  SLOT(ModImport);
+  SLOT(ModListFunctionNames);
+  SLOT(ModExportGlobal);
+  SLOT(ModFree);
+  SLOT(ModLoadFromDescriptors);
+  SLOT(HostGateCreate);
+  SLOT(HostGateClose);
+  SLOT(FuncCreateFromHostCFunc);
+  SLOT(ErrorSetFormat);
+  SLOT(SetAllocator);
+  SLOT(MemAlloc);
+  SLOT(MemRealloc);
+  SLOT(MemFree);
+  SLOT(SignatureTypeInfo);
+  SLOT(ObjectTypeName);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
   assert_int_equal(offsetof(PFApi, FuncCreateFromCFunc), 0);
   assert_int_equal(offsetof(PFApi, FuncCall), sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncGetInfo), 35 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, HostGateCreate), 46 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncCreateFromHostCFunc), 48 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
-  assert_true(n >= 36);
+  assert_true(n >= 49);
   for (size_t i = 0; i < n; ++i) {
     void (*slot)(void);
     memcpy(&slot, (const char*)t + i * sizeof(slot), sizeof(slot));

@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 1
+#define PF_API_VERSION 2
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -218,7 +218,8 @@ typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
   X(kPFObjectModule, 2, "module")          \
   X(kPFObjectTensor, 3, "tensor")          \
   X(kPFObjectBoxed, 4, "boxed")            \
-  X(kPFObjectClosure, 5, "closure")
+  X(kPFObjectClosure, 5, "closure")      \
+  X(kPFObjectHostGate, 6, "host gate")
 
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
@@ -523,14 +524,136 @@ PF_EXPORT void PFMemFree(void* ptr);
 typedef int (*PFSignalChecker)(void);
 
 /* Installs the host's checker (NULL removes it). Bindings call this; a
- * Python host wires it to Python's own signal check. Thread-safe. */
+ * Python host wires it to Python's own signal check. Thread-safe.
+ *
+ * When it returns, no other thread is running the previous checker or
+ * about to call it: it waits (polling every millisecond, without holding
+ * any lock) until the calls of the old checker that are in progress on
+ * other threads have returned. So a host that is shutting down can remove
+ * its checker and then free what the checker uses. Calls of the old
+ * checker further up the calling thread's own stack are not waited for.
+ * Because of that wait, do not call it while holding something that a
+ * running checker needs (a Python host calls it with the GIL released).
+ * Calls that begin while two threads set checkers at once may be waited
+ * for by both. Returns 0. */
 PF_EXPORT int PFEnvSetSignalChecker(PFSignalChecker checker);
 
 /* Lets a long-running function ask whether the user asked to interrupt:
  * returns 0 to go on, or -1 with the host's error recorded, which the
  * function should pass up by returning -1. Returns 0 when no host installed
- * a checker. Cheap enough to call every few milliseconds. */
+ * a checker. Cheap enough to call every few milliseconds. Thread-safe. */
 PF_EXPORT int PFEnvCheckSignals(void);
+
+/* ------------------------------------------------------------------------ */
+/* Host functions                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A host function is a packed function whose code belongs to a host
+ * language runtime, such as a Python interpreter, that may stop being able
+ * to run it while C still holds the function: an interpreter that exits
+ * frees its callbacks, and calling one afterwards crashes. A host function
+ * is also one whose code cannot be trusted to return a status: a Python
+ * exception raised on the very entry of a callback (a Ctrl-C handler runs
+ * there) escapes before the callback's own handler, and the foreign-function
+ * layer then returns an undefined int to C.
+ *
+ * A gate (an object of type kPFObjectHostGate) solves both. Every call of a
+ * host function, and its finalizer, goes through the function's gate:
+ *
+ *  - While the gate is open, the call is counted as in progress on the gate
+ *    (a lock-free counter), `func` runs, and the call's result is the
+ *    status that the host wrote into the PFHostCall it was given, never
+ *    func's own return value.
+ *  - Once the gate is closed (PFHostGateClose), a call fails at once, with
+ *    kind RuntimeError and the message given to PFHostGateClose, without
+ *    running any host code; and the finalizer is skipped.
+ *
+ * So a host that shuts down closes its gate, which waits for the calls in
+ * progress to return; after that no thread enters host code again, and the
+ * host may free it. Gates, host functions and the wrapper that calls them
+ * hold no lock while host code runs.
+ */
+
+/* One call of a host function, on the C stack of the gate's wrapper; its
+ * address is the `resource_handle` argument of the host's PFPackedCFunc,
+ * valid only during that call. */
+typedef struct {
+  void* resource_handle; /* the resource given at creation */
+  int32_t status;        /* kPFHostPending on entry; the host writes 0 or -1 as its last act */
+  int32_t reserved;      /* 0; the host leaves it alone */
+} PFHostCall;
+
+/* The `status` of a PFHostCall before the host has reported. */
+#define kPFHostPending 1
+
+/* Creates an open gate. *out is a new reference (PFObjectFree); every host
+ * function made on the gate holds another one.
+ * Errors: NULL out (TypeError); MemoryError. Thread-safe. */
+PF_EXPORT int PFHostGateCreate(PFObjectHandle* out);
+
+/*
+ * Closes a gate, then waits for the calls of its host functions (and their
+ * finalizers) that are in progress on OTHER threads to return.
+ *
+ * From the moment it is closed, a call of any host function of the gate
+ * fails at once with kind RuntimeError and the message `message` (copied;
+ * NULL gives "the host of this function has shut down"), and a finalizer of
+ * one of them is skipped: its resource is deliberately leaked, since the
+ * host can no longer take it back. Calls of the gate's functions that are
+ * further up the calling thread's own stack (a host function that closes
+ * its own gate) are not waited for; they finish after this returns.
+ *
+ * The wait polls every millisecond and holds no lock. `timeout_ms` bounds
+ * it: 0 checks once, a negative value waits as long as it takes. Call it
+ * without holding anything that host code in progress needs (a Python host
+ * calls it with the GIL released), or those calls cannot finish.
+ *
+ * Idempotent: closing a closed gate keeps the first message and waits
+ * again. Returns 0 when no call is in progress on another thread.
+ * Errors: gate NULL or not a live gate (TypeError); calls still in progress
+ * on other threads at the deadline (kind "TimeoutError", -1; the gate is
+ * closed all the same, and those calls go on); MemoryError when the
+ * message cannot be copied (the gate is closed all the same, with the
+ * default message). Thread-safe.
+ */
+PF_EXPORT int PFHostGateClose(PFObjectHandle gate, const char* message, int timeout_ms);
+
+/*
+ * Creates a host function on `gate`: a PackedFunc that calls `func` through
+ * the gate. *out is a new reference (PFFuncFree); the function holds a
+ * reference to the gate.
+ *
+ * Each call passes `func` the caller's args, type codes, count and return
+ * handle as usual, and as its resource_handle a PFHostCall* whose
+ * resource_handle member is `resource_handle` and whose status is
+ * kPFHostPending. `func` sets its value with PFCFuncSetReturn as any
+ * packed function does, and writes the call's status into the PFHostCall
+ * as its last act: 0 for success; -1 for failure, after recording the error.
+ * Its own return value is ignored. The call's result is then:
+ *   - status 0: success;
+ *   - status -1: failure with the error the host recorded (or, if it
+ *     recorded none, PFFuncCall's RuntimeError saying so);
+ *   - still kPFHostPending (the host could not report, e.g. an exception
+ *     escaped its handler): failure with the error that the host recorded
+ *     on this thread during the call, if it recorded one; otherwise a
+ *     RuntimeError saying that the host function did not complete;
+ *   - any other status: a RuntimeError naming it.
+ *
+ * `fin` (may be NULL) receives `resource_handle` itself, not a PFHostCall.
+ * It runs through the gate, exactly once, when the function's last
+ * reference goes, unless the gate is closed by then: then it is skipped
+ * and the resource is leaked. If this call fails, `fin` runs at once under
+ * the same rule (or directly, when `gate` is not a gate at all).
+ *
+ * Errors: gate NULL or not a live gate, NULL func or out (TypeError); a
+ * closed gate (RuntimeError with the gate's message); MemoryError.
+ * Thread-safe; the function may be called from any thread, as the host
+ * allows.
+ */
+PF_EXPORT int PFFuncCreateFromHostCFunc(PFObjectHandle gate, PFPackedCFunc func,
+                                        void* resource_handle, PFPackedCFuncFinalizer fin,
+                                        PFFunctionHandle* out);
 
 /* ------------------------------------------------------------------------ */
 /* Function metadata                                                         */
@@ -1050,14 +1173,10 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * asks for the version it was compiled against and gets a table at least
  * that new.
  *
- * Every exported entry point is a slot, except these, each for its reason
- * (tools/check-abi.sh reads this list; keep one entry per line):
+ * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds the
+ * rest. Every exported entry point is a slot, except these, each for its
+ * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
- *   PF_API_EXCLUDED(PFErrorSetFormat)  not yet in a released table
- *   PF_API_EXCLUDED(PFSetAllocator)    not yet in a released table
- *   PF_API_EXCLUDED(PFMemAlloc)        not yet in a released table
- *   PF_API_EXCLUDED(PFMemRealloc)      not yet in a released table
- *   PF_API_EXCLUDED(PFMemFree)         not yet in a released table
  */
 typedef struct PFApi {
   /* Version 1. */
@@ -1111,6 +1230,19 @@ typedef struct PFApi {
   int (*ModFree)(PFModuleHandle);
   int (*ModLoadFromDescriptors)(const PFFuncDescriptor* const*,
                                 const PFFuncDescriptor* const*, PFModuleHandle*);
+  /* Version 2. Host functions. */
+  int (*HostGateCreate)(PFObjectHandle*);
+  int (*HostGateClose)(PFObjectHandle, const char*, int);
+  int (*FuncCreateFromHostCFunc)(PFObjectHandle, PFPackedCFunc, void*, PFPackedCFuncFinalizer,
+                                 PFFunctionHandle*);
+  /* Errors with a format, memory, and the lists a binding reads. */
+  int (*ErrorSetFormat)(const char*, const char*, ...);
+  int (*SetAllocator)(const PFAllocator*);
+  void* (*MemAlloc)(size_t);
+  void* (*MemRealloc)(void*, size_t);
+  void (*MemFree)(void*);
+  int (*SignatureTypeInfo)(int, const char**, int*);
+  const char* (*ObjectTypeName)(uint32_t);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

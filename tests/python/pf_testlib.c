@@ -5,13 +5,18 @@
  *
  * pft_init() registers every packed function under "testing." (override,
  * so that calling it twice is harmless). */
+/* For MAP_ANONYMOUS, which POSIX leaves out. */
+#define _DEFAULT_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <packedfunc/c_api.h>
 
@@ -21,6 +26,8 @@ EXPORT int pft_init(void);
 EXPORT int64_t pft_add(int64_t a, int64_t b);
 EXPORT int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
 EXPORT int64_t pft_tensors_alive(void);
+EXPORT int pft_start_exit_callers(const char* name, int threads, int fd);
+EXPORT int64_t pft_exit_callers_ok(void);
 
 static int set_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -143,7 +150,7 @@ typedef struct {
   char* tb;
 } thread_call;
 
-static char* dup(const char* s) {
+static char* dup_str(const char* s) {
   size_t n = strlen(s) + 1;
   char* d = malloc(n);
   if (d) memcpy(d, s, n);
@@ -156,10 +163,10 @@ static void* thread_main(void* p) {
   if (t->rc != 0) {
     /* The error lives in this thread's storage: carry it to the caller. */
     strncpy(t->kind, PFErrorGetKind(), sizeof(t->kind) - 1);
-    t->msg = dup(PFErrorGetMessage());
-    t->tb = dup(PFErrorGetTraceback());
+    t->msg = dup_str(PFErrorGetMessage());
+    t->tb = dup_str(PFErrorGetTraceback());
   } else if (t->code == kPFStr) {
-    t->text = dup(t->out.v_str);
+    t->text = dup_str(t->out.v_str);
   }
   return NULL;
 }
@@ -289,11 +296,8 @@ static void owned_deleter(DLManagedTensor* self) {
   atomic_fetch_sub(&g_tensors_alive, 1);
 }
 
-/* testing.make_tensor(n): a new C-owned float64 tensor 0, 1, ..., n-1. */
-static int make_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
-  (void)r;
-  if (want("testing.make_tensor", c, n, 1, 0, kPFInt)) return -1;
-  int64_t len = a[0].v_int64;
+/* A new C-owned float64 tensor object 0, 1, ..., len-1. */
+static int new_owned_tensor(int64_t len, PFObjectHandle* obj) {
   if (len < 0 || len > (1 << 24))
     return PFErrorSetFormat(kPFErrValueError, "testing.make_tensor: bad length %lld", (long long)len);
   owned_tensor* t = calloc(1, sizeof(*t) + sizeof(double) * (size_t)len);
@@ -310,8 +314,15 @@ static int make_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r)
   d->byte_offset = 0;
   t->managed.deleter = owned_deleter;
   atomic_fetch_add(&g_tensors_alive, 1);
+  return PFTensorCreateFromDLPack(&t->managed, obj);
+}
+
+/* testing.make_tensor(n): a new C-owned float64 tensor 0, 1, ..., n-1. */
+static int make_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.make_tensor", c, n, 1, 0, kPFInt)) return -1;
   PFObjectHandle obj;
-  if (PFTensorCreateFromDLPack(&t->managed, &obj) != 0) return -1;
+  if (new_owned_tensor(a[0].v_int64, &obj) != 0) return -1;
   PFValue out = {.v_handle = obj};
   int code = kPFObjectHandle;
   int rc = PFCFuncSetReturn(ret, &out, &code, 1);
@@ -407,6 +418,193 @@ static int make_func(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return rc;
 }
 
+/* ---- signals, tensors and threads for the callback defects ---- */
+
+/* testing.signal_then_call(signum, f, args...): raises the signal on this
+ * thread, then calls f(args...): a Python handler then runs on the very
+ * entry of the callback. Returns f's result, or its error. */
+static int signal_then_call(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.signal_then_call", c, n, 2, 0, kPFInt) ||
+      want("testing.signal_then_call", c, n, 2, 1, kPFFuncHandle))
+    return -1;
+  raise((int)a[0].v_int64);
+  PFValue out;
+  int code;
+  if (PFFuncCall(a[1].v_handle, a + 2, c + 2, n - 2, &out, &code) != 0) return -1;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(out.v_handle);
+  return rc;
+}
+
+/* Writes "v0 v1 ..." of `count` doubles `stride` apart into buf. */
+static void format_doubles(char* buf, size_t cap, const double* d, int count, int stride) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < count && used < cap; ++i)
+    used += (size_t)snprintf(buf + used, cap - used, i ? " %g" : "%g", d[i * stride]);
+}
+
+/* testing.call_with_tensor(f, kind): calls f(t) with a borrowed DLTensor t
+ * of the float64 values 1, 2, 3, 4, then returns them as C reads them after
+ * the call ("1 2 3 4"), and then reuses or unmaps the memory, as C may
+ * once a call is over. kind 0: malloc'ed, overwritten with -7 after the
+ * call; 1: the same, but every other element of 8 (strides {2}); 2: a page
+ * that is read-only during the call and unmapped after it; 3: as 0, but
+ * lent twice, as f(t, t). When f fails, the values are in a traceback line
+ * of the error. */
+static int call_with_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_with_tensor", c, n, 2, 0, kPFFuncHandle) ||
+      want("testing.call_with_tensor", c, n, 2, 1, kPFInt))
+    return -1;
+  int kind = (int)a[1].v_int64;
+  int stride = kind == 1 ? 2 : 1;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  double* data;
+  if (kind == 2) {
+    data = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) return PFErrorSetFormat(kPFErrMemoryError, "mmap failed");
+  } else {
+    data = calloc(8, sizeof(double));
+    if (data == NULL) return PFErrorSetFormat(kPFErrMemoryError, "out of memory");
+  }
+  for (int i = 0; i < 8; ++i) data[i] = i % stride ? 100 + i : 1 + i / stride;
+  if (kind == 2) mprotect(data, page, PROT_READ);
+  int64_t shape[1] = {4}, strides[1] = {stride};
+  DLTensor t = {data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1}, shape, kind == 1 ? strides : NULL, 0};
+  PFValue args[2] = {{.v_handle = &t}, {.v_handle = &t}}, out;
+  int codes[2] = {kPFDLTensorHandle, kPFDLTensorHandle}, code;
+  int rc = PFFuncCall(a[0].v_handle, args, codes, kind == 3 ? 2 : 1, &out, &code);
+  char text[256];
+  format_doubles(text, sizeof(text), data, kind == 1 ? 8 : 4, 1);
+  if (kind == 2) {
+    munmap(data, page);
+  } else {
+    for (int i = 0; i < 8; ++i) data[i] = -7;
+    free(data);
+  }
+  if (rc != 0) {
+    char line[300];
+    snprintf(line, sizeof(line), "C read after the call: %s", text);
+    PFErrorAppendTraceback(line);
+    return -1;
+  }
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(out.v_handle);
+  return set_str(ret, text);
+}
+
+/* testing.call_with_tensor_object(f, n): calls f(obj) with a new tensor
+ * object of the float64 values 0..n-1, drops C's reference, and returns
+ * the values as C read them after the call. */
+static int call_with_tensor_object(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_with_tensor_object", c, n, 2, 0, kPFFuncHandle) ||
+      want("testing.call_with_tensor_object", c, n, 2, 1, kPFInt))
+    return -1;
+  PFObjectHandle obj;
+  DLTensor* t;
+  if (new_owned_tensor(a[1].v_int64, &obj) != 0) return -1;
+  if (PFTensorGetDLTensor(obj, &t) != 0) {
+    PFObjectFree(obj);
+    return -1;
+  }
+  PFValue args[1] = {{.v_handle = obj}}, out;
+  int codes[1] = {kPFObjectHandle}, code;
+  int rc = PFFuncCall(a[0].v_handle, args, codes, 1, &out, &code);
+  char text[256];
+  format_doubles(text, sizeof(text), t->data, (int)t->shape[0], 1);
+  PFObjectFree(obj);
+  if (rc != 0) return -1;
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(out.v_handle);
+  return set_str(ret, text);
+}
+
+/* testing.call_in_thread_n(f, n): a new pthread calls f() n times and
+ * ignores its errors, as C code that never reads them would; returns how
+ * many calls failed. */
+typedef struct {
+  PFFunctionHandle f;
+  int64_t n, failed;
+} repeat_call;
+
+static void* repeat_main(void* p) {
+  repeat_call* rc = p;
+  for (int64_t i = 0; i < rc->n; ++i) {
+    PFValue out;
+    int code;
+    if (PFFuncCall(rc->f, NULL, NULL, 0, &out, &code) != 0) {
+      rc->failed++;
+    } else if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle) {
+      PFObjectFree(out.v_handle);
+    }
+  }
+  return NULL;
+}
+
+static int call_in_thread_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_in_thread_n", c, n, 2, 0, kPFFuncHandle) ||
+      want("testing.call_in_thread_n", c, n, 2, 1, kPFInt))
+    return -1;
+  repeat_call rc = {a[0].v_handle, a[1].v_int64, 0};
+  pthread_t th;
+  if (pthread_create(&th, NULL, repeat_main, &rc) != 0)
+    return PFErrorSetFormat(kPFErrRuntimeError, "testing.call_in_thread_n: pthread_create failed");
+  pthread_join(th, NULL);
+  return set_int(ret, rc.failed);
+}
+
+/* ---- C threads that call a Python function while the interpreter exits ---- */
+
+typedef struct {
+  char name[256];
+  int fd;
+} exit_caller;
+
+static atomic_llong g_exit_callers_ok;
+
+/* Calls the global function `name`(i) in a loop, forever; the first error
+ * is written to fd as one line "Kind: message". */
+static void* exit_caller_main(void* p) {
+  exit_caller* ec = p;
+  int reported = 0;
+  for (int64_t i = 0;; ++i) {
+    PFFunctionHandle f = NULL;
+    if (PFFuncGetGlobal(ec->name, &f) != 0 || f == NULL) continue;
+    PFValue arg = {.v_int64 = i}, out;
+    int code = kPFInt, out_code;
+    int rc = PFFuncCall(f, &arg, &code, 1, &out, &out_code);
+    PFFuncFree(f);
+    if (rc == 0) {
+      atomic_fetch_add(&g_exit_callers_ok, 1);
+    } else {
+      if (!reported) dprintf(ec->fd, "%s: %s\n", PFErrorGetKind(), PFErrorGetMessage());
+      reported = 1;
+      sleep_ms(1); /* leave the CPU to the exiting interpreter */
+    }
+  }
+  return NULL;
+}
+
+int pft_start_exit_callers(const char* name, int threads, int fd) {
+  for (int i = 0; i < threads; ++i) {
+    exit_caller* ec = calloc(1, sizeof(*ec)); /* lives as long as the process */
+    if (ec == NULL) return -1;
+    snprintf(ec->name, sizeof(ec->name), "%s", name);
+    ec->fd = fd;
+    pthread_t th;
+    if (pthread_create(&th, NULL, exit_caller_main, ec) != 0) return -1;
+    pthread_detach(th);
+  }
+  return 0;
+}
+
+int64_t pft_exit_callers_ok(void) { return atomic_load(&g_exit_callers_ok); }
+
 /* ---- plain C, for the raw ctypes comparison ---- */
 
 int64_t pft_add(int64_t a, int64_t b) { return a + b; }
@@ -443,6 +641,10 @@ int pft_init(void) {
       {"testing.borrowed_tensor", borrowed_tensor},
       {"testing.make_boxed", make_boxed},
       {"testing.make_func", make_func},
+      {"testing.signal_then_call", signal_then_call},
+      {"testing.call_with_tensor", call_with_tensor},
+      {"testing.call_with_tensor_object", call_with_tensor_object},
+      {"testing.call_in_thread_n", call_in_thread_n},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;

@@ -6,6 +6,7 @@ argument position), never a crash, a hang or a silent misreading.
 import ctypes
 import ctypes.util
 import functools
+import os
 import pickle
 
 import numpy as np
@@ -13,6 +14,8 @@ import pytest
 
 import packedfunc as pf
 from packedfunc import _base, _core
+
+from conftest import ROOT
 
 NAME_MAX = 1024  # PF_NAME_MAX (c_api.h)
 
@@ -102,11 +105,35 @@ def test_name_with_nul(where, call):
 
 
 @pytest.mark.parametrize("where,call", NAME_TAKERS, ids=[w for w, _ in NAME_TAKERS])
-@pytest.mark.parametrize("surrogate", ["\ud800", "\udc80", "\udfff"])
+@pytest.mark.parametrize("surrogate", ["\ud800", "\udc7f", "\udd00", "\udfff"])
 def test_name_with_lone_surrogate(where, call, surrogate):
+    # U+DC80..U+DCFF are not here: they stand for the bytes 0x80..0xFF of a
+    # name that is not UTF-8 (see test_name_with_invalid_utf8_round_trips).
     with pytest.raises(ValueError, match=r"%s: name .* contains a lone surrogate .* at index 3"
                        % where):
         call("abc" + surrogate)
+
+
+_register_raw = _base._fn("PFFuncRegisterGlobal", ctypes.c_int,
+                          [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int])
+
+
+def test_name_with_invalid_utf8_round_trips(echo):
+    # C registers a name that is not UTF-8. It is listed with surrogateescape
+    # (byte 0xFF as U+DCFF), and that str finds, replaces and removes it.
+    # (Before: listed with U+FFFD, which named no function.)
+    raw = b"pytest.invalid.\xff\xfe.name"
+    _base.check_call(_register_raw(raw, echo.handle, 0))
+    try:
+        listed = pf.list_global_func_names("pytest.invalid.")
+        assert listed == ["pytest.invalid.\udcff\udcfe.name"]
+        name = listed[0]
+        assert pf.get_global_func(name) == echo
+        pf.register_func(name, lambda: "replaced", override=True)
+        assert pf.get_global_func(name)() == "replaced"
+    finally:
+        pf.remove_global_func("pytest.invalid.\udcff\udcfe.name")
+    assert pf.get_global_func(name, allow_missing=True) is None
 
 
 def test_name_non_ascii_is_accepted(unique_name):
@@ -324,6 +351,26 @@ def test_callback_bad_result(fn, result, exc, match):
         fn("call_in_thread")(lambda: result)
 
 
+def test_callback_message_with_nul(fn, echo):
+    # C messages end at the first NUL; C sees the NUL written as \x00, and
+    # Python gets the callback's text back whole. (Before: cut at the NUL.)
+    def cb():
+        raise ValueError("a\0b")
+
+    with pytest.raises(ValueError) as info:
+        fn("call")(cb)
+    assert str(info.value).startswith("a\0b\n")
+    assert str(info.value.__cause__) == "a\0b"
+    f = pf.convert(cb)
+    with pytest.raises(ValueError):
+        f()
+    assert _base.PFErrorGetMessage() == b"a\\x00b"
+    # Also when C code copies the error to another thread's storage.
+    with pytest.raises(ValueError) as info:
+        fn("call_in_thread")(cb)
+    assert str(info.value).startswith("a\0b\n")
+
+
 def test_callback_wrong_arity(fn):
     with pytest.raises(TypeError, match="positional argument"):
         fn("call")(lambda a, b: a, 1)
@@ -361,6 +408,26 @@ def test_datatype_wrong_type(bad):
         pf.DataType(bad)
 
 
+@pytest.mark.parametrize("text", ["float32\n", "int8\n", "float16x4\n"])
+def test_datatype_text_with_final_newline(text):
+    # (Before: accepted, since a regex "$" also matches before a final newline.)
+    with pytest.raises(ValueError, match="DataType: cannot parse"):
+        pf.DataType(text)
+
+
+@pytest.mark.parametrize("args,what,given", [
+    ((2, 32, 1.5), "lanes", "float"), ((2.0, 32), "type_code", "float"),
+    ((2, "32"), "bits", "str"), ((True, 8), "type_code", "bool"), ((2, 32, None), "lanes",
+                                                                      "NoneType"),
+])
+def test_datatype_fields_of_the_wrong_type(args, what, given):
+    # At construction, naming the field. (Before: DataType(2, 32, 1.5) was
+    # accepted and failed later, when packed, with a struct.error.)
+    with pytest.raises(TypeError, match="DataType: %s must be an int, not %s" % (what, given)):
+        pf.DataType(*args)
+    assert pf.DataType(np.int32(2), np.int64(32), np.uint8(4)) == pf.DataType("float32x4")
+
+
 def test_device_bad_input():
     with pytest.raises(ValueError, match="Device: unknown device type 'tpu'"):
         pf.Device("tpu")
@@ -388,6 +455,17 @@ def test_register_error_bad_input():
         pf.register_error("FineKind", int)
 
 
+def test_register_error_kind_with_final_newline():
+    # (Before: accepted, since "$" matches before a final newline; C then
+    # refused the kind, and the error came back as RuntimeError.)
+    class Mine(Exception):
+        pass
+
+    with pytest.raises(ValueError, match=r"register_error: kind 'MyKind\\n' is not an identifier"):
+        pf.register_error("MyKind\n", Mine)
+    assert _base.kind_of(Mine) == "RuntimeError"
+
+
 def test_tensor_argument_that_cannot_export(echo):
     class Broken:
         def __dlpack__(self, stream=None):
@@ -398,6 +476,25 @@ def test_tensor_argument_that_cannot_export(echo):
         echo(Broken())
 
 
+@pytest.mark.parametrize("returned", [42, None, b"bytes", "used"], ids=lambda r: repr(r))
+def test_tensor_argument_whose_dlpack_is_not_a_capsule(fn, returned):
+    class NotACapsule:
+        def __dlpack__(self, stream=None):
+            if returned == "used":  # a capsule, but one already consumed
+                capsule = np.zeros(2).__dlpack__()
+                np.from_dlpack(_Exporter(capsule))
+                return capsule
+            return returned
+
+    # (Before: a bare ValueError from PyCapsule_GetPointer, naming nothing.)
+    with pytest.raises(TypeError, match=r"argument 1 \(NotACapsule\) cannot be exported "
+                       "through DLPack: its __dlpack__ returned .*, not a DLPack capsule"):
+        fn("nargs")(1, NotACapsule())
+    with pytest.raises(TypeError, match=r"the callback's result \(NotACapsule\) cannot be "
+                       "exported through DLPack"):
+        fn("call")(lambda: NotACapsule())
+
+
 # ---- load_module -------------------------------------------------------------------
 
 def test_load_module_non_module_library():
@@ -405,6 +502,73 @@ def test_load_module_non_module_library():
     assert libm
     with pytest.raises(ValueError, match="is not a packedfunc module"):
         pf.load_module(libm)
+
+
+class _Exporter:
+    """Hands a given capsule to numpy.from_dlpack, which consumes it."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, stream=None):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+DEMO_PLUGIN = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
+    ROOT, os.environ.get("BUILD", "build"), "examples", "demo_plugin.so")
+
+
+def test_module_lookup_of_a_name_that_cannot_exist():
+    plugin = pf.load_module(DEMO_PLUGIN)
+    # (Before: UnicodeEncodeError from both.)
+    for name in ("\ud800", "demo.add\udfff", "a\0b"):
+        assert name not in plugin
+        with pytest.raises(KeyError):
+            plugin[name]
+        with pytest.raises(ValueError, match="Module.get_function: name"):
+            plugin.get_function(name)
+    assert "demo.add" in plugin
+
+
+_load_descriptors = _base._fn("PFModLoadFromDescriptors", ctypes.c_int,
+                              [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)])
+
+
+class _Descriptor(ctypes.Structure):  # PFFuncDescriptor (c_api.h)
+    _fields_ = [("abi", ctypes.c_uint32), ("kind", ctypes.c_uint32), ("name", ctypes.c_char_p),
+                ("packed", ctypes.c_void_p), ("typed", ctypes.c_void_p),
+                ("signature", ctypes.c_char_p), ("doc", ctypes.c_char_p)]
+
+
+def test_module_names_with_invalid_utf8_round_trip(testlib):
+    # A module whose function name is not UTF-8: listed with surrogateescape,
+    # and found again by that name. (Before: listed with U+FFFD.)
+    d = _Descriptor(1, 2, b"bad.\xff.add", None, ctypes.cast(testlib.pft_add, ctypes.c_void_p),
+                    b"int64(int64,int64)", None)
+    table = (ctypes.POINTER(_Descriptor) * 1)(ctypes.pointer(d))
+    out = ctypes.c_void_p()
+    begin = ctypes.addressof(table)
+    _base.check_call(_load_descriptors(begin, begin + ctypes.sizeof(table), ctypes.byref(out)))
+    mod = pf.Module._adopt(out.value, 2)
+    assert mod.list_function_names() == ["bad.\udcff.add"]
+    assert "bad.\udcff.add" in mod
+    assert mod["bad.\udcff.add"](40, 2) == 42
+    assert mod.get_function("bad.\udcff.add").name == "bad.\udcff.add"
+
+
+def test_export_global_overlong_prefix():
+    plugin = pf.load_module(DEMO_PLUGIN)
+    # (Before: PFFuncGetGlobal: argument 'name' is longer than 1024 bytes.)
+    for prefix in ("p" * (NAME_MAX + 1), "p" * (NAME_MAX - 5)):
+        with pytest.raises(ValueError, match="Module.export_global: argument 'prefix' "
+                           r"\(\d+ bytes\) is too long"):
+            plugin.export_global(prefix)
+    assert pf.list_global_func_names("ppppp") == []
+    with pytest.raises(ValueError, match="Module.export_global: prefix .* lone surrogate"):
+        plugin.export_global("\ud800.")
 
 
 def test_load_module_bad_path(tmp_path):

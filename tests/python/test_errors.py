@@ -1,8 +1,14 @@
 """Errors across the boundary, both ways, and custom kinds."""
+import os
+import subprocess
+import sys
+
 import pytest
 
 import packedfunc as pf
 from packedfunc import _base
+
+from conftest import ROOT
 
 BUILTIN = [TypeError, ValueError, KeyError, IndexError, AttributeError, NotImplementedError,
            MemoryError, RuntimeError]
@@ -158,3 +164,52 @@ def test_error_from_callback_on_c_thread(fn):
 def test_callback_result_overflow(fn):
     with pytest.raises(OverflowError, match="int64"):
         fn("call")(lambda: 2**70)
+
+
+# The binding keeps the last 256 exceptions that callbacks raised (so that
+# an error coming back to Python can chain the original). A C thread that
+# ignores 300 errors makes it drop old ones; dropping one frees what its
+# traceback kept, here an object whose __del__ has a failing callback
+# record another exception on the same thread. That once happened while
+# the binding held its non-reentrant lock: a deadlock. In a subprocess, so
+# that a hang fails the test by its timeout.
+EVICTION_SCRIPT = r"""
+import ctypes, os
+import packedfunc as pf
+ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
+call = pf.get_global_func("testing.call")
+call_in_thread_n = pf.get_global_func("testing.call_in_thread_n")
+deleted = [0]
+
+def failing():
+    raise KeyError("raised by a __del__'s callback")
+
+armed = [True]  # the exceptions still kept die at exit: let them go quietly
+
+class Tripwire:
+    def __del__(self):
+        if armed and armed[0]:
+            deleted[0] += 1
+            try:
+                call(failing)
+            except KeyError:
+                pass
+
+def raises():
+    tripwire = Tripwire()  # kept alive by the exception's traceback
+    raise ValueError("C ignores this")
+
+print(call_in_thread_n(raises, 300), deleted[0] > 0)
+armed[0] = False
+"""
+
+
+def test_dropping_a_saved_exception_runs_no_user_code_under_a_lock(testlib):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
+               PF_TESTLIB_PATH=testlib._name)
+    r = subprocess.run([sys.executable, "-c", EVICTION_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "300 True\n"
+    assert r.stderr == ""
+

@@ -148,3 +148,61 @@ def test_interpreter_exit_with_registered_functions_is_silent(testlib):
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "" and r.stderr == ""
+
+
+# C threads call a registered Python function in a loop while the
+# interpreter exits. The interpreter's exit closes the gate that every
+# Python callback is called through (waiting for the calls in progress), so
+# that calls that come later fail cleanly in C instead of entering a
+# half-finalized interpreter or freed ctypes thunks (a SIGSEGV in 1 to 6
+# runs of 30 before). The script's own exit handler, registered before
+# packedfunc's and so run after it, waits until every C thread has reported
+# its first error, and prints it.
+EXIT_CALLERS = 4
+EXIT_CALLERS_SCRIPT = r"""
+import atexit, ctypes, os, sys, time
+path = sys.argv[1]
+
+def wait_for_the_c_threads():
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        if len(lines) >= %d:
+            print("\n".join(lines))
+            return
+        time.sleep(0.001)
+    print("the C threads saw no error at exit")
+
+atexit.register(wait_for_the_c_threads)
+
+import packedfunc as pf
+lib = ctypes.CDLL(os.environ["PF_TESTLIB_PATH"])
+lib.pft_init()
+lib.pft_exit_callers_ok.restype = ctypes.c_int64
+
+@pf.register_func("exit.py_func")
+def f(x):
+    time.sleep(0.0002)  # so that calls are in progress when the exit begins
+    return x + 1
+
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+assert lib.pft_start_exit_callers(b"exit.py_func", %d, fd) == 0
+while lib.pft_exit_callers_ok() < 50:
+    time.sleep(0.001)
+""" % (EXIT_CALLERS, EXIT_CALLERS)
+
+
+def test_c_threads_calling_python_while_the_interpreter_exits(testlib, tmp_path):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "bindings", "python")
+    env["PF_TESTLIB_PATH"] = testlib._name
+    for run in range(30):
+        path = tmp_path / ("errors.%d" % run)
+        path.write_text("")
+        r = subprocess.run([sys.executable, "-c", EXIT_CALLERS_SCRIPT, str(path)], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (run, r.returncode, r.stderr)
+        assert r.stderr == "", (run, r.stderr)
+        assert r.stdout.splitlines() == [
+            "RuntimeError: the Python interpreter is shutting down"] * EXIT_CALLERS, (run, r.stdout)

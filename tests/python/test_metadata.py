@@ -159,7 +159,7 @@ def test_set_info_sets_each_field_once(pf):
 
 @pytest.mark.parametrize("kwargs, exc", [
     ({"name": 1}, TypeError), ({"doc": b"x"}, TypeError), ({"signature": "a\0b"}, ValueError),
-    ({"name": "\udc80"}, ValueError),
+    ({"name": "\ud800"}, ValueError), ({"doc": "\udc80"}, ValueError),
 ])
 def test_set_info_bad_arguments(pf, kwargs, exc):
     f = pf.convert(lambda: 0)

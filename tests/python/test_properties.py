@@ -163,7 +163,11 @@ def test_lone_surrogate_is_value_error(head, surrogate, tail, pos):
     assert "index %d" % len(head) in str(info.value)
     with pytest.raises(ValueError, match="lone surrogate"):
         c_call(lambda: s)
-    with pytest.raises(ValueError, match="get_global_func: name .* lone surrogate"):
+    # As a name, U+DC80..U+DCFF stand for the bytes 0x80..0xFF of a name
+    # that is not UTF-8 (surrogateescape): such a name is merely absent.
+    escapable = "\udc80" <= surrogate <= "\udcff"
+    with pytest.raises(ValueError, match="no global function named" if escapable
+                       else "get_global_func: name .* lone surrogate"):
         pf.get_global_func(s)
 
 

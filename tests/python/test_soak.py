@@ -7,7 +7,10 @@ Operations: register (taken names fail with KeyError), override, remove
 GIL) on the calling thread and on C threads, failing calls, listings, and
 anonymous conversions. Every function ever registered under soak name i
 computes x * 1000 + i, in several implementations, so whatever version a
-lookup races into, its result is checkable.
+lookup races into, its result is checkable. Callbacks return values that
+only their own thread uses (ints, floats, str, bytes, Functions), and every
+result's value is checked, so that a result that crossed to another thread
+is caught.
 
 Short by default (part of the test command, a few seconds). The long form,
 a million operations, runs with PF_PY_SOAK_OPS=1000000 (`make soak`).
@@ -16,6 +19,7 @@ import ctypes
 import gc
 import os
 import random
+import sys
 import threading
 import time
 
@@ -51,10 +55,12 @@ def implementation(i, variant, add):
 class Worker:
     def __init__(self, seed, ops, fns):
         self.rng = random.Random(seed)
+        self.seed = seed
         self.ops = ops
         self.fns = fns
         self.counts = {}
         self.errors = []
+        self.own_func = pf.convert(lambda: seed)  # a Function only this worker returns
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -108,6 +114,15 @@ class Worker:
         s = "s%d" % x
         assert self.fns["call"](lambda v: v + "é", s) == s + "é"
 
+    def op_callback_values(self, i, x):
+        # Values that only this thread uses, each returned by a callback
+        # through C; any result from another thread's callback is wrong.
+        tag = "w%d-%d" % (self.seed, x)
+        for value in (x, x + 0.5, tag, tag.encode() + b"\0\xfe", self.own_func):
+            got = self.fns["call"](lambda: value)
+            assert got == value, (value, got)
+        assert got() == self.seed
+
     def op_callback_c_thread(self, i, x):
         assert self.fns["call_in_thread"](lambda v: v - 1, x) == x - 1
 
@@ -145,7 +160,7 @@ class Worker:
     def run(self):
         ops = [(self.op_register, 3), (self.op_override, 2), (self.op_remove, 3),
                (self.op_lookup_call, 10), (self.op_call_c, 5), (self.op_typed, 5),
-               (self.op_callback, 5), (self.op_callback_str, 2),
+               (self.op_callback, 5), (self.op_callback_str, 2), (self.op_callback_values, 3),
                (self.op_callback_c_thread, 0.3), (self.op_callback_registered, 3),
                (self.op_fail, 1), (self.op_callback_raises, 1), (self.op_list, 0.5),
                (self.op_convert, 1)]
@@ -175,10 +190,15 @@ def test_soak(testlib):
     workers = [Worker(seed + k, per_thread, fns) for k in range(THREADS)]
     threads = [threading.Thread(target=w.run) for w in workers]
     started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # switch threads often: more interleavings
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
     elapsed = time.monotonic() - started
 
     errors = [e for w in workers for e in w.errors]
@@ -191,7 +211,8 @@ def test_soak(testlib):
     assert done == per_thread * THREADS, totals
     # Every kind of operation ran, and the races actually happened.
     for what in ("op_register", "op_override", "op_remove", "op_lookup_call", "op_typed",
-                 "op_callback", "op_callback_c_thread", "op_callback_registered",
+                 "op_callback", "op_callback_values", "op_callback_c_thread",
+                 "op_callback_registered",
                  "registered", "removed"):
         assert totals.get(what, 0) > 0, (what, totals)
     print("soak: %d operations on %d threads in %.1f s: %r"
@@ -202,7 +223,7 @@ def test_soak(testlib):
     for name in NAMES:
         if pf.get_global_func(name, allow_missing=True) is not None:
             pf.remove_global_func(name)
-    del workers, threads
+    del workers, threads, w  # w: the last worker of the loops above
     gc.collect()
     assert len(_core._live) == live_before
     # The registry still works.

@@ -1,10 +1,16 @@
-"""Tensors through DLPack: no copies in either direction, owners kept alive."""
+"""Tensors through DLPack: no copies in either direction, owners kept alive;
+a tensor that C lends to a callback arrives as a private copy."""
 import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import packedfunc as pf
+
+from conftest import ROOT
 
 
 def test_numpy_array_is_passed_without_copy(fn):
@@ -142,3 +148,95 @@ def test_readonly_array_error_names_position(fn):
     a.setflags(write=False)
     with pytest.raises(TypeError, match="argument 0.*DLPack"):
         fn("fill")(a, 1.0)
+
+
+# A DLTensor that C lends to a callback (kPFDLTensorHandle) is C's memory
+# only for the call. The callback gets a private copy, which it may keep;
+# what it changes is written back to C's memory when it returns, and only
+# if it changed anything. testing.call_with_tensor(f, kind) lends 1, 2, 3, 4
+# and returns what C reads after the call, then reuses its memory (kind 0),
+# with strides {2} over 8 values (kind 1), or unmaps it (kind 2, a page
+# that is read-only during the call).
+
+def test_callback_may_keep_a_tensor_c_lent_it(fn):
+    kept = []
+    assert fn("call_with_tensor")(kept.append, 0) == "1 2 3 4"
+    # C has overwritten its memory with -7 and freed it since.
+    assert kept[0].tolist() == [1.0, 2.0, 3.0, 4.0]
+    kept[0][0] = 9.0  # a copy of our own: no one else sees this
+    assert kept[0].tolist() == [9.0, 2.0, 3.0, 4.0]
+
+
+def test_callback_writes_reach_c_through_the_copy(fn):
+    def double(t):
+        t *= 2
+
+    assert fn("call_with_tensor")(double, 0) == "2 4 6 8"
+
+    def set_second(t):
+        assert t.tolist() == [1.0, 2.0, 3.0, 4.0]
+        t[1] = 20.0
+
+    # Strided: only the tensor's own elements are written, through strides.
+    assert fn("call_with_tensor")(set_second, 1) == "1 101 20 103 3 105 4 107"
+
+    def change_first(a, b):
+        assert a is not b
+        a[0] = 50.0
+
+    # The same memory lent twice: the unchanged second copy does not undo
+    # what the first wrote.
+    assert fn("call_with_tensor")(change_first, 3) == "50 2 3 4"
+
+
+def test_callback_that_fails_writes_nothing_back(fn):
+    def fail(t):
+        t[:] = 0.0
+        raise ValueError("no result")
+
+    with pytest.raises(ValueError, match="no result") as info:
+        fn("call_with_tensor")(fail, 0)
+    assert str(info.value).splitlines()[-1] == "C read after the call: 1 2 3 4"
+
+
+READONLY_SCRIPT = r"""
+import ctypes, os
+import packedfunc as pf
+ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
+call_with_tensor = pf.get_global_func("testing.call_with_tensor")
+kept = []
+def read_only(t):
+    kept.append(t)
+    return float(t.sum())
+# The memory is read-only during the call: an unchanged copy is not written
+# back. It is unmapped after the call: the kept copy is still readable.
+print(call_with_tensor(read_only, 2), kept[0].tolist())
+"""
+
+
+def test_read_only_tensor_is_never_written_and_may_be_kept(testlib):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
+               PF_TESTLIB_PATH=testlib._name)
+    r = subprocess.run([sys.executable, "-c", READONLY_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr)  # -11: SIGSEGV
+    assert r.stdout == "1 2 3 4 [1.0, 2.0, 3.0, 4.0]\n"
+    assert r.stderr == ""
+
+
+def test_tensor_object_argument_is_a_view_that_keeps_it_alive(fn, testlib):
+    gc.collect()
+    before = testlib.pft_tensors_alive()
+    kept = []
+
+    def cb(t):
+        kept.append(t)
+        t[0] = 100.0  # no copy: C sees it
+
+    # C drops its own reference right after the call.
+    assert fn("call_with_tensor_object")(cb, 4) == "100 1 2 3"
+    assert testlib.pft_tensors_alive() == before + 1  # the array keeps it
+    assert kept[0].tolist() == [100.0, 1.0, 2.0, 3.0]
+    del kept[:], cb
+    gc.collect()
+    assert testlib.pft_tensors_alive() == before

@@ -1,4 +1,5 @@
 """Threads: C threads calling Python, the GIL released during C calls."""
+import sys
 import threading
 import time
 
@@ -96,3 +97,44 @@ def test_many_threads_register_and_call(unique_name):
     for k, n in enumerate(names):
         assert pf.get_global_func(n)(1) == 1 + k
     time.sleep(0)
+
+
+def test_callback_results_stay_with_their_thread(fn):
+    """Each of several Python threads has C call back a Python function
+    that returns a value only that thread uses: an int, a float, a str, a
+    bytes and a Function. Every result must be that value. (The callback
+    trampoline once wrote every thread's result into one shared buffer
+    before handing it to C, and the GIL can switch threads in between.)"""
+    call = fn("call")
+    threads, rounds = 8, 5000
+    funcs = [pf.convert(lambda k=k: k) for k in range(threads)]
+    wrong = []
+
+    def work(k):
+        try:
+            for i in range(rounds):
+                n = k * 1000000 + i
+                x = n + 0.25
+                s = "thread-%d-%d" % (k, i)
+                b = s.encode() + b"\0\xff"
+                got = (call(lambda: n), call(lambda: x), call(lambda: s), call(lambda: b),
+                       call(lambda: funcs[k]))
+                want = (n, x, s, b, funcs[k])
+                if got != want:
+                    wrong.append((k, i, got, want))
+                if i % 100 == 0:
+                    assert got[4]() == k  # the Function is really this thread's
+        except BaseException as e:  # pragma: no cover - reported below
+            wrong.append((k, e))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not wrong, "%d wrong results, the first: %r" % (len(wrong), wrong[0])

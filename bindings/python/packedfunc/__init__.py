@@ -22,6 +22,29 @@ with ``__dlpack__``, passed without a copy). A C error raises the Python
 exception class of its kind; a Python exception inside a callback fails the
 C call with the matching kind and comes back as the same class.
 
+Tensors that C passes to a Python callback:
+
+- a tensor object (kPFObjectHandle) arrives as a numpy array viewing its
+  memory without a copy; the array holds a reference to the object, so the
+  callback may keep it;
+- a borrowed DLTensor (kPFDLTensorHandle), whose memory C lends only for
+  the call, arrives as a numpy array over a private copy, which the
+  callback may keep. When the callback returns normally, the copy is
+  written back into C's memory if, and only if, its bytes changed: C can
+  pass output buffers, and memory that C passed read-only is never written
+  by a callback that only reads it;
+- a DLTensor that Python itself passed in the same call chain arrives as
+  the very same Python object, without a copy.
+
+Ctrl-C while C is calling a Python callback raises KeyboardInterrupt in the
+Python code that called C, like any exception that a callback raises; the
+binding prints nothing. When the interpreter exits, Python functions stop
+being callable from C: a C thread that calls one afterwards gets
+``RuntimeError: the Python interpreter is shutting down`` (the exit waits a
+few seconds for callbacks in progress on other threads to return).
+Registry names are str; bytes of a name that are not UTF-8 come from C as
+surrogate escapes (0xFF as U+DCFF) and go back the same way.
+
 The shared library is found through $PACKEDFUNC_LIBRARY, then beside this
 package, then in the source tree's build output (build/lib).
 """
@@ -54,16 +77,22 @@ _REGISTER_PROTECTED = 2
 
 
 def _name_arg(where, name):
-    """A registry name as UTF-8 bytes for C. A NUL character would silently
-    cut the name short in C (so that "a\\0b" meant "a"), and a lone
-    surrogate has no UTF-8 form: both are a ValueError naming `where`."""
+    """A registry name as bytes for C.
+
+    C names are byte strings, usually UTF-8. Names are str in Python, and
+    bytes that are not UTF-8 are decoded with surrogateescape (byte 0xFF
+    becomes U+DCFF) wherever a name comes from C, so this encodes the same
+    way: every listed name can be looked up, registered or removed again. A
+    NUL character would silently cut the name short in C (so that "a\\0b"
+    meant "a"), and any other lone surrogate has no byte form: both are a
+    ValueError naming `where`."""
     if not isinstance(name, str):
         raise TypeError("%s: name must be a str, not %s" % (where, type(name).__name__))
     shown = name if len(name) <= 60 else name[:60] + "..."
     if "\0" in name:
         raise ValueError("%s: name %r contains a NUL character" % (where, shown))
     try:
-        return name.encode("utf-8")
+        return name.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as err:
         raise ValueError("%s: name %r contains a lone surrogate (%r at index %d), "
                          "which UTF-8 cannot encode"
@@ -162,13 +191,15 @@ def registry_sealed():
 
 
 def list_global_func_names(prefix=""):
-    """The registered names (those starting with ``prefix``), sorted."""
+    """The registered names (those starting with ``prefix``), sorted. Bytes
+    of a name that are not UTF-8 are decoded with surrogateescape, which
+    every function that takes a name reverses."""
     size = _ctypes.c_int()
     names = _ctypes.POINTER(_ctypes.c_char_p)()
     check_call(_base.PFFuncListGlobalNamesWithPrefix(
         _name_arg("list_global_func_names", prefix) if prefix else None,
         _ctypes.byref(size), _ctypes.byref(names)))
-    return [names[i].decode("utf-8", "replace") for i in range(size.value)]
+    return [names[i].decode("utf-8", "surrogateescape") for i in range(size.value)]
 
 
 def init_api(prefix, module_name):

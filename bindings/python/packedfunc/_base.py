@@ -19,7 +19,7 @@ from ._mirrors import DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteArr
 # What this binding was written against. The library's major version must
 # match; its stable table must offer at least this API version.
 EXPECTED_MAJOR = 0
-EXPECTED_API_VERSION = 1
+EXPECTED_API_VERSION = 2
 
 _LIB_FILES = ("libpackedfunc.so.0", "libpackedfunc.so")
 
@@ -125,7 +125,15 @@ PFErrorClear = _fn("PFErrorClear", None, [], gil=True)
 PFTypeCodeName = _fn("PFTypeCodeName", ctypes.c_char_p, [c_int], gil=True)
 PFGetVersion = _fn("PFGetVersion", c_int, [ctypes.POINTER(c_int)] * 3, gil=True)
 PFGetStructSize = _fn("PFGetStructSize", c_int, [c_char_p, ctypes.POINTER(c_size_t)], gil=True)
-PFEnvSetSignalChecker = _fn("PFEnvSetSignalChecker", c_int, [c_void_p], gil=True)
+# Setting the signal checker waits for calls of the old checker on other
+# threads, which need the GIL to finish: it releases the GIL.
+PFEnvSetSignalChecker = _fn("PFEnvSetSignalChecker", c_int, [c_void_p])
+# Host functions (c_api.h). Creating one may run its finalizer on failure,
+# and closing the gate waits for callbacks in progress on other threads:
+# both release the GIL.
+PFHostGateCreate = _fn("PFHostGateCreate", c_int, [ctypes.POINTER(c_void_p)], gil=True)
+PFHostGateClose = _fn("PFHostGateClose", c_int, [c_void_p, c_char_p, c_int])
+PFFuncCreateFromHostCFunc = _fn("PFFuncCreateFromHostCFunc", c_int)
 # Only the first argument ('ret', a plain int in a callback) is converted by
 # ctypes; value and type code are passed as ready byref objects.
 PFCFuncSetReturn = _fn("PFCFuncSetReturn", c_int, [c_void_p], gil=True)
@@ -135,9 +143,13 @@ PFCFuncSetReturn = _fn("PFCFuncSetReturn", c_int, [c_void_p], gil=True)
 # Errors
 # ---------------------------------------------------------------------------
 
-_KIND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+# fullmatch: "$" would also match before a final newline.
+_KIND_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _kind_to_class = {}
 _class_to_kind = {}
+# Guards _saved_exceptions. Held only for dictionary operations on int
+# keys: nothing that can run user code (a __del__, a __hash__) happens while
+# it is held. Recreated in a child process after fork (see the end).
 _errors_lock = threading.Lock()
 
 for _cls in (TypeError, ValueError, KeyError, IndexError, AttributeError,
@@ -164,13 +176,14 @@ def register_error(kind=None, cls=None):
         return lambda c: register_error(kind, c)
     if not isinstance(kind, str):
         raise TypeError("register_error: kind must be a str, not %s" % type(kind).__name__)
-    if len(kind.encode()) >= 64 or not _KIND_RE.match(kind):
+    if len(kind.encode("utf-8", "surrogatepass")) >= 64 or not _KIND_RE.fullmatch(kind):
         raise ValueError("register_error: kind %r is not an identifier of at most 63 bytes" % kind)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         raise TypeError("register_error: cls must be an exception class, not %r" % (cls,))
-    with _errors_lock:
-        _kind_to_class[kind] = cls
-        _class_to_kind[cls] = kind
+    # Two plain dictionary stores, each atomic under the GIL; no lock, since
+    # hashing a class may run user code (a metaclass's __hash__).
+    _kind_to_class[kind] = cls
+    _class_to_kind[cls] = kind
     return cls
 
 
@@ -212,6 +225,13 @@ _tokens = itertools.count(1)
 _TOKEN_RE = re.compile(r"\[python exception #(\d+)\]")
 
 
+def _c_message(msg):
+    """A message as C stores it: NUL-terminated UTF-8. A NUL is written as
+    the four characters \\x00 (C would cut the text there) and what UTF-8
+    cannot encode as "?"."""
+    return msg.replace("\0", "\\x00").encode("utf-8", "replace")
+
+
 def record_exception(exc, skip_frames=1):
     """Record a Python exception as the calling thread's packedfunc error
     (for a callback about to return -1). The first `skip_frames` traceback
@@ -223,16 +243,21 @@ def record_exception(exc, skip_frames=1):
         except BaseException:
             msg = "<unprintable %s>" % type(exc).__name__
         token = next(_tokens)
+        evicted = []
         with _errors_lock:
             _saved_exceptions[token] = exc
             while len(_saved_exceptions) > _SAVED_MAX:
-                _saved_exceptions.popitem(last=False)
+                evicted.append(_saved_exceptions.popitem(last=False))
+        # Dropped outside the lock: freeing an old exception frees what its
+        # traceback kept, whose __del__ may call back into packedfunc and
+        # record another exception on this very thread.
+        del evicted
         tb_obj = exc.__traceback__
         for _ in range(skip_frames):
             if tb_obj is not None and tb_obj.tb_next is not None:
                 tb_obj = tb_obj.tb_next
         tb = "".join(traceback.format_exception(type(exc), exc, tb_obj))
-        PFErrorSet(kind.encode(), msg.encode("utf-8", "replace"))
+        PFErrorSet(kind.encode(), _c_message(msg))
         PFErrorAppendTraceback(
             ("[python exception #%d]\n%s" % (token, tb.rstrip("\n"))).encode("utf-8", "replace"))
     except BaseException:  # pragma: no cover - last resort, e.g. at shutdown
@@ -246,7 +271,8 @@ def record_exception(exc, skip_frames=1):
 def last_error():
     """The calling thread's packedfunc error as a Python exception object."""
     kind = (PFErrorGetKind() or b"").decode("utf-8", "replace") or "RuntimeError"
-    msg = (PFErrorGetMessage() or b"").decode("utf-8", "replace")
+    raw_msg = PFErrorGetMessage() or b""
+    msg = raw_msg.decode("utf-8", "replace")
     tb = (PFErrorGetTraceback() or b"").decode("utf-8", "replace")
     original = None
     m = _TOKEN_RE.search(tb)
@@ -254,6 +280,15 @@ def last_error():
         with _errors_lock:
             original = _saved_exceptions.pop(int(m.group(1)), None)
         tb = _TOKEN_RE.sub("Python callback:", tb)
+    if original is not None:
+        # A message that crossed C unchanged comes back as the callback's
+        # own text, including what C cannot hold (a NUL character).
+        try:
+            own = str(original)
+            if _c_message(own) == raw_msg:
+                msg = own
+        except BaseException:
+            pass
     text = msg + ("\n" + tb if tb else "")
     cls = class_of(kind)
     exc = None
@@ -358,11 +393,22 @@ def is_shutting_down():
 
 @atexit.register
 def _at_exit():
-    # From here on nothing frees or calls back: objects that die during
-    # interpreter teardown leak their references instead of running
-    # finalizers in a half torn-down interpreter.
+    # From here on nothing frees: objects that die during interpreter
+    # teardown leak their references instead of running finalizers in a
+    # half torn-down interpreter. (Calls from C into Python were stopped
+    # just before, by _core's own exit handler, which runs first.)
     state.shutting_down = True
-    try:
-        PFEnvSetSignalChecker(None)
-    except BaseException:  # pragma: no cover
-        pass
+
+
+# ---------------------------------------------------------------------------
+# fork
+# ---------------------------------------------------------------------------
+
+def _after_fork_in_child():
+    # Another thread may have held the lock when the process forked; in
+    # the child that thread does not exist, and would never release it.
+    global _errors_lock
+    _errors_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

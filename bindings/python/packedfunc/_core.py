@@ -6,6 +6,7 @@ chains and per-call ctypes objects: argument types are looked up by
 written into preallocated call frames, and C results are read with
 ``struct.unpack_from``. Everything else takes the general path.
 """
+import atexit
 import ctypes
 import functools
 import inspect
@@ -17,7 +18,7 @@ import threading
 import types
 
 from . import _base, _signature
-from ._base import (PFCFuncSetReturn, PFFuncCall, PFFuncCreateFromCFunc, PFFuncFree,
+from ._base import (PFCFuncSetReturn, PFFuncCall, PFFuncFree,
                     PFObjectFree, TYPE_CODES, check_call, last_error, record_exception)
 from ._mirrors import (DLManagedTensor, DLTensor, FINALIZER, OBJECT_FUNCTION, OBJECT_MODULE,
                        OBJECT_TENSOR, PACKED_CFUNC, PFByteArray, SIGNAL_CHECKER)
@@ -58,6 +59,19 @@ if ctypes.sizeof(c_void_p) != 8:  # pragma: no cover
 # struct.unpack_from instead of building ctypes objects per call. It reads
 # only what PFFuncCall's contract says is there.
 _MEMORY = (ctypes.c_char * sys.maxsize).from_address(0)
+
+_incref = ctypes.pythonapi.Py_IncRef
+_incref.argtypes = [ctypes.py_object]
+_incref.restype = None
+
+
+def _keep_forever(thunk):
+    """Returns a ctypes thunk (a C function pointer into Python) after
+    taking a reference that is never dropped: C may hold the pointer for
+    the life of the process, and the interpreter frees module globals at
+    exit, which would free the thunk's code under a C caller."""
+    _incref(thunk)
+    return thunk
 
 
 # ---------------------------------------------------------------------------
@@ -131,6 +145,9 @@ def _buffer_address(buf, nbytes):
 _capsule_get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
 _capsule_get_pointer.restype = c_void_p
 _capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_is_valid = ctypes.pythonapi["PyCapsule_IsValid"]
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _capsule_set_name = ctypes.pythonapi["PyCapsule_SetName"]
 _capsule_set_name.restype = ctypes.c_int
 _capsule_set_name.argtypes = [ctypes.py_object, c_void_p]
@@ -162,6 +179,10 @@ def _tensor_arg(x, pos):
     except Exception as err:
         raise TypeError("packedfunc: %s (%s) cannot be exported through DLPack: %s"
                         % (_what(pos), type(x).__name__, err)) from err
+    if not _capsule_is_valid(capsule, b"dltensor"):
+        raise TypeError("packedfunc: %s (%s) cannot be exported through DLPack: its "
+                        "__dlpack__ returned %s, not a DLPack capsule named 'dltensor'"
+                        % (_what(pos), type(x).__name__, type(capsule).__name__))
     ptr = _capsule_get_pointer(capsule, b"dltensor")
     # DLManagedTensor starts with its DLTensor, so the two addresses agree.
     # The capsule is not consumed: its own destructor frees the export.
@@ -309,7 +330,7 @@ def _convert_ret(mv, v, code, tensors=None):
     if code == _HANDLE:
         return c_void_p(v & 0xFFFFFFFFFFFFFFFF or None)
     if code == _TENSOR:
-        return _borrowed_tensor(v & 0xFFFFFFFFFFFFFFFF, copy=True)
+        return _borrowed_tensor(v & 0xFFFFFFFFFFFFFFFF)
     raise TypeError("packedfunc: the function returned a value of unsupported type code %d (%s)"
                     % (code, _base.TYPE_CODE_NAMES.get(code, "extension")))
 
@@ -372,7 +393,10 @@ class Function:
         fields = (ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_char_p())
         check_call(_base.PFFuncGetInfo(self._handle, byref(fields[0]), byref(fields[1]),
                                        byref(fields[2])))
-        return tuple(f.value.decode("utf-8", "replace") if f.value else None for f in fields)
+        # The name as registry names are (surrogateescape: it can be used to
+        # look the function up again); the others are text to read.
+        return tuple(f.value.decode("utf-8", "surrogateescape" if i == 0 else "replace")
+                     if f.value else None for i, f in enumerate(fields))
 
     @property
     def name(self):
@@ -405,7 +429,14 @@ class Function:
                                 % (what, type(value).__name__))
             if value is not None and "\0" in value:
                 raise ValueError("Function.set_info: %s contains a NUL character" % what)
-            values.append(None if value is None else value.encode("utf-8"))
+            try:
+                # A name is encoded as registry names are (see _name_arg).
+                values.append(None if value is None else value.encode(
+                    "utf-8", "surrogateescape" if what == "name" else "strict"))
+            except UnicodeEncodeError as err:
+                raise ValueError("Function.set_info: %s contains a lone surrogate (%r at index "
+                                 "%d), which UTF-8 cannot encode"
+                                 % (what, value[err.start], err.start)) from None
         if not self._handle:
             raise ValueError("packedfunc: the Function was released")
         check_call(_PFFuncSetInfo(self._handle, *values))
@@ -646,6 +677,7 @@ def _run_deleter(managed_addr):
         ctypes.CFUNCTYPE(None, c_void_p)(deleter)(managed_addr)
 
 
+@_keep_forever
 @ctypes.CFUNCTYPE(None, c_void_p)
 def _capsule_destructor(capsule_addr):
     # Runs when a capsule from Tensor.__dlpack__ dies. A consumer renames
@@ -717,16 +749,21 @@ class _ArrayInterface:
         self.__array_interface__ = iface
 
 
-def _borrowed_tensor(addr, copy):
+def _borrowed_tensor(addr, copies=None):
     """A numpy array for a borrowed DLTensor*: the argument itself when it
-    is one we passed, else a view (copy=False, valid only while the C call
-    lasts) or a copy made at once (copy=True)."""
+    is one we passed, else a private copy made at once, which stays valid
+    whatever C does with its memory afterwards. With `copies`, (a view of
+    C's memory, the copy, the copy's bytes as received) is appended to it,
+    for a write-back."""
     obj = _tensors_in_flight.get(addr)
     if obj is not None:
         return obj
     import numpy
     view = _dltensor_view(DLTensor.from_address(addr), None, numpy)
-    return view.copy() if copy else view
+    copy = view.copy()
+    if copies is not None:
+        copies.append((view, copy, copy.tobytes()))
+    return copy
 
 
 def _dltensor_view(t, owner, numpy):
@@ -762,21 +799,38 @@ def _dltensor_view(t, owner, numpy):
 _live = {}  # resource key -> Python callable, while C holds the function
 _keys = itertools.count(1)
 
-# Per result type: a scratch PFValue + type code with the code written once.
-# PFCFuncSetReturn keeps the GIL (it runs no Python code), so one scratch per
-# type is enough for every thread.
+# The memory of a return value handed to PFCFuncSetReturn: a PFValue and a
+# type code. Each callback takes its own from a free list for the moment of
+# the call (list.pop and list.append are atomic under the GIL): another
+# thread, or a nested callback on this one, can run between writing the
+# value and C reading it, and must never see it.
 
 
-def _scratch(code):
+def _new_scratch():
     buf = (ctypes.c_char * 16)()
-    mv = memoryview(buf).cast("B")
-    struct.pack_into("=i", mv, 8, code)
-    return mv, byref(buf, 0), byref(buf, 8), buf
+    return memoryview(buf).cast("B"), byref(buf, 0), byref(buf, 8), buf
 
 
-_S_INT = _scratch(_INT)
-_S_FLOAT = _scratch(_FLOAT)
-_S_ANY = _scratch(_NULL)
+_free_scratch = [_new_scratch() for _ in range(4)]
+_take_scratch = _free_scratch.pop
+_give_scratch = _free_scratch.append
+_RET_INT = struct.Struct("=qi")  # a PFValue holding an int64, then its type code
+_RET_FLOAT = struct.Struct("=di")
+_RET_RAW = struct.Struct("=8si")
+
+
+def _set_raw_return(ret, packer, value, code):
+    try:
+        sc = _take_scratch()
+    except IndexError:
+        sc = _new_scratch()
+    try:
+        packer.pack_into(sc[0], 0, value, code)
+        return PFCFuncSetReturn(ret, sc[1], sc[2], 1)
+    finally:
+        _give_scratch(sc)
+
+
 _cb_plans = {}  # codes bytes -> Struct unpacker for all-int/float args
 
 
@@ -791,8 +845,10 @@ def _cb_plan(codes_raw, n):
     return plan
 
 
-def _arg_from_c(addr, code):
-    """A Python value for one borrowed argument of a callback."""
+def _arg_from_c(addr, code, copies):
+    """A Python value for one borrowed argument of a callback. A borrowed
+    tensor arrives as a private copy, noted in `copies` for the write-back
+    (see _borrowed_tensor)."""
     if code == _INT:
         return _Q.unpack_from(_MEMORY, addr)[0]
     if code == _FLOAT:
@@ -811,6 +867,7 @@ def _arg_from_c(addr, code):
         check_call(_base.PFFuncRetain(v))  # borrowed: take our own
         return Function._adopt(v)
     if code == _OBJECT or code == _MODULE:
+        # A tensor object arrives as a numpy view that holds a reference.
         check_call(_base.PFObjectRetain(v))
         return _adopt_object(v)
     if code == _DTYPE:
@@ -820,32 +877,40 @@ def _arg_from_c(addr, code):
     if code == _HANDLE:
         return c_void_p(v or None)
     if code == _TENSOR:
-        return _borrowed_tensor(v, copy=False)
+        return _borrowed_tensor(v, copies)
     raise TypeError("packedfunc: a callback got an argument of unsupported type code %d"
                     % code)
+
+
+def _call_with_c_args(fn, args_p, codes_raw, n):
+    """fn(*converted arguments), the general path; then writes each tensor
+    copy that the callback changed back into C's memory."""
+    codes = struct.unpack("=%di" % n, codes_raw)
+    copies = []
+    r = fn(*[_arg_from_c(args_p + 8 * i, codes[i], copies) for i in range(n)])
+    for view, copy, received in copies:
+        # Only a copy that the callback changed is written: C may have lent
+        # read-only memory, or the same tensor twice.
+        if copy.tobytes() != received:
+            view[...] = copy
+    return r
 
 
 def _set_return(ret, r):
     t = type(r)
     if t is int:
-        try:
-            _Q.pack_into(_S_INT[0], 0, r)
-        except struct.error:
+        if not _INT64_MIN <= r <= _INT64_MAX:
             raise OverflowError("packedfunc: callback result %d does not fit in int64" % r)
-        return PFCFuncSetReturn(ret, _S_INT[1], _S_INT[2], 1)
+        return _set_raw_return(ret, _RET_INT, r, _INT)
     if t is float:
-        _D.pack_into(_S_FLOAT[0], 0, r)
-        return PFCFuncSetReturn(ret, _S_FLOAT[1], _S_FLOAT[2], 1)
+        return _set_raw_return(ret, _RET_FLOAT, r, _FLOAT)
     if r is None:
         return 0
     if hasattr(r, "__dlpack__") and not isinstance(r, Object):
         return _return_tensor(ret, r)
     keep = []
     code, raw = _convert_arg(r, RESULT, keep)
-    mv = _S_ANY[0]
-    mv[0:8] = raw
-    struct.pack_into("=i", mv, 8, code)
-    return PFCFuncSetReturn(ret, _S_ANY[1], _S_ANY[2], 1)
+    return _set_raw_return(ret, _RET_RAW, raw, code)
 
 
 _PFTensorCreateFromDLPack = _base._fn("PFTensorCreateFromDLPack", ctypes.c_int,
@@ -863,22 +928,30 @@ def _return_tensor(ret, r):
     _capsule_set_name(capsule, ctypes.addressof(_NAME_USED))
     obj = c_void_p()
     check_call(_PFTensorCreateFromDLPack(ptr, byref(obj)))
-    mv = _S_ANY[0]
-    _P.pack_into(mv, 0, obj.value)
-    struct.pack_into("=i", mv, 8, _OBJECT)
     try:
-        return PFCFuncSetReturn(ret, _S_ANY[1], _S_ANY[2], 1)
+        return _set_raw_return(ret, _RET_RAW, _P.pack(obj.value), _OBJECT)
     finally:
         PFObjectFree(obj)
 
 
-# Known limit: on the main thread, a signal handler that raises (Ctrl-C)
-# at the very entry of _trampoline fires before its `try`; ctypes then only
-# reports it through sys.unraisablehook. The signal checker below does not
-# have this gap.
-def _trampoline(args_p, codes_p, n, ret, key):
+# A PFHostCall (c_api.h): the resource (here the key into _live) at offset
+# 0, the status that this call reports at offset 8.
+_STATUS = struct.Struct("=i")
+_status_into = _STATUS.pack_into
+_MEMORY_RW = memoryview(_MEMORY).cast("B")
+_key_of = _P.unpack_from
+
+
+def _trampoline(args_p, codes_p, n, ret, call_p):
+    # The host function's wrapper takes the call's result from the status
+    # written here, never from the return value. The success status is the
+    # last act inside the `try`, so that an exception raised anywhere
+    # before it (Ctrl-C) is still caught and reported as the call's error.
+    # An exception raised before the `try` (a signal handler runs on entry
+    # to this frame) escapes into ctypes; _unraisable_hook below records it
+    # for the wrapper, which sees the status still pending.
     try:
-        fn = _live[key]
+        fn = _live[_key_of(_MEMORY, call_p)[0]]
         if n:
             codes_raw = _MEMORY[codes_p:codes_p + 4 * n]
             plan = _cb_plans_get(codes_raw)
@@ -887,35 +960,64 @@ def _trampoline(args_p, codes_p, n, ret, key):
             if plan:
                 r = fn(*plan(_MEMORY, args_p))
             else:
-                codes = struct.unpack("=%di" % n, codes_raw)
-                r = fn(*[_arg_from_c(args_p + 8 * i, codes[i]) for i in range(n)])
+                r = _call_with_c_args(fn, args_p, codes_raw, n)
         else:
             r = fn()
         if type(r) is int and _INT64_MIN <= r <= _INT64_MAX:  # the common case, inline
-            _Q_pack_into(_S_INT_MV, 0, r)
-            return PFCFuncSetReturn(ret, _S_INT_VAL, _S_INT_CODE, 1) and -1
-        return _set_return(ret, r) and -1
+            try:
+                sc = _take_scratch()
+            except IndexError:
+                sc = _new_scratch()
+            _RET_INT_pack_into(sc[0], 0, r, _INT)
+            rc = PFCFuncSetReturn(ret, sc[1], sc[2], 1)
+            _give_scratch(sc)
+        else:
+            rc = _set_return(ret, r)
+        _status_into(_MEMORY_RW, call_p + 8, -1 if rc else 0)
     except BaseException as exc:
-        return record_exception(exc)
+        _status_into(_MEMORY_RW, call_p + 8, -1)
+        record_exception(exc)
+    return 0
 
 
 _cb_plans_get = _cb_plans.get
-_Q_pack_into = _Q.pack_into
-_S_INT_MV, _S_INT_VAL, _S_INT_CODE = _S_INT[0], _S_INT[1], _S_INT[2]
+_RET_INT_pack_into = _RET_INT.pack_into
 
 
 def _finalize(key):
     # The last reference to a converted callable went: forget the callable.
-    # May run on any thread, and during interpreter teardown.
+    # May run on any thread; never after the gate is closed at exit.
     try:
         _live.pop(key, None)
     except BaseException:
         pass
 
 
+def _unraisable_hook(args, previous=sys.unraisablehook):
+    """sys.unraisablehook: an exception that escaped the trampoline or the
+    finalizer before their own handlers (a signal handler that raised on
+    entry) becomes the calling thread's packedfunc error, instead of being
+    printed by ctypes and lost. Anything else goes to the previous hook."""
+    obj = getattr(args, "object", None)
+    if (obj is _trampoline or obj is _finalize) and args.exc_value is not None:
+        record_exception(args.exc_value, skip_frames=0)
+        return
+    previous(args)
+
+
+sys.unraisablehook = _unraisable_hook
+
 # One trampoline and one finalizer for the whole process, never freed.
-_TRAMPOLINE = PACKED_CFUNC(_trampoline)
-_FINALIZER = FINALIZER(_finalize)
+_TRAMPOLINE = _keep_forever(PACKED_CFUNC(_trampoline))
+_FINALIZER = _keep_forever(FINALIZER(_finalize))
+
+# Every Python callable that C can call goes through this gate. At exit it
+# is closed (below): C threads that call in afterwards get a RuntimeError
+# instead of entering an interpreter that is going away.
+_GATE = c_void_p()
+check_call(_base.PFHostGateCreate(byref(_GATE)))
+_GATE_CLOSED_MESSAGE = b"the Python interpreter is shutting down"
+_GATE_CLOSE_TIMEOUT_MS = 3000
 
 
 def convert(obj):
@@ -937,7 +1039,8 @@ def convert(obj):
     _live[key] = obj
     out = c_void_p()
     # On failure the library has already run the finalizer (dropping key).
-    check_call(PFFuncCreateFromCFunc(_TRAMPOLINE, c_void_p(key), _FINALIZER, byref(out)))
+    check_call(_base.PFFuncCreateFromHostCFunc(_GATE, _TRAMPOLINE, c_void_p(key), _FINALIZER,
+                                               byref(out)))
     return Function._adopt(out.value)
 
 
@@ -989,4 +1092,19 @@ _checker_tls = _CheckerPerThread()  # the main thread's, made here
 _SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
     next, map(operator.methodcaller("send", None),
               map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
+_keep_forever(_SIGNAL_CHECKER)
 check_call(_base.PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))
+
+
+@atexit.register
+def _stop_calls_from_c():
+    # Registered after _base's exit handler, so it runs before it. From
+    # here on, C threads that call a Python function get a RuntimeError
+    # instead of entering an interpreter that is going away. Both calls
+    # release the GIL, so that callbacks in progress on other threads can
+    # finish; the wait for them is bounded.
+    try:
+        _base.PFHostGateClose(_GATE, _GATE_CLOSED_MESSAGE, _GATE_CLOSE_TIMEOUT_MS)
+        _base.PFEnvSetSignalChecker(None)
+    except BaseException:  # pragma: no cover
+        pass

@@ -143,24 +143,21 @@ class Module(Object, _Names):
         return func
 
     def list_function_names(self):
-        """The names of the module's own functions (not its imports'), sorted."""
+        """The names of the module's own functions (not its imports'), sorted.
+        Bytes that are not UTF-8 are decoded with surrogateescape, as the
+        registry's names are, so that each name can be looked up again."""
         size = c_int()
         names = ctypes.POINTER(c_char_p)()
         check_call(_PFModListFunctionNames(self._handle, byref(size), byref(names)))
-        return [names[i].decode("utf-8", "replace") for i in range(size.value)]
+        return [names[i].decode("utf-8", "surrogateescape") for i in range(size.value)]
 
     def get_function(self, name, query_imports=True, allow_missing=False):
         """The function ``name`` (full name, dots included) of this module,
         or, with ``query_imports``, of its imports. A missing name raises
         ValueError naming it (as get_global_func does), or returns None
         when ``allow_missing`` is true."""
-        if not isinstance(name, str):
-            raise TypeError("Module.get_function: name must be a str, not %s"
-                            % type(name).__name__)
-        if "\0" in name:
-            raise ValueError("Module.get_function: name %r contains a NUL character" % name)
         out = c_void_p()
-        check_call(_PFModGetFunction(self._handle, name.encode("utf-8"),
+        check_call(_PFModGetFunction(self._handle, _name_arg("Module.get_function", name),
                                      1 if query_imports else 0, byref(out)))
         if not out.value:
             if allow_missing:
@@ -178,13 +175,14 @@ class Module(Object, _Names):
         if not isinstance(name, str):
             raise TypeError("Module indices must be function names (str), not %s"
                             % type(name).__name__)
-        func = self._function(name) if "\0" not in name else None
+        func = self._function(name) if _possible_name(name) else None
         if func is None:
             raise KeyError(name)
         return func
 
     def __contains__(self, name):
-        return isinstance(name, str) and "\0" not in name and self._function(name) is not None
+        return (isinstance(name, str) and _possible_name(name)
+                and self._function(name) is not None)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._children(self, "")))
@@ -200,11 +198,18 @@ class Module(Object, _Names):
         if not isinstance(prefix, str):
             raise TypeError("Module.export_global: prefix must be a str, not %s"
                             % type(prefix).__name__)
-        if "\0" in prefix:
-            raise ValueError("Module.export_global: prefix contains a NUL character")
+        raw = b"" if not prefix else _name_arg("Module.export_global", prefix, "prefix")
+        # C would blame the full name (prefix + function name) that is too
+        # long; the argument at fault is the prefix.
+        names = self._names()
+        longest = max((len(n.encode("utf-8", "surrogateescape")) for n in names), default=0)
+        if names and len(raw) + longest > NAME_MAX:
+            raise ValueError("Module.export_global: argument 'prefix' (%d bytes) is too long: "
+                             "with the longest function name (%d bytes) it makes a name longer "
+                             "than %d bytes" % (len(raw), longest, NAME_MAX))
         flags = (_REGISTER_OVERRIDE if override else 0) | (_REGISTER_PROTECTED if protected else 0)
-        check_call(_PFModExportGlobal(self._handle, prefix.encode("utf-8"), flags))
-        return [prefix + n for n in self._names()]
+        check_call(_PFModExportGlobal(self._handle, raw, flags))
+        return [prefix + n for n in names]
 
     def import_module(self, dep):
         """Make ``dep`` (a Module) an import of this one: attribute and
@@ -219,6 +224,37 @@ class Module(Object, _Names):
             return "<packedfunc.Module (released)>"
         where = repr(self.path) if self.path else "(not from a file)"
         return "<packedfunc.Module %s, %d functions>" % (where, len(self._names()))
+
+
+# PF_NAME_MAX (c_api.h): the longest registry name, in bytes.
+NAME_MAX = 1024
+
+
+def _name_arg(where, name, what="name"):
+    """A function name (or prefix) as bytes for C, encoded as names from C
+    are decoded (UTF-8 with surrogateescape); TypeError/ValueError naming
+    `where` for a non-str, a NUL character or another lone surrogate."""
+    if not isinstance(name, str):
+        raise TypeError("%s: %s must be a str, not %s" % (where, what, type(name).__name__))
+    if "\0" in name:
+        raise ValueError("%s: %s %r contains a NUL character" % (where, what, name))
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as err:
+        raise ValueError("%s: %s %r contains a lone surrogate (%r at index %d), which UTF-8 "
+                         "cannot encode" % (where, what, name, name[err.start], err.start)
+                         ) from None
+
+
+def _possible_name(name):
+    """Whether a str can name a function at all (see _name_arg)."""
+    if "\0" in name:
+        return False
+    try:
+        name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _OWN_ATTRS = frozenset(("_handle", "_code", "type_index", "path", "_cache", "_name_list"))

@@ -1,16 +1,30 @@
 """DataType and Device: Python faces of DLPack's DLDataType and DLDevice."""
+import operator
 import re
 
 # DLDataTypeCode (dlpack.h, DLPack 0.6).
 _DTYPE_CODES = {"int": 0, "uint": 1, "float": 2, "handle": 3, "bfloat": 4, "complex": 5}
 _DTYPE_NAMES = {v: k for k, v in _DTYPE_CODES.items()}
-_DTYPE_RE = re.compile(r"^(int|uint|float|handle|bfloat|complex)(\d+)?(?:x(\d+))?$")
+# Matched with fullmatch: "$" would also accept a final newline.
+_DTYPE_RE = re.compile(r"(int|uint|float|handle|bfloat|complex)([0-9]+)?(?:x([0-9]+))?")
 
 # DLDeviceType (dlpack.h, DLPack 0.6).
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2, "cuda_host": 3, "opencl": 4, "vulkan": 7, "metal": 8,
                  "vpi": 9, "rocm": 10, "rocm_host": 11, "ext_dev": 12, "cuda_managed": 13,
                  "oneapi": 14, "webgpu": 15, "hexagon": 16}
 _DEVICE_NAMES = {v: k for k, v in _DEVICE_TYPES.items()}
+
+
+def _integer(value, what):
+    """An int field of DataType(type_code, bits, lanes): an int (or another
+    integer type, such as a numpy integer), never a float or a bool."""
+    if isinstance(value, bool):
+        raise TypeError("DataType: %s must be an int, not bool" % what)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("DataType: %s must be an int, not %s"
+                        % (what, type(value).__name__)) from None
 
 
 class DataType:
@@ -27,7 +41,8 @@ class DataType:
 
     def __init__(self, dtype, bits=None, lanes=1):
         if bits is not None:
-            code = int(dtype)
+            code, bits, lanes = (_integer(dtype, "type_code"), _integer(bits, "bits"),
+                                 _integer(lanes, "lanes"))
         elif isinstance(dtype, DataType):
             code, bits, lanes = dtype.type_code, dtype.bits, dtype.lanes
         else:
@@ -40,7 +55,7 @@ class DataType:
                 dtype = "uint1" if name in ("bool", "bool_") else name
             if dtype == "bool":
                 dtype = "uint1"
-            m = _DTYPE_RE.match(dtype)
+            m = _DTYPE_RE.fullmatch(dtype)
             if m is None:
                 raise ValueError("DataType: cannot parse %r (expected e.g. 'float32', "
                                  "'int8', 'uint1', 'float16x4')" % dtype)
