@@ -62,8 +62,11 @@ static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg
 
 int pf_oom(const char* where) {
   pf_thread_state* s = pf_tls();
-  (void)where; /* the message must not need an allocation */
-  set_msg_static(s, kPFErrMemoryError, "out of memory");
+  /* Formatted into the thread's own buffer: no allocation. (A message that
+   * pf_error_save moved away still points there; a later pf_oom on the
+   * thread rewrites it with another "out of memory" text.) */
+  snprintf(s->oom_msg, sizeof(s->oom_msg), "%.100s: out of memory", where ? where : "packedfunc");
+  set_msg_static(s, kPFErrMemoryError, s->oom_msg);
   return -1;
 }
 

@@ -96,6 +96,7 @@ typedef struct {
   char* tb;
   size_t tb_len, tb_cap;
   char* full; /* PFGetLastError's composition */
+  char oom_msg[128]; /* pf_oom's message: recording it must not allocate */
   /* return storage, one buffer per call-nesting depth */
   pf_ret_buffer** ret;
   int ret_cap;

@@ -99,11 +99,19 @@ static void test_mem_alloc_failure(void** state) {
   atomic_store(&g_state.countdown, 1);
   assert_null(PFMemAlloc(16));
   assert_string_equal(PFErrorGetKind(), "MemoryError");
+  /* The message names the entry point that ran out, without allocating. */
+  assert_string_equal(PFErrorGetMessage(), "PFMemAlloc: out of memory");
   void* p = PFMemAlloc(16);
   assert_non_null(p);
   atomic_store(&g_state.countdown, 1);
   assert_null(PFMemRealloc(p, 4096));
   assert_string_equal(PFErrorGetKind(), "MemoryError");
+  assert_string_equal(PFErrorGetMessage(), "PFMemRealloc: out of memory");
+  /* A function that runs out names itself too. */
+  PFFunctionHandle f = NULL;
+  atomic_store(&g_state.countdown, 1);
+  assert_pf_error(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &f), kPFErrMemoryError,
+                  "PFFuncCreateFromCFunc: out of memory");
   PFMemFree(p); /* a failed realloc leaves the block as it was */
 }
 
