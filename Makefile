@@ -214,7 +214,8 @@ PF_TOOL       := $(BUILD)/bin/pf
 DEMO_PLUGIN   := $(BUILD)/examples/demo_plugin.so
 MOD_DIR       := $(BUILD)/modules
 MOD_FIXTURES  := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
-                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so)
+                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
+                   mod_junk.so mod_badname.so mod_badcode.so)
 ASAN_SHARED_DIR := $(BUILD)/asan-shared
 ASAN_SHARED   := $(ASAN_SHARED_DIR)/lib/libpackedfunc.so.$(VERSION)
 ASAN_PF_TOOL  := $(ASAN_SHARED_DIR)/bin/pf
