@@ -263,7 +263,8 @@ static void function_destroy(pf_object* o) {
   pf_free(atomic_load(&f->doc));
   pf_object* owner = atomic_load(&f->owner);
   pf_free(f);
-  /* Last: the owner (a module) may hold the code that `fin` lived in. */
+  /* Last: the owner (a module) may hold the code that `fin` lived in. The
+   * libraries in base.code_libs go after this, in pf_object_release. */
   if (owner) pf_object_release(owner);
 }
 
@@ -284,6 +285,12 @@ int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
   f->func = func;
   f->resource = resource_handle;
   f->fin = fin;
+  /* Both may be a module's code, and both run until the last reference. */
+  if (pf_object_hold_code(&f->base, pf_code_addr((void (*)(void))func), where) != 0 ||
+      (fin && pf_object_hold_code(&f->base, pf_code_addr((void (*)(void))fin), where) != 0)) {
+    pf_object_release(&f->base); /* runs fin */
+    return -1;
+  }
   *out = f;
   return 0;
 }

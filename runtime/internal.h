@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "packedfunc/c_api.h"
 
@@ -21,6 +22,14 @@ struct pf_object {
   uint32_t type_index;
   atomic_int_fast32_t ref_count;
   void (*destroy)(pf_object* self); /* frees the whole object */
+  /* The loaded libraries that hold code this object may still run (its
+   * function, finalizer or deleter), or NULL. pf_object_release drops them
+   * after `destroy`, so a library is closed only after the last call into
+   * it. Set while the object is created, before anyone else can see it. */
+  pf_object* code_libs[2];
+  /* Links an object whose destruction waits on the releasing thread's
+   * deferred list (pf_object_release). */
+  pf_object* next_dead;
 };
 
 typedef struct {
@@ -38,7 +47,25 @@ typedef struct {
 
 PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index,
                               void (*destroy)(pf_object*));
+/* Drops a reference; the last one destroys the object. A release made while
+ * this thread is already destroying an object (a finalizer or destroy that
+ * drops references) is queued and done after that destroy returns, by the
+ * outermost release on the thread: so releasing a long chain of objects
+ * (modules importing modules) takes constant stack. */
 PF_HIDDEN void pf_object_release(pf_object* obj);
+/* Makes `obj`, which is being created, keep loaded the shared library that
+ * contains `code` (see pf_library_of_code) until after it is destroyed.
+ * NULL code holds nothing. Returns -1 with an error naming `where`
+ * (MemoryError) on failure; the caller then releases the object. */
+static inline int pf_object_hold_code(pf_object* obj, const void* code, const char* where);
+
+/* The address of a function, for pf_object_hold_code (POSIX lets function
+ * pointers and void* convert; the copy keeps ISO C quiet). */
+static inline const void* pf_code_addr(void (*fn)(void)) {
+  const void* p;
+  memcpy(&p, &fn, sizeof(p));
+  return p;
+}
 
 /* Takes a reference to a live object. Relaxed: whoever passes the object
  * along already holds a reference, which orders everything before. */
@@ -72,6 +99,37 @@ static const pf_code_info pf_codes[kPFTypeCodeEnd] = {
 static inline int pf_code_is_handle(int code) {
   return (unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValueHandle;
 }
+
+/* ---- loaded libraries (runtime/module.c) ---- */
+/* Finds the shared library that contains `code` and writes a new reference
+ * to the runtime's object for it (one per loaded library, holding one
+ * dlopen reference), or NULL when the code never unloads (the main program,
+ * libpackedfunc itself) or lies in no library (libffi closures, JIT code).
+ * Returns -1 with a MemoryError naming `where` on failure. Takes and drops
+ * the library list's lock; runs no user code. */
+PF_HIDDEN int pf_library_of_code(const void* code, pf_object** out, const char* where);
+/* The address spans of the main program and of libpackedfunc, whose code
+ * never unloads; valid once pf_static_code_ready is set (by the first
+ * pf_library_of_code call), so that the common case needs no call. */
+typedef struct {
+  uintptr_t start, end;
+} pf_code_span;
+PF_HIDDEN extern pf_code_span pf_static_code[2];
+PF_HIDDEN extern atomic_int pf_static_code_ready;
+PF_HIDDEN int pf_object_hold_code_slow(pf_object* obj, const void* code, const char* where);
+
+static inline int pf_object_hold_code(pf_object* obj, const void* code, const char* where) {
+  uintptr_t a = (uintptr_t)code;
+  if (code == NULL) return 0;
+  if (atomic_load_explicit(&pf_static_code_ready, memory_order_acquire) &&
+      (a - pf_static_code[0].start < pf_static_code[0].end - pf_static_code[0].start ||
+       a - pf_static_code[1].start < pf_static_code[1].end - pf_static_code[1].start))
+    return 0;
+  return pf_object_hold_code_slow(obj, code, where);
+}
+/* How many modules the import searches of this process have visited, for
+ * tests that bound the work of a search. */
+PF_HIDDEN uint64_t pf_mod_import_visits(void);
 
 /* ---- allocation (runtime/alloc.c) ---- */
 PF_HIDDEN void* pf_malloc(size_t n);

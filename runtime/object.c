@@ -8,13 +8,69 @@ void pf_object_init(pf_object* obj, uint32_t type_index, void (*destroy)(pf_obje
   obj->type_index = type_index;
   atomic_init(&obj->ref_count, 1);
   obj->destroy = destroy;
+  obj->code_libs[0] = obj->code_libs[1] = NULL;
+  obj->next_dead = NULL;
+}
+
+/* Objects whose last reference went while this thread was destroying
+ * another one, oldest first. Private to the thread; initial-exec, as
+ * pf_hot, because every last release reads it. */
+typedef struct {
+  pf_object* head;
+  pf_object* tail;
+  int busy;
+} pf_dead_list;
+static _Thread_local pf_dead_list t_dead __attribute__((tls_model("initial-exec")));
+
+static void destroy_now(pf_object* obj) {
+  pf_object* lib0 = obj->code_libs[0];
+  pf_object* lib1 = obj->code_libs[1];
+  obj->destroy(obj);
+  /* After destroy: its finalizer may have run code in these libraries. */
+  if (lib0) pf_object_release(lib0);
+  if (lib1) pf_object_release(lib1);
 }
 
 void pf_object_release(pf_object* obj) {
-  if (atomic_fetch_sub_explicit(&obj->ref_count, 1, memory_order_acq_rel) == 1) {
-    obj->magic = PF_OBJECT_DEAD;
-    obj->destroy(obj);
+  if (atomic_fetch_sub_explicit(&obj->ref_count, 1, memory_order_acq_rel) != 1) return;
+  obj->magic = PF_OBJECT_DEAD;
+  if (t_dead.busy) {
+    obj->next_dead = NULL;
+    if (t_dead.tail) t_dead.tail->next_dead = obj;
+    else t_dead.head = obj;
+    t_dead.tail = obj;
+    return;
   }
+  t_dead.busy = 1;
+  while (obj != NULL) {
+    destroy_now(obj);
+    obj = t_dead.head;
+    if (obj != NULL) {
+      t_dead.head = obj->next_dead;
+      if (t_dead.head == NULL) t_dead.tail = NULL;
+    }
+  }
+  t_dead.busy = 0;
+}
+
+int pf_object_hold_code_slow(pf_object* obj, const void* code, const char* where) {
+  pf_object* lib = NULL;
+  if (pf_library_of_code(code, &lib, where) != 0) return -1;
+  if (lib == NULL) return 0;
+  for (int i = 0; i < 2; ++i) {
+    if (obj->code_libs[i] == lib) {
+      pf_object_release(lib); /* held already; not the last reference */
+      return 0;
+    }
+    if (obj->code_libs[i] == NULL) {
+      obj->code_libs[i] = lib;
+      return 0;
+    }
+  }
+  pf_object_release(lib);
+  return PFErrorSetFormat(kPFErrRuntimeError,
+                          "%s: internal error: an object holds code of more than two libraries",
+                          where);
 }
 
 int PFObjectRetain(PFObjectHandle obj) {
@@ -71,6 +127,11 @@ int PFObjectCreateBoxed(void* payload, PFObjectFinalizer fin, PFObjectHandle* ou
   pf_object_init(&b->base, kPFObjectBoxed, boxed_destroy);
   b->payload = payload;
   b->fin = fin;
+  if (fin && pf_object_hold_code(&b->base, pf_code_addr((void (*)(void))fin),
+                                 "PFObjectCreateBoxed") != 0) {
+    pf_object_release(&b->base); /* runs fin */
+    return -1;
+  }
   *out = b;
   return 0;
 }
@@ -111,6 +172,12 @@ int PFTensorCreateFromDLPack(DLManagedTensor* managed, PFObjectHandle* out) {
   }
   pf_object_init(&t->base, kPFObjectTensor, tensor_destroy);
   t->managed = managed;
+  if (managed->deleter &&
+      pf_object_hold_code(&t->base, pf_code_addr((void (*)(void))managed->deleter),
+                          "PFTensorCreateFromDLPack") != 0) {
+    pf_object_release(&t->base); /* runs the deleter */
+    return -1;
+  }
   *out = t;
   return 0;
 }

@@ -671,6 +671,8 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
   }
   t->self = f;
   int st = PFFuncSetInfo(f, NULL, canon, NULL);
+  /* `fn` runs at every call: keep its library loaded while `f` lives. */
+  if (st == 0) st = pf_object_hold_code(f, fn, where);
   pf_free(canon);
   if (st != 0) {
     PFFuncFree(f);

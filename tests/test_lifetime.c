@@ -5,8 +5,11 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <ffi.h>
+#include <stdlib.h>
 
 #include "support/pf_test.h"
+#include "../runtime/internal.h"
 
 /* ---- functions --------------------------------------------------------- */
 
@@ -240,6 +243,78 @@ static void test_tensor_to_dlpack_keeps_alive(void** state) {
   assert_int_equal(atomic_load(&t.deleted), 1);
 }
 
+/* ---- the libraries that hold an object's code ---------------------------- */
+
+static pf_object* lib_of(void* obj, int i) { return ((pf_object*)obj)->code_libs[i]; }
+
+/* Code in the program (or in libpackedfunc) never unloads: nothing held. */
+static void test_program_code_holds_no_library(void** state) {
+  (void)state;
+  atomic_int fins = 0;
+  PFFunctionHandle f = pf_test_make_counted(pf_test_echo, &fins);
+  assert_null(lib_of(f, 0));
+  assert_null(lib_of(f, 1));
+  counted_tensor t;
+  counted_tensor_init(&t);
+  PFObjectHandle obj = NULL, again = NULL;
+  assert_pf_ok(PFTensorCreateFromDLPack(&t.managed, &obj));
+  assert_null(lib_of(obj, 0));
+  /* The runtime's own deleter (an exported tensor taken back in). */
+  DLManagedTensor* exported = NULL;
+  assert_pf_ok(PFTensorToDLPack(obj, &exported));
+  assert_pf_ok(PFTensorCreateFromDLPack(exported, &again));
+  assert_null(lib_of(again, 0));
+  assert_pf_ok(PFObjectFree(again));
+  assert_pf_ok(PFObjectFree(obj));
+  assert_int_equal(atomic_load(&t.deleted), 1);
+  assert_pf_ok(PFFuncFree(f));
+}
+
+/* Code in a shared library (libffi here: shared in every build flavour)
+ * holds that library, and its objects share one library object. The
+ * functions are never called: they only hold. */
+static void test_library_code_holds_its_library(void** state) {
+  (void)state;
+  PFFunctionHandle packed = NULL, typed = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc((PFPackedCFunc)(void (*)(void))ffi_call, NULL, NULL,
+                                     &packed));
+  pf_object* lib = lib_of(packed, 0);
+  assert_non_null(lib);
+  assert_null(lib_of(packed, 1));
+  assert_int_equal(atomic_load(&lib->ref_count), 1);
+  void* prep = (void*)pf_code_addr((void (*)(void))ffi_prep_cif);
+  assert_pf_ok(PFFuncCreateFromTyped(prep, "int32(ptr)", &typed));
+  assert_ptr_equal(lib_of(typed, 0), lib);
+  assert_int_equal(atomic_load(&lib->ref_count), 2);
+  assert_pf_ok(PFFuncFree(packed));
+  assert_int_equal(atomic_load(&lib->ref_count), 1);
+  assert_pf_ok(PFFuncFree(typed));
+}
+
+/* Code that no library contains (a libffi closure) holds nothing, and
+ * works. */
+static void test_closure_code_holds_no_library(void** state) {
+  (void)state;
+  PFFunctionHandle echo = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &echo));
+  PFObjectHandle closure = NULL;
+  void* fn = NULL;
+  assert_pf_ok(PFFuncToCFunction(echo, "int64(int64)", &closure, &fn));
+  int64_t (*c_fn)(int64_t) = (int64_t(*)(int64_t))(intptr_t)fn;
+  PFFunctionHandle typed = NULL;
+  assert_pf_ok(PFFuncCreateFromTyped(fn, "int64(int64)", &typed));
+  assert_null(lib_of(typed, 0));
+  assert_null(lib_of(typed, 1));
+  PFValue a = {.v_int64 = 7}, r;
+  int code = kPFInt, rc;
+  assert_pf_ok(PFFuncCall(typed, &a, &code, 1, &r, &rc));
+  assert_int_equal(r.v_int64, 7);
+  assert_int_equal(c_fn(9), 9);
+  assert_pf_ok(PFFuncFree(typed));
+  assert_pf_ok(PFObjectFree(closure));
+  assert_pf_ok(PFFuncFree(echo));
+}
+
 /* ---- *Free(NULL) --------------------------------------------------------- */
 
 static void test_free_null_is_noop(void** state) {
@@ -265,6 +340,9 @@ int main(void) {
       cmocka_unit_test(test_tensor_deleter_once),
       cmocka_unit_test(test_tensor_create_failure_runs_deleter),
       cmocka_unit_test(test_tensor_to_dlpack_keeps_alive),
+      cmocka_unit_test(test_program_code_holds_no_library),
+      cmocka_unit_test(test_library_code_holds_its_library),
+      cmocka_unit_test(test_closure_code_holds_no_library),
       cmocka_unit_test(test_free_null_is_noop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

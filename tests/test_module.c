@@ -4,13 +4,22 @@
  * shared runtime, so the modules bind to the same instance as the test. */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "packedfunc/c_api.h"
 #include "support/pf_test.h"
@@ -318,6 +327,368 @@ static void test_load_bad_signature(void** state) {
   assert_non_null(strstr(PFErrorGetTraceback(), "mod_badsig.so"));
   assert_null(m);
   assert_false(is_loaded("mod_badsig.so"));
+}
+
+/* ---- bad files: checked before dlopen, descriptors checked before use ---- */
+
+/* What PFModLoadFromFile did in a child process. The old runtime crashed
+ * (SIGSEGV, SIGBUS) or hung on some of these files: in a child, with a
+ * deadline, that fails one test instead of killing or stalling them all. */
+typedef struct {
+  int hung;   /* killed at the deadline */
+  int signal; /* the signal that killed it, or 0 */
+  int status; /* its exit status */
+  int rc;
+  char kind[PF_ERROR_KIND_MAX];
+  char msg[2048];
+} child_load;
+
+#define CHILD_DEADLINE_SECONDS 20
+
+/* The child's half: loads `path` and writes "rc\nkind\nmessage" to fd. */
+static void report_load(const char* path, int fd) {
+  PFModuleHandle m = NULL;
+  int rc = PFModLoadFromFile(path, &m);
+  char buf[4096];
+  int n = snprintf(buf, sizeof(buf), "%d\n%s\n%s", rc, rc ? PFErrorGetKind() : "",
+                   rc ? PFErrorGetMessage() : "");
+  if (n > (int)sizeof(buf) - 1) n = (int)sizeof(buf) - 1;
+  if (write(fd, buf, (size_t)n) != n) rc = 99;
+  PFModFree(m);
+}
+
+/* Loads `path` in a child process. With `library_path`, the child is this
+ * program run again with LD_LIBRARY_PATH set to it (the dynamic loader
+ * reads it only at start), in its --load mode. */
+static void load_in_child(const char* path, const char* library_path, child_load* out) {
+  memset(out, 0, sizeof(*out));
+  out->rc = 1;
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  assert_true(len > 0);
+  self[len] = '\0';
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* Not cmocka's handlers: a crash must end this child, not let it run
+     * the remaining tests. */
+    const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); ++i) signal(fatal[i], SIG_DFL);
+    close(fds[0]);
+    if (library_path != NULL) {
+      setenv("LD_LIBRARY_PATH", library_path, 1);
+      dup2(fds[1], STDOUT_FILENO);
+      execl(self, self, "--load", path, (char*)NULL);
+      _exit(98);
+    }
+    report_load(path, fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[4096];
+  size_t got = 0;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, 100);
+    if (ready > 0) {
+      ssize_t n = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+      if (n <= 0) break; /* the child closed it: done */
+      got += (size_t)n;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= CHILD_DEADLINE_SECONDS) {
+      out->hung = 1;
+      kill(pid, SIGKILL);
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!out->hung && WIFSIGNALED(status)) out->signal = WTERMSIG(status);
+  if (!out->hung && WIFEXITED(status)) out->status = WEXITSTATUS(status);
+  buf[got] = '\0';
+  char* kind = strchr(buf, '\n');
+  char* msg = kind ? strchr(kind + 1, '\n') : NULL;
+  if (msg != NULL) {
+    *kind++ = '\0';
+    *msg++ = '\0';
+    out->rc = atoi(buf);
+    snprintf(out->kind, sizeof(out->kind), "%s", kind);
+    snprintf(out->msg, sizeof(out->msg), "%s", msg);
+  }
+}
+
+/* Asserts that the child's load failed cleanly with `kind` and a message
+ * holding each substring. */
+#define assert_child_error(res, kind, ...) \
+  child_check_((res), (kind), (const char* const[]){__VA_ARGS__, NULL}, __FILE__, __LINE__)
+
+static void child_check_(const child_load* res, const char* kind, const char* const* subs,
+                         const char* file, int line) {
+  if (res->hung) {
+    print_error("the load hung: killed after %d s\n", CHILD_DEADLINE_SECONDS);
+    _fail(file, line);
+  }
+  if (res->signal != 0) {
+    print_error("the load crashed the process: signal %d (%s)\n", res->signal,
+                strsignal(res->signal));
+    _fail(file, line);
+  }
+  if (res->status != 0) {
+    print_error("the load ended the process with exit status %d\n", res->status);
+    _fail(file, line);
+  }
+  if (res->rc != -1) {
+    print_error("expected status -1, got %d\n", res->rc);
+    _fail(file, line);
+  }
+  _assert_string_equal(res->kind, kind, file, line);
+  for (; *subs != NULL; ++subs) {
+    if (strstr(res->msg, *subs) == NULL) {
+      print_error("error message '%s' does not contain '%s'\n", res->msg, *subs);
+      _fail(file, line);
+    }
+  }
+}
+
+/* A scratch directory, removed with its files by remove_scratch. */
+static char g_scratch[64];
+
+static const char* scratch_path(const char* name) {
+  static char buf[256];
+  if (g_scratch[0] == '\0') {
+    snprintf(g_scratch, sizeof(g_scratch), "/tmp/pf-test-module-XXXXXX");
+    assert_non_null(mkdtemp(g_scratch));
+  }
+  snprintf(buf, sizeof(buf), "%s/%s", g_scratch, name);
+  return buf;
+}
+
+static void remove_scratch(const char* const* names) {
+  for (; *names != NULL; ++names) unlink(scratch_path(*names));
+  rmdir(g_scratch);
+  g_scratch[0] = '\0';
+}
+
+/* Copies the first `size` bytes of a file (all of it for SIZE_MAX) to `dst`. */
+static void copy_truncated(const char* src, const char* dst, size_t size) {
+  char data[4096];
+  FILE* in = fopen(src, "rb");
+  assert_non_null(in);
+  FILE* out = fopen(dst, "wb");
+  assert_non_null(out);
+  size_t left = size, n;
+  while (left > 0 && (n = fread(data, 1, left < sizeof(data) ? left : sizeof(data), in)) > 0) {
+    assert_int_equal(fwrite(data, 1, n, out), n);
+    left -= n;
+  }
+  fclose(in);
+  assert_int_equal(fclose(out), 0);
+  if (size != SIZE_MAX) assert_int_equal(left, 0);
+}
+
+static void test_load_truncated_file(void** state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof(path), "%s", scratch_path("truncated.so"));
+  copy_truncated(mod_path("mod_basic.so"), path, 3000);
+  child_load res;
+  load_in_child(path, NULL, &res);
+  assert_child_error(&res, kPFErrRuntimeError, "PFModLoadFromFile", "cannot load", path,
+                     "file truncated");
+  /* Cut inside the ELF header: too short. */
+  copy_truncated(mod_path("mod_basic.so"), path, 20);
+  load_in_child(path, NULL, &res);
+  assert_child_error(&res, kPFErrRuntimeError, "cannot load", "too short");
+  remove_scratch((const char* const[]){"truncated.so", NULL});
+}
+
+static void test_load_fifo(void** state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof(path), "%s", scratch_path("fifo.so"));
+  assert_int_equal(mkfifo(path, 0600), 0);
+  child_load res;
+  load_in_child(path, NULL, &res);
+  assert_child_error(&res, kPFErrRuntimeError, "cannot load", path, "a FIFO",
+                     "not a regular file");
+  remove_scratch((const char* const[]){"fifo.so", NULL});
+  /* Other files that are not regular. */
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile("/dev/zero", &m), kPFErrRuntimeError, "cannot load",
+                  "a character device");
+  assert_pf_error(PFModLoadFromFile(PF_TEST_MODULE_DIR, &m), kPFErrRuntimeError,
+                  "cannot load", "a directory");
+  assert_null(m);
+}
+
+/* A name without a slash is found in dlopen's search path (here
+ * LD_LIBRARY_PATH) and checked before it is loaded. */
+static void test_load_bare_name_is_checked(void** state) {
+  (void)state;
+  copy_truncated(mod_path("mod_basic.so"), scratch_path("libpf_cut.so"), 3000);
+  child_load res;
+  load_in_child("libpf_cut.so", g_scratch, &res);
+  assert_child_error(&res, kPFErrRuntimeError, "cannot load 'libpf_cut.so'", "found as",
+                     "file truncated");
+  /* The same directory still finds a good module by its bare name. */
+  copy_truncated(mod_path("mod_other.so"), scratch_path("libpf_good.so"), SIZE_MAX);
+  load_in_child("libpf_good.so", g_scratch, &res);
+  assert_false(res.hung);
+  assert_int_equal(res.signal, 0);
+  assert_int_equal(res.status, 0);
+  assert_int_equal(res.rc, 0);
+  remove_scratch((const char* const[]){"libpf_cut.so", "libpf_good.so", NULL});
+}
+
+static void test_load_junk_descriptor_pointer(void** state) {
+  (void)state;
+  child_load res;
+  load_in_child(mod_path("mod_junk.so"), NULL, &res);
+  assert_child_error(&res, kPFErrValueError, "PFModLoadFromFile", "mod_junk.so", "0x1234",
+                     "outside the library's loaded data");
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_junk.so"), &m), kPFErrValueError, "0x1234");
+  assert_null(m);
+  assert_false(is_loaded("mod_junk.so"));
+}
+
+static void test_load_descriptor_string_outside_library(void** state) {
+  (void)state;
+  child_load res;
+  load_in_child(mod_path("mod_badname.so"), NULL, &res);
+  assert_child_error(&res, kPFErrValueError, "mod_badname.so", "has a name at 0x1000",
+                     "not a string in the library");
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_badname.so"), &m), kPFErrValueError, "0x1000");
+  assert_false(is_loaded("mod_badname.so"));
+}
+
+static void test_load_function_pointer_into_data(void** state) {
+  (void)state;
+  child_load res;
+  load_in_child(mod_path("mod_badcode.so"), NULL, &res);
+  assert_child_error(&res, kPFErrValueError, "mod_badcode.so", "packed function pointer",
+                     "not in any loaded code");
+  assert_false(is_loaded("mod_badcode.so"));
+}
+
+/* ---- objects that a module's code makes at run time ---- */
+
+/* Calls module function `name` with an int (when `with_int`) and an opaque
+ * counter argument; returns the handle it returns. */
+static void* make_in_module(PFModuleHandle m, const char* name, int with_int,
+                            atomic_int* counter, int expect_code) {
+  PFFunctionHandle f = get(m, name, 0);
+  assert_non_null(f);
+  PFValue args[2];
+  int codes[2], n = 0;
+  if (with_int) {
+    args[n].v_int64 = 4;
+    codes[n++] = kPFInt;
+  }
+  args[n].v_handle = counter;
+  codes[n++] = kPFOpaqueHandle;
+  PFValue r;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, args, codes, n, &r, &rc));
+  assert_int_equal(rc, expect_code);
+  PFFuncFree(f);
+  return r.v_handle;
+}
+
+static void test_tensor_from_module_outlives_it(void** state) {
+  (void)state;
+  atomic_int deleted = 0;
+  PFModuleHandle m = load("mod_owner.so");
+  PFObjectHandle t = make_in_module(m, "owner.tensor", 1, &deleted, kPFObjectHandle);
+  assert_pf_ok(PFModFree(m));
+  /* The module and all its functions are gone; the tensor's deleter is
+   * still the library's code. */
+  assert_true(is_loaded("mod_owner.so"));
+  DLTensor* dl = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(t, &dl));
+  assert_int_equal(dl->shape[0], 4);
+  assert_true(((double*)dl->data)[3] == 3.0);
+  assert_pf_ok(PFObjectFree(t));
+  assert_int_equal(atomic_load(&deleted), 1);
+  assert_false(is_loaded("mod_owner.so"));
+}
+
+static void test_function_from_module_outlives_it(void** state) {
+  (void)state;
+  atomic_int fins = 0;
+  PFModuleHandle m = load("mod_owner.so");
+  PFFunctionHandle f = make_in_module(m, "owner.function", 0, &fins, kPFFuncHandle);
+  assert_pf_ok(PFModFree(m));
+  assert_true(is_loaded("mod_owner.so"));
+  PFValue r;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &r, &rc));
+  assert_int_equal(r.v_int64, 42);
+  assert_pf_ok(PFFuncFree(f));
+  assert_int_equal(atomic_load(&fins), 1); /* ran before the library went */
+  assert_false(is_loaded("mod_owner.so"));
+}
+
+static void test_typed_function_from_module_outlives_it(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_owner.so");
+  PFFunctionHandle f = make_in_module(m, "owner.typed", 0, NULL, kPFFuncHandle);
+  assert_pf_ok(PFModFree(m));
+  assert_true(is_loaded("mod_owner.so"));
+  PFValue a = {.v_int64 = 14}, r;
+  int c = kPFInt, rc;
+  assert_pf_ok(PFFuncCall(f, &a, &c, 1, &r, &rc));
+  assert_int_equal(r.v_int64, 42);
+  assert_pf_ok(PFFuncFree(f));
+  assert_false(is_loaded("mod_owner.so"));
+}
+
+static void test_boxed_from_module_outlives_it(void** state) {
+  (void)state;
+  atomic_int freed = 0;
+  PFModuleHandle m = load("mod_owner.so");
+  PFObjectHandle b = make_in_module(m, "owner.boxed", 1, &freed, kPFObjectHandle);
+  assert_pf_ok(PFModFree(m));
+  assert_true(is_loaded("mod_owner.so"));
+  void* payload = NULL;
+  assert_pf_ok(PFObjectGetBoxedPayload(b, &payload));
+  assert_int_equal(*(int64_t*)payload, 4);
+  assert_pf_ok(PFObjectFree(b));
+  assert_int_equal(atomic_load(&freed), 1);
+  assert_false(is_loaded("mod_owner.so"));
+}
+
+/* Several objects share the library: it goes with the last of them. */
+static void test_library_goes_with_the_last_object(void** state) {
+  (void)state;
+  atomic_int deleted = 0, fins = 0, freed = 0;
+  PFModuleHandle m = load("mod_owner.so");
+  PFObjectHandle t = make_in_module(m, "owner.tensor", 1, &deleted, kPFObjectHandle);
+  PFFunctionHandle f = make_in_module(m, "owner.function", 0, &fins, kPFFuncHandle);
+  PFObjectHandle b = make_in_module(m, "owner.boxed", 1, &freed, kPFObjectHandle);
+  PFFunctionHandle typed = make_in_module(m, "owner.typed", 0, NULL, kPFFuncHandle);
+  PFModFree(m);
+  PFObjectHandle order[4] = {b, t, typed, f};
+  for (int i = 0; i < 4; ++i) {
+    assert_true(is_loaded("mod_owner.so"));
+    assert_pf_ok(PFObjectFree(order[i]));
+  }
+  assert_false(is_loaded("mod_owner.so"));
+  assert_int_equal(atomic_load(&deleted) + atomic_load(&fins) + atomic_load(&freed), 3);
+  /* Loading it again works: a fresh library, fresh objects. */
+  m = load("mod_owner.so");
+  t = make_in_module(m, "owner.tensor", 1, &deleted, kPFObjectHandle);
+  PFModFree(m);
+  assert_true(is_loaded("mod_owner.so"));
+  PFObjectFree(t);
+  assert_false(is_loaded("mod_owner.so"));
 }
 
 /* ---- argument errors of the other entry points ---- */
@@ -772,7 +1143,12 @@ static void test_api_table(void** state) {
   assert_ptr_equal(api->ModLoadFromDescriptors, PFModLoadFromDescriptors);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  /* The child half of load_in_child, run again with LD_LIBRARY_PATH. */
+  if (argc == 3 && strcmp(argv[1], "--load") == 0) {
+    report_load(argv[2], STDOUT_FILENO);
+    return 0;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_load_and_call),
       cmocka_unit_test(test_metadata),
@@ -786,6 +1162,17 @@ int main(void) {
       cmocka_unit_test(test_load_not_a_module),
       cmocka_unit_test(test_load_duplicate_name),
       cmocka_unit_test(test_load_bad_signature),
+      cmocka_unit_test(test_load_truncated_file),
+      cmocka_unit_test(test_load_fifo),
+      cmocka_unit_test(test_load_bare_name_is_checked),
+      cmocka_unit_test(test_load_junk_descriptor_pointer),
+      cmocka_unit_test(test_load_descriptor_string_outside_library),
+      cmocka_unit_test(test_load_function_pointer_into_data),
+      cmocka_unit_test(test_tensor_from_module_outlives_it),
+      cmocka_unit_test(test_function_from_module_outlives_it),
+      cmocka_unit_test(test_typed_function_from_module_outlives_it),
+      cmocka_unit_test(test_boxed_from_module_outlives_it),
+      cmocka_unit_test(test_library_goes_with_the_last_object),
       cmocka_unit_test(test_bad_handles),
       cmocka_unit_test(test_imports),
       cmocka_unit_test(test_export_prefix),

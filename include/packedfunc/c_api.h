@@ -888,24 +888,66 @@ PF_EXPORT int PFClosureCheckError(PFObjectHandle closure);
  * (kPFObjectModule). Each function of a module loaded from a shared library
  * keeps that library loaded: dlclose runs only when the module handle AND
  * every function handle taken from it are gone, so releasing the module
- * first and calling one of its functions later is safe. A function's
- * finalizer runs before the library can be unloaded. The runtime cannot
- * see other objects that a module's code makes at run time (a function it
- * creates with PFFuncCreateFromCFunc and returns, a boxed object whose
- * finalizer lives in the module): a host that keeps such objects must keep
- * the module, or one of its functions, alive as long as they live.
+ * first and calling one of its functions later is safe.
+ *
+ * The same holds for every object whose code may run later, whoever made
+ * it: when an object is created with a code pointer — the function and the
+ * finalizer of PFFuncCreateFromCFunc, the `fn` of PFFuncCreateFromTyped,
+ * the finalizer of PFObjectCreateBoxed, the DLPack deleter of
+ * PFTensorCreateFromDLPack — the runtime asks the dynamic loader which
+ * shared library contains that code and takes a reference to it (one
+ * dlopen reference per loaded library, shared by all its objects), which it
+ * drops after the object's finalizer or deleter has run. So a tensor, a
+ * function or a boxed object that a module's code creates and returns may
+ * outlive the module and all of its functions; the library is closed when
+ * the last of them goes. Code in the main program and in libpackedfunc
+ * itself never unloads and holds nothing; code that no library contains
+ * (libffi closures, JIT-compiled code) holds nothing either, and whoever
+ * made it must keep it alive as long as objects use it.
+ *
+ * Releasing. Dropping the last reference of a module releases its
+ * functions and imports; an object released by a finalizer or by another
+ * object's destruction is destroyed right after that one, by the same
+ * release call and on the same thread, not by recursion: so releasing a
+ * chain of a million modules, each importing the next, takes constant
+ * stack.
  *
  * Threads. Every entry point here is thread-safe. A module's function table
- * never changes after loading; only its import list does (PFModImport).
+ * never changes after loading; only its import list does (PFModImport). The
+ * import lists are guarded by a process-wide lock that is held only for
+ * plain memory work, never while user code runs; the runtime resets its
+ * module locks in the child of fork() (pthread_atfork), so a child may load,
+ * import and look up modules even when other threads were using them when
+ * the process forked.
  */
 
-/* Loads the shared library at `path` (dlopen with RTLD_NOW | RTLD_LOCAL, so
- * `path` is searched as dlopen searches: a name without a slash goes
- * through LD_LIBRARY_PATH and the cache) and builds a module of every
- * function that the library registered with PF_REGISTER_PACKED and
- * PF_REGISTER_TYPED. Each function carries metadata (PFFuncGetInfo): its
- * registered name, its doc when given, and for a typed function its
- * canonical signature.
+/* Loads the shared library at `path` (dlopen with RTLD_NOW | RTLD_LOCAL)
+ * and builds a module of every function that the library registered with
+ * PF_REGISTER_PACKED and PF_REGISTER_TYPED. Each function carries metadata
+ * (PFFuncGetInfo): its registered name, its doc when given, and for a
+ * typed function its canonical signature.
+ *
+ * The file is checked before dlopen reads it, so that a bad file is an
+ * error and never a crash or a hang: it must be a regular file (not a
+ * FIFO, a device or a directory), opened without blocking; its ELF header
+ * must be one this process can load (class, byte order, machine); and its
+ * program headers and every segment's file range must lie inside the file
+ * (a truncated file would make dlopen fault with SIGBUS). After loading,
+ * every pointer of the library's function table is checked against the
+ * library's own loaded segments (dl_iterate_phdr) before it is read: each
+ * descriptor must lie in the library's readable data, its name, signature
+ * and doc must be strings that end inside it, and its function pointer must
+ * point at loaded code (the library's own, or that of a library it links).
+ *
+ * Paths. A path with a slash is opened as it is (relative to the current
+ * directory). A name without a slash is searched as dlopen searches it: a
+ * library already loaded under that name is used as it is; otherwise the
+ * directories of dlopen's search path (DT_RPATH, LD_LIBRARY_PATH,
+ * DT_RUNPATH, the system directories, as RTLD_DI_SERINFO lists them) are
+ * tried in order, and the first that holds a regular ELF file for this
+ * machine is checked and loaded by its full path. A name that none of them
+ * holds goes to dlopen unchanged, which then finds it through the loader's
+ * cache (ldconfig's system libraries, which are not checked) or fails.
  *
  * The library should link against libpackedfunc.so (DT_NEEDED
  * libpackedfunc.so.0), so that it binds to the same copy of the runtime as
@@ -915,15 +957,20 @@ PF_EXPORT int PFClosureCheckError(PFObjectHandle closure);
  * registered globally, so two modules may define the same name.
  *
  * *out is a new reference (PFModFree).
- * Errors: NULL path or out (TypeError); empty path (ValueError); dlopen
- * failure (RuntimeError: "cannot load 'PATH': " followed by dlerror()'s own
- * text); a library without registrations, including one that merely depends
- * on a module (ValueError: "'PATH' is not a packedfunc module"); a
- * descriptor built against an unknown descriptor ABI, or a malformed one
- * (ValueError); the same name registered twice in the library (KeyError
- * naming it); a typed function whose signature does not parse (the
- * ValueError of PFFuncCreateFromTyped, with a traceback line naming the
- * function and the library); MemoryError. On any error the library is
+ * Errors: NULL path or out (TypeError); empty path (ValueError); a file
+ * that cannot be loaded (RuntimeError: "cannot load 'PATH': " and why: the
+ * system's "cannot open shared object file: No such file or directory",
+ * "it is a FIFO, not a regular file", "invalid ELF header", "file
+ * truncated: ...", or dlerror()'s own text); a library without
+ * registrations, including one that merely depends on a module
+ * (ValueError: "'PATH' is not a packedfunc module"); a corrupt function
+ * table, a descriptor or string outside the library, a function pointer
+ * that is not code, a descriptor built against an unknown descriptor ABI,
+ * or another malformed one (ValueError naming the descriptor's index and
+ * the bad address); the same name registered twice in the library
+ * (KeyError naming it); a typed function whose signature does not parse
+ * (the ValueError of PFFuncCreateFromTyped, with a traceback line naming
+ * the function and the library); MemoryError. On any error the library is
  * closed again.
  */
 PF_EXPORT int PFModLoadFromFile(const char* path, PFModuleHandle* out);
@@ -931,15 +978,22 @@ PF_EXPORT int PFModLoadFromFile(const char* path, PFModuleHandle* out);
 /* Looks `name` up among the module's own functions and, when query_imports
  * is nonzero and the module has none of that name, among its imports,
  * depth-first in import order (an import's own functions before that
- * import's imports). A hit is a new reference (PFFuncFree); a miss returns
- * 0 with *out == NULL, as PFFuncGetGlobal does.
- * Errors: mod not a live module, NULL name or out (TypeError). */
+ * import's imports). A module that several imports share is searched once,
+ * so the work is linear in the number of modules and imports, whatever the
+ * number of paths through them, and no recursion limits the depth. A hit
+ * is a new reference (PFFuncFree); a miss returns 0 with *out == NULL, as
+ * PFFuncGetGlobal does.
+ * Errors: mod not a live module, NULL name or out (TypeError);
+ * MemoryError (a search that has more than a few dozen modules pending at
+ * once needs a buffer). */
 PF_EXPORT int PFModGetFunction(PFModuleHandle mod, const char* name,
                                int query_imports, PFFunctionHandle* out);
 
 /* Makes `dep` an import of `mod`: PFModGetFunction(mod, ..., 1) then also
  * searches dep, and mod holds a reference to dep as long as mod lives.
- * Importing a module that is already imported is a no-op.
+ * Importing a module that is already imported is a no-op. The check for a
+ * cycle visits each module reachable from dep once (linear work, as for a
+ * lookup).
  * Errors: either argument not a live module (TypeError); an import that
  * would close a cycle, including mod == dep (ValueError); MemoryError. */
 PF_EXPORT int PFModImport(PFModuleHandle mod, PFModuleHandle dep);
@@ -1048,7 +1102,10 @@ typedef struct PFFuncDescriptor {
 /* Builds a module from the array of descriptor pointers [begin, end). Both
  * NULL is an empty module. The descriptors are read during this call only:
  * the functions' names, signatures and docs are copied. Functions are made
- * as PFModLoadFromFile makes them, without a library to keep loaded.
+ * as PFModLoadFromFile makes them; each keeps loaded the shared library
+ * that contains its code, if any (see "Lifetime" above). The descriptors
+ * are the host's own and are trusted: they are not checked against loaded
+ * segments as a library's are.
  * *out is a new reference (PFModFree).
  * Errors: NULL out, one of begin/end NULL (TypeError); end before begin,
  * a malformed descriptor (ValueError); a name given twice (KeyError); a bad

@@ -298,3 +298,117 @@ def test_module_cannot_be_created_or_pickled(pf, plugin):
         pf.Module()
     with pytest.raises(TypeError):
         pickle.dumps(plugin)
+
+
+# ---- objects made by a module's code, and bad module files --------------------
+
+def _run_fresh(code, *args, env=None, timeout=60):
+    """Runs `code` in a fresh interpreter, so that a crash or a loaded
+    library cannot leak into this process."""
+    env = dict(env or os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"))
+    return subprocess.run([sys.executable, "-c", code, *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_tensor_from_a_module_outlives_the_module():
+    # The module's code made the tensor; its DLPack deleter is the module's.
+    # With the Module and the Function gone the library must stay mapped
+    # until the array is deleted: before, dlclose ran first and deleting
+    # the array called the deleter in unmapped code (SIGSEGV).
+    code = r"""
+import gc, sys
+import numpy as np
+import packedfunc as pf
+def loaded():
+    with open("/proc/self/maps") as f:
+        return "mod_owner.so" in f.read()
+mod = pf.load_module(sys.argv[1])
+make = mod.owner.tensor
+a = make(5)
+del mod, make
+gc.collect()
+print(type(a).__name__, loaded(), a.tolist(), float(np.sum(a)))
+del a
+gc.collect()
+print(loaded())
+"""
+    r = _run_fresh(code, fixture_module("mod_owner.so"))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.splitlines() == ["ndarray True [0.0, 1.0, 2.0, 3.0, 4.0] 10.0", "False"]
+
+
+def test_functions_and_objects_made_by_a_module_outlive_it():
+    code = r"""
+import gc, sys
+import packedfunc as pf
+def loaded():
+    with open("/proc/self/maps") as f:
+        return "mod_owner.so" in f.read()
+mod = pf.load_module(sys.argv[1])
+f, typed, boxed = mod.owner.function(), mod.owner.typed(), mod["owner.boxed"](7)
+del mod
+gc.collect()
+print(loaded(), f(), typed(14), type(boxed).__name__)
+del f, typed
+gc.collect()
+print(loaded())
+del boxed
+gc.collect()
+print(loaded())
+"""
+    r = _run_fresh(code, fixture_module("mod_owner.so"))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.splitlines() == ["True 42 42 Object", "True", "False"]
+
+
+def test_a_truncated_module_file_is_os_error(pf, tmp_path):
+    src = pathlib.Path(fixture_module("mod_basic.so")).read_bytes()
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(src[:3000])
+    # In a fresh process: before, dlopen died of SIGBUS.
+    code = r"""
+import sys
+import packedfunc as pf
+try:
+    pf.load_module(sys.argv[1])
+except OSError as e:
+    print(type(e).__name__, "|", e)
+"""
+    r = _run_fresh(code, str(cut))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.startswith("OSError | ")
+    assert "file truncated" in r.stdout and str(cut) in r.stdout
+    # A bare name is found in LD_LIBRARY_PATH and checked the same way.
+    (tmp_path / "libpf_cut.so").write_bytes(src[:3000])
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
+    r = _run_fresh(code, "libpf_cut.so", env=env)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert "found as" in r.stdout and "file truncated" in r.stdout
+
+
+def test_a_fifo_is_os_error_not_a_hang(pf, tmp_path):
+    fifo = tmp_path / "plugin.so"
+    os.mkfifo(fifo)
+    code = r"""
+import sys
+import packedfunc as pf
+try:
+    pf.load_module(sys.argv[1])
+except OSError as e:
+    print(type(e).__name__, "|", e)
+"""
+    try:
+        r = _run_fresh(code, str(fifo), timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("load_module blocked on a FIFO")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.startswith("OSError | ") and "a FIFO, not a regular file" in r.stdout
+
+
+def test_a_corrupt_function_table_is_value_error(pf):
+    for name, text in [("mod_junk.so", "outside the library's loaded data"),
+                       ("mod_badname.so", "not a string in the library"),
+                       ("mod_badcode.so", "not in any loaded code")]:
+        with pytest.raises(ValueError) as info:
+            pf.load_module(fixture_module(name))
+        assert text in str(info.value), name
