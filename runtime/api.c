@@ -50,9 +50,8 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"DLDataType", sizeof(DLDataType)},   {"DLDevice", sizeof(DLDevice)},
       {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
   };
-  if (name == NULL || out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFGetStructSize: argument '%s' is NULL",
-                            name == NULL ? "name" : "out");
+  PF_CHECK_ARG(name);
+  PF_CHECK_ARG(out);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
     if (strcmp(sizes[i].name, name) == 0) {
       *out = sizes[i].size;

@@ -197,13 +197,10 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
 int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHandle* out_closure,
                       void** out_fn) {
   static const char* const where = "PFFuncToCFunction";
-  if (!pf_is_object(func, kPFObjectFunction))
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'func' is %s", where,
-                            func ? "not a live function handle" : "NULL");
-  if (signature == NULL || out_closure == NULL || out_fn == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            signature == NULL ? "signature" : out_closure == NULL ? "out_closure"
-                                                                                  : "out_fn");
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
+  PF_CHECK_ARG(signature);
+  PF_CHECK_ARG(out_closure);
+  PF_CHECK_ARG(out_fn);
   pf_sig sig;
   if (pf_sig_parse(where, signature, &sig) != 0) return -1;
   pf_closure* c = pf_calloc(1, sizeof(*c));
@@ -240,9 +237,7 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
 }
 
 int PFClosureCheckError(PFObjectHandle closure) {
-  if (!pf_is_object(closure, kPFObjectClosure))
-    return PFErrorSetFormat(kPFErrTypeError, "PFClosureCheckError: argument 'closure' is %s",
-                            closure ? "not a live closure object" : "NULL");
+  PF_CHECK_OBJECT(closure, kPFObjectClosure);
   pf_closure* c = closure;
   if (atomic_load_explicit(&c->kept, memory_order_acquire) == NULL) return 0;
   kept_error* k = atomic_exchange_explicit(&c->kept, NULL, memory_order_acq_rel);

@@ -73,13 +73,13 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
                                                          int* type_code, int num_ret) {
   static const char* const where = "PFCFuncSetReturn";
   pf_ret_slot* s = ret;
-  if (s == NULL || !is_active_slot(s))
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'ret' is %s", where,
-                            s ? "not the return handle of a call in progress on this thread"
-                              : "NULL");
-  if (value == NULL || type_code == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            value == NULL ? "value" : "type_code");
+  if (s == NULL) return pf_err_null_arg(where, "ret");
+  if (!is_active_slot(s))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: argument 'ret' is not the return handle of a call in progress "
+                            "on this thread", where);
+  if (value == NULL) return pf_err_null_arg(where, "value");
+  if (type_code == NULL) return pf_err_null_arg(where, "type_code");
   if (num_ret != 1)
     return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_ret' must be 1, got %d",
                             where, num_ret);
@@ -184,11 +184,9 @@ __attribute__((noinline, cold)) static int call_misuse(PFFunctionHandle func, PF
                                                        PFValue* ret_val, int* ret_type_code) {
   static const char* const where = "PFFuncCall";
   if (!pf_is_object(func, kPFObjectFunction))
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'func' is %s", where,
-                            func ? "not a live function handle" : "NULL");
-  if (ret_val == NULL || ret_type_code == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            ret_val == NULL ? "ret_val" : "ret_type_code");
+    return pf_err_bad_object(where, "func", func, kPFObjectFunction);
+  if (ret_val == NULL) return pf_err_null_arg(where, "ret_val");
+  if (ret_type_code == NULL) return pf_err_null_arg(where, "ret_type_code");
   if (num_args < 0)
     return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_args' is negative (%d)",
                             where, num_args);
@@ -273,8 +271,7 @@ int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
   static const char* const where = "PFFuncCreateFromCFunc";
   if (func == NULL || out == NULL) {
     if (fin) fin(resource_handle);
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            func == NULL ? "func" : "out");
+    return pf_err_null_arg(where, func == NULL ? "func" : "out");
   }
   pf_function* f = pf_calloc(1, sizeof(*f));
   if (f == NULL) {
@@ -296,18 +293,14 @@ int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
 }
 
 int PFFuncRetain(PFFunctionHandle func) {
-  if (!pf_is_object(func, kPFObjectFunction))
-    return PFErrorSetFormat(kPFErrTypeError, "PFFuncRetain: argument 'func' is %s",
-                            func ? "not a live function handle" : "NULL");
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_object_retain(func);
   return 0;
 }
 
 int PFFuncFree(PFFunctionHandle func) {
   if (func == NULL) return 0;
-  if (!pf_is_object(func, kPFObjectFunction))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFFuncFree: argument 'func' is not a live function handle");
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_object_release(func);
   return 0;
 }
@@ -322,9 +315,7 @@ static int already_set(const char* what) {
 
 int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
                   const char* doc) {
-  if (!pf_is_object(func, kPFObjectFunction))
-    return PFErrorSetFormat(kPFErrTypeError, "PFFuncSetInfo: argument 'func' is %s",
-                            func ? "not a live function handle" : "NULL");
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_function* f = func;
   _Atomic(char*)* fields[3] = {&f->name, &f->signature, &f->doc};
   const char* values[3] = {name, signature, doc};
@@ -360,9 +351,7 @@ int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature
 
 int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signature,
                   const char** doc) {
-  if (!pf_is_object(func, kPFObjectFunction))
-    return PFErrorSetFormat(kPFErrTypeError, "PFFuncGetInfo: argument 'func' is %s",
-                            func ? "not a live function handle" : "NULL");
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_function* f = func;
   if (name) *name = atomic_load_explicit(&f->name, memory_order_acquire);
   if (signature) *signature = atomic_load_explicit(&f->signature, memory_order_acquire);

@@ -107,8 +107,7 @@ static void gate_destroy(pf_object* o) {
 }
 
 int PFHostGateCreate(PFObjectHandle* out) {
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFHostGateCreate: argument 'out' is NULL");
+  PF_CHECK_ARG(out);
   pthread_once(&g_fork_once, fork_register);
   if (g_fork_rc != 0) return pf_oom("PFHostGateCreate");
   pf_host_gate* g = pf_calloc(1, sizeof(*g));
@@ -127,8 +126,7 @@ int PFHostGateCreate(PFObjectHandle* out) {
 
 static int gate_arg(const char* where, PFObjectHandle gate) {
   if (pf_is_object(gate, kPFObjectHostGate)) return 0;
-  return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'gate' is %s", where,
-                          gate ? "not a live host gate" : "NULL");
+  return pf_err_bad_object(where, "gate", gate, kPFObjectHostGate);
 }
 
 static int64_t now_ms(void) {
@@ -222,8 +220,7 @@ int PFFuncCreateFromHostCFunc(PFObjectHandle gate, PFPackedCFunc func, void* res
   pf_host_gate* g = gate;
   if (func == NULL || out == NULL) {
     gated_fin(g, fin, resource_handle);
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            func == NULL ? "func" : "out");
+    return pf_err_null_arg(where, func == NULL ? "func" : "out");
   }
   if (atomic_load(&g->state) & GATE_CLOSED) return closed_error(g); /* fin: skipped */
   pf_host_fn* h = pf_malloc(sizeof(*h));

@@ -131,6 +131,25 @@ static inline int pf_object_hold_code(pf_object* obj, const void* code, const ch
  * tests that bound the work of a search. */
 PF_HIDDEN uint64_t pf_mod_import_visits(void);
 
+/* ---- misuse at an entry point: one check per kind, one wording ---- */
+/* Each records a TypeError naming the entry point (`__func__` of the caller,
+ * through the macros) and the argument, and returns -1:
+ *   "F: argument 'x' is NULL"
+ *   "F: argument 'x' is not a live <object type> handle"  (type 0: "object") */
+PF_HIDDEN int pf_err_null_arg(const char* fn, const char* arg);
+PF_HIDDEN int pf_err_bad_object(const char* fn, const char* arg, const void* h, uint32_t type);
+
+/* Return -1 from the entry point, with the error above, when `arg` is NULL /
+ * is not a live object of `type` (0: any type). */
+#define PF_CHECK_ARG(arg)                                          \
+  do {                                                             \
+    if ((arg) == NULL) return pf_err_null_arg(__func__, #arg);     \
+  } while (0)
+#define PF_CHECK_OBJECT(h, type)                                                   \
+  do {                                                                             \
+    if (!pf_is_object((h), (type))) return pf_err_bad_object(__func__, #h, (h), (type)); \
+  } while (0)
+
 /* ---- allocation (runtime/alloc.c) ---- */
 PF_HIDDEN void* pf_malloc(size_t n);
 PF_HIDDEN void* pf_calloc(size_t n, size_t size);

@@ -307,11 +307,7 @@ static void module_destroy(pf_object* o) {
   pf_free(m);
 }
 
-static int check_module(const char* where, const char* arg, PFModuleHandle mod) {
-  if (pf_is_object(mod, kPFObjectModule)) return 0;
-  return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is %s", where, arg,
-                          mod ? "not a live module handle" : "NULL");
-}
+
 
 static int cmp_entries(const void* a, const void* b) {
   return strcmp(((const pf_mod_entry*)a)->name, ((const pf_mod_entry*)b)->name);
@@ -697,9 +693,8 @@ static int resolve_name(const char* where, const char* name, char** out) {
 
 int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
   static const char* const where = "PFModLoadFromFile";
-  if (path == NULL || out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            path == NULL ? "path" : "out");
+  PF_CHECK_ARG(path);
+  PF_CHECK_ARG(out);
   if (path[0] == '\0')
     return PFErrorSetFormat(kPFErrValueError, "%s: argument 'path' is empty", where);
   setup();
@@ -782,8 +777,7 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
 int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
                              const PFFuncDescriptor* const* end, PFModuleHandle* out) {
   static const char* const where = "PFModLoadFromDescriptors";
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'out' is NULL", where);
+  PF_CHECK_ARG(out);
   if ((begin == NULL) != (end == NULL))
     return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL but '%s' is not",
                             where, begin == NULL ? "begin" : "end",
@@ -858,10 +852,9 @@ static int grow_stack(pf_module*** heap, size_t* cap, size_t need, const char* w
 int PFModGetFunction(PFModuleHandle mod, const char* name, int query_imports,
                      PFFunctionHandle* out) {
   static const char* const where = "PFModGetFunction";
-  if (check_module(where, "mod", mod) != 0) return -1;
-  if (name == NULL || out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            name == NULL ? "name" : "out");
+  PF_CHECK_OBJECT(mod, kPFObjectModule);
+  PF_CHECK_ARG(name);
+  PF_CHECK_ARG(out);
   pf_module* m = mod;
   PFFunctionHandle f = find_own(m, name);
   if (f != NULL) {
@@ -889,11 +882,9 @@ int PFModGetFunction(PFModuleHandle mod, const char* name, int query_imports,
 }
 
 int PFModListFunctionNames(PFModuleHandle mod, int* out_size, const char*** out_array) {
-  static const char* const where = "PFModListFunctionNames";
-  if (check_module(where, "mod", mod) != 0) return -1;
-  if (out_size == NULL || out_array == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            out_size == NULL ? "out_size" : "out_array");
+  PF_CHECK_OBJECT(mod, kPFObjectModule);
+  PF_CHECK_ARG(out_size);
+  PF_CHECK_ARG(out_array);
   pf_module* m = mod;
   *out_size = m->count;
   *out_array = m->names;
@@ -902,7 +893,8 @@ int PFModListFunctionNames(PFModuleHandle mod, int* out_size, const char*** out_
 
 int PFModImport(PFModuleHandle mod, PFModuleHandle dep) {
   static const char* const where = "PFModImport";
-  if (check_module(where, "mod", mod) != 0 || check_module(where, "dep", dep) != 0) return -1;
+  PF_CHECK_OBJECT(mod, kPFObjectModule);
+  PF_CHECK_OBJECT(dep, kPFObjectModule);
   pf_module* m = mod;
   pf_module* d = dep;
   pf_module* local[PF_WALK_LOCAL];
@@ -980,9 +972,7 @@ int PFModImport(PFModuleHandle mod, PFModuleHandle dep) {
 
 int PFModFree(PFModuleHandle mod) {
   if (mod == NULL) return 0;
-  if (!pf_is_object(mod, kPFObjectModule))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFModFree: argument 'mod' is not a live module handle");
+  PF_CHECK_OBJECT(mod, kPFObjectModule);
   pf_object_release(mod);
   return 0;
 }

@@ -74,28 +74,21 @@ int pf_object_hold_code_slow(pf_object* obj, const void* code, const char* where
 }
 
 int PFObjectRetain(PFObjectHandle obj) {
-  if (!pf_is_object(obj, 0))
-    return PFErrorSetFormat(kPFErrTypeError, "PFObjectRetain: argument 'obj' is %s",
-                            obj ? "not a live packedfunc object" : "NULL");
+  PF_CHECK_OBJECT(obj, 0);
   pf_object_retain(obj);
   return 0;
 }
 
 int PFObjectFree(PFObjectHandle obj) {
   if (obj == NULL) return 0;
-  if (!pf_is_object(obj, 0))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFObjectFree: argument 'obj' is not a live packedfunc object");
+  PF_CHECK_OBJECT(obj, 0);
   pf_object_release(obj);
   return 0;
 }
 
 int PFObjectGetTypeIndex(PFObjectHandle obj, uint32_t* out) {
-  if (!pf_is_object(obj, 0))
-    return PFErrorSetFormat(kPFErrTypeError, "PFObjectGetTypeIndex: argument 'obj' is %s",
-                            obj ? "not a live packedfunc object" : "NULL");
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFObjectGetTypeIndex: argument 'out' is NULL");
+  PF_CHECK_OBJECT(obj, 0);
+  PF_CHECK_ARG(out);
   *out = ((pf_object*)obj)->type_index;
   return 0;
 }
@@ -117,7 +110,7 @@ static void boxed_destroy(pf_object* o) {
 int PFObjectCreateBoxed(void* payload, PFObjectFinalizer fin, PFObjectHandle* out) {
   if (out == NULL) {
     if (fin) fin(payload);
-    return PFErrorSetFormat(kPFErrTypeError, "PFObjectCreateBoxed: argument 'out' is NULL");
+    return pf_err_null_arg(__func__, "out");
   }
   pf_boxed* b = pf_malloc(sizeof(*b));
   if (b == NULL) {
@@ -137,11 +130,8 @@ int PFObjectCreateBoxed(void* payload, PFObjectFinalizer fin, PFObjectHandle* ou
 }
 
 int PFObjectGetBoxedPayload(PFObjectHandle obj, void** out) {
-  if (!pf_is_object(obj, kPFObjectBoxed))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFObjectGetBoxedPayload: argument 'obj' is not a boxed object");
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFObjectGetBoxedPayload: argument 'out' is NULL");
+  PF_CHECK_OBJECT(obj, kPFObjectBoxed);
+  PF_CHECK_ARG(out);
   *out = ((pf_boxed*)obj)->payload;
   return 0;
 }
@@ -160,15 +150,11 @@ static void tensor_destroy(pf_object* o) {
 }
 
 int PFTensorCreateFromDLPack(DLManagedTensor* managed, PFObjectHandle* out) {
-  if (managed == NULL)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFTensorCreateFromDLPack: argument 'managed' is NULL");
-  const char* err = out == NULL ? "argument 'out' is NULL" : NULL;
-  pf_tensor* t = err ? NULL : pf_malloc(sizeof(*t));
+  PF_CHECK_ARG(managed);
+  pf_tensor* t = out == NULL ? NULL : pf_malloc(sizeof(*t));
   if (t == NULL) {
     if (managed->deleter) managed->deleter(managed);
-    if (err) return PFErrorSetFormat(kPFErrTypeError, "PFTensorCreateFromDLPack: %s", err);
-    return pf_oom("PFTensorCreateFromDLPack");
+    return out == NULL ? pf_err_null_arg(__func__, "out") : pf_oom(__func__);
   }
   pf_object_init(&t->base, kPFObjectTensor, tensor_destroy);
   t->managed = managed;
@@ -183,11 +169,8 @@ int PFTensorCreateFromDLPack(DLManagedTensor* managed, PFObjectHandle* out) {
 }
 
 int PFTensorGetDLTensor(PFObjectHandle tensor, DLTensor** out) {
-  if (!pf_is_object(tensor, kPFObjectTensor))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFTensorGetDLTensor: argument 'tensor' is not a tensor object");
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFTensorGetDLTensor: argument 'out' is NULL");
+  PF_CHECK_OBJECT(tensor, kPFObjectTensor);
+  PF_CHECK_ARG(out);
   *out = &((pf_tensor*)tensor)->managed->dl_tensor;
   return 0;
 }
@@ -198,11 +181,8 @@ static void exported_deleter(DLManagedTensor* self) {
 }
 
 int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out) {
-  if (!pf_is_object(tensor, kPFObjectTensor))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "PFTensorToDLPack: argument 'tensor' is not a tensor object");
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFTensorToDLPack: argument 'out' is NULL");
+  PF_CHECK_OBJECT(tensor, kPFObjectTensor);
+  PF_CHECK_ARG(out);
   DLManagedTensor* m = pf_malloc(sizeof(*m));
   if (m == NULL) return pf_oom("PFTensorToDLPack");
   pf_tensor* t = tensor;

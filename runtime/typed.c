@@ -132,8 +132,7 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out)
 }
 
 int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
-  if (text == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'signature' is NULL", where);
+  if (text == NULL) return pf_err_null_arg(where, "signature");
   pf_sig sig;
   memset(&sig, 0, sizeof(sig));
   size_t i = 0;
@@ -645,9 +644,9 @@ static void typed_free(void* res) { pf_free(res); }
 
 int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out) {
   static const char* const where = "PFFuncCreateFromTyped";
-  if (fn == NULL || signature == NULL || out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            fn == NULL ? "fn" : signature == NULL ? "signature" : "out");
+  PF_CHECK_ARG(fn);
+  PF_CHECK_ARG(signature);
+  PF_CHECK_ARG(out);
   pf_sig sig;
   if (pf_sig_parse(where, signature, &sig) != 0) return -1;
   pf_typed* t = pf_calloc(1, sizeof(*t));

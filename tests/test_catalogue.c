@@ -500,15 +500,64 @@ static void test_set_info_twice(void** state) {
   PFFuncFree(f);
 }
 
+/* One wording for each kind of misuse, whatever the entry point: a NULL
+ * handle, and a live object of another type. */
+static void test_one_wording_per_misuse(void** state) {
+  (void)state;
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  PFFunctionHandle fn = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(p_echo, NULL, NULL, &fn));
+  DLTensor* t = NULL;
+  DLManagedTensor* m = NULL;
+  void* payload = NULL;
+  const char* s = NULL;
+  int n = 0;
+  const char** names = NULL;
+  PFModuleHandle mod = NULL;
+  assert_pf_error(PFFuncRetain(NULL), kPFErrTypeError, "PFFuncRetain: argument 'func' is NULL");
+  assert_pf_error(PFFuncRetain(boxed), kPFErrTypeError,
+                  "PFFuncRetain: argument 'func' is not a live function handle");
+  assert_pf_error(PFFuncGetInfo(NULL, &s, NULL, NULL), kPFErrTypeError,
+                  "PFFuncGetInfo: argument 'func' is NULL");
+  assert_pf_error(PFTensorGetDLTensor(NULL, &t), kPFErrTypeError,
+                  "PFTensorGetDLTensor: argument 'tensor' is NULL");
+  assert_pf_error(PFTensorToDLPack(fn, &m), kPFErrTypeError,
+                  "PFTensorToDLPack: argument 'tensor' is not a live tensor handle");
+  assert_pf_error(PFObjectGetBoxedPayload(NULL, &payload), kPFErrTypeError,
+                  "PFObjectGetBoxedPayload: argument 'obj' is NULL");
+  assert_pf_error(PFObjectGetBoxedPayload(fn, &payload), kPFErrTypeError,
+                  "PFObjectGetBoxedPayload: argument 'obj' is not a live boxed handle");
+  assert_pf_error(PFObjectGetBoxedPayload(boxed, NULL), kPFErrTypeError,
+                  "PFObjectGetBoxedPayload: argument 'out' is NULL");
+  assert_pf_error(PFObjectRetain(g_not_an_object), kPFErrTypeError,
+                  "PFObjectRetain: argument 'obj' is not a live object handle");
+  assert_pf_error(PFClosureCheckError(boxed), kPFErrTypeError,
+                  "PFClosureCheckError: argument 'closure' is not a live closure handle");
+  assert_pf_error(PFModListFunctionNames(boxed, &n, &names), kPFErrTypeError,
+                  "PFModListFunctionNames: argument 'mod' is not a live module handle");
+  assert_pf_error(PFModLoadFromDescriptors(NULL, NULL, NULL), kPFErrTypeError,
+                  "PFModLoadFromDescriptors: argument 'out' is NULL");
+  assert_pf_error(PFHostGateClose(fn, NULL, 0), kPFErrTypeError,
+                  "PFHostGateClose: argument 'gate' is not a live host gate handle");
+  assert_pf_error(PFFuncCreateFromTyped(NULL, "void()", &fn), kPFErrTypeError,
+                  "PFFuncCreateFromTyped: argument 'fn' is NULL");
+  assert_pf_error(PFGetStructSize("PFValue", NULL), kPFErrTypeError,
+                  "PFGetStructSize: argument 'out' is NULL");
+  assert_null(mod);
+  PFObjectFree(boxed);
+  PFFuncFree(fn);
+}
+
 static void test_object_wrong_kind(void** state) {
   (void)state;
   PFFunctionHandle f = make(p_echo);
   void* p;
   DLTensor* t;
   DLManagedTensor* m;
-  assert_pf_error(PFObjectGetBoxedPayload(f, &p), kPFErrTypeError, "not a boxed object");
-  assert_pf_error(PFTensorGetDLTensor(f, &t), kPFErrTypeError, "not a tensor object");
-  assert_pf_error(PFTensorToDLPack(f, &m), kPFErrTypeError, "not a tensor object");
+  assert_pf_error(PFObjectGetBoxedPayload(f, &p), kPFErrTypeError, "not a live boxed handle");
+  assert_pf_error(PFTensorGetDLTensor(f, &t), kPFErrTypeError, "not a live tensor handle");
+  assert_pf_error(PFTensorToDLPack(f, &m), kPFErrTypeError, "not a live tensor handle");
   PFFuncFree(f);
 }
 
@@ -796,6 +845,7 @@ int main(void) {
       cmocka_unit_test(test_double_free),
       cmocka_unit_test(test_set_info_twice),
       cmocka_unit_test(test_object_wrong_kind),
+      cmocka_unit_test(test_one_wording_per_misuse),
       cmocka_unit_test(test_tensor_null_arguments),
       cmocka_unit_test(test_registry_null_name),
       cmocka_unit_test(test_registry_empty_name),

@@ -559,8 +559,8 @@ static void test_misuse(void** state) {
 
   assert_pf_error(PFClosureCheckError(NULL), "TypeError",
                "PFClosureCheckError: argument 'closure' is NULL");
-  assert_pf_error(PFClosureCheckError(f), "TypeError", "is not a live closure object");
-  assert_pf_error(PFClosureCheckError(boxed), "TypeError", "is not a live closure object");
+  assert_pf_error(PFClosureCheckError(f), "TypeError", "is not a live closure handle");
+  assert_pf_error(PFClosureCheckError(boxed), "TypeError", "is not a live closure handle");
   /* A clean check leaves the thread's error alone. */
   PFErrorSet("KeyError", "earlier");
   (void)to_c(f, "void()", &cl);
