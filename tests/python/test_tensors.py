@@ -92,14 +92,14 @@ def _new_tensor_handle(n):
     """A raw new reference to a C tensor object (testing.make_tensor called
     through the C API, so that no numpy conversion happens)."""
     import ctypes
-    from packedfunc import _base
+    from packedfunc import _errors, _ffi, _library
     out, rc = ctypes.c_void_p(), ctypes.c_int()
     vals = (ctypes.c_int64 * 1)(n)
-    codes = (ctypes.c_int * 1)(_base.TYPE_CODES["int"])
+    codes = (ctypes.c_int * 1)(_library.TYPE_CODES["int"])
     f = pf.get_global_func("testing.make_tensor")
-    _base.check_call(_base._cdll.PFFuncCall(ctypes.c_void_p(f.handle), vals, codes, 1,
-                                            ctypes.byref(out), ctypes.byref(rc)))
-    assert rc.value == _base.TYPE_CODES["object"]
+    _errors.check_call(_ffi._cdll.PFFuncCall(ctypes.c_void_p(f.handle), vals, codes, 1,
+                                              ctypes.byref(out), ctypes.byref(rc)))
+    assert rc.value == _library.TYPE_CODES["object"]
     return out.value
 
 
