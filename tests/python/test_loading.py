@@ -1,4 +1,5 @@
 """Loading the library: lookup order, version and layout checks, API surface."""
+import ast
 import ctypes
 import os
 import re
@@ -50,6 +51,29 @@ def test_object_types_come_from_library():
     assert set(_library.OBJECT_TYPES) >= {"function", "module", "tensor", "boxed", "closure",
                                           "host gate"}
     assert len(set(_library.OBJECT_TYPES.values())) == len(_library.OBJECT_TYPES)
+
+
+def test_one_version():
+    # __version__ is the package's only spelling of its version: the header
+    # and the library must agree with it, and pyproject.toml reads it.
+    with open(os.path.join(ROOT, "include", "packedfunc", "c_api.h")) as f:
+        header = re.search(r'^#define PF_VERSION_STRING "([^"]*)"', f.read(), re.M).group(1)
+    assert packedfunc.__version__ == header == packedfunc.library_version
+    # setuptools reads the version without importing the package, which
+    # needs a plain string literal.
+    with open(os.path.join(PKG_DIR, "packedfunc", "__init__.py")) as f:
+        tree = ast.parse(f.read())
+    literals = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__version__"]
+                and isinstance(node.value, ast.Constant)]
+    assert literals == [packedfunc.__version__]
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(PKG_DIR, "pyproject.toml"), "rb") as f:
+        pyproject = tomllib.load(f)
+    assert "version" not in pyproject["project"]
+    assert "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "packedfunc.__version__"}
 
 
 def test_only_ffi_declares_entry_points():

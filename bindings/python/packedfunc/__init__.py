@@ -48,6 +48,9 @@ surrogate escapes (0xFF as U+DCFF) and go back the same way.
 The shared library is found through $PACKEDFUNC_LIBRARY, then beside this
 package, then in the source tree's build output (build/lib).
 """
+# The package's version, and its only spelling: pyproject.toml reads this
+# literal (without importing the package), and a test checks it against
+# PF_VERSION_STRING in c_api.h and the loaded library's version.
 __version__ = "0.1.0"
 
 from . import _library
