@@ -47,6 +47,28 @@ def test_any_dlpack_object_is_accepted(fn):
     assert (a == 1).all()
 
 
+def test_dlpack_is_looked_up_on_each_value_unless_its_type_has_it(fn):
+    # Values of a type with __dlpack__ (numpy arrays, subclasses) always
+    # pass as tensors; a value that only has it as its own attribute
+    # passes as a tensor, and another value of its type is refused.
+    a = np.arange(3.0)
+    info = fn("tensor_info")
+
+    class Sub(np.ndarray):
+        pass
+
+    class Holder:
+        pass
+
+    for _ in range(2):
+        assert info(a) == info(a.view(Sub))
+        h = Holder()
+        h.__dlpack__ = a.__dlpack__
+        assert info(h) == info(a)
+        with pytest.raises(TypeError, match="argument 0 has unsupported type .*Holder"):
+            info(Holder())
+
+
 def test_echo_returns_the_same_array(fn):
     a = np.arange(6.0)
     assert fn("echo")(a) is a

@@ -248,13 +248,13 @@ def convert(obj):
 
 def _encode_callable(x, pos, keep):
     if not callable(x):
-        return None
+        return None  # not a kind of value that C can take
     f = convert(x)
     keep.append(f)
     return FUNC, _P.pack(f._handle)
 
 
-register_fallback(RANK_CALLABLES, _encode_callable)
+register_fallback(RANK_CALLABLES, None, _encode_callable)
 
 
 # ---------------------------------------------------------------------------

@@ -137,11 +137,16 @@ def what(pos):
 
 _encoders = {}  # exact type -> encode(x, pos, keep) -> (code, 8 bytes)
 _encoders_get = _encoders.get
-_fallbacks = []  # (rank, encode) in rank order; encode returns None if x is not its kind
+# (rank, kind, encode) in rank order: encode(x, pos, keep) for a value that
+# is an instance of `kind` (a class or a tuple of classes), or, for kind
+# None, for any value, returning None when x is not its kind.
+_fallbacks = []
 
 # The ranks of the fallbacks, for values whose exact type has no encoder.
 # Earlier ranks win: a Tensor has __dlpack__ but passes as an object; an
-# int subclass with __dlpack__ passes as a tensor.
+# int subclass with __dlpack__ passes as a tensor. The fallbacks before
+# RANK_DLPACK decide by the value's type alone, which lets the DLPack
+# fallback give a type whose values it takes an exact encoder.
 RANK_HANDLES = 10      # subclasses of Function and Object
 RANK_CTYPES = 20       # subclasses of ctypes.c_void_p
 RANK_NUMPY = 30        # numpy scalars and dtypes
@@ -158,10 +163,11 @@ def register_encoder(types, encode):
         _encoders[t] = encode
 
 
-def register_fallback(rank, encode):
-    """Try encode(x, pos, keep) at `rank` for a value whose exact type has
-    no encoder; it returns None when x is not its kind."""
-    _fallbacks.append((rank, encode))
+def register_fallback(rank, kind, encode):
+    """At `rank`, encode a value whose exact type has no encoder with
+    encode(x, pos, keep) if it is an instance of `kind`; with kind None,
+    try encode on any value, which returns None when x is not its kind."""
+    _fallbacks.append((rank, kind, encode))
     _fallbacks.sort(key=lambda entry: entry[0])
 
 
@@ -173,10 +179,13 @@ def encode(x, pos, keep):
     enc = _encoders_get(type(x))
     if enc is not None:
         return enc(x, pos, keep)
-    for _, fallback in _fallbacks:
-        out = fallback(x, pos, keep)
-        if out is not None:
-            return out
+    for _, kind, fallback in _fallbacks:
+        if kind is None:
+            out = fallback(x, pos, keep)
+            if out is not None:
+                return out
+        elif isinstance(x, kind):
+            return fallback(x, pos, keep)
     raise TypeError("packedfunc: %s has unsupported type %s" % (what(pos), type(x).__qualname__))
 
 
@@ -242,8 +251,7 @@ register_encoder((DataType,), lambda x, pos, keep: (DTYPE, _DT.pack(x.type_code,
 register_encoder((Device,), lambda x, pos, keep: (DEVICE, _DEV.pack(x.device_type,
                                                                     x.device_id)))
 register_encoder((c_void_p,), _encode_handle)
-register_fallback(RANK_CTYPES, lambda x, pos, keep: (
-    _encode_handle(x, pos, keep) if isinstance(x, c_void_p) else None))
+register_fallback(RANK_CTYPES, c_void_p, _encode_handle)
 
 
 def _encode_numpy(x, pos, keep):
@@ -266,13 +274,12 @@ def _encode_subclass(x, pos, keep):
         return FLOAT, D.pack(float(x))
     if isinstance(x, str):
         return encode(str(x), pos, keep)
-    if isinstance(x, (bytes, bytearray, memoryview)):
-        return _encode_bytes(x, pos, keep)
-    return None
+    return _encode_bytes(x, pos, keep)
 
 
-register_fallback(RANK_NUMPY, _encode_numpy)
-register_fallback(RANK_SUBCLASSES, _encode_subclass)
+register_fallback(RANK_NUMPY, None, _encode_numpy)
+register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
+                  _encode_subclass)
 
 def live_handle(x, pos):
     """The handle of a Function or Object argument; ValueError naming the

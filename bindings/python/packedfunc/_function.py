@@ -223,7 +223,9 @@ def _call_general(func, args, plan):
             tensors_in_flight[tensors[i]] = tensors[i + 1]
         if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
             _call_failed(func)
-        v, c = _RET.unpack_from(mv, 0)
+        v, c = _ret_unpack(mv, 0)
+        if c == _INT:
+            return v
         if c == TENSOR:
             addr = v & 0xFFFFFFFFFFFFFFFF
             for i in range(0, len(tensors), 2):
@@ -288,8 +290,7 @@ def _decode_function(mem, off, borrowed, copies):
 
 
 register_encoder((Function,), _encode)
-register_fallback(RANK_HANDLES, lambda x, pos, keep: (
-    _encode(x, pos, keep) if isinstance(x, Function) else None))
+register_fallback(RANK_HANDLES, Function, _encode)
 register_decoder(FUNC, _decode_function)
 register_object_type("function", lambda handle, type_index: Function._adopt(handle))
 # Any callable may be passed; a function result is a Function.

@@ -252,19 +252,32 @@ def encode_object(x, pos, keep):
     return x._code, live_handle(x, pos)
 
 
-def _encode_dlpack(x, pos, keep):
-    if not hasattr(x, "__dlpack__"):
-        return None
+def _encode_tensor(x, pos, keep):
     ptr, capsule = dlpack_export(x, pos)
     keep.append(capsule)
     keep.append(x)
     return TENSOR, P.pack(ptr)
 
 
+_tensor_types = set()  # the types given an exact encoder below
+
+
+def _encode_dlpack(x, pos, keep):
+    if not hasattr(x, "__dlpack__"):
+        return None
+    t = type(x)
+    if hasattr(t, "__dlpack__") and t not in _tensor_types and len(_tensor_types) < 64:
+        # The fallbacks before this one look at the type alone, so every
+        # value of this type gets here, and has __dlpack__: from now on
+        # such values (numpy arrays) skip the fallbacks.
+        _tensor_types.add(t)
+        register_encoder((t,), _encode_tensor)
+    return _encode_tensor(x, pos, keep)
+
+
 register_encoder((Object, Tensor), encode_object)
-register_fallback(RANK_HANDLES, lambda x, pos, keep: (
-    encode_object(x, pos, keep) if isinstance(x, Object) else None))
-register_fallback(RANK_DLPACK, _encode_dlpack)
+register_fallback(RANK_HANDLES, Object, encode_object)
+register_fallback(RANK_DLPACK, None, _encode_dlpack)
 register_decoder(TENSOR, lambda mem, off, borrowed, copies: borrowed_tensor(
     P.unpack_from(mem, off)[0], copies))
 register_object_type(None, Object._adopt)
