@@ -25,7 +25,7 @@ import ctypes
 import struct
 import sys
 
-from ._errors import check_call, last_error
+from ._errors import check_call
 from ._ffi import PFObjectGetTypeIndex, PFObjectRetain
 from ._library import OBJECT_TYPES, TYPE_CODE_NAMES, TYPE_CODES
 from ._mirrors import PFByteArray
@@ -281,6 +281,7 @@ register_fallback(RANK_NUMPY, None, _encode_numpy)
 register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
                   _encode_subclass)
 
+
 def live_handle(x, pos):
     """The handle of a Function or Object argument; ValueError naming the
     argument once it was released."""
@@ -365,7 +366,7 @@ register_decoder(HANDLE, lambda mem, off, borrowed, copies: c_void_p(
     P.unpack_from(mem, off)[0] or None))
 
 
-# ---- objects, by object type index -------------------------------------------
+# ---- objects, by object type index ------------------------------------------
 
 _adopters = {}  # object type index -> adopt(handle, type_index); None: any other
 
@@ -380,8 +381,7 @@ def register_object_type(name, adopt):
 def adopt_object(handle):
     """Wrap a new reference to an object of any type."""
     ti = ctypes.c_uint32()
-    if PFObjectGetTypeIndex(handle, byref(ti)) != 0:
-        raise last_error()
+    check_call(PFObjectGetTypeIndex(handle, byref(ti)))
     ti = ti.value
     adopt = _adopters.get(ti)
     if adopt is None:

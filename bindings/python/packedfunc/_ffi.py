@@ -81,15 +81,15 @@ def _fn(name, restype, argtypes=None, gil=False):
     return f
 
 
-c_int, c_void_p, c_char_p, c_size_t = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
-c_uint32, POINTER = ctypes.c_uint32, ctypes.POINTER
+c_int, c_uint32, c_size_t = ctypes.c_int, ctypes.c_uint32, ctypes.c_size_t
+c_void_p, c_char_p, POINTER = ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER
 
-# ---- Type codes, object types ----------------------------------------------
+# ---- Type codes, object types -----------------------------------------------
 
 PFTypeCodeName = _fn("PFTypeCodeName", c_char_p, [c_int], gil=True)
 PFObjectTypeName = _fn("PFObjectTypeName", c_char_p, [c_uint32], gil=True)
 
-# ---- Errors ------------------------------------------------------------------
+# ---- Errors -----------------------------------------------------------------
 
 PFErrorSet = _fn("PFErrorSet", None, [c_char_p, c_char_p], gil=True)
 PFErrorAppendTraceback = _fn("PFErrorAppendTraceback", None, [c_char_p], gil=True)
@@ -98,7 +98,7 @@ PFErrorGetMessage = _fn("PFErrorGetMessage", c_char_p, [], gil=True)
 PFErrorGetTraceback = _fn("PFErrorGetTraceback", c_char_p, [], gil=True)
 PFErrorClear = _fn("PFErrorClear", None, [], gil=True)
 
-# ---- Objects -----------------------------------------------------------------
+# ---- Objects ----------------------------------------------------------------
 
 PFObjectRetain = _fn("PFObjectRetain", c_int, [c_void_p], gil=True)
 # Dropping the last reference runs the object's finalizer.
@@ -111,7 +111,7 @@ PFTensorGetDLTensor = _fn("PFTensorGetDLTensor", c_int, [c_void_p, POINTER(c_voi
                           gil=True)
 PFTensorToDLPack = _fn("PFTensorToDLPack", c_int, [c_void_p, POINTER(c_void_p)])
 
-# ---- Functions ---------------------------------------------------------------
+# ---- Functions --------------------------------------------------------------
 
 # The hot call: runs the callee. No argtypes; Function passes ready byref
 # objects.
@@ -123,7 +123,7 @@ PFFuncRetain = _fn("PFFuncRetain", c_int, [c_void_p], gil=True)
 # Dropping the last reference runs the function's finalizer.
 PFFuncFree = _fn("PFFuncFree", c_int, [c_void_p])
 
-# ---- Global registry ---------------------------------------------------------
+# ---- Global registry --------------------------------------------------------
 
 # kPFRegisterOverride, kPFRegisterProtected and PF_NAME_MAX (the longest
 # registry name, in bytes): macros of the header, which the library cannot
@@ -143,13 +143,13 @@ PFFuncListGlobalNamesWithPrefix = _fn(
 PFRegistrySeal = _fn("PFRegistrySeal", c_int, [], gil=True)
 PFRegistryIsSealed = _fn("PFRegistryIsSealed", c_int, [POINTER(c_int)], gil=True)
 
-# ---- Environment -------------------------------------------------------------
+# ---- Environment ------------------------------------------------------------
 
 # Setting the signal checker waits for calls of the old checker on other
 # threads, which need the GIL to finish.
 PFEnvSetSignalChecker = _fn("PFEnvSetSignalChecker", c_int, [c_void_p])
 
-# ---- Host functions ----------------------------------------------------------
+# ---- Host functions ---------------------------------------------------------
 
 PFHostGateCreate = _fn("PFHostGateCreate", c_int, [POINTER(c_void_p)], gil=True)
 # Closing the gate waits for callbacks in progress on other threads.
@@ -158,7 +158,7 @@ PFHostGateClose = _fn("PFHostGateClose", c_int, [c_void_p, c_char_p, c_int])
 # the callers pass ctypes objects.
 PFFuncCreateFromHostCFunc = _fn("PFFuncCreateFromHostCFunc", c_int)
 
-# ---- Function metadata -------------------------------------------------------
+# ---- Function metadata ------------------------------------------------------
 
 PFFuncSetInfo = _fn("PFFuncSetInfo", c_int, [c_void_p, c_char_p, c_char_p, c_char_p],
                     gil=True)
@@ -166,12 +166,12 @@ PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
                     [c_void_p, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p)],
                     gil=True)
 
-# ---- Typed C functions -------------------------------------------------------
+# ---- Typed C functions ------------------------------------------------------
 
 PFSignatureTypeInfo = _fn("PFSignatureTypeInfo", c_int,
                           [c_int, POINTER(c_char_p), POINTER(c_int)], gil=True)
 
-# ---- Modules -----------------------------------------------------------------
+# ---- Modules ----------------------------------------------------------------
 
 # Loading may take a while (dlopen), and exporting may run the finalizers
 # of overridden functions.
@@ -183,7 +183,7 @@ PFModListFunctionNames = _fn("PFModListFunctionNames", c_int,
                              [c_void_p, POINTER(c_int), POINTER(POINTER(c_char_p))], gil=True)
 PFModExportGlobal = _fn("PFModExportGlobal", c_int, [c_void_p, c_char_p, c_int])
 
-# ---- Versions, sizes and the stable function table ---------------------------
+# ---- Versions, sizes and the stable function table --------------------------
 
 PFGetVersion = _fn("PFGetVersion", c_int, [POINTER(c_int)] * 3, gil=True)
 PFGetStructSize = _fn("PFGetStructSize", c_int, [c_char_p, POINTER(c_size_t)], gil=True)

@@ -239,7 +239,7 @@ def _call_general(func, args, plan):
             _give_frame(fr)
 
 
-# ---- metadata for help() and inspect ------------------------------------------
+# ---- metadata for help() and inspect ----------------------------------------
 
 class _PerInstance:
     """A non-data descriptor: `class_value` on the class, fget(instance) on
@@ -276,7 +276,7 @@ def _function_signature(func):
 Function.__doc__ = _PerInstance(_function_doc, Function.__doc__)
 Function.__signature__ = _PerInstance(_function_signature, None)
 
-# ---- conversions -------------------------------------------------------------
+# ---- conversions ------------------------------------------------------------
 
 def _encode(x, pos, keep):
     return FUNC, live_handle(x, pos)
