@@ -15,6 +15,7 @@ import struct
 from . import _signature
 from ._convert import (CODES_OFF as _CODES_OFF, FUNC, INT as _INT, MAX_FAST, P, RANK_HANDLES,
                        RET as _RET, RET_OFF, TENSOR, VALS_OFF as _VALS_OFF, decode as _decode,
+                       decoders_get as _decoders_get,
                        give_frame as _give_frame, live_handle, make_plan as _make_plan,
                        new_frame as _new_frame, pack_args, plans_get as _plans_get,
                        register_decoder, register_encoder, register_fallback,
@@ -189,8 +190,11 @@ class Function:
         if c == _INT:
             _give_frame(fr)
             return v
+        dec = _decoders_get(c)
         try:
-            return _decode(mv, RET_OFF, c)
+            if dec is not None:
+                return dec(mv, RET_OFF, False, None)
+            return _decode(mv, RET_OFF, c)  # raises: a code without a decoder
         finally:
             _give_frame(fr)
 
