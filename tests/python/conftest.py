@@ -31,7 +31,7 @@ if not os.path.exists(_path):
 TESTLIB = ctypes.CDLL(_path)
 TESTLIB.pft_tensors_alive.restype = ctypes.c_int64
 if TESTLIB.pft_init() != 0:
-    raise RuntimeError("pft_init failed: " + str(packedfunc._base.last_error()))
+    raise RuntimeError("pft_init failed: " + str(packedfunc._errors.last_error()))
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import packedfunc as pf
-from packedfunc import _base, _core
+from packedfunc import _errors, _ffi, _function
 
 from conftest import ROOT
 
 NAME_MAX = 1024  # PF_NAME_MAX (c_api.h)
 
-_create_typed = _base._cdll["PFFuncCreateFromTyped"]  # a private copy
+_create_typed = _ffi._cdll["PFFuncCreateFromTyped"]  # a private copy
 _create_typed.restype = ctypes.c_int
 _create_typed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
 
@@ -27,9 +27,9 @@ _create_typed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctype
 def typed(c_function, signature):
     """A typed function (libffi) over a C function, as a Function."""
     out = ctypes.c_void_p()
-    _base.check_call(_create_typed(ctypes.cast(c_function, ctypes.c_void_p), signature,
+    _errors.check_call(_create_typed(ctypes.cast(c_function, ctypes.c_void_p), signature,
                                    ctypes.byref(out)))
-    return _core.Function._adopt(out.value)
+    return _function.Function._adopt(out.value)
 
 
 def escaped(name):
@@ -114,7 +114,7 @@ def test_name_with_lone_surrogate(where, call, surrogate):
         call("abc" + surrogate)
 
 
-_register_raw = _base._fn("PFFuncRegisterGlobal", ctypes.c_int,
+_register_raw = _ffi._fn("PFFuncRegisterGlobal", ctypes.c_int,
                           [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int])
 
 
@@ -123,7 +123,7 @@ def test_name_with_invalid_utf8_round_trips(echo):
     # (byte 0xFF as U+DCFF), and that str finds, replaces and removes it.
     # (Before: listed with U+FFFD, which named no function.)
     raw = b"pytest.invalid.\xff\xfe.name"
-    _base.check_call(_register_raw(raw, echo.handle, 0))
+    _errors.check_call(_register_raw(raw, echo.handle, 0))
     try:
         listed = pf.list_global_func_names("pytest.invalid.")
         assert listed == ["pytest.invalid.\udcff\udcfe.name"]
@@ -364,7 +364,7 @@ def test_callback_message_with_nul(fn, echo):
     f = pf.convert(cb)
     with pytest.raises(ValueError):
         f()
-    assert _base.PFErrorGetMessage() == b"a\\x00b"
+    assert _ffi.PFErrorGetMessage() == b"a\\x00b"
     # Also when C code copies the error to another thread's storage.
     with pytest.raises(ValueError) as info:
         fn("call_in_thread")(cb)
@@ -463,7 +463,7 @@ def test_register_error_kind_with_final_newline():
 
     with pytest.raises(ValueError, match=r"register_error: kind 'MyKind\\n' is not an identifier"):
         pf.register_error("MyKind\n", Mine)
-    assert _base.kind_of(Mine) == "RuntimeError"
+    assert _errors.kind_of(Mine) == "RuntimeError"
 
 
 def test_tensor_argument_that_cannot_export(echo):
@@ -533,7 +533,7 @@ def test_module_lookup_of_a_name_that_cannot_exist():
     assert "demo.add" in plugin
 
 
-_load_descriptors = _base._fn("PFModLoadFromDescriptors", ctypes.c_int,
+_load_descriptors = _ffi._fn("PFModLoadFromDescriptors", ctypes.c_int,
                               [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)])
 
 
@@ -551,7 +551,7 @@ def test_module_names_with_invalid_utf8_round_trip(testlib):
     table = (ctypes.POINTER(_Descriptor) * 1)(ctypes.pointer(d))
     out = ctypes.c_void_p()
     begin = ctypes.addressof(table)
-    _base.check_call(_load_descriptors(begin, begin + ctypes.sizeof(table), ctypes.byref(out)))
+    _errors.check_call(_load_descriptors(begin, begin + ctypes.sizeof(table), ctypes.byref(out)))
     mod = pf.Module._adopt(out.value, 2)
     assert mod.list_function_names() == ["bad.\udcff.add"]
     assert "bad.\udcff.add" in mod

@@ -212,3 +212,27 @@ def test_callback_returning_unsupported_type(fn):
 def test_c_argument_type_error(fn):
     with pytest.raises(TypeError, match="testing.add: argument 1 must be int, not str"):
         fn("add")(1, "two")
+
+
+def test_every_type_code_has_one_decoder():
+    # Results and callback arguments share one decoder table, keyed by the
+    # type codes that the library names: a new code needs one registration.
+    from packedfunc import _convert, _library
+    assert sorted(_convert._decoders) == sorted(_library.TYPE_CODES.values())
+
+
+def test_extension_codes_are_refused_as_results_and_as_callback_arguments():
+    from packedfunc import _convert, _errors, _ffi, _mirrors
+    ext = _mirrors.EXT_BEGIN  # C passes codes of the extension range through untouched
+    assert _ffi.PFTypeCodeName(ext) == b"ext"
+    with pytest.raises(TypeError, match=r"returned a value of unsupported type code %d "
+                       r"\(extension\)" % ext):
+        _convert.decode(bytes(8), 0, ext)
+    # A C caller passes an extension value to a Python callback.
+    cb = pf.convert(lambda x: x)
+    vals, codes = (ctypes.c_int64 * 1)(7), (ctypes.c_int * 1)(ext)
+    out, code = ctypes.c_int64(), ctypes.c_int()
+    with pytest.raises(TypeError, match="a callback got an argument of unsupported type code %d"
+                       % ext):
+        _errors.check_call(_ffi._cdll.PFFuncCall(ctypes.c_void_p(cb.handle), vals, codes, 1,
+                                                 ctypes.byref(out), ctypes.byref(code)))

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import packedfunc as pf
-from packedfunc import _base
+from packedfunc import _errors, _ffi
 
 from conftest import ROOT
 
@@ -83,7 +83,7 @@ def test_plain_custom_exception_is_runtime_error_kind(fn):
         raise Odd("odd")
 
     # The kind is RuntimeError, but the original class comes back.
-    assert _base.kind_of(Odd) == "RuntimeError"
+    assert _errors.kind_of(Odd) == "RuntimeError"
     with pytest.raises(Odd):
         fn("call")(cb)
 
@@ -111,7 +111,7 @@ def test_register_error_both_ways(fn):
     with pytest.raises(CustomError, match="from C"):
         fn("raise_error")("pytest.CustomKind", "from C")
     # Python -> C: the kind C sees is the registered one.
-    assert _base.kind_of(CustomError) == "pytest.CustomKind"
+    assert _errors.kind_of(CustomError) == "pytest.CustomKind"
 
     seen = {}
 
@@ -122,12 +122,10 @@ def test_register_error_both_ways(fn):
         fn("call")(cb)
     f = pf.convert(cb)
     # Call the callback from C and read the kind in C's error state.
-    from packedfunc import _core
     with pytest.raises(CustomError):
         f()
-    seen["kind"] = _base.PFErrorGetKind().decode()
+    seen["kind"] = _ffi.PFErrorGetKind().decode()
     assert seen["kind"] == "pytest.CustomKind"
-    assert _core  # imported for the side effect of nothing
 
 
 def test_register_error_forms_and_validation():
@@ -138,9 +136,9 @@ def test_register_error_forms_and_validation():
         pass
 
     assert pf.register_error(A) is A
-    assert _base.class_of("A") is A
+    assert _errors.class_of("A") is A
     assert pf.register_error("pytest.B", B) is B
-    assert _base.class_of("pytest.B") is B
+    assert _errors.class_of("pytest.B") is B
     with pytest.raises(ValueError, match="not an identifier"):
         pf.register_error("bad kind", B)
     with pytest.raises(ValueError):

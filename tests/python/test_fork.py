@@ -19,7 +19,7 @@ from conftest import ROOT
 COMMON = r"""
 import ctypes, faulthandler, multiprocessing, os, signal, sys, threading, time
 import packedfunc as pf
-from packedfunc import _base
+from packedfunc import _errors
 ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
 add = pf.get_global_func("testing.add")
 call = pf.get_global_func("testing.call")
@@ -118,7 +118,7 @@ held, release = threading.Event(), threading.Event()
 
 
 def hold():
-    with _base._errors_lock:
+    with _errors._errors_lock:
         held.set()
         release.wait()
 

@@ -24,13 +24,13 @@ import threading
 import time
 
 import packedfunc as pf
-from packedfunc import _base, _core
+from packedfunc import _callback, _errors, _ffi, _function
 
 OPS = int(os.environ.get("PF_PY_SOAK_OPS", "250000"))
 THREADS = 4
 NAMES = ["pytest.soak.%d" % i for i in range(12)]
 
-_create_typed = _base._cdll["PFFuncCreateFromTyped"]  # a private copy
+_create_typed = _ffi._cdll["PFFuncCreateFromTyped"]  # a private copy
 _create_typed.restype = ctypes.c_int
 _create_typed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
 
@@ -39,8 +39,8 @@ def typed_add(testlib):
     """testing's plain C pft_add(int64, int64), wrapped through libffi."""
     out = ctypes.c_void_p()
     fn = ctypes.cast(testlib.pft_add, ctypes.c_void_p)
-    _base.check_call(_create_typed(fn, b"int64(int64,int64)", ctypes.byref(out)))
-    return _core.Function._adopt(out.value)
+    _errors.check_call(_create_typed(fn, b"int64(int64,int64)", ctypes.byref(out)))
+    return _function.Function._adopt(out.value)
 
 
 def implementation(i, variant, add):
@@ -183,7 +183,7 @@ def test_soak(testlib):
         if pf.get_global_func(name, allow_missing=True) is not None:
             pf.remove_global_func(name)
     gc.collect()
-    live_before = len(_core._live)
+    live_before = len(_callback._live)
 
     seed = int(os.environ.get("PF_PY_SOAK_SEED", str(int(time.time()))))
     per_thread = -(-OPS // THREADS)
@@ -225,7 +225,7 @@ def test_soak(testlib):
             pf.remove_global_func(name)
     del workers, threads, w  # w: the last worker of the loops above
     gc.collect()
-    assert len(_core._live) == live_before
+    assert len(_callback._live) == live_before
     # The registry still works.
     pf.register_func(NAMES[0], lambda x: x + 1)
     try:

@@ -47,6 +47,28 @@ def test_any_dlpack_object_is_accepted(fn):
     assert (a == 1).all()
 
 
+def test_dlpack_is_looked_up_on_each_value_unless_its_type_has_it(fn):
+    # Values of a type with __dlpack__ (numpy arrays, subclasses) always
+    # pass as tensors; a value that only has it as its own attribute
+    # passes as a tensor, and another value of its type is refused.
+    a = np.arange(3.0)
+    info = fn("tensor_info")
+
+    class Sub(np.ndarray):
+        pass
+
+    class Holder:
+        pass
+
+    for _ in range(2):
+        assert info(a) == info(a.view(Sub))
+        h = Holder()
+        h.__dlpack__ = a.__dlpack__
+        assert info(h) == info(a)
+        with pytest.raises(TypeError, match="argument 0 has unsupported type .*Holder"):
+            info(Holder())
+
+
 def test_echo_returns_the_same_array(fn):
     a = np.arange(6.0)
     assert fn("echo")(a) is a
@@ -92,14 +114,14 @@ def _new_tensor_handle(n):
     """A raw new reference to a C tensor object (testing.make_tensor called
     through the C API, so that no numpy conversion happens)."""
     import ctypes
-    from packedfunc import _base
+    from packedfunc import _errors, _ffi, _library
     out, rc = ctypes.c_void_p(), ctypes.c_int()
     vals = (ctypes.c_int64 * 1)(n)
-    codes = (ctypes.c_int * 1)(_base.TYPE_CODES["int"])
+    codes = (ctypes.c_int * 1)(_library.TYPE_CODES["int"])
     f = pf.get_global_func("testing.make_tensor")
-    _base.check_call(_base._cdll.PFFuncCall(ctypes.c_void_p(f.handle), vals, codes, 1,
-                                            ctypes.byref(out), ctypes.byref(rc)))
-    assert rc.value == _base.TYPE_CODES["object"]
+    _errors.check_call(_ffi._cdll.PFFuncCall(ctypes.c_void_p(f.handle), vals, codes, 1,
+                                              ctypes.byref(out), ctypes.byref(rc)))
+    assert rc.value == _library.TYPE_CODES["object"]
     return out.value
 
 

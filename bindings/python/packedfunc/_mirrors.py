@@ -1,23 +1,26 @@
-"""ctypes mirrors of the public C structs.
+"""ctypes mirrors of the public C structs and function pointer types.
 
 Their sizes are compared with PFGetStructSize when the library loads, and
-the type-code numbers are read from PFTypeCodeName, so a library built from
-a different header is refused instead of corrupting memory.
+the numbers of type codes and object types are read from PFTypeCodeName and
+PFObjectTypeName, so a library built from a different header is refused
+instead of corrupting memory.
 """
 import ctypes
 
 # The names of the built-in type codes this binding uses (the library's
-# PF_TYPE_CODE_LIST); their numbers come from the library.
+# PF_TYPE_CODE_LIST); their numbers come from the library, which must know
+# every one of them.
 TYPE_CODE_NAMES = ("int", "float", "bool", "null", "handle", "dtype", "device",
                    "tensor", "str", "bytes", "function", "module", "object")
 # Start of the extension range in c_api.h (kPFExtBegin); type codes below it
 # are scanned for names.
 EXT_BEGIN = 64
 
-# PFObjectTypeIndex (c_api.h).
-OBJECT_FUNCTION = 1
-OBJECT_MODULE = 2
-OBJECT_TENSOR = 3
+# The names of the object types this binding treats specially (the
+# library's PF_OBJECT_TYPE_LIST); their indices come from the library.
+OBJECT_TYPE_NAMES = ("function", "module", "tensor")
+# Object type indices are scanned from 1 up to, not including, this bound.
+OBJECT_TYPE_SCAN_END = 64
 
 
 class DLDataType(ctypes.Structure):
@@ -58,6 +61,12 @@ class PFValue(ctypes.Union):
 
 class PFByteArray(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+class PFHostCall(ctypes.Structure):
+    _fields_ = [("resource_handle", ctypes.c_void_p),
+                ("status", ctypes.c_int32),
+                ("reserved", ctypes.c_int32)]
 
 
 # int (*PFPackedCFunc)(PFValue*, int*, int, PFRetValueHandle, void*)

@@ -7,27 +7,15 @@ attributes. A function name with dots reads as attribute access:
 import ctypes
 import os
 
-from . import _base
-from ._base import check_call
-from ._core import Function, Object
-from ._mirrors import OBJECT_MODULE
+from ._convert import MODULE, register_encoder, register_object_type
+from ._errors import check_call, last_error
+from ._ffi import (NAME_MAX, REGISTER_OVERRIDE, REGISTER_PROTECTED, PFModExportGlobal,
+                   PFModGetFunction, PFModImport, PFModListFunctionNames, PFModLoadFromFile)
+from ._function import Function
+from ._library import OBJECT_TYPES
+from ._object import Object, encode_object
 
 c_int, c_void_p, c_char_p, byref = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.byref
-
-# Loading and freeing may take a while (dlopen, dlclose) and exporting may
-# run the finalizers of overridden functions: these release the GIL.
-_PFModLoadFromFile = _base._fn("PFModLoadFromFile", c_int, [c_char_p, ctypes.POINTER(c_void_p)])
-_PFModExportGlobal = _base._fn("PFModExportGlobal", c_int, [c_void_p, c_char_p, c_int])
-_PFModGetFunction = _base._fn("PFModGetFunction", c_int,
-                              [c_void_p, c_char_p, c_int, ctypes.POINTER(c_void_p)], gil=True)
-_PFModListFunctionNames = _base._fn(
-    "PFModListFunctionNames", c_int,
-    [c_void_p, ctypes.POINTER(c_int), ctypes.POINTER(ctypes.POINTER(c_char_p))], gil=True)
-_PFModImport = _base._fn("PFModImport", c_int, [c_void_p, c_void_p], gil=True)
-
-# kPFRegister* (c_api.h).
-_REGISTER_OVERRIDE = 1
-_REGISTER_PROTECTED = 2
 
 
 def _fs_path(path):
@@ -61,8 +49,8 @@ def load_module(path):
     """
     raw = _fs_path(path)
     out = c_void_p()
-    if _PFModLoadFromFile(raw, byref(out)) != 0:
-        err = _base.last_error()
+    if PFModLoadFromFile(raw, byref(out)) != 0:
+        err = last_error()
         # PFModLoadFromFile reports a failed dlopen, and nothing else, as a
         # RuntimeError (c_api.h): in Python that is an OSError.
         if type(err) is RuntimeError:
@@ -70,7 +58,7 @@ def load_module(path):
             missing = os.sep in text and not os.path.lexists(text)
             raise (FileNotFoundError if missing else OSError)(str(err)) from err
         raise err
-    return Module._adopt(out.value, OBJECT_MODULE, os.fsdecode(raw))
+    return Module._adopt(out.value, OBJECT_TYPES["module"], os.fsdecode(raw))
 
 
 class _Names:
@@ -120,6 +108,7 @@ class Module(Object, _Names):
     @classmethod
     def _adopt(cls, handle, type_index, path=None):
         self = super()._adopt(handle, type_index)
+        self._code = MODULE
         self.path = path  # the path it was loaded from, or None
         self._cache = {}
         self._name_list = None
@@ -148,7 +137,7 @@ class Module(Object, _Names):
         registry's names are, so that each name can be looked up again."""
         size = c_int()
         names = ctypes.POINTER(c_char_p)()
-        check_call(_PFModListFunctionNames(self._handle, byref(size), byref(names)))
+        check_call(PFModListFunctionNames(self._handle, byref(size), byref(names)))
         return [names[i].decode("utf-8", "surrogateescape") for i in range(size.value)]
 
     def get_function(self, name, query_imports=True, allow_missing=False):
@@ -157,8 +146,8 @@ class Module(Object, _Names):
         ValueError naming it (as get_global_func does), or returns None
         when ``allow_missing`` is true."""
         out = c_void_p()
-        check_call(_PFModGetFunction(self._handle, _name_arg("Module.get_function", name),
-                                     1 if query_imports else 0, byref(out)))
+        check_call(PFModGetFunction(self._handle, _name_arg("Module.get_function", name),
+                                    1 if query_imports else 0, byref(out)))
         if not out.value:
             if allow_missing:
                 return None
@@ -207,8 +196,8 @@ class Module(Object, _Names):
             raise ValueError("Module.export_global: argument 'prefix' (%d bytes) is too long: "
                              "with the longest function name (%d bytes) it makes a name longer "
                              "than %d bytes" % (len(raw), longest, NAME_MAX))
-        flags = (_REGISTER_OVERRIDE if override else 0) | (_REGISTER_PROTECTED if protected else 0)
-        check_call(_PFModExportGlobal(self._handle, raw, flags))
+        flags = (REGISTER_OVERRIDE if override else 0) | (REGISTER_PROTECTED if protected else 0)
+        check_call(PFModExportGlobal(self._handle, raw, flags))
         return [prefix + n for n in names]
 
     def import_module(self, dep):
@@ -217,17 +206,13 @@ class Module(Object, _Names):
         if not isinstance(dep, Module):
             raise TypeError("Module.import_module: expected a Module, not %s"
                             % type(dep).__name__)
-        check_call(_PFModImport(self._handle, dep._handle))
+        check_call(PFModImport(self._handle, dep._handle))
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Module (released)>"
         where = repr(self.path) if self.path else "(not from a file)"
         return "<packedfunc.Module %s, %d functions>" % (where, len(self._names()))
-
-
-# PF_NAME_MAX (c_api.h): the longest registry name, in bytes.
-NAME_MAX = 1024
 
 
 def _name_arg(where, name, what="name"):
@@ -276,3 +261,7 @@ class _Namespace(_Names):
 
     def __repr__(self):
         return "<packedfunc.Module namespace %r of %r>" % (self._prefix[:-1], self._module.path)
+
+
+register_encoder((Module,), encode_object)
+register_object_type("module", Module._adopt)

@@ -6,15 +6,12 @@ the binding converts each C type to and from, so that
 ``inspect.signature(f)`` and ``help(f)`` describe a typed C function in
 Python terms. Everything here is private; Function exposes it.
 """
-import collections.abc
 import ctypes
 import inspect
 
-from . import _base
-
-_type_info = _base._fn("PFSignatureTypeInfo", ctypes.c_int,
-                       [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
-                        ctypes.POINTER(ctypes.c_int)], gil=True)
+from ._ffi import PFErrorClear, PFSignatureTypeInfo
+from ._library import TYPE_CODE_NAMES
+from ._types import DataType, Device
 
 
 def _grammar():
@@ -22,10 +19,10 @@ def _grammar():
     read from the library (PFSignatureTypeInfo), never restated here."""
     types, name, code = {}, ctypes.c_char_p(), ctypes.c_int()
     i = 0
-    while _type_info(i, ctypes.byref(name), ctypes.byref(code)) == 0:
+    while PFSignatureTypeInfo(i, ctypes.byref(name), ctypes.byref(code)) == 0:
         types[name.value.decode()] = code.value
         i += 1
-    _base.PFErrorClear()  # the IndexError past the last type
+    PFErrorClear()  # the IndexError past the last type
     return types
 
 
@@ -43,29 +40,26 @@ def parse(text):
     return ret, (rest.split(",") if rest else [])
 
 
+# Type code name -> annotate(result), the Python annotation of a value of
+# that type code as an argument (result false) or a result. The modules
+# that define Function and Tensor register theirs.
+_annotations = {code: (lambda result, t=python_type: t) for code, python_type in (
+    ("null", None), ("int", int), ("float", float), ("bool", bool), ("str", str),
+    ("bytes", bytes), ("handle", ctypes.c_void_p), ("dtype", DataType), ("device", Device))}
+
+
+def register_annotation(code_name, annotate):
+    """Annotate values of the type code `code_name` with annotate(result)."""
+    _annotations[code_name] = annotate
+
+
 def annotation(ctype, result):
     """The Python annotation for one C type of the grammar: the Python type
     that a value of its type code converts to."""
-    from . import _core, _types  # the classes live there; imported late
-    code = _base.TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype))
-    if code == "null":
-        return None
-    if code == "function":
-        # Any callable may be passed; a function result is a Function.
-        return _core.Function if result else collections.abc.Callable
-    if code == "tensor":
-        # Any DLPack array may be passed; a tensor result is a numpy array.
-        try:
-            import numpy
-        except ImportError:  # pragma: no cover - numpy is a dependency
-            return _core.Tensor
-        return numpy.ndarray
-    python_types = {"int": int, "float": float, "bool": bool, "str": str, "bytes": bytes,
-                    "handle": ctypes.c_void_p, "dtype": _types.DataType,
-                    "device": _types.Device}
-    if code not in python_types:  # pragma: no cover - a type this binding predates
+    annotate = _annotations.get(TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype)))
+    if annotate is None:  # pragma: no cover - a type this binding predates
         raise ValueError("packedfunc: no Python type for C type %r" % ctype)
-    return python_types[code]
+    return annotate(result)
 
 
 def to_inspect(text):

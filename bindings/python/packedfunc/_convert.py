@@ -1,0 +1,404 @@
+"""Values across the boundary: one encoder table, one decoder table.
+
+Python -> C: ``encode(x)`` gives a type code and the 8 bytes of a PFValue.
+It looks the encoder up by ``type(x)``; for a type that is not in the table
+(a subclass, an array with ``__dlpack__``, any callable) it tries the
+fallbacks in the order of their ranks. C -> Python: ``decode`` reads a
+PFValue by its type code, and a handle of an object by the object's type
+index. Call results and callback arguments go through the same decoders;
+they differ in ownership (a result is a new reference, an argument is
+borrowed, so the decoder takes its own) and in what happens to a borrowed
+DLTensor (see _object.borrowed_tensor).
+
+Each kind of value registers itself: the module that defines Function,
+Object, Tensor, Module or callbacks adds its encoder and decoder here, so a
+new type code is one registration.
+
+Also here: the call frames and fast-path plans behind Function.__call__.
+Hot paths avoid isinstance chains and per-call ctypes objects: argument
+types are looked up by ``type(x)`` in a cache of precompiled ``struct``
+packers, arguments are written into preallocated call frames, and C results
+are read with ``struct.unpack_from``. Everything else takes the general
+path. Everything here is private.
+"""
+import ctypes
+import struct
+import sys
+
+from ._errors import check_call
+from ._ffi import PFObjectGetTypeIndex, PFObjectRetain
+from ._library import OBJECT_TYPES, TYPE_CODE_NAMES, TYPE_CODES
+from ._mirrors import PFByteArray
+from ._types import DataType, Device
+
+c_void_p, byref = ctypes.c_void_p, ctypes.byref
+
+if ctypes.sizeof(c_void_p) != 8:  # pragma: no cover
+    raise ImportError("packedfunc: only 64-bit platforms are supported")
+
+# Type codes, by name, as the library numbers them.
+INT = TYPE_CODES["int"]
+FLOAT = TYPE_CODES["float"]
+BOOL = TYPE_CODES["bool"]
+NULL = TYPE_CODES["null"]
+HANDLE = TYPE_CODES["handle"]
+DTYPE = TYPE_CODES["dtype"]
+DEVICE = TYPE_CODES["device"]
+TENSOR = TYPE_CODES["tensor"]
+STR = TYPE_CODES["str"]
+BYTES = TYPE_CODES["bytes"]
+FUNC = TYPE_CODES["function"]
+MODULE = TYPE_CODES["module"]
+OBJECT = TYPE_CODES["object"]
+
+Q = struct.Struct("=q")
+D = struct.Struct("=d")
+P = struct.Struct("=Q")  # a pointer, as an unsigned 64-bit value
+_DT = struct.Struct("=BBH4x")
+_DEV = struct.Struct("=ii")
+_BA = struct.Struct("=QQ")  # PFByteArray {data, size}
+CODE = struct.Struct("=i")
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+# A read-only ctypes view of the whole address space, so that callbacks can
+# read the C caller's argument arrays with one struct.unpack_from instead
+# of building ctypes objects per call. It reads only what PFFuncCall's
+# contract says is there.
+MEMORY = (ctypes.c_char * sys.maxsize).from_address(0)
+
+
+# ---------------------------------------------------------------------------
+# Call frames
+# ---------------------------------------------------------------------------
+#
+# A frame is the memory of one call in progress: ret_val (8 bytes),
+# ret_type_code (4, then 4 of padding), MAX_FAST values, MAX_FAST type codes.
+# Each concurrent or nested call takes its own frame from a free list (a
+# callback into Python may call another Function while C still reads the
+# outer call's arguments), and gives it back afterwards.
+
+MAX_FAST = 8
+RET_OFF, _RCODE_OFF, VALS_OFF = 0, 8, 16
+RET = struct.Struct("=qi")  # ret_val as int64, ret_type_code
+
+
+def new_frame(capacity=MAX_FAST):
+    codes_off = VALS_OFF + 8 * capacity
+    buf = (ctypes.c_char * (codes_off + 4 * capacity))()
+    mv = memoryview(buf).cast("B")
+    # [view, args, type_codes, ret_val, ret_type_code, plan whose codes are
+    #  in the frame, codes offset, capacity, buffer]
+    return [mv, byref(buf, VALS_OFF), byref(buf, codes_off), byref(buf, RET_OFF),
+            byref(buf, _RCODE_OFF), None, codes_off, capacity, buf]
+
+
+CODES_OFF = new_frame()[6]
+_free_frames = [new_frame() for _ in range(4)]
+take_frame = _free_frames.pop
+give_frame = _free_frames.append
+
+
+# ---------------------------------------------------------------------------
+# Fast-path plans: a tuple of exact argument types -> (packer, codes)
+# ---------------------------------------------------------------------------
+
+_FAST_FORMATS = {int: ("q", INT), bool: ("q", BOOL), float: ("d", FLOAT)}
+_plans = {}
+plans_get = _plans.get
+PLANS_MAX = 4096
+
+
+def make_plan(types):
+    """A (pack_into, codes bytes) pair for these exact types, or False when
+    they need the general path."""
+    if len(types) > MAX_FAST or any(t not in _FAST_FORMATS for t in types):
+        plan = False
+    else:
+        fmt = "=" + "".join(_FAST_FORMATS[t][0] for t in types)
+        codes = struct.pack("=%di" % len(types), *(_FAST_FORMATS[t][1] for t in types))
+        plan = (struct.Struct(fmt).pack_into, codes)
+    if len(_plans) < PLANS_MAX:
+        _plans[types] = plan
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# Python -> C: the encoder table
+# ---------------------------------------------------------------------------
+
+RESULT = "result"  # the `pos` of a callback's return value, for messages
+
+
+def what(pos):
+    """How an error message names a value: its argument position, or as a
+    callback's result (pos RESULT)."""
+    return "argument %d" % pos if pos is not RESULT else "the callback's result"
+
+
+_encoders = {}  # exact type -> encode(x, pos, keep) -> (code, 8 bytes)
+_encoders_get = _encoders.get
+# (rank, kind, encode) in rank order: encode(x, pos, keep) for a value that
+# is an instance of `kind` (a class or a tuple of classes), or, for kind
+# None, for any value, returning None when x is not its kind.
+_fallbacks = []
+
+# The ranks of the fallbacks, for values whose exact type has no encoder.
+# Earlier ranks win: a Tensor has __dlpack__ but passes as an object; an
+# int subclass with __dlpack__ passes as a tensor. The fallbacks before
+# RANK_DLPACK decide by the value's type alone, which lets the DLPack
+# fallback give a type whose values it takes an exact encoder.
+RANK_HANDLES = 10      # subclasses of Function and Object
+RANK_CTYPES = 20       # subclasses of ctypes.c_void_p
+RANK_NUMPY = 30        # numpy scalars and dtypes
+RANK_DLPACK = 40       # anything with __dlpack__
+RANK_SUBCLASSES = 50   # subclasses of int, float, str, bytes...
+RANK_CALLABLES = 60    # any other callable
+
+
+def register_encoder(types, encode):
+    """Encode values of exactly these types with encode(x, pos, keep),
+    which returns (type code, 8 value bytes) and appends to `keep` what
+    must outlive the call."""
+    for t in types:
+        _encoders[t] = encode
+
+
+def register_fallback(rank, kind, encode):
+    """At `rank`, encode a value whose exact type has no encoder with
+    encode(x, pos, keep) if it is an instance of `kind`; with kind None,
+    try encode on any value, which returns None when x is not its kind."""
+    _fallbacks.append((rank, kind, encode))
+    _fallbacks.sort(key=lambda entry: entry[0])
+
+
+def encode(x, pos, keep):
+    """(code, 8 value bytes) for one argument. Objects that must outlive the
+    call are appended to `keep`. Raises TypeError/OverflowError/ValueError
+    naming the argument position (0-based), or the callback's result when
+    `pos` is RESULT."""
+    enc = _encoders_get(type(x))
+    if enc is not None:
+        return enc(x, pos, keep)
+    for _, kind, fallback in _fallbacks:
+        if kind is None:
+            out = fallback(x, pos, keep)
+            if out is not None:
+                return out
+        elif isinstance(x, kind):
+            return fallback(x, pos, keep)
+    raise TypeError("packedfunc: %s has unsupported type %s" % (what(pos), type(x).__qualname__))
+
+
+def _encode_int(x, pos, keep):
+    if not INT64_MIN <= x <= INT64_MAX:
+        raise OverflowError("packedfunc: %s: int %d does not fit in int64" % (what(pos), x))
+    return INT, Q.pack(x)
+
+
+def _encode_str(x, pos, keep):
+    if "\0" in x:
+        raise ValueError("packedfunc: %s: str contains a NUL character "
+                         "(pass bytes for binary data)" % what(pos))
+    try:
+        data = x.encode("utf-8")
+    except UnicodeEncodeError as err:
+        # kPFStr is UTF-8: a lone surrogate (also one that decoding invalid
+        # UTF-8 from C produced) is refused, never sent as is.
+        raise ValueError("packedfunc: %s: str contains a lone surrogate (%r at "
+                         "index %d), which UTF-8 cannot encode (pass bytes for binary "
+                         "data)" % (what(pos), x[err.start], err.start)) from None
+    keep.append(data)
+    return STR, P.pack(_bytes_address(data))
+
+
+def _bytes_address(b):
+    """The address of a bytes object's data (kept alive by the caller)."""
+    return ctypes.cast(b, c_void_p).value or 0
+
+
+def _encode_bytes(x, pos, keep):
+    """A PFByteArray for bytes-like x, kept alive through `keep`."""
+    if isinstance(x, bytes):
+        data, size = x, len(x)
+        addr = _bytes_address(x)
+    else:
+        mv = memoryview(x)
+        size = mv.nbytes
+        if not mv.readonly and mv.c_contiguous and size:
+            data = (ctypes.c_char * size).from_buffer(mv.cast("B"))
+            addr = ctypes.addressof(data)
+        else:
+            data = mv.tobytes()
+            addr = _bytes_address(data)
+    ba = PFByteArray(addr, size)
+    keep.append(data)
+    keep.append(ba)
+    return BYTES, P.pack(ctypes.addressof(ba))
+
+
+def _encode_handle(x, pos, keep):
+    return HANDLE, P.pack(x.value or 0)
+
+
+register_encoder((int,), _encode_int)
+register_encoder((float,), lambda x, pos, keep: (FLOAT, D.pack(x)))
+register_encoder((bool,), lambda x, pos, keep: (BOOL, Q.pack(x)))
+register_encoder((type(None),), lambda x, pos, keep: (NULL, Q.pack(0)))
+register_encoder((str,), _encode_str)
+register_encoder((bytes, bytearray, memoryview), _encode_bytes)
+register_encoder((DataType,), lambda x, pos, keep: (DTYPE, _DT.pack(x.type_code, x.bits,
+                                                                   x.lanes)))
+register_encoder((Device,), lambda x, pos, keep: (DEVICE, _DEV.pack(x.device_type,
+                                                                    x.device_id)))
+register_encoder((c_void_p,), _encode_handle)
+register_fallback(RANK_CTYPES, c_void_p, _encode_handle)
+
+
+def _encode_numpy(x, pos, keep):
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        if isinstance(x, numpy.generic):  # numpy scalars: as Python scalars
+            return encode(x.item(), pos, keep)
+        if isinstance(x, numpy.dtype):
+            return encode(DataType(x), pos, keep)
+    return None
+
+
+def _encode_subclass(x, pos, keep):
+    # Subclasses of the plain types (IntEnum, str and float subclasses...).
+    if isinstance(x, bool):
+        return BOOL, Q.pack(bool(x))
+    if isinstance(x, int):
+        return encode(int(x), pos, keep)
+    if isinstance(x, float):
+        return FLOAT, D.pack(float(x))
+    if isinstance(x, str):
+        return encode(str(x), pos, keep)
+    return _encode_bytes(x, pos, keep)
+
+
+register_fallback(RANK_NUMPY, None, _encode_numpy)
+register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
+                  _encode_subclass)
+
+
+def live_handle(x, pos):
+    """The handle of a Function or Object argument; ValueError naming the
+    argument once it was released."""
+    if not x._handle:
+        raise ValueError("packedfunc: %s: the %s was released" % (what(pos), type(x).__name__))
+    return P.pack(x._handle)
+
+
+# DLTensor* we passed to C in calls still in progress -> the Python object,
+# so that a tensor that comes back (an echo, a callback argument) is the
+# same object, with no copy.
+tensors_in_flight = {}
+
+
+def pack_args(args, fr, keep, tensors):
+    """Encode `args` into the frame `fr`; (DLTensor address, object) pairs
+    of tensor arguments are appended to `tensors`, flat."""
+    mv = fr[0]
+    codes_off = fr[6]
+    for i, x in enumerate(args):
+        code, raw = encode(x, i, keep)
+        if code == TENSOR:
+            tensors.append(P.unpack(raw)[0])
+            tensors.append(x)
+        off = VALS_OFF + 8 * i
+        mv[off:off + 8] = raw
+        mv[codes_off + 4 * i:codes_off + 4 * i + 4] = CODE.pack(code)
+    fr[5] = None  # the codes no longer match any plan
+
+
+# ---------------------------------------------------------------------------
+# C -> Python: the decoder table
+# ---------------------------------------------------------------------------
+
+_decoders = {}  # type code -> decode(mem, off, borrowed, copies)
+# The table's lookup, for hot paths that call the decoder themselves
+# (decode adds a call level, a tenth of a fast call's time).
+decoders_get = _decoders.get
+
+
+def register_decoder(code, decode_fn):
+    """Decode values of type code `code` with decode_fn(mem, off, borrowed,
+    copies), which reads the PFValue at `off` in the buffer `mem` (see
+    decode)."""
+    _decoders[code] = decode_fn
+
+
+def decode(mem, off, code, borrowed=False, copies=None):
+    """A Python value for the PFValue at offset `off` of `mem` (a call
+    frame, or MEMORY for an address) whose type code is `code`.
+
+    `borrowed` is false for a call's result, whose handles are new
+    references that the Python value takes over, and true for a callback's
+    argument, whose handles the caller only lends: the Python value takes a
+    reference of its own. `copies` is None for a result; for a callback's
+    arguments it collects the private copies of borrowed DLTensors, to be
+    written back when the callback returns (see _object.borrowed_tensor).
+    """
+    dec = decoders_get(code)
+    if dec is None:
+        if borrowed:
+            raise TypeError("packedfunc: a callback got an argument of unsupported type code %d"
+                            % code)
+        raise TypeError("packedfunc: the function returned a value of unsupported type code "
+                        "%d (%s)" % (code, TYPE_CODE_NAMES.get(code, "extension")))
+    return dec(mem, off, borrowed, copies)
+
+
+def _decode_bytes(mem, off, borrowed, copies):
+    data, size = _BA.unpack_from(MEMORY, P.unpack_from(mem, off)[0])
+    return ctypes.string_at(data, size) if size else b""
+
+
+register_decoder(INT, lambda mem, off, borrowed, copies: Q.unpack_from(mem, off)[0])
+register_decoder(FLOAT, lambda mem, off, borrowed, copies: D.unpack_from(mem, off)[0])
+register_decoder(BOOL, lambda mem, off, borrowed, copies: Q.unpack_from(mem, off)[0] != 0)
+register_decoder(NULL, lambda mem, off, borrowed, copies: None)
+register_decoder(STR, lambda mem, off, borrowed, copies: ctypes.string_at(
+    P.unpack_from(mem, off)[0]).decode("utf-8", "surrogateescape"))
+register_decoder(BYTES, _decode_bytes)
+register_decoder(DTYPE, lambda mem, off, borrowed, copies: DataType(*_DT.unpack_from(mem, off)))
+register_decoder(DEVICE, lambda mem, off, borrowed, copies: Device(*_DEV.unpack_from(mem, off)))
+register_decoder(HANDLE, lambda mem, off, borrowed, copies: c_void_p(
+    P.unpack_from(mem, off)[0] or None))
+
+
+# ---- objects, by object type index ------------------------------------------
+
+_adopters = {}  # object type index -> adopt(handle, type_index); None: any other
+
+
+def register_object_type(name, adopt):
+    """Wrap objects of the object type `name` (as PFObjectTypeName gives
+    it; None for every type without its own) with adopt(handle,
+    type_index), which takes over a new reference."""
+    _adopters[None if name is None else OBJECT_TYPES[name]] = adopt
+
+
+def adopt_object(handle):
+    """Wrap a new reference to an object of any type."""
+    ti = ctypes.c_uint32()
+    check_call(PFObjectGetTypeIndex(handle, byref(ti)))
+    ti = ti.value
+    adopt = _adopters.get(ti)
+    if adopt is None:
+        adopt = _adopters[None]
+    return adopt(handle, ti)
+
+
+def _decode_object(mem, off, borrowed, copies):
+    handle = P.unpack_from(mem, off)[0]
+    if borrowed:
+        # A borrowed handle: take our own. (A tensor object arrives as a
+        # numpy view that holds this reference.)
+        check_call(PFObjectRetain(handle))
+    return adopt_object(handle)
+
+
+register_decoder(OBJECT, _decode_object)
+register_decoder(MODULE, _decode_object)

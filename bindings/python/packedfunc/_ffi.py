@@ -1,0 +1,233 @@
+"""Loading libpackedfunc, and every ctypes prototype the binding uses.
+
+The prototypes follow the order of include/packedfunc/c_api.h, section by
+section, so that this file reads beside the header. No other module of the
+package declares an entry point of libpackedfunc or loads the library.
+
+Each entry point keeps or releases the GIL on purpose. Calls that may run
+user code (a callee, a finalizer, a Python callback on another thread) or
+wait for another thread release it: they go through CDLL, so that other
+Python threads run meanwhile and C threads can call back in. Short calls
+that never run user code keep it: they go through PyDLL, which is cheaper.
+Hot calls are given no argtypes (or only the first): their pointer
+arguments are passed as preconverted ctypes objects.
+
+Everything here is private.
+"""
+import ctypes
+import os
+
+_LIB_FILES = ("libpackedfunc.so.0", "libpackedfunc.so")
+
+
+# ---------------------------------------------------------------------------
+# Finding and loading the shared library
+# ---------------------------------------------------------------------------
+
+def _candidate_paths():
+    """Yield (where, path) in lookup order."""
+    env = os.environ.get("PACKEDFUNC_LIBRARY")
+    if env:
+        yield ("$PACKEDFUNC_LIBRARY", env)
+        return  # an explicit choice is never second-guessed
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in _LIB_FILES:
+        yield ("beside the package", os.path.join(here, name))
+    # A checkout: bindings/python/packedfunc -> the repository root.
+    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    build_dirs = []
+    if os.environ.get("BUILD"):
+        build_dirs.append(os.environ["BUILD"])
+    build_dirs.append("build")
+    for build in build_dirs:
+        libdir = os.path.join(root, build, "lib")
+        for name in _LIB_FILES:
+            yield ("the source tree's build output", os.path.join(libdir, name))
+
+
+def _load_library():
+    tried = []
+    for where, path in _candidate_paths():
+        if not os.path.exists(path):
+            tried.append("  %s: %s (not found)" % (where, path))
+            continue
+        try:
+            # RTLD_GLOBAL: modules loaded later bind to this same copy.
+            cdll = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            pydll = ctypes.PyDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as err:
+            tried.append("  %s: %s (%s)" % (where, path, err))
+            continue
+        return path, cdll, pydll
+    raise ImportError(
+        "packedfunc: cannot find the shared library libpackedfunc.so.0. Looked in:\n"
+        + "\n".join(tried)
+        + "\nBuild it with `make python` at the root of the packedfunc source tree "
+        "(which also copies it beside the package), install the package with pip, "
+        "or set PACKEDFUNC_LIBRARY to the library's path."
+    )
+
+
+LIB_PATH, _cdll, _pydll = _load_library()
+
+
+def _fn(name, restype, argtypes=None, gil=False):
+    """An entry point. gil=False releases the GIL during the call (CDLL);
+    gil=True keeps it (PyDLL), for short calls that never run user code."""
+    f = (_pydll if gil else _cdll)[name]
+    f.restype = restype
+    if argtypes is not None:
+        f.argtypes = argtypes
+    return f
+
+
+c_int, c_uint32, c_size_t = ctypes.c_int, ctypes.c_uint32, ctypes.c_size_t
+c_void_p, c_char_p, POINTER = ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER
+
+# ---- Type codes, object types -----------------------------------------------
+
+PFTypeCodeName = _fn("PFTypeCodeName", c_char_p, [c_int], gil=True)
+PFObjectTypeName = _fn("PFObjectTypeName", c_char_p, [c_uint32], gil=True)
+
+# ---- Errors -----------------------------------------------------------------
+
+PFErrorSet = _fn("PFErrorSet", None, [c_char_p, c_char_p], gil=True)
+PFErrorAppendTraceback = _fn("PFErrorAppendTraceback", None, [c_char_p], gil=True)
+PFErrorGetKind = _fn("PFErrorGetKind", c_char_p, [], gil=True)
+PFErrorGetMessage = _fn("PFErrorGetMessage", c_char_p, [], gil=True)
+PFErrorGetTraceback = _fn("PFErrorGetTraceback", c_char_p, [], gil=True)
+PFErrorClear = _fn("PFErrorClear", None, [], gil=True)
+
+# ---- Objects ----------------------------------------------------------------
+
+PFObjectRetain = _fn("PFObjectRetain", c_int, [c_void_p], gil=True)
+# Dropping the last reference runs the object's finalizer.
+PFObjectFree = _fn("PFObjectFree", c_int, [c_void_p])
+PFObjectGetTypeIndex = _fn("PFObjectGetTypeIndex", c_int, [c_void_p, POINTER(c_uint32)],
+                           gil=True)
+PFTensorCreateFromDLPack = _fn("PFTensorCreateFromDLPack", c_int,
+                               [c_void_p, POINTER(c_void_p)], gil=True)
+PFTensorGetDLTensor = _fn("PFTensorGetDLTensor", c_int, [c_void_p, POINTER(c_void_p)],
+                          gil=True)
+PFTensorToDLPack = _fn("PFTensorToDLPack", c_int, [c_void_p, POINTER(c_void_p)])
+
+# ---- Functions --------------------------------------------------------------
+
+# The hot call: runs the callee. No argtypes; Function passes ready byref
+# objects.
+PFFuncCall = _fn("PFFuncCall", c_int)
+# Only the first argument ('ret', a plain int in a callback) is converted by
+# ctypes; value and type code are passed as ready byref objects.
+PFCFuncSetReturn = _fn("PFCFuncSetReturn", c_int, [c_void_p], gil=True)
+PFFuncRetain = _fn("PFFuncRetain", c_int, [c_void_p], gil=True)
+# Dropping the last reference runs the function's finalizer.
+PFFuncFree = _fn("PFFuncFree", c_int, [c_void_p])
+
+# ---- Global registry --------------------------------------------------------
+
+# kPFRegisterOverride, kPFRegisterProtected and PF_NAME_MAX (the longest
+# registry name, in bytes): macros of the header, which the library cannot
+# report.
+REGISTER_OVERRIDE = 1
+REGISTER_PROTECTED = 2
+NAME_MAX = 1024
+
+# Registering and removing may release an overridden or removed function,
+# running its finalizer.
+PFFuncRegisterGlobalEx = _fn("PFFuncRegisterGlobalEx", c_int, [c_char_p, c_void_p, c_int])
+PFFuncGetGlobal = _fn("PFFuncGetGlobal", c_int, [c_char_p, POINTER(c_void_p)], gil=True)
+PFFuncRemoveGlobal = _fn("PFFuncRemoveGlobal", c_int, [c_char_p])
+PFFuncListGlobalNamesWithPrefix = _fn(
+    "PFFuncListGlobalNamesWithPrefix", c_int,
+    [c_char_p, POINTER(c_int), POINTER(POINTER(c_char_p))], gil=True)
+PFRegistrySeal = _fn("PFRegistrySeal", c_int, [], gil=True)
+PFRegistryIsSealed = _fn("PFRegistryIsSealed", c_int, [POINTER(c_int)], gil=True)
+
+# ---- Environment ------------------------------------------------------------
+
+# Setting the signal checker waits for calls of the old checker on other
+# threads, which need the GIL to finish.
+PFEnvSetSignalChecker = _fn("PFEnvSetSignalChecker", c_int, [c_void_p])
+
+# ---- Host functions ---------------------------------------------------------
+
+PFHostGateCreate = _fn("PFHostGateCreate", c_int, [POINTER(c_void_p)], gil=True)
+# Closing the gate waits for callbacks in progress on other threads.
+PFHostGateClose = _fn("PFHostGateClose", c_int, [c_void_p, c_char_p, c_int])
+# Creating a host function runs its finalizer when it fails. No argtypes:
+# the callers pass ctypes objects.
+PFFuncCreateFromHostCFunc = _fn("PFFuncCreateFromHostCFunc", c_int)
+
+# ---- Function metadata ------------------------------------------------------
+
+PFFuncSetInfo = _fn("PFFuncSetInfo", c_int, [c_void_p, c_char_p, c_char_p, c_char_p],
+                    gil=True)
+PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
+                    [c_void_p, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p)],
+                    gil=True)
+
+# ---- Typed C functions ------------------------------------------------------
+
+PFSignatureTypeInfo = _fn("PFSignatureTypeInfo", c_int,
+                          [c_int, POINTER(c_char_p), POINTER(c_int)], gil=True)
+
+# ---- Modules ----------------------------------------------------------------
+
+# Loading may take a while (dlopen), and exporting may run the finalizers
+# of overridden functions.
+PFModLoadFromFile = _fn("PFModLoadFromFile", c_int, [c_char_p, POINTER(c_void_p)])
+PFModGetFunction = _fn("PFModGetFunction", c_int,
+                       [c_void_p, c_char_p, c_int, POINTER(c_void_p)], gil=True)
+PFModImport = _fn("PFModImport", c_int, [c_void_p, c_void_p], gil=True)
+PFModListFunctionNames = _fn("PFModListFunctionNames", c_int,
+                             [c_void_p, POINTER(c_int), POINTER(POINTER(c_char_p))], gil=True)
+PFModExportGlobal = _fn("PFModExportGlobal", c_int, [c_void_p, c_char_p, c_int])
+
+# ---- Versions, sizes and the stable function table --------------------------
+
+PFGetVersion = _fn("PFGetVersion", c_int, [POINTER(c_int)] * 3, gil=True)
+PFGetStructSize = _fn("PFGetStructSize", c_int, [c_char_p, POINTER(c_size_t)], gil=True)
+
+
+class PFApiBase(ctypes.Structure):
+    _fields_ = [("GetApi", ctypes.CFUNCTYPE(c_void_p, c_uint32)),
+                ("GetVersionString", ctypes.CFUNCTYPE(c_char_p))]
+
+
+PFGetApiBase = _fn("PFGetApiBase", POINTER(PFApiBase), [], gil=True)
+
+
+# ---------------------------------------------------------------------------
+# The Python C API, reached through ctypes.pythonapi
+# ---------------------------------------------------------------------------
+
+def _py(name, restype, argtypes):
+    # Indexing (unlike attribute access) makes a new function object, so
+    # two prototypes of one function can differ in their argtypes.
+    f = ctypes.pythonapi[name]
+    f.restype = restype
+    f.argtypes = argtypes
+    return f
+
+
+Py_IncRef = _py("Py_IncRef", None, [ctypes.py_object])
+PyCapsule_New = _py("PyCapsule_New", ctypes.py_object, [c_void_p, c_void_p, c_void_p])
+PyCapsule_IsValid = _py("PyCapsule_IsValid", c_int, [ctypes.py_object, c_char_p])
+PyCapsule_GetPointer = _py("PyCapsule_GetPointer", c_void_p, [ctypes.py_object, c_char_p])
+PyCapsule_SetName = _py("PyCapsule_SetName", c_int, [ctypes.py_object, c_void_p])
+# The same two calls on a capsule given by address, for its destructor: a
+# capsule being destroyed must not be given a new reference.
+PyCapsule_IsValidAt = _py("PyCapsule_IsValid", c_int, [c_void_p, c_char_p])
+PyCapsule_GetPointerAt = _py("PyCapsule_GetPointer", c_void_p, [c_void_p, c_char_p])
+# Raises the exception of a signal handler (KeyboardInterrupt for Ctrl-C).
+PyErr_CheckSignals = _py("PyErr_CheckSignals", c_int, [])
+
+
+def keep_forever(thunk):
+    """Returns a ctypes thunk (a C function pointer into Python) after
+    taking a reference that is never dropped: C may hold the pointer for
+    the life of the process, and the interpreter frees module globals at
+    exit, which would free the thunk's code under a C caller."""
+    Py_IncRef(thunk)
+    return thunk
+

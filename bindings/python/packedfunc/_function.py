@@ -1,0 +1,302 @@
+"""Function: a packed function, called from Python.
+
+Function.__call__ is the hot path: for arguments that are all int, float
+or bool it packs them with a cached struct packer into a preallocated call
+frame (see _convert) and reads an int result directly; everything else
+takes the general path through the encoder and decoder tables. A Function
+also shows its metadata (name, signature, doc) to help() and inspect.
+Everything here is private; the package re-exports Function.
+"""
+import collections.abc
+import ctypes
+import inspect
+import struct
+
+from . import _signature
+from ._convert import (CODES_OFF as _CODES_OFF, FUNC, INT as _INT, MAX_FAST, P, RANK_HANDLES,
+                       RET as _RET, RET_OFF, TENSOR, VALS_OFF as _VALS_OFF, decode as _decode,
+                       decoders_get as _decoders_get,
+                       give_frame as _give_frame, live_handle, make_plan as _make_plan,
+                       new_frame as _new_frame, pack_args, plans_get as _plans_get,
+                       register_decoder, register_encoder, register_fallback,
+                       register_object_type, take_frame as _take_frame, tensors_in_flight)
+from ._errors import check_call
+from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
+from ._library import state as _state
+
+byref = ctypes.byref
+_ret_unpack = _RET.unpack_from
+
+
+class Function:
+    """A packed function: call it with positional arguments.
+
+    A Function owns one reference to a PackedFunc and releases it when it is
+    garbage collected. Functions come from :func:`get_global_func`,
+    :func:`convert`, or as values returned by C. A PackedFunc is never
+    wrapped twice: passing a Function to C passes its handle, and a handle
+    coming back from C is wrapped as it is, so Functions compare equal (and
+    hash alike) exactly when they share the same PackedFunc.
+
+    Arguments are converted as described in the package documentation;
+    the result comes back as the matching Python value. A failing C function
+    raises the exception class of its error kind.
+    """
+
+    __slots__ = ("_handle", "_hb", "__weakref__")
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("packedfunc.Function cannot be created directly; use "
+                        "get_global_func() or convert()")
+
+    @classmethod
+    def _adopt(cls, handle):
+        """Wrap a new reference (which this call consumes)."""
+        self = object.__new__(cls)
+        self._handle = handle
+        # A ready-made pointer argument: ctypes passes it without
+        # converting anything per call.
+        self._hb = byref(ctypes.c_char.from_address(handle))
+        return self
+
+    def __eq__(self, other):
+        if not isinstance(other, Function):
+            return NotImplemented
+        return self._handle == other._handle
+
+    def __hash__(self):
+        return hash(self._handle)
+
+    @property
+    def handle(self):
+        """The PFFunctionHandle as an int (borrowed: valid while this
+        Function lives)."""
+        return self._handle
+
+    # ---- metadata: name, signature, doc -------------------------------------
+
+    def _info(self):
+        """(name, signature, doc) as str or None; all None once released."""
+        if not self._handle:
+            return None, None, None
+        fields = (ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_char_p())
+        check_call(PFFuncGetInfo(self._handle, byref(fields[0]), byref(fields[1]),
+                                byref(fields[2])))
+        # The name as registry names are (surrogateescape: it can be used to
+        # look the function up again); the others are text to read.
+        return tuple(f.value.decode("utf-8", "surrogateescape" if i == 0 else "replace")
+                     if f.value else None for i, f in enumerate(fields))
+
+    @property
+    def name(self):
+        """The name recorded with PFFuncSetInfo (a module function's or a
+        registered Python function's registry name), or None."""
+        return self._info()[0]
+
+    @property
+    def signature(self):
+        """The signature text in the typed-signature grammar of c_api.h
+        (``"int64(int64,int64)"``; set for every typed C function), or None.
+        ``inspect.signature(f)`` gives the same as Python annotations."""
+        return self._info()[1]
+
+    @property
+    def doc(self):
+        """The docstring recorded with PFFuncSetInfo, or None.
+        ``f.__doc__`` adds the name and signature to it."""
+        return self._info()[2]
+
+    def set_info(self, name=None, signature=None, doc=None):
+        """Record a name, a signature (typed-signature grammar, kept as
+        metadata only) and a docstring; None leaves a field alone. Each
+        field can be set once per function: setting it again raises
+        ValueError. Raises TypeError for a non-str value."""
+        values = []
+        for what, value in (("name", name), ("signature", signature), ("doc", doc)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError("Function.set_info: %s must be a str or None, not %s"
+                                % (what, type(value).__name__))
+            if value is not None and "\0" in value:
+                raise ValueError("Function.set_info: %s contains a NUL character" % what)
+            try:
+                # A name is encoded as registry names are (see _name_arg).
+                values.append(None if value is None else value.encode(
+                    "utf-8", "surrogateescape" if what == "name" else "strict"))
+            except UnicodeEncodeError as err:
+                raise ValueError("Function.set_info: %s contains a lone surrogate (%r at index "
+                                 "%d), which UTF-8 cannot encode"
+                                 % (what, value[err.start], err.start)) from None
+        if not self._handle:
+            raise ValueError("packedfunc: the Function was released")
+        check_call(PFFuncSetInfo(self._handle, *values))
+
+    @property
+    def __name__(self):
+        """The metadata name, or "<anonymous>" (for help() and repr)."""
+        return self.name or "<anonymous>"
+
+    def __get__(self, obj, owner=None):
+        # A Function stored as a class attribute stays a plain function (as
+        # it was without this method); having __get__ makes it a routine
+        # for inspect and pydoc, so that help(f) shows its signature.
+        return self
+
+    def __repr__(self):
+        if not self._handle:
+            return "<packedfunc.Function (released)>"
+        name = self.name
+        return "<packedfunc.Function %s at 0x%x>" % (repr(name) if name else "(anonymous)",
+                                                     self._handle)
+
+    def __del__(self):
+        # Idempotent, so that a hand-made second call cannot free twice; a
+        # released Function has handle 0 and refuses calls (ValueError).
+        handle = self._handle
+        if handle and not _state.shutting_down:
+            self._handle, self._hb = 0, None
+            PFFuncFree(handle)
+
+    def __reduce__(self):
+        raise TypeError("packedfunc.Function cannot be pickled")
+
+    def __call__(self, *args):
+        n = len(args)
+        if n == 2:
+            a, b = args
+            plan = _plans_get((type(a), type(b)))
+        elif n == 1:
+            plan = _plans_get((type(args[0]),))
+        else:
+            plan = _plans_get(tuple(map(type, args)))
+        if not plan:
+            return _call_general(self, args, plan)
+        try:
+            fr = _take_frame()
+        except IndexError:
+            fr = _new_frame()
+        mv = fr[0]
+        try:
+            plan[0](mv, _VALS_OFF, *args)
+        except struct.error:  # an int outside int64
+            _give_frame(fr)
+            return _call_general(self, args, False)
+        if fr[5] is not plan:
+            mv[_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+            fr[5] = plan
+        if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
+            _give_frame(fr)
+            _call_failed(self)
+        v, c = _ret_unpack(mv, 0)
+        if c == _INT:
+            _give_frame(fr)
+            return v
+        dec = _decoders_get(c)
+        try:
+            if dec is not None:
+                return dec(mv, RET_OFF, False, None)
+            return _decode(mv, RET_OFF, c)  # raises: a code without a decoder
+        finally:
+            _give_frame(fr)
+
+
+def _call_failed(func):
+    """Raise the error of a failed PFFuncCall: a released Function (whose
+    NULL handle C refused) says so; anything else is the callee's error."""
+    if func._hb is None:
+        raise ValueError("packedfunc: the Function was released; it cannot be called")
+    check_call(-1)
+
+
+def _call_general(func, args, plan):
+    if plan is None:  # not seen before: maybe it can take the fast path
+        if _make_plan(tuple(map(type, args))):
+            return func(*args)
+    n = len(args)
+    if n <= MAX_FAST:
+        try:
+            fr = _take_frame()
+        except IndexError:
+            fr = _new_frame()
+    else:
+        fr = _new_frame(n)
+    keep, tensors = [], []
+    mv = fr[0]
+    try:
+        pack_args(args, fr, keep, tensors)
+        for i in range(0, len(tensors), 2):
+            tensors_in_flight[tensors[i]] = tensors[i + 1]
+        if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
+            _call_failed(func)
+        v, c = _ret_unpack(mv, 0)
+        if c == _INT:
+            return v
+        if c == TENSOR:
+            addr = v & 0xFFFFFFFFFFFFFFFF
+            for i in range(0, len(tensors), 2):
+                if tensors[i] == addr:
+                    return tensors[i + 1]  # an argument coming back: itself
+        return _decode(mv, RET_OFF, c)
+    finally:
+        for i in range(0, len(tensors), 2):
+            tensors_in_flight.pop(tensors[i], None)
+        if fr[7] == MAX_FAST:
+            _give_frame(fr)
+
+
+# ---- metadata for help() and inspect ----------------------------------------
+
+class _PerInstance:
+    """A non-data descriptor: `class_value` on the class, fget(instance) on
+    an instance. Lets Function keep its class docstring while each function
+    has its own __doc__ and __signature__."""
+
+    def __init__(self, fget, class_value):
+        self.fget, self.class_value = fget, class_value
+
+    def __get__(self, obj, owner=None):
+        return self.class_value if obj is None else self.fget(obj)
+
+
+def _function_doc(func):
+    try:
+        return _signature.docstring(*func._info())
+    except Exception:  # help() must never fail on a function
+        return None
+
+
+_ANY_ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def _function_signature(func):
+    # A function without a signature in the typed grammar (a packed C
+    # function, a Python callable) takes any positional arguments.
+    try:
+        sig = _signature.to_inspect(func._info()[1])
+    except Exception:
+        sig = None
+    return _ANY_ARGS if sig is None else sig
+
+
+Function.__doc__ = _PerInstance(_function_doc, Function.__doc__)
+Function.__signature__ = _PerInstance(_function_signature, None)
+
+# ---- conversions ------------------------------------------------------------
+
+def _encode(x, pos, keep):
+    return FUNC, live_handle(x, pos)
+
+
+def _decode_function(mem, off, borrowed, copies):
+    handle = P.unpack_from(mem, off)[0]
+    if borrowed:
+        check_call(PFFuncRetain(handle))  # borrowed: take our own
+    return Function._adopt(handle)
+
+
+register_encoder((Function,), _encode)
+register_fallback(RANK_HANDLES, Function, _encode)
+register_decoder(FUNC, _decode_function)
+register_object_type("function", lambda handle, type_index: Function._adopt(handle))
+# Any callable may be passed; a function result is a Function.
+_signature.register_annotation(
+    "function", lambda result: Function if result else collections.abc.Callable)
