@@ -181,7 +181,7 @@ VALGRIND_SOAK_OPS ?= 20000
 
 valgrind: $(PLAIN_TESTS)
 	@status=0; for t in $(PLAIN_TESTS); do rm -f $$t.valgrind.*.log; \
-	  if PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) $(VALGRIND) --log-file=$$t.valgrind.%p.log $$t \
+	  if PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) PF_UNDER_VALGRIND=1 $(VALGRIND) --log-file=$$t.valgrind.%p.log $$t \
 	       > $$t.out 2>&1; then \
 	    echo "ok   [valgrind] $$(basename $$t)"; rm -f $$t.valgrind.*.log; \
 	  else cat $$t.out $$t.valgrind.*.log | tail -n 80; \
