@@ -201,7 +201,9 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(MemRealloc, 52)                         \
   X(MemFree, 53)                            \
   X(SignatureTypeInfo, 54)                  \
-  X(ObjectTypeName, 55)
+  X(ObjectTypeName, 55)                     \
+  X(HostObjectCreate, 56)                   \
+  X(HostObjectGetPayload, 57)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -240,3 +240,63 @@ int PFFuncCreateFromHostCFunc(PFObjectHandle gate, PFPackedCFunc func, void* res
   *out = f;
   return 0;
 }
+
+/* ---- host objects ---- */
+
+typedef struct {
+  pf_object base;
+  pf_host_gate* gate; /* a reference */
+  void* payload;
+  PFObjectFinalizer fin;
+} pf_host_object;
+
+static void host_object_destroy(pf_object* o) {
+  pf_host_object* h = (pf_host_object*)o;
+  gated_fin(h->gate, h->fin, h->payload);
+  pf_object_release(&h->gate->base);
+  pf_free(h);
+}
+
+int PFHostObjectCreate(PFObjectHandle gate, void* payload, PFObjectFinalizer fin,
+                       PFObjectHandle* out) {
+  static const char* const where = "PFHostObjectCreate";
+  if (!pf_is_object(gate, kPFObjectHostGate)) {
+    if (fin) fin(payload);
+    return gate_arg(where, gate);
+  }
+  pf_host_gate* g = gate;
+  if (out == NULL) {
+    gated_fin(g, fin, payload);
+    return pf_err_null_arg(where, "out");
+  }
+  pf_host_object* h = pf_malloc(sizeof(*h));
+  if (h == NULL) {
+    gated_fin(g, fin, payload);
+    return pf_oom(where);
+  }
+  pf_object_init(&h->base, kPFObjectHostObject, host_object_destroy);
+  pf_object_retain(&g->base);
+  h->gate = g;
+  h->payload = payload;
+  h->fin = fin;
+  /* The finalizer may be a module's code, as a boxed object's may. */
+  if (fin && pf_object_hold_code(&h->base, pf_code_addr((void (*)(void))fin), where) != 0) {
+    pf_object_release(&h->base); /* runs fin */
+    return -1;
+  }
+  *out = h;
+  return 0;
+}
+
+int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, void** out) {
+  PF_CHECK_OBJECT(obj, kPFObjectHostObject);
+  PF_CHECK_OBJECT(gate, kPFObjectHostGate);
+  PF_CHECK_ARG(out);
+  pf_host_object* h = obj;
+  if (h->gate != gate)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: argument 'obj' is a host object of another gate (another host)",
+                            __func__);
+  *out = h->payload;
+  return 0;
+}

@@ -80,6 +80,8 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(MemFree);
   SLOT(SignatureTypeInfo);
   SLOT(ObjectTypeName);
+  SLOT(HostObjectCreate);
+  SLOT(HostObjectGetPayload);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */

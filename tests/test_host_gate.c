@@ -503,8 +503,70 @@ static void test_fork_child_does_not_wait_for_old_checker_callers(void** state) 
   assert_int_equal(pthread_join(th, NULL), 0);
 }
 
+/* ---- host objects ---- */
+
+static atomic_int g_obj_fins;
+static void count_obj_fin(void* payload) {
+  assert_ptr_equal(payload, &g_obj_fins);
+  atomic_fetch_add(&g_obj_fins, 1);
+}
+
+static void test_host_objects(void** state) {
+  (void)state;
+  atomic_store(&g_obj_fins, 0);
+  PFObjectHandle g = new_gate(), other = new_gate(), obj = NULL;
+  assert_pf_ok(PFHostObjectCreate(g, &g_obj_fins, count_obj_fin, &obj));
+  uint32_t ti = 0;
+  assert_pf_ok(PFObjectGetTypeIndex(obj, &ti));
+  assert_int_equal(ti, kPFObjectHostObject);
+  assert_string_equal(PFObjectTypeName(ti), "host object");
+  void* p = NULL;
+  assert_pf_ok(PFHostObjectGetPayload(obj, g, &p));
+  assert_ptr_equal(p, &g_obj_fins);
+  /* A host recognizes its own objects only. */
+  assert_pf_error(PFHostObjectGetPayload(obj, other, &p), kPFErrTypeError,
+                  "PFHostObjectGetPayload", "another gate");
+  assert_pf_error(PFHostObjectGetPayload(g, g, &p), kPFErrTypeError,
+                  "argument 'obj' is not a live host object handle");
+  assert_pf_error(PFHostObjectGetPayload(obj, obj, &p), kPFErrTypeError,
+                  "argument 'gate' is not a live host gate handle");
+  assert_pf_error(PFHostObjectGetPayload(obj, g, NULL), kPFErrTypeError, "argument 'out' is NULL");
+  /* It travels through a call as an object, and the finalizer runs once. */
+  PFFunctionHandle echo = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &echo));
+  PFValue v = {.v_handle = obj}, rv;
+  int code = kPFObjectHandle, rc;
+  assert_pf_ok(PFFuncCall(echo, &v, &code, 1, &rv, &rc));
+  assert_int_equal(rc, kPFObjectHandle);
+  assert_ptr_equal(rv.v_handle, obj);
+  assert_pf_ok(PFObjectFree(rv.v_handle));
+  assert_pf_ok(PFObjectFree(obj));
+  assert_int_equal(atomic_load(&g_obj_fins), 1);
+  PFFuncFree(echo);
+
+  /* A failed create runs the finalizer at once, through the gate. */
+  assert_pf_error(PFHostObjectCreate(g, &g_obj_fins, count_obj_fin, NULL), kPFErrTypeError,
+                  "PFHostObjectCreate: argument 'out' is NULL");
+  assert_int_equal(atomic_load(&g_obj_fins), 2);
+  assert_pf_error(PFHostObjectCreate(NULL, &g_obj_fins, count_obj_fin, &obj), kPFErrTypeError,
+                  "argument 'gate' is NULL");
+  assert_int_equal(atomic_load(&g_obj_fins), 3);
+
+  /* After the gate closes, the finalizer is skipped. */
+  assert_pf_ok(PFHostObjectCreate(g, &g_obj_fins, count_obj_fin, &obj));
+  assert_pf_ok(PFHostGateClose(g, "host gone", 0));
+  assert_pf_ok(PFObjectFree(obj));
+  assert_int_equal(atomic_load(&g_obj_fins), 3);
+  assert_pf_error(PFHostObjectCreate(g, &g_obj_fins, count_obj_fin, NULL), kPFErrTypeError,
+                  "argument 'out' is NULL");
+  assert_int_equal(atomic_load(&g_obj_fins), 3);
+  PFObjectFree(g);
+  PFObjectFree(other);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_host_objects),
       cmocka_unit_test(test_gate_is_an_object),
       cmocka_unit_test(test_status_decides_the_result),
       cmocka_unit_test(test_finalizer_gets_the_resource_through_the_gate),

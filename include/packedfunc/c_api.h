@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 2
+#define PF_API_VERSION 3
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -219,7 +219,8 @@ typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
   X(kPFObjectTensor, 3, "tensor")          \
   X(kPFObjectBoxed, 4, "boxed")            \
   X(kPFObjectClosure, 5, "closure")      \
-  X(kPFObjectHostGate, 6, "host gate")
+  X(kPFObjectHostGate, 6, "host gate")  \
+  X(kPFObjectHostObject, 7, "host object")
 
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
@@ -654,6 +655,29 @@ PF_EXPORT int PFHostGateClose(PFObjectHandle gate, const char* message, int time
 PF_EXPORT int PFFuncCreateFromHostCFunc(PFObjectHandle gate, PFPackedCFunc func,
                                         void* resource_handle, PFPackedCFuncFinalizer fin,
                                         PFFunctionHandle* out);
+
+/*
+ * A host object is a value of a host language (a Python object) that C
+ * holds as a reference-counted object (kPFObjectHostObject), so that it can
+ * travel through calls as kPFObjectHandle, be kept with PFObjectRetain and
+ * come back to the host as itself. `payload` is the host's own pointer (a
+ * key or a reference it keeps); the runtime never reads it. `fin` (may be
+ * NULL) releases it when the last reference goes, on whatever thread drops
+ * that reference, through the gate like a host function's finalizer: once
+ * the gate is closed it is skipped (the payload is deliberately leaked).
+ * If this call fails, `fin` runs at once (also through the gate).
+ * *out is a new reference (PFObjectFree); the object holds a reference to
+ * the gate. Errors: gate not a live host gate, NULL out (TypeError);
+ * MemoryError. Thread-safe.
+ */
+PF_EXPORT int PFHostObjectCreate(PFObjectHandle gate, void* payload, PFObjectFinalizer fin,
+                                 PFObjectHandle* out);
+
+/* Reads the payload of a host object made on `gate` (so that a host
+ * recognizes its own objects). *out is borrowed: valid while the object
+ * lives. Errors: obj not a live host object, gate not a live host gate,
+ * NULL out, an object made on another gate (TypeError). Thread-safe. */
+PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, void** out);
 
 /* ------------------------------------------------------------------------ */
 /* Function metadata                                                         */
@@ -1230,8 +1254,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * asks for the version it was compiled against and gets a table at least
  * that new.
  *
- * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds the
- * rest. Every exported entry point is a slot, except these, each for its
+ * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds
+ * those up to ObjectTypeName; version 3 adds the rest. Every exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
  */
@@ -1300,6 +1324,9 @@ typedef struct PFApi {
   void (*MemFree)(void*);
   int (*SignatureTypeInfo)(int, const char**, int*);
   const char* (*ObjectTypeName)(uint32_t);
+  /* Version 3. Host objects. */
+  int (*HostObjectCreate)(PFObjectHandle, void*, PFObjectFinalizer, PFObjectHandle*);
+  int (*HostObjectGetPayload)(PFObjectHandle, PFObjectHandle, void**);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
