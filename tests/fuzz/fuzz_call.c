@@ -70,7 +70,9 @@ static char g_long_str[300];
 static char g_input_str[24];
 static const PFByteArray g_bytes[] = {
     {NULL, 0}, {"a\0b", 3}, {g_long_str, sizeof(g_long_str) - 1}, {NULL, 5} /* refused by PFFuncCall */,
-    {"\xff\xfe", 2}};
+    {"\xff\xfe", 2},
+    /* Sizes no object can have: refused before any arithmetic on them. */
+    {"x", SIZE_MAX}, {"x", (size_t)PTRDIFF_MAX + 1}};
 static DLManagedTensor g_managed;
 
 /* ---- packed functions ---------------------------------------------------- */
@@ -266,9 +268,15 @@ static PFValue decode_value(reader* r, int code) {
       break;
     }
     case kPFBytes: {
-      void* const c[] = {NULL, (void*)&g_bytes[0], (void*)&g_bytes[1], (void*)&g_bytes[2],
-                         (void*)&g_bytes[3], (void*)&g_bytes[4]};
-      v.v_handle = pick(r, c, 6);
+      void* const c[] = {NULL,
+                         (void*)&g_bytes[0],
+                         (void*)&g_bytes[1],
+                         (void*)&g_bytes[2],
+                         (void*)&g_bytes[3],
+                         (void*)&g_bytes[4],
+                         (void*)&g_bytes[5],
+                         (void*)&g_bytes[6]};
+      v.v_handle = pick(r, c, 8);
       break;
     }
     case kPFDLTensorHandle: {
@@ -296,7 +304,8 @@ static int is_handle_code(int c) {
   return c == kPFFuncHandle || c == kPFModuleHandle || c == kPFObjectHandle;
 }
 
-/* What PFFuncCall's own checks say about argument i: 0 when it passes. */
+/* What PFFuncCall's own checks say about argument i: 0 when it passes, 1
+ * for a TypeError, 2 for a ValueError. */
 static int arg_invalid(int code, PFValue v) {
   if (!((code >= 0 && code < kPFTypeCodeEnd) || (code >= kPFExtBegin && code < kPFExtEnd)))
     return 1;
@@ -315,6 +324,7 @@ static int arg_invalid(int code, PFValue v) {
   if (code == kPFBytes && ((const PFByteArray*)v.v_handle)->data == NULL &&
       ((const PFByteArray*)v.v_handle)->size != 0)
     return 1;
+  if (code == kPFBytes && ((const PFByteArray*)v.v_handle)->size > (size_t)PTRDIFF_MAX) return 2;
   return 0;
 }
 
@@ -534,10 +544,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (n > 0 && (pa == NULL || pc == NULL))
     return expect_error(st, kPFErrTypeError, pa == NULL ? "'args'" : "'type_codes'"), 0;
   for (int i = 0; i < n; ++i) {
-    if (arg_invalid(codes[i], args[i])) {
+    int bad = arg_invalid(codes[i], args[i]);
+    if (bad) {
       char frag[32];
       snprintf(frag, sizeof(frag), "argument %d ", i);
-      expect_error(st, kPFErrTypeError, frag);
+      expect_error(st, bad == 2 ? kPFErrValueError : kPFErrTypeError, frag);
       return 0;
     }
   }
