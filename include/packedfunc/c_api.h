@@ -313,7 +313,11 @@ PF_EXPORT void PFErrorClear(void);
 PF_EXPORT int PFObjectRetain(PFObjectHandle obj);
 
 /* Drops a reference; the object is destroyed, and its finalizer run, when
- * the last reference goes. NULL is a no-op that returns 0. Releasing more
+ * the last reference goes. Objects that a destroyed object held (a
+ * module's imports, a container's items) are released one after another,
+ * not by recursion, so a chain of any length is freed in constant stack; a
+ * release made while a finalizer runs on this thread takes effect just after
+ * that finalizer returns. NULL is a no-op that returns 0. Releasing more
  * references than were taken is undefined, as with free(). */
 PF_EXPORT int PFObjectFree(PFObjectHandle obj);
 
