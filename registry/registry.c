@@ -64,7 +64,7 @@ static void write_unlock(void) {
 
 /* fork(): a child has only the thread that forked, so a reader slot that
  * another thread held at that moment would stay locked in the child for
- * good (issue 9). Before fork the forking thread takes every slot, as a
+ * good. Before fork the forking thread takes every slot, as a
  * writer does, so that no other thread is inside the registry; after it,
  * parent and child each release them. The handlers are installed when the
  * library is loaded, before any registry use; handlers registered later

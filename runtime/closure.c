@@ -26,7 +26,7 @@ typedef struct {
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
   /* The first error since the last PFClosureCheckError, or NULL. Set by
    * compare-and-swap from NULL and taken by exchange, so there is no lock:
-   * nothing for fork() to find held (issue 9). */
+   * nothing for fork() to find held. */
   _Atomic(kept_error*) kept;
 } pf_closure;
 

@@ -197,7 +197,7 @@ PF_HIDDEN int pf_oom(const char* where);
  * allocating (for PFSetAllocator, which must not allocate); returns -1. */
 PF_HIDDEN int pf_error_static(const char* kind, const char* msg);
 
-/* ---- sizes (issue 9) ---- */
+/* ---- sizes ---- */
 /* The largest object C can have (ptrdiff_t must hold its length). Sizes
  * that callers pass are checked against it before any arithmetic on them,
  * and pf_malloc/pf_realloc refuse larger requests without calling the

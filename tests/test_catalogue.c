@@ -249,7 +249,7 @@ static void test_set_return_misuse(void** state) {
 }
 
 /* Bytes whose size no object can have: the copy of a result would compute
- * size + 1 (issue 9). The data pointer is real and short: the size is a lie
+ * size + 1. The data pointer is real and short: the size is a lie
  * that must be caught before anything reads through it. */
 static char g_short_data[8] = "short";
 
@@ -745,7 +745,7 @@ static void test_error_invalid_kind(void** state) {
 
 /* The thread's own error strings handed back to the setters (a host
  * re-raising the current error): accepted, each read before it is replaced
- * (issue 9). tests/test_errors.c covers every combination. */
+ *. tests/test_errors.c covers every combination. */
 static void test_error_setters_take_own_strings(void** state) {
   (void)state;
   PFErrorSet(kPFErrValueError, "KeyError");

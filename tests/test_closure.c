@@ -421,7 +421,7 @@ static void test_result_mismatch(void** state) {
   PFFuncFree(f);
 }
 
-/* ---- errors that survive finalizers (issue 9, defect 11) ----------------- */
+/* ---- errors that survive finalizers ----------------- */
 
 /* A finalizer that calls entry points that fail (KeyError, ValueError). */
 static int g_failing_fin_runs;
@@ -439,13 +439,7 @@ static int packed_doomed(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   (void)args;
   (void)codes;
   (void)n;
-  PFObjectHandle obj = NULL;
-  if (PFObjectCreateBoxed(NULL, failing_fin, &obj) != 0) return -1;
-  PFValue v = {.v_handle = obj};
-  int code = kPFObjectHandle;
-  int st = PFCFuncSetReturn(ret, &v, &code, 1);
-  PFObjectFree(obj);
-  if (st != 0) return -1;
+  if (pf_test_return_boxed(ret, failing_fin) != 0) return -1;
   if (res == NULL) return 0;
   return PFErrorSetFormat(kPFErrIndexError, "the callee's own error");
 }
@@ -482,7 +476,7 @@ static void test_finalizer_does_not_replace_kept_error(void** state) {
   PFFuncFree(f);
 }
 
-/* ---- sizes (issue 9, defect 12) -------------------------------------------- */
+/* ---- sizes -------------------------------------------- */
 
 static int packed_bytes_size(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)res;

@@ -118,7 +118,7 @@ static void test_reraise_with_own_kind_and_message(void** state) {
 }
 
 /* Every setter may be handed the thread's own error strings: the kind, the
- * message, the traceback and PFGetLastError's text (issue 9, defect 10).
+ * message, the traceback and PFGetLastError's text.
  * Each is read before anything it points into is freed or moved; ASan
  * reports it otherwise. */
 static void test_setters_take_own_strings(void** state) {
@@ -189,7 +189,7 @@ static void test_setters_take_own_strings(void** state) {
 }
 
 /* PFErrorAppendTraceback(PFErrorGetTraceback()): the line is the buffer
- * that appending grows, so it moves under the copy (issue 9, defect 10). */
+ * that appending grows, so it moves under the copy. */
 static void test_append_own_traceback(void** state) {
   (void)state;
   PFErrorSet(kPFErrValueError, "v");
@@ -363,7 +363,7 @@ static void test_failure_releases_return_value(void** state) {
   assert_pf_ok(PFFuncFree(f));
 }
 
-/* ---- finalizers that run after a failure (issue 9, defect 11) ------------- */
+/* ---- finalizers that run after a failure ------------- */
 
 /* A finalizer that calls entry points that fail: a registry lookup of a
  * name that is not there (KeyError), a traceback line, and a packed
@@ -474,15 +474,9 @@ static int replace_doomed_then_fail_silently(PFValue* args, int* codes, int n,
   (void)codes;
   (void)n;
   (void)res;
-  PFObjectHandle obj = NULL;
-  if (PFObjectCreateBoxed(NULL, failing_fin, &obj) != 0) return -1;
-  PFValue v = {.v_handle = obj};
-  int code = kPFObjectHandle;
-  int st = PFCFuncSetReturn(ret, &v, &code, 1);
-  PFObjectFree(obj);
-  if (st != 0) return -1;
-  v.v_int64 = 3;
-  code = kPFInt;
+  if (pf_test_return_boxed(ret, failing_fin) != 0) return -1;
+  PFValue v = {.v_int64 = 3};
+  int code = kPFInt;
   if (PFCFuncSetReturn(ret, &v, &code, 1) != 0) return -1;
   return -1;
 }

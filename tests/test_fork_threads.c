@@ -1,4 +1,4 @@
-/* fork() while other threads use the runtime (issue 9, defect 7).
+/* fork() while other threads use the runtime.
  *
  * Several threads hammer the registry (register, look up, call, list,
  * remove) and a shared closure (calls that succeed and calls that fail, so

@@ -316,7 +316,7 @@ static void test_not_sealed_by_default(void** state) {
   assert_int_equal(sealed, 0);
 }
 
-/* ---- thread exit (issue 9, defect 9) ------------------------------------- */
+/* ---- thread exit ------------------------------------- */
 
 /* A thread-specific key created after the registry's own: its destructor
  * runs after the registry has freed the exiting thread's name list, and

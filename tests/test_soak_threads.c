@@ -80,16 +80,10 @@ static void doomed_fin(void* p) {
 }
 
 /* Sets a result whose finalizer fails, then fails: the caller must get
- * this error, not the finalizer's (issue 9). */
+ * this error, not the finalizer's. */
 static int p_fail_doomed(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   (void)c, (void)n, (void)res;
-  PFObjectHandle obj = NULL;
-  if (PFObjectCreateBoxed(NULL, doomed_fin, &obj) != 0) return -1;
-  PFValue v = {.v_handle = obj};
-  int code = kPFObjectHandle;
-  int st = PFCFuncSetReturn(ret, &v, &code, 1);
-  PFObjectFree(obj);
-  if (st != 0) return -1;
+  if (pf_test_return_boxed(ret, doomed_fin) != 0) return -1;
   return PFErrorSetFormat(kPFErrIndexError, "soak doomed %lld", (long long)a[0].v_int64);
 }
 

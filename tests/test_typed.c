@@ -765,7 +765,7 @@ static void test_func(void** state) {
   assert_int_equal(g_adder_freed, 1);
 }
 
-/* ---- issue 9: sizes (defect 12) and errors kept across finalizers (11) ---- */
+/* ---- sizes and errors kept across finalizers ---- */
 
 static char g_small[8] = "small";
 static PFByteArray huge_bytes(void) {

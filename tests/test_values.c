@@ -353,7 +353,7 @@ static void test_bytes(void** state) {
   }
 }
 
-/* ---- sizes beyond any object (issue 9, defect 12) ------------------------ */
+/* ---- sizes beyond any object ------------------------ */
 
 typedef struct {
   size_t size;

@@ -78,6 +78,19 @@ static inline PFFunctionHandle pf_test_make_counted(PFPackedCFunc fn, atomic_int
   return f;
 }
 
+/* Sets a new boxed object whose finalizer is `fin` as the value of the call
+ * that `ret` belongs to; the return slot then holds its only reference, so
+ * `fin` runs when the slot lets it go. Returns the status. */
+static inline int pf_test_return_boxed(PFRetValueHandle ret, PFObjectFinalizer fin) {
+  PFObjectHandle obj = NULL;
+  if (PFObjectCreateBoxed(NULL, fin, &obj) != 0) return -1;
+  PFValue v = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(obj);
+  return st;
+}
+
 /* Calls `f` with no arguments; returns the status. */
 static inline int pf_test_call0(PFFunctionHandle f, PFValue* rv, int* rc) {
   return PFFuncCall(f, NULL, NULL, 0, rv, rc);
