@@ -13,13 +13,13 @@ import inspect
 import struct
 
 from . import _signature
-from ._convert import (CODES_OFF as _CODES_OFF, FUNC, INT as _INT, MAX_FAST, P, RANK_HANDLES,
-                       RET as _RET, RET_OFF, TENSOR, VALS_OFF as _VALS_OFF, decode as _decode,
-                       decoders_get as _decoders_get,
-                       give_frame as _give_frame, live_handle, make_plan as _make_plan,
-                       new_frame as _new_frame, pack_args, plans_get as _plans_get,
-                       register_decoder, register_encoder, register_fallback,
-                       register_object_type, take_frame as _take_frame, tensors_in_flight)
+from ._convert import (FUNC, INT as _INT, P, RANK_HANDLES, TENSOR, decode as _decode,
+                       decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
+                       register_encoder, register_fallback, register_object_type,
+                       tensors_in_flight)
+from ._frames import (CODES_OFF as _CODES_OFF, MAX_FAST, RET as _RET, RET_OFF,
+                      VALS_OFF as _VALS_OFF, give_frame as _give_frame, make_plan as _make_plan,
+                      new_frame as _new_frame, plans_get as _plans_get, take_frame as _take_frame)
 from ._errors import check_call
 from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
 from ._library import state as _state

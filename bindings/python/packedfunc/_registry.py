@@ -9,7 +9,7 @@ import ctypes
 import inspect
 import sys
 
-from ._callback import convert
+from ._callback import as_function
 from ._errors import check_call
 from ._ffi import (REGISTER_OVERRIDE, REGISTER_PROTECTED, PFFuncGetGlobal,
                    PFFuncListGlobalNamesWithPrefix, PFFuncRegisterGlobalEx, PFFuncRemoveGlobal,
@@ -92,7 +92,7 @@ def register_func(name_or_func, f=None, override=False, protected=False):
              | (REGISTER_PROTECTED if protected else 0))
 
     def register(func):
-        packed = convert(func)
+        packed = as_function(func, "register_func")
         if packed is not func:  # a Python callable carries its name and doc
             doc = getattr(func, "__doc__", None)
             packed.set_info(name=name_or_func,
