@@ -714,6 +714,47 @@ int pft_start_object_releaser(int64_t pause_us) {
 /* A typed C function taking a tensor (registered as testing.typed_ndim). */
 int64_t pft_tensor_ndim(const DLTensor* t) { return t ? t->ndim : -1; }
 
+/* ---- a tensor on another device ---- */
+
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[2];
+} device_tensor;
+
+static void device_deleter(DLManagedTensor* self) {
+  free(self); /* `managed` is the first member of device_tensor */
+  atomic_fetch_sub(&g_tensors_alive, 1);
+}
+
+/* testing.make_device_tensor(device): a 2x3 float32 tensor object, without
+ * strides, that claims to live on `device`; its data pointer is a fake
+ * (0x1000 plus a byte_offset of 8) that nothing may read. */
+static int make_device_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.make_device_tensor", c, n, 1, 0, kPFDevice)) return -1;
+  device_tensor* t = calloc(1, sizeof(*t));
+  if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "testing.make_device_tensor: out of memory");
+  t->shape[0] = 2;
+  t->shape[1] = 3;
+  DLTensor* d = &t->managed.dl_tensor;
+  d->data = (void*)(uintptr_t)0x1000;
+  d->device = a[0].v_device;
+  d->ndim = 2;
+  d->dtype = (DLDataType){kDLFloat, 32, 1};
+  d->shape = t->shape;
+  d->strides = NULL;
+  d->byte_offset = 8;
+  t->managed.deleter = device_deleter;
+  atomic_fetch_add(&g_tensors_alive, 1);
+  PFObjectHandle obj;
+  if (PFTensorCreateFromDLPack(&t->managed, &obj) != 0) return -1;
+  PFValue out = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(obj);
+  return rc;
+}
+
 /* ---- plain C, for the raw ctypes comparison ---- */
 
 int64_t pft_add(int64_t a, int64_t b) { return a + b; }
@@ -757,6 +798,7 @@ int pft_init(void) {
       {"testing.hold", hold},
       {"testing.held", held},
       {"testing.release_in_thread", release_in_thread},
+      {"testing.make_device_tensor", make_device_tensor},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;

@@ -62,7 +62,7 @@ from ._callback import convert
 from ._errors import check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
-from ._object import Object, Tensor
+from ._object import Object, Tensor, from_dlpack
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
 from ._types import DataType, Device
@@ -72,7 +72,7 @@ library_version = _library.LIB_VERSION
 library_path = _library.LIB_PATH
 
 __all__ = [
-    "Function", "Object", "Tensor", "DataType", "Device",
+    "Function", "Object", "Tensor", "DataType", "Device", "from_dlpack",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "init_api", "register_error", "check_call",
     "seal_registry", "registry_sealed",

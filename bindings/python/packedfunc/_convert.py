@@ -68,18 +68,16 @@ MEMORY = (ctypes.c_char * sys.maxsize).from_address(0)
 # Python -> C: the encoder table
 # ---------------------------------------------------------------------------
 
-RESULT = "result"  # the `pos` of a callback's return value, for messages
-CONVERT = "convert"  # the `pos` of the value given to packedfunc.convert
+# The `pos` of a value that is not a call's argument names it in messages:
+# a callback's return value, convert's value.
+RESULT = "the callback's result"
+CONVERT = "the value given to convert"
 
 
 def what(pos):
-    """How an error message names a value: its argument position, as a
-    callback's result (pos RESULT), or as convert's value (pos CONVERT)."""
-    if pos is RESULT:
-        return "the callback's result"
-    if pos is CONVERT:
-        return "the value given to convert"
-    return "argument %d" % pos
+    """How an error message names a value: its argument position (an int),
+    or the text `pos` itself (RESULT, CONVERT, ...)."""
+    return "argument %d" % pos if type(pos) is int else pos
 
 
 def unsupported(x, pos):
@@ -136,8 +134,8 @@ def register_fallback(rank, kind, encode, convert=None):
 def encode(x, pos, keep):
     """(code, 8 value bytes) for one argument. Objects that must outlive the
     call are appended to `keep`. Raises TypeError/OverflowError/ValueError
-    naming the argument position (0-based), or the callback's result when
-    `pos` is RESULT."""
+    naming the argument position (0-based), or the value that the text
+    `pos` names (see what)."""
     enc = _encoders_get(type(x))
     if enc is not None:
         return enc(x, pos, keep)
