@@ -29,6 +29,7 @@ EXPORT int64_t pft_tensors_alive(void);
 EXPORT int pft_start_exit_callers(const char* name, int threads, int fd);
 EXPORT int64_t pft_exit_callers_ok(void);
 EXPORT int64_t pft_tensor_ndim(const DLTensor* t);
+EXPORT int64_t pft_device_code(int64_t scale, DLDevice d);
 EXPORT int64_t pft_held_objects(void);
 EXPORT int pft_start_object_releaser(int64_t pause_us);
 
@@ -714,6 +715,10 @@ int pft_start_object_releaser(int64_t pause_us) {
 /* A typed C function taking a tensor (registered as testing.typed_ndim). */
 int64_t pft_tensor_ndim(const DLTensor* t) { return t ? t->ndim : -1; }
 
+/* A typed C function taking a device (testing.typed_device): scale times
+ * the device type, plus its id. */
+int64_t pft_device_code(int64_t scale, DLDevice d) { return scale * d.device_type + d.device_id; }
+
 /* ---- a tensor on another device ---- */
 
 typedef struct {
@@ -814,6 +819,7 @@ int pft_init(void) {
   } typed[] = {
       {"testing.typed_add", (void*)pft_add, "int64(int64,int64)"},
       {"testing.typed_ndim", (void*)pft_tensor_ndim, "int64(tensor)"},
+      {"testing.typed_device", (void*)pft_device_code, "int64(int64,device)"},
   };
   for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); ++i) {
     PFFunctionHandle f;

@@ -18,6 +18,7 @@ The call frames that pack_args writes into are in _frames. Everything here
 is private.
 """
 import ctypes
+import operator
 import struct
 import sys
 
@@ -266,7 +267,20 @@ def _encode_subclass(x, pos, keep):
     return _encode_bytes(x, pos, keep)
 
 
+def _encode_index(x, pos, keep):
+    # Integers of other libraries (anything with __index__; int itself and
+    # its subclasses, bool and numpy integers have their own encoders).
+    if not hasattr(type(x), "__index__"):
+        return None
+    try:
+        i = operator.index(x)
+    except TypeError:  # __index__ refused: not an integer after all
+        return None
+    return _encode_int(i, pos, keep)
+
+
 register_fallback(RANK_NUMPY, None, _encode_numpy)
+register_fallback(RANK_INDEX, None, _encode_index)
 register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
                   _encode_subclass)
 
