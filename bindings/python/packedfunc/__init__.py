@@ -65,6 +65,7 @@ from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
+from ._typed import typed
 from ._types import DataType, Device
 
 #: The version of the loaded libpackedfunc and its path.
@@ -74,7 +75,7 @@ library_path = _library.LIB_PATH
 __all__ = [
     "Function", "Object", "Tensor", "DataType", "Device", "from_dlpack",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
-    "convert", "init_api", "register_error", "check_call",
+    "convert", "typed", "init_api", "register_error", "check_call",
     "seal_registry", "registry_sealed",
     "Module", "load_module",
 ]

@@ -176,6 +176,8 @@ PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
 
 PFSignatureTypeInfo = _fn("PFSignatureTypeInfo", c_int,
                           [c_int, POINTER(c_char_p), POINTER(c_int)], gil=True)
+PFFuncCreateFromTyped = _fn("PFFuncCreateFromTyped", c_int,
+                            [c_void_p, c_char_p, POINTER(c_void_p)], gil=True)
 
 # ---- Modules ----------------------------------------------------------------
 
