@@ -59,7 +59,7 @@ __version__ = "0.1.0"
 
 from . import _containers, _hostobj, _library  # noqa: F401 (they register conversions)
 from ._callback import convert
-from ._errors import check_call, register_error
+from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
@@ -75,7 +75,7 @@ library_path = _library.LIB_PATH
 __all__ = [
     "Function", "Object", "Tensor", "DataType", "Device", "from_dlpack",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
-    "convert", "typed", "init_api", "register_error", "check_call",
+    "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module",
 ]
