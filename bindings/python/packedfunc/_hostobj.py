@@ -17,7 +17,8 @@ import itertools
 from ._callback import GATE, UNRAISABLE_OWNERS
 from ._convert import OBJECT, P, RANK_OPAQUE, register_fallback, register_object_type
 from ._errors import check_call
-from ._ffi import PFErrorClear, PFHostObjectCreate, PFHostObjectGetPayload, PFObjectFree, keep_forever
+from ._ffi import (PFErrorClear, PFHostObjectCreate, PFHostObjectGetPayload, PFObjectFree,
+                   keep_forever)
 from ._library import OBJECT_TYPES
 from ._mirrors import FINALIZER
 from ._object import Object
