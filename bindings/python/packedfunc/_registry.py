@@ -44,9 +44,9 @@ def get_global_func(name, allow_missing=False):
     """The global function registered under ``name``, as a :class:`Function`.
 
     A missing name raises FunctionNotFoundError (a KeyError and a
-    ValueError) naming it, or returns None when ``allow_missing`` is
-    true. The Function holds its own reference, so it
-    stays valid if the name is later removed or overridden.
+    ValueError) naming it, or returns None when ``allow_missing`` is true.
+    The Function holds its own reference, so it stays valid if the name is
+    later removed or overridden.
     """
     out = ctypes.c_void_p()
     check_call(PFFuncGetGlobal(_name_arg("get_global_func", name), ctypes.byref(out)))
