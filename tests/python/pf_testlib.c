@@ -28,6 +28,10 @@ EXPORT int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
 EXPORT int64_t pft_tensors_alive(void);
 EXPORT int pft_start_exit_callers(const char* name, int threads, int fd);
 EXPORT int64_t pft_exit_callers_ok(void);
+EXPORT int64_t pft_tensor_ndim(const DLTensor* t);
+EXPORT int64_t pft_device_code(int64_t scale, DLDevice d);
+EXPORT int64_t pft_held_objects(void);
+EXPORT int pft_start_object_releaser(int64_t pause_us);
 
 static int set_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -605,6 +609,157 @@ int pft_start_exit_callers(const char* name, int threads, int fd) {
 
 int64_t pft_exit_callers_ok(void) { return atomic_load(&g_exit_callers_ok); }
 
+/* ---- objects held by C: kept, handed back, released on other threads ---- */
+
+#define HELD_MAX 4096
+static PFObjectHandle g_held[HELD_MAX];
+static int64_t g_held_count;
+static pthread_mutex_t g_held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* testing.hold(obj): C keeps its own reference to any object; returns its
+ * slot. */
+static int hold(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.hold", c, n, 1, 0, kPFObjectHandle)) return -1;
+  pthread_mutex_lock(&g_held_lock);
+  int64_t slot = g_held_count < HELD_MAX ? g_held_count++ : -1;
+  if (slot >= 0) {
+    PFObjectRetain(a[0].v_handle);
+    g_held[slot] = a[0].v_handle;
+  }
+  pthread_mutex_unlock(&g_held_lock);
+  if (slot < 0) return PFErrorSetFormat(kPFErrIndexError, "testing.hold: all slots are taken");
+  return set_int(ret, slot);
+}
+
+/* Takes the object out of `slot` (NULL when empty or out of range). */
+static PFObjectHandle take_held(int64_t slot) {
+  PFObjectHandle obj = NULL;
+  pthread_mutex_lock(&g_held_lock);
+  if (slot >= 0 && slot < HELD_MAX) {
+    obj = g_held[slot];
+    g_held[slot] = NULL;
+  }
+  pthread_mutex_unlock(&g_held_lock);
+  return obj;
+}
+
+/* testing.held(slot): the object in the slot (a new reference), or None. */
+static int held(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.held", c, n, 1, 0, kPFInt)) return -1;
+  PFObjectHandle obj = NULL;
+  pthread_mutex_lock(&g_held_lock);
+  if (a[0].v_int64 >= 0 && a[0].v_int64 < HELD_MAX) obj = g_held[a[0].v_int64];
+  if (obj) PFObjectRetain(obj);
+  pthread_mutex_unlock(&g_held_lock);
+  if (obj == NULL) return 0;
+  PFValue out = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(obj);
+  return rc;
+}
+
+static void* release_main(void* p) {
+  PFObjectFree(p);
+  return NULL;
+}
+
+/* testing.release_in_thread(slot): drops the slot's reference on a new
+ * thread (one Python did not start) and waits for it. */
+static int release_in_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (want("testing.release_in_thread", c, n, 1, 0, kPFInt)) return -1;
+  PFObjectHandle obj = take_held(a[0].v_int64);
+  if (obj == NULL) return PFErrorSetFormat(kPFErrValueError, "testing.release_in_thread: empty slot");
+  pthread_t th;
+  if (pthread_create(&th, NULL, release_main, obj) != 0) {
+    PFObjectFree(obj);
+    return PFErrorSetFormat(kPFErrRuntimeError, "testing.release_in_thread: no thread");
+  }
+  pthread_join(th, NULL);
+  return 0;
+}
+
+int64_t pft_held_objects(void) {
+  int64_t count = 0;
+  pthread_mutex_lock(&g_held_lock);
+  for (int64_t i = 0; i < g_held_count; ++i) count += g_held[i] != NULL;
+  pthread_mutex_unlock(&g_held_lock);
+  return count;
+}
+
+static void* releaser_main(void* p) {
+  long pause_us = (long)(intptr_t)p;
+  for (int64_t i = 0; i < HELD_MAX; ++i) {
+    PFObjectHandle obj = take_held(i);
+    if (obj == NULL) continue;
+    PFObjectFree(obj);
+    struct timespec ts = {0, pause_us * 1000L};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+/* Starts a detached thread that releases every held object, one each
+ * `pause_us` microseconds: it goes on while the interpreter exits. */
+int pft_start_object_releaser(int64_t pause_us) {
+  if (pause_us < 0 || pause_us > 999999) return -1;
+  pthread_t th;
+  if (pthread_create(&th, NULL, releaser_main, (void*)(intptr_t)pause_us) != 0) return -1;
+  pthread_detach(th);
+  return 0;
+}
+
+/* A typed C function taking a tensor (registered as testing.typed_ndim). */
+int64_t pft_tensor_ndim(const DLTensor* t) { return t ? t->ndim : -1; }
+
+/* A typed C function taking a device (testing.typed_device): scale times
+ * the device type, plus its id. */
+int64_t pft_device_code(int64_t scale, DLDevice d) { return scale * d.device_type + d.device_id; }
+
+/* ---- a tensor on another device ---- */
+
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[2];
+} device_tensor;
+
+static void device_deleter(DLManagedTensor* self) {
+  free(self); /* `managed` is the first member of device_tensor */
+  atomic_fetch_sub(&g_tensors_alive, 1);
+}
+
+/* testing.make_device_tensor(device): a 2x3 float32 tensor object, without
+ * strides, that claims to live on `device`; its data pointer is a fake
+ * (0x1000 plus a byte_offset of 8) that nothing may read. */
+static int make_device_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.make_device_tensor", c, n, 1, 0, kPFDevice)) return -1;
+  device_tensor* t = calloc(1, sizeof(*t));
+  if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "testing.make_device_tensor: out of memory");
+  t->shape[0] = 2;
+  t->shape[1] = 3;
+  DLTensor* d = &t->managed.dl_tensor;
+  d->data = (void*)(uintptr_t)0x1000;
+  d->device = a[0].v_device;
+  d->ndim = 2;
+  d->dtype = (DLDataType){kDLFloat, 32, 1};
+  d->shape = t->shape;
+  d->strides = NULL;
+  d->byte_offset = 8;
+  t->managed.deleter = device_deleter;
+  atomic_fetch_add(&g_tensors_alive, 1);
+  PFObjectHandle obj;
+  if (PFTensorCreateFromDLPack(&t->managed, &obj) != 0) return -1;
+  PFValue out = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(obj);
+  return rc;
+}
+
 /* ---- plain C, for the raw ctypes comparison ---- */
 
 int64_t pft_add(int64_t a, int64_t b) { return a + b; }
@@ -645,11 +800,31 @@ int pft_init(void) {
       {"testing.call_with_tensor", call_with_tensor},
       {"testing.call_with_tensor_object", call_with_tensor_object},
       {"testing.call_in_thread_n", call_in_thread_n},
+      {"testing.hold", hold},
+      {"testing.held", held},
+      {"testing.release_in_thread", release_in_thread},
+      {"testing.make_device_tensor", make_device_tensor},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
     int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  static const struct {
+    const char* name;
+    void* fn;
+    const char* signature;
+  } typed[] = {
+      {"testing.typed_add", (void*)pft_add, "int64(int64,int64)"},
+      {"testing.typed_ndim", (void*)pft_tensor_ndim, "int64(tensor)"},
+      {"testing.typed_device", (void*)pft_device_code, "int64(int64,device)"},
+  };
+  for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); ++i) {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromTyped(typed[i].fn, typed[i].signature, &f) != 0) return -1;
+    int rc = PFFuncRegisterGlobal(typed[i].name, f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;
   }

@@ -193,11 +193,8 @@ def test_numpy_scalars_and_subclasses(echo, type_name):
 
 
 def test_unsupported_type_names_type_and_position(echo, fn):
-    class Thing:
-        pass
-
-    with pytest.raises(TypeError, match=r"argument 0 has unsupported type .*Thing"):
-        echo(Thing())
+    with pytest.raises(TypeError, match=r"argument 0 has unsupported type list"):
+        echo([1])
     with pytest.raises(TypeError, match=r"argument 2 has unsupported type list"):
         fn("nargs")(1, 2, [3])
     with pytest.raises(TypeError, match=r"argument 1 has unsupported type dict"):
@@ -205,8 +202,8 @@ def test_unsupported_type_names_type_and_position(echo, fn):
 
 
 def test_callback_returning_unsupported_type(fn):
-    with pytest.raises(TypeError, match="unsupported type object"):
-        fn("call")(lambda: object())
+    with pytest.raises(TypeError, match="the callback's result has unsupported type tuple"):
+        fn("call")(lambda: (1, 2))
 
 
 def test_c_argument_type_error(fn):

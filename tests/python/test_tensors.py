@@ -65,7 +65,8 @@ def test_dlpack_is_looked_up_on_each_value_unless_its_type_has_it(fn):
         h = Holder()
         h.__dlpack__ = a.__dlpack__
         assert info(h) == info(a)
-        with pytest.raises(TypeError, match="argument 0 has unsupported type .*Holder"):
+        # (Another Holder crosses as an opaque host object, not a tensor.)
+        with pytest.raises(TypeError, match="argument 0 must be tensor, not object"):
             info(Holder())
 
 

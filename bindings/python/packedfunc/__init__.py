@@ -18,9 +18,13 @@ A pure-Python binding (ctypes) over libpackedfunc::
 Values convert both ways: int (int64), float, bool, None, str (UTF-8),
 bytes/bytearray/memoryview, Function and any callable, DataType, Device,
 opaque handles (ctypes.c_void_p), and tensors (numpy arrays or any object
-with ``__dlpack__``, passed without a copy). A C error raises the Python
-exception class of its kind; a Python exception inside a callback fails the
-C call with the matching kind and comes back as the same class.
+with ``__dlpack__``, passed without a copy). Any other Python object
+crosses as an opaque host object, which C can keep (PFObjectRetain) and
+release later on any thread, and comes back as the very same object
+(``echo(obj) is obj``). list, tuple and dict are refused (TypeError) until
+they cross as containers. A C error raises the Python exception class of
+its kind; a Python exception inside a callback fails the C call with the
+matching kind and comes back as the same class.
 
 Tensors that C passes to a Python callback:
 
@@ -53,14 +57,15 @@ package, then in the source tree's build output (build/lib).
 # PF_VERSION_STRING in c_api.h and the loaded library's version.
 __version__ = "0.1.0"
 
-from . import _library
+from . import _containers, _hostobj, _library  # noqa: F401 (they register conversions)
 from ._callback import convert
-from ._errors import check_call, register_error
+from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
-from ._object import Object, Tensor
+from ._object import Object, Tensor, from_dlpack
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
+from ._typed import typed
 from ._types import DataType, Device
 
 #: The version of the loaded libpackedfunc and its path.
@@ -68,9 +73,9 @@ library_version = _library.LIB_VERSION
 library_path = _library.LIB_PATH
 
 __all__ = [
-    "Function", "Object", "Tensor", "DataType", "Device",
+    "Function", "Object", "Tensor", "DataType", "Device", "from_dlpack",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
-    "convert", "init_api", "register_error", "check_call",
+    "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module",
 ]

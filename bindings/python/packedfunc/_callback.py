@@ -21,8 +21,10 @@ import threading
 import types
 
 from ._convert import (FUNC, INT as _INT, FLOAT, INT64_MAX as _INT64_MAX,
-                       INT64_MIN as _INT64_MIN, MEMORY as _MEMORY, OBJECT, P as _P, PLANS_MAX,
-                       RANK_CALLABLES, RESULT, decode, encode, register_fallback)
+                       INT64_MIN as _INT64_MIN, MEMORY as _MEMORY, OBJECT, P as _P,
+                       RANK_CALLABLES, RESULT, convert_value, decode, encode,
+                       register_fallback)
+from ._frames import PLANS_MAX
 from ._errors import check_call, record_exception
 from ._ffi import (PFCFuncSetReturn, PFEnvSetSignalChecker, PFFuncCreateFromHostCFunc,
                    PFHostGateClose, PFHostGateCreate, PFObjectFree, PyErr_CheckSignals,
@@ -201,12 +203,14 @@ def _unraisable_hook(args, previous=sys.unraisablehook):
     entry) becomes the calling thread's packedfunc error, instead of being
     printed by ctypes and lost. Anything else goes to the previous hook."""
     obj = getattr(args, "object", None)
-    if (obj is _trampoline or obj is _finalize) and args.exc_value is not None:
+    if obj in UNRAISABLE_OWNERS and args.exc_value is not None:
         record_exception(args.exc_value, skip_frames=0)
         return
     previous(args)
 
 
+# The functions that C enters through a ctypes thunk (others add theirs).
+UNRAISABLE_OWNERS = [_trampoline, _finalize]
 sys.unraisablehook = _unraisable_hook
 
 # One trampoline and one finalizer for the whole process, never freed.
@@ -216,32 +220,49 @@ _FINALIZER = keep_forever(FINALIZER(_finalize))
 # Every Python callable that C can call goes through this gate. At exit it
 # is closed (below): C threads that call in afterwards get a RuntimeError
 # instead of entering an interpreter that is going away.
-_GATE = c_void_p()
-check_call(PFHostGateCreate(byref(_GATE)))
+GATE = c_void_p()
+check_call(PFHostGateCreate(byref(GATE)))
 _GATE_CLOSED_MESSAGE = b"the Python interpreter is shutting down"
 _GATE_CLOSE_TIMEOUT_MS = 3000
 
 
-def convert(obj):
-    """Turn a Python callable into a :class:`Function` (a Function is
-    returned as it is).
+def convert(value):
+    """The packedfunc value that `value` crosses to C as.
 
-    The Function holds the callable until the last reference to it, from C
-    or Python, goes. When C calls it, the arguments arrive converted to
-    Python values and the result is converted back; an exception fails the
-    C call with the exception's error kind (see :func:`register_error`).
-    Raises TypeError for an object that is not callable.
+    A callable becomes a :class:`Function` (a Function is returned as it
+    is): it holds the callable until the last reference to it, from C or
+    Python, goes. When C calls it, the arguments arrive converted to Python
+    values and the result is converted back; an exception fails the C call
+    with the exception's error kind (see :func:`register_error`).
+
+    A value that crosses as itself comes back as itself: int, float, bool,
+    None, str, bytes, DataType, Device, tensors, ctypes handles, Objects,
+    and any other Python object (it crosses as an opaque host object, and
+    comes back from C as the very same object). Raises TypeError for a
+    value that cannot cross (today: list, tuple and dict), and the error a
+    call would raise for a value out of range (OverflowError for an int
+    outside int64, ValueError for a str with a NUL character).
     """
+    return convert_value(value)
+
+
+def as_function(obj, where):
+    """obj as a Function: itself, or a new one for a Python callable;
+    TypeError naming `where` for anything else."""
     if isinstance(obj, Function):
         return obj
     if not callable(obj):
-        raise TypeError("packedfunc.convert: expected a callable, not %s"
-                        % type(obj).__qualname__)
+        raise TypeError("%s: expected a callable, not %s" % (where, type(obj).__qualname__))
+    return make_function(obj)
+
+
+def make_function(obj):
+    """A new Function for a Python callable."""
     key = next(_keys)
     _live[key] = obj
     out = c_void_p()
     # On failure the library has already run the finalizer (dropping key).
-    check_call(PFFuncCreateFromHostCFunc(_GATE, _TRAMPOLINE, c_void_p(key), _FINALIZER,
+    check_call(PFFuncCreateFromHostCFunc(GATE, _TRAMPOLINE, c_void_p(key), _FINALIZER,
                                          byref(out)))
     return Function._adopt(out.value)
 
@@ -249,12 +270,13 @@ def convert(obj):
 def _encode_callable(x, pos, keep):
     if not callable(x):
         return None  # not a kind of value that C can take
-    f = convert(x)
+    f = make_function(x)
     keep.append(f)
     return FUNC, _P.pack(f._handle)
 
 
-register_fallback(RANK_CALLABLES, None, _encode_callable)
+register_fallback(RANK_CALLABLES, None, _encode_callable,
+                  lambda x: make_function(x) if callable(x) else None)
 
 
 # ---------------------------------------------------------------------------
@@ -313,7 +335,7 @@ def _stop_calls_from_c():
     # release the GIL, so that callbacks in progress on other threads can
     # finish; the wait for them is bounded.
     try:
-        PFHostGateClose(_GATE, _GATE_CLOSED_MESSAGE, _GATE_CLOSE_TIMEOUT_MS)
+        PFHostGateClose(GATE, _GATE_CLOSED_MESSAGE, _GATE_CLOSE_TIMEOUT_MS)
         PFEnvSetSignalChecker(None)
     except BaseException:  # pragma: no cover
         pass

@@ -14,18 +14,16 @@ Each kind of value registers itself: the module that defines Function,
 Object, Tensor, Module or callbacks adds its encoder and decoder here, so a
 new type code is one registration.
 
-Also here: the call frames and fast-path plans behind Function.__call__.
-Hot paths avoid isinstance chains and per-call ctypes objects: argument
-types are looked up by ``type(x)`` in a cache of precompiled ``struct``
-packers, arguments are written into preallocated call frames, and C results
-are read with ``struct.unpack_from``. Everything else takes the general
-path. Everything here is private.
+The call frames that pack_args writes into are in _frames. Everything here
+is private.
 """
 import ctypes
+import operator
 import struct
 import sys
 
 from ._errors import check_call
+from ._frames import VALS_OFF
 from ._ffi import PFObjectGetTypeIndex, PFObjectRetain
 from ._library import OBJECT_TYPES, TYPE_CODE_NAMES, TYPE_CODES
 from ._mirrors import PFByteArray
@@ -68,78 +66,33 @@ MEMORY = (ctypes.c_char * sys.maxsize).from_address(0)
 
 
 # ---------------------------------------------------------------------------
-# Call frames
-# ---------------------------------------------------------------------------
-#
-# A frame is the memory of one call in progress: ret_val (8 bytes),
-# ret_type_code (4, then 4 of padding), MAX_FAST values, MAX_FAST type codes.
-# Each concurrent or nested call takes its own frame from a free list (a
-# callback into Python may call another Function while C still reads the
-# outer call's arguments), and gives it back afterwards.
-
-MAX_FAST = 8
-RET_OFF, _RCODE_OFF, VALS_OFF = 0, 8, 16
-RET = struct.Struct("=qi")  # ret_val as int64, ret_type_code
-
-
-def new_frame(capacity=MAX_FAST):
-    codes_off = VALS_OFF + 8 * capacity
-    buf = (ctypes.c_char * (codes_off + 4 * capacity))()
-    mv = memoryview(buf).cast("B")
-    # [view, args, type_codes, ret_val, ret_type_code, plan whose codes are
-    #  in the frame, codes offset, capacity, buffer]
-    return [mv, byref(buf, VALS_OFF), byref(buf, codes_off), byref(buf, RET_OFF),
-            byref(buf, _RCODE_OFF), None, codes_off, capacity, buf]
-
-
-CODES_OFF = new_frame()[6]
-_free_frames = [new_frame() for _ in range(4)]
-take_frame = _free_frames.pop
-give_frame = _free_frames.append
-
-
-# ---------------------------------------------------------------------------
-# Fast-path plans: a tuple of exact argument types -> (packer, codes)
-# ---------------------------------------------------------------------------
-
-_FAST_FORMATS = {int: ("q", INT), bool: ("q", BOOL), float: ("d", FLOAT)}
-_plans = {}
-plans_get = _plans.get
-PLANS_MAX = 4096
-
-
-def make_plan(types):
-    """A (pack_into, codes bytes) pair for these exact types, or False when
-    they need the general path."""
-    if len(types) > MAX_FAST or any(t not in _FAST_FORMATS for t in types):
-        plan = False
-    else:
-        fmt = "=" + "".join(_FAST_FORMATS[t][0] for t in types)
-        codes = struct.pack("=%di" % len(types), *(_FAST_FORMATS[t][1] for t in types))
-        plan = (struct.Struct(fmt).pack_into, codes)
-    if len(_plans) < PLANS_MAX:
-        _plans[types] = plan
-    return plan
-
-
-# ---------------------------------------------------------------------------
 # Python -> C: the encoder table
 # ---------------------------------------------------------------------------
 
-RESULT = "result"  # the `pos` of a callback's return value, for messages
+# The `pos` of a value that is not a call's argument names it in messages:
+# a callback's return value, convert's value.
+RESULT = "the callback's result"
+CONVERT = "the value given to convert"
 
 
 def what(pos):
-    """How an error message names a value: its argument position, or as a
-    callback's result (pos RESULT)."""
-    return "argument %d" % pos if pos is not RESULT else "the callback's result"
+    """How an error message names a value: its argument position (an int),
+    or the text `pos` itself (RESULT, CONVERT, ...)."""
+    return "argument %d" % pos if type(pos) is int else pos
+
+
+def unsupported(x, pos):
+    """The TypeError for a value that cannot cross."""
+    return TypeError("packedfunc: %s has unsupported type %s" % (what(pos), type(x).__qualname__))
 
 
 _encoders = {}  # exact type -> encode(x, pos, keep) -> (code, 8 bytes)
 _encoders_get = _encoders.get
-# (rank, kind, encode) in rank order: encode(x, pos, keep) for a value that
-# is an instance of `kind` (a class or a tuple of classes), or, for kind
-# None, for any value, returning None when x is not its kind.
+_converters = {}  # exact type -> convert(x), for types with their own
+# (rank, kind, encode, convert) in rank order: encode(x, pos, keep) for a
+# value that is an instance of `kind` (a class or a tuple of classes), or,
+# for kind None, for any value, returning None when x is not its kind;
+# convert likewise (None: the value converts to itself).
 _fallbacks = []
 
 # The ranks of the fallbacks, for values whose exact type has no encoder.
@@ -151,42 +104,79 @@ RANK_HANDLES = 10      # subclasses of Function and Object
 RANK_CTYPES = 20       # subclasses of ctypes.c_void_p
 RANK_NUMPY = 30        # numpy scalars and dtypes
 RANK_DLPACK = 40       # anything with __dlpack__
+RANK_CONTAINERS = 45   # list, tuple, dict and their subclasses
 RANK_SUBCLASSES = 50   # subclasses of int, float, str, bytes...
+RANK_INDEX = 55        # anything else with __index__, as an int
 RANK_CALLABLES = 60    # any other callable
+RANK_OPAQUE = 70       # anything else, as an opaque host object
 
 
-def register_encoder(types, encode):
+def register_encoder(types, encode, convert=None):
     """Encode values of exactly these types with encode(x, pos, keep),
     which returns (type code, 8 value bytes) and appends to `keep` what
-    must outlive the call."""
+    must outlive the call. packedfunc.convert(x) gives convert(x), or, with
+    convert None, x itself (after encode checked that it can cross)."""
     for t in types:
         _encoders[t] = encode
+        if convert is not None:
+            _converters[t] = convert
 
 
-def register_fallback(rank, kind, encode):
+def register_fallback(rank, kind, encode, convert=None):
     """At `rank`, encode a value whose exact type has no encoder with
     encode(x, pos, keep) if it is an instance of `kind`; with kind None,
-    try encode on any value, which returns None when x is not its kind."""
-    _fallbacks.append((rank, kind, encode))
+    try encode on any value, which returns None when x is not its kind.
+    `convert` is packedfunc.convert's counterpart (see register_encoder;
+    with kind None it too returns None when x is not its kind)."""
+    _fallbacks.append((rank, kind, encode, convert))
     _fallbacks.sort(key=lambda entry: entry[0])
 
 
 def encode(x, pos, keep):
     """(code, 8 value bytes) for one argument. Objects that must outlive the
     call are appended to `keep`. Raises TypeError/OverflowError/ValueError
-    naming the argument position (0-based), or the callback's result when
-    `pos` is RESULT."""
+    naming the argument position (0-based), or the value that the text
+    `pos` names (see what)."""
     enc = _encoders_get(type(x))
     if enc is not None:
         return enc(x, pos, keep)
-    for _, kind, fallback in _fallbacks:
+    for entry in _fallbacks:
+        kind = entry[1]
         if kind is None:
-            out = fallback(x, pos, keep)
+            out = entry[2](x, pos, keep)
             if out is not None:
                 return out
         elif isinstance(x, kind):
-            return fallback(x, pos, keep)
-    raise TypeError("packedfunc: %s has unsupported type %s" % (what(pos), type(x).__qualname__))
+            return entry[2](x, pos, keep)
+    raise unsupported(x, pos)
+
+
+def convert_value(x):
+    """What x crosses to C as, on the Python side: the entry that would
+    encode x converts it, or x crosses as itself and is returned (after
+    its encoder checked it: an int outside int64 still raises)."""
+    t = type(x)
+    enc = _encoders_get(t)
+    if enc is not None:
+        conv = _converters.get(t)
+        if conv is not None:
+            return conv(x)
+        enc(x, CONVERT, [])
+        return x
+    for _, kind, fallback, conv in _fallbacks:
+        if kind is None:
+            if conv is not None:
+                out = conv(x)
+            else:
+                out = None if fallback(x, CONVERT, []) is None else x
+            if out is not None:
+                return out
+        elif isinstance(x, kind):
+            if conv is not None:
+                return conv(x)
+            fallback(x, CONVERT, [])
+            return x
+    raise unsupported(x, CONVERT)
 
 
 def _encode_int(x, pos, keep):
@@ -277,7 +267,20 @@ def _encode_subclass(x, pos, keep):
     return _encode_bytes(x, pos, keep)
 
 
+def _encode_index(x, pos, keep):
+    # Integers of other libraries (anything with __index__; int itself and
+    # its subclasses, bool and numpy integers have their own encoders).
+    if not hasattr(type(x), "__index__"):
+        return None
+    try:
+        i = operator.index(x)
+    except TypeError:  # __index__ refused: not an integer after all
+        return None
+    return _encode_int(i, pos, keep)
+
+
 register_fallback(RANK_NUMPY, None, _encode_numpy)
+register_fallback(RANK_INDEX, None, _encode_index)
 register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
                   _encode_subclass)
 

@@ -180,6 +180,20 @@ def last_error():
     return exc
 
 
+class FunctionNotFoundError(KeyError, ValueError):
+    """A name that names no function: raised by get_global_func,
+    remove_global_func, Module.get_function and ``module[name]``.
+
+    A subclass of both KeyError and ValueError, so that code written
+    against either habit catches it. Its message names the function.
+    """
+
+    def __str__(self):
+        # KeyError's str shows its argument's repr (quotes around the
+        # whole message); this error's argument is a message to read.
+        return BaseException.__str__(self)
+
+
 def check_call(rc):
     """Raise the thread's packedfunc error if a C call returned nonzero.
 

@@ -157,6 +157,12 @@ PFHostGateClose = _fn("PFHostGateClose", c_int, [c_void_p, c_char_p, c_int])
 # Creating a host function runs its finalizer when it fails. No argtypes:
 # the callers pass ctypes objects.
 PFFuncCreateFromHostCFunc = _fn("PFFuncCreateFromHostCFunc", c_int)
+# Creating a host object runs its finalizer when it fails; the binding's
+# finalizer only drops a key (the GIL is held, so the thunk enters at
+# once). No argtypes: the callers pass ctypes objects.
+PFHostObjectCreate = _fn("PFHostObjectCreate", c_int, gil=True)
+PFHostObjectGetPayload = _fn("PFHostObjectGetPayload", c_int, [c_void_p, c_void_p,
+                                                               POINTER(c_void_p)], gil=True)
 
 # ---- Function metadata ------------------------------------------------------
 
@@ -170,6 +176,8 @@ PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
 
 PFSignatureTypeInfo = _fn("PFSignatureTypeInfo", c_int,
                           [c_int, POINTER(c_char_p), POINTER(c_int)], gil=True)
+PFFuncCreateFromTyped = _fn("PFFuncCreateFromTyped", c_int,
+                            [c_void_p, c_char_p, POINTER(c_void_p)], gil=True)
 
 # ---- Modules ----------------------------------------------------------------
 

@@ -13,16 +13,17 @@ import inspect
 import struct
 
 from . import _signature
-from ._convert import (CODES_OFF as _CODES_OFF, FUNC, INT as _INT, MAX_FAST, P, RANK_HANDLES,
-                       RET as _RET, RET_OFF, TENSOR, VALS_OFF as _VALS_OFF, decode as _decode,
-                       decoders_get as _decoders_get,
-                       give_frame as _give_frame, live_handle, make_plan as _make_plan,
-                       new_frame as _new_frame, pack_args, plans_get as _plans_get,
-                       register_decoder, register_encoder, register_fallback,
-                       register_object_type, take_frame as _take_frame, tensors_in_flight)
+from ._convert import (FUNC, INT as _INT, P, RANK_HANDLES, TENSOR, decode as _decode,
+                       decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
+                       register_encoder, register_fallback, register_object_type,
+                       tensors_in_flight)
+from ._frames import (CODES_OFF as _CODES_OFF, MAX_FAST, RET as _RET, RET_OFF,
+                      VALS_OFF as _VALS_OFF, give_frame as _give_frame, make_plan as _make_plan,
+                      new_frame as _new_frame, plans_get as _plans_get, take_frame as _take_frame)
 from ._errors import check_call
 from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
 from ._library import state as _state
+from ._types import Device
 
 byref = ctypes.byref
 _ret_unpack = _RET.unpack_from
@@ -43,7 +44,7 @@ class Function:
     raises the exception class of its error kind.
     """
 
-    __slots__ = ("_handle", "_hb", "__weakref__")
+    __slots__ = ("_handle", "_hb", "_devices", "__weakref__")
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -57,6 +58,7 @@ class Function:
         # A ready-made pointer argument: ctypes passes it without
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
+        self._devices = None  # device parameters: not looked up yet
         return self
 
     def __eq__(self, other):
@@ -129,6 +131,7 @@ class Function:
         if not self._handle:
             raise ValueError("packedfunc: the Function was released")
         check_call(PFFuncSetInfo(self._handle, *values))
+        self._devices = None  # the signature may name device parameters now
 
     @property
     def __name__(self):
@@ -211,6 +214,11 @@ def _call_general(func, args, plan):
     if plan is None:  # not seen before: maybe it can take the fast path
         if _make_plan(tuple(map(type, args))):
             return func(*args)
+    devices = func._devices
+    if devices is None:
+        devices = func._devices = _device_parameters(func)
+    if devices:
+        args = _strings_as_devices(args, devices)
     n = len(args)
     if n <= MAX_FAST:
         try:
@@ -241,6 +249,29 @@ def _call_general(func, args, plan):
             tensors_in_flight.pop(tensors[i], None)
         if fr[7] == MAX_FAST:
             _give_frame(fr)
+
+
+def _device_parameters(func):
+    """The positions of the `device` parameters in func's signature (a
+    str passed there becomes a Device); () without any, or a signature."""
+    try:
+        parsed = _signature.parse(func._info()[1])
+    except Exception:  # a released function: its call raises
+        parsed = None
+    if parsed is None:
+        return ()
+    return tuple(i for i, t in enumerate(parsed[1]) if t == "device")
+
+
+def _strings_as_devices(args, devices):
+    args = list(args)
+    for i in devices:
+        if i < len(args) and isinstance(args[i], str):
+            try:
+                args[i] = Device(args[i])
+            except ValueError as err:
+                raise ValueError("packedfunc: argument %d: %s" % (i, err)) from None
+    return args
 
 
 # ---- metadata for help() and inspect ----------------------------------------

@@ -18,7 +18,7 @@ EXT_BEGIN = 64
 
 # The names of the object types this binding treats specially (the
 # library's PF_OBJECT_TYPE_LIST); their indices come from the library.
-OBJECT_TYPE_NAMES = ("function", "module", "tensor")
+OBJECT_TYPE_NAMES = ("function", "module", "tensor", "host object")
 # Object type indices are scanned from 1 up to, not including, this bound.
 OBJECT_TYPE_SCAN_END = 64
 

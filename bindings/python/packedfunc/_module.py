@@ -8,7 +8,7 @@ import ctypes
 import os
 
 from ._convert import MODULE, register_encoder, register_object_type
-from ._errors import check_call, last_error
+from ._errors import FunctionNotFoundError, check_call, last_error
 from ._ffi import (NAME_MAX, REGISTER_OVERRIDE, REGISTER_PROTECTED, PFModExportGlobal,
                    PFModGetFunction, PFModImport, PFModListFunctionNames, PFModLoadFromFile)
 from ._function import Function
@@ -143,7 +143,8 @@ class Module(Object, _Names):
     def get_function(self, name, query_imports=True, allow_missing=False):
         """The function ``name`` (full name, dots included) of this module,
         or, with ``query_imports``, of its imports. A missing name raises
-        ValueError naming it (as get_global_func does), or returns None
+        FunctionNotFoundError (a ValueError and a KeyError) naming it, as
+        get_global_func does, or returns None
         when ``allow_missing`` is true."""
         out = c_void_p()
         check_call(PFModGetFunction(self._handle, _name_arg("Module.get_function", name),
@@ -151,8 +152,8 @@ class Module(Object, _Names):
         if not out.value:
             if allow_missing:
                 return None
-            raise ValueError("packedfunc: module %r has no function named %r"
-                             % (self.path, name))
+            raise FunctionNotFoundError("packedfunc: module %r has no function named %r"
+                                        % (self.path, name))
         return Function._adopt(out.value)
 
     def __getattr__(self, attr):
@@ -166,7 +167,8 @@ class Module(Object, _Names):
                             % type(name).__name__)
         func = self._function(name) if _possible_name(name) else None
         if func is None:
-            raise KeyError(name)
+            raise FunctionNotFoundError("packedfunc: module %r has no function named %r"
+                                        % (self.path, name))
         return func
 
     def __contains__(self, name):

@@ -19,9 +19,9 @@ from ._errors import check_call
 from ._ffi import (PFObjectFree, PFTensorCreateFromDLPack, PFTensorGetDLTensor, PFTensorToDLPack,
                    PyCapsule_GetPointer, PyCapsule_GetPointerAt, PyCapsule_IsValid,
                    PyCapsule_IsValidAt, PyCapsule_New, PyCapsule_SetName, keep_forever)
-from ._library import is_shutting_down, state
+from ._library import OBJECT_TYPES, is_shutting_down, state
 from ._mirrors import DLPACK_DELETER, DLManagedTensor, DLTensor
-from ._types import DataType
+from ._types import DataType, Device
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
@@ -29,6 +29,7 @@ c_void_p, byref = ctypes.c_void_p, ctypes.byref
 _NAME_DLTENSOR = ctypes.create_string_buffer(b"dltensor")
 _NAME_USED = ctypes.create_string_buffer(b"used_dltensor")
 _KDL_CPU = 1  # kDLCPU (dlpack.h): memory that numpy can view
+TENSOR_TYPE = OBJECT_TYPES["tensor"]
 
 
 class Object:
@@ -74,18 +75,77 @@ class Object:
 class Tensor(Object):
     """A tensor object owned by packedfunc (kPFObjectTensor).
 
-    Supports the DLPack protocol (``__dlpack__``, ``__dlpack_device__``), so
-    ``numpy.from_dlpack(t)`` views its memory without a copy and keeps it
-    alive. Functions that return a tensor give you a numpy array directly
-    when numpy is installed, and this object otherwise.
+    Describes its memory with ``shape``, ``dtype`` (a DataType), ``device``
+    (a Device), ``strides`` (in elements), ``ndim``, ``data_ptr`` and
+    ``is_contiguous()``. Supports the DLPack protocol (``__dlpack__``,
+    ``__dlpack_device__``), so ``numpy.from_dlpack(t)`` views its memory
+    without a copy and keeps it alive. :func:`from_dlpack` makes one from
+    any DLPack array. A function that returns a CPU tensor gives a numpy
+    array directly when numpy is installed; a tensor on any other device
+    comes as this object.
     """
 
     __slots__ = ()
 
     def _dltensor(self):
+        if not self._handle:
+            raise ValueError("packedfunc: the Tensor was released")
         ptr = c_void_p()
         check_call(PFTensorGetDLTensor(self._handle, byref(ptr)))
         return DLTensor.from_address(ptr.value)
+
+    @property
+    def ndim(self):
+        """The number of dimensions."""
+        return self._dltensor().ndim
+
+    @property
+    def shape(self):
+        """The extent of each dimension, a tuple of ints."""
+        t = self._dltensor()
+        return tuple(t.shape[i] for i in range(t.ndim))
+
+    @property
+    def strides(self):
+        """The step of each dimension in elements (not bytes, unlike
+        numpy), a tuple of ints; those of a compact row-major tensor when
+        the DLTensor leaves them out."""
+        t = self._dltensor()
+        if t.strides:
+            return tuple(t.strides[i] for i in range(t.ndim))
+        return _compact_strides(self.shape)
+
+    @property
+    def dtype(self):
+        """The element type, a DataType."""
+        d = self._dltensor().dtype
+        return DataType(d.code, d.bits, d.lanes)
+
+    @property
+    def device(self):
+        """Where the memory is, a Device."""
+        d = self._dltensor().device
+        return Device(d.device_type, d.device_id)
+
+    @property
+    def data_ptr(self):
+        """The address of the first element (the DLTensor's data plus its
+        byte_offset), as an int; valid while this tensor lives."""
+        t = self._dltensor()
+        return (t.data or 0) + t.byte_offset
+
+    def is_contiguous(self):
+        """True when the elements are compact and in row-major order (the
+        strides of dimensions of extent 1 do not matter)."""
+        shape = self.shape
+        return all(n == 1 or s == c for n, s, c in zip(shape, self.strides,
+                                                       _compact_strides(shape)))
+
+    def __repr__(self):
+        if not self._handle:
+            return "<packedfunc.Tensor (released)>"
+        return "<packedfunc.Tensor shape=%s dtype=%s device=%s at 0x%x>" % (
+            self.shape, self.dtype, self.device, self._handle)
 
     def __dlpack_device__(self):
         d = self._dltensor().device
@@ -102,6 +162,25 @@ class Tensor(Object):
         """A numpy array sharing this tensor's memory (no copy)."""
         import numpy
         return _to_numpy(self, numpy)
+
+
+def _compact_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def from_dlpack(x):
+    """A :class:`Tensor` viewing the memory of any DLPack array (a numpy
+    array, or anything with ``__dlpack__``), without a copy: the Tensor
+    takes over x's export, and so keeps x's memory alive. A Tensor is
+    returned as it is. Raises TypeError when x cannot export one."""
+    if isinstance(x, Tensor):
+        return x
+    handle = tensor_object_from(x, "from_dlpack's argument")
+    return Tensor._adopt(handle.value, TENSOR_TYPE)
 
 
 # ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import ctypes
 import inspect
 import sys
 
-from ._callback import convert
-from ._errors import check_call
+from ._callback import as_function
+from ._errors import FunctionNotFoundError, check_call, last_error
 from ._ffi import (REGISTER_OVERRIDE, REGISTER_PROTECTED, PFFuncGetGlobal,
                    PFFuncListGlobalNamesWithPrefix, PFFuncRegisterGlobalEx, PFFuncRemoveGlobal,
                    PFRegistryIsSealed, PFRegistrySeal)
@@ -43,16 +43,17 @@ def _name_arg(where, name):
 def get_global_func(name, allow_missing=False):
     """The global function registered under ``name``, as a :class:`Function`.
 
-    A missing name raises ValueError naming it, or returns None when
-    ``allow_missing`` is true. The Function holds its own reference, so it
-    stays valid if the name is later removed or overridden.
+    A missing name raises FunctionNotFoundError (a KeyError and a
+    ValueError) naming it, or returns None when ``allow_missing`` is true.
+    The Function holds its own reference, so it stays valid if the name is
+    later removed or overridden.
     """
     out = ctypes.c_void_p()
     check_call(PFFuncGetGlobal(_name_arg("get_global_func", name), ctypes.byref(out)))
     if not out.value:
         if allow_missing:
             return None
-        raise ValueError("packedfunc: no global function named %r" % name)
+        raise FunctionNotFoundError("packedfunc: no global function named %r" % name)
     return Function._adopt(out.value)
 
 
@@ -92,7 +93,7 @@ def register_func(name_or_func, f=None, override=False, protected=False):
              | (REGISTER_PROTECTED if protected else 0))
 
     def register(func):
-        packed = convert(func)
+        packed = as_function(func, "register_func")
         if packed is not func:  # a Python callable carries its name and doc
             doc = getattr(func, "__doc__", None)
             packed.set_info(name=name_or_func,
@@ -106,10 +107,15 @@ def register_func(name_or_func, f=None, override=False, protected=False):
 
 
 def remove_global_func(name):
-    """Remove a global function. A missing name raises KeyError naming it;
-    a protected name, or any name once the registry is sealed, raises
+    """Remove a global function. A missing name raises
+    FunctionNotFoundError (a KeyError and a ValueError) naming it; a
+    protected name, or any name once the registry is sealed, raises
     RuntimeError. Callers that still hold the Function keep it alive."""
-    check_call(PFFuncRemoveGlobal(_name_arg("remove_global_func", name)))
+    if PFFuncRemoveGlobal(_name_arg("remove_global_func", name)) != 0:
+        err = last_error()
+        if type(err) is KeyError:  # C's kind for a name that is not registered
+            raise FunctionNotFoundError(err.args[0] if err.args else name) from None
+        raise err
 
 
 def seal_registry():

@@ -7,6 +7,10 @@ _DTYPE_CODES = {"int": 0, "uint": 1, "float": 2, "handle": 3, "bfloat": 4, "comp
 _DTYPE_NAMES = {v: k for k, v in _DTYPE_CODES.items()}
 # Matched with fullmatch: "$" would also accept a final newline.
 _DTYPE_RE = re.compile(r"(int|uint|float|handle|bfloat|complex)([0-9]+)?(?:x([0-9]+))?")
+# Short names give the width in bits, as the long ones do: "i8" is int8
+# (numpy's "i1"), "f16" float16. The width is required.
+_SHORT_RE = re.compile(r"(i|u|f|bf)([0-9]+)(?:x([0-9]+))?")
+_SHORT_KINDS = {"i": "int", "u": "uint", "f": "float", "bf": "bfloat"}
 
 # DLDeviceType (dlpack.h, DLPack 0.6).
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2, "cuda_host": 3, "opencl": 4, "vulkan": 7, "metal": 8,
@@ -32,9 +36,12 @@ class DataType:
 
     Accepts a name (``int``/``uint``/``float``/``bfloat``/``complex`` followed
     by the bit width and optionally ``x`` and the lane count; ``bool`` is
-    ``uint1``; ``handle`` is a 64-bit opaque pointer), a numpy dtype or
-    scalar type, another DataType, or ``DataType(type_code, bits, lanes)``.
-    Passed to C as a kPFDataType value; immutable and hashable.
+    ``uint1``; ``handle`` is a 64-bit opaque pointer), a short name with the
+    width in bits (``i8``, ``i32``, ``u8``, ``f16``, ``f32``, ``f64``,
+    ``bf16``: so ``i8`` is int8, which numpy spells ``i1``), a numpy dtype
+    or scalar type, another DataType, or ``DataType(type_code, bits,
+    lanes)``. ``bits``, ``lanes``, ``type_code`` and ``itemsize`` describe
+    it. Passed to C as a kPFDataType value; immutable and hashable.
     """
 
     __slots__ = ("type_code", "bits", "lanes")
@@ -57,8 +64,12 @@ class DataType:
                 dtype = "uint1"
             m = _DTYPE_RE.fullmatch(dtype)
             if m is None:
-                raise ValueError("DataType: cannot parse %r (expected e.g. 'float32', "
-                                 "'int8', 'uint1', 'float16x4')" % dtype)
+                short = _SHORT_RE.fullmatch(dtype)
+                if short is None:
+                    raise ValueError("DataType: cannot parse %r (expected e.g. 'float32', "
+                                     "'int8', 'uint1', 'float16x4', 'f32', 'i8')" % dtype)
+                kind = short.group(1)
+                m = _DTYPE_RE.fullmatch(_SHORT_KINDS[kind] + dtype[len(kind):])
             code = _DTYPE_CODES[m.group(1)]
             bits = int(m.group(2)) if m.group(2) else (64 if m.group(1) == "handle" else 32)
             lanes = int(m.group(3)) if m.group(3) else 1
@@ -71,6 +82,17 @@ class DataType:
 
     def __setattr__(self, name, value):
         raise AttributeError("DataType is immutable")
+
+    @property
+    def itemsize(self):
+        """The bytes of one element, all lanes together (rounded up: bool,
+        one bit, takes one byte)."""
+        return (self.bits * self.lanes + 7) // 8
+
+    def with_lanes(self, lanes):
+        """The same type with `lanes` lanes: ``DataType("f32").with_lanes(4)``
+        is float32x4."""
+        return DataType(self.type_code, self.bits, lanes)
 
     def __str__(self):
         if (self.type_code, self.bits, self.lanes) == (1, 1, 1):

@@ -1,0 +1,81 @@
+"""Opaque host objects: any Python object that has no other conversion.
+
+Such an object crosses to C as a host object (c_api.h, object type "host
+object") made on the interpreter's one gate, the one that callbacks use.
+Its payload is a key into _objects, the table of Python objects that C may
+still hold, and its finalizer drops that key when C's last reference goes,
+on whatever thread drops it (after the gate is closed at exit, the
+finalizer is skipped and the object deliberately leaked). A host object
+that comes back from C, as a result or a callback's argument, is looked up
+by its payload and is the very same Python object; a host object made on
+another gate (another interpreter, another host language) comes back as a
+plain packedfunc.Object. Everything here is private.
+"""
+import ctypes
+import itertools
+
+from ._callback import GATE, UNRAISABLE_OWNERS
+from ._convert import OBJECT, P, RANK_OPAQUE, register_fallback, register_object_type
+from ._errors import check_call
+from ._ffi import (PFErrorClear, PFHostObjectCreate, PFHostObjectGetPayload, PFObjectFree,
+                   keep_forever)
+from ._library import OBJECT_TYPES
+from ._mirrors import FINALIZER
+from ._object import Object
+
+c_void_p, byref = ctypes.c_void_p, ctypes.byref
+
+HOST_OBJECT = OBJECT_TYPES["host object"]
+_objects = {}  # payload key -> Python object, while C holds its host object
+_keys = itertools.count(1)
+_MISSING = object()
+
+
+def _finalize(key):
+    # C's last reference to a host object went: forget the Python object.
+    # May run on any thread; never after the gate is closed at exit.
+    try:
+        _objects.pop(key, None)
+    except BaseException:
+        pass
+
+
+# One finalizer for the whole process, never freed: C may run it as long as
+# any host object lives.
+_FINALIZER = keep_forever(FINALIZER(_finalize))
+UNRAISABLE_OWNERS.append(_finalize)
+
+
+def new_host_object(x):
+    """A new reference (an int handle) to a host object that holds x."""
+    key = next(_keys)
+    _objects[key] = x
+    out = c_void_p()
+    # On failure the library has already run the finalizer (dropping key).
+    check_call(PFHostObjectCreate(GATE, c_void_p(key), _FINALIZER, byref(out)))
+    return out.value
+
+
+def _encode_opaque(x, pos, keep):
+    # The wrapper owns this call's reference: C takes its own to keep x.
+    obj = Object._adopt(new_host_object(x), HOST_OBJECT)
+    keep.append(obj)
+    return OBJECT, P.pack(obj._handle)
+
+
+def _adopt_host_object(handle, type_index):
+    """The Python object of one of our host objects (releasing the new
+    reference `handle`), or an Object for another gate's."""
+    payload = c_void_p()
+    if PFHostObjectGetPayload(handle, GATE, byref(payload)) != 0:
+        PFErrorClear()  # made on another gate: not ours to look into
+        return Object._adopt(handle, type_index)
+    x = _objects.get(payload.value or 0, _MISSING)
+    if x is _MISSING:  # pragma: no cover - the key lives as long as the object
+        return Object._adopt(handle, type_index)
+    PFObjectFree(handle)
+    return x
+
+
+register_fallback(RANK_OPAQUE, None, _encode_opaque, lambda x: x)
+register_object_type("host object", _adopt_host_object)
