@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "support/pf_test.h"
+#include "../runtime/typed.h" /* pf_typed_path, pf_typed_force_ffi */
 
 /* Memory that belongs to the caller but is not a packedfunc object. */
 static uint64_t g_not_an_object[16];
@@ -818,6 +819,352 @@ static void test_container_total_size_too_large(void** state) {
   assert_null(out);
 }
 
+/* ==== Typed signatures: array, map, shape, object ========================== */
+
+static int64_t c_array_sum(PFObjectHandle a) {
+  if (a == NULL) return -7;
+  int64_t n, sum = 0;
+  if (PFArrayGetSize(a, &n) != 0) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    PFValue v;
+    int code;
+    if (PFArrayGetItem(a, i, &v, &code) != 0 || code != kPFInt) return -1;
+    sum += v.v_int64;
+  }
+  return sum;
+}
+
+/* A new Array 0 .. n-1: the reference goes to the caller. */
+static PFObjectHandle c_range(int64_t n) {
+  PFValue v[16];
+  int c[16];
+  for (int64_t i = 0; i < n && i < 16; ++i) v[i].v_int64 = i, c[i] = kPFInt;
+  PFObjectHandle a = NULL;
+  return PFArrayCreate(v, c, n < 16 ? n : 16, &a) == 0 ? a : NULL;
+}
+
+static PFObjectHandle c_map_of(const char* key, int64_t value) {
+  PFValue k = {.v_str = key}, v = {.v_int64 = value};
+  int kc = kPFStr, vc = kPFInt;
+  PFObjectHandle m = NULL;
+  return PFMapCreate(&k, &kc, &v, &vc, 1, &m) == 0 ? m : NULL;
+}
+
+static int64_t c_map_size(PFObjectHandle m) {
+  int64_t n = -1;
+  return m == NULL ? -7 : (PFMapGetSize(m, &n) == 0 ? n : -1);
+}
+
+static PFObjectHandle c_shape2(int64_t a, int64_t b) {
+  int64_t d[2] = {a, b};
+  PFObjectHandle s = NULL;
+  return PFShapeCreate(d, 2, &s) == 0 ? s : NULL;
+}
+
+static int64_t c_ndim(PFObjectHandle s) {
+  const int64_t* d;
+  int64_t n;
+  return s == NULL ? -7 : (PFShapeGetData(s, &d, &n) == 0 ? n : -1);
+}
+
+/* Returns its argument as a new reference. */
+static PFObjectHandle c_identity(PFObjectHandle o) {
+  if (o != NULL) PFObjectRetain(o);
+  return o;
+}
+
+static int64_t c_type_of(PFObjectHandle o) {
+  uint32_t t = 0;
+  return o == NULL ? -7 : (PFObjectGetTypeIndex(o, &t) == 0 ? (int64_t)t : -1);
+}
+
+/* Calls `f` on its own path and, for a direct-cast function, once more
+ * through libffi; both give the same status and code. Returns the first
+ * result (a reference the caller releases). */
+static int call_both(PFFunctionHandle f, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  int st = PFFuncCall(f, a, c, n, rv, rc);
+  if (pf_typed_path(f) == 1) {
+    char kind[PF_ERROR_KIND_MAX], msg[512];
+    snprintf(kind, sizeof(kind), "%s", PFErrorGetKind());
+    snprintf(msg, sizeof(msg), "%s", PFErrorGetMessage());
+    assert_int_equal(pf_typed_force_ffi(f), 0);
+    PFValue rv2;
+    int rc2;
+    int st2 = PFFuncCall(f, a, c, n, &rv2, &rc2);
+    assert_int_equal(st, st2);
+    if (st == 0) {
+      assert_int_equal(*rc, rc2);
+      if (pf_code_is_handle(rc2)) PFObjectFree(rv2.v_handle);
+    } else {
+      assert_string_equal(PFErrorGetKind(), kind);
+      assert_string_equal(PFErrorGetMessage(), msg);
+    }
+  }
+  return st;
+}
+
+static PFFunctionHandle typed_fn(void* fn, const char* sig) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromTyped(fn, sig, &f));
+  return f;
+}
+
+static void test_typed_container_arguments(void** state) {
+  (void)state;
+  PFValue v[3] = {{.v_int64 = 1}, {.v_int64 = 2}, {.v_int64 = 39}};
+  int c[3] = {kPFInt, kPFInt, kPFInt};
+  PFObjectHandle a = make_array(v, c, 3);
+  PFObjectHandle m = make_map(v, c, v, c, 3);
+  int64_t dims[3] = {4, 5, 6};
+  PFObjectHandle s = NULL;
+  assert_pf_ok(PFShapeCreate(dims, 3, &s));
+  PFFunctionHandle echo = make(pf_test_echo, NULL);
+  const struct {
+    void* fn;
+    const char* sig;
+    PFObjectHandle good;
+    int64_t want;
+  } cases[] = {
+      {(void*)c_array_sum, "int64(array)", a, 42},
+      {(void*)c_map_size, "int64(map)", m, 3},
+      {(void*)c_ndim, "int64(shape)", s, 3},
+      {(void*)c_type_of, "int64(object)", s, kPFObjectShape},
+  };
+  for (int path = 0; path < 2; ++path) {
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+      PFFunctionHandle f = typed_fn(cases[i].fn, cases[i].sig);
+      if (path) assert_int_equal(pf_typed_force_ffi(f), 0);
+      else assert_int_equal(pf_typed_path(f), 1); /* pointer-like: the direct cast */
+      PFValue arg = {.v_handle = cases[i].good}, rv;
+      int ac = kPFObjectHandle, rc;
+      assert_pf_ok(PFFuncCall(f, &arg, &ac, 1, &rv, &rc));
+      assert_int_equal(rc, kPFInt);
+      assert_int_equal(rv.v_int64, cases[i].want);
+      /* kPFNull passes NULL. */
+      ac = kPFNull;
+      assert_pf_ok(PFFuncCall(f, &arg, &ac, 1, &rv, &rc));
+      assert_int_equal(rv.v_int64, -7);
+      /* Not an object at all: named by position, expected type and code. */
+      arg.v_int64 = 5;
+      ac = kPFInt;
+      char want[64];
+      /* "int64(array)": the type name lies between the parentheses. */
+      snprintf(want, sizeof(want), "argument 0: expected %.*s, got int",
+               (int)strlen(cases[i].sig) - 7, cases[i].sig + 6);
+      assert_pf_error(PFFuncCall(f, &arg, &ac, 1, &rv, &rc), kPFErrTypeError, cases[i].sig, want);
+      PFFuncFree(f);
+    }
+  }
+  /* The wrong object type: a map where an array is expected, and so on. */
+  PFFunctionHandle f = typed_fn((void*)c_array_sum, "int64(array)");
+  PFValue arg = {.v_handle = m}, rv;
+  int ac = kPFObjectHandle, rc;
+  assert_pf_error(PFFuncCall(f, &arg, &ac, 1, &rv, &rc), kPFErrTypeError,
+                  "typed function int64(array): argument 0: expected array, got map object");
+  arg.v_handle = echo;
+  assert_pf_error(PFFuncCall(f, &arg, &ac, 1, &rv, &rc), kPFErrTypeError,
+                  "argument 0: expected array, got function object");
+  ac = kPFFuncHandle;
+  assert_pf_error(PFFuncCall(f, &arg, &ac, 1, &rv, &rc), kPFErrTypeError,
+                  "argument 0: expected array, got function");
+  PFFuncFree(f);
+  f = typed_fn((void*)c_ndim, "int64(shape)");
+  arg.v_handle = a;
+  ac = kPFObjectHandle;
+  assert_pf_error(PFFuncCall(f, &arg, &ac, 1, &rv, &rc), kPFErrTypeError,
+                  "argument 0: expected shape, got array object");
+  PFFuncFree(f);
+  /* `object` takes any object, functions and modules under their codes. */
+  f = typed_fn((void*)c_type_of, "int64(object)");
+  arg.v_handle = echo;
+  ac = kPFFuncHandle;
+  assert_pf_ok(PFFuncCall(f, &arg, &ac, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, kPFObjectFunction);
+  arg.v_str = "text";
+  ac = kPFStr;
+  assert_pf_error(PFFuncCall(f, &arg, &ac, 1, &rv, &rc), kPFErrTypeError,
+                  "argument 0: expected object, got str");
+  PFFuncFree(f);
+  PFFuncFree(echo);
+  PFObjectFree(a);
+  PFObjectFree(m);
+  PFObjectFree(s);
+}
+
+static void test_typed_container_results(void** state) {
+  (void)state;
+  PFValue arg[2] = {{.v_int64 = 4}, {.v_int64 = 9}}, rv;
+  int ac[2] = {kPFInt, kPFInt}, rc;
+  /* array(int64): the C function's reference goes to the caller. */
+  PFFunctionHandle f = typed_fn((void*)c_range, "array(int64)");
+  assert_pf_ok(call_both(f, arg, ac, 1, &rv, &rc));
+  assert_int_equal(rc, kPFObjectHandle);
+  assert_int_equal(type_index(rv.v_handle), kPFObjectArray);
+  assert_int_equal(array_size(rv.v_handle), 4);
+  assert_pf_ok(PFObjectFree(rv.v_handle)); /* the only reference: ASan finds a leak otherwise */
+  PFFuncFree(f);
+  f = typed_fn((void*)c_shape2, "shape(int64,int64)");
+  assert_pf_ok(call_both(f, arg, ac, 2, &rv, &rc));
+  assert_int_equal(type_index(rv.v_handle), kPFObjectShape);
+  assert_int_equal(c_ndim(rv.v_handle), 2);
+  assert_pf_ok(PFObjectFree(rv.v_handle));
+  PFFuncFree(f);
+  f = typed_fn((void*)c_map_of, "map(str,int64)");
+  PFValue margs[2] = {{.v_str = "k"}, {.v_int64 = 3}};
+  int mc[2] = {kPFStr, kPFInt};
+  assert_pf_ok(call_both(f, margs, mc, 2, &rv, &rc));
+  assert_int_equal(type_index(rv.v_handle), kPFObjectMap);
+  assert_pf_ok(PFObjectFree(rv.v_handle));
+  PFFuncFree(f);
+  /* object(object): an object comes back as itself, under its own code. */
+  atomic_int fins = 0;
+  PFObjectHandle boxed = make_counted_boxed(&fins);
+  PFFunctionHandle echo = make(pf_test_echo, NULL);
+  f = typed_fn((void*)c_identity, "object(object)");
+  PFValue o = {.v_handle = boxed};
+  int oc = kPFObjectHandle;
+  assert_pf_ok(call_both(f, &o, &oc, 1, &rv, &rc));
+  assert_int_equal(rc, kPFObjectHandle);
+  assert_ptr_equal(rv.v_handle, boxed);
+  assert_pf_ok(PFObjectFree(rv.v_handle));
+  o.v_handle = echo;
+  oc = kPFFuncHandle;
+  assert_pf_ok(call_both(f, &o, &oc, 1, &rv, &rc));
+  assert_int_equal(rc, kPFFuncHandle);
+  assert_pf_ok(PFFuncFree(rv.v_handle));
+  oc = kPFNull;
+  assert_pf_ok(call_both(f, &o, &oc, 1, &rv, &rc));
+  assert_int_equal(rc, kPFNull);
+  PFFuncFree(f);
+  assert_pf_ok(PFObjectFree(boxed));
+  assert_int_equal(fins, 1); /* every result's reference was handed on and dropped */
+  PFFuncFree(echo);
+}
+
+static PFObjectHandle g_bad_result;
+static PFObjectHandle c_bad_result(void) { return g_bad_result; }
+
+/* A C function that returns something other than a live object of its
+ * result type fails the call; a live object of the wrong type came with a
+ * reference, which is released (a func result too: it used to leak). */
+static void test_typed_wrong_result_object(void** state) {
+  (void)state;
+  const char* sigs[] = {"array()", "map()", "shape()", "func()"};
+  for (size_t i = 0; i < 4; ++i) {
+    for (int path = 0; path < 2; ++path) {
+      PFFunctionHandle f = typed_fn((void*)c_bad_result, sigs[i]);
+      if (path) pf_typed_force_ffi(f);
+      atomic_int fins = 0;
+      g_bad_result = make_counted_boxed(&fins); /* the reference the call hands over */
+      PFValue rv;
+      int rc;
+      char want[96];
+      snprintf(want, sizeof(want), "result: expected %.*s, got a pointer that is not a live",
+               (int)(strlen(sigs[i]) - 2), sigs[i]);
+      assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, want);
+      assert_int_equal(fins, 1);
+      g_bad_result = g_not_an_object; /* no object: nothing to release */
+      assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, want);
+      g_bad_result = NULL;
+      assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+      assert_int_equal(rc, kPFNull);
+      PFFuncFree(f);
+    }
+  }
+}
+
+static int p_make_range(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "want an int");
+  PFObjectHandle r = c_range(a[0].v_int64);
+  PFValue v = {.v_handle = r};
+  int code = kPFObjectHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(r);
+  return st;
+}
+
+/* Closures: C code calls a packed function through a C pointer whose
+ * prototype has containers. */
+static void test_closure_container_types(void** state) {
+  (void)state;
+  PFFunctionHandle sum = make(p_array_sum, NULL);
+  PFObjectHandle cl = NULL;
+  void* fn = NULL;
+  assert_pf_ok(PFFuncToCFunction(sum, "int64(array)", &cl, &fn));
+  int64_t (*csum)(PFObjectHandle) = NULL;
+  memcpy(&csum, &fn, sizeof(fn));
+  PFValue v[3] = {{.v_int64 = 10}, {.v_int64 = 20}, {.v_int64 = 12}};
+  int c[3] = {kPFInt, kPFInt, kPFInt};
+  PFObjectHandle a = make_array(v, c, 3);
+  assert_int_equal(csum(a), 42);
+  assert_pf_ok(PFClosureCheckError(cl));
+  /* A pointer that is not an array: the zero result and a kept error. */
+  PFObjectHandle m = make_map(v, c, v, c, 3);
+  assert_int_equal(csum(m), 0);
+  assert_pf_error(PFClosureCheckError(cl), kPFErrTypeError,
+                  "argument 0: expected array, got a pointer that is not a live array handle");
+  PFObjectFree(cl);
+
+  /* array(int64): the C caller gets a new reference. */
+  PFFunctionHandle mk = make(p_make_range, NULL);
+  assert_pf_ok(PFFuncToCFunction(mk, "array(int64)", &cl, &fn));
+  PFObjectHandle (*crange)(int64_t) = NULL;
+  memcpy(&crange, &fn, sizeof(fn));
+  PFObjectHandle r = crange(5);
+  assert_pf_ok(PFClosureCheckError(cl));
+  assert_int_equal(array_size(r), 5);
+  assert_pf_ok(PFObjectFree(r));
+  PFObjectFree(cl);
+  /* map(int64) over the same function: the wrong object type is refused
+   * and its reference dropped (ASan would report a leak). */
+  assert_pf_ok(PFFuncToCFunction(mk, "map(int64)", &cl, &fn));
+  memcpy(&crange, &fn, sizeof(fn));
+  assert_null(crange(5));
+  assert_pf_error(PFClosureCheckError(cl), kPFErrTypeError, "result: expected map, got array object");
+  PFObjectFree(cl);
+
+  /* object(object) over echo: a function goes out and comes back. */
+  PFFunctionHandle echo = make(pf_test_echo, NULL);
+  assert_pf_ok(PFFuncToCFunction(echo, "object(object)", &cl, &fn));
+  PFObjectHandle (*cid)(PFObjectHandle) = NULL;
+  memcpy(&cid, &fn, sizeof(fn));
+  PFObjectHandle back = cid(sum);
+  assert_pf_ok(PFClosureCheckError(cl));
+  assert_ptr_equal(back, sum);
+  assert_pf_ok(PFObjectFree(back));
+  assert_null(cid(NULL));
+  assert_pf_ok(PFClosureCheckError(cl));
+  PFObjectFree(cl);
+
+  PFFuncFree(echo);
+  PFFuncFree(mk);
+  PFFuncFree(sum);
+  PFObjectFree(a);
+  PFObjectFree(m);
+}
+
+/* The grammar lists the new types for bindings and tools. */
+static void test_signature_type_info_lists_containers(void** state) {
+  (void)state;
+  const char* want[] = {"array", "map", "shape", "object"};
+  int seen = 0;
+  const char* name;
+  int code;
+  for (int i = 0; PFSignatureTypeInfo(i, &name, &code) == 0; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      if (strcmp(name, want[k]) == 0) {
+        assert_int_equal(code, kPFObjectHandle);
+        seen |= 1 << k;
+      }
+    }
+  }
+  assert_int_equal(seen, 15);
+  /* Existing indices did not move: the new rows come after func. */
+  assert_pf_ok(PFSignatureTypeInfo(18, &name, &code));
+  assert_string_equal(name, "func");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_array_every_type_code),
@@ -840,6 +1187,11 @@ int main(void) {
       cmocka_unit_test(test_map_bad_keys),
       cmocka_unit_test(test_container_wrong_handle),
       cmocka_unit_test(test_container_total_size_too_large),
+      cmocka_unit_test(test_typed_container_arguments),
+      cmocka_unit_test(test_typed_container_results),
+      cmocka_unit_test(test_typed_wrong_result_object),
+      cmocka_unit_test(test_closure_container_types),
+      cmocka_unit_test(test_signature_type_info_lists_containers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

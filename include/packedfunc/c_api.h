@@ -885,6 +885,16 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  *   device   DLDevice (by value)    kPFDevice                  kPFDevice
  *   func     PFFunctionHandle       kPFFuncHandle (a live      kPFFuncHandle, or
  *            (borrowed)             function); kPFNull (NULL)  kPFNull for NULL
+ *   array    PFObjectHandle         kPFObjectHandle of a live  kPFObjectHandle, or
+ *            (borrowed)             Array; kPFNull (NULL)      kPFNull for NULL
+ *   map      PFObjectHandle         the same, of a Map         the same
+ *   shape    PFObjectHandle         the same, of a Shape       the same
+ *   object   PFObjectHandle         any live object, under     kPFFuncHandle for a
+ *            (borrowed)             kPFObjectHandle,           function,
+ *                                   kPFFuncHandle or           kPFModuleHandle for a
+ *                                   kPFModuleHandle; kPFNull   module, else
+ *                                   (NULL)                     kPFObjectHandle; or
+ *                                                              kPFNull for NULL
  *   void     (result only)          -                          no value (kPFNull)
  *
  * Conversion rules, the same in both directions:
@@ -911,9 +921,18 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  *    size larger than any object can have (PTRDIFF_MAX), is a ValueError.
  *  - tensor and ptr: the pointer is passed on as is; its lifetime is the C
  *    function's business.
- *  - func: the C function transfers a reference to the caller (as every
- *    packedfunc entry point that returns a handle does); the runtime hands
- *    that reference to the PFFuncCall caller, who releases it.
+ *  - func, array, map, shape, object: the C function transfers a reference
+ *    to the caller (as every packedfunc entry point that returns a handle
+ *    does); the runtime hands that reference to the PFFuncCall caller, who
+ *    releases it. A result that is not a live object of the type (an array
+ *    result that is a Map, a func result that is not a function) fails the
+ *    call with a TypeError naming "result"; when it is a live object of
+ *    another type, the reference that came with it is released.
+ *
+ * An argument of type array, map or shape must be a kPFObjectHandle of
+ * that object type; another object type is a TypeError naming the
+ * argument and both types ("argument 0: expected array, got map object").
+ * The handle is borrowed for the call, as every argument is.
  */
 
 /* The largest number of arguments in a typed signature. */
@@ -923,7 +942,9 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  * table above, starting with void: writes the name of type `index` (static
  * storage) and the type code that a C value of that type becomes as a packed
  * value (kPFNull for void; for the pointer-like types, also the code of a
- * non-NULL argument). Either out may be NULL. Bindings and tools read the
+ * non-NULL argument; kPFObjectHandle for array, map, shape and object, though
+ * an object result that is a function or module takes their codes). Either
+ * out may be NULL. Bindings and tools read the
  * grammar from here instead of keeping their own list.
  * Errors: index outside the types (IndexError). Thread-safe. */
 PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
@@ -945,7 +966,8 @@ PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
  *    int 4294967296, which is out of its range [-2147483648, 2147483647]".
  *
  * Common signatures — at most four arguments, each int64, uint64, float64
- * or pointer-like (str, bytes, ptr, tensor, func), and a result that is
+ * or pointer-like (str, bytes, ptr, tensor, func, array, map, shape,
+ * object), and a result that is
  * void, int64, uint64, float64, bool, int32 or pointer-like — are called
  * through a direct cast of `fn` to that prototype, on targets whose C ABI
  * passes pointers as 64-bit integers (x86-64, AArch64); every other
@@ -980,14 +1002,18 @@ PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature,
  *
  * A call through *out_fn converts each C argument to a packed value (an
  * integer to kPFInt, a uint64 above INT64_MAX being a ValueError; float32 or
- * float64 to kPFFloat; bool to kPFBool; a NULL str, bytes, ptr, tensor or
- * func to kPFNull, else kPFStr, kPFBytes, kPFOpaqueHandle, kPFDLTensorHandle
- * or kPFFuncHandle, all borrowed), calls `func` with PFFuncCall, and
+ * float64 to kPFFloat; bool to kPFBool; a NULL str, bytes, ptr, tensor,
+ * func, array, map, shape or object to kPFNull, else kPFStr, kPFBytes,
+ * kPFOpaqueHandle, kPFDLTensorHandle, kPFFuncHandle or kPFObjectHandle (an
+ * object as in the table's result column), all borrowed; a handle that is
+ * not a live object of its type is an error), calls `func` with PFFuncCall, and
  * converts the result back by the rules above, where kPFNull is also
  * accepted for a str or bytes result (NULL, or {NULL, 0}). A str or bytes
  * result points into the calling thread's return storage: valid until the
  * next packedfunc call on that thread that returns a string; copy it. A
- * func result is a new reference that the C caller must release.
+ * func, array, map, shape or object result is a new reference that the C
+ * caller must release; a handle result of the wrong object type is an
+ * error, and its reference is released.
  *
  * Errors cannot unwind through C code. When a call fails — an argument that
  * does not convert (a bytes argument with NULL data and a nonzero size, or
