@@ -81,9 +81,10 @@ static void release_item(int code, PFValue* v) {
 }
 
 /* Sizes that callers pass are checked before arithmetic: a count above
- * this limit cannot describe arrays that exist, and below it every size
- * computed here stays far from wrapping (each item takes at most 64
- * bytes of layout). */
+ * this limit cannot describe arrays that exist, and below it no layout
+ * offset computed here can wrap a size_t (an item takes at most 96 bytes
+ * of layout, a map entry with its slots and bytes included); each total is
+ * then checked against the largest object. */
 #define MAX_ITEMS ((int64_t)(PF_MAX_OBJECT_SIZE / 64))
 
 static int check_count(const char* where, const char* arg, int64_t n, const char* what) {
@@ -141,7 +142,8 @@ int PFArrayCreate(const PFValue* values, const int* type_codes, int64_t size, PF
   size_t off_bytes = off_values + n * sizeof(PFValue);
   size_t off_codes = off_bytes + need.num_bytes * sizeof(PFByteArray);
   size_t off_chars = off_codes + align8(n * sizeof(int32_t));
-  if (need.chars > PF_MAX_OBJECT_SIZE - off_chars) return too_large(where);
+  if (off_chars > PF_MAX_OBJECT_SIZE || need.chars > PF_MAX_OBJECT_SIZE - off_chars)
+    return too_large(where);
   char* block = pf_malloc(off_chars + need.chars);
   if (block == NULL) return pf_oom(where);
   pf_array* a = (pf_array*)block;
@@ -270,7 +272,8 @@ int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values
   size_t off_slots = off_entries + n * sizeof(map_entry);
   size_t off_bytes = off_slots + cap * sizeof(uint64_t);
   size_t off_chars = off_bytes + need.num_bytes * sizeof(PFByteArray);
-  if (need.chars > PF_MAX_OBJECT_SIZE - off_chars) return too_large(where);
+  if (off_chars > PF_MAX_OBJECT_SIZE || need.chars > PF_MAX_OBJECT_SIZE - off_chars)
+    return too_large(where);
   char* block = pf_malloc(off_chars + need.chars);
   if (block == NULL) return pf_oom(where);
   pf_map* m = (pf_map*)block;

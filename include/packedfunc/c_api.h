@@ -180,7 +180,7 @@ typedef union {
 } PFValue;
 
 /* A reference-counted object of any type (function, module, tensor, boxed
- * user value). */
+ * user value, container: see PF_OBJECT_TYPE_LIST). */
 typedef void* PFObjectHandle;
 /* An object whose type index is kPFObjectFunction. */
 typedef void* PFFunctionHandle;
