@@ -203,7 +203,16 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(SignatureTypeInfo, 54)                  \
   X(ObjectTypeName, 55)                     \
   X(HostObjectCreate, 56)                   \
-  X(HostObjectGetPayload, 57)
+  X(HostObjectGetPayload, 57)               \
+  X(ArrayCreate, 58)                        \
+  X(ArrayGetSize, 59)                       \
+  X(ArrayGetItem, 60)                       \
+  X(MapCreate, 61)                          \
+  X(MapGetSize, 62)                         \
+  X(MapGetItem, 63)                         \
+  X(MapGetItemAt, 64)                       \
+  X(ShapeCreate, 65)                        \
+  X(ShapeGetData, 66)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

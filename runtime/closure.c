@@ -142,7 +142,7 @@ static void write_result(int t, const pf_cvalue* v, void* ret) {
       memcpy(ret, &ba, sizeof(ba));
       break;
     }
-    default: *(void**)ret = v->p; break; /* str, ptr, tensor, func */
+    default: *(void**)ret = v->p; break; /* str, ptr, tensor and the references */
   }
 }
 
@@ -173,10 +173,13 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
     return;
   }
   pf_cvalue cv;
-  /* Only a func result may carry a reference out; any other handle is a
-   * type mismatch, and its reference is dropped here. */
-  pf_conv k = (pf_code_is_handle(rc) && rc != kPFFuncHandle) ? pf_conv_type
-                                                          : pf_packed_to_c(c->sig.ret, rc, &rv, &cv, 1);
+  /* Only a reference type (func, array, map, shape, object) may carry a
+   * reference out to the C caller; a handle under any other result type is
+   * a type mismatch (a tensor object must not leave as a borrowed
+   * DLTensor*), and its reference is dropped here. */
+  pf_conv k = (pf_code_is_handle(rc) && !pf_ctype_is_ref(c->sig.ret))
+                  ? pf_conv_type
+                  : pf_packed_to_c(c->sig.ret, rc, &rv, &cv, 1);
   if (k != pf_conv_ok) {
     char who[512];
     describe(c, who, sizeof(who));

@@ -28,36 +28,34 @@ static int is_active_slot(const pf_ret_slot* s) {
   return 0;
 }
 
-/* Checks one value; on failure records an error naming `where` and `what`
- * (e.g. "argument 2") and returns -1. */
-static int check_value(const char* where, const char* what, int index, int code,
-                       const PFValue* v) {
+int pf_check_value(const char* where, const char* what, int64_t index, int code,
+                   const PFValue* v) {
   if ((unsigned)code < kPFTypeCodeEnd) {
     pf_code_info info = pf_codes[code];
     if (info.kind != kPFValuePlain && v->v_handle == NULL)
-      return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d has type code %s but a NULL pointer",
-                              where, what, index, PFTypeCodeName(code));
+      return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld has type code %s but a NULL pointer",
+                              where, what, (long long)index, PFTypeCodeName(code));
     if (info.kind == kPFValueHandle && !pf_is_object(v->v_handle, info.object_type))
       return PFErrorSetFormat(kPFErrTypeError,
-                              "%s: %s %d has type code %s but is not a live %s handle", where,
-                              what, index, PFTypeCodeName(code), PFTypeCodeName(code));
+                              "%s: %s %lld has type code %s but is not a live %s handle", where,
+                              what, (long long)index, PFTypeCodeName(code), PFTypeCodeName(code));
     if (code == kPFBytes) {
       const PFByteArray* ba = v->v_handle;
       if (ba->data == NULL && ba->size != 0)
-        return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d is bytes of size %zu with NULL data",
-                                where, what, index, ba->size);
+        return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld is bytes of size %zu with NULL data",
+                                where, what, (long long)index, ba->size);
       /* No object is that large; a copy would compute size + 1. */
       if (ba->size > PF_MAX_OBJECT_SIZE)
         return PFErrorSetFormat(kPFErrValueError,
-                                "%s: %s %d is bytes of size %zu, larger than any object can be "
+                                "%s: %s %lld is bytes of size %zu, larger than any object can be "
                                 "(PTRDIFF_MAX bytes)",
-                                where, what, index, ba->size);
+                                where, what, (long long)index, ba->size);
     }
     return 0;
   }
   if (code >= kPFExtBegin && code < kPFExtEnd) return 0;
-  return PFErrorSetFormat(kPFErrTypeError, "%s: %s %d has unknown type code %d", where, what,
-                          index, code);
+  return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld has unknown type code %d", where, what,
+                          (long long)index, code);
 }
 
 static void slot_clear(pf_ret_slot* s) {
@@ -84,19 +82,19 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_ret' must be 1, got %d",
                             where, num_ret);
   int code = *type_code;
-  if (check_value(where, "return value", 0, code, value) != 0) return -1;
+  if (pf_check_value(where, "return value", 0, code, value) != 0) return -1;
   const char* data = NULL;
   size_t len = 0;
   if (code == kPFStr) {
     data = value->v_str;
     len = strlen(data);
   } else if (code == kPFBytes) {
-    const PFByteArray* ba = value->v_handle; /* checked by check_value */
+    const PFByteArray* ba = value->v_handle; /* checked by pf_check_value */
     data = ba->data;
     len = ba->size;
   }
   char* heap = NULL;
-  /* len <= PF_MAX_OBJECT_SIZE (check_value), so len + 1 does not wrap. */
+  /* len <= PF_MAX_OBJECT_SIZE (pf_check_value), so len + 1 does not wrap. */
   if (data != NULL && len >= PF_RET_INLINE) {
     heap = pf_malloc(len + 1);
     if (heap == NULL) return pf_oom(where);
@@ -206,7 +204,7 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
     int c = type_codes[i];
     /* A plain value needs no check: any bits are valid. */
     if ((unsigned)c < kPFTypeCodeEnd && pf_codes[c].kind == kPFValuePlain) continue;
-    if (check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
+    if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
   }
   pf_function* f = func;
   pf_ret_slot slot;

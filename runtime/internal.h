@@ -150,6 +150,17 @@ PF_HIDDEN int pf_err_bad_object(const char* fn, const char* arg, const void* h, 
     if (!pf_is_object((h), (type))) return pf_err_bad_object(__func__, #h, (h), (type)); \
   } while (0)
 
+/* ---- checking one value (runtime/function.c) ---- */
+/* The check that PFFuncCall makes of every argument, PFCFuncSetReturn of a
+ * result and the containers of every item: a known type code (or one in the
+ * extension range), a non-NULL pointer under a pointer code, a live object
+ * of the right type under a handle code, bytes whose size an object can
+ * have. On failure records an error that begins "<where>: <what> <index>"
+ * (e.g. "PFFuncCall: argument 2") and returns -1; records nothing on
+ * success. Runs no user code. */
+PF_HIDDEN int pf_check_value(const char* where, const char* what, int64_t index, int code,
+                             const PFValue* v);
+
 /* ---- allocation (runtime/alloc.c) ---- */
 PF_HIDDEN void* pf_malloc(size_t n);
 PF_HIDDEN void* pf_calloc(size_t n, size_t size);

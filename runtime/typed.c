@@ -290,6 +290,28 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
       if (!pf_is_object(v->v_handle, kPFObjectFunction)) return pf_conv_dead;
       out->fn = v->v_handle;
       return pf_conv_ok;
+    case pf_t_object:
+      /* Any object, whichever handle code carries it. */
+      if (code == kPFNull) {
+        out->o = NULL;
+        return pf_conv_ok;
+      }
+      if (!pf_code_is_handle(code)) return pf_conv_type;
+      if (!pf_is_object(v->v_handle, 0)) return pf_conv_dead;
+      out->o = v->v_handle;
+      return pf_conv_ok;
+    case pf_t_array:
+    case pf_t_map:
+    case pf_t_shape:
+      if (code == kPFNull) {
+        out->o = NULL;
+        return pf_conv_ok;
+      }
+      if (code != kPFObjectHandle) return pf_conv_type;
+      if (!pf_is_object(v->v_handle, 0)) return pf_conv_dead;
+      if (!pf_is_object(v->v_handle, pf_ctype_object_type(t))) return pf_conv_object;
+      out->o = v->v_handle;
+      return pf_conv_ok;
     default:
       return pf_conv_type;
   }
@@ -310,8 +332,13 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
   const char* want = pf_ctype_name(t);
   if (c == pf_conv_dead)
     return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: %s: expected %s, got a function handle that is not live", who,
-                            what, want);
+                            "%s: %s: expected %s, got %s handle that is not live", who, what,
+                            want, t == pf_t_func ? "a function" : "an object");
+  if (c == pf_conv_object) {
+    const char* got = PFObjectTypeName(((const pf_object*)v->v_handle)->type_index);
+    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
+                            want, got ? got : "another");
+  }
   if (c != pf_conv_range)
     return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s", who, what, want,
                             code_name(code, buf, sizeof(buf)));
@@ -370,6 +397,23 @@ int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
     case pf_t_func:
       if (c->fn != NULL && !pf_is_object(c->fn, kPFObjectFunction)) return -1;
       break;
+    case pf_t_object:
+      if (c->o == NULL) break;
+      if (!pf_is_object(c->o, 0)) return -1;
+      /* Functions and modules travel under their own codes, as a packed
+       * function would return them. */
+      v->v_handle = c->o;
+      switch (((const pf_object*)c->o)->type_index) {
+        case kPFObjectFunction: *code = kPFFuncHandle; break;
+        case kPFObjectModule: *code = kPFModuleHandle; break;
+        default: *code = kPFObjectHandle; break;
+      }
+      return 0;
+    case pf_t_array:
+    case pf_t_map:
+    case pf_t_shape:
+      if (c->o != NULL && !pf_is_object(c->o, pf_ctype_object_type(t))) return -1;
+      break;
     default: /* str, ptr, tensor */
       break;
   }
@@ -384,6 +428,10 @@ int pf_c_to_packed_error(const char* who, const char* what, int t, const pf_cval
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected func, got a pointer that is not a live function "
                             "handle", who, what);
+  if (pf_ctype_is_ref(t))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: %s: expected %s, got a pointer that is not a live %s handle", who,
+                            what, k_types[t].name, k_types[t].name);
   if (t == pf_t_bytes && c->by->data == NULL)
     return PFErrorSetFormat(kPFErrValueError, "%s: %s: bytes of size %zu with NULL data", who,
                             what, c->by->size);
@@ -515,8 +563,11 @@ static pf_fast_caller pick_fast(const pf_sig* sig) {
   int rk;
   switch (sig->ret) {
     case pf_t_void: rk = 0; break;
+    /* A reference result is a pointer in a register like any other; it
+     * then goes through set_return, which hands the reference on. */
     case pf_t_int64: case pf_t_uint64: case pf_t_ptr: case pf_t_str:
-    case pf_t_tensor: case pf_t_func: rk = 1; break;
+    case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map:
+    case pf_t_shape: case pf_t_object: rk = 1; break;
     case pf_t_float64: rk = 2; break;
     case pf_t_bool: rk = 3; break;
     case pf_t_int32: rk = 4; break;
@@ -527,7 +578,8 @@ static pf_fast_caller pick_fast(const pf_sig* sig) {
   for (int i = 0; i < sig->num_args; ++i) {
     switch (sig->args[i]) {
       case pf_t_int64: case pf_t_uint64: case pf_t_ptr: case pf_t_str: case pf_t_bytes:
-      case pf_t_tensor: case pf_t_func: bits = bits << 1; break;
+      case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map: case pf_t_shape:
+      case pf_t_object: bits = bits << 1; break;
       case pf_t_float64: bits = (bits << 1) | 1; break;
       default: return NULL;
     }
@@ -597,15 +649,25 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
   if (pf_c_to_packed(t->sig.ret, &c, &v, &code) != 0) {
     char who[512];
     describe(t, who, sizeof(who));
-    return pf_c_to_packed_error(who, "result", t->sig.ret, &c);
+    pf_c_to_packed_error(who, "result", t->sig.ret, &c);
+    /* A live object of the wrong type still came with a reference: drop
+     * it, keeping the error (its finalizer may record others). */
+    if (pf_ctype_is_ref(t->sig.ret) && pf_is_object(c.o, 0)) {
+      pf_saved_error saved;
+      pf_error_save(&saved);
+      pf_object_release(c.o);
+      pf_error_restore(&saved);
+    }
+    return -1;
   }
-  if (code != kPFFuncHandle) return PFCFuncSetReturn(ret, &v, &code, 1);
-  /* The C function handed us a reference; the return slot takes its own. */
+  if (!pf_code_is_handle(code)) return PFCFuncSetReturn(ret, &v, &code, 1);
+  /* A func, array, map, shape or object: the C function handed us a
+   * reference; the return slot takes its own. */
   int st = PFCFuncSetReturn(ret, &v, &code, 1);
   /* The release may run the function's finalizer: keep a failure's error. */
   pf_saved_error saved;
   if (st != 0) pf_error_save(&saved);
-  pf_object_release(r->fn);
+  pf_object_release(r->o);
   if (st != 0) pf_error_restore(&saved);
   return st;
 }

@@ -47,7 +47,11 @@
   X(tensor, "tensor", t, ffi_type_pointer, kPFDLTensorHandle)  \
   X(dtype, "dtype", dt, pf_ffi_dtype, kPFDataType)             \
   X(device, "device", dev, pf_ffi_device, kPFDevice)           \
-  X(func, "func", fn, ffi_type_pointer, kPFFuncHandle)
+  X(func, "func", fn, ffi_type_pointer, kPFFuncHandle)         \
+  X(array, "array", o, ffi_type_pointer, kPFObjectHandle)      \
+  X(map, "map", o, ffi_type_pointer, kPFObjectHandle)          \
+  X(shape, "shape", o, ffi_type_pointer, kPFObjectHandle)      \
+  X(object, "object", o, ffi_type_pointer, kPFObjectHandle)
 
 typedef enum {
   pf_t_void,
@@ -90,6 +94,7 @@ typedef union {
   DLDataType dt;
   DLDevice dev;
   PFFunctionHandle fn;
+  PFObjectHandle o;
 } pf_cvalue;
 
 /* Result of converting a packed value to a C value of a signature type. */
@@ -97,8 +102,25 @@ typedef enum {
   pf_conv_ok = 0,
   pf_conv_type,  /* the type code is not accepted for this type (TypeError) */
   pf_conv_range, /* the value does not fit the type (ValueError) */
-  pf_conv_dead   /* a function handle that is not a live function (TypeError) */
+  pf_conv_dead,  /* a handle that is not a live object (TypeError) */
+  pf_conv_object /* a live object of another object type (TypeError) */
 } pf_conv;
+
+/* The types whose values are references: func, and the object types
+ * array, map, shape and object. A C function that returns one transfers a
+ * reference, and a packed result of one carries a reference out. */
+static inline int pf_ctype_is_ref(int t) {
+  return t == pf_t_func || t == pf_t_array || t == pf_t_map || t == pf_t_shape ||
+         t == pf_t_object;
+}
+/* The object type a value of type `t` must be (0: any object), for the
+ * reference types other than func. */
+static inline uint32_t pf_ctype_object_type(int t) {
+  return t == pf_t_array ? kPFObjectArray
+         : t == pf_t_map ? kPFObjectMap
+         : t == pf_t_shape ? kPFObjectShape
+                           : 0;
+}
 
 /* The packed type code of a C value of type `t` (a result of a typed
  * function, an argument of a closure); kPFNull for void. */
@@ -107,8 +129,9 @@ PF_HIDDEN int pf_ctype_result_code(int t);
  * typed function's result), as the table in c_api.h says: a NULL pointer
  * becomes kPFNull. For bytes, `c->by` points to the PFByteArray. Returns
  * -1, recording nothing, for a value that cannot cross (a uint64 above
- * INT64_MAX, bytes with NULL data or of an impossible size, a func that is
- * not a live function); pf_c_to_packed_error then records why, naming
+ * INT64_MAX, bytes with NULL data or of an impossible size, a func, array,
+ * map, shape or object that is not a live object of its type);
+ * pf_c_to_packed_error then records why, naming
  * `who` and `what` ("argument 2", "result"), and returns -1. */
 PF_HIDDEN int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code);
 PF_HIDDEN int pf_c_to_packed_error(const char* who, const char* what, int t,

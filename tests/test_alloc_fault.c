@@ -4,7 +4,8 @@
  * runtime allocates anything. The test then walks N = 1, 2, ...: it arms
  * the allocator so that the Nth allocation from now fails, runs a scripted
  * workload (create, register, look up, call with strings and bytes, nested
- * calls, typed calls, closures, objects, list names, errors), disarms, and
+ * calls, typed calls, closures, objects, containers, list names, errors),
+ * disarms, and
  * proves for that N:
  *   - nothing crashed (ASan/UBSan would stop the process);
  *   - the first step that failed returned -1 with kind MemoryError, and a
@@ -159,6 +160,7 @@ typedef struct {
   size_t len;
   PFFunctionHandle echo, fail, forward, typed_str, typed_add, got;
   PFObjectHandle closure, closure_fail, boxed, tensor;
+  PFObjectHandle array, map, shape;
   DLManagedTensor managed;
   DLManagedTensor* exported;
   PFModuleHandle mod, dep;
@@ -290,6 +292,36 @@ static int s_objects(work* w) {
   return PFTensorToDLPack(w->tensor, &w->exported);
 }
 
+/* Containers: each is one allocation that copies strings and bytes in and
+ * retains handles; a failed create keeps nothing. */
+static int s_containers(work* w) {
+  int64_t dims[] = {w->round, 3};
+  if (PFShapeCreate(dims, 2, &w->shape) != 0) return -1;
+  PFByteArray ba = {w->blob, w->len};
+  PFValue v[] = {{.v_str = w->text}, {.v_handle = &ba}, {.v_handle = w->echo},
+                 {.v_handle = w->shape}};
+  int c[] = {kPFStr, kPFBytes, kPFFuncHandle, kPFObjectHandle};
+  if (PFArrayCreate(v, c, 4, &w->array) != 0) return -1;
+  PFValue k[] = {{.v_str = w->text}, {.v_int64 = w->round}};
+  int kc[] = {kPFStr, kPFInt};
+  PFValue mv[] = {{.v_handle = w->array}, {.v_handle = &ba}};
+  int mvc[] = {kPFObjectHandle, kPFBytes};
+  if (PFMapCreate(k, kc, mv, mvc, 2, &w->map) != 0) return -1;
+  /* Through a call and back: the result is a new reference. */
+  PFValue a = {.v_handle = w->map}, rv;
+  int ac = kPFObjectHandle, rc;
+  if (PFFuncCall(w->echo, &a, &ac, 1, &rv, &rc) != 0) return -1;
+  assert_ptr_equal(rv.v_handle, w->map);
+  PFObjectFree(rv.v_handle);
+  PFValue out;
+  int code, found = 0;
+  assert_pf_ok(PFMapGetItem(w->map, k[0], kPFStr, &out, &code, &found));
+  assert_int_equal(found, 1);
+  assert_pf_ok(PFArrayGetItem(out.v_handle, 0, &out, &code));
+  assert_string_equal(out.v_str, w->text);
+  return 0;
+}
+
 /* Modules from descriptor tables: the same building, lookup, import and
  * export code that PFModLoadFromFile uses, without a dlopen (this test
  * links the runtime statically, and a module file would bring its own). */
@@ -360,6 +392,7 @@ static const struct {
     {"call_str", s_call_str, 1},       {"call_bytes", s_call_bytes, 1},
     {"call_nested", s_call_nested, 1}, {"typed", s_typed, 1},
     {"closure", s_closure, 1},         {"objects", s_objects, 1},
+    {"containers", s_containers, 1},
     {"module", s_module, 1},           {"list", s_list, 1},
     {"errors", s_errors, 1},
 };
@@ -408,6 +441,9 @@ static void work_cleanup(work* w) {
   assert_pf_ok(PFFuncFree(w->mod_fn));
   assert_pf_ok(PFModFree(w->dep));
   assert_pf_ok(PFModFree(w->mod));
+  assert_pf_ok(PFObjectFree(w->map));
+  assert_pf_ok(PFObjectFree(w->array));
+  assert_pf_ok(PFObjectFree(w->shape));
   assert_pf_ok(PFObjectFree(w->tensor));
   assert_pf_ok(PFObjectFree(w->boxed));
   assert_pf_ok(PFObjectFree(w->closure));

@@ -82,6 +82,15 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(ObjectTypeName);
   SLOT(HostObjectCreate);
   SLOT(HostObjectGetPayload);
+  SLOT(ArrayCreate);
+  SLOT(ArrayGetSize);
+  SLOT(ArrayGetItem);
+  SLOT(MapCreate);
+  SLOT(MapGetSize);
+  SLOT(MapGetItem);
+  SLOT(MapGetItemAt);
+  SLOT(ShapeCreate);
+  SLOT(ShapeGetData);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -90,6 +99,8 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, FuncGetInfo), 35 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, HostGateCreate), 46 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncCreateFromHostCFunc), 48 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, ArrayCreate), 58 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, ShapeGetData), 66 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);
@@ -218,6 +229,12 @@ static void test_object_type_names(void** state) {
   assert_string_equal(PFObjectTypeName(kPFObjectTensor), "tensor");
   assert_string_equal(PFObjectTypeName(kPFObjectBoxed), "boxed");
   assert_string_equal(PFObjectTypeName(kPFObjectClosure), "closure");
+  assert_int_equal(kPFObjectArray, 8);
+  assert_int_equal(kPFObjectMap, 9);
+  assert_int_equal(kPFObjectShape, 10);
+  assert_string_equal(PFObjectTypeName(kPFObjectArray), "array");
+  assert_string_equal(PFObjectTypeName(kPFObjectMap), "map");
+  assert_string_equal(PFObjectTypeName(kPFObjectShape), "shape");
   /* Dense from 1: every index below the end has a name, none past it. */
   for (uint32_t i = 1; i < kPFObjectTypeEnd; ++i) assert_non_null(PFObjectTypeName(i));
   const uint32_t unknown[] = {0, kPFObjectTypeEnd, 64, UINT32_MAX};

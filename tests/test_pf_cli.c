@@ -216,6 +216,78 @@ static void test_call_generic_parse(void** state) {
   expect(&r, 1, "", "pf: ValueError: it broke\n");
 }
 
+/* JSON-style arguments become containers, and containers print back the
+ * same way (mod_echo returns its argument). */
+static void test_call_json_arguments(void** state) {
+  (void)state;
+  static const struct {
+    const char* fn;
+    const char* arg;
+    const char* printed;
+  } cases[] = {
+      {"echo", "[1, [2.5, \"x\"], {\"k\": null}]", "[1, [2.5, \"x\"], {\"k\": null}]\n"},
+      {"echo", "[]", "[]\n"},
+      {"echo", "{}", "{}\n"},
+      {"echo", "[ true ,false,null ] ", "[true, false, null]\n"},
+      {"echo", " [1]", " [1]\n"}, /* JSON only when [ or { comes first */
+      {"echo", "{\"lr\": 0.1, \"n\": -3, \"s\": \"a\\\"b\\\\c\\n\"}",
+       "{\"lr\": 0.1, \"n\": -3, \"s\": \"a\\\"b\\\\c\\n\"}\n"},
+      {"echo", "[\"\\u00e9\\ud83d\\ude00\"]", "[\"\xc3\xa9\xf0\x9f\x98\x80\"]\n"},
+      {"echo", "{1: \"one\", -2: [3]}", "{1: \"one\", -2: [3]}\n"}, /* int keys */
+      {"echo", "[1e3, -0.0, 9223372036854775807]", "[1000.0, -0.0, 9223372036854775807]\n"},
+      {"shape_size", "[2, 3, 4]", "24\n"},
+      {"shape_size", "[]", "1\n"},
+      {"range", "3", "[0, 1, 2]\n"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    run_result r;
+    run(&r, "--load", MODS "/mod_echo.so", "call", cases[i].fn, cases[i].arg, NULL);
+    if (r.status != 0 || strcmp(r.out, cases[i].printed) != 0)
+      print_error("pf call %s '%s'\n", cases[i].fn, cases[i].arg);
+    expect(&r, 0, cases[i].printed, "");
+  }
+  static const struct {
+    const char* fn;
+    const char* arg;
+    const char* err;
+  } bad[] = {
+      {"echo", "[1,", "expected a value, found the end at offset 3"},
+      {"echo", "[1] x", "unexpected text after the value at offset 4"},
+      {"echo", "{\"x\" 1}", "expected ':' after a key"},
+      {"echo", "[01]", "a number with a leading zero"},
+      {"echo", "[99999999999999999999]", "an integer outside the int64 range"},
+      {"echo", "[1e999]", "a number outside the float64 range"},
+      {"echo", "[\"\\u0000\"]", "a NUL character"},
+      {"echo", "[\"\\ud800\"]", "a lone surrogate"},
+      {"echo", "[nan]", "unexpected word"},
+      {"echo", "{[1]: 2}", "expected a key (a string or an integer)"},
+      {"echo", "{1.5: 2}", "a key that is neither a string nor an integer"},
+      {"echo", "[\"a\tb\"]", "control character in a string"},
+      {"shape_size", "[1, \"x\"]", "must be a shape, a list of integers; item 1 is not an integer"},
+      {"shape_size", "7", "a shape is a list of integers"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    run_result r;
+    run(&r, "--load", MODS "/mod_echo.so", "call", bad[i].fn, bad[i].arg, NULL);
+    expect(&r, 1, "", NULL);
+    if (strstr(r.err, "pf: ValueError: argument 0 of '") == NULL || strstr(r.err, bad[i].err) == NULL)
+      fail_msg("pf call %s '%s' printed '%s', expected a ValueError with '%s'", bad[i].fn,
+               bad[i].arg, r.err, bad[i].err);
+  }
+  /* A repeated key is the Map's own error. */
+  run_result r;
+  run(&r, "--load", MODS "/mod_echo.so", "call", "echo", "{\"a\": 1, \"a\": 2}", NULL);
+  expect(&r, 1, "", "pf: ValueError: PFMapCreate: key 1 ('a') repeats key 0\n");
+  /* Nesting is bounded when parsing and when printing. */
+  char deep[200];
+  memset(deep, '[', 70);
+  memset(deep + 70, ']', 70);
+  deep[140] = '\0';
+  run(&r, "--load", MODS "/mod_echo.so", "call", "echo", deep, NULL);
+  expect(&r, 1, "", NULL);
+  assert_non_null(strstr(r.err, "nested deeper than 64 levels"));
+}
+
 static void test_call_errors(void** state) {
   (void)state;
   run_result r;
@@ -357,7 +429,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help),          cmocka_unit_test(test_list),
       cmocka_unit_test(test_describe),      cmocka_unit_test(test_call_values),
-      cmocka_unit_test(test_call_generic_parse), cmocka_unit_test(test_call_errors),
+      cmocka_unit_test(test_call_generic_parse),
+      cmocka_unit_test(test_call_json_arguments),
+      cmocka_unit_test(test_call_errors),
       cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_odd_argv),      cmocka_unit_test(test_release_binary),
   };

@@ -180,7 +180,7 @@ typedef union {
 } PFValue;
 
 /* A reference-counted object of any type (function, module, tensor, boxed
- * user value). */
+ * user value, container: see PF_OBJECT_TYPE_LIST). */
 typedef void* PFObjectHandle;
 /* An object whose type index is kPFObjectFunction. */
 typedef void* PFFunctionHandle;
@@ -218,9 +218,12 @@ typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
   X(kPFObjectModule, 2, "module")          \
   X(kPFObjectTensor, 3, "tensor")          \
   X(kPFObjectBoxed, 4, "boxed")            \
-  X(kPFObjectClosure, 5, "closure")      \
-  X(kPFObjectHostGate, 6, "host gate")  \
-  X(kPFObjectHostObject, 7, "host object")
+  X(kPFObjectClosure, 5, "closure")        \
+  X(kPFObjectHostGate, 6, "host gate")     \
+  X(kPFObjectHostObject, 7, "host object") \
+  X(kPFObjectArray, 8, "array")            \
+  X(kPFObjectMap, 9, "map")                \
+  X(kPFObjectShape, 10, "shape")
 
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
@@ -358,6 +361,132 @@ PF_EXPORT int PFTensorGetDLTensor(PFObjectHandle tensor, DLTensor** out);
  * consumer (numpy.from_dlpack) without a copy.
  * Errors: NULL arguments or not a tensor (TypeError), MemoryError. */
 PF_EXPORT int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out);
+
+/* ------------------------------------------------------------------------ */
+/* Containers: Array, Map, Shape                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Three object types hold values, so that lists, dicts and shapes can cross
+ * a call as one kPFObjectHandle argument or result:
+ *
+ *  - an Array (kPFObjectArray) is an ordered sequence of values of any type
+ *    code;
+ *  - a Map (kPFObjectMap) maps str or int keys to values of any type code
+ *    and keeps its entries in the order they were given;
+ *  - a Shape (kPFObjectShape) is a sequence of int64 (a tensor's shape or
+ *    strides).
+ *
+ * Each is reference-counted like every object (PFObjectRetain, PFObjectFree,
+ * PFObjectGetTypeIndex) and immutable once created: any number of threads
+ * may read one container at once without locks, and pass it on.
+ *
+ * What a container keeps of each value given at creation:
+ *  - kPFStr and kPFBytes: a copy, made by the create call (the caller's
+ *    string or byte array may go as soon as it returns);
+ *  - kPFFuncHandle, kPFModuleHandle, kPFObjectHandle: a reference, taken by
+ *    the create call and dropped when the container is destroyed (so
+ *    containers nest: an Array of Maps of functions);
+ *  - kPFDLTensorHandle: refused (TypeError naming the position). A
+ *    DLTensor* is only borrowed for a call, so a container cannot keep it;
+ *    store a tensor object (PFTensorCreateFromDLPack) instead;
+ *  - every other built-in code, and codes in the extension range: the
+ *    PFValue bit for bit (an extension value is never interpreted or
+ *    released; keeping what it points to alive is the extension's job).
+ * The values are checked as PFFuncCall checks its arguments: an unknown
+ * type code, a NULL pointer under a str, bytes or handle code, a handle
+ * that is not a live object of the code's type, bytes with NULL data and a
+ * nonzero size (TypeError), bytes larger than any object can be
+ * (ValueError); the error names the entry point and the position ("value
+ * 3", "key 1").
+ *
+ * The readers return borrowed values: a str points into the container, a
+ * bytes value is a PFByteArray* inside it, and a handle is the container's
+ * own reference (take one with PFObjectRetain to keep it longer). All of
+ * them stay valid exactly as long as the container lives, whatever else
+ * the thread calls meanwhile.
+ *
+ * Releasing the last reference of a container releases the references it
+ * holds; a nested container released that way is destroyed by the same
+ * release call, after the outer one, not by recursion: releasing an Array
+ * nested a million levels deep takes constant stack.
+ */
+
+/* Creates an Array of `size` values: values[i] with type code
+ * type_codes[i], kept as described above. `values` and `type_codes` may be
+ * NULL when size is 0. *out is a new reference (PFObjectFree).
+ * Errors: NULL out, NULL values or type_codes with size > 0 (TypeError);
+ * size < 0 (ValueError); a size no array can have (ValueError); a value
+ * that does not pass the checks above, or a kPFDLTensorHandle (TypeError
+ * or ValueError naming "value I"); MemoryError. On error nothing is
+ * retained or kept. Thread-safe. */
+PF_EXPORT int PFArrayCreate(const PFValue* values, const int* type_codes, int64_t size,
+                            PFObjectHandle* out);
+
+/* Writes the number of values of an Array to *out.
+ * Errors: array not a live Array, NULL out (TypeError). Thread-safe. */
+PF_EXPORT int PFArrayGetSize(PFObjectHandle array, int64_t* out);
+
+/* Reads the value at `index` (0-based) of an Array: *out and
+ * *out_type_code. The value is borrowed from the Array (see above): valid
+ * as long as the Array lives; a handle is not retained for the caller.
+ * Errors: array not a live Array, NULL out or out_type_code (TypeError);
+ * index < 0 or >= the size (IndexError naming the index and the size).
+ * Thread-safe. */
+PF_EXPORT int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out,
+                             int* out_type_code);
+
+/* Creates a Map of `size` entries: keys[i] (type code key_codes[i]) maps to
+ * values[i] (type code value_codes[i]). Keys are kPFStr or kPFInt; a str
+ * key and an int key never equal each other ("1" is not 1), and two str
+ * keys are equal when their bytes are. Keys and values are kept as
+ * described above; the entries keep the order given here (PFMapGetItemAt).
+ * The arrays may be NULL when size is 0. *out is a new reference
+ * (PFObjectFree).
+ * Errors: NULL out, a NULL array with size > 0 (TypeError); size < 0 or a
+ * size no map can have (ValueError); a key of another type code (TypeError
+ * naming "key I" and its type); a key equal to an earlier one (ValueError
+ * naming both positions and the key); a value that does not pass the
+ * checks above (TypeError or ValueError naming "value I"); MemoryError. On
+ * error nothing is retained or kept. Thread-safe. */
+PF_EXPORT int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values,
+                          const int* value_codes, int64_t size, PFObjectHandle* out);
+
+/* Writes the number of entries of a Map to *out.
+ * Errors: map not a live Map, NULL out (TypeError). Thread-safe. */
+PF_EXPORT int PFMapGetSize(PFObjectHandle map, int64_t* out);
+
+/* Looks `key` (type code key_code: kPFStr or kPFInt) up in a Map, by
+ * hashing. When it is there, writes *found = 1 and its value to *out and
+ * *out_type_code, borrowed from the Map (see above); otherwise writes
+ * *found = 0, *out_type_code = kPFNull and a zero *out. A miss is not an
+ * error. Errors: map not a live Map, NULL out, out_type_code or found, a
+ * NULL str key (TypeError); a key_code other than kPFStr or kPFInt
+ * (TypeError naming it: no such key can be in a Map). Thread-safe. */
+PF_EXPORT int PFMapGetItem(PFObjectHandle map, PFValue key, int key_code, PFValue* out,
+                           int* out_type_code, int* found);
+
+/* Reads the entry at `index` (0-based) of a Map, in the order the entries
+ * were given at creation: its key (*key, *key_code) and its value (*value,
+ * *value_code), all borrowed from the Map (see above). Iterating the
+ * indices 0 .. size-1 visits every entry once.
+ * Errors: map not a live Map, a NULL output (TypeError); index < 0 or >=
+ * the size (IndexError naming the index and the size). Thread-safe. */
+PF_EXPORT int PFMapGetItemAt(PFObjectHandle map, int64_t index, PFValue* key, int* key_code,
+                             PFValue* value, int* value_code);
+
+/* Creates a Shape: a copy of the `ndim` int64 values at `dims` (any values,
+ * negative ones too: strides may be negative). `dims` may be NULL when ndim
+ * is 0. *out is a new reference (PFObjectFree).
+ * Errors: NULL out, NULL dims with ndim > 0 (TypeError); ndim < 0 or an
+ * ndim no shape can have (ValueError); MemoryError. Thread-safe. */
+PF_EXPORT int PFShapeCreate(const int64_t* dims, int64_t ndim, PFObjectHandle* out);
+
+/* Reads a Shape: *dims points to its *ndim values, borrowed: valid as long
+ * as the Shape lives (never NULL, also for ndim 0).
+ * Errors: shape not a live Shape, NULL dims or ndim (TypeError).
+ * Thread-safe. */
+PF_EXPORT int PFShapeGetData(PFObjectHandle shape, const int64_t** dims, int64_t* ndim);
 
 /* ------------------------------------------------------------------------ */
 /* Functions                                                                 */
@@ -760,6 +889,16 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  *   device   DLDevice (by value)    kPFDevice                  kPFDevice
  *   func     PFFunctionHandle       kPFFuncHandle (a live      kPFFuncHandle, or
  *            (borrowed)             function); kPFNull (NULL)  kPFNull for NULL
+ *   array    PFObjectHandle         kPFObjectHandle of a live  kPFObjectHandle, or
+ *            (borrowed)             Array; kPFNull (NULL)      kPFNull for NULL
+ *   map      PFObjectHandle         the same, of a Map         the same
+ *   shape    PFObjectHandle         the same, of a Shape       the same
+ *   object   PFObjectHandle         any live object, under     kPFFuncHandle for a
+ *            (borrowed)             kPFObjectHandle,           function,
+ *                                   kPFFuncHandle or           kPFModuleHandle for a
+ *                                   kPFModuleHandle; kPFNull   module, else
+ *                                   (NULL)                     kPFObjectHandle; or
+ *                                                              kPFNull for NULL
  *   void     (result only)          -                          no value (kPFNull)
  *
  * Conversion rules, the same in both directions:
@@ -786,9 +925,18 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  *    size larger than any object can have (PTRDIFF_MAX), is a ValueError.
  *  - tensor and ptr: the pointer is passed on as is; its lifetime is the C
  *    function's business.
- *  - func: the C function transfers a reference to the caller (as every
- *    packedfunc entry point that returns a handle does); the runtime hands
- *    that reference to the PFFuncCall caller, who releases it.
+ *  - func, array, map, shape, object: the C function transfers a reference
+ *    to the caller (as every packedfunc entry point that returns a handle
+ *    does); the runtime hands that reference to the PFFuncCall caller, who
+ *    releases it. A result that is not a live object of the type (an array
+ *    result that is a Map, a func result that is not a function) fails the
+ *    call with a TypeError naming "result"; when it is a live object of
+ *    another type, the reference that came with it is released.
+ *
+ * An argument of type array, map or shape must be a kPFObjectHandle of
+ * that object type; another object type is a TypeError naming the
+ * argument and both types ("argument 0: expected array, got map object").
+ * The handle is borrowed for the call, as every argument is.
  */
 
 /* The largest number of arguments in a typed signature. */
@@ -798,7 +946,9 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
  * table above, starting with void: writes the name of type `index` (static
  * storage) and the type code that a C value of that type becomes as a packed
  * value (kPFNull for void; for the pointer-like types, also the code of a
- * non-NULL argument). Either out may be NULL. Bindings and tools read the
+ * non-NULL argument; kPFObjectHandle for array, map, shape and object, though
+ * an object result that is a function or module takes their codes). Either
+ * out may be NULL. Bindings and tools read the
  * grammar from here instead of keeping their own list.
  * Errors: index outside the types (IndexError). Thread-safe. */
 PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
@@ -820,7 +970,8 @@ PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
  *    int 4294967296, which is out of its range [-2147483648, 2147483647]".
  *
  * Common signatures — at most four arguments, each int64, uint64, float64
- * or pointer-like (str, bytes, ptr, tensor, func), and a result that is
+ * or pointer-like (str, bytes, ptr, tensor, func, array, map, shape,
+ * object), and a result that is
  * void, int64, uint64, float64, bool, int32 or pointer-like — are called
  * through a direct cast of `fn` to that prototype, on targets whose C ABI
  * passes pointers as 64-bit integers (x86-64, AArch64); every other
@@ -855,14 +1006,18 @@ PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature,
  *
  * A call through *out_fn converts each C argument to a packed value (an
  * integer to kPFInt, a uint64 above INT64_MAX being a ValueError; float32 or
- * float64 to kPFFloat; bool to kPFBool; a NULL str, bytes, ptr, tensor or
- * func to kPFNull, else kPFStr, kPFBytes, kPFOpaqueHandle, kPFDLTensorHandle
- * or kPFFuncHandle, all borrowed), calls `func` with PFFuncCall, and
+ * float64 to kPFFloat; bool to kPFBool; a NULL str, bytes, ptr, tensor,
+ * func, array, map, shape or object to kPFNull, else kPFStr, kPFBytes,
+ * kPFOpaqueHandle, kPFDLTensorHandle, kPFFuncHandle or kPFObjectHandle (an
+ * object as in the table's result column), all borrowed; a handle that is
+ * not a live object of its type is an error), calls `func` with PFFuncCall, and
  * converts the result back by the rules above, where kPFNull is also
  * accepted for a str or bytes result (NULL, or {NULL, 0}). A str or bytes
  * result points into the calling thread's return storage: valid until the
  * next packedfunc call on that thread that returns a string; copy it. A
- * func result is a new reference that the C caller must release.
+ * func, array, map, shape or object result is a new reference that the C
+ * caller must release; a handle result of the wrong object type is an
+ * error, and its reference is released.
  *
  * Errors cannot unwind through C code. When a call fails — an argument that
  * does not convert (a bytes argument with NULL data and a nonzero size, or
@@ -1259,7 +1414,9 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * that new.
  *
  * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds
- * those up to ObjectTypeName; version 3 adds the rest. Every exported entry point is a slot, except these, each for its
+ * those up to ObjectTypeName; version 3 adds the rest: host objects
+ * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
+ * ShapeGetData). Every exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
  */
@@ -1331,6 +1488,17 @@ typedef struct PFApi {
   /* Version 3. Host objects. */
   int (*HostObjectCreate)(PFObjectHandle, void*, PFObjectFinalizer, PFObjectHandle*);
   int (*HostObjectGetPayload)(PFObjectHandle, PFObjectHandle, void**);
+  /* Containers. */
+  int (*ArrayCreate)(const PFValue*, const int*, int64_t, PFObjectHandle*);
+  int (*ArrayGetSize)(PFObjectHandle, int64_t*);
+  int (*ArrayGetItem)(PFObjectHandle, int64_t, PFValue*, int*);
+  int (*MapCreate)(const PFValue*, const int*, const PFValue*, const int*, int64_t,
+                   PFObjectHandle*);
+  int (*MapGetSize)(PFObjectHandle, int64_t*);
+  int (*MapGetItem)(PFObjectHandle, PFValue, int, PFValue*, int*, int*);
+  int (*MapGetItemAt)(PFObjectHandle, int64_t, PFValue*, int*, PFValue*, int*);
+  int (*ShapeCreate)(const int64_t*, int64_t, PFObjectHandle*);
+  int (*ShapeGetData)(PFObjectHandle, const int64_t**, int64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

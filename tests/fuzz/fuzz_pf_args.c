@@ -3,7 +3,8 @@
  *
  * The input is split at NUL bytes into argv[1..] (argv[0] is "pf"). A few
  * functions are registered once, packed and typed, so that `describe` and
- * `call` reach the argument conversions and the result printing. The path
+ * `call` reach the argument conversions (JSON-style containers included)
+ * and the result printing. The path
  * after --load is always replaced by one that cannot be loaded: the fuzzer
  * must not dlopen whatever library name it happens to spell.
  * Checks: the status is 0, 1 or 2; no crash, leak or undefined behaviour;
@@ -28,6 +29,12 @@ static const char* t_s(const char* s) { return s; }
 static bool t_b(bool b) { return !b; }
 static PFByteArray t_by(const PFByteArray* b) { return *b; }
 static void t_v(void) {}
+static int64_t t_sh(PFObjectHandle s) {
+  const int64_t* d;
+  int64_t n;
+  return PFShapeGetData(s, &d, &n) == 0 ? n : -1;
+}
+static int64_t t_obj(PFObjectHandle o) { return o != NULL; }
 
 static int p_echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   (void)res;
@@ -64,6 +71,8 @@ static void setup(void) {
   reg_typed("b", (void*)t_b, "bool(bool)");
   reg_typed("by", (void*)t_by, "bytes(bytes)");
   reg_typed("v", (void*)t_v, "void()");
+  reg_typed("sh", (void*)t_sh, "int64(shape)");
+  reg_typed("obj", (void*)t_obj, "int64(object)");
   reg_packed("echo", p_echo);
   reg_packed("fail", p_fail);
 }

@@ -37,3 +37,24 @@ static int make_fn(PFValue* args, int* codes, int n, PFRetValueHandle ret, void*
   return rc;
 }
 PF_REGISTER_PACKED("make_fn", make_fn);
+
+/* A shape parameter reads a JSON list of ints; returns the product. */
+static int64_t shape_size(PFObjectHandle shape) {
+  const int64_t* dims;
+  int64_t n, size = 1;
+  if (PFShapeGetData(shape, &dims, &n) != 0) return -1;
+  for (int64_t i = 0; i < n; ++i) size *= dims[i];
+  return size;
+}
+PF_REGISTER_TYPED("shape_size", shape_size, "int64(shape)");
+
+/* An Array result: [0, 1, ..., n-1] (at most 8 items). */
+static PFObjectHandle range(int64_t n) {
+  PFValue v[8];
+  int c[8];
+  if (n < 0 || n > 8) n = 8;
+  for (int64_t i = 0; i < n; ++i) v[i].v_int64 = i, c[i] = kPFInt;
+  PFObjectHandle a = NULL;
+  return PFArrayCreate(v, c, n, &a) == 0 ? a : NULL;
+}
+PF_REGISTER_TYPED("range", range, "array(int64)");

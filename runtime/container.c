@@ -1,0 +1,408 @@
+/* Containers: Array, Map and Shape. Each is one allocation, immutable once
+ * created, so readers need no lock. The rules are in c_api.h. */
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- keeping values ---- */
+
+/* What a container's values need beyond their PFValue slots: a PFByteArray
+ * per bytes value, and room for the characters of str and bytes values. */
+typedef struct {
+  size_t num_bytes;
+  size_t chars;
+} store_need;
+
+/* Where the next copied PFByteArray and characters go. */
+typedef struct {
+  PFByteArray* bytes;
+  char* chars;
+} store_cursor;
+
+/* Counts `n` more bytes of characters; -1 past the largest object. */
+static int need_chars(store_need* need, size_t n) {
+  if (n > PF_MAX_OBJECT_SIZE - need->chars) return -1;
+  need->chars += n;
+  return 0;
+}
+
+static int too_large(const char* where) {
+  return PFErrorSetFormat(kPFErrMemoryError,
+                          "%s: the values need more memory than any object can have "
+                          "(PTRDIFF_MAX bytes)", where);
+}
+
+/* Checks one value that a container is to keep, as PFFuncCall checks an
+ * argument, and counts what keeping it needs. */
+static int check_item(const char* where, const char* what, int64_t i, int code, const PFValue* v,
+                      store_need* need) {
+  if (pf_check_value(where, what, i, code, v) != 0) return -1;
+  if (code == kPFDLTensorHandle)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: %s %lld has type code tensor, a DLTensor* that is only borrowed "
+                            "for a call, which a container cannot keep (store a tensor object "
+                            "instead)", where, what, (long long)i);
+  if (code == kPFStr) {
+    if (need_chars(need, strlen(v->v_str) + 1) != 0) return too_large(where);
+  } else if (code == kPFBytes) {
+    /* pf_check_value bounded the size by PF_MAX_OBJECT_SIZE. */
+    if (need_chars(need, ((const PFByteArray*)v->v_handle)->size) != 0) return too_large(where);
+    ++need->num_bytes;
+  }
+  return 0;
+}
+
+/* Copies a checked value into the container: str and bytes into its own
+ * memory, a reference for a handle, everything else as it is. */
+static void store_item(store_cursor* cur, int code, const PFValue* in, PFValue* out) {
+  if (code == kPFStr) {
+    size_t n = strlen(in->v_str) + 1;
+    memcpy(cur->chars, in->v_str, n);
+    out->v_str = cur->chars;
+    cur->chars += n;
+  } else if (code == kPFBytes) {
+    const PFByteArray* src = in->v_handle;
+    PFByteArray* dst = cur->bytes++;
+    dst->data = cur->chars;
+    dst->size = src->size;
+    if (src->size) memcpy(cur->chars, src->data, src->size);
+    cur->chars += src->size;
+    out->v_handle = dst;
+  } else {
+    *out = *in;
+    if (pf_code_is_handle(code)) pf_object_retain(in->v_handle);
+  }
+}
+
+static void release_item(int code, PFValue* v) {
+  /* Inside a destroy: a nested container's destruction is queued by
+   * pf_object_release, not recursed into. */
+  if (pf_code_is_handle(code)) pf_object_release(v->v_handle);
+}
+
+/* Sizes that callers pass are checked before arithmetic: a count above
+ * this limit cannot describe arrays that exist, and below it no layout
+ * offset computed here can wrap a size_t (an item takes at most 96 bytes
+ * of layout, a map entry with its slots and bytes included); each total is
+ * then checked against the largest object. */
+#define MAX_ITEMS ((int64_t)(PF_MAX_OBJECT_SIZE / 64))
+
+static int check_count(const char* where, const char* arg, int64_t n, const char* what) {
+  if (n < 0)
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument '%s' is negative (%lld)", where, arg,
+                            (long long)n);
+  if (n > MAX_ITEMS)
+    return PFErrorSetFormat(kPFErrValueError,
+                            "%s: argument '%s' is %lld, more than any %s can hold", where, arg,
+                            (long long)n, what);
+  return 0;
+}
+
+static int null_with_count(const char* where, const char* arg, const char* count, int64_t n) {
+  return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL with %s %lld", where, arg,
+                          count, (long long)n);
+}
+
+static int index_error(const char* where, int64_t index, int64_t size, const char* what) {
+  return PFErrorSetFormat(kPFErrIndexError,
+                          "%s: argument 'index' is %lld, out of range for %s of size %lld", where,
+                          (long long)index, what, (long long)size);
+}
+
+/* Rounds up to a multiple of 8 (every part of a container is 8-aligned:
+ * PFValue, PFByteArray and int64 need no more). */
+static size_t align8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+/* ---- Array ---- */
+
+typedef struct {
+  pf_object base;
+  int64_t size;
+  PFValue* values;
+  int32_t* codes;
+} pf_array;
+
+static void array_destroy(pf_object* o) {
+  pf_array* a = (pf_array*)o;
+  for (int64_t i = 0; i < a->size; ++i) release_item(a->codes[i], &a->values[i]);
+  pf_free(a);
+}
+
+int PFArrayCreate(const PFValue* values, const int* type_codes, int64_t size, PFObjectHandle* out) {
+  static const char* const where = "PFArrayCreate";
+  PF_CHECK_ARG(out);
+  if (check_count(where, "size", size, "array") != 0) return -1;
+  if (size > 0 && values == NULL) return null_with_count(where, "values", "size", size);
+  if (size > 0 && type_codes == NULL) return null_with_count(where, "type_codes", "size", size);
+  store_need need = {0, 0};
+  for (int64_t i = 0; i < size; ++i)
+    if (check_item(where, "value", i, type_codes[i], &values[i], &need) != 0) return -1;
+  size_t n = (size_t)size;
+  size_t off_values = align8(sizeof(pf_array));
+  size_t off_bytes = off_values + n * sizeof(PFValue);
+  size_t off_codes = off_bytes + need.num_bytes * sizeof(PFByteArray);
+  size_t off_chars = off_codes + align8(n * sizeof(int32_t));
+  if (off_chars > PF_MAX_OBJECT_SIZE || need.chars > PF_MAX_OBJECT_SIZE - off_chars)
+    return too_large(where);
+  char* block = pf_malloc(off_chars + need.chars);
+  if (block == NULL) return pf_oom(where);
+  pf_array* a = (pf_array*)block;
+  pf_object_init(&a->base, kPFObjectArray, array_destroy);
+  a->size = size;
+  a->values = (PFValue*)(block + off_values);
+  a->codes = (int32_t*)(block + off_codes);
+  store_cursor cur = {(PFByteArray*)(block + off_bytes), block + off_chars};
+  for (size_t i = 0; i < n; ++i) {
+    a->codes[i] = type_codes[i];
+    store_item(&cur, type_codes[i], &values[i], &a->values[i]);
+  }
+  *out = a;
+  return 0;
+}
+
+int PFArrayGetSize(PFObjectHandle array, int64_t* out) {
+  PF_CHECK_OBJECT(array, kPFObjectArray);
+  PF_CHECK_ARG(out);
+  *out = ((const pf_array*)array)->size;
+  return 0;
+}
+
+int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out, int* out_type_code) {
+  PF_CHECK_OBJECT(array, kPFObjectArray);
+  PF_CHECK_ARG(out);
+  PF_CHECK_ARG(out_type_code);
+  const pf_array* a = array;
+  if (index < 0 || index >= a->size) return index_error(__func__, index, a->size, "an array");
+  *out = a->values[index];
+  *out_type_code = a->codes[index];
+  return 0;
+}
+
+/* ---- Map ---- */
+
+typedef struct {
+  PFValue key, value;
+  int32_t key_code, value_code;
+  uint64_t hash;
+} map_entry;
+
+/* Entries in the order given, and an open-addressing index over them:
+ * `slots` has mask + 1 (a power of two, at least twice the size) places,
+ * each 0 or an entry's position + 1, probed linearly. */
+typedef struct {
+  pf_object base;
+  int64_t size;
+  size_t mask;
+  map_entry* entries;
+  uint64_t* slots;
+} pf_map;
+
+static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t hash_key(int code, const PFValue* k) {
+  if (code == kPFInt) return mix64((uint64_t)k->v_int64);
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (const unsigned char* p = (const unsigned char*)k->v_str; *p; ++p)
+    h = (h ^ *p) * 0x100000001b3ull;
+  return mix64(h);
+}
+
+static int key_equal(const map_entry* e, uint64_t hash, int code, const PFValue* k) {
+  if (e->hash != hash || e->key_code != code) return 0;
+  return code == kPFInt ? e->key.v_int64 == k->v_int64 : strcmp(e->key.v_str, k->v_str) == 0;
+}
+
+/* The entry with key `k`, or NULL. */
+static const map_entry* map_find(const pf_map* m, int code, const PFValue* k) {
+  if (m->size == 0) return NULL;
+  uint64_t h = hash_key(code, k);
+  for (size_t i = (size_t)h & m->mask;; i = (i + 1) & m->mask) {
+    uint64_t s = m->slots[i];
+    if (s == 0) return NULL;
+    const map_entry* e = &m->entries[s - 1];
+    if (key_equal(e, h, code, k)) return e;
+  }
+}
+
+static void map_destroy(pf_object* o) {
+  pf_map* m = (pf_map*)o;
+  /* Only values hold references: keys are str or int. */
+  for (int64_t i = 0; i < m->size; ++i) release_item(m->entries[i].value_code, &m->entries[i].value);
+  pf_free(m);
+}
+
+static int key_type_error(const char* where, const char* what, int64_t i, int code) {
+  const char* name = PFTypeCodeName(code);
+  if (name == NULL || code >= kPFExtBegin)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: %s %lld has %s type code %d; map keys are str or int", where,
+                            what, (long long)i, name ? "extension" : "unknown", code);
+  return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld has type code %s; map keys are str or int",
+                          where, what, (long long)i, name);
+}
+
+int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values,
+                const int* value_codes, int64_t size, PFObjectHandle* out) {
+  static const char* const where = "PFMapCreate";
+  PF_CHECK_ARG(out);
+  if (check_count(where, "size", size, "map") != 0) return -1;
+  if (size > 0) {
+    if (keys == NULL) return null_with_count(where, "keys", "size", size);
+    if (key_codes == NULL) return null_with_count(where, "key_codes", "size", size);
+    if (values == NULL) return null_with_count(where, "values", "size", size);
+    if (value_codes == NULL) return null_with_count(where, "value_codes", "size", size);
+  }
+  store_need need = {0, 0};
+  for (int64_t i = 0; i < size; ++i) {
+    if (key_codes[i] != kPFStr && key_codes[i] != kPFInt)
+      return key_type_error(where, "key", i, key_codes[i]);
+    if (check_item(where, "key", i, key_codes[i], &keys[i], &need) != 0) return -1;
+    if (check_item(where, "value", i, value_codes[i], &values[i], &need) != 0) return -1;
+  }
+  size_t n = (size_t)size;
+  size_t cap = n ? 2 : 0; /* at most half full: probes stay short and end */
+  while (cap && cap < 2 * n) cap *= 2;
+  size_t off_entries = align8(sizeof(pf_map));
+  size_t off_slots = off_entries + n * sizeof(map_entry);
+  size_t off_bytes = off_slots + cap * sizeof(uint64_t);
+  size_t off_chars = off_bytes + need.num_bytes * sizeof(PFByteArray);
+  if (off_chars > PF_MAX_OBJECT_SIZE || need.chars > PF_MAX_OBJECT_SIZE - off_chars)
+    return too_large(where);
+  char* block = pf_malloc(off_chars + need.chars);
+  if (block == NULL) return pf_oom(where);
+  pf_map* m = (pf_map*)block;
+  m->mask = cap ? cap - 1 : 0;
+  m->entries = (map_entry*)(block + off_entries);
+  m->slots = (uint64_t*)(block + off_slots);
+  if (cap) memset(m->slots, 0, cap * sizeof(uint64_t));
+  store_cursor cur = {(PFByteArray*)(block + off_bytes), block + off_chars};
+  /* Keys first: a repeated key is found before any value is retained, so
+   * the error path only frees the block. */
+  for (size_t i = 0; i < n; ++i) {
+    map_entry* e = &m->entries[i];
+    e->key_code = key_codes[i];
+    store_item(&cur, key_codes[i], &keys[i], &e->key);
+    e->hash = hash_key(e->key_code, &e->key);
+    size_t j = (size_t)e->hash & m->mask;
+    for (; m->slots[j] != 0; j = (j + 1) & m->mask) {
+      const map_entry* o = &m->entries[m->slots[j] - 1];
+      if (!key_equal(o, e->hash, e->key_code, &e->key)) continue;
+      int64_t first = (int64_t)(m->slots[j] - 1);
+      if (e->key_code == kPFInt)
+        PFErrorSetFormat(kPFErrValueError, "%s: key %zu (%lld) repeats key %lld", where, i,
+                         (long long)e->key.v_int64, (long long)first);
+      else
+        PFErrorSetFormat(kPFErrValueError, "%s: key %zu ('%.200s') repeats key %lld", where, i,
+                         e->key.v_str, (long long)first);
+      pf_free(block);
+      return -1;
+    }
+    m->slots[j] = (uint64_t)i + 1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    map_entry* e = &m->entries[i];
+    e->value_code = value_codes[i];
+    store_item(&cur, value_codes[i], &values[i], &e->value);
+  }
+  m->size = size;
+  pf_object_init(&m->base, kPFObjectMap, map_destroy);
+  *out = m;
+  return 0;
+}
+
+int PFMapGetSize(PFObjectHandle map, int64_t* out) {
+  PF_CHECK_OBJECT(map, kPFObjectMap);
+  PF_CHECK_ARG(out);
+  *out = ((const pf_map*)map)->size;
+  return 0;
+}
+
+int PFMapGetItem(PFObjectHandle map, PFValue key, int key_code, PFValue* out, int* out_type_code,
+                 int* found) {
+  PF_CHECK_OBJECT(map, kPFObjectMap);
+  PF_CHECK_ARG(out);
+  PF_CHECK_ARG(out_type_code);
+  PF_CHECK_ARG(found);
+  if (key_code != kPFStr && key_code != kPFInt) {
+    const char* name = PFTypeCodeName(key_code);
+    if (name == NULL || key_code >= kPFExtBegin)
+      return PFErrorSetFormat(kPFErrTypeError,
+                              "%s: argument 'key_code' is %s type code %d; map keys are str or int",
+                              __func__, name ? "the extension" : "the unknown", key_code);
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: argument 'key_code' is %s; map keys are str or int", __func__,
+                            name);
+  }
+  if (key_code == kPFStr && key.v_str == NULL)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: argument 'key' has type code str but a NULL pointer", __func__);
+  const map_entry* e = map_find(map, key_code, &key);
+  if (e == NULL) {
+    out->v_int64 = 0;
+    *out_type_code = kPFNull;
+    *found = 0;
+    return 0;
+  }
+  *out = e->value;
+  *out_type_code = e->value_code;
+  *found = 1;
+  return 0;
+}
+
+int PFMapGetItemAt(PFObjectHandle map, int64_t index, PFValue* key, int* key_code, PFValue* value,
+                   int* value_code) {
+  PF_CHECK_OBJECT(map, kPFObjectMap);
+  PF_CHECK_ARG(key);
+  PF_CHECK_ARG(key_code);
+  PF_CHECK_ARG(value);
+  PF_CHECK_ARG(value_code);
+  const pf_map* m = map;
+  if (index < 0 || index >= m->size) return index_error(__func__, index, m->size, "a map");
+  const map_entry* e = &m->entries[index];
+  *key = e->key;
+  *key_code = e->key_code;
+  *value = e->value;
+  *value_code = e->value_code;
+  return 0;
+}
+
+/* ---- Shape ---- */
+
+typedef struct {
+  pf_object base;
+  int64_t ndim;
+  int64_t dims[];
+} pf_shape;
+
+static void shape_destroy(pf_object* o) { pf_free(o); }
+
+int PFShapeCreate(const int64_t* dims, int64_t ndim, PFObjectHandle* out) {
+  static const char* const where = "PFShapeCreate";
+  PF_CHECK_ARG(out);
+  if (check_count(where, "ndim", ndim, "shape") != 0) return -1;
+  if (ndim > 0 && dims == NULL) return null_with_count(where, "dims", "ndim", ndim);
+  size_t n = (size_t)ndim;
+  pf_shape* s = pf_malloc(sizeof(pf_shape) + n * sizeof(int64_t));
+  if (s == NULL) return pf_oom(where);
+  pf_object_init(&s->base, kPFObjectShape, shape_destroy);
+  s->ndim = ndim;
+  if (n) memcpy(s->dims, dims, n * sizeof(int64_t));
+  *out = s;
+  return 0;
+}
+
+int PFShapeGetData(PFObjectHandle shape, const int64_t** dims, int64_t* ndim) {
+  PF_CHECK_OBJECT(shape, kPFObjectShape);
+  PF_CHECK_ARG(dims);
+  PF_CHECK_ARG(ndim);
+  const pf_shape* s = shape;
+  *dims = s->dims;
+  *ndim = s->ndim;
+  return 0;
+}
