@@ -129,13 +129,12 @@ class Array(Object, collections.abc.Sequence):
             _give_scratch(sc)
 
     def __iter__(self):
+        # One scratch for the whole iteration: it is this generator's alone
+        # until it finishes (an abandoned one leaves it to the collector).
+        sc = _take()
         for i in range(self._size):
-            sc = _take()
-            try:
-                item = self._item(i, sc)
-            finally:
-                _give_scratch(sc)
-            yield item
+            yield self._item(i, sc)
+        _give_scratch(sc)
 
     def __eq__(self, other):
         if not isinstance(other, (Array, list, tuple)):
