@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packedfunc as pf
-from packedfunc import _callback, _collections, _hostobj
+from packedfunc import _callback, _hostobj, _nesting
 
 if os.environ.get("PF_TESTLIB"):
     hypothesis.configuration.set_hypothesis_home_dir(
@@ -271,7 +271,7 @@ def _nested(levels, kind=list):
 
 
 def test_nesting_limit(echo):
-    assert _collections.MAX_DEPTH == 1000
+    assert _nesting.MAX_DEPTH == 1000
     ok = _nested(1000)
     r = echo(ok)
     for _ in range(999):

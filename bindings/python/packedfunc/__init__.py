@@ -62,6 +62,7 @@ package, then in the source tree's build output (build/lib).
 __version__ = "0.1.0"
 
 from . import _containers, _hostobj, _library  # noqa: F401 (they register conversions)
+from . import _nesting  # noqa: F401 (list, tuple and dict as containers)
 from ._collections import Array, Map, Shape
 from ._callback import convert
 from ._errors import FunctionNotFoundError, check_call, register_error
