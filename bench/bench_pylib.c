@@ -4,6 +4,7 @@
  * Each pair does the same work.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "packedfunc/c_api.h"
@@ -85,6 +86,68 @@ static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   return ret_int(ret, sum);
 }
 
+/* array_sum(a): the sum of an Array of ints, read item by item through the
+ * public readers, as a C consumer of a Python list reads it. */
+static int array_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFObjectHandle};
+  if (want("bench.array_sum", n, 1, c, t)) return -1;
+  int64_t size, sum = 0;
+  if (PFArrayGetSize(a[0].v_handle, &size) != 0) return -1;
+  for (int64_t i = 0; i < size; ++i) {
+    PFValue v;
+    int code;
+    if (PFArrayGetItem(a[0].v_handle, i, &v, &code) != 0) return -1;
+    if (code != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "bench.array_sum: item %lld is not an int", (long long)i);
+    sum += v.v_int64;
+  }
+  return ret_int(ret, sum);
+}
+
+/* tensor_sum(t): the sum of a 1-d int64 tensor, the numpy counterpart. */
+static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFDLTensorHandle};
+  if (want("bench.tensor_sum", n, 1, c, t)) return -1;
+  const DLTensor* x = a[0].v_handle;
+  if (x->dtype.code != kDLInt || x->dtype.bits != 64 || x->ndim != 1 || (x->strides && x->strides[0] != 1))
+    return PFErrorSetFormat(kPFErrTypeError, "bench.tensor_sum: expected a compact 1-d int64 tensor");
+  const int64_t* p = (const int64_t*)((const char*)x->data + x->byte_offset);
+  int64_t sum = 0;
+  for (int64_t i = 0; i < x->shape[0]; ++i) sum += p[i];
+  return ret_int(ret, sum);
+}
+
+/* make_array(n): a new Array of the ints 0 .. n-1. */
+static int make_array(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  static const int t[] = {kPFInt};
+  if (want("bench.make_array", n, 1, c, t)) return -1;
+  int64_t size = a[0].v_int64;
+  if (size < 0 || size > 1 << 20) return PFErrorSetFormat(kPFErrValueError, "bench.make_array: bad size");
+  PFValue* vals = malloc(sizeof(PFValue) * (size_t)(size ? size : 1));
+  int* codes = malloc(sizeof(int) * (size_t)(size ? size : 1));
+  if (vals == NULL || codes == NULL) {
+    free(vals);
+    free(codes);
+    return PFErrorSetFormat(kPFErrMemoryError, "bench.make_array: out of memory");
+  }
+  for (int64_t i = 0; i < size; ++i) {
+    vals[i].v_int64 = i;
+    codes[i] = kPFInt;
+  }
+  PFObjectHandle arr;
+  int rc = PFArrayCreate(vals, codes, size, &arr);
+  free(vals);
+  free(codes);
+  if (rc != 0) return -1;
+  PFValue out = {.v_handle = arr};
+  int code = kPFObjectHandle;
+  rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(arr);
+  return rc;
+}
+
 EXPORT int64_t raw_add(int64_t a, int64_t b) { return a + b; }
 EXPORT int64_t raw_noarg(void) { return 7; }
 EXPORT int64_t raw_strlen(const char* s) { return (int64_t)strlen(s); }
@@ -100,7 +163,8 @@ EXPORT int bench_init(void) {
     const char* name;
     PFPackedCFunc fn;
   } fns[] = {{"bench.add", add},     {"bench.noarg", noarg},   {"bench.strlen", str_len},
-             {"bench.first", first}, {"bench.call_n", call_n}};
+             {"bench.first", first}, {"bench.call_n", call_n}, {"bench.array_sum", array_sum},
+             {"bench.tensor_sum", tensor_sum}, {"bench.make_array", make_array}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(fns[i].fn, NULL, NULL, &f) != 0) return -1;

@@ -110,6 +110,19 @@ def main():
     assert first(arr) == r_first(arr.ctypes.data) == 1.5
     assert call_n(packed_cb, 10) == r_call_n(raw_cb, 10) == 90
 
+    # Containers: 1,000 ints as a list (an Array built item by item, read
+    # in C through PFArrayGetItem) against the same ints as a numpy array
+    # (one DLTensor, read in place); and every item of a returned Array read
+    # in Python against a list comprehension over a list.
+    n_items = 1000
+    array_sum, tensor_sum, make_array = (g("bench.array_sum"), g("bench.tensor_sum"),
+                                         g("bench.make_array"))
+    ints = list(range(n_items))
+    ints_np = np.arange(n_items, dtype=np.int64)
+    from_c = make_array(n_items)
+    assert array_sum(ints) == tensor_sum(ints_np) == sum(ints)
+    assert [x for x in from_c] == [x for x in ints]
+
     n_cb = 20 if args.quick else 200  # callbacks per C call, for the per-callback row
 
     def per_callback(fn, cb):
@@ -134,6 +147,18 @@ def main():
         ("py_roundtrip", "Python -> C -> Python callback, once",
          "raw ctypes doing the same", lambda n: [call_n(packed_cb, 1) for _ in range(n)],
          lambda n: [r_call_n(raw_cb, 1) for _ in range(n)], 0, 1),
+        # Per item. The list side is dominated by building the Array: a
+        # Python-level type check and a pack per item, then C's copy; the
+        # numpy side passes one pointer, so the ratio is large by design.
+        ("py_list_sum", "Python f(list of 1,000 ints), summed in C, per item (building the "
+         "Array dominates)", "f(numpy int64 array of the same ints), summed in C",
+         loop(array_sum, ints), loop(tensor_sum, ints_np), 0, n_items),
+        # Per item. Each Array item is a ctypes call to PFArrayGetItem and
+        # a decode; the list comprehension only reads pointers.
+        ("py_array_read", "Python [x for x in arr] over a returned 1,000-item Array, per item "
+         "(one ctypes call per item dominates)", "[x for x in lst] over a Python list",
+         lambda n: [[x for x in from_c] for _ in range(n)],
+         lambda n: [[x for x in ints] for _ in range(n)], 0, n_items),
     ]
     for rid, what, base, case_fn, base_fn, target, per in rows:
         # Rows whose one operation holds many callbacks run fewer operations.

@@ -32,6 +32,9 @@ EXPORT int64_t pft_tensor_ndim(const DLTensor* t);
 EXPORT int64_t pft_device_code(int64_t scale, DLDevice d);
 EXPORT int64_t pft_held_objects(void);
 EXPORT int pft_start_object_releaser(int64_t pause_us);
+EXPORT int64_t pft_array_size(PFObjectHandle array);
+EXPORT int64_t pft_map_size(PFObjectHandle map);
+EXPORT PFObjectHandle pft_make_shape(int64_t a, int64_t b);
 
 static int set_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -762,6 +765,90 @@ static int make_device_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, v
 
 /* ---- plain C, for the raw ctypes comparison ---- */
 
+/* testing.call_each(array, args...): calls every function of an Array with
+ * args, and returns an Array of the results (not str or bytes, which live
+ * only until the next call). */
+static int call_each(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_each", c, n, 1, 0, kPFObjectHandle)) return -1;
+  int64_t size;
+  if (PFArrayGetSize(a[0].v_handle, &size) != 0) return -1;
+  PFValue* vals = calloc((size_t)size + 1, sizeof(PFValue));
+  int* codes = calloc((size_t)size + 1, sizeof(int));
+  int64_t done = 0;
+  int rc = -1;
+  if (vals == NULL || codes == NULL) {
+    PFErrorSetFormat(kPFErrMemoryError, "testing.call_each: out of memory");
+    goto out;
+  }
+  for (; done < size; ++done) {
+    PFValue f;
+    int code;
+    if (PFArrayGetItem(a[0].v_handle, done, &f, &code) != 0) goto out;
+    if (code != kPFFuncHandle) {
+      PFErrorSetFormat(kPFErrTypeError, "testing.call_each: item %lld is %s, not a function", (long long)done, PFTypeCodeName(code));
+      goto out;
+    }
+    if (PFFuncCall(f.v_handle, a + 1, c + 1, n - 1, &vals[done], &codes[done]) != 0) goto out;
+    if (codes[done] == kPFStr || codes[done] == kPFBytes) {
+      codes[done] = kPFNull;
+      PFErrorSetFormat(kPFErrTypeError, "testing.call_each: item %lld returned a str or bytes", (long long)done);
+      goto out;
+    }
+  }
+  PFObjectHandle arr;
+  if (PFArrayCreate(vals, codes, size, &arr) != 0) goto out;
+  PFValue v = {.v_handle = arr};
+  int code = kPFObjectHandle;
+  rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(arr);
+out:
+  /* The results' handles are new references: the Array took its own. */
+  for (int64_t i = 0; i < done && vals != NULL && codes != NULL; ++i)
+    if (codes[i] == kPFFuncHandle || codes[i] == kPFModuleHandle || codes[i] == kPFObjectHandle)
+      PFObjectFree(vals[i].v_handle);
+  free(vals);
+  free(codes);
+  return rc;
+}
+
+/* testing.map_get(map, key): the value of key (str or int) as C's lookup
+ * finds it, or null when it is absent. */
+static int map_get(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.map_get", c, n, 2, 0, kPFObjectHandle)) return -1;
+  PFValue v;
+  int code, found;
+  if (PFMapGetItem(a[0].v_handle, a[1], c[1], &v, &code, &found) != 0) return -1;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+/* testing.object_type(x): the object type name of an object argument. */
+static int object_type(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.object_type", c, n, 1, 0, kPFObjectHandle)) return -1;
+  uint32_t ti;
+  if (PFObjectGetTypeIndex(a[0].v_handle, &ti) != 0) return -1;
+  return set_str(ret, PFObjectTypeName(ti));
+}
+
+int64_t pft_array_size(PFObjectHandle array) {
+  int64_t size = -1;
+  return PFArrayGetSize(array, &size) == 0 ? size : -1;
+}
+
+int64_t pft_map_size(PFObjectHandle map) {
+  int64_t size = -1;
+  return PFMapGetSize(map, &size) == 0 ? size : -1;
+}
+
+/* A new Shape (a, b); NULL (null) when it cannot be made. */
+PFObjectHandle pft_make_shape(int64_t a, int64_t b) {
+  int64_t dims[2] = {a, b};
+  PFObjectHandle out = NULL;
+  return PFShapeCreate(dims, 2, &out) == 0 ? out : NULL;
+}
+
 int64_t pft_add(int64_t a, int64_t b) { return a + b; }
 
 int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
@@ -804,6 +891,9 @@ int pft_init(void) {
       {"testing.held", held},
       {"testing.release_in_thread", release_in_thread},
       {"testing.make_device_tensor", make_device_tensor},
+      {"testing.call_each", call_each},
+      {"testing.map_get", map_get},
+      {"testing.object_type", object_type},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;
@@ -820,6 +910,9 @@ int pft_init(void) {
       {"testing.typed_add", (void*)pft_add, "int64(int64,int64)"},
       {"testing.typed_ndim", (void*)pft_tensor_ndim, "int64(tensor)"},
       {"testing.typed_device", (void*)pft_device_code, "int64(int64,device)"},
+      {"testing.typed_array_size", (void*)pft_array_size, "int64(array)"},
+      {"testing.typed_map_size", (void*)pft_map_size, "int64(map)"},
+      {"testing.typed_make_shape", (void*)pft_make_shape, "shape(int64,int64)"},
   };
   for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); ++i) {
     PFFunctionHandle f;

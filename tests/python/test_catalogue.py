@@ -191,15 +191,37 @@ def test_init_api_bad_arguments():
 _Point = collections.namedtuple("_Point", "x y")
 
 
-# Containers (and their subclasses) are refused until they cross as Array
-# and Map; any other object crosses as an opaque host object.
-@pytest.mark.parametrize("bad", [[1, 2], {"a": 1}, (1,), _Point(1, 2),
-                                 collections.OrderedDict(a=1)],
-                         ids=lambda b: type(b).__name__)
-def test_call_unsupported_argument_type(nargs, bad):
-    with pytest.raises(TypeError, match="argument 1 has unsupported type %s"
-                       % type(bad).__qualname__):
+def _self_containing():
+    x = [1]
+    x.append({"k": x})
+    return x
+
+
+def _nested(levels):
+    root = inner = []
+    for _ in range(levels - 1):
+        inner.append([])
+        inner = inner[0]
+    return root
+
+
+# Containers (and their subclasses) cross as Array and Map; what they hold
+# must cross too. (Before: every list, tuple and dict was refused.)
+@pytest.mark.parametrize("bad,exc,match", [
+    ({1.5: "x"}, TypeError, r"argument 1, dict key 0 \(1.5\) has unsupported type float "
+     r"\(keys are str or int\)"),
+    ([0, collections.OrderedDict([("a", 1), (b"k", 2)])], TypeError,
+     r"argument 1 at \[1\], dict key 1 \(b'k'\) has unsupported type bytes"),
+    (_Point(1, [2, 2**63]), OverflowError, r"argument 1 at \[1\]\[1\]: int 9223372036854775808 does "
+     "not fit in int64"),
+    ((["a\0"],), ValueError, r"argument 1 at \[0\]\[0\]: str contains a NUL character"),
+    (_self_containing(), ValueError, r"argument 1 at \[1\]\['k'\] contains itself"),
+    (_nested(1001), ValueError, "argument 1 is nested deeper than 1000 levels"),
+], ids=["float-key", "bytes-key", "int-range", "nul", "cycle", "too-deep"])
+def test_call_bad_container_argument(nargs, bad, exc, match):
+    with pytest.raises(exc, match=match):
         nargs(1, bad)
+    assert nargs(1, _nested(1000)) == 2  # the limit itself crosses
 
 
 @pytest.mark.parametrize("bad", [2**63, -2**63 - 1, 10**40])
@@ -343,7 +365,8 @@ def test_callback_raises(fn):
 
 
 @pytest.mark.parametrize("result,exc,match", [
-    ([1], TypeError, "the callback's result has unsupported type list"),
+    ({(1,): 2}, TypeError, r"the callback's result, dict key 0 \(\(1,\)\) has unsupported "
+     "type tuple"),
     (2**64, OverflowError, "callback result 18446744073709551616 does not fit in int64"),
     (np.uint64(2**63), OverflowError, "the callback's result: int 9223372036854775808 does not "
      "fit in int64"),
@@ -386,12 +409,14 @@ def test_callback_wrong_arity(fn):
 # ---- convert, DataType, Device, register_error ----------------------------------
 
 @pytest.mark.parametrize("bad,exc,match", [
-    ([len], TypeError, "the value given to convert has unsupported type list"),
-    ((1,), TypeError, "the value given to convert has unsupported type tuple"),
-    ({}, TypeError, "the value given to convert has unsupported type dict"),
+    ([{None: 1}], TypeError, r"the value given to convert at \[0\], dict key 0 \(None\) has "
+     "unsupported type NoneType"),
+    (_self_containing(), ValueError, r"the value given to convert at \[1\]\['k'\] contains "
+     "itself"),
+    ((_nested(1001),), ValueError, "the value given to convert is nested deeper than 1000"),
     (2**63, OverflowError, "the value given to convert: int 9223372036854775808 does not fit"),
     ("a\0b", ValueError, "the value given to convert: str contains a NUL character"),
-], ids=["list", "tuple", "dict", "int-range", "nul"])
+], ids=["key", "cycle", "too-deep", "int-range", "nul"])
 def test_convert_value_that_cannot_cross(bad, exc, match):
     with pytest.raises(exc, match=match):
         pf.convert(bad)

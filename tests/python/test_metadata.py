@@ -231,8 +231,20 @@ def test_list_global_func_names_filters_by_prefix(pf, unique_name):
 def test_every_grammar_type_has_a_python_annotation(pf):
     # The grammar comes from the library; a type added there without a
     # Python type for its code fails here instead of in help().
+    import typing
     from packedfunc import _signature
-    assert len(_signature.SIGNATURE_TYPES) == 19
+    # The count the library reports (PFSignatureTypeInfo): a new type there
+    # must come with its annotation, and with this number.
+    assert len(_signature.SIGNATURE_TYPES) == 23
     for name in _signature.SIGNATURE_TYPES:
         _signature.annotation(name, True)
         _signature.annotation(name, False)
+    # The object types share one type code: each is named by its own name.
+    assert _signature.annotation("array", True) is pf.Array
+    assert _signature.annotation("array", False) == typing.Union[list, tuple, pf.Array]
+    assert _signature.annotation("map", True) is pf.Map
+    assert _signature.annotation("map", False) == typing.Union[dict, pf.Map]
+    assert _signature.annotation("shape", True) is pf.Shape
+    assert _signature.annotation("shape", False) is pf.Shape
+    assert _signature.annotation("object", True) is pf.Object
+    assert _signature.annotation("object", False) is object

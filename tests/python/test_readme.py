@@ -60,6 +60,7 @@ def test_readme_python_example_runs(scratch):
         "expected int64, got str",
         "KeyError, caused by KeyError('missing')",
         "[1.5 1.5 1.5]",
+        "{'count': 2, 'sizes': [2, 3]} True",
     ]
     assert r.stderr == ""
 
@@ -121,7 +122,12 @@ def test_readme_type_table_matches_the_python_annotations(pf):
              "DataType": pf.DataType, "Device": pf.Device, "None": None}
     section = readme().split("## Typed C functions", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 11
+    assert len(rows) == 15
+    # The object types: "a list or tuple; `Array`" reads as what an argument
+    # takes, then the result's class.
+    import typing
+    takes = {"array": typing.Union[list, tuple, pf.Array], "map": typing.Union[dict, pf.Map],
+             "shape": pf.Shape, "object": object}
     seen = set()
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -140,10 +146,15 @@ def test_readme_type_table_matches_the_python_annotations(pf):
             if ctype == "func":  # "a callable; `Function`": any callable in, Function out
                 assert arg is collections.abc.Callable and sig.return_annotation is pf.Function
                 continue
+            if ctype in takes:
+                assert arg == takes[ctype], ctype
+                assert sig.return_annotation is getattr(pf, wanted[-1]), ctype
+                continue
             want = known[wanted[i] if len(wanted) == len(ctypes_) else wanted[0]]
             assert arg is want and sig.return_annotation is want, ctype
     assert seen >= {"int8", "uint64", "float32", "double", "bool", "str", "bytes", "ptr",
-                    "tensor", "dtype", "device", "func", "void"}
+                    "tensor", "dtype", "device", "func", "void", "array", "map", "shape",
+                    "object"}
 
 
 def test_readme_scale_signature_claim(pf):

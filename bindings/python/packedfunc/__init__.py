@@ -21,8 +21,12 @@ opaque handles (ctypes.c_void_p), and tensors (numpy arrays or any object
 with ``__dlpack__``, passed without a copy). Any other Python object
 crosses as an opaque host object, which C can keep (PFObjectRetain) and
 release later on any thread, and comes back as the very same object
-(``echo(obj) is obj``). list, tuple and dict are refused (TypeError) until
-they cross as containers. A C error raises the Python exception class of
+(``echo(obj) is obj``). A list or tuple crosses as an Array and a dict as a
+Map (str or int keys), recursively, up to 1000 levels deep (deeper, or a
+container that contains itself, is a ValueError); C's Arrays, Maps and
+Shapes come back as :class:`Array` (a read-only sequence equal to a list),
+:class:`Map` (a read-only mapping equal to a dict) and :class:`Shape` (a
+tuple of ints), whose items convert when read. A C error raises the Python exception class of
 its kind; a Python exception inside a callback fails the C call with the
 matching kind and comes back as the same class.
 
@@ -58,6 +62,8 @@ package, then in the source tree's build output (build/lib).
 __version__ = "0.1.0"
 
 from . import _containers, _hostobj, _library  # noqa: F401 (they register conversions)
+from . import _nesting  # noqa: F401 (list, tuple and dict as containers)
+from ._collections import Array, Map, Shape
 from ._callback import convert
 from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
@@ -73,7 +79,8 @@ library_version = _library.LIB_VERSION
 library_path = _library.LIB_PATH
 
 __all__ = [
-    "Function", "Object", "Tensor", "DataType", "Device", "from_dlpack",
+    "Function", "Object", "Tensor", "Array", "Map", "Shape", "DataType", "Device",
+    "from_dlpack",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",

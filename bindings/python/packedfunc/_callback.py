@@ -238,10 +238,12 @@ def convert(value):
     A value that crosses as itself comes back as itself: int, float, bool,
     None, str, bytes, DataType, Device, tensors, ctypes handles, Objects,
     and any other Python object (it crosses as an opaque host object, and
-    comes back from C as the very same object). Raises TypeError for a
-    value that cannot cross (today: list, tuple and dict), and the error a
-    call would raise for a value out of range (OverflowError for an int
-    outside int64, ValueError for a str with a NUL character).
+    comes back from C as the very same object). A list or tuple becomes
+    an :class:`Array` and a dict a :class:`Map`. Raises what a call would
+    raise for a value that cannot cross: TypeError for a dict key that is
+    not str or int, ValueError for a container nested too deep or that
+    contains itself, OverflowError for an int outside int64, ValueError for
+    a str with a NUL character.
     """
     return convert_value(value)
 

@@ -111,6 +111,28 @@ PFTensorGetDLTensor = _fn("PFTensorGetDLTensor", c_int, [c_void_p, POINTER(c_voi
                           gil=True)
 PFTensorToDLPack = _fn("PFTensorToDLPack", c_int, [c_void_p, POINTER(c_void_p)])
 
+# ---- Containers: Array, Map, Shape ------------------------------------------
+
+# None of these runs user code: a failed create releases nothing it did not
+# take, and the readers only read. The binding passes the value and code
+# arrays as bytes or ready byref objects.
+PFArrayCreate = _fn("PFArrayCreate", c_int, [c_void_p, c_void_p, ctypes.c_int64, c_void_p],
+                    gil=True)
+PFArrayGetSize = _fn("PFArrayGetSize", c_int, [c_void_p, c_void_p], gil=True)
+PFArrayGetItem = _fn("PFArrayGetItem", c_int, [c_void_p, ctypes.c_int64, c_void_p, c_void_p],
+                     gil=True)
+PFMapCreate = _fn("PFMapCreate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p,
+                                         ctypes.c_int64, c_void_p], gil=True)
+PFMapGetSize = _fn("PFMapGetSize", c_int, [c_void_p, c_void_p], gil=True)
+# The key is a PFValue passed by value: its 8 bytes as an unsigned 64-bit
+# integer, which the x86-64 and AArch64 ABIs pass as they pass the union.
+PFMapGetItem = _fn("PFMapGetItem", c_int, [c_void_p, ctypes.c_uint64, c_int, c_void_p,
+                                           c_void_p, c_void_p], gil=True)
+PFMapGetItemAt = _fn("PFMapGetItemAt", c_int, [c_void_p, ctypes.c_int64, c_void_p, c_void_p,
+                                               c_void_p, c_void_p], gil=True)
+PFShapeCreate = _fn("PFShapeCreate", c_int, [c_void_p, ctypes.c_int64, c_void_p], gil=True)
+PFShapeGetData = _fn("PFShapeGetData", c_int, [c_void_p, c_void_p, c_void_p], gil=True)
+
 # ---- Functions --------------------------------------------------------------
 
 # The hot call: runs the callee. No argtypes; Function passes ready byref

@@ -53,10 +53,24 @@ def register_annotation(code_name, annotate):
     _annotations[code_name] = annotate
 
 
+# Signature type name -> annotate(result), for the grammar's types whose
+# type code does not say what they are: `array`, `map`, `shape` and
+# `object` all pass as kPFObjectHandle. These win over _annotations.
+_type_annotations = {}
+
+
+def register_type_annotation(type_name, annotate):
+    """Annotate the grammar's type `type_name` with annotate(result),
+    whatever its type code is."""
+    _type_annotations[type_name] = annotate
+
+
 def annotation(ctype, result):
     """The Python annotation for one C type of the grammar: the Python type
     that a value of its type code converts to."""
-    annotate = _annotations.get(TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype)))
+    annotate = _type_annotations.get(ctype)
+    if annotate is None:
+        annotate = _annotations.get(TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype)))
     if annotate is None:  # pragma: no cover - a type this binding predates
         raise ValueError("packedfunc: no Python type for C type %r" % ctype)
     return annotate(result)

@@ -1,0 +1,181 @@
+"""list, tuple and dict crossing to C as Array and Map.
+
+A list or tuple crosses to C as an Array, a dict as a Map (str or int
+keys), recursively. The conversion walks the value with an explicit stack,
+never by recursion, so that a deep value costs no Python frames; a
+container nested deeper than MAX_DEPTH levels, or one that contains itself,
+is a ValueError naming where. A container met twice (not a cycle: the same
+list in two places) becomes one C object, shared. Everything here is
+private.
+"""
+import ctypes
+import struct
+import sys
+
+from ._collections import Array, Map
+from ._containers import register_container
+from ._convert import (CONVERT, D, FLOAT, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q, encode,
+                       what)
+from ._errors import check_call
+from ._ffi import PFArrayCreate, PFMapCreate
+from ._library import OBJECT_TYPES
+from ._object import Object, Tensor, tensor_object_from
+
+c_void_p, byref = ctypes.c_void_p, ctypes.byref
+
+#: The deepest nesting of lists, tuples and dicts that can cross to C; the
+#: outermost container is level 1.
+MAX_DEPTH = 1000
+TENSOR_TYPE = OBJECT_TYPES["tensor"]
+
+_KINDS = (list, tuple, dict)
+
+
+def _path(pos, stack):
+    """How a message names the item being converted: the value's own name
+    (see _convert.what), then the index or key at each level."""
+    where = "".join("[%r]" % (fr[3] if fr[1] is None else fr[1][fr[3]]) for fr in stack)
+    return what(pos) + (" at " + where if where else "")
+
+
+def _encode_item(x, pos, stack, keep):
+    """(code, 8 bytes) of an item that is not a list, tuple or dict. A
+    DLPack array becomes a tensor object: a container cannot keep a
+    borrowed DLTensor."""
+    numpy = sys.modules.get("numpy")
+    try:
+        if (hasattr(x, "__dlpack__") and not isinstance(x, Object)
+                and not (numpy is not None and isinstance(x, numpy.generic))):
+            t = Tensor._adopt(tensor_object_from(x, _path(pos, stack)).value, TENSOR_TYPE)
+            keep.append(t)
+            return OBJECT, P.pack(t._handle)
+        return encode(x, pos, keep)
+    except (TypeError, ValueError, OverflowError) as err:
+        # Encoding again, with the item's path as its name, gives the same
+        # error in words that say where the item is.
+        try:
+            encode(x, _path(pos, stack), [])
+        except type(err) as named:
+            raise named from None
+        raise
+
+
+def _push(x, pos, stack, active, keep):
+    """A frame for container x: [x, keys or None, items, next index,
+    value bytes, codes, key bytes, key codes]."""
+    if id(x) in active:
+        raise ValueError("packedfunc: %s contains itself (a %s that is its own item, "
+                         "directly or not), which cannot cross to C"
+                         % (_path(pos, stack), type(x).__name__))
+    if len(stack) >= MAX_DEPTH:
+        raise ValueError("packedfunc: %s is nested deeper than %d levels of lists, "
+                         "tuples and dicts" % (what(pos), MAX_DEPTH))
+    if isinstance(x, dict):
+        items = list(x.items())
+        n = len(items)
+        keys = [k for k, _ in items]
+        items = [v for _, v in items]
+        fr = [x, keys, items, 0, [None] * n, [0] * n, [None] * n, [0] * n]
+        stack.append(fr)
+        for i, k in enumerate(keys):
+            fr[3] = i
+            name = "%s, dict key %d" % (_path(pos, stack[:-1]), i)
+            if isinstance(k, str):
+                code, raw = encode(str(k), name, keep)
+            elif isinstance(k, int):  # bool too: True is the key 1 in a dict
+                code, raw = encode(int(k), name, keep)
+            else:
+                raise TypeError("packedfunc: %s (%r) has unsupported type %s (keys are str "
+                                "or int)" % (name, k, type(k).__qualname__))
+            fr[6][i], fr[7][i] = raw, code
+        fr[3] = 0
+    else:
+        items = list(x)
+        n = len(items)
+        fr = [x, None, items, 0, [None] * n, [0] * n, None, None]
+        stack.append(fr)
+        # A list of plain ints or floats, packed at once.
+        if n and all(type(v) is int for v in items):
+            try:
+                fr[4] = [struct.pack("=%dq" % n, *items)]
+                fr[5] = [INT] * n
+                fr[3] = n
+            except struct.error:  # an int outside int64: item by item names it
+                fr[4] = [None] * n
+        elif n and all(type(v) is float for v in items):
+            fr[4] = [struct.pack("=%dd" % n, *items)]
+            fr[5] = [FLOAT] * n
+            fr[3] = n
+    active.add(id(x))
+
+
+def _create(fr):
+    """The C object for a frame whose items are all encoded."""
+    n = len(fr[2])
+    vals = b"".join(fr[4]) if n else None
+    codes = struct.pack("=%di" % n, *fr[5]) if n else None
+    out = c_void_p()
+    if fr[1] is None:
+        check_call(PFArrayCreate(vals, codes, n, byref(out)))
+        return Array._adopt(out.value)
+    keys = b"".join(fr[6]) if n else None
+    key_codes = struct.pack("=%di" % n, *fr[7]) if n else None
+    check_call(PFMapCreate(keys, key_codes, vals, codes, n, byref(out)))
+    return Map._adopt(out.value)
+
+
+def _from_python(root, pos):
+    """A new Array or Map for the list, tuple or dict `root` (and its
+    subclasses), converting nested containers without recursion."""
+    keep = []    # what must live until the C objects hold their items
+    done = {}    # id(container) -> its Array or Map, converted already
+    active = set()  # ids of the containers being converted (the path)
+    stack = []
+    _push(root, pos, stack, active, keep)
+    while True:
+        fr = stack[-1]
+        items, vals, codes = fr[2], fr[4], fr[5]
+        i, n = fr[3], len(items)
+        while i < n:
+            x = items[i]
+            t = type(x)
+            if t is int and INT64_MIN <= x <= INT64_MAX:
+                code, raw = INT, Q.pack(x)
+            elif t is float:
+                code, raw = FLOAT, D.pack(x)
+            elif isinstance(x, _KINDS):
+                made = done.get(id(x))
+                if made is None:
+                    fr[3] = i
+                    _push(x, pos, stack, active, keep)
+                    break
+                code, raw = OBJECT, P.pack(made._handle)
+            else:
+                fr[3] = i
+                code, raw = _encode_item(x, pos, stack, keep)
+            vals[i], codes[i] = raw, code
+            i += 1
+        else:
+            made = _create(fr)
+            stack.pop()
+            active.discard(id(fr[0]))
+            done[id(fr[0])] = made
+            if not stack:
+                return made
+            parent = stack[-1]
+            parent[4][parent[3]], parent[5][parent[3]] = P.pack(made._handle), OBJECT
+            parent[3] += 1
+
+
+def _encode_container(x, pos, keep):
+    made = _from_python(x, pos)
+    keep.append(made)
+    return OBJECT, P.pack(made._handle)
+
+
+def _convert_container(x):
+    return _from_python(x, CONVERT)
+
+
+for _kind in _KINDS:
+    register_container(_kind, _encode_container, _convert_container)
