@@ -131,7 +131,7 @@ int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int n
   if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1) &&
       s == pf_hot.ret_top) {
     int code = *type_code;
-    if ((unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValuePlain && !s->owns) {
+    if (pf_code_is_plain(code) && !s->owns) {
       s->type_code = code;
       s->value = *value;
       return 0;
@@ -203,7 +203,7 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
   for (int i = 0; i < num_args; ++i) {
     int c = type_codes[i];
     /* A plain value needs no check: any bits are valid. */
-    if ((unsigned)c < kPFTypeCodeEnd && pf_codes[c].kind == kPFValuePlain) continue;
+    if (pf_code_is_plain(c)) continue;
     if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
   }
   pf_function* f = func;

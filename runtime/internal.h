@@ -96,6 +96,14 @@ static const pf_code_info pf_codes[kPFTypeCodeEnd] = {
     PF_TYPE_CODE_LIST(PF_CODE_INFO_)
 #undef PF_CODE_INFO_
 };
+/* The plain codes as one constant bit mask, for the hot paths: a shift and a
+ * test, no table load. */
+#define PF_PLAIN_BIT_(name, num, text, kind, otype) | ((kind) == kPFValuePlain ? 1u << (num) : 0u)
+#define PF_PLAIN_CODE_MASK (0u PF_TYPE_CODE_LIST(PF_PLAIN_BIT_))
+_Static_assert(kPFTypeCodeEnd <= 32, "the plain-code mask has a bit per built-in code");
+static inline int pf_code_is_plain(int code) {
+  return (unsigned)code < 32u && ((PF_PLAIN_CODE_MASK >> (unsigned)code) & 1u);
+}
 static inline int pf_code_is_handle(int code) {
   return (unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValueHandle;
 }
