@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 3
+#define PF_API_VERSION 4
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -838,6 +838,55 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
                             const char** signature, const char** doc);
 
 /* ------------------------------------------------------------------------ */
+/* Binding constants (partial application)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A shared cache of pre-packed constants. Reserved: this version has no
+ * cache, and PFFuncBind requires NULL. */
+typedef void* PFPrePackCacheHandle;
+
+/*
+ * Creates a function that calls `func` with `num_bound` constants inserted
+ * among the caller's arguments: values[i] (type code type_codes[i]) goes at
+ * position positions[i] of the argument list that `func` receives, and the
+ * caller's arguments fill the other positions in order. Positions are
+ * 0-based and strictly increasing. A call of the new function with fewer
+ * arguments than its highest position needs fails (TypeError).
+ *
+ * Ownership: the new function owns its constants. kPFStr and kPFBytes
+ * values are copied by this call (the caller's memory may go when it
+ * returns); function, module and object handles are retained and released
+ * when the new function goes; other codes, and codes in the extension
+ * range, are kept bit for bit. A kPFDLTensorHandle is refused: a DLTensor*
+ * is only borrowed for a call; bind a tensor object instead. The new
+ * function holds a reference to `func`. The bound values are passed to
+ * `func` as borrowed arguments on every call (it must not keep them past
+ * the call, as with any argument).
+ *
+ * Metadata: when `func` has a signature (PFFuncSetInfo), the new function's
+ * signature is it without the bound parameters, and each position must be
+ * below the number of parameters; name and doc are not carried over.
+ *
+ * `cache` must be NULL (reserved for sharing pre-packed constants).
+ *
+ * *out is a new reference (PFFuncFree), written NULL on error. Calls of the
+ * new function may run on any number of threads at once: they share no
+ * scratch state. Thread-safe.
+ *
+ * Errors: NULL out, func not a live function, NULL positions, values or
+ * type_codes with num_bound > 0 (TypeError naming the argument); num_bound
+ * negative, a negative position, positions not strictly increasing, a
+ * position at or past the end of func's signature (ValueError naming
+ * "positions[I]"); a bound value that PFFuncCall would refuse as an
+ * argument, or a kPFDLTensorHandle (TypeError or ValueError naming "bound
+ * value I"); a non-NULL cache (NotImplementedError); MemoryError. On error
+ * nothing is retained or kept.
+ */
+PF_EXPORT int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions,
+                         PFValue* values, int* type_codes, PFPrePackCacheHandle cache,
+                         PFFunctionHandle* out);
+
+/* ------------------------------------------------------------------------ */
 /* Typed C functions and C function pointers (libffi)                        */
 /* ------------------------------------------------------------------------ */
 
@@ -1414,9 +1463,10 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * that new.
  *
  * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds
- * those up to ObjectTypeName; version 3 adds the rest: host objects
+ * those up to ObjectTypeName; version 3 adds host objects
  * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
- * ShapeGetData). Every exported entry point is a slot, except these, each for its
+ * ShapeGetData); version 4 adds FuncBind (binding constants). Every
+ * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
  */
@@ -1499,6 +1549,9 @@ typedef struct PFApi {
   int (*MapGetItemAt)(PFObjectHandle, int64_t, PFValue*, int*, PFValue*, int*);
   int (*ShapeCreate)(const int64_t*, int64_t, PFObjectHandle*);
   int (*ShapeGetData)(PFObjectHandle, const int64_t**, int64_t*);
+  /* Version 4. Binding constants. */
+  int (*FuncBind)(PFFunctionHandle, int, const int*, PFValue*, int*, PFPrePackCacheHandle,
+                  PFFunctionHandle*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

@@ -1,0 +1,343 @@
+/* PFFuncBind: constants inserted among a call's arguments, what a bound
+ * function owns, its signature, and every bad input. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/pf_test.h"
+
+/* Packed function: returns its arguments as an Array, so that a test can
+ * read back exactly what the inner function received. The Array copies
+ * strings and bytes and retains handles, so nothing it returns is borrowed
+ * from the call. */
+static int collect(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  PFObjectHandle a = NULL;
+  if (PFArrayCreate(args, codes, n, &a) != 0) return -1;
+  PFValue v = {.v_handle = a};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(a);
+  return rc;
+}
+
+static int fail_always(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret, (void)res;
+  return PFErrorSetFormat(kPFErrKeyError, "inner failure");
+}
+
+static PFFunctionHandle make(PFPackedCFunc fn) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(fn, NULL, NULL, &f));
+  return f;
+}
+
+/* Calls `f` and returns the Array it returned (a new reference). */
+static PFObjectHandle call_collect(PFFunctionHandle f, PFValue* args, int* codes, int n) {
+  PFValue rv;
+  int rc = -1;
+  assert_pf_ok(PFFuncCall(f, args, codes, n, &rv, &rc));
+  assert_int_equal(rc, kPFObjectHandle);
+  return rv.v_handle;
+}
+
+static void item(PFObjectHandle a, int64_t i, PFValue* v, int* code) {
+  assert_pf_ok(PFArrayGetItem(a, i, v, code));
+}
+
+/* Every type code a bound value may have, each bound between two of the
+ * caller's arguments, reaches the inner function unchanged at its
+ * position; strings and bytes are the bound function's own copies. */
+static void test_every_type_code(void** state) {
+  (void)state;
+  atomic_int boxed_fin = 0;
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(&boxed_fin, pf_test_count_fin, &boxed));
+  PFFunctionHandle inner = make(collect);
+  PFFunctionHandle other = make(pf_test_echo);
+  char text[] = "bound text";
+  char raw[] = {'a', 0, 'b'};
+  PFByteArray bytes = {raw, sizeof(raw)};
+  int dummy;
+  enum { N = 12 };
+  PFValue values[N];
+  int codes[N];
+  memset(values, 0, sizeof(values));
+  values[0].v_int64 = -42, codes[0] = kPFInt;
+  values[1].v_float64 = 2.5, codes[1] = kPFFloat;
+  values[2].v_int64 = 1, codes[2] = kPFBool;
+  codes[3] = kPFNull;
+  values[4].v_handle = &dummy, codes[4] = kPFOpaqueHandle;
+  values[5].v_type = (DLDataType){kDLFloat, 32, 1}, codes[5] = kPFDataType;
+  values[6].v_device = (DLDevice){kDLCPU, 3}, codes[6] = kPFDevice;
+  values[7].v_str = text, codes[7] = kPFStr;
+  values[8].v_handle = &bytes, codes[8] = kPFBytes;
+  values[9].v_handle = other, codes[9] = kPFFuncHandle;
+  values[10].v_handle = boxed, codes[10] = kPFObjectHandle;
+  values[11].v_int64 = 77, codes[11] = kPFExtBegin + 1;
+  /* Bound at the odd positions 1, 3, ..., 23: the caller's arguments take
+   * the even ones. */
+  int positions[N];
+  for (int i = 0; i < N; ++i) positions[i] = 2 * i + 1;
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, N, positions, values, codes, NULL, &bound));
+  /* The bound function keeps its own copies and references. */
+  memset(text, 'X', sizeof(text) - 1);
+  memset(raw, 'Y', sizeof(raw));
+  PFObjectFree(boxed);
+  PFFuncFree(other);
+  assert_int_equal(boxed_fin, 0);
+
+  PFValue args[N];
+  int arg_codes[N];
+  for (int i = 0; i < N; ++i) args[i].v_int64 = 1000 + i, arg_codes[i] = kPFInt;
+  for (int round = 0; round < 2; ++round) {
+    PFObjectHandle a = call_collect(bound, args, arg_codes, N);
+    int64_t size = 0;
+    assert_pf_ok(PFArrayGetSize(a, &size));
+    assert_int_equal(size, 2 * N);
+    PFValue v;
+    int c;
+    for (int i = 0; i < N; ++i) {
+      item(a, 2 * i, &v, &c);
+      assert_int_equal(c, kPFInt);
+      assert_int_equal(v.v_int64, 1000 + i);
+    }
+    item(a, 1, &v, &c), assert_int_equal(c, kPFInt), assert_int_equal(v.v_int64, -42);
+    item(a, 3, &v, &c), assert_int_equal(c, kPFFloat), assert_true(v.v_float64 == 2.5);
+    item(a, 5, &v, &c), assert_int_equal(c, kPFBool), assert_int_equal(v.v_int64, 1);
+    item(a, 7, &v, &c), assert_int_equal(c, kPFNull);
+    item(a, 9, &v, &c), assert_int_equal(c, kPFOpaqueHandle), assert_ptr_equal(v.v_handle, &dummy);
+    item(a, 11, &v, &c), assert_int_equal(c, kPFDataType);
+    assert_int_equal(v.v_type.code, kDLFloat), assert_int_equal(v.v_type.bits, 32);
+    item(a, 13, &v, &c), assert_int_equal(c, kPFDevice), assert_int_equal(v.v_device.device_id, 3);
+    item(a, 15, &v, &c), assert_int_equal(c, kPFStr), assert_string_equal(v.v_str, "bound text");
+    item(a, 17, &v, &c), assert_int_equal(c, kPFBytes);
+    const PFByteArray* ba = v.v_handle;
+    assert_int_equal(ba->size, 3);
+    assert_memory_equal(ba->data, "a\0b", 3);
+    item(a, 19, &v, &c), assert_int_equal(c, kPFFuncHandle), assert_ptr_equal(v.v_handle, other);
+    item(a, 21, &v, &c), assert_int_equal(c, kPFObjectHandle), assert_ptr_equal(v.v_handle, boxed);
+    item(a, 23, &v, &c), assert_int_equal(c, kPFExtBegin + 1), assert_int_equal(v.v_int64, 77);
+    PFObjectFree(a);
+  }
+  PFFuncFree(bound);
+  assert_int_equal(boxed_fin, 1);
+  PFFuncFree(inner);
+}
+
+/* The bound function holds the inner function and its object constants,
+ * and releases both when it goes. */
+static void test_ownership(void** state) {
+  (void)state;
+  atomic_int inner_fin = 0, boxed_fin = 0;
+  PFFunctionHandle inner = pf_test_make_counted(collect, &inner_fin);
+  assert_non_null(inner);
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(&boxed_fin, pf_test_count_fin, &boxed));
+  int pos = 0;
+  PFValue v = {.v_handle = boxed};
+  int code = kPFObjectHandle;
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, 1, &pos, &v, &code, NULL, &bound));
+  PFFuncFree(inner);
+  PFObjectFree(boxed);
+  assert_int_equal(inner_fin, 0);
+  assert_int_equal(boxed_fin, 0);
+  PFObjectFree(call_collect(bound, NULL, NULL, 0));
+  PFFuncFree(bound);
+  assert_int_equal(inner_fin, 1);
+  assert_int_equal(boxed_fin, 1);
+}
+
+/* A bound function binds again; zero constants is a plain forwarder. */
+static void test_nested_and_empty(void** state) {
+  (void)state;
+  PFFunctionHandle inner = make(collect);
+  PFFunctionHandle b0 = NULL, b1 = NULL, b2 = NULL;
+  assert_pf_ok(PFFuncBind(inner, 0, NULL, NULL, NULL, NULL, &b0));
+  int pos = 0;
+  PFValue v = {.v_int64 = 5};
+  int code = kPFInt;
+  assert_pf_ok(PFFuncBind(b0, 1, &pos, &v, &code, NULL, &b1));
+  v.v_int64 = 6;
+  assert_pf_ok(PFFuncBind(b1, 1, &pos, &v, &code, NULL, &b2));
+  PFValue arg = {.v_int64 = 7};
+  PFObjectHandle a = call_collect(b2, &arg, &code, 1);
+  PFValue got;
+  int c;
+  item(a, 0, &got, &c), assert_int_equal(got.v_int64, 5);
+  item(a, 1, &got, &c), assert_int_equal(got.v_int64, 6);
+  item(a, 2, &got, &c), assert_int_equal(got.v_int64, 7);
+  PFObjectFree(a);
+  PFFuncFree(b2);
+  PFFuncFree(b1);
+  PFFuncFree(b0);
+  PFFuncFree(inner);
+}
+
+/* More arguments than the stack buffer of a call holds take the heap. */
+static void test_bind_many_arguments(void** state) {
+  (void)state;
+  PFFunctionHandle inner = make(collect);
+  int pos[2] = {0, 40};
+  PFValue v[2] = {{.v_int64 = -1}, {.v_int64 = -2}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, 2, pos, v, codes, NULL, &bound));
+  PFValue args[45];
+  int arg_codes[45];
+  for (int i = 0; i < 45; ++i) args[i].v_int64 = i, arg_codes[i] = kPFInt;
+  PFObjectHandle a = call_collect(bound, args, arg_codes, 45);
+  PFValue got;
+  int c;
+  item(a, 0, &got, &c), assert_int_equal(got.v_int64, -1);
+  item(a, 1, &got, &c), assert_int_equal(got.v_int64, 0);
+  item(a, 40, &got, &c), assert_int_equal(got.v_int64, -2);
+  item(a, 41, &got, &c), assert_int_equal(got.v_int64, 39);
+  item(a, 46, &got, &c), assert_int_equal(got.v_int64, 44);
+  PFObjectFree(a);
+  /* Too few arguments to reach the constant at position 40. */
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(bound, args, arg_codes, 3, &rv, &rc), "TypeError", "position 40",
+                  "at least 39 arguments", "given 3");
+  PFFuncFree(bound);
+  PFFuncFree(inner);
+}
+
+/* The inner function's error is the bound call's error. */
+static void test_inner_error(void** state) {
+  (void)state;
+  PFFunctionHandle inner = make(fail_always);
+  int pos = 0;
+  PFValue v = {.v_int64 = 1};
+  int code = kPFInt;
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, 1, &pos, &v, &code, NULL, &bound));
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(bound, NULL, NULL, 0, &rv, &rc), "KeyError", "inner failure");
+  PFFuncFree(bound);
+  PFFuncFree(inner);
+}
+
+static int64_t mix(int64_t a, double b, int64_t c) { return a * 100 + (int64_t)b * 10 + c; }
+
+/* A typed function's signature loses the bound parameters; calls convert
+ * as before. */
+static void test_signature(void** state) {
+  (void)state;
+  PFFunctionHandle inner = NULL;
+  assert_pf_ok(PFFuncCreateFromTyped((void*)mix, "int64(int64, double, int64)", &inner));
+  int pos = 1;
+  PFValue v = {.v_float64 = 7.0};
+  int code = kPFFloat;
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, 1, &pos, &v, &code, NULL, &bound));
+  const char* sig = NULL;
+  assert_pf_ok(PFFuncGetInfo(bound, NULL, &sig, NULL));
+  assert_string_equal(sig, "int64(int64,int64)");
+  PFValue args[2] = {{.v_int64 = 3}, {.v_int64 = 4}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(bound, args, codes, 2, &rv, &rc));
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, 374);
+  /* Binding everything leaves "()". */
+  int all[3] = {0, 1, 2};
+  PFValue vals[3] = {{.v_int64 = 1}, {.v_float64 = 2.0}, {.v_int64 = 3}};
+  int all_codes[3] = {kPFInt, kPFFloat, kPFInt};
+  PFFunctionHandle full = NULL;
+  assert_pf_ok(PFFuncBind(inner, 3, all, vals, all_codes, NULL, &full));
+  assert_pf_ok(PFFuncGetInfo(full, NULL, &sig, NULL));
+  assert_string_equal(sig, "int64()");
+  assert_pf_ok(PFFuncCall(full, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rv.v_int64, 123);
+  /* Past the end of the signature. */
+  int past = 3;
+  PFFunctionHandle out = (PFFunctionHandle)0x1;
+  assert_pf_error(PFFuncBind(inner, 1, &past, &v, &code, NULL, &out), "ValueError",
+                  "PFFuncBind", "positions[0]", "is 3", "3 parameters");
+  assert_null(out);
+  PFFuncFree(full);
+  PFFuncFree(bound);
+  PFFuncFree(inner);
+}
+
+/* Bad input: each an error naming the argument, nothing retained. */
+static void test_bind_bad_input(void** state) {
+  (void)state;
+  atomic_int boxed_fin = 0;
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(&boxed_fin, pf_test_count_fin, &boxed));
+  PFFunctionHandle inner = make(collect);
+  PFFunctionHandle out = NULL;
+  int pos[2] = {0, 1};
+  PFValue v[2] = {{.v_handle = boxed}, {.v_int64 = 0}};
+  int codes[2] = {kPFObjectHandle, kPFInt};
+  assert_pf_error(PFFuncBind(inner, 1, pos, v, codes, NULL, NULL), "TypeError", "PFFuncBind",
+                  "'out'");
+  assert_pf_error(PFFuncBind(NULL, 1, pos, v, codes, NULL, &out), "TypeError", "PFFuncBind",
+                  "'func'");
+  assert_pf_error(PFFuncBind(boxed, 1, pos, v, codes, NULL, &out), "TypeError", "'func'");
+  assert_pf_error(PFFuncBind(inner, -1, pos, v, codes, NULL, &out), "ValueError",
+                  "'num_bound'", "-1");
+  assert_pf_error(PFFuncBind(inner, 1, NULL, v, codes, NULL, &out), "TypeError",
+                  "'positions'");
+  assert_pf_error(PFFuncBind(inner, 1, pos, NULL, codes, NULL, &out), "TypeError", "'values'");
+  assert_pf_error(PFFuncBind(inner, 1, pos, v, NULL, NULL, &out), "TypeError", "'type_codes'");
+  int neg[1] = {-2};
+  assert_pf_error(PFFuncBind(inner, 1, neg, v, codes, NULL, &out), "ValueError",
+                  "'positions[0]'", "negative");
+  int repeated[2] = {1, 1};
+  assert_pf_error(PFFuncBind(inner, 2, repeated, v, codes, NULL, &out), "ValueError",
+                  "'positions[1]'", "strictly increasing");
+  int unsorted[2] = {3, 1};
+  assert_pf_error(PFFuncBind(inner, 2, unsorted, v, codes, NULL, &out), "ValueError",
+                  "'positions[1]'", "strictly increasing");
+  assert_pf_error(PFFuncBind(inner, 1, pos, v, codes, (PFPrePackCacheHandle)boxed, &out),
+                  "NotImplementedError", "'cache'");
+  /* A bad second value: the first (an object) must not stay retained. */
+  PFValue bad[2] = {{.v_handle = boxed}, {.v_str = NULL}};
+  int bad_codes[2] = {kPFObjectHandle, kPFStr};
+  assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
+                  "PFFuncBind", "bound value 1", "NULL");
+  bad_codes[1] = 200;
+  bad[1].v_int64 = 0;
+  assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
+                  "bound value 1", "unknown type code 200");
+  bad_codes[1] = kPFFuncHandle;
+  bad[1].v_handle = boxed;
+  assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
+                  "bound value 1", "not a live function");
+  float data[2] = {1, 2};
+  int64_t shape[1] = {2};
+  DLTensor t = {.data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1},
+                .shape = shape};
+  bad[1].v_handle = &t;
+  bad_codes[1] = kPFDLTensorHandle;
+  assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
+                  "bound value 1", "DLTensor*", "tensor object");
+  assert_null(out);
+  PFObjectFree(boxed);
+  assert_int_equal(boxed_fin, 1);
+  PFFuncFree(inner);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_type_code), cmocka_unit_test(test_ownership),
+      cmocka_unit_test(test_nested_and_empty), cmocka_unit_test(test_bind_many_arguments),
+      cmocka_unit_test(test_inner_error),     cmocka_unit_test(test_signature),
+      cmocka_unit_test(test_bind_bad_input),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
