@@ -161,6 +161,7 @@ typedef struct {
   PFFunctionHandle echo, fail, forward, typed_str, typed_add, got;
   PFObjectHandle closure, closure_fail, boxed, tensor;
   PFObjectHandle array, map, shape;
+  PFFunctionHandle bound, bound_typed;
   DLManagedTensor managed;
   DLManagedTensor* exported;
   PFModuleHandle mod, dep;
@@ -322,6 +323,27 @@ static int s_containers(work* w) {
   return 0;
 }
 
+/* Bound constants: the copies of strings and bytes, the references, the
+ * rewritten signature and a call that merges the arguments. */
+static int s_bind(work* w) {
+  PFByteArray ba = {w->blob, w->len};
+  int pos[] = {0, 1, 3};
+  PFValue v[] = {{.v_str = w->text}, {.v_handle = &ba}, {.v_handle = w->map}};
+  int c[] = {kPFStr, kPFBytes, kPFObjectHandle};
+  if (PFFuncBind(w->forward, 3, pos, v, c, NULL, &w->bound) != 0) return -1;
+  PFValue a = {.v_int64 = w->round}, rv;
+  int ac = kPFInt, rc;
+  if (PFFuncCall(w->bound, &a, &ac, 1, &rv, &rc) != 0) return -1;
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, w->text);
+  PFValue seven = {.v_int64 = 7};
+  int ic = kPFInt, p0 = 0;
+  if (PFFuncBind(w->typed_add, 1, &p0, &seven, &ic, NULL, &w->bound_typed) != 0) return -1;
+  if (PFFuncCall(w->bound_typed, &a, &ac, 1, &rv, &rc) != 0) return -1;
+  assert_int_equal(rv.v_int64, 7 + w->round);
+  return 0;
+}
+
 /* Modules from descriptor tables: the same building, lookup, import and
  * export code that PFModLoadFromFile uses, without a dlopen (this test
  * links the runtime statically, and a module file would bring its own). */
@@ -392,7 +414,7 @@ static const struct {
     {"call_str", s_call_str, 1},       {"call_bytes", s_call_bytes, 1},
     {"call_nested", s_call_nested, 1}, {"typed", s_typed, 1},
     {"closure", s_closure, 1},         {"objects", s_objects, 1},
-    {"containers", s_containers, 1},
+    {"containers", s_containers, 1},   {"bind", s_bind, 1},
     {"module", s_module, 1},           {"list", s_list, 1},
     {"errors", s_errors, 1},
 };
@@ -441,6 +463,8 @@ static void work_cleanup(work* w) {
   assert_pf_ok(PFFuncFree(w->mod_fn));
   assert_pf_ok(PFModFree(w->dep));
   assert_pf_ok(PFModFree(w->mod));
+  assert_pf_ok(PFFuncFree(w->bound));
+  assert_pf_ok(PFFuncFree(w->bound_typed));
   assert_pf_ok(PFObjectFree(w->map));
   assert_pf_ok(PFObjectFree(w->array));
   assert_pf_ok(PFObjectFree(w->shape));
