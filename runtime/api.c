@@ -213,7 +213,8 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(MapGetItemAt, 64)                       \
   X(ShapeCreate, 65)                        \
   X(ShapeGetData, 66)                       \
-  X(FuncBind, 67)
+  X(FuncBind, 67)                           \
+  X(FuncSetPrePack, 68)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

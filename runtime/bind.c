@@ -169,6 +169,100 @@ static char* sig_drop(const char* sig, const int* positions, int num_bound) {
   return out;
 }
 
+/* The allocator that hooks get: the runtime's own, through the same
+ * checks as every runtime allocation. */
+static void* hook_malloc(size_t n, void* ud) {
+  (void)ud;
+  return pf_malloc(n);
+}
+static void* hook_realloc(void* p, size_t n, void* ud) {
+  (void)ud;
+  return pf_realloc(p, n);
+}
+static void hook_free(void* p, void* ud) {
+  (void)ud;
+  pf_free(p);
+}
+static const PFAllocator k_hook_allocator = {hook_malloc, hook_realloc, hook_free, NULL};
+
+/* Runs a function's pre-pack hook on one constant. On success writes
+ * *packed and, when 1, the packed value (owned by the caller from now on)
+ * to *out and *out_code. No lock is held: the hook is user code. */
+static int run_prepack(const pf_prepack* pp, PFFunctionHandle func, int position,
+                       const PFValue* value, int code, PFValue* out, int* out_code,
+                       int* packed) {
+  static const char* const where = "PFFuncBind";
+  PFValue result;
+  memset(&result, 0, sizeof(result));
+  int result_code = kPFNull, is_packed = 0;
+  uint64_t gen = pf_hot.err_gen;
+  if (pp->fn(((pf_function*)func)->resource, position, *value, code, &k_hook_allocator, &result,
+             &result_code, &is_packed) != 0) {
+    if (pf_hot.err_gen == gen)
+      return PFErrorSetFormat(kPFErrRuntimeError,
+                              "%s: the pre-pack hook of format '%s' failed on the constant at "
+                              "position %d without recording an error", where, pp->format,
+                              position);
+    return -1;
+  }
+  if (!is_packed) {
+    *packed = 0;
+    return 0;
+  }
+  if (!pf_code_is_plain(result_code) && !pf_code_is_handle(result_code))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: the pre-pack hook of format '%s' packed the constant at "
+                            "position %d into a value of type code %s (%d); a packed value is "
+                            "a plain value or a function, module or object handle", where,
+                            pp->format, position,
+                            PFTypeCodeName(result_code) ? PFTypeCodeName(result_code) : "unknown",
+                            result_code);
+  if (pf_check_value(where, "packed value for position", position, result_code, &result) != 0) {
+    /* The hook handed over a reference, of the wrong kind: ours to drop. */
+    if (pf_code_is_handle(result_code) && pf_is_object(result.v_handle, 0)) {
+      pf_saved_error e;
+      pf_error_save(&e);
+      PFObjectFree(result.v_handle);
+      pf_error_restore(&e);
+    }
+    return -1;
+  }
+  *out = result;
+  *out_code = result_code;
+  *packed = 1;
+  return 0;
+}
+
+int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format, PFPrePackFunc prepack) {
+  static const char* const where = "PFFuncSetPrePack";
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
+  PF_CHECK_ARG(pack_format);
+  PF_CHECK_ARG(prepack);
+  if (pack_format[0] == '\0')
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'pack_format' is empty", where);
+  pf_function* f = func;
+  if (atomic_load(&f->prepack) != NULL)
+    return PFErrorSetFormat(kPFErrValueError, "%s: the function already has a pre-pack hook",
+                            where);
+  pf_prepack* pp = pf_malloc(sizeof(*pp));
+  char* format = pf_strdup(pack_format);
+  if (pp == NULL || format == NULL) {
+    pf_free(pp);
+    pf_free(format);
+    return pf_oom(where);
+  }
+  pp->format = format;
+  pp->fn = prepack;
+  pf_prepack* expected = NULL;
+  if (!atomic_compare_exchange_strong(&f->prepack, &expected, pp)) {
+    pf_free(format);
+    pf_free(pp);
+    return PFErrorSetFormat(kPFErrValueError, "%s: the function already has a pre-pack hook",
+                            where);
+  }
+  return 0;
+}
+
 int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFValue* values,
                int* type_codes, PFPrePackCacheHandle cache, PFFunctionHandle* out) {
   static const char* const where = "PFFuncBind";
@@ -227,9 +321,16 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     b->codes = pf_malloc(sizeof(int) * (size_t)num_bound);
     if (b->positions == NULL || b->values == NULL || b->codes == NULL) goto oom;
     memcpy(b->positions, positions, sizeof(int) * (size_t)num_bound);
-    memcpy(b->codes, type_codes, sizeof(int) * (size_t)num_bound);
-    for (; kept < num_bound; ++kept)
+    pf_prepack* pp = atomic_load_explicit(&((pf_function*)func)->prepack, memory_order_acquire);
+    for (; kept < num_bound; ++kept) {
+      int packed = 0;
+      if (pp != NULL && run_prepack(pp, func, positions[kept], &values[kept], type_codes[kept],
+                                    &b->values[kept], &b->codes[kept], &packed) != 0)
+        goto fail;
+      if (packed) continue;
+      b->codes[kept] = type_codes[kept];
       if (keep_value(type_codes[kept], &values[kept], &b->values[kept]) != 0) goto fail;
+    }
   }
   b->num_bound = num_bound;
   char* new_sig = NULL;

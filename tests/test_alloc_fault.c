@@ -325,7 +325,29 @@ static int s_containers(work* w) {
 
 /* Bound constants: the copies of strings and bytes, the references, the
  * rewritten signature and a call that merges the arguments. */
+static void fault_free_payload(void* p) { PFMemFree(p); }
+
+/* Packs a bytes constant into a boxed copy allocated with the hook's
+ * allocator; keeps every other constant. */
+static int fault_hook(void* res, int position, PFValue value, int code,
+                      const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
+  (void)res, (void)position;
+  *is_packed = 0;
+  if (code != kPFBytes) return 0;
+  const PFByteArray* ba = value.v_handle;
+  char* copy = allocator->malloc_fn(ba->size + 1, allocator->user_data);
+  if (copy == NULL) return PFErrorSetFormat(kPFErrMemoryError, "fault_hook: no memory");
+  memcpy(copy, ba->data, ba->size);
+  PFObjectHandle o = NULL;
+  if (PFObjectCreateBoxed(copy, fault_free_payload, &o) != 0) return -1;
+  out->v_handle = o;
+  *out_code = kPFObjectHandle;
+  *is_packed = 1;
+  return 0;
+}
+
 static int s_bind(work* w) {
+  if (PFFuncSetPrePack(w->forward, "fault/boxed", fault_hook) != 0) return -1;
   PFByteArray ba = {w->blob, w->len};
   int pos[] = {0, 1, 3};
   PFValue v[] = {{.v_str = w->text}, {.v_handle = &ba}, {.v_handle = w->map}};

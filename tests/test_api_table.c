@@ -92,6 +92,7 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(ShapeCreate);
   SLOT(ShapeGetData);
   SLOT(FuncBind);
+  SLOT(FuncSetPrePack);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -103,6 +104,7 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, ArrayCreate), 58 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ShapeGetData), 66 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncBind), 67 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncSetPrePack), 68 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

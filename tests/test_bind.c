@@ -332,12 +332,208 @@ static void test_bind_bad_input(void** state) {
   PFFuncFree(inner);
 }
 
+/* ---- pre-pack hooks ---- */
+
+/* What a hook saw and what it is to do; the resource of the function. */
+typedef struct {
+  int calls;
+  int positions[8];
+  int mode;       /* 0: keep, 1: pack, 2: fail at fail_at, 3: fail silently, 4: bad code */
+  int fail_at;    /* call index that fails in mode 2 */
+  int bad_code;   /* the code mode 4 packs into */
+  atomic_int* fin; /* counts the finalizers of boxed packed values */
+  const PFAllocator* allocator;
+} hook_state;
+
+static void free_payload(void* p) { PFMemFree(p); }
+
+static int test_hook(void* resource, int position, PFValue value, int code,
+                     const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
+  hook_state* h = resource;
+  int call = h->calls++;
+  if (call < 8) h->positions[call] = position;
+  h->allocator = allocator;
+  switch (h->mode) {
+    case 0:
+      *is_packed = 0;
+      return 0;
+    case 2:
+      if (call == h->fail_at) return PFErrorSetFormat(kPFErrKeyError, "hook refused %d", position);
+      break;
+    case 3:
+      return -1;
+    case 4:
+      *out_code = h->bad_code;
+      if (h->bad_code == kPFFuncHandle) {
+        /* A live object, but not a function: handed over all the same. */
+        PFObjectHandle o = NULL;
+        if (PFObjectCreateBoxed(h->fin, pf_test_count_fin, &o) != 0) return -1;
+        out->v_handle = o;
+      } else {
+        out->v_str = "not ownable";
+      }
+      *is_packed = 1;
+      return 0;
+    default:
+      break;
+  }
+  /* Pack: an int becomes ten times itself; anything else becomes a boxed
+   * int64 allocated with the given allocator. */
+  if (code == kPFInt) {
+    out->v_int64 = value.v_int64 * 10;
+    *out_code = kPFInt;
+  } else {
+    int64_t* payload = allocator->malloc_fn(sizeof(int64_t), allocator->user_data);
+    if (payload == NULL) return PFErrorSetFormat(kPFErrMemoryError, "hook: no memory");
+    *payload = 1000 + position;
+    PFObjectHandle o = NULL;
+    if (PFObjectCreateBoxed(payload, free_payload, &o) != 0) return -1;
+    out->v_handle = o;
+    *out_code = kPFObjectHandle;
+  }
+  *is_packed = 1;
+  return 0;
+}
+
+static PFFunctionHandle make_hooked(hook_state* h) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(collect, h, NULL, &f));
+  assert_pf_ok(PFFuncSetPrePack(f, "test/x10", test_hook));
+  return f;
+}
+
+/* No pre-packing: the hook runs once per constant and the constants stay
+ * as they are. */
+static void test_prepack_keep(void** state) {
+  (void)state;
+  hook_state h = {.mode = 0};
+  PFFunctionHandle inner = make_hooked(&h);
+  int pos[2] = {1, 2};
+  PFValue v[2] = {{.v_int64 = 4}, {.v_str = "w"}};
+  int codes[2] = {kPFInt, kPFStr};
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, 2, pos, v, codes, NULL, &bound));
+  assert_int_equal(h.calls, 2);
+  assert_int_equal(h.positions[0], 1);
+  assert_int_equal(h.positions[1], 2);
+  PFValue arg = {.v_int64 = 0};
+  int ac = kPFInt;
+  for (int i = 0; i < 3; ++i) {
+    PFObjectHandle a = call_collect(bound, &arg, &ac, 1);
+    PFValue got;
+    int c;
+    item(a, 1, &got, &c), assert_int_equal(got.v_int64, 4);
+    item(a, 2, &got, &c), assert_string_equal(got.v_str, "w");
+    PFObjectFree(a);
+  }
+  assert_int_equal(h.calls, 2); /* never again on a call */
+  PFFuncFree(bound);
+  PFFuncFree(inner);
+}
+
+/* Packed replacement: every call gets the packed values; an object that
+ * the hook replaced is not kept; the packed object goes with the bound
+ * function; the hook got a working allocator. */
+static void test_prepack_replace(void** state) {
+  (void)state;
+  hook_state h = {.mode = 1};
+  PFFunctionHandle inner = make_hooked(&h);
+  atomic_int orig_fin = 0;
+  PFObjectHandle orig = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(&orig_fin, pf_test_count_fin, &orig));
+  int pos[2] = {0, 2};
+  PFValue v[2] = {{.v_int64 = 4}, {.v_handle = orig}};
+  int codes[2] = {kPFInt, kPFObjectHandle};
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(inner, 2, pos, v, codes, NULL, &bound));
+  assert_non_null(h.allocator);
+  PFObjectFree(orig);
+  assert_int_equal(orig_fin, 1); /* the bound function did not keep it */
+  PFValue arg = {.v_int64 = 5};
+  int ac = kPFInt;
+  PFObjectHandle a = call_collect(bound, &arg, &ac, 1);
+  PFValue got;
+  int c;
+  item(a, 0, &got, &c), assert_int_equal(c, kPFInt), assert_int_equal(got.v_int64, 40);
+  item(a, 1, &got, &c), assert_int_equal(got.v_int64, 5);
+  item(a, 2, &got, &c), assert_int_equal(c, kPFObjectHandle);
+  void* payload = NULL;
+  assert_pf_ok(PFObjectGetBoxedPayload(got.v_handle, &payload));
+  assert_int_equal(*(int64_t*)payload, 1002);
+  PFObjectFree(a);
+  PFFuncFree(bound); /* frees the packed object: ASan checks the payload */
+  PFFuncFree(inner);
+}
+
+/* A hook that fails fails the bind with its error; what earlier constants
+ * were packed into is released; no function is created. */
+static void test_prepack_hook_errors(void** state) {
+  (void)state;
+  hook_state h = {.mode = 2, .fail_at = 1};
+  PFFunctionHandle inner = make_hooked(&h);
+  atomic_int orig_fin = 0;
+  PFObjectHandle orig = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(&orig_fin, pf_test_count_fin, &orig));
+  int pos[2] = {0, 3};
+  PFValue v[2] = {{.v_handle = orig}, {.v_int64 = 1}};
+  int codes[2] = {kPFObjectHandle, kPFInt};
+  PFFunctionHandle out = (PFFunctionHandle)0x1;
+  assert_pf_error(PFFuncBind(inner, 2, pos, v, codes, NULL, &out), "KeyError", "hook refused 3");
+  assert_null(out);
+  /* Silent failure. */
+  h.mode = 3;
+  h.calls = 0;
+  assert_pf_error(PFFuncBind(inner, 2, pos, v, codes, NULL, &out), "RuntimeError", "PFFuncBind",
+                  "test/x10", "position 0", "without recording an error");
+  /* A packed value of a code that cannot be owned. */
+  h.mode = 4;
+  h.bad_code = kPFStr;
+  assert_pf_error(PFFuncBind(inner, 2, pos, v, codes, NULL, &out), "TypeError", "PFFuncBind",
+                  "position 0", "type code str");
+  h.bad_code = kPFDLTensorHandle;
+  assert_pf_error(PFFuncBind(inner, 2, pos, v, codes, NULL, &out), "TypeError", "type code tensor");
+  h.bad_code = 200;
+  assert_pf_error(PFFuncBind(inner, 2, pos, v, codes, NULL, &out), "TypeError", "(200)");
+  /* A live object under the wrong handle code: refused and released. */
+  atomic_int wrong_fin = 0;
+  h.fin = &wrong_fin;
+  h.bad_code = kPFFuncHandle;
+  assert_pf_error(PFFuncBind(inner, 2, pos, v, codes, NULL, &out), "TypeError",
+                  "packed value for position 0", "not a live function");
+  assert_int_equal(wrong_fin, 1);
+  assert_null(out);
+  PFObjectFree(orig);
+  assert_int_equal(orig_fin, 1);
+  PFFuncFree(inner);
+}
+
+static void test_set_prepack_bad_input(void** state) {
+  (void)state;
+  hook_state h = {.mode = 0};
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(collect, &h, NULL, &f));
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  assert_pf_error(PFFuncSetPrePack(NULL, "a", test_hook), "TypeError", "PFFuncSetPrePack",
+                  "'func'");
+  assert_pf_error(PFFuncSetPrePack(boxed, "a", test_hook), "TypeError", "'func'");
+  assert_pf_error(PFFuncSetPrePack(f, NULL, test_hook), "TypeError", "'pack_format'");
+  assert_pf_error(PFFuncSetPrePack(f, "a", NULL), "TypeError", "'prepack'");
+  assert_pf_error(PFFuncSetPrePack(f, "", test_hook), "ValueError", "'pack_format'", "empty");
+  assert_pf_ok(PFFuncSetPrePack(f, "a", test_hook));
+  assert_pf_error(PFFuncSetPrePack(f, "b", test_hook), "ValueError", "already has");
+  PFObjectFree(boxed);
+  PFFuncFree(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_type_code), cmocka_unit_test(test_ownership),
       cmocka_unit_test(test_nested_and_empty), cmocka_unit_test(test_bind_many_arguments),
       cmocka_unit_test(test_inner_error),     cmocka_unit_test(test_signature),
-      cmocka_unit_test(test_bind_bad_input),
+      cmocka_unit_test(test_bind_bad_input),  cmocka_unit_test(test_prepack_keep),
+      cmocka_unit_test(test_prepack_replace), cmocka_unit_test(test_prepack_hook_errors),
+      cmocka_unit_test(test_set_prepack_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -846,6 +846,44 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
 typedef void* PFPrePackCacheHandle;
 
 /*
+ * A pre-pack hook (after ONNX Runtime's PrePackWeight): transforms a
+ * constant, once, into the layout that its function reads fastest.
+ * PFFuncBind calls it for every constant bound to a function that has one
+ * (PFFuncSetPrePack), on the binding thread, with no lock of the runtime's
+ * held, before the bound function exists:
+ *  - resource_handle is the function's resource (PFFuncCreateFromCFunc);
+ *  - position is where the constant goes in the function's arguments;
+ *  - value/type_code are the constant, borrowed for this call only;
+ *  - allocator is the runtime's allocator, valid for the process, for the
+ *    memory of the packed value (a tensor's data, a boxed payload).
+ * To keep the constant as it is, set *is_packed = 0 and return 0. To
+ * replace it, write the packed value to *out and *out_type_code, set
+ * *is_packed = 1 and return 0: the bound function then passes that value
+ * at `position` on every call instead of the constant, and does not keep
+ * the constant. The packed value is a plain value (int, float, bool, null,
+ * dtype, device, opaque handle: kept bit for bit) or a new reference to a
+ * function, module or object (a tensor object in the kernel's layout,
+ * usually), which the bound function takes over and releases when it goes.
+ * On failure return -1 after recording an error (PFErrorSet...); the bind
+ * fails with it and keeps nothing. The hook may call packedfunc entry
+ * points. Its code must stay loaded while functions are being bound.
+ */
+typedef int (*PFPrePackFunc)(void* resource_handle, int position, PFValue value, int type_code,
+                             const PFAllocator* allocator, PFValue* out, int* out_type_code,
+                             int* is_packed);
+
+/* Gives a function a pre-pack hook, once. `pack_format` names the layout
+ * the hook produces ("demo.matmul/blocked8"): two functions with the same
+ * format must pack a constant the same way (a cache may share their packed
+ * values). The format is copied. Thread-safe; the hook applies to binds
+ * that start after this call returns.
+ * Errors: func not a live function, NULL pack_format or prepack
+ * (TypeError); an empty pack_format, a hook already set (ValueError);
+ * MemoryError. On error nothing is set. */
+PF_EXPORT int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format,
+                               PFPrePackFunc prepack);
+
+/*
  * Creates a function that calls `func` with `num_bound` constants inserted
  * among the caller's arguments: values[i] (type code type_codes[i]) goes at
  * position positions[i] of the argument list that `func` receives, and the
@@ -863,6 +901,15 @@ typedef void* PFPrePackCacheHandle;
  * `func` as borrowed arguments on every call (it must not keep them past
  * the call, as with any argument).
  *
+ * Pre-packing: when `func` has a pre-pack hook (PFFuncSetPrePack), this
+ * call runs it once for each constant, and the bound function keeps the
+ * hook's packed value in place of every constant the hook packed (see
+ * PFPrePackFunc). A hook that fails fails this call with its error; a hook
+ * that returns -1 without one gives a RuntimeError; a packed value of a
+ * code other than those PFPrePackFunc allows, or a handle that is not a
+ * live object of its code, is a TypeError naming the position (a live
+ * object handed over that way is released; other values are not).
+ *
  * Metadata: when `func` has a signature (PFFuncSetInfo), the new function's
  * signature is it without the bound parameters, and each position must be
  * below the number of parameters; name and doc are not carried over.
@@ -879,8 +926,8 @@ typedef void* PFPrePackCacheHandle;
  * position at or past the end of func's signature (ValueError naming
  * "positions[I]"); a bound value that PFFuncCall would refuse as an
  * argument, or a kPFDLTensorHandle (TypeError or ValueError naming "bound
- * value I"); a non-NULL cache (NotImplementedError); MemoryError. On error
- * nothing is retained or kept.
+ * value I"); a non-NULL cache (NotImplementedError); the hook's errors
+ * (above); MemoryError. On error nothing is retained or kept.
  */
 PF_EXPORT int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions,
                          PFValue* values, int* type_codes, PFPrePackCacheHandle cache,
@@ -1465,7 +1512,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds
  * those up to ObjectTypeName; version 3 adds host objects
  * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
- * ShapeGetData); version 4 adds FuncBind (binding constants). Every
+ * ShapeGetData); version 4 adds FuncBind and FuncSetPrePack (binding
+ * constants, pre-packing them). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -1552,6 +1600,7 @@ typedef struct PFApi {
   /* Version 4. Binding constants. */
   int (*FuncBind)(PFFunctionHandle, int, const int*, PFValue*, int*, PFPrePackCacheHandle,
                   PFFunctionHandle*);
+  int (*FuncSetPrePack)(PFFunctionHandle, const char*, PFPrePackFunc);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
