@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "prepack_cache.h"
 
 typedef struct {
   PFFunctionHandle inner;
@@ -13,6 +14,11 @@ typedef struct {
   int* positions; /* strictly increasing */
   PFValue* values;
   int* codes;
+  /* Per constant, the cache entry its packed value is borrowed from, or
+   * NULL when the binding owns the value itself; all NULL without a
+   * cache. */
+  pf_pp_entry** entries;
+  PFPrePackCacheHandle cache; /* a reference, or NULL */
 } pf_binding;
 
 /* Calls made with this many arguments or fewer merge them on the stack; a
@@ -34,8 +40,15 @@ static void release_value(int code, PFValue* v) {
  * function may run their finalizers. */
 static void binding_free(pf_binding* b, int num_kept) {
   if (b == NULL) return;
-  for (int i = 0; i < num_kept; ++i) release_value(b->codes[i], &b->values[i]);
+  for (int i = 0; i < num_kept; ++i) {
+    if (b->entries != NULL && b->entries[i] != NULL)
+      pf_pp_entry_release(b->cache, b->entries[i]);
+    else
+      release_value(b->codes[i], &b->values[i]);
+  }
   if (b->inner != NULL) PFFuncFree(b->inner);
+  if (b->cache != NULL) PFObjectFree(b->cache);
+  pf_free(b->entries);
   pf_free(b->positions);
   pf_free(b->values);
   pf_free(b->codes);
@@ -283,10 +296,7 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: argument 'type_codes' is NULL with num_bound %d", where,
                             num_bound);
-  if (cache != NULL)
-    return PFErrorSetFormat(kPFErrNotImplementedError,
-                            "%s: argument 'cache' must be NULL: this build has no pre-pack "
-                            "cache", where);
+  if (cache != NULL) PF_CHECK_OBJECT(cache, kPFObjectPrePackCache);
   const char* sig = NULL;
   PFFuncGetInfo(func, NULL, &sig, NULL);
   int arity = sig != NULL ? sig_param_count(sig) : -1;
@@ -322,10 +332,23 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     if (b->positions == NULL || b->values == NULL || b->codes == NULL) goto oom;
     memcpy(b->positions, positions, sizeof(int) * (size_t)num_bound);
     pf_prepack* pp = atomic_load_explicit(&((pf_function*)func)->prepack, memory_order_acquire);
+    if (pp != NULL && cache != NULL) {
+      b->entries = pf_calloc((size_t)num_bound, sizeof(pf_pp_entry*));
+      if (b->entries == NULL) goto oom;
+      PFObjectRetain(cache);
+      b->cache = cache;
+    }
     for (; kept < num_bound; ++kept) {
-      int packed = 0;
-      if (pp != NULL && run_prepack(pp, func, positions[kept], &values[kept], type_codes[kept],
-                                    &b->values[kept], &b->codes[kept], &packed) != 0)
+      int packed = 0, rc = 1;
+      if (b->cache != NULL) {
+        rc = pf_pp_cache_pack(cache, pp, func, positions[kept], &values[kept], type_codes[kept],
+                              run_prepack, &b->values[kept], &b->codes[kept], &packed,
+                              &b->entries[kept]);
+        if (rc < 0) goto fail;
+      }
+      if (rc == 1 && pp != NULL &&
+          run_prepack(pp, func, positions[kept], &values[kept], type_codes[kept],
+                      &b->values[kept], &b->codes[kept], &packed) != 0)
         goto fail;
       if (packed) continue;
       b->codes[kept] = type_codes[kept];

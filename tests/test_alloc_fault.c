@@ -163,6 +163,9 @@ typedef struct {
   PFObjectHandle array, map, shape;
   PFFunctionHandle bound, bound_typed;
   DLManagedTensor managed;
+  int64_t tensor_shape[1];
+  PFPrePackCacheHandle cache;
+  PFFunctionHandle cached[2];
   DLManagedTensor* exported;
   PFModuleHandle mod, dep;
   PFFunctionHandle mod_fn;
@@ -288,6 +291,10 @@ static int s_objects(work* w) {
   PFObjectFree(rv.v_handle);
   memset(&w->managed, 0, sizeof(w->managed));
   w->managed.deleter = managed_deleter;
+  /* A CPU tensor over the blob, so that the pre-pack cache can share it. */
+  w->tensor_shape[0] = (int64_t)w->len;
+  w->managed.dl_tensor = (DLTensor){.data = w->blob, .device = {kDLCPU, 0}, .ndim = 1,
+                                    .dtype = {kDLUInt, 8, 1}, .shape = w->tensor_shape};
   atomic_fetch_add(&g_fins_expected, 1);
   if (PFTensorCreateFromDLPack(&w->managed, &w->tensor) != 0) return -1;
   return PFTensorToDLPack(w->tensor, &w->exported);
@@ -333,8 +340,19 @@ static int fault_hook(void* res, int position, PFValue value, int code,
                       const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
   (void)res, (void)position;
   *is_packed = 0;
-  if (code != kPFBytes) return 0;
+  PFByteArray whole;
   const PFByteArray* ba = value.v_handle;
+  if (code == kPFObjectHandle) {
+    uint32_t type = 0;
+    DLTensor* t = NULL;
+    if (PFObjectGetTypeIndex(value.v_handle, &type) != 0) return -1;
+    if (type != kPFObjectTensor) return 0; /* keep other objects */
+    if (PFTensorGetDLTensor(value.v_handle, &t) != 0) return -1;
+    whole = (PFByteArray){t->data, (size_t)t->shape[0]};
+    ba = &whole;
+  } else if (code != kPFBytes) {
+    return 0;
+  }
   char* copy = allocator->malloc_fn(ba->size + 1, allocator->user_data);
   if (copy == NULL) return PFErrorSetFormat(kPFErrMemoryError, "fault_hook: no memory");
   memcpy(copy, ba->data, ba->size);
@@ -363,6 +381,15 @@ static int s_bind(work* w) {
   if (PFFuncBind(w->typed_add, 1, &p0, &seven, &ic, NULL, &w->bound_typed) != 0) return -1;
   if (PFFuncCall(w->bound_typed, &a, &ac, 1, &rv, &rc) != 0) return -1;
   assert_int_equal(rv.v_int64, 7 + w->round);
+  /* Through a cache: a miss that packs, then a hit that shares. */
+  if (PFPrePackCacheCreate(&w->cache) != 0) return -1;
+  PFValue tv = {.v_handle = w->tensor};
+  int tc = kPFObjectHandle;
+  for (int i = 0; i < 2; ++i)
+    if (PFFuncBind(w->forward, 1, &p0, &tv, &tc, w->cache, &w->cached[i]) != 0) return -1;
+  int64_t hits = 0;
+  assert_pf_ok(PFPrePackCacheGetStats(w->cache, NULL, NULL, &hits));
+  assert_int_equal(hits, 1);
   return 0;
 }
 
@@ -487,6 +514,9 @@ static void work_cleanup(work* w) {
   assert_pf_ok(PFModFree(w->mod));
   assert_pf_ok(PFFuncFree(w->bound));
   assert_pf_ok(PFFuncFree(w->bound_typed));
+  assert_pf_ok(PFFuncFree(w->cached[0]));
+  assert_pf_ok(PFFuncFree(w->cached[1]));
+  assert_pf_ok(PFObjectFree(w->cache));
   assert_pf_ok(PFObjectFree(w->map));
   assert_pf_ok(PFObjectFree(w->array));
   assert_pf_ok(PFObjectFree(w->shape));

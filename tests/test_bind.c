@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "support/pf_test.h"
+#include "../runtime/prepack_cache.h" /* pf_pp_force_hash */
 
 /* Packed function: returns its arguments as an Array, so that a test can
  * read back exactly what the inner function received. The Array copies
@@ -304,7 +305,7 @@ static void test_bind_bad_input(void** state) {
   assert_pf_error(PFFuncBind(inner, 2, unsorted, v, codes, NULL, &out), "ValueError",
                   "'positions[1]'", "strictly increasing");
   assert_pf_error(PFFuncBind(inner, 1, pos, v, codes, (PFPrePackCacheHandle)boxed, &out),
-                  "NotImplementedError", "'cache'");
+                  "TypeError", "'cache'", "not a live prepack cache handle");
   /* A bad second value: the first (an object) must not stay retained. */
   PFValue bad[2] = {{.v_handle = boxed}, {.v_str = NULL}};
   int bad_codes[2] = {kPFObjectHandle, kPFStr};
@@ -526,6 +527,282 @@ static void test_set_prepack_bad_input(void** state) {
   PFFuncFree(f);
 }
 
+/* ---- the shared cache ---- */
+
+/* A tensor object that owns a copy of `n` floats shaped (rows, n / rows);
+ * its deleter counts into `deleted` (may be NULL). */
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[2];
+  int64_t strides[2];
+  atomic_int* deleted;
+  float data[];
+} test_tensor;
+
+static void test_tensor_delete(DLManagedTensor* m) {
+  test_tensor* t = m->manager_ctx;
+  if (t->deleted) atomic_fetch_add(t->deleted, 1);
+  free(t);
+}
+
+static PFObjectHandle make_tensor(const float* values, int n, int rows, atomic_int* deleted) {
+  test_tensor* t = calloc(1, sizeof(*t) + sizeof(float) * (size_t)n);
+  assert_non_null(t);
+  memcpy(t->data, values, sizeof(float) * (size_t)n);
+  t->shape[0] = rows;
+  t->shape[1] = n / rows;
+  t->deleted = deleted;
+  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 2,
+                                    .dtype = {kDLFloat, 32, 1}, .shape = t->shape};
+  t->managed.manager_ctx = t;
+  t->managed.deleter = test_tensor_delete;
+  PFObjectHandle o = NULL;
+  assert_pf_ok(PFTensorCreateFromDLPack(&t->managed, &o));
+  return o;
+}
+
+/* Counts its calls; packs a tensor into a tensor of its doubled values
+ * (same shape), allocated with the hook's allocator. */
+typedef struct {
+  atomic_int calls;
+  atomic_int packed_deleted;
+  int keep;  /* 1: leave constants as they are */
+  int fail;  /* 1: fail */
+} cache_hook_state;
+
+static void packed_delete(DLManagedTensor* m) {
+  test_tensor* t = m->manager_ctx;
+  if (t->deleted) atomic_fetch_add(t->deleted, 1);
+  PFMemFree(t);
+}
+
+static int cache_hook(void* resource, int position, PFValue value, int code,
+                      const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
+  (void)position;
+  cache_hook_state* h = resource;
+  atomic_fetch_add(&h->calls, 1);
+  if (h->fail) return PFErrorSetFormat(kPFErrValueError, "cache_hook: refused");
+  if (h->keep || code != kPFObjectHandle) {
+    *is_packed = 0;
+    return 0;
+  }
+  DLTensor* src = NULL;
+  if (PFTensorGetDLTensor(value.v_handle, &src) != 0) return -1;
+  int n = (int)(src->shape[0] * src->shape[1]);
+  test_tensor* t = allocator->malloc_fn(sizeof(*t) + sizeof(float) * (size_t)n,
+                                        allocator->user_data);
+  if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "cache_hook: no memory");
+  memset(t, 0, sizeof(*t));
+  for (int i = 0; i < n; ++i) t->data[i] = 2 * ((const float*)src->data)[i];
+  t->shape[0] = src->shape[0];
+  t->shape[1] = src->shape[1];
+  t->deleted = &h->packed_deleted;
+  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 2,
+                                    .dtype = {kDLFloat, 32, 1}, .shape = t->shape};
+  t->managed.manager_ctx = t;
+  t->managed.deleter = packed_delete;
+  PFObjectHandle o = NULL;
+  if (PFTensorCreateFromDLPack(&t->managed, &o) != 0) return -1;
+  out->v_handle = o;
+  *out_code = kPFObjectHandle;
+  *is_packed = 1;
+  return 0;
+}
+
+static PFFunctionHandle make_cache_hooked(cache_hook_state* h, const char* format) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(collect, h, NULL, &f));
+  assert_pf_ok(PFFuncSetPrePack(f, format, cache_hook));
+  return f;
+}
+
+/* The tensor a bound function passes at position `pos` on a call with one
+ * int argument. */
+static PFObjectHandle passed_tensor(PFFunctionHandle bound, int64_t pos) {
+  PFValue arg = {.v_int64 = 0};
+  int ac = kPFInt;
+  PFObjectHandle a = call_collect(bound, &arg, &ac, 1);
+  PFValue got;
+  int c;
+  item(a, pos, &got, &c);
+  assert_int_equal(c, kPFObjectHandle);
+  PFObjectHandle t = got.v_handle;
+  PFObjectFree(a); /* the bound function still holds it */
+  return t;
+}
+
+static void stats(PFPrePackCacheHandle cache, int64_t entries, int64_t bytes, int64_t hits) {
+  int64_t e = -1, b = -1, h = -1;
+  assert_pf_ok(PFPrePackCacheGetStats(cache, &e, &b, &h));
+  assert_int_equal(e, entries);
+  assert_int_equal(b, bytes);
+  assert_int_equal(h, hits);
+}
+
+static PFFunctionHandle bind_one(PFFunctionHandle f, int pos, PFObjectHandle tensor,
+                                 PFPrePackCacheHandle cache) {
+  PFValue v = {.v_handle = tensor};
+  int code = kPFObjectHandle;
+  PFFunctionHandle out = NULL;
+  assert_pf_ok(PFFuncBind(f, 1, &pos, &v, &code, cache, &out));
+  return out;
+}
+
+/* Sharing: equal constants (other objects, same content) bound through one
+ * cache share one packed value; the hook runs on the miss only; the entry
+ * goes with the last function that uses it. */
+static void test_cache_hit_and_miss(void** state) {
+  (void)state;
+  cache_hook_state h = {0};
+  PFFunctionHandle f = make_cache_hooked(&h, "test/double");
+  PFFunctionHandle g = make_cache_hooked(&h, "test/double");
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  uint32_t type = 0;
+  assert_pf_ok(PFObjectGetTypeIndex(cache, &type));
+  assert_int_equal(type, kPFObjectPrePackCache);
+  assert_string_equal(PFObjectTypeName(type), "prepack cache");
+  stats(cache, 0, 0, 0);
+  const float w[4] = {1, 2, 3, 4};
+  atomic_int d1 = 0, d2 = 0;
+  PFObjectHandle t1 = make_tensor(w, 4, 2, &d1);
+  PFObjectHandle t2 = make_tensor(w, 4, 2, &d2);
+  PFFunctionHandle b1 = bind_one(f, 1, t1, cache);
+  assert_int_equal(h.calls, 1);
+  stats(cache, 1, 16, 0);
+  PFFunctionHandle b2 = bind_one(g, 1, t2, cache); /* another function, same format */
+  assert_int_equal(h.calls, 1);
+  stats(cache, 1, 16, 1);
+  PFObjectHandle p1 = passed_tensor(b1, 1), p2 = passed_tensor(b2, 1);
+  assert_ptr_equal(p1, p2);
+  DLTensor* pt = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(p1, &pt));
+  assert_true(((float*)pt->data)[3] == 8.0f);
+  /* Another position or another format is another entry. */
+  PFFunctionHandle b3 = bind_one(f, 0, t1, cache);
+  PFFunctionHandle other = make_cache_hooked(&h, "test/other");
+  PFFunctionHandle b4 = bind_one(other, 1, t1, cache);
+  assert_int_equal(h.calls, 3);
+  stats(cache, 3, 48, 1);
+  assert_ptr_not_equal(passed_tensor(b3, 0), p1);
+  /* The cache may go first: bound functions hold it. */
+  PFObjectFree(cache);
+  PFObjectFree(t2);
+  assert_int_equal(d2, 1); /* a hit keeps nothing of its constant */
+  PFFuncFree(b1);
+  assert_int_equal(h.packed_deleted, 0); /* b2 still uses the entry */
+  assert_ptr_equal(passed_tensor(b2, 1), p1);
+  PFFuncFree(b2);
+  assert_int_equal(h.packed_deleted, 1);
+  PFFuncFree(b3);
+  PFFuncFree(b4);
+  assert_int_equal(h.packed_deleted, 3);
+  PFObjectFree(t1);
+  assert_int_equal(d1, 1);
+  PFFuncFree(other);
+  PFFuncFree(g);
+  PFFuncFree(f);
+}
+
+/* Different contents never share, even when their hashes are forced
+ * equal: the bytes are compared. */
+static void test_cache_forced_collision(void** state) {
+  (void)state;
+  cache_hook_state h = {0};
+  PFFunctionHandle f = make_cache_hooked(&h, "test/double");
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  atomic_store(&pf_pp_force_hash, 1);
+  const float w1[4] = {1, 2, 3, 4}, w2[4] = {1, 2, 3, 5};
+  PFObjectHandle t1 = make_tensor(w1, 4, 2, NULL), t2 = make_tensor(w2, 4, 2, NULL);
+  PFObjectHandle t3 = make_tensor(w1, 4, 1, NULL); /* same bytes, other shape */
+  PFFunctionHandle b1 = bind_one(f, 0, t1, cache);
+  PFFunctionHandle b2 = bind_one(f, 0, t2, cache);
+  PFFunctionHandle b3 = bind_one(f, 0, t3, cache);
+  PFFunctionHandle b4 = bind_one(f, 0, t1, cache); /* a true hit */
+  atomic_store(&pf_pp_force_hash, 0);
+  assert_int_equal(h.calls, 3);
+  stats(cache, 3, 48, 1);
+  DLTensor* d = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(passed_tensor(b2, 0), &d));
+  assert_true(((float*)d->data)[3] == 10.0f);
+  assert_pf_ok(PFTensorGetDLTensor(passed_tensor(b1, 0), &d));
+  assert_true(((float*)d->data)[3] == 8.0f);
+  assert_ptr_equal(passed_tensor(b4, 0), passed_tensor(b1, 0));
+  PFFuncFree(b1), PFFuncFree(b2), PFFuncFree(b3), PFFuncFree(b4);
+  stats(cache, 0, 0, 1);
+  PFObjectFree(t1), PFObjectFree(t2), PFObjectFree(t3);
+  PFObjectFree(cache);
+  PFFuncFree(f);
+}
+
+/* Non-sharing mode: no cache, a non-CPU tensor, a strided one, a
+ * non-tensor constant: each bind packs its own. A hook that keeps the
+ * constant or fails leaves nothing in the cache. */
+static void test_cache_non_sharing(void** state) {
+  (void)state;
+  cache_hook_state h = {0};
+  PFFunctionHandle f = make_cache_hooked(&h, "test/double");
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  const float w[4] = {1, 2, 3, 4};
+  PFObjectHandle t = make_tensor(w, 4, 2, NULL);
+  PFFunctionHandle a = bind_one(f, 0, t, NULL), b = bind_one(f, 0, t, NULL);
+  assert_int_equal(h.calls, 2);
+  assert_ptr_not_equal(passed_tensor(a, 0), passed_tensor(b, 0));
+  PFFuncFree(a), PFFuncFree(b);
+  assert_int_equal(h.packed_deleted, 2);
+  /* Strided (column-major) and non-CPU tensors are not shared. */
+  DLTensor* dt = NULL;
+  PFObjectHandle strided = make_tensor(w, 4, 2, NULL);
+  assert_pf_ok(PFTensorGetDLTensor(strided, &dt));
+  test_tensor* tt = (test_tensor*)((char*)dt - offsetof(test_tensor, managed));
+  tt->strides[0] = 1, tt->strides[1] = 2;
+  dt->strides = tt->strides;
+  PFObjectHandle gpu = make_tensor(w, 4, 2, NULL);
+  assert_pf_ok(PFTensorGetDLTensor(gpu, &dt));
+  dt->device.device_type = kDLCUDA;
+  h.calls = 0;
+  a = bind_one(f, 0, strided, cache), b = bind_one(f, 0, strided, cache);
+  PFFunctionHandle c = bind_one(f, 0, gpu, cache), d = bind_one(f, 0, gpu, cache);
+  assert_int_equal(h.calls, 4);
+  stats(cache, 0, 0, 0);
+  PFFuncFree(a), PFFuncFree(b), PFFuncFree(c), PFFuncFree(d);
+  /* Keep, then fail: nothing stays. */
+  h.keep = 1;
+  a = bind_one(f, 0, t, cache);
+  stats(cache, 0, 0, 0);
+  assert_ptr_equal(passed_tensor(a, 0), t);
+  PFFuncFree(a);
+  h.keep = 0, h.fail = 1;
+  int pos = 0;
+  PFValue v = {.v_handle = t};
+  int code = kPFObjectHandle;
+  PFFunctionHandle out = NULL;
+  assert_pf_error(PFFuncBind(f, 1, &pos, &v, &code, cache, &out), "ValueError",
+                  "cache_hook: refused");
+  stats(cache, 0, 0, 0);
+  PFObjectFree(strided), PFObjectFree(gpu), PFObjectFree(t);
+  PFObjectFree(cache);
+  PFFuncFree(f);
+}
+
+static void test_cache_bad_input(void** state) {
+  (void)state;
+  assert_pf_error(PFPrePackCacheCreate(NULL), "TypeError", "PFPrePackCacheCreate", "'out'");
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  int64_t n;
+  assert_pf_error(PFPrePackCacheGetStats(boxed, &n, &n, &n), "TypeError",
+                  "PFPrePackCacheGetStats", "'cache'");
+  assert_pf_error(PFPrePackCacheGetStats(NULL, &n, &n, &n), "TypeError", "'cache'");
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  assert_pf_ok(PFPrePackCacheGetStats(cache, NULL, NULL, NULL));
+  PFObjectFree(cache);
+  PFObjectFree(boxed);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_type_code), cmocka_unit_test(test_ownership),
@@ -533,7 +810,9 @@ int main(void) {
       cmocka_unit_test(test_inner_error),     cmocka_unit_test(test_signature),
       cmocka_unit_test(test_bind_bad_input),  cmocka_unit_test(test_prepack_keep),
       cmocka_unit_test(test_prepack_replace), cmocka_unit_test(test_prepack_hook_errors),
-      cmocka_unit_test(test_set_prepack_bad_input),
+      cmocka_unit_test(test_set_prepack_bad_input), cmocka_unit_test(test_cache_hit_and_miss),
+      cmocka_unit_test(test_cache_forced_collision), cmocka_unit_test(test_cache_non_sharing),
+      cmocka_unit_test(test_cache_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

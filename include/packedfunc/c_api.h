@@ -223,7 +223,8 @@ typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
   X(kPFObjectHostObject, 7, "host object") \
   X(kPFObjectArray, 8, "array")            \
   X(kPFObjectMap, 9, "map")                \
-  X(kPFObjectShape, 10, "shape")
+  X(kPFObjectShape, 10, "shape")            \
+  X(kPFObjectPrePackCache, 11, "prepack cache")
 
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
@@ -841,8 +842,8 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
 /* Binding constants (partial application)                                   */
 /* ------------------------------------------------------------------------ */
 
-/* A shared cache of pre-packed constants. Reserved: this version has no
- * cache, and PFFuncBind requires NULL. */
+/* A shared cache of pre-packed constants (kPFObjectPrePackCache): see
+ * PFPrePackCacheCreate. */
 typedef void* PFPrePackCacheHandle;
 
 /*
@@ -883,6 +884,21 @@ typedef int (*PFPrePackFunc)(void* resource_handle, int position, PFValue value,
 PF_EXPORT int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format,
                                PFPrePackFunc prepack);
 
+/* Creates an empty pre-pack cache (see PFFuncBind), a reference-counted
+ * object: release it with PFObjectFree. Bound functions that use it hold
+ * their own references, so it may be released as soon as the binds are
+ * done. Thread-safe: any number of threads may bind through one cache.
+ * Errors: NULL out (TypeError); MemoryError. */
+PF_EXPORT int PFPrePackCacheCreate(PFPrePackCacheHandle* out);
+
+/* Reports what a cache holds now: the number of packed values (*entries),
+ * their size in bytes (*bytes: the data of packed values that are tensor
+ * objects; other packed values count 0) and the number of binds that found
+ * their constant already packed (*hits, since creation). Each out may be
+ * NULL. Thread-safe. Errors: cache not a live pre-pack cache (TypeError). */
+PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entries,
+                                     int64_t* bytes, int64_t* hits);
+
 /*
  * Creates a function that calls `func` with `num_bound` constants inserted
  * among the caller's arguments: values[i] (type code type_codes[i]) goes at
@@ -914,7 +930,20 @@ PF_EXPORT int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format,
  * signature is it without the bound parameters, and each position must be
  * below the number of parameters; name and doc are not carried over.
  *
- * `cache` must be NULL (reserved for sharing pre-packed constants).
+ * Sharing: with a `cache` (PFPrePackCacheCreate) and a hook, a constant
+ * that is a tensor object on the CPU, compact (no strides, or row-major
+ * ones), is looked up by (the hook's pack format, its position, an xxHash
+ * of its dtype, shape and bytes); on a hash match its bytes are compared
+ * too, so that a collision never shares. On a hit the hook does not run
+ * and the bound function uses the cached packed value; on a miss the hook
+ * runs and its packed value goes into the cache. Binds of an equal
+ * constant on several threads at once run the hook once: the others wait
+ * for it (a hook must therefore not bind an equal constant through the
+ * same cache itself). The bound function holds a reference to the cache
+ * and to the entry; the entry, and the original constant it keeps for the
+ * comparison, go when the last function that uses it goes. Other
+ * constants, a function without a hook, or a NULL cache: each bind packs
+ * its own copy, as above.
  *
  * *out is a new reference (PFFuncFree), written NULL on error. Calls of the
  * new function may run on any number of threads at once: they share no
@@ -926,8 +955,8 @@ PF_EXPORT int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format,
  * position at or past the end of func's signature (ValueError naming
  * "positions[I]"); a bound value that PFFuncCall would refuse as an
  * argument, or a kPFDLTensorHandle (TypeError or ValueError naming "bound
- * value I"); a non-NULL cache (NotImplementedError); the hook's errors
- * (above); MemoryError. On error nothing is retained or kept.
+ * value I"); a cache that is not a live pre-pack cache (TypeError); the
+ * hook's errors (above); MemoryError. On error nothing is retained or kept.
  */
 PF_EXPORT int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions,
                          PFValue* values, int* type_codes, PFPrePackCacheHandle cache,
@@ -1512,8 +1541,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds
  * those up to ObjectTypeName; version 3 adds host objects
  * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
- * ShapeGetData); version 4 adds FuncBind and FuncSetPrePack (binding
- * constants, pre-packing them). Every
+ * ShapeGetData); version 4 adds FuncBind to PrePackCacheGetStats (binding
+ * constants, pre-packing them, sharing the packed values). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -1601,6 +1630,8 @@ typedef struct PFApi {
   int (*FuncBind)(PFFunctionHandle, int, const int*, PFValue*, int*, PFPrePackCacheHandle,
                   PFFunctionHandle*);
   int (*FuncSetPrePack)(PFFunctionHandle, const char*, PFPrePackFunc);
+  int (*PrePackCacheCreate)(PFPrePackCacheHandle*);
+  int (*PrePackCacheGetStats)(PFPrePackCacheHandle, int64_t*, int64_t*, int64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
