@@ -212,7 +212,11 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(MapGetItem, 63)                         \
   X(MapGetItemAt, 64)                       \
   X(ShapeCreate, 65)                        \
-  X(ShapeGetData, 66)
+  X(ShapeGetData, 66)                       \
+  X(FuncBind, 67)                           \
+  X(FuncSetPrePack, 68)                     \
+  X(PrePackCacheCreate, 69)                 \
+  X(PrePackCacheGetStats, 70)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -257,6 +257,11 @@ static void function_destroy(pf_object* o) {
   pf_free(atomic_load(&f->name));
   pf_free(atomic_load(&f->signature));
   pf_free(atomic_load(&f->doc));
+  pf_prepack* pp = atomic_load(&f->prepack);
+  if (pp != NULL) {
+    pf_free(pp->format);
+    pf_free(pp);
+  }
   pf_object* owner = atomic_load(&f->owner);
   pf_free(f);
   /* Last: the owner (a module) may hold the code that `fin` lived in. The

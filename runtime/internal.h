@@ -32,6 +32,13 @@ struct pf_object {
   pf_object* next_dead;
 };
 
+/* A function's pre-pack hook and the layout it packs to (PFFuncSetPrePack);
+ * immutable once published. */
+typedef struct {
+  char* format;
+  PFPrePackFunc fn;
+} pf_prepack;
+
 typedef struct {
   pf_object base;
   PFPackedCFunc func;
@@ -43,6 +50,8 @@ typedef struct {
   _Atomic(char*) doc;
   /* An object kept alive as long as this function (e.g. its module). */
   _Atomic(pf_object*) owner;
+  /* The pre-pack hook, set at most once, then read without a lock. */
+  _Atomic(pf_prepack*) prepack;
 } pf_function;
 
 PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index,

@@ -161,7 +161,11 @@ typedef struct {
   PFFunctionHandle echo, fail, forward, typed_str, typed_add, got;
   PFObjectHandle closure, closure_fail, boxed, tensor;
   PFObjectHandle array, map, shape;
+  PFFunctionHandle bound, bound_typed;
   DLManagedTensor managed;
+  int64_t tensor_shape[1];
+  PFPrePackCacheHandle cache;
+  PFFunctionHandle cached[2];
   DLManagedTensor* exported;
   PFModuleHandle mod, dep;
   PFFunctionHandle mod_fn;
@@ -287,6 +291,10 @@ static int s_objects(work* w) {
   PFObjectFree(rv.v_handle);
   memset(&w->managed, 0, sizeof(w->managed));
   w->managed.deleter = managed_deleter;
+  /* A CPU tensor over the blob, so that the pre-pack cache can share it. */
+  w->tensor_shape[0] = (int64_t)w->len;
+  w->managed.dl_tensor = (DLTensor){.data = w->blob, .device = {kDLCPU, 0}, .ndim = 1,
+                                    .dtype = {kDLUInt, 8, 1}, .shape = w->tensor_shape};
   atomic_fetch_add(&g_fins_expected, 1);
   if (PFTensorCreateFromDLPack(&w->managed, &w->tensor) != 0) return -1;
   return PFTensorToDLPack(w->tensor, &w->exported);
@@ -319,6 +327,69 @@ static int s_containers(work* w) {
   assert_int_equal(found, 1);
   assert_pf_ok(PFArrayGetItem(out.v_handle, 0, &out, &code));
   assert_string_equal(out.v_str, w->text);
+  return 0;
+}
+
+/* Bound constants: the copies of strings and bytes, the references, the
+ * rewritten signature and a call that merges the arguments. */
+static void fault_free_payload(void* p) { PFMemFree(p); }
+
+/* Packs a bytes constant into a boxed copy allocated with the hook's
+ * allocator; keeps every other constant. */
+static int fault_hook(void* res, int position, PFValue value, int code,
+                      const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
+  (void)res, (void)position;
+  *is_packed = 0;
+  PFByteArray whole;
+  const PFByteArray* ba = value.v_handle;
+  if (code == kPFObjectHandle) {
+    uint32_t type = 0;
+    DLTensor* t = NULL;
+    if (PFObjectGetTypeIndex(value.v_handle, &type) != 0) return -1;
+    if (type != kPFObjectTensor) return 0; /* keep other objects */
+    if (PFTensorGetDLTensor(value.v_handle, &t) != 0) return -1;
+    whole = (PFByteArray){t->data, (size_t)t->shape[0]};
+    ba = &whole;
+  } else if (code != kPFBytes) {
+    return 0;
+  }
+  char* copy = allocator->malloc_fn(ba->size + 1, allocator->user_data);
+  if (copy == NULL) return PFErrorSetFormat(kPFErrMemoryError, "fault_hook: no memory");
+  memcpy(copy, ba->data, ba->size);
+  PFObjectHandle o = NULL;
+  if (PFObjectCreateBoxed(copy, fault_free_payload, &o) != 0) return -1;
+  out->v_handle = o;
+  *out_code = kPFObjectHandle;
+  *is_packed = 1;
+  return 0;
+}
+
+static int s_bind(work* w) {
+  if (PFFuncSetPrePack(w->forward, "fault/boxed", fault_hook) != 0) return -1;
+  PFByteArray ba = {w->blob, w->len};
+  int pos[] = {0, 1, 3};
+  PFValue v[] = {{.v_str = w->text}, {.v_handle = &ba}, {.v_handle = w->map}};
+  int c[] = {kPFStr, kPFBytes, kPFObjectHandle};
+  if (PFFuncBind(w->forward, 3, pos, v, c, NULL, &w->bound) != 0) return -1;
+  PFValue a = {.v_int64 = w->round}, rv;
+  int ac = kPFInt, rc;
+  if (PFFuncCall(w->bound, &a, &ac, 1, &rv, &rc) != 0) return -1;
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, w->text);
+  PFValue seven = {.v_int64 = 7};
+  int ic = kPFInt, p0 = 0;
+  if (PFFuncBind(w->typed_add, 1, &p0, &seven, &ic, NULL, &w->bound_typed) != 0) return -1;
+  if (PFFuncCall(w->bound_typed, &a, &ac, 1, &rv, &rc) != 0) return -1;
+  assert_int_equal(rv.v_int64, 7 + w->round);
+  /* Through a cache: a miss that packs, then a hit that shares. */
+  if (PFPrePackCacheCreate(&w->cache) != 0) return -1;
+  PFValue tv = {.v_handle = w->tensor};
+  int tc = kPFObjectHandle;
+  for (int i = 0; i < 2; ++i)
+    if (PFFuncBind(w->forward, 1, &p0, &tv, &tc, w->cache, &w->cached[i]) != 0) return -1;
+  int64_t hits = 0;
+  assert_pf_ok(PFPrePackCacheGetStats(w->cache, NULL, NULL, &hits));
+  assert_int_equal(hits, 1);
   return 0;
 }
 
@@ -392,7 +463,7 @@ static const struct {
     {"call_str", s_call_str, 1},       {"call_bytes", s_call_bytes, 1},
     {"call_nested", s_call_nested, 1}, {"typed", s_typed, 1},
     {"closure", s_closure, 1},         {"objects", s_objects, 1},
-    {"containers", s_containers, 1},
+    {"containers", s_containers, 1},   {"bind", s_bind, 1},
     {"module", s_module, 1},           {"list", s_list, 1},
     {"errors", s_errors, 1},
 };
@@ -441,6 +512,11 @@ static void work_cleanup(work* w) {
   assert_pf_ok(PFFuncFree(w->mod_fn));
   assert_pf_ok(PFModFree(w->dep));
   assert_pf_ok(PFModFree(w->mod));
+  assert_pf_ok(PFFuncFree(w->bound));
+  assert_pf_ok(PFFuncFree(w->bound_typed));
+  assert_pf_ok(PFFuncFree(w->cached[0]));
+  assert_pf_ok(PFFuncFree(w->cached[1]));
+  assert_pf_ok(PFObjectFree(w->cache));
   assert_pf_ok(PFObjectFree(w->map));
   assert_pf_ok(PFObjectFree(w->array));
   assert_pf_ok(PFObjectFree(w->shape));

@@ -91,6 +91,10 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(MapGetItemAt);
   SLOT(ShapeCreate);
   SLOT(ShapeGetData);
+  SLOT(FuncBind);
+  SLOT(FuncSetPrePack);
+  SLOT(PrePackCacheCreate);
+  SLOT(PrePackCacheGetStats);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -101,6 +105,9 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, FuncCreateFromHostCFunc), 48 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ArrayCreate), 58 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ShapeGetData), 66 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncBind), 67 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncSetPrePack), 68 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, PrePackCacheGetStats), 70 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

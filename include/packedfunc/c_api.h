@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 3
+#define PF_API_VERSION 4
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -223,7 +223,8 @@ typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
   X(kPFObjectHostObject, 7, "host object") \
   X(kPFObjectArray, 8, "array")            \
   X(kPFObjectMap, 9, "map")                \
-  X(kPFObjectShape, 10, "shape")
+  X(kPFObjectShape, 10, "shape")            \
+  X(kPFObjectPrePackCache, 11, "prepack cache")
 
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
@@ -838,6 +839,130 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
                             const char** signature, const char** doc);
 
 /* ------------------------------------------------------------------------ */
+/* Binding constants (partial application)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A shared cache of pre-packed constants (kPFObjectPrePackCache): see
+ * PFPrePackCacheCreate. */
+typedef void* PFPrePackCacheHandle;
+
+/*
+ * A pre-pack hook (after ONNX Runtime's PrePackWeight): transforms a
+ * constant, once, into the layout that its function reads fastest.
+ * PFFuncBind calls it for every constant bound to a function that has one
+ * (PFFuncSetPrePack), on the binding thread, with no lock of the runtime's
+ * held, before the bound function exists:
+ *  - resource_handle is the function's resource (PFFuncCreateFromCFunc);
+ *  - position is where the constant goes in the function's arguments;
+ *  - value/type_code are the constant, borrowed for this call only;
+ *  - allocator is the runtime's allocator, valid for the process, for the
+ *    memory of the packed value (a tensor's data, a boxed payload).
+ * To keep the constant as it is, set *is_packed = 0 and return 0. To
+ * replace it, write the packed value to *out and *out_type_code, set
+ * *is_packed = 1 and return 0: the bound function then passes that value
+ * at `position` on every call instead of the constant, and does not keep
+ * the constant. The packed value is a plain value (int, float, bool, null,
+ * dtype, device, opaque handle: kept bit for bit) or a new reference to a
+ * function, module or object (a tensor object in the kernel's layout,
+ * usually), which the bound function takes over and releases when it goes.
+ * On failure return -1 after recording an error (PFErrorSet...); the bind
+ * fails with it and keeps nothing. The hook may call packedfunc entry
+ * points. Its code must stay loaded while functions are being bound.
+ */
+typedef int (*PFPrePackFunc)(void* resource_handle, int position, PFValue value, int type_code,
+                             const PFAllocator* allocator, PFValue* out, int* out_type_code,
+                             int* is_packed);
+
+/* Gives a function a pre-pack hook, once. `pack_format` names the layout
+ * the hook produces ("demo.matmul/blocked8"): two functions with the same
+ * format must pack a constant the same way (a cache may share their packed
+ * values). The format is copied. Thread-safe; the hook applies to binds
+ * that start after this call returns.
+ * Errors: func not a live function, NULL pack_format or prepack
+ * (TypeError); an empty pack_format, a hook already set (ValueError);
+ * MemoryError. On error nothing is set. */
+PF_EXPORT int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format,
+                               PFPrePackFunc prepack);
+
+/* Creates an empty pre-pack cache (see PFFuncBind), a reference-counted
+ * object: release it with PFObjectFree. Bound functions that use it hold
+ * their own references, so it may be released as soon as the binds are
+ * done. Thread-safe: any number of threads may bind through one cache.
+ * Errors: NULL out (TypeError); MemoryError. */
+PF_EXPORT int PFPrePackCacheCreate(PFPrePackCacheHandle* out);
+
+/* Reports what a cache holds now: the number of packed values (*entries),
+ * their size in bytes (*bytes: the data of packed values that are tensor
+ * objects; other packed values count 0) and the number of binds that found
+ * their constant already packed (*hits, since creation). Each out may be
+ * NULL. Thread-safe. Errors: cache not a live pre-pack cache (TypeError). */
+PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entries,
+                                     int64_t* bytes, int64_t* hits);
+
+/*
+ * Creates a function that calls `func` with `num_bound` constants inserted
+ * among the caller's arguments: values[i] (type code type_codes[i]) goes at
+ * position positions[i] of the argument list that `func` receives, and the
+ * caller's arguments fill the other positions in order. Positions are
+ * 0-based and strictly increasing. A call of the new function with fewer
+ * arguments than its highest position needs fails (TypeError).
+ *
+ * Ownership: the new function owns its constants. kPFStr and kPFBytes
+ * values are copied by this call (the caller's memory may go when it
+ * returns); function, module and object handles are retained and released
+ * when the new function goes; other codes, and codes in the extension
+ * range, are kept bit for bit. A kPFDLTensorHandle is refused: a DLTensor*
+ * is only borrowed for a call; bind a tensor object instead. The new
+ * function holds a reference to `func`. The bound values are passed to
+ * `func` as borrowed arguments on every call (it must not keep them past
+ * the call, as with any argument).
+ *
+ * Pre-packing: when `func` has a pre-pack hook (PFFuncSetPrePack), this
+ * call runs it once for each constant, and the bound function keeps the
+ * hook's packed value in place of every constant the hook packed (see
+ * PFPrePackFunc). A hook that fails fails this call with its error; a hook
+ * that returns -1 without one gives a RuntimeError; a packed value of a
+ * code other than those PFPrePackFunc allows, or a handle that is not a
+ * live object of its code, is a TypeError naming the position (a live
+ * object handed over that way is released; other values are not).
+ *
+ * Metadata: when `func` has a signature (PFFuncSetInfo), the new function's
+ * signature is it without the bound parameters, and each position must be
+ * below the number of parameters; name and doc are not carried over.
+ *
+ * Sharing: with a `cache` (PFPrePackCacheCreate) and a hook, a constant
+ * that is a tensor object on the CPU, compact (no strides, or row-major
+ * ones), is looked up by (the hook's pack format, its position, an xxHash
+ * of its dtype, shape and bytes); on a hash match its bytes are compared
+ * too, so that a collision never shares. On a hit the hook does not run
+ * and the bound function uses the cached packed value; on a miss the hook
+ * runs and its packed value goes into the cache. Binds of an equal
+ * constant on several threads at once run the hook once: the others wait
+ * for it (a hook must therefore not bind an equal constant through the
+ * same cache itself). The bound function holds a reference to the cache
+ * and to the entry; the entry, and the original constant it keeps for the
+ * comparison, go when the last function that uses it goes. Other
+ * constants, a function without a hook, or a NULL cache: each bind packs
+ * its own copy, as above.
+ *
+ * *out is a new reference (PFFuncFree), written NULL on error. Calls of the
+ * new function may run on any number of threads at once: they share no
+ * scratch state. Thread-safe.
+ *
+ * Errors: NULL out, func not a live function, NULL positions, values or
+ * type_codes with num_bound > 0 (TypeError naming the argument); num_bound
+ * negative, a negative position, positions not strictly increasing, a
+ * position at or past the end of func's signature (ValueError naming
+ * "positions[I]"); a bound value that PFFuncCall would refuse as an
+ * argument, or a kPFDLTensorHandle (TypeError or ValueError naming "bound
+ * value I"); a cache that is not a live pre-pack cache (TypeError); the
+ * hook's errors (above); MemoryError. On error nothing is retained or kept.
+ */
+PF_EXPORT int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions,
+                         PFValue* values, int* type_codes, PFPrePackCacheHandle cache,
+                         PFFunctionHandle* out);
+
+/* ------------------------------------------------------------------------ */
 /* Typed C functions and C function pointers (libffi)                        */
 /* ------------------------------------------------------------------------ */
 
@@ -1414,9 +1539,11 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * that new.
  *
  * Version 1 has the slots up to ModLoadFromDescriptors; version 2 adds
- * those up to ObjectTypeName; version 3 adds the rest: host objects
+ * those up to ObjectTypeName; version 3 adds host objects
  * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
- * ShapeGetData). Every exported entry point is a slot, except these, each for its
+ * ShapeGetData); version 4 adds FuncBind to PrePackCacheGetStats (binding
+ * constants, pre-packing them, sharing the packed values). Every
+ * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
  */
@@ -1499,6 +1626,12 @@ typedef struct PFApi {
   int (*MapGetItemAt)(PFObjectHandle, int64_t, PFValue*, int*, PFValue*, int*);
   int (*ShapeCreate)(const int64_t*, int64_t, PFObjectHandle*);
   int (*ShapeGetData)(PFObjectHandle, const int64_t**, int64_t*);
+  /* Version 4. Binding constants. */
+  int (*FuncBind)(PFFunctionHandle, int, const int*, PFValue*, int*, PFPrePackCacheHandle,
+                  PFFunctionHandle*);
+  int (*FuncSetPrePack)(PFFunctionHandle, const char*, PFPrePackFunc);
+  int (*PrePackCacheCreate)(PFPrePackCacheHandle*);
+  int (*PrePackCacheGetStats)(PFPrePackCacheHandle, int64_t*, int64_t*, int64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

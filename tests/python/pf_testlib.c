@@ -26,6 +26,7 @@ EXPORT int pft_init(void);
 EXPORT int64_t pft_add(int64_t a, int64_t b);
 EXPORT int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
 EXPORT int64_t pft_tensors_alive(void);
+EXPORT int64_t pft_prepack_calls(void);
 EXPORT int pft_start_exit_callers(const char* name, int threads, int fd);
 EXPORT int64_t pft_exit_callers_ok(void);
 EXPORT int64_t pft_tensor_ndim(const DLTensor* t);
@@ -857,6 +858,68 @@ int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
   return sum;
 }
 
+/* testing.wsum(x, w): x times the sum of the float64 tensor w. Its
+ * pre-pack hook packs w into a boxed double holding that sum, so a bound
+ * call reads the sum instead of the tensor; pft_prepack_calls counts the
+ * hook's runs. */
+static atomic_int g_prepack_calls;
+int64_t pft_prepack_calls(void) { return atomic_load(&g_prepack_calls); }
+
+static int tensor_sum(PFValue v, int code, double* out) {
+  DLTensor* t = NULL;
+  if (code == kPFDLTensorHandle) t = v.v_handle;
+  else if (code != kPFObjectHandle || PFTensorGetDLTensor(v.v_handle, &t) != 0) return -1;
+  if (t->dtype.code != kDLFloat || t->dtype.bits != 64 || t->ndim != 1)
+    return PFErrorSetFormat(kPFErrTypeError, "testing.wsum: w must be 1-d float64");
+  double sum = 0;
+  for (int64_t i = 0; i < t->shape[0]; ++i)
+    sum += ((const double*)((const char*)t->data + t->byte_offset))[i];
+  *out = sum;
+  return 0;
+}
+
+static int wsum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2 || c[0] != kPFFloat)
+    return PFErrorSetFormat(kPFErrTypeError, "testing.wsum: want (float, w)");
+  double sum = 0;
+  uint32_t type = 0;
+  if (c[1] == kPFObjectHandle && PFObjectGetTypeIndex(a[1].v_handle, &type) == 0 &&
+      type == kPFObjectBoxed) {
+    void* p = NULL;
+    if (PFObjectGetBoxedPayload(a[1].v_handle, &p) != 0) return -1;
+    sum = *(double*)p;
+  } else if (tensor_sum(a[1], c[1], &sum) != 0) {
+    return -1;
+  }
+  PFValue v = {.v_float64 = a[0].v_float64 * sum};
+  int code = kPFFloat;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+static void free_boxed_double(void* p) { PFMemFree(p); }
+
+static int wsum_prepack(void* r, int position, PFValue value, int code,
+                        const PFAllocator* allocator, PFValue* out, int* out_code,
+                        int* is_packed) {
+  (void)r;
+  atomic_fetch_add(&g_prepack_calls, 1);
+  if (position != 1) {
+    *is_packed = 0;
+    return 0;
+  }
+  double sum = 0;
+  if (tensor_sum(value, code, &sum) != 0) return -1;
+  double* p = allocator->malloc_fn(sizeof(double), allocator->user_data);
+  if (p == NULL) return PFErrorSetFormat(kPFErrMemoryError, "testing.wsum: no memory");
+  *p = sum;
+  if (PFObjectCreateBoxed(p, free_boxed_double, &out->v_handle) != 0) return -1;
+  *out_code = kPFObjectHandle;
+  *is_packed = 1;
+  return 0;
+}
+
+
 int pft_init(void) {
   static const struct {
     const char* name;
@@ -899,6 +962,14 @@ int pft_init(void) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
     int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(wsum, NULL, NULL, &f) != 0) return -1;
+    int rc = PFFuncSetPrePack(f, "testing/wsum", wsum_prepack);
+    if (rc == 0) rc = PFFuncRegisterGlobal("testing.wsum", f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;
   }

@@ -69,6 +69,7 @@ from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
+from ._prepack import PrePackCache
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
 from ._typed import typed
@@ -84,5 +85,5 @@ __all__ = [
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
-    "Module", "load_module",
+    "Module", "load_module", "PrePackCache",
 ]

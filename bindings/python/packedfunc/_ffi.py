@@ -261,3 +261,14 @@ def keep_forever(thunk):
     Py_IncRef(thunk)
     return thunk
 
+
+# ---- Binding constants and the pre-pack cache --------------------------------
+
+# PFFuncBind runs pre-pack hooks and may wait for another thread's hook, and
+# its failures release values (finalizers): the GIL is released.
+PFFuncBind = _fn("PFFuncBind", c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p,
+                                       c_void_p, POINTER(c_void_p)])
+PFPrePackCacheCreate = _fn("PFPrePackCacheCreate", c_int, [POINTER(c_void_p)], gil=True)
+PFPrePackCacheGetStats = _fn("PFPrePackCacheGetStats", c_int,
+                             [c_void_p, POINTER(ctypes.c_int64), POINTER(ctypes.c_int64),
+                              POINTER(ctypes.c_int64)], gil=True)

@@ -162,6 +162,20 @@ class Function:
     def __reduce__(self):
         raise TypeError("packedfunc.Function cannot be pickled")
 
+    def bind(self, constants, cache=None):
+        """A new Function that calls this one with `constants` ({position:
+        value}) inserted among its arguments; the remaining arguments fill
+        the other positions in order. The new function owns the constants
+        (strings and bytes copied, objects held); a numpy array or other
+        DLPack array is taken as a Tensor object without a copy and kept
+        alive. When this function has a pre-pack hook, each constant is
+        packed once, here; with a :class:`PrePackCache`, equal CPU tensors
+        share one packed copy. A typed function's signature loses the
+        bound parameters. Raises TypeError or ValueError naming the bad
+        position or value, or the hook's error."""
+        from ._prepack import bind
+        return bind(self, constants, cache)
+
     def __call__(self, *args):
         n = len(args)
         if n == 2:
