@@ -2,12 +2,19 @@
  * packed copy per (pack format, position, content), shared by every bound
  * function that binds an equal CPU tensor. The rules are in c_api.h. */
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <xxhash.h>
 
 #include "internal.h"
 #include "prepack_cache.h"
+
+typedef struct pf_pp_cache_link pf_pp_cache_link;
+struct pf_pp_cache_link {
+  pf_pp_cache_link* next;
+  pf_pp_cache_link* prev;
+};
 
 struct pf_pp_entry {
   pf_pp_entry* next;
@@ -33,12 +40,51 @@ typedef struct {
   int64_t num_entries;
   uint64_t bytes;
   uint64_t hits;
+  pf_pp_cache_link link; /* in g_caches, for fork */
 } pf_pp_cache;
 
 atomic_int pf_pp_force_hash;
 
+/* ---- every cache, for fork: the forking thread takes every cache's lock,
+ * so that the child finds none held by a thread it did not inherit ---- */
+
+static pthread_mutex_t g_caches_lock = PTHREAD_MUTEX_INITIALIZER;
+static pf_pp_cache_link g_caches = {&g_caches, &g_caches};
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static int g_fork_rc;
+
+#define CACHE_OF(l) ((pf_pp_cache*)((char*)(l) - offsetof(pf_pp_cache, link)))
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&g_caches_lock);
+  for (pf_pp_cache_link* l = g_caches.next; l != &g_caches; l = l->next)
+    pthread_mutex_lock(&CACHE_OF(l)->lock);
+}
+static void fork_parent(void) {
+  for (pf_pp_cache_link* l = g_caches.next; l != &g_caches; l = l->next)
+    pthread_mutex_unlock(&CACHE_OF(l)->lock);
+  pthread_mutex_unlock(&g_caches_lock);
+}
+/* In the child, a cache's condition variable may have had waiters that no
+ * longer exist: it is made anew along with the lock. (An entry that another
+ * thread was packing at the fork stays unready in the child; binding an
+ * equal constant there again waits for it.) */
+static void fork_child(void) {
+  for (pf_pp_cache_link* l = g_caches.next; l != &g_caches; l = l->next) {
+    pf_pp_cache* c = CACHE_OF(l);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->changed, NULL);
+  }
+  pthread_mutex_init(&g_caches_lock, NULL);
+}
+static void fork_register(void) { g_fork_rc = pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
 static void cache_destroy(pf_object* o) {
   pf_pp_cache* c = (pf_pp_cache*)o;
+  pthread_mutex_lock(&g_caches_lock);
+  c->link.prev->next = c->link.next;
+  c->link.next->prev = c->link.prev;
+  pthread_mutex_unlock(&g_caches_lock);
   /* No entry is left: each goes with the last bound function that uses
    * it, and bound functions hold a reference to the cache. */
   pthread_cond_destroy(&c->changed);
@@ -50,6 +96,8 @@ int PFPrePackCacheCreate(PFPrePackCacheHandle* out) {
   static const char* const where = "PFPrePackCacheCreate";
   PF_CHECK_ARG(out);
   *out = NULL;
+  pthread_once(&g_fork_once, fork_register);
+  if (g_fork_rc != 0) return pf_oom(where);
   pf_pp_cache* c = pf_calloc(1, sizeof(*c));
   if (c == NULL) return pf_oom(where);
   if (pthread_mutex_init(&c->lock, NULL) != 0) {
@@ -62,6 +110,12 @@ int PFPrePackCacheCreate(PFPrePackCacheHandle* out) {
     return pf_oom(where);
   }
   pf_object_init(&c->base, kPFObjectPrePackCache, cache_destroy);
+  pthread_mutex_lock(&g_caches_lock);
+  c->link.next = g_caches.next;
+  c->link.prev = &g_caches;
+  g_caches.next->prev = &c->link;
+  g_caches.next = &c->link;
+  pthread_mutex_unlock(&g_caches_lock);
   *out = c;
   return 0;
 }

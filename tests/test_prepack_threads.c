@@ -11,7 +11,11 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "support/pf_test.h"
 
@@ -142,9 +146,68 @@ static void test_concurrent_binds_pack_once(void** state) {
   }
 }
 
+/* fork() while threads read a cache's statistics (which takes its lock):
+ * the child must find the lock free, and report through a pipe; a child
+ * that hangs is killed at the deadline and fails the test. */
+static atomic_int g_stop;
+static void* poll_stats(void* arg) {
+  PFPrePackCacheHandle cache = arg;
+  int64_t entries;
+  while (!atomic_load(&g_stop)) PFPrePackCacheGetStats(cache, &entries, NULL, NULL);
+  return NULL;
+}
+
+static void test_fork_while_threads_use_a_cache(void** state) {
+  (void)state;
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  atomic_store(&g_stop, 0);
+  pthread_t th[2];
+  for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&th[i], NULL, poll_stats, cache), 0);
+  int hung = 0, failed = 0;
+  for (int k = 0; k < 20 && !hung; ++k) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      int64_t entries = -1;
+      PFPrePackCacheHandle mine = NULL;
+      int ok = PFPrePackCacheGetStats(cache, &entries, NULL, NULL) == 0 && entries == 0 &&
+               PFPrePackCacheCreate(&mine) == 0;
+      char verdict = ok ? 'y' : 'n';
+      if (write(fds[1], &verdict, 1) != 1) verdict = 'n';
+      _exit(0);
+    }
+    close(fds[1]);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec - start.tv_sec >= 20) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        hung++;
+        break;
+      }
+      struct timespec ms = {0, 1000000L};
+      nanosleep(&ms, NULL);
+    }
+    char verdict = 0;
+    if (!hung && (read(fds[0], &verdict, 1) != 1 || verdict != 'y')) failed++;
+    close(fds[0]);
+  }
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
+  PFObjectFree(cache);
+  if (hung || failed) fail_msg("children that hung: %d, that failed: %d", hung, failed);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_concurrent_binds_pack_once),
+      cmocka_unit_test(test_fork_while_threads_use_a_cache),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
