@@ -123,6 +123,20 @@ static int call(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return rc;
 }
 
+/* testing.call_ignoring(f, args...): calls f(args...) and ignores a failure,
+ * as C code that never reads the error would: 1 when f failed, else 0. The
+ * failed call's error stays this thread's error. */
+static int call_ignoring(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_ignoring", c, n, 1, 0, kPFFuncHandle)) return -1;
+  PFValue out;
+  int code;
+  if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &out, &code) != 0) return set_int(ret, 1);
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(out.v_handle);
+  return set_int(ret, 0);
+}
+
 /* testing.call_n(f, n): calls f(i, i) for i in 0..n-1 and sums the int
  * results; the C side of the callback benchmark. */
 static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
@@ -870,6 +884,7 @@ int pft_init(void) {
       {"testing.raise_error", raise_error},
       {"testing.fail_silently", fail_silently},
       {"testing.call", call},
+      {"testing.call_ignoring", call_ignoring},
       {"testing.call_n", call_n},
       {"testing.call_in_thread", call_in_thread},
       {"testing.keep", keep},
