@@ -210,5 +210,20 @@ def test_registered_kinds_are_structured(fn):
     assert info.value.c_traceback == []
 
 
+def test_a_c_error_shows_where_it_began(fn):
+    import ctypes
+    labs = pf.typed(ctypes.CDLL(None).labs, "int64(int64)")
+    with pytest.raises(TypeError) as info:
+        fn("call")(labs, "two")  # the conversion fails inside C, one level down
+    err = info.value
+    assert err.kind == "TypeError" and "expected int64, got str" in str(err)
+    origin = err.c_traceback[0]
+    assert origin.startswith('  File "runtime/typed.c", line ') and ", in " in origin
+    entries = traceback.extract_tb(err.__traceback__)
+    # Innermost: the C source location, then the C level that passed it on.
+    assert entries[-1].filename == "runtime/typed.c" and entries[-1].lineno > 0
+    assert entries[-2].name == "testing.call"
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
