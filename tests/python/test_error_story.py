@@ -125,6 +125,21 @@ def test_error_through_a_closure_is_the_same_object(fn):
     assert info.value is raised[0] and info.value.args == (7,)
 
 
+def test_error_through_a_c_function_pointer_is_the_same_object(fn):
+    raised = []
+
+    def cb(x):
+        raised.append(IndexError("from the pointer", x))
+        raise raised[-1]
+
+    assert fn("call_via_closure")(lambda x: x * 2, 21) == 42
+    with pytest.raises(IndexError) as info:
+        fn("call_via_closure")(cb, 5)
+    assert info.value is raised[0] and info.value.args == ("from the pointer", 5)
+    names = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+    assert names[-1] == "cb" and names.index("testing.call_via_closure") < names.index("cb")
+
+
 class _Marker:
     pass
 
