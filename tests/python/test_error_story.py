@@ -94,6 +94,11 @@ def test_f1_c_f2_c_f3_is_one_traceback(fn):
     story = [n for n in names if n in ("f1", "f2", "f3", "testing.call")]
     assert story == ["f1", "testing.call", "f2", "testing.call", "f3"]
     assert names[-1] == "f3"
+    # Below the outermost call into C, the binding's own frames (its call
+    # into C, the trampoline) are left out: each level is its user code.
+    own = pf.__path__[0]
+    below = traceback.extract_tb(err.__traceback__)[names.index("testing.call"):]
+    assert [f.name for f in below if f.filename.startswith(own)] == []
     assert traceback.extract_tb(err.__traceback__)[-1].line == "raise exc"
     assert err.__cause__ is None
 

@@ -126,6 +126,32 @@ def _new_frames_text(exc, tb_obj):
     return "".join(summary.format()).rstrip("\n")
 
 
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _without_own_frames(exc, tb_obj):
+    """The traceback from tb_obj on without the binding's own frames (the
+    call into C, check_call, the trampoline), which tell a reader nothing;
+    stored as the exception's traceback. Frames of user code and the C
+    levels stay, in order."""
+    kept = []
+    t = tb_obj
+    while t is not None:
+        if not t.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+            kept.append(t)
+        t = t.tb_next
+    if not kept:
+        return tb_obj
+    try:
+        for a, b in zip(kept, kept[1:]):
+            a.tb_next = b
+        kept[-1].tb_next = None
+        exc.__traceback__ = kept[0]
+    except BaseException:  # pragma: no cover - a traceback that refuses
+        return tb_obj
+    return kept[0]
+
+
 def record_exception(exc, skip_frames=1):
     """Record a Python exception as the calling thread's packedfunc error
     (for a callback about to return -1). The first `skip_frames` traceback
@@ -162,6 +188,7 @@ def record_exception(exc, skip_frames=1):
         for _ in range(skip_frames):
             if tb_obj is not None and tb_obj.tb_next is not None:
                 tb_obj = tb_obj.tb_next
+        tb_obj = _without_own_frames(exc, tb_obj)
         frames = _new_frames_text(exc, tb_obj)
         try:
             exc._pf_seen_tb = exc.__traceback__
