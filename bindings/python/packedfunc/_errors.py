@@ -4,7 +4,9 @@ Every call into libpackedfunc that can fail goes through check_call, which
 raises the calling thread's packedfunc error as the exception class of its
 kind. A Python exception leaving a callback becomes that thread's
 packedfunc error (record_exception), and comes back as the same object
-when the error reaches Python again. Everything here is private; the
+when the error reaches Python again, its traceback extended with a frame
+for each C level it crossed; the text that C holds meanwhile has the
+message once and each level's frames once. Everything here is private; the
 package re-exports register_error and check_call.
 """
 import builtins
