@@ -245,5 +245,14 @@ def test_a_c_error_shows_where_it_began(fn):
     assert entries[-2].name == "testing.call"
 
 
+def test_module_loading_errors_show_where_they_began(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        pf.load_module(str(tmp_path / "nope.so"))
+    c_error = info.value.__cause__  # the C error, kept as the cause
+    assert c_error.kind == "RuntimeError"
+    assert c_error.c_traceback[0].startswith('  File "runtime/module.c", line ')
+    assert traceback.extract_tb(c_error.__traceback__)[-1].filename == "runtime/module.c"
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
