@@ -70,12 +70,12 @@ int pf_oom(const char* where) {
   return -1;
 }
 
-int pf_err_null_arg(const char* fn, const char* arg) {
+int (pf_err_null_arg)(const char* fn, const char* arg) {
   return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", fn, arg);
 }
 
-int pf_err_bad_object(const char* fn, const char* arg, const void* h, uint32_t type) {
-  if (h == NULL) return pf_err_null_arg(fn, arg);
+int (pf_err_bad_object)(const char* fn, const char* arg, const void* h, uint32_t type) {
+  if (h == NULL) return (pf_err_null_arg)(fn, arg);
   const char* name = type ? PFObjectTypeName(type) : "object";
   return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is not a live %s handle", fn, arg,
                           name ? name : "object");

@@ -153,8 +153,14 @@ PF_HIDDEN uint64_t pf_mod_import_visits(void);
  * through the macros) and the argument, and returns -1:
  *   "F: argument 'x' is NULL"
  *   "F: argument 'x' is not a live <object type> handle"  (type 0: "object") */
-PF_HIDDEN int pf_err_null_arg(const char* fn, const char* arg);
-PF_HIDDEN int pf_err_bad_object(const char* fn, const char* arg, const void* h, uint32_t type);
+/* Through the macros of the same names, each also records the place that
+ * called it as the first traceback line, as PF_ERROR does. */
+PF_HIDDEN int (pf_err_null_arg)(const char* fn, const char* arg);
+PF_HIDDEN int (pf_err_bad_object)(const char* fn, const char* arg, const void* h, uint32_t type);
+#define PF_HERE_ "  File \"" __FILE__ "\", line " PF_STRINGIFY_(__LINE__) ", in "
+#define pf_err_null_arg(fn, arg) ((pf_err_null_arg)((fn), (arg)), pf_error_here_(PF_HERE_, __func__))
+#define pf_err_bad_object(fn, arg, h, type) \
+  ((pf_err_bad_object)((fn), (arg), (h), (type)), pf_error_here_(PF_HERE_, __func__))
 
 /* Return -1 from the entry point, with the error above, when `arg` is NULL /
  * is not a live object of `type` (0: any type). */

@@ -411,7 +411,7 @@ static int check_descriptor(const char* where, const char* origin, size_t index,
   if (d == NULL) return 0; /* reported by make_function */
   if ((uintptr_t)d % _Alignof(PFFuncDescriptor) != 0 ||
       !in_segment(segs, d, sizeof(*d), PF_R, NULL))
-    return PFErrorSetFormat(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': descriptor %zu is at %p, outside the library's "
                             "loaded data (a corrupt \"pf_functions\" section)",
                             where, origin, index, (const void*)d);
@@ -419,7 +419,7 @@ static int check_descriptor(const char* where, const char* origin, size_t index,
   static const char* const what[3] = {"name", "signature", "doc"};
   for (int i = 0; i < 3; ++i)
     if (strs[i] != NULL && !valid_string(segs, strs[i]))
-      return PFErrorSetFormat(kPFErrValueError,
+      return PF_ERROR(kPFErrValueError,
                               "%s: module '%s': descriptor %zu has a %s at %p that is not a "
                               "string in the library's loaded data",
                               where, origin, index, what[i], (const void*)strs[i]);
@@ -427,7 +427,7 @@ static int check_descriptor(const char* where, const char* origin, size_t index,
   static const char* const kind[2] = {"packed", "typed"};
   for (int i = 0; i < 2; ++i)
     if (code[i] != NULL && !valid_code(segs, code[i]))
-      return PFErrorSetFormat(kPFErrValueError,
+      return PF_ERROR(kPFErrValueError,
                               "%s: module '%s': descriptor %zu has a %s function pointer %p "
                               "that is not in any loaded code",
                               where, origin, index, kind[i], code[i]);
@@ -440,35 +440,35 @@ static int make_function(const char* where, const char* origin, size_t index,
                          PFFunctionHandle* out) {
   if (segs != NULL && check_descriptor(where, origin, index, d, segs) != 0) return -1;
   if (d == NULL)
-    return PFErrorSetFormat(kPFErrValueError, "%s: module '%s': descriptor %zu is NULL", where,
+    return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu is NULL", where,
                             origin, index);
   if (d->abi != PF_FUNC_DESCRIPTOR_ABI)
-    return PFErrorSetFormat(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': descriptor %zu has ABI version %u; this library "
                             "reads version %d (rebuild the module against this header)",
                             where, origin, index, (unsigned)d->abi, PF_FUNC_DESCRIPTOR_ABI);
   size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
   if (n == 0 || n > PF_NAME_MAX)
-    return PFErrorSetFormat(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': descriptor %zu has a %s name", where, origin,
                             index, d->name == NULL ? "NULL" : n == 0 ? "empty" : "too long");
   PFFunctionHandle f = NULL;
   if (d->kind == kPFFuncDescriptorPacked) {
     if (d->packed == NULL)
-      return PFErrorSetFormat(kPFErrValueError,
+      return PF_ERROR(kPFErrValueError,
                               "%s: module '%s': packed function '%s' has a NULL pointer", where,
                               origin, d->name);
     if (PFFuncCreateFromCFunc(d->packed, NULL, NULL, &f) != 0)
       return load_error(where, origin, d->name);
   } else if (d->kind == kPFFuncDescriptorTyped) {
     if (d->typed == NULL || d->signature == NULL)
-      return PFErrorSetFormat(kPFErrValueError,
+      return PF_ERROR(kPFErrValueError,
                               "%s: module '%s': typed function '%s' has a NULL %s", where,
                               origin, d->name, d->typed == NULL ? "pointer" : "signature");
     if (PFFuncCreateFromTyped((void*)pf_code_addr(d->typed), d->signature, &f) != 0)
       return load_error(where, origin, d->name);
   } else {
-    return PFErrorSetFormat(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': function '%s' has unknown descriptor kind %u",
                             where, origin, d->name, (unsigned)d->kind);
   }
@@ -490,7 +490,7 @@ static int build_module(const char* where, const char* origin, pf_library* lib,
                         const pf_segments* segs, const PFFuncDescriptor* const* table,
                         size_t count, pf_module** out) {
   if (count > INT_MAX / 2)
-    return PFErrorSetFormat(kPFErrValueError, "%s: module '%s' has too many functions (%zu)",
+    return PF_ERROR(kPFErrValueError, "%s: module '%s' has too many functions (%zu)",
                             where, origin, count);
   pf_module* m = pf_calloc(1, sizeof(*m));
   if (m == NULL) return pf_oom(where);
@@ -581,7 +581,7 @@ static int check_file(const char* where, const char* shown, const char* file) {
   char text[128];
   int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
-    return PFErrorSetFormat(kPFErrRuntimeError,
+    return PF_ERROR(kPFErrRuntimeError,
                             "%s: cannot load '%s': %s: cannot open shared object file: %s",
                             where, shown, file, error_text(errno, text, sizeof(text)));
   char why[160] = "";
@@ -623,8 +623,8 @@ static int check_file(const char* where, const char* shown, const char* file) {
   close(fd);
   if (why[0] == '\0') return 0;
   if (strcmp(shown, file) == 0)
-    return PFErrorSetFormat(kPFErrRuntimeError, "%s: cannot load '%s': %s", where, shown, why);
-  return PFErrorSetFormat(kPFErrRuntimeError, "%s: cannot load '%s' (found as '%s'): %s", where,
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot load '%s': %s", where, shown, why);
+  return PF_ERROR(kPFErrRuntimeError, "%s: cannot load '%s' (found as '%s'): %s", where,
                           shown, file, why);
 }
 
@@ -696,7 +696,7 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
   PF_CHECK_ARG(path);
   PF_CHECK_ARG(out);
   if (path[0] == '\0')
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'path' is empty", where);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'path' is empty", where);
   setup();
   void* dl = NULL;
   char* found = NULL;
@@ -718,7 +718,7 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
     pf_free(found);
     if (dl == NULL) {
       const char* e = dlerror();
-      return PFErrorSetFormat(kPFErrRuntimeError, "%s: cannot load '%s': %s", where, path,
+      return PF_ERROR(kPFErrRuntimeError, "%s: cannot load '%s': %s", where, path,
                               e ? e : "dlopen failed without a message");
     }
   }
@@ -732,7 +732,7 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
   if (sym == NULL || dlinfo(dl, RTLD_DI_LINKMAP, &lm) != 0 ||
       dladdr1(sym, &info, (void**)&sym_lm, RTLD_DL_LINKMAP) == 0 || sym_lm != lm) {
     dlclose(dl);
-    return PFErrorSetFormat(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                             "%s: '%s' is not a packedfunc module: it registers no functions "
                             "(no PF_REGISTER_PACKED or PF_REGISTER_TYPED in it)",
                             where, path);
@@ -742,7 +742,7 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
   segs.count = 0;
   if (dl_iterate_phdr(segments_cb, &segs) == 0 || segs.count <= 0) {
     dlclose(dl);
-    return PFErrorSetFormat(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                             "%s: '%s': cannot find the library's loaded segments%s", where, path,
                             segs.count < 0 ? " (more than 32)" : "");
   }
@@ -756,7 +756,7 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
       b % _Alignof(const PFFuncDescriptor*) != 0 ||
       (e > b && !in_segment(&segs, begin, e - b, PF_R, NULL))) {
     dlclose(dl);
-    return PFErrorSetFormat(kPFErrValueError, "%s: '%s' has a corrupt function table", where,
+    return PF_ERROR(kPFErrValueError, "%s: '%s' has a corrupt function table", where,
                             path);
   }
   pf_code_span span = {UINTPTR_MAX, 0};
@@ -779,11 +779,11 @@ int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
   static const char* const where = "PFModLoadFromDescriptors";
   PF_CHECK_ARG(out);
   if ((begin == NULL) != (end == NULL))
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL but '%s' is not",
+    return PF_ERROR(kPFErrTypeError, "%s: argument '%s' is NULL but '%s' is not",
                             where, begin == NULL ? "begin" : "end",
                             begin == NULL ? "end" : "begin");
   if (end < begin)
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'end' is before 'begin'", where);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'end' is before 'begin'", where);
   pf_module* m = NULL;
   if (build_module(where, "<descriptor table>", NULL, NULL, begin,
                    begin ? (size_t)(end - begin) : 0, &m) != 0)

@@ -585,6 +585,39 @@ static void test_errors_are_per_thread(void** state) {
   assert_string_equal(PFErrorGetTraceback(), "main frame");
 }
 
+/* PF_ERROR records the error as PFErrorSetFormat does, and the place that
+ * wrote it as the first traceback line. */
+static int origin_line;
+
+static int fails_with_origin(int x) {
+  origin_line = __LINE__; return PF_ERROR(kPFErrValueError, "fails_with_origin: bad x %d", x);
+}
+
+static void test_pf_error_records_its_origin(void** state) {
+  (void)state;
+  PFErrorAppendTraceback("  left over from an earlier error");
+  assert_int_equal(fails_with_origin(7), -1);
+  assert_string_equal(PFErrorGetKind(), "ValueError");
+  assert_string_equal(PFErrorGetMessage(), "fails_with_origin: bad x 7");
+  char want[256];
+  snprintf(want, sizeof want, "  File \"%s\", line %d, in fails_with_origin", __FILE__, origin_line);
+  assert_string_equal(PFErrorGetTraceback(), want);
+  PFErrorClear();
+}
+
+/* The runtime's own misuse errors carry the place that detected them. */
+static void test_null_argument_error_names_its_origin(void** state) {
+  (void)state;
+  PFValue out;
+  int code;
+  assert_int_equal(PFFuncCall(NULL, NULL, NULL, 0, &out, &code), -1);
+  assert_string_equal(PFErrorGetKind(), "TypeError");
+  assert_non_null(strstr(PFErrorGetTraceback(), "  File \"runtime/"));
+  assert_non_null(strstr(PFErrorGetTraceback(), "\", line "));
+  assert_null(strchr(PFErrorGetTraceback(), '\n')); /* one line */
+  PFErrorClear();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_set_and_read),
@@ -605,6 +638,8 @@ int main(void) {
       cmocka_unit_test(test_replaced_result_finalizer_does_not_hide_silent_failure),
       cmocka_unit_test(test_nested_chain_keeps_kind_and_traceback),
       cmocka_unit_test(test_errors_are_per_thread),
+      cmocka_unit_test(test_pf_error_records_its_origin),
+      cmocka_unit_test(test_null_argument_error_names_its_origin),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -292,12 +292,41 @@ PF_EXPORT int PFErrorSetFormat(const char* kind, const char* fmt, ...)
 #endif
     ;
 
+/* PF_ERROR(kind, fmt, ...): as PFErrorSetFormat (records the error on the
+ * calling thread, evaluates to -1), then appends the place that wrote it as
+ * the first traceback line, in the form
+ *     File "runtime/function.c", line 185, in PFFuncCall
+ * (__FILE__, __LINE__ and __func__ of the expansion), so that a reader of
+ * the error (the Python binding shows it as a frame) sees where it began.
+ * Use it as `return PF_ERROR(kPFErrTypeError, "f: bad x %d", x);`. Same
+ * thread safety and copying as PFErrorSetFormat; a function name too long
+ * for the line is cut. Header-only: it adds no entry point. */
+#define PF_ERROR(kind, ...)             \
+  (PFErrorSetFormat((kind), __VA_ARGS__), \
+   pf_error_here_("  File \"" __FILE__ "\", line " PF_STRINGIFY_(__LINE__) ", in ", __func__))
+#define PF_STRINGIFY_(x) PF_STRINGIFY2_(x)
+#define PF_STRINGIFY2_(x) #x
+
 /* Appends one line to the traceback text of the calling thread's error.
  * Each language boundary or call level that passes an error on may add a
  * line describing itself. The line is copied; it may point into the
  * thread's own error strings, the traceback itself included. NULL is
  * ignored. Thread-safe. */
 PF_EXPORT void PFErrorAppendTraceback(const char* line);
+
+/* PF_ERROR's second half: appends `where` followed by `func` as one
+ * traceback line, built on the stack (no allocation beyond the traceback's
+ * own). Always returns -1. Not an entry point: static, in the header. */
+static inline int pf_error_here_(const char* where, const char* func) {
+  char line[512];
+  size_t n = 0;
+  for (; where[n] != '\0' && n < sizeof line - 1; ++n) line[n] = where[n];
+  for (size_t i = 0; func != NULL && func[i] != '\0' && n < sizeof line - 1; ++i)
+    line[n++] = func[i];
+  line[n] = '\0';
+  PFErrorAppendTraceback(line);
+  return -1;
+}
 
 /* The parts of the calling thread's last error. Each is owned by the
  * thread's error storage and valid until the next error is recorded on

@@ -124,6 +124,42 @@ static int call(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return rc;
 }
 
+/* testing.call_ignoring(f, args...): calls f(args...) and ignores a failure,
+ * as C code that never reads the error would: 1 when f failed, else 0. The
+ * failed call's error stays this thread's error. */
+static int call_ignoring(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_ignoring", c, n, 1, 0, kPFFuncHandle)) return -1;
+  PFValue out;
+  int code;
+  if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &out, &code) != 0) return set_int(ret, 1);
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(out.v_handle);
+  return set_int(ret, 0);
+}
+
+/* testing.call_via_closure(f, x): f as a plain C function pointer
+ * int64_t(*)(int64_t), called with x; a failure of f comes back through
+ * PFClosureCheckError, as C code that used the pointer would report it. */
+static int call_via_closure(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.call_via_closure", c, n, 2, 0, kPFFuncHandle) ||
+      want("testing.call_via_closure", c, n, 2, 1, kPFInt))
+    return -1;
+  PFObjectHandle closure = NULL;
+  void* fn = NULL;
+  if (PFFuncToCFunction(a[0].v_handle, "int64(int64)", &closure, &fn) != 0) return -1;
+  int64_t (*f)(int64_t) = (int64_t(*)(int64_t))(uintptr_t)fn;
+  int64_t v = f(a[1].v_int64);
+  int rc = PFClosureCheckError(closure);
+  PFObjectFree(closure);
+  if (rc != 0) {
+    PFErrorAppendTraceback("  in testing.call_via_closure");
+    return -1;
+  }
+  return set_int(ret, v);
+}
+
 /* testing.call_n(f, n): calls f(i, i) for i in 0..n-1 and sums the int
  * results; the C side of the callback benchmark. */
 static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
@@ -933,6 +969,8 @@ int pft_init(void) {
       {"testing.raise_error", raise_error},
       {"testing.fail_silently", fail_silently},
       {"testing.call", call},
+      {"testing.call_ignoring", call_ignoring},
+      {"testing.call_via_closure", call_via_closure},
       {"testing.call_n", call_n},
       {"testing.call_in_thread", call_in_thread},
       {"testing.keep", keep},

@@ -389,8 +389,7 @@ def test_callback_message_with_nul(fn, echo):
 
     with pytest.raises(ValueError) as info:
         fn("call")(cb)
-    assert str(info.value).startswith("a\0b\n")
-    assert str(info.value.__cause__) == "a\0b"
+    assert str(info.value) == "a\0b"
     f = pf.convert(cb)
     with pytest.raises(ValueError):
         f()
@@ -398,7 +397,7 @@ def test_callback_message_with_nul(fn, echo):
     # Also when C code copies the error to another thread's storage.
     with pytest.raises(ValueError) as info:
         fn("call_in_thread")(cb)
-    assert str(info.value).startswith("a\0b\n")
+    assert str(info.value) == "a\0b"
 
 
 def test_callback_wrong_arity(fn):

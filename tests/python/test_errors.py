@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -45,11 +46,11 @@ def test_callback_exception_comes_back_as_same_class(fn, cls):
     with pytest.raises(cls) as info:
         fn("call")(cb)
     err = info.value
-    assert type(err) is cls
-    # The callback's traceback is in the message, and the original is chained.
-    assert "raised in python" in str(err)
-    assert "in cb" in str(err)
-    assert type(err.__cause__) is cls and "raised in python" in str(err.__cause__)
+    assert type(err) is cls and err.args == ("raised in python",)
+    # One traceback: the C level is a frame of its own, then the callback.
+    names = [f.name for f in traceback.extract_tb(err.__traceback__)]
+    assert names[-1] == "cb" and "testing.call" in names
+    assert names.index("testing.call") < names.index("cb")
 
 
 def test_callback_error_kind_seen_by_c(fn):
@@ -60,7 +61,7 @@ def test_callback_error_kind_seen_by_c(fn):
 
     with pytest.raises(IndexError) as info:
         fn("call")(cb)
-    assert "in testing.call" in str(info.value)
+    assert "in testing.call" in "".join(traceback.format_exception(info.value))
 
 
 def test_unregistered_subclass_keeps_its_class(fn):
@@ -72,7 +73,7 @@ def test_unregistered_subclass_keeps_its_class(fn):
 
     with pytest.raises(MyValueError) as info:
         fn("call")(cb)
-    assert isinstance(info.value.__cause__, MyValueError)
+    assert type(info.value) is MyValueError
 
 
 def test_plain_custom_exception_is_runtime_error_kind(fn):
@@ -155,8 +156,8 @@ def test_error_from_callback_on_c_thread(fn):
 
     with pytest.raises(ValueError) as info:
         fn("call_in_thread")(cb)
-    assert "on a C thread" in str(info.value)
-    assert isinstance(info.value.__cause__, ValueError)
+    assert str(info.value) == "on a C thread"
+    assert traceback.extract_tb(info.value.__traceback__)[-1].name == "cb"
 
 
 def test_callback_result_overflow(fn):
@@ -164,8 +165,8 @@ def test_callback_result_overflow(fn):
         fn("call")(lambda: 2**70)
 
 
-# The binding keeps the last 256 exceptions that callbacks raised (so that
-# an error coming back to Python can chain the original). A C thread that
+# The binding keeps a few exceptions that callbacks raised (so that an
+# error coming back to Python is the original object). A C thread that
 # ignores 300 errors makes it drop old ones; dropping one frees what its
 # traceback kept, here an object whose __del__ has a failing callback
 # record another exception on the same thread. That once happened while

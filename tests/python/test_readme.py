@@ -58,7 +58,7 @@ def test_readme_python_example_runs(scratch):
         "30",
         "TypeError: typed function 'demo.add' int64(int64,int64): argument 1: "
         "expected int64, got str",
-        "KeyError, caused by KeyError('missing')",
+        "KeyError 'missing' raised in fails",
         "[1.5 1.5 1.5]",
         "{'count': 2, 'sizes': [2, 3]} True",
     ]

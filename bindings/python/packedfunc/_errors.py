@@ -4,16 +4,18 @@ Every call into libpackedfunc that can fail goes through check_call, which
 raises the calling thread's packedfunc error as the exception class of its
 kind. A Python exception leaving a callback becomes that thread's
 packedfunc error (record_exception), and comes back as the same object
-when the error reaches Python again. Everything here is private; the
+when the error reaches Python again, its traceback extended with a frame
+for each C level it crossed; the text that C holds meanwhile has the
+message once and each level's frames once. Everything here is private; the
 package re-exports register_error and check_call.
 """
 import builtins
-import collections
 import itertools
 import os
 import re
 import threading
 import traceback
+import types
 
 from ._ffi import (PFErrorAppendTraceback, PFErrorGetKind, PFErrorGetMessage,
                    PFErrorGetTraceback, PFErrorSet)
@@ -90,14 +92,21 @@ def class_of(kind):
     return cls
 
 
-# Python exceptions raised by callbacks, kept so that the same object can be
-# chained when its error comes back to Python. Keyed by a token written into
-# the error's traceback text, so it survives being carried across threads.
-# Bounded: an error that C swallows never comes back.
-_saved_exceptions = collections.OrderedDict()
-_SAVED_MAX = 256
+# Python exceptions raised by callbacks, kept so that the very same object
+# comes back when its error reaches Python again. Keyed by a token written
+# into the error's traceback text, so it survives being carried across
+# threads. A thread's error is one at a time: when a thread records a new
+# exception, or reads its error, whatever else it kept can never come back
+# and is dropped, so that a swallowed exception does not keep its frames
+# (and their locals) alive. A few are kept in all, for errors carried to a
+# thread that has not read them yet.
+_saved_exceptions = {}   # token -> exception
+_owned = {}              # thread ident -> token it recorded last
+_SAVED_MAX = 8
 _tokens = itertools.count(1)
-_TOKEN_RE = re.compile(r"\[python exception #(\d+)\]")
+_TOKEN_RE = re.compile(r"\[python exception #(\d+)\]\n?")
+# A traceback line that names a C source location (PF_ERROR writes these).
+_C_FRAME_RE = re.compile(r'\s*File "([^"]*)", line (\d+), in (.+)')
 
 
 def _c_message(msg):
@@ -107,22 +116,72 @@ def _c_message(msg):
     return msg.replace("\0", "\\x00").encode("utf-8", "replace")
 
 
+def _new_frames_text(exc, tb_obj):
+    """The traceback lines of the frames this level added: from tb_obj
+    down to the first entry that an earlier crossing already wrote."""
+    seen = getattr(exc, "_pf_seen_tb", None)
+    entries = []
+    while tb_obj is not None and tb_obj is not seen:
+        entries.append((tb_obj.tb_frame, tb_obj.tb_lineno))
+        tb_obj = tb_obj.tb_next
+    summary = traceback.StackSummary.extract(entries, lookup_lines=True)
+    return "".join(summary.format()).rstrip("\n")
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _without_own_frames(exc, tb_obj):
+    """The traceback from tb_obj on without the binding's own frames (the
+    call into C, check_call, the trampoline), which tell a reader nothing;
+    stored as the exception's traceback. Frames of user code and the C
+    levels stay, in order."""
+    kept = []
+    t = tb_obj
+    while t is not None:
+        if not t.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+            kept.append(t)
+        t = t.tb_next
+    if not kept:
+        return tb_obj
+    try:
+        for a, b in zip(kept, kept[1:]):
+            a.tb_next = b
+        kept[-1].tb_next = None
+        exc.__traceback__ = kept[0]
+    except BaseException:  # pragma: no cover - a traceback that refuses
+        return tb_obj
+    return kept[0]
+
+
 def record_exception(exc, skip_frames=1):
     """Record a Python exception as the calling thread's packedfunc error
     (for a callback about to return -1). The first `skip_frames` traceback
-    entries (the binding's own trampoline) are left out. Never raises."""
+    entries (the binding's own trampoline) are left out. Never raises.
+
+    The text given to C holds the message once and only the frames added
+    since the exception last crossed, so that an error that crosses C many
+    times grows linearly; the object itself keeps the whole story."""
     try:
         kind = kind_of(type(exc))
-        try:
-            msg = str(exc)
-        except BaseException:
-            msg = "<unprintable %s>" % type(exc).__name__
+        msg = getattr(exc, "_pf_message", None)
+        if not isinstance(msg, str):
+            try:
+                msg = str(exc)
+            except BaseException:
+                msg = "<unprintable %s>" % type(exc).__name__
         token = next(_tokens)
+        ident = threading.get_ident()
         evicted = []
         with _errors_lock:
+            old = _owned.pop(ident, None)
+            if old is not None:
+                evicted.append(_saved_exceptions.pop(old, None))
             _saved_exceptions[token] = exc
+            _owned[ident] = token
             while len(_saved_exceptions) > _SAVED_MAX:
-                evicted.append(_saved_exceptions.popitem(last=False))
+                first = next(iter(_saved_exceptions))
+                evicted.append(_saved_exceptions.pop(first))
         # Dropped outside the lock: freeing an old exception frees what its
         # traceback kept, whose __del__ may call back into packedfunc and
         # record another exception on this very thread.
@@ -131,10 +190,23 @@ def record_exception(exc, skip_frames=1):
         for _ in range(skip_frames):
             if tb_obj is not None and tb_obj.tb_next is not None:
                 tb_obj = tb_obj.tb_next
-        tb = "".join(traceback.format_exception(type(exc), exc, tb_obj))
+        tb_obj = _without_own_frames(exc, tb_obj)
+        frames = _new_frames_text(exc, tb_obj)
+        try:
+            exc._pf_seen_tb = exc.__traceback__
+        except BaseException:
+            pass
         PFErrorSet(kind.encode(), _c_message(msg))
+        earlier = getattr(exc, "_pf_c_text", None)
+        if isinstance(earlier, str) and earlier:
+            PFErrorAppendTraceback(earlier.encode("utf-8", "replace"))
         PFErrorAppendTraceback(
-            ("[python exception #%d]\n%s" % (token, tb.rstrip("\n"))).encode("utf-8", "replace"))
+            ("[python exception #%d]\n%s" % (token, frames)).rstrip("\n").encode("utf-8", "replace"))
+        try:
+            # What C appends after this text are the C levels it crosses.
+            exc._pf_c_text = (PFErrorGetTraceback() or b"").decode("utf-8", "replace")
+        except BaseException:
+            pass
     except BaseException:  # pragma: no cover - last resort, e.g. at shutdown
         try:
             PFErrorSet(b"RuntimeError", b"packedfunc: a Python callback failed")
@@ -143,38 +215,122 @@ def record_exception(exc, skip_frames=1):
     return -1
 
 
+_c_code_cache = {}
+
+
+def _c_frame_tb(tb_next, line):
+    """A traceback entry for one C traceback line: a frame of a small code
+    object named after the C function, in its file at its line, so that
+    traceback.format_exception shows C levels as frames of their own."""
+    m = _C_FRAME_RE.fullmatch(line)
+    if m:
+        filename, lineno, name = m.group(1), int(m.group(2)), m.group(3).strip()
+    else:
+        filename, lineno, name = "<C>", 1, line.strip().removeprefix("in ").strip() or "<C>"
+    lineno = max(1, min(lineno, 1 << 20))
+    key = (filename, lineno, name)
+    code = _c_code_cache.get(key)
+    if code is None:
+        code = compile("\n" * (lineno - 1) + "raise _pf_exc", filename, "exec")
+        try:
+            code = code.replace(co_name=name)
+        except BaseException:
+            pass
+        if len(_c_code_cache) < 1024:
+            _c_code_cache[key] = code
+    try:
+        exec(code, {"_pf_exc": _CFrameMarker()})
+    except _CFrameMarker as marker:
+        frame_tb = marker.__traceback__.tb_next
+        return types.TracebackType(tb_next, frame_tb.tb_frame, frame_tb.tb_lasti,
+                                   frame_tb.tb_lineno)
+    return tb_next  # pragma: no cover
+
+
+class _CFrameMarker(Exception):
+    pass
+
+
+def _with_c_frames(tb, lines):
+    """tb with one entry per C traceback line in front of it. C appends its
+    lines innermost first, and a traceback reads outermost first."""
+    for line in lines:
+        try:
+            tb = _c_frame_tb(tb, line)
+        except BaseException:
+            pass
+    return tb
+
+
+def _split_levels(tb_text):
+    """(C lines of the innermost level, token, C lines after the token):
+    the text is [lines][token][frames of that crossing][C lines]..."""
+    m = None
+    for m in _TOKEN_RE.finditer(tb_text):
+        pass
+    if m is None:
+        return tb_text, None, ""
+    return tb_text[:m.start()], int(_TOKEN_RE.match(tb_text, m.start()).group(1)), tb_text[m.end():]
+
+
 def last_error():
-    """The calling thread's packedfunc error as a Python exception object."""
+    """The calling thread's packedfunc error as a Python exception object.
+
+    A Python exception that a callback raised comes back as the same
+    object, with the C levels it crossed added to its traceback as frames.
+    An error that began in C becomes a new exception of its kind's class
+    with ``kind``, ``c_traceback`` (the C lines, innermost first) and its
+    C levels as frames."""
     kind = (PFErrorGetKind() or b"").decode("utf-8", "replace") or "RuntimeError"
     raw_msg = PFErrorGetMessage() or b""
     msg = raw_msg.decode("utf-8", "replace")
-    tb = (PFErrorGetTraceback() or b"").decode("utf-8", "replace")
+    tb_text = (PFErrorGetTraceback() or b"").decode("utf-8", "replace")
+    before, token, after = _split_levels(tb_text)
+    ident = threading.get_ident()
     original = None
-    m = _TOKEN_RE.search(tb)
-    if m:
-        with _errors_lock:
-            original = _saved_exceptions.pop(int(m.group(1)), None)
-        tb = _TOKEN_RE.sub("Python callback:", tb)
-    if original is not None:
-        # A message that crossed C unchanged comes back as the callback's
-        # own text, including what C cannot hold (a NUL character).
-        try:
-            own = str(original)
-            if _c_message(own) == raw_msg:
-                msg = own
-        except BaseException:
-            pass
-    text = msg + ("\n" + tb if tb else "")
-    cls = class_of(kind)
-    exc = None
+    evicted = []
+    with _errors_lock:
+        if token is not None:
+            original = _saved_exceptions.pop(token, None)
+        # This thread's error has now been read: anything else it kept is
+        # for an error that was replaced, and can never come back.
+        mine = _owned.pop(ident, None)
+        if mine is not None:
+            evicted.append(_saved_exceptions.pop(mine, None))
+        for owner, tok in list(_owned.items()):
+            if tok == token:
+                del _owned[owner]
+    del evicted
     if original is not None and kind_of(type(original)) == kind:
-        # The callback's own class, even when it is an unregistered subclass.
         try:
-            exc = type(original)(text)
+            own = _c_message(getattr(original, "_pf_message", None) or str(original))
         except BaseException:
-            exc = None
-    if exc is None:
-        exc = cls(text)
+            own = None
+        if own == raw_msg:
+            written = getattr(original, "_pf_c_text", None)
+            if isinstance(written, str) and tb_text.startswith(written):
+                lines = [ln for ln in tb_text[len(written):].split("\n") if ln.strip()]
+            else:
+                lines = []
+            try:
+                original.__traceback__ = _with_c_frames(original.__traceback__, lines)
+                original._pf_seen_tb = original.__traceback__
+                original._pf_c_text = tb_text
+            except BaseException:
+                pass
+            return original
+    cls = class_of(kind)
+    lines = [ln for ln in (before if token is None else after).split("\n") if ln.strip()]
+    exc = cls(msg)
+    try:
+        exc.kind = kind
+        exc.c_traceback = [ln for ln in tb_text.split("\n") if ln.strip()]
+        exc._pf_message = msg
+        exc._pf_c_text = tb_text
+        exc.__traceback__ = _with_c_frames(None, lines)
+        exc._pf_seen_tb = exc.__traceback__
+    except BaseException:
+        pass
     if original is not None:
         exc.__cause__ = original
     return exc
