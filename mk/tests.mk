@@ -48,7 +48,7 @@ test-c: test-asan test-tsan
 MOD_DIR      := $(BUILD)/modules
 MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
-                  mod_junk.so mod_badname.so mod_badcode.so)
+                  mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)

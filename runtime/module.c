@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,28 +405,39 @@ static int load_error(const char* where, const char* origin, const char* fn_name
   return -1;
 }
 
+/* The bytes of a descriptor of layout version `abi`: version 1 ends with
+ * `doc`. A version this library does not read counts as the whole struct;
+ * make_function refuses it. */
+static size_t descriptor_size(uint32_t abi) {
+  return abi == 1 ? offsetof(PFFuncDescriptor, pack_format) : sizeof(PFFuncDescriptor);
+}
+
 /* Checks, before anything reads through them, that a library's descriptor
  * and the strings and code it points to lie in the library. */
 static int check_descriptor(const char* where, const char* origin, size_t index,
                             const PFFuncDescriptor* d, const pf_segments* segs) {
   if (d == NULL) return 0; /* reported by make_function */
+  /* The version comes first and says how much of the descriptor there is. */
   if ((uintptr_t)d % _Alignof(PFFuncDescriptor) != 0 ||
-      !in_segment(segs, d, sizeof(*d), PF_R, NULL))
+      !in_segment(segs, d, sizeof(d->abi), PF_R, NULL) ||
+      !in_segment(segs, d, descriptor_size(d->abi), PF_R, NULL))
     return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': descriptor %zu is at %p, outside the library's "
                             "loaded data (a corrupt \"pf_functions\" section)",
                             where, origin, index, (const void*)d);
-  const char* const strs[3] = {d->name, d->signature, d->doc};
-  static const char* const what[3] = {"name", "signature", "doc"};
-  for (int i = 0; i < 3; ++i)
+  int v2 = d->abi >= 2;
+  const char* const strs[4] = {d->name, d->signature, d->doc, v2 ? d->pack_format : NULL};
+  static const char* const what[4] = {"name", "signature", "doc", "pack format"};
+  for (int i = 0; i < 4; ++i)
     if (strs[i] != NULL && !valid_string(segs, strs[i]))
       return PF_ERROR(kPFErrValueError,
                               "%s: module '%s': descriptor %zu has a %s at %p that is not a "
                               "string in the library's loaded data",
                               where, origin, index, what[i], (const void*)strs[i]);
-  const void* code[2] = {pf_code_addr((void (*)(void))d->packed), pf_code_addr(d->typed)};
-  static const char* const kind[2] = {"packed", "typed"};
-  for (int i = 0; i < 2; ++i)
+  const void* code[3] = {pf_code_addr((void (*)(void))d->packed), pf_code_addr(d->typed),
+                         v2 ? pf_code_addr((void (*)(void))d->prepack) : NULL};
+  static const char* const kind[3] = {"packed", "typed", "pre-pack"};
+  for (int i = 0; i < 3; ++i)
     if (code[i] != NULL && !valid_code(segs, code[i]))
       return PF_ERROR(kPFErrValueError,
                               "%s: module '%s': descriptor %zu has a %s function pointer %p "
@@ -442,16 +454,23 @@ static int make_function(const char* where, const char* origin, size_t index,
   if (d == NULL)
     return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu is NULL", where,
                             origin, index);
-  if (d->abi != PF_FUNC_DESCRIPTOR_ABI)
+  if (d->abi < 1 || d->abi > PF_FUNC_DESCRIPTOR_ABI)
     return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': descriptor %zu has ABI version %u; this library "
-                            "reads version %d (rebuild the module against this header)",
+                            "reads versions 1 to %u (rebuild the module against this header)",
                             where, origin, index, (unsigned)d->abi, PF_FUNC_DESCRIPTOR_ABI);
   size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
   if (n == 0 || n > PF_NAME_MAX)
     return PF_ERROR(kPFErrValueError,
                             "%s: module '%s': descriptor %zu has a %s name", where, origin,
                             index, d->name == NULL ? "NULL" : n == 0 ? "empty" : "too long");
+  const char* pack_format = d->abi >= 2 ? d->pack_format : NULL;
+  PFPrePackFunc prepack = d->abi >= 2 ? d->prepack : NULL;
+  if ((pack_format == NULL) != (prepack == NULL))
+    return PF_ERROR(kPFErrValueError,
+                            "%s: module '%s': function '%s' has a pre-pack %s but no %s", where,
+                            origin, d->name,
+                            prepack ? "hook" : "format", prepack ? "format" : "hook");
   PFFunctionHandle f = NULL;
   if (d->kind == kPFFuncDescriptorPacked) {
     if (d->packed == NULL)
@@ -478,6 +497,7 @@ static int make_function(const char* where, const char* origin, size_t index,
   const char* sig = NULL;
   PFFuncGetInfo(f, NULL, &sig, NULL);
   if (PFFuncSetInfo(f, d->name, sig ? NULL : d->signature, d->doc) != 0 ||
+      (prepack && PFFuncSetPrePack(f, pack_format, prepack) != 0) ||
       (lib && pf_func_set_owner(f, lib) != 0)) {
     PFFuncFree(f);
     return load_error(where, origin, d->name);

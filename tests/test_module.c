@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -996,6 +997,136 @@ static int square(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* 
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
+/* ---- descriptors with a pre-pack hook (layout version 2) ---- */
+
+/* Passes on its second argument, so a test sees what a bound function
+ * passes at position 1. */
+static int second_arg(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n < 2) return PFErrorSetFormat(kPFErrTypeError, "second_arg: needs 2 arguments");
+  return PFCFuncSetReturn(ret, &args[1], &codes[1], 1);
+}
+
+/* Packs an int constant at position 1 into its double; leaves others. */
+static int double_int(void* res, int position, PFValue value, int code,
+                      const PFAllocator* allocator, PFValue* out, int* out_code,
+                      int* is_packed) {
+  (void)res, (void)allocator;
+  *is_packed = position == 1 && code == kPFInt;
+  if (*is_packed) {
+    out->v_int64 = 2 * value.v_int64;
+    *out_code = kPFInt;
+  }
+  return 0;
+}
+
+static void test_descriptor_prepack(void** state) {
+  (void)state;
+  static const PFFuncDescriptor hooked = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
+                                          "t.hooked", second_arg, NULL, NULL, NULL,
+                                          "t/doubled", double_int};
+  static const PFFuncDescriptor plain = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
+                                         "t.plain", second_arg, NULL, NULL, NULL, NULL, NULL};
+  const PFFuncDescriptor* t[] = {&hooked, &plain};
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFModLoadFromDescriptors(t, t + 2, &m));
+  int pos = 1;
+  PFValue k = {.v_int64 = 21}, arg = {.v_int64 = 0}, r;
+  int kc = kPFInt, ac = kPFInt, rc;
+  const char* names[2] = {"t.hooked", "t.plain"};
+  const int64_t want[2] = {42, 21}; /* only the hooked function packs */
+  for (int i = 0; i < 2; ++i) {
+    PFFunctionHandle f = get(m, names[i], 0), b = NULL;
+    assert_pf_ok(PFFuncBind(f, 1, &pos, &k, &kc, NULL, &b));
+    assert_pf_ok(PFFuncCall(b, &arg, &ac, 1, &r, &rc));
+    assert_int_equal(rc, kPFInt);
+    assert_int_equal(r.v_int64, want[i]);
+    /* The hook is set once: a second one is refused as for any function. */
+    if (i == 0)
+      assert_pf_error(PFFuncSetPrePack(f, "t/other", double_int), kPFErrValueError,
+                      "already has a pre-pack hook");
+    PFFuncFree(b);
+    PFFuncFree(f);
+  }
+  PFModFree(m);
+  m = NULL;
+
+  /* A format without a hook, a hook without a format, an empty format. */
+  static const PFFuncDescriptor no_hook = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
+                                           "t.nohook", second_arg, NULL, NULL, NULL, "t/x",
+                                           NULL};
+  static const PFFuncDescriptor no_format = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
+                                             "t.noformat", second_arg, NULL, NULL, NULL, NULL,
+                                             double_int};
+  static const PFFuncDescriptor empty_format = {PF_FUNC_DESCRIPTOR_ABI,
+                                                kPFFuncDescriptorPacked, "t.empty", second_arg,
+                                                NULL, NULL, NULL, "", double_int};
+  const PFFuncDescriptor* t1[] = {&no_hook};
+  assert_pf_error(PFModLoadFromDescriptors(t1, t1 + 1, &m), kPFErrValueError, "t.nohook",
+                  "pre-pack format but no hook");
+  const PFFuncDescriptor* t2[] = {&no_format};
+  assert_pf_error(PFModLoadFromDescriptors(t2, t2 + 1, &m), kPFErrValueError, "t.noformat",
+                  "pre-pack hook but no format");
+  const PFFuncDescriptor* t3[] = {&empty_format};
+  assert_pf_error(PFModLoadFromDescriptors(t3, t3 + 1, &m), kPFErrValueError,
+                  "'pack_format' is empty");
+  assert_non_null(strstr(PFErrorGetTraceback(), "t.empty"));
+  assert_null(m);
+}
+
+/* A module built against the first descriptor layout has no pre-pack
+ * fields: loading reads its descriptors up to `doc` and no further. The
+ * descriptor sits at the very end of a readable page, so a read past it
+ * faults. */
+typedef struct {
+  uint32_t abi, kind;
+  const char* name;
+  PFPackedCFunc packed;
+  void (*typed)(void);
+  const char* signature;
+  const char* doc;
+} descriptor_v1;
+
+static void test_descriptor_version_1(void** state) {
+  (void)state;
+  _Static_assert(sizeof(descriptor_v1) == offsetof(PFFuncDescriptor, pack_format),
+                 "version 1 is a prefix of the descriptor");
+  long page = sysconf(_SC_PAGESIZE);
+  char* mem = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  assert_true(mem != MAP_FAILED);
+  assert_int_equal(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
+  descriptor_v1* d = (descriptor_v1*)(void*)(mem + page - sizeof(descriptor_v1));
+  *d = (descriptor_v1){1, kPFFuncDescriptorPacked, "t.v1", self_answer, NULL, NULL, "old"};
+  const PFFuncDescriptor* t[] = {(const PFFuncDescriptor*)(void*)d};
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFModLoadFromDescriptors(t, t + 1, &m));
+  PFFunctionHandle f = get(m, "t.v1", 0);
+  PFValue r;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &r, &rc));
+  assert_int_equal(r.v_int64, 42);
+  const char* doc = NULL;
+  assert_pf_ok(PFFuncGetInfo(f, NULL, NULL, &doc));
+  assert_string_equal(doc, "old");
+  PFFuncFree(f);
+  PFModFree(m);
+  /* A version newer than this library's is refused, not misread. */
+  d->abi = PF_FUNC_DESCRIPTOR_ABI + 1;
+  assert_pf_error(PFModLoadFromDescriptors(t, t + 1, &m), kPFErrValueError, "ABI version",
+                  "reads versions 1 to");
+  munmap(mem, (size_t)page * 2);
+}
+
+static void test_load_prepack_pointer_into_data(void** state) {
+  (void)state;
+  child_load res;
+  load_in_child(mod_path("mod_badprepack.so"), NULL, &res);
+  assert_child_error(&res, kPFErrValueError, "mod_badprepack.so", "pre-pack function pointer",
+                     "not in any loaded code");
+  assert_false(is_loaded("mod_badprepack.so"));
+}
+
 static DLTensor make_tensor(void* data, int64_t* shape, int ndim, uint8_t code, uint8_t bits) {
   DLTensor t;
   memset(&t, 0, sizeof(t));
@@ -1007,6 +1138,100 @@ static DLTensor make_tensor(void* data, int64_t* shape, int ndim, uint8_t code, 
   t.dtype.lanes = 1;
   t.shape = shape;
   return t;
+}
+
+/* A tensor object over a copy of `n` floats shaped rows x (n / rows). */
+static void free_managed(DLManagedTensor* m) { free(m); }
+
+static PFObjectHandle float_matrix(const float* v, int64_t rows, int64_t cols) {
+  DLManagedTensor* m = calloc(1, sizeof(*m) + sizeof(int64_t) * 2 + sizeof(float) * (size_t)(rows * cols));
+  assert_non_null(m);
+  int64_t* shape = (int64_t*)(void*)(m + 1);
+  float* data = (float*)(void*)(shape + 2);
+  shape[0] = rows;
+  shape[1] = cols;
+  memcpy(data, v, sizeof(float) * (size_t)(rows * cols));
+  m->dl_tensor = (DLTensor){.data = data, .device = {kDLCPU, 0}, .ndim = 2,
+                            .dtype = {kDLFloat, 32, 1}, .shape = shape};
+  m->deleter = free_managed;
+  PFObjectHandle o = NULL;
+  assert_pf_ok(PFTensorCreateFromDLPack(m, &o));
+  return o;
+}
+
+/* demo.matmul: unbound, bound with and without a cache; the result is the
+ * same, the cache holds one column-major copy. */
+static void test_demo_matmul(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFModLoadFromFile(PF_TEST_DEMO_PLUGIN, &m));
+  PFFunctionHandle mm = get(m, "demo.matmul", 0);
+  float xv[6] = {1, 2, 3, 4, 5, 6};          /* 2 x 3 */
+  float wv[12] = {1, 0, 0, 1, 0, 1, 0, 1, 2, 0, 1, 1}; /* 3 x 4 */
+  const float want[8] = {7, 2, 3, 6, 16, 5, 6, 15};
+  int64_t xs[2] = {2, 3};
+  DLTensor x = make_tensor(xv, xs, 2, kDLFloat, 32);
+  PFObjectHandle w = float_matrix(wv, 3, 4);
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  PFFunctionHandle fns[4] = {mm, NULL, NULL, NULL};
+  int pos = 1, wc = kPFObjectHandle;
+  PFValue wval = {.v_handle = w};
+  assert_pf_ok(PFFuncBind(mm, 1, &pos, &wval, &wc, NULL, &fns[1]));
+  assert_pf_ok(PFFuncBind(mm, 1, &pos, &wval, &wc, cache, &fns[2]));
+  assert_pf_ok(PFFuncBind(mm, 1, &pos, &wval, &wc, cache, &fns[3]));
+  int64_t entries, bytes, hits;
+  assert_pf_ok(PFPrePackCacheGetStats(cache, &entries, &bytes, &hits));
+  assert_int_equal(entries, 1);
+  assert_int_equal(bytes, 12 * sizeof(float));
+  assert_int_equal(hits, 1);
+  for (int i = 0; i < 4; ++i) {
+    PFValue a[2] = {{.v_handle = &x}, {.v_handle = w}}, r;
+    int c[2] = {kPFDLTensorHandle, kPFObjectHandle}, rc;
+    assert_pf_ok(PFFuncCall(fns[i], a, c, i == 0 ? 2 : 1, &r, &rc));
+    assert_int_equal(rc, kPFObjectHandle);
+    DLTensor* y = NULL;
+    assert_pf_ok(PFTensorGetDLTensor(r.v_handle, &y));
+    assert_int_equal(y->shape[0], 2);
+    assert_int_equal(y->shape[1], 4);
+    for (int j = 0; j < 8; ++j) assert_true(((float*)y->data)[j] == want[j]);
+    PFObjectFree(r.v_handle);
+  }
+  /* The weight may go: the bound functions keep what they need. */
+  PFObjectFree(w);
+  for (int i = 1; i < 4; ++i) PFFuncFree(fns[i]);
+  assert_pf_ok(PFPrePackCacheGetStats(cache, &entries, &bytes, NULL));
+  assert_int_equal(entries, 0);
+  assert_int_equal(bytes, 0);
+
+  /* Errors: a weight the hook cannot pack fails the bind; mismatched
+   * shapes and non-tensors fail the call, naming the argument. */
+  double dv[4] = {0};
+  int64_t ds[2] = {2, 2};
+  DLTensor d = make_tensor(dv, ds, 2, kDLFloat, 64);
+  PFValue a[2] = {{.v_handle = &x}, {.v_handle = &d}}, r;
+  int c[2] = {kPFDLTensorHandle, kPFDLTensorHandle}, rc;
+  assert_pf_error(PFFuncCall(mm, a, c, 2, &r, &rc), kPFErrValueError, "argument 1 (w)",
+                  "2-D float32 CPU tensor", "float64");
+  float bad[4] = {0};
+  PFObjectHandle wrong = float_matrix(bad, 2, 2);
+  PFFunctionHandle b = NULL;
+  wval.v_handle = wrong;
+  assert_pf_ok(PFFuncBind(mm, 1, &pos, &wval, &wc, cache, &b));
+  a[0].v_handle = &x;
+  c[0] = kPFDLTensorHandle;
+  assert_pf_error(PFFuncCall(b, a, c, 1, &r, &rc), kPFErrValueError,
+                  "x is 2 x 3 and w is 2 x 2");
+  PFFuncFree(b);
+  PFObjectFree(wrong);
+  a[1].v_int64 = 3;
+  c[1] = kPFInt;
+  assert_pf_error(PFFuncCall(mm, a, c, 2, &r, &rc), kPFErrTypeError, "argument 1 (w)",
+                  "must be a tensor, got int");
+  assert_pf_error(PFFuncCall(mm, a, c, 1, &r, &rc), kPFErrTypeError, "expected 2 arguments");
+  PFObjectFree(cache);
+  PFFuncFree(mm);
+  PFModFree(m);
 }
 
 static void test_demo_plugin(void** state) {
@@ -1180,7 +1405,11 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_export_rollback_after_partial_register),
       cmocka_unit_test(test_load_self),
       cmocka_unit_test(test_descriptor_errors),
+      cmocka_unit_test(test_descriptor_prepack),
+      cmocka_unit_test(test_descriptor_version_1),
+      cmocka_unit_test(test_load_prepack_pointer_into_data),
       cmocka_unit_test(test_demo_plugin),
+      cmocka_unit_test(test_demo_matmul),
       cmocka_unit_test(test_api_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1419,14 +1419,17 @@ PF_EXPORT int PFModFree(PFModuleHandle mod);
 #define kPFFuncDescriptorPacked 1u /* a PFPackedCFunc */
 #define kPFFuncDescriptorTyped 2u  /* a plain C function and its signature */
 
-/* The layout version of PFFuncDescriptor. A module built with another
- * version is refused with a clear error instead of being misread. */
-#define PF_FUNC_DESCRIPTOR_ABI 1u
+/* The layout version of PFFuncDescriptor. Version 2 appended the pre-pack
+ * fields; a version 1 descriptor (a module built against an older header)
+ * is still read, as the fields up to `doc`. A module built with a version
+ * this library does not know is refused with a clear error instead of
+ * being misread. */
+#define PF_FUNC_DESCRIPTOR_ABI 2u
 
 /* One registered function. The macros fill it in; a host may also build a
  * table of pointers to these by hand for PFModLoadFromDescriptors. */
 typedef struct PFFuncDescriptor {
-  uint32_t abi;          /* PF_FUNC_DESCRIPTOR_ABI */
+  uint32_t abi;          /* PF_FUNC_DESCRIPTOR_ABI (1 or 2) */
   uint32_t kind;         /* kPFFuncDescriptorPacked or kPFFuncDescriptorTyped */
   const char* name;      /* 1..PF_NAME_MAX bytes */
   PFPackedCFunc packed;  /* packed: the function; typed: NULL */
@@ -1434,6 +1437,12 @@ typedef struct PFFuncDescriptor {
   const char* signature; /* typed: its signature; packed: NULL, or a
                             signature kept only as metadata */
   const char* doc;       /* NULL, or the docstring */
+  /* Version 2. Both NULL, or the function's pre-pack hook and the layout it
+   * produces, which loading gives the function (PFFuncSetPrePack, whose
+   * rules apply: a non-empty format). The hook's resource_handle is the
+   * function's: NULL for a packed function made from a descriptor. */
+  const char* pack_format;
+  PFPrePackFunc prepack;
 } PFFuncDescriptor;
 
 /* Builds a module from the array of descriptor pointers [begin, end). Both
@@ -1493,28 +1502,35 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 
 /* The pointer entries are 8-byte objects: no compiler pads or over-aligns
  * them, so the section is a plain array. */
-#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc)          \
+#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp)   \
   extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**,            \
                                     const PFFuncDescriptor* const**)            \
       PF_ACCESSOR_USE_ATTR_;                                                    \
   static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                 \
-      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc};       \
+      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp}; \
   __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* \
       const PF_CAT_(pf_descriptor_entry_, id) = &PF_CAT_(pf_descriptor_, id)
 #define PF_REGISTER_(...) PF_REGISTER_AT_(__VA_ARGS__)
 
 #define PF_REGISTER_PACKED_2_(name, fn) \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL)
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL, NULL, NULL)
 #define PF_REGISTER_PACKED_3_(name, fn, doc) \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc)
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc, NULL, NULL)
 #define PF_REGISTER_TYPED_3_(name, fn, sig)                                  \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
-               (void (*)(void))(fn), sig, NULL)
+               (void (*)(void))(fn), sig, NULL, NULL, NULL)
 #define PF_REGISTER_TYPED_4_(name, fn, sig, doc)                             \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
-               (void (*)(void))(fn), sig, doc)
+               (void (*)(void))(fn), sig, doc, NULL, NULL)
+#define PF_REGISTER_PREPACKED_4_(name, fn, fmt, pp)                          \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
+               NULL, fmt, pp)
+#define PF_REGISTER_PREPACKED_5_(name, fn, fmt, pp, doc)                     \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
+               doc, fmt, pp)
 #define PF_PICK_3_(a, b, c, d, ...) d
 #define PF_PICK_4_(a, b, c, d, e, ...) e
+#define PF_PICK_5_(a, b, c, d, e, f, ...) f
 
 /* PF_REGISTER_PACKED(name, fn [, doc]): registers the PFPackedCFunc `fn`
  * (type-checked) under `name`. Use at file scope, followed by `;`. */
@@ -1528,6 +1544,15 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 #define PF_REGISTER_TYPED(...)                                           \
   PF_PICK_4_(__VA_ARGS__, PF_REGISTER_TYPED_4_, PF_REGISTER_TYPED_3_,     \
              PF_REGISTER_TYPED_needs_3_or_4_arguments, )(__VA_ARGS__)
+
+/* PF_REGISTER_PREPACKED(name, fn, pack_format, prepack [, doc]): registers
+ * the PFPackedCFunc `fn` with its pre-pack hook `prepack` (a PFPrePackFunc,
+ * type-checked), which produces the layout `pack_format`, a non-empty
+ * string literal: loading gives the function the hook, so PFFuncBind packs
+ * the constants bound to it (see "Binding constants"). */
+#define PF_REGISTER_PREPACKED(...)                                               \
+  PF_PICK_5_(__VA_ARGS__, PF_REGISTER_PREPACKED_5_, PF_REGISTER_PREPACKED_4_,     \
+             PF_REGISTER_PREPACKED_needs_4_or_5_arguments, , )(__VA_ARGS__)
 
 /* PF_MODULE_LOAD_SELF(&mod): a module of the functions registered in the
  * program or library that this expression is compiled into (its own
@@ -1544,6 +1569,7 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 #endif
 #define PF_REGISTER_PACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PACKED")
 #define PF_REGISTER_TYPED(...) PF_NO_REGISTRATION_("PF_REGISTER_TYPED")
+#define PF_REGISTER_PREPACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PREPACKED")
 #define PF_MODULE_LOAD_SELF(out) PF_NO_REGISTRATION_("PF_MODULE_LOAD_SELF")
 #endif /* registration macros */
 

@@ -19,7 +19,7 @@ DEMO_PLUGIN = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
     ROOT, BUILD, "examples", "demo_plugin.so")
 MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(ROOT, BUILD, "modules")
 DEMO_NAMES = ["demo.add", "demo.call_n_times", "demo.fail", "demo.fill", "demo.greet",
-              "demo.hypot", "demo.reverse", "demo.sort"]
+              "demo.hypot", "demo.matmul", "demo.reverse", "demo.sort"]
 
 
 def fixture_module(name):
@@ -41,7 +41,7 @@ def test_load_module_gives_a_module_with_its_functions(pf, plugin):
     assert isinstance(plugin, pf.Object)
     assert plugin.path == DEMO_PLUGIN
     assert plugin.list_function_names() == DEMO_NAMES
-    assert repr(plugin) == "<packedfunc.Module %r, 8 functions>" % DEMO_PLUGIN
+    assert repr(plugin) == "<packedfunc.Module %r, %d functions>" % (DEMO_PLUGIN, len(DEMO_NAMES))
     assert "load_module" in pf.__all__ and "Module" in pf.__all__
 
 
@@ -408,7 +408,8 @@ except OSError as e:
 def test_a_corrupt_function_table_is_value_error(pf):
     for name, text in [("mod_junk.so", "outside the library's loaded data"),
                        ("mod_badname.so", "not a string in the library"),
-                       ("mod_badcode.so", "not in any loaded code")]:
+                       ("mod_badcode.so", "not in any loaded code"),
+                       ("mod_badprepack.so", "not in any loaded code")]:
         with pytest.raises(ValueError) as info:
             pf.load_module(fixture_module(name))
         assert text in str(info.value), name
