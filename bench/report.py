@@ -128,6 +128,13 @@ def main():
         for r in rows:
             r["instr"] = (callgrind_per_call(bench_c, r["id"]),
                           callgrind_per_call(bench_c, _base_case(r)))
+    # Bound constants: demo.matmul pre-packed against per call, and the heap
+    # of bound functions with and without a cache (bench_matmul.c).
+    mm_rows = run_json([os.path.join(args.build, "bench", "bench_matmul"),
+                        os.path.join(args.build, "examples", "demo_plugin.so")]
+                       + (["--quick"] if args.quick else []))
+    memory += [r for r in mm_rows if "bytes" in r]
+    rows += [r for r in mm_rows if "ratio" in r]
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
         env = dict(os.environ, BUILD=args.build,
@@ -142,7 +149,7 @@ def main():
     for r in rows:
         print(f"{r['id']:<16} {r['ratio'][0]:6.2f}x  (target {r.get('target') or '-'})  {verdict(r)}")
     for m in memory:
-        print(f"{'memory':<16} {m['bytes']:.0f} bytes per registered function")
+        print(f"{m['id']:<16} {m['bytes']:.0f} bytes: {m['what']}")
 
 
 def _base_case(row):

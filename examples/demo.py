@@ -81,6 +81,15 @@ def main():
     demo.fill(grid, 1.5)
     print(grid)
 
+    section("A constant weight, bound once and pre-packed")
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    cache = pf.PrePackCache()
+    layers = [demo.matmul.bind({1: w}, cache=cache) for _ in range(3)]
+    print("layers[0](ones(1, 3)) =", layers[0](np.ones((1, 3), dtype=np.float32)).tolist())
+    entries, nbytes, hits = cache.stats()
+    print("3 functions bound to w share %d packed copy of %d bytes (%d cache hits)"
+          % (entries, nbytes, hits))
+
     section("Errors raised in C, caught in Python")
     try:
         demo.fail("the C code says no")

@@ -10,6 +10,11 @@ $(BUILD)/bench/bench_c: bench/bench_c.c $(SHARED) | $(call DEPS_STAMP,bench)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
 	  -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lffi -lpthread -o $@
 
+$(BUILD)/bench/bench_matmul: bench/bench_matmul.c $(SHARED) | $(call DEPS_STAMP,bench)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
+	  -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -o $@
+
 # The C side of bench/bench_python.py: packed functions and their raw twins.
 $(BUILD)/bench/libpf_benchlib.so: bench/bench_pylib.c $(SHARED) | $(call DEPS_STAMP,bench)
 	@mkdir -p $(@D)
@@ -18,5 +23,6 @@ $(BUILD)/bench/libpf_benchlib.so: bench/bench_pylib.c $(SHARED) | $(call DEPS_ST
 
 bench-quick:
 	@$(MAKE) --no-print-directory bench QUICK=1
-bench: $(BUILD)/bench/bench_c $(BUILD)/bench/libpf_benchlib.so python
+bench: $(BUILD)/bench/bench_c $(BUILD)/bench/bench_matmul $(BUILD)/bench/libpf_benchlib.so \
+       $(DEMO_PLUGIN) python
 	$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)

@@ -177,13 +177,30 @@ static int same_tensor(const DLTensor* a, const DLTensor* b, size_t nbytes) {
   return nbytes == 0 || memcmp(tensor_data(a), tensor_data(b), nbytes) == 0;
 }
 
+/* The bytes a packed tensor's elements span, in any layout (a kernel's
+ * layout is often not row-major): one element plus the farthest offset
+ * from the first, 0 for an empty tensor or one whose span overflows. */
 static size_t packed_size(PFValue v, int code) {
   DLTensor* t = NULL;
-  int ok = 0;
   if (code != kPFObjectHandle || !pf_is_object(v.v_handle, kPFObjectTensor)) return 0;
-  if (PFTensorGetDLTensor(v.v_handle, &t) != 0) return 0;
-  size_t n = tensor_bytes(t, &ok);
-  return ok ? n : 0;
+  if (PFTensorGetDLTensor(v.v_handle, &t) != 0 || t->ndim < 0 ||
+      (t->ndim > 0 && t->shape == NULL))
+    return 0;
+  uint64_t last = 0, stride = 1; /* in elements */
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    int64_t d = t->shape[i];
+    if (d <= 0) return 0;
+    uint64_t s = stride;
+    if (t->strides != NULL) s = t->strides[i] < 0 ? -(uint64_t)t->strides[i] : (uint64_t)t->strides[i];
+    uint64_t step;
+    if (__builtin_mul_overflow(s, (uint64_t)(d - 1), &step) ||
+        __builtin_add_overflow(last, step, &last) ||
+        __builtin_mul_overflow(stride, (uint64_t)d, &stride))
+      return 0;
+  }
+  size_t elem = ((size_t)t->dtype.bits * t->dtype.lanes + 7u) / 8u, n;
+  if (__builtin_add_overflow(last, 1u, &last) || __builtin_mul_overflow(last, elem, &n)) return 0;
+  return n;
 }
 
 /* Frees an entry that no one can reach any more; runs user code (the

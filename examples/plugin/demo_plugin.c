@@ -268,6 +268,216 @@ PF_REGISTER_PACKED("demo.sort", demo_sort,
                    "tensor in place (as a flat array) by cmp(a, b) -> negative, 0 or "
                    "positive; cmp becomes a C function pointer that qsort calls.");
 
+/* ---- binding constants: a matmul whose weight is pre-packed ---- */
+
+/* demo.matmul(x, w) multiplies float32 matrices, x (M x K) by w (K x N).
+ * Its inner loop walks a row of x and a column of w, so it reads w fastest
+ * when w is stored column by column (strides (1, K)). Given a weight in any
+ * other layout, a call first copies it that way, every time. Bound to a
+ * constant weight (PFFuncBind, Function.bind), the pre-pack hook below makes
+ * that copy once, and the bound function passes it on every call: the same
+ * matrix, in the layout the kernel wants. */
+
+/* A float32 matrix that owns its elements. `allocator` frees it: the
+ * pre-pack hook's allocator, or NULL for PFMemFree. */
+typedef struct {
+  DLManagedTensor managed;
+  const PFAllocator* allocator;
+  int64_t shape[2];
+  int64_t strides[2];
+  float data[];
+} demo_matrix;
+
+static void demo_matrix_delete(DLManagedTensor* m) {
+  demo_matrix* mat = m->manager_ctx;
+  if (mat->allocator)
+    mat->allocator->free_fn(mat, mat->allocator->user_data);
+  else
+    PFMemFree(mat);
+}
+
+/* A new tensor object of rows x cols float32 elements, stored row by row,
+ * or column by column if `by_column`; *data receives its elements. */
+static int demo_matrix_new(const char* where, int64_t rows, int64_t cols, int by_column,
+                           const PFAllocator* allocator, float** data, PFObjectHandle* out) {
+  size_t count, bytes;
+  if (__builtin_mul_overflow((size_t)rows, (size_t)cols, &count) ||
+      __builtin_mul_overflow(count, sizeof(float), &bytes) ||
+      __builtin_add_overflow(bytes, sizeof(demo_matrix), &bytes))
+    return PFErrorSetFormat(kPFErrValueError, "%s: a %lld x %lld matrix is too large", where,
+                            (long long)rows, (long long)cols);
+  demo_matrix* m = allocator ? allocator->malloc_fn(bytes, allocator->user_data)
+                             : PFMemAlloc(bytes);
+  if (m == NULL) return PFErrorSetFormat(kPFErrMemoryError, "%s: out of memory", where);
+  memset(m, 0, sizeof(*m));
+  m->allocator = allocator;
+  m->shape[0] = rows;
+  m->shape[1] = cols;
+  m->strides[0] = by_column ? 1 : cols;
+  m->strides[1] = by_column ? rows : 1;
+  m->managed.dl_tensor = (DLTensor){.data = m->data, .device = {kDLCPU, 0}, .ndim = 2,
+                                    .dtype = {kDLFloat, 32, 1}, .shape = m->shape,
+                                    .strides = m->strides};
+  m->managed.manager_ctx = m;
+  m->managed.deleter = demo_matrix_delete;
+  *data = m->data;
+  return PFTensorCreateFromDLPack(&m->managed, out); /* frees m on failure */
+}
+
+/* The argument at `index` as a float32 CPU matrix: a tensor object or a
+ * borrowed DLTensor*, of any strides. */
+static int matrix_arg(const char* where, const char* name, int index, PFValue v, int code,
+                      const DLTensor** out) {
+  const DLTensor* t = tensor_arg(v, code);
+  if (t == NULL)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: argument %d (%s) must be a tensor, got %s",
+                            where, index, name,
+                            PFTypeCodeName(code) ? PFTypeCodeName(code) : "?");
+  if (t->device.device_type != kDLCPU || t->ndim != 2 || t->dtype.code != kDLFloat ||
+      t->dtype.bits != 32 || t->dtype.lanes != 1)
+    return PFErrorSetFormat(kPFErrValueError,
+                            "%s: argument %d (%s) must be a 2-D float32 CPU tensor, got a "
+                            "%d-D %s tensor",
+                            where, index, name, (int)t->ndim, dtype_text(t->dtype));
+  if (t->shape[0] < 0 || t->shape[1] < 0 ||
+      (t->shape[0] > 0 && t->shape[1] > 0 && t->data == NULL))
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument %d (%s) is malformed", where,
+                            index, name);
+  *out = t;
+  return 0;
+}
+
+/* The element strides of matrix t (row-major when it has none). */
+static void matrix_strides(const DLTensor* t, int64_t* s0, int64_t* s1) {
+  *s0 = t->strides ? t->strides[0] : t->shape[1];
+  *s1 = t->strides ? t->strides[1] : 1;
+}
+
+/* Whether w is stored column by column, as the kernel reads it. */
+static int stored_by_column(const DLTensor* w) {
+  int64_t s0, s1;
+  matrix_strides(w, &s0, &s1);
+  return (w->shape[0] <= 1 || s0 == 1) && (w->shape[1] <= 1 || s1 == w->shape[0]);
+}
+
+/* Copies matrix t (any strides) into dst: row by row, or column by column
+ * (its transpose, row by row) if `by_column`. */
+static void copy_matrix(const DLTensor* t, int by_column, float* dst) {
+  int64_t rows = t->shape[0], cols = t->shape[1], s0, s1;
+  matrix_strides(t, &s0, &s1);
+  const float* src = (const float*)(const void*)((const char*)t->data + t->byte_offset);
+  if (by_column) {
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < rows; ++i) *dst++ = src[i * s0 + j * s1];
+  } else {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) *dst++ = src[i * s0 + j * s1];
+  }
+}
+
+/* y[i][j] = sum over k of x[i][k] * w[k][j], with x stored row by row and
+ * w column by column: both operands of the inner loop are contiguous. */
+static void matmul_kernel(const float* x, const float* w_by_column, float* y, int64_t m,
+                          int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xr = x + i * k;
+    for (int64_t j = 0; j < n; ++j) {
+      const float* wc = w_by_column + j * k;
+      float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t p = 0;
+      for (; p + 4 <= k; p += 4) {
+        a0 += xr[p] * wc[p];
+        a1 += xr[p + 1] * wc[p + 1];
+        a2 += xr[p + 2] * wc[p + 2];
+        a3 += xr[p + 3] * wc[p + 3];
+      }
+      for (; p < k; ++p) a0 += xr[p] * wc[p];
+      y[i * n + j] = (a0 + a1) + (a2 + a3);
+    }
+  }
+}
+
+static int demo_matmul(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  static const char* const where = "demo.matmul";
+  (void)res;
+  if (n != 2)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: expected 2 arguments (x, w), got %d", where,
+                            n);
+  const DLTensor *x, *w;
+  if (matrix_arg(where, "x", 0, args[0], codes[0], &x) != 0 ||
+      matrix_arg(where, "w", 1, args[1], codes[1], &w) != 0)
+    return -1;
+  int64_t m = x->shape[0], k = x->shape[1], cols = w->shape[1];
+  if (w->shape[0] != k)
+    return PFErrorSetFormat(kPFErrValueError,
+                            "%s: x is %lld x %lld and w is %lld x %lld: the inner dimensions "
+                            "differ",
+                            where, (long long)m, (long long)k, (long long)w->shape[0],
+                            (long long)cols);
+  float* y;
+  PFObjectHandle out;
+  if (demo_matrix_new(where, m, cols, 0, NULL, &y, &out) != 0) return -1;
+  /* Operands in the layouts the kernel reads, copied only when they are
+   * not: w is copied on every call unless it was pre-packed. */
+  const float* xd = (const float*)(const void*)((const char*)x->data + x->byte_offset);
+  const float* wd = (const float*)(const void*)((const char*)w->data + w->byte_offset);
+  int64_t xs0, xs1;
+  matrix_strides(x, &xs0, &xs1);
+  float* xcopy = NULL;
+  float* wcopy = NULL;
+  if (!((m <= 1 || xs0 == k) && (k <= 1 || xs1 == 1))) {
+    xcopy = PFMemAlloc(sizeof(float) * (size_t)(m * k));
+    if (xcopy) copy_matrix(x, 0, xcopy);
+    xd = xcopy;
+  }
+  if (!stored_by_column(w)) {
+    wcopy = PFMemAlloc(sizeof(float) * (size_t)(k * cols));
+    if (wcopy) copy_matrix(w, 1, wcopy);
+    wd = wcopy;
+  }
+  int rc = 0;
+  if ((xd == NULL && m * k > 0) || (wd == NULL && k * cols > 0)) {
+    rc = PFErrorSetFormat(kPFErrMemoryError, "%s: out of memory", where);
+  } else {
+    matmul_kernel(xd, wd, y, m, k, cols);
+    PFValue v = {.v_handle = out};
+    int code = kPFObjectHandle;
+    rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  }
+  PFMemFree(xcopy);
+  PFMemFree(wcopy);
+  PFObjectFree(out); /* the return slot holds its own reference */
+  return rc;
+}
+
+/* The pre-pack hook: stores the weight (position 1) column by column, once.
+ * A weight already stored that way, and x (position 0), stay as they are. */
+static int demo_matmul_prepack(void* res, int position, PFValue value, int code,
+                               const PFAllocator* allocator, PFValue* out, int* out_code,
+                               int* is_packed) {
+  static const char* const where = "demo.matmul (pre-packing the weight)";
+  (void)res;
+  *is_packed = 0;
+  if (position != 1) return 0;
+  const DLTensor* w;
+  if (matrix_arg(where, "w", 1, value, code, &w) != 0) return -1;
+  if (stored_by_column(w)) return 0;
+  float* data;
+  PFObjectHandle packed;
+  if (demo_matrix_new(where, w->shape[0], w->shape[1], 1, allocator, &data, &packed) != 0)
+    return -1;
+  copy_matrix(w, 1, data);
+  out->v_handle = packed;
+  *out_code = kPFObjectHandle;
+  *is_packed = 1;
+  return 0;
+}
+PF_REGISTER_PREPACKED("demo.matmul", demo_matmul, "demo.matmul/column-major",
+                      demo_matmul_prepack,
+                      "matmul(x, w): the float32 matrix product x @ w, as a new tensor. "
+                      "Bind a constant w (Function.bind) to have it stored column by column "
+                      "once, the layout the inner loop reads, instead of on every call.");
+
 /* ---- errors ---- */
 
 static int demo_fail(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {

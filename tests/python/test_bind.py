@@ -84,3 +84,58 @@ def test_cache_shares_equal_constants(pf, fn, testlib):
 def test_hook_error_fails_bind(pf, fn):
     with pytest.raises(TypeError, match="w must be 1-d float64"):
         fn("wsum").bind({1: np.ones(3, dtype=np.float32)})
+
+
+# ---- the demo plugin's pre-packed matmul ----
+
+@pytest.fixture
+def matmul(pf):
+    import os
+    from conftest import ROOT
+    path = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
+        ROOT, os.environ.get("BUILD", "build"), "examples", "demo_plugin.so")
+    return pf.load_module(path).demo.matmul
+
+
+def test_matmul_bound_and_unbound_agree(pf, matmul):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 33), dtype=np.float32)
+    w = rng.standard_normal((33, 17), dtype=np.float32)
+    want = x @ w
+    cache = pf.PrePackCache()
+    for f in (lambda x: matmul(x, w), matmul.bind({1: w}), matmul.bind({1: w}, cache=cache)):
+        np.testing.assert_allclose(f(x), want, rtol=1e-4, atol=1e-4)
+    # Any layout of either operand gives the same product.
+    np.testing.assert_allclose(matmul(np.asfortranarray(x), w[::1]), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(matmul(x[:, ::3], w[::3]), x[:, ::3] @ w[::3],
+                               rtol=1e-4, atol=1e-4)
+    assert matmul(np.zeros((0, 4), np.float32), np.zeros((4, 2), np.float32)).shape == (0, 2)
+
+
+def test_matmul_cache_holds_one_column_major_copy(pf, matmul):
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cache = pf.PrePackCache()
+    bound = [matmul.bind({1: w.copy()}, cache=cache) for _ in range(10)]
+    assert cache.stats() == (1, w.nbytes, 9)
+    x = np.eye(3, dtype=np.float32)
+    assert all((b(x) == w).all() for b in bound)
+    # A different weight is a second entry; without a cache, no sharing.
+    other = matmul.bind({1: w + 1}, cache=cache)
+    alone = matmul.bind({1: w})
+    assert cache.stats()[:2] == (2, 2 * w.nbytes)
+    assert (alone(x) == w).all() and (other(x) == w + 1).all()
+    del bound, other
+    gc.collect()
+    assert cache.stats()[:2] == (0, 0)
+
+
+def test_matmul_bad_weight_fails_bind(pf, matmul):
+    cache = pf.PrePackCache()
+    with pytest.raises(ValueError, match=r"pre-packing the weight.*2-D float32.*float64"):
+        matmul.bind({1: np.zeros((3, 3))}, cache=cache)
+    with pytest.raises(TypeError, match=r"argument 1 \(w\) must be a tensor, got int"):
+        matmul.bind({1: 3})
+    assert cache.stats() == (0, 0, 0)
+    b = matmul.bind({1: np.zeros((3, 2), np.float32)})
+    with pytest.raises(ValueError, match="x is 2 x 4 and w is 3 x 2"):
+        b(np.zeros((2, 4), np.float32))

@@ -72,6 +72,13 @@ def test_readme_modules_example_prints_what_it_shows(scratch):
     assert r.stderr == ""
 
 
+def test_readme_bind_example_prints_what_it_shows(scratch):
+    r = run_python(block_after("<!-- python: bind -->", "python"), scratch)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == block_after("<!-- python-output: bind -->")
+    assert r.stderr == ""
+
+
 def test_readme_demo_output_is_what_the_demo_prints(tmp_path):
     assert os.path.exists(DEMO_PLUGIN), DEMO_PLUGIN
     script = os.path.join(ROOT, "examples", "demo.py")
@@ -88,7 +95,7 @@ def test_demo_finds_the_plugin_through_the_environment(tmp_path):
     r = subprocess.run([sys.executable, script], env=env, cwd=str(tmp_path),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("Loaded demo_plugin.so: 8 functions\n")
+    assert r.stdout.startswith("Loaded demo_plugin.so: 9 functions\n")
     env["PF_DEMO_PLUGIN"] = str(tmp_path / "missing.so")
     r = subprocess.run([sys.executable, script], env=env, cwd=str(tmp_path),
                        capture_output=True, text=True, timeout=120)
