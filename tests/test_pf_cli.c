@@ -99,7 +99,7 @@ static void test_list(void** state) {
   run(&r, "--load", DEMO, "list", "demo.", NULL);
   expect(&r, 0,
          "demo.add\ndemo.call_n_times\ndemo.fail\ndemo.fill\ndemo.greet\ndemo.hypot\n"
-         "demo.reverse\ndemo.sort\n",
+         "demo.matmul\ndemo.reverse\ndemo.sort\n",
          "");
   run(&r, "--load=" DEMO, "list", "demo.h", NULL);
   expect(&r, 0, "demo.hypot\n", "");
