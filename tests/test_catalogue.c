@@ -244,7 +244,7 @@ static void test_set_return_misuse(void** state) {
   assert_pf_ok(PFFuncCall(k, NULL, NULL, 0, &rv, &rc));
   PFValue v = {.v_int64 = 1};
   int code = kPFInt;
-  assert_pf_error(PFCFuncSetReturn(g_stale_ret, &v, &code, 1), kPFErrTypeError, "'ret'");
+  assert_pf_error(pf_test_set_return_stale(g_stale_ret, &v, &code), kPFErrTypeError, "'ret'");
   PFFuncFree(k);
 }
 
