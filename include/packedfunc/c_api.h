@@ -537,7 +537,10 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * the call (NULL is allowed when num_args is 0). On success the result is
  * written to *ret_val and *ret_type_code (kPFNull when the callee set none):
  *   - kPFStr: ret_val->v_str points to a copy in the calling thread's
- *     return storage, valid until the next PFFuncCall on this thread;
+ *     return storage, valid until the next PFFuncCall on this thread; when
+ *     that next call is given it as a str or bytes argument, it stays valid
+ *     for the whole of that call (the results of calls nested in a call
+ *     with a str or bytes argument go to storage of their own);
  *   - kPFBytes: ret_val->v_handle points to a PFByteArray in the same
  *     storage, with the same lifetime (data and array alike);
  *   - kPFFuncHandle, kPFModuleHandle, kPFObjectHandle: a new reference that
@@ -556,6 +559,11 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * size larger than any object can have, PTRDIFF_MAX (ValueError, naming
  * the argument's position).
  * Reentrant: the callee may call other functions, on any thread.
+ * Cost: a call whose arguments all have plain codes (see
+ * PF_PLAIN_CODE_MASK) and whose callee sets a plain result runs no code
+ * but the checks above, two stores into the return slot and the copy of
+ * the result, and writes no per-thread state; a str or bytes argument or
+ * result, or a handle result, takes a longer path.
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
                          int num_args, PFValue* ret_val, int* ret_type_code);
