@@ -628,7 +628,8 @@ PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value,
  * type_code and then value, nothing else. A future layout gets a new
  * PF_RET_SLOT_ABI and so a new key: code compiled against this header then
  * sees no match and calls PFCFuncSetReturn, which knows the library's own
- * layout. Never write a slot by hand.
+ * layout; so does it with a library older than this layout, whose slots
+ * begin with an aligned pointer. Never write a slot by hand.
  */
 #define PF_RET_SLOT_ABI 1u
 typedef struct PFRetSlotHead {
@@ -682,8 +683,9 @@ _Static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in 
 #define PF_NO_ASAN_
 #endif
 /* The inline fast path of PFCFuncSetReturn, where the compiler can read
- * the thread pointer in one instruction. Define PF_NO_INLINE_SET_RETURN
- * before including this header to always call the function. */
+ * the thread pointer in one instruction; PF_HAVE_INLINE_SET_RETURN is
+ * defined where it is in use. Define PF_NO_INLINE_SET_RETURN before
+ * including this header to always call the function. */
 #if !defined(PF_NO_INLINE_SET_RETURN) && (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__aarch64__)) && defined(__has_builtin)
 #if __has_builtin(__builtin_thread_pointer)
