@@ -48,10 +48,26 @@ def fmt_ns(v):
 
 
 def verdict(row):
+    """A row meets its targets when its median ratio is within "target" and,
+    for a C row with callgrind counts, its instructions within
+    "instr_target" (an instruction target is not judged in a quick run)."""
     target = row.get("target", 0)
-    if not target:
+    instr_target = row.get("instr_target", 0)
+    if not target and not instr_target:
         return "reported"
-    return "met" if row["ratio"][0] <= target else "**missed**"
+    ok = not target or row["ratio"][0] <= target
+    if instr_target and row.get("instr") is not None:
+        ok = ok and row["instr"][0] <= instr_target
+    return "met" if ok else "**missed**"
+
+
+def target_text(row):
+    parts = []
+    if row.get("target"):
+        parts.append(f"≤ {row['target']:g}x")
+    if row.get("instr_target"):
+        parts.append(f"≤ {row['instr_target']:g} instructions")
+    return ", ".join(parts) if parts else "—"
 
 
 def write_markdown(rows, memory, path, quick):
@@ -62,7 +78,7 @@ def write_markdown(rows, memory, path, quick):
     for r in rows:
         ir = r.get("instr")
         ir_text = "—" if ir is None else f"{ir[0]:.0f} vs {ir[1]:.0f}"
-        target = f"≤ {r['target']:g}x" if r.get("target") else "—"
+        target = target_text(r)
         lines.append(
             f"| {r['what']} | {r['baseline']} | {fmt_ns(r['ns'])} | {fmt_ns(r['base_ns'])} | "
             f"{r['ratio'][0]:.2f}x ({r['ratio'][1]:.2f}–{r['ratio'][2]:.2f}) | {target} | "
@@ -95,7 +111,7 @@ def write_chart(rows, path):
     hi = [r["ratio"][2] - r["ratio"][0] for r in rows]
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.5))
     y = range(len(rows))
-    colors = ["tab:green" if r["ratio"][0] <= r["target"] else "tab:red" for r in rows]
+    colors = ["tab:green" if verdict(r) == "met" else "tab:red" for r in rows]
     ax.barh(y, med, xerr=[lo, hi], color=colors, alpha=0.8, capsize=3)
     ax.scatter([r["target"] for r in rows], y, marker="|", s=400, color="black",
                label="target", zorder=3)
@@ -147,7 +163,10 @@ def main():
     if not args.quick:
         write_chart(rows, os.path.join(args.out, "results.png"))
     for r in rows:
-        print(f"{r['id']:<16} {r['ratio'][0]:6.2f}x  (target {r.get('target') or '-'})  {verdict(r)}")
+        ir = r.get("instr")
+        ir_text = "" if ir is None else f"  {ir[0]:.0f} instructions"
+        print(f"{r['id']:<16} {r['ratio'][0]:6.2f}x{ir_text}  (target {target_text(r)})  "
+              f"{verdict(r)}")
     for m in memory:
         print(f"{m['id']:<16} {m['bytes']:.0f} bytes: {m['what']}")
 

@@ -7,26 +7,17 @@
 
 #define PF_RET_INLINE 64
 
-typedef struct pf_ret_slot pf_ret_slot;
-struct pf_ret_slot {
-  pf_ret_slot* prev; /* the enclosing call's slot on this thread */
-  int type_code;
-  PFValue value;
-  int owns;     /* holds a handle reference or `heap` */
-  size_t len;   /* str/bytes length */
-  char* heap;   /* str/bytes data when longer than `small` */
+/* The public head (c_api.h) and the private rest. While the head's tag is
+ * the thread's plain tag, the slot holds at most a plain value; while it
+ * is the held tag (plain ^ PF_RET_TAG_HELD_) it holds a string or bytes
+ * copy (len, and heap when the copy is longer than `small`) or a handle
+ * reference in value. len, heap and small are meaningful only then. */
+typedef struct {
+  PFRetSlotHead head;
+  size_t len;
+  char* heap;
   char small[PF_RET_INLINE];
-};
-
-/* pf_hot.ret_top is the slot of the innermost call in progress on this
- * thread. A return handle is valid only while its slot is on that chain;
- * PFCFuncSetReturn checks it by comparing addresses, so a handle kept after
- * its call returned (a dead stack slot) or made up is rejected unread. */
-static int is_active_slot(const pf_ret_slot* s) {
-  for (const pf_ret_slot* p = pf_hot.ret_top; p != NULL; p = p->prev)
-    if (p == s) return 1;
-  return 0;
-}
+} pf_ret_slot;
 
 int pf_check_value(const char* where, const char* what, int64_t index, int code,
                    const PFValue* v) {
@@ -58,21 +49,25 @@ int pf_check_value(const char* where, const char* what, int64_t index, int code,
                           (long long)index, code);
 }
 
-static void slot_clear(pf_ret_slot* s) {
-  if (!s->owns) return;
-  if (pf_code_is_handle(s->type_code)) pf_object_release(s->value.v_handle);
-  pf_free(s->heap);
+/* Drops what a held slot holds; the slot is then plain and null. May run
+ * a finalizer. */
+static void slot_release(pf_ret_slot* s, uintptr_t tag) {
+  if (pf_code_is_handle(s->head.type_code)) pf_object_release(s->head.value.v_handle);
+  else pf_free(s->heap);
   s->heap = NULL;
-  s->owns = 0;
-  s->type_code = kPFNull;
+  s->head.type_code = kPFNull;
+  s->head.tag = tag;
 }
 
-__attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFValue* value,
-                                                         int* type_code, int num_ret) {
+__attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* value,
+                                                     int* type_code, int num_ret) {
   static const char* const where = "PFCFuncSetReturn";
-  pf_ret_slot* s = ret;
   if (s == NULL) return pf_err_null_arg(where, "ret");
-  if (!is_active_slot(s))
+  /* A NULL or forged handle is refused before anything else is read. */
+  uintptr_t tag = pf_ret_tag();
+  uintptr_t found = pf_ret_slot_tag(s);
+  int held = found == (tag ^ PF_RET_TAG_HELD_);
+  if (found != tag && !held)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: argument 'ret' is not the return handle of a call in progress "
                             "on this thread", where);
@@ -99,45 +94,47 @@ __attribute__((noinline, cold)) static int set_return_slow(pf_ret_slot* ret, PFV
     heap = pf_malloc(len + 1);
     if (heap == NULL) return pf_oom(where);
   }
-  if (pf_code_is_handle(code))
-    pf_object_retain(value->v_handle);
+  int is_handle = pf_code_is_handle(code);
+  if (is_handle) pf_object_retain(value->v_handle);
   /* After the retain: setting the same handle twice is safe. Dropping the
    * earlier value may run a finalizer; its errors are not the callee's,
    * and must not make a later silent failure look like a recorded one. */
-  if (s->owns) {
+  if (held) {
     pf_saved_error saved;
     pf_error_save(&saved);
-    slot_clear(s);
+    slot_release(s, tag);
     pf_error_restore(&saved);
   }
-  s->type_code = code;
-  s->value = *value;
+  s->head.type_code = code;
+  s->head.value = *value;
   if (code == kPFStr || code == kPFBytes) {
     char* dst = heap ? heap : s->small;
     if (len) memcpy(dst, data, len);
     dst[len] = '\0';
     s->heap = heap;
     s->len = len;
+    s->head.tag = tag ^ PF_RET_TAG_HELD_;
+  } else if (is_handle) {
+    s->head.tag = tag ^ PF_RET_TAG_HELD_;
   }
-  s->owns = heap != NULL || pf_code_is_handle(code);
   return 0;
 }
 
-int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
+/* The exported function: what code compiled without the header's inline
+ * path calls (and the inline path's fallback). The same fast case first. */
+int (PFCFuncSetReturn)(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
   pf_ret_slot* s = ret;
-  /* The common case, kept free of the slow path's register saves: a plain
-   * value into a slot that holds nothing. Everything else, misuse
-   * included, goes through set_return_slow. */
   if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1) &&
-      s == pf_hot.ret_top) {
-    int code = *type_code;
-    if (pf_code_is_plain(code) && !s->owns) {
-      s->type_code = code;
-      s->value = *value;
-      return 0;
-    }
+      pf_code_is_plain(*type_code) && pf_ret_slot_tag(s) == pf_ret_tag()) {
+    s->head.type_code = *type_code;
+    s->head.value = *value;
+    return 0;
   }
   return set_return_slow(s, value, type_code, num_ret);
+}
+
+int pf_set_return_value(PFRetValueHandle ret, PFValue v, int code) {
+  return (PFCFuncSetReturn)(ret, &v, &code, 1);
 }
 
 /* Moves a str/bytes result into the thread's return storage for `depth`.
@@ -166,7 +163,7 @@ static int store_result(pf_thread_state* ts, int depth, pf_ret_slot* s, PFValue*
     b->cap = s->len + 1;
   }
   memcpy(b->data, s->heap ? s->heap : s->small, s->len + 1);
-  if (s->type_code == kPFStr) {
+  if (s->head.type_code == kPFStr) {
     out->v_str = b->data;
   } else {
     b->bytes.data = b->data;
@@ -193,60 +190,139 @@ __attribute__((noinline, cold)) static int call_misuse(PFFunctionHandle func, PF
                           where, args == NULL ? "args" : "type_codes", num_args);
 }
 
-int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
-               PFValue* ret_val, int* ret_type_code) {
-  if (__builtin_expect(!pf_is_object(func, kPFObjectFunction) || ret_val == NULL ||
-                           ret_type_code == NULL || num_args < 0 ||
-                           (num_args > 0 && (args == NULL || type_codes == NULL)),
-                       0))
-    return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
-  for (int i = 0; i < num_args; ++i) {
-    int c = type_codes[i];
-    /* A plain value needs no check: any bits are valid. */
-    if (pf_code_is_plain(c)) continue;
-    if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
-  }
-  pf_function* f = func;
+/* What PFFuncCall keeps across the callee: the slot and what it needs
+ * after the callee returns. All of it lives in memory, so that the call
+ * path saves no registers. */
+typedef struct {
   pf_ret_slot slot;
-  slot.prev = pf_hot.ret_top;
-  slot.type_code = kPFNull;
-  slot.value.v_int64 = 0;
-  slot.owns = 0;
-  slot.heap = NULL;
-  slot.len = 0;
-  uint64_t gen = pf_hot.err_gen;
-  int depth = pf_hot.depth++;
-  pf_hot.ret_top = &slot;
-  int rc = f->func(args, type_codes, num_args, &slot, f->resource);
-  pf_hot.ret_top = slot.prev;
-  pf_hot.depth = depth;
-  if (__builtin_expect(rc != 0, 0)) {
+  uintptr_t tag;
+  pf_function* f;
+  PFValue* ret_val;
+  int* ret_type_code;
+  uint64_t gen;
+  /* The frame's own address, read back from memory by the slow end of
+   * the call: the compiler would otherwise keep it in a saved register. */
+  void* self;
+} pf_call_frame;
+
+/* The end of a call that failed, or whose slot holds a string, bytes or a
+ * reference: everything but two stores. `end` is the slot's tag as the
+ * callee left it. The thread's string depth is the one outside the call. */
+__attribute__((noinline)) static int call_finish(pf_call_frame* fr, int rc, uintptr_t end) {
+  pf_ret_slot* s = &fr->slot;
+  int held = end == (fr->tag ^ PF_RET_TAG_HELD_);
+  if (rc != 0) {
     /* No error recorded by the callee, or it cleared the one it had. */
-    if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
-      const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
+    if (pf_hot.err_gen == fr->gen || PFErrorGetKind()[0] == '\0') {
+      const char* name = atomic_load_explicit(&fr->f->name, memory_order_acquire);
       PFErrorSetFormat(kPFErrRuntimeError,
                        "PFFuncCall: function '%s' returned %d without recording an error",
                        name ? name : "<anonymous>", rc);
     }
-    if (slot.owns) {
+    if (held) {
       /* Dropping the value the callee set may run a finalizer, which may
        * record errors of its own: the callee's error stays the one. */
       pf_saved_error saved;
       pf_error_save(&saved);
-      slot_clear(&slot);
+      slot_release(s, 0);
       pf_error_restore(&saved);
     }
     return -1;
   }
-  if (slot.type_code == kPFStr || slot.type_code == kPFBytes) {
-    int st = store_result(pf_tls(), depth, &slot, ret_val);
-    pf_free(slot.heap);
+  int code = s->head.type_code;
+  if (held && (code == kPFStr || code == kPFBytes)) {
+    int st = store_result(pf_tls(), pf_hot.str_depth, s, fr->ret_val);
+    pf_free(s->heap);
     if (st != 0) return -1;
   } else {
-    *ret_val = slot.value;
+    /* A handle: the slot's reference becomes the caller's. */
+    *fr->ret_val = s->head.value;
   }
-  *ret_type_code = slot.type_code;
+  *fr->ret_type_code = code;
   return 0;
+}
+
+/* Calls `f` with a fresh slot. `bump` (a constant where it is inlined):
+ * the arguments include a string or bytes, which may live in the return
+ * storage of the current depth, so results of calls nested in this one go
+ * one level deeper. A call without one touches no thread state but the
+ * read of err_gen. */
+static inline __attribute__((always_inline)) int call_with_slot(
+    pf_function* f, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
+    int* ret_type_code, int bump) {
+  pf_call_frame fr;
+  fr.tag = pf_ret_tag();
+  fr.slot.head.tag = fr.tag;
+  fr.slot.head.type_code = kPFNull;
+  fr.slot.head.value.v_int64 = 0;
+  fr.f = f;
+  fr.ret_val = ret_val;
+  fr.ret_type_code = ret_type_code;
+  fr.gen = pf_hot.err_gen;
+  int depth = 0;
+  if (bump) {
+    depth = pf_hot.str_depth;
+    pf_hot.str_depth = depth + 1;
+  }
+  fr.self = &fr;
+  int rc = f->func(args, type_codes, num_args, &fr.slot.head, f->resource);
+  if (bump) pf_hot.str_depth = depth;
+  uintptr_t end = fr.slot.head.tag;
+  /* The slot is dead from here on: a handle kept past the call must not
+   * match. Volatile, so the store is not dropped as one to a dying local. */
+  *(volatile uintptr_t*)&fr.slot.head.tag = 0;
+  if (__builtin_expect(rc == 0 && end == fr.tag, 1)) {
+    *fr.ret_val = fr.slot.head.value;
+    *fr.ret_type_code = fr.slot.head.type_code;
+    return 0;
+  }
+  return call_finish(fr.self, rc, end);
+}
+
+/* A call with an argument code outside the plain prefix: the check of
+ * each argument (one table lookup; a non-NULL str or tensor needs no
+ * more; anything else the full check), then the call. */
+__attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
+                                                  int* type_codes, int num_args,
+                                                  PFValue* ret_val, int* ret_type_code) {
+  int bump = 0;
+  for (int i = 0; i < num_args; ++i) {
+    int c = type_codes[i];
+    if ((unsigned)c < kPFTypeCodeEnd) {
+      uint8_t kind = pf_codes[c].kind;
+      if (kind == kPFValuePlain) continue;
+      if (kind == kPFValuePointer && c != kPFBytes && args[i].v_handle != NULL) {
+        bump |= c == kPFStr;
+        continue;
+      }
+    }
+    if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
+    bump |= c == kPFStr || c == kPFBytes;
+  }
+  if (bump) return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 1);
+  return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+}
+
+int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+               PFValue* ret_val, int* ret_type_code) {
+  if (__builtin_expect(!pf_is_function(func) || ret_val == NULL || ret_type_code == NULL, 0))
+    return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+  if (num_args != 0) {
+    if (__builtin_expect(num_args < 0, 0))
+      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+    if (__builtin_expect(args == NULL, 0))
+      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+    if (__builtin_expect(type_codes == NULL, 0))
+      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+    /* One compare per argument: a plain code needs no check (any bits are
+     * valid); any other code takes the full check. */
+    size_t i = (size_t)num_args;
+    do {
+      if (__builtin_expect((unsigned)type_codes[i - 1] >= PF_PLAIN_PREFIX, 0))
+        return call_checked(func, args, type_codes, num_args, ret_val, ret_type_code);
+    } while (--i != 0);
+  }
+  return call_with_slot(func, args, type_codes, num_args, ret_val, ret_type_code, 0);
 }
 
 /* ---- function objects ---- */

@@ -105,16 +105,71 @@ static const pf_code_info pf_codes[kPFTypeCodeEnd] = {
     PF_TYPE_CODE_LIST(PF_CODE_INFO_)
 #undef PF_CODE_INFO_
 };
-/* The plain codes as one constant bit mask, for the hot paths: a shift and a
- * test, no table load. */
-#define PF_PLAIN_BIT_(name, num, text, kind, otype) | ((kind) == kPFValuePlain ? 1u << (num) : 0u)
-#define PF_PLAIN_CODE_MASK (0u PF_TYPE_CODE_LIST(PF_PLAIN_BIT_))
-_Static_assert(kPFTypeCodeEnd <= 32, "the plain-code mask has a bit per built-in code");
+/* The plain codes: PF_PLAIN_CODE_MASK (c_api.h), a shift and a test with
+ * no table load. The codes 0 .. PF_PLAIN_PREFIX - 1 are all plain (the
+ * mask's run of low ones), so the call path checks an argument with one
+ * unsigned compare and sends any other code to the full check. */
+#define PF_PLAIN_PREFIX ((unsigned)__builtin_ctz(~PF_PLAIN_CODE_MASK))
+_Static_assert(PF_PLAIN_PREFIX >= 1 && PF_PLAIN_PREFIX <= kPFTypeCodeEnd,
+               "the plain-code prefix is a run of built-in codes");
 static inline int pf_code_is_plain(int code) {
   return (unsigned)code < 32u && ((PF_PLAIN_CODE_MASK >> (unsigned)code) & 1u);
 }
 static inline int pf_code_is_handle(int code) {
   return (unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValueHandle;
+}
+
+/* The tag of a return slot of a call in progress on this thread, as
+ * c_api.h defines it (PFRetSlotHead). Without __builtin_thread_pointer the
+ * runtime uses pthread_self(), which differs from what the header's inline
+ * path computes: that path then always defers to PFCFuncSetReturn. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer) && (defined(__x86_64__) || defined(__aarch64__))
+#define PF_RET_TAG_FROM_BUILTIN_ 1
+#endif
+#endif
+#ifdef PF_RET_TAG_FROM_BUILTIN_
+static inline uintptr_t pf_ret_tag(void) { return PF_RET_TAG_(__builtin_thread_pointer()); }
+#else
+#include <pthread.h>
+static inline uintptr_t pf_ret_tag(void) { return PF_RET_TAG_((uintptr_t)pthread_self()); }
+#endif
+
+/* The tag of the slot `ret` points to, read without the sanitizer's
+ * check: a stale handle points into a dead, possibly poisoned frame, and
+ * reading its tag is how it is refused. */
+PF_NO_ASAN_ static inline uintptr_t pf_ret_slot_tag(const void* ret) {
+  return ((const PFRetSlotHead*)ret)->tag;
+}
+
+/* PFCFuncSetReturn(ret, &v, &code, 1), with v and code by value. */
+PF_HIDDEN int pf_set_return_value(PFRetValueHandle ret, PFValue v, int code);
+/* PFCFuncSetReturn of a value whose code the caller knows to be plain:
+ * the inline path without the code check. */
+static inline int pf_ret_set_plain(PFRetValueHandle ret, PFValue v, int code) {
+  PFRetSlotHead* s = (PFRetSlotHead*)ret;
+  if (__builtin_expect(s != NULL && pf_ret_slot_tag(s) == pf_ret_tag(), 1)) {
+    s->type_code = code;
+    s->value = v;
+    return 0;
+  }
+  return pf_set_return_value(ret, v, code);
+}
+
+/* pf_is_object(h, kPFObjectFunction) as one 8-byte compare of the header's
+ * magic and type index, for the call path. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PF_OBJECT_HEAD_(type) (((uint64_t)(type) << 32) | PF_OBJECT_MAGIC)
+#else
+#define PF_OBJECT_HEAD_(type) (((uint64_t)PF_OBJECT_MAGIC << 32) | (type))
+#endif
+_Static_assert(offsetof(pf_object, magic) == 0 && offsetof(pf_object, type_index) == 4,
+               "the object header starts with magic, then type index");
+static inline int pf_is_function(const void* h) {
+  uint64_t head;
+  if (h == NULL) return 0;
+  memcpy(&head, h, sizeof(head));
+  return head == PF_OBJECT_HEAD_(kPFObjectFunction);
 }
 
 /* ---- loaded libraries (runtime/module.c) ---- */
@@ -215,14 +270,18 @@ typedef struct {
 
 PF_HIDDEN pf_thread_state* pf_tls(void);
 
-/* The per-thread fields that every call touches. They live apart from
- * pf_thread_state in a 24-byte initial-exec TLS block, which costs one
+/* The per-thread fields that calls read. They live apart from
+ * pf_thread_state in a 16-byte initial-exec TLS block, which costs one
  * instruction to reach even from a dlopen'ed library, where the general
- * TLS model costs a __tls_get_addr call. */
+ * TLS model costs a __tls_get_addr call. A call with plain arguments and
+ * a plain result reads err_gen and writes neither. */
 typedef struct {
-  int depth;        /* PFFuncCall nesting on this thread */
-  uint64_t err_gen; /* bumped by every error recorded on this thread */
-  void* ret_top;    /* the innermost call's return slot (runtime/function.c) */
+  /* bumped by every error recorded on this thread */
+  uint64_t err_gen;
+  /* How many calls in progress on this thread were given a str or bytes
+   * argument: the level of return storage that a string or bytes result
+   * is copied to (runtime/function.c). */
+  int str_depth;
 } pf_hot_state;
 PF_HIDDEN extern _Thread_local pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 /* Sets a MemoryError naming `where`; returns -1. Never allocates. */

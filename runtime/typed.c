@@ -453,6 +453,12 @@ typedef struct {
   pf_fn fn;
   pf_fast_caller fast; /* NULL: call through cif */
   PFFunctionHandle self; /* not a reference: the function owns this struct */
+  /* Set when `fast` is set and every argument is int64 or float64 and the
+   * result void, int64 or float64: a call whose codes are exact[i] then
+   * needs no conversion at all (see typed_call). */
+  int8_t simple;
+  int exact[PF_TYPED_MAX_ARGS]; /* kPFInt or kPFFloat, by argument */
+  int ret_code;                    /* kPFInt, kPFFloat, or kPFNull for void */
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
@@ -672,7 +678,8 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
   return st;
 }
 
-static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+__attribute__((noinline)) static int typed_call_general(PFValue* args, int* codes, int n,
+                                                        PFRetValueHandle ret, void* res) {
   const pf_typed* t = res;
   if (__builtin_expect(n != t->sig.num_args, 0)) return arity_error(t, n);
   pf_cvalue av[PF_TYPED_MAX_ARGS];
@@ -702,6 +709,54 @@ static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
   return set_return(t, ret, &rv, &ba);
 }
 
+/* The packed function of every typed function. A simple signature called
+ * with exactly its codes copies the values and calls; everything else
+ * (conversions, libffi, other results, errors) is typed_call_general. */
+static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  const pf_typed* t = res;
+#ifdef PF_TYPED_FAST
+  if (__builtin_expect(t->simple && n == t->sig.num_args, 1)) {
+    pf_cvalue av[PF_FAST_MAX_ARGS];
+    /* An int64 and a double are the same 8 bytes in either union. */
+#define PF_SIMPLE_ARG_(k)                                          \
+  if (__builtin_expect(codes[k] != t->exact[k], 0)) goto general; \
+  av[k].i64 = args[k].v_int64;
+    switch (n) {
+      case 4: PF_SIMPLE_ARG_(3) /* fall through */
+      case 3: PF_SIMPLE_ARG_(2) /* fall through */
+      case 2: PF_SIMPLE_ARG_(1) /* fall through */
+      case 1: PF_SIMPLE_ARG_(0) /* fall through */
+      default: break;
+    }
+#undef PF_SIMPLE_ARG_
+    pf_cvalue rv;
+    rv.i64 = 0;
+    t->fast(t->fn, av, &rv);
+    if (t->ret_code == kPFNull) return 0;
+    PFValue v;
+    v.v_int64 = rv.i64;
+    return pf_ret_set_plain(ret, v, t->ret_code);
+  }
+general:
+#endif
+  return typed_call_general(args, codes, n, ret, res);
+}
+
+/* Fills t->simple, t->exact and t->ret_code from t->sig and t->fast. */
+static void pick_simple(pf_typed* t) {
+  t->simple = 0;
+  if (t->fast == NULL) return;
+  int r = t->sig.ret;
+  if (r != pf_t_void && r != pf_t_int64 && r != pf_t_float64) return;
+  for (int i = 0; i < t->sig.num_args; ++i) {
+    int a = t->sig.args[i];
+    if (a != pf_t_int64 && a != pf_t_float64) return;
+    t->exact[i] = a == pf_t_int64 ? kPFInt : kPFFloat;
+  }
+  t->ret_code = r == pf_t_void ? kPFNull : r == pf_t_int64 ? kPFInt : kPFFloat;
+  t->simple = 1;
+}
+
 static void typed_free(void* res) { pf_free(res); }
 
 int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out) {
@@ -720,6 +775,7 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
     return -1;
   }
   t->fast = pick_fast(&sig);
+  pick_simple(t);
   char* canon = pf_sig_format(&sig);
   if (canon == NULL) {
     pf_free(t);
@@ -758,5 +814,6 @@ int pf_typed_force_ffi(PFFunctionHandle func) {
   pf_typed* t = typed_of(func);
   if (t == NULL) return -1;
   t->fast = NULL;
+  t->simple = 0;
   return 0;
 }

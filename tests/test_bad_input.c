@@ -158,21 +158,12 @@ static int save_ret(PFValue* args, int* codes, int n, PFRetValueHandle ret, void
   return 0;
 }
 
-/* Calls the function in its resource handle. */
-static int call_resource(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
-  (void)ret;
-  PFValue rv;
-  int rc;
-  return PFFuncCall(res, args, codes, n, &rv, &rc);
-}
-
 /* Tries every misuse of PFCFuncSetReturn from inside a call; each must fail
  * and leave the slot as it was (an int 5 set first). */
 static int misuse_set_return(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)args;
   (void)codes;
   (void)n;
-  (void)res;
   PFValue five = {.v_int64 = 5};
   int int_code = kPFInt;
   assert_pf_ok(PFCFuncSetReturn(ret, &five, &int_code, 1));
@@ -215,9 +206,16 @@ static int misuse_set_return(PFValue* args, int* codes, int n, PFRetValueHandle 
   assert_pf_error(PFCFuncSetReturn(ret, &hv, &func_code, 1), kPFErrTypeError,
                   "PFCFuncSetReturn", "return value", "function");
   PFObjectFree(boxed);
-  /* The handle from an earlier, finished call. */
+  /* The handle of a call nested in this one, finished: its slot is not
+   * this call's (a finished call's handle that lands on the very slot of
+   * a call in progress is that call's handle). */
+  PFValue rv;
+  int rc;
+  g_saved_ret = NULL;
+  assert_pf_ok(PFFuncCall(res, NULL, NULL, 0, &rv, &rc));
   assert_non_null(g_saved_ret);
-  assert_pf_error(PFCFuncSetReturn(g_saved_ret, &five, &int_code, 1), kPFErrTypeError,
+  assert_ptr_not_equal(g_saved_ret, ret);
+  assert_pf_error(pf_test_set_return_stale(g_saved_ret, &five, &int_code), kPFErrTypeError,
                   "PFCFuncSetReturn", "'ret'");
   return 0;
 }
@@ -226,17 +224,9 @@ static void test_set_return_misuse(void** state) {
   (void)state;
   PFFunctionHandle saver = NULL, f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(save_ret, NULL, NULL, &saver));
-  assert_pf_ok(PFFuncCreateFromCFunc(misuse_set_return, NULL, NULL, &f));
+  assert_pf_ok(PFFuncCreateFromCFunc(misuse_set_return, saver, NULL, &f));
   PFValue rv;
   int rc;
-  /* Save a return handle from a nested call, so that its slot is not the
-   * one the next call at this level gets: a finished call's handle that
-   * lands on the very slot of a call in progress is that call's handle. */
-  PFFunctionHandle nest = NULL;
-  assert_pf_ok(PFFuncCreateFromCFunc(call_resource, saver, NULL, &nest));
-  g_saved_ret = NULL;
-  assert_pf_ok(PFFuncCall(nest, NULL, NULL, 0, &rv, &rc));
-  assert_pf_ok(PFFuncFree(nest));
   assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
   assert_int_equal(rc, kPFInt);
   assert_int_equal(rv.v_int64, 5);
@@ -257,11 +247,11 @@ static void test_set_return_outside_any_call(void** state) {
   assert_non_null(g_saved_ret);
   PFValue v = {.v_int64 = 1};
   int code = kPFInt;
-  assert_pf_error(PFCFuncSetReturn(g_saved_ret, &v, &code, 1), kPFErrTypeError,
+  assert_pf_error(pf_test_set_return_stale(g_saved_ret, &v, &code), kPFErrTypeError,
                   "PFCFuncSetReturn", "'ret'");
   v.v_str = "a string that would need storage";
   code = kPFStr;
-  assert_pf_error(PFCFuncSetReturn(g_saved_ret, &v, &code, 1), kPFErrTypeError,
+  assert_pf_error(pf_test_set_return_stale(g_saved_ret, &v, &code), kPFErrTypeError,
                   "PFCFuncSetReturn", "'ret'");
   assert_pf_ok(PFFuncFree(saver));
 }
@@ -281,7 +271,7 @@ static int outer_uses_inner_ret(PFValue* args, int* codes, int n, PFRetValueHand
   PFValue v = {.v_int64 = 1};
   int code = kPFInt;
   if (g_saved_ret == ret) return PFErrorSetFormat(kPFErrRuntimeError, "same slot");
-  if (PFCFuncSetReturn(g_saved_ret, &v, &code, 1) == 0)
+  if (pf_test_set_return_stale(g_saved_ret, &v, &code) == 0)
     return PFErrorSetFormat(kPFErrRuntimeError, "a finished call's ret was accepted");
   v.v_int64 = 2;
   return PFCFuncSetReturn(ret, &v, &code, 1);

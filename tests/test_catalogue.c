@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -244,8 +245,80 @@ static void test_set_return_misuse(void** state) {
   assert_pf_ok(PFFuncCall(k, NULL, NULL, 0, &rv, &rc));
   PFValue v = {.v_int64 = 1};
   int code = kPFInt;
-  assert_pf_error(PFCFuncSetReturn(g_stale_ret, &v, &code, 1), kPFErrTypeError, "'ret'");
+  assert_pf_error(pf_test_set_return_stale(g_stale_ret, &v, &code), kPFErrTypeError, "'ret'");
   PFFuncFree(k);
+}
+
+static int forged_ret_body(PFRetValueHandle ret) {
+  PFValue v = {.v_int64 = 9};
+  int code = kPFInt;
+  PFRetSlotHead forged;
+  memset(&forged, 0, sizeof(forged));
+  assert_pf_error(PFCFuncSetReturn(&forged, &v, &code, 1), kPFErrTypeError,
+                  "PFCFuncSetReturn: argument 'ret' is not the return handle of a call in "
+                  "progress on this thread");
+  forged.tag = ((PFRetSlotHead*)ret)->tag ^ 0x100u; /* a tag of another layout version */
+  assert_pf_error((PFCFuncSetReturn)(&forged, &v, &code, 1), kPFErrTypeError, "'ret'");
+  assert_int_equal(forged.type_code, 0);
+  PFFunctionHandle f = make(p_echo);
+  assert_pf_error(PFCFuncSetReturn(f, &v, &code, 1), kPFErrTypeError, "'ret'");
+  PFFuncFree(f);
+  assert_pf_error(PFCFuncSetReturn(&v, &v, &code, 1), kPFErrTypeError, "'ret'");
+  assert_int_equal(v.v_int64, 9);
+  return 0;
+}
+
+static void test_set_return_forged_ret(void** state) {
+  (void)state;
+  g_inside = forged_ret_body;
+  PFFunctionHandle f = make(p_inside);
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rc, kPFNull);
+  PFFuncFree(f);
+}
+
+/* Another thread tries the `ret` of this thread's call in progress. */
+typedef struct {
+  PFRetValueHandle ret;
+  int status;
+  char message[160];
+} foreign_ret;
+static void* try_foreign_ret(void* arg) {
+  foreign_ret* t = arg;
+  PFValue v = {.v_int64 = 666};
+  int code = kPFInt;
+  t->status = PFCFuncSetReturn(t->ret, &v, &code, 1);
+  snprintf(t->message, sizeof(t->message), "%s: %s", PFErrorGetKind(), PFErrorGetMessage());
+  return NULL;
+}
+static foreign_ret g_foreign;
+static int foreign_ret_body(PFRetValueHandle ret) {
+  PFValue v = {.v_int64 = 1};
+  int code = kPFInt;
+  assert_pf_ok(PFCFuncSetReturn(ret, &v, &code, 1));
+  g_foreign.ret = ret;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, try_foreign_ret, &g_foreign), 0);
+  pthread_join(th, NULL);
+  return 0;
+}
+
+static void test_set_return_foreign_thread_ret(void** state) {
+  (void)state;
+  g_inside = foreign_ret_body;
+  PFFunctionHandle f = make(p_inside);
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(g_foreign.status, -1);
+  assert_string_equal(g_foreign.message,
+                      "TypeError: PFCFuncSetReturn: argument 'ret' is not the return handle of "
+                      "a call in progress on this thread");
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, 1); /* unchanged */
+  PFFuncFree(f);
 }
 
 /* Bytes whose size no object can have: the copy of a result would compute
@@ -829,6 +902,8 @@ int main(void) {
       cmocka_unit_test(test_call_invalid_utf8_str),
       cmocka_unit_test(test_call_callee_fails_silently),
       cmocka_unit_test(test_set_return_misuse),
+      cmocka_unit_test(test_set_return_forged_ret),
+      cmocka_unit_test(test_set_return_foreign_thread_ret),
       cmocka_unit_test(test_call_bytes_too_large),
       cmocka_unit_test(test_typed_null_arguments),
       cmocka_unit_test(test_typed_bad_signature),

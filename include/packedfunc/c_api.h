@@ -186,7 +186,8 @@ typedef void* PFObjectHandle;
 typedef void* PFFunctionHandle;
 /* An object whose type index is kPFObjectModule. */
 typedef void* PFModuleHandle;
-/* The return slot of one call in progress; valid only inside that call. */
+/* The return slot of one call in progress (a PFRetSlotHead, see
+ * PFCFuncSetReturn); valid only inside that call. */
 typedef void* PFRetValueHandle;
 
 /*
@@ -536,7 +537,10 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * the call (NULL is allowed when num_args is 0). On success the result is
  * written to *ret_val and *ret_type_code (kPFNull when the callee set none):
  *   - kPFStr: ret_val->v_str points to a copy in the calling thread's
- *     return storage, valid until the next PFFuncCall on this thread;
+ *     return storage, valid until the next PFFuncCall on this thread; when
+ *     that next call is given it as a str or bytes argument, it stays valid
+ *     for the whole of that call (the results of calls nested in a call
+ *     with a str or bytes argument go to storage of their own);
  *   - kPFBytes: ret_val->v_handle points to a PFByteArray in the same
  *     storage, with the same lifetime (data and array alike);
  *   - kPFFuncHandle, kPFModuleHandle, kPFObjectHandle: a new reference that
@@ -555,6 +559,11 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * size larger than any object can have, PTRDIFF_MAX (ValueError, naming
  * the argument's position).
  * Reentrant: the callee may call other functions, on any thread.
+ * Cost: a call whose arguments all have plain codes (see
+ * PF_PLAIN_CODE_MASK) and whose callee sets a plain result runs no code
+ * but the checks above, two stores into the return slot and the copy of
+ * the result, and writes no per-thread state; a str or bytes argument or
+ * result, or a handle result, takes a longer path.
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
                          int num_args, PFValue* ret_val, int* ret_type_code);
@@ -562,21 +571,153 @@ PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
 /*
  * Sets the return value of the call in progress that `ret` belongs to. Only
  * valid inside a packed C function, on the thread that runs it, with the
- * `ret` it was given; a `ret` kept after its call returned is rejected
- * (unless a later call on this thread happens to reuse its slot, in which
- * case it is that call's handle). Strings and
- * bytes are copied; a function, module or object handle gets a new
- * reference held by the return slot (the callee keeps its own). Setting
- * again replaces the earlier value (releasing it may run its finalizer,
- * whose errors are dropped). `num_ret` must be 1.
- * Errors: NULL or stale `ret`, NULL value/type_code, unknown type code,
- * NULL string/bytes/handle (TypeError); num_ret != 1 (ValueError); bytes
- * with a size larger than any object can have, PTRDIFF_MAX (ValueError,
- * checked before the copy); MemoryError. On error the call's result is
- * unchanged.
+ * `ret` it was given (or the `ret` of an enclosing call still in progress
+ * on this thread). Strings and bytes are copied; a function, module or
+ * object handle gets a new reference held by the return slot (the callee
+ * keeps its own). Setting again replaces the earlier value (releasing it
+ * may run its finalizer, whose errors are dropped). `num_ret` must be 1.
+ *
+ * `ret` is checked by the tag at its start (see "The return slot" below):
+ * NULL, a pointer to anything that is not a return slot, the `ret` of a
+ * call that has returned, and the `ret` of a call in progress on another
+ * thread are each rejected without being written to. A `ret` kept after
+ * its call returned points into that call's dead stack frame: it is read
+ * (the call cleared its tag as it returned), so memory checkers such as
+ * valgrind may report the read; a later call on this thread whose slot
+ * lands at the same address makes it that call's handle.
+ *
+ * Errors: NULL, stale, foreign or forged `ret`, NULL value/type_code,
+ * unknown type code, NULL string/bytes/handle (TypeError); num_ret != 1
+ * (ValueError); bytes with a size larger than any object can have,
+ * PTRDIFF_MAX (ValueError, checked before the copy); MemoryError. On error
+ * the call's result is unchanged.
+ *
+ * With GCC or Clang on x86-64 and AArch64, a call written
+ * PFCFuncSetReturn(...) goes through an inline fast path (the macro below)
+ * that stores a plain value (a type code whose value kind is
+ * kPFValuePlain) into the slot with a few instructions and calls this
+ * function for everything else: strings, bytes, handles, misuse. Write
+ * (PFCFuncSetReturn)(...) or take its address to call the function
+ * itself; both always work, and code compiled against an older header
+ * (which calls the function) keeps working unchanged.
  */
 PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value,
                                int* type_code, int num_ret);
+
+/*
+ * The return slot. A PFRetValueHandle points to a slot that PFFuncCall
+ * keeps in its own stack frame for the one call; the slot begins with
+ * this head, whose layout (version PF_RET_SLOT_ABI) is part of the ABI so
+ * that the inline fast path above can write a plain result without a
+ * function call. The rest of the slot is private.
+ *
+ *   tag        while the call is in progress: PF_RET_TAG_(thread pointer of
+ *              the calling thread), the thread pointer being the value of
+ *              __builtin_thread_pointer(); the same with PF_RET_TAG_HELD_
+ *              flipped while the slot holds a string, bytes or a reference
+ *              (which the inline path must not overwrite); 0 once the call
+ *              has returned. The key mixed in sets the low bit, which no
+ *              aligned pointer has, and carries PF_RET_SLOT_ABI, so that
+ *              memory that is not a slot, and a slot of another layout
+ *              version, do not match.
+ *   type_code  the result's type code (kPFNull until one is set).
+ *   value      the result's value.
+ *
+ * Only the inline path writes the head from outside the library, and only
+ * when the tag matches the calling thread's live, plain tag; it writes
+ * type_code and then value, nothing else. A future layout gets a new
+ * PF_RET_SLOT_ABI and so a new key: code compiled against this header then
+ * sees no match and calls PFCFuncSetReturn, which knows the library's own
+ * layout; so does it with a library older than this layout, whose slots
+ * begin with an aligned pointer. Never write a slot by hand.
+ */
+#define PF_RET_SLOT_ABI 1u
+typedef struct PFRetSlotHead {
+  uintptr_t tag;
+  int32_t type_code;
+  int32_t reserved_; /* unused */
+  PFValue value;
+} PFRetSlotHead;
+
+#define PF_RET_TAG_KEY_ (~((uintptr_t)0x50460000u | ((uintptr_t)PF_RET_SLOT_ABI << 8)))
+#define PF_RET_TAG_(thread_pointer) ((uintptr_t)(thread_pointer) ^ PF_RET_TAG_KEY_)
+#define PF_RET_TAG_HELD_ ((uintptr_t)2u)
+
+/* The plain type codes (value kind kPFValuePlain) as one bit mask, from
+ * PF_TYPE_CODE_LIST: the codes whose values any bits are valid for, and
+ * which need no copy and no reference. */
+#define PF_PLAIN_BIT_(name, num, text, kind, otype) | ((kind) == kPFValuePlain ? 1u << (num) : 0u)
+#define PF_PLAIN_CODE_MASK (0u PF_TYPE_CODE_LIST(PF_PLAIN_BIT_))
+
+#if defined(__cplusplus)
+static_assert(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
+              "PFRetSlotHead has no padding");
+static_assert(offsetof(PFRetSlotHead, tag) == 0, "the return slot's layout is ABI");
+static_assert(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
+              "the return slot's layout is ABI");
+static_assert(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
+              "the return slot's layout is ABI");
+static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
+#else
+_Static_assert(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
+               "PFRetSlotHead has no padding");
+_Static_assert(offsetof(PFRetSlotHead, tag) == 0, "the return slot's layout is ABI");
+_Static_assert(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
+               "the return slot's layout is ABI");
+_Static_assert(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
+               "the return slot's layout is ABI");
+_Static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
+#endif
+
+/* A stale `ret` points into a dead frame that a sanitizer may have
+ * poisoned: reading its tag is how such a handle is refused, so the read
+ * is not instrumented (under ASan the path is then not inlined). */
+#if defined(__SANITIZE_ADDRESS__)
+#define PF_NO_ASAN_ __attribute__((no_sanitize_address))
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PF_NO_ASAN_ __attribute__((no_sanitize("address")))
+#endif
+#endif
+#ifndef PF_NO_ASAN_
+#define PF_NO_ASAN_
+#endif
+/* The inline fast path of PFCFuncSetReturn, where the compiler can read
+ * the thread pointer in one instruction; PF_HAVE_INLINE_SET_RETURN is
+ * defined where it is in use. Define PF_NO_INLINE_SET_RETURN before
+ * including this header to always call the function. */
+#if !defined(PF_NO_INLINE_SET_RETURN) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(__aarch64__)) && defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define PF_HAVE_INLINE_SET_RETURN 1
+#endif
+#endif
+
+#ifdef PF_HAVE_INLINE_SET_RETURN
+/* The way out of the inline path, with the value and code passed by value
+ * so that the caller need not keep them in memory. */
+__attribute__((noinline, unused)) static int pf_set_return_call_(PFRetValueHandle ret,
+                                                                 PFValue value, int type_code) {
+  return (PFCFuncSetReturn)(ret, &value, &type_code, 1);
+}
+PF_NO_ASAN_ static inline int pf_set_return_inline_(PFRetValueHandle ret, PFValue* value,
+                                                    int* type_code, int num_ret) {
+  if (value == NULL || type_code == NULL || num_ret != 1)
+    return (PFCFuncSetReturn)(ret, value, type_code, num_ret);
+  PFRetSlotHead* s = (PFRetSlotHead*)ret;
+  PFValue v = *value;
+  int code = *type_code;
+  if (s != NULL && (unsigned)code < 32u && ((PF_PLAIN_CODE_MASK >> (unsigned)code) & 1u) &&
+      s->tag == PF_RET_TAG_(__builtin_thread_pointer())) {
+    s->type_code = code;
+    s->value = v;
+    return 0;
+  }
+  return pf_set_return_call_(ret, v, code);
+}
+#define PFCFuncSetReturn(ret, value, type_code, num_ret) \
+  pf_set_return_inline_((ret), (value), (type_code), (num_ret))
+#endif
 
 /* Adds a reference to a function. Errors: NULL or not a function
  * (TypeError). Thread-safe. */
