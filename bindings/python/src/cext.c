@@ -1,0 +1,491 @@
+/*
+ * packedfunc._cext: the compiled fast path of the Python binding.
+ *
+ * It speeds up what the pure-ctypes package already does, and does nothing
+ * that package cannot: a Function call converts the common argument and
+ * result types here (int, float, bool, None, str, bytes, Function) and
+ * hands every other call to the package's own general path; a Python
+ * callback that C calls enters through a C trampoline that takes the GIL
+ * itself, converts the common types here and hands the others to the
+ * package's decoder and encoder tables. So the ctypes path stays the
+ * reference for every value and every error message.
+ *
+ * The library is reached only through its versioned function table
+ * (PFGetApiBase), whose address the package passes from the copy of
+ * libpackedfunc that ctypes loaded: the extension links to no copy of its
+ * own, and cannot bind to a different one. The hooks into the package are
+ * set once, at import, before any call, and only read afterwards.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "packedfunc/c_api.h"
+
+PyMODINIT_FUNC PyInit__cext(void);
+
+/* The API version whose slots this file uses (host functions: version 2). */
+#define PF_CEXT_API_VERSION 3
+/* Calls with more arguments than this take the package's general path. */
+#define PF_CEXT_MAX_ARGS 8
+
+static const PFApi* pf_api;
+
+/* The package's functions that the fast paths defer to (see set_hooks). */
+static PyObject* pf_hook_call_general;   /* (func, args, False) -> result */
+static PyObject* pf_hook_call_failed;    /* (func) -> raises the error */
+static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
+static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
+static PyObject* pf_hook_set_return;     /* (ret address, value) -> status */
+static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
+
+/* Python callables that C holds through host functions made here. Changed
+ * only with the GIL held. */
+static Py_ssize_t pf_live_callables;
+
+/* ------------------------------------------------------------------------ */
+/* FunctionBase: the handle, the device parameters, vectorcall              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  unsigned long long handle; /* PFFunctionHandle; 0 once released */
+  PyObject* devices;         /* the package's cache of device parameters */
+} PFCextFunction;
+
+static PyTypeObject pf_function_type;
+
+static PyObject* pf_call_general(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  PyObject* tuple = PyTuple_New(n);
+  if (tuple == NULL) return NULL;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SET_ITEM(tuple, i, args[i]);
+  }
+  PyObject* out = PyObject_CallFunctionObjArgs(pf_hook_call_general, self, tuple, Py_False, NULL);
+  Py_DECREF(tuple);
+  return out;
+}
+
+/* A Python value for a call's result. Handles are new references that the
+ * value takes over; the package's decoders read them from `*value`. */
+static PyObject* pf_result(PFValue* value, int code) {
+  switch (code) {
+    case kPFInt:
+      return PyLong_FromLongLong(value->v_int64);
+    case kPFFloat:
+      return PyFloat_FromDouble(value->v_float64);
+    case kPFBool:
+      return PyBool_FromLong(value->v_int64 != 0);
+    case kPFNull:
+      Py_RETURN_NONE;
+    case kPFStr:
+      return PyUnicode_DecodeUTF8(value->v_str, (Py_ssize_t)strlen(value->v_str),
+                                  "surrogateescape");
+    case kPFBytes: {
+      const PFByteArray* ba = value->v_handle;
+      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
+    }
+    default: {
+      PyObject* addr = PyLong_FromVoidPtr(value);
+      if (addr == NULL) return NULL;
+      PyObject* out = PyObject_CallFunction(pf_hook_decode_result, "Ni", addr, code);
+      return out;
+    }
+  }
+}
+
+static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                        PyObject* kwnames) {
+  PFCextFunction* f = (PFCextFunction*)self;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+    PyErr_Format(PyExc_TypeError, "Function.__call__() got an unexpected keyword argument '%U'",
+                 PyTuple_GET_ITEM(kwnames, 0));
+    return NULL;
+  }
+  if (n > PF_CEXT_MAX_ARGS || f->handle == 0) return pf_call_general(self, args, n);
+  PFValue values[PF_CEXT_MAX_ARGS];
+  int codes[PF_CEXT_MAX_ARGS];
+  PFByteArray arrays[PF_CEXT_MAX_ARGS];
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* x = args[i];
+    PyTypeObject* t = Py_TYPE(x);
+    if (t == &PyLong_Type) {
+      int overflow;
+      values[i].v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
+      if (overflow) return pf_call_general(self, args, n); /* its OverflowError */
+      codes[i] = kPFInt;
+    } else if (t == &PyFloat_Type) {
+      values[i].v_float64 = PyFloat_AS_DOUBLE(x);
+      codes[i] = kPFFloat;
+    } else if (t == &PyBool_Type) {
+      values[i].v_int64 = x == Py_True;
+      codes[i] = kPFBool;
+    } else if (x == Py_None) {
+      values[i].v_int64 = 0;
+      codes[i] = kPFNull;
+    } else if (t == &PyUnicode_Type) {
+      /* A function with device parameters turns strings into Devices, and
+       * one whose parameters are not looked up yet may have some: the
+       * general path decides (and caches the answer). */
+      if (f->devices == NULL || !PyTuple_CheckExact(f->devices) ||
+          PyTuple_GET_SIZE(f->devices) != 0)
+        return pf_call_general(self, args, n);
+      Py_ssize_t size;
+      const char* s = PyUnicode_AsUTF8AndSize(x, &size);
+      if (s == NULL || strlen(s) != (size_t)size) {
+        /* A lone surrogate or a NUL: the general path raises its error. */
+        PyErr_Clear();
+        return pf_call_general(self, args, n);
+      }
+      values[i].v_str = s;
+      codes[i] = kPFStr;
+    } else if (t == &PyBytes_Type) {
+      arrays[i].data = PyBytes_AS_STRING(x);
+      arrays[i].size = (size_t)PyBytes_GET_SIZE(x);
+      values[i].v_handle = &arrays[i];
+      codes[i] = kPFBytes;
+    } else if (PyObject_TypeCheck(x, &pf_function_type) && ((PFCextFunction*)x)->handle) {
+      values[i].v_handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
+      codes[i] = kPFFuncHandle;
+    } else {
+      return pf_call_general(self, args, n);
+    }
+  }
+  PFValue ret;
+  int ret_code, rc;
+  void* handle = (void*)(uintptr_t)f->handle;
+  /* Other Python threads run, and C threads can call back in, while the
+   * callee runs. The arguments stay alive: the caller holds them. */
+  Py_BEGIN_ALLOW_THREADS
+  rc = pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code);
+  Py_END_ALLOW_THREADS
+  if (rc != 0) {
+    PyObject* out = PyObject_CallOneArg(pf_hook_call_failed, self);
+    Py_XDECREF(out); /* it raises; a hook that did not is a bug */
+    if (out != NULL)
+      PyErr_SetString(PyExc_SystemError, "packedfunc: a failed call raised no error");
+    return NULL;
+  }
+  return pf_result(&ret, ret_code);
+}
+
+static void pf_function_dealloc(PyObject* self) {
+  /* The package's __del__ released the handle; only our own fields go. */
+  Py_CLEAR(((PFCextFunction*)self)->devices);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyMemberDef pf_function_members[] = {
+    {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
+     "the PFFunctionHandle as an int; 0 once released"},
+    {"_devices", T_OBJECT, offsetof(PFCextFunction, devices), 0,
+     "positions of device parameters, or None before they are looked up"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject pf_function_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "packedfunc._cext.FunctionBase",
+    .tp_basicsize = sizeof(PFCextFunction),
+    .tp_dealloc = pf_function_dealloc,
+    .tp_vectorcall_offset = offsetof(PFCextFunction, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The compiled base of packedfunc.Function (private).",
+    .tp_members = pf_function_members,
+};
+
+/* adopt(cls, handle): a new instance of cls (a subclass of FunctionBase)
+ * that takes over the reference `handle`. */
+static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2 || !PyType_Check(args[0]) ||
+      !PyType_IsSubtype((PyTypeObject*)args[0], &pf_function_type)) {
+    PyErr_SetString(PyExc_TypeError, "_cext.adopt(cls, handle): cls must subclass FunctionBase");
+    return NULL;
+  }
+  unsigned long long handle = PyLong_AsUnsignedLongLong(args[1]);
+  if (handle == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  PyTypeObject* cls = (PyTypeObject*)args[0];
+  PFCextFunction* self = (PFCextFunction*)cls->tp_alloc(cls, 0);
+  if (self == NULL) return NULL;
+  self->vectorcall = pf_function_vectorcall;
+  self->handle = handle;
+  self->devices = NULL;
+  return (PyObject*)self;
+}
+
+/* enable_vectorcall(cls): Python 3.11 does not pass the vectorcall flag on
+ * to heap subclasses; the package's Function defines no __call__ of its
+ * own, so its instances can be called through the base's vectorcall. */
+static PyObject* pf_enable_vectorcall(PyObject* module, PyObject* cls) {
+  (void)module;
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject*)cls, &pf_function_type) ||
+      ((PyTypeObject*)cls)->tp_call != PyVectorcall_Call) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_cext.enable_vectorcall: expected a FunctionBase subclass without __call__");
+    return NULL;
+  }
+  ((PyTypeObject*)cls)->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  PyType_Modified((PyTypeObject*)cls);
+  Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Python callables called from C                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Records the raised Python exception as this thread's packedfunc error;
+ * returns -1. The package's recorder never raises; should it fail all the
+ * same, a RuntimeError says so instead. */
+static int pf_record_raised(void) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
+  PyObject* out = value == NULL ? NULL
+                                : PyObject_CallFunction(pf_hook_record, "Oi", value, 0);
+  if (out == NULL) {
+    PyErr_Clear();
+    pf_api->ErrorSet("RuntimeError",
+                     "packedfunc: a Python callback failed and its error could not be recorded");
+  }
+  Py_XDECREF(out);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return -1;
+}
+
+/* Sets the callback's result: the common types here, the rest through the
+ * package's _set_return (which raises the errors of the encoder table). */
+static int pf_set_return(PFRetValueHandle ret, PyObject* r) {
+  PyTypeObject* t = Py_TYPE(r);
+  PFValue v;
+  PFByteArray ba;
+  int code;
+  if (r == Py_None) return 0;
+  if (t == &PyLong_Type) {
+    int overflow;
+    v.v_int64 = PyLong_AsLongLongAndOverflow(r, &overflow);
+    if (overflow) goto general;
+    code = kPFInt;
+  } else if (t == &PyFloat_Type) {
+    v.v_float64 = PyFloat_AS_DOUBLE(r);
+    code = kPFFloat;
+  } else if (t == &PyBool_Type) {
+    v.v_int64 = r == Py_True;
+    code = kPFBool;
+  } else if (t == &PyUnicode_Type) {
+    Py_ssize_t size;
+    v.v_str = PyUnicode_AsUTF8AndSize(r, &size);
+    if (v.v_str == NULL || strlen(v.v_str) != (size_t)size) {
+      PyErr_Clear();
+      goto general;
+    }
+    code = kPFStr;
+  } else if (t == &PyBytes_Type) {
+    ba.data = PyBytes_AS_STRING(r);
+    ba.size = (size_t)PyBytes_GET_SIZE(r);
+    v.v_handle = &ba;
+    code = kPFBytes;
+  } else {
+    goto general;
+  }
+  return pf_api->CFuncSetReturn(ret, &v, &code, 1) ? -1 : 0;
+general: {
+  PyObject* out = PyObject_CallFunction(pf_hook_set_return, "NO", PyLong_FromVoidPtr(ret), r);
+  if (out == NULL) return pf_record_raised();
+  long rc = PyLong_AsLong(out);
+  Py_DECREF(out);
+  if (rc == -1 && PyErr_Occurred()) return pf_record_raised();
+  return rc ? -1 : 0;
+}
+}
+
+/* A Python value for a callback's argument of a common type; NULL without
+ * an exception for any other type (the package's decoders take it). */
+static PyObject* pf_arg(const PFValue* value, int code) {
+  switch (code) {
+    case kPFInt:
+      return PyLong_FromLongLong(value->v_int64);
+    case kPFFloat:
+      return PyFloat_FromDouble(value->v_float64);
+    case kPFBool:
+      return PyBool_FromLong(value->v_int64 != 0);
+    case kPFNull:
+      Py_RETURN_NONE;
+    case kPFStr:
+      return PyUnicode_DecodeUTF8(value->v_str, (Py_ssize_t)strlen(value->v_str),
+                                  "surrogateescape");
+    case kPFBytes: {
+      const PFByteArray* ba = value->v_handle;
+      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
+    }
+    default:
+      return NULL;
+  }
+}
+
+/* The PFPackedCFunc of every Python callable that C can call, entered
+ * through the host gate (which keeps it out once the interpreter exits).
+ * It may run on any thread, also one that Python did not start:
+ * PyGILState_Ensure gives that thread a thread state. The status is
+ * written as the last act, as the gate's contract asks. */
+static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* resource) {
+  PFHostCall* call = resource;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* fn = call->resource_handle;
+  PyObject* stack[PF_CEXT_MAX_ARGS];
+  PyObject* r = NULL;
+  int i = 0, native = n <= PF_CEXT_MAX_ARGS, status;
+  for (; native && i < n; ++i) {
+    stack[i] = pf_arg(&args[i], codes[i]);
+    if (stack[i] == NULL) native = 0;
+  }
+  if (native) {
+    r = PyObject_Vectorcall(fn, stack, (size_t)n, NULL);
+  } else if (!PyErr_Occurred()) {
+    /* Handles, tensors, extension codes: the package's decoder table. */
+    PyObject* raw = PyBytes_FromStringAndSize((const char*)codes, (Py_ssize_t)n * 4);
+    if (raw != NULL)
+      r = PyObject_CallFunction(pf_hook_callback_args, "ONNi", fn, PyLong_FromVoidPtr(args), raw,
+                                n);
+  }
+  for (int j = 0; j < i; ++j) Py_XDECREF(stack[j]);
+  if (r == NULL) {
+    status = pf_record_raised();
+  } else {
+    status = pf_set_return(ret, r);
+    Py_DECREF(r);
+  }
+  call->status = status;
+  PyGILState_Release(gil);
+  return 0;
+}
+
+/* The finalizer of those host functions: drops C's reference to the
+ * callable, taking the GIL on whatever thread released the function. The
+ * gate skips it once the interpreter is shutting down. */
+static void pf_release_callable(void* resource) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  --pf_live_callables;
+  Py_DECREF((PyObject*)resource);
+  PyGILState_Release(gil);
+}
+
+/* host_function(gate, callable) -> (status, handle): a host function on
+ * `gate` that calls `callable`; status -1 leaves the library's error. */
+static PyObject* pf_host_function(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_cext.host_function(gate, callable)");
+    return NULL;
+  }
+  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (gate == NULL && PyErr_Occurred()) return NULL;
+  PFFunctionHandle out = NULL;
+  Py_INCREF(args[1]); /* C's reference; the finalizer drops it, also on failure */
+  ++pf_live_callables;
+  int rc = pf_api->FuncCreateFromHostCFunc(gate, pf_trampoline, args[1], pf_release_callable,
+                                           &out);
+  return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
+}
+
+static PyObject* pf_live_count(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return PyLong_FromSsize_t(pf_live_callables);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* init(api_base_address): binds to the library that ctypes loaded. */
+static PyObject* pf_init(PyObject* module, PyObject* arg) {
+  (void)module;
+  const PFApiBase* (*get_base)(void) = NULL;
+  void* addr = PyLong_AsVoidPtr(arg);
+  if (addr == NULL) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cext.init: NULL PFGetApiBase");
+    return NULL;
+  }
+  memcpy(&get_base, &addr, sizeof addr);
+  const PFApi* api = get_base()->GetApi(PF_CEXT_API_VERSION);
+  if (api == NULL) {
+    PyErr_Format(PyExc_ImportError, "packedfunc._cext: the library lacks API version %d",
+                 PF_CEXT_API_VERSION);
+    return NULL;
+  }
+  pf_api = api;
+  Py_RETURN_NONE;
+}
+
+/* Sets the hook `name` if kwargs has it; the package sets the hooks of
+ * calls and of callbacks from two of its modules. */
+static int pf_hook(PyObject* kwargs, const char* name, PyObject** slot) {
+  PyObject* v = PyDict_GetItemString(kwargs, name);
+  if (v == NULL) return 0;
+  if (!PyCallable_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a callable", name);
+    return -1;
+  }
+  Py_INCREF(v);
+  Py_XSETREF(*slot, v);
+  return 0;
+}
+
+static PyObject* pf_set_hooks(PyObject* module, PyObject* args, PyObject* kwargs) {
+  (void)module;
+  if (PyTuple_GET_SIZE(args) != 0 || kwargs == NULL) {
+    PyErr_SetString(PyExc_TypeError, "_cext.set_hooks takes keyword arguments only");
+    return NULL;
+  }
+  if (pf_hook(kwargs, "call_general", &pf_hook_call_general) ||
+      pf_hook(kwargs, "call_failed", &pf_hook_call_failed) ||
+      pf_hook(kwargs, "decode_result", &pf_hook_decode_result) ||
+      pf_hook(kwargs, "callback_args", &pf_hook_callback_args) ||
+      pf_hook(kwargs, "set_return", &pf_hook_set_return) ||
+      pf_hook(kwargs, "record_exception", &pf_hook_record))
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef pf_methods[] = {
+    {"init", pf_init, METH_O, "init(address of PFGetApiBase)"},
+    {"set_hooks", (PyCFunction)(void (*)(void))pf_set_hooks, METH_VARARGS | METH_KEYWORDS,
+     "set_hooks(**the package's general paths)"},
+    {"adopt", (PyCFunction)(void (*)(void))pf_adopt, METH_FASTCALL,
+     "adopt(cls, handle) -> a Function taking over the reference"},
+    {"enable_vectorcall", pf_enable_vectorcall, METH_O, "enable_vectorcall(Function)"},
+    {"host_function", (PyCFunction)(void (*)(void))pf_host_function, METH_FASTCALL,
+     "host_function(gate, callable) -> (status, handle)"},
+    {"live_count", pf_live_count, METH_NOARGS,
+     "the number of Python callables that C holds through this module"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef pf_module = {
+    PyModuleDef_HEAD_INIT, "packedfunc._cext",
+    "The compiled fast path of packedfunc (private; see the package).", -1, pf_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cext(void) {
+  if (PyType_Ready(&pf_function_type) < 0) return NULL;
+  PyObject* m = PyModule_Create(&pf_module);
+  if (m == NULL) return NULL;
+  Py_INCREF(&pf_function_type);
+  if (PyModule_AddObject(m, "FunctionBase", (PyObject*)&pf_function_type) < 0) {
+    Py_DECREF(&pf_function_type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
