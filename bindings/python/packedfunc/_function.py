@@ -187,46 +187,47 @@ class Function(_cext.FunctionBase if _cext else object):
         from ._prepack import bind
         return bind(self, constants, cache)
 
-
-def _ctypes_call(self, *args):
-    """Function.__call__ of the ctypes backend."""
-    n = len(args)
-    if n == 2:
-        a, b = args
-        plan = _plans_get((type(a), type(b)))
-    elif n == 1:
-        plan = _plans_get((type(args[0]),))
-    else:
-        plan = _plans_get(tuple(map(type, args)))
-    if not plan:
-        return _call_general(self, args, plan)
-    try:
-        fr = _take_frame()
-    except IndexError:
-        fr = _new_frame()
-    mv = fr[0]
-    try:
-        plan[0](mv, _VALS_OFF, *args)
-    except struct.error:  # an int outside int64
-        _give_frame(fr)
-        return _call_general(self, args, False)
-    if fr[5] is not plan:
-        mv[_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
-        fr[5] = plan
-    if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
-        _give_frame(fr)
-        _call_failed(self)
-    v, c = _ret_unpack(mv, 0)
-    if c == _INT:
-        _give_frame(fr)
-        return v
-    dec = _decoders_get(c)
-    try:
-        if dec is not None:
-            return dec(mv, RET_OFF, False, None)
-        return _decode(mv, RET_OFF, c)  # raises: a code without a decoder
-    finally:
-        _give_frame(fr)
+    if not _cext:
+        # The ctypes backend's call. (With the extension, the call is its
+        # vectorcall: Function must then define no __call__.)
+        def __call__(self, *args):
+            n = len(args)
+            if n == 2:
+                a, b = args
+                plan = _plans_get((type(a), type(b)))
+            elif n == 1:
+                plan = _plans_get((type(args[0]),))
+            else:
+                plan = _plans_get(tuple(map(type, args)))
+            if not plan:
+                return _call_general(self, args, plan)
+            try:
+                fr = _take_frame()
+            except IndexError:
+                fr = _new_frame()
+            mv = fr[0]
+            try:
+                plan[0](mv, _VALS_OFF, *args)
+            except struct.error:  # an int outside int64
+                _give_frame(fr)
+                return _call_general(self, args, False)
+            if fr[5] is not plan:
+                mv[_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+                fr[5] = plan
+            if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
+                _give_frame(fr)
+                _call_failed(self)
+            v, c = _ret_unpack(mv, 0)
+            if c == _INT:
+                _give_frame(fr)
+                return v
+            dec = _decoders_get(c)
+            try:
+                if dec is not None:
+                    return dec(mv, RET_OFF, False, None)
+                return _decode(mv, RET_OFF, c)  # raises: a code without a decoder
+            finally:
+                _give_frame(fr)
 
 
 def _call_failed(func):
@@ -369,5 +370,3 @@ if _cext:
     _cext.set_hooks(call_general=_call_general, call_failed=_call_failed,
                     decode_result=functools.partial(_decode, _MEMORY))
     _cext.enable_vectorcall(Function)  # last: no __call__ may be set after it
-else:
-    Function.__call__ = _ctypes_call

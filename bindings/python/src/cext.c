@@ -333,6 +333,13 @@ static PyObject* pf_arg(const PFValue* value, int code) {
   }
 }
 
+/* The thread state that holds the GIL, if any (no check, no error). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define pf_current_thread_state() PyThreadState_GetUnchecked()
+#else
+#define pf_current_thread_state() _PyThreadState_UncheckedGet()
+#endif
+
 /* The PFPackedCFunc of every Python callable that C can call, entered
  * through the host gate (which keeps it out once the interpreter exits).
  * It may run on any thread, also one that Python did not start:
@@ -340,13 +347,24 @@ static PyObject* pf_arg(const PFValue* value, int code) {
  * written as the last act, as the gate's contract asks. */
 static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* resource) {
   PFHostCall* call = resource;
-  PyGILState_STATE gil = PyGILState_Ensure();
+  /* The common case is a thread that Python knows and that released the
+   * GIL to call C (a Function call that calls back): it takes the GIL back
+   * with its own thread state, without PyGILState's bookkeeping. Any other
+   * thread goes through PyGILState_Ensure, which also makes a thread
+   * state for a thread that Python did not start. */
+  PyThreadState* own = PyGILState_GetThisThreadState();
+  int resumed = own != NULL && own != pf_current_thread_state();
+  PyGILState_STATE gil = PyGILState_UNLOCKED;
+  if (resumed)
+    PyEval_RestoreThread(own);
+  else
+    gil = PyGILState_Ensure();
   PyObject* fn = call->resource_handle;
   PyObject* stack[PF_CEXT_MAX_ARGS];
   PyObject* r = NULL;
   int i = 0, native = n <= PF_CEXT_MAX_ARGS, status;
   for (; native && i < n; ++i) {
-    stack[i] = pf_arg(&args[i], codes[i]);
+    stack[i] = codes[i] == kPFInt ? PyLong_FromLongLong(args[i].v_int64) : pf_arg(&args[i], codes[i]);
     if (stack[i] == NULL) native = 0;
   }
   if (native) {
@@ -366,7 +384,10 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
     Py_DECREF(r);
   }
   call->status = status;
-  PyGILState_Release(gil);
+  if (resumed)
+    PyEval_SaveThread();
+  else
+    PyGILState_Release(gil);
   return 0;
 }
 
