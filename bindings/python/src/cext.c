@@ -41,6 +41,11 @@ static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
 static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
 static PyObject* pf_hook_set_return;     /* (ret address, value) -> status */
 static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
+/* The package's tables that the fast path reads and writes (with the GIL):
+ * the set of types whose values cross as borrowed DLTensors through their
+ * __dlpack__, and the DLTensors in calls in progress -> their objects. */
+static PyObject* pf_tensor_types;
+static PyObject* pf_tensors_in_flight;
 
 /* Python callables that C holds through host functions made here. Changed
  * only with the GIL held. */
@@ -99,6 +104,68 @@ static PyObject* pf_result(PFValue* value, int code) {
   }
 }
 
+/* x.__dlpack__(), checked to be a DLPack capsule; NULL with an exception.
+ * The capsule is not consumed: its destructor frees the export. A
+ * DLManagedTensor begins with its DLTensor, so the capsule's pointer is
+ * the DLTensor's address. */
+static PyObject* pf_dlpack_export(PyObject* x) {
+  PyObject* capsule = PyObject_CallMethod(x, "__dlpack__", NULL);
+  if (capsule != NULL && !PyCapsule_IsValid(capsule, "dltensor")) {
+    Py_DECREF(capsule);
+    PyErr_SetString(PyExc_TypeError, "not a DLPack capsule");
+    return NULL;
+  }
+  return capsule;
+}
+
+static PyObject* pf_general_after_tensors(PyObject* self, PyObject* const* args, Py_ssize_t n,
+                                          PyObject** capsules, int tensors) {
+  for (int i = 0; i < tensors; ++i) Py_DECREF(capsules[i]);
+  return pf_call_general(self, args, n);
+}
+
+/* Records the tensor arguments as in flight (the package's table), so that
+ * a callback that gets one of them gets the very object. */
+static int pf_tensors_enter(PyObject* const* args, Py_ssize_t n, const PFValue* values,
+                            const int* codes) {
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (codes[i] != kPFDLTensorHandle) continue;
+    PyObject* key = PyLong_FromVoidPtr(values[i].v_handle);
+    int rc = key == NULL ? -1 : PyDict_SetItem(pf_tensors_in_flight, key, args[i]);
+    Py_XDECREF(key);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
+
+/* Ends a call with tensor arguments: forgets them as in flight, drops
+ * their exports, and gives the result: `out`, or, when the result is the
+ * DLTensor `returned` of an argument, that argument itself. */
+static PyObject* pf_tensor_call_done(PyObject* out, PyObject* const* args, Py_ssize_t n,
+                                     const PFValue* values, const int* codes, PyObject** capsules,
+                                     int tensors, void* returned) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (codes[i] != kPFDLTensorHandle) continue;
+    if (out == NULL && returned != NULL && values[i].v_handle == returned) {
+      Py_INCREF(args[i]);
+      out = args[i];
+    }
+    PyObject* key = PyLong_FromVoidPtr(values[i].v_handle);
+    if (key == NULL || PyDict_DelItem(pf_tensors_in_flight, key) != 0) PyErr_Clear();
+    Py_XDECREF(key);
+  }
+  for (int i = 0; i < tensors; ++i) Py_DECREF(capsules[i]);
+  if (type != NULL) {
+    PyErr_Restore(type, value, tb);
+  } else if (out == NULL && returned != NULL) {
+    PFValue v = {.v_handle = returned}; /* not an argument: the decoder table's */
+    out = pf_result(&v, kPFDLTensorHandle);
+  }
+  return out;
+}
+
 static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                         PyObject* kwnames) {
   PFCextFunction* f = (PFCextFunction*)self;
@@ -112,13 +179,16 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
   PFValue values[PF_CEXT_MAX_ARGS];
   int codes[PF_CEXT_MAX_ARGS];
   PFByteArray arrays[PF_CEXT_MAX_ARGS];
+  PyObject* capsules[PF_CEXT_MAX_ARGS]; /* of tensor arguments, NULL for others */
+  int tensors = 0;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* x = args[i];
     PyTypeObject* t = Py_TYPE(x);
     if (t == &PyLong_Type) {
       int overflow;
       values[i].v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
-      if (overflow) return pf_call_general(self, args, n); /* its OverflowError */
+      if (overflow) /* the general path raises its OverflowError */
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
       codes[i] = kPFInt;
     } else if (t == &PyFloat_Type) {
       values[i].v_float64 = PyFloat_AS_DOUBLE(x);
@@ -135,13 +205,13 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
        * general path decides (and caches the answer). */
       if (f->devices == NULL || !PyTuple_CheckExact(f->devices) ||
           PyTuple_GET_SIZE(f->devices) != 0)
-        return pf_call_general(self, args, n);
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
       Py_ssize_t size;
       const char* s = PyUnicode_AsUTF8AndSize(x, &size);
       if (s == NULL || strlen(s) != (size_t)size) {
         /* A lone surrogate or a NUL: the general path raises its error. */
         PyErr_Clear();
-        return pf_call_general(self, args, n);
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
       }
       values[i].v_str = s;
       codes[i] = kPFStr;
@@ -153,10 +223,22 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
     } else if (PyObject_TypeCheck(x, &pf_function_type) && ((PFCextFunction*)x)->handle) {
       values[i].v_handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
       codes[i] = kPFFuncHandle;
+    } else if (pf_tensor_types != NULL && PySet_Contains(pf_tensor_types, (PyObject*)t) == 1) {
+      capsules[tensors] = pf_dlpack_export(x);
+      if (capsules[tensors] == NULL) {
+        /* The general path raises the export's error, or does better. */
+        PyErr_Clear();
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
+      }
+      values[i].v_handle = PyCapsule_GetPointer(capsules[tensors], "dltensor");
+      codes[i] = kPFDLTensorHandle;
+      ++tensors;
     } else {
-      return pf_call_general(self, args, n);
+      return pf_general_after_tensors(self, args, n, capsules, tensors);
     }
   }
+  if (tensors && pf_tensors_enter(args, n, values, codes) != 0)
+    return pf_tensor_call_done(NULL, args, n, values, codes, capsules, tensors, 0);
   PFValue ret;
   int ret_code, rc;
   void* handle = (void*)(uintptr_t)f->handle;
@@ -165,14 +247,21 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
   Py_BEGIN_ALLOW_THREADS
   rc = pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code);
   Py_END_ALLOW_THREADS
+  PyObject* out;
   if (rc != 0) {
-    PyObject* out = PyObject_CallOneArg(pf_hook_call_failed, self);
+    out = PyObject_CallOneArg(pf_hook_call_failed, self);
     Py_XDECREF(out); /* it raises; a hook that did not is a bug */
     if (out != NULL)
       PyErr_SetString(PyExc_SystemError, "packedfunc: a failed call raised no error");
-    return NULL;
+    out = NULL;
+  } else if (tensors && ret_code == kPFDLTensorHandle) {
+    out = NULL; /* an argument coming back is itself (below) */
+  } else {
+    out = pf_result(&ret, ret_code);
   }
-  return pf_result(&ret, ret_code);
+  if (!tensors) return out;
+  return pf_tensor_call_done(out, args, n, values, codes, capsules, tensors,
+                             rc == 0 && ret_code == kPFDLTensorHandle ? ret.v_handle : NULL);
 }
 
 static void pf_function_dealloc(PyObject* self) {
@@ -453,8 +542,11 @@ static PyObject* pf_init(PyObject* module, PyObject* arg) {
 static int pf_hook(PyObject* kwargs, const char* name, PyObject** slot) {
   PyObject* v = PyDict_GetItemString(kwargs, name);
   if (v == NULL) return 0;
-  if (!PyCallable_Check(v)) {
-    PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a callable", name);
+  if (slot == &pf_tensor_types ? !PyAnySet_CheckExact(v)
+      : slot == &pf_tensors_in_flight ? !PyDict_CheckExact(v)
+                                      : !PyCallable_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a %s", name,
+                 slot == &pf_tensor_types ? "set" : slot == &pf_tensors_in_flight ? "dict" : "callable");
     return -1;
   }
   Py_INCREF(v);
@@ -473,7 +565,9 @@ static PyObject* pf_set_hooks(PyObject* module, PyObject* args, PyObject* kwargs
       pf_hook(kwargs, "decode_result", &pf_hook_decode_result) ||
       pf_hook(kwargs, "callback_args", &pf_hook_callback_args) ||
       pf_hook(kwargs, "set_return", &pf_hook_set_return) ||
-      pf_hook(kwargs, "record_exception", &pf_hook_record))
+      pf_hook(kwargs, "record_exception", &pf_hook_record) ||
+      pf_hook(kwargs, "tensor_types", &pf_tensor_types) ||
+      pf_hook(kwargs, "tensors_in_flight", &pf_tensors_in_flight))
     return NULL;
   Py_RETURN_NONE;
 }
