@@ -22,9 +22,12 @@ from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TE
                        decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
                        register_encoder, register_fallback, register_object_type,
                        tensors_in_flight)
-from ._frames import (CODES_OFF as _CODES_OFF, MAX_FAST, RET as _RET, RET_OFF,
-                      VALS_OFF as _VALS_OFF, give_frame as _give_frame, make_plan as _make_plan,
-                      new_frame as _new_frame, plans_get as _plans_get, take_frame as _take_frame)
+from ._frames import (CODES_OFF as _CODES_OFF, I_VIEW as _I_VIEW, MAX_FAST, Q_VIEW as _Q_VIEW,
+                      RCODE_WORD as _RCODE_WORD, RET as _RET, RET_OFF,
+                      STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
+                      give_frame as _give_frame, make_plan as _make_plan, new_frame as _new_frame,
+                      NO_PLANS as _NO_PLANS, plans_get as _plans_get, plans2_get as _plans2_get,
+                      take_frame as _take_frame)
 from ._errors import check_call
 from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
 from ._backend import cext as _cext
@@ -33,6 +36,7 @@ from ._types import Device
 
 byref = ctypes.byref
 _ret_unpack = _RET.unpack_from
+_id = id
 
 
 class Function(_cext.FunctionBase if _cext else object):
@@ -194,38 +198,69 @@ class Function(_cext.FunctionBase if _cext else object):
             n = len(args)
             if n == 2:
                 a, b = args
-                plan = _plans_get((type(a), type(b)))
+                plan = _plans2_get(type(a), _NO_PLANS).get(type(b))
             elif n == 1:
                 plan = _plans_get((type(args[0]),))
             else:
                 plan = _plans_get(tuple(map(type, args)))
             if not plan:
                 return _call_general(self, args, plan)
+            if plan[2]:
+                # Strings: not where a device parameter turns them into
+                # Devices (nor before the parameters are looked up), nor
+                # with a NUL or a lone surrogate (the general path raises).
+                given = args
+                if self._devices != ():
+                    return _call_general(self, given, False)
+                args = list(args)
+                keep = []  # the UTF-8 bytes, alive until the call returns
+                for i in plan[2]:
+                    try:
+                        data = args[i].encode("utf-8")
+                    except UnicodeEncodeError:
+                        return _call_general(self, given, False)
+                    if 0 in data:  # a NUL (a memchr, unlike a bytes search)
+                        return _call_general(self, given, False)
+                    keep.append(data)
+                    args[i] = _id(data) + _STR_DATA_OFFSET
+                if n == 2:
+                    a, b = args
             try:
                 fr = _take_frame()
             except IndexError:
                 fr = _new_frame()
-            mv = fr[0]
+            # Word 2 + i of the frame is argument i (_VAL_WORD), spelled
+            # out on the hot lines.
             try:
-                plan[0](mv, _VALS_OFF, *args)
-            except struct.error:  # an int outside int64
+                if n == 2:
+                    va, vb = plan[0]
+                    fr[va][2] = a
+                    fr[vb][3] = b
+                elif n == 1:
+                    fr[plan[0][0]][2] = args[0]
+                else:
+                    views = plan[0]
+                    for i in range(n):
+                        fr[views[i]][_VAL_WORD + i] = args[i]
+            except ValueError:  # an int outside int64 (never a str's address)
                 _give_frame(fr)
-                return _call_general(self, args, False)
+                return _call_general(self, given if plan[2] else args, False)
             if fr[5] is not plan:
-                mv[_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+                fr[0][_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
                 fr[5] = plan
             if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
                 _give_frame(fr)
                 _call_failed(self)
-            v, c = _ret_unpack(mv, 0)
+            c = fr[_I_VIEW][_RCODE_WORD]
             if c == _INT:
+                v = fr[_Q_VIEW][0]
                 _give_frame(fr)
                 return v
             dec = _decoders_get(c)
             try:
                 if dec is not None:
-                    return dec(mv, RET_OFF, False, None)
-                return _decode(mv, RET_OFF, c)  # raises: a code without a decoder
+                    return dec(fr[0], RET_OFF, False, None)
+                return _decode(fr[0], RET_OFF, c)  # raises: a code without a decoder
             finally:
                 _give_frame(fr)
 
