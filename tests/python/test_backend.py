@@ -1,0 +1,248 @@
+"""The two backends: choosing one, falling back, and the same behaviour on both.
+
+The whole suite runs once per backend (`make test-python`); the tests here
+check the switch itself in fresh interpreters, and the edges where the
+compiled fast path hands over to the package's general path (which must
+then give exactly the ctypes path's results and errors).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+import packedfunc
+from packedfunc import _callback
+
+PKG = os.path.join(ROOT, "bindings", "python")
+CEXT_BUILT = any(name.startswith("_cext") and name.endswith(".so")
+                 for name in os.listdir(os.path.join(PKG, "packedfunc")))
+cext_only = pytest.mark.skipif(packedfunc.backend != "cext",
+                               reason="checks the compiled extension itself")
+
+
+def _run(code, backend=None, block_extension=False):
+    """Runs `code` after importing packedfunc in a fresh interpreter, with
+    PACKEDFUNC_BACKEND set to `backend` (None: unset); the extension's
+    import fails there when block_extension. Returns the CompletedProcess."""
+    env = dict(os.environ)
+    env.pop("PACKEDFUNC_BACKEND", None)
+    if backend is not None:
+        env["PACKEDFUNC_BACKEND"] = backend
+    prelude = "import sys\nsys.path.insert(0, %r)\n" % PKG
+    if block_extension:
+        # What an interpreter without the built extension sees.
+        prelude += "sys.modules['packedfunc._cext'] = None\n"
+    prelude += "import packedfunc\n"
+    return subprocess.run([sys.executable, "-c", prelude + code], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+_WORKS = ("f = packedfunc.convert(lambda a, b: a + b)\n"
+          "assert f(40, 2) == 42 and f('a', 'b') == 'ab'\n"
+          "print(packedfunc.backend)\n")
+
+
+def test_backend_is_one_of_the_two():
+    assert packedfunc.backend in ("cext", "ctypes")
+    wanted = os.environ.get("PACKEDFUNC_BACKEND")
+    if wanted:
+        assert packedfunc.backend == wanted
+
+
+def test_ctypes_forced_by_the_environment():
+    r = _run(_WORKS + "print('packedfunc._cext' in sys.modules)\n"
+             "print(packedfunc.Function.__mro__[1].__name__)\n", backend="ctypes")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ctypes", "False", "object"]
+
+
+@pytest.mark.skipif(not CEXT_BUILT, reason="the extension is not built (make python)")
+def test_extension_used_by_default_when_built():
+    r = _run(_WORKS + "print(packedfunc.Function.__mro__[1].__name__)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["cext", "FunctionBase"]
+
+
+def test_missing_extension_falls_back_to_ctypes_silently():
+    r = _run(_WORKS, block_extension=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ctypes"]
+    assert r.stderr == ""
+
+
+def test_missing_extension_when_required_is_an_import_error():
+    r = _run(_WORKS, backend="cext", block_extension=True)
+    assert r.returncode != 0
+    assert "ImportError: packedfunc: PACKEDFUNC_BACKEND is 'cext', but the compiled extension " \
+           "cannot be used" in r.stderr
+
+
+def test_unknown_backend_is_an_import_error():
+    r = _run(_WORKS, backend="fast")
+    assert r.returncode != 0
+    assert "PACKEDFUNC_BACKEND is 'fast'; expected one of cext, ctypes, or unset" in r.stderr
+
+
+# ---- the hand-over points: the same results and errors on both backends -------
+
+@pytest.fixture
+def echo_all():
+    return packedfunc.convert(lambda *a: a)
+
+
+def test_mixed_common_types_cross_unchanged(echo_all, fn):
+    values = (1, -2**63, 2**63 - 1, 2.5, True, False, None, "héllo", "", b"a\0b", b"")
+    assert list(echo_all(*values[:8])) == list(values[:8])
+    for v in values:
+        out = fn("echo")(v)
+        assert out == v and type(out) is type(v)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    (("a", "b\ud800"), ValueError, "argument 1: str contains a lone surrogate"),
+    (("a", "x\0y"), ValueError, "argument 1: str contains a NUL character"),
+    (("a", 2**64), OverflowError, "argument 1: int 18446744073709551616 does not fit in int64"),
+    ((1.5, -2**63 - 1), OverflowError, "argument 1: int"),
+    ((object.__new__(type("Odd", (), {"__slots__": ()})),), None, None),
+])
+def test_errors_after_a_fast_argument_name_the_right_one(echo_all, args, error, message):
+    if error is None:  # an opaque host object: not a fast type, and no error
+        assert echo_all(*args)[0] is args[0]
+        return
+    with pytest.raises(error, match=message.replace("(", r"\(")):
+        echo_all(*args)
+
+
+def test_more_arguments_than_the_fast_path_takes(fn):
+    many = list(range(12)) + ["s", b"b", 1.5, None]
+    assert fn("nargs")(*many) == len(many)
+    assert list(fn("call")(packedfunc.convert(lambda *a: a), *many)) == many
+
+
+def test_keyword_arguments_are_refused_alike(fn):
+    with pytest.raises(TypeError, match=r"Function.__call__\(\) got an unexpected keyword "
+                                        r"argument 'x'"):
+        fn("echo")(1, x=2)
+
+
+def test_released_function_is_refused_alike(fn):
+    f = packedfunc.convert(lambda: 1)
+    f.__del__()
+    for args in ((), (1, 2), ("s",)):
+        with pytest.raises(ValueError, match="the Function was released"):
+            f(*args)
+    with pytest.raises(ValueError, match="argument 0: the Function was released"):
+        fn("echo")(f)
+
+
+def test_strings_become_devices_only_where_the_signature_says(fn):
+    device = fn("typed_device")
+    expected = device(10, packedfunc.Device("cpu:0"))
+    assert device(10, "cpu:0") == expected
+    assert device(10, "cpu:0") == expected  # the cached parameters, again
+    assert fn("type_name")("cpu:0") == "str"
+
+
+def test_callback_results_of_every_common_type(fn):
+    for value in (7, 2.5, True, None, "s\u00e9", b"\0x"):
+        out = fn("call")(packedfunc.convert(lambda v=value: v))
+        assert out == value and type(out) is type(value)
+    # Not a common type: the package's encoder table (a list as an Array).
+    assert list(fn("call")(packedfunc.convert(lambda: [1, "a"]))) == [1, "a"]
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (2**64, OverflowError, "callback result 18446744073709551616 does not fit in int64"),
+    ("a\0b", ValueError, "the callback's result: str contains a NUL character"),
+    ("\ud800", ValueError, "the callback's result: str contains a lone surrogate"),
+])
+def test_callback_result_errors_alike(fn, value, error, message):
+    cb = packedfunc.convert(lambda: value)
+    with pytest.raises(error, match=message):
+        fn("call")(cb)
+
+
+def test_callback_with_handles_and_tensors_takes_the_general_path(fn):
+    seen = []
+
+    def cb(f, arr, n):
+        seen.append((f, arr.copy(), n))
+        return f
+
+    inner = packedfunc.convert(lambda: 5)
+    arr = np.arange(3, dtype=np.int64)
+    out = fn("call")(packedfunc.convert(cb), inner, arr, 9)
+    assert out == inner and out() == 5
+    assert seen[0][0] == inner and list(seen[0][1]) == [0, 1, 2] and seen[0][2] == 9
+
+
+def test_tensor_argument_that_comes_back_is_the_same_object(fn):
+    arr = np.arange(4, dtype=np.float64)
+    assert fn("echo")(arr) is arr
+    assert fn("echo")(arr) is arr  # the array type is known now: the fast path
+    from packedfunc import _convert
+    assert _convert.tensors_in_flight == {}
+
+
+def test_tensor_that_cannot_be_exported_is_refused_alike(fn):
+    class NoExport:
+        def __dlpack__(self, stream=None):
+            raise RuntimeError("no")
+
+    with pytest.raises(TypeError, match=r"argument 0 \(NoExport\) cannot be exported"):
+        fn("echo")(NoExport())
+    fn("echo")(np.arange(3))  # the fast path now knows numpy arrays
+    ro = np.arange(3, dtype=np.int64)
+    ro.flags.writeable = False  # numpy refuses to export it
+    with pytest.raises(TypeError, match=r"argument 0 \(ndarray\) cannot be exported through "
+                                        r"DLPack: Cannot export readonly array"):
+        fn("echo")(ro)
+
+
+def test_callback_count_goes_back_after_release():
+    import gc
+    gc.collect()
+    before = _callback.live_count()
+    fs = [packedfunc.convert(lambda i=i: i) for i in range(5)]
+    assert _callback.live_count() == before + 5
+    del fs
+    gc.collect()
+    assert _callback.live_count() == before
+
+
+# ---- the extension's own entry points refuse bad input ---------------------------
+
+@cext_only
+def test_extension_entry_points_refuse_bad_input():
+    from packedfunc import _cext
+    with pytest.raises(TypeError, match="set_hooks: call_general must be a callable"):
+        _cext.set_hooks(call_general=1)
+    with pytest.raises(TypeError, match="set_hooks: tensor_types must be a set"):
+        _cext.set_hooks(tensor_types={})
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        _cext.set_hooks(print)
+    with pytest.raises(TypeError, match="cls must subclass FunctionBase"):
+        _cext.adopt(object, 1)
+    with pytest.raises(TypeError, match="cls must subclass FunctionBase"):
+        _cext.adopt(packedfunc.Function)
+    with pytest.raises(TypeError, match="expected a FunctionBase subclass"):
+        _cext.enable_vectorcall(int)
+    with pytest.raises(ValueError, match="NULL PFGetApiBase"):
+        _cext.init(0)
+    with pytest.raises(TypeError, match=r"host_function\(gate, callable\)"):
+        _cext.host_function(1)
+
+
+@cext_only
+def test_host_function_on_a_bad_gate_fails_and_drops_the_callable():
+    from packedfunc import _cext
+    before = _callback.live_count()
+    rc, handle = _cext.host_function(0, print)
+    assert (rc, handle) == (-1, 0)
+    with pytest.raises(TypeError, match="gate"):
+        packedfunc.check_call(rc)
+    assert _callback.live_count() == before
