@@ -246,3 +246,38 @@ def test_host_function_on_a_bad_gate_fails_and_drops_the_callable():
     with pytest.raises(TypeError, match="gate"):
         packedfunc.check_call(rc)
     assert _callback.live_count() == before
+
+
+@cext_only
+def test_callback_error_that_cannot_be_recorded(fn):
+    # The recorder raising (as a signal handler can make it, on entry): the
+    # newer exception is recorded instead; failing again, a RuntimeError
+    # says so. Never a crash, and the callback's call always fails.
+    from packedfunc import _cext, _errors
+    calls = []
+
+    def flaky(exc, skip_frames):
+        calls.append(type(exc).__name__)
+        if len(calls) == 1:
+            raise KeyboardInterrupt()
+        return _errors.record_exception(exc, skip_frames)
+
+    def broken(exc, skip_frames):
+        raise MemoryError()
+
+    def cb():
+        raise KeyError("lost")
+
+    f = packedfunc.convert(cb)
+    try:
+        _cext.set_hooks(record_exception=flaky)
+        with pytest.raises(KeyboardInterrupt):
+            fn("call")(f)
+        assert calls == ["KeyError", "KeyboardInterrupt"]
+        _cext.set_hooks(record_exception=broken)
+        with pytest.raises(RuntimeError, match="its error could not be recorded"):
+            fn("call")(f)
+    finally:
+        _cext.set_hooks(record_exception=_errors.record_exception)
+    with pytest.raises(KeyError, match="lost"):
+        fn("call")(f)

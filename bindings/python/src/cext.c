@@ -331,24 +331,30 @@ static PyObject* pf_enable_vectorcall(PyObject* module, PyObject* cls) {
 /* ------------------------------------------------------------------------ */
 
 /* Records the raised Python exception as this thread's packedfunc error;
- * returns -1. The package's recorder never raises; should it fail all the
- * same, a RuntimeError says so instead. */
+ * returns -1. The package's recorder catches everything, but a signal
+ * handler can raise on entry to it (Ctrl-C): then that exception, the
+ * newer one, is recorded instead. Should that fail too, a RuntimeError
+ * says so. */
 static int pf_record_raised(void) {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
-  PyObject* out = value == NULL ? NULL
-                                : PyObject_CallFunction(pf_hook_record, "Oi", value, 0);
-  if (out == NULL) {
-    PyErr_Clear();
-    pf_api->ErrorSet("RuntimeError",
-                     "packedfunc: a Python callback failed and its error could not be recorded");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
+    PyObject* out = value == NULL ? NULL
+                                  : PyObject_CallFunction(pf_hook_record, "Oi", value, 0);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (out != NULL) {
+      Py_DECREF(out);
+      return -1;
+    }
+    if (!PyErr_Occurred()) break;
   }
-  Py_XDECREF(out);
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
+  PyErr_Clear();
+  pf_api->ErrorSet("RuntimeError",
+                   "packedfunc: a Python callback failed and its error could not be recorded");
   return -1;
 }
 
