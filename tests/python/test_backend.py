@@ -235,6 +235,32 @@ def test_extension_entry_points_refuse_bad_input():
         _cext.init(0)
     with pytest.raises(TypeError, match=r"host_function\(gate, callable\)"):
         _cext.host_function(1)
+    with pytest.raises(TypeError, match=r"host_object\(gate, object\)"):
+        _cext.host_object(1, 2, 3)
+    with pytest.raises(TypeError, match=r"host_object_value\(gate, handle\)"):
+        _cext.host_object_value(1)
+
+
+@cext_only
+def test_host_object_on_a_bad_gate_fails_and_drops_the_object():
+    from packedfunc import _cext, _hostobj
+    before = _hostobj.live_count()
+    rc, handle = _cext.host_object(0, object())
+    assert (rc, handle) == (-1, 0)
+    with pytest.raises(TypeError, match="gate"):
+        packedfunc.check_call(rc)
+    assert _hostobj.live_count() == before
+
+
+@cext_only
+def test_host_object_value_of_something_else_is_not_found(fn):
+    from packedfunc import _cext
+    from packedfunc._callback import GATE
+    f = packedfunc.convert(lambda: 1)  # a handle, but not a host object
+    assert _cext.host_object_value(GATE.value, f.handle) == (False, None)
+    assert _cext.host_object_value(GATE.value, 0) == (False, None)
+    from packedfunc import _ffi
+    assert not _ffi.PFErrorGetKind()  # the lookup's error is not left behind
 
 
 @cext_only

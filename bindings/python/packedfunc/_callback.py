@@ -344,12 +344,17 @@ class _CheckerPerThread(threading.local):
         self.coro.send(None)  # run to the first suspension
 
 
-_checker_tls = _CheckerPerThread()  # the main thread's, made here
-_SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
-    next, map(operator.methodcaller("send", None),
-              map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
-keep_forever(_SIGNAL_CHECKER)
-check_call(PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))
+if _cext:
+    # The extension's checker, in C: a handler that raises inside
+    # PyErr_CheckSignals is an error return there, with nothing to escape.
+    check_call(PFEnvSetSignalChecker(_cext.signal_checker()))
+else:
+    _checker_tls = _CheckerPerThread()  # the main thread's, made here
+    _SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
+        next, map(operator.methodcaller("send", None),
+                  map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
+    keep_forever(_SIGNAL_CHECKER)
+    check_call(PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))
 
 
 @atexit.register

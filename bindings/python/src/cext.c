@@ -47,9 +47,10 @@ static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
 static PyObject* pf_tensor_types;
 static PyObject* pf_tensors_in_flight;
 
-/* Python callables that C holds through host functions made here. Changed
- * only with the GIL held. */
+/* Python callables and objects that C holds through host functions and
+ * host objects made here. Changed only with the GIL held. */
 static Py_ssize_t pf_live_callables;
+static Py_ssize_t pf_live_objects;
 
 /* ------------------------------------------------------------------------ */
 /* FunctionBase: the handle, the device parameters, vectorcall              */
@@ -514,9 +515,84 @@ static PyObject* pf_host_function(PyObject* module, PyObject* const* args, Py_ss
   return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
 }
 
+/* The signal checker (PFEnvSetSignalChecker): runs Python's signal
+ * handlers (on the main thread; elsewhere PyErr_CheckSignals does nothing)
+ * and records an exception that one raises (KeyboardInterrupt for Ctrl-C)
+ * as this thread's error. It takes the GIL itself, on any thread; the
+ * package removes it at exit, before the interpreter goes. */
+static int pf_check_signals(void) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = PyErr_CheckSignals() < 0 ? pf_record_raised() : 0;
+  PyGILState_Release(gil);
+  return rc;
+}
+
+/* signal_checker() -> the address of the checker, for
+ * PFEnvSetSignalChecker. */
+static PyObject* pf_signal_checker(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  PFSignalChecker checker = pf_check_signals;
+  void* addr;
+  memcpy(&addr, &checker, sizeof addr);
+  return PyLong_FromVoidPtr(addr);
+}
+
 static PyObject* pf_live_count(PyObject* module, PyObject* unused) {
   (void)module, (void)unused;
   return PyLong_FromSsize_t(pf_live_callables);
+}
+
+/* The finalizer of host objects made here: drops C's reference to the
+ * Python object, taking the GIL on whatever thread released the last
+ * reference. The gate skips it once the interpreter is shutting down. */
+static void pf_release_object(void* payload) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  --pf_live_objects;
+  Py_DECREF((PyObject*)payload);
+  PyGILState_Release(gil);
+}
+
+/* host_object(gate, x) -> (status, handle): a host object on `gate` that
+ * holds a reference to x; status -1 leaves the library's error. */
+static PyObject* pf_host_object(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_cext.host_object(gate, object)");
+    return NULL;
+  }
+  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (gate == NULL && PyErr_Occurred()) return NULL;
+  PFObjectHandle out = NULL;
+  Py_INCREF(args[1]); /* C's reference; the finalizer drops it, also on failure */
+  ++pf_live_objects;
+  int rc = pf_api->HostObjectCreate(gate, args[1], pf_release_object, &out);
+  return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
+}
+
+/* host_object_value(gate, handle) -> (True, the object) for a host object
+ * made here on `gate`, (False, None) for any other (with no error left).
+ * Borrows the handle. */
+static PyObject* pf_host_object_value(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_cext.host_object_value(gate, handle)");
+    return NULL;
+  }
+  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (gate == NULL && PyErr_Occurred()) return NULL;
+  void* handle = PyLong_AsVoidPtr(args[1]);
+  if (handle == NULL && PyErr_Occurred()) return NULL;
+  void* payload = NULL;
+  if (pf_api->HostObjectGetPayload(handle, gate, &payload) != 0 || payload == NULL) {
+    pf_api->ErrorClear(); /* another gate's object: not ours to look into */
+    return Py_BuildValue("(OO)", Py_False, Py_None);
+  }
+  return Py_BuildValue("(OO)", Py_True, (PyObject*)payload);
+}
+
+static PyObject* pf_live_objects_count(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return PyLong_FromSsize_t(pf_live_objects);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -587,6 +663,14 @@ static PyMethodDef pf_methods[] = {
     {"enable_vectorcall", pf_enable_vectorcall, METH_O, "enable_vectorcall(Function)"},
     {"host_function", (PyCFunction)(void (*)(void))pf_host_function, METH_FASTCALL,
      "host_function(gate, callable) -> (status, handle)"},
+    {"signal_checker", pf_signal_checker, METH_NOARGS,
+     "signal_checker() -> the address of the PFSignalChecker"},
+    {"host_object", (PyCFunction)(void (*)(void))pf_host_object, METH_FASTCALL,
+     "host_object(gate, object) -> (status, handle)"},
+    {"host_object_value", (PyCFunction)(void (*)(void))pf_host_object_value, METH_FASTCALL,
+     "host_object_value(gate, handle) -> (found, object)"},
+    {"live_objects", pf_live_objects_count, METH_NOARGS,
+     "the number of Python objects that C holds through this module's host objects"},
     {"live_count", pf_live_count, METH_NOARGS,
      "the number of Python callables that C holds through this module"},
     {NULL, NULL, 0, NULL},
