@@ -307,3 +307,53 @@ def test_callback_error_that_cannot_be_recorded(fn):
         _cext.set_hooks(record_exception=_errors.record_exception)
     with pytest.raises(KeyError, match="lost"):
         fn("call")(f)
+
+
+# The extension is not built with ASan (the interpreter is not); instead a
+# short workout of every path it has runs under valgrind memcheck, which
+# fails on any invalid read or write (leaks are the interpreter's to keep).
+_WORKOUT = r'''
+import ctypes, gc, os, sys
+import numpy as np
+import packedfunc as pf
+assert pf.backend == "cext", pf.backend
+ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
+g = lambda n: pf.get_global_func("testing." + n)
+echo, call, nargs, in_thread = g("echo"), g("call"), g("nargs"), g("call_in_thread")
+for i in range(3):
+    assert echo(1) == 1 and echo(2.5) == 2.5 and echo(True) is True and echo(None) is None
+    assert echo("h\u00e9llo") == "h\u00e9llo" and echo(b"a\0b") == b"a\0b"
+    arr = np.arange(5.0)
+    assert echo(arr) is arr
+    o = object()
+    assert echo(o) is o
+    cb = pf.convert(lambda *a: a[0] if a else "x")
+    assert call(cb, 5) == 5 and call(cb, "s") == "s" and call(cb) == "x"
+    assert call(cb, arr) is not None and call(cb, cb) == cb
+    assert in_thread(cb, 7) == 7
+    assert nargs(*range(12)) == 12
+    for bad in (2**70, "a\0b"):
+        try:
+            echo(bad)
+        except (OverflowError, ValueError):
+            pass
+    def fails():
+        raise KeyError("k")
+    try:
+        call(pf.convert(fails))
+    except KeyError:
+        pass
+    assert list(call(pf.convert(lambda: [1, 2]))) == [1, 2]
+    gc.collect()
+print("ok")
+'''
+
+
+@cext_only
+@pytest.mark.skipif(not os.path.exists("/usr/bin/valgrind"), reason="valgrind is not installed")
+def test_extension_under_memcheck(testlib):
+    env = dict(os.environ, PYTHONMALLOC="malloc", PF_TESTLIB_PATH=testlib._name,
+               PYTHONPATH=PKG)
+    r = subprocess.run(["valgrind", "-q", "--error-exitcode=99", sys.executable, "-c", _WORKOUT],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-4000:]
