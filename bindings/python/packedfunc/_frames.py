@@ -75,11 +75,11 @@ if STR_DATA_OFFSET is not None:
     _FAST_TYPES[str] = (Q_VIEW, STR)
 _plans = {}
 plans_get = _plans.get
-# The same plans for two arguments, by the first type then the second:
-# two lookups by type are cheaper than building and hashing a tuple.
-_plans2 = {}
-plans2_get = _plans2.get
-NO_PLANS = {}
+# The same plans for one argument, by its type, and for two, by the first
+# type then the second: lookups by type are cheaper than building and
+# hashing a tuple.
+plans1 = {}
+plans2 = {}
 PLANS_MAX = 4096
 
 
@@ -95,6 +95,8 @@ def make_plan(types):
         plan = (views, codes, tuple(i for i, t in enumerate(types) if t is str))
     if len(_plans) < PLANS_MAX:
         _plans[types] = plan
-        if len(types) == 2:
-            _plans2.setdefault(types[0], {})[types[1]] = plan
+        if len(types) == 1:
+            plans1[types[0]] = plan
+        elif len(types) == 2:
+            plans2.setdefault(types[0], {})[types[1]] = plan
     return plan

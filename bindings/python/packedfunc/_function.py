@@ -26,7 +26,7 @@ from ._frames import (CODES_OFF as _CODES_OFF, I_VIEW as _I_VIEW, MAX_FAST, Q_VI
                       RCODE_WORD as _RCODE_WORD, RET as _RET, RET_OFF,
                       STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
                       give_frame as _give_frame, make_plan as _make_plan, new_frame as _new_frame,
-                      NO_PLANS as _NO_PLANS, plans_get as _plans_get, plans2_get as _plans2_get,
+                      plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call
 from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
@@ -196,11 +196,19 @@ class Function(_cext.FunctionBase if _cext else object):
         # vectorcall: Function must then define no __call__.)
         def __call__(self, *args):
             n = len(args)
+            # Plans by argument types; a miss (None) means types not seen
+            # yet, which the general path looks at and plans.
             if n == 2:
                 a, b = args
-                plan = _plans2_get(type(a), _NO_PLANS).get(type(b))
+                try:
+                    plan = _plans2[type(a)][type(b)]
+                except KeyError:
+                    plan = None
             elif n == 1:
-                plan = _plans_get((type(args[0]),))
+                try:
+                    plan = _plans1[type(args[0])]
+                except KeyError:
+                    plan = None
             else:
                 plan = _plans_get(tuple(map(type, args)))
             if not plan:
