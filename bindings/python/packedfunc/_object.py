@@ -357,8 +357,10 @@ def _encode_dlpack(x, pos, keep):
 
 if _cext:
     # The extension passes values of these types as borrowed DLTensors
-    # itself, and keeps tensors_in_flight as the general path does.
-    _cext.set_hooks(tensor_types=_tensor_types, tensors_in_flight=tensors_in_flight)
+    # itself, and keeps tensors_in_flight as the general path does; and
+    # Objects (their handle and code), DataTypes and Devices by their fields.
+    _cext.set_hooks(tensor_types=_tensor_types, tensors_in_flight=tensors_in_flight,
+                    object_type=Object, dtype_type=DataType, device_type=Device)
 
 register_encoder((Object, Tensor), encode_object)
 register_fallback(RANK_HANDLES, Object, encode_object)

@@ -46,6 +46,12 @@ static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
  * __dlpack__, and the DLTensors in calls in progress -> their objects. */
 static PyObject* pf_tensor_types;
 static PyObject* pf_tensors_in_flight;
+/* The package's classes whose values cross by their fields: Object (and its
+ * subclasses: Tensor, Module) as a handle with its own type code,
+ * DataType and Device as the plain values they hold. */
+static PyObject* pf_object_type;
+static PyObject* pf_dtype_type;
+static PyObject* pf_device_type;
 
 /* Python callables and objects that C holds through host functions and
  * host objects made here. Changed only with the GIL held. */
@@ -167,6 +173,60 @@ static PyObject* pf_tensor_call_done(PyObject* out, PyObject* const* args, Py_ss
   return out;
 }
 
+/* An int attribute of x, within [lo, hi]; 0, or -1 (no exception left)
+ * when it is missing, not an int or out of range: the general path then
+ * decides, and raises what the package raises. */
+static int pf_int_field(PyObject* x, const char* name, long long lo, long long hi,
+                        long long* out) {
+  PyObject* v = PyObject_GetAttrString(x, name);
+  if (v == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int overflow = 0;
+  long long n = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : lo - 1;
+  Py_DECREF(v);
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (overflow || n < lo || n > hi) return -1;
+  *out = n;
+  return 0;
+}
+
+/* Object, DataType and Device arguments: 0 with the value and code set, or
+ * -1 for the general path (a released Object, a value it refuses). */
+static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code) {
+  long long a, b, c;
+  if ((PyObject*)t == pf_dtype_type) {
+    if (pf_int_field(x, "type_code", 0, UINT8_MAX, &a) || pf_int_field(x, "bits", 0, UINT8_MAX, &b) ||
+        pf_int_field(x, "lanes", 0, UINT16_MAX, &c))
+      return -1;
+    value->v_int64 = 0;
+    value->v_type.code = (uint8_t)a;
+    value->v_type.bits = (uint8_t)b;
+    value->v_type.lanes = (uint16_t)c;
+    *code = kPFDataType;
+    return 0;
+  }
+  if ((PyObject*)t == pf_device_type) {
+    if (pf_int_field(x, "device_type", INT32_MIN, INT32_MAX, &a) ||
+        pf_int_field(x, "device_id", INT32_MIN, INT32_MAX, &b))
+      return -1;
+    value->v_device.device_type = (DLDeviceType)a;
+    value->v_device.device_id = (int32_t)b;
+    *code = kPFDevice;
+    return 0;
+  }
+  if (pf_object_type != NULL && PyObject_TypeCheck(x, (PyTypeObject*)pf_object_type)) {
+    /* A handle of 0 is a released Object: the general path says so. */
+    if (pf_int_field(x, "_handle", 1, INT64_MAX, &a) || pf_int_field(x, "_code", 0, INT32_MAX, &b))
+      return -1;
+    value->v_handle = (void*)(uintptr_t)a;
+    *code = (int)b;
+    return 0;
+  }
+  return -1;
+}
+
 static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                         PyObject* kwnames) {
   PFCextFunction* f = (PFCextFunction*)self;
@@ -224,6 +284,8 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
     } else if (PyObject_TypeCheck(x, &pf_function_type) && ((PFCextFunction*)x)->handle) {
       values[i].v_handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
       codes[i] = kPFFuncHandle;
+    } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
+      /* An Object, DataType or Device. */
     } else if (pf_tensor_types != NULL && PySet_Contains(pf_tensor_types, (PyObject*)t) == 1) {
       capsules[tensors] = pf_dlpack_export(x);
       if (capsules[tensors] == NULL) {
@@ -624,11 +686,16 @@ static PyObject* pf_init(PyObject* module, PyObject* arg) {
 static int pf_hook(PyObject* kwargs, const char* name, PyObject** slot) {
   PyObject* v = PyDict_GetItemString(kwargs, name);
   if (v == NULL) return 0;
+  int is_class = slot == &pf_object_type || slot == &pf_dtype_type || slot == &pf_device_type;
   if (slot == &pf_tensor_types ? !PyAnySet_CheckExact(v)
       : slot == &pf_tensors_in_flight ? !PyDict_CheckExact(v)
+      : is_class                      ? !PyType_Check(v)
                                       : !PyCallable_Check(v)) {
     PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a %s", name,
-                 slot == &pf_tensor_types ? "set" : slot == &pf_tensors_in_flight ? "dict" : "callable");
+                 slot == &pf_tensor_types        ? "set"
+                 : slot == &pf_tensors_in_flight ? "dict"
+                 : is_class                      ? "class"
+                                                 : "callable");
     return -1;
   }
   Py_INCREF(v);
@@ -649,7 +716,10 @@ static PyObject* pf_set_hooks(PyObject* module, PyObject* args, PyObject* kwargs
       pf_hook(kwargs, "set_return", &pf_hook_set_return) ||
       pf_hook(kwargs, "record_exception", &pf_hook_record) ||
       pf_hook(kwargs, "tensor_types", &pf_tensor_types) ||
-      pf_hook(kwargs, "tensors_in_flight", &pf_tensors_in_flight))
+      pf_hook(kwargs, "tensors_in_flight", &pf_tensors_in_flight) ||
+      pf_hook(kwargs, "object_type", &pf_object_type) ||
+      pf_hook(kwargs, "dtype_type", &pf_dtype_type) ||
+      pf_hook(kwargs, "device_type", &pf_device_type))
     return NULL;
   Py_RETURN_NONE;
 }
