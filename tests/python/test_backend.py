@@ -139,6 +139,18 @@ def test_released_function_is_refused_alike(fn):
         fn("echo")(f)
 
 
+def test_objects_dtypes_and_devices_cross_by_their_fields(fn):
+    echo = fn("echo")
+    for v in (packedfunc.DataType("float32"), packedfunc.DataType("int8x4"),
+              packedfunc.Device("cpu:0"), packedfunc.Device("cuda:3")):
+        assert echo(v) == v and fn("type_name")(v) in ("dtype", "device")
+    arr = packedfunc.convert([1, 2])  # an Array: an Object
+    assert echo(arr) == arr and fn("type_name")(arr) == "object"
+    arr.__del__()
+    with pytest.raises(ValueError, match="argument 0: the Array was released"):
+        echo(arr)
+
+
 def test_strings_become_devices_only_where_the_signature_says(fn):
     device = fn("typed_device")
     expected = device(10, packedfunc.Device("cpu:0"))
@@ -223,6 +235,10 @@ def test_extension_entry_points_refuse_bad_input():
         _cext.set_hooks(call_general=1)
     with pytest.raises(TypeError, match="set_hooks: tensor_types must be a set"):
         _cext.set_hooks(tensor_types={})
+    with pytest.raises(TypeError, match="set_hooks: tensors_in_flight must be a dict"):
+        _cext.set_hooks(tensors_in_flight=set())
+    with pytest.raises(TypeError, match="set_hooks: dtype_type must be a class"):
+        _cext.set_hooks(dtype_type=packedfunc.DataType("int8"))
     with pytest.raises(TypeError, match="keyword arguments only"):
         _cext.set_hooks(print)
     with pytest.raises(TypeError, match="cls must subclass FunctionBase"):
