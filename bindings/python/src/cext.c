@@ -2,13 +2,17 @@
  * packedfunc._cext: the compiled fast path of the Python binding.
  *
  * It speeds up what the pure-ctypes package already does, and does nothing
- * that package cannot: a Function call converts the common argument and
- * result types here (int, float, bool, None, str, bytes, Function) and
- * hands every other call to the package's own general path; a Python
- * callback that C calls enters through a C trampoline that takes the GIL
- * itself, converts the common types here and hands the others to the
- * package's decoder and encoder tables. So the ctypes path stays the
- * reference for every value and every error message.
+ * that package cannot: a Function call converts the common argument types
+ * here (int, float, bool, None, str, bytes, Function, Object, DataType,
+ * Device, and arrays of the types the package has seen cross through
+ * __dlpack__) and the plain result types, and hands every other call, and
+ * every value it would have to refuse, to the package's own general path,
+ * which raises the package's errors. A Python callback that C calls enters
+ * through a C trampoline that takes the GIL itself, converts the plain
+ * types here and hands the others to the package's decoder and encoder
+ * tables. So the ctypes path stays the one reference for every value and
+ * every error message. Host objects (Python objects that C holds) and the
+ * signal checker are here too, so that C reaches Python without ctypes.
  *
  * The library is reached only through its versioned function table
  * (PFGetApiBase), whose address the package passes from the copy of
@@ -301,7 +305,7 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
     }
   }
   if (tensors && pf_tensors_enter(args, n, values, codes) != 0)
-    return pf_tensor_call_done(NULL, args, n, values, codes, capsules, tensors, 0);
+    return pf_tensor_call_done(NULL, args, n, values, codes, capsules, tensors, NULL);
   PFValue ret;
   int ret_code, rc;
   void* handle = (void*)(uintptr_t)f->handle;
