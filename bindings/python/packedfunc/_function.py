@@ -4,11 +4,11 @@ Function.__call__ is the hot path. With the compiled backend it is the
 extension's vectorcall (Function then derives from _cext.FunctionBase,
 which holds the handle), which converts the common types itself and hands
 every other call to _call_general here. With ctypes, for arguments that
-are all int, float or bool it packs them with a cached struct packer into
-a preallocated call frame (see _convert) and reads an int result directly;
-everything else takes the general path through the encoder and decoder
-tables. A Function
-also shows its metadata (name, signature, doc) to help() and inspect.
+are all int, float, bool or str it stores them, by a plan cached for their
+types, into a preallocated call frame (see _frames) and reads an int
+result directly; everything else takes the general path through the
+encoder and decoder tables. A Function also shows its metadata (name,
+signature, doc) to help() and inspect.
 Everything here is private; the package re-exports Function.
 """
 import collections.abc
