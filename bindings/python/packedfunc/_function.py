@@ -15,7 +15,6 @@ import collections.abc
 import ctypes
 import functools
 import inspect
-import struct
 
 from . import _signature
 from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR, decode as _decode,
