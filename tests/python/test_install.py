@@ -11,6 +11,11 @@ from conftest import ROOT
 
 PKG_SRC = os.path.join(ROOT, "bindings", "python")
 
+# What pip builds does not depend on the backend that runs this suite:
+# `make test-python` runs these once, in the extension's pass.
+pytestmark = pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes",
+                                reason="backend-independent; runs in the cext pass")
+
 
 def _install_and_run(tmp_path, build_env=None):
     """pip-installs a copy of bindings/python into a fresh venv, then runs
