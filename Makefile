@@ -150,7 +150,23 @@ $(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)
 PY_PKG_LIB := bindings/python/packedfunc/$(SONAME)
 $(PY_PKG_LIB): $(SHARED) | $(call DEPS_STAMP,python)
 	cp -f $(SHARED) $@.tmp && mv -f $@.tmp $@
-python: lib $(PY_PKG_LIB)
+
+# The compiled fast path, packedfunc._cext (bindings/python/src), built
+# against Debian's python3-dev for $(PYTHON). It links to no libpackedfunc:
+# it reaches the copy that the package loaded through its function table.
+# Built like the library (same warnings, -Werror), with the Python headers
+# as system headers; the test rules also compile it with clang.
+PY_INCLUDE    = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+PY_EXT_SUFFIX = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+PY_CEXT_SRCS := $(wildcard bindings/python/src/*.c)
+PY_CEXT       = bindings/python/packedfunc/_cext$(PY_EXT_SUFFIX)
+PY_CEXT_FLAGS = $(BASE) -isystem $(PY_INCLUDE) -fvisibility=hidden
+$(BUILD)/python/cext/_cext.so: $(PY_CEXT_SRCS) | $(call DEPS_STAMP,python)
+	@mkdir -p $(@D)
+	$(CC) $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
+python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so
+	@cmp -s $(BUILD)/python/cext/_cext.so $(PY_CEXT) || \
+	  { cp -f $(BUILD)/python/cext/_cext.so $(PY_CEXT).tmp && mv -f $(PY_CEXT).tmp $(PY_CEXT); }
 
 # make demo builds the library, the demo plugin and the Python package, then
 # runs examples/demo.py on them; README.md shows what it prints

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Speed of the Python binding against raw ctypes, measured in one run.
+"""Speed of the Python binding against floors measured in the same run.
 
-Every row pairs a packedfunc operation with raw ctypes doing the same work
-through a plain C function of bench/bench_pylib.c (argtypes and restype
-set). Trials of the two alternate, and each ratio is taken trial by trial,
-so that drifting machine load hits both sides alike.
+Every row pairs a packedfunc operation with a baseline doing the same work:
+the floor, a hand-written METH_FASTCALL extension function (bench_floor.c;
+for callbacks, C calling Python through PyObject_Vectorcall), or raw
+ctypes calling a plain C function of bench/bench_pylib.c (argtypes and
+restype set). Trials of the two alternate, and each ratio is taken trial by
+trial, so that drifting machine load hits both sides alike. The rows and
+their targets depend on the backend in use (packedfunc.backend, chosen by
+$PACKEDFUNC_BACKEND); row ids end with it.
 
     /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N]
 
-Needs $BUILD/bench/libpf_benchlib.so (built by `make bench`).
+Needs $BUILD/bench/libpf_benchlib.so and the floor extension
+$BUILD/bench/pf_bench_floor*.so (built by `make bench`).
 """
 import argparse
 import ctypes
@@ -34,6 +39,19 @@ def load_benchlib():
     if lib.bench_init() != 0:
         sys.exit("bench_python: bench_init failed")
     return lib
+
+
+def load_floor():
+    build = os.path.join(ROOT, os.environ.get("BUILD", "build"), "bench")
+    sys.path.insert(0, build)
+    try:
+        import pf_bench_floor
+    except ImportError as err:
+        sys.exit("bench_python: the floor extension is missing in %s (%s); run `make bench` "
+                 "first" % (build, err))
+    finally:
+        sys.path.remove(build)
+    return pf_bench_floor
 
 
 def raw(lib, name, restype, *argtypes):
@@ -123,7 +141,10 @@ def main():
     assert array_sum(ints) == tensor_sum(ints_np) == sum(ints)
     assert [x for x in from_c] == [x for x in ints]
 
-    n_cb = 20 if args.quick else 200  # callbacks per C call, for the per-callback row
+    n_cb = 20 if args.quick else 200  # callbacks per C call, for the per-callback rows
+    floor = load_floor()
+    assert floor.add(1, 2) == 3 and floor.noarg() == 7 and floor.strlen("hello") == 5
+    assert floor.call_n(py_add, 10) == 90
 
     def per_callback(fn, cb):
         def run(n):
@@ -131,19 +152,49 @@ def main():
                 fn(cb, n_cb)
         return run
 
-    rows = [
-        ("py_add", "Python f(1, 2) of a packed C add", "raw ctypes add(1, 2) with argtypes",
-         loop(add, 1, 2), loop(r_add, 1, 2), 1.5, 1),
-        ("py_noarg", "Python f() of a packed C function", "raw ctypes f() with argtypes",
-         loop(noarg), loop(r_noarg), 0, 1),
-        ("py_str", "Python f(\"hello\"), packed strlen", "raw ctypes strlen(b\"hello\")",
-         loop(strlen_, "hello"), loop(r_strlen, b"hello"), 0, 1),
-        ("py_numpy", "Python f(array): numpy array as a DLTensor",
-         "raw ctypes f(arr.ctypes.data)", loop(first, arr),
-         lambda n: [r_first(arr.ctypes.data) for _ in range(n)], 0, 1),
-        ("py_callback", "C calls a Python callback, per call",
-         "C calls a raw ctypes CFUNCTYPE callback", per_callback(call_n, packed_cb),
-         per_callback(r_call_n, raw_cb), 3.0, n_cb),
+    backend = pf.backend
+    fastcall = "a METH_FASTCALL extension function doing the same (the floor)"
+    c_calls_python = "C calling the Python function through PyObject_Vectorcall (the floor)"
+    # (id, what, baseline, case, baseline run, target, operations per run)
+    rows = []
+    if backend == "cext":
+        rows += [
+            ("py_add", "Python f(1, 2) of a packed C add", fastcall,
+             loop(add, 1, 2), loop(floor.add, 1, 2), 3.0, 1),
+            ("py_noarg", "Python f() of a packed C function", fastcall,
+             loop(noarg), loop(floor.noarg), 3.0, 1),
+            ("py_str", "Python f(\"hello\"), packed strlen", fastcall,
+             loop(strlen_, "hello"), loop(floor.strlen, "hello"), 4.0, 1),
+            ("py_callback", "C calls a Python callback, per call", c_calls_python,
+             per_callback(call_n, packed_cb), per_callback(floor.call_n, py_add), 2.5, n_cb),
+            ("py_numpy", "Python f(array): numpy array as a DLTensor",
+             "raw ctypes f(arr.ctypes.data)", loop(first, arr),
+             lambda n: [r_first(arr.ctypes.data) for _ in range(n)], 3.0, 1),
+        ]
+    else:
+        rows += [
+            ("py_add", "Python f(1, 2) of a packed C add", "raw ctypes add(1, 2) with argtypes",
+             loop(add, 1, 2), loop(r_add, 1, 2), 2.5, 1),
+            ("py_str", "Python f(\"hello\"), packed strlen", "Python f(1, 2) of the packed add, "
+             "same backend", loop(strlen_, "hello"), loop(add, 1, 2), 1.5, 1),
+            ("py_callback", "C calls a Python callback, per call",
+             "C calls a raw ctypes CFUNCTYPE callback", per_callback(call_n, packed_cb),
+             per_callback(r_call_n, raw_cb), 3.0, n_cb),
+            ("py_numpy", "Python f(array): numpy array as a DLTensor",
+             "raw ctypes f(arr.ctypes.data)", loop(first, arr),
+             lambda n: [r_first(arr.ctypes.data) for _ in range(n)], 0, 1),
+            # The same calls against the floor, for comparison with the other
+            # backend and with the anchors measured elsewhere.
+            ("py_add_floor", "Python f(1, 2) of a packed C add", fastcall,
+             loop(add, 1, 2), loop(floor.add, 1, 2), 0, 1),
+            ("py_noarg_floor", "Python f() of a packed C function", fastcall,
+             loop(noarg), loop(floor.noarg), 0, 1),
+            ("py_str_floor", "Python f(\"hello\"), packed strlen", fastcall,
+             loop(strlen_, "hello"), loop(floor.strlen, "hello"), 0, 1),
+            ("py_callback_floor", "C calls a Python callback, per call", c_calls_python,
+             per_callback(call_n, packed_cb), per_callback(floor.call_n, py_add), 0, n_cb),
+        ]
+    rows += [
         ("py_roundtrip", "Python -> C -> Python callback, once",
          "raw ctypes doing the same", lambda n: [call_n(packed_cb, 1) for _ in range(n)],
          lambda n: [r_call_n(raw_cb, 1) for _ in range(n)], 0, 1),
@@ -166,13 +217,15 @@ def main():
         a, b, r = measure(case_fn, base_fn, ops, trials)
         a = [x / per for x in a]
         b = [x / per for x in b]
-        row = {"id": rid, "what": what, "base_id": rid + "_raw", "baseline": base,
+        rid = "%s_%s" % (rid, backend)
+        what = "%s [%s]" % (what, backend)
+        row = {"id": rid, "what": what, "base_id": rid + "_base", "baseline": base,
                "ns": a, "base_ns": b, "ratio": r, "target": target, "trials": trials}
         if args.json:
             print(json.dumps(row))
         else:
             tgt = "target <= %gx" % target if target else "reported"
-            print("%-13s %8.0f ns  raw %8.0f ns  ratio %5.2fx (%s)"
+            print("%-24s %8.0f ns  base %8.0f ns  ratio %5.2fx (%s)"
                   % (rid, a[0], b[0], r[0], tgt))
         sys.stdout.flush()
 

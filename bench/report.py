@@ -42,6 +42,31 @@ def callgrind_per_call(binary, case, n=20000):
     return (counts[1] - counts[0]) / n
 
 
+PY_BACKENDS = ("cext", "ctypes")
+
+# Figures measured elsewhere, on this kind of machine (2 cores, x86_64,
+# CPython 3.11), as ratios to the same kind of floor (a METH_FASTCALL
+# extension function; C calling Python through PyObject_Vectorcall): the
+# issue that set the Python targets. Fixed reference columns, not measured
+# here.
+ANCHORS = {
+    "py_add": ("4.5x", "108x"),
+    "py_noarg": ("4.8x", "65x"),
+    "py_str": ("6.3x", "127x"),
+    "py_callback": ("3.5x", "102x"),
+}
+
+
+def anchors(row):
+    """(tvm-ffi, TVM 0.19) for a Python row measured against the floor: the
+    extension's rows, and the ctypes rows named _floor; else None."""
+    rid = row["id"]
+    for suffix in ("_cext", "_floor_ctypes"):
+        if rid.endswith(suffix):
+            return ANCHORS.get(rid[:-len(suffix)])
+    return None
+
+
 def fmt_ns(v):
     med, lo, hi = v
     return f"{med:.1f} ({lo:.1f}–{hi:.1f})"
@@ -70,11 +95,17 @@ def target_text(row):
     return ", ".join(parts) if parts else "—"
 
 
+def anchor_text(row):
+    a = anchors(row)
+    return "—" if a is None else f"{a[0]} / {a[1]}"
+
+
 def write_markdown(rows, memory, path, quick):
     lines = []
     lines.append("| what | baseline (same run) | ns per op: median (min–max) | baseline ns | "
-                 "ratio: median (min–max) | target | | instructions per op (callgrind) |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+                 "ratio: median (min–max) | target | | instructions per op (callgrind) | "
+                 "tvm-ffi / TVM 0.19 (measured elsewhere) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ir = r.get("instr")
         ir_text = "—" if ir is None else f"{ir[0]:.0f} vs {ir[1]:.0f}"
@@ -82,9 +113,9 @@ def write_markdown(rows, memory, path, quick):
         lines.append(
             f"| {r['what']} | {r['baseline']} | {fmt_ns(r['ns'])} | {fmt_ns(r['base_ns'])} | "
             f"{r['ratio'][0]:.2f}x ({r['ratio'][1]:.2f}–{r['ratio'][2]:.2f}) | {target} | "
-            f"{verdict(r)} | {ir_text} |")
+            f"{verdict(r)} | {ir_text} | {anchor_text(r)} |")
     for m in memory:
-        lines.append(f"| {m['what']} | — | {m['bytes']:.0f} bytes | — | — | reported | | — |")
+        lines.append(f"| {m['what']} | — | {m['bytes']:.0f} bytes | — | — | reported | | — | — |")
     head = [
         "# Benchmark results",
         "",
@@ -92,7 +123,11 @@ def write_markdown(rows, memory, path, quick):
         f"{platform.python_version()}. Each figure is the median of interleaved trials "
         "(min and max beside it); each ratio is taken trial by trial against a baseline "
         "measured in the same run. Instruction counts are callgrind's, for the case and "
-        "its baseline, and do not move with machine noise." + (" (quick run)" if quick else ""),
+        "its baseline, and do not move with machine noise. Python rows end with the backend "
+        "they ran on ([cext]: the compiled extension; [ctypes]: pure Python). The last column "
+        "holds fixed figures measured elsewhere on this kind of machine (2 cores, x86_64, "
+        "CPython 3.11), as ratios to the same floor: tvm-ffi's Cython binding and TVM 0.19's "
+        "ctypes FFI." + (" (quick run)" if quick else ""),
         "",
     ]
     with open(path, "w") as f:
@@ -153,11 +188,14 @@ def main():
     rows += [r for r in mm_rows if "ratio" in r]
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
-        env = dict(os.environ, BUILD=args.build,
-                   PACKEDFUNC_LIBRARY=os.path.abspath(
-                       os.path.join(args.build, "lib", "libpackedfunc.so.0")))
-        rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
-                         env=env)
+        # Once per backend; PACKEDFUNC_BACKEND=cext fails rather than
+        # measure ctypes twice when the extension is missing.
+        for backend in PY_BACKENDS:
+            env = dict(os.environ, BUILD=args.build, PACKEDFUNC_BACKEND=backend,
+                       PACKEDFUNC_LIBRARY=os.path.abspath(
+                           os.path.join(args.build, "lib", "libpackedfunc.so.0")))
+            rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
+                             env=env)
     os.makedirs(args.out, exist_ok=True)
     write_markdown(rows, memory, os.path.join(args.out, "results.md"), args.quick)
     if not args.quick:
@@ -165,10 +203,10 @@ def main():
     for r in rows:
         ir = r.get("instr")
         ir_text = "" if ir is None else f"  {ir[0]:.0f} instructions"
-        print(f"{r['id']:<16} {r['ratio'][0]:6.2f}x{ir_text}  (target {target_text(r)})  "
+        print(f"{r['id']:<26} {r['ratio'][0]:6.2f}x{ir_text}  (target {target_text(r)})  "
               f"{verdict(r)}")
     for m in memory:
-        print(f"{m['id']:<16} {m['bytes']:.0f} bytes: {m['what']}")
+        print(f"{m['id']:<26} {m['bytes']:.0f} bytes: {m['what']}")
 
 
 def _base_case(row):

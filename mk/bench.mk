@@ -21,8 +21,14 @@ $(BUILD)/bench/libpf_benchlib.so: bench/bench_pylib.c $(SHARED) | $(call DEPS_ST
 	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,$(abspath $(BUILD)/lib)
 
+# The floor of bench_python.py: a hand-written METH_FASTCALL extension.
+BENCH_FLOOR = $(BUILD)/bench/pf_bench_floor$(PY_EXT_SUFFIX)
+$(BENCH_FLOOR): bench/bench_floor.c | $(call DEPS_STAMP,bench) $(call DEPS_STAMP,python)
+	@mkdir -p $(@D)
+	$(CC) $(PY_CEXT_FLAGS) -O2 -g $(DEPFLAGS) -shared -o $@ $<
+
 bench-quick:
 	@$(MAKE) --no-print-directory bench QUICK=1
 bench: $(BUILD)/bench/bench_c $(BUILD)/bench/bench_matmul $(BUILD)/bench/libpf_benchlib.so \
-       $(DEMO_PLUGIN) python
+       $(BENCH_FLOOR) $(DEMO_PLUGIN) python
 	$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)

@@ -2,7 +2,8 @@
 #
 #   make test                    every suite below, then one summary line
 #   make test-asan / test-tsan   the C tests under ASan+UBSan / TSan
-#   make test-python             pytest over tests/python against this build
+#   make test-python             pytest over tests/python against this build, once
+#                                with the compiled extension and once with ctypes
 #   make fuzz [FUZZ_SECONDS=60]  every libFuzzer target in tests/fuzz for that long
 #   make fuzz-short              every target for FUZZ_SHORT_SECONDS from its seed
 #                                corpus (part of make test)
@@ -132,16 +133,29 @@ $(PY_TESTLIB): tests/python/pf_testlib.c $(SHARED)
 PY_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PF_TESTLIB=$(abspath $(PY_TESTLIB)) \
               PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_TEST_MODULE_DIR=$(abspath $(MOD_DIR))
 
-test-python: python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) | $(call DEPS_STAMP,test)
-	@log=$(BUILD)/python/pytest.log; \
-	  $(PY_TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python >$$log 2>&1; rc=$$?; \
+# The whole suite runs once per backend: the compiled extension (which must
+# then be importable: PACKEDFUNC_BACKEND=cext makes its absence an error)
+# and pure ctypes. The extension is also compiled with clang, -Werror.
+PY_BACKENDS := cext ctypes
+$(BUILD)/python/cext-clang/_cext.so: $(PY_CEXT_SRCS) | $(call DEPS_STAMP,test)
+	@mkdir -p $(@D)
+	clang $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
+
+test-python: python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) $(BUILD)/python/cext-clang/_cext.so \
+             | $(call DEPS_STAMP,test)
+	@status=0; for backend in $(PY_BACKENDS); do \
+	  log=$(BUILD)/python/pytest-$$backend.log; \
+	  echo "== Python suite, backend $$backend"; \
+	  PACKEDFUNC_BACKEND=$$backend $(PY_TEST_ENV) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/python >$$log 2>&1; rc=$$?; \
 	  cat $$log; \
 	  summary=$$(tail -n 1 $$log); \
 	  passed=$$(echo "$$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); \
 	  failed=$$(echo "$$summary" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$$1} END {print s+0}'); \
 	  if [ $$rc -ne 0 ] && [ "$$failed" -eq 0 ]; then failed=1; fi; \
 	  tools/run-c-tests.sh --add "$${passed:-0}" "$$failed"; \
-	  exit $$rc
+	  [ $$rc -eq 0 ] || status=$$rc; \
+	done; exit $$status
 
 # ---- fuzzing -------------------------------------------------------------------------
 # The fuzz targets link the fuzz flavour. New inputs that a run finds go to a
@@ -196,5 +210,7 @@ soak: $(BUILD)/asan/tests/test_soak_threads $(BUILD)/tsan/tests/test_soak_thread
 # tests/python/test_soak.py in its long form; its short form (250000
 # operations) is part of test-python.
 soak-python: python $(PY_TESTLIB)
-	PF_PY_SOAK_OPS=$(SOAK_OPS) $(PY_TEST_ENV) \
-	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/python/test_soak.py
+	for backend in $(PY_BACKENDS); do \
+	  PACKEDFUNC_BACKEND=$$backend PF_PY_SOAK_OPS=$(SOAK_OPS) $(PY_TEST_ENV) \
+	    $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/python/test_soak.py || exit 1; \
+	done

@@ -9,8 +9,9 @@ set -euo pipefail
 declare -A GROUPS_=(
   # The library, the pf command and the plugins.
   [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev libxxhash-dev"
-  # The Python binding and the demo.
-  [python]="python3 python3-numpy"
+  # The Python binding (python3-dev: the headers of its compiled fast path) and
+  # the demo.
+  [python]="python3 python3-numpy python3-dev"
   # Every test: C (cmocka, sanitizers, the fuzzers' clang, valgrind, the ABI
   # check's g++) and Python (pytest, hypothesis, a venv for the install test).
   [test]="g++ libcmocka-dev clang libclang-rt-14-dev valgrind python3-pytest

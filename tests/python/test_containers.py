@@ -341,12 +341,12 @@ def test_no_leak_over_100000_create_convert_drop_cycles(echo):
     for i in range(1000):
         cycle(i)
     gc.collect()
-    live, objects = len(_callback._live), len(_hostobj._objects)
+    live, objects = _callback.live_count(), _hostobj.live_count()
     gc_before = len(gc.get_objects())
     for i in range(100000):
         cycle(i)
     gc.collect()
-    assert len(_callback._live) == live and len(_hostobj._objects) == objects
+    assert _callback.live_count() == live and _hostobj.live_count() == objects
     assert len(gc.get_objects()) - gc_before < 1000
     assert sys.getrefcount(thing) == refs
 

@@ -54,7 +54,7 @@ def test_callback_gets_and_returns_the_same_object(fn):
 def test_kept_by_c_and_released_from_another_c_thread(fn):
     obj = Thing()
     watch = weakref.ref(obj)
-    before = len(_hostobj._objects)
+    before = _hostobj.live_count()
     slot = fn("hold")(obj)
     del obj
     gc.collect()
@@ -65,16 +65,16 @@ def test_kept_by_c_and_released_from_another_c_thread(fn):
     fn("release_in_thread")(slot)
     gc.collect()
     assert watch() is None
-    assert len(_hostobj._objects) == before
+    assert _hostobj.live_count() == before
 
 
 def test_no_leak_over_many_round_trips(echo):
     obj = Thing()
-    before = len(_hostobj._objects)
+    before = _hostobj.live_count()
     refs = sys.getrefcount(obj)
     for _ in range(100_000):
         assert echo(obj) is obj
-    assert len(_hostobj._objects) == before
+    assert _hostobj.live_count() == before
     assert sys.getrefcount(obj) == refs
     watch = weakref.ref(obj)
     del obj

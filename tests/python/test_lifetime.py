@@ -103,7 +103,7 @@ def test_no_leak_over_100000_create_call_drop_cycles(fn):
     for i in range(2000):  # warm up caches and allocator pools
         cycle(i)
     gc.collect()
-    live_before = len(_callback._live)
+    live_before = _callback.live_count()
     objects_before = len(gc.get_objects())
     rss_before = _rss_bytes()
     tracemalloc.start()
@@ -118,7 +118,7 @@ def test_no_leak_over_100000_create_call_drop_cycles(fn):
     rss_growth = _rss_bytes() - rss_before
     # A leak of one small object per cycle would be >= 100000 objects and
     # several MB; the bounds leave room only for noise.
-    assert len(_callback._live) == live_before
+    assert _callback.live_count() == live_before
     assert len(gc.get_objects()) - objects_before < 1000
     assert traced_growth < 256 * 1024, traced_growth
     assert rss_growth < 8 * 1024 * 1024, rss_growth

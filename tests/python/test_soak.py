@@ -183,7 +183,7 @@ def test_soak(testlib):
         if pf.get_global_func(name, allow_missing=True) is not None:
             pf.remove_global_func(name)
     gc.collect()
-    live_before = len(_callback._live)
+    live_before = _callback.live_count()
 
     seed = int(os.environ.get("PF_PY_SOAK_SEED", str(int(time.time()))))
     per_thread = -(-OPS // THREADS)
@@ -225,7 +225,7 @@ def test_soak(testlib):
             pf.remove_global_func(name)
     del workers, threads, w  # w: the last worker of the loops above
     gc.collect()
-    assert len(_callback._live) == live_before
+    assert _callback.live_count() == live_before
     # The registry still works.
     pf.register_func(NAMES[0], lambda x: x + 1)
     try:

@@ -55,13 +55,19 @@ surrogate escapes (0xFF as U+DCFF) and go back the same way.
 
 The shared library is found through $PACKEDFUNC_LIBRARY, then beside this
 package, then in the source tree's build output (build/lib).
+
+Calls and callbacks run through a compiled extension (packedfunc._cext)
+when it was built, and through pure-Python ctypes otherwise; both convert
+the same values with the same errors. ``packedfunc.backend`` says which
+("cext" or "ctypes"); PACKEDFUNC_BACKEND=ctypes forces ctypes, and
+PACKEDFUNC_BACKEND=cext makes a missing extension an ImportError.
 """
 # The package's version, and its only spelling: pyproject.toml reads this
 # literal (without importing the package), and a test checks it against
 # PF_VERSION_STRING in c_api.h and the loaded library's version.
 __version__ = "0.1.0"
 
-from . import _containers, _hostobj, _library  # noqa: F401 (they register conversions)
+from . import _backend, _containers, _hostobj, _library  # noqa: F401 (they register conversions)
 from . import _nesting  # noqa: F401 (list, tuple and dict as containers)
 from ._collections import Array, Map, Shape
 from ._callback import convert
@@ -78,6 +84,9 @@ from ._types import DataType, Device
 #: The version of the loaded libpackedfunc and its path.
 library_version = _library.LIB_VERSION
 library_path = _library.LIB_PATH
+#: The implementation of calls in use: "cext" (the compiled extension) or
+#: "ctypes" (pure Python); $PACKEDFUNC_BACKEND chooses (see below).
+backend = _backend.BACKEND
 
 __all__ = [
     "Function", "Object", "Tensor", "Array", "Map", "Shape", "DataType", "Device",

@@ -1,11 +1,15 @@
 """Python callables as packed functions, and Ctrl-C while C runs.
 
-``convert(f)`` makes a host function (c_api.h) on this interpreter's gate
-whose resource is a key into a table of live callables. Every call from C
-enters Python through one trampoline, which reads the arguments from C's
-memory (with a cached struct unpacker when they are all int or float),
-calls the callable, hands the result to PFCFuncSetReturn and reports the
-call's status. At exit the gate is closed, so that C threads that call in
+``convert(f)`` makes a host function (c_api.h) on this interpreter's gate.
+With the compiled backend its resource is a reference to the callable, and
+C enters Python through the extension's trampoline, which takes the GIL
+itself, converts the common types and hands the others to
+_call_with_c_args and _set_return here. With ctypes the resource is a key
+into a table of live callables, and every call from C enters Python
+through one ctypes trampoline, which reads the arguments from C's memory
+(with a cached struct unpacker when they are all int or float), calls the
+callable, hands the result to PFCFuncSetReturn and reports the call's
+status. At exit the gate is closed, so that C threads that call in
 afterwards get an error instead of a dying interpreter. The signal checker
 lets long-running C code see a pending Ctrl-C. Everything here is private;
 the package re-exports convert.
@@ -25,6 +29,7 @@ from ._convert import (FUNC, INT as _INT, FLOAT, INT64_MAX as _INT64_MAX,
                        RANK_CALLABLES, RESULT, convert_value, decode, encode,
                        register_fallback)
 from ._frames import PLANS_MAX
+from ._backend import cext as _cext
 from ._errors import check_call, record_exception
 from ._ffi import (PFCFuncSetReturn, PFEnvSetSignalChecker, PFFuncCreateFromHostCFunc,
                    PFHostGateClose, PFHostGateCreate, PFObjectFree, PyErr_CheckSignals,
@@ -258,8 +263,19 @@ def as_function(obj, where):
     return make_function(obj)
 
 
+def live_count():
+    """How many Python callables C holds through host functions."""
+    return len(_live) + (_cext.live_count() if _cext else 0)
+
+
 def make_function(obj):
     """A new Function for a Python callable."""
+    if _cext:
+        # On failure the library has already run the finalizer (dropping
+        # C's reference to obj).
+        rc, handle = _cext.host_function(GATE.value, obj)
+        check_call(rc)
+        return Function._adopt(handle)
     key = next(_keys)
     _live[key] = obj
     out = c_void_p()
@@ -276,6 +292,13 @@ def _encode_callable(x, pos, keep):
     keep.append(f)
     return FUNC, _P.pack(f._handle)
 
+
+if _cext:
+    # The extension's trampoline defers to these for what it does not
+    # convert itself; an exception raised anywhere in the callback's call
+    # is recorded through record_exception.
+    _cext.set_hooks(callback_args=_call_with_c_args, set_return=_set_return,
+                    record_exception=record_exception)
 
 register_fallback(RANK_CALLABLES, None, _encode_callable,
                   lambda x: make_function(x) if callable(x) else None)
@@ -321,12 +344,17 @@ class _CheckerPerThread(threading.local):
         self.coro.send(None)  # run to the first suspension
 
 
-_checker_tls = _CheckerPerThread()  # the main thread's, made here
-_SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
-    next, map(operator.methodcaller("send", None),
-              map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
-keep_forever(_SIGNAL_CHECKER)
-check_call(PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))
+if _cext:
+    # The extension's checker, in C: a handler that raises inside
+    # PyErr_CheckSignals is an error return there, with nothing to escape.
+    check_call(PFEnvSetSignalChecker(_cext.signal_checker()))
+else:
+    _checker_tls = _CheckerPerThread()  # the main thread's, made here
+    _SIGNAL_CHECKER = SIGNAL_CHECKER(functools.partial(
+        next, map(operator.methodcaller("send", None),
+                  map(operator.attrgetter("coro"), itertools.repeat(_checker_tls)))))
+    keep_forever(_SIGNAL_CHECKER)
+    check_call(PFEnvSetSignalChecker(ctypes.cast(_SIGNAL_CHECKER, c_void_p)))
 
 
 @atexit.register

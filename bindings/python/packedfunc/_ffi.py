@@ -225,6 +225,9 @@ class PFApiBase(ctypes.Structure):
 
 
 PFGetApiBase = _fn("PFGetApiBase", POINTER(PFApiBase), [], gil=True)
+# Its address, for the compiled extension, which reaches the library that
+# was loaded here through the table instead of linking to a copy.
+PF_GET_API_BASE_ADDRESS = ctypes.cast(_cdll.PFGetApiBase, c_void_p).value
 
 
 # ---------------------------------------------------------------------------

@@ -1,35 +1,44 @@
 """Function: a packed function, called from Python.
 
-Function.__call__ is the hot path: for arguments that are all int, float
-or bool it packs them with a cached struct packer into a preallocated call
-frame (see _convert) and reads an int result directly; everything else
-takes the general path through the encoder and decoder tables. A Function
-also shows its metadata (name, signature, doc) to help() and inspect.
+Function.__call__ is the hot path. With the compiled backend it is the
+extension's vectorcall (Function then derives from _cext.FunctionBase,
+which holds the handle), which converts the common types itself and hands
+every other call to _call_general here. With ctypes, for arguments that
+are all int, float, bool or str it stores them, by a plan cached for their
+types, into a preallocated call frame (see _frames) and reads an int
+result directly; everything else takes the general path through the
+encoder and decoder tables. A Function also shows its metadata (name,
+signature, doc) to help() and inspect.
 Everything here is private; the package re-exports Function.
 """
 import collections.abc
 import ctypes
+import functools
 import inspect
-import struct
 
 from . import _signature
-from ._convert import (FUNC, INT as _INT, P, RANK_HANDLES, TENSOR, decode as _decode,
+from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR, decode as _decode,
                        decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
                        register_encoder, register_fallback, register_object_type,
                        tensors_in_flight)
-from ._frames import (CODES_OFF as _CODES_OFF, MAX_FAST, RET as _RET, RET_OFF,
-                      VALS_OFF as _VALS_OFF, give_frame as _give_frame, make_plan as _make_plan,
-                      new_frame as _new_frame, plans_get as _plans_get, take_frame as _take_frame)
+from ._frames import (CODES_OFF as _CODES_OFF, I_VIEW as _I_VIEW, MAX_FAST, Q_VIEW as _Q_VIEW,
+                      RCODE_WORD as _RCODE_WORD, RET as _RET, RET_OFF,
+                      STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
+                      give_frame as _give_frame, make_plan as _make_plan, new_frame as _new_frame,
+                      plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
+                      take_frame as _take_frame)
 from ._errors import check_call
 from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
+from ._backend import cext as _cext
 from ._library import state as _state
 from ._types import Device
 
 byref = ctypes.byref
 _ret_unpack = _RET.unpack_from
+_id = id
 
 
-class Function:
+class Function(_cext.FunctionBase if _cext else object):
     """A packed function: call it with positional arguments.
 
     A Function owns one reference to a PackedFunc and releases it when it is
@@ -44,7 +53,9 @@ class Function:
     raises the exception class of its error kind.
     """
 
-    __slots__ = ("_handle", "_hb", "_devices", "__weakref__")
+    # With the extension, _handle and _devices are FunctionBase's fields.
+    __slots__ = (("_hb", "__weakref__") if _cext else
+                 ("_handle", "_hb", "_devices", "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -53,8 +64,11 @@ class Function:
     @classmethod
     def _adopt(cls, handle):
         """Wrap a new reference (which this call consumes)."""
-        self = object.__new__(cls)
-        self._handle = handle
+        if _cext:
+            self = _cext.adopt(cls, handle)
+        else:
+            self = object.__new__(cls)
+            self._handle = handle
         # A ready-made pointer argument: ctypes passes it without
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
@@ -176,44 +190,86 @@ class Function:
         from ._prepack import bind
         return bind(self, constants, cache)
 
-    def __call__(self, *args):
-        n = len(args)
-        if n == 2:
-            a, b = args
-            plan = _plans_get((type(a), type(b)))
-        elif n == 1:
-            plan = _plans_get((type(args[0]),))
-        else:
-            plan = _plans_get(tuple(map(type, args)))
-        if not plan:
-            return _call_general(self, args, plan)
-        try:
-            fr = _take_frame()
-        except IndexError:
-            fr = _new_frame()
-        mv = fr[0]
-        try:
-            plan[0](mv, _VALS_OFF, *args)
-        except struct.error:  # an int outside int64
-            _give_frame(fr)
-            return _call_general(self, args, False)
-        if fr[5] is not plan:
-            mv[_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
-            fr[5] = plan
-        if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
-            _give_frame(fr)
-            _call_failed(self)
-        v, c = _ret_unpack(mv, 0)
-        if c == _INT:
-            _give_frame(fr)
-            return v
-        dec = _decoders_get(c)
-        try:
-            if dec is not None:
-                return dec(mv, RET_OFF, False, None)
-            return _decode(mv, RET_OFF, c)  # raises: a code without a decoder
-        finally:
-            _give_frame(fr)
+    if not _cext:
+        # The ctypes backend's call. (With the extension, the call is its
+        # vectorcall: Function must then define no __call__.)
+        def __call__(self, *args):
+            n = len(args)
+            # Plans by argument types; a miss (None) means types not seen
+            # yet, which the general path looks at and plans.
+            if n == 2:
+                a, b = args
+                try:
+                    plan = _plans2[type(a)][type(b)]
+                except KeyError:
+                    plan = None
+            elif n == 1:
+                try:
+                    plan = _plans1[type(args[0])]
+                except KeyError:
+                    plan = None
+            else:
+                plan = _plans_get(tuple(map(type, args)))
+            if not plan:
+                return _call_general(self, args, plan)
+            if plan[2]:
+                # Strings: not where a device parameter turns them into
+                # Devices (nor before the parameters are looked up), nor
+                # with a NUL or a lone surrogate (the general path raises).
+                given = args
+                if self._devices != ():
+                    return _call_general(self, given, False)
+                args = list(args)
+                keep = []  # the UTF-8 bytes, alive until the call returns
+                for i in plan[2]:
+                    try:
+                        data = args[i].encode("utf-8")
+                    except UnicodeEncodeError:
+                        return _call_general(self, given, False)
+                    if 0 in data:  # a NUL (a memchr, unlike a bytes search)
+                        return _call_general(self, given, False)
+                    keep.append(data)
+                    args[i] = _id(data) + _STR_DATA_OFFSET
+                if n == 2:
+                    a, b = args
+            try:
+                fr = _take_frame()
+            except IndexError:
+                fr = _new_frame()
+            # Word 2 + i of the frame is argument i (_VAL_WORD), spelled
+            # out on the hot lines.
+            try:
+                if n == 2:
+                    va, vb = plan[0]
+                    fr[va][2] = a
+                    fr[vb][3] = b
+                elif n == 1:
+                    fr[plan[0][0]][2] = args[0]
+                else:
+                    views = plan[0]
+                    for i in range(n):
+                        fr[views[i]][_VAL_WORD + i] = args[i]
+            except ValueError:  # an int outside int64 (never a str's address)
+                _give_frame(fr)
+                return _call_general(self, given if plan[2] else args, False)
+            if fr[5] is not plan:
+                fr[0][_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+                fr[5] = plan
+            if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
+                _give_frame(fr)
+                _call_failed(self)
+            c = fr[_I_VIEW][_RCODE_WORD]
+            if c == _INT:
+                v = fr[_Q_VIEW][0]
+                _give_frame(fr)
+                return v
+            dec = _decoders_get(c)
+            try:
+                if dec is not None:
+                    return dec(fr[0], RET_OFF, False, None)
+                return _decode(fr[0], RET_OFF, c)  # raises: a code without a decoder
+            finally:
+                _give_frame(fr)
 
 
 def _call_failed(func):
@@ -345,3 +401,14 @@ register_object_type("function", lambda handle, type_index: Function._adopt(hand
 # Any callable may be passed; a function result is a Function.
 _signature.register_annotation(
     "function", lambda result: Function if result else collections.abc.Callable)
+
+
+# ---- the call ----------------------------------------------------------------
+
+if _cext:
+    # The extension's vectorcall is the call; what it does not convert
+    # itself goes through the general path above, and its results of other
+    # types through the decoder table (read from the PFValue's address).
+    _cext.set_hooks(call_general=_call_general, call_failed=_call_failed,
+                    decode_result=functools.partial(_decode, _MEMORY))
+    _cext.enable_vectorcall(Function)  # last: no __call__ may be set after it

@@ -3,7 +3,9 @@
 Such an object crosses to C as a host object (c_api.h, object type "host
 object") made on the interpreter's one gate, the one that callbacks use.
 Its payload is a key into _objects, the table of Python objects that C may
-still hold, and its finalizer drops that key when C's last reference goes,
+still hold (with the compiled backend: a reference to the object itself,
+held by the extension), and its finalizer drops that key (reference) when
+C's last reference goes,
 on whatever thread drops it (after the gate is closed at exit, the
 finalizer is skipped and the object deliberately leaked). A host object
 that comes back from C, as a result or a callback's argument, is looked up
@@ -14,6 +16,7 @@ plain packedfunc.Object. Everything here is private.
 import ctypes
 import itertools
 
+from ._backend import cext as _cext
 from ._callback import GATE, UNRAISABLE_OWNERS
 from ._convert import OBJECT, P, RANK_OPAQUE, register_fallback, register_object_type
 from ._errors import check_call
@@ -46,8 +49,19 @@ _FINALIZER = keep_forever(FINALIZER(_finalize))
 UNRAISABLE_OWNERS.append(_finalize)
 
 
+def live_count():
+    """How many Python objects C holds through host objects."""
+    return len(_objects) + (_cext.live_objects() if _cext else 0)
+
+
 def new_host_object(x):
     """A new reference (an int handle) to a host object that holds x."""
+    if _cext:
+        # The payload is a reference to x itself, which the extension's
+        # finalizer drops (taking the GIL); on failure it has already run.
+        rc, handle = _cext.host_object(GATE.value, x)
+        check_call(rc)
+        return handle
     key = next(_keys)
     _objects[key] = x
     out = c_void_p()
@@ -66,6 +80,12 @@ def _encode_opaque(x, pos, keep):
 def _adopt_host_object(handle, type_index):
     """The Python object of one of our host objects (releasing the new
     reference `handle`), or an Object for another gate's."""
+    if _cext:
+        found, x = _cext.host_object_value(GATE.value, handle)
+        if not found:
+            return Object._adopt(handle, type_index)
+        PFObjectFree(handle)
+        return x
     payload = c_void_p()
     if PFHostObjectGetPayload(handle, GATE, byref(payload)) != 0:
         PFErrorClear()  # made on another gate: not ours to look into

@@ -15,6 +15,7 @@ from . import _signature
 from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle, register_decoder,
                        register_encoder, register_fallback, register_object_type,
                        tensors_in_flight, what)
+from ._backend import cext as _cext
 from ._errors import check_call
 from ._ffi import (PFObjectFree, PFTensorCreateFromDLPack, PFTensorGetDLTensor, PFTensorToDLPack,
                    PyCapsule_GetPointer, PyCapsule_GetPointerAt, PyCapsule_IsValid,
@@ -353,6 +354,13 @@ def _encode_dlpack(x, pos, keep):
         register_encoder((t,), _encode_tensor)
     return _encode_tensor(x, pos, keep)
 
+
+if _cext:
+    # The extension passes values of these types as borrowed DLTensors
+    # itself, and keeps tensors_in_flight as the general path does; and
+    # Objects (their handle and code), DataTypes and Devices by their fields.
+    _cext.set_hooks(tensor_types=_tensor_types, tensors_in_flight=tensors_in_flight,
+                    object_type=Object, dtype_type=DataType, device_type=Device)
 
 register_encoder((Object, Tensor), encode_object)
 register_fallback(RANK_HANDLES, Object, encode_object)

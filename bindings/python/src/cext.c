@@ -1,0 +1,770 @@
+/*
+ * packedfunc._cext: the compiled fast path of the Python binding.
+ *
+ * It speeds up what the pure-ctypes package already does, and does nothing
+ * that package cannot: a Function call converts the common argument types
+ * here (int, float, bool, None, str, bytes, Function, Object, DataType,
+ * Device, and arrays of the types the package has seen cross through
+ * __dlpack__) and the plain result types, and hands every other call, and
+ * every value it would have to refuse, to the package's own general path,
+ * which raises the package's errors. A Python callback that C calls enters
+ * through a C trampoline that takes the GIL itself, converts the plain
+ * types here and hands the others to the package's decoder and encoder
+ * tables. So the ctypes path stays the one reference for every value and
+ * every error message. Host objects (Python objects that C holds) and the
+ * signal checker are here too, so that C reaches Python without ctypes.
+ *
+ * The library is reached only through its versioned function table
+ * (PFGetApiBase), whose address the package passes from the copy of
+ * libpackedfunc that ctypes loaded: the extension links to no copy of its
+ * own, and cannot bind to a different one. The hooks into the package are
+ * set once, at import, before any call, and only read afterwards.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "packedfunc/c_api.h"
+
+PyMODINIT_FUNC PyInit__cext(void);
+
+/* The API version whose slots this file uses (host functions: version 2). */
+#define PF_CEXT_API_VERSION 3
+/* Calls with more arguments than this take the package's general path. */
+#define PF_CEXT_MAX_ARGS 8
+
+static const PFApi* pf_api;
+
+/* The package's functions that the fast paths defer to (see set_hooks). */
+static PyObject* pf_hook_call_general;   /* (func, args, False) -> result */
+static PyObject* pf_hook_call_failed;    /* (func) -> raises the error */
+static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
+static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
+static PyObject* pf_hook_set_return;     /* (ret address, value) -> status */
+static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
+/* The package's tables that the fast path reads and writes (with the GIL):
+ * the set of types whose values cross as borrowed DLTensors through their
+ * __dlpack__, and the DLTensors in calls in progress -> their objects. */
+static PyObject* pf_tensor_types;
+static PyObject* pf_tensors_in_flight;
+/* The package's classes whose values cross by their fields: Object (and its
+ * subclasses: Tensor, Module) as a handle with its own type code,
+ * DataType and Device as the plain values they hold. */
+static PyObject* pf_object_type;
+static PyObject* pf_dtype_type;
+static PyObject* pf_device_type;
+
+/* Python callables and objects that C holds through host functions and
+ * host objects made here. Changed only with the GIL held. */
+static Py_ssize_t pf_live_callables;
+static Py_ssize_t pf_live_objects;
+
+/* ------------------------------------------------------------------------ */
+/* FunctionBase: the handle, the device parameters, vectorcall              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  unsigned long long handle; /* PFFunctionHandle; 0 once released */
+  PyObject* devices;         /* the package's cache of device parameters */
+} PFCextFunction;
+
+static PyTypeObject pf_function_type;
+
+static PyObject* pf_call_general(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  PyObject* tuple = PyTuple_New(n);
+  if (tuple == NULL) return NULL;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SET_ITEM(tuple, i, args[i]);
+  }
+  PyObject* out = PyObject_CallFunctionObjArgs(pf_hook_call_general, self, tuple, Py_False, NULL);
+  Py_DECREF(tuple);
+  return out;
+}
+
+/* A Python value for a call's result. Handles are new references that the
+ * value takes over; the package's decoders read them from `*value`. */
+static PyObject* pf_result(PFValue* value, int code) {
+  switch (code) {
+    case kPFInt:
+      return PyLong_FromLongLong(value->v_int64);
+    case kPFFloat:
+      return PyFloat_FromDouble(value->v_float64);
+    case kPFBool:
+      return PyBool_FromLong(value->v_int64 != 0);
+    case kPFNull:
+      Py_RETURN_NONE;
+    case kPFStr:
+      return PyUnicode_DecodeUTF8(value->v_str, (Py_ssize_t)strlen(value->v_str),
+                                  "surrogateescape");
+    case kPFBytes: {
+      const PFByteArray* ba = value->v_handle;
+      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
+    }
+    default: {
+      PyObject* addr = PyLong_FromVoidPtr(value);
+      if (addr == NULL) return NULL;
+      PyObject* out = PyObject_CallFunction(pf_hook_decode_result, "Ni", addr, code);
+      return out;
+    }
+  }
+}
+
+/* x.__dlpack__(), checked to be a DLPack capsule; NULL with an exception.
+ * The capsule is not consumed: its destructor frees the export. A
+ * DLManagedTensor begins with its DLTensor, so the capsule's pointer is
+ * the DLTensor's address. */
+static PyObject* pf_dlpack_export(PyObject* x) {
+  PyObject* capsule = PyObject_CallMethod(x, "__dlpack__", NULL);
+  if (capsule != NULL && !PyCapsule_IsValid(capsule, "dltensor")) {
+    Py_DECREF(capsule);
+    PyErr_SetString(PyExc_TypeError, "not a DLPack capsule");
+    return NULL;
+  }
+  return capsule;
+}
+
+static PyObject* pf_general_after_tensors(PyObject* self, PyObject* const* args, Py_ssize_t n,
+                                          PyObject** capsules, int tensors) {
+  for (int i = 0; i < tensors; ++i) Py_DECREF(capsules[i]);
+  return pf_call_general(self, args, n);
+}
+
+/* Records the tensor arguments as in flight (the package's table), so that
+ * a callback that gets one of them gets the very object. */
+static int pf_tensors_enter(PyObject* const* args, Py_ssize_t n, const PFValue* values,
+                            const int* codes) {
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (codes[i] != kPFDLTensorHandle) continue;
+    PyObject* key = PyLong_FromVoidPtr(values[i].v_handle);
+    int rc = key == NULL ? -1 : PyDict_SetItem(pf_tensors_in_flight, key, args[i]);
+    Py_XDECREF(key);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
+
+/* Ends a call with tensor arguments: forgets them as in flight, drops
+ * their exports, and gives the result: `out`, or, when the result is the
+ * DLTensor `returned` of an argument, that argument itself. */
+static PyObject* pf_tensor_call_done(PyObject* out, PyObject* const* args, Py_ssize_t n,
+                                     const PFValue* values, const int* codes, PyObject** capsules,
+                                     int tensors, void* returned) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (codes[i] != kPFDLTensorHandle) continue;
+    if (out == NULL && returned != NULL && values[i].v_handle == returned) {
+      Py_INCREF(args[i]);
+      out = args[i];
+    }
+    PyObject* key = PyLong_FromVoidPtr(values[i].v_handle);
+    if (key == NULL || PyDict_DelItem(pf_tensors_in_flight, key) != 0) PyErr_Clear();
+    Py_XDECREF(key);
+  }
+  for (int i = 0; i < tensors; ++i) Py_DECREF(capsules[i]);
+  if (type != NULL) {
+    PyErr_Restore(type, value, tb);
+  } else if (out == NULL && returned != NULL) {
+    PFValue v = {.v_handle = returned}; /* not an argument: the decoder table's */
+    out = pf_result(&v, kPFDLTensorHandle);
+  }
+  return out;
+}
+
+/* An int attribute of x, within [lo, hi]; 0, or -1 (no exception left)
+ * when it is missing, not an int or out of range: the general path then
+ * decides, and raises what the package raises. */
+static int pf_int_field(PyObject* x, const char* name, long long lo, long long hi,
+                        long long* out) {
+  PyObject* v = PyObject_GetAttrString(x, name);
+  if (v == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int overflow = 0;
+  long long n = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : lo - 1;
+  Py_DECREF(v);
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (overflow || n < lo || n > hi) return -1;
+  *out = n;
+  return 0;
+}
+
+/* Object, DataType and Device arguments: 0 with the value and code set, or
+ * -1 for the general path (a released Object, a value it refuses). */
+static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code) {
+  long long a, b, c;
+  if ((PyObject*)t == pf_dtype_type) {
+    if (pf_int_field(x, "type_code", 0, UINT8_MAX, &a) || pf_int_field(x, "bits", 0, UINT8_MAX, &b) ||
+        pf_int_field(x, "lanes", 0, UINT16_MAX, &c))
+      return -1;
+    value->v_int64 = 0;
+    value->v_type.code = (uint8_t)a;
+    value->v_type.bits = (uint8_t)b;
+    value->v_type.lanes = (uint16_t)c;
+    *code = kPFDataType;
+    return 0;
+  }
+  if ((PyObject*)t == pf_device_type) {
+    if (pf_int_field(x, "device_type", INT32_MIN, INT32_MAX, &a) ||
+        pf_int_field(x, "device_id", INT32_MIN, INT32_MAX, &b))
+      return -1;
+    value->v_device.device_type = (DLDeviceType)a;
+    value->v_device.device_id = (int32_t)b;
+    *code = kPFDevice;
+    return 0;
+  }
+  if (pf_object_type != NULL && PyObject_TypeCheck(x, (PyTypeObject*)pf_object_type)) {
+    /* A handle of 0 is a released Object: the general path says so. */
+    if (pf_int_field(x, "_handle", 1, INT64_MAX, &a) || pf_int_field(x, "_code", 0, INT32_MAX, &b))
+      return -1;
+    value->v_handle = (void*)(uintptr_t)a;
+    *code = (int)b;
+    return 0;
+  }
+  return -1;
+}
+
+static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                        PyObject* kwnames) {
+  PFCextFunction* f = (PFCextFunction*)self;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+    PyErr_Format(PyExc_TypeError, "Function.__call__() got an unexpected keyword argument '%U'",
+                 PyTuple_GET_ITEM(kwnames, 0));
+    return NULL;
+  }
+  if (n > PF_CEXT_MAX_ARGS || f->handle == 0) return pf_call_general(self, args, n);
+  PFValue values[PF_CEXT_MAX_ARGS];
+  int codes[PF_CEXT_MAX_ARGS];
+  PFByteArray arrays[PF_CEXT_MAX_ARGS];
+  PyObject* capsules[PF_CEXT_MAX_ARGS]; /* of tensor arguments, NULL for others */
+  int tensors = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* x = args[i];
+    PyTypeObject* t = Py_TYPE(x);
+    if (t == &PyLong_Type) {
+      int overflow;
+      values[i].v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
+      if (overflow) /* the general path raises its OverflowError */
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
+      codes[i] = kPFInt;
+    } else if (t == &PyFloat_Type) {
+      values[i].v_float64 = PyFloat_AS_DOUBLE(x);
+      codes[i] = kPFFloat;
+    } else if (t == &PyBool_Type) {
+      values[i].v_int64 = x == Py_True;
+      codes[i] = kPFBool;
+    } else if (x == Py_None) {
+      values[i].v_int64 = 0;
+      codes[i] = kPFNull;
+    } else if (t == &PyUnicode_Type) {
+      /* A function with device parameters turns strings into Devices, and
+       * one whose parameters are not looked up yet may have some: the
+       * general path decides (and caches the answer). */
+      if (f->devices == NULL || !PyTuple_CheckExact(f->devices) ||
+          PyTuple_GET_SIZE(f->devices) != 0)
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
+      Py_ssize_t size;
+      const char* s = PyUnicode_AsUTF8AndSize(x, &size);
+      if (s == NULL || strlen(s) != (size_t)size) {
+        /* A lone surrogate or a NUL: the general path raises its error. */
+        PyErr_Clear();
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
+      }
+      values[i].v_str = s;
+      codes[i] = kPFStr;
+    } else if (t == &PyBytes_Type) {
+      arrays[i].data = PyBytes_AS_STRING(x);
+      arrays[i].size = (size_t)PyBytes_GET_SIZE(x);
+      values[i].v_handle = &arrays[i];
+      codes[i] = kPFBytes;
+    } else if (PyObject_TypeCheck(x, &pf_function_type) && ((PFCextFunction*)x)->handle) {
+      values[i].v_handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
+      codes[i] = kPFFuncHandle;
+    } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
+      /* An Object, DataType or Device. */
+    } else if (pf_tensor_types != NULL && PySet_Contains(pf_tensor_types, (PyObject*)t) == 1) {
+      capsules[tensors] = pf_dlpack_export(x);
+      if (capsules[tensors] == NULL) {
+        /* The general path raises the export's error, or does better. */
+        PyErr_Clear();
+        return pf_general_after_tensors(self, args, n, capsules, tensors);
+      }
+      values[i].v_handle = PyCapsule_GetPointer(capsules[tensors], "dltensor");
+      codes[i] = kPFDLTensorHandle;
+      ++tensors;
+    } else {
+      return pf_general_after_tensors(self, args, n, capsules, tensors);
+    }
+  }
+  if (tensors && pf_tensors_enter(args, n, values, codes) != 0)
+    return pf_tensor_call_done(NULL, args, n, values, codes, capsules, tensors, NULL);
+  PFValue ret;
+  int ret_code, rc;
+  void* handle = (void*)(uintptr_t)f->handle;
+  /* Other Python threads run, and C threads can call back in, while the
+   * callee runs. The arguments stay alive: the caller holds them. */
+  Py_BEGIN_ALLOW_THREADS
+  rc = pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code);
+  Py_END_ALLOW_THREADS
+  PyObject* out;
+  if (rc != 0) {
+    out = PyObject_CallOneArg(pf_hook_call_failed, self);
+    Py_XDECREF(out); /* it raises; a hook that did not is a bug */
+    if (out != NULL)
+      PyErr_SetString(PyExc_SystemError, "packedfunc: a failed call raised no error");
+    out = NULL;
+  } else if (tensors && ret_code == kPFDLTensorHandle) {
+    out = NULL; /* an argument coming back is itself (below) */
+  } else {
+    out = pf_result(&ret, ret_code);
+  }
+  if (!tensors) return out;
+  return pf_tensor_call_done(out, args, n, values, codes, capsules, tensors,
+                             rc == 0 && ret_code == kPFDLTensorHandle ? ret.v_handle : NULL);
+}
+
+static void pf_function_dealloc(PyObject* self) {
+  /* The package's __del__ released the handle; only our own fields go. */
+  Py_CLEAR(((PFCextFunction*)self)->devices);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyMemberDef pf_function_members[] = {
+    {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
+     "the PFFunctionHandle as an int; 0 once released"},
+    {"_devices", T_OBJECT, offsetof(PFCextFunction, devices), 0,
+     "positions of device parameters, or None before they are looked up"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject pf_function_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "packedfunc._cext.FunctionBase",
+    .tp_basicsize = sizeof(PFCextFunction),
+    .tp_dealloc = pf_function_dealloc,
+    .tp_vectorcall_offset = offsetof(PFCextFunction, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The compiled base of packedfunc.Function (private).",
+    .tp_members = pf_function_members,
+};
+
+/* adopt(cls, handle): a new instance of cls (a subclass of FunctionBase)
+ * that takes over the reference `handle`. */
+static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2 || !PyType_Check(args[0]) ||
+      !PyType_IsSubtype((PyTypeObject*)args[0], &pf_function_type)) {
+    PyErr_SetString(PyExc_TypeError, "_cext.adopt(cls, handle): cls must subclass FunctionBase");
+    return NULL;
+  }
+  unsigned long long handle = PyLong_AsUnsignedLongLong(args[1]);
+  if (handle == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  PyTypeObject* cls = (PyTypeObject*)args[0];
+  PFCextFunction* self = (PFCextFunction*)cls->tp_alloc(cls, 0);
+  if (self == NULL) return NULL;
+  self->vectorcall = pf_function_vectorcall;
+  self->handle = handle;
+  self->devices = NULL;
+  return (PyObject*)self;
+}
+
+/* enable_vectorcall(cls): Python 3.11 does not pass the vectorcall flag on
+ * to heap subclasses; the package's Function defines no __call__ of its
+ * own, so its instances can be called through the base's vectorcall. */
+static PyObject* pf_enable_vectorcall(PyObject* module, PyObject* cls) {
+  (void)module;
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject*)cls, &pf_function_type) ||
+      ((PyTypeObject*)cls)->tp_call != PyVectorcall_Call) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_cext.enable_vectorcall: expected a FunctionBase subclass without __call__");
+    return NULL;
+  }
+  ((PyTypeObject*)cls)->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  PyType_Modified((PyTypeObject*)cls);
+  Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Python callables called from C                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Records the raised Python exception as this thread's packedfunc error;
+ * returns -1. The package's recorder catches everything, but a signal
+ * handler can raise on entry to it (Ctrl-C): then that exception, the
+ * newer one, is recorded instead. Should that fail too, a RuntimeError
+ * says so. */
+static int pf_record_raised(void) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
+    PyObject* out = value == NULL ? NULL
+                                  : PyObject_CallFunction(pf_hook_record, "Oi", value, 0);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (out != NULL) {
+      Py_DECREF(out);
+      return -1;
+    }
+    if (!PyErr_Occurred()) break;
+  }
+  PyErr_Clear();
+  pf_api->ErrorSet("RuntimeError",
+                   "packedfunc: a Python callback failed and its error could not be recorded");
+  return -1;
+}
+
+/* Sets the callback's result: the common types here, the rest through the
+ * package's _set_return (which raises the errors of the encoder table). */
+static int pf_set_return(PFRetValueHandle ret, PyObject* r) {
+  PyTypeObject* t = Py_TYPE(r);
+  PFValue v;
+  PFByteArray ba;
+  int code;
+  if (r == Py_None) return 0;
+  if (t == &PyLong_Type) {
+    int overflow;
+    v.v_int64 = PyLong_AsLongLongAndOverflow(r, &overflow);
+    if (overflow) goto general;
+    code = kPFInt;
+  } else if (t == &PyFloat_Type) {
+    v.v_float64 = PyFloat_AS_DOUBLE(r);
+    code = kPFFloat;
+  } else if (t == &PyBool_Type) {
+    v.v_int64 = r == Py_True;
+    code = kPFBool;
+  } else if (t == &PyUnicode_Type) {
+    Py_ssize_t size;
+    v.v_str = PyUnicode_AsUTF8AndSize(r, &size);
+    if (v.v_str == NULL || strlen(v.v_str) != (size_t)size) {
+      PyErr_Clear();
+      goto general;
+    }
+    code = kPFStr;
+  } else if (t == &PyBytes_Type) {
+    ba.data = PyBytes_AS_STRING(r);
+    ba.size = (size_t)PyBytes_GET_SIZE(r);
+    v.v_handle = &ba;
+    code = kPFBytes;
+  } else {
+    goto general;
+  }
+  return pf_api->CFuncSetReturn(ret, &v, &code, 1) ? -1 : 0;
+general: {
+  PyObject* out = PyObject_CallFunction(pf_hook_set_return, "NO", PyLong_FromVoidPtr(ret), r);
+  if (out == NULL) return pf_record_raised();
+  long rc = PyLong_AsLong(out);
+  Py_DECREF(out);
+  if (rc == -1 && PyErr_Occurred()) return pf_record_raised();
+  return rc ? -1 : 0;
+}
+}
+
+/* A Python value for a callback's argument of a common type; NULL without
+ * an exception for any other type (the package's decoders take it). */
+static PyObject* pf_arg(const PFValue* value, int code) {
+  switch (code) {
+    case kPFInt:
+      return PyLong_FromLongLong(value->v_int64);
+    case kPFFloat:
+      return PyFloat_FromDouble(value->v_float64);
+    case kPFBool:
+      return PyBool_FromLong(value->v_int64 != 0);
+    case kPFNull:
+      Py_RETURN_NONE;
+    case kPFStr:
+      return PyUnicode_DecodeUTF8(value->v_str, (Py_ssize_t)strlen(value->v_str),
+                                  "surrogateescape");
+    case kPFBytes: {
+      const PFByteArray* ba = value->v_handle;
+      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
+    }
+    default:
+      return NULL;
+  }
+}
+
+/* The thread state that holds the GIL, if any (no check, no error). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define pf_current_thread_state() PyThreadState_GetUnchecked()
+#else
+#define pf_current_thread_state() _PyThreadState_UncheckedGet()
+#endif
+
+/* The PFPackedCFunc of every Python callable that C can call, entered
+ * through the host gate (which keeps it out once the interpreter exits).
+ * It may run on any thread, also one that Python did not start:
+ * PyGILState_Ensure gives that thread a thread state. The status is
+ * written as the last act, as the gate's contract asks. */
+static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* resource) {
+  PFHostCall* call = resource;
+  /* The common case is a thread that Python knows and that released the
+   * GIL to call C (a Function call that calls back): it takes the GIL back
+   * with its own thread state, without PyGILState's bookkeeping. Any other
+   * thread goes through PyGILState_Ensure, which also makes a thread
+   * state for a thread that Python did not start. */
+  PyThreadState* own = PyGILState_GetThisThreadState();
+  int resumed = own != NULL && own != pf_current_thread_state();
+  PyGILState_STATE gil = PyGILState_UNLOCKED;
+  if (resumed)
+    PyEval_RestoreThread(own);
+  else
+    gil = PyGILState_Ensure();
+  PyObject* fn = call->resource_handle;
+  PyObject* stack[PF_CEXT_MAX_ARGS];
+  PyObject* r = NULL;
+  int i = 0, native = n <= PF_CEXT_MAX_ARGS, status;
+  for (; native && i < n; ++i) {
+    stack[i] = codes[i] == kPFInt ? PyLong_FromLongLong(args[i].v_int64) : pf_arg(&args[i], codes[i]);
+    if (stack[i] == NULL) native = 0;
+  }
+  if (native) {
+    r = PyObject_Vectorcall(fn, stack, (size_t)n, NULL);
+  } else if (!PyErr_Occurred()) {
+    /* Handles, tensors, extension codes: the package's decoder table. */
+    PyObject* raw = PyBytes_FromStringAndSize((const char*)codes, (Py_ssize_t)n * 4);
+    if (raw != NULL)
+      r = PyObject_CallFunction(pf_hook_callback_args, "ONNi", fn, PyLong_FromVoidPtr(args), raw,
+                                n);
+  }
+  for (int j = 0; j < i; ++j) Py_XDECREF(stack[j]);
+  if (r == NULL) {
+    status = pf_record_raised();
+  } else {
+    status = pf_set_return(ret, r);
+    Py_DECREF(r);
+  }
+  call->status = status;
+  if (resumed)
+    PyEval_SaveThread();
+  else
+    PyGILState_Release(gil);
+  return 0;
+}
+
+/* The finalizer of those host functions: drops C's reference to the
+ * callable, taking the GIL on whatever thread released the function. The
+ * gate skips it once the interpreter is shutting down. */
+static void pf_release_callable(void* resource) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  --pf_live_callables;
+  Py_DECREF((PyObject*)resource);
+  PyGILState_Release(gil);
+}
+
+/* host_function(gate, callable) -> (status, handle): a host function on
+ * `gate` that calls `callable`; status -1 leaves the library's error. */
+static PyObject* pf_host_function(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_cext.host_function(gate, callable)");
+    return NULL;
+  }
+  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (gate == NULL && PyErr_Occurred()) return NULL;
+  PFFunctionHandle out = NULL;
+  Py_INCREF(args[1]); /* C's reference; the finalizer drops it, also on failure */
+  ++pf_live_callables;
+  int rc = pf_api->FuncCreateFromHostCFunc(gate, pf_trampoline, args[1], pf_release_callable,
+                                           &out);
+  return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
+}
+
+/* The signal checker (PFEnvSetSignalChecker): runs Python's signal
+ * handlers (on the main thread; elsewhere PyErr_CheckSignals does nothing)
+ * and records an exception that one raises (KeyboardInterrupt for Ctrl-C)
+ * as this thread's error. It takes the GIL itself, on any thread; the
+ * package removes it at exit, before the interpreter goes. */
+static int pf_check_signals(void) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = PyErr_CheckSignals() < 0 ? pf_record_raised() : 0;
+  PyGILState_Release(gil);
+  return rc;
+}
+
+/* signal_checker() -> the address of the checker, for
+ * PFEnvSetSignalChecker. */
+static PyObject* pf_signal_checker(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  PFSignalChecker checker = pf_check_signals;
+  void* addr;
+  memcpy(&addr, &checker, sizeof addr);
+  return PyLong_FromVoidPtr(addr);
+}
+
+static PyObject* pf_live_count(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return PyLong_FromSsize_t(pf_live_callables);
+}
+
+/* The finalizer of host objects made here: drops C's reference to the
+ * Python object, taking the GIL on whatever thread released the last
+ * reference. The gate skips it once the interpreter is shutting down. */
+static void pf_release_object(void* payload) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  --pf_live_objects;
+  Py_DECREF((PyObject*)payload);
+  PyGILState_Release(gil);
+}
+
+/* host_object(gate, x) -> (status, handle): a host object on `gate` that
+ * holds a reference to x; status -1 leaves the library's error. */
+static PyObject* pf_host_object(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_cext.host_object(gate, object)");
+    return NULL;
+  }
+  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (gate == NULL && PyErr_Occurred()) return NULL;
+  PFObjectHandle out = NULL;
+  Py_INCREF(args[1]); /* C's reference; the finalizer drops it, also on failure */
+  ++pf_live_objects;
+  int rc = pf_api->HostObjectCreate(gate, args[1], pf_release_object, &out);
+  return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
+}
+
+/* host_object_value(gate, handle) -> (True, the object) for a host object
+ * made here on `gate`, (False, None) for any other (with no error left).
+ * Borrows the handle. */
+static PyObject* pf_host_object_value(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_cext.host_object_value(gate, handle)");
+    return NULL;
+  }
+  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (gate == NULL && PyErr_Occurred()) return NULL;
+  void* handle = PyLong_AsVoidPtr(args[1]);
+  if (handle == NULL && PyErr_Occurred()) return NULL;
+  void* payload = NULL;
+  if (pf_api->HostObjectGetPayload(handle, gate, &payload) != 0 || payload == NULL) {
+    pf_api->ErrorClear(); /* another gate's object: not ours to look into */
+    return Py_BuildValue("(OO)", Py_False, Py_None);
+  }
+  return Py_BuildValue("(OO)", Py_True, (PyObject*)payload);
+}
+
+static PyObject* pf_live_objects_count(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return PyLong_FromSsize_t(pf_live_objects);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* init(api_base_address): binds to the library that ctypes loaded. */
+static PyObject* pf_init(PyObject* module, PyObject* arg) {
+  (void)module;
+  const PFApiBase* (*get_base)(void) = NULL;
+  void* addr = PyLong_AsVoidPtr(arg);
+  if (addr == NULL) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cext.init: NULL PFGetApiBase");
+    return NULL;
+  }
+  memcpy(&get_base, &addr, sizeof addr);
+  const PFApi* api = get_base()->GetApi(PF_CEXT_API_VERSION);
+  if (api == NULL) {
+    PyErr_Format(PyExc_ImportError, "packedfunc._cext: the library lacks API version %d",
+                 PF_CEXT_API_VERSION);
+    return NULL;
+  }
+  pf_api = api;
+  Py_RETURN_NONE;
+}
+
+/* Sets the hook `name` if kwargs has it; the package sets the hooks of
+ * calls and of callbacks from two of its modules. */
+static int pf_hook(PyObject* kwargs, const char* name, PyObject** slot) {
+  PyObject* v = PyDict_GetItemString(kwargs, name);
+  if (v == NULL) return 0;
+  int is_class = slot == &pf_object_type || slot == &pf_dtype_type || slot == &pf_device_type;
+  if (slot == &pf_tensor_types ? !PyAnySet_CheckExact(v)
+      : slot == &pf_tensors_in_flight ? !PyDict_CheckExact(v)
+      : is_class                      ? !PyType_Check(v)
+                                      : !PyCallable_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a %s", name,
+                 slot == &pf_tensor_types        ? "set"
+                 : slot == &pf_tensors_in_flight ? "dict"
+                 : is_class                      ? "class"
+                                                 : "callable");
+    return -1;
+  }
+  Py_INCREF(v);
+  Py_XSETREF(*slot, v);
+  return 0;
+}
+
+static PyObject* pf_set_hooks(PyObject* module, PyObject* args, PyObject* kwargs) {
+  (void)module;
+  if (PyTuple_GET_SIZE(args) != 0 || kwargs == NULL) {
+    PyErr_SetString(PyExc_TypeError, "_cext.set_hooks takes keyword arguments only");
+    return NULL;
+  }
+  if (pf_hook(kwargs, "call_general", &pf_hook_call_general) ||
+      pf_hook(kwargs, "call_failed", &pf_hook_call_failed) ||
+      pf_hook(kwargs, "decode_result", &pf_hook_decode_result) ||
+      pf_hook(kwargs, "callback_args", &pf_hook_callback_args) ||
+      pf_hook(kwargs, "set_return", &pf_hook_set_return) ||
+      pf_hook(kwargs, "record_exception", &pf_hook_record) ||
+      pf_hook(kwargs, "tensor_types", &pf_tensor_types) ||
+      pf_hook(kwargs, "tensors_in_flight", &pf_tensors_in_flight) ||
+      pf_hook(kwargs, "object_type", &pf_object_type) ||
+      pf_hook(kwargs, "dtype_type", &pf_dtype_type) ||
+      pf_hook(kwargs, "device_type", &pf_device_type))
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef pf_methods[] = {
+    {"init", pf_init, METH_O, "init(address of PFGetApiBase)"},
+    {"set_hooks", (PyCFunction)(void (*)(void))pf_set_hooks, METH_VARARGS | METH_KEYWORDS,
+     "set_hooks(**the package's general paths)"},
+    {"adopt", (PyCFunction)(void (*)(void))pf_adopt, METH_FASTCALL,
+     "adopt(cls, handle) -> a Function taking over the reference"},
+    {"enable_vectorcall", pf_enable_vectorcall, METH_O, "enable_vectorcall(Function)"},
+    {"host_function", (PyCFunction)(void (*)(void))pf_host_function, METH_FASTCALL,
+     "host_function(gate, callable) -> (status, handle)"},
+    {"signal_checker", pf_signal_checker, METH_NOARGS,
+     "signal_checker() -> the address of the PFSignalChecker"},
+    {"host_object", (PyCFunction)(void (*)(void))pf_host_object, METH_FASTCALL,
+     "host_object(gate, object) -> (status, handle)"},
+    {"host_object_value", (PyCFunction)(void (*)(void))pf_host_object_value, METH_FASTCALL,
+     "host_object_value(gate, handle) -> (found, object)"},
+    {"live_objects", pf_live_objects_count, METH_NOARGS,
+     "the number of Python objects that C holds through this module's host objects"},
+    {"live_count", pf_live_count, METH_NOARGS,
+     "the number of Python callables that C holds through this module"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef pf_module = {
+    PyModuleDef_HEAD_INIT, "packedfunc._cext",
+    "The compiled fast path of packedfunc (private; see the package).", -1, pf_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cext(void) {
+  if (PyType_Ready(&pf_function_type) < 0) return NULL;
+  PyObject* m = PyModule_Create(&pf_module);
+  if (m == NULL) return NULL;
+  Py_INCREF(&pf_function_type);
+  if (PyModule_AddObject(m, "FunctionBase", (PyObject*)&pf_function_type) < 0) {
+    Py_DECREF(&pf_function_type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
