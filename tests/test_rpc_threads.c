@@ -32,7 +32,7 @@
  * its own threads in ways ThreadSanitizer cannot see. Reports whose stacks
  * are inside it are not ours; every hand-off in rpc/ is a mutex. */
 const char* __tsan_default_suppressions(void);
-const char* __tsan_default_suppressions(void) {
+__attribute__((visibility("default"))) const char* __tsan_default_suppressions(void) {
   return "called_from_lib:libzmq.so\nrace:libzmq.so\n";
 }
 #endif
