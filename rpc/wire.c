@@ -413,7 +413,8 @@ char* pf_rpc_strdup_obj(const msgpack_object* o) {
   if (o->type != MSGPACK_OBJECT_STR) return NULL;
   char* s = malloc(o->via.str.size + 1);
   if (s == NULL) return NULL;
-  memcpy(s, o->via.str.ptr, o->via.str.size);
+  /* An empty str may come with a NULL pointer. */
+  if (o->via.str.size != 0) memcpy(s, o->via.str.ptr, o->via.str.size);
   s[o->via.str.size] = '\0';
   return s;
 }
@@ -421,7 +422,7 @@ char* pf_rpc_strdup_obj(const msgpack_object* o) {
 /* A str as a NUL-terminated string in the arena; an embedded NUL is refused
  * (a kPFStr cannot hold one). */
 static int arena_str(const msgpack_object* o, pf_rpc_arena* a, const char** out) {
-  if (memchr(o->via.str.ptr, '\0', o->via.str.size) != NULL)
+  if (o->via.str.size != 0 && memchr(o->via.str.ptr, '\0', o->via.str.size) != NULL)
     return WIRE_ERR(kPFErrValueError, "rpc: a string with an embedded NUL byte");
   char* s = pf_rpc_strdup_obj(o);
   if (s == NULL || arena_block(a, s) != 0) {

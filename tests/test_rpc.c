@@ -263,6 +263,14 @@ static void test_plain_values(void** state) {
   call1(echo, (PFValue){.v_str = "héllo"}, kPFStr, &rv, &rc);
   assert_int_equal(rc, kPFStr);
   assert_string_equal(rv.v_str, "héllo");
+  /* Empty ones too: MessagePack may carry them without a data pointer. */
+  call1(echo, (PFValue){.v_str = ""}, kPFStr, &rv, &rc);
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, "");
+  PFByteArray empty = {NULL, 0};
+  call1(echo, (PFValue){.v_handle = &empty}, kPFBytes, &rv, &rc);
+  assert_int_equal(rc, kPFBytes);
+  assert_int_equal(((PFByteArray*)rv.v_handle)->size, 0);
   PFByteArray b = {"a\0b\0c", 5};
   call1(echo, (PFValue){.v_handle = &b}, kPFBytes, &rv, &rc);
   assert_int_equal(rc, kPFBytes);
