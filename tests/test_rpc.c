@@ -892,7 +892,7 @@ static void test_curve_accept_and_refuse(void** state) {
 
 /* ---- bad input ---- */
 
-static void test_bad_input(void** state) {
+static void test_connect_bad_arguments(void** state) {
   (void)state;
   PFModuleHandle m = NULL;
   assert_pf_error(PFRPCConnect(NULL, NULL, &m), kPFErrTypeError, "PFRPCConnect", "endpoints");
@@ -910,12 +910,30 @@ static void test_bad_input(void** state) {
   o.client_public_key = "x";
   assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError, "server_key",
                   "missing");
+  o.client_public_key = NULL;
+  o.max_message_size = -5;
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError,
+                  "max_message_size");
   assert_null(m);
+}
+
+static void test_disconnect_misuse(void** state) {
+  (void)state;
   assert_pf_error(PFRPCDisconnect(NULL), kPFErrTypeError, "PFRPCDisconnect", "mod");
   PFModuleHandle self = NULL;
   assert_pf_ok(PFModLoadFromDescriptors(NULL, NULL, &self));
   assert_pf_error(PFRPCDisconnect(self), kPFErrTypeError, "not a module of a live connection");
   PFModFree(self);
+  /* Twice: the second is refused. */
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(g_endpoint, NULL, &m));
+  assert_pf_ok(PFRPCDisconnect(m));
+  assert_pf_error(PFRPCDisconnect(m), kPFErrTypeError, "already disconnected");
+  PFModFree(m);
+}
+
+static void test_serve_bad_options(void** state) {
+  (void)state;
   PFRPCServerHandle s = NULL;
   assert_pf_error(PFRPCServe(NULL, NULL, &s), kPFErrTypeError, "PFRPCServe", "endpoint");
   assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", NULL, NULL), kPFErrTypeError, "out");
@@ -934,6 +952,16 @@ static void test_bad_input(void** state) {
   assert_int_equal(PFRPCServerStop(NULL), 0);
   const char* ep;
   assert_pf_error(PFRPCServerGetEndpoint(NULL, &ep), kPFErrTypeError, "server");
+  so.num_authorized_keys = 1;
+  const char* keys[] = {"x"};
+  so.authorized_keys = keys;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "authorized_keys needs curve_secret_key");
+  assert_null(s);
+}
+
+static void test_curve_key_misuse(void** state) {
+  (void)state;
   char k[PF_RPC_KEY_SIZE];
   assert_pf_error(PFRPCCurveKeypair(NULL, k), kPFErrTypeError, "public_key");
   assert_pf_error(PFRPCCurvePublicKey("short", k), kPFErrValueError, "secret_key");
@@ -1031,7 +1059,10 @@ int main(void) {
       cmocka_unit_test(test_malformed_messages),
       cmocka_unit_test(test_protocol_version_mismatch),
       cmocka_unit_test(test_curve_accept_and_refuse),
-      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_connect_bad_arguments),
+      cmocka_unit_test(test_disconnect_misuse),
+      cmocka_unit_test(test_serve_bad_options),
+      cmocka_unit_test(test_curve_key_misuse),
       cmocka_unit_test(test_pf_serve_and_connect),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
