@@ -87,3 +87,14 @@ $(BUILD)/fuzz/bin/fuzz_rpc_%: tests/fuzz/fuzz_rpc_%.c $(BUILD)/fuzz/libpackedfun
 # The Python tests find the library through PF_RPC_LIBRARY.
 PY_TEST_ENV += PF_RPC_LIBRARY=$(abspath $(RPC_SHARED)) PF_TEST_CLI_REL=$(abspath $(PF_TOOL))
 test-python: $(RPC_SHARED) $(PF_TOOL)
+
+# ---- benchmarks ----------------------------------------------------------------------
+# bench/bench_rpc.c (remote calls against raw ZeroMQ between the same two
+# processes) links the shipped core and rpc/'s archive, whose internal
+# codec builds the raw baseline's bytes; bench/report.py runs it.
+$(BUILD)/bench/bench_rpc: bench/bench_rpc.c $(BUILD)/rel/libpackedfunc_rpc.a $(SHARED) \
+                          | $(call DEPS_STAMP,bench)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) -O2 -g -Irpc $(DEPFLAGS) $< -o $@ $(BUILD)/rel/libpackedfunc_rpc.a \
+	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) $(RPC_LIBS)
+bench: $(BUILD)/bench/bench_rpc
