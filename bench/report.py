@@ -128,6 +128,7 @@ def main():
         for r in rows:
             r["instr"] = (callgrind_per_call(bench_c, r["id"]),
                           callgrind_per_call(bench_c, _base_case(r)))
+    rows += rpc_rows(args.build, args.quick)
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
         env = dict(os.environ, BUILD=args.build,
@@ -143,6 +144,22 @@ def main():
         print(f"{r['id']:<16} {r['ratio'][0]:6.2f}x  (target {r.get('target') or '-'})  {verdict(r)}")
     for m in memory:
         print(f"{'memory':<16} {m['bytes']:.0f} bytes per registered function")
+
+
+def rpc_rows(build, quick):
+    """The remote-function rows (bench_rpc.c): wall-clock ratios against raw
+    ZeroMQ between the same two processes, and calls per second with one and
+    two servers. No callgrind counts: most of the time is in the kernel and
+    in other threads and processes."""
+    bench = os.path.join(build, "bench", "bench_rpc")
+    if not os.path.exists(bench):
+        return []
+    rows = run_json([bench] + (["--quick"] if quick else []))
+    for r in rows:
+        if r["id"] == "rpc_2servers":
+            r["what"] += (f": {r['per_second']:.0f} calls/s with 2 servers, "
+                          f"{r['base_per_second']:.0f} with 1")
+    return rows
 
 
 def _base_case(row):

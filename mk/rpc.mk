@@ -98,3 +98,10 @@ $(BUILD)/bench/bench_rpc: bench/bench_rpc.c $(BUILD)/rel/libpackedfunc_rpc.a $(S
 	$(CC) $(BASE) -O2 -g -Irpc $(DEPFLAGS) $< -o $@ $(BUILD)/rel/libpackedfunc_rpc.a \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) $(RPC_LIBS)
 bench: $(BUILD)/bench/bench_rpc
+
+# make python puts libpackedfunc_rpc beside the package too (it finds
+# libpackedfunc.so.N beside itself through its $ORIGIN runpath).
+PY_PKG_RPC_LIB := bindings/python/packedfunc/$(RPC_SONAME)
+$(PY_PKG_RPC_LIB): $(RPC_SHARED) | $(call DEPS_STAMP,python)
+	cp -f $(RPC_SHARED) $@.tmp && mv -f $@.tmp $@
+python: $(PY_PKG_RPC_LIB)

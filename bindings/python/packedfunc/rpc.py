@@ -25,7 +25,8 @@ that is unreachable or dies during a call raises ConnectionError.
 The connection stays open while the module or any function taken from it
 is alive, or until :meth:`RemoteModule.close`; functions used after that
 raise ConnectionError. The library is found through $PF_RPC_LIBRARY, then
-beside libpackedfunc, then by its soname through the system's library path.
+beside this package, beside libpackedfunc, in the source tree's build
+output, and last by its soname through the system's library path.
 """
 import ctypes
 import os
@@ -44,7 +45,15 @@ _SONAME = "libpackedfunc_rpc.so.0"
 
 def _load():
     env = os.environ.get("PF_RPC_LIBRARY")
-    candidates = [env] if env else [os.path.join(os.path.dirname(LIB_PATH), _SONAME), _SONAME]
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    build = os.environ.get("BUILD", "build")
+    candidates = [env] if env else [
+        os.path.join(here, _SONAME),                      # beside the package
+        os.path.join(os.path.dirname(LIB_PATH), _SONAME),  # beside libpackedfunc
+        os.path.join(root, build, "lib", _SONAME),        # the source tree's build
+        _SONAME]                                          # the system's library path
+    candidates = [c for c in candidates if os.path.sep not in c or os.path.exists(c)] or [_SONAME]
     errors = []
     for path in candidates:
         try:
