@@ -78,7 +78,7 @@ static void client_free(pf_rpc_client* c) {
     free(c->problem[i]);
     for (pf_rpc_msg* m = c->pending[i].head; m;) {
       pf_rpc_msg* next = m->next;
-      free(m);
+      pf_rpc_msg_free(m);
       m = next;
     }
   }
@@ -111,14 +111,14 @@ static void flush(pf_rpc_client* c, int k) {
     pf_rpc_msg* m = q->head;
     if (m->waiter_id && !pf_rpc_waiter_alive(&c->base, m->waiter_id)) {
       /* Its call already failed: never send it late. */
-    } else if (zmq_send(c->dealers[k], m->data, m->size, ZMQ_DONTWAIT) < 0) {
+    } else if (pf_rpc_msg_send(m, c->dealers[k], ZMQ_DONTWAIT) < 0) {
       return; /* not connected (ZMQ_IMMEDIATE) or full: later */
     } else if (m->waiter_id) {
       pf_rpc_mark_sent(&c->base, m->waiter_id);
     }
     q->head = m->next;
     if (q->head == NULL) q->tail = NULL;
-    free(m);
+    pf_rpc_msg_free(m);
   }
 }
 
@@ -178,7 +178,7 @@ static void* client_io(void* arg) {
       for (pf_rpc_msg* m = pf_rpc_take_out(&c->base); m;) {
         pf_rpc_msg* next = m->next;
         int k = m->route.endpoint;
-        if (k < 0 || k >= c->n) free(m);
+        if (k < 0 || k >= c->n) pf_rpc_msg_free(m);
         else queue_push(&c->pending[k], m);
         m = next;
       }
@@ -197,8 +197,10 @@ static void* client_io(void* arg) {
           pf_rpc_route r;
           memset(&r, 0, sizeof r);
           r.endpoint = k;
-          if (!more) pf_rpc_dispatch(&c->base, &r, zmq_msg_data(&msg), zmq_msg_size(&msg), NULL,
-                                     NULL);
+          if (!more) {
+            pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &msg);
+            if (in) pf_rpc_dispatch(&c->base, in, NULL, NULL);
+          }
           zmq_msg_close(&msg);
           while (more) { /* a multi-part message is not ours: drop it whole */
             zmq_msg_init(&msg);
@@ -518,7 +520,7 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
       goto fail;
     }
     st = build_module(c, reply);
-    free(reply);
+    pf_rpc_msg_free(reply);
     if (st != 0) goto fail;
   }
   PFObjectRetain(c->module);

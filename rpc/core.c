@@ -38,7 +38,7 @@ int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms) {
 static void free_msgs(pf_rpc_msg* m) {
   while (m != NULL) {
     pf_rpc_msg* next = m->next;
-    free(m);
+    pf_rpc_msg_free(m);
     m = next;
   }
 }
@@ -72,16 +72,98 @@ void pf_rpc_peer_release(pf_rpc_peer* p) {
   if (p != NULL && atomic_fetch_sub(&p->refs, 1) == 1) p->destroy(p);
 }
 
-pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n) {
-  pf_rpc_msg* m = malloc(sizeof *m + n);
+static pf_rpc_msg* msg_shell(const pf_rpc_route* r) {
+  pf_rpc_msg* m = malloc(sizeof *m);
   if (m == NULL) return NULL;
   m->next = NULL;
   if (r) m->route = *r;
   else memset(&m->route, 0, sizeof m->route);
   m->waiter_id = 0;
-  m->size = n;
-  if (n) memcpy(m->data, data, n);
+  m->size = 0;
+  m->data = NULL;
+  m->has_zmsg = 0;
   return m;
+}
+
+pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n) {
+  pf_rpc_msg* m = msg_shell(r);
+  if (m == NULL) return NULL;
+  m->data = malloc(n ? n : 1);
+  if (m->data == NULL) {
+    free(m);
+    return NULL;
+  }
+  if (n) memcpy(m->data, data, n);
+  m->size = n;
+  return m;
+}
+
+pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb) {
+  pf_rpc_msg* m = msg_shell(r);
+  if (m == NULL) return NULL;
+  m->size = sb->size;
+  m->data = msgpack_sbuffer_release(sb);
+  if (m->data == NULL) m->data = malloc(1);
+  if (m->data == NULL) {
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm) {
+  pf_rpc_msg* m = msg_shell(r);
+  if (m == NULL) return NULL;
+  zmq_msg_init(&m->zmsg);
+  zmq_msg_move(&m->zmsg, zm);
+  m->has_zmsg = 1;
+  m->data = zmq_msg_data(&m->zmsg);
+  m->size = zmq_msg_size(&m->zmsg);
+  return m;
+}
+
+void pf_rpc_msg_free(pf_rpc_msg* m) {
+  if (m == NULL) return;
+  if (m->has_zmsg) zmq_msg_close(&m->zmsg);
+  else free(m->data);
+  free(m);
+}
+
+static void free_bytes(void* data, void* hint) {
+  (void)hint;
+  free(data);
+}
+
+/* Messages up to this size are copied into ZeroMQ; larger ones are handed
+ * over (ZeroMQ frees them once they are sent). */
+#define PF_RPC_ZERO_COPY_MIN (64 * 1024)
+
+int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
+  if (m->has_zmsg || m->size < PF_RPC_ZERO_COPY_MIN)
+    return zmq_send(sock, m->data, m->size, flags);
+  /* Hand the bytes over only when the socket can take them now, so that a
+   * failed send never leaves them half owned. */
+  int ev = 0;
+  size_t sz = sizeof ev;
+  if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLOUT)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  zmq_msg_t zm;
+  if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
+  int rc = zmq_msg_send(&zm, sock, flags);
+  if (rc < 0) {
+    /* Not taken after all: keep a copy of the bytes for the caller. */
+    char* copy = malloc(m->size);
+    if (copy) memcpy(copy, m->data, m->size);
+    zmq_msg_close(&zm); /* frees m->data */
+    m->data = copy;
+    if (copy == NULL) m->size = 0;
+    return -1;
+  }
+  m->data = NULL; /* ZeroMQ's now */
+  m->size = 0;
+  return rc;
 }
 
 static void wake(pf_rpc_peer* p) {
@@ -112,9 +194,9 @@ pf_rpc_msg* pf_rpc_take_out(pf_rpc_peer* p) {
 
 /* Posts a copy of an sbuffer to `r`; a failed allocation drops it (the
  * other side times out). */
-static void post_buffer(pf_rpc_peer* p, const pf_rpc_route* r, const msgpack_sbuffer* sb,
+static void post_buffer(pf_rpc_peer* p, const pf_rpc_route* r, msgpack_sbuffer* sb,
                         uint64_t waiter_id) {
-  pf_rpc_msg* m = pf_rpc_msg_new(r, sb->data, sb->size);
+  pf_rpc_msg* m = pf_rpc_msg_take(r, sb);
   if (m == NULL) return;
   m->waiter_id = waiter_id;
   pf_rpc_post(p, m);
@@ -139,15 +221,12 @@ static void waiter_push(pf_rpc_waiter* w, pf_rpc_msg* m) {
   pthread_cond_signal(&w->cond);
 }
 
-/* Under the lock: hands a copy of the message to waiter `id` if it exists
- * and is bound to route `r`. */
-static int deliver(pf_rpc_peer* p, uint64_t id, const pf_rpc_route* r, const char* data,
-                   size_t n) {
+/* Under the lock: hands the message to waiter `id` if it exists and is
+ * bound to the message's route; then the waiter owns it. */
+static int deliver(pf_rpc_peer* p, uint64_t id, pf_rpc_msg* m) {
   pf_rpc_waiter* w = NULL;
   HASH_FIND(hh, p->waiters, &id, sizeof id, w);
-  if (w == NULL || !pf_rpc_route_eq(&w->route, r)) return 0;
-  pf_rpc_msg* m = pf_rpc_msg_new(r, data, n);
-  if (m == NULL) return 0;
+  if (w == NULL || !pf_rpc_route_eq(&w->route, &m->route)) return 0;
   waiter_push(w, m);
   return 1;
 }
@@ -461,13 +540,15 @@ void pf_rpc_serve(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, size_
 
 /* ---- dispatching what arrives ---- */
 
-void pf_rpc_dispatch(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, size_t n,
+void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
                      void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
                      void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
+  const pf_rpc_route* r = &in->route;
   pf_rpc_parsed m;
-  int st = pf_rpc_parse(data, n, &m);
+  int st = pf_rpc_parse(in->data, in->size, &m);
   if (st < 0) {
     if (log_bad) log_bad(p, r, PFErrorGetMessage());
+    pf_rpc_msg_free(in);
     return;
   }
   if (st > 0) {
@@ -486,13 +567,16 @@ void pf_rpc_dispatch(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, si
       pthread_mutex_unlock(&p->mu);
     }
     pf_rpc_parsed_free(&m);
+    pf_rpc_msg_free(in);
     return;
   }
+  /* Who takes the message; NULL once someone has. */
+  pf_rpc_msg* own = in;
   switch (m.kind) {
     case PF_RPC_OK:
     case PF_RPC_ERROR:
       pthread_mutex_lock(&p->mu);
-      deliver(p, m.id, r, data, n); /* a late reply to a failed call is dropped */
+      if (deliver(p, m.id, own)) own = NULL; /* a late reply to a failed call is dropped */
       pthread_mutex_unlock(&p->mu);
       break;
     case PF_RPC_HELLO:
@@ -500,7 +584,7 @@ void pf_rpc_dispatch(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, si
       int done = 0;
       pthread_mutex_lock(&p->mu);
       if (m.parent != 0) {
-        done = deliver(p, m.parent, r, data, n);
+        done = deliver(p, m.parent, own);
       } else if (!p->is_server && m.kind == PF_RPC_CALL && m.nrest >= 1 &&
                  m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         /* A callback from a thread of the server that serves no call of
@@ -508,13 +592,16 @@ void pf_rpc_dispatch(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, si
         pf_rpc_export* e = NULL;
         uint64_t fid = m.rest[0].via.u64;
         HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
-        if (e != NULL && pf_rpc_route_eq(&e->route, r)) done = deliver(p, e->scope, r, data, n);
+        if (e != NULL && pf_rpc_route_eq(&e->route, r)) done = deliver(p, e->scope, own);
       }
       pthread_mutex_unlock(&p->mu);
-      if (done) break;
+      if (done) {
+        own = NULL;
+        break;
+      }
       if (m.parent == 0 && fresh != NULL) {
-        pf_rpc_msg* copy = pf_rpc_msg_new(r, data, n);
-        if (copy) fresh(p, copy);
+        fresh(p, own);
+        own = NULL;
       } else {
         reply_error(p, r, m.id, "RuntimeError",
                     "rpc: a callback arrived for a call that is no longer in progress, or for a "
@@ -545,7 +632,9 @@ void pf_rpc_dispatch(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, si
       if (log_bad) log_bad(p, r, "a message of an unknown kind");
       break;
   }
+  /* m points into the message's bytes: free it first. */
   pf_rpc_parsed_free(&m);
+  pf_rpc_msg_free(own);
 }
 
 /* ---- calling ---- */
@@ -574,7 +663,7 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
                     "rpc: a callback arrived for a call that is no longer in progress");
       pf_rpc_parsed_free(&pm);
     }
-    free(m);
+    pf_rpc_msg_free(m);
     m = next;
   }
   pthread_cond_destroy(&w->cond);
@@ -708,7 +797,7 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   }
   pf_rpc_waiter w;
   waiter_init(p, &w, id, &route);
-  pf_rpc_msg* out = pf_rpc_msg_new(&route, sb.data, sb.size);
+  pf_rpc_msg* out = pf_rpc_msg_take(&route, &sb);
   msgpack_sbuffer_destroy(&sb);
   if (out == NULL) {
     pthread_cond_destroy(&w.cond);
@@ -730,19 +819,19 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
     }
     pf_rpc_parsed pm;
     if (pf_rpc_parse(m->data, m->size, &pm) != 0) {
-      free(m);
+      pf_rpc_msg_free(m);
       continue;
     }
     if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO) {
       /* A callback (or a nested call) while we wait: serve it here. */
       pf_rpc_parsed_free(&pm);
       serve_scoped(p, &m->route, m->data, m->size, p->is_server ? 0 : id);
-      free(m);
+      pf_rpc_msg_free(m);
       continue;
     }
     rc = take_reply(p, &pm, &route, what, ret);
     pf_rpc_parsed_free(&pm);
-    free(m);
+    pf_rpc_msg_free(m);
     break;
   }
   waiter_remove(p, &w);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <uthash.h>
+#include <zmq.h>
 
 #include "packedfunc/c_api.h"
 #include "packedfunc/rpc.h"
@@ -108,12 +109,17 @@ typedef struct {
   uint8_t ident[255];
 } pf_rpc_route;
 
+/* A message on its way. Its bytes are its own (malloc), or, for one that
+ * arrived, still ZeroMQ's (has_zmsg): large tensors are not copied between
+ * the socket and the decoder, nor between the encoder and the socket. */
 typedef struct pf_rpc_msg {
   struct pf_rpc_msg* next;
   pf_rpc_route route;
   uint64_t waiter_id; /* the request's waiter, for an outgoing request */
   size_t size;
-  char data[];
+  char* data;
+  int has_zmsg;
+  zmq_msg_t zmsg;
 } pf_rpc_msg;
 
 /* A request this side sent and waits for. The waiting thread owns it; the
@@ -182,12 +188,21 @@ PF_RPC_HIDDEN void pf_rpc_post(pf_rpc_peer* p, pf_rpc_msg* m);
 /* Takes everything queued for the I/O thread. */
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_take_out(pf_rpc_peer* p);
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n);
+/* A message that takes the bytes of `sb` (which is left empty), or NULL. */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb);
+/* A message that takes a received ZeroMQ message (`zm` is left empty). */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm);
+PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
+/* Sends a message's bytes on `sock` without copying large ones (the
+ * message keeps nothing it needs afterwards). Returns zmq_send's status;
+ * on failure the message is intact. */
+PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
 
-/* The I/O thread's side: a message arrived from `r`. Requests with a
+/* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
  * parent, and replies, go to their waiter; fresh requests go to
  * `fresh(p, m)` (the server's work queue), or get an error reply. */
-PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, const pf_rpc_route* r, const char* data,
-                                   size_t n, void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
+PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* m,
+                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
                                    void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*,
                                                    const char*));
 /* Marks a waiter's request as handed to the transport. */

@@ -155,7 +155,7 @@ static void* worker(void* arg) {
     if (s->work == NULL) s->work_tail = NULL;
     pthread_mutex_unlock(&s->base.mu);
     pf_rpc_serve(&s->base, &m->route, m->data, m->size);
-    free(m);
+    pf_rpc_msg_free(m);
   }
 }
 
@@ -222,13 +222,13 @@ static void send_out(pf_rpc_server* s) {
     if (m->waiter_id && !pf_rpc_waiter_alive(&s->base, m->waiter_id)) {
       /* failed already: never send late */
     } else if (zmq_send(s->router, m->route.ident, m->route.ident_len, ZMQ_SNDMORE) < 0 ||
-               zmq_send(s->router, m->data, m->size, 0) < 0) {
+               pf_rpc_msg_send(m, s->router, 0) < 0) {
       /* EHOSTUNREACH: the client is gone (ROUTER_MANDATORY). */
       if (m->waiter_id) pf_rpc_fail_route(&s->base, &m->route, 1, "the client is gone");
     } else if (m->waiter_id) {
       pf_rpc_mark_sent(&s->base, m->waiter_id);
     }
-    free(m);
+    pf_rpc_msg_free(m);
     m = next;
   }
 }
@@ -255,9 +255,10 @@ static void recv_in(pf_rpc_server* s) {
       continue;
     }
     more = zmq_msg_more(&body);
-    if (!more)
-      pf_rpc_dispatch(&s->base, &r, zmq_msg_data(&body), zmq_msg_size(&body), fresh, log_bad);
-    else
+    if (!more) {
+      pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &body);
+      if (in) pf_rpc_dispatch(&s->base, in, fresh, log_bad);
+    } else
       log_bad(&s->base, &r, "a message of several parts");
     zmq_msg_close(&body);
     while (more) {
@@ -298,7 +299,7 @@ static void server_free(pf_rpc_server* s) {
   free(s->workers);
   for (pf_rpc_msg* m = s->work; m;) {
     pf_rpc_msg* next = m->next;
-    free(m);
+    pf_rpc_msg_free(m);
     m = next;
   }
   pthread_cond_destroy(&s->work_cond);

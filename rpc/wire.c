@@ -73,6 +73,19 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
   if (head + bytes > UINT32_MAX)
     return WIRE_ERR(kPFErrValueError, "%s: tensor of %llu bytes is too large to cross", path,
                     (unsigned long long)bytes);
+  /* Room for the whole tensor at once, rather than doubling the buffer
+   * (and copying what it holds) a dozen times on the way to a megabyte. */
+  if (pk->callback == msgpack_sbuffer_write) {
+    msgpack_sbuffer* sb = pk->data;
+    size_t need = sb->size + 16 + head + (size_t)bytes;
+    if (need > sb->alloc) {
+      char* grown = realloc(sb->data, need);
+      if (grown == NULL)
+        return WIRE_ERR(kPFErrMemoryError, "%s: out of memory packing a tensor", path);
+      sb->data = grown;
+      sb->alloc = need;
+    }
+  }
   msgpack_pack_ext(pk, head + bytes, PF_RPC_EXT_TENSOR);
   msgpack_pack_ext_body(pk, hdr, head);
   if (bytes == 0) return 0;
