@@ -105,3 +105,9 @@ PY_PKG_RPC_LIB := bindings/python/packedfunc/$(RPC_SONAME)
 $(PY_PKG_RPC_LIB): $(RPC_SHARED) | $(call DEPS_STAMP,python)
 	cp -f $(RPC_SHARED) $@.tmp && mv -f $@.tmp $@
 python: $(PY_PKG_RPC_LIB)
+
+# Both rpc tests run under ThreadSanitizer too (test_rpc's name does not
+# match the threaded-test patterns of mk/tests.mk, but it runs callbacks,
+# nested calls and CURVE handshakes across threads).
+TSAN_TESTS += $(BUILD)/tsan/tests/test_rpc
+test-tsan: $(BUILD)/tsan/tests/test_rpc

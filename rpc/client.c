@@ -146,8 +146,12 @@ static void on_event(pf_rpc_client* c, int k) {
     }
   } else if (ev & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+    /* PFRPCConnect reads it, under the lock, to say why nothing answered. */
+    char* why = strdup("the security handshake failed (check the CURVE keys)");
+    pthread_mutex_lock(&c->base.mu);
     free(c->problem[k]);
-    c->problem[k] = strdup("the security handshake failed (check the CURVE keys)");
+    c->problem[k] = why;
+    pthread_mutex_unlock(&c->base.mu);
   }
 done:
   zmq_msg_close(&f1);
@@ -499,10 +503,13 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   }
   pthread_mutex_unlock(&c->base.mu);
   if (r.endpoint < 0) {
-    const char* why = NULL;
-    for (int k = 0; k < n && why == NULL; ++k) why = c->problem[k];
-    PFErrorSetFormat("ConnectionError", "%s: no server answered at %s within %d ms%s%s", where,
-                     endpoints, timeout, why ? ": " : "", why ? why : "");
+    char why[128] = "";
+    pthread_mutex_lock(&c->base.mu);
+    for (int k = 0; k < n && why[0] == '\0'; ++k)
+      if (c->problem[k]) snprintf(why, sizeof why, ": %s", c->problem[k]);
+    pthread_mutex_unlock(&c->base.mu);
+    PFErrorSetFormat("ConnectionError", "%s: no server answered at %s within %d ms%s", where,
+                     endpoints, timeout, why);
     goto fail;
   }
   {

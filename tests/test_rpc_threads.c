@@ -28,12 +28,13 @@
 #endif
 #endif
 #ifdef PF_TSAN
-/* libzmq is not instrumented: its lock-free queues hand messages between
+/* libzmq (and libsodium, which decrypts CURVE messages for it) is not
+ * instrumented: its lock-free queues hand messages between
  * its own threads in ways ThreadSanitizer cannot see. Reports whose stacks
  * are inside it are not ours; every hand-off in rpc/ is a mutex. */
 const char* __tsan_default_suppressions(void);
 __attribute__((visibility("default"))) const char* __tsan_default_suppressions(void) {
-  return "called_from_lib:libzmq.so\nrace:libzmq.so\n";
+  return "called_from_lib:libzmq.so\nrace:libzmq.so\nrace:libsodium.so\n";
 }
 #endif
 
