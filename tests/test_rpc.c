@@ -837,6 +837,68 @@ static void test_protocol_version_mismatch(void** state) {
   raw_close(&r);
 }
 
+/* ---- both sides survive the other's death ---- */
+
+static void test_reconnect_after_server_restart(void** state) {
+  (void)state;
+  const char* expose[] = {"t."};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  PFRPCServerHandle a = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &a));
+  assert_pf_ok(PFRPCServerGetEndpoint(a, &ep));
+  char endpoint[128];
+  snprintf(endpoint, sizeof endpoint, "%s", ep);
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &o, &m));
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue args[2] = {{.v_int64 = 1}, {.v_int64 = 2}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_pf_ok(PFRPCServerStop(a));
+  /* A new server on the same endpoint: the client reconnects by itself,
+   * and the next call waits for that (within its timeout). */
+  PFRPCServerHandle b = NULL;
+  assert_pf_ok(PFRPCServe(endpoint, &so, &b));
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 3);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  assert_pf_ok(PFRPCServerStop(b));
+}
+
+static void test_server_survives_client_death(void** state) {
+  (void)state;
+  /* A client sends a call that blocks, and goes away before the reply. */
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 1, "t.block");
+  char kind[256], msg[256];
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 2, "t.echo"); /* answered: the first is running */
+  raw_reply(&r, 2, kind, msg, sizeof kind);
+  raw_close(&r);
+  assert_int_equal(write(g_gate[1], "x", 1), 1); /* its reply now has nowhere to go */
+  /* The server goes on serving others. */
+  PFFunctionHandle add = fn("t.add");
+  PFValue args[2] = {{.v_int64 = 4}, {.v_int64 = 5}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  for (int i = 0; i < 10; ++i) {
+    assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+    assert_int_equal(rv.v_int64, 9);
+  }
+  PFFuncFree(add);
+}
+
 /* ---- CURVE ---- */
 
 static void test_curve_accept_and_refuse(void** state) {
@@ -1069,6 +1131,8 @@ int main(void) {
       cmocka_unit_test(test_exposed_prefix_reveals_nothing),
       cmocka_unit_test(test_malformed_messages),
       cmocka_unit_test(test_protocol_version_mismatch),
+      cmocka_unit_test(test_reconnect_after_server_restart),
+      cmocka_unit_test(test_server_survives_client_death),
       cmocka_unit_test(test_curve_accept_and_refuse),
       cmocka_unit_test(test_connect_bad_arguments),
       cmocka_unit_test(test_disconnect_misuse),

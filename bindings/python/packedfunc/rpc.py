@@ -57,9 +57,12 @@ def _load():
     errors = []
     for path in candidates:
         try:
-            # CDLL: every entry point may wait for the network or run user
-            # code on other threads, so the GIL is released during calls.
-            return ctypes.CDLL(path)
+            # This is libpackedfunc_rpc, a library of its own with its own
+            # header: its prototypes live here, while _ffi.py keeps every
+            # prototype of libpackedfunc. Loaded as a CDLL (cdll), since
+            # every entry point may wait for the network or run user code
+            # on other threads: the GIL is released during calls.
+            return ctypes.cdll.LoadLibrary(path)
         except OSError as err:
             errors.append("  %s: %s" % (path, err))
     raise ImportError("packedfunc.rpc: cannot load libpackedfunc_rpc:\n" + "\n".join(errors))
