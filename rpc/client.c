@@ -31,9 +31,12 @@ typedef struct pf_rpc_client {
   char** problem; /* the last handshake problem per endpoint (I/O thread) */
   msg_queue* pending;
   atomic_uint rr;
-  pthread_t io;
+  pthread_t io; /* the housekeeper */
   int io_started;
   atomic_int stop;
+  pthread_cond_t hk_cond; /* wakes the housekeeper (under base.mu) */
+  zmq_pollitem_t* items;  /* used by the holder of the I/O role */
+  int nitems;
   pthread_cond_t up_cond; /* an endpoint connected (under base.mu) */
   PFModuleHandle module;
   PFObjectHandle* closures;
@@ -89,7 +92,9 @@ static void client_free(pf_rpc_client* c) {
   free((void*)c->connected);
   free(c->pending);
   free(c->closures);
+  free(c->items);
   pthread_cond_destroy(&c->up_cond);
+  pthread_cond_destroy(&c->hk_cond);
   pf_rpc_peer_fini(&c->base);
   free(c);
 }
@@ -158,72 +163,130 @@ done:
   zmq_msg_close(&f2);
 }
 
-static void* client_io(void* arg) {
-  pf_rpc_client* c = arg;
-  int np = 1 + 2 * c->n;
-  zmq_pollitem_t* items = calloc((size_t)np, sizeof *items);
-  if (items == NULL) {
-    pf_rpc_peer_shutdown(&c->base, "the connection's I/O thread ran out of memory");
-    return NULL;
+/* The thread that holds the I/O role on this thread, if any: a message
+ * posted while it is held is sent by the holder's loop, not re-entrantly. */
+static _Thread_local pf_rpc_client* tl_role;
+
+/* Moves what other threads queued to the per-endpoint queues. */
+static void move_out(pf_rpc_client* c) {
+  for (pf_rpc_msg* m = pf_rpc_take_out(&c->base); m;) {
+    pf_rpc_msg* next = m->next;
+    int k = m->route.endpoint;
+    if (k < 0 || k >= c->n) pf_rpc_msg_free(m);
+    else queue_push(&c->pending[k], m);
+    m = next;
   }
-  items[0].fd = c->base.wake_fd;
-  items[0].events = ZMQ_POLLIN;
+}
+
+static void recv_all(pf_rpc_client* c, int k) {
+  for (;;) {
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->dealers[k], ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&msg);
+      return;
+    }
+    int more = zmq_msg_more(&msg);
+    pf_rpc_route r;
+    memset(&r, 0, sizeof r);
+    r.endpoint = k;
+    if (!more) {
+      pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &msg);
+      if (in) pf_rpc_dispatch(&c->base, in, NULL, NULL);
+    }
+    zmq_msg_close(&msg);
+    while (more) { /* a multi-part message is not ours: drop it whole */
+      zmq_msg_init(&msg);
+      if (zmq_msg_recv(&msg, c->dealers[k], 0) < 0) more = 0;
+      else more = zmq_msg_more(&msg);
+      zmq_msg_close(&msg);
+    }
+  }
+}
+
+static void drain_events(pf_rpc_client* c, int k) {
+  for (;;) {
+    int ev = 0;
+    size_t sz = sizeof ev;
+    if (zmq_getsockopt(c->monitors[k], ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLIN)) return;
+    on_event(c, k);
+  }
+}
+
+/* One round of I/O, by the holder of the role: send what is queued, wait
+ * up to timeout_ms for anything, then take in what came. */
+static void io_pass(pf_rpc_client* c, int timeout_ms) {
+  move_out(c);
+  for (int k = 0; k < c->n; ++k) flush(c, k);
+  if (zmq_poll(c->items, c->nitems, timeout_ms) < 0 && errno != EINTR) return;
+  move_out(c);
   for (int k = 0; k < c->n; ++k) {
-    items[1 + 2 * k].socket = c->dealers[k];
-    items[1 + 2 * k].events = ZMQ_POLLIN;
-    items[2 + 2 * k].socket = c->monitors[k];
-    items[2 + 2 * k].events = ZMQ_POLLIN;
+    if (c->items[2 + 2 * k].revents & ZMQ_POLLIN) drain_events(c, k);
+    flush(c, k);
+    if (c->items[1 + 2 * k].revents & ZMQ_POLLIN) recv_all(c, k);
   }
+}
+
+/* io_poll: polls until w has mail or has failed (or the connection closes). */
+static void client_poll(pf_rpc_peer* p, pf_rpc_waiter* w) {
+  pf_rpc_client* c = (pf_rpc_client*)p;
+  tl_role = c;
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    int done = w->inbox != NULL || w->failed || atomic_load(&p->closed);
+    pthread_mutex_unlock(&p->mu);
+    if (done) break;
+    io_pass(c, pf_rpc_expire(p, 1000));
+  }
+  /* Replies this thread queued while it polled (errors for stray
+   * requests) go out before the role does. */
+  move_out(c);
+  for (int k = 0; k < c->n; ++k) flush(c, k);
+  tl_role = NULL;
+}
+
+/* Runs one pass with the role if nobody holds it; returns whether it did. */
+static int pass_if_free(pf_rpc_client* c, int timeout_ms) {
+  pthread_mutex_lock(&c->base.mu);
+  int mine = !c->base.io_role && !atomic_load(&c->base.closed);
+  if (mine) c->base.io_role = 1;
+  pthread_mutex_unlock(&c->base.mu);
+  if (!mine) return 0;
+  tl_role = c;
+  pf_rpc_expire(&c->base, 0);
+  io_pass(c, timeout_ms);
+  tl_role = NULL;
+  pthread_mutex_lock(&c->base.mu);
+  pf_rpc_role_released(&c->base);
+  pthread_mutex_unlock(&c->base.mu);
+  return 1;
+}
+
+/* after_post: a message queued when nobody polls goes out at once. */
+static void client_after_post(pf_rpc_peer* p) {
+  pf_rpc_client* c = (pf_rpc_client*)p;
+  if (tl_role != c) pass_if_free(c, 0);
+}
+
+/* The housekeeper: when no caller polls, it notices what happens on an idle
+ * connection (a server's coming and going), fails calls past their
+ * deadline, and sends what finalizers queued. */
+static void* client_housekeeper(void* arg) {
+  pf_rpc_client* c = arg;
+  pthread_mutex_lock(&c->base.mu);
   while (!atomic_load(&c->stop)) {
-    int timeout = pf_rpc_expire(&c->base, 1000);
-    if (zmq_poll(items, np, timeout) < 0 && errno != EINTR) break;
+    pthread_mutex_unlock(&c->base.mu);
+    pass_if_free(c, 0);
+    pthread_mutex_lock(&c->base.mu);
     if (atomic_load(&c->stop)) break;
-    if (items[0].revents & ZMQ_POLLIN) {
-      for (pf_rpc_msg* m = pf_rpc_take_out(&c->base); m;) {
-        pf_rpc_msg* next = m->next;
-        int k = m->route.endpoint;
-        if (k < 0 || k >= c->n) pf_rpc_msg_free(m);
-        else queue_push(&c->pending[k], m);
-        m = next;
-      }
-    }
-    for (int k = 0; k < c->n; ++k) {
-      flush(c, k);
-      if (items[1 + 2 * k].revents & ZMQ_POLLIN) {
-        for (;;) {
-          zmq_msg_t msg;
-          zmq_msg_init(&msg);
-          if (zmq_msg_recv(&msg, c->dealers[k], ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&msg);
-            break;
-          }
-          int more = zmq_msg_more(&msg);
-          pf_rpc_route r;
-          memset(&r, 0, sizeof r);
-          r.endpoint = k;
-          if (!more) {
-            pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &msg);
-            if (in) pf_rpc_dispatch(&c->base, in, NULL, NULL);
-          }
-          zmq_msg_close(&msg);
-          while (more) { /* a multi-part message is not ours: drop it whole */
-            zmq_msg_init(&msg);
-            if (zmq_msg_recv(&msg, c->dealers[k], 0) < 0) more = 0;
-            else more = zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-          }
-        }
-      }
-      while (items[2 + 2 * k].revents & ZMQ_POLLIN) {
-        on_event(c, k);
-        int ev = 0;
-        size_t sz = sizeof ev;
-        if (zmq_getsockopt(c->monitors[k], ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLIN))
-          break;
-      }
-    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&c->hk_cond, &c->base.mu, &ts);
   }
-  free(items);
+  pthread_mutex_unlock(&c->base.mu);
   return NULL;
 }
 
@@ -295,11 +358,17 @@ static int open_socket(pf_rpc_client* c, int k, const PFRPCOptions* o, int64_t m
 /* Stops the I/O thread and closes the sockets; the struct stays. */
 static void client_close(pf_rpc_client* c, const char* reason) {
   pf_rpc_peer_shutdown(&c->base, reason);
+  /* Nobody takes the I/O role once closed; wait for its holder to give it
+   * up (the eventfd ends its poll), then nobody touches the sockets. */
+  uint64_t one = 1;
+  ssize_t wrc = write(c->base.wake_fd, &one, sizeof one);
+  (void)wrc;
+  pthread_mutex_lock(&c->base.mu);
+  atomic_store(&c->stop, 1);
+  pthread_cond_broadcast(&c->hk_cond);
+  while (c->base.io_role) pthread_cond_wait(&c->base.role_cond, &c->base.mu);
+  pthread_mutex_unlock(&c->base.mu);
   if (c->io_started) {
-    atomic_store(&c->stop, 1);
-    uint64_t one = 1;
-    ssize_t rc = write(c->base.wake_fd, &one, sizeof one);
-    (void)rc;
     pthread_join(c->io, NULL);
     c->io_started = 0;
   }
@@ -435,6 +504,9 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
     return -1;
   }
   pthread_cond_init(&c->up_cond, NULL);
+  pthread_cond_init(&c->hk_cond, NULL);
+  c->base.io_poll = client_poll;
+  c->base.after_post = client_after_post;
   c->base.pick_route = pick;
   c->base.describe_route = describe;
   c->base.destroy = client_destroy;
@@ -477,8 +549,22 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   }
   for (int k = 0; k < n; ++k)
     if (open_socket(c, k, options, maxmsg) != 0) goto fail;
-  if (pthread_create(&c->io, NULL, client_io, c) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot start the I/O thread", where);
+  c->nitems = 1 + 2 * n;
+  c->items = calloc((size_t)c->nitems, sizeof *c->items);
+  if (c->items == NULL) {
+    PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+    goto fail;
+  }
+  c->items[0].fd = c->base.wake_fd;
+  c->items[0].events = ZMQ_POLLIN;
+  for (int k = 0; k < n; ++k) {
+    c->items[1 + 2 * k].socket = c->dealers[k];
+    c->items[1 + 2 * k].events = ZMQ_POLLIN;
+    c->items[2 + 2 * k].socket = c->monitors[k];
+    c->items[2 + 2 * k].events = ZMQ_POLLIN;
+  }
+  if (pthread_create(&c->io, NULL, client_housekeeper, c) != 0) {
+    PF_ERROR(kPFErrRuntimeError, "%s: cannot start the housekeeping thread", where);
     goto fail;
   }
   c->io_started = 1;
@@ -487,21 +573,24 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   pf_rpc_route r;
   memset(&r, 0, sizeof r);
   r.endpoint = -1;
-  pthread_mutex_lock(&c->base.mu);
   for (;;) {
     for (int k = 0; k < n && r.endpoint < 0; ++k)
       if (atomic_load(&c->connected[k])) r.endpoint = k;
     int64_t now = pf_rpc_now_ms();
     if (r.endpoint >= 0 || now >= deadline) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t wait = deadline - now < 50 ? deadline - now : 50;
-    ts.tv_nsec += wait * 1000000;
-    ts.tv_sec += ts.tv_nsec / 1000000000;
-    ts.tv_nsec %= 1000000000;
-    pthread_cond_timedwait(&c->up_cond, &c->base.mu, &ts);
+    int wait = (int)(deadline - now < 20 ? deadline - now : 20);
+    /* Poll the handshakes here, or wait while the housekeeper does. */
+    if (!pass_if_free(c, wait)) {
+      pthread_mutex_lock(&c->base.mu);
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += (long)wait * 1000000L;
+      ts.tv_sec += ts.tv_nsec / 1000000000L;
+      ts.tv_nsec %= 1000000000L;
+      pthread_cond_timedwait(&c->up_cond, &c->base.mu, &ts);
+      pthread_mutex_unlock(&c->base.mu);
+    }
   }
-  pthread_mutex_unlock(&c->base.mu);
   if (r.endpoint < 0) {
     char why[128] = "";
     pthread_mutex_lock(&c->base.mu);

@@ -32,7 +32,15 @@ int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms) {
   if (p->wake_fd < 0)
     return PF_ERROR(kPFErrRuntimeError, "rpc: eventfd failed: %s", strerror(errno));
   pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->role_cond, NULL);
   return 0;
+}
+
+void pf_rpc_role_released(pf_rpc_peer* p) {
+  p->io_role = 0;
+  pf_rpc_waiter *w, *tmp;
+  HASH_ITER(hh, p->waiters, w, tmp) pthread_cond_signal(&w->cond);
+  pthread_cond_broadcast(&p->role_cond);
 }
 
 static void free_msgs(pf_rpc_msg* m) {
@@ -63,6 +71,7 @@ void pf_rpc_peer_fini(pf_rpc_peer* p) {
   HASH_ITER(hh, p->waiters, w, wtmp) HASH_DEL(p->waiters, w);
   if (p->wake_fd >= 0) close(p->wake_fd);
   p->wake_fd = -1;
+  pthread_cond_destroy(&p->role_cond);
   pthread_mutex_destroy(&p->mu);
 }
 
@@ -172,13 +181,18 @@ static void wake(pf_rpc_peer* p) {
   (void)rc; /* EAGAIN: the counter is already nonzero, the thread wakes */
 }
 
-void pf_rpc_post(pf_rpc_peer* p, pf_rpc_msg* m) {
-  pthread_mutex_lock(&p->mu);
+static void enqueue(pf_rpc_peer* p, pf_rpc_msg* m) {
   if (p->out_tail) p->out_tail->next = m;
   else p->out = m;
   p->out_tail = m;
+}
+
+void pf_rpc_post(pf_rpc_peer* p, pf_rpc_msg* m) {
+  pthread_mutex_lock(&p->mu);
+  enqueue(p, m);
   pthread_mutex_unlock(&p->mu);
   wake(p);
+  if (p->after_post) p->after_post(p);
 }
 
 pf_rpc_msg* pf_rpc_take_out(pf_rpc_peer* p) {
@@ -670,9 +684,29 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
 }
 
 /* Waits for the next message or the failure of waiter w; NULL on failure. */
-static pf_rpc_msg* waiter_next(pf_rpc_peer* p, pf_rpc_waiter* w) {
+/* Waits for waiter w's next message; `out`, when not NULL, is its request,
+ * queued here first: if this thread then takes the I/O role it sends it
+ * itself, without waking anyone. */
+static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg* out) {
   pthread_mutex_lock(&p->mu);
+  if (out != NULL) {
+    enqueue(p, out);
+    if (p->io_poll == NULL || p->io_role || atomic_load(&p->closed)) {
+      pthread_mutex_unlock(&p->mu);
+      wake(p); /* the I/O thread, or the thread that polls, sends it */
+      pthread_mutex_lock(&p->mu);
+    }
+  }
   while (w->inbox == NULL && !w->failed) {
+    if (p->io_poll != NULL && !p->io_role && !atomic_load(&p->closed)) {
+      /* Nobody polls the sockets: this thread does, until its own mail. */
+      p->io_role = 1;
+      pthread_mutex_unlock(&p->mu);
+      p->io_poll(p, w);
+      pthread_mutex_lock(&p->mu);
+      pf_rpc_role_released(p);
+      continue;
+    }
     /* The I/O thread enforces the deadline; this bound only keeps a waiter
      * from outliving a connection that was torn down under it. */
     struct timespec ts;
@@ -704,8 +738,7 @@ int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const
   pthread_mutex_lock(&p->mu);
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
   pthread_mutex_unlock(&p->mu);
-  pf_rpc_post(p, m);
-  pf_rpc_msg* got = waiter_next(p, &w);
+  pf_rpc_msg* got = waiter_next_post(p, &w, m);
   int rc = 0;
   if (got == NULL) rc = PFErrorSetFormat(w.fail_kind, "%s", w.fail_msg);
   waiter_remove(p, &w);
@@ -809,10 +842,10 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   pthread_mutex_lock(&p->mu);
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
   pthread_mutex_unlock(&p->mu);
-  pf_rpc_post(p, out);
   int rc = -1;
   for (;;) {
-    pf_rpc_msg* m = waiter_next(p, &w);
+    pf_rpc_msg* m = waiter_next_post(p, &w, out);
+    out = NULL;
     if (m == NULL) {
       rc = PFErrorSetFormat(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
       break;

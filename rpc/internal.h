@@ -163,6 +163,15 @@ struct pf_rpc_peer {
   atomic_int refs;
   int timeout_ms;
   char closed_reason[128];
+  /* The client's sockets belong to whichever thread holds the I/O role
+   * (under mu): a caller waiting for its reply polls them itself, so that
+   * a reply reaches it without a hand-off between threads. io_poll (NULL
+   * on the server) polls until waiter w has mail or has failed. */
+  int io_role;
+  pthread_cond_t role_cond; /* io_role was given up */
+  void (*io_poll)(pf_rpc_peer* p, pf_rpc_waiter* w);
+  /* After a message is queued (client): sends it now if the role is free. */
+  void (*after_post)(pf_rpc_peer* p);
   /* The side's own parts. */
   int (*pick_route)(pf_rpc_peer* p, pf_rpc_route* out);
   void (*describe_route)(pf_rpc_peer* p, const pf_rpc_route* r, char* buf, size_t cap);
@@ -172,6 +181,9 @@ struct pf_rpc_peer {
 };
 
 PF_RPC_HIDDEN int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms);
+/* Under p->mu: gives the I/O role up and wakes the waiters, one of which
+ * may take it. */
+PF_RPC_HIDDEN void pf_rpc_role_released(pf_rpc_peer* p);
 PF_RPC_HIDDEN void pf_rpc_peer_fini(pf_rpc_peer* p);
 /* Closes the peer for good: calls fail with ConnectionError(reason), waiters
  * are failed, exports released (outside the lock). */
