@@ -1,5 +1,7 @@
-/* The client: one DEALER socket per server endpoint, owned by one I/O thread
- * per connection. Calls are spread over the connected servers by the client
+/* The client: one DEALER socket per server endpoint. The sockets belong to
+ * whichever thread holds the connection's I/O role (the peer's io_role):
+ * usually a caller waiting for its reply, else the housekeeping thread.
+ * Calls are spread over the connected servers by the client
  * itself, one after another, rather than by one DEALER connected to all of
  * them: a DEALER does not say which server took a request, and the client
  * must know it, to fail exactly the calls that a dying server held, and to

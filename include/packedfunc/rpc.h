@@ -51,9 +51,13 @@
  * back on the same endpoint.
  *
  * Threads. Every entry point is thread-safe. Remote functions may be called
- * from any number of threads at once; each connection has one I/O thread
- * that owns its sockets, and callers wait for their replies without holding
- * any lock. No user code runs while a lock of this library is held.
+ * from any number of threads at once. A connection's sockets belong to one
+ * thread at a time: a caller that waits for a reply polls them itself when
+ * no other thread does (so a lone caller's round trip crosses no thread of
+ * this library), and otherwise sleeps until its reply is handed to it; a
+ * housekeeping thread per connection follows it while nobody calls. A
+ * server runs one I/O thread and its workers. No user code runs while a
+ * lock of this library is held.
  */
 #ifndef PACKEDFUNC_RPC_H_
 #define PACKEDFUNC_RPC_H_
