@@ -105,6 +105,34 @@ static int f_apply(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return st;
 }
 
+/* t.apply_in_thread(f, x): calls f(x) on a thread of its own, which
+ * serves no request: the callback is routed by the function alone. */
+typedef struct {
+  PFFunctionHandle f;
+  PFValue arg, rv;
+  int code, rc, status;
+  char err[256];
+} thread_call;
+static void* run_thread_call(void* p) {
+  thread_call* t = p;
+  int code = kPFInt;
+  t->status = PFFuncCall(t->f, &t->arg, &code, 1, &t->rv, &t->rc);
+  if (t->status != 0) snprintf(t->err, sizeof t->err, "%s", PFErrorGetMessage());
+  return NULL;
+}
+static int f_apply_in_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2 || c[0] != kPFFuncHandle || c[1] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "t.apply_in_thread: (function, int)");
+  thread_call t = {.f = a[0].v_handle, .arg = a[1]};
+  pthread_t th;
+  if (pthread_create(&th, NULL, run_thread_call, &t) != 0)
+    return PFErrorSetFormat(kPFErrRuntimeError, "no thread");
+  pthread_join(th, NULL);
+  if (t.status != 0) return PFErrorSetFormat(kPFErrRuntimeError, "in thread: %s", t.err);
+  return PFCFuncSetReturn(ret, &t.rv, &t.rc, 1);
+}
+
 /* t.make_adder(k): a function x -> x + k. */
 static int adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "adder: one int");
@@ -193,6 +221,7 @@ static int setup(void** state) {
   reg("t.fail", f_fail);
   reg("t.tensor_info", f_tensor_info);
   reg("t.apply", f_apply);
+  reg("t.apply_in_thread", f_apply_in_thread);
   reg("t.make_adder", f_make_adder);
   reg("t.keep", f_keep);
   reg("t.call_kept", f_call_kept);
@@ -617,6 +646,21 @@ static void test_nested_deeper_than_workers(void** state) {
   assert_int_equal(rv.v_int64, 12);
   PFFuncFree(g_depth_fn);
   PFFuncFree(g_remote_apply);
+}
+
+static void test_callback_from_another_server_thread(void** state) {
+  (void)state;
+  PFFunctionHandle f = fn("t.apply_in_thread");
+  PFFunctionHandle cb = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_times10, NULL, NULL, &cb));
+  PFValue args[2] = {{.v_handle = cb}, {.v_int64 = 7}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 70);
+  PFFuncFree(cb);
+  PFFuncFree(f);
 }
 
 static void test_callback_error_and_lifetime(void** state) {
@@ -1126,6 +1170,7 @@ int main(void) {
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_callbacks),
       cmocka_unit_test(test_nested_deeper_than_workers),
+      cmocka_unit_test(test_callback_from_another_server_thread),
       cmocka_unit_test(test_callback_error_and_lifetime),
       cmocka_unit_test(test_returned_function),
       cmocka_unit_test(test_exposed_prefix_reveals_nothing),

@@ -296,6 +296,40 @@ static void test_kill_server_mid_call(void** state) {
   close(started[0]);
 }
 
+/* A server that stops answering without closing its connection (a frozen
+ * process, a cut cable): the heartbeats notice, and the call in flight
+ * fails with ConnectionError long before its timeout would say
+ * TimeoutError. */
+static void test_frozen_server_is_connection_error(void** state) {
+  (void)state;
+  int started[2];
+  assert_int_equal(pipe(started), 0);
+  child_server victim;
+  start_child(&victim, 0, 0, started[1]);
+  close(started[1]);
+  PFRPCOptions o = {0};
+  o.timeout_ms = 60000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(victim.endpoint, &o, &m));
+  block_arg b = {0};
+  assert_pf_ok(PFModGetFunction(m, "t.block", 0, &b.block));
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, call_block, &b), 0);
+  char x;
+  assert_int_equal(read(started[0], &x, 1), 1);
+  kill(victim.pid, SIGSTOP); /* its sockets stay open; it just never answers */
+  pthread_join(t, NULL);
+  assert_int_equal(b.status, -1);
+  assert_string_equal(b.kind, "ConnectionError");
+  kill(victim.pid, SIGKILL);
+  kill(victim.pid, SIGCONT);
+  waitpid(victim.pid, NULL, 0);
+  PFFuncFree(b.block);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  close(started[0]);
+}
+
 /* In-process: many threads through one connection to one server, with a
  * server stopped while calls are in flight. */
 static void* call_until_error(void* p) {
@@ -363,6 +397,7 @@ int main(void) {
       cmocka_unit_test(test_three_servers_four_threads),
       cmocka_unit_test(test_kill_server_mid_call),
       cmocka_unit_test(test_stop_server_under_load),
+      cmocka_unit_test(test_frozen_server_is_connection_error),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
