@@ -135,13 +135,18 @@ typedef struct {
  * succeeds must be paired with one PFRPCDisconnect, as a file with a
  * close. The module's functions, and remote functions the servers returned,
  * stay valid objects after that; their calls fail with ConnectionError.
+ * The module's functions call through libffi closures (the core builds
+ * modules from C function pointers only); since nothing tells this library
+ * when the last of those functions is gone, the closures and a small record
+ * of the connection (a few hundred bytes per function) stay until the
+ * process exits, reachable, not leaked.
  *
  * Errors: NULL endpoints or out (TypeError); an empty or malformed endpoint
  * list, a negative timeout, incomplete or malformed CURVE keys (ValueError
  * naming the option); no server answered within the timeout
  * (ConnectionError, naming the endpoints); a server that speaks another
  * protocol version (ValueError naming both versions); MemoryError. On error
- * nothing is left running.
+ * nothing is left running. Thread-safe: connections are independent.
  */
 PF_EXPORT int PFRPCConnect(const char* endpoints, const PFRPCOptions* options,
                            PFModuleHandle* out);
@@ -241,7 +246,8 @@ PF_EXPORT int PFRPCCurveKeypair(char* public_key, char* secret_key);
 
 /* Derives the public key (Z85, PF_RPC_KEY_SIZE bytes) of a secret key.
  * Errors: NULL arguments (TypeError); a secret key that is not 40
- * characters of Z85 (ValueError); no CURVE support (NotImplementedError). */
+ * characters of Z85 (ValueError); no CURVE support (NotImplementedError).
+ * Thread-safe. */
 PF_EXPORT int PFRPCCurvePublicKey(const char* secret_key, char* public_key);
 
 #ifdef __cplusplus
