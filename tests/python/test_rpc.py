@@ -140,7 +140,7 @@ def test_returned_function_is_remote(remote):
 
 def test_timeout(server):
     _gate.clear()
-    with rpc.connect(server.endpoint, timeout=0.5) as mod:
+    with rpc.connect(server.endpoint, timeout=2) as mod:
         with pytest.raises(TimeoutError):
             mod["pyrpc.wait"]()
         _gate.set()
