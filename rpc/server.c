@@ -518,6 +518,19 @@ int PFRPCServerStop(PFRPCServerHandle server) {
   return 0;
 }
 
+int PFRPCGetStructSize(const char* name, size_t* out) {
+  if (name == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCGetStructSize: argument 'name' is NULL");
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCGetStructSize: argument 'out' is NULL");
+  if (strcmp(name, "PFRPCOptions") == 0) {
+    *out = sizeof(PFRPCOptions);
+  } else if (strcmp(name, "PFRPCServerOptions") == 0) {
+    *out = sizeof(PFRPCServerOptions);
+  } else {
+    return PF_ERROR(kPFErrKeyError, "PFRPCGetStructSize: no struct named '%.100s'", name);
+  }
+  return 0;
+}
+
 int PFRPCCurveKeypair(char* public_key, char* secret_key) {
   if (public_key == NULL || secret_key == NULL)
     return PF_ERROR(kPFErrTypeError, "PFRPCCurveKeypair: argument '%s' is NULL",

@@ -1077,6 +1077,18 @@ static void test_serve_bad_options(void** state) {
   assert_null(s);
 }
 
+static void test_struct_sizes(void** state) {
+  (void)state;
+  size_t n = 0;
+  assert_pf_ok(PFRPCGetStructSize("PFRPCOptions", &n));
+  assert_int_equal(n, sizeof(PFRPCOptions));
+  assert_pf_ok(PFRPCGetStructSize("PFRPCServerOptions", &n));
+  assert_int_equal(n, sizeof(PFRPCServerOptions));
+  assert_pf_error(PFRPCGetStructSize("PFValue", &n), kPFErrKeyError, "PFValue");
+  assert_pf_error(PFRPCGetStructSize(NULL, &n), kPFErrTypeError, "name");
+  assert_pf_error(PFRPCGetStructSize("PFRPCOptions", NULL), kPFErrTypeError, "out");
+}
+
 static void test_curve_key_misuse(void** state) {
   (void)state;
   char k[PF_RPC_KEY_SIZE];
@@ -1183,6 +1195,7 @@ int main(void) {
       cmocka_unit_test(test_disconnect_misuse),
       cmocka_unit_test(test_serve_bad_options),
       cmocka_unit_test(test_curve_key_misuse),
+      cmocka_unit_test(test_struct_sizes),
       cmocka_unit_test(test_pf_serve_and_connect),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -250,6 +250,17 @@ PF_EXPORT int PFRPCCurveKeypair(char* public_key, char* secret_key);
  * Thread-safe. */
 PF_EXPORT int PFRPCCurvePublicKey(const char* secret_key, char* public_key);
 
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* sizeof of a public struct of this header as the library was compiled:
+ * "PFRPCOptions", "PFRPCServerOptions". Bindings compare it with their own
+ * mirrors (as PFGetStructSize does for the core's structs).
+ * Errors: NULL arguments (TypeError), unknown name (KeyError naming it).
+ * Thread-safe. */
+PF_EXPORT int PFRPCGetStructSize(const char* name, size_t* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -233,3 +233,13 @@ def test_pf_serve_from_python_and_pf_connect(pf_serve):
     out = subprocess.run([PF, "--connect", pf_serve, "call", "demo.nothing"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "KeyError" in out.stderr
+
+
+def test_mirrors_are_checked():
+    import ctypes
+
+    class Wrong(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_int)]
+    rpc.check_mirrors()  # the real ones match
+    with pytest.raises(ImportError, match="PFRPCOptions is .* bytes in the library but 4"):
+        rpc.check_mirrors((("PFRPCOptions", Wrong),))

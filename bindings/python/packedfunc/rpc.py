@@ -101,7 +101,24 @@ _GetEndpoint = _proto("PFRPCServerGetEndpoint", [c_void_p, POINTER(c_char_p)])
 _Stop = _proto("PFRPCServerStop", [c_void_p])
 _Keypair = _proto("PFRPCCurveKeypair", [c_char_p, c_char_p])
 _PublicKey = _proto("PFRPCCurvePublicKey", [c_char_p, c_char_p])
+_StructSize = _proto("PFRPCGetStructSize", [c_char_p, POINTER(ctypes.c_size_t)])
 _KEY_SIZE = 41
+
+
+def check_mirrors(mirrors=(("PFRPCOptions", _Options), ("PFRPCServerOptions", _ServerOptions))):
+    """Refuse (ImportError) a library whose option structs differ in size
+    from this module's mirrors of them."""
+    for name, mirror in mirrors:
+        size = ctypes.c_size_t()
+        if _StructSize(name.encode(), byref(size)) != 0:
+            raise ImportError("packedfunc.rpc: the library cannot report the size of %s" % name)
+        if size.value != ctypes.sizeof(mirror):
+            raise ImportError("packedfunc.rpc: struct %s is %d bytes in the library but %d bytes "
+                              "in the Python mirror; the package and the library do not match"
+                              % (name, size.value, ctypes.sizeof(mirror)))
+
+
+check_mirrors()
 
 
 def _text(what, value):
