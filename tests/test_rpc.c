@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1098,6 +1100,19 @@ static void test_curve_key_misuse(void** state) {
 
 /* ---- pf serve ---- */
 
+/* In a `pf serve` child: stderr to the pipe `out`, stdout to /dev/null (a
+ * pipeline that reads this test's output must not wait for the server),
+ * and death with this process, so that a failed assertion leaves no
+ * server behind. */
+static void child_hygiene(int out[2]) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(out[1], 2);
+  int null = open("/dev/null", O_WRONLY);
+  if (null >= 0) dup2(null, 1);
+  close(out[0]);
+  close(out[1]);
+}
+
 static void test_pf_serve_and_connect(void** state) {
   (void)state;
   int out[2];
@@ -1105,9 +1120,7 @@ static void test_pf_serve_and_connect(void** state) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    dup2(out[1], 2);
-    close(out[0]);
-    close(out[1]);
+    child_hygiene(out);
     execl(PF_TEST_CLI_REL, "pf", "--load", PF_TEST_DEMO_PLUGIN, "serve", "--listen",
           "tcp://127.0.0.1:*", "--expose", "demo.", "--workers", "2", (char*)NULL);
     _exit(127);
@@ -1169,6 +1182,96 @@ static void test_pf_serve_and_connect(void** state) {
   close(out[0]);
 }
 
+/* pf serve with CURVE: only the authorized client key gets in. */
+static void write_file(const char* path, const char* text) {
+  FILE* f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_pf_serve_with_curve_keys(void** state) {
+  (void)state;
+  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE],
+      csec[PF_RPC_KEY_SIZE], opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE];
+  assert_pf_ok(PFRPCCurveKeypair(spub, ssec));
+  assert_pf_ok(PFRPCCurveKeypair(cpub, csec));
+  assert_pf_ok(PFRPCCurveKeypair(opub, osec));
+  char dir[] = "/tmp/pf_rpc_keys_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char secret_file[128], authorized_file[128], client_file[128], text[128];
+  snprintf(secret_file, sizeof secret_file, "%s/server.key", dir);
+  snprintf(authorized_file, sizeof authorized_file, "%s/authorized", dir);
+  snprintf(client_file, sizeof client_file, "%s/client.key", dir);
+  snprintf(text, sizeof text, "%s\n", ssec);
+  write_file(secret_file, text);
+  snprintf(text, sizeof text, "# the one client\n%s\n", cpub);
+  write_file(authorized_file, text);
+  snprintf(text, sizeof text, "%s\n", csec);
+  write_file(client_file, text);
+  int out[2];
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    child_hygiene(out);
+    execl(PF_TEST_CLI_REL, "pf", "serve", "--listen", "tcp://127.0.0.1:*", "--load",
+          PF_TEST_DEMO_PLUGIN, "--expose", "demo.", "--curve-secret-key", secret_file,
+          "--authorized-keys", authorized_file, (char*)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  char line[512];
+  size_t n = 0;
+  while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') ++n;
+  line[n] = '\0';
+  const char* at = strstr(line, "tcp://");
+  assert_non_null(at);
+  char ep[128];
+  snprintf(ep, sizeof ep, "%.*s", (int)strcspn(at, " \n"), at);
+  /* The authorized client, from C and from pf --connect. */
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  o.server_key = spub;
+  o.client_public_key = cpub;
+  o.client_secret_key = csec;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(ep, &o, &m));
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  char cmd[768];
+  /* Z85 has shell characters ('(', '&', ...) but no single quote. */
+  snprintf(cmd, sizeof cmd,
+           "%s --connect %s --server-key '%s' --client-secret-key %s call demo.add 1 2",
+           PF_TEST_CLI_REL, ep, spub, client_file);
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  char got[64] = {0};
+  assert_non_null(fgets(got, sizeof got, p));
+  assert_int_equal(pclose(p), 0);
+  assert_string_equal(got, "3\n");
+  /* Another key pair, which knows the server's public key: refused. */
+  o.timeout_ms = 300;
+  o.client_public_key = opub;
+  o.client_secret_key = osec;
+  m = NULL;
+  assert_pf_error(PFRPCConnect(ep, &o, &m), "ConnectionError", "no server answered");
+  kill(pid, SIGTERM);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  /* One log line per refused handshake, and nothing else. */
+  char rest[2048];
+  ssize_t k = read(out[0], rest, sizeof rest - 1);
+  rest[k > 0 ? k : 0] = '\0';
+  assert_non_null(strstr(rest, "handshake failed"));
+  close(out[0]);
+  unlink(secret_file);
+  unlink(authorized_file);
+  unlink(client_file);
+  rmdir(dir);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -1197,6 +1300,7 @@ int main(void) {
       cmocka_unit_test(test_curve_key_misuse),
       cmocka_unit_test(test_struct_sizes),
       cmocka_unit_test(test_pf_serve_and_connect),
+      cmocka_unit_test(test_pf_serve_with_curve_keys),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +91,7 @@ static void start_child(child_server* cs, int tag, int report_calls, int started
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no server behind */
     close(ep[0]);
     if (rep[0] >= 0) close(rep[0]);
     g_tag = tag;

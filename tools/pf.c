@@ -36,13 +36,15 @@ static const char k_usage[] =
     "  describe NAME        print a function's name, signature and docstring\n"
     "  call NAME [ARG...]   call a function and print its result\n"
     "  serve --listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
-    "        [--load LIB.so]... [--curve-secret-key FILE]\n"
+    "        [--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
     "                       serve the registered functions whose names begin\n"
     "                       with an exposed PREFIX (none unless --expose is\n"
     "                       given; --expose '' exposes all) to remote clients\n"
     "                       on a ZeroMQ ENDPOINT such as tcp://127.0.0.1:9190,\n"
     "                       with N worker threads (4), until SIGINT or SIGTERM;\n"
-    "                       prints one line to stderr when ready\n"
+    "                       prints one line to stderr when ready; with CURVE,\n"
+    "                       only clients whose public key is in the\n"
+    "                       authorized-keys FILE (one per line) may connect\n"
     "  help                 print this help\n"
     "\n"
     "Options (before the command):\n"
@@ -1036,11 +1038,48 @@ static void log_line(void* user, const char* line) {
   fflush((FILE*)user);
 }
 
+/* Reads the CURVE public keys of FILE, one per line (blank lines and lines
+ * that begin with '#' are skipped), into keys[0..*n) (at most max). */
+static int read_authorized_keys(FILE* err, const char* path, char (*keys)[PF_RPC_KEY_SIZE],
+                                int max, int* n) {
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(err, "pf: ValueError: cannot read the authorized keys '%s': %s\n", path,
+            strerror(errno));
+    return -1;
+  }
+  char line[256];
+  int count = 0, lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+    ++lineno;
+    size_t len = strcspn(line, "\r\n");
+    line[len] = '\0';
+    if (len == 0 || line[0] == '#') continue;
+    if (len != PF_RPC_KEY_SIZE - 1 || count >= max) {
+      fprintf(err, "pf: ValueError: '%s' line %d: %s\n", path, lineno,
+              count >= max ? "too many keys" : "not a CURVE public key (40 characters of Z85)");
+      rc = -1;
+    } else {
+      memcpy(keys[count++], line, PF_RPC_KEY_SIZE);
+    }
+  }
+  fclose(f);
+  if (rc == 0 && count == 0) {
+    fprintf(err, "pf: ValueError: '%s' holds no key\n", path);
+    rc = -1;
+  }
+  *n = count;
+  return rc;
+}
+
+#define PF_MAX_AUTHORIZED_KEYS 1024
+
 /* pf serve: parses its options, serves until SIGINT or SIGTERM. */
 static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
                      int (*load)(FILE*, const char*, const char*)) {
   const char* listen = NULL;
   const char* key_file = NULL;
+  const char* authorized_file = NULL;
   const char** expose = calloc((size_t)nargs + 1, sizeof *expose);
   const char** loads = calloc((size_t)nargs + 1, sizeof *loads);
   int nexpose = 0, nloads = 0, status = -1;
@@ -1069,11 +1108,16 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     } else if ((r = option_value(nargs, argv, &i, "--curve-secret-key", &v)) != 0) {
       if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--curve-secret-key needs a FILE");
       key_file = v;
+    } else if ((r = option_value(nargs, argv, &i, "--authorized-keys", &v)) != 0) {
+      if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--authorized-keys needs a FILE");
+      authorized_file = v;
     } else {
       status = usage_error(err, "serve: unknown argument '%s'", argv[i]);
     }
   }
   if (status < 0 && listen == NULL) status = usage_error(err, "%s", "serve needs --listen ENDPOINT");
+  if (status < 0 && authorized_file != NULL && key_file == NULL)
+    status = usage_error(err, "%s", "--authorized-keys needs --curve-secret-key FILE");
   rpc_api api;
   char secret[PF_RPC_KEY_SIZE];
   if (status < 0 && !*loaded_ok) status = PF_EXIT_ERROR;
@@ -1081,6 +1125,21 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     if (load(err, loads[k], "") != PF_EXIT_OK) status = PF_EXIT_ERROR;
   if (status < 0 && key_file != NULL && read_key_file(err, key_file, secret) != 0)
     status = PF_EXIT_ERROR;
+  char(*authorized)[PF_RPC_KEY_SIZE] = NULL;
+  const char** authorized_ptrs = NULL;
+  int nauthorized = 0;
+  if (status < 0 && authorized_file != NULL) {
+    authorized = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *authorized);
+    authorized_ptrs = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *authorized_ptrs);
+    if (authorized == NULL || authorized_ptrs == NULL) {
+      fputs("pf: MemoryError: out of memory\n", err);
+      status = PF_EXIT_ERROR;
+    } else if (read_authorized_keys(err, authorized_file, authorized, PF_MAX_AUTHORIZED_KEYS,
+                                    &nauthorized) != 0) {
+      status = PF_EXIT_ERROR;
+    }
+    for (int k = 0; k < nauthorized; ++k) authorized_ptrs[k] = authorized[k];
+  }
   if (status < 0 && load_rpc(err, &api) != 0) status = PF_EXIT_ERROR;
   if (status < 0) {
     /* Block the signals before the server's threads start, so that they
@@ -1096,6 +1155,8 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     o.expose = expose;
     o.num_expose = nexpose;
     o.curve_secret_key = key_file ? secret : NULL;
+    o.authorized_keys = authorized_ptrs;
+    o.num_authorized_keys = nauthorized;
     o.log = log_line;
     o.log_user_data = err;
     PFRPCServerHandle server = NULL;
@@ -1114,6 +1175,8 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
+  free(authorized);
+  free(authorized_ptrs);
   free(expose);
   free(loads);
   return status;
