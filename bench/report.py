@@ -186,6 +186,7 @@ def main():
                        + (["--quick"] if args.quick else []))
     memory += [r for r in mm_rows if "bytes" in r]
     rows += [r for r in mm_rows if "ratio" in r]
+    rows += rpc_rows(args.build, args.quick)
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
         # Once per backend; PACKEDFUNC_BACKEND=cext fails rather than
@@ -207,6 +208,22 @@ def main():
               f"{verdict(r)}")
     for m in memory:
         print(f"{m['id']:<26} {m['bytes']:.0f} bytes: {m['what']}")
+
+
+def rpc_rows(build, quick):
+    """The remote-function rows (bench_rpc.c): wall-clock ratios against raw
+    ZeroMQ between the same two processes, and calls per second with one and
+    two servers. No callgrind counts: most of the time is in the kernel and
+    in other threads and processes."""
+    bench = os.path.join(build, "bench", "bench_rpc")
+    if not os.path.exists(bench):
+        return []
+    rows = run_json([bench] + (["--quick"] if quick else []))
+    for r in rows:
+        if r["id"] == "rpc_2servers":
+            r["what"] += (f": {r['per_second']:.0f} calls/s with 2 servers, "
+                          f"{r['base_per_second']:.0f} with 1")
+    return rows
 
 
 def _base_case(row):

@@ -8,7 +8,8 @@ set -euo pipefail
 
 declare -A GROUPS_=(
   # The library, the pf command and the plugins.
-  [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev libxxhash-dev"
+  [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev libxxhash-dev
+           libzmq3-dev libmsgpack-dev"
   # The Python binding (python3-dev: the headers of its compiled fast path) and
   # the demo.
   [python]="python3 python3-numpy python3-dev"

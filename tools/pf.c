@@ -6,14 +6,17 @@
  * what the runtime's registry keeps; main() is a thin wrapper, left out when
  * PF_CLI_NO_MAIN is defined (so that a fuzzer can drive the parser).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "packedfunc/c_api.h"
+#include "packedfunc/rpc.h"
 
 /* Exit statuses. */
 #define PF_EXIT_OK 0
@@ -32,9 +35,25 @@ static const char k_usage[] =
     "                       begin with PREFIX), one per line, sorted\n"
     "  describe NAME        print a function's name, signature and docstring\n"
     "  call NAME [ARG...]   call a function and print its result\n"
+    "  serve --listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
+    "        [--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
+    "                       serve the registered functions whose names begin\n"
+    "                       with an exposed PREFIX (none unless --expose is\n"
+    "                       given; --expose '' exposes all) to remote clients\n"
+    "                       on a ZeroMQ ENDPOINT such as tcp://127.0.0.1:9190,\n"
+    "                       with N worker threads (4), until SIGINT or SIGTERM;\n"
+    "                       prints one line to stderr when ready; with CURVE,\n"
+    "                       only clients whose public key is in the\n"
+    "                       authorized-keys FILE (one per line) may connect\n"
     "  help                 print this help\n"
     "\n"
     "Options (before the command):\n"
+    "  --connect ENDPOINTS  list, describe and call the functions of remote\n"
+    "                       servers (`pf serve`; several endpoints separated\n"
+    "                       by commas) instead of the local registry\n"
+    "  --timeout MS         the remote call timeout (default 30000)\n"
+    "  --server-key KEY     CURVE: the server's public key (Z85); needs\n"
+    "  --client-secret-key FILE  the client's secret key, in FILE\n"
     "  --load LIB.so        load a packedfunc module and register its functions\n"
     "                       globally; repeatable, loaded in order\n"
     "  --prefix PREFIX      register the functions of the modules loaded by the\n"
@@ -61,8 +80,10 @@ static const char k_usage[] =
     "\"pf: Kind: message\" (followed by the traceback, if any); 2 on a bad\n"
     "command line.\n"
     "\n"
-    "Example:\n"
-    "  pf --load ./demo_plugin.so call demo.add 40 2\n";
+    "Examples:\n"
+    "  pf --load ./demo_plugin.so call demo.add 40 2\n"
+    "  pf --load ./demo_plugin.so serve --listen tcp://127.0.0.1:9190 --expose demo.\n"
+    "  pf --connect tcp://127.0.0.1:9190 call demo.add 40 2\n";
 
 /* ---- reporting ---- */
 
@@ -839,9 +860,19 @@ static void print_result(FILE* out, PFValue v, int code) {
 
 /* ---- commands ---- */
 
+/* With --connect, the commands work on the remote servers' module. */
+static PFModuleHandle g_remote;
+
 static int cmd_list(FILE* out, FILE* err, const char* prefix) {
   int n = 0;
   const char** names = NULL;
+  if (g_remote != NULL) {
+    if (PFModListFunctionNames(g_remote, &n, &names) != 0) return report_error(err);
+    for (int i = 0; i < n; ++i)
+      if (prefix == NULL || strncmp(names[i], prefix, strlen(prefix)) == 0)
+        fprintf(out, "%s\n", names[i]);
+    return PF_EXIT_OK;
+  }
   if (PFFuncListGlobalNamesWithPrefix(prefix, &n, &names) != 0) return report_error(err);
   for (int i = 0; i < n; ++i) fprintf(out, "%s\n", names[i]);
   return PF_EXIT_OK;
@@ -850,12 +881,14 @@ static int cmd_list(FILE* out, FILE* err, const char* prefix) {
 /* Looks `name` up; prints a KeyError and returns NULL when it is absent. */
 static PFFunctionHandle lookup(FILE* err, const char* name) {
   PFFunctionHandle f = NULL;
-  if (PFFuncGetGlobal(name, &f) != 0) {
+  if ((g_remote ? PFModGetFunction(g_remote, name, 0, &f) : PFFuncGetGlobal(name, &f)) != 0) {
     report_error(err);
     return NULL;
   }
   if (f == NULL) {
-    PFErrorSetFormat(kPFErrKeyError, "no function named '%s' is registered", name);
+    PFErrorSetFormat(kPFErrKeyError, g_remote ? "no function named '%s' is exposed by the server"
+                                              : "no function named '%s' is registered",
+                     name);
     report_error(err);
   }
   return f;
@@ -940,6 +973,215 @@ static int option_value(int argc, char** argv, int* i, const char* name, const c
   return 1;
 }
 
+/* ---- remote functions ---- */
+
+/* libpackedfunc_rpc is loaded only by the commands that need it, so that
+ * pf itself depends on the core library alone. */
+typedef struct {
+  int (*connect)(const char*, const PFRPCOptions*, PFModuleHandle*);
+  int (*disconnect)(PFModuleHandle);
+  int (*serve)(const char*, const PFRPCServerOptions*, PFRPCServerHandle*);
+  int (*get_endpoint)(PFRPCServerHandle, const char**);
+  int (*stop)(PFRPCServerHandle);
+  int (*public_key)(const char*, char*);
+} rpc_api;
+
+static int load_rpc(FILE* err, rpc_api* api) {
+#ifdef PF_CLI_NO_MAIN
+  /* The parser's fuzzer must not open sockets or wait for signals. */
+  (void)api;
+  fputs("pf: RuntimeError: remote functions are not available in this build\n", err);
+  return -1;
+#else
+  void* lib = dlopen("libpackedfunc_rpc.so." PF_STRINGIFY_(PF_VERSION_MAJOR), RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    fprintf(err, "pf: RuntimeError: cannot load the remote-function library: %s\n", dlerror());
+    return -1;
+  }
+  *(void**)&api->connect = dlsym(lib, "PFRPCConnect");
+  *(void**)&api->disconnect = dlsym(lib, "PFRPCDisconnect");
+  *(void**)&api->serve = dlsym(lib, "PFRPCServe");
+  *(void**)&api->get_endpoint = dlsym(lib, "PFRPCServerGetEndpoint");
+  *(void**)&api->stop = dlsym(lib, "PFRPCServerStop");
+  *(void**)&api->public_key = dlsym(lib, "PFRPCCurvePublicKey");
+  if (!api->connect || !api->disconnect || !api->serve || !api->get_endpoint || !api->stop ||
+      !api->public_key) {
+    fputs("pf: RuntimeError: the remote-function library lacks an entry point\n", err);
+    return -1;
+  }
+  return 0; /* the library stays loaded for the process */
+#endif
+}
+
+/* Reads a CURVE key (40 characters of Z85) from the start of FILE. */
+static int read_key_file(FILE* err, const char* path, char key[PF_RPC_KEY_SIZE]) {
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(err, "pf: ValueError: cannot read the key file '%s': %s\n", path, strerror(errno));
+    return -1;
+  }
+  size_t n = 0;
+  int ch;
+  while (n < PF_RPC_KEY_SIZE - 1 && (ch = fgetc(f)) != EOF)
+    if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') key[n++] = (char)ch;
+  key[n] = '\0';
+  fclose(f);
+  if (n != PF_RPC_KEY_SIZE - 1) {
+    fprintf(err, "pf: ValueError: '%s' does not hold a CURVE key (40 characters of Z85)\n", path);
+    return -1;
+  }
+  return 0;
+}
+
+static void log_line(void* user, const char* line) {
+  fprintf((FILE*)user, "%s\n", line);
+  fflush((FILE*)user);
+}
+
+/* Reads the CURVE public keys of FILE, one per line (blank lines and lines
+ * that begin with '#' are skipped), into keys[0..*n) (at most max). */
+static int read_authorized_keys(FILE* err, const char* path, char (*keys)[PF_RPC_KEY_SIZE],
+                                int max, int* n) {
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(err, "pf: ValueError: cannot read the authorized keys '%s': %s\n", path,
+            strerror(errno));
+    return -1;
+  }
+  char line[256];
+  int count = 0, lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+    ++lineno;
+    size_t len = strcspn(line, "\r\n");
+    line[len] = '\0';
+    if (len == 0 || line[0] == '#') continue;
+    if (len != PF_RPC_KEY_SIZE - 1 || count >= max) {
+      fprintf(err, "pf: ValueError: '%s' line %d: %s\n", path, lineno,
+              count >= max ? "too many keys" : "not a CURVE public key (40 characters of Z85)");
+      rc = -1;
+    } else {
+      memcpy(keys[count++], line, PF_RPC_KEY_SIZE);
+    }
+  }
+  fclose(f);
+  if (rc == 0 && count == 0) {
+    fprintf(err, "pf: ValueError: '%s' holds no key\n", path);
+    rc = -1;
+  }
+  *n = count;
+  return rc;
+}
+
+#define PF_MAX_AUTHORIZED_KEYS 1024
+
+/* pf serve: parses its options, serves until SIGINT or SIGTERM. */
+static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
+                     int (*load)(FILE*, const char*, const char*)) {
+  const char* listen = NULL;
+  const char* key_file = NULL;
+  const char* authorized_file = NULL;
+  const char** expose = calloc((size_t)nargs + 1, sizeof *expose);
+  const char** loads = calloc((size_t)nargs + 1, sizeof *loads);
+  int nexpose = 0, nloads = 0, status = -1;
+  int64_t workers = 4;
+  if (expose == NULL || loads == NULL) {
+    free(expose);
+    free(loads);
+    fputs("pf: MemoryError: out of memory\n", err);
+    return PF_EXIT_ERROR;
+  }
+  for (int i = 0; i < nargs && status < 0; ++i) {
+    const char* v = NULL;
+    int r;
+    if ((r = option_value(nargs, argv, &i, "--listen", &v)) != 0) {
+      if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--listen needs an ENDPOINT");
+      listen = v;
+    } else if ((r = option_value(nargs, argv, &i, "--expose", &v)) != 0) {
+      if (r < 0) status = usage_error(err, "%s", "--expose needs a PREFIX");
+      expose[nexpose++] = v;
+    } else if ((r = option_value(nargs, argv, &i, "--load", &v)) != 0) {
+      if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--load needs a library path");
+      loads[nloads++] = v;
+    } else if ((r = option_value(nargs, argv, &i, "--workers", &v)) != 0) {
+      if (r < 0 || parse_int(v, &workers) != 1 || workers < 1 || workers > 256)
+        status = usage_error(err, "%s", "--workers needs a number from 1 to 256");
+    } else if ((r = option_value(nargs, argv, &i, "--curve-secret-key", &v)) != 0) {
+      if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--curve-secret-key needs a FILE");
+      key_file = v;
+    } else if ((r = option_value(nargs, argv, &i, "--authorized-keys", &v)) != 0) {
+      if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--authorized-keys needs a FILE");
+      authorized_file = v;
+    } else {
+      status = usage_error(err, "serve: unknown argument '%s'", argv[i]);
+    }
+  }
+  if (status < 0 && listen == NULL) status = usage_error(err, "%s", "serve needs --listen ENDPOINT");
+  if (status < 0 && authorized_file != NULL && key_file == NULL)
+    status = usage_error(err, "%s", "--authorized-keys needs --curve-secret-key FILE");
+  rpc_api api;
+  char secret[PF_RPC_KEY_SIZE];
+  if (status < 0 && !*loaded_ok) status = PF_EXIT_ERROR;
+  for (int k = 0; status < 0 && k < nloads; ++k)
+    if (load(err, loads[k], "") != PF_EXIT_OK) status = PF_EXIT_ERROR;
+  if (status < 0 && key_file != NULL && read_key_file(err, key_file, secret) != 0)
+    status = PF_EXIT_ERROR;
+  char(*authorized)[PF_RPC_KEY_SIZE] = NULL;
+  const char** authorized_ptrs = NULL;
+  int nauthorized = 0;
+  if (status < 0 && authorized_file != NULL) {
+    authorized = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *authorized);
+    authorized_ptrs = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *authorized_ptrs);
+    if (authorized == NULL || authorized_ptrs == NULL) {
+      fputs("pf: MemoryError: out of memory\n", err);
+      status = PF_EXIT_ERROR;
+    } else if (read_authorized_keys(err, authorized_file, authorized, PF_MAX_AUTHORIZED_KEYS,
+                                    &nauthorized) != 0) {
+      status = PF_EXIT_ERROR;
+    }
+    for (int k = 0; k < nauthorized; ++k) authorized_ptrs[k] = authorized[k];
+  }
+  if (status < 0 && load_rpc(err, &api) != 0) status = PF_EXIT_ERROR;
+  if (status < 0) {
+    /* Block the signals before the server's threads start, so that they
+     * inherit the mask and the signals come to sigwait below. */
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    PFRPCServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.num_workers = (int)workers;
+    o.expose = expose;
+    o.num_expose = nexpose;
+    o.curve_secret_key = key_file ? secret : NULL;
+    o.authorized_keys = authorized_ptrs;
+    o.num_authorized_keys = nauthorized;
+    o.log = log_line;
+    o.log_user_data = err;
+    PFRPCServerHandle server = NULL;
+    const char* ep = NULL;
+    if (api.serve(listen, &o, &server) != 0 || api.get_endpoint(server, &ep) != 0) {
+      status = report_error(err);
+    } else {
+      fprintf(err, "pf serve: listening on %s (%d workers; %s%s%s%s)\n", ep, (int)workers,
+              nexpose ? "exposing names that begin with" : "exposing nothing: use --expose PREFIX",
+              nexpose ? " '" : "", nexpose ? expose[0] : "", nexpose ? (nexpose > 1 ? "' and more" : "'") : "");
+      fflush(err);
+      int sig = 0;
+      sigwait(&set, &sig);
+      api.stop(server);
+      status = PF_EXIT_OK;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  }
+  free(authorized);
+  free(authorized_ptrs);
+  free(expose);
+  free(loads);
+  return status;
+}
+
 int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
   if (argc < 1 || argv == NULL) return usage_error(err, "%s", "no arguments");
   for (int k = 0; k < argc; ++k)
@@ -956,6 +1198,8 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
   }
   int num_loads = 0, status = -1, i = 1;
   const char* prefix = "";
+  const char *connect_to = NULL, *server_key = NULL, *client_key_file = NULL;
+  int64_t timeout_ms = 0;
   while (status < 0 && i < argc && argv[i][0] == '-' && argv[i][1] != '\0') {
     const char* a = argv[i];
     const char* value = NULL;
@@ -977,6 +1221,19 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
     } else if ((r = option_value(argc, argv, &i, "--prefix", &value)) != 0) {
       if (r < 0) status = usage_error(err, "%s", "--prefix needs a value");
       prefix = value;
+    } else if ((r = option_value(argc, argv, &i, "--connect", &value)) != 0) {
+      if (r < 0 || value[0] == '\0') status = usage_error(err, "%s", "--connect needs ENDPOINTS");
+      connect_to = value;
+    } else if ((r = option_value(argc, argv, &i, "--timeout", &value)) != 0) {
+      if (r < 0 || parse_int(value, &timeout_ms) != 1 || timeout_ms < 1 || timeout_ms > INT32_MAX)
+        status = usage_error(err, "%s", "--timeout needs a positive number of milliseconds");
+    } else if ((r = option_value(argc, argv, &i, "--server-key", &value)) != 0) {
+      if (r < 0 || value[0] == '\0') status = usage_error(err, "%s", "--server-key needs a KEY");
+      server_key = value;
+    } else if ((r = option_value(argc, argv, &i, "--client-secret-key", &value)) != 0) {
+      if (r < 0 || value[0] == '\0')
+        status = usage_error(err, "%s", "--client-secret-key needs a FILE");
+      client_key_file = value;
     } else {
       status = usage_error(err, "unknown option '%s'", a);
     }
@@ -998,11 +1255,37 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
     if (nargs != 1) status = usage_error(err, "%s", "describe takes exactly one NAME");
   } else if (strcmp(cmd, "call") == 0) {
     if (nargs < 1) status = usage_error(err, "%s", "call needs a function NAME");
+  } else if (strcmp(cmd, "serve") == 0) {
+    if (connect_to != NULL) status = usage_error(err, "%s", "serve does not take --connect");
   } else {
     status = usage_error(err, "unknown command '%s'", cmd);
   }
+  if (status < 0 && server_key != NULL && client_key_file == NULL)
+    status = usage_error(err, "%s", "--server-key needs --client-secret-key FILE too");
   for (int k = 0; status < 0 && k < num_loads; ++k)
     if (load_module(err, loads[k], prefixes[k]) != PF_EXIT_OK) status = PF_EXIT_ERROR;
+  rpc_api api;
+  if (status < 0 && strcmp(cmd, "serve") == 0) {
+    int loaded = 1;
+    status = cmd_serve(err, nargs, args, &loaded, load_module);
+  } else if (status < 0 && connect_to != NULL) {
+    char secret[PF_RPC_KEY_SIZE], pub[PF_RPC_KEY_SIZE];
+    PFRPCOptions o;
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = (int)timeout_ms;
+    if (load_rpc(err, &api) != 0) {
+      status = PF_EXIT_ERROR;
+    } else if (client_key_file != NULL) {
+      if (read_key_file(err, client_key_file, secret) != 0)
+        status = PF_EXIT_ERROR;
+      else if (api.public_key(secret, pub) != 0)
+        status = report_error(err);
+      o.server_key = server_key;
+      o.client_public_key = pub;
+      o.client_secret_key = secret;
+    }
+    if (status < 0 && api.connect(connect_to, &o, &g_remote) != 0) status = report_error(err);
+  }
   if (status < 0) {
     if (strcmp(cmd, "list") == 0)
       status = cmd_list(out, err, nargs ? args[0] : NULL);
@@ -1010,6 +1293,11 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
       status = cmd_describe(out, err, args[0]);
     else
       status = cmd_call(out, err, args[0], nargs - 1, args + 1);
+  }
+  if (g_remote != NULL) {
+    api.disconnect(g_remote);
+    PFModFree(g_remote);
+    g_remote = NULL;
   }
   free(loads);
   free(prefixes);

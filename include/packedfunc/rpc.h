@@ -1,0 +1,268 @@
+/*
+ * packedfunc remote functions — the public C contract of libpackedfunc_rpc.
+ *
+ * A server publishes the functions of its global registry whose names begin
+ * with one of its exposed prefixes on a ZeroMQ endpoint; a client connects
+ * to one or several servers and gets a module (PFModuleHandle) whose
+ * functions are remote functions: ordinary PackedFuncs that send their
+ * arguments to a server, run the function there and bring its result or
+ * its error back. Transport is ZeroMQ (DEALER sockets on the client, a
+ * ROUTER on the server), the wire format MessagePack (msgpack-c). This
+ * library is separate from libpackedfunc so that the core keeps depending
+ * only on libffi and uthash; it uses only the core's public API
+ * (packedfunc/c_api.h), whose conventions hold here too: 0/-1 status, the
+ * error in per-thread storage with a kind, outputs last, never a print, an
+ * abort or an exit.
+ *
+ * What crosses a call, in both directions:
+ *   - every plain type code (int, float, bool, null, dtype, device);
+ *   - str and bytes (copied);
+ *   - containers (Array, Map, Shape), recursively, up to PF_RPC_MAX_DEPTH
+ *     levels of nesting;
+ *   - CPU tensors, as kPFDLTensorHandle or as tensor objects: copied, any
+ *     strides, arriving compact (row-major) as a tensor object (a
+ *     kPFDLTensorHandle argument arrives as a kPFDLTensorHandle whose
+ *     tensor lives for the call);
+ *   - functions: a function that a client passes (an argument, or the
+ *     result of a callback) becomes, on the server, a remote function that
+ *     calls back into the client over the same connection while the client's
+ *     call that passed it is in progress; calling it later fails with a
+ *     RuntimeError. A function that a server passes (a result, or an
+ *     argument of a callback) becomes, on the client, a remote function that
+ *     stays callable until the client releases it, served by the same
+ *     server. Callbacks nest both ways to any depth: a callback that the
+ *     server makes during a call is served by the client thread that is
+ *     waiting for that call, and a remote call that this callback makes is
+ *     served by the server thread that is waiting for the callback.
+ * Opaque handles (kPFOpaqueHandle), modules, extension codes, tensors on
+ * other devices and objects other than functions, containers and tensors
+ * cannot cross: TypeError naming the argument (and the item inside a
+ * container).
+ *
+ * Errors. A remote error arrives with its kind, its message and its
+ * traceback lines, followed by one line naming the server
+ * ("  on server tcp://HOST:PORT"). A call that gets no reply within its
+ * timeout fails with kind "TimeoutError". A call to a server that is
+ * unreachable, or that dies or drops the connection while the call is in
+ * flight, fails with kind "ConnectionError" within the timeout. The library
+ * never sends a request twice: a call that failed with ConnectionError may
+ * or may not have run on the server, and never ran twice. Both sides survive
+ * the other's death: the client reconnects by itself when a server comes
+ * back on the same endpoint.
+ *
+ * Threads. Every entry point is thread-safe. Remote functions may be called
+ * from any number of threads at once. A connection's sockets belong to one
+ * thread at a time: a caller that waits for a reply polls them itself when
+ * no other thread does (so a lone caller's round trip crosses no thread of
+ * this library), and otherwise sleeps until its reply is handed to it; a
+ * housekeeping thread per connection follows it while nobody calls. A
+ * server runs one I/O thread and its workers. No user code runs while a
+ * lock of this library is held.
+ */
+#ifndef PACKEDFUNC_RPC_H_
+#define PACKEDFUNC_RPC_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "packedfunc/c_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this library, which follows the core's. */
+#define PF_RPC_VERSION_STRING PF_VERSION_STRING
+
+/* The wire protocol's version. Every message carries it; a peer that speaks
+ * another version is refused with a clear error at connect. */
+#define PF_RPC_PROTOCOL_VERSION 1
+
+/* The deepest nesting of containers that crosses a call. */
+#define PF_RPC_MAX_DEPTH 24
+
+/* The call timeout when none is given, in milliseconds. */
+#define PF_RPC_DEFAULT_TIMEOUT_MS 30000
+
+/* The largest message either side accepts, unless told otherwise: larger
+ * ones are refused by the transport (the connection that sent one is
+ * dropped). */
+#define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
+
+/* A CURVE key in Z85 text: 40 characters and a NUL. */
+#define PF_RPC_KEY_SIZE 41
+
+/* ------------------------------------------------------------------------ */
+/* Client                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Options of a connection. Zero-initialize, then set what you need; every
+ * field has a default when left 0 or NULL. The strings are copied by
+ * PFRPCConnect. */
+typedef struct {
+  /* How long a call waits for its reply, in milliseconds (also how long
+   * PFRPCConnect waits for the first server): 0 means
+   * PF_RPC_DEFAULT_TIMEOUT_MS. Negative values are refused. */
+  int timeout_ms;
+  /* CURVE: the server's public key (Z85). When set, the connection is
+   * encrypted and authenticated, and client_public_key and
+   * client_secret_key must be set too. */
+  const char* server_key;
+  const char* client_public_key;
+  const char* client_secret_key;
+  /* The largest reply accepted, in bytes: 0 means
+   * PF_RPC_DEFAULT_MAX_MESSAGE. */
+  int64_t max_message_size;
+} PFRPCOptions;
+
+/*
+ * Connects to one server, or to several: `endpoints` is one ZeroMQ endpoint
+ * ("tcp://127.0.0.1:9190") or several separated by commas. With several,
+ * calls are spread over the servers that are connected, one after another;
+ * a call that the server has to call back, or a function that a server
+ * returned, stays with that server.
+ *
+ * Waits, up to the timeout, until one server answers with the list of the
+ * functions it exposes, and builds the module from that list: *out is a
+ * new reference to a module (kPFObjectModule) whose functions are remote
+ * functions named as on the server, with the server's signature and doc as
+ * metadata (PFModGetFunction, PFModListFunctionNames and PFFuncGetInfo
+ * work on it as on any module).
+ *
+ * Lifetime. The connection (its I/O thread and sockets) lives until
+ * PFRPCDisconnect(*out); it holds its own reference to the module, so
+ * PFModFree on yours alone does not close it. Every PFRPCConnect that
+ * succeeds must be paired with one PFRPCDisconnect, as a file with a
+ * close. The module's functions, and remote functions the servers returned,
+ * stay valid objects after that; their calls fail with ConnectionError.
+ * The module's functions call through libffi closures (the core builds
+ * modules from C function pointers only); since nothing tells this library
+ * when the last of those functions is gone, the closures and a small record
+ * of the connection (a few hundred bytes per function) stay until the
+ * process exits, reachable, not leaked.
+ *
+ * Errors: NULL endpoints or out (TypeError); an empty or malformed endpoint
+ * list, a negative timeout, incomplete or malformed CURVE keys (ValueError
+ * naming the option); no server answered within the timeout
+ * (ConnectionError, naming the endpoints); a server that speaks another
+ * protocol version (ValueError naming both versions); MemoryError. On error
+ * nothing is left running. Thread-safe: connections are independent.
+ */
+PF_EXPORT int PFRPCConnect(const char* endpoints, const PFRPCOptions* options,
+                           PFModuleHandle* out);
+
+/*
+ * Closes the connection behind a module made by PFRPCConnect: calls in
+ * flight on other threads fail with ConnectionError, the I/O thread stops
+ * and the sockets close, then the connection's reference to the module is
+ * released. The caller's own reference to the module is not touched.
+ * Functions of the connection called afterwards fail with ConnectionError.
+ * Must not be called from a callback of the same connection.
+ * Errors: mod NULL, or not a module made by PFRPCConnect or already
+ * disconnected (TypeError). Thread-safe.
+ */
+PF_EXPORT int PFRPCDisconnect(PFModuleHandle mod);
+
+/* ------------------------------------------------------------------------ */
+/* Server                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A running server, made by PFRPCServe and ended by PFRPCServerStop. */
+typedef void* PFRPCServerHandle;
+
+/* Receives the server's log lines: one line (without a newline) per
+ * connection problem (a failed CURVE handshake, a malformed message that
+ * could not be answered), never one per call. Called on the server's I/O
+ * thread with no lock of this library held; the line is borrowed for the
+ * call. */
+typedef void (*PFRPCLogFunc)(void* user_data, const char* line);
+
+/* Options of a server. Zero-initialize, then set what you need; the strings
+ * are copied by PFRPCServe. */
+typedef struct {
+  /* Worker threads that run calls: 0 means 4. At most 256. */
+  int num_workers;
+  /* The registry names that clients may list and call: those that begin
+   * with one of these prefixes. With no prefix nothing is exposed; the
+   * empty prefix "" exposes every name. A name outside them is, to a
+   * client, a KeyError that reveals nothing about what else is registered. */
+  const char* const* expose;
+  int num_expose;
+  /* CURVE: the server's secret key (Z85). When set, only clients that know
+   * the matching public key can connect; with authorized_keys, only
+   * clients whose public key is in that list. */
+  const char* curve_secret_key;
+  const char* const* authorized_keys;
+  int num_authorized_keys;
+  /* How long a callback into a client waits for its reply, in
+   * milliseconds: 0 means PF_RPC_DEFAULT_TIMEOUT_MS. */
+  int callback_timeout_ms;
+  /* The largest request accepted, in bytes: 0 means
+   * PF_RPC_DEFAULT_MAX_MESSAGE. */
+  int64_t max_message_size;
+  /* Where log lines go (NULL: nowhere). */
+  PFRPCLogFunc log;
+  void* log_user_data;
+} PFRPCServerOptions;
+
+/*
+ * Binds `endpoint` ("tcp://127.0.0.1:9190"; "tcp://127.0.0.1:*" picks a
+ * free port) and starts serving the global registry in background threads:
+ * one I/O thread and num_workers workers. Returns once the endpoint is
+ * bound: *out is the server, running. The functions are looked up in the
+ * registry at each call, so functions registered later are served too (if
+ * exposed).
+ *
+ * Errors: NULL endpoint or out (TypeError); bad options (ValueError naming
+ * the field); an endpoint that cannot be bound (RuntimeError with ZeroMQ's
+ * reason); MemoryError. Thread-safe.
+ */
+PF_EXPORT int PFRPCServe(const char* endpoint, const PFRPCServerOptions* options,
+                         PFRPCServerHandle* out);
+
+/* The endpoint the server is bound to, with the port it picked:
+ * "tcp://127.0.0.1:40231". *out is owned by the server and valid until
+ * PFRPCServerStop. Errors: NULL arguments (TypeError). Thread-safe. */
+PF_EXPORT int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out);
+
+/*
+ * Stops a server and frees it: it stops taking requests, waits for the
+ * calls in progress to return (callbacks they wait for fail with
+ * ConnectionError), joins its threads and closes its socket. Clients see
+ * the connection drop: their calls in flight fail with ConnectionError.
+ * Safe to call from any thread except the server's own (a function that
+ * the server is running). NULL is a no-op that returns 0.
+ */
+PF_EXPORT int PFRPCServerStop(PFRPCServerHandle server);
+
+/* ------------------------------------------------------------------------ */
+/* CURVE keys                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Makes a new CURVE key pair, each key PF_RPC_KEY_SIZE bytes of Z85 text.
+ * Errors: NULL arguments (TypeError); ZeroMQ without CURVE support
+ * (NotImplementedError). Thread-safe. */
+PF_EXPORT int PFRPCCurveKeypair(char* public_key, char* secret_key);
+
+/* Derives the public key (Z85, PF_RPC_KEY_SIZE bytes) of a secret key.
+ * Errors: NULL arguments (TypeError); a secret key that is not 40
+ * characters of Z85 (ValueError); no CURVE support (NotImplementedError).
+ * Thread-safe. */
+PF_EXPORT int PFRPCCurvePublicKey(const char* secret_key, char* public_key);
+
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* sizeof of a public struct of this header as the library was compiled:
+ * "PFRPCOptions", "PFRPCServerOptions". Bindings compare it with their own
+ * mirrors (as PFGetStructSize does for the core's structs).
+ * Errors: NULL arguments (TypeError), unknown name (KeyError naming it).
+ * Thread-safe. */
+PF_EXPORT int PFRPCGetStructSize(const char* name, size_t* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PACKEDFUNC_RPC_H_ */

@@ -1,0 +1,979 @@
+/* What the client and the server share: waiters for replies, exported
+ * functions, serving a request, making a remote call, remote functions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int64_t pf_rpc_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pf_rpc_route_eq(const pf_rpc_route* a, const pf_rpc_route* b) {
+  return a->endpoint == b->endpoint && a->ident_len == b->ident_len &&
+         memcmp(a->ident, b->ident, a->ident_len) == 0;
+}
+
+int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms) {
+  memset(p, 0, sizeof *p);
+  p->is_server = is_server;
+  p->timeout_ms = timeout_ms;
+  atomic_init(&p->next_id, 1);
+  atomic_init(&p->closed, 0);
+  atomic_init(&p->refs, 1);
+  p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (p->wake_fd < 0)
+    return PF_ERROR(kPFErrRuntimeError, "rpc: eventfd failed: %s", strerror(errno));
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->role_cond, NULL);
+  return 0;
+}
+
+void pf_rpc_role_released(pf_rpc_peer* p) {
+  p->io_role = 0;
+  pf_rpc_waiter *w, *tmp;
+  HASH_ITER(hh, p->waiters, w, tmp) pthread_cond_signal(&w->cond);
+  pthread_cond_broadcast(&p->role_cond);
+}
+
+static void free_msgs(pf_rpc_msg* m) {
+  while (m != NULL) {
+    pf_rpc_msg* next = m->next;
+    pf_rpc_msg_free(m);
+    m = next;
+  }
+}
+
+void pf_rpc_peer_fini(pf_rpc_peer* p) {
+  /* Exports are released outside the lock: their finalizers are user code. */
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_export* all = p->exports;
+  p->exports = NULL;
+  p->num_exports = 0;
+  pf_rpc_msg* out = p->out;
+  p->out = p->out_tail = NULL;
+  pthread_mutex_unlock(&p->mu);
+  pf_rpc_export *e, *tmp;
+  HASH_ITER(hh, all, e, tmp) {
+    HASH_DEL(all, e);
+    PFFuncFree(e->func);
+    free(e);
+  }
+  free_msgs(out);
+  pf_rpc_waiter *w, *wtmp;
+  HASH_ITER(hh, p->waiters, w, wtmp) HASH_DEL(p->waiters, w);
+  if (p->wake_fd >= 0) close(p->wake_fd);
+  p->wake_fd = -1;
+  pthread_cond_destroy(&p->role_cond);
+  pthread_mutex_destroy(&p->mu);
+}
+
+void pf_rpc_peer_retain(pf_rpc_peer* p) { atomic_fetch_add(&p->refs, 1); }
+
+void pf_rpc_peer_release(pf_rpc_peer* p) {
+  if (p != NULL && atomic_fetch_sub(&p->refs, 1) == 1) p->destroy(p);
+}
+
+static pf_rpc_msg* msg_shell(const pf_rpc_route* r) {
+  pf_rpc_msg* m = malloc(sizeof *m);
+  if (m == NULL) return NULL;
+  m->next = NULL;
+  if (r) m->route = *r;
+  else memset(&m->route, 0, sizeof m->route);
+  m->waiter_id = 0;
+  m->size = 0;
+  m->data = NULL;
+  m->has_zmsg = 0;
+  return m;
+}
+
+pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n) {
+  pf_rpc_msg* m = msg_shell(r);
+  if (m == NULL) return NULL;
+  m->data = malloc(n ? n : 1);
+  if (m->data == NULL) {
+    free(m);
+    return NULL;
+  }
+  if (n) memcpy(m->data, data, n);
+  m->size = n;
+  return m;
+}
+
+pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb) {
+  pf_rpc_msg* m = msg_shell(r);
+  if (m == NULL) return NULL;
+  m->size = sb->size;
+  m->data = msgpack_sbuffer_release(sb);
+  if (m->data == NULL) m->data = malloc(1);
+  if (m->data == NULL) {
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm) {
+  pf_rpc_msg* m = msg_shell(r);
+  if (m == NULL) return NULL;
+  zmq_msg_init(&m->zmsg);
+  zmq_msg_move(&m->zmsg, zm);
+  m->has_zmsg = 1;
+  m->data = zmq_msg_data(&m->zmsg);
+  m->size = zmq_msg_size(&m->zmsg);
+  return m;
+}
+
+void pf_rpc_msg_free(pf_rpc_msg* m) {
+  if (m == NULL) return;
+  if (m->has_zmsg) zmq_msg_close(&m->zmsg);
+  else free(m->data);
+  free(m);
+}
+
+static void free_bytes(void* data, void* hint) {
+  (void)hint;
+  free(data);
+}
+
+/* Messages up to this size are copied into ZeroMQ; larger ones are handed
+ * over (ZeroMQ frees them once they are sent). */
+#define PF_RPC_ZERO_COPY_MIN (64 * 1024)
+
+int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
+  if (m->has_zmsg || m->size < PF_RPC_ZERO_COPY_MIN)
+    return zmq_send(sock, m->data, m->size, flags);
+  /* Hand the bytes over only when the socket can take them now, so that a
+   * failed send never leaves them half owned. */
+  int ev = 0;
+  size_t sz = sizeof ev;
+  if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLOUT)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  zmq_msg_t zm;
+  if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
+  int rc = zmq_msg_send(&zm, sock, flags);
+  if (rc < 0) {
+    /* Not taken after all: keep a copy of the bytes for the caller. */
+    char* copy = malloc(m->size);
+    if (copy) memcpy(copy, m->data, m->size);
+    zmq_msg_close(&zm); /* frees m->data */
+    m->data = copy;
+    if (copy == NULL) m->size = 0;
+    return -1;
+  }
+  m->data = NULL; /* ZeroMQ's now */
+  m->size = 0;
+  return rc;
+}
+
+static void wake(pf_rpc_peer* p) {
+  uint64_t one = 1;
+  ssize_t rc = write(p->wake_fd, &one, sizeof one);
+  (void)rc; /* EAGAIN: the counter is already nonzero, the thread wakes */
+}
+
+static void enqueue(pf_rpc_peer* p, pf_rpc_msg* m) {
+  if (p->out_tail) p->out_tail->next = m;
+  else p->out = m;
+  p->out_tail = m;
+}
+
+void pf_rpc_post(pf_rpc_peer* p, pf_rpc_msg* m) {
+  pthread_mutex_lock(&p->mu);
+  enqueue(p, m);
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+  if (p->after_post) p->after_post(p);
+}
+
+pf_rpc_msg* pf_rpc_take_out(pf_rpc_peer* p) {
+  uint64_t n;
+  ssize_t rc = read(p->wake_fd, &n, sizeof n);
+  (void)rc;
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_msg* m = p->out;
+  p->out = p->out_tail = NULL;
+  pthread_mutex_unlock(&p->mu);
+  return m;
+}
+
+/* Posts a copy of an sbuffer to `r`; a failed allocation drops it (the
+ * other side times out). */
+static void post_buffer(pf_rpc_peer* p, const pf_rpc_route* r, msgpack_sbuffer* sb,
+                        uint64_t waiter_id) {
+  pf_rpc_msg* m = pf_rpc_msg_take(r, sb);
+  if (m == NULL) return;
+  m->waiter_id = waiter_id;
+  pf_rpc_post(p, m);
+}
+
+static void reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* kind,
+                        const char* msg) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  pf_rpc_pack_error(&sb, id, kind, msg, "");
+  post_buffer(p, r, &sb, 0);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* ---- waiters ---- */
+
+static void waiter_push(pf_rpc_waiter* w, pf_rpc_msg* m) {
+  m->next = NULL;
+  if (w->inbox_tail) w->inbox_tail->next = m;
+  else w->inbox = m;
+  w->inbox_tail = m;
+  pthread_cond_signal(&w->cond);
+}
+
+/* Under the lock: hands the message to waiter `id` if it exists and is
+ * bound to the message's route; then the waiter owns it. */
+static int deliver(pf_rpc_peer* p, uint64_t id, pf_rpc_msg* m) {
+  pf_rpc_waiter* w = NULL;
+  HASH_FIND(hh, p->waiters, &id, sizeof id, w);
+  if (w == NULL || !pf_rpc_route_eq(&w->route, &m->route)) return 0;
+  waiter_push(w, m);
+  return 1;
+}
+
+static void fail_waiter(pf_rpc_waiter* w, const char* kind, const char* msg) {
+  if (w->failed) return;
+  w->failed = 1;
+  snprintf(w->fail_kind, sizeof w->fail_kind, "%s", kind);
+  snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
+  pthread_cond_signal(&w->cond);
+}
+
+void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t id) {
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_waiter* w = NULL;
+  HASH_FIND(hh, p->waiters, &id, sizeof id, w);
+  if (w) w->sent = 1;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int pf_rpc_waiter_alive(pf_rpc_peer* p, uint64_t id) {
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_waiter* w = NULL;
+  HASH_FIND(hh, p->waiters, &id, sizeof id, w);
+  int alive = w != NULL && !w->failed;
+  pthread_mutex_unlock(&p->mu);
+  return alive;
+}
+
+int pf_rpc_expire(pf_rpc_peer* p, int cap) {
+  int64_t now = pf_rpc_now_ms(), next = -1;
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_waiter *w, *tmp;
+  HASH_ITER(hh, p->waiters, w, tmp) {
+    if (w->failed) continue;
+    if (w->deadline_ms <= now) {
+      char where[300], msg[512];
+      p->describe_route(p, &w->route, where, sizeof where);
+      if (w->sent) {
+        snprintf(msg, sizeof msg, "no reply from %s within %d ms", where, p->timeout_ms);
+        fail_waiter(w, "TimeoutError", msg);
+      } else {
+        snprintf(msg, sizeof msg, "could not reach %s within %d ms", where, p->timeout_ms);
+        fail_waiter(w, "ConnectionError", msg);
+      }
+    } else if (next < 0 || w->deadline_ms - now < next) {
+      next = w->deadline_ms - now;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (next < 0 || next > cap) next = cap;
+  return (int)next;
+}
+
+void pf_rpc_fail_route(pf_rpc_peer* p, const pf_rpc_route* r, int unsent_too, const char* why) {
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_waiter *w, *tmp;
+  HASH_ITER(hh, p->waiters, w, tmp) {
+    if ((r == NULL || pf_rpc_route_eq(&w->route, r)) && (w->sent || unsent_too)) {
+      char where[300], msg[512];
+      p->describe_route(p, &w->route, where, sizeof where);
+      snprintf(msg, sizeof msg, "%s: %s", where, why);
+      fail_waiter(w, "ConnectionError", msg);
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- exports ---- */
+
+typedef struct {
+  pf_rpc_peer* p;
+  pf_rpc_route route;
+  uint64_t scope;
+  uint64_t made[16]; /* ids exported by this encode, to undo on failure */
+  int nmade;
+  int overflow;
+} export_ctx;
+
+#define PF_RPC_MAX_EXPORTS 65536
+
+static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
+  export_ctx* c = vctx;
+  pf_rpc_export* e = calloc(1, sizeof *e);
+  if (e == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
+  if (PFFuncRetain(func) != 0) {
+    free(e);
+    return -1;
+  }
+  e->func = func;
+  e->route = c->route;
+  e->scope = c->scope;
+  e->id = atomic_fetch_add(&c->p->next_id, 1);
+  pthread_mutex_lock(&c->p->mu);
+  if (c->p->num_exports >= PF_RPC_MAX_EXPORTS) {
+    pthread_mutex_unlock(&c->p->mu);
+    PFFuncFree(func);
+    free(e);
+    return PF_ERROR(kPFErrRuntimeError,
+                    "rpc: too many functions passed to the other side are alive (%d)",
+                    PF_RPC_MAX_EXPORTS);
+  }
+  HASH_ADD(hh, c->p->exports, id, sizeof e->id, e);
+  c->p->num_exports++;
+  pthread_mutex_unlock(&c->p->mu);
+  if (c->nmade < 16) c->made[c->nmade++] = e->id;
+  else c->overflow = 1;
+  *id = e->id;
+  return 0;
+}
+
+/* Drops exports: those of one scope (scope != 0), or the given ids. */
+static void drop_exports(pf_rpc_peer* p, uint64_t scope, const uint64_t* ids, int nids) {
+  pf_rpc_export* dead = NULL;
+  pthread_mutex_lock(&p->mu);
+  if (scope != 0) {
+    pf_rpc_export *e, *tmp;
+    HASH_ITER(hh, p->exports, e, tmp) {
+      if (e->scope == scope) {
+        HASH_DEL(p->exports, e);
+        p->num_exports--;
+        e->hh.next = dead;
+        dead = e;
+      }
+    }
+  }
+  for (int i = 0; i < nids; ++i) {
+    pf_rpc_export* e = NULL;
+    HASH_FIND(hh, p->exports, &ids[i], sizeof ids[i], e);
+    if (e) {
+      HASH_DEL(p->exports, e);
+      p->num_exports--;
+      e->hh.next = dead;
+      dead = e;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  while (dead) {
+    pf_rpc_export* next = dead->hh.next;
+    PFFuncFree(dead->func);
+    free(dead);
+    dead = next;
+  }
+}
+
+static void undo_exports(export_ctx* c) {
+  if (c->nmade) drop_exports(c->p, 0, c->made, c->nmade);
+}
+
+/* ---- serving ---- */
+
+typedef struct pf_rpc_ctx {
+  pf_rpc_peer* peer;
+  pf_rpc_route route;
+  uint64_t req_id;
+  uint64_t scope;
+  struct pf_rpc_ctx* prev;
+} pf_rpc_ctx;
+
+static _Thread_local pf_rpc_ctx* tl_ctx;
+
+static pf_rpc_ctx* find_ctx(pf_rpc_peer* p) {
+  for (pf_rpc_ctx* c = tl_ctx; c != NULL; c = c->prev)
+    if (c->peer == p) return c;
+  return NULL;
+}
+
+int pf_rpc_in_callback(pf_rpc_peer* p) { return find_ctx(p) != NULL; }
+
+typedef struct {
+  pf_rpc_peer* p;
+  pf_rpc_route route;
+} import_ctx;
+
+static int import_fn(void* vctx, uint64_t id, PFFunctionHandle* out) {
+  import_ctx* c = vctx;
+  /* What a server sends stays alive until released; what a client sends
+   * lives for its call, and needs no release. */
+  return pf_rpc_make_remote(c->p, NULL, id, &c->route, !c->p->is_server, out);
+}
+
+/* Replies to a request with the error on this thread. */
+static void reply_last_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  pf_rpc_pack_error(&sb, id, PFErrorGetKind(), PFErrorGetMessage(), PFErrorGetTraceback());
+  post_buffer(p, r, &sb, 0);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+static void serve_scoped(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, size_t n,
+                         uint64_t scope) {
+  pf_rpc_parsed m;
+  int st = pf_rpc_parse(data, n, &m);
+  if (st < 0) return; /* checked by the dispatcher already */
+  if (st > 0) {
+    pf_rpc_parsed_free(&m);
+    return;
+  }
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  if (m.kind == PF_RPC_HELLO) {
+    if (p->hello == NULL) {
+      PF_ERROR(kPFErrValueError, "rpc: HELLO sent to a client");
+      goto fail;
+    }
+    pf_rpc_pack_header(&pk, PF_RPC_OK, m.id, 0, 1);
+    if (p->hello(p, &pk) != 0) goto fail;
+    goto send;
+  }
+  if (m.kind != PF_RPC_CALL || m.nrest != 2 || m.rest[1].type != MSGPACK_OBJECT_ARRAY) {
+    PF_ERROR(kPFErrValueError, "rpc: malformed request (kind %d)", m.kind);
+    goto fail;
+  }
+  PFFunctionHandle f = NULL;
+  char target[96];
+  if (m.rest[0].type == MSGPACK_OBJECT_STR) {
+    char* name = pf_rpc_strdup_obj(&m.rest[0]);
+    if (name == NULL) {
+      PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+      goto fail;
+    }
+    snprintf(target, sizeof target, "'%.80s'", name);
+    int rc = p->resolve_name ? p->resolve_name(p, name, &f)
+                             : PF_ERROR(kPFErrKeyError, "rpc: no function '%s' here", name);
+    free(name);
+    if (rc != 0) goto fail;
+  } else if (m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    uint64_t fid = m.rest[0].via.u64;
+    snprintf(target, sizeof target, "remote function #%llu", (unsigned long long)fid);
+    pthread_mutex_lock(&p->mu);
+    pf_rpc_export* e = NULL;
+    HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
+    if (e != NULL && pf_rpc_route_eq(&e->route, r)) {
+      f = e->func;
+      PFFuncRetain(f);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (f == NULL) {
+      PF_ERROR(kPFErrRuntimeError,
+               "rpc: function #%llu passed to the other side is no longer valid: a callback "
+               "can be called only while the call that passed it is in progress, and a "
+               "returned function only until it is released",
+               (unsigned long long)fid);
+      goto fail;
+    }
+  } else {
+    PF_ERROR(kPFErrValueError, "rpc: malformed request target");
+    goto fail;
+  }
+  {
+    uint32_t nargs = m.rest[1].via.array.size;
+    pf_rpc_arena arena = {0};
+    PFValue* args = calloc(nargs ? nargs : 1, sizeof *args);
+    int* codes = calloc(nargs ? nargs : 1, sizeof *codes);
+    import_ctx ic = {p, *r};
+    int rc = 0;
+    if (args == NULL || codes == NULL) rc = PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+    for (uint32_t i = 0; rc == 0 && i < nargs; ++i) {
+      rc = pf_rpc_unpack_value(&m.rest[1].via.array.ptr[i], &arena, 0, 1, import_fn,
+                               &ic, &args[i], &codes[i]);
+      if (rc != 0) {
+        char line[160];
+        snprintf(line, sizeof line, "  while decoding argument %u of a call to %s", i, target);
+        PFErrorAppendTraceback(line);
+      }
+    }
+    PFValue rv;
+    int rcode = kPFNull;
+    if (rc == 0) {
+      pf_rpc_ctx ctx = {p, *r, m.id, scope, tl_ctx};
+      tl_ctx = &ctx;
+      rc = PFFuncCall(f, args, codes, (int)nargs, &rv, &rcode);
+      tl_ctx = ctx.prev;
+    }
+    PFFuncFree(f);
+    free(args);
+    free(codes);
+    if (rc == 0) {
+      export_ctx ec = {p, *r, p->is_server ? 0 : scope, {0}, 0, 0};
+      pf_rpc_pack_header(&pk, PF_RPC_OK, m.id, 0, 1);
+      rc = pf_rpc_pack_value(&pk, rv, rcode, "result", 0, export_fn, &ec);
+      if (rcode == kPFFuncHandle || rcode == kPFModuleHandle || rcode == kPFObjectHandle)
+        PFObjectFree(rv.v_handle);
+      if (rc != 0) {
+        undo_exports(&ec);
+        char line[160];
+        snprintf(line, sizeof line, "  while sending the result of %s", target);
+        PFErrorAppendTraceback(line);
+      }
+    }
+    pf_rpc_arena_free(&arena);
+    if (rc != 0) goto fail;
+  }
+send:
+  post_buffer(p, r, &sb, 0);
+  msgpack_sbuffer_destroy(&sb);
+  pf_rpc_parsed_free(&m);
+  return;
+fail:
+  msgpack_sbuffer_destroy(&sb);
+  reply_last_error(p, r, m.id);
+  pf_rpc_parsed_free(&m);
+}
+
+void pf_rpc_serve(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, size_t n) {
+  serve_scoped(p, r, data, n, 0);
+}
+
+/* ---- dispatching what arrives ---- */
+
+void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
+                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
+                     void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
+  const pf_rpc_route* r = &in->route;
+  pf_rpc_parsed m;
+  int st = pf_rpc_parse(in->data, in->size, &m);
+  if (st < 0) {
+    if (log_bad) log_bad(p, r, PFErrorGetMessage());
+    pf_rpc_msg_free(in);
+    return;
+  }
+  if (st > 0) {
+    /* Another protocol version: say so, in the header every version keeps. */
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "protocol version mismatch: this side speaks version %d, the other side %lld",
+             PF_RPC_PROTOCOL_VERSION, (long long)m.version);
+    if (m.kind == PF_RPC_HELLO || m.kind == PF_RPC_CALL) {
+      reply_error(p, r, m.id, "ValueError", msg);
+    } else {
+      pthread_mutex_lock(&p->mu);
+      pf_rpc_waiter* w = NULL;
+      HASH_FIND(hh, p->waiters, &m.id, sizeof m.id, w);
+      if (w != NULL && pf_rpc_route_eq(&w->route, r)) fail_waiter(w, "ValueError", msg);
+      pthread_mutex_unlock(&p->mu);
+    }
+    pf_rpc_parsed_free(&m);
+    pf_rpc_msg_free(in);
+    return;
+  }
+  /* Who takes the message; NULL once someone has. */
+  pf_rpc_msg* own = in;
+  switch (m.kind) {
+    case PF_RPC_OK:
+    case PF_RPC_ERROR:
+      pthread_mutex_lock(&p->mu);
+      if (deliver(p, m.id, own)) own = NULL; /* a late reply to a failed call is dropped */
+      pthread_mutex_unlock(&p->mu);
+      break;
+    case PF_RPC_HELLO:
+    case PF_RPC_CALL: {
+      int done = 0;
+      pthread_mutex_lock(&p->mu);
+      if (m.parent != 0) {
+        done = deliver(p, m.parent, own);
+      } else if (!p->is_server && m.kind == PF_RPC_CALL && m.nrest >= 1 &&
+                 m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        /* A callback from a thread of the server that serves no call of
+         * ours: the client thread whose call passed the function serves it. */
+        pf_rpc_export* e = NULL;
+        uint64_t fid = m.rest[0].via.u64;
+        HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
+        if (e != NULL && pf_rpc_route_eq(&e->route, r)) done = deliver(p, e->scope, own);
+      }
+      pthread_mutex_unlock(&p->mu);
+      if (done) {
+        own = NULL;
+        break;
+      }
+      if (m.parent == 0 && fresh != NULL) {
+        fresh(p, own);
+        own = NULL;
+      } else {
+        reply_error(p, r, m.id, "RuntimeError",
+                    "rpc: a callback arrived for a call that is no longer in progress, or for a "
+                    "function that is no longer valid");
+      }
+      break;
+    }
+    case PF_RPC_RELEASE:
+      if (m.nrest == 1 && m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        uint64_t fid = m.rest[0].via.u64;
+        pf_rpc_export* e = NULL;
+        pthread_mutex_lock(&p->mu);
+        HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
+        if (e != NULL && pf_rpc_route_eq(&e->route, r) && e->scope == 0) {
+          HASH_DEL(p->exports, e);
+          p->num_exports--;
+        } else {
+          e = NULL;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (e) {
+          PFFuncFree(e->func);
+          free(e);
+        }
+      }
+      break;
+    default:
+      if (log_bad) log_bad(p, r, "a message of an unknown kind");
+      break;
+  }
+  /* m points into the message's bytes: free it first. */
+  pf_rpc_parsed_free(&m);
+  pf_rpc_msg_free(own);
+}
+
+/* ---- calling ---- */
+
+static void waiter_init(pf_rpc_peer* p, pf_rpc_waiter* w, uint64_t id, const pf_rpc_route* r) {
+  memset(w, 0, sizeof *w);
+  w->id = id;
+  w->route = *r;
+  w->deadline_ms = pf_rpc_now_ms() + p->timeout_ms;
+  pthread_cond_init(&w->cond, NULL);
+}
+
+static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
+  pthread_mutex_lock(&p->mu);
+  HASH_DEL(p->waiters, w);
+  pf_rpc_msg* left = w->inbox;
+  w->inbox = w->inbox_tail = NULL;
+  pthread_mutex_unlock(&p->mu);
+  /* Requests that came for this call after it ended are answered. */
+  for (pf_rpc_msg* m = left; m != NULL;) {
+    pf_rpc_msg* next = m->next;
+    pf_rpc_parsed pm;
+    if (pf_rpc_parse(m->data, m->size, &pm) == 0) {
+      if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO)
+        reply_error(p, &m->route, pm.id, "RuntimeError",
+                    "rpc: a callback arrived for a call that is no longer in progress");
+      pf_rpc_parsed_free(&pm);
+    }
+    pf_rpc_msg_free(m);
+    m = next;
+  }
+  pthread_cond_destroy(&w->cond);
+}
+
+/* Waits for the next message or the failure of waiter w; NULL on failure. */
+/* Waits for waiter w's next message; `out`, when not NULL, is its request,
+ * queued here first: if this thread then takes the I/O role it sends it
+ * itself, without waking anyone. */
+static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg* out) {
+  pthread_mutex_lock(&p->mu);
+  if (out != NULL) {
+    enqueue(p, out);
+    if (p->io_poll == NULL || p->io_role || atomic_load(&p->closed)) {
+      pthread_mutex_unlock(&p->mu);
+      wake(p); /* the I/O thread, or the thread that polls, sends it */
+      pthread_mutex_lock(&p->mu);
+    }
+  }
+  while (w->inbox == NULL && !w->failed) {
+    if (p->io_poll != NULL && !p->io_role && !atomic_load(&p->closed)) {
+      /* Nobody polls the sockets: this thread does, until its own mail. */
+      p->io_role = 1;
+      pthread_mutex_unlock(&p->mu);
+      p->io_poll(p, w);
+      pthread_mutex_lock(&p->mu);
+      pf_rpc_role_released(p);
+      continue;
+    }
+    /* The I/O thread enforces the deadline; this bound only keeps a waiter
+     * from outliving a connection that was torn down under it. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&w->cond, &p->mu, &ts);
+    if (w->inbox == NULL && !w->failed && atomic_load(&p->closed))
+      fail_waiter(w, "ConnectionError", p->closed_reason);
+  }
+  pf_rpc_msg* m = w->inbox;
+  if (m) {
+    w->inbox = m->next;
+    if (w->inbox == NULL) w->inbox_tail = NULL;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return m;
+}
+
+int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* data,
+                       size_t n, pf_rpc_msg** reply) {
+  pf_rpc_waiter w;
+  waiter_init(p, &w, id, r);
+  pf_rpc_msg* m = pf_rpc_msg_new(r, data, n);
+  if (m == NULL) {
+    pthread_cond_destroy(&w.cond);
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+  }
+  m->waiter_id = id;
+  pthread_mutex_lock(&p->mu);
+  HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
+  pthread_mutex_unlock(&p->mu);
+  pf_rpc_msg* got = waiter_next_post(p, &w, m);
+  int rc = 0;
+  if (got == NULL) rc = PFErrorSetFormat(w.fail_kind, "%s", w.fail_msg);
+  waiter_remove(p, &w);
+  *reply = got;
+  return rc;
+}
+
+/* Turns a reply into the call's result or error. */
+static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, const pf_rpc_route* r,
+                      const char* what, PFRetValueHandle ret) {
+  char where[300];
+  p->describe_route(p, r, where, sizeof where);
+  if (m->kind == PF_RPC_ERROR) {
+    if (m->nrest != 3 || m->rest[0].type != MSGPACK_OBJECT_STR ||
+        m->rest[1].type != MSGPACK_OBJECT_STR || m->rest[2].type != MSGPACK_OBJECT_STR)
+      return PF_ERROR(kPFErrValueError, "rpc: malformed error reply from %s", where);
+    char* kind = pf_rpc_strdup_obj(&m->rest[0]);
+    char* msg = pf_rpc_strdup_obj(&m->rest[1]);
+    char* tb = pf_rpc_strdup_obj(&m->rest[2]);
+    PFErrorSet(kind, msg);
+    /* The remote traceback, line by line, then where it came from. */
+    for (char *line = tb, *nl; line != NULL && *line != '\0'; line = nl ? nl + 1 : NULL) {
+      nl = strchr(line, '\n');
+      if (nl) *nl = '\0';
+      if (*line) PFErrorAppendTraceback(line);
+    }
+    char line[600];
+    snprintf(line, sizeof line, "  on %s, calling %s", where, what);
+    PFErrorAppendTraceback(line);
+    free(kind);
+    free(msg);
+    free(tb);
+    return -1;
+  }
+  if (m->nrest != 1) return PF_ERROR(kPFErrValueError, "rpc: malformed reply from %s", where);
+  pf_rpc_arena arena = {0};
+  import_ctx ic = {p, *r};
+  PFValue v;
+  int code;
+  int rc = pf_rpc_unpack_value(&m->rest[0], &arena, 0, 0, import_fn, &ic, &v, &code);
+  if (rc == 0) rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  pf_rpc_arena_free(&arena);
+  return rc;
+}
+
+int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_route* affinity,
+                  PFValue* args, int* codes, int nargs, PFRetValueHandle ret) {
+  char what[120];
+  if (name) snprintf(what, sizeof what, "'%.100s'", name);
+  else snprintf(what, sizeof what, "remote function #%llu", (unsigned long long)fid);
+  if (atomic_load(&p->closed))
+    return PF_ERROR("ConnectionError", "rpc: calling %s: %s", what, p->closed_reason);
+  pf_rpc_ctx* ctx = find_ctx(p);
+  pf_rpc_route route;
+  uint64_t parent = 0;
+  if (affinity != NULL) {
+    route = *affinity;
+    if (ctx != NULL && pf_rpc_route_eq(&ctx->route, affinity)) parent = ctx->req_id;
+  } else if (ctx != NULL) {
+    route = ctx->route;
+    parent = ctx->req_id;
+  } else if (p->pick_route == NULL || p->pick_route(p, &route) != 0) {
+    return -1;
+  }
+  uint64_t id = atomic_fetch_add(&p->next_id, 1);
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pf_rpc_pack_header(&pk, PF_RPC_CALL, id, parent, 2);
+  if (name) {
+    size_t len = strlen(name);
+    msgpack_pack_str(&pk, len);
+    msgpack_pack_str_body(&pk, name, len);
+  } else {
+    msgpack_pack_uint64(&pk, fid);
+  }
+  msgpack_pack_array(&pk, (size_t)nargs);
+  export_ctx ec = {p, route, p->is_server ? 0 : id, {0}, 0, 0};
+  for (int i = 0; i < nargs; ++i) {
+    char path[160];
+    snprintf(path, sizeof path, "remote call of %s: argument %d", what, i);
+    if (pf_rpc_pack_value(&pk, args[i], codes[i], path, 0, export_fn, &ec) != 0) {
+      msgpack_sbuffer_destroy(&sb);
+      undo_exports(&ec);
+      if (!p->is_server) drop_exports(p, id, NULL, 0);
+      return -1;
+    }
+  }
+  pf_rpc_waiter w;
+  waiter_init(p, &w, id, &route);
+  pf_rpc_msg* out = pf_rpc_msg_take(&route, &sb);
+  msgpack_sbuffer_destroy(&sb);
+  if (out == NULL) {
+    pthread_cond_destroy(&w.cond);
+    undo_exports(&ec);
+    if (!p->is_server) drop_exports(p, id, NULL, 0);
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory sending a call");
+  }
+  out->waiter_id = id;
+  pthread_mutex_lock(&p->mu);
+  HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
+  pthread_mutex_unlock(&p->mu);
+  int rc = -1;
+  for (;;) {
+    pf_rpc_msg* m = waiter_next_post(p, &w, out);
+    out = NULL;
+    if (m == NULL) {
+      rc = PFErrorSetFormat(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
+      break;
+    }
+    pf_rpc_parsed pm;
+    if (pf_rpc_parse(m->data, m->size, &pm) != 0) {
+      pf_rpc_msg_free(m);
+      continue;
+    }
+    if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO) {
+      /* A callback (or a nested call) while we wait: serve it here. */
+      pf_rpc_parsed_free(&pm);
+      serve_scoped(p, &m->route, m->data, m->size, p->is_server ? 0 : id);
+      pf_rpc_msg_free(m);
+      continue;
+    }
+    rc = take_reply(p, &pm, &route, what, ret);
+    pf_rpc_parsed_free(&pm);
+    pf_rpc_msg_free(m);
+    break;
+  }
+  waiter_remove(p, &w);
+  if (!p->is_server) drop_exports(p, id, NULL, 0);
+  return rc;
+}
+
+/* ---- remote functions ---- */
+
+typedef struct {
+  pf_rpc_peer* p;
+  char* name;
+  uint64_t fid;
+  pf_rpc_route route;
+  int has_route;
+  int release;
+} remote_fn;
+
+static int remote_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  remote_fn* f = res;
+  return pf_rpc_invoke(f->p, f->name, f->fid, f->has_route ? &f->route : NULL, args, codes, n,
+                       ret);
+}
+
+static void remote_free(void* res) {
+  remote_fn* f = res;
+  if (f->release && !atomic_load(&f->p->closed)) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pf_rpc_pack_header(&pk, PF_RPC_RELEASE, 0, 0, 1);
+    msgpack_pack_uint64(&pk, f->fid);
+    post_buffer(f->p, &f->route, &sb, 0);
+    msgpack_sbuffer_destroy(&sb);
+  }
+  pf_rpc_peer_release(f->p);
+  free(f->name);
+  free(f);
+}
+
+int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
+                       const pf_rpc_route* affinity, int release, PFFunctionHandle* out) {
+  remote_fn* f = calloc(1, sizeof *f);
+  if (f == NULL || (name && (f->name = strdup(name)) == NULL)) {
+    free(f);
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory making a remote function");
+  }
+  f->p = p;
+  f->fid = fid;
+  if (affinity) {
+    f->route = *affinity;
+    f->has_route = 1;
+  }
+  f->release = release;
+  pf_rpc_peer_retain(p);
+  return PFFuncCreateFromCFunc(remote_call, f, remote_free, out);
+}
+
+void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
+  pthread_mutex_lock(&p->mu);
+  if (p->closed_reason[0] == '\0') snprintf(p->closed_reason, sizeof p->closed_reason, "%s", reason);
+  atomic_store(&p->closed, 1);
+  pf_rpc_waiter *w, *wtmp;
+  HASH_ITER(hh, p->waiters, w, wtmp) fail_waiter(w, "ConnectionError", p->closed_reason);
+  pf_rpc_export* all = p->exports;
+  p->exports = NULL;
+  p->num_exports = 0;
+  pthread_mutex_unlock(&p->mu);
+  pf_rpc_export *e, *tmp;
+  HASH_ITER(hh, all, e, tmp) {
+    HASH_DEL(all, e);
+    PFFuncFree(e->func);
+    free(e);
+  }
+}
+
+
+/* The target of a module function's closure (see client.c): the closure
+ * passes the module function's own arguments as five plain values. Always
+ * succeeds as a call; its int result is the module function's status, so
+ * that the closure never keeps an error of its own. */
+static int module_entry(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  remote_fn* f = res;
+  int rc;
+  if (n != 5 || c[2] != kPFInt || c[3] != kPFOpaqueHandle) {
+    rc = PF_ERROR(kPFErrRuntimeError, "rpc: module function entry called without its closure");
+  } else {
+    PFValue* args = c[0] == kPFOpaqueHandle ? a[0].v_handle : NULL;
+    int* codes = c[1] == kPFOpaqueHandle ? a[1].v_handle : NULL;
+    int nargs = (int)a[2].v_int64;
+    if (nargs > 0 && (args == NULL || codes == NULL))
+      rc = PF_ERROR(kPFErrTypeError, "rpc: remote function '%s': NULL arguments", f->name);
+    else
+      rc = pf_rpc_invoke(f->p, f->name, 0, NULL, args, codes, nargs, a[3].v_handle);
+  }
+  PFValue v;
+  v.v_int64 = rc;
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
+  remote_fn* f = calloc(1, sizeof *f);
+  if (f == NULL || (f->name = strdup(name)) == NULL) {
+    free(f);
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory making a remote function");
+  }
+  f->p = p;
+  pf_rpc_peer_retain(p);
+  return PFFuncCreateFromCFunc(module_entry, f, remote_free, out);
+}

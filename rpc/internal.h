@@ -1,0 +1,259 @@
+/* Private to libpackedfunc_rpc: the wire codec and the machinery that the
+ * client and the server share. Nothing here is exported. */
+#ifndef PF_RPC_INTERNAL_H_
+#define PF_RPC_INTERNAL_H_
+
+#include <msgpack.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uthash.h>
+#include <zmq.h>
+
+#include "packedfunc/c_api.h"
+#include "packedfunc/rpc.h"
+
+#define PF_RPC_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- the wire format ------------------------------------------------------
+ * A message is one ZeroMQ frame holding one MessagePack array:
+ *   [version, kind, id, parent, ...]
+ *   HELLO   [V, 1, id, 0]                     -> OK with the exposed list
+ *   CALL    [V, 2, id, parent, target, args]  target: a name (str) or the
+ *                                             id of a function the receiver
+ *                                             exported (uint)
+ *   OK      [V, 3, id, 0, value]
+ *   ERROR   [V, 4, id, 0, kind, message, traceback]
+ *   RELEASE [V, 5, 0, 0, function id]
+ * The first three elements never change, so that a peer of another version
+ * can be told so. `parent` is the id of a request of the receiver's that
+ * the sender is serving (a nested call), else 0. */
+enum { PF_RPC_HELLO = 1, PF_RPC_CALL = 2, PF_RPC_OK = 3, PF_RPC_ERROR = 4, PF_RPC_RELEASE = 5 };
+
+/* MessagePack ext types of the values that have no MessagePack form. */
+enum {
+  PF_RPC_EXT_DTYPE = 1,  /* code u8, bits u8, lanes u16le */
+  PF_RPC_EXT_DEVICE = 2, /* device_type i32le, device_id i32le */
+  PF_RPC_EXT_TENSOR = 3, /* flags u8, code u8, bits u8, lanes u16le, ndim u32le,
+                            shape i64le[ndim], then the compact data */
+  PF_RPC_EXT_SHAPE = 4,  /* i64le[n] */
+  PF_RPC_EXT_FUNC = 5    /* the sender's function id, u64le */
+};
+#define PF_RPC_TENSOR_AS_DLTENSOR 1u /* flags: it was a kPFDLTensorHandle */
+
+/* Exports a function being sent: writes the id under which the sender will
+ * serve it. Returns 0 or -1 with an error recorded. */
+typedef int (*pf_rpc_export_fn)(void* ctx, PFFunctionHandle func, uint64_t* id);
+/* Imports a function id received: *out is a new reference to a remote
+ * function that calls it. */
+typedef int (*pf_rpc_import_fn)(void* ctx, uint64_t id, PFFunctionHandle* out);
+
+/* Packs one value; `path` names it in errors ("PFFuncCall: argument 2"). */
+PF_RPC_HIDDEN int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
+                                    int depth, pf_rpc_export_fn exp, void* ctx);
+
+/* What the decoder made that must be released after the call. */
+typedef struct {
+  void** blocks;
+  size_t nblocks, cap_blocks;
+  PFObjectHandle* objs;
+  size_t nobjs, cap_objs;
+} pf_rpc_arena;
+PF_RPC_HIDDEN void pf_rpc_arena_free(pf_rpc_arena* a);
+
+/* Unpacks one value into *v and *code; strings, byte arrays and objects it makes
+ * belong to the arena. With as_arg, a tensor sent as a kPFDLTensorHandle
+ * arrives as one (its object is in the arena); otherwise as an object. */
+PF_RPC_HIDDEN int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth,
+                                      int as_arg, pf_rpc_import_fn imp, void* ctx, PFValue* v,
+                                      int* code);
+
+/* Checks that [p, p+n) is exactly one well-formed MessagePack object whose
+ * containers declare no more items than the bytes that remain could hold
+ * and nest at most PF_RPC_MAX_DEPTH + 4 deep, so that unpacking it cannot
+ * allocate more than a small multiple of n. Returns 0, or -1 with a
+ * ValueError recorded. */
+PF_RPC_HIDDEN int pf_rpc_validate(const char* p, size_t n);
+
+/* A message, parsed: the header and the remaining elements. */
+typedef struct {
+  msgpack_unpacked up;
+  int64_t version;
+  int kind;
+  uint64_t id, parent;
+  const msgpack_object* rest;
+  uint32_t nrest;
+} pf_rpc_parsed;
+/* Parses a message; on success pf_rpc_parsed_free must follow. A message
+ * whose version differs parses (with its header) and returns 1. Returns -1
+ * with a ValueError for anything malformed. */
+PF_RPC_HIDDEN int pf_rpc_parse(const char* data, size_t n, pf_rpc_parsed* out);
+PF_RPC_HIDDEN void pf_rpc_parsed_free(pf_rpc_parsed* p);
+
+/* Writes the header of a message. */
+PF_RPC_HIDDEN void pf_rpc_pack_header(msgpack_packer* pk, int kind, uint64_t id, uint64_t parent,
+                                      uint32_t nrest);
+/* Packs an ERROR message of the calling thread's last error. */
+PF_RPC_HIDDEN int pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind,
+                                    const char* msg, const char* traceback);
+/* A str object as a fresh NUL-terminated copy (malloc), or NULL. */
+PF_RPC_HIDDEN char* pf_rpc_strdup_obj(const msgpack_object* o);
+
+/* ---- peers: what the client and the server share ----------------------- */
+
+/* Where a message goes or came from: the client's endpoint index, or the
+ * ROUTER identity of the server's client. */
+typedef struct {
+  int endpoint;
+  uint8_t ident_len;
+  uint8_t ident[255];
+} pf_rpc_route;
+
+/* A message on its way. Its bytes are its own (malloc), or, for one that
+ * arrived, still ZeroMQ's (has_zmsg): large tensors are not copied between
+ * the socket and the decoder, nor between the encoder and the socket. */
+typedef struct pf_rpc_msg {
+  struct pf_rpc_msg* next;
+  pf_rpc_route route;
+  uint64_t waiter_id; /* the request's waiter, for an outgoing request */
+  size_t size;
+  char* data;
+  int has_zmsg;
+  zmq_msg_t zmsg;
+} pf_rpc_msg;
+
+/* A request this side sent and waits for. The waiting thread owns it; the
+ * I/O thread and the workers reach it through the peer's table, under the
+ * peer's lock. */
+typedef struct pf_rpc_waiter {
+  uint64_t id;
+  UT_hash_handle hh;
+  pf_rpc_route route;
+  pthread_cond_t cond;
+  pf_rpc_msg *inbox, *inbox_tail;
+  int sent;     /* handed to the transport */
+  int failed;   /* set by the I/O thread: a timeout or a lost connection */
+  int64_t deadline_ms;
+  char fail_kind[32];
+  char fail_msg[512];
+} pf_rpc_waiter;
+
+/* A function this side exported: callable by its id from `route`. A client
+ * exports for the duration of one call (scope = the waiter's id); a server
+ * until the client releases it (scope = 0). */
+typedef struct pf_rpc_export {
+  uint64_t id;
+  UT_hash_handle hh;
+  PFFunctionHandle func;
+  pf_rpc_route route;
+  uint64_t scope;
+} pf_rpc_export;
+
+typedef struct pf_rpc_peer pf_rpc_peer;
+struct pf_rpc_peer {
+  int is_server;
+  pthread_mutex_t mu;
+  pf_rpc_waiter* waiters;
+  pf_rpc_export* exports;
+  size_t num_exports;
+  pf_rpc_msg *out, *out_tail; /* to the I/O thread */
+  int wake_fd;                /* an eventfd the I/O thread polls */
+  atomic_uint_fast64_t next_id;
+  atomic_int closed;
+  atomic_int refs;
+  int timeout_ms;
+  char closed_reason[128];
+  /* The client's sockets belong to whichever thread holds the I/O role
+   * (under mu): a caller waiting for its reply polls them itself, so that
+   * a reply reaches it without a hand-off between threads. io_poll (NULL
+   * on the server) polls until waiter w has mail or has failed. */
+  int io_role;
+  pthread_cond_t role_cond; /* io_role was given up */
+  void (*io_poll)(pf_rpc_peer* p, pf_rpc_waiter* w);
+  /* After a message is queued (client): sends it now if the role is free. */
+  void (*after_post)(pf_rpc_peer* p);
+  /* The side's own parts. */
+  int (*pick_route)(pf_rpc_peer* p, pf_rpc_route* out);
+  void (*describe_route)(pf_rpc_peer* p, const pf_rpc_route* r, char* buf, size_t cap);
+  int (*resolve_name)(pf_rpc_peer* p, const char* name, PFFunctionHandle* out);
+  int (*hello)(pf_rpc_peer* p, msgpack_packer* pk);
+  void (*destroy)(pf_rpc_peer* p);
+};
+
+PF_RPC_HIDDEN int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms);
+/* Under p->mu: gives the I/O role up and wakes the waiters, one of which
+ * may take it. */
+PF_RPC_HIDDEN void pf_rpc_role_released(pf_rpc_peer* p);
+PF_RPC_HIDDEN void pf_rpc_peer_fini(pf_rpc_peer* p);
+/* Closes the peer for good: calls fail with ConnectionError(reason), waiters
+ * are failed, exports released (outside the lock). */
+PF_RPC_HIDDEN void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason);
+/* The function behind a module function's closure (see client.c). */
+PF_RPC_HIDDEN int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out);
+PF_RPC_HIDDEN void pf_rpc_peer_retain(pf_rpc_peer* p);
+PF_RPC_HIDDEN void pf_rpc_peer_release(pf_rpc_peer* p);
+PF_RPC_HIDDEN int64_t pf_rpc_now_ms(void);
+PF_RPC_HIDDEN int pf_rpc_route_eq(const pf_rpc_route* a, const pf_rpc_route* b);
+
+/* Queues a message for the I/O thread (takes it) and wakes the thread. */
+PF_RPC_HIDDEN void pf_rpc_post(pf_rpc_peer* p, pf_rpc_msg* m);
+/* Takes everything queued for the I/O thread. */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_take_out(pf_rpc_peer* p);
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n);
+/* A message that takes the bytes of `sb` (which is left empty), or NULL. */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb);
+/* A message that takes a received ZeroMQ message (`zm` is left empty). */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm);
+PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
+/* Sends a message's bytes on `sock` without copying large ones (the
+ * message keeps nothing it needs afterwards). Returns zmq_send's status;
+ * on failure the message is intact. */
+PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
+
+/* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
+ * parent, and replies, go to their waiter; fresh requests go to
+ * `fresh(p, m)` (the server's work queue), or get an error reply. */
+PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* m,
+                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
+                                   void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*,
+                                                   const char*));
+/* Marks a waiter's request as handed to the transport. */
+PF_RPC_HIDDEN void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t waiter_id);
+/* Whether a waiter still wants its request sent. */
+PF_RPC_HIDDEN int pf_rpc_waiter_alive(pf_rpc_peer* p, uint64_t waiter_id);
+/* Fails the waiters whose deadline passed, and returns the time to the next
+ * deadline in ms (-1: none, capped at `cap`). */
+PF_RPC_HIDDEN int pf_rpc_expire(pf_rpc_peer* p, int cap);
+/* Fails the waiters for `r` (every route when r is NULL) that were sent
+ * (or all of them, with unsent too) with a ConnectionError. */
+PF_RPC_HIDDEN void pf_rpc_fail_route(pf_rpc_peer* p, const pf_rpc_route* r, int unsent_too,
+                                     const char* why);
+
+/* Serves one request (a fresh one, on a worker) and posts its reply. */
+PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, const pf_rpc_route* r, const char* data,
+                                size_t n);
+
+/* Calls `target` (a name, or the id of a function the peer exported when
+ * name is NULL) on the peer, from inside a packed function: sets `ret`, or
+ * returns -1 with the error. `affinity` is the route a function id belongs
+ * to (NULL for a name). `what` names the callee in errors. */
+PF_RPC_HIDDEN int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid,
+                                const pf_rpc_route* affinity, PFValue* args, int* codes,
+                                int nargs, PFRetValueHandle ret);
+
+/* A remote function: calls `name` or function `fid` of the peer. *out is a
+ * new reference; it holds a reference to the peer. With release, its end
+ * tells the peer's other side to forget `fid`. */
+PF_RPC_HIDDEN int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
+                                     const pf_rpc_route* affinity, int release,
+                                     PFFunctionHandle* out);
+
+/* Sends a request built by the caller (its id is `id`) to `r` and waits
+ * for the reply without serving anything: *reply is the reply message
+ * (free()), or -1 with the error (TimeoutError, ConnectionError). */
+PF_RPC_HIDDEN int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id,
+                                     const char* data, size_t n, pf_rpc_msg** reply);
+/* The thread's innermost serving context for `p`, if any. */
+PF_RPC_HIDDEN int pf_rpc_in_callback(pf_rpc_peer* p);
+
+#endif /* PF_RPC_INTERNAL_H_ */

@@ -1,0 +1,556 @@
+/* The server: a ROUTER socket owned by one I/O thread, which hands fresh
+ * requests to a pool of workers and nested requests and replies to the
+ * worker that waits for them. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+typedef struct {
+  pf_rpc_peer base;
+  void* zctx;
+  void* router;
+  void* monitor;
+  void* zap; /* the authentication handler, with authorized keys */
+  char endpoint[512];
+  char** prefixes;
+  int nprefix;
+  uint8_t (*keys)[32];
+  int nkeys;
+  int nworkers;
+  pthread_t* workers;
+  int nstarted;
+  pthread_t io;
+  int io_started;
+  pthread_cond_t work_cond; /* under base.mu */
+  pf_rpc_msg *work, *work_tail;
+  atomic_int stop;    /* workers: finish the queue, then exit */
+  atomic_int io_stop; /* the I/O thread: exit */
+  PFRPCLogFunc log;
+  void* log_user;
+} pf_rpc_server;
+
+static void logf_(pf_rpc_server* s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(pf_rpc_server* s, const char* fmt, ...) {
+  if (s->log == NULL) return;
+  char line[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  s->log(s->log_user, line);
+}
+
+static void ident_hex(const pf_rpc_route* r, char* buf, size_t cap) {
+  size_t o = 0;
+  for (int i = 0; i < r->ident_len && o + 3 < cap && i < 8; ++i)
+    o += (size_t)snprintf(buf + o, cap - o, "%02x", r->ident[i]);
+  buf[o] = '\0';
+}
+
+static void describe(pf_rpc_peer* p, const pf_rpc_route* r, char* buf, size_t cap) {
+  char hex[40];
+  ident_hex(r, hex, sizeof hex);
+  snprintf(buf, cap, "client %s of server %s", hex, ((pf_rpc_server*)p)->endpoint);
+}
+
+static int exposed(pf_rpc_server* s, const char* name) {
+  for (int i = 0; i < s->nprefix; ++i)
+    if (strncmp(name, s->prefixes[i], strlen(s->prefixes[i])) == 0) return 1;
+  return 0;
+}
+
+static int resolve(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  PFFunctionHandle f = NULL;
+  if (exposed(s, name) && PFFuncGetGlobal(name, &f) == 0 && f != NULL) {
+    *out = f;
+    return 0;
+  }
+  /* The same answer whether the name is registered or not. */
+  return PF_ERROR(kPFErrKeyError, "no function '%.200s' is available on this server", name);
+}
+
+static void pack_opt_str(msgpack_packer* pk, const char* s) {
+  if (s == NULL) {
+    msgpack_pack_nil(pk);
+    return;
+  }
+  size_t n = strlen(s);
+  msgpack_pack_str(pk, n);
+  msgpack_pack_str_body(pk, s, n);
+}
+
+static int hello(pf_rpc_peer* p, msgpack_packer* pk) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  int n = 0;
+  const char** names = NULL;
+  if (PFFuncListGlobalNames(&n, &names) != 0) return -1;
+  /* Copy: the list lives in this thread's storage, which lookups below do
+   * not touch, but keep the rule simple. */
+  char** mine = calloc((size_t)n + 1, sizeof *mine);
+  int m = 0;
+  if (mine == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+  for (int i = 0; i < n; ++i)
+    if (exposed(s, names[i]) && (mine[m] = strdup(names[i])) != NULL) ++m;
+  /* Functions whose lookup fails (removed meanwhile) are left out. */
+  PFFunctionHandle* fs = calloc((size_t)m + 1, sizeof *fs);
+  int live = 0;
+  for (int i = 0; fs && i < m; ++i)
+    if (PFFuncGetGlobal(mine[i], &fs[i]) == 0 && fs[i] != NULL) ++live;
+  msgpack_pack_array(pk, (size_t)live);
+  for (int i = 0; fs && i < m; ++i) {
+    if (fs[i] == NULL) continue;
+    const char *sig = NULL, *doc = NULL;
+    PFFuncGetInfo(fs[i], NULL, &sig, &doc);
+    msgpack_pack_array(pk, 3);
+    pack_opt_str(pk, mine[i]);
+    pack_opt_str(pk, sig);
+    pack_opt_str(pk, doc);
+  }
+  for (int i = 0; i < m; ++i) {
+    if (fs) PFFuncFree(fs[i]);
+    free(mine[i]);
+  }
+  free(fs);
+  free(mine);
+  return 0;
+}
+
+static void fresh(pf_rpc_peer* p, pf_rpc_msg* m) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  pthread_mutex_lock(&p->mu);
+  m->next = NULL;
+  if (s->work_tail) s->work_tail->next = m;
+  else s->work = m;
+  s->work_tail = m;
+  pthread_cond_signal(&s->work_cond);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void log_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why) {
+  char hex[40];
+  ident_hex(r, hex, sizeof hex);
+  logf_((pf_rpc_server*)p, "pf rpc %s: dropped a malformed message from client %s: %s",
+        ((pf_rpc_server*)p)->endpoint, hex, why);
+}
+
+static void* worker(void* arg) {
+  pf_rpc_server* s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->base.mu);
+    while (s->work == NULL && !atomic_load(&s->stop))
+      pthread_cond_wait(&s->work_cond, &s->base.mu);
+    pf_rpc_msg* m = s->work;
+    if (m == NULL) {
+      pthread_mutex_unlock(&s->base.mu);
+      return NULL;
+    }
+    s->work = m->next;
+    if (s->work == NULL) s->work_tail = NULL;
+    pthread_mutex_unlock(&s->base.mu);
+    pf_rpc_serve(&s->base, &m->route, m->data, m->size);
+    pf_rpc_msg_free(m);
+  }
+}
+
+static void on_event(pf_rpc_server* s) {
+  zmq_msg_t f1, f2;
+  zmq_msg_init(&f1);
+  zmq_msg_init(&f2);
+  if (zmq_msg_recv(&f1, s->monitor, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&f1) &&
+      zmq_msg_recv(&f2, s->monitor, 0) >= 0 && zmq_msg_size(&f1) >= 6) {
+    uint16_t ev;
+    memcpy(&ev, zmq_msg_data(&f1), 2);
+    int len = (int)zmq_msg_size(&f2);
+    const char* addr = zmq_msg_data(&f2);
+    if (ev & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
+      logf_(s, "pf rpc %s: a client's security handshake failed (%s)", s->endpoint,
+            ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "key not authorized" : "wrong keys or no keys");
+    else if (ev == ZMQ_EVENT_ACCEPT_FAILED)
+      logf_(s, "pf rpc %.*s: accepting a connection failed", len, addr);
+  }
+  zmq_msg_close(&f1);
+  zmq_msg_close(&f2);
+}
+
+/* ZAP (RFC 27): accepts a CURVE client whose key is authorized. */
+static void on_zap(pf_rpc_server* s) {
+  zmq_msg_t parts[8];
+  int n = 0, more = 1;
+  while (more && n < 8) {
+    zmq_msg_init(&parts[n]);
+    if (zmq_msg_recv(&parts[n], s->zap, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+      zmq_msg_close(&parts[n]);
+      break;
+    }
+    more = zmq_msg_more(&parts[n]);
+    ++n;
+  }
+  while (more) { /* too many parts: drain */
+    zmq_msg_t x;
+    zmq_msg_init(&x);
+    if (zmq_msg_recv(&x, s->zap, 0) < 0) more = 0;
+    else more = zmq_msg_more(&x);
+    zmq_msg_close(&x);
+  }
+  if (n >= 2) {
+    int ok = 0;
+    if (n >= 7 && zmq_msg_size(&parts[5]) == 5 && memcmp(zmq_msg_data(&parts[5]), "CURVE", 5) == 0 &&
+        zmq_msg_size(&parts[6]) == 32)
+      for (int i = 0; i < s->nkeys && !ok; ++i)
+        ok = memcmp(zmq_msg_data(&parts[6]), s->keys[i], 32) == 0;
+    zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(s->zap, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), ZMQ_SNDMORE);
+    zmq_send(s->zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+    zmq_send(s->zap, ok ? "OK" : "key not authorized", ok ? 2 : 18, ZMQ_SNDMORE);
+    zmq_send(s->zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(s->zap, "", 0, 0);
+  }
+  for (int i = 0; i < n; ++i) zmq_msg_close(&parts[i]);
+}
+
+static void send_out(pf_rpc_server* s) {
+  for (pf_rpc_msg* m = pf_rpc_take_out(&s->base); m;) {
+    pf_rpc_msg* next = m->next;
+    if (m->waiter_id && !pf_rpc_waiter_alive(&s->base, m->waiter_id)) {
+      /* failed already: never send late */
+    } else if (zmq_send(s->router, m->route.ident, m->route.ident_len, ZMQ_SNDMORE) < 0 ||
+               pf_rpc_msg_send(m, s->router, 0) < 0) {
+      /* EHOSTUNREACH: the client is gone (ROUTER_MANDATORY). */
+      if (m->waiter_id) pf_rpc_fail_route(&s->base, &m->route, 1, "the client is gone");
+    } else if (m->waiter_id) {
+      pf_rpc_mark_sent(&s->base, m->waiter_id);
+    }
+    pf_rpc_msg_free(m);
+    m = next;
+  }
+}
+
+static void recv_in(pf_rpc_server* s) {
+  for (;;) {
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    if (zmq_msg_recv(&id, s->router, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&id);
+      return;
+    }
+    pf_rpc_route r;
+    memset(&r, 0, sizeof r);
+    size_t il = zmq_msg_size(&id);
+    r.ident_len = (uint8_t)(il > 255 ? 255 : il);
+    memcpy(r.ident, zmq_msg_data(&id), r.ident_len);
+    int more = zmq_msg_more(&id);
+    zmq_msg_close(&id);
+    if (!more) continue;
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&body, s->router, 0) < 0) {
+      zmq_msg_close(&body);
+      continue;
+    }
+    more = zmq_msg_more(&body);
+    if (!more) {
+      pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &body);
+      if (in) pf_rpc_dispatch(&s->base, in, fresh, log_bad);
+    } else
+      log_bad(&s->base, &r, "a message of several parts");
+    zmq_msg_close(&body);
+    while (more) {
+      zmq_msg_t x;
+      zmq_msg_init(&x);
+      if (zmq_msg_recv(&x, s->router, 0) < 0) more = 0;
+      else more = zmq_msg_more(&x);
+      zmq_msg_close(&x);
+    }
+  }
+}
+
+static void* server_io(void* arg) {
+  pf_rpc_server* s = arg;
+  zmq_pollitem_t items[4] = {
+      {NULL, s->base.wake_fd, ZMQ_POLLIN, 0},
+      {s->router, 0, ZMQ_POLLIN, 0},
+      {s->monitor, 0, ZMQ_POLLIN, 0},
+      {s->zap, 0, ZMQ_POLLIN, 0},
+  };
+  int np = s->zap ? 4 : 3;
+  while (!atomic_load(&s->io_stop)) {
+    int timeout = pf_rpc_expire(&s->base, 1000);
+    if (zmq_poll(items, np, timeout) < 0 && errno != EINTR) break;
+    if (items[0].revents & ZMQ_POLLIN) send_out(s);
+    if (items[1].revents & ZMQ_POLLIN) recv_in(s);
+    if (items[2].revents & ZMQ_POLLIN) on_event(s);
+    if (np == 4 && (items[3].revents & ZMQ_POLLIN)) on_zap(s);
+  }
+  send_out(s); /* the replies of the calls that finished while stopping */
+  return NULL;
+}
+
+static void server_free(pf_rpc_server* s) {
+  for (int i = 0; i < s->nprefix; ++i) free(s->prefixes[i]);
+  free(s->prefixes);
+  free(s->keys);
+  free(s->workers);
+  for (pf_rpc_msg* m = s->work; m;) {
+    pf_rpc_msg* next = m->next;
+    pf_rpc_msg_free(m);
+    m = next;
+  }
+  pthread_cond_destroy(&s->work_cond);
+  pf_rpc_peer_fini(&s->base);
+  free(s);
+}
+
+static void server_destroy(pf_rpc_peer* p) { server_free((pf_rpc_server*)p); }
+
+/* Stops everything; the struct goes with its last reference. */
+static void server_close(pf_rpc_server* s) {
+  atomic_store(&s->stop, 1);
+  pthread_mutex_lock(&s->base.mu);
+  pthread_cond_broadcast(&s->work_cond);
+  pthread_mutex_unlock(&s->base.mu);
+  /* Callbacks that workers wait for, or would start, fail, so that the
+   * workers finish; the I/O thread still sends their replies. */
+  pthread_mutex_lock(&s->base.mu);
+  snprintf(s->base.closed_reason, sizeof s->base.closed_reason, "the server is stopping");
+  atomic_store(&s->base.closed, 1);
+  pthread_mutex_unlock(&s->base.mu);
+  pf_rpc_fail_route(&s->base, NULL, 1, "the server is stopping");
+  for (int i = 0; i < s->nstarted; ++i) pthread_join(s->workers[i], NULL);
+  s->nstarted = 0;
+  atomic_store(&s->io_stop, 1);
+  if (s->io_started) {
+    uint64_t one = 1;
+    ssize_t rc = write(s->base.wake_fd, &one, sizeof one);
+    (void)rc;
+    pthread_join(s->io, NULL);
+    s->io_started = 0;
+  }
+  pf_rpc_peer_shutdown(&s->base, "the server has stopped");
+  if (s->router) {
+    zmq_socket_monitor(s->router, NULL, 0);
+    zmq_close(s->router);
+  }
+  if (s->monitor) zmq_close(s->monitor);
+  if (s->zap) zmq_close(s->zap);
+  s->router = s->monitor = s->zap = NULL;
+  if (s->zctx) zmq_ctx_term(s->zctx);
+  s->zctx = NULL;
+}
+
+static int opt(void* sock, int o, const void* v, size_t n, const char* what) {
+  if (zmq_setsockopt(sock, o, v, n) != 0)
+    return PF_ERROR(kPFErrValueError, "PFRPCServe: option %s: %s", what,
+                    zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHandle* out) {
+  static const char* const where = "PFRPCServe";
+  if (endpoint == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoint' is NULL", where);
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", where);
+  PFRPCServerOptions d;
+  memset(&d, 0, sizeof d);
+  if (o == NULL) o = &d;
+  if (o->num_workers < 0 || o->num_workers > 256)
+    return PF_ERROR(kPFErrValueError, "%s: option num_workers must be in [0, 256], got %d",
+                    where, o->num_workers);
+  if (o->num_expose < 0 || (o->num_expose > 0 && o->expose == NULL))
+    return PF_ERROR(kPFErrValueError, "%s: option expose/num_expose is inconsistent", where);
+  if (o->num_authorized_keys < 0 || (o->num_authorized_keys > 0 && o->authorized_keys == NULL))
+    return PF_ERROR(kPFErrValueError,
+                    "%s: option authorized_keys/num_authorized_keys is inconsistent", where);
+  if (o->num_authorized_keys > 0 && o->curve_secret_key == NULL)
+    return PF_ERROR(kPFErrValueError, "%s: option authorized_keys needs curve_secret_key",
+                    where);
+  if (o->callback_timeout_ms < 0 || o->max_message_size < 0)
+    return PF_ERROR(kPFErrValueError, "%s: negative callback_timeout_ms or max_message_size",
+                    where);
+  for (int i = 0; i < o->num_expose; ++i)
+    if (o->expose[i] == NULL)
+      return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", where, i);
+  uint8_t secret[32];
+  if (o->curve_secret_key != NULL) {
+    if (strlen(o->curve_secret_key) != 40 || zmq_z85_decode(secret, o->curve_secret_key) == NULL)
+      return PF_ERROR(kPFErrValueError,
+                      "%s: option curve_secret_key is not a CURVE key (40 characters of Z85)",
+                      where);
+    if (!zmq_has("curve"))
+      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support", where);
+  }
+  pf_rpc_server* s = calloc(1, sizeof *s);
+  if (s == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+  if (pf_rpc_peer_init(&s->base, 1,
+                       o->callback_timeout_ms ? o->callback_timeout_ms
+                                              : PF_RPC_DEFAULT_TIMEOUT_MS) != 0) {
+    free(s);
+    return -1;
+  }
+  pthread_cond_init(&s->work_cond, NULL);
+  s->base.describe_route = describe;
+  s->base.resolve_name = resolve;
+  s->base.hello = hello;
+  s->base.destroy = server_destroy;
+  s->log = o->log;
+  s->log_user = o->log_user_data;
+  s->nworkers = o->num_workers ? o->num_workers : 4;
+  s->prefixes = calloc((size_t)o->num_expose + 1, sizeof *s->prefixes);
+  s->keys = calloc((size_t)o->num_authorized_keys + 1, 32);
+  s->workers = calloc((size_t)s->nworkers, sizeof *s->workers);
+  if (!s->prefixes || !s->keys || !s->workers) {
+    PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+    goto fail;
+  }
+  for (int i = 0; i < o->num_expose; ++i) {
+    if ((s->prefixes[i] = strdup(o->expose[i])) == NULL) {
+      PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+      goto fail;
+    }
+    s->nprefix++;
+  }
+  for (int i = 0; i < o->num_authorized_keys; ++i) {
+    const char* k = o->authorized_keys[i];
+    if (k == NULL || strlen(k) != 40 || zmq_z85_decode(s->keys[i], k) == NULL) {
+      PF_ERROR(kPFErrValueError, "%s: option authorized_keys[%d] is not a CURVE key", where, i);
+      goto fail;
+    }
+    s->nkeys++;
+  }
+  s->zctx = zmq_ctx_new();
+  if (s->zctx == NULL) {
+    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", where);
+    goto fail;
+  }
+  int zero = 0, one = 1;
+  int64_t maxmsg = o->max_message_size ? o->max_message_size : PF_RPC_DEFAULT_MAX_MESSAGE;
+  if (s->nkeys > 0) {
+    s->zap = zmq_socket(s->zctx, ZMQ_REP);
+    if (s->zap == NULL || zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0) {
+      PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s", where,
+               zmq_strerror(zmq_errno()));
+      goto fail;
+    }
+  }
+  s->router = zmq_socket(s->zctx, ZMQ_ROUTER);
+  if (s->router == NULL) {
+    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a socket", where);
+    goto fail;
+  }
+  int hb = 1000, hb_timeout = 5000;
+  if (opt(s->router, ZMQ_LINGER, &zero, sizeof zero, "linger") != 0 ||
+      opt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one, "mandatory") != 0 ||
+      opt(s->router, ZMQ_ROUTER_HANDOVER, &one, sizeof one, "handover") != 0 ||
+      opt(s->router, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb, "heartbeat") != 0 ||
+      opt(s->router, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout, "heartbeat") != 0 ||
+      opt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "max_message_size") != 0)
+    goto fail;
+  if (o->curve_secret_key != NULL &&
+      (opt(s->router, ZMQ_CURVE_SERVER, &one, sizeof one, "curve_server") != 0 ||
+       opt(s->router, ZMQ_CURVE_SECRETKEY, o->curve_secret_key, 40, "curve_secret_key") != 0))
+    goto fail;
+  char addr[64];
+  snprintf(addr, sizeof addr, "inproc://pf-rpc-server-monitor-%p", (void*)s);
+  if (zmq_socket_monitor(s->router, addr,
+                         ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
+      (s->monitor = zmq_socket(s->zctx, ZMQ_PAIR)) == NULL ||
+      zmq_setsockopt(s->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+      zmq_connect(s->monitor, addr) != 0) {
+    PF_ERROR(kPFErrRuntimeError, "%s: cannot monitor the socket: %s", where,
+             zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  if (zmq_bind(s->router, endpoint) != 0) {
+    PF_ERROR(kPFErrRuntimeError, "%s: cannot bind '%s': %s", where, endpoint,
+             zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  size_t len = sizeof s->endpoint;
+  if (zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0)
+    snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
+  if (pthread_create(&s->io, NULL, server_io, s) != 0) {
+    PF_ERROR(kPFErrRuntimeError, "%s: cannot start the I/O thread", where);
+    goto fail;
+  }
+  s->io_started = 1;
+  for (int i = 0; i < s->nworkers; ++i) {
+    if (pthread_create(&s->workers[i], NULL, worker, s) != 0) {
+      PF_ERROR(kPFErrRuntimeError, "%s: cannot start worker %d", where, i);
+      goto fail;
+    }
+    s->nstarted++;
+  }
+  *out = s;
+  return 0;
+fail: {
+  char kind[PF_ERROR_KIND_MAX];
+  snprintf(kind, sizeof kind, "%s", PFErrorGetKind());
+  char* msg = strdup(PFErrorGetMessage());
+  server_close(s);
+  PFErrorSet(kind, msg ? msg : "");
+  free(msg);
+  pf_rpc_peer_release(&s->base);
+  return -1;
+}
+}
+
+int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out) {
+  if (server == NULL)
+    return PF_ERROR(kPFErrTypeError, "PFRPCServerGetEndpoint: argument 'server' is NULL");
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCServerGetEndpoint: argument 'out' is NULL");
+  *out = ((pf_rpc_server*)server)->endpoint;
+  return 0;
+}
+
+int PFRPCServerStop(PFRPCServerHandle server) {
+  if (server == NULL) return 0;
+  pf_rpc_server* s = server;
+  server_close(s);
+  pf_rpc_peer_release(&s->base);
+  return 0;
+}
+
+int PFRPCGetStructSize(const char* name, size_t* out) {
+  if (name == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCGetStructSize: argument 'name' is NULL");
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCGetStructSize: argument 'out' is NULL");
+  if (strcmp(name, "PFRPCOptions") == 0) {
+    *out = sizeof(PFRPCOptions);
+  } else if (strcmp(name, "PFRPCServerOptions") == 0) {
+    *out = sizeof(PFRPCServerOptions);
+  } else {
+    return PF_ERROR(kPFErrKeyError, "PFRPCGetStructSize: no struct named '%.100s'", name);
+  }
+  return 0;
+}
+
+int PFRPCCurveKeypair(char* public_key, char* secret_key) {
+  if (public_key == NULL || secret_key == NULL)
+    return PF_ERROR(kPFErrTypeError, "PFRPCCurveKeypair: argument '%s' is NULL",
+                    public_key == NULL ? "public_key" : "secret_key");
+  if (!zmq_has("curve") || zmq_curve_keypair(public_key, secret_key) != 0)
+    return PF_ERROR(kPFErrNotImplementedError, "PFRPCCurveKeypair: this ZeroMQ has no CURVE");
+  return 0;
+}
+
+int PFRPCCurvePublicKey(const char* secret_key, char* public_key) {
+  if (public_key == NULL || secret_key == NULL)
+    return PF_ERROR(kPFErrTypeError, "PFRPCCurvePublicKey: argument '%s' is NULL",
+                    public_key == NULL ? "public_key" : "secret_key");
+  uint8_t bin[32];
+  if (strlen(secret_key) != 40 || zmq_z85_decode(bin, secret_key) == NULL)
+    return PF_ERROR(kPFErrValueError,
+                    "PFRPCCurvePublicKey: argument 'secret_key' is not 40 characters of Z85");
+  if (!zmq_has("curve"))
+    return PF_ERROR(kPFErrNotImplementedError, "PFRPCCurvePublicKey: this ZeroMQ has no CURVE");
+  if (zmq_curve_public(public_key, secret_key) != 0)
+    return PF_ERROR(kPFErrValueError, "PFRPCCurvePublicKey: %s", zmq_strerror(zmq_errno()));
+  return 0;
+}

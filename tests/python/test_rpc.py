@@ -1,0 +1,245 @@
+"""packedfunc.rpc: remote functions from Python, against servers started by
+the tests on 127.0.0.1 (in this process, and `pf serve` processes)."""
+import os
+import re
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import packedfunc as pf
+from packedfunc import rpc
+
+PF = os.environ.get("PF_TEST_CLI_REL")
+DEMO = os.environ.get("PF_DEMO_PLUGIN")
+
+
+@pf.register_func("pyrpc.echo", override=True)
+def _echo(x):
+    return x
+
+
+@pf.register_func("pyrpc.add", override=True)
+def _add(a, b):
+    return a + b
+
+
+@pf.register_func("pyrpc.fail", override=True)
+def _fail(n):
+    raise IndexError("index %d is out of range" % n)
+
+
+@pf.register_func("pyrpc.apply", override=True)
+def _apply(f, *args):
+    return f(*args)
+
+
+@pf.register_func("pyrpc.make_scale", override=True)
+def _make_scale(k):
+    return pf.convert(lambda x: x * k)
+
+
+@pf.register_func("pyrpc.total", override=True)
+def _total(arr):
+    return float(np.asarray(arr).sum()), list(np.asarray(arr).shape)
+
+
+_gate = threading.Event()
+
+
+@pf.register_func("pyrpc.wait", override=True)
+def _wait():
+    _gate.wait(30)
+    return "done"
+
+
+@pf.register_func("hiddenrpc.secret", override=True)
+def _secret():
+    return "secret"
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = rpc.serve("tcp://127.0.0.1:*", expose=["pyrpc."], workers=4)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def remote(server):
+    with rpc.connect(server.endpoint, timeout=20) as mod:
+        yield mod
+
+
+def test_values_cross(remote):
+    echo = remote["pyrpc.echo"]
+    for v in (0, -2**63, 2**63 - 1, 1.5, True, False, None, "héllo", b"a\x00b",
+              pf.DataType("float32"), pf.Device("cpu", 0)):
+        got = echo(v)
+        assert got == v and type(got) is type(v)
+    assert echo([1, "x", [2.5, {"k": b"v"}]]) == [1, "x", [2.5, {"k": b"v"}]]
+    assert echo({1: "one", "two": 2}) == {1: "one", "two": 2}
+
+
+def test_tensors_cross_compact(remote):
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    total, shape = remote["pyrpc.total"](a.T)  # strided
+    assert total == a.sum() and list(shape) == [4, 3]
+    back = remote["pyrpc.echo"](a[:, ::2])
+    assert np.array_equal(np.asarray(back), a[:, ::2])
+    assert np.asarray(back).flags["C_CONTIGUOUS"]
+
+
+def test_module_lists_exposed_names_only(remote):
+    names = remote.list_function_names()
+    assert "pyrpc.add" in names
+    assert all(n.startswith("pyrpc.") for n in names)
+    assert "hiddenrpc.secret" not in remote
+
+
+def test_remote_error_keeps_kind_and_server(remote, server):
+    with pytest.raises(IndexError) as info:
+        remote["pyrpc.fail"](7)
+    assert "index 7 is out of range" in str(info.value)
+    text = "".join(__import__("traceback").format_exception(info.value))
+    assert server.endpoint in text
+
+
+def test_opaque_handle_cannot_cross(remote):
+    import ctypes
+    with pytest.raises(TypeError, match="argument 0.*opaque handle"):
+        remote["pyrpc.echo"](ctypes.c_void_p(1234))
+
+
+def test_callbacks_both_ways(remote):
+    apply = remote["pyrpc.apply"]
+    assert apply(lambda x, y: x * y, 6, 7) == 42
+    # The callback calls the server again while the server waits for it.
+    add = remote["pyrpc.add"]
+    assert apply(lambda x: add(x, 1000), 5) == 1005
+
+    def depth(n):
+        return 0 if n == 0 else 1 + apply(depth, n - 1)
+    assert depth(8) == 8  # deeper than the server has workers
+
+
+def test_callback_error_comes_back(remote):
+    def bad():
+        raise KeyError("from the client")
+    with pytest.raises(KeyError, match="from the client"):
+        remote["pyrpc.apply"](bad)
+
+
+def test_returned_function_is_remote(remote):
+    triple = remote["pyrpc.make_scale"](3)
+    assert isinstance(triple, pf.Function)
+    assert triple(14) == 42
+    assert remote["pyrpc.apply"](triple, 2) == 6
+
+
+def test_timeout(server):
+    _gate.clear()
+    with rpc.connect(server.endpoint, timeout=2) as mod:
+        with pytest.raises(TimeoutError):
+            mod["pyrpc.wait"]()
+        _gate.set()
+        assert mod["pyrpc.add"](1, 2) == 3
+
+
+def test_close_then_connection_error(server):
+    mod = rpc.connect(server.endpoint, timeout=10)
+    add = mod["pyrpc.add"]
+    assert add(1, 1) == 2
+    mod.close()
+    with pytest.raises(ConnectionError, match="closed"):
+        add(1, 1)
+
+
+def test_function_keeps_connection_open(server):
+    add = rpc.connect(server.endpoint, timeout=10)["pyrpc.add"]
+    import gc
+    gc.collect()
+    assert add(20, 22) == 42
+
+
+def test_unreachable_is_connection_error():
+    s = rpc.serve("tcp://127.0.0.1:*")
+    endpoint = s.endpoint
+    s.stop()
+    with pytest.raises(ConnectionError, match="no server answered"):
+        rpc.connect(endpoint, timeout=0.2)
+
+
+def test_curve_accept_and_refuse():
+    spub, ssec = rpc.curve_keypair()
+    cpub, csec = rpc.curve_keypair()
+    assert rpc.curve_public_key(ssec) == spub
+    with rpc.serve("tcp://127.0.0.1:*", expose=["pyrpc."], curve_secret_key=ssec,
+                   authorized_keys=[cpub]) as s:
+        with rpc.connect(s.endpoint, timeout=10, server_key=spub,
+                         client_keys=(cpub, csec)) as mod:
+            assert mod["pyrpc.add"](2, 3) == 5
+        opub, osec = rpc.curve_keypair()
+        with pytest.raises(ConnectionError):
+            rpc.connect(s.endpoint, timeout=0.3, server_key=spub, client_keys=(opub, osec))
+        with pytest.raises(ConnectionError):
+            rpc.connect(s.endpoint, timeout=0.3)
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="endpoints"):
+        rpc.connect(123)
+    with pytest.raises(ValueError, match="timeout"):
+        rpc.connect("tcp://127.0.0.1:1", timeout=-1)
+    with pytest.raises(ValueError, match="go together"):
+        rpc.connect("tcp://127.0.0.1:1", server_key="x" * 40)
+    with pytest.raises(ValueError, match="server_key"):
+        rpc.connect("tcp://127.0.0.1:1", server_key="short", client_keys=("a", "b"))
+    with pytest.raises(ValueError, match="endpoint"):
+        rpc.connect("")
+    with pytest.raises(RuntimeError, match="cannot bind"):
+        rpc.serve("bogus://x")
+
+
+@pytest.fixture
+def pf_serve():
+    if not PF or not DEMO:
+        pytest.skip("needs PF_TEST_CLI_REL and PF_DEMO_PLUGIN (make test-python)")
+    proc = subprocess.Popen([PF, "serve", "--listen", "tcp://127.0.0.1:*", "--load", DEMO,
+                             "--expose", "demo."], stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    m = re.search(r"tcp://\S+", line)
+    assert m, line
+    yield m.group(0)
+    proc.terminate()
+    assert proc.wait(30) == 0
+
+
+def test_pf_serve_from_python_and_pf_connect(pf_serve):
+    with rpc.connect(pf_serve, timeout=10) as demo:
+        assert demo["demo.add"](40, 2) == 42
+        assert all(n.startswith("demo.") for n in demo.list_function_names())
+    out = subprocess.run([PF, "--connect", pf_serve, "call", "demo.add", "40", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "42\n"
+    out = subprocess.run([PF, "--connect", pf_serve, "list"], capture_output=True, text=True,
+                         timeout=60)
+    assert "demo.add" in out.stdout.split()
+    out = subprocess.run([PF, "--connect", pf_serve, "describe", "demo.add"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "name: demo.add" in out.stdout
+    out = subprocess.run([PF, "--connect", pf_serve, "call", "demo.nothing"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "KeyError" in out.stderr
+
+
+def test_mirrors_are_checked():
+    import ctypes
+
+    class Wrong(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_int)]
+    rpc.check_mirrors()  # the real ones match
+    with pytest.raises(ImportError, match="PFRPCOptions is .* bytes in the library but 4"):
+        rpc.check_mirrors((("PFRPCOptions", Wrong),))

@@ -1,0 +1,1306 @@
+/* Remote functions (libpackedfunc_rpc): values of every kind across a call,
+ * errors, timeouts, callbacks both ways, returned functions, the exposed
+ * prefixes, CURVE, the protocol version, malformed messages and bad input.
+ * Servers run in this process on 127.0.0.1 with ephemeral ports, or as
+ * `pf serve` processes that the tests start and stop. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <zmq.h>
+
+#include "packedfunc/rpc.h"
+#include "support/pf_test.h"
+
+#if defined(__SANITIZE_THREAD__)
+/* libzmq (and libsodium, which decrypts CURVE messages for it) is not
+ * instrumented: its lock-free queues hand messages between
+ * its own threads in ways ThreadSanitizer cannot see. Reports whose stacks
+ * are inside it are not ours; every hand-off in rpc/ is a mutex. */
+__attribute__((visibility("default"))) const char* __tsan_default_suppressions(void);
+__attribute__((visibility("default"))) const char* __tsan_default_suppressions(void) {
+  return "called_from_lib:libzmq.so\nrace:libzmq.so\nrace:libsodium.so\n";
+}
+#endif
+
+#ifndef PF_TEST_CLI_REL
+#error "the Makefile passes PF_TEST_CLI_REL and PF_TEST_DEMO_PLUGIN"
+#endif
+
+/* ---- server-side functions (registered under "t.") ---- */
+
+static int f_echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  return pf_test_echo(a, c, n, ret, r);
+}
+
+static int f_add(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2 || c[0] != kPFInt || c[1] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "t.add: expected two ints");
+  PFValue v = {.v_int64 = a[0].v_int64 + a[1].v_int64};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+static int f_fail(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)ret, (void)r;
+  return PF_ERROR(kPFErrIndexError, "t.fail: index 7 is out of range");
+}
+
+/* Describes a tensor argument: [ndim, shape..., sum of its int32 data]. */
+static int f_tensor_info(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  DLTensor* t = NULL;
+  if (n != 1) return PFErrorSetFormat(kPFErrTypeError, "t.tensor_info: one argument");
+  if (c[0] == kPFDLTensorHandle) t = a[0].v_handle;
+  else if (c[0] != kPFObjectHandle || PFTensorGetDLTensor(a[0].v_handle, &t) != 0)
+    return PFErrorSetFormat(kPFErrTypeError, "t.tensor_info: not a tensor (code %d)", c[0]);
+  if (t->strides != NULL) return PFErrorSetFormat(kPFErrValueError, "not compact");
+  int64_t count = 1, sum = 0;
+  for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];
+  for (int64_t i = 0; i < count; ++i) sum += ((int32_t*)t->data)[i] * (i + 1);
+  PFValue vals[6];
+  int codes[6];
+  int k = 0;
+  vals[k].v_int64 = c[0];
+  codes[k++] = kPFInt;
+  vals[k].v_int64 = t->ndim;
+  codes[k++] = kPFInt;
+  for (int i = 0; i < t->ndim && i < 2; ++i) {
+    vals[k].v_int64 = t->shape[i];
+    codes[k++] = kPFInt;
+  }
+  vals[k].v_int64 = sum;
+  codes[k++] = kPFInt;
+  PFObjectHandle arr = NULL;
+  if (PFArrayCreate(vals, codes, k, &arr) != 0) return -1;
+  PFValue v = {.v_handle = arr};
+  int code = kPFObjectHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(arr);
+  return st;
+}
+
+/* t.apply(f, x...): calls f(x...) and returns its result. */
+static int f_apply(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n < 1 || c[0] != kPFFuncHandle)
+    return PFErrorSetFormat(kPFErrTypeError, "t.apply: argument 0 must be a function");
+  PFValue rv;
+  int rc;
+  if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &rv, &rc) != 0) return -1;
+  int st = PFCFuncSetReturn(ret, &rv, &rc, 1);
+  if (rc == kPFFuncHandle || rc == kPFObjectHandle || rc == kPFModuleHandle)
+    PFObjectFree(rv.v_handle);
+  return st;
+}
+
+/* t.apply_in_thread(f, x): calls f(x) on a thread of its own, which
+ * serves no request: the callback is routed by the function alone. */
+typedef struct {
+  PFFunctionHandle f;
+  PFValue arg, rv;
+  int code, rc, status;
+  char err[256];
+} thread_call;
+static void* run_thread_call(void* p) {
+  thread_call* t = p;
+  int code = kPFInt;
+  t->status = PFFuncCall(t->f, &t->arg, &code, 1, &t->rv, &t->rc);
+  if (t->status != 0) snprintf(t->err, sizeof t->err, "%s", PFErrorGetMessage());
+  return NULL;
+}
+static int f_apply_in_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2 || c[0] != kPFFuncHandle || c[1] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "t.apply_in_thread: (function, int)");
+  thread_call t = {.f = a[0].v_handle, .arg = a[1]};
+  pthread_t th;
+  if (pthread_create(&th, NULL, run_thread_call, &t) != 0)
+    return PFErrorSetFormat(kPFErrRuntimeError, "no thread");
+  pthread_join(th, NULL);
+  if (t.status != 0) return PFErrorSetFormat(kPFErrRuntimeError, "in thread: %s", t.err);
+  return PFCFuncSetReturn(ret, &t.rv, &t.rc, 1);
+}
+
+/* t.make_adder(k): a function x -> x + k. */
+static int adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "adder: one int");
+  PFValue v = {.v_int64 = a[0].v_int64 + (int64_t)(intptr_t)r};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+static atomic_int g_adders_freed;
+static void adder_fin(void* r) {
+  (void)r;
+  atomic_fetch_add(&g_adders_freed, 1);
+}
+static int f_make_adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "one int");
+  PFFunctionHandle f = NULL;
+  if (PFFuncCreateFromCFunc(adder, (void*)(intptr_t)a[0].v_int64, adder_fin, &f) != 0) return -1;
+  PFValue v = {.v_handle = f};
+  int code = kPFFuncHandle;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFFuncFree(f);
+  return st;
+}
+
+/* t.keep(f) keeps a callback past its call; t.call_kept() calls it. */
+static PFFunctionHandle g_kept;
+static int f_keep(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (n != 1 || c[0] != kPFFuncHandle) return PFErrorSetFormat(kPFErrTypeError, "a function");
+  PFFuncRetain(a[0].v_handle);
+  PFFuncFree(g_kept);
+  g_kept = a[0].v_handle;
+  return 0;
+}
+static int f_call_kept(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  PFValue rv;
+  int rc;
+  if (PFFuncCall(g_kept, NULL, NULL, 0, &rv, &rc) != 0) return -1;
+  return PFCFuncSetReturn(ret, &rv, &rc, 1);
+}
+
+/* t.block(): waits until the test opens the gate (a pipe). */
+static int g_gate[2] = {-1, -1};
+static int f_block(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)ret, (void)r;
+  char b;
+  if (read(g_gate[0], &b, 1) != 1) return PFErrorSetFormat(kPFErrRuntimeError, "gate");
+  return 0;
+}
+
+/* t.handle(): returns an opaque handle, which cannot cross back. */
+static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  PFValue v = {.v_handle = (void*)0x1234};
+  int code = kPFOpaqueHandle;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+static int64_t typed_mul(int64_t x, int64_t y) { return x * y; }
+
+static void reg(const char* name, PFPackedCFunc fn) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(fn, NULL, NULL, &f));
+  assert_pf_ok(PFFuncRegisterGlobal(name, f, 1));
+  PFFuncFree(f);
+}
+
+/* ---- fixtures ---- */
+
+static PFRPCServerHandle g_server;
+static const char* g_endpoint;
+static PFModuleHandle g_mod;
+static atomic_int g_log_lines;
+static void count_log(void* user, const char* line) {
+  (void)user;
+  (void)line;
+  atomic_fetch_add(&g_log_lines, 1);
+}
+
+static int setup(void** state) {
+  (void)state;
+  if (pipe(g_gate) != 0) return -1;
+  reg("t.echo", f_echo);
+  reg("t.add", f_add);
+  reg("t.fail", f_fail);
+  reg("t.tensor_info", f_tensor_info);
+  reg("t.apply", f_apply);
+  reg("t.apply_in_thread", f_apply_in_thread);
+  reg("t.make_adder", f_make_adder);
+  reg("t.keep", f_keep);
+  reg("t.call_kept", f_call_kept);
+  reg("t.block", f_block);
+  reg("t.handle", f_handle);
+  reg("hidden.secret", f_echo);
+  PFFunctionHandle mul = NULL;
+  assert_pf_ok(PFFuncCreateFromTyped((void*)typed_mul, "int64(int64,int64)", &mul));
+  assert_pf_ok(PFFuncSetInfo(mul, NULL, NULL, "Multiplies two integers."));
+  assert_pf_ok(PFFuncRegisterGlobal("t.mul", mul, 1));
+  PFFuncFree(mul);
+  const char* expose[] = {"t."};
+  PFRPCServerOptions o = {0};
+  o.expose = expose;
+  o.num_expose = 1;
+  o.num_workers = 4;
+  o.log = count_log;
+  if (PFRPCServe("tcp://127.0.0.1:*", &o, &g_server) != 0) return -1;
+  if (PFRPCServerGetEndpoint(g_server, &g_endpoint) != 0) return -1;
+  PFRPCOptions co = {0};
+  co.timeout_ms = 20000;
+  return PFRPCConnect(g_endpoint, &co, &g_mod);
+}
+
+static int teardown(void** state) {
+  (void)state;
+  PFRPCDisconnect(g_mod);
+  PFModFree(g_mod);
+  PFRPCServerStop(g_server);
+  PFFuncFree(g_kept);
+  g_kept = NULL;
+  close(g_gate[0]);
+  close(g_gate[1]);
+  return 0;
+}
+
+static PFFunctionHandle fn(const char* name) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(g_mod, name, 0, &f));
+  assert_non_null(f);
+  return f;
+}
+
+static void call1(PFFunctionHandle f, PFValue v, int code, PFValue* out, int* out_code) {
+  assert_pf_ok(PFFuncCall(f, &v, &code, 1, out, out_code));
+}
+
+/* ---- values ---- */
+
+static void test_plain_values(void** state) {
+  (void)state;
+  PFFunctionHandle echo = fn("t.echo");
+  PFValue rv;
+  int rc;
+  call1(echo, (PFValue){.v_int64 = -123456789012345}, kPFInt, &rv, &rc);
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, -123456789012345);
+  call1(echo, (PFValue){.v_int64 = INT64_MAX}, kPFInt, &rv, &rc);
+  assert_int_equal(rv.v_int64, INT64_MAX);
+  call1(echo, (PFValue){.v_float64 = 2.5}, kPFFloat, &rv, &rc);
+  assert_int_equal(rc, kPFFloat);
+  assert_true(rv.v_float64 == 2.5);
+  call1(echo, (PFValue){.v_int64 = 1}, kPFBool, &rv, &rc);
+  assert_int_equal(rc, kPFBool);
+  assert_int_equal(rv.v_int64, 1);
+  call1(echo, (PFValue){.v_int64 = 0}, kPFNull, &rv, &rc);
+  assert_int_equal(rc, kPFNull);
+  PFValue dt = {.v_type = {kDLFloat, 16, 4}};
+  call1(echo, dt, kPFDataType, &rv, &rc);
+  assert_int_equal(rc, kPFDataType);
+  assert_int_equal(rv.v_type.code, kDLFloat);
+  assert_int_equal(rv.v_type.bits, 16);
+  assert_int_equal(rv.v_type.lanes, 4);
+  PFValue dev = {.v_device = {kDLCUDA, 3}};
+  call1(echo, dev, kPFDevice, &rv, &rc);
+  assert_int_equal(rc, kPFDevice);
+  assert_int_equal(rv.v_device.device_type, kDLCUDA);
+  assert_int_equal(rv.v_device.device_id, 3);
+  call1(echo, (PFValue){.v_str = "héllo"}, kPFStr, &rv, &rc);
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, "héllo");
+  /* Empty ones too: MessagePack may carry them without a data pointer. */
+  call1(echo, (PFValue){.v_str = ""}, kPFStr, &rv, &rc);
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, "");
+  PFByteArray empty = {NULL, 0};
+  call1(echo, (PFValue){.v_handle = &empty}, kPFBytes, &rv, &rc);
+  assert_int_equal(rc, kPFBytes);
+  assert_int_equal(((PFByteArray*)rv.v_handle)->size, 0);
+  PFByteArray b = {"a\0b\0c", 5};
+  call1(echo, (PFValue){.v_handle = &b}, kPFBytes, &rv, &rc);
+  assert_int_equal(rc, kPFBytes);
+  PFByteArray* got = rv.v_handle;
+  assert_int_equal(got->size, 5);
+  assert_memory_equal(got->data, "a\0b\0c", 5);
+  PFFuncFree(echo);
+}
+
+static void test_containers(void** state) {
+  (void)state;
+  PFFunctionHandle echo = fn("t.echo");
+  int64_t dims[] = {2, -3, 4};
+  PFObjectHandle shape = NULL, inner = NULL, map = NULL, outer = NULL;
+  assert_pf_ok(PFShapeCreate(dims, 3, &shape));
+  PFValue iv[] = {{.v_int64 = 1}, {.v_str = "x"}, {.v_handle = shape}};
+  int ic[] = {kPFInt, kPFStr, kPFObjectHandle};
+  assert_pf_ok(PFArrayCreate(iv, ic, 3, &inner));
+  PFValue keys[] = {{.v_str = "list"}, {.v_int64 = 7}};
+  int kc[] = {kPFStr, kPFInt};
+  PFValue vals[] = {{.v_handle = inner}, {.v_float64 = 0.5}};
+  int vc[] = {kPFObjectHandle, kPFFloat};
+  assert_pf_ok(PFMapCreate(keys, kc, vals, vc, 2, &map));
+  PFValue ov[] = {{.v_handle = map}};
+  int oc[] = {kPFObjectHandle};
+  assert_pf_ok(PFArrayCreate(ov, oc, 1, &outer));
+  PFValue rv;
+  int rc;
+  call1(echo, (PFValue){.v_handle = outer}, kPFObjectHandle, &rv, &rc);
+  assert_int_equal(rc, kPFObjectHandle);
+  PFObjectHandle back = rv.v_handle;
+  PFValue m, x;
+  int mc, xc, found;
+  assert_pf_ok(PFArrayGetItem(back, 0, &m, &mc));
+  assert_pf_ok(PFMapGetItem(m.v_handle, (PFValue){.v_int64 = 7}, kPFInt, &x, &xc, &found));
+  assert_int_equal(found, 1);
+  assert_true(x.v_float64 == 0.5);
+  assert_pf_ok(PFMapGetItem(m.v_handle, (PFValue){.v_str = "list"}, kPFStr, &x, &xc, &found));
+  assert_int_equal(found, 1);
+  PFValue s;
+  int sc;
+  assert_pf_ok(PFArrayGetItem(x.v_handle, 2, &s, &sc));
+  const int64_t* d;
+  int64_t nd;
+  assert_pf_ok(PFShapeGetData(s.v_handle, &d, &nd));
+  assert_int_equal(nd, 3);
+  assert_int_equal(d[1], -3);
+  assert_pf_ok(PFArrayGetItem(x.v_handle, 1, &s, &sc));
+  assert_string_equal(s.v_str, "x");
+  PFObjectFree(back);
+  PFObjectFree(outer);
+  PFObjectFree(map);
+  PFObjectFree(inner);
+  PFObjectFree(shape);
+  PFFuncFree(echo);
+}
+
+static void test_tensors(void** state) {
+  (void)state;
+  PFFunctionHandle info = fn("t.tensor_info");
+  /* A 3x4 int32 matrix, passed transposed (4x3, strides {1, 4}). */
+  int32_t data[12];
+  for (int i = 0; i < 12; ++i) data[i] = i;
+  int64_t shape[] = {4, 3}, strides[] = {1, 4};
+  DLTensor t = {data, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, strides, 0};
+  PFValue rv;
+  int rc;
+  call1(info, (PFValue){.v_handle = &t}, kPFDLTensorHandle, &rv, &rc);
+  PFValue v;
+  int c;
+  int64_t expect_sum = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) expect_sum += data[j * 4 + i] * (i * 3 + j + 1);
+  assert_pf_ok(PFArrayGetItem(rv.v_handle, 0, &v, &c));
+  assert_int_equal(v.v_int64, kPFDLTensorHandle); /* arrives as it was passed */
+  assert_pf_ok(PFArrayGetItem(rv.v_handle, 2, &v, &c));
+  assert_int_equal(v.v_int64, 4);
+  assert_pf_ok(PFArrayGetItem(rv.v_handle, 4, &v, &c));
+  assert_int_equal(v.v_int64, expect_sum);
+  PFObjectFree(rv.v_handle);
+  /* A negative stride: the rows reversed. */
+  int64_t s1[] = {3}, st1[] = {-1};
+  DLTensor rev = {data, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, s1, st1, 2 * sizeof(int32_t)};
+  call1(info, (PFValue){.v_handle = &rev}, kPFDLTensorHandle, &rv, &rc);
+  assert_pf_ok(PFArrayGetItem(rv.v_handle, 3, &v, &c));
+  assert_int_equal(v.v_int64, 2 * 1 + 1 * 2 + 0 * 3);
+  PFObjectFree(rv.v_handle);
+  /* A tensor returned comes back as a compact tensor object. */
+  PFFunctionHandle echo = fn("t.echo");
+  call1(echo, (PFValue){.v_handle = &t}, kPFDLTensorHandle, &rv, &rc);
+  assert_int_equal(rc, kPFObjectHandle);
+  DLTensor* back = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(rv.v_handle, &back));
+  assert_null(back->strides);
+  assert_int_equal(back->shape[0], 4);
+  assert_int_equal(((int32_t*)back->data)[1], data[4]);
+  PFObjectFree(rv.v_handle);
+  /* A GPU tensor cannot cross. */
+  DLTensor gpu = {data, {kDLCUDA, 0}, 2, {kDLInt, 32, 1}, shape, NULL, 0};
+  PFValue g = {.v_handle = &gpu};
+  int gc = kPFDLTensorHandle;
+  assert_pf_error(PFFuncCall(echo, &g, &gc, 1, &rv, &rc), kPFErrTypeError, "argument 0",
+                  "only CPU");
+  PFFuncFree(echo);
+  PFFuncFree(info);
+}
+
+static void test_what_cannot_cross(void** state) {
+  (void)state;
+  PFFunctionHandle echo = fn("t.echo");
+  PFValue rv;
+  int rc;
+  PFValue args[2] = {{.v_int64 = 1}, {.v_handle = (void*)0x10}};
+  int codes[2] = {kPFInt, kPFOpaqueHandle};
+  assert_pf_error(PFFuncCall(echo, args, codes, 2, &rv, &rc), kPFErrTypeError, "argument 1",
+                  "opaque handle");
+  args[1].v_handle = g_mod;
+  codes[1] = kPFModuleHandle;
+  assert_pf_error(PFFuncCall(echo, args, codes, 2, &rv, &rc), kPFErrTypeError, "argument 1",
+                  "module");
+  PFObjectHandle boxed = NULL, arr = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  PFValue iv[] = {{.v_int64 = 1}, {.v_handle = boxed}};
+  int ic[] = {kPFInt, kPFObjectHandle};
+  assert_pf_ok(PFArrayCreate(iv, ic, 2, &arr));
+  args[1].v_handle = arr;
+  codes[1] = kPFObjectHandle;
+  assert_pf_error(PFFuncCall(echo, args, codes, 2, &rv, &rc), kPFErrTypeError,
+                  "argument 1 item 1", "boxed");
+  PFObjectFree(arr);
+  PFObjectFree(boxed);
+  /* A result that cannot cross back is the server's TypeError. */
+  PFFunctionHandle h = fn("t.handle");
+  assert_pf_error(PFFuncCall(h, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, "result",
+                  "opaque handle");
+  PFFuncFree(h);
+  PFFuncFree(echo);
+}
+
+/* ---- the module ---- */
+
+static void test_module_lists_exposed_only(void** state) {
+  (void)state;
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(g_mod, &n, &names));
+  int saw_add = 0;
+  for (int i = 0; i < n; ++i) {
+    assert_true(strncmp(names[i], "t.", 2) == 0);
+    saw_add |= strcmp(names[i], "t.add") == 0;
+  }
+  assert_true(saw_add);
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(g_mod, "hidden.secret", 0, &f));
+  assert_null(f);
+  PFFunctionHandle mul = fn("t.mul");
+  const char *name, *sig, *doc;
+  assert_pf_ok(PFFuncGetInfo(mul, &name, &sig, &doc));
+  assert_string_equal(name, "t.mul");
+  assert_string_equal(sig, "int64(int64,int64)");
+  assert_string_equal(doc, "Multiplies two integers.");
+  PFValue args[2] = {{.v_int64 = 6}, {.v_int64 = 7}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(mul, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  /* A remote function is a function like any other: it can be registered
+   * locally and called from there. */
+  assert_pf_ok(PFFuncRegisterGlobal("local.remote_mul", mul, 1));
+  PFFunctionHandle g = NULL;
+  assert_pf_ok(PFFuncGetGlobal("local.remote_mul", &g));
+  assert_pf_ok(PFFuncCall(g, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  assert_pf_ok(PFFuncRemoveGlobal("local.remote_mul"));
+  PFFuncFree(g);
+  PFFuncFree(mul);
+}
+
+/* ---- errors ---- */
+
+static void test_remote_error(void** state) {
+  (void)state;
+  PFFunctionHandle f = fn("t.fail");
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrIndexError,
+                  "t.fail: index 7 is out of range");
+  const char* tb = PFErrorGetTraceback();
+  assert_non_null(strstr(tb, "tests/test_rpc.c"));  /* the server's own frame */
+  assert_non_null(strstr(tb, g_endpoint));          /* which server */
+  PFFuncFree(f);
+  PFFunctionHandle add = fn("t.add");
+  PFValue a = {.v_str = "x"};
+  int c = kPFStr;
+  assert_pf_error(PFFuncCall(add, &a, &c, 1, &rv, &rc), kPFErrTypeError, "expected two ints");
+  PFFuncFree(add);
+}
+
+static void test_timeout(void** state) {
+  (void)state;
+  PFModuleHandle quick = NULL;
+  PFRPCOptions o = {0};
+  o.timeout_ms = 1000;
+  assert_pf_ok(PFRPCConnect(g_endpoint, &o, &quick));
+  PFFunctionHandle block = NULL;
+  assert_pf_ok(PFModGetFunction(quick, "t.block", 0, &block));
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(block, NULL, NULL, 0, &rv, &rc), "TimeoutError", "no reply",
+                  "1000 ms");
+  assert_int_equal(write(g_gate[1], "x", 1), 1); /* let the worker go */
+  /* The connection still works after a timeout. */
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(quick, "t.add", 0, &add));
+  PFValue args[2] = {{.v_int64 = 2}, {.v_int64 = 3}};
+  int codes[2] = {kPFInt, kPFInt};
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  PFFuncFree(add);
+  PFFuncFree(block);
+  assert_pf_ok(PFRPCDisconnect(quick));
+  /* After the disconnect, the functions are objects that fail cleanly. */
+  assert_pf_ok(PFModGetFunction(quick, "t.add", 0, &add));
+  assert_pf_error(PFFuncCall(add, args, codes, 2, &rv, &rc), "ConnectionError", "closed");
+  PFFuncFree(add);
+  PFModFree(quick);
+}
+
+static void test_unreachable(void** state) {
+  (void)state;
+  /* A port that nothing listens on: bind one, then stop it. */
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", NULL, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  char endpoint[128];
+  snprintf(endpoint, sizeof endpoint, "%s", ep);
+  assert_pf_ok(PFRPCServerStop(s));
+  PFRPCOptions o = {0};
+  o.timeout_ms = 200;
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFRPCConnect(endpoint, &o, &m), "ConnectionError", "no server answered",
+                  endpoint);
+  assert_null(m);
+}
+
+/* ---- callbacks ---- */
+
+static PFFunctionHandle g_remote_apply, g_remote_add;
+
+static int cb_times10(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "cb: one int");
+  PFValue v = {.v_int64 = a[0].v_int64 * 10};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+/* Calls back into the server while serving the server's callback. */
+static int cb_nested(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "cb: one int");
+  PFValue args[2] = {{.v_int64 = a[0].v_int64}, {.v_int64 = 1000}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  if (PFFuncCall(g_remote_add, args, codes, 2, &rv, &rc) != 0) return -1;
+  return PFCFuncSetReturn(ret, &rv, &rc, 1);
+}
+
+/* depth(n) = n == 0 ? 0 : 1 + t.apply(depth, n - 1): nests 2n levels. */
+static int cb_depth(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "cb: one int");
+  PFValue rv = {.v_int64 = 0};
+  int rc = kPFInt;
+  if (a[0].v_int64 > 0) {
+    PFFunctionHandle self = r;
+    PFValue args[2] = {{.v_handle = self}, {.v_int64 = a[0].v_int64 - 1}};
+    int codes[2] = {kPFFuncHandle, kPFInt};
+    if (PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc) != 0) return -1;
+    rv.v_int64 += 1;
+  }
+  return PFCFuncSetReturn(ret, &rv, &rc, 1);
+}
+
+static int cb_fail(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)ret, (void)r;
+  return PF_ERROR(kPFErrValueError, "the client's callback refuses");
+}
+
+static void test_callbacks(void** state) {
+  (void)state;
+  g_remote_apply = fn("t.apply");
+  g_remote_add = fn("t.add");
+  PFFunctionHandle cb = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_times10, NULL, NULL, &cb));
+  PFValue args[2] = {{.v_handle = cb}, {.v_int64 = 4}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 40);
+  PFFuncFree(cb);
+  /* client -> server -> client -> server */
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_nested, NULL, NULL, &cb));
+  args[0].v_handle = cb;
+  assert_pf_ok(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 1004);
+  PFFuncFree(cb);
+  PFFuncFree(g_remote_add);
+  PFFuncFree(g_remote_apply);
+}
+
+/* The deep nesting needs the function to pass itself: a tiny trampoline. */
+static PFFunctionHandle g_depth_fn;
+static int cb_depth_tramp(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  return cb_depth(a, c, n, ret, g_depth_fn);
+}
+
+/* Deeper than the server has workers: each nested call is served by the
+ * thread that waits for it, on both sides. */
+static void test_nested_deeper_than_workers(void** state) {
+  (void)state;
+  g_remote_apply = fn("t.apply");
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_depth_tramp, NULL, NULL, &g_depth_fn));
+  PFValue args[2] = {{.v_handle = g_depth_fn}, {.v_int64 = 12}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 12);
+  PFFuncFree(g_depth_fn);
+  PFFuncFree(g_remote_apply);
+}
+
+static void test_callback_from_another_server_thread(void** state) {
+  (void)state;
+  PFFunctionHandle f = fn("t.apply_in_thread");
+  PFFunctionHandle cb = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_times10, NULL, NULL, &cb));
+  PFValue args[2] = {{.v_handle = cb}, {.v_int64 = 7}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 70);
+  PFFuncFree(cb);
+  PFFuncFree(f);
+}
+
+static void test_callback_error_and_lifetime(void** state) {
+  (void)state;
+  PFFunctionHandle apply = fn("t.apply");
+  PFFunctionHandle cb = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_fail, NULL, NULL, &cb));
+  PFValue args[1] = {{.v_handle = cb}};
+  int codes[1] = {kPFFuncHandle};
+  PFValue rv;
+  int rc;
+  /* The client's error travels to the server and back. */
+  assert_pf_error(PFFuncCall(apply, args, codes, 1, &rv, &rc), kPFErrValueError,
+                  "the client's callback refuses");
+  PFFuncFree(cb);
+  /* A callback kept past its call fails cleanly when called later. */
+  PFFunctionHandle keep = fn("t.keep"), call_kept = fn("t.call_kept");
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_times10, NULL, NULL, &cb));
+  args[0].v_handle = cb;
+  assert_pf_ok(PFFuncCall(keep, args, codes, 1, &rv, &rc));
+  assert_pf_error(PFFuncCall(call_kept, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError,
+                  "no longer");
+  PFFuncFree(cb);
+  PFFuncFree(keep);
+  PFFuncFree(call_kept);
+  PFFuncFree(apply);
+}
+
+static void test_returned_function(void** state) {
+  (void)state;
+  PFFunctionHandle make = fn("t.make_adder");
+  PFValue rv;
+  int rc;
+  int before = atomic_load(&g_adders_freed);
+  call1(make, (PFValue){.v_int64 = 100}, kPFInt, &rv, &rc);
+  assert_int_equal(rc, kPFFuncHandle);
+  PFFunctionHandle add100 = rv.v_handle;
+  call1(add100, (PFValue){.v_int64 = 5}, kPFInt, &rv, &rc);
+  assert_int_equal(rv.v_int64, 105);
+  /* It can be passed back to the server as a callback, too. */
+  PFFunctionHandle apply = fn("t.apply");
+  PFValue args[2] = {{.v_handle = add100}, {.v_int64 = 1}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  assert_pf_ok(PFFuncCall(apply, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 101);
+  PFFuncFree(apply);
+  PFFuncFree(add100); /* tells the server to release it */
+  /* The release is a message; the server frees the function when it
+   * arrives. A round trip after it makes sure it arrived. */
+  PFFunctionHandle add = fn("t.add");
+  PFValue a2[2] = {{.v_int64 = 1}, {.v_int64 = 1}};
+  int c2[2] = {kPFInt, kPFInt};
+  assert_pf_ok(PFFuncCall(add, a2, c2, 2, &rv, &rc));
+  assert_int_equal(atomic_load(&g_adders_freed), before + 1);
+  PFFuncFree(add);
+  PFFuncFree(make);
+}
+
+/* ---- the wire, from a raw ZeroMQ socket ---- */
+
+typedef struct {
+  void* ctx;
+  void* sock;
+} raw_peer;
+
+static void raw_open(raw_peer* r, int type, const char* endpoint, int bind) {
+  r->ctx = zmq_ctx_new();
+  r->sock = zmq_socket(r->ctx, type);
+  int zero = 0, tmo = 10000;
+  zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  assert_int_equal(bind ? zmq_bind(r->sock, endpoint) : zmq_connect(r->sock, endpoint), 0);
+}
+static void raw_close(raw_peer* r) {
+  zmq_close(r->sock);
+  zmq_ctx_term(r->ctx);
+}
+
+/* Sends [V, kind, id, 0, target, args...] built with msgpack. */
+static void raw_call(raw_peer* r, int version, uint64_t id, const char* target) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, version);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, id);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, strlen(target));
+  msgpack_pack_str_body(&pk, target, strlen(target));
+  msgpack_pack_array(&pk, 1);
+  msgpack_pack_int(&pk, 1);
+  assert_true(zmq_send(r->sock, sb.data, sb.size, 0) >= 0);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* Receives one reply and returns its error message (or "" for OK). */
+static void raw_reply(raw_peer* r, uint64_t id, char* kind, char* msg, size_t cap) {
+  char buf[4096];
+  int n = zmq_recv(r->sock, buf, sizeof buf, 0);
+  assert_true(n > 0);
+  msgpack_unpacked up;
+  msgpack_unpacked_init(&up);
+  size_t off = 0;
+  assert_int_equal(msgpack_unpack_next(&up, buf, (size_t)n, &off), MSGPACK_UNPACK_SUCCESS);
+  msgpack_object o = up.data;
+  assert_int_equal(o.type, MSGPACK_OBJECT_ARRAY);
+  assert_int_equal(o.via.array.ptr[2].via.u64, id);
+  kind[0] = msg[0] = '\0';
+  if (o.via.array.ptr[1].via.u64 == 4) {
+    snprintf(kind, cap, "%.*s", (int)o.via.array.ptr[4].via.str.size, o.via.array.ptr[4].via.str.ptr);
+    snprintf(msg, cap, "%.*s", (int)o.via.array.ptr[5].via.str.size, o.via.array.ptr[5].via.str.ptr);
+  }
+  msgpack_unpacked_destroy(&up);
+}
+
+static void test_exposed_prefix_reveals_nothing(void** state) {
+  (void)state;
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  char k1[256], m1[256], k2[256], m2[256], k3[256], m3[256];
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 1, "hidden.secret"); /* registered, not exposed */
+  raw_reply(&r, 1, k1, m1, sizeof k1);
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 2, "hidden.nothing"); /* not registered */
+  raw_reply(&r, 2, k2, m2, sizeof k2);
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 3, "t.echo");
+  raw_reply(&r, 3, k3, m3, sizeof k3);
+  assert_string_equal(k1, "KeyError");
+  assert_string_equal(k2, "KeyError");
+  assert_string_equal(m1, "no function 'hidden.secret' is available on this server");
+  assert_string_equal(m2, "no function 'hidden.nothing' is available on this server");
+  assert_string_equal(k3, ""); /* OK */
+  raw_close(&r);
+}
+
+static void test_malformed_messages(void** state) {
+  (void)state;
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  int before = atomic_load(&g_log_lines);
+  /* Not MessagePack at all: dropped, one log line. */
+  assert_true(zmq_send(r.sock, "\xc1\xc1\xc1", 3, 0) == 3);
+  /* An array that claims 4 billion items in 5 bytes: dropped. */
+  assert_true(zmq_send(r.sock, "\xdd\xff\xff\xff\xff", 5, 0) == 5);
+  /* A well-formed header with bad arguments: an error reply. */
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, 9);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, 6);
+  msgpack_pack_str_body(&pk, "t.echo", 6);
+  msgpack_pack_array(&pk, 1);
+  msgpack_pack_ext(&pk, 3, 3); /* a tensor of 3 bytes */
+  msgpack_pack_ext_body(&pk, "abc", 3);
+  assert_true(zmq_send(r.sock, sb.data, sb.size, 0) >= 0);
+  msgpack_sbuffer_destroy(&sb);
+  char kind[256], msg[256];
+  raw_reply(&r, 9, kind, msg, sizeof kind);
+  assert_string_equal(kind, "ValueError");
+  assert_non_null(strstr(msg, "malformed tensor"));
+  /* A message of another version: told so. */
+  raw_call(&r, 99, 10, "t.echo");
+  raw_reply(&r, 10, kind, msg, sizeof kind);
+  assert_string_equal(kind, "ValueError");
+  assert_non_null(strstr(msg, "protocol version mismatch"));
+  /* The reply above came after the garbage was handled: its lines are in. */
+  assert_int_equal(atomic_load(&g_log_lines), before + 2);
+  raw_close(&r);
+}
+
+/* A fake server that speaks version 99. */
+static void* fake_server(void* arg) {
+  raw_peer* r = arg;
+  zmq_msg_t id, body;
+  zmq_msg_init(&id);
+  zmq_msg_init(&body);
+  if (zmq_msg_recv(&id, r->sock, 0) >= 0 && zmq_msg_recv(&body, r->sock, 0) >= 0) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_int(&pk, 99);
+    msgpack_pack_int(&pk, 3);
+    msgpack_pack_uint64(&pk, 1);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_nil(&pk);
+    zmq_send(r->sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+    zmq_send(r->sock, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+  }
+  zmq_msg_close(&id);
+  zmq_msg_close(&body);
+  return NULL;
+}
+
+static void test_protocol_version_mismatch(void** state) {
+  (void)state;
+  raw_peer r;
+  raw_open(&r, ZMQ_ROUTER, "tcp://127.0.0.1:*", 1);
+  char ep[128];
+  size_t len = sizeof ep;
+  zmq_getsockopt(r.sock, ZMQ_LAST_ENDPOINT, ep, &len);
+  pthread_t t;
+  pthread_create(&t, NULL, fake_server, &r);
+  PFModuleHandle m = NULL;
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  assert_pf_error(PFRPCConnect(ep, &o, &m), kPFErrValueError, "protocol version mismatch",
+                  "99");
+  pthread_join(t, NULL);
+  raw_close(&r);
+}
+
+/* ---- both sides survive the other's death ---- */
+
+static void test_reconnect_after_server_restart(void** state) {
+  (void)state;
+  const char* expose[] = {"t."};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  PFRPCServerHandle a = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &a));
+  assert_pf_ok(PFRPCServerGetEndpoint(a, &ep));
+  char endpoint[128];
+  snprintf(endpoint, sizeof endpoint, "%s", ep);
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &o, &m));
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue args[2] = {{.v_int64 = 1}, {.v_int64 = 2}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_pf_ok(PFRPCServerStop(a));
+  /* A new server on the same endpoint: the client reconnects by itself,
+   * and the next call waits for that (within its timeout). */
+  PFRPCServerHandle b = NULL;
+  assert_pf_ok(PFRPCServe(endpoint, &so, &b));
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 3);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  assert_pf_ok(PFRPCServerStop(b));
+}
+
+static void test_server_survives_client_death(void** state) {
+  (void)state;
+  /* A client sends a call that blocks, and goes away before the reply. */
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 1, "t.block");
+  char kind[256], msg[256];
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 2, "t.echo"); /* answered: the first is running */
+  raw_reply(&r, 2, kind, msg, sizeof kind);
+  raw_close(&r);
+  assert_int_equal(write(g_gate[1], "x", 1), 1); /* its reply now has nowhere to go */
+  /* The server goes on serving others. */
+  PFFunctionHandle add = fn("t.add");
+  PFValue args[2] = {{.v_int64 = 4}, {.v_int64 = 5}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  for (int i = 0; i < 10; ++i) {
+    assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+    assert_int_equal(rv.v_int64, 9);
+  }
+  PFFuncFree(add);
+}
+
+/* ---- CURVE ---- */
+
+static void test_curve_accept_and_refuse(void** state) {
+  (void)state;
+  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE],
+      csec[PF_RPC_KEY_SIZE], opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE], derived[PF_RPC_KEY_SIZE];
+  assert_pf_ok(PFRPCCurveKeypair(spub, ssec));
+  assert_pf_ok(PFRPCCurveKeypair(cpub, csec));
+  assert_pf_ok(PFRPCCurveKeypair(opub, osec));
+  assert_pf_ok(PFRPCCurvePublicKey(ssec, derived));
+  assert_string_equal(derived, spub);
+  const char* expose[] = {"t."};
+  const char* authorized[] = {cpub};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  so.curve_secret_key = ssec;
+  so.authorized_keys = authorized;
+  so.num_authorized_keys = 1;
+  atomic_store(&g_log_lines, 0);
+  so.log = count_log;
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  /* The right keys: calls work. */
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  co.server_key = spub;
+  co.client_public_key = cpub;
+  co.client_secret_key = csec;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(ep, &co, &m));
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue args[2] = {{.v_int64 = 20}, {.v_int64 = 22}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  /* A key pair the server does not know: refused. */
+  co.timeout_ms = 300;
+  co.client_public_key = opub;
+  co.client_secret_key = osec;
+  m = NULL;
+  assert_pf_error(PFRPCConnect(ep, &co, &m), "ConnectionError", "no server answered");
+  /* The wrong server key: refused. */
+  co.server_key = opub;
+  co.client_public_key = cpub;
+  co.client_secret_key = csec;
+  assert_pf_error(PFRPCConnect(ep, &co, &m), "ConnectionError", "no server answered");
+  /* No keys at all: refused. */
+  PFRPCOptions none = {0};
+  none.timeout_ms = 300;
+  assert_pf_error(PFRPCConnect(ep, &none, &m), "ConnectionError", "no server answered");
+  assert_null(m);
+  assert_pf_ok(PFRPCServerStop(s));
+  assert_true(atomic_load(&g_log_lines) >= 1); /* the refusals were logged */
+}
+
+/* ---- bad input ---- */
+
+static void test_connect_bad_arguments(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFRPCConnect(NULL, NULL, &m), kPFErrTypeError, "PFRPCConnect", "endpoints");
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", NULL, NULL), kPFErrTypeError, "out");
+  assert_pf_error(PFRPCConnect("", NULL, &m), kPFErrValueError, "endpoint 0", "empty");
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1,", NULL, &m), kPFErrValueError, "endpoint 1");
+  assert_pf_error(PFRPCConnect("nonsense", NULL, &m), kPFErrValueError, "endpoint 'nonsense'");
+  PFRPCOptions o = {0};
+  o.timeout_ms = -1;
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError, "timeout_ms");
+  o.timeout_ms = 0;
+  o.server_key = "short";
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError, "server_key");
+  o.server_key = NULL;
+  o.client_public_key = "x";
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError, "server_key",
+                  "missing");
+  o.client_public_key = NULL;
+  o.max_message_size = -5;
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError,
+                  "max_message_size");
+  assert_null(m);
+}
+
+static void test_disconnect_misuse(void** state) {
+  (void)state;
+  assert_pf_error(PFRPCDisconnect(NULL), kPFErrTypeError, "PFRPCDisconnect", "mod");
+  PFModuleHandle self = NULL;
+  assert_pf_ok(PFModLoadFromDescriptors(NULL, NULL, &self));
+  assert_pf_error(PFRPCDisconnect(self), kPFErrTypeError, "not a module of a live connection");
+  PFModFree(self);
+  /* Twice: the second is refused. */
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(g_endpoint, NULL, &m));
+  assert_pf_ok(PFRPCDisconnect(m));
+  assert_pf_error(PFRPCDisconnect(m), kPFErrTypeError, "already disconnected");
+  PFModFree(m);
+}
+
+static void test_serve_bad_options(void** state) {
+  (void)state;
+  PFRPCServerHandle s = NULL;
+  assert_pf_error(PFRPCServe(NULL, NULL, &s), kPFErrTypeError, "PFRPCServe", "endpoint");
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", NULL, NULL), kPFErrTypeError, "out");
+  PFRPCServerOptions so = {0};
+  so.num_workers = -1;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "num_workers");
+  so.num_workers = 0;
+  so.num_expose = 1;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "expose");
+  so.num_expose = 0;
+  so.curve_secret_key = "not a key";
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "curve_secret_key");
+  so.curve_secret_key = NULL;
+  assert_pf_error(PFRPCServe("bogus://x", &so, &s), kPFErrRuntimeError, "cannot bind");
+  assert_null(s);
+  assert_int_equal(PFRPCServerStop(NULL), 0);
+  const char* ep;
+  assert_pf_error(PFRPCServerGetEndpoint(NULL, &ep), kPFErrTypeError, "server");
+  so.num_authorized_keys = 1;
+  const char* keys[] = {"x"};
+  so.authorized_keys = keys;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "authorized_keys needs curve_secret_key");
+  assert_null(s);
+}
+
+static void test_struct_sizes(void** state) {
+  (void)state;
+  size_t n = 0;
+  assert_pf_ok(PFRPCGetStructSize("PFRPCOptions", &n));
+  assert_int_equal(n, sizeof(PFRPCOptions));
+  assert_pf_ok(PFRPCGetStructSize("PFRPCServerOptions", &n));
+  assert_int_equal(n, sizeof(PFRPCServerOptions));
+  assert_pf_error(PFRPCGetStructSize("PFValue", &n), kPFErrKeyError, "PFValue");
+  assert_pf_error(PFRPCGetStructSize(NULL, &n), kPFErrTypeError, "name");
+  assert_pf_error(PFRPCGetStructSize("PFRPCOptions", NULL), kPFErrTypeError, "out");
+}
+
+static void test_curve_key_misuse(void** state) {
+  (void)state;
+  char k[PF_RPC_KEY_SIZE];
+  assert_pf_error(PFRPCCurveKeypair(NULL, k), kPFErrTypeError, "public_key");
+  assert_pf_error(PFRPCCurvePublicKey("short", k), kPFErrValueError, "secret_key");
+}
+
+/* ---- pf serve ---- */
+
+/* In a `pf serve` child: stderr to the pipe `out`, stdout to /dev/null (a
+ * pipeline that reads this test's output must not wait for the server),
+ * and death with this process, so that a failed assertion leaves no
+ * server behind. */
+static void child_hygiene(int out[2]) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(out[1], 2);
+  int null = open("/dev/null", O_WRONLY);
+  if (null >= 0) dup2(null, 1);
+  close(out[0]);
+  close(out[1]);
+}
+
+static void test_pf_serve_and_connect(void** state) {
+  (void)state;
+  int out[2];
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    child_hygiene(out);
+    execl(PF_TEST_CLI_REL, "pf", "--load", PF_TEST_DEMO_PLUGIN, "serve", "--listen",
+          "tcp://127.0.0.1:*", "--expose", "demo.", "--workers", "2", (char*)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  /* The ready line: "pf serve: listening on ENDPOINT ...". */
+  char line[512];
+  size_t n = 0;
+  while (n < sizeof line - 1) {
+    ssize_t k = read(out[0], line + n, 1);
+    if (k <= 0 || line[n] == '\n') break;
+    ++n;
+  }
+  line[n] = '\0';
+  const char* at = strstr(line, "tcp://");
+  assert_non_null(at);
+  char ep[128];
+  snprintf(ep, sizeof ep, "%.*s", (int)strcspn(at, " \n"), at);
+  PFModuleHandle m = NULL;
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  assert_pf_ok(PFRPCConnect(ep, &o, &m));
+  int count = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &count, &names));
+  assert_true(count > 0);
+  for (int i = 0; i < count; ++i) assert_true(strncmp(names[i], "demo.", 5) == 0);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "demo.add", 0, &add));
+  assert_non_null(add);
+  PFValue args[2] = {{.v_int64 = 2}, {.v_int64 = 40}};
+  int codes[2] = {kPFInt, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  /* `pf --connect` against the same server. */
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --connect %s call demo.add 1 2", PF_TEST_CLI_REL, ep);
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  char got[64] = {0};
+  assert_non_null(fgets(got, sizeof got, p));
+  assert_int_equal(pclose(p), 0);
+  assert_string_equal(got, "3\n");
+  /* Stopping the server: the client's next call fails cleanly. */
+  kill(pid, SIGTERM);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  o.timeout_ms = 300;
+  assert_true(PFFuncCall(add, args, codes, 2, &rv, &rc) == -1);
+  assert_true(strcmp(PFErrorGetKind(), "ConnectionError") == 0 ||
+              strcmp(PFErrorGetKind(), "TimeoutError") == 0);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  close(out[0]);
+}
+
+/* pf serve with CURVE: only the authorized client key gets in. */
+static void write_file(const char* path, const char* text) {
+  FILE* f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_pf_serve_with_curve_keys(void** state) {
+  (void)state;
+  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE],
+      csec[PF_RPC_KEY_SIZE], opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE];
+  assert_pf_ok(PFRPCCurveKeypair(spub, ssec));
+  assert_pf_ok(PFRPCCurveKeypair(cpub, csec));
+  assert_pf_ok(PFRPCCurveKeypair(opub, osec));
+  char dir[] = "/tmp/pf_rpc_keys_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char secret_file[128], authorized_file[128], client_file[128], text[128];
+  snprintf(secret_file, sizeof secret_file, "%s/server.key", dir);
+  snprintf(authorized_file, sizeof authorized_file, "%s/authorized", dir);
+  snprintf(client_file, sizeof client_file, "%s/client.key", dir);
+  snprintf(text, sizeof text, "%s\n", ssec);
+  write_file(secret_file, text);
+  snprintf(text, sizeof text, "# the one client\n%s\n", cpub);
+  write_file(authorized_file, text);
+  snprintf(text, sizeof text, "%s\n", csec);
+  write_file(client_file, text);
+  int out[2];
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    child_hygiene(out);
+    execl(PF_TEST_CLI_REL, "pf", "serve", "--listen", "tcp://127.0.0.1:*", "--load",
+          PF_TEST_DEMO_PLUGIN, "--expose", "demo.", "--curve-secret-key", secret_file,
+          "--authorized-keys", authorized_file, (char*)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  char line[512];
+  size_t n = 0;
+  while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') ++n;
+  line[n] = '\0';
+  const char* at = strstr(line, "tcp://");
+  assert_non_null(at);
+  char ep[128];
+  snprintf(ep, sizeof ep, "%.*s", (int)strcspn(at, " \n"), at);
+  /* The authorized client, from C and from pf --connect. */
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  o.server_key = spub;
+  o.client_public_key = cpub;
+  o.client_secret_key = csec;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(ep, &o, &m));
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  char cmd[768];
+  /* Z85 has shell characters ('(', '&', ...) but no single quote. */
+  snprintf(cmd, sizeof cmd,
+           "%s --connect %s --server-key '%s' --client-secret-key %s call demo.add 1 2",
+           PF_TEST_CLI_REL, ep, spub, client_file);
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  char got[64] = {0};
+  assert_non_null(fgets(got, sizeof got, p));
+  assert_int_equal(pclose(p), 0);
+  assert_string_equal(got, "3\n");
+  /* Another key pair, which knows the server's public key: refused. */
+  o.timeout_ms = 300;
+  o.client_public_key = opub;
+  o.client_secret_key = osec;
+  m = NULL;
+  assert_pf_error(PFRPCConnect(ep, &o, &m), "ConnectionError", "no server answered");
+  kill(pid, SIGTERM);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  /* One log line per refused handshake, and nothing else. */
+  char rest[2048];
+  ssize_t k = read(out[0], rest, sizeof rest - 1);
+  rest[k > 0 ? k : 0] = '\0';
+  assert_non_null(strstr(rest, "handshake failed"));
+  close(out[0]);
+  unlink(secret_file);
+  unlink(authorized_file);
+  unlink(client_file);
+  rmdir(dir);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plain_values),
+      cmocka_unit_test(test_containers),
+      cmocka_unit_test(test_tensors),
+      cmocka_unit_test(test_what_cannot_cross),
+      cmocka_unit_test(test_module_lists_exposed_only),
+      cmocka_unit_test(test_remote_error),
+      cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_unreachable),
+      cmocka_unit_test(test_callbacks),
+      cmocka_unit_test(test_nested_deeper_than_workers),
+      cmocka_unit_test(test_callback_from_another_server_thread),
+      cmocka_unit_test(test_callback_error_and_lifetime),
+      cmocka_unit_test(test_returned_function),
+      cmocka_unit_test(test_exposed_prefix_reveals_nothing),
+      cmocka_unit_test(test_malformed_messages),
+      cmocka_unit_test(test_protocol_version_mismatch),
+      cmocka_unit_test(test_reconnect_after_server_restart),
+      cmocka_unit_test(test_server_survives_client_death),
+      cmocka_unit_test(test_curve_accept_and_refuse),
+      cmocka_unit_test(test_connect_bad_arguments),
+      cmocka_unit_test(test_disconnect_misuse),
+      cmocka_unit_test(test_serve_bad_options),
+      cmocka_unit_test(test_curve_key_misuse),
+      cmocka_unit_test(test_struct_sizes),
+      cmocka_unit_test(test_pf_serve_and_connect),
+      cmocka_unit_test(test_pf_serve_with_curve_keys),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
