@@ -7,6 +7,7 @@
  * must know it, to fail exactly the calls that a dying server held, and to
  * send a callback's reply or a returned function's calls to its server. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ typedef struct {
 
 typedef struct pf_rpc_client {
   pf_rpc_peer base;
-  struct pf_rpc_client* next; /* in the list of live or retired connections */
+  struct pf_rpc_client* next; /* in the list of live connections */
   void* zctx;
   int n;
   char** endpoints;
@@ -41,17 +42,11 @@ typedef struct pf_rpc_client {
   int nitems;
   pthread_cond_t up_cond; /* an endpoint connected (under base.mu) */
   PFModuleHandle module;
-  PFObjectHandle* closures;
-  int nclosures;
 } pf_rpc_client;
 
-/* Live connections, for PFRPCDisconnect, and retired ones: a retired
- * connection's closures stay, since functions of its module may still
- * exist and call through them (the core gives no way to learn when the
- * last one goes). */
+/* Live connections, for PFRPCDisconnect. */
 static pthread_mutex_t g_clients_mu = PTHREAD_MUTEX_INITIALIZER;
 static pf_rpc_client* g_live;
-static pf_rpc_client* g_retired;
 
 static void describe(pf_rpc_peer* p, const pf_rpc_route* r, char* buf, size_t cap) {
   pf_rpc_client* c = (pf_rpc_client*)p;
@@ -93,7 +88,6 @@ static void client_free(pf_rpc_client* c) {
   free(c->monitors);
   free((void*)c->connected);
   free(c->pending);
-  free(c->closures);
   free(c->items);
   pthread_cond_destroy(&c->up_cond);
   pthread_cond_destroy(&c->hk_cond);
@@ -386,16 +380,15 @@ static void client_close(pf_rpc_client* c, const char* reason) {
   c->zctx = NULL;
 }
 
-/* Parses the HELLO reply and builds the module. */
+/* Parses the HELLO reply and builds the module: one remote function per
+ * name the server exposes, each holding a reference to the connection. */
 static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
   pf_rpc_parsed m;
   if (pf_rpc_parse(reply->data, reply->size, &m) != 0)
     return PF_ERROR(kPFErrValueError, "PFRPCConnect: malformed reply to HELLO");
   int rc = -1;
-  PFFuncDescriptor* descs = NULL;
-  const PFFuncDescriptor** ptrs = NULL;
-  char** strs = NULL;
-  size_t nstrs = 0;
+  PFFunctionHandle* fns = NULL;
+  uint32_t nfns = 0;
   if (m.kind == PF_RPC_ERROR) {
     char* kind = m.nrest >= 2 ? pf_rpc_strdup_obj(&m.rest[0]) : NULL;
     char* msg = m.nrest >= 2 ? pf_rpc_strdup_obj(&m.rest[1]) : NULL;
@@ -410,11 +403,12 @@ static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
     goto done;
   }
   uint32_t n = m.rest[0].via.array.size;
-  descs = calloc(n ? n : 1, sizeof *descs);
-  ptrs = calloc(n ? n : 1, sizeof *ptrs);
-  strs = calloc(3 * (size_t)n + 1, sizeof *strs);
-  c->closures = calloc(n ? n : 1, sizeof *c->closures);
-  if (descs == NULL || ptrs == NULL || strs == NULL || c->closures == NULL) {
+  if (n > INT_MAX) {
+    PF_ERROR(kPFErrValueError, "PFRPCConnect: the server lists too many functions (%u)", n);
+    goto done;
+  }
+  fns = calloc(n ? n : 1, sizeof *fns);
+  if (fns == NULL) {
     PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory");
     goto done;
   }
@@ -428,48 +422,30 @@ static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
     char* name = pf_rpc_strdup_obj(&e->via.array.ptr[0]);
     char* sig = pf_rpc_strdup_obj(&e->via.array.ptr[1]);
     char* doc = pf_rpc_strdup_obj(&e->via.array.ptr[2]);
-    strs[nstrs++] = name;
-    strs[nstrs++] = sig;
-    strs[nstrs++] = doc;
-    if (name == NULL) {
-      PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory");
-      goto done;
+    int st = name == NULL ? PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory")
+                          : pf_rpc_make_entry(&c->base, name, &fns[nfns]);
+    if (st == 0) {
+      ++nfns;
+      /* The signature and doc are the server's metadata, kept as such. */
+      st = PFFuncSetInfo(fns[nfns - 1], name, sig, doc);
     }
-    PFFunctionHandle entry = NULL;
-    void* fn = NULL;
-    if (pf_rpc_make_entry(&c->base, name, &entry) != 0) goto done;
-    int st = PFFuncToCFunction(entry, "int32(ptr,ptr,int32,ptr,ptr)", &c->closures[i], &fn);
-    PFFuncFree(entry);
+    free(name);
+    free(sig);
+    free(doc);
     if (st != 0) goto done;
-    c->nclosures++;
-    descs[i].abi = PF_FUNC_DESCRIPTOR_ABI;
-    descs[i].kind = kPFFuncDescriptorPacked;
-    descs[i].name = name;
-    descs[i].packed = (PFPackedCFunc)fn;
-    descs[i].signature = sig;
-    descs[i].doc = doc;
-    ptrs[i] = &descs[i];
   }
-  if (PFModLoadFromDescriptors(ptrs, ptrs + n, &c->module) != 0) {
+  if (PFModCreateFromFunctions(c->endpoints[0], fns, (int)nfns, &c->module) != 0) {
     PFErrorAppendTraceback("  while building the module of PFRPCConnect");
     goto done;
   }
   rc = 0;
 done:
-  for (size_t i = 0; i < nstrs; ++i) free(strs[i]);
-  free(strs);
-  free(descs);
-  free(ptrs);
+  for (uint32_t i = 0; i < nfns; ++i) PFFuncFree(fns[i]);
+  free(fns);
   pf_rpc_parsed_free(&m);
   return rc;
 }
 
-static void retire(pf_rpc_client* c) {
-  pthread_mutex_lock(&g_clients_mu);
-  c->next = g_retired;
-  g_retired = c;
-  pthread_mutex_unlock(&g_clients_mu);
-}
 
 int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHandle* out) {
   static const char* const where = "PFRPCConnect";
@@ -645,8 +621,7 @@ fail:
     free(msg);
     free(tb);
   }
-  if (c->nclosures > 0) retire(c); /* nothing can call through them, but keep the rule */
-  else pf_rpc_peer_release(&c->base);
+  pf_rpc_peer_release(&c->base);
   return rc;
 }
 
@@ -666,6 +641,7 @@ int PFRPCDisconnect(PFModuleHandle mod) {
   PFModuleHandle m = c->module;
   c->module = NULL;
   PFModFree(m);
-  retire(c);
+  /* The connection's record goes when the last remote function does. */
+  pf_rpc_peer_release(&c->base);
   return 0;
 }

@@ -943,30 +943,6 @@ void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
 }
 
 
-/* The target of a module function's closure (see client.c): the closure
- * passes the module function's own arguments as five plain values. Always
- * succeeds as a call; its int result is the module function's status, so
- * that the closure never keeps an error of its own. */
-static int module_entry(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
-  remote_fn* f = res;
-  int rc;
-  if (n != 5 || c[2] != kPFInt || c[3] != kPFOpaqueHandle) {
-    rc = PF_ERROR(kPFErrRuntimeError, "rpc: module function entry called without its closure");
-  } else {
-    PFValue* args = c[0] == kPFOpaqueHandle ? a[0].v_handle : NULL;
-    int* codes = c[1] == kPFOpaqueHandle ? a[1].v_handle : NULL;
-    int nargs = (int)a[2].v_int64;
-    if (nargs > 0 && (args == NULL || codes == NULL))
-      rc = PF_ERROR(kPFErrTypeError, "rpc: remote function '%s': NULL arguments", f->name);
-    else
-      rc = pf_rpc_invoke(f->p, f->name, 0, NULL, args, codes, nargs, a[3].v_handle);
-  }
-  PFValue v;
-  v.v_int64 = rc;
-  int code = kPFInt;
-  return PFCFuncSetReturn(ret, &v, &code, 1);
-}
-
 int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
   remote_fn* f = calloc(1, sizeof *f);
   if (f == NULL || (f->name = strdup(name)) == NULL) {
@@ -975,5 +951,5 @@ int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
   }
   f->p = p;
   pf_rpc_peer_retain(p);
-  return PFFuncCreateFromCFunc(module_entry, f, remote_free, out);
+  return PFFuncCreateFromCFunc(remote_call, f, remote_free, out); /* by name: fid 0 */
 }

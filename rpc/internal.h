@@ -188,7 +188,8 @@ PF_RPC_HIDDEN void pf_rpc_peer_fini(pf_rpc_peer* p);
 /* Closes the peer for good: calls fail with ConnectionError(reason), waiters
  * are failed, exports released (outside the lock). */
 PF_RPC_HIDDEN void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason);
-/* The function behind a module function's closure (see client.c). */
+/* A remote function called by name: one function of a connection's module
+ * (see client.c); it holds a reference to the peer. */
 PF_RPC_HIDDEN int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out);
 PF_RPC_HIDDEN void pf_rpc_peer_retain(pf_rpc_peer* p);
 PF_RPC_HIDDEN void pf_rpc_peer_release(pf_rpc_peer* p);

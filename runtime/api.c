@@ -216,7 +216,8 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(FuncBind, 67)                           \
   X(FuncSetPrePack, 68)                     \
   X(PrePackCacheCreate, 69)                 \
-  X(PrePackCacheGetStats, 70)
+  X(PrePackCacheGetStats, 70)               \
+  X(ModCreateFromFunctions, 71)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -812,6 +812,58 @@ int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
   return 0;
 }
 
+int PFModCreateFromFunctions(const char* origin, const PFFunctionHandle* funcs, int num_funcs,
+                             PFModuleHandle* out) {
+  static const char* const where = "PFModCreateFromFunctions";
+  PF_CHECK_ARG(out);
+  if (num_funcs < 0)
+    return PF_ERROR(kPFErrValueError, "%s: argument 'num_funcs' is negative (%d)", where,
+                    num_funcs);
+  if (num_funcs > 0 && funcs == NULL) return pf_err_null_arg(where, "funcs");
+  if (origin == NULL) origin = "<functions>";
+  /* Everything is checked before the module takes a reference. */
+  for (int i = 0; i < num_funcs; ++i) {
+    const char* name = NULL;
+    if (!pf_is_object(funcs[i], kPFObjectFunction))
+      return PF_ERROR(kPFErrTypeError, "%s: argument 'funcs[%d]' is not a live function handle",
+                      where, i);
+    PFFuncGetInfo(funcs[i], &name, NULL, NULL);
+    if (name == NULL)
+      return PF_ERROR(kPFErrValueError,
+                      "%s: argument 'funcs[%d]' has no name (give it one with PFFuncSetInfo)",
+                      where, i);
+  }
+  pf_module* m = pf_calloc(1, sizeof(*m));
+  if (m == NULL) return pf_oom(where);
+  pf_object_init(&m->base, kPFObjectModule, module_destroy);
+  m->origin = pf_strdup(origin);
+  m->entries = pf_calloc(num_funcs ? (size_t)num_funcs : 1, sizeof(*m->entries));
+  m->names = pf_calloc((size_t)num_funcs + 1, sizeof(*m->names));
+  if (m->origin == NULL || m->entries == NULL || m->names == NULL) {
+    pf_object_release(&m->base);
+    return pf_oom(where);
+  }
+  for (int i = 0; i < num_funcs; ++i) {
+    PFFuncRetain(funcs[i]);
+    m->entries[i].func = funcs[i];
+    /* A name is set once (PFFuncSetInfo), so the entry may borrow it. */
+    PFFuncGetInfo(funcs[i], &m->entries[i].name, NULL, NULL);
+    m->count = i + 1;
+  }
+  qsort(m->entries, (size_t)num_funcs, sizeof(*m->entries), cmp_entries);
+  for (int i = 0; i < num_funcs; ++i) {
+    if (i > 0 && strcmp(m->entries[i - 1].name, m->entries[i].name) == 0) {
+      PF_ERROR(kPFErrKeyError, "%s: module '%.200s' has two functions named '%s'", where,
+               origin, m->entries[i].name);
+      pf_object_release(&m->base);
+      return -1;
+    }
+    m->names[i] = m->entries[i].name;
+  }
+  *out = m;
+  return 0;
+}
+
 /* ---- the import graph ---- */
 
 static PFFunctionHandle find_own(const pf_module* m, const char* name) {

@@ -997,6 +997,85 @@ static int square(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* 
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
+/* ---- modules of functions made at run time ---- */
+
+static int second_arg(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res);
+
+static int finalized_count;
+static void count_fin(void* res) {
+  (void)res;
+  ++finalized_count;
+}
+
+static PFFunctionHandle named(const char* name, PFPackedCFunc fn) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(fn, NULL, count_fin, &f));
+  if (name) assert_pf_ok(PFFuncSetInfo(f, name, NULL, "made at run time"));
+  return f;
+}
+
+static void test_module_from_functions(void** state) {
+  (void)state;
+  finalized_count = 0;
+  PFFunctionHandle fs[3] = {named("rt.b", self_answer), named("rt.a", second_arg),
+                            named("rt.c", self_answer)};
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFModCreateFromFunctions("runtime-made", fs, 3, &m));
+  /* The module holds its own references: the caller's may go first. */
+  for (int i = 0; i < 3; ++i) PFFuncFree(fs[i]);
+  assert_int_equal(finalized_count, 0);
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 3);
+  assert_string_equal(names[0], "rt.a");
+  assert_string_equal(names[2], "rt.c");
+  PFFunctionHandle b = get(m, "rt.b", 0);
+  PFValue r;
+  int rc;
+  assert_pf_ok(PFFuncCall(b, NULL, NULL, 0, &r, &rc));
+  assert_int_equal(r.v_int64, 42);
+  PFFuncFree(b);
+  assert_pf_ok(PFModExportGlobal(m, "rtmod.", 0));
+  assert_pf_ok(PFFuncGetGlobal("rtmod.rt.c", &b));
+  PFFuncFree(b);
+  for (int i = 0; i < 3; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "rtmod.rt.%c", 'a' + i);
+    assert_pf_ok(PFFuncRemoveGlobal(name));
+  }
+  PFModFree(m);
+  assert_int_equal(finalized_count, 3);
+
+  /* Empty; a bad count, array, handle or name; a name twice. */
+  assert_pf_ok(PFModCreateFromFunctions(NULL, NULL, 0, &m));
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 0);
+  PFModFree(m);
+  m = NULL;
+  finalized_count = 0;
+  PFFunctionHandle ok = named("rt.ok", self_answer), anon = named(NULL, self_answer),
+                   twin = named("rt.ok", second_arg);
+  PFFunctionHandle t1[2] = {ok, anon}, t2[2] = {ok, twin}, t3[2] = {ok, (PFFunctionHandle)&n};
+  assert_pf_error(PFModCreateFromFunctions(NULL, t1, -1, &m), kPFErrValueError,
+                  "'num_funcs' is negative");
+  assert_pf_error(PFModCreateFromFunctions(NULL, NULL, 1, &m), kPFErrTypeError, "'funcs'");
+  assert_pf_error(PFModCreateFromFunctions(NULL, t1, 1, NULL), kPFErrTypeError, "'out'");
+  assert_pf_error(PFModCreateFromFunctions(NULL, t1, 2, &m), kPFErrValueError, "'funcs[1]'",
+                  "has no name");
+  assert_pf_error(PFModCreateFromFunctions("twins", t2, 2, &m), kPFErrKeyError, "twins",
+                  "two functions named 'rt.ok'");
+  assert_pf_error(PFModCreateFromFunctions(NULL, t3, 2, &m), kPFErrTypeError, "'funcs[1]'",
+                  "not a live function");
+  assert_null(m);
+  /* A failed call kept nothing: the caller's references are the last. */
+  assert_int_equal(finalized_count, 0);
+  PFFuncFree(ok);
+  PFFuncFree(anon);
+  PFFuncFree(twin);
+  assert_int_equal(finalized_count, 3);
+}
+
 /* ---- descriptors with a pre-pack hook (layout version 2) ---- */
 
 /* Passes on its second argument, so a test sees what a bound function
@@ -1406,6 +1485,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_load_self),
       cmocka_unit_test(test_descriptor_errors),
       cmocka_unit_test(test_descriptor_prepack),
+      cmocka_unit_test(test_module_from_functions),
       cmocka_unit_test(test_descriptor_version_1),
       cmocka_unit_test(test_load_prepack_pointer_into_data),
       cmocka_unit_test(test_demo_plugin),

@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 4
+#define PF_API_VERSION 5
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -1453,6 +1453,26 @@ PF_EXPORT int PFClosureCheckError(PFObjectHandle closure);
  */
 PF_EXPORT int PFModLoadFromFile(const char* path, PFModuleHandle* out);
 
+/*
+ * Builds a module from functions the caller already has, each under the
+ * name its metadata carries (PFFuncSetInfo): for a host or a library whose
+ * functions are made at run time (remote functions, functions of another
+ * language) rather than registered in a shared library. The module holds a
+ * reference to each function, released when the module goes; the caller
+ * keeps its own. `origin` names the module in messages (copied; NULL:
+ * "<functions>"). `funcs` is read during this call only; NULL is allowed
+ * when num_funcs is 0 (an empty module). *out is a new reference
+ * (PFModFree); PFModGetFunction, PFModListFunctionNames, PFModImport and
+ * PFModExportGlobal work on it as on any module.
+ * Errors: NULL out, NULL funcs with num_funcs > 0, an entry that is not a
+ * live function (TypeError naming "funcs[I]"); num_funcs < 0, a function
+ * without a name (ValueError naming "funcs[I]"); two functions with the
+ * same name (KeyError naming it); MemoryError. On error nothing is kept.
+ * Thread-safe.
+ */
+PF_EXPORT int PFModCreateFromFunctions(const char* origin, const PFFunctionHandle* funcs,
+                                       int num_funcs, PFModuleHandle* out);
+
 /* Looks `name` up among the module's own functions and, when query_imports
  * is nonzero and the module has none of that name, among its imports,
  * depth-first in import order (an import's own functions before that
@@ -1828,6 +1848,8 @@ typedef struct PFApi {
   int (*FuncSetPrePack)(PFFunctionHandle, const char*, PFPrePackFunc);
   int (*PrePackCacheCreate)(PFPrePackCacheHandle*);
   int (*PrePackCacheGetStats)(PFPrePackCacheHandle, int64_t*, int64_t*, int64_t*);
+  /* Version 5. Modules of functions made at run time. */
+  int (*ModCreateFromFunctions)(const char*, const PFFunctionHandle*, int, PFModuleHandle*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

@@ -135,11 +135,8 @@ typedef struct {
  * succeeds must be paired with one PFRPCDisconnect, as a file with a
  * close. The module's functions, and remote functions the servers returned,
  * stay valid objects after that; their calls fail with ConnectionError.
- * The module's functions call through libffi closures (the core builds
- * modules from C function pointers only); since nothing tells this library
- * when the last of those functions is gone, the closures and a small record
- * of the connection (a few hundred bytes per function) stay until the
- * process exits, reachable, not leaked.
+ * Each holds a reference to a small record of the connection, which goes
+ * with the last of them.
  *
  * Errors: NULL endpoints or out (TypeError); an empty or malformed endpoint
  * list, a negative timeout, incomplete or malformed CURVE keys (ValueError
