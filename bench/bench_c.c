@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "packedfunc/c_api.h"
+#include "bench_measure.h"
 
 /* ---- the work being called ---- */
 
@@ -199,32 +200,6 @@ static void run_lookup_2threads(long n) {
 
 /* ---- measurement ---- */
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static double trial(void (*run)(long), long n) {
-  double t0 = now_ns();
-  run(n);
-  return (now_ns() - t0) / (double)n;
-}
-
-static int cmp_d(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-typedef struct {
-  double med, min, max;
-} stats;
-
-static stats summarize(double* v, int k) {
-  qsort(v, (size_t)k, sizeof(double), cmp_d);
-  return (stats){k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2, v[0], v[k - 1]};
-}
-
 typedef struct {
   const char* id;
   const char* what;
@@ -243,29 +218,12 @@ static double g_scale = 1.0;
 static void measure(const row* r) {
   long n = (long)(r->iters * g_scale);
   if (n < 1000) n = 1000;
-  double a[64], b[64];
-  r->run(n / 10); /* warm up */
-  r->base(n / 10);
-  for (int t = 0; t < g_trials; ++t) {
-    /* Alternate the order so neither side always runs first. */
-    if (t % 2) {
-      a[t] = trial(r->run, n);
-      b[t] = trial(r->base, n);
-    } else {
-      b[t] = trial(r->base, n);
-      a[t] = trial(r->run, n);
-    }
-  }
-  double ratios[64];
-  for (int t = 0; t < g_trials; ++t) ratios[t] = a[t] / b[t];
-  stats sa = summarize(a, g_trials), sb = summarize(b, g_trials), sr = summarize(ratios, g_trials);
-  printf("{\"id\": \"%s\", \"what\": \"%s\", \"base_id\": \"%s\", \"baseline\": \"%s\", "
-         "\"ns\": [%.2f, %.2f, %.2f], \"base_ns\": [%.2f, %.2f, %.2f], "
-         "\"ratio\": [%.3f, %.3f, %.3f], \"target\": %.2f, \"instr_target\": %.0f, "
-         "\"trials\": %d, \"iters\": %ld}\n",
-         r->id, r->what, r->base_id, r->base_what, sa.med, sa.min, sa.max, sb.med, sb.min, sb.max, sr.med,
-         sr.min, sr.max, r->target, r->instr_target, g_trials, n);
-  fflush(stdout);
+  bench_stats sa, sb, sr;
+  bench_interleave(r->run, r->base, n, g_trials, &sa, &sb, &sr);
+  char extra[64];
+  snprintf(extra, sizeof extra, ", \"instr_target\": %.0f", r->instr_target);
+  bench_print_row(r->id, r->what, r->base_id, r->base_what, sa, sb, sr, r->target, g_trials, n,
+                  extra);
 }
 
 static void register_names(int count) {

@@ -19,9 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "packedfunc/c_api.h"
+#include "bench_measure.h"
 
 enum { M = 8, K = 512, N = 512, BIG = 1024, NFUNCS = 100 };
 
@@ -83,55 +83,12 @@ static void run_naive(long n) {
   }
 }
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static double trial(void (*run)(long), long n) {
-  double t0 = now_ns();
-  run(n);
-  return (now_ns() - t0) / (double)n;
-}
-
-static int cmp_d(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static void summarize(double* v, int k, double out[3]) {
-  qsort(v, (size_t)k, sizeof(double), cmp_d);
-  out[0] = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-  out[1] = v[0];
-  out[2] = v[k - 1];
-}
-
 static void measure(const char* id, const char* what, void (*run)(long), const char* base_id,
                     const char* base_what, void (*base)(long), double target, int trials,
                     long n) {
-  double a[64], b[64], r[64], sa[3], sb[3], sr[3];
-  run(1);
-  base(1);
-  for (int t = 0; t < trials; ++t) {
-    if (t % 2) {
-      a[t] = trial(run, n);
-      b[t] = trial(base, n);
-    } else {
-      b[t] = trial(base, n);
-      a[t] = trial(run, n);
-    }
-    r[t] = a[t] / b[t];
-  }
-  summarize(a, trials, sa);
-  summarize(b, trials, sb);
-  summarize(r, trials, sr);
-  printf("{\"id\": \"%s\", \"what\": \"%s\", \"base_id\": \"%s\", \"baseline\": \"%s\", "
-         "\"ns\": [%.0f, %.0f, %.0f], \"base_ns\": [%.0f, %.0f, %.0f], "
-         "\"ratio\": [%.3f, %.3f, %.3f], \"target\": %.2f, \"trials\": %d, \"iters\": %ld}\n",
-         id, what, base_id, base_what, sa[0], sa[1], sa[2], sb[0], sb[1], sb[2], sr[0], sr[1],
-         sr[2], target, trials, n);
-  fflush(stdout);
+  bench_stats sa, sb, sr;
+  bench_interleave(run, base, n, trials, &sa, &sb, &sr);
+  bench_print_row(id, what, base_id, base_what, sa, sb, sr, target, trials, n, "");
 }
 
 static size_t heap_in_use(void) {

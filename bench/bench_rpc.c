@@ -27,6 +27,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "bench_measure.h"
 
 static void die(const char* what) {
   fprintf(stderr, "bench_rpc: %s: %s\n", what, PFGetLastError());
@@ -218,52 +219,16 @@ static void one_server(long n) { threads_on(g_add, n); }
 
 /* ---- measuring ---- */
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-typedef struct {
-  double med, min, max;
-} stats;
-
-static stats summarize(double* v, int k) {
-  qsort(v, (size_t)k, sizeof *v, cmp);
-  return (stats){k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2, v[0], v[k - 1]};
-}
-
 static int g_trials = 11;
 
 static void measure(const char* id, const char* what, void (*run)(long), const char* base_id,
                     const char* base_what, void (*base)(long), double target, long n) {
-  double a[64], b[64], r[64];
-  run(n / 10 + 1);
-  base(n / 10 + 1);
-  for (int t = 0; t < g_trials; ++t) {
-    double t0, t1;
-    if (t % 2) {
-      t0 = now_ns(), run(n), t1 = now_ns(), a[t] = (t1 - t0) / (double)n;
-      t0 = now_ns(), base(n), t1 = now_ns(), b[t] = (t1 - t0) / (double)n;
-    } else {
-      t0 = now_ns(), base(n), t1 = now_ns(), b[t] = (t1 - t0) / (double)n;
-      t0 = now_ns(), run(n), t1 = now_ns(), a[t] = (t1 - t0) / (double)n;
-    }
-    r[t] = a[t] / b[t];
-  }
-  stats sa = summarize(a, g_trials), sb = summarize(b, g_trials), sr = summarize(r, g_trials);
-  printf("{\"id\": \"%s\", \"what\": \"%s\", \"base_id\": \"%s\", \"baseline\": \"%s\", "
-         "\"ns\": [%.2f, %.2f, %.2f], \"base_ns\": [%.2f, %.2f, %.2f], "
-         "\"ratio\": [%.3f, %.3f, %.3f], \"target\": %.2f, \"trials\": %d, \"iters\": %ld, "
-         "\"per_second\": %.0f, \"base_per_second\": %.0f}\n",
-         id, what, base_id, base_what, sa.med, sa.min, sa.max, sb.med, sb.min, sb.max, sr.med,
-         sr.min, sr.max, target, g_trials, n, 1e9 / sa.med, 1e9 / sb.med);
-  fflush(stdout);
+  bench_stats sa, sb, sr;
+  bench_interleave(run, base, n, g_trials, &sa, &sb, &sr);
+  char extra[96];
+  snprintf(extra, sizeof extra, ", \"per_second\": %.0f, \"base_per_second\": %.0f",
+           1e9 / sa.med, 1e9 / sb.med);
+  bench_print_row(id, what, base_id, base_what, sa, sb, sr, target, g_trials, n, extra);
 }
 
 int main(int argc, char** argv) {

@@ -506,6 +506,21 @@ static int make_function(const char* where, const char* origin, size_t index,
   return 0;
 }
 
+/* Sorts a new module's entries by name for lookups and lists the names.
+ * A name given twice returns -1 with that name in names[0]. */
+static int index_entries(pf_module* m) {
+  size_t count = (size_t)m->count;
+  qsort(m->entries, count, sizeof(*m->entries), cmp_entries);
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0 && strcmp(m->entries[i - 1].name, m->entries[i].name) == 0) {
+      m->names[0] = m->entries[i].name;
+      return -1;
+    }
+    m->names[i] = m->entries[i].name;
+  }
+  return 0;
+}
+
 static int build_module(const char* where, const char* origin, pf_library* lib,
                         const pf_segments* segs, const PFFuncDescriptor* const* table,
                         size_t count, pf_module** out) {
@@ -536,15 +551,11 @@ static int build_module(const char* where, const char* origin, pf_library* lib,
     PFFuncGetInfo(f, &m->entries[i].name, NULL, NULL);
     m->count = (int)i + 1;
   }
-  qsort(m->entries, count, sizeof(*m->entries), cmp_entries);
-  for (size_t i = 0; i < count; ++i) {
-    if (i > 0 && strcmp(m->entries[i - 1].name, m->entries[i].name) == 0) {
-      PFErrorSetFormat(kPFErrKeyError, "%s: module '%s' registers the name '%s' twice", where,
-                       origin, m->entries[i].name);
-      pf_object_release(&m->base);
-      return -1;
-    }
-    m->names[i] = m->entries[i].name;
+  if (index_entries(m) != 0) {
+    PFErrorSetFormat(kPFErrKeyError, "%s: module '%s' registers the name '%s' twice", where,
+                     origin, m->names[0]);
+    pf_object_release(&m->base);
+    return -1;
   }
   *out = m;
   return 0;
@@ -850,15 +861,11 @@ int PFModCreateFromFunctions(const char* origin, const PFFunctionHandle* funcs, 
     PFFuncGetInfo(funcs[i], &m->entries[i].name, NULL, NULL);
     m->count = i + 1;
   }
-  qsort(m->entries, (size_t)num_funcs, sizeof(*m->entries), cmp_entries);
-  for (int i = 0; i < num_funcs; ++i) {
-    if (i > 0 && strcmp(m->entries[i - 1].name, m->entries[i].name) == 0) {
-      PF_ERROR(kPFErrKeyError, "%s: module '%.200s' has two functions named '%s'", where,
-               origin, m->entries[i].name);
-      pf_object_release(&m->base);
-      return -1;
-    }
-    m->names[i] = m->entries[i].name;
+  if (index_entries(m) != 0) {
+    PF_ERROR(kPFErrKeyError, "%s: module '%.200s' has two functions named '%s'", where, origin,
+             m->names[0]);
+    pf_object_release(&m->base);
+    return -1;
   }
   *out = m;
   return 0;
