@@ -51,6 +51,18 @@ static void free_msgs(pf_rpc_msg* m) {
   }
 }
 
+/* Releases a table of exports taken out of a peer; runs their finalizers,
+ * so never under the peer's lock. */
+static void free_exports(pf_rpc_export* all) {
+  pf_rpc_export *e, *tmp;
+  HASH_ITER(hh, all, e, tmp) {
+    HASH_DEL(all, e);
+    PFFuncFree(e->func);
+    free(e);
+  }
+}
+
+
 void pf_rpc_peer_fini(pf_rpc_peer* p) {
   /* Exports are released outside the lock: their finalizers are user code. */
   pthread_mutex_lock(&p->mu);
@@ -60,12 +72,7 @@ void pf_rpc_peer_fini(pf_rpc_peer* p) {
   pf_rpc_msg* out = p->out;
   p->out = p->out_tail = NULL;
   pthread_mutex_unlock(&p->mu);
-  pf_rpc_export *e, *tmp;
-  HASH_ITER(hh, all, e, tmp) {
-    HASH_DEL(all, e);
-    PFFuncFree(e->func);
-    free(e);
-  }
+  free_exports(all);
   free_msgs(out);
   pf_rpc_waiter *w, *wtmp;
   HASH_ITER(hh, p->waiters, w, wtmp) HASH_DEL(p->waiters, w);
@@ -934,12 +941,7 @@ void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
   p->exports = NULL;
   p->num_exports = 0;
   pthread_mutex_unlock(&p->mu);
-  pf_rpc_export *e, *tmp;
-  HASH_ITER(hh, all, e, tmp) {
-    HASH_DEL(all, e);
-    PFFuncFree(e->func);
-    free(e);
-  }
+  free_exports(all);
 }
 
 

@@ -133,10 +133,6 @@ int (PFCFuncSetReturn)(PFRetValueHandle ret, PFValue* value, int* type_code, int
   return set_return_slow(s, value, type_code, num_ret);
 }
 
-int pf_set_return_value(PFRetValueHandle ret, PFValue v, int code) {
-  return (PFCFuncSetReturn)(ret, &v, &code, 1);
-}
-
 /* Moves a str/bytes result into the thread's return storage for `depth`.
  * Each depth has its own allocation, so the PFByteArray handed out for a
  * shallower call never moves when deeper calls grow the array. */

@@ -142,20 +142,6 @@ PF_NO_ASAN_ static inline uintptr_t pf_ret_slot_tag(const void* ret) {
   return ((const PFRetSlotHead*)ret)->tag;
 }
 
-/* PFCFuncSetReturn(ret, &v, &code, 1), with v and code by value. */
-PF_HIDDEN int pf_set_return_value(PFRetValueHandle ret, PFValue v, int code);
-/* PFCFuncSetReturn of a value whose code the caller knows to be plain:
- * the inline path without the code check. */
-static inline int pf_ret_set_plain(PFRetValueHandle ret, PFValue v, int code) {
-  PFRetSlotHead* s = (PFRetSlotHead*)ret;
-  if (__builtin_expect(s != NULL && pf_ret_slot_tag(s) == pf_ret_tag(), 1)) {
-    s->type_code = code;
-    s->value = v;
-    return 0;
-  }
-  return pf_set_return_value(ret, v, code);
-}
-
 /* pf_is_object(h, kPFObjectFunction) as one 8-byte compare of the header's
  * magic and type index, for the call path. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

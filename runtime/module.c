@@ -506,6 +506,31 @@ static int make_function(const char* where, const char* origin, size_t index,
   return 0;
 }
 
+/* A new module with room for `count` entries and none filled in, holding
+ * a reference to `lib` (may be NULL); NULL with a MemoryError. */
+static pf_module* new_module(const char* where, const char* origin, pf_library* lib,
+                             size_t count) {
+  pf_module* m = pf_calloc(1, sizeof(*m));
+  if (m == NULL) {
+    pf_oom(where);
+    return NULL;
+  }
+  pf_object_init(&m->base, kPFObjectModule, module_destroy);
+  if (lib) {
+    pf_object_retain(lib);
+    m->lib = lib;
+  }
+  m->origin = pf_strdup(origin);
+  m->entries = pf_calloc(count ? count : 1, sizeof(*m->entries));
+  m->names = pf_calloc(count + 1, sizeof(*m->names));
+  if (m->origin == NULL || m->entries == NULL || m->names == NULL) {
+    pf_object_release(&m->base);
+    pf_oom(where);
+    return NULL;
+  }
+  return m;
+}
+
 /* Sorts a new module's entries by name for lookups and lists the names.
  * A name given twice returns -1 with that name in names[0]. */
 static int index_entries(pf_module* m) {
@@ -527,20 +552,8 @@ static int build_module(const char* where, const char* origin, pf_library* lib,
   if (count > INT_MAX / 2)
     return PF_ERROR(kPFErrValueError, "%s: module '%s' has too many functions (%zu)",
                             where, origin, count);
-  pf_module* m = pf_calloc(1, sizeof(*m));
-  if (m == NULL) return pf_oom(where);
-  pf_object_init(&m->base, kPFObjectModule, module_destroy);
-  if (lib) {
-    pf_object_retain(lib);
-    m->lib = lib;
-  }
-  m->origin = pf_strdup(origin);
-  m->entries = pf_calloc(count ? count : 1, sizeof(*m->entries));
-  m->names = pf_calloc(count + 1, sizeof(*m->names));
-  if (m->origin == NULL || m->entries == NULL || m->names == NULL) {
-    pf_object_release(&m->base);
-    return pf_oom(where);
-  }
+  pf_module* m = new_module(where, origin, lib, count);
+  if (m == NULL) return -1;
   for (size_t i = 0; i < count; ++i) {
     PFFunctionHandle f = NULL;
     if (make_function(where, origin, i, table[i], lib, segs, &f) != 0) {
@@ -844,16 +857,8 @@ int PFModCreateFromFunctions(const char* origin, const PFFunctionHandle* funcs, 
                       "%s: argument 'funcs[%d]' has no name (give it one with PFFuncSetInfo)",
                       where, i);
   }
-  pf_module* m = pf_calloc(1, sizeof(*m));
-  if (m == NULL) return pf_oom(where);
-  pf_object_init(&m->base, kPFObjectModule, module_destroy);
-  m->origin = pf_strdup(origin);
-  m->entries = pf_calloc(num_funcs ? (size_t)num_funcs : 1, sizeof(*m->entries));
-  m->names = pf_calloc((size_t)num_funcs + 1, sizeof(*m->names));
-  if (m->origin == NULL || m->entries == NULL || m->names == NULL) {
-    pf_object_release(&m->base);
-    return pf_oom(where);
-  }
+  pf_module* m = new_module(where, origin, NULL, (size_t)num_funcs);
+  if (m == NULL) return -1;
   for (int i = 0; i < num_funcs; ++i) {
     PFFuncRetain(funcs[i]);
     m->entries[i].func = funcs[i];

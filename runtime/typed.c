@@ -735,7 +735,8 @@ static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
     if (t->ret_code == kPFNull) return 0;
     PFValue v;
     v.v_int64 = rv.i64;
-    return pf_ret_set_plain(ret, v, t->ret_code);
+    int code = t->ret_code;
+    return PFCFuncSetReturn(ret, &v, &code, 1); /* the header's inline path */
   }
 general:
 #endif
