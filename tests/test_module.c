@@ -1303,6 +1303,20 @@ static void test_demo_matmul(void** state) {
                   "x is 2 x 3 and w is 2 x 2");
   PFFuncFree(b);
   PFObjectFree(wrong);
+  /* Zero strides let a small tensor claim any shape: a copy of one that
+   * large is refused, not sized with an overflow. */
+  float zero = 0;
+  int64_t wide[2] = {2, INT64_C(1) << 62}, tall[2] = {INT64_C(1) << 62, 2}, none[2] = {0, 0};
+  DLTensor xw = make_tensor(&zero, wide, 2, kDLFloat, 32);
+  DLTensor wt = make_tensor(&zero, tall, 2, kDLFloat, 32);
+  xw.strides = none;
+  wt.strides = none;
+  a[0].v_handle = &xw;
+  a[1].v_handle = &wt;
+  c[1] = kPFDLTensorHandle;
+  assert_pf_error(PFFuncCall(mm, a, c, 2, &r, &rc), kPFErrValueError, "demo.matmul",
+                  "matrix is too large");
+  a[0].v_handle = &x;
   a[1].v_int64 = 3;
   c[1] = kPFInt;
   assert_pf_error(PFFuncCall(mm, a, c, 2, &r, &rc), kPFErrTypeError, "argument 1 (w)",

@@ -296,14 +296,24 @@ static void demo_matrix_delete(DLManagedTensor* m) {
     PFMemFree(mat);
 }
 
+/* The bytes of rows x cols float32 elements, or a ValueError when that
+ * overflows (a tensor with zero strides can claim any shape). */
+static int matrix_bytes(const char* where, int64_t rows, int64_t cols, size_t* out) {
+  size_t count;
+  if (__builtin_mul_overflow((size_t)rows, (size_t)cols, &count) ||
+      __builtin_mul_overflow(count, sizeof(float), out))
+    return PFErrorSetFormat(kPFErrValueError, "%s: a %lld x %lld matrix is too large", where,
+                            (long long)rows, (long long)cols);
+  return 0;
+}
+
 /* A new tensor object of rows x cols float32 elements, stored row by row,
  * or column by column if `by_column`; *data receives its elements. */
 static int demo_matrix_new(const char* where, int64_t rows, int64_t cols, int by_column,
                            const PFAllocator* allocator, float** data, PFObjectHandle* out) {
-  size_t count, bytes;
-  if (__builtin_mul_overflow((size_t)rows, (size_t)cols, &count) ||
-      __builtin_mul_overflow(count, sizeof(float), &bytes) ||
-      __builtin_add_overflow(bytes, sizeof(demo_matrix), &bytes))
+  size_t bytes = 0;
+  if (matrix_bytes(where, rows, cols, &bytes) != 0) return -1;
+  if (__builtin_add_overflow(bytes, sizeof(demo_matrix), &bytes))
     return PFErrorSetFormat(kPFErrValueError, "%s: a %lld x %lld matrix is too large", where,
                             (long long)rows, (long long)cols);
   demo_matrix* m = allocator ? allocator->malloc_fn(bytes, allocator->user_data)
@@ -375,6 +385,16 @@ static void copy_matrix(const DLTensor* t, int by_column, float* dst) {
   }
 }
 
+/* A compact copy of matrix t (see copy_matrix), to be freed with
+ * PFMemFree; NULL after recording an error. */
+static float* matrix_scratch(const char* where, const DLTensor* t, int by_column) {
+  size_t bytes = 0;
+  if (matrix_bytes(where, t->shape[0], t->shape[1], &bytes) != 0) return NULL;
+  float* p = PFMemAlloc(bytes ? bytes : 1); /* NULL records a MemoryError */
+  if (p != NULL) copy_matrix(t, by_column, p);
+  return p;
+}
+
 /* y[i][j] = sum over k of x[i][k] * w[k][j], with x stored row by row and
  * w column by column: both operands of the inner loop are contiguous. */
 static void matmul_kernel(const float* x, const float* w_by_column, float* y, int64_t m,
@@ -425,20 +445,18 @@ static int demo_matmul(PFValue* args, int* codes, int n, PFRetValueHandle ret, v
   matrix_strides(x, &xs0, &xs1);
   float* xcopy = NULL;
   float* wcopy = NULL;
+  int rc = 0;
   if (!((m <= 1 || xs0 == k) && (k <= 1 || xs1 == 1))) {
-    xcopy = PFMemAlloc(sizeof(float) * (size_t)(m * k));
-    if (xcopy) copy_matrix(x, 0, xcopy);
+    xcopy = matrix_scratch(where, x, 0);
+    rc = xcopy ? 0 : -1;
     xd = xcopy;
   }
-  if (!stored_by_column(w)) {
-    wcopy = PFMemAlloc(sizeof(float) * (size_t)(k * cols));
-    if (wcopy) copy_matrix(w, 1, wcopy);
+  if (rc == 0 && !stored_by_column(w)) {
+    wcopy = matrix_scratch(where, w, 1);
+    rc = wcopy ? 0 : -1;
     wd = wcopy;
   }
-  int rc = 0;
-  if ((xd == NULL && m * k > 0) || (wd == NULL && k * cols > 0)) {
-    rc = PFErrorSetFormat(kPFErrMemoryError, "%s: out of memory", where);
-  } else {
+  if (rc == 0) {
     matmul_kernel(xd, wd, y, m, k, cols);
     PFValue v = {.v_handle = out};
     int code = kPFObjectHandle;
