@@ -112,8 +112,6 @@ static void bound_heap(int with_cache) {
   for (int i = 0; i < NFUNCS; ++i)
     if (PFFuncBind(g_matmul, 1, &pos, &v, &code, cache, &fns[i]) != 0) die("PFFuncBind");
   size_t held = heap_in_use() - before;
-  int64_t entries = 0;
-  if (cache) PFPrePackCacheGetStats(cache, &entries, NULL, NULL);
   printf("{\"id\": \"bind_heap_%s\", \"what\": \"heap held by %d functions bound to one "
          "%dx%d float32 weight (%.0f MB), %s\", \"bytes\": %zu}\n",
          with_cache ? "cache" : "nocache", NFUNCS, BIG, BIG,
@@ -125,7 +123,6 @@ static void bound_heap(int with_cache) {
   for (int i = 0; i < NFUNCS; ++i) PFFuncFree(fns[i]);
   if (cache) PFObjectFree(cache);
   PFObjectFree(w);
-  (void)entries;
 }
 
 int main(int argc, char** argv) {
