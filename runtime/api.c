@@ -49,6 +49,7 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"PFValue", sizeof(PFValue)},         {"PFByteArray", sizeof(PFByteArray)},
       {"DLDataType", sizeof(DLDataType)},   {"DLDevice", sizeof(DLDevice)},
       {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
+      {"PFCallFrame", sizeof(PFCallFrame)},
   };
   PF_CHECK_ARG(name);
   PF_CHECK_ARG(out);
@@ -217,7 +218,8 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(FuncSetPrePack, 68)                     \
   X(PrePackCacheCreate, 69)                 \
   X(PrePackCacheGetStats, 70)               \
-  X(ModCreateFromFunctions, 71)
+  X(ModCreateFromFunctions, 71)            \
+  X(FuncCallFrame, 72)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -299,8 +299,10 @@ __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
   return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
 }
 
-int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
-               PFValue* ret_val, int* ret_type_code) {
+/* PFFuncCall's body, inlined into both entry points. */
+static inline __attribute__((always_inline)) int func_call(PFFunctionHandle func, PFValue* args,
+                                                          int* type_codes, int num_args,
+                                                          PFValue* ret_val, int* ret_type_code) {
   if (__builtin_expect(!pf_is_function(func) || ret_val == NULL || ret_type_code == NULL, 0))
     return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
   if (num_args != 0) {
@@ -319,6 +321,17 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
     } while (--i != 0);
   }
   return call_with_slot(func, args, type_codes, num_args, ret_val, ret_type_code, 0);
+}
+
+int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+               PFValue* ret_val, int* ret_type_code) {
+  return func_call(func, args, type_codes, num_args, ret_val, ret_type_code);
+}
+
+int PFFuncCallFrame(PFCallFrame* frame) {
+  if (__builtin_expect(frame == NULL, 0)) return pf_err_null_arg("PFFuncCallFrame", "frame");
+  return func_call(frame->func, frame->args, frame->type_codes, frame->num_args,
+                   &frame->ret_val, &frame->ret_type_code);
 }
 
 /* ---- function objects ---- */

@@ -96,6 +96,7 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(PrePackCacheCreate);
   SLOT(PrePackCacheGetStats);
   SLOT(ModCreateFromFunctions);
+  SLOT(FuncCallFrame);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -110,6 +111,7 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, FuncSetPrePack), 68 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, PrePackCacheGetStats), 70 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ModCreateFromFunctions), 71 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncCallFrame), 72 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

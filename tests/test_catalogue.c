@@ -215,6 +215,50 @@ static void test_call_callee_fails_silently(void** state) {
   PFFuncFree(f);
 }
 
+/* PFFuncCallFrame: a NULL frame, and every field PFFuncCall would refuse
+ * as an argument, with PFFuncCall's wording; the outputs stay as they
+ * were. */
+static void test_call_frame_bad_input(void** state) {
+  (void)state;
+  assert_pf_error(PFFuncCallFrame(NULL), kPFErrTypeError, "PFFuncCallFrame", "'frame'", "NULL");
+  PFFunctionHandle f = make(p_echo);
+  PFValue args[1] = {{.v_int64 = 1}};
+  int codes[1] = {kPFInt};
+  const PFCallFrame good = {.ret_val = {.v_int64 = 77}, .ret_type_code = kPFFloat,
+                            .num_args = 1, .func = f, .args = args, .type_codes = codes};
+  PFCallFrame fr = good;
+  fr.func = NULL;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "'func'", "NULL");
+  fr.func = g_not_an_object;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "'func'");
+  fr = good;
+  fr.num_args = -1;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrValueError, "'num_args' is negative (-1)");
+  fr = good;
+  fr.args = NULL;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "'args' is NULL with num_args 1");
+  fr = good;
+  fr.type_codes = NULL;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "'type_codes' is NULL with num_args 1");
+  fr = good;
+  codes[0] = 200;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "argument 0 has unknown type code 200");
+  codes[0] = kPFStr;
+  args[0].v_str = NULL;
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "argument 0", "NULL pointer");
+  /* Nothing was written to the outputs. */
+  assert_int_equal(fr.ret_val.v_int64, 77);
+  assert_int_equal(fr.ret_type_code, kPFFloat);
+  PFFuncFree(f);
+  f = make(p_silent_failure);
+  PFErrorClear();
+  fr = (PFCallFrame){.ret_val = {.v_int64 = 77}, .ret_type_code = kPFFloat, .func = f};
+  assert_pf_error(PFFuncCallFrame(&fr), kPFErrRuntimeError, "without recording an error");
+  assert_int_equal(fr.ret_val.v_int64, 77);
+  assert_int_equal(fr.ret_type_code, kPFFloat);
+  PFFuncFree(f);
+}
+
 static int set_return_misuse_body(PFRetValueHandle ret) {
   PFValue v = {.v_int64 = 1};
   int code = kPFInt;
@@ -901,6 +945,7 @@ int main(void) {
       cmocka_unit_test(test_call_not_a_live_handle),
       cmocka_unit_test(test_call_invalid_utf8_str),
       cmocka_unit_test(test_call_callee_fails_silently),
+      cmocka_unit_test(test_call_frame_bad_input),
       cmocka_unit_test(test_set_return_misuse),
       cmocka_unit_test(test_set_return_forged_ret),
       cmocka_unit_test(test_set_return_foreign_thread_ret),

@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 5
+#define PF_API_VERSION 6
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -569,6 +569,31 @@ PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
                          int num_args, PFValue* ret_val, int* ret_type_code);
 
 /*
+ * PFFuncCall with all its parameters in one struct: for hosts whose
+ * foreign calls cost per argument (Python's ctypes prepares every argument
+ * of every call), which keep a frame per call in progress and rewrite only
+ * what changed. The inputs (func, args, type_codes, num_args) are read
+ * once, before the callee runs; on success the result is written to
+ * ret_val and ret_type_code, exactly as PFFuncCall writes *ret_val and
+ * *ret_type_code (same lifetimes, same references); on failure they are
+ * left as they were. The frame is borrowed for the call and must not be
+ * shared with another call in progress; the callee may make other calls,
+ * with frames of their own.
+ * Errors: NULL frame (TypeError); otherwise exactly PFFuncCall's, whose
+ * messages name the frame's fields as PFFuncCall's arguments.
+ * Thread-safe as PFFuncCall is. Layout: fixed (see the asserts below).
+ */
+typedef struct PFCallFrame {
+  PFValue ret_val;        /* out */
+  int32_t ret_type_code;  /* out */
+  int32_t num_args;       /* in */
+  PFFunctionHandle func;  /* in */
+  PFValue* args;          /* in: num_args values */
+  int* type_codes;        /* in: num_args codes */
+} PFCallFrame;
+PF_EXPORT int PFFuncCallFrame(PFCallFrame* frame);
+
+/*
  * Sets the return value of the call in progress that `ret` belongs to. Only
  * valid inside a packed C function, on the thread that runs it, with the
  * `ret` it was given (or the `ret` of an enclosing call still in progress
@@ -658,6 +683,12 @@ static_assert(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
 static_assert(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
               "the return slot's layout is ABI");
 static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
+static_assert(offsetof(PFCallFrame, ret_type_code) == 8 && offsetof(PFCallFrame, num_args) == 12 &&
+                  offsetof(PFCallFrame, func) == 16 &&
+                  offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
+                  offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
+                  sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
+              "PFCallFrame's layout is ABI");
 #else
 _Static_assert(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
                "PFRetSlotHead has no padding");
@@ -667,6 +698,12 @@ _Static_assert(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
 _Static_assert(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
                "the return slot's layout is ABI");
 _Static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
+_Static_assert(offsetof(PFCallFrame, ret_type_code) == 8 && offsetof(PFCallFrame, num_args) == 12 &&
+                   offsetof(PFCallFrame, func) == 16 &&
+                   offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
+                   offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
+                   sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
+               "PFCallFrame's layout is ABI");
 #endif
 
 /* A stale `ret` points into a dead frame that a sanitizer may have
@@ -1742,9 +1779,9 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 PF_EXPORT int PFGetVersion(int* major, int* minor, int* patch);
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
- * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor".
- * Bindings compare it with their own mirrors. Errors: NULL arguments
- * (TypeError), unknown name (KeyError). */
+ * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
+ * "PFCallFrame". Bindings compare it with their own mirrors. Errors: NULL
+ * arguments (TypeError), unknown name (KeyError). */
 PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
 
 /*
@@ -1758,7 +1795,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * those up to ObjectTypeName; version 3 adds host objects
  * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
  * ShapeGetData); version 4 adds FuncBind to PrePackCacheGetStats (binding
- * constants, pre-packing them, sharing the packed values). Every
+ * constants, pre-packing them, sharing the packed values); version 5
+ * adds ModCreateFromFunctions; version 6 adds FuncCallFrame. Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -1850,6 +1888,8 @@ typedef struct PFApi {
   int (*PrePackCacheGetStats)(PFPrePackCacheHandle, int64_t*, int64_t*, int64_t*);
   /* Version 5. Modules of functions made at run time. */
   int (*ModCreateFromFunctions)(const char*, const PFFunctionHandle*, int, PFModuleHandle*);
+  /* Version 6. Calls with one frame. */
+  int (*FuncCallFrame)(PFCallFrame*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

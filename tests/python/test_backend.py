@@ -373,3 +373,35 @@ def test_extension_under_memcheck(testlib):
     r = subprocess.run(["valgrind", "-q", "--error-exitcode=99", sys.executable, "-c", _WORKOUT],
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-4000:]
+
+
+def test_calls_in_turn_keep_their_own_function_and_count(pf):
+    """The ctypes path reuses call frames and rewrites only the function
+    and, when the argument types change, the codes and their count: calls
+    to different functions with the same, then different, argument types,
+    nested ones among them, each reach their own function with their own
+    arguments."""
+    count = pf.convert(lambda *a: ("count", len(a)))
+    total = pf.convert(lambda *a: ("total", sum(a)))
+    nested = pf.convert(lambda a, b: (count(a, b, a), total(a, b), count()))
+    for _ in range(3):
+        assert count(1, 2) == ["count", 2]
+        assert total(1, 2) == ["total", 3]
+        assert count(1.5, 2) == ["count", 2]
+        assert count(7) == ["count", 1]
+        assert total(1, 2, 3, 4) == ["total", 10]
+        assert count() == ["count", 0]
+        assert nested(5, 6) == [["count", 3], ["total", 11], ["count", 0]]
+        assert total(10, 20) == ["total", 30]
+        assert count("a", "b") == ["count", 2]
+
+
+def test_frame_mirror_matches_the_library():
+    """The ctypes mirror of PFCallFrame, whose field offsets the fast path
+    uses, has the size the library reports (import checks it too)."""
+    from packedfunc import _ffi, _mirrors
+    import ctypes
+    size = ctypes.c_size_t()
+    assert _ffi.PFGetStructSize(b"PFCallFrame", ctypes.byref(size)) == 0
+    assert size.value == ctypes.sizeof(_mirrors.PFCallFrame) == 16 + 3 * ctypes.sizeof(
+        ctypes.c_void_p)

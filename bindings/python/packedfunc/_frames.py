@@ -10,6 +10,7 @@ import ctypes
 import struct
 
 from ._library import TYPE_CODES
+from ._mirrors import PFCallFrame
 
 byref = ctypes.byref
 INT, FLOAT, BOOL, STR = (TYPE_CODES["int"], TYPE_CODES["float"], TYPE_CODES["bool"],
@@ -19,35 +20,46 @@ INT, FLOAT, BOOL, STR = (TYPE_CODES["int"], TYPE_CODES["float"], TYPE_CODES["boo
 # Call frames
 # ---------------------------------------------------------------------------
 #
-# A frame is the memory of one call in progress: ret_val (8 bytes),
-# ret_type_code (4, then 4 of padding), MAX_FAST values, MAX_FAST type codes.
-# Each concurrent or nested call takes its own frame from a free list (a
-# callback into Python may call another Function while C still reads the
-# outer call's arguments), and gives it back afterwards.
+# A frame is the memory of one call in progress: a PFCallFrame (ret_val,
+# ret_type_code, num_args, func, and pointers to the next two parts), then
+# MAX_FAST values, then MAX_FAST type codes. Each concurrent or nested call
+# takes its own frame from a free list (a callback into Python may call
+# another Function while C still reads the outer call's arguments), and
+# gives it back afterwards. The fast path calls PFFuncCallFrame with it,
+# writing only the function and, when the argument types change, the codes
+# and their count; the general path calls PFFuncCall with its parts.
 
 MAX_FAST = 8
-RET_OFF, _RCODE_OFF, VALS_OFF = 0, 8, 16
+RET_OFF = PFCallFrame.ret_val.offset
+_RCODE_OFF = PFCallFrame.ret_type_code.offset
+VALS_OFF = ctypes.sizeof(PFCallFrame)
 RET = struct.Struct("=qi")  # ret_val as int64, ret_type_code
+assert _RCODE_OFF == RET_OFF + 8 and VALS_OFF % 8 == 0
 
 
-# The frame's views by 8-byte word (ret_val is word 0, value i is word
-# 2 + i) and by 4-byte word (ret_type_code is word 2): storing into them
-# one item at a time is cheaper than a struct pack of the whole call.
-Q_VIEW, D_VIEW, I_VIEW = 9, 10, 11
+# The frame's views by 8-byte word (ret_val is word 0, func word
+# FUNC_WORD, value i word VAL_WORD + i) and by 4-byte word (ret_type_code
+# is word RCODE_WORD, num_args word NARGS_WORD): storing into them one item
+# at a time is cheaper than a struct pack of the whole call.
+Q_VIEW, D_VIEW, I_VIEW, FRAME = 9, 10, 11, 12
 VAL_WORD, RCODE_WORD = VALS_OFF // 8, _RCODE_OFF // 4
+FUNC_WORD, NARGS_WORD = PFCallFrame.func.offset // 8, PFCallFrame.num_args.offset // 4
 
 
 def new_frame(capacity=MAX_FAST):
     codes_off = VALS_OFF + 8 * capacity
     # Rounded up to whole 8-byte words, for the views.
     buf = (ctypes.c_char * ((codes_off + 4 * capacity + 7) // 8 * 8))()
+    head = PFCallFrame.from_buffer(buf)
+    head.args = ctypes.addressof(buf) + VALS_OFF
+    head.type_codes = ctypes.addressof(buf) + codes_off
     mv = memoryview(buf).cast("B")
     # [view, args, type_codes, ret_val, ret_type_code, plan whose codes are
     #  in the frame, codes offset, capacity, buffer, int64 view, double
-    #  view, int32 view]
+    #  view, int32 view, the whole frame]
     return [mv, byref(buf, VALS_OFF), byref(buf, codes_off), byref(buf, RET_OFF),
             byref(buf, _RCODE_OFF), None, codes_off, capacity, buf, mv.cast("q"), mv.cast("d"),
-            mv.cast("i")]
+            mv.cast("i"), byref(buf)]
 
 
 CODES_OFF = new_frame()[6]

@@ -21,14 +21,15 @@ from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TE
                        decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
                        register_encoder, register_fallback, register_object_type,
                        tensors_in_flight)
-from ._frames import (CODES_OFF as _CODES_OFF, I_VIEW as _I_VIEW, MAX_FAST, Q_VIEW as _Q_VIEW,
+from ._frames import (CODES_OFF as _CODES_OFF, FRAME as _FRAME, FUNC_WORD as _FUNC_WORD,
+                      I_VIEW as _I_VIEW, MAX_FAST, NARGS_WORD as _NARGS_WORD, Q_VIEW as _Q_VIEW,
                       RCODE_WORD as _RCODE_WORD, RET as _RET, RET_OFF,
                       STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
                       give_frame as _give_frame, make_plan as _make_plan, new_frame as _new_frame,
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call
-from ._ffi import PFFuncCall, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
+from ._ffi import PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
 from ._backend import cext as _cext
 from ._library import state as _state
 from ._types import Device
@@ -36,6 +37,9 @@ from ._types import Device
 byref = ctypes.byref
 _ret_unpack = _RET.unpack_from
 _id = id
+# The ctypes fast path spells out the words of the first two values.
+if _VAL_WORD != 5:  # pragma: no cover (a PFCallFrame of another size)
+    raise ImportError("packedfunc: call frames put values at word %d, not 5" % _VAL_WORD)
 
 
 class Function(_cext.FunctionBase if _cext else object):
@@ -236,15 +240,15 @@ class Function(_cext.FunctionBase if _cext else object):
                 fr = _take_frame()
             except IndexError:
                 fr = _new_frame()
-            # Word 2 + i of the frame is argument i (_VAL_WORD), spelled
+            # Word 5 + i of the frame is argument i (_VAL_WORD), spelled
             # out on the hot lines.
             try:
                 if n == 2:
                     va, vb = plan[0]
-                    fr[va][2] = a
-                    fr[vb][3] = b
+                    fr[va][5] = a
+                    fr[vb][6] = b
                 elif n == 1:
-                    fr[plan[0][0]][2] = args[0]
+                    fr[plan[0][0]][5] = args[0]
                 else:
                     views = plan[0]
                     for i in range(n):
@@ -254,8 +258,10 @@ class Function(_cext.FunctionBase if _cext else object):
                 return _call_general(self, given if plan[2] else args, False)
             if fr[5] is not plan:
                 fr[0][_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+                fr[_I_VIEW][_NARGS_WORD] = n
                 fr[5] = plan
-            if PFFuncCall(self._hb, fr[1], fr[2], n, fr[3], fr[4]):
+            fr[_Q_VIEW][_FUNC_WORD] = self._handle  # 0 once released: C refuses it
+            if PFFuncCallFrame(fr[_FRAME]):
                 _give_frame(fr)
                 _call_failed(self)
             c = fr[_I_VIEW][_RCODE_WORD]

@@ -15,15 +15,17 @@ from . import _mirrors
 from ._errors import last_error
 from ._ffi import (LIB_PATH, PFGetApiBase, PFGetStructSize, PFGetVersion, PFObjectTypeName,
                    PFTypeCodeName)
-from ._mirrors import DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteArray, PFValue
+from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteArray, PFCallFrame,
+                       PFValue)
 
 # What this binding was written against. The library's major version must
 # match; its stable table must offer at least this API version.
 EXPECTED_MAJOR = 0
-EXPECTED_API_VERSION = 3
+EXPECTED_API_VERSION = 6
 
 MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DLDataType),
-           ("DLDevice", DLDevice), ("DLTensor", DLTensor), ("DLManagedTensor", DLManagedTensor))
+           ("DLDevice", DLDevice), ("DLTensor", DLTensor), ("DLManagedTensor", DLManagedTensor),
+           ("PFCallFrame", PFCallFrame))
 
 
 def check_library(expected_major=EXPECTED_MAJOR, api_version=EXPECTED_API_VERSION,

@@ -63,6 +63,15 @@ class PFByteArray(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
 
 
+class PFCallFrame(ctypes.Structure):
+    _fields_ = [("ret_val", PFValue),
+                ("ret_type_code", ctypes.c_int32),
+                ("num_args", ctypes.c_int32),
+                ("func", ctypes.c_void_p),
+                ("args", ctypes.c_void_p),
+                ("type_codes", ctypes.c_void_p)]
+
+
 class PFHostCall(ctypes.Structure):
     _fields_ = [("resource_handle", ctypes.c_void_p),
                 ("status", ctypes.c_int32),
