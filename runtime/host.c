@@ -37,7 +37,10 @@ struct pf_host_frame {
   const pf_host_gate* gate;
   pf_host_frame* prev;
 };
-static _Thread_local pf_host_frame* t_frames;
+/* Initial-exec, as the runtime's other per-thread state: every gated call
+ * reads and writes it, and the default model for a shared library's TLS
+ * costs a __tls_get_addr call each time. */
+static _Thread_local pf_host_frame* t_frames __attribute__((tls_model("initial-exec")));
 
 /* ---- every gate, for fork ---- */
 
