@@ -104,6 +104,8 @@ def test_mixed_common_types_cross_unchanged(echo_all, fn):
 
 @pytest.mark.parametrize("args, error, message", [
     (("a", "b\ud800"), ValueError, "argument 1: str contains a lone surrogate"),
+    (("b\ud800",), ValueError, "argument 0: str contains a lone surrogate"),
+    (("x\0y",), ValueError, "argument 0: str contains a NUL character"),
     (("a", "x\0y"), ValueError, "argument 1: str contains a NUL character"),
     (("a", 2**64), OverflowError, "argument 1: int 18446744073709551616 does not fit in int64"),
     ((1.5, -2**63 - 1), OverflowError, "argument 1: int"),

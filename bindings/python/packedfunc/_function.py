@@ -223,19 +223,30 @@ class Function(_cext.FunctionBase if _cext else object):
                 given = args
                 if self._devices != ():
                     return _call_general(self, given, False)
-                args = list(args)
-                keep = []  # the UTF-8 bytes, alive until the call returns
-                for i in plan[2]:
+                if n == 1:
+                    # The common case, without the list: `data` (the UTF-8
+                    # bytes) stays alive until the call returns.
                     try:
-                        data = args[i].encode("utf-8")
+                        data = args[0].encode()
                     except UnicodeEncodeError:
                         return _call_general(self, given, False)
                     if 0 in data:  # a NUL (a memchr, unlike a bytes search)
                         return _call_general(self, given, False)
-                    keep.append(data)
-                    args[i] = _id(data) + _STR_DATA_OFFSET
-                if n == 2:
-                    a, b = args
+                    args = (_id(data) + _STR_DATA_OFFSET,)
+                else:
+                    args = list(args)
+                    keep = []  # the UTF-8 bytes, alive until the call returns
+                    for i in plan[2]:
+                        try:
+                            data = args[i].encode()
+                        except UnicodeEncodeError:
+                            return _call_general(self, given, False)
+                        if 0 in data:
+                            return _call_general(self, given, False)
+                        keep.append(data)
+                        args[i] = _id(data) + _STR_DATA_OFFSET
+                    if n == 2:
+                        a, b = args
             try:
                 fr = _take_frame()
             except IndexError:
