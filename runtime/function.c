@@ -123,14 +123,10 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
 /* The exported function: what code compiled without the header's inline
  * path calls (and the inline path's fallback). The same fast case first. */
 int (PFCFuncSetReturn)(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
-  pf_ret_slot* s = ret;
-  if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1) &&
-      pf_code_is_plain(*type_code) && pf_ret_slot_tag(s) == pf_ret_tag()) {
-    s->head.type_code = *type_code;
-    s->head.value = *value;
+  if (__builtin_expect(value != NULL && type_code != NULL && num_ret == 1, 1) &&
+      pf_code_is_plain(*type_code) && pf_ret_set_plain(ret, *type_code, *value))
     return 0;
-  }
-  return set_return_slow(s, value, type_code, num_ret);
+  return set_return_slow(ret, value, type_code, num_ret);
 }
 
 /* Moves a str/bytes result into the thread's return storage for `depth`.

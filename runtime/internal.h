@@ -142,6 +142,17 @@ PF_NO_ASAN_ static inline uintptr_t pf_ret_slot_tag(const void* ret) {
   return ((const PFRetSlotHead*)ret)->tag;
 }
 
+/* Writes a plain result (`code` must be a plain code) into the return
+ * slot `ret` when it is a live, plain slot of this thread; returns 1 then,
+ * else 0 and writes nothing (PFCFuncSetReturn then says why). */
+static inline int pf_ret_set_plain(void* ret, int code, PFValue value) {
+  PFRetSlotHead* s = ret;
+  if (s == NULL || pf_ret_slot_tag(s) != pf_ret_tag()) return 0;
+  s->type_code = code;
+  s->value = value;
+  return 1;
+}
+
 /* pf_is_object(h, kPFObjectFunction) as one 8-byte compare of the header's
  * magic and type index, for the call path. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

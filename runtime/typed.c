@@ -453,10 +453,11 @@ typedef struct {
   pf_fn fn;
   pf_fast_caller fast; /* NULL: call through cif */
   PFFunctionHandle self; /* not a reference: the function owns this struct */
-  /* Set when `fast` is set and every argument is int64 or float64 and the
-   * result void, int64 or float64: a call whose codes are exact[i] then
-   * needs no conversion at all (see typed_call). */
-  int8_t simple;
+  /* The argument count when `fast` is set and every argument is int64 or
+   * float64 and the result void, int64 or float64 (a call with that many
+   * arguments whose codes are exact[i] then needs no conversion at all,
+   * see typed_call); -1 otherwise. */
+  int simple_n;
   int exact[PF_TYPED_MAX_ARGS]; /* kPFInt or kPFFloat, by argument */
   int ret_code;                    /* kPFInt, kPFFloat, or kPFNull for void */
   pf_sig sig;
@@ -715,18 +716,27 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
 static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   const pf_typed* t = res;
 #ifdef PF_TYPED_FAST
-  if (__builtin_expect(t->simple && n == t->sig.num_args, 1)) {
+  if (__builtin_expect(n == t->simple_n, 1)) {
     pf_cvalue av[PF_FAST_MAX_ARGS];
-    /* An int64 and a double are the same 8 bytes in either union. */
+    uint64_t given, exact;
+    /* An int64 and a double are the same 8 bytes in either union. The
+     * first two codes are compared as one 8-byte word. */
 #define PF_SIMPLE_ARG_(k)                                          \
   if (__builtin_expect(codes[k] != t->exact[k], 0)) goto general; \
   av[k].i64 = args[k].v_int64;
     switch (n) {
       case 4: PF_SIMPLE_ARG_(3) /* fall through */
       case 3: PF_SIMPLE_ARG_(2) /* fall through */
-      case 2: PF_SIMPLE_ARG_(1) /* fall through */
-      case 1: PF_SIMPLE_ARG_(0) /* fall through */
-      default: break;
+      case 2:
+        memcpy(&given, codes, sizeof(given));
+        memcpy(&exact, t->exact, sizeof(exact));
+        if (__builtin_expect(given != exact, 0)) goto general;
+        av[1].i64 = args[1].v_int64;
+        av[0].i64 = args[0].v_int64;
+        break;
+      case 1: PF_SIMPLE_ARG_(0) break;
+      case 0: break;
+      default: goto general;
     }
 #undef PF_SIMPLE_ARG_
     pf_cvalue rv;
@@ -735,17 +745,19 @@ static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
     if (t->ret_code == kPFNull) return 0;
     PFValue v;
     v.v_int64 = rv.i64;
+    /* A plain code, known here: only the slot's tag is left to check. */
+    if (pf_ret_set_plain(ret, t->ret_code, v)) return 0;
     int code = t->ret_code;
-    return PFCFuncSetReturn(ret, &v, &code, 1); /* the header's inline path */
+    return PFCFuncSetReturn(ret, &v, &code, 1);
   }
 general:
 #endif
   return typed_call_general(args, codes, n, ret, res);
 }
 
-/* Fills t->simple, t->exact and t->ret_code from t->sig and t->fast. */
+/* Fills t->simple_n, t->exact and t->ret_code from t->sig and t->fast. */
 static void pick_simple(pf_typed* t) {
-  t->simple = 0;
+  t->simple_n = -1;
   if (t->fast == NULL) return;
   int r = t->sig.ret;
   if (r != pf_t_void && r != pf_t_int64 && r != pf_t_float64) return;
@@ -755,7 +767,7 @@ static void pick_simple(pf_typed* t) {
     t->exact[i] = a == pf_t_int64 ? kPFInt : kPFFloat;
   }
   t->ret_code = r == pf_t_void ? kPFNull : r == pf_t_int64 ? kPFInt : kPFFloat;
-  t->simple = 1;
+  t->simple_n = t->sig.num_args;
 }
 
 static void typed_free(void* res) { pf_free(res); }
@@ -815,6 +827,6 @@ int pf_typed_force_ffi(PFFunctionHandle func) {
   pf_typed* t = typed_of(func);
   if (t == NULL) return -1;
   t->fast = NULL;
-  t->simple = 0;
+  t->simple_n = -1;
   return 0;
 }

@@ -267,6 +267,33 @@ static void test_add_both_paths(void** state) {
   assert_int_equal(pf_typed_force_ffi(NULL), -1);
 }
 
+/* The simple path compares the first two codes as one word: a call whose
+ * codes differ from the signature's in either half (or both) converts
+ * them, as the general path does, and gives the same result. */
+static void test_simple_path_code_mismatch(void** state) {
+  (void)state;
+  PFFunctionHandle f = typed(FN(mul_f64), "float64(float64,float64)");
+  const int cases[4][2] = {{kPFFloat, kPFFloat}, {kPFInt, kPFFloat}, {kPFFloat, kPFInt},
+                           {kPFInt, kPFInt}};
+  for (int k = 0; k < 4; ++k) {
+    PFValue a[2];
+    int c[2] = {cases[k][0], cases[k][1]};
+    a[0] = c[0] == kPFInt ? I(3) : F(3.0);
+    a[1] = c[1] == kPFInt ? I(-4) : F(-4.0);
+    PFValue rv;
+    int rc;
+    assert_pf_ok(call(f, 2, a, c, &rv, &rc));
+    assert_int_equal(rc, kPFFloat);
+    assert_true(rv.v_float64 == -12.0);
+  }
+  int c[2] = {kPFFloat, kPFStr};
+  PFValue a[2] = {F(1.0), {.v_str = "x"}};
+  PFValue rv;
+  int rc;
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError", "argument 1");
+  PFFuncFree(f);
+}
+
 static void test_fast_path_result_kinds(void** state) {
   (void)state;
   PFValue a[4], rv;
@@ -874,6 +901,7 @@ int main(void) {
       cmocka_unit_test(test_blanks_alias_and_metadata),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_add_both_paths),
+      cmocka_unit_test(test_simple_path_code_mismatch),
       cmocka_unit_test(test_fast_path_result_kinds),
       cmocka_unit_test(test_arity),
       cmocka_unit_test(test_integer_ranges),
