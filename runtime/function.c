@@ -124,7 +124,7 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
  * path calls (and the inline path's fallback). The same fast case first. */
 int (PFCFuncSetReturn)(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
   if (__builtin_expect(value != NULL && type_code != NULL && num_ret == 1, 1) &&
-      pf_code_is_plain(*type_code) && pf_ret_set_plain(ret, *type_code, *value))
+      pf_ret_set_plain(ret, *type_code, *value))
     return 0;
   return set_return_slow(ret, value, type_code, num_ret);
 }

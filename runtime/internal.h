@@ -142,15 +142,11 @@ PF_NO_ASAN_ static inline uintptr_t pf_ret_slot_tag(const void* ret) {
   return ((const PFRetSlotHead*)ret)->tag;
 }
 
-/* Writes a plain result (`code` must be a plain code) into the return
- * slot `ret` when it is a live, plain slot of this thread; returns 1 then,
- * else 0 and writes nothing (PFCFuncSetReturn then says why). */
+/* Writes a plain result into the return slot `ret` when `code` is plain
+ * and `ret` a live, plain slot of this thread; returns 1 then, else 0 and
+ * writes nothing (PFCFuncSetReturn then says why). */
 static inline int pf_ret_set_plain(void* ret, int code, PFValue value) {
-  PFRetSlotHead* s = ret;
-  if (s == NULL || pf_ret_slot_tag(s) != pf_ret_tag()) return 0;
-  s->type_code = code;
-  s->value = value;
-  return 1;
+  return pf_ret_try_set_plain_(ret, code, value, pf_ret_tag());
 }
 
 /* pf_is_object(h, kPFObjectFunction) as one 8-byte compare of the header's

@@ -745,8 +745,11 @@ static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
     if (t->ret_code == kPFNull) return 0;
     PFValue v;
     v.v_int64 = rv.i64;
-    /* A plain code, known here: only the slot's tag is left to check. */
-    if (pf_ret_set_plain(ret, t->ret_code, v)) return 0;
+    /* kPFInt or kPFFloat: with the code a constant, only the slot's tag
+     * is left to check. */
+    int stored = t->ret_code == kPFInt ? pf_ret_set_plain(ret, kPFInt, v)
+                                       : pf_ret_set_plain(ret, kPFFloat, v);
+    if (stored) return 0;
     int code = t->ret_code;
     return PFCFuncSetReturn(ret, &v, &code, 1);
   }

@@ -730,6 +730,23 @@ _Static_assert(offsetof(PFCallFrame, ret_type_code) == 8 && offsetof(PFCallFrame
 #endif
 #endif
 
+/* Stores a plain result (a code whose value kind is kPFValuePlain) into
+ * the slot `ret` if its tag is `tag` (the calling thread's live, plain
+ * tag); returns 1 then, else 0 without writing anything. The one store of
+ * a plain result outside the library's PFCFuncSetReturn, shared by the
+ * inline path below, the library and bindings that reach the library
+ * through its function table; not an entry point of its own. */
+PF_NO_ASAN_ static inline int pf_ret_try_set_plain_(PFRetValueHandle ret, int code, PFValue value,
+                                                    uintptr_t tag) {
+  PFRetSlotHead* s = (PFRetSlotHead*)ret;
+  if (s == NULL || (unsigned)code >= 32u || !((PF_PLAIN_CODE_MASK >> (unsigned)code) & 1u) ||
+      s->tag != tag)
+    return 0;
+  s->type_code = code;
+  s->value = value;
+  return 1;
+}
+
 #ifdef PF_HAVE_INLINE_SET_RETURN
 /* The way out of the inline path, with the value and code passed by value
  * so that the caller need not keep them in memory. */
@@ -741,15 +758,9 @@ PF_NO_ASAN_ static inline int pf_set_return_inline_(PFRetValueHandle ret, PFValu
                                                     int* type_code, int num_ret) {
   if (value == NULL || type_code == NULL || num_ret != 1)
     return (PFCFuncSetReturn)(ret, value, type_code, num_ret);
-  PFRetSlotHead* s = (PFRetSlotHead*)ret;
   PFValue v = *value;
   int code = *type_code;
-  if (s != NULL && (unsigned)code < 32u && ((PF_PLAIN_CODE_MASK >> (unsigned)code) & 1u) &&
-      s->tag == PF_RET_TAG_(__builtin_thread_pointer())) {
-    s->type_code = code;
-    s->value = v;
-    return 0;
-  }
+  if (pf_ret_try_set_plain_(ret, code, v, PF_RET_TAG_(__builtin_thread_pointer()))) return 0;
   return pf_set_return_call_(ret, v, code);
 }
 #define PFCFuncSetReturn(ret, value, type_code, num_ret) \

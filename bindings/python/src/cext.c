@@ -38,11 +38,17 @@ PyMODINIT_FUNC PyInit__cext(void);
 
 static const PFApi* pf_api;
 
+/* The thread state that this thread gave up to call C through a Function,
+ * while that call runs and no callback of it has taken the GIL back; NULL
+ * otherwise. A callback on this thread resumes it directly. */
+static _Thread_local PyThreadState* pf_released __attribute__((tls_model("initial-exec")));
+
 /* The package's functions that the fast paths defer to (see set_hooks). */
 static PyObject* pf_hook_call_general;   /* (func, args, False) -> result */
 static PyObject* pf_hook_call_failed;    /* (func) -> raises the error */
 static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
 static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
+
 static PyObject* pf_hook_set_return;     /* (ret address, value) -> status */
 static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
 /* The package's tables that the fast path reads and writes (with the GIL):
@@ -311,9 +317,12 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
   void* handle = (void*)(uintptr_t)f->handle;
   /* Other Python threads run, and C threads can call back in, while the
    * callee runs. The arguments stay alive: the caller holds them. */
-  Py_BEGIN_ALLOW_THREADS
+  PyThreadState* outer = pf_released;
+  PyThreadState* ts = PyEval_SaveThread();
+  pf_released = ts;
   rc = pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code);
-  Py_END_ALLOW_THREADS
+  pf_released = outer;
+  PyEval_RestoreThread(ts);
   PyObject* out;
   if (rc != 0) {
     out = PyObject_CallOneArg(pf_hook_call_failed, self);
@@ -460,6 +469,12 @@ static int pf_set_return(PFRetValueHandle ret, PyObject* r) {
   } else {
     goto general;
   }
+#ifdef PF_HAVE_INLINE_SET_RETURN
+  /* A plain result: the header's store, as the inline PFCFuncSetReturn
+   * does it (the library is reached through its table, so the header's
+   * macro, which falls back to the exported function, is not used). */
+  if (pf_ret_try_set_plain_(ret, code, v, PF_RET_TAG_(__builtin_thread_pointer()))) return 0;
+#endif
   return pf_api->CFuncSetReturn(ret, &v, &code, 1) ? -1 : 0;
 general: {
   PyObject* out = PyObject_CallFunction(pf_hook_set_return, "NO", PyLong_FromVoidPtr(ret), r);
@@ -514,8 +529,19 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
    * with its own thread state, without PyGILState's bookkeeping. Any other
    * thread goes through PyGILState_Ensure, which also makes a thread
    * state for a thread that Python did not start. */
-  PyThreadState* own = PyGILState_GetThisThreadState();
-  int resumed = own != NULL && own != pf_current_thread_state();
+  PyThreadState* current = pf_current_thread_state();
+  PyThreadState* own = pf_released;
+  /* Released by a Function call of this thread (and not taken back since
+   * by other means): resume it. A Function that the callback calls
+   * releases it again, on its own account. */
+  int from_call = own != NULL && own != current;
+  if (from_call) {
+    pf_released = NULL;
+  } else {
+    own = PyGILState_GetThisThreadState();
+    if (own == current) own = NULL;
+  }
+  int resumed = own != NULL;
   PyGILState_STATE gil = PyGILState_UNLOCKED;
   if (resumed)
     PyEval_RestoreThread(own);
@@ -546,10 +572,12 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
     Py_DECREF(r);
   }
   call->status = status;
-  if (resumed)
+  if (resumed) {
     PyEval_SaveThread();
-  else
+    if (from_call) pf_released = own;
+  } else {
     PyGILState_Release(gil);
+  }
   return 0;
 }
 
