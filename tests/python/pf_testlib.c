@@ -36,6 +36,7 @@ EXPORT int pft_start_object_releaser(int64_t pause_us);
 EXPORT int64_t pft_array_size(PFObjectHandle array);
 EXPORT int64_t pft_map_size(PFObjectHandle map);
 EXPORT PFObjectHandle pft_make_shape(int64_t a, int64_t b);
+EXPORT int64_t pft_shape_sum(PFObjectHandle shape);
 
 static int set_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -884,6 +885,15 @@ PFObjectHandle pft_make_shape(int64_t a, int64_t b) {
   int64_t dims[2] = {a, b};
   PFObjectHandle out = NULL;
   return PFShapeCreate(dims, 2, &out) == 0 ? out : NULL;
+}
+
+/* The sum of a Shape's dimensions (for a typed `shape` parameter). */
+int64_t pft_shape_sum(PFObjectHandle shape) {
+  const int64_t* dims = NULL;
+  int64_t ndim = 0, sum = 0;
+  if (PFShapeGetData(shape, &dims, &ndim) != 0) return -1;
+  for (int64_t i = 0; i < ndim; ++i) sum += dims[i];
+  return sum;
 }
 
 int64_t pft_add(int64_t a, int64_t b) { return a + b; }

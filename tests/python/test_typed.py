@@ -76,3 +76,28 @@ def test_bad_fn(bad, exc, match):
 def test_bad_signature(bad, exc, match):
     with pytest.raises(exc, match=match):
         pf.typed(LIBC.labs, bad)
+
+
+def test_shape_parameter_takes_a_list_or_tuple(testlib):
+    """A list or tuple of ints at a `shape` parameter becomes a Shape, as a
+    str at a `device` parameter becomes a Device; elsewhere a list stays an
+    Array, which a shape parameter refuses."""
+    total = pf.typed(testlib.pft_shape_sum, "int64(shape)")
+    assert total(pf.Shape((2, 3))) == 5
+    assert total((2, 3)) == 5
+    assert total([4, 5, 6]) == 15
+    assert total(()) == 0
+    assert total((-1, 2**62)) == 2**62 - 1
+    with pytest.raises(TypeError, match=r"argument 0: 'str' object cannot be interpreted"):
+        total(("a",))
+    with pytest.raises(OverflowError, match=r"argument 0: .*does not fit in int64"):
+        total((2**64,))
+    with pytest.raises(TypeError, match="argument 0"):
+        total(pf.convert([1, 2]))  # an Array object is not a Shape
+    # A packed function whose signature names a shape parameter gets the
+    # same conversion; its other parameters are left alone.
+    echo = pf.convert(lambda s, rest: (s, rest))
+    echo.set_info(signature="object(shape,object)")
+    got = echo((7, 8), (7, 8))
+    assert isinstance(got[0], pf.Shape) and got[0] == (7, 8)
+    assert not isinstance(got[1], pf.Shape) and list(got[1]) == [7, 8]

@@ -301,11 +301,11 @@ def _call_general(func, args, plan):
     if plan is None:  # not seen before: maybe it can take the fast path
         if _make_plan(tuple(map(type, args))):
             return func(*args)
-    devices = func._devices
-    if devices is None:
-        devices = func._devices = _device_parameters(func)
-    if devices:
-        args = _strings_as_devices(args, devices)
+    convs = func._devices
+    if convs is None:
+        convs = func._devices = _parameter_conversions(func)
+    if convs:
+        args = _convert_parameters(args, convs)
     n = len(args)
     if n <= MAX_FAST:
         try:
@@ -338,26 +338,35 @@ def _call_general(func, args, plan):
             _give_frame(fr)
 
 
-def _device_parameters(func):
-    """The positions of the `device` parameters in func's signature (a
-    str passed there becomes a Device); () without any, or a signature."""
+def _parameter_conversions(func):
+    """(position, type) of the parameters in func's signature whose
+    arguments a call converts first: a str at a `device` parameter becomes
+    a Device, a list or tuple at a `shape` parameter a Shape; () without
+    any, or without a signature. Cached as Function._devices, which the
+    fast paths read: a function with any of them sends strings here."""
     try:
         parsed = _signature.parse(func._info()[1])
     except Exception:  # a released function: its call raises
         parsed = None
     if parsed is None:
         return ()
-    return tuple(i for i, t in enumerate(parsed[1]) if t == "device")
+    return tuple((i, t) for i, t in enumerate(parsed[1]) if t in ("device", "shape"))
 
 
-def _strings_as_devices(args, devices):
+def _convert_parameters(args, convs):
+    from ._collections import Shape
     args = list(args)
-    for i in devices:
-        if i < len(args) and isinstance(args[i], str):
-            try:
-                args[i] = Device(args[i])
-            except ValueError as err:
-                raise ValueError("packedfunc: argument %d: %s" % (i, err)) from None
+    for i, kind in convs:
+        if i >= len(args):
+            continue
+        x = args[i]
+        try:
+            if kind == "device" and isinstance(x, str):
+                args[i] = Device(x)
+            elif kind == "shape" and isinstance(x, (list, tuple)):
+                args[i] = Shape(x)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise type(err)("packedfunc: argument %d: %s" % (i, err)) from None
     return args
 
 
