@@ -14,6 +14,7 @@ from ._ffi import (NAME_MAX, REGISTER_OVERRIDE, REGISTER_PROTECTED, PFModExportG
 from ._function import Function
 from ._library import OBJECT_TYPES
 from ._object import Object, encode_object
+from ._registry import _name_arg
 
 c_int, c_void_p, c_char_p, byref = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.byref
 
@@ -217,24 +218,8 @@ class Module(Object, _Names):
         return "<packedfunc.Module %s, %d functions>" % (where, len(self._names()))
 
 
-def _name_arg(where, name, what="name"):
-    """A function name (or prefix) as bytes for C, encoded as names from C
-    are decoded (UTF-8 with surrogateescape); TypeError/ValueError naming
-    `where` for a non-str, a NUL character or another lone surrogate."""
-    if not isinstance(name, str):
-        raise TypeError("%s: %s must be a str, not %s" % (where, what, type(name).__name__))
-    if "\0" in name:
-        raise ValueError("%s: %s %r contains a NUL character" % (where, what, name))
-    try:
-        return name.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError as err:
-        raise ValueError("%s: %s %r contains a lone surrogate (%r at index %d), which UTF-8 "
-                         "cannot encode" % (where, what, name, name[err.start], err.start)
-                         ) from None
-
-
 def _possible_name(name):
-    """Whether a str can name a function at all (see _name_arg)."""
+    """Whether a str can name a function at all (see _registry._name_arg)."""
     if "\0" in name:
         return False
     try:

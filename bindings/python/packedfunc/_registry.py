@@ -17,8 +17,8 @@ from ._ffi import (REGISTER_OVERRIDE, REGISTER_PROTECTED, PFFuncGetGlobal,
 from ._function import Function
 
 
-def _name_arg(where, name):
-    """A registry name as bytes for C.
+def _name_arg(where, name, what="name"):
+    """A registry or module name (or prefix: `what`) as bytes for C.
 
     C names are byte strings, usually UTF-8. Names are str in Python, and
     bytes that are not UTF-8 are decoded with surrogateescape (byte 0xFF
@@ -26,18 +26,18 @@ def _name_arg(where, name):
     way: every listed name can be looked up, registered or removed again. A
     NUL character would silently cut the name short in C (so that "a\\0b"
     meant "a"), and any other lone surrogate has no byte form: both are a
-    ValueError naming `where`."""
+    ValueError naming `where`, with a long name shortened."""
     if not isinstance(name, str):
-        raise TypeError("%s: name must be a str, not %s" % (where, type(name).__name__))
+        raise TypeError("%s: %s must be a str, not %s" % (where, what, type(name).__name__))
     shown = name if len(name) <= 60 else name[:60] + "..."
     if "\0" in name:
-        raise ValueError("%s: name %r contains a NUL character" % (where, shown))
+        raise ValueError("%s: %s %r contains a NUL character" % (where, what, shown))
     try:
         return name.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as err:
-        raise ValueError("%s: name %r contains a lone surrogate (%r at index %d), "
+        raise ValueError("%s: %s %r contains a lone surrogate (%r at index %d), "
                          "which UTF-8 cannot encode"
-                         % (where, shown, name[err.start], err.start)) from None
+                         % (where, what, shown, name[err.start], err.start)) from None
 
 
 def get_global_func(name, allow_missing=False):
