@@ -1,12 +1,24 @@
 /* Host functions and the gates they are called through (see c_api.h). */
+#define _GNU_SOURCE /* syscall */
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__linux__) && defined(__has_include)
+#if __has_include(<linux/membarrier.h>) && __has_include(<sys/syscall.h>)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#ifdef SYS_membarrier
+#define PF_HAVE_MEMBARRIER 1
+#endif
+#endif
+#endif
 
 #include "internal.h"
 
-/* A gate's state: the number of calls in progress, and this bit once it is
- * closed. One word, so that entering can never slip past a close. */
+/* A gate's state: the number of calls in progress that are not counted in
+ * a seat (below), and this bit once it is closed. One word, so that
+ * entering this way can never slip past a close. */
 #define GATE_CLOSED ((uint_fast64_t)1 << 63)
 
 static const char k_default_message[] = "the host of this function has shut down";
@@ -29,12 +41,34 @@ typedef struct {
   pf_function* self; /* not a reference: for the name in messages */
 } pf_host_fn;
 
+/*
+ * Seats: a thread's calls in progress through one gate, counted without a
+ * shared write. Counting in the gate's state costs every call two atomic
+ * read-modify-writes of a line that all calling threads write. Where the
+ * kernel has an asymmetric barrier (Linux membarrier, private expedited),
+ * a thread counts its calls in a seat of its own with plain stores
+ * instead, and the close, which is rare, pays: it sets GATE_CLOSED, makes
+ * every thread of the process pass a full barrier, then adds up the seats.
+ * A thread whose count was stored before its barrier is seen by the close;
+ * one that stores later reads GATE_CLOSED after storing, and backs out. A
+ * seat counts calls through one gate at a time; a call through another
+ * gate while it is busy counts in that gate's state.
+ */
+typedef struct pf_gate_seat pf_gate_seat;
+struct pf_gate_seat {
+  _Atomic(const pf_host_gate*) gate; /* whose calls `depth` counts */
+  atomic_uint_fast64_t depth;
+  pf_gate_seat* prev; /* g_seats, under g_gates_lock */
+  pf_gate_seat* next;
+};
+
 /* One gated call in progress on this thread, on its wrapper's stack. The
  * chain lets PFHostGateClose leave out the caller's own calls. */
 typedef struct pf_host_frame pf_host_frame;
 struct pf_host_frame {
   PFHostCall call;
   const pf_host_gate* gate;
+  pf_gate_seat* seat; /* where the call is counted; NULL: the gate's state */
   pf_host_frame* prev;
 };
 /* Initial-exec, as the runtime's other per-thread state: every gated call
@@ -48,12 +82,93 @@ static pthread_mutex_t g_gates_lock = PTHREAD_MUTEX_INITIALIZER;
 static pf_host_gate* g_gates;
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static int g_fork_rc;
+static pf_gate_seat* g_seats; /* under g_gates_lock */
+static pthread_key_t g_seat_key; /* frees a thread's seat when it exits */
+static int g_seat_key_ok;
+static atomic_int g_seats_on;    /* new seats are handed out */
+static _Thread_local pf_gate_seat* t_seat __attribute__((tls_model("initial-exec")));
 
-static uint_fast64_t own_calls(const pf_host_gate* g) {
+/* This thread's calls through g in progress; with `shared_only`, only
+ * those counted in g's state. */
+static uint_fast64_t own_calls(const pf_host_gate* g, int shared_only) {
   uint_fast64_t n = 0;
-  for (const pf_host_frame* f = t_frames; f != NULL; f = f->prev) n += f->gate == g;
+  for (const pf_host_frame* f = t_frames; f != NULL; f = f->prev)
+    n += f->gate == g && (!shared_only || f->seat == NULL);
   return n;
 }
+
+/* ---- the asymmetric barrier ---- */
+
+static int barrier_register(void) {
+#ifdef PF_HAVE_MEMBARRIER
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) return 0;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+  return 0;
+#endif
+}
+
+/* Makes every running thread of the process pass a full memory barrier.
+ * Only called when seats were handed out, which needs the registration. */
+static void barrier_all(void) {
+#ifdef PF_HAVE_MEMBARRIER
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+#endif
+}
+
+/* ---- seats ---- */
+
+static void seat_unlink(pf_gate_seat* s) {
+  if (s->prev) s->prev->next = s->next;
+  else g_seats = s->next;
+  if (s->next) s->next->prev = s->prev;
+}
+
+/* The key's destructor: a thread's seat goes with it (no call of it can be
+ * in progress then). */
+static void seat_free(void* p) {
+  pf_gate_seat* s = p;
+  pthread_mutex_lock(&g_gates_lock);
+  seat_unlink(s);
+  pthread_mutex_unlock(&g_gates_lock);
+  if (t_seat == s) t_seat = NULL;
+  pf_free(s);
+}
+
+/* This thread's seat, made on its first gated call; NULL where seats are
+ * off or it cannot be made (the call then counts in the gate's state). */
+static pf_gate_seat* seat_get(void) {
+  pf_gate_seat* s = t_seat;
+  if (__builtin_expect(s != NULL, 1) || !atomic_load_explicit(&g_seats_on, memory_order_relaxed))
+    return s;
+  s = pf_calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  pthread_mutex_lock(&g_gates_lock);
+  s->next = g_seats;
+  if (g_seats) g_seats->prev = s;
+  g_seats = s;
+  pthread_mutex_unlock(&g_gates_lock);
+  if (pthread_setspecific(g_seat_key, s) != 0) {
+    seat_free(s);
+    return NULL;
+  }
+  t_seat = s;
+  return s;
+}
+
+/* The calls through g in progress on all threads, the caller's included. */
+static uint_fast64_t all_calls(const pf_host_gate* g) {
+  uint_fast64_t n = atomic_load(&g->state) & ~GATE_CLOSED;
+  pthread_mutex_lock(&g_gates_lock);
+  for (const pf_gate_seat* s = g_seats; s != NULL; s = s->next)
+    if (atomic_load_explicit(&s->gate, memory_order_relaxed) == g)
+      n += atomic_load_explicit(&s->depth, memory_order_acquire);
+  pthread_mutex_unlock(&g_gates_lock);
+  return n;
+}
+
 
 static void fork_prepare(void) { pthread_mutex_lock(&g_gates_lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_gates_lock); }
@@ -62,23 +177,72 @@ static void fork_parent(void) { pthread_mutex_unlock(&g_gates_lock); }
 static void fork_child(void) {
   for (pf_host_gate* g = g_gates; g != NULL; g = g->next) {
     uint_fast64_t closed = atomic_load(&g->state) & GATE_CLOSED;
-    atomic_store(&g->state, closed | own_calls(g));
+    atomic_store(&g->state, closed | own_calls(g, 1));
+  }
+  /* The other threads' seats: their threads are gone, and so are their
+   * destructors. This thread's own seat keeps its count. */
+  for (pf_gate_seat *s = g_seats, *next; s != NULL; s = next) {
+    next = s->next;
+    if (s != t_seat) {
+      seat_unlink(s);
+      pf_free(s);
+    }
   }
   pthread_mutex_unlock(&g_gates_lock);
+  /* A registration for the child's own address space. */
+  if (atomic_load(&g_seats_on) && !barrier_register()) atomic_store(&g_seats_on, 0);
 }
-static void fork_register(void) { g_fork_rc = pthread_atfork(fork_prepare, fork_parent, fork_child); }
+static void fork_register(void) {
+  g_fork_rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  g_seat_key_ok = g_fork_rc == 0 && pthread_key_create(&g_seat_key, seat_free) == 0;
+  atomic_store(&g_seats_on, g_seat_key_ok && barrier_register());
+}
+
+void pf_gate_seats_enable(int on) {
+  pthread_once(&g_fork_once, fork_register);
+  atomic_store(&g_seats_on, on && g_seat_key_ok && barrier_register());
+}
 
 /* ---- entering and leaving ---- */
 
-static int gate_enter(pf_host_gate* g) {
+/* Counts a call through g in fr->seat or g's state, unless g is closed
+ * (-1). Then pushes the frame. */
+static int gate_enter(pf_host_gate* g, pf_host_frame* fr) {
+  pf_gate_seat* seat = seat_get();
+  if (seat != NULL) {
+    uint_fast64_t d = atomic_load_explicit(&seat->depth, memory_order_relaxed);
+    const pf_host_gate* bound = atomic_load_explicit(&seat->gate, memory_order_relaxed);
+    if (__builtin_expect(bound == g, 1) || d == 0) {
+      if (bound != g) atomic_store_explicit(&seat->gate, g, memory_order_relaxed);
+      atomic_store_explicit(&seat->depth, d + 1, memory_order_relaxed);
+      /* The store, then the read of the state: the close's barrier_all
+       * does the hardware's half of keeping them in this order. */
+      atomic_signal_fence(memory_order_seq_cst);
+      if (__builtin_expect(atomic_load_explicit(&g->state, memory_order_relaxed) & GATE_CLOSED, 0)) {
+        atomic_store_explicit(&seat->depth, d, memory_order_release);
+        return -1;
+      }
+      fr->seat = seat;
+      return 0;
+    }
+  }
   uint_fast64_t s = atomic_load(&g->state);
   do {
     if (s & GATE_CLOSED) return -1;
   } while (!atomic_compare_exchange_weak(&g->state, &s, s + 1));
+  fr->seat = NULL;
   return 0;
 }
 
-static void gate_leave(pf_host_gate* g) { atomic_fetch_sub(&g->state, 1); }
+static void gate_leave(pf_host_gate* g, const pf_host_frame* fr) {
+  pf_gate_seat* seat = fr->seat;
+  if (seat == NULL) {
+    atomic_fetch_sub(&g->state, 1);
+    return;
+  }
+  uint_fast64_t d = atomic_load_explicit(&seat->depth, memory_order_relaxed);
+  atomic_store_explicit(&seat->depth, d - 1, memory_order_release);
+}
 
 static int closed_error(const pf_host_gate* g) {
   const char* m = atomic_load(&g->message);
@@ -155,10 +319,15 @@ int PFHostGateClose(PFObjectHandle gate, const char* message, int timeout_ms) {
       pf_free(copy); /* another close came first: its message stays */
   }
   atomic_fetch_or(&g->state, GATE_CLOSED);
-  uint_fast64_t own = own_calls(g);
+  /* Every call counted in a seat from here on sees the bit (see seats). */
+  pthread_mutex_lock(&g_gates_lock);
+  int seated = g_seats != NULL;
+  pthread_mutex_unlock(&g_gates_lock);
+  if (seated) barrier_all();
+  uint_fast64_t own = own_calls(g, 0);
   int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
   for (;;) {
-    uint_fast64_t busy = atomic_load(&g->state) & ~GATE_CLOSED;
+    uint_fast64_t busy = all_calls(g);
     if (busy <= own) break;
     if (timeout_ms >= 0 && now_ms() >= deadline)
       return PFErrorSetFormat("TimeoutError",
@@ -175,14 +344,14 @@ int PFHostGateClose(PFObjectHandle gate, const char* message, int timeout_ms) {
 
 static int host_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   pf_host_fn* h = res;
-  if (gate_enter(h->gate) != 0) return closed_error(h->gate);
   pf_host_frame fr;
+  if (gate_enter(h->gate, &fr) != 0) return closed_error(h->gate);
   push_frame(&fr, h->gate, h->resource);
   uint64_t gen = pf_hot.err_gen;
   (void)h->func(args, codes, n, ret, &fr.call);
   t_frames = fr.prev;
   int32_t status = fr.call.status;
-  gate_leave(h->gate);
+  gate_leave(h->gate, &fr);
   if (status == 0 || status == -1) return status;
   if (status == kPFHostPending && pf_hot.err_gen != gen) return -1;
   const char* name = atomic_load_explicit(&h->self->name, memory_order_acquire);
@@ -198,12 +367,12 @@ static int host_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, voi
 
 /* Runs a host finalizer through the gate: skipped once the gate is closed. */
 static void gated_fin(pf_host_gate* g, PFPackedCFuncFinalizer fin, void* resource) {
-  if (fin == NULL || gate_enter(g) != 0) return;
   pf_host_frame fr;
+  if (fin == NULL || gate_enter(g, &fr) != 0) return;
   push_frame(&fr, g, resource);
   fin(resource);
   t_frames = fr.prev;
-  gate_leave(g);
+  gate_leave(g, &fr);
 }
 
 static void host_fin(void* res) {

@@ -165,6 +165,12 @@ static inline int pf_is_function(const void* h) {
   return head == PF_OBJECT_HEAD_(kPFObjectFunction);
 }
 
+/* ---- host gates (runtime/host.c) ---- */
+/* Whether calls through gates are counted in per-thread seats from now on
+ * (on: where the kernel has the barrier they need), or in the gates'
+ * shared state: both are always correct; tests run both. */
+PF_HIDDEN void pf_gate_seats_enable(int on);
+
 /* ---- loaded libraries (runtime/module.c) ---- */
 /* Finds the shared library that contains `code` and writes a new reference
  * to the runtime's object for it (one per loaded library, holding one

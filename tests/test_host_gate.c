@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "support/pf_test.h"
+#include "../runtime/internal.h" /* pf_gate_seats_enable */
 
 /* ---- helpers ---- */
 
@@ -324,6 +325,123 @@ static void test_close_waits_for_calls_on_other_threads(void** state) {
   assert_pf_ok(PFObjectFree(g));
 }
 
+/* A host function of one gate that calls a host function of another: the
+ * thread's seat counts its call through the first, so the inner call is
+ * counted in the second gate's own state. Closing the second gate must
+ * still see it; closing the first sees the outer one. Resource: the inner
+ * blocker's function. */
+static int host_call_inner(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret;
+  PFHostCall* call = res;
+  PFValue rv;
+  int rc;
+  call->status = pf_test_call0(call->resource_handle, &rv, &rc);
+  return 0;
+}
+
+static void test_close_sees_nested_calls_through_two_gates(void** state) {
+  (void)state;
+  PFObjectHandle g1 = new_gate(), g2 = new_gate();
+  blocker b = {0};
+  b.f = new_host(g2, host_block, &b, NULL);
+  blocker outer = {0};
+  outer.f = new_host(g1, host_call_inner, b.f, NULL);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, call_blocker, &outer), 0);
+  while (!atomic_load(&b.entered)) pause_briefly();
+  assert_pf_error(PFHostGateClose(g2, "two", 0), "TimeoutError", "1 call(s)");
+  assert_pf_error(PFHostGateClose(g1, "one", 0), "TimeoutError", "1 call(s)");
+  atomic_store(&b.release, 1);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(outer.status, 0);
+  assert_pf_ok(PFHostGateClose(g1, "one", 0));
+  assert_pf_ok(PFHostGateClose(g2, "two", 0));
+  assert_pf_ok(PFFuncFree(outer.f));
+  assert_pf_ok(PFFuncFree(b.f));
+  assert_pf_ok(PFObjectFree(g1));
+  assert_pf_ok(PFObjectFree(g2));
+}
+
+/* Many threads call through one gate, each many times, while it closes:
+ * every call either ran to the end or was refused, and once the close
+ * returned, none is still running (each counts itself in and out). */
+typedef struct {
+  PFFunctionHandle f;
+  atomic_int* inside;
+  atomic_int* ran_after_close;
+  atomic_int* closed;
+} storm;
+
+static int host_count_inside(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret;
+  PFHostCall* call = res;
+  storm* st = call->resource_handle;
+  atomic_fetch_add(st->inside, 1);
+  if (atomic_load(st->closed)) atomic_fetch_add(st->ran_after_close, 1);
+  for (volatile int i = 0; i < 50; ++i) {
+  }
+  atomic_fetch_sub(st->inside, 1);
+  call->status = 0;
+  return 0;
+}
+
+static void* storm_calls(void* p) {
+  storm* st = p;
+  for (int i = 0; i < 20000; ++i) {
+    PFValue rv;
+    int rc;
+    if (pf_test_call0(st->f, &rv, &rc) != 0) {
+      PFErrorClear();
+      break; /* closed */
+    }
+  }
+  return NULL;
+}
+
+static void test_close_during_a_storm_of_calls(void** state) {
+  (void)state;
+  for (int round = 0; round < 5; ++round) {
+    PFObjectHandle g = new_gate();
+    atomic_int inside = 0, ran_after_close = 0, closed = 0;
+    storm st = {NULL, &inside, &ran_after_close, &closed};
+    st.f = new_host(g, host_count_inside, &st, NULL);
+    pthread_t th[4];
+    for (int i = 0; i < 4; ++i) assert_int_equal(pthread_create(&th[i], NULL, storm_calls, &st), 0);
+    for (int i = 0; i < 20 * round; ++i) pause_briefly();
+    assert_pf_ok(PFHostGateClose(g, "storm", -1));
+    atomic_store(&closed, 1);
+    /* No call is inside once the close returned, and none starts later. */
+    assert_int_equal(atomic_load(&inside), 0);
+    for (int i = 0; i < 4; ++i) assert_int_equal(pthread_join(th[i], NULL), 0);
+    assert_int_equal(atomic_load(&ran_after_close), 0);
+    assert_pf_ok(PFFuncFree(st.f));
+    assert_pf_ok(PFObjectFree(g));
+  }
+}
+
+/* A thread that called through a gate and exited counts for nothing. */
+static void* call_once(void* p) {
+  PFValue rv;
+  int rc;
+  (void)pf_test_call0(p, &rv, &rc);
+  return NULL;
+}
+
+static void test_exited_threads_are_not_waited_for(void** state) {
+  (void)state;
+  PFObjectHandle g = new_gate();
+  int mode = kSucceed;
+  PFFunctionHandle f = new_host(g, host_mode, &mode, NULL);
+  for (int i = 0; i < 8; ++i) {
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, call_once, f), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+  }
+  assert_pf_ok(PFHostGateClose(g, "done", 0));
+  assert_pf_ok(PFFuncFree(f));
+  assert_pf_ok(PFObjectFree(g));
+}
+
 /* A finalizer in progress counts as a call: resource = the blocker. */
 static void fin_block(void* res) {
   blocker* b = res;
@@ -477,6 +595,7 @@ static int self_removing_checker(void) {
 
 static void test_checker_may_replace_itself(void** state) {
   (void)state;
+  atomic_store(&g_self_replacing_calls, 0);
   assert_pf_ok(PFEnvSetSignalChecker(self_removing_checker));
   assert_int_equal(PFEnvCheckSignals(), 0);
   assert_int_equal(PFEnvCheckSignals(), 0);
@@ -581,6 +700,14 @@ int main(void) {
       cmocka_unit_test(test_set_signal_checker_waits_for_old_callers),
       cmocka_unit_test(test_checker_may_replace_itself),
       cmocka_unit_test(test_fork_child_does_not_wait_for_old_checker_callers),
+      cmocka_unit_test(test_close_sees_nested_calls_through_two_gates),
+      cmocka_unit_test(test_close_during_a_storm_of_calls),
+      cmocka_unit_test(test_exited_threads_are_not_waited_for),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  /* Twice: with calls counted in per-thread seats (where the kernel has
+   * the barrier they need), then in the gates' shared state alone. */
+  pf_gate_seats_enable(1);
+  int failed = cmocka_run_group_tests_name("seats", tests, NULL, NULL);
+  pf_gate_seats_enable(0);
+  return failed + cmocka_run_group_tests_name("shared state", tests, NULL, NULL);
 }
