@@ -957,7 +957,12 @@ PF_EXPORT int PFHostGateCreate(PFObjectHandle* out);
  * further up the calling thread's own stack (a host function that closes
  * its own gate) are not waited for; they finish after this returns.
  *
- * The wait polls every millisecond and holds no lock. `timeout_ms` bounds
+ * The wait polls every millisecond and holds no lock between polls (each
+ * poll counts the calls under the runtime's gate list lock, running no
+ * user code). Calls through a gate count themselves without atomic
+ * read-modify-writes where Linux offers the membarrier system call; the
+ * close then makes every thread of the process pass a memory barrier,
+ * once. `timeout_ms` bounds
  * it: 0 checks once, a negative value waits as long as it takes. Call it
  * without holding anything that host code in progress needs (a Python host
  * calls it with the GIL released), or those calls cannot finish.
