@@ -674,37 +674,26 @@ typedef struct PFRetSlotHead {
 #define PF_PLAIN_BIT_(name, num, text, kind, otype) | ((kind) == kPFValuePlain ? 1u << (num) : 0u)
 #define PF_PLAIN_CODE_MASK (0u PF_TYPE_CODE_LIST(PF_PLAIN_BIT_))
 
+/* The layouts above are ABI: pinned here, for C and C++ alike. */
 #if defined(__cplusplus)
-static_assert(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
-              "PFRetSlotHead has no padding");
-static_assert(offsetof(PFRetSlotHead, tag) == 0, "the return slot's layout is ABI");
-static_assert(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
-              "the return slot's layout is ABI");
-static_assert(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
-              "the return slot's layout is ABI");
-static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
-static_assert(offsetof(PFCallFrame, ret_type_code) == 8 && offsetof(PFCallFrame, num_args) == 12 &&
-                  offsetof(PFCallFrame, func) == 16 &&
-                  offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
-                  offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
-                  sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
-              "PFCallFrame's layout is ABI");
+#define PF_STATIC_ASSERT_ static_assert
 #else
-_Static_assert(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
-               "PFRetSlotHead has no padding");
-_Static_assert(offsetof(PFRetSlotHead, tag) == 0, "the return slot's layout is ABI");
-_Static_assert(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
-               "the return slot's layout is ABI");
-_Static_assert(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
-               "the return slot's layout is ABI");
-_Static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
-_Static_assert(offsetof(PFCallFrame, ret_type_code) == 8 && offsetof(PFCallFrame, num_args) == 12 &&
-                   offsetof(PFCallFrame, func) == 16 &&
-                   offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
-                   offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
-                   sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
-               "PFCallFrame's layout is ABI");
+#define PF_STATIC_ASSERT_ _Static_assert
 #endif
+PF_STATIC_ASSERT_(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
+                  "PFRetSlotHead has no padding");
+PF_STATIC_ASSERT_(offsetof(PFRetSlotHead, tag) == 0, "the return slot's layout is ABI");
+PF_STATIC_ASSERT_(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
+                  "the return slot's layout is ABI");
+PF_STATIC_ASSERT_(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
+                  "the return slot's layout is ABI");
+PF_STATIC_ASSERT_(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
+PF_STATIC_ASSERT_(offsetof(PFCallFrame, ret_type_code) == 8 &&
+                      offsetof(PFCallFrame, num_args) == 12 && offsetof(PFCallFrame, func) == 16 &&
+                      offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
+                      offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
+                      sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
+                  "PFCallFrame's layout is ABI");
 
 /* A stale `ret` points into a dead frame that a sanitizer may have
  * poisoned: reading its tag is how such a handle is refused, so the read
