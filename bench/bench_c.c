@@ -177,26 +177,49 @@ static void run_lookup_hot(long n) {
   }
 }
 
-/* Two threads look up at once; the figure is the time per lookup of one
- * thread, to compare with run_lookup's single thread. */
+/* Two threads run a case at once; the figure is the time per operation
+ * of one thread, to compare with the case on a single thread. */
 static long two_n;
 static atomic_int two_go;
+static void (*two_body)(long); /* what the second thread runs */
 static void* two_worker(void* arg) {
-  unsigned seed = (unsigned)(uintptr_t)arg;
+  (void)arg;
   while (!atomic_load(&two_go)) {
   }
-  lookup_loop(two_n, &seed);
+  two_body(two_n);
   return NULL;
 }
-static void run_lookup_2threads(long n) {
+static void run_two(void (*body)(long), void (*mine)(long), long n) {
   pthread_t t;
   two_n = n;
+  two_body = body;
   atomic_store(&two_go, 0);
-  pthread_create(&t, NULL, two_worker, (void*)(uintptr_t)99u);
+  pthread_create(&t, NULL, two_worker, NULL);
   atomic_store(&two_go, 1);
-  lookup_loop(n, &lookup_seed);
+  mine(n);
   pthread_join(t, NULL);
 }
+
+/* The second thread looks up names in an order of its own. */
+static unsigned other_seed = 99u;
+static void run_lookup_other(long n) { lookup_loop(n, &other_seed); }
+static void run_lookup_2threads(long n) { run_two(run_lookup_other, run_lookup, n); }
+
+/* A host function (as a language binding makes its callbacks), called
+ * through its gate: each call counts itself in and out of the gate. */
+static int host_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret;
+  ((PFHostCall*)res)->status = 0;
+  return 0;
+}
+static PFFunctionHandle f_host;
+static void run_host(long n) {
+  PFValue r;
+  int rc;
+  for (long i = 0; i < n; ++i)
+    if (PFFuncCall(f_host, NULL, NULL, 0, &r, &rc) != 0) die("PFFuncCall");
+}
+static void run_host_2threads(long n) { run_two(run_host, run_host, n); }
 
 /* ---- measurement ---- */
 
@@ -286,6 +309,8 @@ static const row k_rows[] = {
      "packed_add", "PFFuncCall of the packed add", run_packed_add, 5.0, 0, 1000000},
     {"lookup_2t", "PFFuncGetGlobal from 2 threads at once, per lookup", run_lookup_2threads,
      "lookup_1t", "the same from one thread", run_lookup, 2.0, 0, 500000},
+    {"host_2t", "a host function called through its gate from 2 threads at once, per call",
+     run_host_2threads, "host_1t", "the same from one thread", run_host, 0, 0, 1000000},
 };
 
 static void setup(void) {
@@ -304,6 +329,11 @@ static void setup(void) {
     fprintf(stderr, "bench_c: ffi_prep_cif failed\n");
     exit(1);
   }
+  PFObjectHandle gate = NULL;
+  if (PFHostGateCreate(&gate) != 0 ||
+      PFFuncCreateFromHostCFunc(gate, host_packed, NULL, NULL, &f_host) != 0)
+    die("host function");
+  PFObjectFree(gate); /* the function holds it */
   register_names(10000);
   (void)mul_add3;
 }
