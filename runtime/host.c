@@ -137,13 +137,11 @@ static void seat_free(void* p) {
   pf_free(s);
 }
 
-/* This thread's seat, made on its first gated call; NULL where seats are
- * off or it cannot be made (the call then counts in the gate's state). */
+/* A seat for this thread, which has none: NULL where seats are off or
+ * one cannot be made (its calls then count in the gates' state). */
 static pf_gate_seat* seat_get(void) {
-  pf_gate_seat* s = t_seat;
-  if (__builtin_expect(s != NULL, 1) || !atomic_load_explicit(&g_seats_on, memory_order_relaxed))
-    return s;
-  s = pf_calloc(1, sizeof(*s));
+  if (!atomic_load_explicit(&g_seats_on, memory_order_relaxed)) return NULL;
+  pf_gate_seat* s = pf_calloc(1, sizeof(*s));
   if (s == NULL) return NULL;
   pthread_mutex_lock(&g_gates_lock);
   s->next = g_seats;
@@ -205,25 +203,36 @@ void pf_gate_seats_enable(int on) {
 
 /* ---- entering and leaving ---- */
 
-/* Counts a call through g in fr->seat or g's state, unless g is closed
- * (-1). Then pushes the frame. */
-static int gate_enter(pf_host_gate* g, pf_host_frame* fr) {
-  pf_gate_seat* seat = seat_get();
+/* Counts a call through g in `seat` if the seat is free for g: 1 when
+ * counted, 0 when the seat counts another gate's calls, -1 when g is
+ * closed (nothing counted). */
+static inline int seat_enter(pf_gate_seat* seat, pf_host_gate* g) {
+  uint_fast64_t d = atomic_load_explicit(&seat->depth, memory_order_relaxed);
+  const pf_host_gate* bound = atomic_load_explicit(&seat->gate, memory_order_relaxed);
+  if (__builtin_expect(bound != g, 0)) {
+    if (d != 0) return 0;
+    atomic_store_explicit(&seat->gate, g, memory_order_relaxed);
+  }
+  atomic_store_explicit(&seat->depth, d + 1, memory_order_relaxed);
+  /* The store, then the read of the state: the close's barrier_all does
+   * the hardware's half of keeping them in this order. */
+  atomic_signal_fence(memory_order_seq_cst);
+  if (__builtin_expect(atomic_load_explicit(&g->state, memory_order_relaxed) & GATE_CLOSED, 0)) {
+    atomic_store_explicit(&seat->depth, d, memory_order_release);
+    return -1;
+  }
+  return 1;
+}
+
+/* Entering without a seat of this thread's yet (one is made), or with a
+ * seat busy with another gate: counts in g's state then. */
+__attribute__((noinline)) static int gate_enter_slow(pf_host_gate* g, pf_host_frame* fr) {
+  pf_gate_seat* seat = t_seat == NULL ? seat_get() : NULL;
   if (seat != NULL) {
-    uint_fast64_t d = atomic_load_explicit(&seat->depth, memory_order_relaxed);
-    const pf_host_gate* bound = atomic_load_explicit(&seat->gate, memory_order_relaxed);
-    if (__builtin_expect(bound == g, 1) || d == 0) {
-      if (bound != g) atomic_store_explicit(&seat->gate, g, memory_order_relaxed);
-      atomic_store_explicit(&seat->depth, d + 1, memory_order_relaxed);
-      /* The store, then the read of the state: the close's barrier_all
-       * does the hardware's half of keeping them in this order. */
-      atomic_signal_fence(memory_order_seq_cst);
-      if (__builtin_expect(atomic_load_explicit(&g->state, memory_order_relaxed) & GATE_CLOSED, 0)) {
-        atomic_store_explicit(&seat->depth, d, memory_order_release);
-        return -1;
-      }
+    int r = seat_enter(seat, g);
+    if (r != 0) {
       fr->seat = seat;
-      return 0;
+      return r > 0 ? 0 : -1;
     }
   }
   uint_fast64_t s = atomic_load(&g->state);
@@ -232,6 +241,21 @@ static int gate_enter(pf_host_gate* g, pf_host_frame* fr) {
   } while (!atomic_compare_exchange_weak(&g->state, &s, s + 1));
   fr->seat = NULL;
   return 0;
+}
+
+/* Counts a call through g in this thread's seat or g's state, unless g is
+ * closed (-1, nothing counted). Sets fr->seat for gate_leave. */
+static inline int gate_enter(pf_host_gate* g, pf_host_frame* fr) {
+  pf_gate_seat* seat = t_seat;
+  if (__builtin_expect(seat != NULL, 1)) {
+    int r = seat_enter(seat, g);
+    if (__builtin_expect(r > 0, 1)) {
+      fr->seat = seat;
+      return 0;
+    }
+    if (r < 0) return -1;
+  }
+  return gate_enter_slow(g, fr);
 }
 
 static void gate_leave(pf_host_gate* g, const pf_host_frame* fr) {
