@@ -447,7 +447,10 @@ int pf_c_to_packed_error(const char* who, const char* what, int t, const pf_cval
 /* ---- typed functions ---- */
 
 typedef void (*pf_fn)(void);
-typedef void (*pf_fast_caller)(pf_fn fn, const pf_cvalue* a, pf_cvalue* r);
+/* Calls fn with the arguments' 8 bytes each as its prototype takes them
+ * (int64-like from v_int64, float64 from v_float64), straight from the
+ * caller's packed values on the simple path. */
+typedef void (*pf_fast_caller)(pf_fn fn, const PFValue* a, pf_cvalue* r);
 
 typedef struct {
   pf_fn fn;
@@ -488,8 +491,8 @@ typedef union {
 
 #define PF_TY_I int64_t
 #define PF_TY_F double
-#define PF_AV_I(k) a[k].i64
-#define PF_AV_F(k) a[k].f64
+#define PF_AV_I(k) a[k].v_int64
+#define PF_AV_F(k) a[k].v_float64
 #define PF_RT_v void
 #define PF_RT_i int64_t
 #define PF_RT_d double
@@ -501,7 +504,7 @@ typedef union {
 #define PF_ST_b(call) r->b = call
 #define PF_ST_w(call) r->i32 = call
 
-#define PF_HEAD(name) static void name(pf_fn fn, const pf_cvalue* a, pf_cvalue* r)
+#define PF_HEAD(name) static void name(pf_fn fn, const PFValue* a, pf_cvalue* r)
 #define PF_FAST0(k)                                              \
   PF_HEAD(fast_##k) {                                            \
     (void)a;                                                     \
@@ -699,9 +702,13 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
   pf_cvalue rv;
   PFByteArray ba = {NULL, 0};
   rv.i64 = 0;
-  if (t->fast)
-    t->fast(t->fn, av, &rv);
-  else
+  if (t->fast) {
+    /* The converted values, 8 bytes each as the fast callers read them
+     * (pf_cvalue and PFValue have one size: see the asserts above). */
+    PFValue pv[PF_TYPED_MAX_ARGS];
+    memcpy(pv, av, sizeof(PFValue) * (size_t)n);
+    t->fast(t->fn, pv, &rv);
+  } else
     call_ffi(t, av, &rv, &ba);
   if (t->sig.ret == pf_t_int64 || t->sig.ret == pf_t_float64) {
     int code = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
@@ -717,31 +724,30 @@ static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
   const pf_typed* t = res;
 #ifdef PF_TYPED_FAST
   if (__builtin_expect(n == t->simple_n, 1)) {
-    pf_cvalue av[PF_FAST_MAX_ARGS];
     uint64_t given, exact;
-    /* An int64 and a double are the same 8 bytes in either union. The
-     * first two codes are compared as one 8-byte word. */
-#define PF_SIMPLE_ARG_(k)                                          \
-  if (__builtin_expect(codes[k] != t->exact[k], 0)) goto general; \
-  av[k].i64 = args[k].v_int64;
+    /* The codes must be exactly the signature's: the values are then
+     * passed on as they are. The first two are compared as one word. */
     switch (n) {
-      case 4: PF_SIMPLE_ARG_(3) /* fall through */
-      case 3: PF_SIMPLE_ARG_(2) /* fall through */
+      case 4:
+        if (__builtin_expect(codes[3] != t->exact[3], 0)) goto general;
+        /* fall through */
+      case 3:
+        if (__builtin_expect(codes[2] != t->exact[2], 0)) goto general;
+        /* fall through */
       case 2:
         memcpy(&given, codes, sizeof(given));
         memcpy(&exact, t->exact, sizeof(exact));
         if (__builtin_expect(given != exact, 0)) goto general;
-        av[1].i64 = args[1].v_int64;
-        av[0].i64 = args[0].v_int64;
         break;
-      case 1: PF_SIMPLE_ARG_(0) break;
+      case 1:
+        if (__builtin_expect(codes[0] != t->exact[0], 0)) goto general;
+        break;
       case 0: break;
       default: goto general;
     }
-#undef PF_SIMPLE_ARG_
     pf_cvalue rv;
     rv.i64 = 0;
-    t->fast(t->fn, av, &rv);
+    t->fast(t->fn, args, &rv);
     if (t->ret_code == kPFNull) return 0;
     PFValue v;
     v.v_int64 = rv.i64;
