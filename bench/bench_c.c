@@ -83,19 +83,26 @@ static void run_direct_noarg(long n) {
   sink = s;
 }
 
+/* The caller's loop of every add(i, 2) case, the same around each `call`
+ * (an expression of args, codes, r and rc that returns a status). */
+#define ADD_LOOP(n, call)                \
+  do {                                   \
+    PFValue args[2];                     \
+    int codes[2] = {kPFInt, kPFInt};     \
+    PFValue r;                           \
+    int rc;                              \
+    int64_t s = 0;                       \
+    for (long i = 0; i < (n); ++i) {     \
+      args[0].v_int64 = i;               \
+      args[1].v_int64 = 2;               \
+      if ((call) != 0) die(#call);       \
+      s += r.v_int64;                    \
+    }                                    \
+    sink = s;                            \
+  } while (0)
+
 static void call2(PFFunctionHandle f, long n) {
-  PFValue args[2];
-  int codes[2] = {kPFInt, kPFInt};
-  PFValue r;
-  int rc;
-  int64_t s = 0;
-  for (long i = 0; i < n; ++i) {
-    args[0].v_int64 = i;
-    args[1].v_int64 = 2;
-    if (PFFuncCall(f, args, codes, 2, &r, &rc) != 0) die("PFFuncCall");
-    s += r.v_int64;
-  }
-  sink = s;
+  ADD_LOOP(n, PFFuncCall(f, args, codes, 2, &r, &rc));
 }
 
 static void run_packed_add(long n) { call2(f_add, n); }
@@ -270,18 +277,7 @@ static inline __attribute__((always_inline)) int bound_call(const bound_fn* f, P
 }
 
 static void run_bound_add(long n) {
-  PFValue args[2];
-  int codes[2] = {kPFInt, kPFInt};
-  PFValue r;
-  int rc;
-  int64_t s = 0;
-  for (long i = 0; i < n; ++i) {
-    args[0].v_int64 = i;
-    args[1].v_int64 = 2;
-    if (bound_call(p_bound, args, codes, 2, &r, &rc) != 0) die("bound call");
-    s += r.v_int64;
-  }
-  sink = s;
+  ADD_LOOP(n, bound_call(p_bound, args, codes, 2, &r, &rc));
 }
 
 /* ---- measurement ---- */
