@@ -1,5 +1,5 @@
-/* libFuzzer target: PFFuncCall with arbitrary type codes, value bits and
- * argument counts, into packed and typed functions.
+/* libFuzzer target: PFFuncCall (and PFFuncCallFrame) with arbitrary type
+ * codes, value bits and argument counts, into packed and typed functions.
  *
  * The input is decoded into one call: which function, how many arguments
  * (also negative, or more than a typed function takes), a misuse of the
@@ -513,8 +513,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t nb = rd8(&r);
   int n = nb < 200 ? nb % 20 : nb < 230 ? -(int)(nb - 199) : 16 + (nb - 230);
   if (nb == 255) n = INT_MIN;
-  uint8_t misuse = rd8(&r);
-  misuse = (misuse & 0xe0) == 0xe0 ? misuse & 0x1f : 0; /* one input in eight */
+  uint8_t raw_misuse = rd8(&r);
+  uint8_t misuse = (raw_misuse & 0xe0) == 0xe0 ? raw_misuse & 0x1f : 0; /* one input in eight */
+  /* Half the calls go through PFFuncCallFrame, which must behave the same
+   * (it has no NULL outputs to pass). */
+  int via_frame = (raw_misuse & 0x10) && !(misuse & 16);
   /* The string an argument may carry, from the input's last bytes. */
   memset(g_input_str, 0, sizeof(g_input_str));
   for (size_t i = 0; i + 1 < sizeof(g_input_str) && i < size; ++i)
@@ -535,7 +538,17 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int* pc = (misuse & 8) ? NULL : codes;
   PFValue rv;
   int rc = -7;
-  int st = PFFuncCall(fn, pa, pc, n, (misuse & 16) ? NULL : &rv, (misuse & 16) ? NULL : &rc);
+  int st;
+  if (via_frame) {
+    PFCallFrame frame = {.ret_val = {.v_int64 = 0}, .ret_type_code = rc, .num_args = n,
+                         .func = fn, .args = pa, .type_codes = pc};
+    st = PFFuncCallFrame(&frame);
+    rv = frame.ret_val;
+    rc = frame.ret_type_code;
+    CHECK(st == 0 || rc == -7, "a failed PFFuncCallFrame wrote the result code");
+  } else {
+    st = PFFuncCall(fn, pa, pc, n, (misuse & 16) ? NULL : &rv, (misuse & 16) ? NULL : &rc);
+  }
 
   /* Errors PFFuncCall finds in its own parameters, in its order. */
   if (misuse & 1) return expect_error(st, kPFErrTypeError, "'func'"), 0;
