@@ -199,14 +199,15 @@ typedef struct {
 
 /* The end of a call that failed, or whose slot holds a string, bytes or a
  * reference: everything but two stores. `end` is the slot's tag as the
- * callee left it. The thread's string depth is the one outside the call. */
-__attribute__((noinline)) static int call_finish(pf_call_frame* fr, int rc, uintptr_t end) {
-  pf_ret_slot* s = &fr->slot;
-  int held = end == (fr->tag ^ PF_RET_TAG_HELD_);
+ * callee left it, `gen` the thread's error generation before the call.
+ * The thread's string depth is the one outside the call. */
+static int finish(pf_ret_slot* s, int rc, uintptr_t end, uint64_t gen, pf_function* f,
+                  PFValue* ret_val, int* ret_type_code) {
+  int held = end == (pf_ret_tag() ^ PF_RET_TAG_HELD_);
   if (rc != 0) {
     /* No error recorded by the callee, or it cleared the one it had. */
-    if (pf_hot.err_gen == fr->gen || PFErrorGetKind()[0] == '\0') {
-      const char* name = atomic_load_explicit(&fr->f->name, memory_order_acquire);
+    if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
+      const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
       PFErrorSetFormat(kPFErrRuntimeError,
                        "PFFuncCall: function '%s' returned %d without recording an error",
                        name ? name : "<anonymous>", rc);
@@ -223,15 +224,37 @@ __attribute__((noinline)) static int call_finish(pf_call_frame* fr, int rc, uint
   }
   int code = s->head.type_code;
   if (held && (code == kPFStr || code == kPFBytes)) {
-    int st = store_result(pf_tls(), pf_hot.str_depth, s, fr->ret_val);
+    int st = store_result(pf_tls(), pf_hot.str_depth, s, ret_val);
     pf_free(s->heap);
     if (st != 0) return -1;
   } else {
     /* A handle: the slot's reference becomes the caller's. */
-    *fr->ret_val = s->head.value;
+    *ret_val = s->head.value;
   }
-  *fr->ret_type_code = code;
+  *ret_type_code = code;
   return 0;
+}
+
+__attribute__((noinline)) static int call_finish(pf_call_frame* fr, int rc, uintptr_t end) {
+  return finish(&fr->slot, rc, end, fr->gen, fr->f, fr->ret_val, fr->ret_type_code);
+}
+
+/* The header's inline path keeps a whole slot in the caller's frame and
+ * reads a function's packed C function and resource where PFFuncHead_
+ * says; the library's own layouts must be those. */
+_Static_assert(sizeof(pf_ret_slot) == sizeof(PFRetSlot_) &&
+                   _Alignof(pf_ret_slot) <= _Alignof(PFRetSlot_) &&
+                   offsetof(pf_ret_slot, head) == offsetof(PFRetSlot_, head),
+               "a PFRetSlot_ holds a whole return slot");
+_Static_assert(offsetof(pf_function, func) == offsetof(PFFuncHead_, func) &&
+                   offsetof(pf_function, resource) == offsetof(PFFuncHead_, resource),
+               "PFFuncHead_ is where a function keeps its packed C function");
+_Static_assert(PF_FUNC_HEAD_WORD_ == PF_OBJECT_HEAD_(kPFObjectFunction),
+               "PF_FUNC_HEAD_WORD_ is a live function's first word");
+
+int PFFuncCallEnd_(PFRetSlot_* slot, int status, uintptr_t end_tag, uint64_t gen,
+                   PFFunctionHandle func, PFValue* ret_val, int* ret_type_code) {
+  return finish((pf_ret_slot*)(void*)slot, status, end_tag, gen, func, ret_val, ret_type_code);
 }
 
 /* Calls `f` with a fresh slot. `bump` (a constant where it is inlined):

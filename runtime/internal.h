@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The library calls its own exported PFFuncCall, never the header's
+ * inline path (which defers to it). */
+#define PF_NO_INLINE_CALL 1
 #include "packedfunc/c_api.h"
 
 #define PF_HIDDEN __attribute__((visibility("hidden")))
@@ -109,7 +112,7 @@ static const pf_code_info pf_codes[kPFTypeCodeEnd] = {
  * no table load. The codes 0 .. PF_PLAIN_PREFIX - 1 are all plain (the
  * mask's run of low ones), so the call path checks an argument with one
  * unsigned compare and sends any other code to the full check. */
-#define PF_PLAIN_PREFIX ((unsigned)__builtin_ctz(~PF_PLAIN_CODE_MASK))
+#define PF_PLAIN_PREFIX PF_PLAIN_PREFIX_
 _Static_assert(PF_PLAIN_PREFIX >= 1 && PF_PLAIN_PREFIX <= kPFTypeCodeEnd,
                "the plain-code prefix is a run of built-in codes");
 static inline int pf_code_is_plain(int code) {
@@ -269,20 +272,17 @@ typedef struct {
 
 PF_HIDDEN pf_thread_state* pf_tls(void);
 
-/* The per-thread fields that calls read. They live apart from
- * pf_thread_state in a 16-byte initial-exec TLS block, which costs one
- * instruction to reach even from a dlopen'ed library, where the general
- * TLS model costs a __tls_get_addr call. A call with plain arguments and
- * a plain result reads err_gen and writes neither. */
-typedef struct {
-  /* bumped by every error recorded on this thread */
-  uint64_t err_gen;
-  /* How many calls in progress on this thread were given a str or bytes
-   * argument: the level of return storage that a string or bytes result
-   * is copied to (runtime/function.c). */
-  int str_depth;
-} pf_hot_state;
-PF_HIDDEN extern _Thread_local pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
+/* The per-thread fields that calls read: PFCallState_ (c_api.h), which
+ * the header's inline PFFuncCall reads too. An initial-exec TLS block,
+ * which costs one instruction to reach even from a dlopen'ed library,
+ * where the general TLS model costs a __tls_get_addr call. A call with
+ * plain arguments and a plain result reads err_gen and writes neither.
+ * err_gen is bumped by every error recorded on this thread; str_depth
+ * counts the calls in progress on this thread that were given a str or
+ * bytes argument: the level of return storage that a string or bytes
+ * result is copied to (runtime/function.c). */
+typedef PFThreadCallState_ pf_hot_state;
+#define pf_hot PFCallState_
 /* Sets a MemoryError naming `where`; returns -1. Never allocates. */
 PF_HIDDEN int pf_oom(const char* where);
 /* Records an error whose kind and message are string literals, without

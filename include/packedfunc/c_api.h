@@ -563,7 +563,10 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * PF_PLAIN_CODE_MASK) and whose callee sets a plain result runs no code
  * but the checks above, two stores into the return slot and the copy of
  * the result, and writes no per-thread state; a str or bytes argument or
- * result, or a handle result, takes a longer path.
+ * result, or a handle result, takes a longer path. Where the header's
+ * inline path is in use (see "The inline call path" below), such a call
+ * and one with non-NULL str arguments run in the caller, with the checks
+ * that the caller's own arguments settle folded away.
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
                          int num_args, PFValue* ret_val, int* ret_type_code);
@@ -754,6 +757,130 @@ PF_NO_ASAN_ static inline int pf_set_return_inline_(PFRetValueHandle ret, PFValu
 }
 #define PFCFuncSetReturn(ret, value, type_code, num_ret) \
   pf_set_return_inline_((ret), (value), (type_code), (num_ret))
+#endif
+
+/*
+ * The inline call path (layout version PF_CALL_ABI). With GCC or Clang on
+ * x86-64 and AArch64, a call written PFFuncCall(...) goes through an
+ * inline fast path (the macro below) that makes the documented checks
+ * where the caller's own knowledge folds most of them away (its outputs
+ * are locals, its count a constant), keeps the return slot in the
+ * caller's frame and calls the packed C function directly. Anything it
+ * does not handle itself goes to the exported function with the same
+ * arguments: a NULL or dead handle or any other misuse, an argument code
+ * other than a plain one or a non-NULL str. A result other than a plain
+ * value, and a failure, are finished out of line by PFFuncCallEnd_. The
+ * results, errors and lifetimes are PFFuncCall's in every case. Write
+ * (PFFuncCall)(...) or take its address to call the function itself, or
+ * define PF_NO_INLINE_CALL before including this header.
+ *
+ * What the path reads is ABI, versioned by PF_CALL_ABI and pinned by the
+ * library's own asserts: a live function object begins with
+ * PF_FUNC_HEAD_WORD_ and holds its packed C function and resource where
+ * PFFuncHead_ says (a later layout changes the word, and code built
+ * against this header then takes the exported function); a full return
+ * slot is a PFRetSlot_; the calling thread's PFCallState_ says how many
+ * errors it has recorded (to tell a callee that failed silently) and
+ * which level of string return storage a call's string result goes to.
+ * None of these is for any other use.
+ */
+#define PF_CALL_ABI 1u
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PF_FUNC_HEAD_WORD_ (((uint64_t)kPFObjectFunction << 32) | 0x50464f42u)
+#else
+#define PF_FUNC_HEAD_WORD_ (((uint64_t)0x50464f42u << 32) | (uint64_t)kPFObjectFunction)
+#endif
+typedef struct PFFuncHead_ {
+  uint64_t word;
+  void* private_[5];
+  PFPackedCFunc func;
+  void* resource;
+} PFFuncHead_;
+typedef struct PFRetSlot_ {
+  PFRetSlotHead head;
+  uint64_t private_[10];
+} PFRetSlot_;
+PF_STATIC_ASSERT_(sizeof(PFRetSlot_) == sizeof(PFRetSlotHead) + 80, "PFRetSlot_'s size is ABI");
+PF_STATIC_ASSERT_(offsetof(PFFuncHead_, func) == 8 + 5 * sizeof(void*) &&
+                      offsetof(PFFuncHead_, resource) == 8 + 6 * sizeof(void*),
+                  "PFFuncHead_'s layout is ABI");
+typedef struct PFThreadCallState_ {
+  uint64_t err_gen;   /* advances whenever an error is recorded */
+  int32_t str_depth;  /* calls in progress that were given a str or bytes */
+  int32_t reserved_;
+} PFThreadCallState_;
+#if defined(__GNUC__) || defined(__clang__)
+/* The calling thread's call state (see above); initial-exec, as the
+ * library keeps it. */
+PF_EXPORT extern __thread PFThreadCallState_ PFCallState_
+    __attribute__((tls_model("initial-exec")));
+#endif
+/* The out-of-line end of an inline call (see above): what the exported
+ * PFFuncCall does after the callee returns, for the slot the inline path
+ * kept. Not for any other use. */
+PF_EXPORT int PFFuncCallEnd_(PFRetSlot_* slot, int status, uintptr_t end_tag, uint64_t gen,
+                             PFFunctionHandle func, PFValue* ret_val, int* ret_type_code);
+
+/* The codes 0 .. PF_PLAIN_PREFIX_ - 1 are all plain (the mask's run of
+ * low ones): an argument with one of them needs no check. */
+#define PF_PLAIN_PREFIX_ ((unsigned)__builtin_ctz(~PF_PLAIN_CODE_MASK))
+
+#if defined(PF_HAVE_INLINE_SET_RETURN) && !defined(PF_NO_INLINE_CALL)
+#define PF_HAVE_INLINE_CALL 1
+/* The inline path's call: a fresh slot in this frame, the callee, the
+ * result. `strs`: an argument is a str, which may live in this level's
+ * return storage, so results of calls the callee makes go one level
+ * deeper. */
+static inline __attribute__((always_inline)) int pf_func_call_slot_(
+    const PFFuncHead_* f, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
+    int* ret_type_code, int strs) {
+  PFRetSlot_ slot;
+  uintptr_t tag = PF_RET_TAG_(__builtin_thread_pointer());
+  slot.head.tag = tag;
+  slot.head.type_code = kPFNull;
+  slot.head.value.v_int64 = 0;
+  uint64_t gen = PFCallState_.err_gen;
+  int32_t depth = 0;
+  if (strs) {
+    depth = PFCallState_.str_depth;
+    PFCallState_.str_depth = depth + 1;
+  }
+  int status = f->func(args, type_codes, num_args, &slot.head, f->resource);
+  if (strs) PFCallState_.str_depth = depth;
+  uintptr_t end = slot.head.tag;
+  /* The slot is dead from here on: a handle kept past the call must not
+   * match (volatile: not a dropped store to a dying local). */
+  *(volatile uintptr_t*)&slot.head.tag = 0;
+  if (__builtin_expect(status == 0 && end == tag, 1)) {
+    *ret_val = slot.head.value;
+    *ret_type_code = slot.head.type_code;
+    return 0;
+  }
+  return PFFuncCallEnd_(&slot, status, end, gen, (PFFunctionHandle)(uintptr_t)f, ret_val,
+                        ret_type_code);
+}
+
+static inline int pf_func_call_inline_(PFFunctionHandle func, PFValue* args, int* type_codes,
+                                       int num_args, PFValue* ret_val, int* ret_type_code) {
+  const PFFuncHead_* f = (const PFFuncHead_*)func;
+  if (f == NULL || f->word != PF_FUNC_HEAD_WORD_ || ret_val == NULL || ret_type_code == NULL ||
+      num_args < 0 || (num_args > 0 && (args == NULL || type_codes == NULL)))
+    return (PFFuncCall)(func, args, type_codes, num_args, ret_val, ret_type_code);
+  /* A plain code needs no check; a non-NULL str is taken here too;
+   * anything else goes to the exported function. */
+  int strs = 0;
+  for (int i = 0; i < num_args; ++i) {
+    unsigned code = (unsigned)type_codes[i];
+    if (__builtin_expect(code >= PF_PLAIN_PREFIX_, 0)) {
+      if (code != (unsigned)kPFStr || args[i].v_str == NULL)
+        return (PFFuncCall)(func, args, type_codes, num_args, ret_val, ret_type_code);
+      strs = 1;
+    }
+  }
+  return pf_func_call_slot_(f, args, type_codes, num_args, ret_val, ret_type_code, strs);
+}
+#define PFFuncCall(func, args, type_codes, num_args, ret_val, ret_type_code) \
+  pf_func_call_inline_((func), (args), (type_codes), (num_args), (ret_val), (ret_type_code))
 #endif
 
 /* Adds a reference to a function. Errors: NULL or not a function
@@ -1805,6 +1932,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
+ *   PF_API_EXCLUDED(PFCallState_)      data the inline PFFuncCall reads
+ *   PF_API_EXCLUDED(PFFuncCallEnd_)    the inline PFFuncCall's own end
  */
 typedef struct PFApi {
   /* Version 1. */
