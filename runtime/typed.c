@@ -456,13 +456,6 @@ typedef struct {
   pf_fn fn;
   pf_fast_caller fast; /* NULL: call through cif */
   PFFunctionHandle self; /* not a reference: the function owns this struct */
-  /* The argument count when `fast` is set and every argument is int64 or
-   * float64 and the result void, int64 or float64 (a call with that many
-   * arguments whose codes are exact[i] then needs no conversion at all,
-   * see typed_call); -1 otherwise. */
-  int simple_n;
-  int exact[PF_TYPED_MAX_ARGS]; /* kPFInt or kPFFloat, by argument */
-  int ret_code;                    /* kPFInt, kPFFloat, or kPFNull for void */
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
@@ -566,6 +559,92 @@ PF_FAST_ALL(w)
 
 #define PF_FAST_MAX_ARGS 4
 static const pf_fast_caller k_fast[5][31] = {PF_ROW(v), PF_ROW(i), PF_ROW(d), PF_ROW(b), PF_ROW(w)};
+
+/*
+ * The simple path: one packed C function per simple signature (void,
+ * int64 or float64 result; at most four int64 or float64 arguments), made
+ * the function object's own, so that a call with exactly the signature's
+ * codes goes from PFFuncCall to the C function with nothing in between but
+ * the check of the codes. Any other call takes typed_call_general.
+ */
+static int typed_call_general(PFValue* args, int* codes, int n, PFRetValueHandle ret,
+                              void* res);
+/* Sets a plain result: the tag check and two stores, or the exported
+ * function when the slot is not a live plain slot of this thread. */
+static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
+  if (__builtin_expect(pf_ret_set_plain(ret, code, v), 1)) return 0;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+#define PF_CODE_I kPFInt
+#define PF_CODE_F kPFFloat
+#define PF_PK_ST_v(call) \
+  call;                  \
+  return 0;
+#define PF_PK_ST_i(call)  \
+  PFValue v;              \
+  v.v_int64 = call;       \
+  return typed_set(ret, kPFInt, v);
+#define PF_PK_ST_d(call)  \
+  PFValue v;              \
+  v.v_float64 = call;     \
+  return typed_set(ret, kPFFloat, v);
+#define PF_PK_HEAD(name) \
+  static int name(PFValue* a, int* codes, int n, PFRetValueHandle ret, void* res)
+#define PF_PK_OTHER return typed_call_general(a, codes, n, ret, res)
+#define PF_PK_FN(k) ((const pf_typed*)res)->fn
+#define PF_PK0(k)                                \
+  PF_PK_HEAD(packed_##k) {                       \
+    if (__builtin_expect(n != 0, 0)) PF_PK_OTHER; \
+    PF_PK_ST_##k(((PF_RT_##k(*)(void))PF_PK_FN(k))()) \
+  }
+#define PF_PK1(k, A1)                                                            \
+  PF_PK_HEAD(packed_##k##_##A1) {                                                \
+    if (__builtin_expect(n != 1 || codes[0] != PF_CODE_##A1, 0)) PF_PK_OTHER;    \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1))PF_PK_FN(k))(PF_AV_##A1(0)))        \
+  }
+#define PF_PK2(k, A1, A2)                                                           \
+  PF_PK_HEAD(packed_##k##_##A1##A2) {                                               \
+    if (__builtin_expect(n != 2 || codes[0] != PF_CODE_##A1 || codes[1] != PF_CODE_##A2, 0)) \
+      PF_PK_OTHER;                                                                  \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2))PF_PK_FN(k))(PF_AV_##A1(0),  \
+                                                                     PF_AV_##A2(1))) \
+  }
+#define PF_PK3(k, A1, A2, A3)                                                        \
+  PF_PK_HEAD(packed_##k##_##A1##A2##A3) {                                            \
+    if (__builtin_expect(n != 3 || codes[0] != PF_CODE_##A1 || codes[1] != PF_CODE_##A2 || \
+                             codes[2] != PF_CODE_##A3,                               \
+                         0))                                                         \
+      PF_PK_OTHER;                                                                   \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2, PF_TY_##A3))PF_PK_FN(k))(     \
+        PF_AV_##A1(0), PF_AV_##A2(1), PF_AV_##A3(2)))                                 \
+  }
+#define PF_PK4(k, A1, A2, A3, A4)                                                    \
+  PF_PK_HEAD(packed_##k##_##A1##A2##A3##A4) {                                        \
+    if (__builtin_expect(n != 4 || codes[0] != PF_CODE_##A1 || codes[1] != PF_CODE_##A2 || \
+                             codes[2] != PF_CODE_##A3 || codes[3] != PF_CODE_##A4,   \
+                         0))                                                         \
+      PF_PK_OTHER;                                                                   \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2, PF_TY_##A3, PF_TY_##A4))      \
+                     PF_PK_FN(k))(PF_AV_##A1(0), PF_AV_##A2(1), PF_AV_##A3(2),        \
+                                  PF_AV_##A4(3)))                                    \
+  }
+#define PF_PK_ALL(k) \
+  PF_PK0(k) PF_PATS1(PF_PK1, k) PF_PATS2(PF_PK2, k) PF_PATS3(PF_PK3, k) PF_PATS4(PF_PK4, k)
+PF_PK_ALL(v)
+PF_PK_ALL(i)
+PF_PK_ALL(d)
+#define PF_PKE0(k) packed_##k,
+#define PF_PKE1(k, A1) packed_##k##_##A1,
+#define PF_PKE2(k, A1, A2) packed_##k##_##A1##A2,
+#define PF_PKE3(k, A1, A2, A3) packed_##k##_##A1##A2##A3,
+#define PF_PKE4(k, A1, A2, A3, A4) packed_##k##_##A1##A2##A3##A4,
+#define PF_PK_ROW(k)                                                                        \
+  {                                                                                         \
+    PF_PKE0(k) PF_PATS1(PF_PKE1, k) PF_PATS2(PF_PKE2, k) PF_PATS3(PF_PKE3, k)             \
+        PF_PATS4(PF_PKE4, k)                                                                \
+  }
+/* By result (void, int64, float64), then by argument pattern as k_fast. */
+static const PFPackedCFunc k_simple[3][31] = {PF_PK_ROW(v), PF_PK_ROW(i), PF_PK_ROW(d)};
 #endif
 
 static pf_fast_caller pick_fast(const pf_sig* sig) {
@@ -717,66 +796,30 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
   return set_return(t, ret, &rv, &ba);
 }
 
-/* The packed function of every typed function. A simple signature called
- * with exactly its codes copies the values and calls; everything else
- * (conversions, libffi, other results, errors) is typed_call_general. */
-static int typed_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
-  const pf_typed* t = res;
-#ifdef PF_TYPED_FAST
-  if (__builtin_expect(n == t->simple_n, 1)) {
-    uint64_t given, exact;
-    /* The codes must be exactly the signature's: the values are then
-     * passed on as they are. The first two are compared as one word. */
-    switch (n) {
-      case 4:
-        if (__builtin_expect(codes[3] != t->exact[3], 0)) goto general;
-        /* fall through */
-      case 3:
-        if (__builtin_expect(codes[2] != t->exact[2], 0)) goto general;
-        /* fall through */
-      case 2:
-        memcpy(&given, codes, sizeof(given));
-        memcpy(&exact, t->exact, sizeof(exact));
-        if (__builtin_expect(given != exact, 0)) goto general;
-        break;
-      case 1:
-        if (__builtin_expect(codes[0] != t->exact[0], 0)) goto general;
-        break;
-      case 0: break;
-      default: goto general;
-    }
-    pf_cvalue rv;
-    rv.i64 = 0;
-    t->fast(t->fn, args, &rv);
-    if (t->ret_code == kPFNull) return 0;
-    PFValue v;
-    v.v_int64 = rv.i64;
-    /* kPFInt or kPFFloat: with the code a constant, only the slot's tag
-     * is left to check. */
-    int stored = t->ret_code == kPFInt ? pf_ret_set_plain(ret, kPFInt, v)
-                                       : pf_ret_set_plain(ret, kPFFloat, v);
-    if (stored) return 0;
-    int code = t->ret_code;
-    return PFCFuncSetReturn(ret, &v, &code, 1);
-  }
-general:
-#endif
-  return typed_call_general(args, codes, n, ret, res);
-}
+/* The packed function of a typed function without a simple signature
+ * (see k_simple), and of any call of one that does not match exactly:
+ * conversions, libffi, other results, errors. */
+#define typed_call typed_call_general
 
-/* Fills t->simple_n, t->exact and t->ret_code from t->sig and t->fast. */
-static void pick_simple(pf_typed* t) {
-  t->simple_n = -1;
-  if (t->fast == NULL) return;
+/* The simple path's packed function for t's signature (see k_simple), or
+ * NULL when it is not simple. */
+static PFPackedCFunc pick_simple(const pf_typed* t) {
+#ifdef PF_TYPED_FAST
+  if (t->fast == NULL || t->sig.num_args > PF_FAST_MAX_ARGS) return NULL;
   int r = t->sig.ret;
-  if (r != pf_t_void && r != pf_t_int64 && r != pf_t_float64) return;
+  int rk = r == pf_t_void ? 0 : r == pf_t_int64 ? 1 : r == pf_t_float64 ? 2 : -1;
+  if (rk < 0) return NULL;
+  int bits = 0;
   for (int i = 0; i < t->sig.num_args; ++i) {
     int a = t->sig.args[i];
-    if (a != pf_t_int64 && a != pf_t_float64) return;
-    t->exact[i] = a == pf_t_int64 ? kPFInt : kPFFloat;
+    if (a != pf_t_int64 && a != pf_t_float64) return NULL;
+    bits = (bits << 1) | (a == pf_t_float64);
   }
-  t->ret_code = r == pf_t_void ? kPFNull : r == pf_t_int64 ? kPFInt : kPFFloat;
-  t->simple_n = t->sig.num_args;
+  return k_simple[rk][(1 << t->sig.num_args) - 1 + bits];
+#else
+  (void)t;
+  return NULL;
+#endif
 }
 
 static void typed_free(void* res) { pf_free(res); }
@@ -797,14 +840,15 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
     return -1;
   }
   t->fast = pick_fast(&sig);
-  pick_simple(t);
+  PFPackedCFunc simple = pick_simple(t);
   char* canon = pf_sig_format(&sig);
   if (canon == NULL) {
     pf_free(t);
     return pf_oom(where);
   }
   PFFunctionHandle f = NULL;
-  if (PFFuncCreateFromCFunc(typed_call, t, typed_free, &f) != 0) { /* typed_free ran */
+  if (PFFuncCreateFromCFunc(simple ? simple : typed_call, t, typed_free, &f) != 0) {
+    /* typed_free ran */
     pf_free(canon);
     return -1;
   }
@@ -824,7 +868,7 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
 static pf_typed* typed_of(PFFunctionHandle func) {
   if (!pf_is_object(func, kPFObjectFunction)) return NULL;
   pf_function* f = func;
-  return f->func == typed_call ? f->resource : NULL;
+  return f->fin == typed_free ? f->resource : NULL;
 }
 
 int pf_typed_path(PFFunctionHandle func) {
@@ -836,6 +880,6 @@ int pf_typed_force_ffi(PFFunctionHandle func) {
   pf_typed* t = typed_of(func);
   if (t == NULL) return -1;
   t->fast = NULL;
-  t->simple_n = -1;
+  ((pf_function*)func)->func = typed_call; /* not the simple path's function */
   return 0;
 }
