@@ -167,7 +167,6 @@ static uint_fast64_t all_calls(const pf_host_gate* g) {
   return n;
 }
 
-
 static void fork_prepare(void) { pthread_mutex_lock(&g_gates_lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_gates_lock); }
 /* Only the forking thread lives on in the child: the calls that other

@@ -591,22 +591,22 @@ static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
 #define PF_PK_HEAD(name) \
   static int name(PFValue* a, int* codes, int n, PFRetValueHandle ret, void* res)
 #define PF_PK_OTHER return typed_call_general(a, codes, n, ret, res)
-#define PF_PK_FN(k) ((const pf_typed*)res)->fn
+#define PF_PK_FN ((const pf_typed*)res)->fn
 #define PF_PK0(k)                                \
   PF_PK_HEAD(packed_##k) {                       \
     if (__builtin_expect(n != 0, 0)) PF_PK_OTHER; \
-    PF_PK_ST_##k(((PF_RT_##k(*)(void))PF_PK_FN(k))()) \
+    PF_PK_ST_##k(((PF_RT_##k(*)(void))PF_PK_FN)()) \
   }
 #define PF_PK1(k, A1)                                                            \
   PF_PK_HEAD(packed_##k##_##A1) {                                                \
     if (__builtin_expect(n != 1 || codes[0] != PF_CODE_##A1, 0)) PF_PK_OTHER;    \
-    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1))PF_PK_FN(k))(PF_AV_##A1(0)))        \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1))PF_PK_FN)(PF_AV_##A1(0)))        \
   }
 #define PF_PK2(k, A1, A2)                                                           \
   PF_PK_HEAD(packed_##k##_##A1##A2) {                                               \
     if (__builtin_expect(n != 2 || codes[0] != PF_CODE_##A1 || codes[1] != PF_CODE_##A2, 0)) \
       PF_PK_OTHER;                                                                  \
-    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2))PF_PK_FN(k))(PF_AV_##A1(0),  \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2))PF_PK_FN)(PF_AV_##A1(0),  \
                                                                      PF_AV_##A2(1))) \
   }
 #define PF_PK3(k, A1, A2, A3)                                                        \
@@ -615,7 +615,7 @@ static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
                              codes[2] != PF_CODE_##A3,                               \
                          0))                                                         \
       PF_PK_OTHER;                                                                   \
-    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2, PF_TY_##A3))PF_PK_FN(k))(     \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2, PF_TY_##A3))PF_PK_FN)(     \
         PF_AV_##A1(0), PF_AV_##A2(1), PF_AV_##A3(2)))                                 \
   }
 #define PF_PK4(k, A1, A2, A3, A4)                                                    \
@@ -625,7 +625,7 @@ static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
                          0))                                                         \
       PF_PK_OTHER;                                                                   \
     PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_##A1, PF_TY_##A2, PF_TY_##A3, PF_TY_##A4))      \
-                     PF_PK_FN(k))(PF_AV_##A1(0), PF_AV_##A2(1), PF_AV_##A3(2),        \
+                     PF_PK_FN)(PF_AV_##A1(0), PF_AV_##A2(1), PF_AV_##A3(2),        \
                                   PF_AV_##A4(3)))                                    \
   }
 #define PF_PK_ALL(k) \
@@ -761,6 +761,9 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
   return st;
 }
 
+/* The packed function of a typed function without a simple signature
+ * (see k_simple), and of any call of one that does not match it exactly:
+ * conversions, libffi, other results, errors. */
 __attribute__((noinline)) static int typed_call_general(PFValue* args, int* codes, int n,
                                                         PFRetValueHandle ret, void* res) {
   const pf_typed* t = res;
@@ -795,11 +798,6 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
   }
   return set_return(t, ret, &rv, &ba);
 }
-
-/* The packed function of a typed function without a simple signature
- * (see k_simple), and of any call of one that does not match exactly:
- * conversions, libffi, other results, errors. */
-#define typed_call typed_call_general
 
 /* The simple path's packed function for t's signature (see k_simple), or
  * NULL when it is not simple. */
@@ -847,7 +845,7 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
     return pf_oom(where);
   }
   PFFunctionHandle f = NULL;
-  if (PFFuncCreateFromCFunc(simple ? simple : typed_call, t, typed_free, &f) != 0) {
+  if (PFFuncCreateFromCFunc(simple ? simple : typed_call_general, t, typed_free, &f) != 0) {
     /* typed_free ran */
     pf_free(canon);
     return -1;
@@ -880,6 +878,6 @@ int pf_typed_force_ffi(PFFunctionHandle func) {
   pf_typed* t = typed_of(func);
   if (t == NULL) return -1;
   t->fast = NULL;
-  ((pf_function*)func)->func = typed_call; /* not the simple path's function */
+  ((pf_function*)func)->func = typed_call_general; /* not the simple path's */
   return 0;
 }

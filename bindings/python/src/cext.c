@@ -48,7 +48,6 @@ static PyObject* pf_hook_call_general;   /* (func, args, False) -> result */
 static PyObject* pf_hook_call_failed;    /* (func) -> raises the error */
 static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
 static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
-
 static PyObject* pf_hook_set_return;     /* (ret address, value) -> status */
 static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
 /* The package's tables that the fast path reads and writes (with the GIL):
