@@ -817,7 +817,10 @@ PF_EXPORT extern __thread PFThreadCallState_ PFCallState_
 #endif
 /* The out-of-line end of an inline call (see above): what the exported
  * PFFuncCall does after the callee returns, for the slot the inline path
- * kept. Not for any other use. */
+ * kept, on the thread that made the call. It takes over what the slot
+ * holds (a string copy goes to the thread's return storage, a reference
+ * to the caller, or, on failure, is released) and returns PFFuncCall's
+ * status with PFFuncCall's error. Not for any other use. */
 PF_EXPORT int PFFuncCallEnd_(PFRetSlot_* slot, int status, uintptr_t end_tag, uint64_t gen,
                              PFFunctionHandle func, PFValue* ret_val, int* ret_type_code);
 
