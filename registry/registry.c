@@ -1,16 +1,25 @@
 /* The global name registry: one uthash table under a "big reader" lock.
- * Each thread reads under a mutex of its own (one of READER_SLOTS, each on
+ * Each thread reads under a lock of its own (one of READER_SLOTS, each on
  * its own cache line), and a writer takes all of them. So lookups from
  * different threads write no shared line but the function's reference
  * count, and scale across cores; registering and removing, which are rare,
  * pay for it. Uses only the public API (include/packedfunc), like any other
  * client of the runtime. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "packedfunc/c_api.h"
+
+/* Names are hashed with XXH3, inlined: a lookup of a typical name costs a
+ * few dozen instructions of hashing instead of the hundred and more of
+ * uthash's default (Jenkins) hash, and XXH3's low bits, which pick the
+ * bucket, are as good as its high ones. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = (unsigned)XXH3_64bits((keyptr), (keylen)))
 
 /* uthash allocates through the runtime's allocator and reports running out
  * of memory instead of exiting the process. */
@@ -37,38 +46,56 @@ typedef struct entry {
   char name[]; /* the key */
 } entry;
 
-/* 32 slots keep up to 32 reading threads apart; more share slots, still
- * correctly. Not 64: a writer (and the fork handler, which also holds the
- * runtime's other locks) would then hold more mutexes at once than
- * ThreadSanitizer's deadlock detector can track, and the TSan runs of the
- * tests would end in its internal check instead of checking anything. */
-#define READER_SLOTS 32
+/* A reader slot's lock: one atomic exchange to take it and a plain release
+ * store to give it back, where a mutex costs two atomic operations and a
+ * hundred and more instructions; a lookup is short enough that this is
+ * most of its price. Readers of different slots never meet, so a reader
+ * waits only for a writer (rare, and holding the slots briefly) or for a
+ * reader sharing its slot (past READER_SLOTS threads); it spins a little
+ * and then yields the processor, so a holder that was preempted gets to
+ * run. No user code runs while one is held. */
 typedef struct {
-  _Alignas(64) pthread_mutex_t m;
+  _Alignas(64) atomic_int held;
 } reader_slot;
-static reader_slot g_readers[READER_SLOTS] = {
-    [0 ... READER_SLOTS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+
+static void slot_lock(reader_slot* s) {
+  for (unsigned spins = 0;; ++spins) {
+    if (!atomic_load_explicit(&s->held, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&s->held, 1, memory_order_acquire))
+      return;
+    if (spins >= 64) sched_yield();
+  }
+}
+
+static void slot_unlock(reader_slot* s) {
+  atomic_store_explicit(&s->held, 0, memory_order_release);
+}
+
+/* 32 slots keep up to 32 reading threads apart; more share slots, still
+ * correctly. */
+#define READER_SLOTS 32
+static reader_slot g_readers[READER_SLOTS];
 static atomic_uint g_next_reader;
 static _Thread_local int tls_reader_plus1 __attribute__((tls_model("initial-exec")));
 static entry* g_table;
 static atomic_int g_sealed;
 
-static pthread_mutex_t* read_lock(void) {
+static reader_slot* read_lock(void) {
   int r = tls_reader_plus1 - 1;
   if (r < 0) {
     r = (int)(atomic_fetch_add(&g_next_reader, 1) % READER_SLOTS);
     tls_reader_plus1 = r + 1;
   }
-  pthread_mutex_lock(&g_readers[r].m);
-  return &g_readers[r].m;
+  slot_lock(&g_readers[r]);
+  return &g_readers[r];
 }
 
 static void write_lock(void) {
-  for (int i = 0; i < READER_SLOTS; ++i) pthread_mutex_lock(&g_readers[i].m);
+  for (int i = 0; i < READER_SLOTS; ++i) slot_lock(&g_readers[i]);
 }
 
 static void write_unlock(void) {
-  for (int i = READER_SLOTS - 1; i >= 0; --i) pthread_mutex_unlock(&g_readers[i].m);
+  for (int i = READER_SLOTS - 1; i >= 0; --i) slot_unlock(&g_readers[i]);
 }
 
 /* fork(): a child has only the thread that forked, so a reader slot that
@@ -177,11 +204,11 @@ int PFFuncGetGlobal(const char* name, PFFunctionHandle* out) {
   if (n < 0) return -1;
   if (out == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'out' is NULL", where);
   entry* e = NULL;
-  pthread_mutex_t* lock = read_lock();
+  reader_slot* lock = read_lock();
   HASH_FIND(hh, g_table, name, (size_t)n, e);
   PFFunctionHandle f = e ? e->func : NULL;
   if (f) PFFuncRetain(f); /* before unlocking: an override can't free it */
-  pthread_mutex_unlock(lock);
+  slot_unlock(lock);
   *out = f;
   return 0;
 }
@@ -372,7 +399,7 @@ static int list_names(const char* where, const char* prefix, int* out_size,
    * code), and measure again in case the table grew meanwhile. */
   for (;;) {
     size_t need_count = 0, need_bytes = 0;
-    pthread_mutex_t* lock = read_lock();
+    reader_slot* lock = read_lock();
     for (entry* e = g_table; e != NULL; e = e->hh.next) {
       if (plen && strncmp(e->name, prefix, plen) != 0) continue;
       need_count++;
@@ -390,11 +417,11 @@ static int list_names(const char* where, const char* prefix, int* out_size,
         p += l;
       }
       arr[i] = NULL;
-      pthread_mutex_unlock(lock);
+      slot_unlock(lock);
       count = i;
       break;
     }
-    pthread_mutex_unlock(lock);
+    slot_unlock(lock);
     PFMemFree(block);
     block = NULL;
     /* The count must fit *out_size, and the block size must not wrap: both
