@@ -854,7 +854,12 @@ static inline __attribute__((always_inline)) int pf_func_call_slot_(
   /* The slot is dead from here on: a handle kept past the call must not
    * match (volatile: not a dropped store to a dying local). */
   *(volatile uintptr_t*)&slot.head.tag = 0;
-  if (__builtin_expect(status == 0 && end == tag, 1)) {
+  /* Only the library writes the tag, and only to flip PF_RET_TAG_HELD_
+   * (the thread pointer is aligned, so that bit of a live tag is the
+   * key's): the bit alone says whether the slot holds more than a plain
+   * value, so the tag need not be kept across the call. */
+  if (__builtin_expect(status == 0 && (end & PF_RET_TAG_HELD_) ==
+                                          (PF_RET_TAG_KEY_ & PF_RET_TAG_HELD_), 1)) {
     *ret_val = slot.head.value;
     *ret_type_code = slot.head.type_code;
     return 0;
