@@ -58,13 +58,18 @@ typedef struct {
   _Alignas(64) atomic_int held;
 } reader_slot;
 
-static void slot_lock(reader_slot* s) {
+__attribute__((noinline)) static void slot_wait(reader_slot* s) {
   for (unsigned spins = 0;; ++spins) {
     if (!atomic_load_explicit(&s->held, memory_order_relaxed) &&
         !atomic_exchange_explicit(&s->held, 1, memory_order_acquire))
       return;
     if (spins >= 64) sched_yield();
   }
+}
+
+static inline void slot_lock(reader_slot* s) {
+  if (__builtin_expect(atomic_exchange_explicit(&s->held, 1, memory_order_acquire), 0))
+    slot_wait(s);
 }
 
 static void slot_unlock(reader_slot* s) {
@@ -116,15 +121,20 @@ __attribute__((constructor)) static void registry_install_fork_handlers(void) {
   (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-/* Validates a name argument; returns its length, or -1 with an error. */
-static long check_name(const char* where, const char* name) {
+/* The error for a name that check_name refuses; returns -1. */
+__attribute__((noinline, cold)) static long bad_name(const char* where, const char* name) {
   if (name == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'name' is NULL", where);
-  size_t n = strnlen(name, PF_NAME_MAX + 1);
-  if (n == 0) return PFErrorSetFormat(kPFErrValueError, "%s: argument 'name' is empty", where);
-  if (n > PF_NAME_MAX)
-    return PFErrorSetFormat(kPFErrValueError,
-                            "%s: argument 'name' is longer than %d bytes ('%.40s...')", where,
-                            PF_NAME_MAX, name);
+  if (name[0] == '\0')
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'name' is empty", where);
+  return PFErrorSetFormat(kPFErrValueError,
+                          "%s: argument 'name' is longer than %d bytes ('%.40s...')", where,
+                          PF_NAME_MAX, name);
+}
+
+/* Validates a name argument; returns its length, or -1 with an error. */
+static inline long check_name(const char* where, const char* name) {
+  size_t n = name != NULL ? strnlen(name, PF_NAME_MAX + 1) : 0;
+  if (__builtin_expect(n == 0 || n > PF_NAME_MAX, 0)) return bad_name(where, name);
   return (long)n;
 }
 
