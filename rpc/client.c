@@ -520,7 +520,7 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
     }
     s = e ? e + 1 : s + len;
   }
-  c->zctx = zmq_ctx_new();
+  c->zctx = pf_rpc_zmq_context();
   if (c->zctx == NULL) {
     PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", where);
     goto fail;
@@ -583,7 +583,7 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pf_rpc_packer_init(&pk, &sb);
     uint64_t id = atomic_fetch_add(&c->base.next_id, 1);
     pf_rpc_pack_header(&pk, PF_RPC_HELLO, id, 0, 0);
     pf_rpc_msg* reply = NULL;

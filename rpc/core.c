@@ -92,6 +92,7 @@ static pf_rpc_msg* msg_shell(const pf_rpc_route* r) {
   pf_rpc_msg* m = malloc(sizeof *m);
   if (m == NULL) return NULL;
   m->next = NULL;
+  atomic_init(&m->refs, 1);
   if (r) m->route = *r;
   else memset(&m->route, 0, sizeof m->route);
   m->waiter_id = 0;
@@ -138,8 +139,27 @@ pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm) {
   return m;
 }
 
+/* A context option of libzmq 4.3 that its header declares only for builds
+ * with the draft API; the library takes it either way, and an older one
+ * refuses it (EINVAL), which is harmless here. */
+#ifndef ZMQ_ZERO_COPY_RECV
+#define ZMQ_ZERO_COPY_RECV 10
+#endif
+
+void* pf_rpc_zmq_context(void) {
+  void* ctx = zmq_ctx_new();
+  /* Each message received gets an allocation of its own, as ZeroMQ did
+   * before 4.3, rather than a place in a buffer shared with the messages
+   * around it: a large one is still read straight into it, and its bytes
+   * then begin at the same alignment every time, which the sender's
+   * padding of tensors counts on (PF_RPC_TENSOR_PADDED). Where the option
+   * is unknown, tensors that arrive misaligned are copied instead. */
+  if (ctx != NULL) (void)zmq_ctx_set(ctx, ZMQ_ZERO_COPY_RECV, 0);
+  return ctx;
+}
+
 void pf_rpc_msg_free(pf_rpc_msg* m) {
-  if (m == NULL) return;
+  if (m == NULL || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
   if (m->has_zmsg) zmq_msg_close(&m->zmsg);
   else free(m->data);
   free(m);
@@ -438,10 +458,10 @@ static void reply_last_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id)
   msgpack_sbuffer_destroy(&sb);
 }
 
-static void serve_scoped(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, size_t n,
-                         uint64_t scope) {
+static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
+  const pf_rpc_route* r = &in->route;
   pf_rpc_parsed m;
-  int st = pf_rpc_parse(data, n, &m);
+  int st = pf_rpc_parse(in->data, in->size, &m);
   if (st < 0) return; /* checked by the dispatcher already */
   if (st > 0) {
     pf_rpc_parsed_free(&m);
@@ -450,7 +470,7 @@ static void serve_scoped(pf_rpc_peer* p, const pf_rpc_route* r, const char* data
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pf_rpc_packer_init(&pk, &sb);
   if (m.kind == PF_RPC_HELLO) {
     if (p->hello == NULL) {
       PF_ERROR(kPFErrValueError, "rpc: HELLO sent to a client");
@@ -502,7 +522,7 @@ static void serve_scoped(pf_rpc_peer* p, const pf_rpc_route* r, const char* data
   }
   {
     uint32_t nargs = m.rest[1].via.array.size;
-    pf_rpc_arena arena = {0};
+    pf_rpc_arena arena = {.src = in};
     PFValue* args = calloc(nargs ? nargs : 1, sizeof *args);
     int* codes = calloc(nargs ? nargs : 1, sizeof *codes);
     import_ctx ic = {p, *r};
@@ -555,9 +575,7 @@ fail:
   pf_rpc_parsed_free(&m);
 }
 
-void pf_rpc_serve(pf_rpc_peer* p, const pf_rpc_route* r, const char* data, size_t n) {
-  serve_scoped(p, r, data, n, 0);
-}
+void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m) { serve_scoped(p, m, 0); }
 
 /* ---- dispatching what arrives ---- */
 
@@ -753,9 +771,9 @@ int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const
   return rc;
 }
 
-/* Turns a reply into the call's result or error. */
-static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, const pf_rpc_route* r,
-                      const char* what, PFRetValueHandle ret) {
+/* Turns a reply (parsed from `src`) into the call's result or error. */
+static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, pf_rpc_msg* src,
+                      const pf_rpc_route* r, const char* what, PFRetValueHandle ret) {
   char where[300];
   p->describe_route(p, r, where, sizeof where);
   if (m->kind == PF_RPC_ERROR) {
@@ -781,7 +799,7 @@ static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, const pf_rpc_route
     return -1;
   }
   if (m->nrest != 1) return PF_ERROR(kPFErrValueError, "rpc: malformed reply from %s", where);
-  pf_rpc_arena arena = {0};
+  pf_rpc_arena arena = {.src = src};
   import_ctx ic = {p, *r};
   PFValue v;
   int code;
@@ -814,7 +832,7 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pf_rpc_packer_init(&pk, &sb);
   pf_rpc_pack_header(&pk, PF_RPC_CALL, id, parent, 2);
   if (name) {
     size_t len = strlen(name);
@@ -865,11 +883,11 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
     if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO) {
       /* A callback (or a nested call) while we wait: serve it here. */
       pf_rpc_parsed_free(&pm);
-      serve_scoped(p, &m->route, m->data, m->size, p->is_server ? 0 : id);
+      serve_scoped(p, m, p->is_server ? 0 : id);
       pf_rpc_msg_free(m);
       continue;
     }
-    rc = take_reply(p, &pm, &route, what, ret);
+    rc = take_reply(p, &pm, m, &route, what, ret);
     pf_rpc_parsed_free(&pm);
     pf_rpc_msg_free(m);
     break;
@@ -902,7 +920,7 @@ static void remote_free(void* res) {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pf_rpc_packer_init(&pk, &sb);
     pf_rpc_pack_header(&pk, PF_RPC_RELEASE, 0, 0, 1);
     msgpack_pack_uint64(&pk, f->fid);
     post_buffer(f->p, &f->route, &sb, 0);

@@ -35,11 +35,16 @@ enum {
   PF_RPC_EXT_DTYPE = 1,  /* code u8, bits u8, lanes u16le */
   PF_RPC_EXT_DEVICE = 2, /* device_type i32le, device_id i32le */
   PF_RPC_EXT_TENSOR = 3, /* flags u8, code u8, bits u8, lanes u16le, ndim u32le,
-                            shape i64le[ndim], then the compact data */
+                            shape i64le[ndim], (PADDED: pad u8, pad zero bytes,)
+                            then the compact data */
   PF_RPC_EXT_SHAPE = 4,  /* i64le[n] */
   PF_RPC_EXT_FUNC = 5    /* the sender's function id, u64le */
 };
 #define PF_RPC_TENSOR_AS_DLTENSOR 1u /* flags: it was a kPFDLTensorHandle */
+/* flags: the data starts a multiple of 8 bytes from the message's start,
+ * after a pad count (0-7) and that many zero bytes; so that the receiver
+ * can leave a large tensor's data where it arrived, aligned. */
+#define PF_RPC_TENSOR_PADDED 2u
 
 /* Exports a function being sent: writes the id under which the sender will
  * serve it. Returns 0 or -1 with an error recorded. */
@@ -48,16 +53,26 @@ typedef int (*pf_rpc_export_fn)(void* ctx, PFFunctionHandle func, uint64_t* id);
  * function that calls it. */
 typedef int (*pf_rpc_import_fn)(void* ctx, uint64_t id, PFFunctionHandle* out);
 
+/* Makes `pk` write to `sb`. Use this, not msgpack_packer_init with
+ * msgpack_sbuffer_write: that function is static inline, one copy per
+ * file, and only this one's tells the packer of a tensor that it writes
+ * straight into the message (to reserve room at once and to pad). */
+PF_RPC_HIDDEN void pf_rpc_packer_init(msgpack_packer* pk, msgpack_sbuffer* sb);
+
 /* Packs one value; `path` names it in errors ("PFFuncCall: argument 2"). */
 PF_RPC_HIDDEN int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
                                     int depth, pf_rpc_export_fn exp, void* ctx);
 
-/* What the decoder made that must be released after the call. */
+struct pf_rpc_msg;
+/* What the decoder made that must be released after the call. `src`, when
+ * not NULL, is the message being decoded: a large tensor then keeps a
+ * reference to it and its data stays in the message's bytes, uncopied. */
 typedef struct {
   void** blocks;
   size_t nblocks, cap_blocks;
   PFObjectHandle* objs;
   size_t nobjs, cap_objs;
+  struct pf_rpc_msg* src;
 } pf_rpc_arena;
 PF_RPC_HIDDEN void pf_rpc_arena_free(pf_rpc_arena* a);
 
@@ -111,9 +126,13 @@ typedef struct {
 
 /* A message on its way. Its bytes are its own (malloc), or, for one that
  * arrived, still ZeroMQ's (has_zmsg): large tensors are not copied between
- * the socket and the decoder, nor between the encoder and the socket. */
+ * the socket and the decoder, nor between the encoder and the socket, nor
+ * out of the message into the tensor the decoder makes (which keeps a
+ * reference to the message: `refs`, one for its owner and one for each
+ * such tensor; pf_rpc_msg_free drops one). */
 typedef struct pf_rpc_msg {
   struct pf_rpc_msg* next;
+  atomic_int refs;
   pf_rpc_route route;
   uint64_t waiter_id; /* the request's waiter, for an outgoing request */
   size_t size;
@@ -205,6 +224,10 @@ PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb);
 /* A message that takes a received ZeroMQ message (`zm` is left empty). */
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm);
+/* A new ZeroMQ context for a client or server, or NULL. */
+PF_RPC_HIDDEN void* pf_rpc_zmq_context(void);
+/* Drops a reference to a message (NULL: nothing); the last frees it. Any
+ * thread. */
 PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
 /* Sends a message's bytes on `sock` without copying large ones (the
  * message keeps nothing it needs afterwards). Returns zmq_send's status;
@@ -231,8 +254,7 @@ PF_RPC_HIDDEN void pf_rpc_fail_route(pf_rpc_peer* p, const pf_rpc_route* r, int 
                                      const char* why);
 
 /* Serves one request (a fresh one, on a worker) and posts its reply. */
-PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, const pf_rpc_route* r, const char* data,
-                                size_t n);
+PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m);
 
 /* Calls `target` (a name, or the id of a function the peer exported when
  * name is NULL) on the peer, from inside a packed function: sets `ret`, or

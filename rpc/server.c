@@ -154,7 +154,7 @@ static void* worker(void* arg) {
     s->work = m->next;
     if (s->work == NULL) s->work_tail = NULL;
     pthread_mutex_unlock(&s->base.mu);
-    pf_rpc_serve(&s->base, &m->route, m->data, m->size);
+    pf_rpc_serve(&s->base, m);
     pf_rpc_msg_free(m);
   }
 }
@@ -422,7 +422,7 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
     }
     s->nkeys++;
   }
-  s->zctx = zmq_ctx_new();
+  s->zctx = pf_rpc_zmq_context();
   if (s->zctx == NULL) {
     PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", where);
     goto fail;

@@ -35,6 +35,16 @@ static uint64_t get_u64(const char* p) {
 
 /* ---- packing ---- */
 
+void pf_rpc_packer_init(msgpack_packer* pk, msgpack_sbuffer* sb) {
+  msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+}
+
+/* The bytes msgpack_pack_ext writes before an ext body of `len` bytes. */
+static size_t ext_header_size(size_t len) {
+  if (len == 1 || len == 2 || len == 4 || len == 8 || len == 16) return 2;
+  return len < 256 ? 3 : len < 65536 ? 4 : 6;
+}
+
 static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, const char* path) {
   if (t->device.device_type != kDLCPU)
     return WIRE_ERR(kPFErrTypeError,
@@ -63,27 +73,38 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
     return WIRE_ERR(kPFErrTypeError, "%s: tensor has NULL data", path);
   uint64_t bytes = count * elem;
   size_t head = 1 + 1 + 1 + 2 + 4 + 8 * (size_t)t->ndim;
-  char hdr[1 + 1 + 1 + 2 + 4 + 8 * 64];
+  char hdr[1 + 1 + 1 + 2 + 4 + 8 * 64 + 8] = {0};
   hdr[0] = (char)(as_dltensor ? PF_RPC_TENSOR_AS_DLTENSOR : 0);
   hdr[1] = (char)t->dtype.code;
   hdr[2] = (char)t->dtype.bits;
   put_u16(hdr + 3, t->dtype.lanes);
   put_u32(hdr + 5, (uint32_t)t->ndim);
   for (int i = 0; i < t->ndim; ++i) put_u64(hdr + 9 + 8 * i, (uint64_t)t->shape[i]);
-  if (head + bytes > UINT32_MAX)
+  if (head + 8 + bytes > UINT32_MAX)
     return WIRE_ERR(kPFErrValueError, "%s: tensor of %llu bytes is too large to cross", path,
                     (unsigned long long)bytes);
-  /* Room for the whole tensor at once, rather than doubling the buffer
-   * (and copying what it holds) a dozen times on the way to a megabyte. */
-  if (pk->callback == msgpack_sbuffer_write) {
+  if (pk->callback == msgpack_sbuffer_write) { /* pf_rpc_packer_init's, this file's copy */
     msgpack_sbuffer* sb = pk->data;
-    size_t need = sb->size + 16 + head + (size_t)bytes;
+    /* Room for the whole tensor at once, rather than doubling the buffer
+     * (and copying what it holds) a dozen times on the way to a megabyte. */
+    size_t need = sb->size + 16 + head + 8 + (size_t)bytes;
     if (need > sb->alloc) {
       char* grown = realloc(sb->data, need);
       if (grown == NULL)
         return WIRE_ERR(kPFErrMemoryError, "%s: out of memory packing a tensor", path);
       sb->data = grown;
       sb->alloc = need;
+    }
+    /* The buffer is the message: pad the data to a multiple of 8 from its
+     * start (see PF_RPC_TENSOR_PADDED). */
+    for (size_t pad = 0; pad < 8; ++pad) {
+      size_t len = head + 1 + pad + (size_t)bytes;
+      if ((sb->size + ext_header_size(len) + head + 1 + pad) % 8 == 0) {
+        hdr[0] = (char)(hdr[0] | PF_RPC_TENSOR_PADDED);
+        hdr[head] = (char)pad; /* the zero bytes follow: hdr is zeroed */
+        head += 1 + pad;
+        break;
+      }
     }
   }
   msgpack_pack_ext(pk, head + bytes, PF_RPC_EXT_TENSOR);
@@ -299,7 +320,7 @@ static void pack_cstr(msgpack_packer* pk, const char* s) {
 int pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind, const char* msg,
                       const char* traceback) {
   msgpack_packer pk;
-  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  pf_rpc_packer_init(&pk, sb);
   pf_rpc_pack_header(&pk, PF_RPC_ERROR, id, 0, 3);
   pack_cstr(&pk, kind);
   pack_cstr(&pk, msg);
@@ -354,12 +375,29 @@ static int keep_obj(pf_rpc_arena* a, PFObjectHandle o) {
 
 typedef struct {
   DLManagedTensor m;
+  pf_rpc_msg* src; /* the message that holds the data; NULL: data is malloc'd */
   int64_t shape[];
 } owned_tensor;
 
 static void owned_tensor_delete(DLManagedTensor* m) {
-  free(m->dl_tensor.data);
-  free(m);
+  owned_tensor* t = (owned_tensor*)m;
+  if (t->src != NULL) pf_rpc_msg_free(t->src);
+  else free(m->dl_tensor.data);
+  free(t);
+}
+
+/* Tensors at least this large keep their data in the message they came
+ * in, when it is aligned there for its elements; smaller ones are copied,
+ * which costs less than keeping a whole message alive for them. */
+#define PF_RPC_IN_PLACE_MIN (64 * 1024)
+
+/* Whether `data`, in message `src`, can be a tensor's data as it is: the
+ * tensor is large and the address a multiple of its elements' alignment
+ * (their lane size, when a power of two, up to 16 bytes). */
+static int in_place(const pf_rpc_msg* src, const char* data, size_t nbytes, DLDataType dt) {
+  unsigned lane = dt.bits / 8u, align = 1;
+  while (align < 16 && lane % (align * 2) == 0) align *= 2;
+  return src != NULL && nbytes >= PF_RPC_IN_PLACE_MIN && (uintptr_t)data % align == 0;
 }
 
 static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, PFValue* v,
@@ -372,6 +410,8 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor (ndim %u)", ndim);
   if (dt.bits == 0 || dt.bits % 8 != 0 || dt.lanes == 0)
     return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor dtype");
+  if (flags & ~(PF_RPC_TENSOR_AS_DLTENSOR | PF_RPC_TENSOR_PADDED))
+    return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor flags 0x%x", flags);
   uint64_t count = 1, elem = (uint64_t)(dt.bits / 8) * dt.lanes;
   owned_tensor* t = calloc(1, sizeof *t + 8 * (size_t)(ndim ? ndim : 1));
   if (t == NULL) return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
@@ -385,6 +425,16 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     t->shape[i] = (int64_t)d;
   }
   size_t head = 9 + 8 * (size_t)ndim;
+  if (flags & PF_RPC_TENSOR_PADDED) {
+    unsigned pad = n > head ? (uint8_t)p[head] : 8u;
+    int zeros = pad < 8 && n - head > pad;
+    for (unsigned i = 0; zeros && i < pad; ++i) zeros = p[head + 1 + i] == 0;
+    if (!zeros) {
+      free(t);
+      return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor padding");
+    }
+    head += 1 + pad;
+  }
   if (count != 0 && elem > (n - head) / count) {
     free(t);
     return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor: data shorter than its shape");
@@ -394,12 +444,22 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor: data longer than its shape");
   }
   size_t nbytes = (size_t)(count * elem);
-  void* data = malloc(nbytes != 0 ? nbytes : 1);
-  if (data == NULL) {
-    free(t);
-    return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
+  void* data;
+  if (in_place(a->src, p + head, nbytes, dt)) {
+    /* The message's bytes are writable memory of its own (a received
+     * ZeroMQ message's, or a malloc'd copy): the tensor takes them over
+     * with a reference to the message. */
+    atomic_fetch_add_explicit(&a->src->refs, 1, memory_order_relaxed);
+    t->src = a->src;
+    data = (void*)(uintptr_t)(p + head);
+  } else {
+    data = malloc(nbytes != 0 ? nbytes : 1);
+    if (data == NULL) {
+      free(t);
+      return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
+    }
+    if (nbytes != 0) memcpy(data, p + head, nbytes);
   }
-  if (nbytes != 0) memcpy(data, p + head, nbytes);
   t->m.dl_tensor.data = data;
   t->m.dl_tensor.device.device_type = kDLCPU;
   t->m.dl_tensor.device.device_id = 0;

@@ -169,6 +169,36 @@ static int f_keep(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   g_kept = a[0].v_handle;
   return 0;
 }
+/* Keeps a tensor object past the call (t.keep_tensor), and sums its
+ * bytes later (t.kept_tensor_sum): a tensor that arrived must outlive the
+ * message it came in. */
+static PFObjectHandle g_kept_tensor;
+static int f_keep_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  DLTensor* t = NULL;
+  if (n != 1 || c[0] != kPFObjectHandle || PFTensorGetDLTensor(a[0].v_handle, &t) != 0)
+    return PFErrorSetFormat(kPFErrTypeError, "t.keep_tensor: a tensor object");
+  PFObjectRetain(a[0].v_handle);
+  PFObjectFree(g_kept_tensor);
+  g_kept_tensor = a[0].v_handle;
+  return 0;
+}
+static int64_t tensor_byte_sum(const DLTensor* t) {
+  int64_t count = 1, sum = 0;
+  for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];
+  size_t bytes = (size_t)count * (t->dtype.bits / 8u) * t->dtype.lanes;
+  for (size_t i = 0; i < bytes; ++i) sum += ((const uint8_t*)t->data)[i];
+  return sum;
+}
+static int f_kept_tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  DLTensor* t = NULL;
+  if (g_kept_tensor == NULL || PFTensorGetDLTensor(g_kept_tensor, &t) != 0)
+    return PFErrorSetFormat(kPFErrRuntimeError, "t.kept_tensor_sum: nothing kept");
+  PFValue v = {.v_int64 = tensor_byte_sum(t)};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
 static int f_call_kept(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)a, (void)c, (void)n, (void)r;
   PFValue rv;
@@ -227,6 +257,8 @@ static int setup(void** state) {
   reg("t.make_adder", f_make_adder);
   reg("t.keep", f_keep);
   reg("t.call_kept", f_call_kept);
+  reg("t.keep_tensor", f_keep_tensor);
+  reg("t.kept_tensor_sum", f_kept_tensor_sum);
   reg("t.block", f_block);
   reg("t.handle", f_handle);
   reg("hidden.secret", f_echo);
@@ -255,6 +287,8 @@ static int teardown(void** state) {
   PFRPCServerStop(g_server);
   PFFuncFree(g_kept);
   g_kept = NULL;
+  PFObjectFree(g_kept_tensor);
+  g_kept_tensor = NULL;
   close(g_gate[0]);
   close(g_gate[1]);
   return 0;
@@ -418,6 +452,113 @@ static void test_tensors(void** state) {
                   "only CPU");
   PFFuncFree(echo);
   PFFuncFree(info);
+}
+
+/* Large tensors keep their data in the message they arrived in (when it is
+ * aligned there): every result stays valid, and aligned for its elements,
+ * after later calls, after its reply is gone and after its connection is
+ * closed; a tensor that a server function keeps stays valid past the
+ * request it came in. */
+static void test_large_tensors(void** state) {
+  (void)state;
+  enum { kBytes = 256 * 1024, kCalls = 12 };
+  static const DLDataType types[] = {{kDLUInt, 8, 1}, {kDLFloat, 32, 1}, {kDLFloat, 64, 1},
+                                     {kDLInt, 16, 1}, {kDLFloat, 32, 4}, {kDLComplex, 128, 1}};
+  const int ntypes = (int)(sizeof types / sizeof types[0]);
+  uint8_t* src = malloc(kBytes);
+  assert_non_null(src);
+  for (int i = 0; i < kBytes; ++i) src[i] = (uint8_t)(i * 131 + 7);
+  PFModuleHandle mod = NULL;
+  PFRPCOptions co = {0};
+  co.timeout_ms = 20000;
+  assert_pf_ok(PFRPCConnect(g_endpoint, &co, &mod));
+  PFFunctionHandle echo = NULL;
+  assert_pf_ok(PFModGetFunction(mod, "t.echo", 0, &echo));
+  PFObjectHandle kept[kCalls];
+  for (int k = 0; k < kCalls; ++k) {
+    DLDataType dt = types[k % ntypes];
+    size_t elem = (dt.bits / 8u) * dt.lanes;
+    /* Sizes around the in-place threshold, and an odd tail. */
+    int64_t shape[1] = {(int64_t)((k % 3 == 0 ? 60 * 1024 : kBytes - 64 * (k % 5)) / elem)};
+    DLTensor t = {src, {kDLCPU, 0}, 1, dt, shape, NULL, 0};
+    PFValue rv;
+    int rc;
+    call1(echo, (PFValue){.v_handle = &t}, kPFDLTensorHandle, &rv, &rc);
+    assert_int_equal(rc, kPFObjectHandle);
+    kept[k] = rv.v_handle;
+    DLTensor* back = NULL;
+    assert_pf_ok(PFTensorGetDLTensor(kept[k], &back));
+    unsigned lane = dt.bits / 8u;
+    assert_int_equal((uintptr_t)back->data % (lane < 16 ? lane : 16), 0);
+  }
+  /* The connection goes; the results stay. */
+  PFFuncFree(echo);
+  assert_pf_ok(PFRPCDisconnect(mod));
+  PFModFree(mod);
+  for (int k = 0; k < kCalls; ++k) {
+    DLTensor* back = NULL;
+    assert_pf_ok(PFTensorGetDLTensor(kept[k], &back));
+    size_t bytes = (size_t)back->shape[0] * (back->dtype.bits / 8u) * back->dtype.lanes;
+    assert_memory_equal(back->data, src, bytes);
+    PFObjectFree(kept[k]);
+  }
+  /* Two float32 tensors in one reply stay where they arrived, one after
+   * the other in its bytes, each aligned (the sender pads them): a copy
+   * would put them in two allocations at least a page apart. */
+  DLManagedTensor mt[2];
+  PFObjectHandle objs[2];
+  int64_t half[1] = {kBytes / 2 / 4};
+  for (int i = 0; i < 2; ++i) {
+    mt[i] = (DLManagedTensor){{src + i * (kBytes / 2), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, half,
+                               NULL, 0},
+                              NULL, NULL};
+    assert_pf_ok(PFTensorCreateFromDLPack(&mt[i], &objs[i]));
+  }
+  PFValue items[2] = {{.v_handle = objs[0]}, {.v_handle = objs[1]}};
+  int item_codes[2] = {kPFObjectHandle, kPFObjectHandle};
+  PFObjectHandle pair = NULL;
+  assert_pf_ok(PFArrayCreate(items, item_codes, 2, &pair));
+  PFFunctionHandle echo_here = fn("t.echo");
+  PFValue prv;
+  int prc;
+  call1(echo_here, (PFValue){.v_handle = pair}, kPFObjectHandle, &prv, &prc);
+  DLTensor* back[2];
+  for (int i = 0; i < 2; ++i) {
+    PFValue it;
+    int ic;
+    assert_pf_ok(PFArrayGetItem(prv.v_handle, i, &it, &ic));
+    assert_pf_ok(PFTensorGetDLTensor(it.v_handle, &back[i]));
+    assert_int_equal((uintptr_t)back[i]->data % 8, 0);
+    assert_memory_equal(back[i]->data, src + i * (kBytes / 2), kBytes / 2);
+  }
+  uintptr_t d0 = (uintptr_t)back[0]->data, d1 = (uintptr_t)back[1]->data;
+  assert_true(d1 > d0 && d1 - d0 < kBytes / 2 + 64);
+  PFObjectFree(prv.v_handle);
+  PFObjectFree(pair);
+  PFObjectFree(objs[0]);
+  PFObjectFree(objs[1]);
+  PFFuncFree(echo_here);
+  /* A server function keeps a tensor past its request. */
+  PFObjectHandle obj = NULL;
+  int64_t shape[1] = {kBytes / 4};
+  DLManagedTensor managed = {{src, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0}, NULL, NULL};
+  assert_pf_ok(PFTensorCreateFromDLPack(&managed, &obj)); /* no deleter: src is freed below */
+  PFFunctionHandle keep = fn("t.keep_tensor"), sum = fn("t.kept_tensor_sum");
+  PFValue rv;
+  int rc;
+  call1(keep, (PFValue){.v_handle = obj}, kPFObjectHandle, &rv, &rc);
+  int64_t expect = 0;
+  for (int i = 0; i < kBytes; ++i) expect += src[i];
+  PFValue none = {0};
+  int none_code = kPFNull;
+  for (int i = 0; i < 3; ++i) { /* later requests reuse what the first one's bytes were in */
+    assert_pf_ok(PFFuncCall(sum, &none, &none_code, 0, &rv, &rc));
+    assert_int_equal(rv.v_int64, expect);
+  }
+  PFObjectFree(obj);
+  PFFuncFree(keep);
+  PFFuncFree(sum);
+  free(src);
 }
 
 static void test_what_cannot_cross(void** state) {
@@ -1278,6 +1419,7 @@ int main(void) {
       cmocka_unit_test(test_plain_values),
       cmocka_unit_test(test_containers),
       cmocka_unit_test(test_tensors),
+      cmocka_unit_test(test_large_tensors),
       cmocka_unit_test(test_what_cannot_cross),
       cmocka_unit_test(test_module_lists_exposed_only),
       cmocka_unit_test(test_remote_error),

@@ -76,7 +76,7 @@ extern "C" {
 
 /* The wire protocol's version. Every message carries it; a peer that speaks
  * another version is refused with a clear error at connect. */
-#define PF_RPC_PROTOCOL_VERSION 1
+#define PF_RPC_PROTOCOL_VERSION 2
 
 /* The deepest nesting of containers that crosses a call. */
 #define PF_RPC_MAX_DEPTH 24

@@ -67,8 +67,8 @@ static void round_trip(const msgpack_object* o, int as_arg) {
   msgpack_sbuffer_init(&s1);
   msgpack_sbuffer_init(&s2);
   msgpack_packer p1, p2;
-  msgpack_packer_init(&p1, &s1, msgpack_sbuffer_write);
-  msgpack_packer_init(&p2, &s2, msgpack_sbuffer_write);
+  pf_rpc_packer_init(&p1, &s1);
+  pf_rpc_packer_init(&p2, &s2);
   if (pf_rpc_pack_value(&p1, v, code, "value", 0, export_stub, NULL) != 0) {
     check_error("pf_rpc_pack_value");
   } else {
