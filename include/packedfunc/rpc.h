@@ -22,7 +22,9 @@
  *   - CPU tensors, as kPFDLTensorHandle or as tensor objects: copied, any
  *     strides, arriving compact (row-major) as a tensor object (a
  *     kPFDLTensorHandle argument arrives as a kPFDLTensorHandle whose
- *     tensor lives for the call);
+ *     tensor lives for the call) whose data is aligned for its elements;
+ *     one of 64 KiB or more usually keeps its data in the received message,
+ *     which then lives as long as the tensor (no copy on arrival);
  *   - functions: a function that a client passes (an argument, or the
  *     result of a callback) becomes, on the server, a remote function that
  *     calls back into the client over the same connection while the client's
