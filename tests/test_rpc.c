@@ -301,6 +301,17 @@ static PFFunctionHandle fn(const char* name) {
   return f;
 }
 
+/* A connection of the test's own to the fixture's server, with a timeout,
+ * and its function `name` (a new reference). */
+static PFFunctionHandle connect_fn(int timeout_ms, const char* name, PFModuleHandle* mod) {
+  PFRPCOptions o = {0};
+  o.timeout_ms = timeout_ms;
+  assert_pf_ok(PFRPCConnect(g_endpoint, &o, mod));
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(*mod, name, 0, &f));
+  return f;
+}
+
 static void call1(PFFunctionHandle f, PFValue v, int code, PFValue* out, int* out_code) {
   assert_pf_ok(PFFuncCall(f, &v, &code, 1, out, out_code));
 }
@@ -469,11 +480,7 @@ static void test_large_tensors(void** state) {
   assert_non_null(src);
   for (int i = 0; i < kBytes; ++i) src[i] = (uint8_t)(i * 131 + 7);
   PFModuleHandle mod = NULL;
-  PFRPCOptions co = {0};
-  co.timeout_ms = 20000;
-  assert_pf_ok(PFRPCConnect(g_endpoint, &co, &mod));
-  PFFunctionHandle echo = NULL;
-  assert_pf_ok(PFModGetFunction(mod, "t.echo", 0, &echo));
+  PFFunctionHandle echo = connect_fn(20000, "t.echo", &mod);
   PFObjectHandle kept[kCalls];
   for (int k = 0; k < kCalls; ++k) {
     DLDataType dt = types[k % ntypes];
@@ -656,11 +663,7 @@ static void test_remote_error(void** state) {
 static void test_timeout(void** state) {
   (void)state;
   PFModuleHandle quick = NULL;
-  PFRPCOptions o = {0};
-  o.timeout_ms = 1000;
-  assert_pf_ok(PFRPCConnect(g_endpoint, &o, &quick));
-  PFFunctionHandle block = NULL;
-  assert_pf_ok(PFModGetFunction(quick, "t.block", 0, &block));
+  PFFunctionHandle block = connect_fn(1000, "t.block", &quick);
   PFValue rv;
   int rc;
   assert_pf_error(PFFuncCall(block, NULL, NULL, 0, &rv, &rc), "TimeoutError", "no reply",
