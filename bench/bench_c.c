@@ -267,8 +267,7 @@ static inline __attribute__((always_inline)) int bound_call(const bound_fn* f, P
   int st = f->func(args, codes, n, &slot, f->resource);
   uintptr_t end = slot.tag;
   *(volatile uintptr_t*)&slot.tag = 0;
-  if (__builtin_expect(st != 0 || (end & PF_RET_TAG_HELD_) != (PF_RET_TAG_KEY_ & PF_RET_TAG_HELD_),
-                       0)) {
+  if (__builtin_expect(st != 0 || !PF_RET_TAG_PLAIN_(end), 0)) {
     sink_gen = gen;
     return -1;
   }

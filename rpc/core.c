@@ -158,6 +158,10 @@ void* pf_rpc_zmq_context(void) {
   return ctx;
 }
 
+void pf_rpc_msg_retain(pf_rpc_msg* m) {
+  atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+}
+
 void pf_rpc_msg_free(pf_rpc_msg* m) {
   if (m == NULL || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
   if (m->has_zmsg) zmq_msg_close(&m->zmsg);

@@ -226,6 +226,8 @@ PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm);
 /* A new ZeroMQ context for a client or server, or NULL. */
 PF_RPC_HIDDEN void* pf_rpc_zmq_context(void);
+/* Adds a reference to a message, for a holder of its bytes. Any thread. */
+PF_RPC_HIDDEN void pf_rpc_msg_retain(pf_rpc_msg* m);
 /* Drops a reference to a message (NULL: nothing); the last frees it. Any
  * thread. */
 PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);

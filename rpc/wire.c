@@ -449,7 +449,7 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     /* The message's bytes are writable memory of its own (a received
      * ZeroMQ message's, or a malloc'd copy): the tensor takes them over
      * with a reference to the message. */
-    atomic_fetch_add_explicit(&a->src->refs, 1, memory_order_relaxed);
+    pf_rpc_msg_retain(a->src);
     t->src = a->src;
     data = (void*)(uintptr_t)(p + head);
   } else {

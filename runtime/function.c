@@ -187,7 +187,6 @@ __attribute__((noinline, cold)) static int call_misuse(PFFunctionHandle func, PF
  * path saves no registers. */
 typedef struct {
   pf_ret_slot slot;
-  uintptr_t tag;
   pf_function* f;
   PFValue* ret_val;
   int* ret_type_code;
@@ -266,8 +265,7 @@ static inline __attribute__((always_inline)) int call_with_slot(
     pf_function* f, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
     int* ret_type_code, int bump) {
   pf_call_frame fr;
-  fr.tag = pf_ret_tag();
-  fr.slot.head.tag = fr.tag;
+  fr.slot.head.tag = pf_ret_tag();
   fr.slot.head.type_code = kPFNull;
   fr.slot.head.value.v_int64 = 0;
   fr.f = f;
@@ -286,7 +284,7 @@ static inline __attribute__((always_inline)) int call_with_slot(
   /* The slot is dead from here on: a handle kept past the call must not
    * match. Volatile, so the store is not dropped as one to a dying local. */
   *(volatile uintptr_t*)&fr.slot.head.tag = 0;
-  if (__builtin_expect(rc == 0 && end == fr.tag, 1)) {
+  if (__builtin_expect(rc == 0 && PF_RET_TAG_PLAIN_(end), 1)) {
     *fr.ret_val = fr.slot.head.value;
     *fr.ret_type_code = fr.slot.head.type_code;
     return 0;

@@ -569,10 +569,10 @@ static const pf_fast_caller k_fast[5][31] = {PF_ROW(v), PF_ROW(i), PF_ROW(d), PF
  */
 static int typed_call_general(PFValue* args, int* codes, int n, PFRetValueHandle ret,
                               void* res);
-/* Sets a plain result: the tag check and two stores, or the exported
- * function when the slot is not a live plain slot of this thread. */
+/* Sets a plain result through the header's inline PFCFuncSetReturn: the
+ * tag check and two stores, or the exported function when the slot is not
+ * a live plain slot of this thread. */
 static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
-  if (__builtin_expect(pf_ret_set_plain(ret, code, v), 1)) return 0;
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 #define PF_CODE_I kPFInt

@@ -670,6 +670,12 @@ typedef struct PFRetSlotHead {
 #define PF_RET_TAG_KEY_ (~((uintptr_t)0x50460000u | ((uintptr_t)PF_RET_SLOT_ABI << 8)))
 #define PF_RET_TAG_(thread_pointer) ((uintptr_t)(thread_pointer) ^ PF_RET_TAG_KEY_)
 #define PF_RET_TAG_HELD_ ((uintptr_t)2u)
+/* Whether `tag`, read from a live slot of this thread, is the plain tag:
+ * only the library writes a live tag, and only to flip PF_RET_TAG_HELD_,
+ * and the thread pointer is aligned, so that bit alone tells (the calling
+ * thread's tag need not be at hand). */
+#define PF_RET_TAG_PLAIN_(tag) \
+  (((uintptr_t)(tag) & PF_RET_TAG_HELD_) == (PF_RET_TAG_KEY_ & PF_RET_TAG_HELD_))
 
 /* The plain type codes (value kind kPFValuePlain) as one bit mask, from
  * PF_TYPE_CODE_LIST: the codes whose values any bits are valid for, and
@@ -854,12 +860,7 @@ static inline __attribute__((always_inline)) int pf_func_call_slot_(
   /* The slot is dead from here on: a handle kept past the call must not
    * match (volatile: not a dropped store to a dying local). */
   *(volatile uintptr_t*)&slot.head.tag = 0;
-  /* Only the library writes the tag, and only to flip PF_RET_TAG_HELD_
-   * (the thread pointer is aligned, so that bit of a live tag is the
-   * key's): the bit alone says whether the slot holds more than a plain
-   * value, so the tag need not be kept across the call. */
-  if (__builtin_expect(status == 0 && (end & PF_RET_TAG_HELD_) ==
-                                          (PF_RET_TAG_KEY_ & PF_RET_TAG_HELD_), 1)) {
+  if (__builtin_expect(status == 0 && PF_RET_TAG_PLAIN_(end), 1)) {
     *ret_val = slot.head.value;
     *ret_type_code = slot.head.type_code;
     return 0;
