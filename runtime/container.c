@@ -1,6 +1,13 @@
 /* Containers: Array, Map and Shape. Each is one allocation, immutable once
  * created, so readers need no lock. The rules are in c_api.h. */
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
 
 #include "internal.h"
 
@@ -26,8 +33,10 @@ static int need_chars(store_need* need, size_t n) {
   return 0;
 }
 
+/* A total that no object can have is the caller's input at fault, as a
+ * count no container can hold is: a ValueError, not a MemoryError. */
 static int too_large(const char* where) {
-  return PFErrorSetFormat(kPFErrMemoryError,
+  return PFErrorSetFormat(kPFErrValueError,
                           "%s: the values need more memory than any object can have "
                           "(PTRDIFF_MAX bytes)", where);
 }
@@ -188,7 +197,9 @@ typedef struct {
 
 /* Entries in the order given, and an open-addressing index over them:
  * `slots` has mask + 1 (a power of two, at least twice the size) places,
- * each 0 or an entry's position + 1, probed linearly. */
+ * each 0 or an entry's position + 1, probed linearly. The keyed hash
+ * below keeps the runs short whichever keys a caller picks: at most half
+ * full, a probe takes at most 2.5 steps on average. */
 typedef struct {
   pf_object base;
   int64_t size;
@@ -197,20 +208,44 @@ typedef struct {
   uint64_t* slots;
 } pf_map;
 
-static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+/* ---- the keyed hash ----
+ * Keys come from callers, and through any exposed function from remote
+ * clients: with a hash they can predict, they could pick keys that all
+ * land in one run of the index and make PFMapCreate quadratic. So keys are
+ * hashed with XXH3 under a seed drawn from the kernel once per process
+ * (kept across fork: maps made before a fork are used after it). */
+
+static pthread_once_t g_seed_once = PTHREAD_ONCE_INIT;
+static uint64_t g_seed;
+
+static void seed_init(void) {
+  uint64_t seed = 0;
+  ssize_t got;
+  do {
+    got = getrandom(&seed, sizeof(seed), GRND_NONBLOCK);
+  } while (got < 0 && errno == EINTR);
+  if (got != (ssize_t)sizeof(seed)) {
+    /* No entropy from the kernel (a seccomp filter, a kernel before 3.17,
+     * early boot): what this process alone knows (the addresses that ASLR
+     * picked, the time, the pid) is a weaker secret, but still one. */
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    clock_gettime(CLOCK_MONOTONIC, &ts[1]);
+    uintptr_t bits[5] = {(uintptr_t)&seed, (uintptr_t)&g_seed, (uintptr_t)getpid(),
+                         (uintptr_t)ts[0].tv_nsec, (uintptr_t)ts[1].tv_nsec};
+    seed = XXH3_64bits_withSeed(bits, sizeof(bits), (uint64_t)ts[0].tv_sec);
+  }
+  g_seed = seed;
 }
 
-static uint64_t hash_key(int code, const PFValue* k) {
-  if (code == kPFInt) return mix64((uint64_t)k->v_int64);
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-  for (const unsigned char* p = (const unsigned char*)k->v_str; *p; ++p)
-    h = (h ^ *p) * 0x100000001b3ull;
-  return mix64(h);
+static uint64_t hash_seed(void) {
+  pthread_once(&g_seed_once, seed_init);
+  return g_seed;
+}
+
+static uint64_t hash_key(uint64_t seed, int code, const PFValue* k) {
+  if (code == kPFInt) return XXH3_64bits_withSeed(&k->v_int64, sizeof(k->v_int64), seed);
+  return XXH3_64bits_withSeed(k->v_str, strlen(k->v_str), seed);
 }
 
 static int key_equal(const map_entry* e, uint64_t hash, int code, const PFValue* k) {
@@ -221,7 +256,7 @@ static int key_equal(const map_entry* e, uint64_t hash, int code, const PFValue*
 /* The entry with key `k`, or NULL. */
 static const map_entry* map_find(const pf_map* m, int code, const PFValue* k) {
   if (m->size == 0) return NULL;
-  uint64_t h = hash_key(code, k);
+  uint64_t h = hash_key(hash_seed(), code, k);
   for (size_t i = (size_t)h & m->mask;; i = (i + 1) & m->mask) {
     uint64_t s = m->slots[i];
     if (s == 0) return NULL;
@@ -282,13 +317,14 @@ int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values
   m->slots = (uint64_t*)(block + off_slots);
   if (cap) memset(m->slots, 0, cap * sizeof(uint64_t));
   store_cursor cur = {(PFByteArray*)(block + off_bytes), block + off_chars};
+  uint64_t seed = n ? hash_seed() : 0;
   /* Keys first: a repeated key is found before any value is retained, so
    * the error path only frees the block. */
   for (size_t i = 0; i < n; ++i) {
     map_entry* e = &m->entries[i];
     e->key_code = key_codes[i];
     store_item(&cur, key_codes[i], &keys[i], &e->key);
-    e->hash = hash_key(e->key_code, &e->key);
+    e->hash = hash_key(seed, e->key_code, &e->key);
     size_t j = (size_t)e->hash & m->mask;
     for (; m->slots[j] != 0; j = (j + 1) & m->mask) {
       const map_entry* o = &m->entries[m->slots[j] - 1];

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "support/pf_test.h"
 #include "../runtime/typed.h" /* pf_typed_path, pf_typed_force_ffi */
@@ -326,6 +327,91 @@ static void test_map_many_keys(void** state) {
   }
   assert_pf_ok(PFObjectFree(m));
   free(k), free(v), free(kc), free(vc), free(names);
+}
+
+/* ---- keys chosen to collide ---- */
+
+/* The hash the Map used before it was keyed (splitmix64's finalizer of the
+ * int), and its inverse: keys whose old hashes share their low 32 bits all
+ * fell into one chain of the index, so creating a map of n of them took
+ * n^2/2 probes. The Map must not care which keys it is given. */
+static uint64_t old_int_hash(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t inverse_mod_2_64(uint64_t a) { /* a odd; Newton's iteration */
+  uint64_t x = a; /* right to 3 bits; each step doubles them */
+  for (int i = 0; i < 5; ++i) x *= 2 - a * x;
+  return x;
+}
+
+static uint64_t old_int_hash_inverse(uint64_t h) {
+  h ^= (h >> 31) ^ (h >> 62);
+  h *= inverse_mod_2_64(0x94d049bb133111ebull);
+  h ^= (h >> 27) ^ (h >> 54);
+  h *= inverse_mod_2_64(0xbf58476d1ce4e5b9ull);
+  return h ^ (h >> 30) ^ (h >> 60);
+}
+
+/* The least CPU time of this thread, in ns, that creating (and freeing) a
+ * map of these int keys took in `runs` tries: CPU time and the least of
+ * several, so that other processes on a loaded machine count for little. */
+static int64_t map_create_ns(const PFValue* k, const int* kc, const PFValue* v, const int* vc,
+                             int64_t n, int runs) {
+  int64_t best = INT64_MAX;
+  for (int r = 0; r < runs; ++r) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    PFObjectHandle m = make_map(k, kc, v, vc, n);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    assert_pf_ok(PFObjectFree(m));
+    int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+    if (ns < best) best = ns;
+  }
+  return best;
+}
+
+/* Int keys that all collided under the old hash cost what ordinary keys
+ * cost: the ratio of the two times, measured in the same run, stays small
+ * (it was over 100 for these 20000 keys, and grew with their number). */
+static void test_map_colliding_int_keys_cost_what_others_cost(void** state) {
+  (void)state;
+  enum { N = 20000, RUNS = 3 };
+  PFValue* plain = calloc(N, sizeof(*plain));
+  PFValue* chosen = calloc(N, sizeof(*chosen));
+  PFValue* v = calloc(N, sizeof(*v));
+  int* kc = calloc(N, sizeof(*kc));
+  assert_non_null(plain), assert_non_null(chosen), assert_non_null(v), assert_non_null(kc);
+  for (int i = 0; i < N; ++i) {
+    plain[i].v_int64 = i;
+    chosen[i].v_int64 = (int64_t)old_int_hash_inverse((uint64_t)(i + 1) << 32);
+    assert_true(old_int_hash((uint64_t)chosen[i].v_int64) == (uint64_t)(i + 1) << 32);
+    v[i].v_int64 = i;
+    kc[i] = kPFInt;
+  }
+  int64_t t_plain = map_create_ns(plain, kc, v, kc, N, RUNS);
+  int64_t t_chosen = map_create_ns(chosen, kc, v, kc, N, RUNS);
+  /* Both stay maps that work. */
+  PFObjectHandle m = make_map(chosen, kc, v, kc, N);
+  PFValue out;
+  int code;
+  for (int i = 0; i < N; i += 97) {
+    assert_int_equal(map_get(m, chosen[i], kPFInt, &out, &code), 1);
+    assert_int_equal(out.v_int64, i);
+  }
+  assert_pf_ok(PFObjectFree(m));
+  free(plain), free(chosen), free(v), free(kc);
+  if (t_plain < 1000) t_plain = 1000; /* a clock too coarse to tell */
+  if (t_chosen >= 5 * t_plain) {
+    print_error("a map of %d chosen int keys took %lld ns of CPU, of ordinary keys %lld ns "
+                "(ratio %.1f, want < 5)\n", N, (long long)t_chosen, (long long)t_plain,
+                (double)t_chosen / (double)t_plain);
+    fail();
+  }
 }
 
 static void test_map_empty(void** state) {
@@ -803,20 +889,81 @@ static void test_container_wrong_handle(void** state) {
 }
 
 /* Bytes whose sizes each pass but together exceed any object: refused
- * before the sum could wrap, and before anything is allocated. */
+ * before the sum could wrap, and before anything is allocated. The header
+ * calls a total no object can have a ValueError, as it does a count no
+ * container can hold: it is the input that is wrong, not the memory that
+ * is short. */
 static void test_container_total_size_too_large(void** state) {
   (void)state;
   PFByteArray big = {"x", (size_t)PTRDIFF_MAX};
   PFValue v[2] = {{.v_handle = &big}, {.v_handle = &big}};
   int c[2] = {kPFBytes, kPFBytes};
   PFObjectHandle out = NULL;
-  assert_pf_error(PFArrayCreate(v, c, 2, &out), kPFErrMemoryError, "PFArrayCreate",
+  assert_pf_error(PFArrayCreate(v, c, 2, &out), kPFErrValueError, "PFArrayCreate",
                   "more memory than any object can have");
   PFValue k[2] = {{.v_int64 = 1}, {.v_int64 = 2}};
   int kc[2] = {kPFInt, kPFInt};
-  assert_pf_error(PFMapCreate(k, kc, v, c, 2, &out), kPFErrMemoryError, "PFMapCreate",
+  assert_pf_error(PFMapCreate(k, kc, v, c, 2, &out), kPFErrValueError, "PFMapCreate",
+                  "more memory than any object can have");
+  /* One value that fits alone, with the container's own layout added. */
+  assert_pf_error(PFArrayCreate(v, c, 1, &out), kPFErrValueError, "PFArrayCreate",
+                  "more memory than any object can have");
+  assert_pf_error(PFMapCreate(k, kc, v, c, 1, &out), kPFErrValueError, "PFMapCreate",
                   "more memory than any object can have");
   assert_null(out);
+}
+
+/* Each bad input of PFShapeCreate and PFShapeGetData, one per row of
+ * docs/bad-input.md; the output is never written on failure. */
+static void test_shape_bad_input(void** state) {
+  (void)state;
+  int64_t d[2] = {1, 2};
+  PFObjectHandle untouched = (PFObjectHandle)g_not_an_object;
+  PFObjectHandle out = untouched;
+  /* NULL out. */
+  assert_pf_error(PFShapeCreate(d, 2, NULL), kPFErrTypeError,
+                  "PFShapeCreate: argument 'out' is NULL");
+  /* NULL dims with ndim > 0 (NULL with ndim 0 is an empty shape). */
+  assert_pf_error(PFShapeCreate(NULL, 1, &out), kPFErrTypeError,
+                  "PFShapeCreate: argument 'dims' is NULL with ndim 1");
+  assert_ptr_equal(out, untouched);
+  /* Negative ndim. */
+  const int64_t negative[] = {-1, -2, INT64_MIN};
+  for (size_t i = 0; i < sizeof(negative) / sizeof(negative[0]); ++i) {
+    assert_pf_error(PFShapeCreate(d, negative[i], &out), kPFErrValueError,
+                    "PFShapeCreate: argument 'ndim' is negative");
+    assert_ptr_equal(out, untouched);
+  }
+  /* An ndim no shape can have: refused before dims is read or any size is
+   * computed from it. */
+  const int64_t huge[] = {INT64_MAX, INT64_MAX / 8 + 1, (int64_t)(PTRDIFF_MAX / 64) + 1};
+  for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); ++i) {
+    assert_pf_error(PFShapeCreate(d, huge[i], &out), kPFErrValueError,
+                    "PFShapeCreate: argument 'ndim' is", "more than any shape can hold");
+    assert_ptr_equal(out, untouched);
+  }
+  /* The reader: NULL outputs, and a handle that is not a live Shape. */
+  PFObjectHandle s = NULL;
+  assert_pf_ok(PFShapeCreate(d, 2, &s));
+  const int64_t* dims = (const int64_t*)g_not_an_object;
+  int64_t ndim = -7;
+  assert_pf_error(PFShapeGetData(s, NULL, &ndim), kPFErrTypeError,
+                  "PFShapeGetData: argument 'dims' is NULL");
+  assert_pf_error(PFShapeGetData(s, &dims, NULL), kPFErrTypeError,
+                  "PFShapeGetData: argument 'ndim' is NULL");
+  PFValue one = {.v_int64 = 1};
+  int code = kPFInt;
+  PFObjectHandle a = make_array(&one, &code, 1);
+  assert_pf_error(PFShapeGetData(a, &dims, &ndim), kPFErrTypeError,
+                  "PFShapeGetData: argument 'shape' is not a live shape handle");
+  assert_pf_error(PFShapeGetData(NULL, &dims, &ndim), kPFErrTypeError,
+                  "PFShapeGetData: argument 'shape' is NULL");
+  assert_pf_error(PFShapeGetData(g_not_an_object, &dims, &ndim), kPFErrTypeError,
+                  "PFShapeGetData: argument 'shape' is not a live shape handle");
+  assert_ptr_equal(dims, (const int64_t*)g_not_an_object);
+  assert_int_equal(ndim, -7);
+  assert_pf_ok(PFObjectFree(a));
+  assert_pf_ok(PFObjectFree(s));
 }
 
 /* ==== Typed signatures: array, map, shape, object ========================== */
@@ -1173,6 +1320,7 @@ int main(void) {
       cmocka_unit_test(test_map_str_keys),
       cmocka_unit_test(test_map_int_keys),
       cmocka_unit_test(test_map_many_keys),
+      cmocka_unit_test(test_map_colliding_int_keys_cost_what_others_cost),
       cmocka_unit_test(test_map_empty),
       cmocka_unit_test(test_shape),
       cmocka_unit_test(test_nested_containers),
@@ -1187,6 +1335,7 @@ int main(void) {
       cmocka_unit_test(test_map_bad_keys),
       cmocka_unit_test(test_container_wrong_handle),
       cmocka_unit_test(test_container_total_size_too_large),
+      cmocka_unit_test(test_shape_bad_input),
       cmocka_unit_test(test_typed_container_arguments),
       cmocka_unit_test(test_typed_container_results),
       cmocka_unit_test(test_typed_wrong_result_object),

@@ -447,10 +447,11 @@ PF_EXPORT int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out);
  * type_codes[i], kept as described above. `values` and `type_codes` may be
  * NULL when size is 0. *out is a new reference (PFObjectFree).
  * Errors: NULL out, NULL values or type_codes with size > 0 (TypeError);
- * size < 0 (ValueError); a size no array can have (ValueError); a value
- * that does not pass the checks above, or a kPFDLTensorHandle (TypeError
- * or ValueError naming "value I"); MemoryError. On error nothing is
- * retained or kept. Thread-safe. */
+ * size < 0 (ValueError); a size no array can have, or values whose str and
+ * bytes together need more memory than any object can have (ValueError);
+ * a value that does not pass the checks above, or a kPFDLTensorHandle
+ * (TypeError or ValueError naming "value I"); MemoryError. On error nothing
+ * is retained or kept, and *out is not written. Thread-safe. */
 PF_EXPORT int PFArrayCreate(const PFValue* values, const int* type_codes, int64_t size,
                             PFObjectHandle* out);
 
@@ -474,12 +475,19 @@ PF_EXPORT int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out,
  * described above; the entries keep the order given here (PFMapGetItemAt).
  * The arrays may be NULL when size is 0. *out is a new reference
  * (PFObjectFree).
- * Errors: NULL out, a NULL array with size > 0 (TypeError); size < 0 or a
- * size no map can have (ValueError); a key of another type code (TypeError
- * naming "key I" and its type); a key equal to an earlier one (ValueError
- * naming both positions and the key); a value that does not pass the
- * checks above (TypeError or ValueError naming "value I"); MemoryError. On
- * error nothing is retained or kept. Thread-safe. */
+ * Keys are hashed with a seed that each process draws at random, so that
+ * no caller can pick keys that collide: creating a Map and looking keys up
+ * cost the same, on average, whichever keys are given (a Map built from
+ * a remote client's arguments included). Iteration order does not depend
+ * on the hash.
+ * Errors: NULL out, a NULL array with size > 0 (TypeError); size < 0, a
+ * size no map can have, or keys and values whose str and bytes together
+ * need more memory than any object can have (ValueError); a key of another
+ * type code (TypeError naming "key I" and its type); a key equal to an
+ * earlier one (ValueError naming both positions and the key); a value that
+ * does not pass the checks above (TypeError or ValueError naming "value
+ * I"); MemoryError. On error nothing is retained or kept, and *out is not
+ * written. Thread-safe. */
 PF_EXPORT int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values,
                           const int* value_codes, int64_t size, PFObjectHandle* out);
 
