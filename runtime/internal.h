@@ -296,6 +296,43 @@ PF_HIDDEN int pf_error_static(const char* kind, const char* msg);
  * allocator. */
 #define PF_MAX_OBJECT_SIZE ((size_t)PTRDIFF_MAX)
 
+/* The bytes that `count` elements of `dtype` take: bits * lanes * count
+ * bits, rounded up to whole bytes, for DLPack packs the elements of a
+ * sub-byte dtype (int4, uint1, float4) together: 3 int4 are 2 bytes, not
+ * 3. The one rule for a size from dtype bits; exact for any count, with
+ * every step checked. Returns -1, writing nothing, when the size passes
+ * PF_MAX_OBJECT_SIZE. */
+static inline int pf_dtype_bytes(DLDataType dtype, uint64_t count, size_t* out) {
+  uint64_t bits = (uint64_t)dtype.bits * dtype.lanes; /* below 2^24 */
+  uint64_t whole = bits / 8, part = bits % 8;         /* bytes, bits per element */
+  uint64_t n, tail;
+  /* count * part / 8, rounded up, without forming count * part. */
+  tail = (count / 8) * part + ((count % 8) * part + 7) / 8;
+  if (__builtin_mul_overflow(count, whole, &n) || __builtin_add_overflow(n, tail, &n) ||
+      n > PF_MAX_OBJECT_SIZE)
+    return -1;
+  *out = (size_t)n;
+  return 0;
+}
+
+/* The bytes of a tensor's elements from its dtype and shape (as if
+ * compact; strides are the caller's concern): pf_dtype_bytes of the
+ * product of the dims. Returns -1, writing nothing, for a negative dim, a
+ * NULL shape with ndim > 0, a negative ndim, or a size past
+ * PF_MAX_OBJECT_SIZE. */
+static inline int pf_tensor_bytes(const DLTensor* t, size_t* out) {
+  if (t->ndim < 0 || (t->ndim > 0 && t->shape == NULL)) return -1;
+  int empty = 0;
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] < 0) return -1;
+    empty |= t->shape[i] == 0;
+  }
+  uint64_t count = 1;
+  for (int i = 0; i < t->ndim && !empty; ++i)
+    if (__builtin_mul_overflow(count, (uint64_t)t->shape[i], &count)) return -1;
+  return pf_dtype_bytes(t->dtype, empty ? 0 : count, out);
+}
+
 /* ---- keeping an error across user code (runtime/error.c) ---- */
 /* A failure path that must run user code before it returns (a finalizer,
  * when it releases a value) saves the thread's error first and restores it

@@ -132,23 +132,20 @@ int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entries, int64_t
   return 0;
 }
 
-/* The bytes of a compact CPU tensor, or 0 with *ok = 0 when the tensor is
- * not one (not on the CPU, strided, or of a size no object can have). */
+/* The bytes of a compact CPU tensor (pf_tensor_bytes: sub-byte elements
+ * packed), or 0 with *ok = 0 when the tensor is not one (not on the CPU,
+ * strided, or of a size no object can have). */
 static size_t tensor_bytes(const DLTensor* t, int* ok) {
   *ok = 0;
-  if (t->device.device_type != kDLCPU || t->ndim < 0 || (t->ndim > 0 && t->shape == NULL))
-    return 0;
-  size_t elem = ((size_t)t->dtype.bits * t->dtype.lanes + 7u) / 8u;
-  size_t n = elem;
-  int64_t expect = 1;
-  for (int i = t->ndim - 1; i >= 0; --i) {
-    int64_t d = t->shape[i];
-    if (d < 0) return 0;
-    if (t->strides != NULL && d > 1 && t->strides[i] != expect) return 0;
-    if (d != 0 && n > PF_MAX_OBJECT_SIZE / (size_t)d) return 0;
-    n *= (size_t)d;
-    if (d != 0 && expect > INT64_MAX / d) return 0;
-    expect *= d > 0 ? d : 1;
+  size_t n = 0;
+  if (t->device.device_type != kDLCPU || pf_tensor_bytes(t, &n) != 0) return 0;
+  if (t->strides != NULL) {
+    uint64_t expect = 1; /* row-major, in elements */
+    for (int i = t->ndim - 1; i >= 0 && n > 0; --i) {
+      int64_t d = t->shape[i];
+      if (d > 1 && (t->strides[i] < 0 || (uint64_t)t->strides[i] != expect)) return 0;
+      expect *= (uint64_t)d; /* cannot wrap: pf_tensor_bytes multiplied the dims */
+    }
   }
   if (n > 0 && t->data == NULL) return 0;
   *ok = 1;
@@ -179,7 +176,8 @@ static int same_tensor(const DLTensor* a, const DLTensor* b, size_t nbytes) {
 
 /* The bytes a packed tensor's elements span, in any layout (a kernel's
  * layout is often not row-major): one element plus the farthest offset
- * from the first, 0 for an empty tensor or one whose span overflows. */
+ * from the first, in elements, sized by pf_dtype_bytes (sub-byte elements
+ * packed); 0 for an empty tensor or one whose span overflows. */
 static size_t packed_size(PFValue v, int code) {
   DLTensor* t = NULL;
   if (code != kPFObjectHandle || !pf_is_object(v.v_handle, kPFObjectTensor)) return 0;
@@ -198,8 +196,8 @@ static size_t packed_size(PFValue v, int code) {
         __builtin_mul_overflow(stride, (uint64_t)d, &stride))
       return 0;
   }
-  size_t elem = ((size_t)t->dtype.bits * t->dtype.lanes + 7u) / 8u, n;
-  if (__builtin_add_overflow(last, 1u, &last) || __builtin_mul_overflow(last, elem, &n)) return 0;
+  size_t n = 0;
+  if (__builtin_add_overflow(last, 1u, &last) || pf_dtype_bytes(t->dtype, last, &n) != 0) return 0;
   return n;
 }
 

@@ -787,6 +787,135 @@ static void test_cache_non_sharing(void** state) {
   PFFuncFree(f);
 }
 
+/* ---- sub-byte dtypes ---- */
+
+/* DLPack 1.1's 4-bit float (e2m1fn), which Debian's DLPack 0.6 header lacks. */
+#define TEST_DL_FLOAT4_E2M1FN 17
+
+/* A 1-D tensor whose data is a block of exactly the bytes its elements
+ * take, packed: ceil(bits * lanes * n / 8). A read past it is a
+ * heap-buffer-overflow under ASan and valgrind. */
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[1];
+  unsigned char* data;
+} packed_tensor;
+
+static size_t packed_bytes(DLDataType dt, int64_t n) {
+  return ((size_t)dt.bits * dt.lanes * (size_t)n + 7) / 8;
+}
+
+static void packed_tensor_delete(DLManagedTensor* m) {
+  packed_tensor* t = m->manager_ctx;
+  free(t->data);
+  free(t);
+}
+
+static PFObjectHandle make_packed_tensor(DLDataType dt, int64_t n, unsigned char fill) {
+  packed_tensor* t = calloc(1, sizeof(*t));
+  assert_non_null(t);
+  size_t nbytes = packed_bytes(dt, n);
+  t->data = malloc(nbytes);
+  assert_non_null(t->data);
+  memset(t->data, fill, nbytes);
+  t->shape[0] = n;
+  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 1,
+                                    .dtype = dt, .shape = t->shape};
+  t->managed.manager_ctx = t;
+  t->managed.deleter = packed_tensor_delete;
+  PFObjectHandle o = NULL;
+  assert_pf_ok(PFTensorCreateFromDLPack(&t->managed, &o));
+  return o;
+}
+
+static void packed_tensor_free_hooked(DLManagedTensor* m) {
+  packed_tensor* t = m->manager_ctx;
+  PFMemFree(t->data);
+  PFMemFree(t);
+}
+
+/* Packs a tensor into a copy of its packed bytes, inverted, of the same
+ * dtype and shape, with memory from the hook's allocator. */
+static int subbyte_hook(void* resource, int position, PFValue value, int code,
+                        const PFAllocator* allocator, PFValue* out, int* out_code,
+                        int* is_packed) {
+  (void)position, (void)code;
+  atomic_fetch_add((atomic_int*)resource, 1);
+  DLTensor* src = NULL;
+  if (PFTensorGetDLTensor(value.v_handle, &src) != 0) return -1;
+  size_t nbytes = packed_bytes(src->dtype, src->shape[0]);
+  packed_tensor* t = allocator->malloc_fn(sizeof(*t), allocator->user_data);
+  unsigned char* data = allocator->malloc_fn(nbytes ? nbytes : 1, allocator->user_data);
+  if (t == NULL || data == NULL) {
+    allocator->free_fn(t, allocator->user_data);
+    allocator->free_fn(data, allocator->user_data);
+    return PFErrorSetFormat(kPFErrMemoryError, "subbyte_hook: no memory");
+  }
+  memset(t, 0, sizeof(*t));
+  for (size_t i = 0; i < nbytes; ++i) data[i] = (unsigned char)~((const unsigned char*)src->data)[i];
+  t->data = data;
+  t->shape[0] = src->shape[0];
+  t->managed.dl_tensor = (DLTensor){.data = data, .device = {kDLCPU, 0}, .ndim = 1,
+                                    .dtype = src->dtype, .shape = t->shape};
+  t->managed.manager_ctx = t;
+  t->managed.deleter = packed_tensor_free_hooked;
+  PFObjectHandle o = NULL;
+  if (PFTensorCreateFromDLPack(&t->managed, &o) != 0) return -1;
+  out->v_handle = o;
+  *out_code = kPFObjectHandle;
+  *is_packed = 1;
+  return 0;
+}
+
+/* Tensors of sub-byte dtypes (int4, uint1, float4) take bits * n / 8
+ * bytes, rounded up, not one byte per element: the cache hashes and
+ * compares exactly those bytes (ASan reports a read past them), counts
+ * exactly those of a packed value, and still tells contents apart by
+ * their last element. */
+static void test_cache_subbyte_dtypes(void** state) {
+  (void)state;
+  atomic_int calls = 0;
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(collect, &calls, NULL, &f));
+  assert_pf_ok(PFFuncSetPrePack(f, "test/invert", subbyte_hook));
+  PFPrePackCacheHandle cache = NULL;
+  assert_pf_ok(PFPrePackCacheCreate(&cache));
+  const struct {
+    DLDataType dtype;
+    int64_t n;
+  } cases[] = {
+      {{kDLInt, 4, 1}, 3},                 /* 12 bits: 2 bytes, not 3 */
+      {{kDLUInt, 1, 1}, 9},                /* 9 bits: 2 bytes, not 9 */
+      {{TEST_DL_FLOAT4_E2M1FN, 4, 1}, 5},  /* 20 bits: 3 bytes, not 5 */
+      {{kDLInt, 4, 2}, 3},                 /* int4x2: 24 bits, 3 bytes */
+  };
+  enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+  PFFunctionHandle bound[NCASES][3];
+  int64_t bytes = 0;
+  for (int i = 0; i < NCASES; ++i) {
+    PFObjectHandle w1 = make_packed_tensor(cases[i].dtype, cases[i].n, 0x5a);
+    PFObjectHandle w2 = make_packed_tensor(cases[i].dtype, cases[i].n, 0x5a); /* equal */
+    PFObjectHandle w3 = make_packed_tensor(cases[i].dtype, cases[i].n, 0x5a);
+    DLTensor* d3 = NULL;
+    assert_pf_ok(PFTensorGetDLTensor(w3, &d3));
+    ((unsigned char*)d3->data)[packed_bytes(cases[i].dtype, cases[i].n) - 1] ^= 0x01;
+    bound[i][0] = bind_one(f, 0, w1, cache);
+    bound[i][1] = bind_one(f, 0, w2, cache); /* a hit: compares the bytes */
+    bound[i][2] = bind_one(f, 0, w3, cache); /* differs in the last byte only */
+    bytes += 2 * (int64_t)packed_bytes(cases[i].dtype, cases[i].n);
+    stats(cache, 2 * (i + 1), bytes, i + 1);
+    assert_ptr_equal(passed_tensor(bound[i][0], 0), passed_tensor(bound[i][1], 0));
+    assert_ptr_not_equal(passed_tensor(bound[i][0], 0), passed_tensor(bound[i][2], 0));
+    PFObjectFree(w1), PFObjectFree(w2), PFObjectFree(w3);
+  }
+  assert_int_equal(atomic_load(&calls), 2 * NCASES);
+  for (int i = 0; i < NCASES; ++i)
+    for (int j = 0; j < 3; ++j) PFFuncFree(bound[i][j]);
+  stats(cache, 0, 0, NCASES);
+  PFObjectFree(cache);
+  PFFuncFree(f);
+}
+
 static void test_cache_bad_input(void** state) {
   (void)state;
   assert_pf_error(PFPrePackCacheCreate(NULL), "TypeError", "PFPrePackCacheCreate", "'out'");
@@ -812,7 +941,7 @@ int main(void) {
       cmocka_unit_test(test_prepack_replace), cmocka_unit_test(test_prepack_hook_errors),
       cmocka_unit_test(test_set_prepack_bad_input), cmocka_unit_test(test_cache_hit_and_miss),
       cmocka_unit_test(test_cache_forced_collision), cmocka_unit_test(test_cache_non_sharing),
-      cmocka_unit_test(test_cache_bad_input),
+      cmocka_unit_test(test_cache_bad_input), cmocka_unit_test(test_cache_subbyte_dtypes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1249,7 +1249,8 @@ PF_EXPORT int PFPrePackCacheCreate(PFPrePackCacheHandle* out);
 
 /* Reports what a cache holds now: the number of packed values (*entries),
  * their size in bytes (*bytes: the data of packed values that are tensor
- * objects; other packed values count 0) and the number of binds that found
+ * objects, the span of their elements at bits * lanes each, rounded up to
+ * whole bytes; other packed values count 0) and the number of binds that found
  * their constant already packed (*hits, since creation). Each out may be
  * NULL. Thread-safe. Errors: cache not a live pre-pack cache (TypeError). */
 PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entries,
