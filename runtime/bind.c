@@ -280,7 +280,6 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
                int* type_codes, PFPrePackCacheHandle cache, PFFunctionHandle* out) {
   static const char* const where = "PFFuncBind";
   PF_CHECK_ARG(out);
-  *out = NULL;
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   if (num_bound < 0)
     return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_bound' is negative (%d)", where,

@@ -95,7 +95,6 @@ static void cache_destroy(pf_object* o) {
 int PFPrePackCacheCreate(PFPrePackCacheHandle* out) {
   static const char* const where = "PFPrePackCacheCreate";
   PF_CHECK_ARG(out);
-  *out = NULL;
   pthread_once(&g_fork_once, fork_register);
   if (g_fork_rc != 0) return pf_oom(where);
   pf_pp_cache* c = pf_calloc(1, sizeof(*c));

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "support/pf_test.h"
@@ -445,6 +446,135 @@ static void test_registry_non_functions(void** state) {
   assert_int_equal(atomic_load(&fins), 1);
 }
 
+/* ---- outputs on failure ---------------------------------------------------- */
+
+/* The allocator main() installs: the system's, unless a test sets
+ * g_fail_allocs, when every allocation fails. */
+static atomic_int g_fail_allocs;
+static void* switch_malloc(size_t n, void* ud) {
+  (void)ud;
+  return atomic_load(&g_fail_allocs) ? NULL : malloc(n);
+}
+static void* switch_realloc(void* p, size_t n, void* ud) {
+  (void)ud;
+  return atomic_load(&g_fail_allocs) ? NULL : realloc(p, n);
+}
+static void switch_free(void* p, void* ud) {
+  (void)ud;
+  free(p);
+}
+
+static int failing_hook(void* res, int position, PFValue value, int code,
+                        const PFAllocator* allocator, PFValue* out, int* out_code,
+                        int* is_packed) {
+  (void)res, (void)position, (void)value, (void)code, (void)allocator, (void)out;
+  (void)out_code, (void)is_packed;
+  return PFErrorSetFormat(kPFErrValueError, "failing_hook: refused");
+}
+
+static int failing_callee(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret, (void)res;
+  return PFErrorSetFormat(kPFErrRuntimeError, "failing_callee: failed");
+}
+
+/* The header's rule: outputs are written only on success. Each failing
+ * call below, of a representative entry point of every kind (creating,
+ * looking up, reading, calling, binding; misuse and lack of memory),
+ * leaves the caller's output variables as they were. */
+static void test_outputs_untouched_on_failure(void** state) {
+  (void)state;
+  void* const mark = g_junk_struct; /* what the outputs hold before */
+  PFFunctionHandle f = NULL, hooked = NULL, failing = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(counting_callee, NULL, NULL, &f));
+  assert_pf_ok(PFFuncCreateFromCFunc(counting_callee, NULL, NULL, &hooked));
+  assert_pf_ok(PFFuncSetPrePack(hooked, "test/failing", failing_hook));
+  assert_pf_ok(PFFuncCreateFromCFunc(failing_callee, NULL, NULL, &failing));
+  void* out = mark;
+
+  /* Binding: a dead function, a bad position, a hook that fails. */
+  int pos = 0, code = kPFInt;
+  PFValue v = {.v_int64 = 1};
+  assert_pf_error(PFFuncBind(g_junk_struct, 1, &pos, &v, &code, NULL, &out), kPFErrTypeError,
+                  "PFFuncBind", "'func'");
+  assert_ptr_equal(out, mark);
+  int bad_pos = -1;
+  assert_pf_error(PFFuncBind(f, 1, &bad_pos, &v, &code, NULL, &out), kPFErrValueError,
+                  "PFFuncBind", "positions[0]");
+  assert_ptr_equal(out, mark);
+  assert_pf_error(PFFuncBind(hooked, 1, &pos, &v, &code, NULL, &out), kPFErrValueError,
+                  "failing_hook: refused");
+  assert_ptr_equal(out, mark);
+
+  /* Creating: functions, containers, a closure, a module. */
+  assert_pf_error(PFFuncCreateFromCFunc(NULL, NULL, NULL, &out), kPFErrTypeError,
+                  "PFFuncCreateFromCFunc");
+  assert_ptr_equal(out, mark);
+  assert_pf_error(PFFuncCreateFromTyped((void*)counting_callee, "int64(int64,,int64)", &out),
+                  kPFErrValueError, "bad signature");
+  assert_ptr_equal(out, mark);
+  int bad_code = 200;
+  assert_pf_error(PFArrayCreate(&v, &bad_code, 1, &out), kPFErrTypeError, "PFArrayCreate");
+  assert_ptr_equal(out, mark);
+  PFValue keys[2] = {{.v_int64 = 3}, {.v_int64 = 3}};
+  int codes[2] = {kPFInt, kPFInt};
+  assert_pf_error(PFMapCreate(keys, codes, keys, codes, 2, &out), kPFErrValueError,
+                  "PFMapCreate", "repeats");
+  assert_ptr_equal(out, mark);
+  assert_pf_error(PFShapeCreate(NULL, 1, &out), kPFErrTypeError, "PFShapeCreate");
+  assert_ptr_equal(out, mark);
+  void* fn = mark;
+  assert_pf_error(PFFuncToCFunction(f, "int64(", &out, &fn), kPFErrValueError,
+                  "bad signature");
+  assert_ptr_equal(out, mark);
+  assert_ptr_equal(fn, mark);
+  assert_pf_error(PFModLoadFromFile("/nonexistent/packedfunc-test.so", &out),
+                  kPFErrRuntimeError);
+  assert_ptr_equal(out, mark);
+
+  /* Looking up and reading. */
+  assert_pf_error(PFFuncGetGlobal("", &out), kPFErrValueError, "PFFuncGetGlobal");
+  assert_ptr_equal(out, mark);
+  PFObjectHandle a = NULL;
+  assert_pf_ok(PFArrayCreate(&v, &code, 1, &a));
+  PFValue item = {.v_handle = mark};
+  int item_code = -5, found = -5;
+  assert_pf_error(PFArrayGetItem(a, 1, &item, &item_code), kPFErrIndexError, "PFArrayGetItem");
+  assert_pf_error(PFMapGetItem(a, v, kPFInt, &item, &item_code, &found), kPFErrTypeError,
+                  "PFMapGetItem");
+  assert_ptr_equal(item.v_handle, mark);
+  assert_int_equal(item_code, -5);
+  assert_int_equal(found, -5);
+  size_t size = 77;
+  assert_pf_error(PFGetStructSize("NoSuchStruct", &size), kPFErrKeyError, "PFGetStructSize");
+  assert_int_equal(size, 77);
+
+  /* Calling a function that fails. */
+  PFValue rv = {.v_handle = mark};
+  int rc = -5;
+  assert_pf_error(PFFuncCall(failing, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError,
+                  "failing_callee");
+  assert_ptr_equal(rv.v_handle, mark);
+  assert_int_equal(rc, -5);
+
+  /* No memory. */
+  atomic_store(&g_fail_allocs, 1);
+  int rc_cache = PFPrePackCacheCreate(&out);
+  int rc_boxed = PFObjectCreateBoxed(NULL, NULL, &out);
+  int rc_array = PFArrayCreate(&v, &code, 1, &out);
+  int rc_func = PFFuncCreateFromCFunc(counting_callee, NULL, NULL, &out);
+  atomic_store(&g_fail_allocs, 0);
+  assert_pf_error(rc_cache, kPFErrMemoryError);
+  assert_pf_error(rc_boxed, kPFErrMemoryError);
+  assert_pf_error(rc_array, kPFErrMemoryError);
+  assert_pf_error(rc_func, kPFErrMemoryError);
+  assert_ptr_equal(out, mark);
+
+  assert_pf_ok(PFObjectFree(a));
+  assert_pf_ok(PFFuncFree(f));
+  assert_pf_ok(PFFuncFree(hooked));
+  assert_pf_ok(PFFuncFree(failing));
+}
+
 /* ---- sizes and metadata ------------------------------------------------- */
 
 static void test_struct_size_and_info(void** state) {
@@ -470,6 +600,12 @@ static void test_struct_size_and_info(void** state) {
 }
 
 int main(void) {
+  /* Before anything allocates (test_outputs_untouched_on_failure). */
+  PFAllocator alloc = {switch_malloc, switch_realloc, switch_free, NULL};
+  if (PFSetAllocator(&alloc) != 0) {
+    fprintf(stderr, "PFSetAllocator failed: %s\n", PFGetLastError());
+    return 1;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_call_bad_handles_and_outputs),
       cmocka_unit_test(test_call_unknown_type_codes),
@@ -484,6 +620,7 @@ int main(void) {
       cmocka_unit_test(test_registry_names_and_outputs),
       cmocka_unit_test(test_registry_non_functions),
       cmocka_unit_test(test_struct_size_and_info),
+      cmocka_unit_test(test_outputs_untouched_on_failure),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
