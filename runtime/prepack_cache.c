@@ -45,6 +45,12 @@ typedef struct {
 
 atomic_int pf_pp_force_hash;
 
+/* How many hooks this thread is running for entries it published, in any
+ * cache (a hook may bind through caches in turn). Only threads at 0 wait
+ * for another thread's entry: the threads that are waited for never wait,
+ * so no cycle of waits can form, across caches too. */
+static _Thread_local int t_packing;
+
 /* ---- every cache, for fork: the forking thread takes every cache's lock,
  * so that the child finds none held by a thread it did not inherit ---- */
 
@@ -261,6 +267,14 @@ int pf_pp_cache_pack(PFPrePackCacheHandle cache, const pf_prepack* pp, PFFunctio
       }
     }
     if (found == NULL) break;
+    if (!found->ready && t_packing > 0) {
+      /* This thread is running a hook for a cache (this one or another):
+       * waiting here could close a cycle (its hook binds B while another
+       * thread's hook, packing B, binds A, or it finds its own entry). A
+       * packer never waits: this bind packs its own copy. */
+      pthread_mutex_unlock(&c->lock);
+      return 1;
+    }
     if (found->ready) {
       ++found->refs;
       ++c->hits;
@@ -299,7 +313,9 @@ int pf_pp_cache_pack(PFPrePackCacheHandle cache, const pf_prepack* pp, PFFunctio
   int is_packed = 0;
   PFValue result;
   int result_code = kPFNull;
+  ++t_packing;
   int rc = run(pp, func, position, value, code, &result, &result_code, &is_packed);
+  --t_packing;
 
   pthread_mutex_lock(&c->lock);
   if (rc != 0 || !is_packed) {

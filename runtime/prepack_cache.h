@@ -13,13 +13,16 @@ typedef int (*pf_pp_run_fn)(const pf_prepack* pp, PFFunctionHandle func, int pos
                             int* packed);
 
 /* Packs one constant through `cache`. Returns 1 when the constant cannot
- * be shared (not a compact CPU tensor object): the caller packs it itself.
+ * be shared (not a compact CPU tensor object), or when this thread is
+ * itself packing for a cache and the constant's entry is still being
+ * packed (c_api.h: a packer never waits): the caller packs it itself.
  * Otherwise returns 0 with *packed: when 1, *out and *out_code are the shared
  * packed value, borrowed from *entry, which the caller releases with
  * pf_pp_entry_release when it no longer uses it; when 0, the hook kept the
  * constant as it is. Returns -1 with the error of the hook or a
  * MemoryError. Runs the hook with no lock held; binds of an equal
- * constant on other threads wait for it, so that it runs once. */
+ * constant on threads that are not packing wait for it, so that it runs
+ * once. */
 PF_HIDDEN int pf_pp_cache_pack(PFPrePackCacheHandle cache, const pf_prepack* pp,
                                PFFunctionHandle func, int position, const PFValue* value,
                                int code, pf_pp_run_fn run, PFValue* out, int* out_code,

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -146,6 +147,226 @@ static void test_concurrent_binds_pack_once(void** state) {
   }
 }
 
+/* ---- hooks that bind through the cache they are packing for ---- */
+
+/* A tensor object of four floats, the first of them `first`. */
+static PFObjectHandle make_tensor_first(float first) {
+  PFObjectHandle o = make_tensor();
+  DLTensor* t = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(o, &t));
+  ((float*)t->data)[0] = first;
+  return o;
+}
+
+/* What a crossed hook does: its outer call (one per binding thread) waits
+ * until every binding thread is inside its outer call, so that each
+ * thread's constant is being packed, then binds `func` with the constant
+ * that another thread is packing, through the same cache, and waits until
+ * every such nested bind has returned. */
+typedef struct {
+  PFFunctionHandle func;
+  PFPrePackCacheHandle cache;
+  int threads;                  /* binding threads that meet in the hooks */
+  PFObjectHandle nested_of[2];  /* per outer constant: the constant its hook binds */
+  PFObjectHandle outer[2];
+  PFFunctionHandle nested[2];   /* what the outer calls bound */
+  atomic_int inside;
+  atomic_int nested_done;
+  atomic_int calls;
+} crossed_state;
+
+static _Thread_local int t_in_hook;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int crossed_hook(void* resource, int position, PFValue value, int code,
+                        const PFAllocator* allocator, PFValue* out, int* out_code,
+                        int* is_packed) {
+  crossed_state* c = resource;
+  atomic_fetch_add(&c->calls, 1);
+  if (!t_in_hook) {
+    int which = value.v_handle == c->outer[0] ? 0 : 1;
+    atomic_fetch_add(&c->inside, 1);
+    int64_t deadline = now_ms() + 20000;
+    while (atomic_load(&c->inside) < c->threads) {
+      if (now_ms() > deadline)
+        return PFErrorSetFormat(kPFErrRuntimeError, "crossed_hook: the other thread never came");
+      sched_yield();
+    }
+    t_in_hook = 1;
+    int pos = 0, vcode = kPFObjectHandle;
+    PFValue v = {.v_handle = c->nested_of[which]};
+    int rc = PFFuncBind(c->func, 1, &pos, &v, &vcode, c->cache, &c->nested[which]);
+    t_in_hook = 0;
+    if (rc != 0) return -1;
+    /* No outer call returns (publishing its entry) before every nested
+     * bind is done: each nested bind finds an entry still being packed. */
+    atomic_fetch_add(&c->nested_done, 1);
+    while (atomic_load(&c->nested_done) < c->threads) {
+      if (now_ms() > deadline)
+        return PFErrorSetFormat(kPFErrRuntimeError, "crossed_hook: the other bind never ended");
+      sched_yield();
+    }
+  }
+  return hook(&(hook_state){0}, position, value, code, allocator, out, out_code, is_packed);
+}
+
+typedef struct {
+  crossed_state* state;
+  PFObjectHandle tensor;
+  PFFunctionHandle bound;
+  int rc;
+  char error[256];
+  atomic_int* done;
+} crossed_worker;
+
+static void* crossed_run(void* arg) {
+  crossed_worker* w = arg;
+  int pos = 0, code = kPFObjectHandle;
+  PFValue v = {.v_handle = w->tensor};
+  w->rc = PFFuncBind(w->state->func, 1, &pos, &v, &code, w->state->cache, &w->bound);
+  if (w->rc != 0) snprintf(w->error, sizeof(w->error), "%s", PFGetLastError());
+  atomic_fetch_add(w->done, 1);
+  return NULL;
+}
+
+/* The first float of what `bound` passes to its function (the boxed
+ * copy that `hook` packs). */
+static float packed_first(PFFunctionHandle bound) {
+  PFValue rv;
+  int rc_code = -1;
+  assert_pf_ok(PFFuncCall(bound, NULL, NULL, 0, &rv, &rc_code));
+  assert_int_equal(rc_code, kPFObjectHandle);
+  void* payload = NULL;
+  assert_pf_ok(PFObjectGetBoxedPayload(rv.v_handle, &payload));
+  float first = *(const float*)payload;
+  PFObjectFree(rv.v_handle);
+  return first;
+}
+
+/* Runs one binding thread per outer constant and waits for them, at most
+ * 30 s (they take milliseconds): a thread that a deadlock keeps fails the
+ * test instead of hanging it; its state then stays allocated. */
+static int run_crossed(crossed_state* c, crossed_worker* ws) {
+  atomic_int done = 0;
+  pthread_t th[2];
+  for (int i = 0; i < c->threads; ++i) {
+    ws[i] = (crossed_worker){.state = c, .tensor = c->outer[i], .done = &done};
+    assert_int_equal(pthread_create(&th[i], NULL, crossed_run, &ws[i]), 0);
+  }
+  int64_t deadline = now_ms() + 30000;
+  while (atomic_load(&done) < c->threads && now_ms() < deadline) {
+    struct timespec ms = {0, 1000000L};
+    nanosleep(&ms, NULL);
+  }
+  if (atomic_load(&done) < c->threads) {
+    for (int i = 0; i < c->threads; ++i) pthread_detach(th[i]);
+    return -1;
+  }
+  for (int i = 0; i < c->threads; ++i) pthread_join(th[i], NULL);
+  return 0;
+}
+
+/* Thread 1 binds weight A through a cache, and its hook binds weight B
+ * through the same cache; thread 2 binds B, and its hook binds A. Each
+ * finds the other's constant being packed. A thread that is packing never
+ * waits for another's packing (it packs its own copy), so both finish, and
+ * each bound function passes what its own constant packs to. */
+static void test_crossed_hooks_do_not_deadlock(void** state) {
+  (void)state;
+  for (int round = 0; round < 5; ++round) {
+    crossed_state* c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    assert_pf_ok(PFFuncCreateFromCFunc(noop, c, NULL, &c->func));
+    assert_pf_ok(PFFuncSetPrePack(c->func, "threads/crossed", crossed_hook));
+    assert_pf_ok(PFPrePackCacheCreate(&c->cache));
+    c->threads = 2;
+    c->outer[0] = make_tensor_first(10.0f);  /* A */
+    c->outer[1] = make_tensor_first(20.0f);  /* B */
+    c->nested_of[0] = make_tensor_first(20.0f); /* equal to B */
+    c->nested_of[1] = make_tensor_first(10.0f); /* equal to A */
+    crossed_worker* ws = calloc(2, sizeof(*ws));
+    assert_non_null(ws);
+    if (run_crossed(c, ws) != 0)
+      fail_msg("two threads binding through one cache with crossed hooks did not finish in "
+               "30 s: a deadlock (round %d)", round);
+    for (int i = 0; i < 2; ++i)
+      if (ws[i].rc != 0) fail_msg("bind %d failed: %s", i, ws[i].error);
+    /* Two outer binds and two nested ones: four hook runs; the outer
+     * constants are in the cache, the nested copies are their binds' own. */
+    assert_int_equal(atomic_load(&c->calls), 4);
+    int64_t entries = -1, hits = -1;
+    assert_pf_ok(PFPrePackCacheGetStats(c->cache, &entries, NULL, &hits));
+    assert_int_equal(entries, 2);
+    assert_int_equal(hits, 0);
+    assert_true(packed_first(ws[0].bound) == 10.0f);
+    assert_true(packed_first(ws[1].bound) == 20.0f);
+    assert_true(packed_first(c->nested[0]) == 20.0f);
+    assert_true(packed_first(c->nested[1]) == 10.0f);
+    for (int i = 0; i < 2; ++i) {
+      PFFuncFree(ws[i].bound);
+      PFFuncFree(c->nested[i]);
+      PFObjectFree(c->outer[i]);
+      PFObjectFree(c->nested_of[i]);
+    }
+    assert_pf_ok(PFPrePackCacheGetStats(c->cache, &entries, NULL, NULL));
+    assert_int_equal(entries, 0);
+    PFObjectFree(c->cache);
+    PFFuncFree(c->func);
+    free(ws);
+    free(c);
+  }
+}
+
+/* One thread whose hook binds a constant equal to the one it is packing,
+ * through the same cache: it finds its own entry being packed, and packs
+ * its own copy instead of waiting for itself. */
+static void test_hook_binding_its_own_constant_does_not_wait(void** state) {
+  (void)state;
+  crossed_state* c = calloc(1, sizeof(*c));
+  assert_non_null(c);
+  assert_pf_ok(PFFuncCreateFromCFunc(noop, c, NULL, &c->func));
+  assert_pf_ok(PFFuncSetPrePack(c->func, "threads/self", crossed_hook));
+  assert_pf_ok(PFPrePackCacheCreate(&c->cache));
+  c->threads = 1;
+  c->outer[0] = make_tensor_first(30.0f);
+  c->outer[1] = NULL;
+  c->nested_of[0] = make_tensor_first(30.0f); /* equal to the outer one */
+  crossed_worker* ws = calloc(1, sizeof(*ws));
+  assert_non_null(ws);
+  if (run_crossed(c, ws) != 0)
+    fail_msg("a hook that binds an equal constant through its cache did not finish in 30 s");
+  if (ws[0].rc != 0) fail_msg("the bind failed: %s", ws[0].error);
+  assert_int_equal(atomic_load(&c->calls), 2);
+  int64_t entries = -1;
+  assert_pf_ok(PFPrePackCacheGetStats(c->cache, &entries, NULL, NULL));
+  assert_int_equal(entries, 1);
+  assert_true(packed_first(ws[0].bound) == 30.0f);
+  assert_true(packed_first(c->nested[0]) == 30.0f);
+  /* Bound later, from outside any hook, an equal constant is a hit. */
+  PFFunctionHandle again = NULL;
+  int pos = 0, code = kPFObjectHandle;
+  PFValue v = {.v_handle = c->nested_of[0]};
+  assert_pf_ok(PFFuncBind(c->func, 1, &pos, &v, &code, c->cache, &again));
+  int64_t hits = -1;
+  assert_pf_ok(PFPrePackCacheGetStats(c->cache, &entries, NULL, &hits));
+  assert_int_equal(entries, 1);
+  assert_int_equal(hits, 1);
+  PFFuncFree(again);
+  PFFuncFree(ws[0].bound);
+  PFFuncFree(c->nested[0]);
+  PFObjectFree(c->outer[0]);
+  PFObjectFree(c->nested_of[0]);
+  PFObjectFree(c->cache);
+  PFFuncFree(c->func);
+  free(ws);
+  free(c);
+}
+
 /* fork() while threads read a cache's statistics (which takes its lock):
  * the child must find the lock free, and report through a pipe; a child
  * that hangs is killed at the deadline and fails the test. */
@@ -207,6 +428,8 @@ static void test_fork_while_threads_use_a_cache(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_concurrent_binds_pack_once),
+      cmocka_unit_test(test_crossed_hooks_do_not_deadlock),
+      cmocka_unit_test(test_hook_binding_its_own_constant_does_not_wait),
       cmocka_unit_test(test_fork_while_threads_use_a_cache),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

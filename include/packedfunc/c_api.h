@@ -1291,20 +1291,31 @@ PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entrie
  * that is a tensor object on the CPU, compact (no strides, or row-major
  * ones), is looked up by (the hook's pack format, its position, an xxHash
  * of its dtype, shape and bytes); on a hash match its bytes are compared
- * too, so that a collision never shares. On a hit the hook does not run
- * and the bound function uses the cached packed value; on a miss the hook
- * runs and its packed value goes into the cache. Binds of an equal
- * constant on several threads at once run the hook once: the others wait
- * for it (a hook must therefore not bind an equal constant through the
- * same cache itself). The bound function holds a reference to the cache
- * and to the entry; the entry, and the original constant it keeps for the
- * comparison, go when the last function that uses it goes. Other
- * constants, a function without a hook, or a NULL cache: each bind packs
- * its own copy, as above.
+ * too, so that a collision never shares. Its bytes are bits * lanes per
+ * element, rounded up to whole bytes for the tensor: DLPack packs
+ * sub-byte elements (int4, uint1, float4), so 3 int4 are 2 bytes. On a
+ * hit the hook does not run and the bound function uses the cached packed
+ * value; on a miss the hook runs and its packed value goes into the cache.
+ * Binds of an equal constant on several threads at once run the hook
+ * once: the others wait for it. The bound function holds a reference to
+ * the cache and to the entry; the entry, and the original constant it
+ * keeps for the comparison, go when the last function that uses it goes.
+ * Other constants, a function without a hook, or a NULL cache: each bind
+ * packs its own copy, as above.
  *
- * *out is a new reference (PFFuncFree), written NULL on error. Calls of the
- * new function may run on any number of threads at once: they share no
- * scratch state. Thread-safe.
+ * Hooks that bind: a hook may call PFFuncBind, through any cache. A thread
+ * that is running a hook on a miss of a cache (any cache) never waits for
+ * an entry that is still being packed, by another thread or by itself:
+ * such a bind runs the hook itself and keeps its own packed copy, outside
+ * the cache (an entry that is ready is shared as usual). So binds never
+ * wait on each other in a cycle: two threads whose hooks each bind the
+ * constant that the other is packing, or a hook that binds its own
+ * constant again, both finish. Only a thread that is packing for no cache
+ * waits, and only for a thread that never waits.
+ *
+ * *out is a new reference (PFFuncFree), written only on success. Calls of
+ * the new function may run on any number of threads at once: they share
+ * no scratch state. Thread-safe.
  *
  * Errors: NULL out, func not a live function, NULL positions, values or
  * type_codes with num_bound > 0 (TypeError naming the argument); num_bound
