@@ -161,8 +161,7 @@ def init_api(prefix, module_name):
     exposed; use another call with a longer prefix for deeper levels.
     Returns the list of attribute names set.
     """
-    if not isinstance(prefix, str):
-        raise TypeError("init_api: prefix must be a str, not %s" % type(prefix).__name__)
+    _name_arg("init_api", prefix, "prefix")  # a str that can name functions
     if not isinstance(module_name, str):
         raise TypeError("init_api: module_name must be a str, not %s"
                         % type(module_name).__name__)

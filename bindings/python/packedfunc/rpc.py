@@ -122,11 +122,14 @@ check_mirrors()
 
 
 def _text(what, value):
-    if isinstance(value, bytes):
-        return value
-    if not isinstance(value, str):
+    """A str (or bytes) for C. C reads it up to its first NUL, so a NUL
+    inside would cut it short silently: an expose prefix "testing\0x"
+    would expose every "testing..." name. That is a ValueError."""
+    if not isinstance(value, (str, bytes)):
         raise TypeError("packedfunc.rpc: %s must be a str, not %s" % (what, type(value).__name__))
-    return value.encode("utf-8")
+    if ("\0" if isinstance(value, str) else b"\0") in value:
+        raise ValueError("packedfunc.rpc: %s contains a NUL character" % what)
+    return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
 def _millis(what, seconds):
