@@ -1,5 +1,5 @@
 /*
- * pf: list, describe and call packedfunc functions from the shell.
+ * pf: list, describe, call and serve packedfunc functions from the shell.
  *
  * Everything happens in pf_cli_main(argc, argv, out, err), which returns the
  * exit status and never exits, aborts or keeps state between calls beyond
@@ -1556,9 +1556,7 @@ static int connect_remote(FILE* err, rpc_api* api, const char* endpoints, int64_
   return -1;
 }
 
-/* Parses the options of pf (before the command) into *o; returns the index
- * of the command in argv, with *status -1, or *status an exit status (help,
- * version, a usage error). */
+/* What the options of pf asked for. */
 typedef struct {
   const char** loads;    /* --load paths, in order */
   const char** prefixes; /* the --prefix in force for each */
@@ -1569,6 +1567,9 @@ typedef struct {
   int64_t timeout_ms;
 } pf_options;
 
+/* Parses the options of pf (before the command) into *o; returns the index
+ * of the command in argv, with *status -1, or *status an exit status (help,
+ * version, a usage error). */
 static int parse_options(int argc, char** argv, FILE* out, FILE* err, pf_options* o,
                          int* status) {
   const char* prefix = "";
