@@ -142,11 +142,12 @@ $(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)
 	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< -lm
 
 # ---- Python binding ----------------------------------------------------------------
-# make python copies the shared library beside the package, so that
-# `import packedfunc` works with bindings/python on sys.path and
-# `pip install bindings/python` ships it inside. Copied under a temporary name
-# and renamed, so that a Python process that has the old copy mapped is not
-# disturbed.
+# make python copies the shared libraries beside the package (this one, and
+# libpackedfunc_rpc in mk/rpc.mk), so that `import packedfunc` works with
+# bindings/python on sys.path and `pip install bindings/python` ships them
+# inside (bindings/python/setup.py refuses to build without them). Copied
+# under a temporary name and renamed, so that a Python process that has the
+# old copy mapped is not disturbed.
 PY_PKG_LIB := bindings/python/packedfunc/$(SONAME)
 $(PY_PKG_LIB): $(SHARED) | $(call DEPS_STAMP,python)
 	cp -f $(SHARED) $@.tmp && mv -f $@.tmp $@

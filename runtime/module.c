@@ -744,7 +744,14 @@ int PFModLoadFromFile(const char* path, PFModuleHandle* out) {
   setup();
   void* dl = NULL;
   char* found = NULL;
-  if (strchr(path, '/') == NULL) {
+  struct stat st;
+  if (strchr(path, '/') == NULL && stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    /* A file here: the one the caller means, which dlopen would not see. */
+    size_t n = strlen(path);
+    if ((found = pf_malloc(n + 3)) == NULL) return pf_oom(where);
+    memcpy(found, "./", 2);
+    memcpy(found + 2, path, n + 1);
+  } else if (strchr(path, '/') == NULL) {
     /* Already loaded under this name: the loader has mapped it whole. */
     dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (dl == NULL && resolve_name(where, path, &found) != 0) return -1;

@@ -547,6 +547,43 @@ static void test_load_bare_name_is_checked(void** state) {
   remove_scratch((const char* const[]){"libpf_cut.so", "libpf_good.so", NULL});
 }
 
+/* A name without a slash that names a file in the working directory loads
+ * that file, as the caller who sees it there means (dlopen alone searches
+ * only its library path), and before a library of the same name on that
+ * path. A directory of that name is no file: the search applies. */
+static void test_load_bare_name_in_working_directory(void** state) {
+  (void)state;
+  char cwd[4096];
+  assert_non_null(getcwd(cwd, sizeof(cwd)));
+  copy_truncated(mod_path("mod_other.so"), scratch_path("libpf_here.so"), SIZE_MAX);
+  copy_truncated(mod_path("mod_basic.so"), scratch_path("libpf_cut_here.so"), 3000);
+  assert_int_equal(mkdir(scratch_path("lib"), 0700), 0);
+  copy_truncated(mod_path("mod_basic.so"), scratch_path("lib/libpf_here.so"), 3000);
+  assert_int_equal(mkdir(scratch_path("libm.so.6"), 0700), 0);
+  char lib_dir[256];
+  snprintf(lib_dir, sizeof(lib_dir), "%s", scratch_path("lib"));
+  assert_int_equal(chdir(g_scratch), 0);
+  child_load here, first, cut, dir;
+  load_in_child("libpf_here.so", NULL, &here);
+  load_in_child("libpf_here.so", lib_dir, &first);
+  load_in_child("libpf_cut_here.so", NULL, &cut);
+  load_in_child("libm.so.6", NULL, &dir);
+  assert_int_equal(chdir(cwd), 0);
+  unlink(scratch_path("lib/libpf_here.so"));
+  rmdir(scratch_path("lib"));
+  rmdir(scratch_path("libm.so.6"));
+  remove_scratch((const char* const[]){"libpf_here.so", "libpf_cut_here.so", NULL});
+  if (here.rc != 0) print_error("%s: %s\n", here.kind, here.msg);
+  assert_false(here.hung);
+  assert_int_equal(here.signal, 0);
+  assert_int_equal(here.rc, 0);
+  if (first.rc != 0) print_error("%s: %s\n", first.kind, first.msg);
+  assert_int_equal(first.rc, 0);
+  assert_child_error(&cut, kPFErrRuntimeError, "cannot load 'libpf_cut_here.so'",
+                     "found as './libpf_cut_here.so'", "file truncated");
+  assert_child_error(&dir, kPFErrValueError, "'libm.so.6' is not a packedfunc module");
+}
+
 static void test_load_junk_descriptor_pointer(void** state) {
   (void)state;
   child_load res;
@@ -1483,6 +1520,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_load_truncated_file),
       cmocka_unit_test(test_load_fifo),
       cmocka_unit_test(test_load_bare_name_is_checked),
+      cmocka_unit_test(test_load_bare_name_in_working_directory),
       cmocka_unit_test(test_load_junk_descriptor_pointer),
       cmocka_unit_test(test_load_descriptor_string_outside_library),
       cmocka_unit_test(test_load_function_pointer_into_data),

@@ -1,5 +1,5 @@
 /*
- * pf: list, describe and call packedfunc functions from the shell.
+ * pf: list, describe, call and serve packedfunc functions from the shell.
  *
  * Everything happens in pf_cli_main(argc, argv, out, err), which returns the
  * exit status and never exits, aborts or keeps state between calls beyond
@@ -25,57 +25,62 @@
 
 int pf_cli_main(int argc, char** argv, FILE* out, FILE* err);
 
-static const char k_usage[] =
-    "usage: pf [OPTIONS] COMMAND [ARGS]\n"
-    "\n"
-    "List, describe and call packedfunc functions from the shell.\n"
-    "\n"
-    "Commands:\n"
-    "  list [PREFIX]        print the registered function names (those that\n"
-    "                       begin with PREFIX), one per line, sorted\n"
-    "  describe NAME        print a function's name, signature and docstring\n"
-    "  call NAME [ARG...]   call a function and print its result\n"
-    "  serve --listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
-    "        [--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
-    "                       serve the registered functions whose names begin\n"
-    "                       with an exposed PREFIX (none unless --expose is\n"
-    "                       given; --expose '' exposes all) to remote clients\n"
-    "                       on a ZeroMQ ENDPOINT such as tcp://127.0.0.1:9190,\n"
-    "                       with N worker threads (4), until SIGINT or SIGTERM;\n"
-    "                       prints one line to stderr when ready; with CURVE,\n"
-    "                       only clients whose public key is in the\n"
-    "                       authorized-keys FILE (one per line) may connect\n"
-    "  help                 print this help\n"
-    "\n"
-    "Options (before the command):\n"
-    "  --connect ENDPOINTS  list, describe and call the functions of remote\n"
-    "                       servers (`pf serve`; several endpoints separated\n"
-    "                       by commas) instead of the local registry\n"
-    "  --timeout MS         the remote call timeout (default 30000)\n"
-    "  --server-key KEY     CURVE: the server's public key (Z85); needs\n"
-    "  --client-secret-key FILE  the client's secret key, in FILE\n"
-    "  --load LIB.so        load a packedfunc module and register its functions\n"
-    "                       globally; repeatable, loaded in order\n"
-    "  --prefix PREFIX      register the functions of the modules loaded by the\n"
-    "                       --load options that follow under PREFIX + name\n"
-    "  -h, --help           print this help\n"
-    "  --version            print the packedfunc version\n"
-    "  --                   end of options\n"
-    "\n"
-    "Arguments of `call`: each ARG becomes an int (decimal or 0x hex, within\n"
-    "int64), a float (3.5, 1e-3, inf, nan), a bool (true, false), null (null),\n"
-    "a container when it begins with [ or { (JSON: [1, \"a\"] is an array,\n"
-    "{\"k\": 1.5} a map; keys may also be integers; nested up to 64 levels),\n"
-    "or else a str. A function with a signature (a typed function) gets each\n"
-    "argument converted by the signature's type instead: \"3\" is 3.0 for a\n"
-    "float64 parameter, and stays the text \"3\" for a str parameter; a\n"
-    "shape parameter takes a JSON list of ints, such as [2, 3].\n"
-    "\n"
-    "Results print as: an int or float in decimal (floats with enough digits\n"
-    "to read back exactly), true/false, null, a str as is, bytes as b'...',\n"
-    "an array or shape as [...] and a map as {...} (JSON-style, strings\n"
-    "quoted), other values as <kind ...>.\n"
-    "\n"
+/* ---- options ----
+ * The options of pf (before the command) are one table: the parser, the
+ * usage text and the error for an option put after the command all read
+ * it. The commands are a table too (k_commands, after the commands). */
+
+typedef enum {
+  OPT_CONNECT,
+  OPT_TIMEOUT,
+  OPT_SERVER_KEY,
+  OPT_CLIENT_KEY,
+  OPT_LOAD,
+  OPT_PREFIX,
+  OPT_HELP,
+  OPT_VERSION,
+  OPT_END,
+  OPT_COUNT
+} option_id;
+
+typedef struct {
+  const char* name;      /* "--load" */
+  const char* alias;     /* another spelling ("-h"), or NULL */
+  const char* value;     /* what its value is called ("LIB.so"); NULL: it takes none */
+  const char* help;      /* for the usage text; lines separated by '\n' */
+  const char* bad_value; /* the usage error for a missing or bad value */
+} pf_option;
+
+static const pf_option k_options[OPT_COUNT] = {
+    [OPT_CONNECT] = {"--connect", NULL, "ENDPOINTS",
+                     "work on the functions of remote servers\n"
+                     "(`pf serve`; several endpoints separated by\n"
+                     "commas) instead of the local registry",
+                     "--connect needs ENDPOINTS"},
+    [OPT_TIMEOUT] = {"--timeout", NULL, "MS", "the remote call timeout (default 30000)",
+                     "--timeout needs a positive number of milliseconds"},
+    [OPT_SERVER_KEY] = {"--server-key", NULL, "KEY",
+                        "CURVE: the server's public key (Z85); needs\n"
+                        "--client-secret-key too",
+                        "--server-key needs a KEY"},
+    [OPT_CLIENT_KEY] = {"--client-secret-key", NULL, "FILE",
+                        "CURVE: the client's secret key, in FILE (which\n"
+                        "holds that one key)",
+                        "--client-secret-key needs a FILE"},
+    [OPT_LOAD] = {"--load", NULL, "LIB.so",
+                  "load a packedfunc module and register its functions\n"
+                  "globally; repeatable, loaded in order",
+                  "--load needs a library path"},
+    [OPT_PREFIX] = {"--prefix", NULL, "PREFIX",
+                    "register the functions of the modules loaded by the\n"
+                    "--load options that follow under PREFIX + name",
+                    "--prefix needs a value"},
+    [OPT_HELP] = {"--help", "-h", NULL, "print this help", NULL},
+    [OPT_VERSION] = {"--version", NULL, NULL, "print the packedfunc version", NULL},
+    [OPT_END] = {"--", NULL, NULL, "end of options", NULL},
+};
+
+static const char k_usage_tail[] =
     "Exit status: 0 on success; 1 on an error, printed to stderr as\n"
     "\"pf: Kind: message\" (followed by the traceback, if any); 2 on a bad\n"
     "command line.\n"
@@ -85,12 +90,93 @@ static const char k_usage[] =
     "  pf --load ./demo_plugin.so serve --listen tcp://127.0.0.1:9190 --expose demo.\n"
     "  pf --connect tcp://127.0.0.1:9190 call demo.add 40 2\n";
 
+/* ---- help text ---- */
+
+/* The column where the descriptions of commands and options begin. */
+#define HELP_COLUMN 23
+
+/* Prints `text` (lines separated by '\n') from column `col`, each further
+ * line after `indent` spaces; returns the column where it ends. */
+static int put_text(FILE* out, const char* text, int col, int indent) {
+  for (const char* p = text;;) {
+    size_t n = strcspn(p, "\n");
+    fprintf(out, "%.*s", (int)n, p);
+    col += (int)n;
+    if (p[n] == '\0') return col;
+    fprintf(out, "\n%*s", indent, "");
+    col = indent;
+    p += n + 1;
+  }
+}
+
+/* Ends an entry of a list that began with its names (up to column `col`):
+ * its description at HELP_COLUMN, beside the names when they leave room,
+ * else below them. */
+static void put_description(FILE* out, int col, const char* help) {
+  if (col <= HELP_COLUMN - 2)
+    fprintf(out, "%*s", HELP_COLUMN - col, "");
+  else
+    fprintf(out, "\n%*s", HELP_COLUMN, "");
+  put_text(out, help, HELP_COLUMN, HELP_COLUMN);
+  fputc('\n', out);
+}
+
+static void put_options(FILE* out) {
+  fputs("Options (before the command):\n", out);
+  for (int k = 0; k < OPT_COUNT; ++k) {
+    const pf_option* o = &k_options[k];
+    int col = o->alias ? fprintf(out, "  %s, %s", o->alias, o->name) : fprintf(out, "  %s", o->name);
+    if (o->value) col += fprintf(out, " %s", o->value);
+    put_description(out, col, o->help);
+  }
+}
+
+/* The option of pf that `arg` spells ("--load", "--load=VALUE", "-h"), or
+ * NULL ("--", which ends the options, is none). */
+static const pf_option* option_of_pf(const char* arg) {
+  for (int k = 0; k < OPT_COUNT; ++k) {
+    const pf_option* o = &k_options[k];
+    size_t n = strlen(o->name);
+    if (k == OPT_END) continue;
+    if (strcmp(arg, o->name) == 0 || (o->alias && strcmp(arg, o->alias) == 0) ||
+        (o->value && strncmp(arg, o->name, n) == 0 && arg[n] == '='))
+      return o;
+  }
+  return NULL;
+}
+
 /* ---- reporting ---- */
 
 static int usage_error(FILE* err, const char* fmt, const char* detail) {
   fputs("pf: ", err);
   fprintf(err, fmt, detail);
   fputs("\nTry 'pf --help' for more information.\n", err);
+  return PF_EXIT_USAGE;
+}
+
+/* A usage error of command `cmd`, which points at the command's own help. */
+static int command_error(FILE* err, const char* cmd, const char* fmt, const char* detail) {
+  fputs("pf: ", err);
+  fprintf(err, fmt, detail);
+  fprintf(err, "\nTry 'pf %s --help' for more information.\n", cmd);
+  return PF_EXIT_USAGE;
+}
+
+/* An option of pf given after the command `cmd`. */
+static int misplaced_option(FILE* err, const char* cmd, const pf_option* o) {
+  fprintf(err,
+          "pf: '%s' is an option of pf, not of %s: options go before the command "
+          "(pf [OPTIONS] %s ...)\nTry 'pf --help' for more information.\n",
+          o->name, cmd, cmd);
+  return PF_EXIT_USAGE;
+}
+
+/* An argument that command `cmd` does not take. */
+static int unknown_argument(FILE* err, const char* cmd, const char* arg) {
+  const pf_option* o = option_of_pf(arg);
+  if (o != NULL) return misplaced_option(err, cmd, o);
+  fprintf(err, "pf: %s: unknown argument '%s'\nTry 'pf %s --help' for more information.\n", cmd,
+          arg, cmd);
   return PF_EXIT_USAGE;
 }
 
@@ -1013,66 +1099,172 @@ static int load_rpc(FILE* err, rpc_api* api) {
 #endif
 }
 
-/* Reads a CURVE key (40 characters of Z85) from the start of FILE. */
+/* ---- key files ---- */
+
+/* A key file is small: a larger one is refused unread. */
+#define PF_KEY_FILE_MAX 4096
+
+static int is_blank(int c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Reads the CURVE key in FILE, which must hold exactly one key (40
+ * characters of Z85), optionally followed by whitespace, and nothing else;
+ * anything else is refused with a message naming the file. Whether the 40
+ * characters are valid Z85 is for check_key() to ask the rpc library. */
 static int read_key_file(FILE* err, const char* path, char key[PF_RPC_KEY_SIZE]) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) {
+  FILE* f = fopen(path, "rb");
+  char buf[PF_KEY_FILE_MAX + 1];
+  size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+  if (f == NULL || ferror(f)) {
     fprintf(err, "pf: ValueError: cannot read the key file '%s': %s\n", path, strerror(errno));
+    if (f) fclose(f);
     return -1;
   }
-  size_t n = 0;
-  int ch;
-  while (n < PF_RPC_KEY_SIZE - 1 && (ch = fgetc(f)) != EOF)
-    if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') key[n++] = (char)ch;
-  key[n] = '\0';
   fclose(f);
-  if (n != PF_RPC_KEY_SIZE - 1) {
-    fprintf(err, "pf: ValueError: '%s' does not hold a CURVE key (40 characters of Z85)\n", path);
+  size_t len = 0, rest = 0;
+  while (len < n && !is_blank((unsigned char)buf[len])) ++len;
+  for (rest = len; rest < n && is_blank((unsigned char)buf[rest]);) ++rest;
+  char why[64];
+  if (n > PF_KEY_FILE_MAX)
+    snprintf(why, sizeof why, "it is larger than %d bytes", PF_KEY_FILE_MAX);
+  else if (memchr(buf, '\0', n) != NULL)
+    snprintf(why, sizeof why, "it holds a NUL byte");
+  else if (n == 0)
+    snprintf(why, sizeof why, "it is empty");
+  else if (len == 0)
+    snprintf(why, sizeof why, rest == n ? "it holds only whitespace" : "it begins with whitespace");
+  else if (len != PF_RPC_KEY_SIZE - 1)
+    snprintf(why, sizeof why, "its key has %zu characters", len);
+  else if (rest < n)
+    snprintf(why, sizeof why, "more follows the key (at byte %zu)", rest + 1);
+  else
+    why[0] = '\0';
+  if (why[0] != '\0') {
+    fprintf(err,
+            "pf: ValueError: the key file '%s' must hold one CURVE key (40 characters of Z85) "
+            "and nothing else but trailing whitespace: %s\n",
+            path, why);
+    return -1;
+  }
+  memcpy(key, buf, PF_RPC_KEY_SIZE - 1);
+  key[PF_RPC_KEY_SIZE - 1] = '\0';
+  return 0;
+}
+
+/* The public keys of an authorized-keys file, with the line of each. */
+typedef struct {
+  char (*keys)[PF_RPC_KEY_SIZE];
+  const char** ptrs; /* ptrs[i] == keys[i], for PFRPCServerOptions */
+  int* lines;
+  int count;
+} key_list;
+
+static void key_list_free(key_list* l) {
+  free(l->keys);
+  free(l->ptrs);
+  free(l->lines);
+  memset(l, 0, sizeof *l);
+}
+
+#define PF_MAX_AUTHORIZED_KEYS 1024
+
+/* Reads a line of f without its '\n', keeping at most cap - 1 characters
+ * in buf; *len is its length without trailing whitespace, and *nul tells
+ * whether it holds a NUL byte. Returns 0, or -1 at the end of the file. */
+static int read_line(FILE* f, char* buf, size_t cap, size_t* len, int* nul) {
+  size_t n = 0;
+  int c = EOF;
+  *len = 0;
+  *nul = 0;
+  while ((c = getc(f)) != EOF && c != '\n') {
+    if (c == '\0') *nul = 1;
+    if (n < cap - 1) buf[n] = (char)c;
+    ++n;
+    if (!is_blank(c)) *len = n;
+  }
+  buf[n < cap - 1 ? n : cap - 1] = '\0';
+  return c == EOF && n == 0 ? -1 : 0;
+}
+
+/* Reads the CURVE public keys of FILE, one per line, each optionally
+ * followed by whitespace; blank lines and lines that begin with '#' are
+ * skipped. Anything else is refused, naming the file and the line. */
+static int read_authorized_keys(FILE* err, const char* path, key_list* out) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) {
+    fprintf(err, "pf: ValueError: cannot read the authorized keys '%s': %s\n", path,
+            strerror(errno));
+    return -1;
+  }
+  out->keys = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *out->keys);
+  out->ptrs = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *out->ptrs);
+  out->lines = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *out->lines);
+  if (out->keys == NULL || out->ptrs == NULL || out->lines == NULL) {
+    fclose(f);
+    key_list_free(out);
+    fputs("pf: MemoryError: out of memory\n", err);
+    return -1;
+  }
+  char line[PF_RPC_KEY_SIZE + 2];
+  size_t len;
+  int nul, lineno = 0;
+  const char* why = NULL;
+  while (why == NULL && read_line(f, line, sizeof line, &len, &nul) == 0) {
+    ++lineno;
+    if (!nul && (len == 0 || line[0] == '#')) continue;
+    if (nul)
+      why = "it holds a NUL byte";
+    else if (len != PF_RPC_KEY_SIZE - 1 || strcspn(line, " \t\n\r\v\f") != len)
+      why = "not one CURVE public key (40 characters of Z85, then only whitespace)";
+    else if (out->count == PF_MAX_AUTHORIZED_KEYS)
+      why = "more keys than " PF_STRINGIFY_(PF_MAX_AUTHORIZED_KEYS);
+    else {
+      memcpy(out->keys[out->count], line, PF_RPC_KEY_SIZE - 1);
+      out->ptrs[out->count] = out->keys[out->count];
+      out->lines[out->count++] = lineno;
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (why != NULL || failed) {
+    if (failed)
+      fprintf(err, "pf: ValueError: cannot read the authorized keys '%s'\n", path);
+    else
+      fprintf(err, "pf: ValueError: the authorized-keys file '%s' line %d: %s\n", path, lineno,
+              why);
+    key_list_free(out);
+    return -1;
+  }
+  if (out->count == 0) {
+    fprintf(err, "pf: ValueError: the authorized-keys file '%s' holds no key\n", path);
+    key_list_free(out);
     return -1;
   }
   return 0;
+}
+
+/* Asks the rpc library whether `key`, read from `path` (at `line`, when
+ * not 0), is valid Z85: PFRPCCurvePublicKey decodes it first, and says
+ * ValueError when it cannot. Its other errors (no CURVE support) are left
+ * to the call that needs the key. */
+static int check_key(FILE* err, const rpc_api* api, const char* path, int line,
+                     const char* key) {
+  char pub[PF_RPC_KEY_SIZE];
+  if (api->public_key(key, pub) == 0 || strcmp(PFErrorGetKind(), kPFErrValueError) != 0)
+    return 0;
+  if (line > 0)
+    fprintf(err, "pf: ValueError: the authorized-keys file '%s' line %d: the key is not valid Z85\n",
+            path, line);
+  else
+    fprintf(err, "pf: ValueError: the key file '%s': the key is not valid Z85\n", path);
+  return -1;
 }
 
 static void log_line(void* user, const char* line) {
   fprintf((FILE*)user, "%s\n", line);
   fflush((FILE*)user);
 }
-
-/* Reads the CURVE public keys of FILE, one per line (blank lines and lines
- * that begin with '#' are skipped), into keys[0..*n) (at most max). */
-static int read_authorized_keys(FILE* err, const char* path, char (*keys)[PF_RPC_KEY_SIZE],
-                                int max, int* n) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) {
-    fprintf(err, "pf: ValueError: cannot read the authorized keys '%s': %s\n", path,
-            strerror(errno));
-    return -1;
-  }
-  char line[256];
-  int count = 0, lineno = 0, rc = 0;
-  while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
-    ++lineno;
-    size_t len = strcspn(line, "\r\n");
-    line[len] = '\0';
-    if (len == 0 || line[0] == '#') continue;
-    if (len != PF_RPC_KEY_SIZE - 1 || count >= max) {
-      fprintf(err, "pf: ValueError: '%s' line %d: %s\n", path, lineno,
-              count >= max ? "too many keys" : "not a CURVE public key (40 characters of Z85)");
-      rc = -1;
-    } else {
-      memcpy(keys[count++], line, PF_RPC_KEY_SIZE);
-    }
-  }
-  fclose(f);
-  if (rc == 0 && count == 0) {
-    fprintf(err, "pf: ValueError: '%s' holds no key\n", path);
-    rc = -1;
-  }
-  *n = count;
-  return rc;
-}
-
-#define PF_MAX_AUTHORIZED_KEYS 1024
 
 /* pf serve: parses its options, serves until SIGINT or SIGTERM. */
 static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
@@ -1112,7 +1304,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
       if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--authorized-keys needs a FILE");
       authorized_file = v;
     } else {
-      status = usage_error(err, "serve: unknown argument '%s'", argv[i]);
+      status = unknown_argument(err, "serve", argv[i]);
     }
   }
   if (status < 0 && listen == NULL) status = usage_error(err, "%s", "serve needs --listen ENDPOINT");
@@ -1125,22 +1317,16 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     if (load(err, loads[k], "") != PF_EXIT_OK) status = PF_EXIT_ERROR;
   if (status < 0 && key_file != NULL && read_key_file(err, key_file, secret) != 0)
     status = PF_EXIT_ERROR;
-  char(*authorized)[PF_RPC_KEY_SIZE] = NULL;
-  const char** authorized_ptrs = NULL;
-  int nauthorized = 0;
-  if (status < 0 && authorized_file != NULL) {
-    authorized = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *authorized);
-    authorized_ptrs = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *authorized_ptrs);
-    if (authorized == NULL || authorized_ptrs == NULL) {
-      fputs("pf: MemoryError: out of memory\n", err);
-      status = PF_EXIT_ERROR;
-    } else if (read_authorized_keys(err, authorized_file, authorized, PF_MAX_AUTHORIZED_KEYS,
-                                    &nauthorized) != 0) {
-      status = PF_EXIT_ERROR;
-    }
-    for (int k = 0; k < nauthorized; ++k) authorized_ptrs[k] = authorized[k];
-  }
+  key_list authorized = {0};
+  if (status < 0 && authorized_file != NULL &&
+      read_authorized_keys(err, authorized_file, &authorized) != 0)
+    status = PF_EXIT_ERROR;
   if (status < 0 && load_rpc(err, &api) != 0) status = PF_EXIT_ERROR;
+  if (status < 0 && key_file != NULL && check_key(err, &api, key_file, 0, secret) != 0)
+    status = PF_EXIT_ERROR;
+  for (int k = 0; status < 0 && k < authorized.count; ++k)
+    if (check_key(err, &api, authorized_file, authorized.lines[k], authorized.keys[k]) != 0)
+      status = PF_EXIT_ERROR;
   if (status < 0) {
     /* Block the signals before the server's threads start, so that they
      * inherit the mask and the signals come to sigwait below. */
@@ -1155,8 +1341,8 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     o.expose = expose;
     o.num_expose = nexpose;
     o.curve_secret_key = key_file ? secret : NULL;
-    o.authorized_keys = authorized_ptrs;
-    o.num_authorized_keys = nauthorized;
+    o.authorized_keys = authorized.ptrs;
+    o.num_authorized_keys = authorized.count;
     o.log = log_line;
     o.log_user_data = err;
     PFRPCServerHandle server = NULL;
@@ -1175,11 +1361,275 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
-  free(authorized);
-  free(authorized_ptrs);
+  key_list_free(&authorized);
   free(expose);
   free(loads);
   return status;
+}
+
+/* ---- the commands ---- */
+
+/* What a command gets: its streams and the arguments after its name. */
+typedef struct {
+  FILE* out;
+  FILE* err;
+  int nargs;
+  char** args;
+} cmd_args;
+
+typedef struct {
+  const char* name;
+  const char* synopsis;  /* its arguments as the usage shows them; further lines: '\n' */
+  const char* summary;   /* what it does; lines separated by '\n' */
+  const char* details;   /* more, after the command list and in its own help; or NULL */
+  int min_args;          /* how many arguments it takes */
+  int max_args;          /* -1: any number */
+  const char* bad_count; /* the usage error for another number */
+  int scan;              /* how many of its arguments may be --help or a misplaced
+                            option of pf (-1: all of them; the arguments of a
+                            function that `call` calls are the function's) */
+  int own_options;       /* it parses options of its own, and says itself which
+                            options of pf were put after it */
+  int remote;            /* it works on the functions of --connect servers */
+  int early;             /* it runs before any module is loaded */
+  int (*run)(const cmd_args* a);
+} pf_command;
+
+static int run_list(const cmd_args* a) {
+  return cmd_list(a->out, a->err, a->nargs ? a->args[0] : NULL);
+}
+
+static int run_describe(const cmd_args* a) { return cmd_describe(a->out, a->err, a->args[0]); }
+
+static int run_call(const cmd_args* a) {
+  return cmd_call(a->out, a->err, a->args[0], a->nargs - 1, a->args + 1);
+}
+
+static int run_serve(const cmd_args* a) {
+  int loaded = 1;
+  return cmd_serve(a->err, a->nargs, a->args, &loaded, load_module);
+}
+
+static int run_help(const cmd_args* a);
+
+static const pf_command k_commands[] = {
+    {"list", "[PREFIX]",
+     "print the registered function names (those that\n"
+     "begin with PREFIX), one per line, sorted",
+     NULL, 0, 1, "list takes at most one PREFIX", -1, 0, 1, 0, run_list},
+    {"describe", "NAME", "print a function's name, signature and docstring", NULL, 1, 1,
+     "describe takes exactly one NAME", -1, 0, 1, 0, run_describe},
+    {"call", "NAME [ARG...]", "call a function and print its result",
+     "Arguments of `call`: each ARG becomes an int (decimal or 0x hex, within\n"
+     "int64), a float (3.5, 1e-3, inf, nan), a bool (true, false), null (null),\n"
+     "a container when it begins with [ or { (JSON: [1, \"a\"] is an array,\n"
+     "{\"k\": 1.5} a map; keys may also be integers; nested up to 64 levels),\n"
+     "or else a str. A function with a signature (a typed function) gets each\n"
+     "argument converted by the signature's type instead: \"3\" is 3.0 for a\n"
+     "float64 parameter, and stays the text \"3\" for a str parameter; a\n"
+     "shape parameter takes a JSON list of ints, such as [2, 3].\n"
+     "\n"
+     "Results print as: an int or float in decimal (floats with enough digits\n"
+     "to read back exactly), true/false, null, a str as is, bytes as b'...',\n"
+     "an array or shape as [...] and a map as {...} (JSON-style, strings\n"
+     "quoted), other values as <kind ...>.\n",
+     1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call},
+    {"serve",
+     "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
+     "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]",
+     "serve the registered functions whose names begin\n"
+     "with an exposed PREFIX (none unless --expose is\n"
+     "given; --expose '' exposes all) to remote clients\n"
+     "on a ZeroMQ ENDPOINT such as tcp://127.0.0.1:9190,\n"
+     "with N worker threads (4), until SIGINT or SIGTERM;\n"
+     "prints one line to stderr when ready; with CURVE,\n"
+     "only clients whose public key is in the\n"
+     "authorized-keys FILE (one per line) may connect",
+     NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve},
+    {"help", "[COMMAND]",
+     "print this help, or the help of COMMAND (as\n"
+     "pf COMMAND --help does)",
+     NULL, 0, 1, "help takes at most one COMMAND", -1, 0, 1, 1, run_help},
+};
+
+#define NUM_COMMANDS ((int)(sizeof(k_commands) / sizeof(k_commands[0])))
+
+static const pf_command* find_command(const char* name) {
+  for (int k = 0; k < NUM_COMMANDS; ++k)
+    if (strcmp(k_commands[k].name, name) == 0) return &k_commands[k];
+  return NULL;
+}
+
+static void put_usage(FILE* out) {
+  fputs("usage: pf [OPTIONS] COMMAND [ARGS]\n"
+        "\n"
+        "List, describe, call and serve packedfunc functions from the shell.\n"
+        "\n"
+        "Commands:\n",
+        out);
+  for (int k = 0; k < NUM_COMMANDS; ++k) {
+    const pf_command* c = &k_commands[k];
+    int col = fprintf(out, "  %s ", c->name);
+    put_description(out, put_text(out, c->synopsis, col, 8), c->summary);
+  }
+  fputc('\n', out);
+  put_options(out);
+  for (int k = 0; k < NUM_COMMANDS; ++k)
+    if (k_commands[k].details) fprintf(out, "\n%s", k_commands[k].details);
+  fprintf(out, "\n%s", k_usage_tail);
+}
+
+/* `pf COMMAND --help`. */
+static void put_command_help(FILE* out, const pf_command* c) {
+  int col = fprintf(out, "usage: pf [OPTIONS] %s ", c->name);
+  put_text(out, c->synopsis, col, 8);
+  fputs("\n\n  ", out);
+  put_text(out, c->summary, 2, 2);
+  fputs("\n", out);
+  if (c->details) fprintf(out, "\n%s", c->details);
+  fputs("\nOptions go before the command; 'pf --help' lists them.\n", out);
+}
+
+static int run_help(const cmd_args* a) {
+  if (a->nargs == 0) {
+    put_usage(a->out);
+    return PF_EXIT_OK;
+  }
+  const pf_command* c = find_command(a->args[0]);
+  if (c == NULL) return usage_error(a->err, "unknown command '%s'", a->args[0]);
+  put_command_help(a->out, c);
+  return PF_EXIT_OK;
+}
+
+/* Checks the arguments of command `c`: prints its help when it is asked
+ * for, or a usage error; otherwise returns -1. */
+static int check_command(FILE* out, FILE* err, const pf_command* c, int nargs, char** args,
+                         int remote) {
+  int scan = c->scan < 0 || c->scan > nargs ? nargs : c->scan;
+  for (int k = 0; k < scan; ++k) {
+    if (strcmp(args[k], k_options[OPT_HELP].name) == 0 ||
+        strcmp(args[k], k_options[OPT_HELP].alias) == 0) {
+      put_command_help(out, c);
+      return PF_EXIT_OK;
+    }
+  }
+  for (int k = 0; k < scan && !c->own_options; ++k) {
+    const pf_option* o = option_of_pf(args[k]);
+    if (o != NULL) return misplaced_option(err, c->name, o);
+  }
+  if (nargs < c->min_args || (c->max_args >= 0 && nargs > c->max_args))
+    return command_error(err, c->name, "%s", c->bad_count);
+  if (remote && !c->remote)
+    return command_error(err, c->name, "%s does not take --connect", c->name);
+  return -1;
+}
+
+/* "list, describe, call, serve or help", from the table. */
+static void command_names(char* buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < NUM_COMMANDS && used < cap; ++k)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%s",
+                             k == 0 ? "" : k == NUM_COMMANDS - 1 ? " or " : ", ",
+                             k_commands[k].name);
+}
+
+/* --connect: reads the client's key file (before the library, so that a
+ * bad file is named whether or not the library loads), loads the rpc
+ * library into *api and connects g_remote. Returns -1 on success. */
+static int connect_remote(FILE* err, rpc_api* api, const char* endpoints, int64_t timeout_ms,
+                          const char* server_key, const char* key_file) {
+  char secret[PF_RPC_KEY_SIZE], pub[PF_RPC_KEY_SIZE];
+  PFRPCOptions o;
+  memset(&o, 0, sizeof o);
+  o.timeout_ms = (int)timeout_ms;
+  if (key_file != NULL && read_key_file(err, key_file, secret) != 0) return PF_EXIT_ERROR;
+  if (load_rpc(err, api) != 0) return PF_EXIT_ERROR;
+  if (key_file != NULL) {
+    if (check_key(err, api, key_file, 0, secret) != 0) return PF_EXIT_ERROR;
+    if (api->public_key(secret, pub) != 0) return report_error(err);
+    o.server_key = server_key;
+    o.client_public_key = pub;
+    o.client_secret_key = secret;
+  }
+  if (api->connect(endpoints, &o, &g_remote) != 0) return report_error(err);
+  return -1;
+}
+
+/* What the options of pf asked for. */
+typedef struct {
+  const char** loads;    /* --load paths, in order */
+  const char** prefixes; /* the --prefix in force for each */
+  int num_loads;
+  const char* connect_to;
+  const char* server_key;
+  const char* client_key_file;
+  int64_t timeout_ms;
+} pf_options;
+
+/* Parses the options of pf (before the command) into *o; returns the index
+ * of the command in argv, with *status -1, or *status an exit status (help,
+ * version, a usage error). */
+static int parse_options(int argc, char** argv, FILE* out, FILE* err, pf_options* o,
+                         int* status) {
+  const char* prefix = "";
+  int i = 1;
+  *status = -1;
+  for (; *status < 0 && i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; ++i) {
+    const char* v = NULL;
+    int k = -1;
+    for (int j = 0; j < OPT_COUNT && k < 0; ++j) {
+      const pf_option* opt = &k_options[j];
+      if (opt->value != NULL ? option_value(argc, argv, &i, opt->name, &v) != 0
+                             : strcmp(argv[i], opt->name) == 0 ||
+                                   (opt->alias && strcmp(argv[i], opt->alias) == 0))
+        k = j;
+    }
+    switch (k) {
+      case OPT_END:
+        return i + 1;
+      case OPT_HELP:
+        put_usage(out);
+        *status = PF_EXIT_OK;
+        break;
+      case OPT_VERSION:
+        fprintf(out, "pf (packedfunc) %s\n", PFGetApiBase()->GetVersionString());
+        *status = PF_EXIT_OK;
+        break;
+      case OPT_LOAD:
+        if (v == NULL || v[0] == '\0') break;
+        o->loads[o->num_loads] = v;
+        o->prefixes[o->num_loads++] = prefix;
+        continue;
+      case OPT_PREFIX:
+        if (v == NULL) break;
+        prefix = v;
+        continue;
+      case OPT_CONNECT:
+        if (v == NULL || v[0] == '\0') break;
+        o->connect_to = v;
+        continue;
+      case OPT_TIMEOUT:
+        if (v == NULL || parse_int(v, &o->timeout_ms) != 1 || o->timeout_ms < 1 ||
+            o->timeout_ms > INT32_MAX)
+          break;
+        continue;
+      case OPT_SERVER_KEY:
+        if (v == NULL || v[0] == '\0') break;
+        o->server_key = v;
+        continue;
+      case OPT_CLIENT_KEY:
+        if (v == NULL || v[0] == '\0') break;
+        o->client_key_file = v;
+        continue;
+      default:
+        *status = usage_error(err, "unknown option '%s'", argv[i]);
+        continue;
+    }
+    /* A missing or bad value (help and version set the status). */
+    if (*status < 0) *status = usage_error(err, "%s", k_options[k].bad_value);
+  }
+  return i;
 }
 
 int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
@@ -1188,119 +1638,48 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
     if (argv[k] == NULL) return usage_error(err, "%s", "argv holds a NULL argument");
   /* First the whole command line is checked, so a usage error has no side
    * effects; then modules are loaded, in order; then the command runs. */
-  const char** loads = calloc((size_t)argc, sizeof(*loads));
-  const char** prefixes = calloc((size_t)argc, sizeof(*prefixes));
-  if (loads == NULL || prefixes == NULL) {
-    free(loads);
-    free(prefixes);
+  pf_options o;
+  memset(&o, 0, sizeof o);
+  o.loads = calloc((size_t)argc, sizeof(*o.loads));
+  o.prefixes = calloc((size_t)argc, sizeof(*o.prefixes));
+  if (o.loads == NULL || o.prefixes == NULL) {
+    free(o.loads);
+    free(o.prefixes);
     fputs("pf: MemoryError: out of memory\n", err);
     return PF_EXIT_ERROR;
   }
-  int num_loads = 0, status = -1, i = 1;
-  const char* prefix = "";
-  const char *connect_to = NULL, *server_key = NULL, *client_key_file = NULL;
-  int64_t timeout_ms = 0;
-  while (status < 0 && i < argc && argv[i][0] == '-' && argv[i][1] != '\0') {
-    const char* a = argv[i];
-    const char* value = NULL;
-    int r;
-    if (strcmp(a, "--") == 0) {
-      ++i;
-      break;
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(k_usage, out);
-      status = PF_EXIT_OK;
-    } else if (strcmp(a, "--version") == 0) {
-      fprintf(out, "pf (packedfunc) %s\n", PFGetApiBase()->GetVersionString());
-      status = PF_EXIT_OK;
-    } else if ((r = option_value(argc, argv, &i, "--load", &value)) != 0) {
-      if (r < 0 || value[0] == '\0')
-        status = usage_error(err, "%s", "--load needs a library path");
-      loads[num_loads] = value;
-      prefixes[num_loads++] = prefix;
-    } else if ((r = option_value(argc, argv, &i, "--prefix", &value)) != 0) {
-      if (r < 0) status = usage_error(err, "%s", "--prefix needs a value");
-      prefix = value;
-    } else if ((r = option_value(argc, argv, &i, "--connect", &value)) != 0) {
-      if (r < 0 || value[0] == '\0') status = usage_error(err, "%s", "--connect needs ENDPOINTS");
-      connect_to = value;
-    } else if ((r = option_value(argc, argv, &i, "--timeout", &value)) != 0) {
-      if (r < 0 || parse_int(value, &timeout_ms) != 1 || timeout_ms < 1 || timeout_ms > INT32_MAX)
-        status = usage_error(err, "%s", "--timeout needs a positive number of milliseconds");
-    } else if ((r = option_value(argc, argv, &i, "--server-key", &value)) != 0) {
-      if (r < 0 || value[0] == '\0') status = usage_error(err, "%s", "--server-key needs a KEY");
-      server_key = value;
-    } else if ((r = option_value(argc, argv, &i, "--client-secret-key", &value)) != 0) {
-      if (r < 0 || value[0] == '\0')
-        status = usage_error(err, "%s", "--client-secret-key needs a FILE");
-      client_key_file = value;
-    } else {
-      status = usage_error(err, "unknown option '%s'", a);
-    }
-    ++i;
-  }
-  const char* cmd = status < 0 && i < argc ? argv[i++] : NULL;
-  int nargs = argc - i;
-  char** args = argv + i;
+  int status;
+  int i = parse_options(argc, argv, out, err, &o, &status);
+  const pf_command* cmd = NULL;
+  cmd_args a = {out, err, i < argc ? argc - i - 1 : 0, argv + (i < argc ? i + 1 : argc)};
   if (status >= 0) {
     /* done: help, version or a usage error */
-  } else if (cmd == NULL) {
-    status = usage_error(err, "%s", "missing command (list, describe, call or help)");
-  } else if (strcmp(cmd, "help") == 0) {
-    fputs(k_usage, out);
-    status = PF_EXIT_OK;
-  } else if (strcmp(cmd, "list") == 0) {
-    if (nargs > 1) status = usage_error(err, "%s", "list takes at most one PREFIX");
-  } else if (strcmp(cmd, "describe") == 0) {
-    if (nargs != 1) status = usage_error(err, "%s", "describe takes exactly one NAME");
-  } else if (strcmp(cmd, "call") == 0) {
-    if (nargs < 1) status = usage_error(err, "%s", "call needs a function NAME");
-  } else if (strcmp(cmd, "serve") == 0) {
-    if (connect_to != NULL) status = usage_error(err, "%s", "serve does not take --connect");
+  } else if (i >= argc) {
+    char names[128];
+    command_names(names, sizeof names);
+    status = usage_error(err, "missing command (%s)", names);
+  } else if ((cmd = find_command(argv[i])) == NULL) {
+    status = usage_error(err, "unknown command '%s'", argv[i]);
   } else {
-    status = usage_error(err, "unknown command '%s'", cmd);
+    status = check_command(out, err, cmd, a.nargs, a.args, o.connect_to != NULL);
   }
-  if (status < 0 && server_key != NULL && client_key_file == NULL)
+  if (status < 0 && o.server_key != NULL && o.client_key_file == NULL)
     status = usage_error(err, "%s", "--server-key needs --client-secret-key FILE too");
-  for (int k = 0; status < 0 && k < num_loads; ++k)
-    if (load_module(err, loads[k], prefixes[k]) != PF_EXIT_OK) status = PF_EXIT_ERROR;
+  if (status < 0 && cmd->early) status = cmd->run(&a);
+  for (int k = 0; status < 0 && k < o.num_loads; ++k)
+    if (load_module(err, o.loads[k], o.prefixes[k]) != PF_EXIT_OK) status = PF_EXIT_ERROR;
   rpc_api api;
-  if (status < 0 && strcmp(cmd, "serve") == 0) {
-    int loaded = 1;
-    status = cmd_serve(err, nargs, args, &loaded, load_module);
-  } else if (status < 0 && connect_to != NULL) {
-    char secret[PF_RPC_KEY_SIZE], pub[PF_RPC_KEY_SIZE];
-    PFRPCOptions o;
-    memset(&o, 0, sizeof o);
-    o.timeout_ms = (int)timeout_ms;
-    if (load_rpc(err, &api) != 0) {
-      status = PF_EXIT_ERROR;
-    } else if (client_key_file != NULL) {
-      if (read_key_file(err, client_key_file, secret) != 0)
-        status = PF_EXIT_ERROR;
-      else if (api.public_key(secret, pub) != 0)
-        status = report_error(err);
-      o.server_key = server_key;
-      o.client_public_key = pub;
-      o.client_secret_key = secret;
-    }
-    if (status < 0 && api.connect(connect_to, &o, &g_remote) != 0) status = report_error(err);
-  }
-  if (status < 0) {
-    if (strcmp(cmd, "list") == 0)
-      status = cmd_list(out, err, nargs ? args[0] : NULL);
-    else if (strcmp(cmd, "describe") == 0)
-      status = cmd_describe(out, err, args[0]);
-    else
-      status = cmd_call(out, err, args[0], nargs - 1, args + 1);
-  }
+  if (status < 0 && o.connect_to != NULL)
+    status = connect_remote(err, &api, o.connect_to, o.timeout_ms, o.server_key,
+                            o.client_key_file);
+  if (status < 0) status = cmd->run(&a);
   if (g_remote != NULL) {
     api.disconnect(g_remote);
     PFModFree(g_remote);
     g_remote = NULL;
   }
-  free(loads);
-  free(prefixes);
+  free(o.loads);
+  free(o.prefixes);
   fflush(out);
   return status;
 }

@@ -1,16 +1,61 @@
-"""Builds packedfunc._cext, the package's optional compiled fast path.
+"""Ships the shared libraries the package loads, and builds packedfunc._cext,
+the package's optional compiled fast path.
 
-Everything else is in pyproject.toml. The extension needs a C compiler, the
-Python headers (Debian: python3-dev) and packedfunc's own header
-(packedfunc/c_api.h): from $PACKEDFUNC_INCLUDE, the source tree this
-directory sits in, or an installed copy. When any of them is missing, or
-the build fails, the package installs without it and runs on ctypes.
+Everything else is in pyproject.toml.
+
+The libraries are libpackedfunc and libpackedfunc_rpc, which `make python`
+at the root of the source tree builds and copies into packedfunc/. They are
+not built here: their build is the Makefile's (with its checks of the
+Debian packages it needs). Without them the build fails at once and says
+what to run, instead of installing a package that cannot import.
+
+The extension needs a C compiler, the Python headers (Debian: python3-dev)
+and packedfunc's own header (packedfunc/c_api.h): from $PACKEDFUNC_INCLUDE,
+the source tree this directory sits in, or an installed copy. When any of
+them is missing, or the build fails, the package installs without it and
+runs on ctypes.
 """
+import ast
 import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.join(HERE, "packedfunc")
+
+
+def _constant(module, name):
+    """A constant assigned at the top level of packedfunc/MODULE.py, read
+    without importing the package (which would load the library)."""
+    with open(os.path.join(PKG, module + ".py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError("setup.py: packedfunc/%s.py assigns no %s" % (module, name))
+
+
+# The sonames of the libraries the package loads, as the modules that load
+# them spell them: the core (_ffi.py's first choice) and the rpc library.
+LIBRARIES = (_constant("_ffi", "_LIB_FILES")[0], _constant("rpc", "_SONAME"))
+
+
+class BuildPyWithLibraries(build_py):
+    """build_py that refuses to go on without the libraries to ship."""
+
+    def run(self):
+        missing = [n for n in LIBRARIES if not os.path.isfile(os.path.join(PKG, n))]
+        if missing:
+            root = os.path.normpath(os.path.join(HERE, "..", ".."))
+            where = ("in %s" % root if os.path.isfile(os.path.join(root, "Makefile"))
+                     else "at the root of the packedfunc source tree")
+            raise SystemExit(
+                "packedfunc: %s lacks %s, which the package loads and ships. Run "
+                "`make python` %s first: it builds the libraries and copies them into %s. "
+                "Then install again." % (PKG, " and ".join(missing), where, PKG))
+        super().run()
 
 
 def _include_dir():
@@ -32,4 +77,5 @@ if _include is not None:
         # A failed build leaves the pure-ctypes package.
         optional=True))
 
-setup(ext_modules=_ext)
+setup(ext_modules=_ext, package_data={"packedfunc": list(LIBRARIES)},
+      cmdclass={"build_py": BuildPyWithLibraries})

@@ -1616,7 +1616,12 @@ PF_EXPORT int PFClosureCheckError(PFObjectHandle closure);
  * point at loaded code (the library's own, or that of a library it links).
  *
  * Paths. A path with a slash is opened as it is (relative to the current
- * directory). A name without a slash is searched as dlopen searches it: a
+ * directory). A name without a slash that names an existing file (anything
+ * but a directory) in the current directory is that file, opened as
+ * "./NAME": the file a caller who sees it there means, which dlopen alone
+ * would not look for; so "mylib.so" beside the caller loads, even when
+ * dlopen's search path holds another library of that name. Any other name
+ * without a slash is searched as dlopen searches it: a
  * library already loaded under that name is used as it is; otherwise the
  * directories of dlopen's search path (DT_RPATH, LD_LIBRARY_PATH,
  * DT_RUNPATH, the system directories, as RTLD_DI_SERINFO lists them) are

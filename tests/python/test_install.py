@@ -1,5 +1,7 @@
-"""`pip install` into a venv, offline, ships the library inside the package,
-with the compiled extension when it can be built and without it when not."""
+"""`pip install` into a venv, offline, ships every library the package uses
+inside it (libpackedfunc and libpackedfunc_rpc), with the compiled
+extension when it can be built and without it when not; without the
+libraries it fails at install time and says what to run."""
 import os
 import shutil
 import subprocess
@@ -17,11 +19,34 @@ pytestmark = pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes"
                                 reason="backend-independent; runs in the cext pass")
 
 
-def _install_and_run(tmp_path, build_env=None):
-    """pip-installs a copy of bindings/python into a fresh venv, then runs
-    a call there; (library path, package dir, answer, backend)."""
-    if not os.path.exists(os.path.join(PKG_SRC, "packedfunc", "libpackedfunc.so.0")):
-        pytest.skip("run `make python` first: the package has no library to ship")
+# The libraries that `make python` puts beside the package.
+CORE_LIB, RPC_LIB = "libpackedfunc.so.0", "libpackedfunc_rpc.so.0"
+
+# What the installed package runs: a local call, and a remote one through
+# libpackedfunc_rpc, which must come from the package too.
+INSTALLED_CODE = """
+import os
+import packedfunc
+from packedfunc import rpc
+print(packedfunc.library_path)
+print(os.path.dirname(packedfunc.__file__))
+print(rpc._lib._name)
+f = packedfunc.convert(lambda a, b: a + b)
+print(f(40, 2))
+packedfunc.register_func("installed.add", lambda a, b: a + b)
+with rpc.serve("tcp://127.0.0.1:*", expose="installed.", workers=1) as server:
+    with rpc.connect(server.endpoint, timeout=30) as remote:
+        print(remote["installed.add"](40, 2))
+print(packedfunc.backend)
+"""
+
+# Nothing of this build may reach the installed package but what pip put
+# in it.
+_NOT_INHERITED = ("PACKEDFUNC_LIBRARY", "PF_RPC_LIBRARY", "PYTHONPATH", "BUILD",
+                  "PACKEDFUNC_BACKEND", "LD_LIBRARY_PATH")
+
+
+def _venv(tmp_path):
     try:
         import ensurepip  # noqa: F401  (python3-venv provides pip for venvs)
     except ImportError:
@@ -29,29 +54,40 @@ def _install_and_run(tmp_path, build_env=None):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                    check=True, capture_output=True, timeout=300)
+    return venv
+
+
+def _pip_install(tmp_path, venv, build_env=None, without=()):
+    """pip-installs a copy of bindings/python (without the files named in
+    `without`) into `venv`; returns the completed process and the env."""
     # Build from a copy, so that the build leaves nothing in the tree.
     src = tmp_path / "src"
     shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__", "_cext*.so"))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PACKEDFUNC_LIBRARY", "PYTHONPATH", "BUILD", "PACKEDFUNC_BACKEND")}
+        "build", "*.egg-info", "__pycache__", "_cext*.so", *without))
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation",
                         "--no-index", "--quiet", str(src)], env=dict(env, **(build_env or {})),
                        capture_output=True, text=True, timeout=600)
+    return r, env
+
+
+def _install_and_run(tmp_path, build_env=None):
+    """pip-installs a copy of bindings/python into a fresh venv, then runs
+    INSTALLED_CODE there; returns the backend it ran on."""
+    for lib in (CORE_LIB, RPC_LIB):
+        if not os.path.exists(os.path.join(PKG_SRC, "packedfunc", lib)):
+            pytest.skip("run `make python` first: the package has no %s to ship" % lib)
+    venv = _venv(tmp_path)
+    r, env = _pip_install(tmp_path, venv, build_env)
     assert r.returncode == 0, r.stdout + r.stderr
-    code = ("import packedfunc, os\n"
-            "print(packedfunc.library_path)\n"
-            "print(os.path.dirname(packedfunc.__file__))\n"
-            "f = packedfunc.convert(lambda a, b: a + b)\n"
-            "print(f(40, 2))\n"
-            "print(packedfunc.backend)\n")
-    r = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=env,
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", INSTALLED_CODE], env=env,
                        cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    lib, pkg_dir, answer, backend = r.stdout.split()
+    lib, pkg_dir, rpc_lib, answer, remote_answer, backend = r.stdout.split()
     assert pkg_dir.startswith(str(venv))
-    assert lib == os.path.join(pkg_dir, "libpackedfunc.so.0")
-    assert answer == "42"
+    assert lib == os.path.join(pkg_dir, CORE_LIB)
+    assert rpc_lib == os.path.join(pkg_dir, RPC_LIB)
+    assert answer == remote_answer == "42"
     return backend
 
 
@@ -68,3 +104,20 @@ def test_pip_install_without_a_compiler_falls_back_to_ctypes(tmp_path):
     backend = _install_and_run(tmp_path, {"PACKEDFUNC_INCLUDE": os.path.join(ROOT, "include"),
                                           "CC": "false"})
     assert backend == "ctypes"
+
+
+@pytest.mark.parametrize("without", [(CORE_LIB, RPC_LIB), (RPC_LIB,)],
+                         ids=["no-libraries", "no-rpc-library"])
+def test_pip_install_without_the_libraries_fails_and_says_what_to_run(tmp_path, without):
+    # Before, pip installed a package that could not import (or whose
+    # packedfunc.rpc could not), with a message about paths in the venv.
+    venv = _venv(tmp_path)
+    r, _ = _pip_install(tmp_path, venv, {"PACKEDFUNC_INCLUDE": os.path.join(ROOT, "include")},
+                        without=without)
+    text = r.stdout + r.stderr
+    assert r.returncode != 0, text
+    assert "make python" in text, text
+    for lib in (CORE_LIB, RPC_LIB):
+        assert (lib in text) == (lib in without), text
+    site = list(venv.glob("lib/python*/site-packages/packedfunc"))
+    assert site == [], "a package was installed"

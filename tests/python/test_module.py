@@ -302,11 +302,11 @@ def test_module_cannot_be_created_or_pickled(pf, plugin):
 
 # ---- objects made by a module's code, and bad module files --------------------
 
-def _run_fresh(code, *args, env=None, timeout=60):
+def _run_fresh(code, *args, env=None, timeout=60, cwd=None):
     """Runs `code` in a fresh interpreter, so that a crash or a loaded
     library cannot leak into this process."""
     env = dict(env or os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"))
-    return subprocess.run([sys.executable, "-c", code, *args], env=env,
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -384,6 +384,33 @@ except OSError as e:
     r = _run_fresh(code, "libpf_cut.so", env=env)
     assert r.returncode == 0, (r.returncode, r.stderr)
     assert "found as" in r.stdout and "file truncated" in r.stdout
+
+
+def test_a_bare_name_of_a_file_in_the_working_directory_loads_that_file(pf, tmp_path):
+    # load_module("mylib.so") with mylib.so right here: the user means that
+    # file, which dlopen alone would not look for (it searches only the
+    # library path), even when the library path holds another of that name.
+    src = pathlib.Path(fixture_module("mod_other.so")).read_bytes()
+    (tmp_path / "mylib.so").write_bytes(src)
+    (tmp_path / "cut.so").write_bytes(src[:3000])
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mylib.so").write_bytes(src[:3000])
+    code = r"""
+import packedfunc as pf
+m = pf.load_module("mylib.so")
+print(m.path, m["add"](40, 2))
+try:
+    pf.load_module("cut.so")
+except OSError as e:
+    print(type(e).__name__, "|", e)
+"""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path / "lib"))
+    r = _run_fresh(code, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    first, second = r.stdout.splitlines()
+    assert first == "mylib.so 1042"
+    assert second.startswith("OSError | ")
+    assert "found as './cut.so'" in second and "file truncated" in second
 
 
 def test_a_fifo_is_os_error_not_a_hang(pf, tmp_path):

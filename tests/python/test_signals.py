@@ -1,5 +1,13 @@
 """Ctrl-C during a long C function ends it with KeyboardInterrupt, also
-while C is calling a Python callback, and nothing is printed."""
+while C is calling a Python callback, and nothing is printed.
+
+Python installs its KeyboardInterrupt handler only when SIGINT is not
+ignored at start, and a suite started in the background (`make test &`
+from a script, nohup) inherits SIGINT ignored. So each test that needs the
+handler installs it itself, and the scripts run in fresh interpreters start
+with SIGINT ignored on purpose: they must not depend on the disposition
+they inherit. With SIGINT ignored, the binding itself carries on as if no
+signal came."""
 import os
 import signal
 import subprocess
@@ -12,7 +20,17 @@ import pytest
 from conftest import ROOT
 
 
-def test_keyboard_interrupt_stops_c_loop(fn):
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, whatever the
+    disposition this process inherited (SIG_IGN when started in the
+    background)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_keyboard_interrupt_stops_c_loop(fn, sigint_raises):
     poll = fn("poll_signals")
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
@@ -47,21 +65,31 @@ def test_custom_signal_handler_exception_kind(fn):
         signal.signal(signal.SIGUSR1, old)
 
 
+# Execs the interpreter on the script in argv[1] with SIGINT ignored, which
+# the exec keeps: as a shell starts a command in the background.
+_START_WITH_SIGINT_IGNORED = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, '-c', sys.argv[1]])")
+
+# What a script that wants Ctrl-C to raise KeyboardInterrupt starts with.
+_SIGINT_RAISES = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def run_script(script, testlib, **extra_env):
-    """Runs `script` in a fresh interpreter (no pytest hooks around it);
-    returns the completed process."""
+    """Runs `script` in a fresh interpreter (no pytest hooks around it),
+    started with SIGINT ignored; returns the completed process."""
     env = dict(os.environ, **extra_env)
     env["PYTHONPATH"] = os.path.join(ROOT, "bindings", "python")
     env["PF_TESTLIB_PATH"] = testlib._name
-    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", _START_WITH_SIGINT_IGNORED, script], env=env,
+                          capture_output=True, text=True, timeout=120)
 
 
 # A signal handler runs on entry to the first Python frame after the
 # signal: here the callback's trampoline, before its own `try`. The
 # exception then escapes into ctypes, which used to print "Exception
 # ignored on calling ctypes callback function" and hand C a garbage result.
-ENTRY_SCRIPT = r"""
+ENTRY_SCRIPT = _SIGINT_RAISES + r"""
 import ctypes, os, signal
 import packedfunc as pf
 ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
@@ -116,7 +144,7 @@ def test_interrupt_on_callback_entry_raises_in_the_caller(testlib):
 # function pointer). Each run is long enough to be interrupted well before
 # it ends; an interrupt that got lost lets it finish, which the script
 # reports.
-DEMO_SCRIPT = r"""
+DEMO_SCRIPT = _SIGINT_RAISES + r"""
 import os, signal, sys, threading
 import numpy as np
 import packedfunc as pf
@@ -157,3 +185,36 @@ def test_ctrl_c_during_demo_callbacks_raises_keyboard_interrupt(testlib):
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     assert r.stdout.split() == ["ok"] * 12
+
+
+# SIGINT ignored, as a process started in the background inherits it: no
+# handler runs, so C polling for signals and callbacks entered right after
+# a SIGINT carry on as if none came, nothing is printed, and a handler
+# installed later works.
+IGNORED_SCRIPT = r"""
+import ctypes, os, signal, threading
+import packedfunc as pf
+assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
+poll = pf.get_global_func("testing.poll_signals")
+signal_then_call = pf.get_global_func("testing.signal_then_call")
+timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+timer.start()
+print(poll(300))
+timer.join()
+ran = []
+print(signal_then_call(signal.SIGINT, lambda x: ran.append(x) or x, 7), ran)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+try:
+    signal_then_call(signal.SIGINT, lambda: None)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_with_sigint_ignored_nothing_interrupts(testlib):
+    r = run_script(IGNORED_SCRIPT, testlib)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert r.stdout.splitlines() == ["300", "7 [7]", "interrupted"]

@@ -35,9 +35,13 @@ def load_module(path):
     """Load a packedfunc module: a shared library whose C code registered
     functions with PF_REGISTER_PACKED / PF_REGISTER_TYPED.
 
-    ``path`` is searched as dlopen searches it (a name without a slash goes
-    through LD_LIBRARY_PATH and the system's library paths). Nothing is
-    registered globally; call :meth:`Module.export_global` for that.
+    ``path`` names the library's file: a path with a slash as it is, and a
+    name without a slash the file of that name in the working directory
+    when there is one (``load_module("mylib.so")`` loads ./mylib.so). Any
+    other name without a slash is searched as dlopen searches it (through
+    LD_LIBRARY_PATH and the system's library paths). The rule is
+    PFModLoadFromFile's, so ``pf --load`` and C callers share it. Nothing
+    is registered globally; call :meth:`Module.export_global` for that.
 
     Errors: a library that cannot be loaded at all (no such file, not a
     shared library, a missing dependency) raises OSError, as ctypes.CDLL
