@@ -24,13 +24,19 @@ from ._ffi import (PFErrorAppendTraceback, PFErrorGetKind, PFErrorGetMessage,
 _KIND_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _kind_to_class = {}
 _class_to_kind = {}
-# Guards _saved_exceptions. Held only for dictionary operations on int
+# Guards _saved_exceptions. Held only for dictionary operations on str
 # keys: nothing that can run user code (a __del__, a __hash__) happens while
 # it is held. Recreated in a child process after fork (see the end).
 _errors_lock = threading.Lock()
 
+# Both ways for the kinds of c_api.h. Only Exception subclasses are ever
+# raised for a kind: C code, a plugin or a remote server chooses the kind,
+# and must not be able to raise what `except Exception` lets through
+# (SystemExit, KeyboardInterrupt, GeneratorExit). A KeyboardInterrupt that a
+# callback raised still has its kind for C (kind_of: its name), and comes
+# back to Python as the very object (last_error), so Ctrl-C propagates.
 for _cls in (TypeError, ValueError, KeyError, IndexError, AttributeError,
-             NotImplementedError, MemoryError, RuntimeError, KeyboardInterrupt):
+             NotImplementedError, MemoryError, RuntimeError):
     _kind_to_class[_cls.__name__] = _cls
     _class_to_kind[_cls] = _cls.__name__
 
@@ -45,7 +51,9 @@ def register_error(kind=None, cls=None):
     Usable as ``register_error("MyKind", MyError)``, or as a class decorator:
     ``@register_error("MyKind")`` or ``@register_error`` (the kind is then the
     class name). Returns the class. Raises TypeError or ValueError for a bad
-    kind or a class that is not an exception type.
+    kind, and TypeError for a class that does not derive from Exception: an
+    error's kind is chosen by C code, plugins and remote servers, which must
+    not be able to raise what ``except Exception`` lets through.
     """
     if isinstance(kind, type) and cls is None:
         kind, cls = kind.__name__, kind
@@ -55,8 +63,9 @@ def register_error(kind=None, cls=None):
         raise TypeError("register_error: kind must be a str, not %s" % type(kind).__name__)
     if len(kind.encode("utf-8", "surrogatepass")) >= 64 or not _KIND_RE.fullmatch(kind):
         raise ValueError("register_error: kind %r is not an identifier of at most 63 bytes" % kind)
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        raise TypeError("register_error: cls must be an exception class, not %r" % (cls,))
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        raise TypeError("register_error: cls must be an exception class deriving from "
+                        "Exception, not %r" % (cls,))
     # Two plain dictionary stores, each atomic under the GIL; no lock, since
     # hashing a class may run user code (a metaclass's __hash__).
     _kind_to_class[kind] = cls
@@ -85,17 +94,41 @@ def kind_of(exc_type):
 
 
 def class_of(kind):
-    """The exception class for an error kind (RuntimeError when unknown)."""
-    cls = _kind_to_class.get(kind)
+    """The exception class for an error kind: its registered class, else the
+    built-in exception of that name; RuntimeError when unknown, or when that
+    class is not an Exception subclass."""
+    cls = _kind_to_class.get(kind) or _builtin_exception(kind)
+    return cls if cls is not None and issubclass(cls, Exception) else RuntimeError
+
+
+def _new_exception(kind, msg):
+    """(A new exception for a C error, its message): of its kind's class
+    (see class_of) with the message as its one argument. An unknown kind is
+    a RuntimeError; a kind that names a class outside Exception, or one
+    that cannot be made from a message alone (UnicodeDecodeError, a
+    registered class that refuses), is a RuntimeError whose message names
+    the kind."""
+    cls = _kind_to_class.get(kind) or _builtin_exception(kind)
     if cls is None:
-        cls = _builtin_exception(kind) or RuntimeError
-    return cls
+        return RuntimeError(msg), msg
+    if issubclass(cls, Exception):
+        try:
+            exc = cls(msg)
+        except Exception:
+            exc = None
+        if isinstance(exc, Exception):
+            return exc, msg
+    msg = "%s: %s" % (kind, msg)
+    return RuntimeError(msg), msg
 
 
 # Python exceptions raised by callbacks, kept so that the very same object
 # comes back when its error reaches Python again. Keyed by a token written
 # into the error's traceback text, so it survives being carried across
-# threads. A thread's error is one at a time: when a thread records a new
+# threads. A token names this process (a random part, new in a forked
+# child): error text travels (a remote server sends its own), and a token
+# of another process must never take one of this process's exceptions.
+# A thread's error is one at a time: when a thread records a new
 # exception, or reads its error, whatever else it kept can never come back
 # and is dropped, so that a swallowed exception does not keep its frames
 # (and their locals) alive. A few are kept in all, for errors carried to a
@@ -104,7 +137,8 @@ _saved_exceptions = {}   # token -> exception
 _owned = {}              # thread ident -> token it recorded last
 _SAVED_MAX = 8
 _tokens = itertools.count(1)
-_TOKEN_RE = re.compile(r"\[python exception #(\d+)\]\n?")
+_process_tag = os.urandom(8).hex()
+_TOKEN_RE = re.compile(r"\[python exception #([0-9a-f]{16}-\d+)\]\n?")
 # A traceback line that names a C source location (PF_ERROR writes these).
 _C_FRAME_RE = re.compile(r'\s*File "([^"]*)", line (\d+), in (.+)')
 
@@ -170,7 +204,7 @@ def record_exception(exc, skip_frames=1):
                 msg = str(exc)
             except BaseException:
                 msg = "<unprintable %s>" % type(exc).__name__
-        token = next(_tokens)
+        token = "%s-%d" % (_process_tag, next(_tokens))
         ident = threading.get_ident()
         evicted = []
         with _errors_lock:
@@ -200,8 +234,8 @@ def record_exception(exc, skip_frames=1):
         earlier = getattr(exc, "_pf_c_text", None)
         if isinstance(earlier, str) and earlier:
             PFErrorAppendTraceback(earlier.encode("utf-8", "replace"))
-        PFErrorAppendTraceback(
-            ("[python exception #%d]\n%s" % (token, frames)).rstrip("\n").encode("utf-8", "replace"))
+        text = "[python exception #%s]\n%s" % (token, frames)
+        PFErrorAppendTraceback(text.rstrip("\n").encode("utf-8", "replace"))
         try:
             # What C appends after this text are the C levels it crosses.
             exc._pf_c_text = (PFErrorGetTraceback() or b"").decode("utf-8", "replace")
@@ -270,7 +304,7 @@ def _split_levels(tb_text):
         pass
     if m is None:
         return tb_text, None, ""
-    return tb_text[:m.start()], int(_TOKEN_RE.match(tb_text, m.start()).group(1)), tb_text[m.end():]
+    return tb_text[:m.start()], m.group(1), tb_text[m.end():]
 
 
 def last_error():
@@ -319,13 +353,12 @@ def last_error():
             except BaseException:
                 pass
             return original
-    cls = class_of(kind)
     lines = [ln for ln in (before if token is None else after).split("\n") if ln.strip()]
-    exc = cls(msg)
+    exc, message = _new_exception(kind, msg)
     try:
         exc.kind = kind
         exc.c_traceback = [ln for ln in tb_text.split("\n") if ln.strip()]
-        exc._pf_message = msg
+        exc._pf_message = message
         exc._pf_c_text = tb_text
         exc.__traceback__ = _with_c_frames(None, lines)
         exc._pf_seen_tb = exc.__traceback__
@@ -362,8 +395,11 @@ def check_call(rc):
 def _after_fork_in_child():
     # Another thread may have held the lock when the process forked; in
     # the child that thread does not exist, and would never release it.
-    global _errors_lock
+    # The child's tokens are its own (the exceptions it inherited keep
+    # theirs, which still find them).
+    global _errors_lock, _process_tag
     _errors_lock = threading.Lock()
+    _process_tag = os.urandom(8).hex()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
