@@ -6,19 +6,22 @@ kind. A Python exception leaving a callback becomes that thread's
 packedfunc error (record_exception), and comes back as the same object
 when the error reaches Python again, its traceback extended with a frame
 for each C level it crossed; the text that C holds meanwhile has the
-message once and each level's frames once. Everything here is private; the
+message once and each level's frames once. What reaches user code holds no
+frame of the binding itself (for_caller) and no reference cycle (the C
+levels' frames never ran: see _c_frame). Everything here is private; the
 package re-exports register_error and check_call.
 """
 import builtins
 import itertools
 import os
 import re
+import sys
 import threading
 import traceback
 import types
 
 from ._ffi import (PFErrorAppendTraceback, PFErrorGetKind, PFErrorGetMessage,
-                   PFErrorGetTraceback, PFErrorSet)
+                   PFErrorGetTraceback, PFErrorSet, PyFrame_New, PyThreadState_Get)
 
 # fullmatch: "$" would also match before a final newline.
 _KIND_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -168,24 +171,36 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def _without_own_frames(exc, tb_obj):
     """The traceback from tb_obj on without the binding's own frames (the
     call into C, check_call, the trampoline), which tell a reader nothing;
-    stored as the exception's traceback. Frames of user code and the C
-    levels stay, in order."""
+    stored as the exception's traceback (None when nothing is left). Frames
+    of user code and the C levels stay, in order."""
     kept = []
     t = tb_obj
     while t is not None:
         if not t.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
             kept.append(t)
         t = t.tb_next
-    if not kept:
-        return tb_obj
     try:
         for a, b in zip(kept, kept[1:]):
-            a.tb_next = b
-        kept[-1].tb_next = None
-        exc.__traceback__ = kept[0]
+            if a.tb_next is not b:
+                a.tb_next = b
+        if kept and kept[-1].tb_next is not None:
+            kept[-1].tb_next = None
+        exc.__traceback__ = kept[0] if kept else None
     except BaseException:  # pragma: no cover - a traceback that refuses
         return tb_obj
-    return kept[0]
+    return exc.__traceback__
+
+
+def for_caller(exc):
+    """Drops the binding's own frames from the traceback of `exc`, an
+    exception about to leave the binding for user code.
+
+    The binding's outermost frame calls it in an ``except`` block and then
+    re-raises with a bare ``raise``, which (from Python 3.11 on) raises with
+    the traceback that the exception now holds and adds no entry for the
+    frame that re-raises: the caller's traceback goes from its own frame
+    straight to the C levels and the callbacks below them."""
+    _without_own_frames(exc, exc.__traceback__)
 
 
 def record_exception(exc, skip_frames=1):
@@ -249,51 +264,104 @@ def record_exception(exc, skip_frames=1):
     return -1
 
 
-_c_code_cache = {}
+# ---- C levels as frames -------------------------------------------------------
+#
+# Each C level of an error is a traceback entry of its own, on a frame made by
+# PyFrame_New: one that never ran, so it has no caller (f_back is None) and no
+# locals, and its globals are its own. A traceback that holds it keeps nothing
+# else alive; a frame made by running code would keep the frames that ran it,
+# and through them the exception itself, a reference cycle that only the
+# cyclic collector frees. Its code has no column positions, so that nothing
+# draws a caret under the line shown: that line is C source, which Python's
+# positions do not describe. Frames are shared by all tracebacks, one per
+# (file, line, name).
+
+_C_GLOBALS = {"__name__": "<C>"}
+_c_frames = {}
+_C_FRAMES_MAX = 1024
 
 
-def _c_frame_tb(tb_next, line):
-    """A traceback entry for one C traceback line: a frame of a small code
-    object named after the C function, in its file at its line, so that
-    traceback.format_exception shows C levels as frames of their own."""
+def _parse_c_line(line):
+    """(file, line, name) of a C traceback line: a PF_ERROR location, or
+    any other text as the name of a level in "<C>"."""
     m = _C_FRAME_RE.fullmatch(line)
     if m:
         filename, lineno, name = m.group(1), int(m.group(2)), m.group(3).strip()
     else:
         filename, lineno, name = "<C>", 1, line.strip().removeprefix("in ").strip() or "<C>"
-    lineno = max(1, min(lineno, 1 << 20))
+    return filename, max(1, min(lineno, 1 << 20)), name
+
+
+def _without_positions(code):
+    """code with no column positions for any instruction (3.11's line table:
+    one "no location" entry per 8 code units)."""
+    if sys.version_info < (3, 11):  # pragma: no cover - no positions before 3.11
+        return code
+    table = bytearray()
+    units = len(code.co_code) // 2
+    while units > 0:
+        n = min(units, 8)
+        table.append(0x80 | (15 << 3) | (n - 1))
+        units -= n
+    return code.replace(co_linetable=bytes(table))
+
+
+def _c_frame(filename, lineno, name):
     key = (filename, lineno, name)
-    code = _c_code_cache.get(key)
-    if code is None:
-        code = compile("\n" * (lineno - 1) + "raise _pf_exc", filename, "exec")
-        try:
-            code = code.replace(co_name=name)
-        except BaseException:
-            pass
-        if len(_c_code_cache) < 1024:
-            _c_code_cache[key] = code
-    try:
-        exec(code, {"_pf_exc": _CFrameMarker()})
-    except _CFrameMarker as marker:
-        frame_tb = marker.__traceback__.tb_next
-        return types.TracebackType(tb_next, frame_tb.tb_frame, frame_tb.tb_lasti,
-                                   frame_tb.tb_lineno)
-    return tb_next  # pragma: no cover
+    frame = _c_frames.get(key)
+    if frame is None:
+        code = compile("", filename, "exec").replace(co_name=name, co_firstlineno=lineno)
+        frame = PyFrame_New(PyThreadState_Get(), _without_positions(code), _C_GLOBALS, None)
+        if len(_c_frames) < _C_FRAMES_MAX:
+            _c_frames[key] = frame
+    return frame
 
 
-class _CFrameMarker(Exception):
-    pass
-
-
-def _with_c_frames(tb, lines):
-    """tb with one entry per C traceback line in front of it. C appends its
-    lines innermost first, and a traceback reads outermost first."""
+def _with_c_frames(tb, lines, level=None):
+    """tb with one entry per C traceback line in front of it, then one for
+    `level` (a name), if given. C appends its lines innermost first, and a
+    traceback reads outermost first."""
+    places = []
     for line in lines:
         try:
-            tb = _c_frame_tb(tb, line)
+            places.append(_parse_c_line(line))
+        except BaseException:
+            pass
+    if level is not None:
+        places.append(("<C>", 1, level))
+    for filename, lineno, name in places:
+        try:
+            # tb_lasti 0: the instruction without a position.
+            tb = types.TracebackType(tb, _c_frame(filename, lineno, name), 0, lineno)
         except BaseException:
             pass
     return tb
+
+
+def _missing_level(lines, level):
+    """The name of the called function's level when its C code wrote no line
+    for it, else None. `level` gives the function's name (or None). With no
+    line at all, the level is missing; with lines, it is when the function
+    has a name that the outermost line does not begin with. (Lines under a
+    function without a name stand for its level: whether it wrote them
+    cannot be told.)"""
+    if level is None:
+        return None
+    try:
+        name = level()
+    except Exception:
+        name = None
+    if not lines:
+        return name or "<anonymous>"
+    if name is None:
+        return None
+    try:
+        written = _parse_c_line(lines[-1])[2]
+    except Exception:
+        return None
+    if written == name or written.startswith((name + ",", name + " ")):
+        return None
+    return name
 
 
 def _split_levels(tb_text):
@@ -307,14 +375,16 @@ def _split_levels(tb_text):
     return tb_text[:m.start()], m.group(1), tb_text[m.end():]
 
 
-def last_error():
+def last_error(level=None):
     """The calling thread's packedfunc error as a Python exception object.
 
     A Python exception that a callback raised comes back as the same
     object, with the C levels it crossed added to its traceback as frames.
     An error that began in C becomes a new exception of its kind's class
-    with ``kind``, ``c_traceback`` (the C lines, innermost first) and its
-    C levels as frames."""
+    (see _new_exception) with ``kind``, ``c_traceback`` (the C lines,
+    innermost first) and its C levels as frames. For the error of a call
+    that Python made, `level` gives the called function's name: the call is
+    a C level too, and becomes a frame when C wrote no line for it."""
     kind = (PFErrorGetKind() or b"").decode("utf-8", "replace") or "RuntimeError"
     raw_msg = PFErrorGetMessage() or b""
     msg = raw_msg.decode("utf-8", "replace")
@@ -347,7 +417,8 @@ def last_error():
             else:
                 lines = []
             try:
-                original.__traceback__ = _with_c_frames(original.__traceback__, lines)
+                original.__traceback__ = _with_c_frames(original.__traceback__, lines,
+                                                        _missing_level(lines, level))
                 original._pf_seen_tb = original.__traceback__
                 original._pf_c_text = tb_text
             except BaseException:
@@ -360,7 +431,7 @@ def last_error():
         exc.c_traceback = [ln for ln in tb_text.split("\n") if ln.strip()]
         exc._pf_message = message
         exc._pf_c_text = tb_text
-        exc.__traceback__ = _with_c_frames(None, lines)
+        exc.__traceback__ = _with_c_frames(None, lines, _missing_level(lines, level))
         exc._pf_seen_tb = exc.__traceback__
     except BaseException:
         pass
