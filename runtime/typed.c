@@ -331,30 +331,30 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
   char buf[40];
   const char* want = pf_ctype_name(t);
   if (c == pf_conv_dead)
-    return PF_ERROR(kPFErrTypeError,
+    return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected %s, got %s handle that is not live", who, what,
                             want, t == pf_t_func ? "a function" : "an object");
   if (c == pf_conv_object) {
     const char* got = PFObjectTypeName(((const pf_object*)v->v_handle)->type_index);
-    return PF_ERROR(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
+    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
                             want, got ? got : "another");
   }
   if (c != pf_conv_range)
-    return PF_ERROR(kPFErrTypeError, "%s: %s: expected %s, got %s", who, what, want,
+    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s", who, what, want,
                             code_name(code, buf, sizeof(buf)));
   if (code == kPFFloat)
-    return PF_ERROR(kPFErrValueError, "%s: %s: expected %s, got float %g, which is beyond "
+    return PFErrorSetFormat(kPFErrValueError, "%s: %s: expected %s, got float %g, which is beyond "
                             "its range of +-%g", who, what, want, v->v_float64, k_types[t].max);
   long long x = code == kPFBool ? (v->v_int64 != 0) : (long long)v->v_int64;
   if (t == pf_t_bool)
-    return PF_ERROR(kPFErrValueError,
+    return PFErrorSetFormat(kPFErrValueError,
                             "%s: %s: expected bool, got int %lld; only 0 and 1 convert to bool",
                             who, what, x);
   if (t == pf_t_float32 || t == pf_t_float64)
-    return PF_ERROR(kPFErrValueError,
+    return PFErrorSetFormat(kPFErrValueError,
                             "%s: %s: expected %s, got int %lld, which a double cannot hold exactly",
                             who, what, want, x);
-  return PF_ERROR(kPFErrValueError, "%s: %s: expected %s, got int %lld, which is out of "
+  return PFErrorSetFormat(kPFErrValueError, "%s: %s: expected %s, got int %lld, which is out of "
                           "its range [%lld, %llu]", who, what, want, x, (long long)k_types[t].lo,
                           (unsigned long long)k_types[t].hi);
 }
@@ -425,21 +425,21 @@ int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
 
 int pf_c_to_packed_error(const char* who, const char* what, int t, const pf_cvalue* c) {
   if (t == pf_t_func)
-    return PF_ERROR(kPFErrTypeError,
+    return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected func, got a pointer that is not a live function "
                             "handle", who, what);
   if (pf_ctype_is_ref(t))
-    return PF_ERROR(kPFErrTypeError,
+    return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected %s, got a pointer that is not a live %s handle", who,
                             what, k_types[t].name, k_types[t].name);
   if (t == pf_t_bytes && c->by->data == NULL)
-    return PF_ERROR(kPFErrValueError, "%s: %s: bytes of size %zu with NULL data", who,
+    return PFErrorSetFormat(kPFErrValueError, "%s: %s: bytes of size %zu with NULL data", who,
                             what, c->by->size);
   if (t == pf_t_bytes)
-    return PF_ERROR(kPFErrValueError,
+    return PFErrorSetFormat(kPFErrValueError,
                             "%s: %s: bytes of size %zu, larger than any object can be "
                             "(PTRDIFF_MAX bytes)", who, what, c->by->size);
-  return PF_ERROR(kPFErrValueError,
+  return PFErrorSetFormat(kPFErrValueError,
                           "%s: %s: %s value %llu does not fit the int64 of a packed value", who,
                           what, k_types[t].name, (unsigned long long)c->u64);
 }
@@ -694,7 +694,7 @@ static void describe(const pf_typed* t, char* buf, size_t n) {
 static int arity_error(const pf_typed* t, int n) {
   char who[512];
   describe(t, who, sizeof(who));
-  return PF_ERROR(kPFErrTypeError, "%s: takes %d argument%s, got %d", who,
+  return PFErrorSetFormat(kPFErrTypeError, "%s: takes %d argument%s, got %d", who,
                           t->sig.num_args, t->sig.num_args == 1 ? "" : "s", n);
 }
 

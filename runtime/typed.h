@@ -157,7 +157,12 @@ PF_HIDDEN int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif
 PF_HIDDEN pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out,
                                  int allow_null_str);
 /* Records the error for a failed conversion: "<who>: <what>: expected T,
- * got ..." with kind TypeError or ValueError. Returns -1. */
+ * got ..." with kind TypeError or ValueError. Returns -1.
+ * This and pf_c_to_packed_error (and a typed call's argument count check)
+ * record no traceback line: the message names the typed function or
+ * closure and the value, and the place of the check inside the runtime
+ * tells the caller nothing. Such an error begins at the call that passed
+ * the value (a host shows that call as its innermost level). */
 PF_HIDDEN int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                             const PFValue* v);
 

@@ -462,6 +462,28 @@ static void test_int32_narrowing_message(void** state) {
   PFFuncFree(f);
 }
 
+/* A typed call's own checks (argument count, argument and result
+ * conversions) name the typed function and the value in the message, and
+ * record no traceback line: the place of the check inside the runtime is
+ * not a level the caller reads; the error begins at the call. */
+static void test_conversion_errors_record_no_location(void** state) {
+  (void)state;
+  PFFunctionHandle f = typed(FN(add_i64), "int64(int64,int64)");
+  PFValue a[3] = {I(1), {.v_str = "two"}, I(3)}, rv;
+  int c[3] = {kPFInt, kPFStr, kPFInt}, rc;
+  PFErrorAppendTraceback("  left over");
+  assert_pf_error(call(f, 3, a, c, &rv, &rc), "TypeError", "takes 2 arguments, got 3");
+  assert_string_equal(PFErrorGetTraceback(), "");
+  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError", "argument 1: expected int64, got str");
+  assert_string_equal(PFErrorGetTraceback(), "");
+  PFFuncFree(f);
+  f = typed(FN(u64_max), "uint64()");
+  assert_pf_error(call_both(f, 0, NULL, NULL, &rv, &rc), "ValueError", "result: uint64 value");
+  assert_string_equal(PFErrorGetTraceback(), "");
+  PFFuncFree(f);
+  PFErrorClear();
+}
+
 static void test_uint64(void** state) {
   (void)state;
   PFFunctionHandle f = typed(FN(u64_id), "uint64(uint64)");
@@ -904,6 +926,7 @@ int main(void) {
       cmocka_unit_test(test_simple_path_code_mismatch),
       cmocka_unit_test(test_fast_path_result_kinds),
       cmocka_unit_test(test_arity),
+      cmocka_unit_test(test_conversion_errors_record_no_location),
       cmocka_unit_test(test_integer_ranges),
       cmocka_unit_test(test_int32_narrowing_message),
       cmocka_unit_test(test_uint64),

@@ -212,3 +212,114 @@ def test_dropping_a_saved_exception_runs_no_user_code_under_a_lock(testlib):
     assert r.stdout == "300 True\n"
     assert r.stderr == ""
 
+
+
+# ---- Kinds that name a class outside Exception ---------------------------------
+#
+# An error's kind is text: C code, a plugin or a remote server chooses it.
+# One that names a class which `except Exception` does not catch
+# (SystemExit, KeyboardInterrupt, GeneratorExit, BaseExceptionGroup) would
+# let any of them end the program; such a kind arrives as a RuntimeError that
+# names it. Only an exception that this process raised itself (a callback's,
+# Ctrl-C's) comes back as such a class: as the very object it was.
+
+BASE_ONLY = ["SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseExceptionGroup",
+             "BaseException"]
+
+
+@pytest.mark.parametrize("kind", BASE_ONLY)
+def test_c_error_of_a_base_only_kind_is_an_ordinary_exception(fn, kind):
+    try:
+        fn("raise_error")(kind, "the program should end")
+    except Exception as err:  # noqa: BLE001 - the point of the test
+        caught = err
+    assert type(caught) is RuntimeError
+    assert caught.kind == kind
+    assert str(caught) == "%s: the program should end" % kind
+
+
+@pytest.mark.parametrize("kind", BASE_ONLY)
+def test_base_only_kind_through_c_levels_is_an_ordinary_exception(fn, kind):
+    with pytest.raises(RuntimeError, match="^%s: nested$" % kind):
+        fn("call")(fn("call"), fn("raise_error"), kind, "nested")
+
+
+def test_kind_whose_class_needs_more_arguments_is_a_runtime_error(fn):
+    # UnicodeDecodeError and ExceptionGroup take more than a message: the
+    # error still arrives, as a RuntimeError naming the kind.
+    for kind in ("UnicodeDecodeError", "ExceptionGroup"):
+        with pytest.raises(RuntimeError, match="^%s: odd$" % kind) as info:
+            fn("raise_error")(kind, "odd")
+        assert info.value.kind == kind
+
+
+def test_keyboard_interrupt_from_a_callback_still_propagates(fn):
+    # Raised in this process: the very object comes back, as its class.
+    raised = []
+
+    def cb():
+        raised.append(KeyboardInterrupt("Ctrl-C in a callback"))
+        raise raised[-1]
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        fn("call")(cb)
+    assert info.value is raised[0]
+    with pytest.raises(SystemExit) as info:
+        fn("call")(lambda: sys.exit(3))
+    assert info.value.code == 3
+
+
+def test_register_error_refuses_classes_outside_exception():
+    class Fatal(BaseException):
+        pass
+
+    for cls in (Fatal, KeyboardInterrupt, SystemExit, GeneratorExit, BaseException):
+        with pytest.raises(TypeError, match="Exception"):
+            pf.register_error("pytest.Fatal", cls)
+    assert _errors.class_of("pytest.Fatal") is RuntimeError
+    # The kind of a Python KeyboardInterrupt is still its name (for C).
+    assert _errors.kind_of(KeyboardInterrupt) == "KeyboardInterrupt"
+
+
+def test_remote_error_of_a_base_only_kind_is_an_ordinary_exception(fn):
+    from packedfunc import rpc
+    server = rpc.serve("tcp://127.0.0.1:*", expose=["testing.raise_error"], workers=1)
+    try:
+        with rpc.connect(server.endpoint, timeout=20) as remote:
+            for kind in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
+                try:
+                    remote["testing.raise_error"](kind, "from the server")
+                except Exception as err:  # noqa: BLE001
+                    caught = err
+                assert type(caught) is RuntimeError and caught.kind == kind
+                assert str(caught) == "%s: from the server" % kind
+    finally:
+        server.stop()
+
+
+# Each process's exceptions are named by tokens in the error's text, which
+# travels: a server's text that happens to name a token of the client must
+# not take the client's own exception (another thread's, or one C kept).
+TOKEN_SCRIPT = r"""
+import ctypes, os
+import packedfunc as pf
+from packedfunc import _ffi
+ctypes.CDLL(os.environ["PF_TESTLIB_PATH"]).pft_init()
+def cb():
+    raise ValueError("same text")
+pf.get_global_func("testing.call_ignoring")(cb)
+print(_ffi.PFErrorGetTraceback().decode().splitlines()[0])
+"""
+
+
+def test_error_tokens_are_unique_to_a_process(testlib):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
+               PF_TESTLIB_PATH=testlib._name)
+    tokens = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", TOKEN_SCRIPT], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        tokens.append(r.stdout.strip())
+    assert tokens[0].startswith("[python exception #"), tokens
+    assert tokens[0] != tokens[1]

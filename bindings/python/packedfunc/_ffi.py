@@ -257,6 +257,11 @@ PyCapsule_IsValidAt = _py("PyCapsule_IsValid", c_int, [c_void_p, c_char_p])
 PyCapsule_GetPointerAt = _py("PyCapsule_GetPointer", c_void_p, [c_void_p, c_char_p])
 # Raises the exception of a signal handler (KeyboardInterrupt for Ctrl-C).
 PyErr_CheckSignals = _py("PyErr_CheckSignals", c_int, [])
+# A frame object that is not running and has no caller (f_back is None),
+# for the frames that stand for C levels in a traceback (see _errors).
+PyThreadState_Get = _py("PyThreadState_Get", c_void_p, [])
+PyFrame_New = _py("PyFrame_New", ctypes.py_object,
+                  [c_void_p, ctypes.py_object, ctypes.py_object, c_void_p])
 
 
 def keep_forever(thunk):

@@ -13,7 +13,6 @@ Everything here is private; the package re-exports Function.
 """
 import collections.abc
 import ctypes
-import functools
 import inspect
 
 from . import _signature
@@ -28,7 +27,7 @@ from ._frames import (CODES_OFF as _CODES_OFF, FRAME as _FRAME, FUNC_WORD as _FU
                       give_frame as _give_frame, make_plan as _make_plan, new_frame as _new_frame,
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
-from ._errors import check_call
+from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
 from ._ffi import PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
 from ._backend import cext as _cext
 from ._library import state as _state
@@ -198,144 +197,165 @@ class Function(_cext.FunctionBase if _cext else object):
         # The ctypes backend's call. (With the extension, the call is its
         # vectorcall: Function must then define no __call__.)
         def __call__(self, *args):
-            n = len(args)
-            # Plans by argument types; a miss (None) means types not seen
-            # yet, which the general path looks at and plans.
-            if n == 2:
-                a, b = args
-                try:
-                    plan = _plans2[type(a)][type(b)]
-                except KeyError:
-                    plan = None
-            elif n == 1:
-                try:
-                    plan = _plans1[type(args[0])]
-                except KeyError:
-                    plan = None
-            else:
-                plan = _plans_get(tuple(map(type, args)))
-            if not plan:
-                return _call_general(self, args, plan)
-            if plan[2]:
-                # Strings: not where a device parameter turns them into
-                # Devices (nor before the parameters are looked up), nor
-                # with a NUL or a lone surrogate (the general path raises).
-                given = args
-                if self._devices != ():
-                    return _call_general(self, given, False)
-                if n == 1:
-                    # The common case, without the list: `data` (the UTF-8
-                    # bytes) stays alive until the call returns.
+            # Whatever fails, the caller's traceback goes from its own frame
+            # to the C levels below: this frame and the binding's others are
+            # dropped (see _errors.for_caller).
+            try:
+                n = len(args)
+                # Plans by argument types; a miss (None) means types not seen
+                # yet, which the general path looks at and plans.
+                if n == 2:
+                    a, b = args
                     try:
-                        data = args[0].encode()
-                    except UnicodeEncodeError:
-                        return _call_general(self, given, False)
-                    if 0 in data:  # a NUL (a memchr, unlike a bytes search)
-                        return _call_general(self, given, False)
-                    args = (_id(data) + _STR_DATA_OFFSET,)
+                        plan = _plans2[type(a)][type(b)]
+                    except KeyError:
+                        plan = None
+                elif n == 1:
+                    try:
+                        plan = _plans1[type(args[0])]
+                    except KeyError:
+                        plan = None
                 else:
-                    args = list(args)
-                    keep = []  # the UTF-8 bytes, alive until the call returns
-                    for i in plan[2]:
+                    plan = _plans_get(tuple(map(type, args)))
+                if not plan:
+                    return _call_general(self, args, plan)
+                if plan[2]:
+                    # Strings: not where a device parameter turns them into
+                    # Devices (nor before the parameters are looked up), nor
+                    # with a NUL or a lone surrogate (the general path raises).
+                    given = args
+                    if self._devices != ():
+                        return _call_general(self, given, False)
+                    if n == 1:
+                        # The common case, without the list: `data` (the UTF-8
+                        # bytes) stays alive until the call returns.
                         try:
-                            data = args[i].encode()
+                            data = args[0].encode()
                         except UnicodeEncodeError:
                             return _call_general(self, given, False)
-                        if 0 in data:
+                        if 0 in data:  # a NUL (a memchr, unlike a bytes search)
                             return _call_general(self, given, False)
-                        keep.append(data)
-                        args[i] = _id(data) + _STR_DATA_OFFSET
+                        args = (_id(data) + _STR_DATA_OFFSET,)
+                    else:
+                        args = list(args)
+                        keep = []  # the UTF-8 bytes, alive until the call returns
+                        for i in plan[2]:
+                            try:
+                                data = args[i].encode()
+                            except UnicodeEncodeError:
+                                return _call_general(self, given, False)
+                            if 0 in data:
+                                return _call_general(self, given, False)
+                            keep.append(data)
+                            args[i] = _id(data) + _STR_DATA_OFFSET
+                        if n == 2:
+                            a, b = args
+                try:
+                    fr = _take_frame()
+                except IndexError:
+                    fr = _new_frame()
+                # Word 5 + i of the frame is argument i (_VAL_WORD), spelled
+                # out on the hot lines.
+                try:
                     if n == 2:
-                        a, b = args
-            try:
-                fr = _take_frame()
-            except IndexError:
-                fr = _new_frame()
-            # Word 5 + i of the frame is argument i (_VAL_WORD), spelled
-            # out on the hot lines.
-            try:
-                if n == 2:
-                    va, vb = plan[0]
-                    fr[va][5] = a
-                    fr[vb][6] = b
-                elif n == 1:
-                    fr[plan[0][0]][5] = args[0]
-                else:
-                    views = plan[0]
-                    for i in range(n):
-                        fr[views[i]][_VAL_WORD + i] = args[i]
-            except ValueError:  # an int outside int64 (never a str's address)
-                _give_frame(fr)
-                return _call_general(self, given if plan[2] else args, False)
-            if fr[5] is not plan:
-                fr[0][_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
-                fr[_I_VIEW][_NARGS_WORD] = n
-                fr[5] = plan
-            fr[_Q_VIEW][_FUNC_WORD] = self._handle  # 0 once released: C refuses it
-            if PFFuncCallFrame(fr[_FRAME]):
-                _give_frame(fr)
-                _call_failed(self)
-            c = fr[_I_VIEW][_RCODE_WORD]
-            if c == _INT:
-                v = fr[_Q_VIEW][0]
-                _give_frame(fr)
-                return v
-            dec = _decoders_get(c)
-            try:
-                if dec is not None:
-                    return dec(fr[0], RET_OFF, False, None)
-                return _decode(fr[0], RET_OFF, c)  # raises: a code without a decoder
-            finally:
-                _give_frame(fr)
+                        va, vb = plan[0]
+                        fr[va][5] = a
+                        fr[vb][6] = b
+                    elif n == 1:
+                        fr[plan[0][0]][5] = args[0]
+                    else:
+                        views = plan[0]
+                        for i in range(n):
+                            fr[views[i]][_VAL_WORD + i] = args[i]
+                except ValueError:  # an int outside int64 (never a str's address)
+                    _give_frame(fr)
+                    return _call_general(self, given if plan[2] else args, False)
+                if fr[5] is not plan:
+                    fr[0][_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
+                    fr[_I_VIEW][_NARGS_WORD] = n
+                    fr[5] = plan
+                fr[_Q_VIEW][_FUNC_WORD] = self._handle  # 0 once released: C refuses it
+                if PFFuncCallFrame(fr[_FRAME]):
+                    _give_frame(fr)
+                    _call_failed(self)
+                c = fr[_I_VIEW][_RCODE_WORD]
+                if c == _INT:
+                    v = fr[_Q_VIEW][0]
+                    _give_frame(fr)
+                    return v
+                dec = _decoders_get(c)
+                try:
+                    if dec is not None:
+                        return dec(fr[0], RET_OFF, False, None)
+                    return _decode(fr[0], RET_OFF, c)  # raises: a code without a decoder
+                finally:
+                    _give_frame(fr)
+            except BaseException as exc:
+                _for_caller(exc)
+                raise
 
 
 def _call_failed(func):
     """Raise the error of a failed PFFuncCall: a released Function (whose
-    NULL handle C refused) says so; anything else is the callee's error."""
-    if func._hb is None:
-        raise ValueError("packedfunc: the Function was released; it cannot be called")
-    check_call(-1)
+    NULL handle C refused) says so; anything else is the callee's error,
+    the call itself one of its C levels (named by the function's name).
+    The extension's call raises through here too: the traceback carries no
+    frame of the binding."""
+    try:
+        if func._hb is None:
+            raise ValueError("packedfunc: the Function was released; it cannot be called")
+        raise _last_error(level=lambda: func.name)
+    except BaseException as exc:
+        _for_caller(exc)
+        raise
 
 
 def _call_general(func, args, plan):
-    if plan is None:  # not seen before: maybe it can take the fast path
-        if _make_plan(tuple(map(type, args))):
-            return func(*args)
-    convs = func._devices
-    if convs is None:
-        convs = func._devices = _parameter_conversions(func)
-    if convs:
-        args = _convert_parameters(args, convs)
-    n = len(args)
-    if n <= MAX_FAST:
-        try:
-            fr = _take_frame()
-        except IndexError:
-            fr = _new_frame()
-    else:
-        fr = _new_frame(n)
-    keep, tensors = [], []
-    mv = fr[0]
+    # The extension's call hands what it does not convert itself to here,
+    # directly: like Function.__call__, this leaves no frame of the binding
+    # in the caller's traceback.
     try:
-        pack_args(args, fr, keep, tensors)
-        for i in range(0, len(tensors), 2):
-            tensors_in_flight[tensors[i]] = tensors[i + 1]
-        if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
-            _call_failed(func)
-        v, c = _ret_unpack(mv, 0)
-        if c == _INT:
-            return v
-        if c == TENSOR:
-            addr = v & 0xFFFFFFFFFFFFFFFF
+        if plan is None:  # not seen before: maybe it can take the fast path
+            if _make_plan(tuple(map(type, args))):
+                return func(*args)
+        convs = func._devices
+        if convs is None:
+            convs = func._devices = _parameter_conversions(func)
+        if convs:
+            args = _convert_parameters(args, convs)
+        n = len(args)
+        if n <= MAX_FAST:
+            try:
+                fr = _take_frame()
+            except IndexError:
+                fr = _new_frame()
+        else:
+            fr = _new_frame(n)
+        keep, tensors = [], []
+        mv = fr[0]
+        try:
+            pack_args(args, fr, keep, tensors)
             for i in range(0, len(tensors), 2):
-                if tensors[i] == addr:
-                    return tensors[i + 1]  # an argument coming back: itself
-        return _decode(mv, RET_OFF, c)
-    finally:
-        for i in range(0, len(tensors), 2):
-            tensors_in_flight.pop(tensors[i], None)
-        if fr[7] == MAX_FAST:
-            _give_frame(fr)
+                tensors_in_flight[tensors[i]] = tensors[i + 1]
+            if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
+                _call_failed(func)
+            v, c = _ret_unpack(mv, 0)
+            if c == _INT:
+                return v
+            if c == TENSOR:
+                addr = v & 0xFFFFFFFFFFFFFFFF
+                for i in range(0, len(tensors), 2):
+                    if tensors[i] == addr:
+                        return tensors[i + 1]  # an argument coming back: itself
+            return _decode(mv, RET_OFF, c)
+        finally:
+            for i in range(0, len(tensors), 2):
+                tensors_in_flight.pop(tensors[i], None)
+            if fr[7] == MAX_FAST:
+                _give_frame(fr)
+    except BaseException as exc:
+        _for_caller(exc)
+        raise
 
 
 def _parameter_conversions(func):
@@ -431,10 +451,24 @@ _signature.register_annotation(
 
 # ---- the call ----------------------------------------------------------------
 
+def _decode_result(addr, code):
+    """The extension's result of a type it does not convert itself, through
+    the decoder table (read from the PFValue's address). Like the call, it
+    leaves no frame of the binding in the caller's traceback."""
+    try:
+        dec = _decoders_get(code)
+        if dec is not None:
+            return dec(_MEMORY, addr, False, None)
+        return _decode(_MEMORY, addr, code)  # raises: a code without a decoder
+    except BaseException as exc:
+        _for_caller(exc)
+        raise
+
+
 if _cext:
     # The extension's vectorcall is the call; what it does not convert
     # itself goes through the general path above, and its results of other
-    # types through the decoder table (read from the PFValue's address).
+    # types through _decode_result.
     _cext.set_hooks(call_general=_call_general, call_failed=_call_failed,
-                    decode_result=functools.partial(_decode, _MEMORY))
+                    decode_result=_decode_result)
     _cext.enable_vectorcall(Function)  # last: no __call__ may be set after it
