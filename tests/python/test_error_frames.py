@@ -129,6 +129,14 @@ def test_an_unnamed_function_is_still_a_level_of_its_own(fn):
     assert [e.filename for e in _below_call(err)] == ["<C>"]
 
 
+def test_a_global_function_without_a_name_is_named_as_it_was_found(fn):
+    # testing.raise_error records no name of its own: its level is named by
+    # the registry name it was looked up under.
+    err = _caught(lambda: fn("raise_error")("KeyError", "no line recorded"))
+    entries = _below_call(err)
+    assert [(e.filename, e.name) for e in entries] == [("<C>", "testing.raise_error")]
+
+
 def test_a_level_that_named_itself_is_not_repeated(fn):
     cb_raised = []
 
@@ -170,6 +178,24 @@ def test_c_levels_show_no_caret(tmp_path):
     # The entry has no column positions, so no tool draws a caret.
     entry = _entries(err)[1]
     assert (entry.lineno, entry.colno, entry.end_colno) == (2, None, None)
+
+
+def test_c_level_files_that_are_not_plain_files_are_never_read(tmp_path):
+    # A C level's file name may come from another process (a remote
+    # server): a FIFO would hang the printing of the traceback, a device
+    # or a huge file exhaust memory. Such files are not read.
+    fifo = tmp_path / "hostile.c"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.c"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)  # sparse: large, cheap
+    for path in (fifo, big, "/dev/zero"):
+        _ffi.PFErrorSet(b"RuntimeError", b"from far away")
+        _ffi.PFErrorAppendTraceback(('  File "%s", line 3, in far' % path).encode())
+        err = _errors.last_error()
+        text = "".join(traceback.format_exception(err))  # returns: nothing blocks
+        assert 'File "%s", line 3, in far' % path in text
+        assert "\x00" not in text
 
 
 def test_failing_calls_show_no_caret_under_c_levels(fn):

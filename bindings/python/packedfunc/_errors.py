@@ -13,8 +13,10 @@ package re-exports register_error and check_call.
 """
 import builtins
 import itertools
+import linecache
 import os
 import re
+import stat
 import sys
 import threading
 import traceback
@@ -306,8 +308,32 @@ def _without_positions(code):
     return code.replace(co_linetable=bytes(table))
 
 
+# The largest C source file whose lines a traceback may show.
+_C_SOURCE_MAX = 1 << 20
+
+
+def _guard_source(filename):
+    """Let a traceback read `filename` only when it is a regular file of a
+    sane size: the name may come from another process (a remote server),
+    and printing a traceback reads the file whole (a FIFO would hang it, a
+    device or a huge file exhaust memory). Any other name gets an empty
+    entry in linecache, which is then never opened."""
+    if filename.startswith("<") and filename.endswith(">"):
+        return
+    try:
+        st = os.stat(filename)
+        if stat.S_ISREG(st.st_mode) and st.st_size <= _C_SOURCE_MAX:
+            return
+    except (OSError, ValueError):
+        pass
+    # mtime None: linecache.checkcache keeps the entry as it is.
+    linecache.cache[filename] = (0, None, [], filename)
+
+
 def _c_frame(filename, lineno, name):
     key = (filename, lineno, name)
+    if filename not in linecache.cache:
+        _guard_source(filename)
     frame = _c_frames.get(key)
     if frame is None:
         code = compile("", filename, "exec").replace(co_name=name, co_firstlineno=lineno)

@@ -57,8 +57,8 @@ class Function(_cext.FunctionBase if _cext else object):
     """
 
     # With the extension, _handle and _devices are FunctionBase's fields.
-    __slots__ = (("_hb", "__weakref__") if _cext else
-                 ("_handle", "_hb", "_devices", "__weakref__"))
+    __slots__ = (("_hb", "_looked_up", "__weakref__") if _cext else
+                 ("_handle", "_hb", "_devices", "_looked_up", "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -76,6 +76,9 @@ class Function(_cext.FunctionBase if _cext else object):
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
         self._devices = None  # device parameters: not looked up yet
+        # The registry name it was found under, for its level in a
+        # traceback when it has no recorded name.
+        self._looked_up = None
         return self
 
     def __eq__(self, other):
@@ -304,7 +307,7 @@ def _call_failed(func):
     try:
         if func._hb is None:
             raise ValueError("packedfunc: the Function was released; it cannot be called")
-        raise _last_error(level=lambda: func.name)
+        raise _last_error(level=lambda: func.name or func._looked_up)
     except BaseException as exc:
         _for_caller(exc)
         raise

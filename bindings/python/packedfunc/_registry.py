@@ -54,7 +54,9 @@ def get_global_func(name, allow_missing=False):
         if allow_missing:
             return None
         raise FunctionNotFoundError("packedfunc: no global function named %r" % name)
-    return Function._adopt(out.value)
+    f = Function._adopt(out.value)
+    f._looked_up = name
+    return f
 
 
 def register_func(name_or_func, f=None, override=False, protected=False):
