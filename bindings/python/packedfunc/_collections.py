@@ -18,6 +18,7 @@ from . import _signature
 from ._convert import (CODE, INT, INT64_MAX, INT64_MIN, STR, convert_value, decoders_get,
                        register_encoder, register_object_type)
 from ._errors import check_call
+from ._holds import track
 from ._ffi import (PFArrayGetItem, PFArrayGetSize, PFMapGetItem, PFMapGetItemAt, PFMapGetSize,
                    PFShapeCreate, PFShapeGetData)
 from ._library import OBJECT_TYPES
@@ -114,6 +115,7 @@ class Array(Object, collections.abc.Sequence):
     def _adopt(cls, handle, type_index=ARRAY_TYPE):
         self = Object._adopt.__func__(cls, handle, type_index)
         self._size = _size(PFArrayGetSize, handle)
+        track(self)  # it may hold Python objects that hold it (see _holds)
         return self
 
     def __len__(self):
@@ -182,6 +184,7 @@ class Map(Object, collections.abc.Mapping):
     def _adopt(cls, handle, type_index=MAP_TYPE):
         self = Object._adopt.__func__(cls, handle, type_index)
         self._size = _size(PFMapGetSize, handle)
+        track(self)  # it may hold Python objects that hold it (see _holds)
         return self
 
     def __len__(self):
