@@ -218,8 +218,9 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(FuncSetPrePack, 68)                     \
   X(PrePackCacheCreate, 69)                 \
   X(PrePackCacheGetStats, 70)               \
-  X(ModCreateFromFunctions, 71)            \
-  X(FuncCallFrame, 72)
+  X(ModCreateFromFunctions, 71)             \
+  X(FuncCallFrame, 72)                      \
+  X(ObjectFindOwnedHosts, 73)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -142,6 +142,19 @@ static int bound_call(PFValue* args, int* codes, int num_args, PFRetValueHandle 
   return rc;
 }
 
+int pf_bound_children(pf_walk* w, const pf_function* f) {
+  if (f->func != bound_call) return 0;
+  const pf_binding* b = f->resource;
+  if (pf_walk_spend(w, b->num_bound + 1) != 0 || pf_walk_child(w, b->inner) != 0) return -1;
+  /* A constant borrowed from a cache entry is the cache's reference, not
+   * the binding's: the cache is not followed. */
+  for (int i = 0; i < b->num_bound; ++i)
+    if ((b->entries == NULL || b->entries[i] == NULL) && pf_code_is_handle(b->codes[i]) &&
+        pf_walk_child(w, b->values[i].v_handle) != 0)
+      return -1;
+  return 0;
+}
+
 /* Counts the parameters of a canonical signature "ret(a,b,c)": canonical
  * form has no blanks and type names have no commas or parentheses. */
 static int sig_param_count(const char* sig) {

@@ -43,6 +43,12 @@ static void closure_destroy(pf_object* o) {
   pf_free(c);
 }
 
+int pf_closure_children(pf_walk* w, const void* closure) {
+  const pf_closure* c = closure;
+  if (pf_walk_spend(w, 1) != 0) return -1;
+  return c->func != NULL ? pf_walk_child(w, c->func) : 0;
+}
+
 /* "C function pointer int32(ptr,ptr) over 'name'", for messages. */
 static void describe(const pf_closure* c, char* buf, size_t n) {
   const char* name = NULL;

@@ -187,6 +187,14 @@ int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out, int* out_t
   return 0;
 }
 
+int pf_array_children(pf_walk* w, const void* array) {
+  const pf_array* a = array;
+  if (pf_walk_spend(w, a->size) != 0) return -1;
+  for (int64_t i = 0; i < a->size; ++i)
+    if (pf_code_is_handle(a->codes[i]) && pf_walk_child(w, a->values[i].v_handle) != 0) return -1;
+  return 0;
+}
+
 /* ---- Map ---- */
 
 typedef struct {
@@ -270,6 +278,17 @@ static void map_destroy(pf_object* o) {
   /* Only values hold references: keys are str or int. */
   for (int64_t i = 0; i < m->size; ++i) release_item(m->entries[i].value_code, &m->entries[i].value);
   pf_free(m);
+}
+
+int pf_map_children(pf_walk* w, const void* map) {
+  const pf_map* m = map;
+  /* Keys are str or int: only values hold references. */
+  if (pf_walk_spend(w, m->size) != 0) return -1;
+  for (int64_t i = 0; i < m->size; ++i) {
+    const map_entry* e = &m->entries[i];
+    if (pf_code_is_handle(e->value_code) && pf_walk_child(w, e->value.v_handle) != 0) return -1;
+  }
+  return 0;
 }
 
 static int key_type_error(const char* where, const char* what, int64_t i, int code) {

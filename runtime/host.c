@@ -483,6 +483,23 @@ int PFHostObjectCreate(PFObjectHandle gate, void* payload, PFObjectFinalizer fin
   return 0;
 }
 
+int pf_host_payload(const void* obj, const void* gate, void** out) {
+  const pf_object* o = obj;
+  if (o->type_index == kPFObjectHostObject) {
+    const pf_host_object* h = obj;
+    if (h->gate != gate) return 0;
+    *out = h->payload;
+    return 1;
+  }
+  if (o->type_index != kPFObjectFunction) return 0;
+  const pf_function* f = obj;
+  if (f->func != host_call) return 0;
+  const pf_host_fn* h = f->resource;
+  if (h->gate != gate) return 0;
+  *out = h->resource;
+  return 1;
+}
+
 int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, void** out) {
   PF_CHECK_OBJECT(obj, kPFObjectHostObject);
   PF_CHECK_OBJECT(gate, kPFObjectHostGate);

@@ -168,6 +168,29 @@ static inline int pf_is_function(const void* h) {
   return head == PF_OBJECT_HEAD_(kPFObjectFunction);
 }
 
+/* ---- the references that objects hold (runtime/owned.c) ---- */
+/* A walk from one object along the references that objects hold, for
+ * PFObjectFindOwnedHosts. Each type below reports the references its
+ * object holds with pf_walk_child, after paying with pf_walk_spend for the
+ * values it looks at; either returns -1 when the walk must stop (its
+ * budget is spent, or memory ran out), and the type's function then
+ * returns -1 at once. None runs user code or takes a lock. */
+typedef struct pf_walk pf_walk;
+PF_HIDDEN int pf_walk_spend(pf_walk* w, int64_t values);
+PF_HIDDEN int pf_walk_child(pf_walk* w, void* child);
+/* An Array's handle items; a Map's handle values (runtime/container.c). */
+PF_HIDDEN int pf_array_children(pf_walk* w, const void* array);
+PF_HIDDEN int pf_map_children(pf_walk* w, const void* map);
+/* A bound function's inner function and the constants it holds itself
+ * (runtime/bind.c); nothing for any other function. */
+PF_HIDDEN int pf_bound_children(pf_walk* w, const pf_function* f);
+/* A closure's function (runtime/closure.c). */
+PF_HIDDEN int pf_closure_children(pf_walk* w, const void* closure);
+/* 1 and the payload (host object) or resource handle (host function) in
+ * *out when `obj` is a host object or host function made on `gate`; 0
+ * otherwise (runtime/host.c). */
+PF_HIDDEN int pf_host_payload(const void* obj, const void* gate, void** out);
+
 /* ---- host gates (runtime/host.c) ---- */
 /* Whether calls through gates are counted in per-thread seats from now on
  * (on: where the kernel has the barrier they need), or in the gates'

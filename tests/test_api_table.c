@@ -97,6 +97,7 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(PrePackCacheGetStats);
   SLOT(ModCreateFromFunctions);
   SLOT(FuncCallFrame);
+  SLOT(ObjectFindOwnedHosts);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -112,6 +113,7 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, PrePackCacheGetStats), 70 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ModCreateFromFunctions), 71 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncCallFrame), 72 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, ObjectFindOwnedHosts), 73 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

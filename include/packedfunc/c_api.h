@@ -73,7 +73,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 6
+#define PF_API_VERSION 7
 
 #if defined(_WIN32)
 #define PF_EXPORT __declspec(dllexport)
@@ -1169,6 +1169,64 @@ PF_EXPORT int PFHostObjectCreate(PFObjectHandle gate, void* payload, PFObjectFin
  * NULL out, an object made on another gate (TypeError). Thread-safe. */
 PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, void** out);
 
+/*
+ * For a host's cycle collector: the host objects and host functions of
+ * `gate` that the caller's one reference to `root` alone keeps alive.
+ *
+ * A host value X that holds (through its host wrapper) an Array whose item
+ * is a host object holding X looks referenced from outside to a collector
+ * that cannot see C's references, and is never collected. When the
+ * wrapper holds the only reference to the Array, that reference is all
+ * that keeps the host object alive, and the collector may count the host
+ * object's reference to X as one the wrapper holds: this call finds those
+ * host objects (and host functions, for a callable that holds the wrapper
+ * of its own function).
+ *
+ * The walk starts at `root` and follows the references that objects
+ * hold: an Array's items, a Map's values, a bound function's inner
+ * function and the constants it holds itself (PFFuncBind), a closure's
+ * function (PFFuncToCFunction). No other reference is followed (a
+ * module's functions, a function's module, a pre-pack cache's values,
+ * whatever a boxed object's payload or an extension value holds); none of
+ * these ever changes once its object is created. An object counts as
+ * owned by the caller when it is `root`, referenced only by the caller,
+ * or when every reference to it is held by owned objects. Objects met
+ * only through references that are not followed are never reported: an
+ * unknown reference errs on the side of keeping things alive.
+ *
+ * out[0 .. min(cap, *num_owned)) receives the payload (PFHostObjectCreate)
+ * or resource_handle (PFFuncCreateFromHostCFunc) of each owned host object
+ * and host function made on `gate`, each object once; when *num_owned is
+ * larger than cap, call again with room for that many. *num_owned is 0
+ * when root has other references than the caller's, and when a reference
+ * count in the graph changed during the walk (another thread took or
+ * dropped a reference into it; nothing is reported as owned then).
+ *
+ * `num_reachable` may be NULL; otherwise it receives how many host
+ * objects and host functions of `gate` the walk reached, owned or not. 0
+ * means that root never reaches one (the references followed never
+ * change), so a collector can stop asking about root. With NULL, the call
+ * returns at once when root has other references.
+ *
+ * `max_values` bounds the work: the walk looks at that many values
+ * (items, constants, references) at most; past it, the call gives up with
+ * *num_owned 0 and *num_reachable -1. Memory for the walk is allocated and
+ * freed by the call.
+ *
+ * The answer holds while nobody else can take a new reference to an owned
+ * object: so, for a reference that its holder alone can use (a Python
+ * wrapper under the GIL). A call in progress that borrowed root (or an
+ * object inside it) may take one at any time: the host must then still
+ * treat a reported object as alive until its finalizer runs. Runs no user
+ * code, takes no lock, reads the graph without changing it; thread-safe.
+ * Errors: root not a live object, gate not a live gate, NULL num_owned,
+ * NULL out with cap > 0 (TypeError); negative max_values or cap
+ * (ValueError); MemoryError.
+ */
+PF_EXPORT int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate,
+                                     int64_t max_values, void** out, int64_t cap,
+                                     int64_t* num_owned, int64_t* num_reachable);
+
 /* ------------------------------------------------------------------------ */
 /* Function metadata                                                         */
 /* ------------------------------------------------------------------------ */
@@ -1962,7 +2020,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * (HostObjectCreate, HostObjectGetPayload) and containers (ArrayCreate to
  * ShapeGetData); version 4 adds FuncBind to PrePackCacheGetStats (binding
  * constants, pre-packing them, sharing the packed values); version 5
- * adds ModCreateFromFunctions; version 6 adds FuncCallFrame. Every
+ * adds ModCreateFromFunctions; version 6 adds FuncCallFrame; version 7
+ * adds ObjectFindOwnedHosts. Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -2058,6 +2117,9 @@ typedef struct PFApi {
   int (*ModCreateFromFunctions)(const char*, const PFFunctionHandle*, int, PFModuleHandle*);
   /* Version 6. Calls with one frame. */
   int (*FuncCallFrame)(PFCallFrame*);
+  /* Version 7. Host cycle collectors. */
+  int (*ObjectFindOwnedHosts)(PFObjectHandle, PFObjectHandle, int64_t, void**, int64_t,
+                              int64_t*, int64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

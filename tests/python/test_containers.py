@@ -7,6 +7,7 @@ a key up with C's own PFMapGetItem.
 """
 import collections
 import collections.abc
+import enum
 import gc
 import inspect
 import os
@@ -198,6 +199,71 @@ def test_map_with_int_keys(echo, fn):
     assert fn("typed_map_size")({1: 2, "1": 3}) == 2
     with pytest.raises(OverflowError, match=r"argument 0, dict key 0: int .* does not fit"):
         echo({2**64: 1})
+
+
+class LyingStr(str):
+    def __str__(self):
+        return "lie"
+
+    def encode(self, *args, **kwargs):
+        return b"lie"
+
+    def __hash__(self):
+        return str.__hash__(self)
+
+
+class LyingInt(int):
+    def __int__(self):
+        return 99
+
+    def __index__(self):
+        return 98
+
+    def __and__(self, other):
+        return 97
+
+    def __hash__(self):
+        return int.__hash__(self)
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_subclass_items_and_keys_cross_as_their_value(echo, fn):
+    a = echo([LyingStr("abc"), LyingInt(5), Level.HIGH, True])
+    assert list(a) == ["abc", 5, 3, True]
+    assert [type(x) for x in a] == [str, int, int, bool]
+    m = echo({LyingStr("k"): LyingStr("v"), LyingInt(5): Level.HIGH, Level.HIGH: 1})
+    assert list(m.items()) == [("k", "v"), (5, 3), (3, 1)]
+    assert fn("map_get")(m, "k") == "v" and fn("map_get")(m, 5) == 3
+    assert pf.Map({LyingStr("k"): 1}) == {"k": 1} and pf.Array([LyingInt(4)]) == [4]
+
+
+def test_map_lookups_follow_dict_rules(echo):
+    from fractions import Fraction
+    from decimal import Decimal
+    d = {2: "two", 0: "zero", "k": "kay", -2**63: "min"}
+    m = echo(d)
+    # Keys that a dict finds: subclasses by their value, numbers that
+    # equal an int key (2.0, True, Fraction(2), Decimal(2), 2+0j, numpy).
+    for key in (2, 2.0, LyingInt(2), Fraction(2), Decimal(2), 2 + 0j, np.int64(2),
+                np.float64(2.0), False, 0.0, -0.0, "k", LyingStr("k"), float(-2**63)):
+        assert key in d, key
+        assert key in m, key
+        assert m[key] == d[key] and m.get(key) == d.get(key), key
+    assert m[Level.HIGH - 1] == "two" and m[True - 1] == "zero"
+    # Keys that it does not: never a TypeError for `in` or get.
+    for key in (2.5, float("nan"), float("inf"), Fraction(5, 2), Decimal("2.5"), 2 + 1j,
+                np.float64(2.5), LyingStr("lie"), "lie", 1, 2**64, float(2**64), 2.000001):
+        assert key not in d, key
+        assert key not in m, key
+        assert m.get(key, "absent") == "absent", key
+        with pytest.raises(KeyError):
+            m[key]
+    assert 1 not in echo({}) and 1.0 not in echo({})
+    ones = echo({1: "one"})
+    assert True in ones and ones[True] == "one" and ones[1.0] == "one"
 
 
 def test_shape_is_a_tuple_of_ints(echo, fn):

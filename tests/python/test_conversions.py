@@ -192,6 +192,58 @@ def test_numpy_scalars_and_subclasses(echo, type_name):
     assert echo(MyFloat(2.5)) == 2.5
 
 
+class LyingStr(str):
+    """A str whose __str__ and encode say something else."""
+
+    def __str__(self):
+        return "lie"
+
+    def encode(self, *args, **kwargs):
+        return b"lie"
+
+
+class LyingInt(int):
+    """An int whose conversions to int say something else."""
+
+    def __int__(self):
+        return 99
+
+    def __index__(self):
+        return 98
+
+    def __and__(self, other):
+        return 97
+
+
+class LyingFloat(float):
+    def __float__(self):
+        return 99.0
+
+
+class Shade(enum.IntEnum):
+    DARK = 7
+
+
+def test_subclasses_cross_as_their_value_not_their_overrides(echo, type_name, fn):
+    # As arguments and as a callback's results: the value that the base
+    # type holds, whatever the subclass's methods say.
+    s, i, f = LyingStr("abc"), LyingInt(5), LyingFloat(2.5)
+    assert echo(s) == "abc" and type(echo(s)) is str
+    assert echo(i) == 5 and type(echo(i)) is int and type_name(i) == "int"
+    assert echo(f) == 2.5 and type(echo(f)) is float
+    assert echo(Shade.DARK) == 7 and type(echo(Shade.DARK)) is int
+    assert echo(True) is True and type_name(True) == "bool"
+    assert fn("nargs")(s, i, f, Shade.DARK) == 4
+    call = fn("call")
+    assert call(lambda: LyingStr("xyz")) == "xyz"
+    assert call(lambda: LyingInt(-3)) == -3
+    assert call(lambda: LyingFloat(0.5)) == 0.5
+    assert call(lambda: Shade.DARK) == 7
+    # convert keeps a plain value as it is (as for numpy scalars): what
+    # crosses is its value.
+    assert pf.convert(s) is s and echo(pf.convert(s)) == "abc"
+
+
 def test_bad_container_item_names_type_and_position(echo, fn):
     with pytest.raises(TypeError, match=r"argument 0 at \[0\], dict key 0 \(2.5\) has "
                        "unsupported type float"):

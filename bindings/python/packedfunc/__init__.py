@@ -21,9 +21,11 @@ opaque handles (ctypes.c_void_p), and tensors (numpy arrays or any object
 with ``__dlpack__``, passed without a copy). Any other Python object
 crosses as an opaque host object, which C can keep (PFObjectRetain) and
 release later on any thread, and comes back as the very same object
-(``echo(obj) is obj``). A list or tuple crosses as an Array and a dict as a
-Map (str or int keys), recursively, up to 1000 levels deep (deeper, or a
-container that contains itself, is a ValueError); C's Arrays, Maps and
+(``echo(obj) is obj``). A subclass of int, float or str (an IntEnum member)
+crosses as the value it holds, whatever its __int__ or __str__ say. A list
+or tuple crosses as an Array and a dict as a Map (str or int keys; lookups
+find what a dict finds: 2.0 the key 2), recursively, up to 1000 levels
+deep (deeper, or a container that contains itself, is a ValueError); C's Arrays, Maps and
 Shapes come back as :class:`Array` (a read-only sequence equal to a list),
 :class:`Map` (a read-only mapping equal to a dict) and :class:`Shape` (a
 tuple of ints), whose items convert when read. A C error raises the Python exception class of
@@ -43,6 +45,22 @@ Tensors that C passes to a Python callback:
   by a callback that only reads it;
 - a DLTensor that Python itself passed in the same call chain arrives as
   the very same Python object, without a copy.
+
+A Function, Array, Map or Object owns one reference to its C object and
+drops it when collected; C keeps the Python objects and callables it was
+given until its last reference to them goes. At every full collection
+(gc.collect(), and the interpreter's own full collections) the binding
+lends C's references to Python's cycle collector, so that a cycle through
+C is freed: a Python object holding an Array, Map or Function whose C
+object holds it back (through items, bound constants, or a callback's
+closure, as in ``f = convert(lambda: f)``), provided that the wrapper
+holds the only reference to its C object and nothing else references what
+lies between. Cycles that C also holds stay until that reference goes: a
+function in the global registry (until remove_global_func), anything C
+code keeps, a C object that a second wrapper or container also holds, and
+what C does not report (a module's functions, a pre-pack cache's values,
+a boxed payload, a graph of more than a million values). Young
+collections do not look through C.
 
 Ctrl-C while C is calling a Python callback raises KeyboardInterrupt in the
 Python code that called C, like any exception that a callback raises; the

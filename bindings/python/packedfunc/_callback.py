@@ -1,15 +1,15 @@
 """Python callables as packed functions, and Ctrl-C while C runs.
 
-``convert(f)`` makes a host function (c_api.h) on this interpreter's gate.
-With the compiled backend its resource is a reference to the callable, and
-C enters Python through the extension's trampoline, which takes the GIL
-itself, converts the common types and hands the others to
-_call_with_c_args and _set_return here. With ctypes the resource is a key
-into a table of live callables, and every call from C enters Python
-through one ctypes trampoline, which reads the arguments from C's memory
-(with a cached struct unpacker when they are all int or float), calls the
-callable, hands the result to PFCFuncSetReturn and reports the call's
-status. At exit the gate is closed, so that C threads that call in
+``convert(f)`` makes a host function (c_api.h) on this interpreter's gate,
+whose resource is a hold of the callable (see _holds). With the compiled
+backend C enters Python through the extension's trampoline, which takes
+the GIL itself, converts the common types and hands the others to
+_call_with_c_args and _set_return here. With ctypes the hold is a key
+into the table of Python objects that C holds, and every call from C
+enters Python through one ctypes trampoline, which reads the arguments
+from C's memory (with a cached struct unpacker when they are all int or
+float), calls the callable, hands the result to PFCFuncSetReturn and
+reports the call's status. At exit the gate is closed, so that C threads that call in
 afterwards get an error instead of a dying interpreter. The signal checker
 lets long-running C code see a pending Ctrl-C. Everything here is private;
 the package re-exports convert.
@@ -32,16 +32,15 @@ from ._frames import PLANS_MAX
 from ._backend import cext as _cext
 from ._errors import check_call, record_exception
 from ._ffi import (PFCFuncSetReturn, PFEnvSetSignalChecker, PFFuncCreateFromHostCFunc,
-                   PFHostGateClose, PFHostGateCreate, PFObjectFree, PyErr_CheckSignals,
-                   keep_forever)
+                   PFHostGateClose, PFObjectFree, PyErr_CheckSignals, keep_forever)
+from . import _holds
+from ._holds import GATE
 from ._function import Function
 from ._mirrors import FINALIZER, PACKED_CFUNC, SIGNAL_CHECKER, PFHostCall
 from ._object import Object, tensor_object_from
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
-
-_live = {}  # resource key -> Python callable, while C holds the function
-_keys = itertools.count(1)
+_held_get = _holds.held_get  # the hot path's lookup of a hold (ctypes)
 
 
 # ---------------------------------------------------------------------------
@@ -147,7 +146,7 @@ def _call_with_c_args(fn, args_p, codes_raw, n):
 # The trampoline
 # ---------------------------------------------------------------------------
 
-# A PFHostCall: the resource (here the key into _live), and the status
+# A PFHostCall: the resource (here the key of the hold), and the status
 # that this call reports.
 _STATUS_OFF = PFHostCall.status.offset
 _status_into = struct.Struct("=i").pack_into
@@ -164,7 +163,9 @@ def _trampoline(args_p, codes_p, n, ret, call_p):
     # to this frame) escapes into ctypes; _unraisable_hook below records it
     # for the wrapper, which sees the status still pending.
     try:
-        fn = _live[_key_of(_MEMORY, call_p)[0]]
+        fn = _held_get(_key_of(_MEMORY, call_p)[0])
+        if fn is None:  # lent to a wrapper for a collection in progress, or gone
+            fn = _lent_callable(_key_of(_MEMORY, call_p)[0])
         if n:
             codes_raw = _MEMORY[codes_p:codes_p + 4 * n]
             plan = _cb_plans_get(codes_raw)
@@ -193,11 +194,18 @@ def _trampoline(args_p, codes_p, n, ret, call_p):
     return 0
 
 
+def _lent_callable(key):
+    fn = _holds.value_of(key)
+    if fn is _holds.MISSING:
+        raise RuntimeError("packedfunc: the Python callable of this function was collected")
+    return fn
+
+
 def _finalize(key):
-    # The last reference to a converted callable went: forget the callable.
-    # May run on any thread; never after the gate is closed at exit.
+    # The last reference to a converted callable went: drop its hold. May
+    # run on any thread; never after the gate is closed at exit.
     try:
-        _live.pop(key, None)
+        _holds.release(key, _holds.FUNCTION)
     except BaseException:
         pass
 
@@ -222,11 +230,9 @@ sys.unraisablehook = _unraisable_hook
 _TRAMPOLINE = keep_forever(PACKED_CFUNC(_trampoline))
 _FINALIZER = keep_forever(FINALIZER(_finalize))
 
-# Every Python callable that C can call goes through this gate. At exit it
-# is closed (below): C threads that call in afterwards get a RuntimeError
-# instead of entering an interpreter that is going away.
-GATE = c_void_p()
-check_call(PFHostGateCreate(byref(GATE)))
+# Every Python callable that C can call goes through _holds.GATE. At exit
+# it is closed (below): C threads that call in afterwards get a
+# RuntimeError instead of entering an interpreter that is going away.
 _GATE_CLOSED_MESSAGE = b"the Python interpreter is shutting down"
 _GATE_CLOSE_TIMEOUT_MS = 3000
 
@@ -265,19 +271,18 @@ def as_function(obj, where):
 
 def live_count():
     """How many Python callables C holds through host functions."""
-    return len(_live) + (_cext.live_count() if _cext else 0)
+    return _holds.count(_holds.FUNCTION)
 
 
 def make_function(obj):
     """A new Function for a Python callable."""
     if _cext:
         # On failure the library has already run the finalizer (dropping
-        # C's reference to obj).
+        # C's hold of obj).
         rc, handle = _cext.host_function(GATE.value, obj)
         check_call(rc)
         return Function._adopt(handle)
-    key = next(_keys)
-    _live[key] = obj
+    key = _holds.hold(obj, _holds.FUNCTION)
     out = c_void_p()
     # On failure the library has already run the finalizer (dropping key).
     check_call(PFFuncCreateFromHostCFunc(GATE, _TRAMPOLINE, c_void_p(key), _FINALIZER,

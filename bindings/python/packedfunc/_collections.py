@@ -9,6 +9,7 @@ Everything here is private; the package re-exports the three classes.
 """
 import collections.abc
 import ctypes
+import numbers
 import operator
 import struct
 import typing
@@ -17,6 +18,7 @@ from . import _signature
 from ._convert import (CODE, INT, INT64_MAX, INT64_MIN, STR, convert_value, decoders_get,
                        register_encoder, register_object_type)
 from ._errors import check_call
+from ._holds import track
 from ._ffi import (PFArrayGetItem, PFArrayGetSize, PFMapGetItem, PFMapGetItemAt, PFMapGetSize,
                    PFShapeCreate, PFShapeGetData)
 from ._library import OBJECT_TYPES
@@ -66,6 +68,28 @@ def _decode_item(buf, off, code, container):
     return dec(buf, off, True, None)
 
 
+def _int_key(key):
+    """The int under which a dict finds `key` (not an int itself), or None
+    when no int equals it. A dict finds 2.0, Fraction(2), Decimal(2),
+    2+0j and numpy's 2 under the key 2, as they equal it and hash alike;
+    an int subclass (bool, IntEnum) by its value, whatever its methods
+    say; 2.5, nan, a str or any non-number under no int."""
+    if isinstance(key, int):
+        return int.__index__(key)
+    if isinstance(key, float):
+        key = float.__float__(key)
+        return int(key) if key.is_integer() else None  # False for inf and nan
+    if not isinstance(key, numbers.Number):
+        return None
+    try:
+        if getattr(key, "imag", 0) != 0:
+            return None
+        i = int(getattr(key, "real", key))
+        return i if key == i and hash(key) == hash(i) else None
+    except (TypeError, ValueError, ArithmeticError):  # nan, inf, sNaN: equal to no int
+        return None
+
+
 def _size(get_size, handle):
     n = c_int64()
     check_call(get_size(handle, byref(n)))
@@ -91,6 +115,7 @@ class Array(Object, collections.abc.Sequence):
     def _adopt(cls, handle, type_index=ARRAY_TYPE):
         self = Object._adopt.__func__(cls, handle, type_index)
         self._size = _size(PFArrayGetSize, handle)
+        track(self)  # it may hold Python objects that hold it (see _holds)
         return self
 
     def __len__(self):
@@ -144,7 +169,10 @@ class Map(Object, collections.abc.Mapping):
     behaves as a read-only dict: ``m[key]`` (KeyError when absent), ``get``,
     ``in``, iteration over the keys, ``keys``, ``values``, ``items`` and
     ``len``; it equals a dict or Map with equal items. Values are converted
-    when read. ``Map(mapping)`` makes one.
+    when read. ``Map(mapping)`` makes one. A lookup finds what a dict
+    would: a number equal to an int key (``2.0``, ``True``) finds it, a
+    subclass of str or int looks up its value, and any other key (``2.5``,
+    an unhashable value) is simply absent.
     """
 
     __slots__ = ("_size",)
@@ -156,6 +184,7 @@ class Map(Object, collections.abc.Mapping):
     def _adopt(cls, handle, type_index=MAP_TYPE):
         self = Object._adopt.__func__(cls, handle, type_index)
         self._size = _size(PFMapGetSize, handle)
+        track(self)  # it may hold Python objects that hold it (see _holds)
         return self
 
     def __len__(self):
@@ -165,18 +194,18 @@ class Map(Object, collections.abc.Mapping):
         """The value of `key`, or _MISSING."""
         if isinstance(key, str):
             try:
-                data = key.encode("utf-8", "surrogateescape")
+                # str's own encode: a subclass's key is its value.
+                data = str.encode(key, "utf-8", "surrogateescape")
             except UnicodeEncodeError:
                 return _MISSING
             if b"\0" in data:
                 return _MISSING  # no key of a Map holds a NUL
             raw, code = ctypes.cast(ctypes.c_char_p(data), c_void_p).value or 0, STR
-        elif isinstance(key, int):
-            if not INT64_MIN <= key <= INT64_MAX:
+        else:
+            key = key if type(key) is int else _int_key(key)
+            if key is None or not INT64_MIN <= key <= INT64_MAX:
                 return _MISSING
             raw, code = key & 0xFFFFFFFFFFFFFFFF, INT
-        else:
-            return _MISSING
         sc = _take()
         found = ctypes.c_int()
         try:

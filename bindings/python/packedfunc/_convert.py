@@ -254,16 +254,27 @@ def _encode_numpy(x, pos, keep):
     return None
 
 
-def _encode_subclass(x, pos, keep):
-    # Subclasses of the plain types (IntEnum, str and float subclasses...).
-    if isinstance(x, bool):
-        return BOOL, Q.pack(bool(x))
+def plain_value(x):
+    """The value of an instance of a subclass of int, float or str as its
+    base type holds it (an IntEnum member's int), never what the
+    subclass's __int__, __index__, __float__ or __str__ say: the base
+    type's own methods copy the value out. Anything else is returned as
+    it is (bool cannot be subclassed)."""
     if isinstance(x, int):
-        return encode(int(x), pos, keep)
+        return x if type(x) is int or type(x) is bool else int.__index__(x)
     if isinstance(x, float):
-        return FLOAT, D.pack(float(x))
+        return float.__float__(x)
     if isinstance(x, str):
-        return encode(str(x), pos, keep)
+        return str.__str__(x)
+    return x
+
+
+def _encode_subclass(x, pos, keep):
+    # Subclasses of the plain types (IntEnum, str and float subclasses...)
+    # cross as their value; bytes-like values are read through the buffer
+    # protocol, which a subclass cannot change.
+    if isinstance(x, (int, float, str)):
+        return encode(plain_value(x), pos, keep)
     return _encode_bytes(x, pos, keep)
 
 

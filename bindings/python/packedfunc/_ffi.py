@@ -188,6 +188,11 @@ PFFuncCreateFromHostCFunc = _fn("PFFuncCreateFromHostCFunc", c_int)
 PFHostObjectCreate = _fn("PFHostObjectCreate", c_int, gil=True)
 PFHostObjectGetPayload = _fn("PFHostObjectGetPayload", c_int, [c_void_p, c_void_p,
                                                                POINTER(c_void_p)], gil=True)
+# Only reads the graph (no user code, no lock); it keeps the GIL, on which
+# the answer's soundness rests (see _holds).
+PFObjectFindOwnedHosts = _fn("PFObjectFindOwnedHosts", c_int,
+                             [c_void_p, c_void_p, ctypes.c_int64, c_void_p, ctypes.c_int64,
+                              c_void_p, c_void_p], gil=True)
 
 # ---- Function metadata ------------------------------------------------------
 

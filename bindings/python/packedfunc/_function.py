@@ -15,7 +15,7 @@ import collections.abc
 import ctypes
 import inspect
 
-from . import _signature
+from . import _holds, _signature
 from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR, decode as _decode,
                        decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
                        register_encoder, register_fallback, register_object_type,
@@ -57,8 +57,9 @@ class Function(_cext.FunctionBase if _cext else object):
     """
 
     # With the extension, _handle and _devices are FunctionBase's fields.
-    __slots__ = (("_hb", "_looked_up", "__weakref__") if _cext else
-                 ("_handle", "_hb", "_devices", "_looked_up", "__weakref__"))
+    # _loan: what the collector was lent for this collection (see _holds).
+    __slots__ = (("_hb", "_loan", "_looked_up", "__weakref__") if _cext else
+                 ("_handle", "_hb", "_devices", "_loan", "_looked_up", "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -79,6 +80,8 @@ class Function(_cext.FunctionBase if _cext else object):
         # The registry name it was found under, for its level in a
         # traceback when it has no recorded name.
         self._looked_up = None
+        self._loan = None
+        _holds.track(self)  # it may hold Python objects that hold it (see _holds)
         return self
 
     def __eq__(self, other):
@@ -178,6 +181,7 @@ class Function(_cext.FunctionBase if _cext else object):
         if handle and not _state.shutting_down:
             self._handle, self._hb = 0, None
             PFFuncFree(handle)
+            _holds.give_back(self)  # after the release, as Object.__del__
 
     def __reduce__(self):
         raise TypeError("packedfunc.Function cannot be pickled")

@@ -1,27 +1,27 @@
 """Opaque host objects: any Python object that has no other conversion.
 
 Such an object crosses to C as a host object (c_api.h, object type "host
-object") made on the interpreter's one gate, the one that callbacks use.
-Its payload is a key into _objects, the table of Python objects that C may
-still hold (with the compiled backend: a reference to the object itself,
-held by the extension), and its finalizer drops that key (reference) when
-C's last reference goes,
-on whatever thread drops it (after the gate is closed at exit, the
-finalizer is skipped and the object deliberately leaked). A host object
-that comes back from C, as a result or a callback's argument, is looked up
-by its payload and is the very same Python object; a host object made on
-another gate (another interpreter, another host language) comes back as a
-plain packedfunc.Object. Everything here is private.
+object") made on the interpreter's one gate (_holds.GATE). Its payload is
+a hold (see _holds): with ctypes a key into the table of Python objects
+that C holds, with the compiled backend a record in the extension that
+owns a reference to the object. Its finalizer drops the hold when C's last
+reference goes, on whatever thread drops it (after the gate is closed at
+exit, the finalizer is skipped and the object deliberately leaked). A host
+object that comes back from C, as a result or a callback's argument, is
+looked up by its payload and is the very same Python object; a host
+object made on another gate (another interpreter, another host language)
+comes back as a plain packedfunc.Object. Everything here is private.
 """
 import ctypes
-import itertools
 
+from . import _holds
 from ._backend import cext as _cext
-from ._callback import GATE, UNRAISABLE_OWNERS
+from ._callback import UNRAISABLE_OWNERS
 from ._convert import OBJECT, P, RANK_OPAQUE, register_fallback, register_object_type
 from ._errors import check_call
 from ._ffi import (PFErrorClear, PFHostObjectCreate, PFHostObjectGetPayload, PFObjectFree,
                    keep_forever)
+from ._holds import GATE, MISSING
 from ._library import OBJECT_TYPES
 from ._mirrors import FINALIZER
 from ._object import Object
@@ -29,16 +29,13 @@ from ._object import Object
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
 HOST_OBJECT = OBJECT_TYPES["host object"]
-_objects = {}  # payload key -> Python object, while C holds its host object
-_keys = itertools.count(1)
-_MISSING = object()
 
 
 def _finalize(key):
-    # C's last reference to a host object went: forget the Python object.
-    # May run on any thread; never after the gate is closed at exit.
+    # C's last reference to a host object went: drop its hold. May run on
+    # any thread; never after the gate is closed at exit.
     try:
-        _objects.pop(key, None)
+        _holds.release(key, _holds.OBJECT)
     except BaseException:
         pass
 
@@ -51,19 +48,18 @@ UNRAISABLE_OWNERS.append(_finalize)
 
 def live_count():
     """How many Python objects C holds through host objects."""
-    return len(_objects) + (_cext.live_objects() if _cext else 0)
+    return _holds.count(_holds.OBJECT)
 
 
 def new_host_object(x):
     """A new reference (an int handle) to a host object that holds x."""
     if _cext:
-        # The payload is a reference to x itself, which the extension's
-        # finalizer drops (taking the GIL); on failure it has already run.
+        # The payload is the extension's hold of x, which its finalizer
+        # drops (taking the GIL); on failure it has already run.
         rc, handle = _cext.host_object(GATE.value, x)
         check_call(rc)
         return handle
-    key = next(_keys)
-    _objects[key] = x
+    key = _holds.hold(x, _holds.OBJECT)
     out = c_void_p()
     # On failure the library has already run the finalizer (dropping key).
     check_call(PFHostObjectCreate(GATE, c_void_p(key), _FINALIZER, byref(out)))
@@ -90,8 +86,8 @@ def _adopt_host_object(handle, type_index):
     if PFHostObjectGetPayload(handle, GATE, byref(payload)) != 0:
         PFErrorClear()  # made on another gate: not ours to look into
         return Object._adopt(handle, type_index)
-    x = _objects.get(payload.value or 0, _MISSING)
-    if x is _MISSING:  # pragma: no cover - the key lives as long as the object
+    x = _holds.value_of(payload.value or 0)
+    if x is MISSING:  # pragma: no cover - a loan dropped without giving back
         return Object._adopt(handle, type_index)
     PFObjectFree(handle)
     return x

@@ -80,10 +80,12 @@ def _push(x, pos, stack, active, keep):
         for i, k in enumerate(keys):
             fr[3] = i
             name = "%s, dict key %d" % (_path(pos, stack[:-1]), i)
+            # A subclass's key is its value, whatever its __str__ or
+            # __int__ say (str.__str__ and int.__index__ copy it out).
             if isinstance(k, str):
-                code, raw = encode(str(k), name, keep)
+                code, raw = encode(str.__str__(k), name, keep)
             elif isinstance(k, int):  # bool too: True is the key 1 in a dict
-                code, raw = encode(int(k), name, keep)
+                code, raw = encode(int.__index__(k), name, keep)
             else:
                 raise TypeError("packedfunc: %s (%r) has unsupported type %s (keys are str "
                                 "or int)" % (name, k, type(k).__qualname__))

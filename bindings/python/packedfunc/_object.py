@@ -17,6 +17,7 @@ from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle
                        tensors_in_flight, what)
 from ._backend import cext as _cext
 from ._errors import check_call
+from ._holds import give_back
 from ._ffi import (PFObjectFree, PFTensorCreateFromDLPack, PFTensorGetDLTensor, PFTensorToDLPack,
                    PyCapsule_GetPointer, PyCapsule_GetPointerAt, PyCapsule_IsValid,
                    PyCapsule_IsValidAt, PyCapsule_New, PyCapsule_SetName, keep_forever)
@@ -41,7 +42,8 @@ class Object:
     ``type_index`` is its PFObjectTypeIndex.
     """
 
-    __slots__ = ("_handle", "_code", "type_index", "__weakref__")
+    # _loan: what the collector was lent for this collection (see _holds).
+    __slots__ = ("_handle", "_code", "type_index", "_loan", "__weakref__")
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Object cannot be created directly")
@@ -52,6 +54,7 @@ class Object:
         self._handle = handle
         self.type_index = type_index
         self._code = OBJECT  # the type code it passes to C with
+        self._loan = None
         return self
 
     @property
@@ -68,6 +71,9 @@ class Object:
         if handle and not state.shutting_down:
             self._handle = 0
             PFObjectFree(handle)
+            # After the release: the holds that it destroyed are dropped,
+            # the others go back to C.
+            give_back(self)
 
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)

@@ -11,7 +11,8 @@
  * through a C trampoline that takes the GIL itself, converts the plain
  * types here and hands the others to the package's decoder and encoder
  * tables. So the ctypes path stays the one reference for every value and
- * every error message. Host objects (Python objects that C holds) and the
+ * every error message. Host objects (Python objects that C holds, through
+ * the holds below, which the package lends to the cycle collector) and the
  * signal checker are here too, so that C reaches Python without ctypes.
  *
  * The library is reached only through its versioned function table
@@ -31,8 +32,8 @@
 
 PyMODINIT_FUNC PyInit__cext(void);
 
-/* The API version whose slots this file uses (host functions: version 2). */
-#define PF_CEXT_API_VERSION 3
+/* The API version whose slots this file uses (ObjectFindOwnedHosts: 7). */
+#define PF_CEXT_API_VERSION 7
 /* Calls with more arguments than this take the package's general path. */
 #define PF_CEXT_MAX_ARGS 8
 
@@ -402,6 +403,208 @@ static PyObject* pf_enable_vectorcall(PyObject* module, PyObject* cls) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Holds: C's references to Python objects, and loans of them               */
+/* ------------------------------------------------------------------------ */
+
+/* The resource of a host function and the payload of a host object made
+ * here: C's reference to a Python object (see packedfunc._holds). While
+ * `state` is PF_HELD the record owns the reference; while PF_LENT a Loan
+ * owns it (lent to a wrapper for a collection); PF_DEAD: its host object
+ * or function went while lent, and the Loan drops the reference and frees
+ * the record when it gives back. `obj` is valid in every state. Read and
+ * changed only with the GIL. */
+typedef struct {
+  PyObject* obj;
+  int state;
+} pf_hold;
+enum { PF_HELD, PF_LENT, PF_DEAD };
+
+/* A new hold of x (a new reference to it), or NULL with MemoryError. Raw
+ * memory: it is freed by finalizers, which take the GIL first anyway. */
+static pf_hold* pf_hold_new(PyObject* x) {
+  pf_hold* h = PyMem_RawMalloc(sizeof(*h));
+  if (h == NULL) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  Py_INCREF(x);
+  h->obj = x;
+  h->state = PF_HELD;
+  return h;
+}
+
+/* The host object or function of a hold went (its finalizer, with the
+ * GIL): the reference goes, or, while lent, the Loan drops it. */
+static void pf_hold_release(pf_hold* h) {
+  if (h->state == PF_LENT) {
+    h->state = PF_DEAD;
+    return;
+  }
+  PyObject* x = h->obj;
+  PyMem_RawFree(h);
+  Py_DECREF(x);
+}
+
+/* Loan: the references of holds lent to one wrapper for one collection.
+ * The collector sees them as the Loan's (tp_traverse); clearing or
+ * freeing it gives them back, as give_back() does. */
+typedef struct {
+  PyObject_HEAD
+  pf_hold** holds;
+  Py_ssize_t n, cap;
+} PFCextLoan;
+
+/* Gives every lent reference back to its hold, or, when its host object or
+ * function went meanwhile, drops it. The Loan is emptied first, and the
+ * references dropped last: that may run any code, this Loan's included. */
+static void pf_loan_give_back_all(PFCextLoan* loan) {
+  pf_hold** holds = loan->holds;
+  Py_ssize_t n = loan->n;
+  loan->holds = NULL;
+  loan->n = loan->cap = 0;
+  Py_ssize_t dead = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (holds[i]->state == PF_DEAD)
+      holds[dead++] = holds[i];
+    else
+      holds[i]->state = PF_HELD;
+  }
+  for (Py_ssize_t i = 0; i < dead; ++i) {
+    PyObject* x = holds[i]->obj;
+    PyMem_RawFree(holds[i]);
+    Py_DECREF(x);
+  }
+  PyMem_Free(holds);
+}
+
+static int pf_loan_traverse(PyObject* self, visitproc visit, void* arg) {
+  PFCextLoan* loan = (PFCextLoan*)self;
+  for (Py_ssize_t i = 0; i < loan->n; ++i) Py_VISIT(loan->holds[i]->obj);
+  return 0;
+}
+
+static int pf_loan_clear(PyObject* self) {
+  pf_loan_give_back_all((PFCextLoan*)self);
+  return 0;
+}
+
+static void pf_loan_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  pf_loan_give_back_all((PFCextLoan*)self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+/* lend(addresses): takes over the references of the holds at these
+ * addresses (payloads or resources that PFObjectFindOwnedHosts reported
+ * for the package's gate, so this module's holds) that are still held. */
+static PyObject* pf_loan_lend(PyObject* self, PyObject* arg) {
+  PFCextLoan* loan = (PFCextLoan*)self;
+  PyObject* seq = PySequence_Fast(arg, "Loan.lend: expected a sequence of addresses");
+  if (seq == NULL) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    pf_hold* h = PyLong_AsVoidPtr(items[i]);
+    if (h == NULL && PyErr_Occurred()) goto fail;
+    if (h == NULL || h->state != PF_HELD) continue; /* gone, or lent already */
+    if (loan->n == loan->cap) {
+      Py_ssize_t cap = loan->cap ? loan->cap * 2 : 4;
+      pf_hold** holds = PyMem_Realloc(loan->holds, (size_t)cap * sizeof(pf_hold*));
+      if (holds == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+      }
+      loan->holds = holds;
+      loan->cap = cap;
+    }
+    loan->holds[loan->n++] = h;
+    h->state = PF_LENT;
+  }
+  Py_DECREF(seq);
+  Py_RETURN_NONE;
+fail:
+  Py_DECREF(seq);
+  return NULL;
+}
+
+static PyObject* pf_loan_give_back(PyObject* self, PyObject* unused) {
+  (void)unused;
+  pf_loan_give_back_all((PFCextLoan*)self);
+  Py_RETURN_NONE;
+}
+
+static Py_ssize_t pf_loan_length(PyObject* self) { return ((PFCextLoan*)self)->n; }
+
+static PyMethodDef pf_loan_methods[] = {
+    {"lend", pf_loan_lend, METH_O, "lend(addresses): takes over the references of these holds"},
+    {"give_back", pf_loan_give_back, METH_NOARGS, "gives every lent reference back"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods pf_loan_as_sequence = {.sq_length = pf_loan_length};
+
+static PyTypeObject pf_loan_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "packedfunc._cext.Loan",
+    .tp_basicsize = sizeof(PFCextLoan),
+    .tp_dealloc = pf_loan_dealloc,
+    .tp_as_sequence = &pf_loan_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "References of holds lent to a wrapper for a collection (private).",
+    .tp_traverse = pf_loan_traverse,
+    .tp_clear = pf_loan_clear,
+    .tp_methods = pf_loan_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* owned_holds(handle, gate, max_values, sort) -> (addresses, reachable):
+ * PFObjectFindOwnedHosts for one wrapper's C object, without the cost of
+ * a ctypes call: the addresses of the holds that it alone keeps alive (a
+ * tuple of ints), and, with `sort`, how many holds it reaches (else
+ * None). A failure (out of memory) finds nothing, which is safe, with
+ * reachable None, and leaves no error. Keeps the GIL, on which the answer
+ * rests (see _holds). */
+static PyObject* pf_owned_holds(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (n != 4) {
+    PyErr_SetString(PyExc_TypeError, "_cext.owned_holds(handle, gate, max_values, sort)");
+    return NULL;
+  }
+  void* handle = PyLong_AsVoidPtr(args[0]);
+  void* gate = handle == NULL && PyErr_Occurred() ? NULL : PyLong_AsVoidPtr(args[1]);
+  long long max_values = PyErr_Occurred() ? -1 : PyLong_AsLongLong(args[2]);
+  int sort = PyErr_Occurred() ? -1 : PyObject_IsTrue(args[3]);
+  if (PyErr_Occurred()) return NULL;
+  void* small[16];
+  void** out = small;
+  int64_t cap = 16, owned = 0, reachable = 0;
+  for (;;) {
+    if (pf_api->ObjectFindOwnedHosts(handle, gate, max_values, out, cap, &owned,
+                                     sort ? &reachable : NULL) != 0) {
+      pf_api->ErrorClear();
+      owned = 0;
+      sort = 0; /* reachable: None */
+      break;
+    }
+    if (owned <= cap) break;
+    if (out != small) PyMem_Free(out);
+    out = PyMem_Malloc((size_t)owned * sizeof(void*));
+    if (out == NULL) return PyErr_NoMemory();
+    cap = owned;
+  }
+  PyObject* addresses = PyTuple_New((Py_ssize_t)owned);
+  for (int64_t i = 0; addresses != NULL && i < owned; ++i) {
+    PyObject* a = PyLong_FromVoidPtr(out[i]);
+    if (a == NULL) Py_CLEAR(addresses);
+    else PyTuple_SET_ITEM(addresses, (Py_ssize_t)i, a);
+  }
+  if (out != small) PyMem_Free(out);
+  if (addresses == NULL) return NULL;
+  if (!sort) return Py_BuildValue("(NO)", addresses, Py_None);
+  return Py_BuildValue("(NL)", addresses, (long long)reachable);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Python callables called from C                                           */
 /* ------------------------------------------------------------------------ */
 
@@ -546,7 +749,7 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
     PyEval_RestoreThread(own);
   else
     gil = PyGILState_Ensure();
-  PyObject* fn = call->resource_handle;
+  PyObject* fn = ((pf_hold*)call->resource_handle)->obj; /* alive, held or lent */
   PyObject* stack[PF_CEXT_MAX_ARGS];
   PyObject* r = NULL;
   int i = 0, native = n <= PF_CEXT_MAX_ARGS, status;
@@ -580,13 +783,13 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   return 0;
 }
 
-/* The finalizer of those host functions: drops C's reference to the
- * callable, taking the GIL on whatever thread released the function. The
- * gate skips it once the interpreter is shutting down. */
+/* The finalizer of those host functions: drops the hold of the callable,
+ * taking the GIL on whatever thread released the function. The gate skips
+ * it once the interpreter is shutting down. */
 static void pf_release_callable(void* resource) {
   PyGILState_STATE gil = PyGILState_Ensure();
   --pf_live_callables;
-  Py_DECREF((PyObject*)resource);
+  pf_hold_release(resource);
   PyGILState_Release(gil);
 }
 
@@ -601,10 +804,10 @@ static PyObject* pf_host_function(PyObject* module, PyObject* const* args, Py_ss
   void* gate = PyLong_AsVoidPtr(args[0]);
   if (gate == NULL && PyErr_Occurred()) return NULL;
   PFFunctionHandle out = NULL;
-  Py_INCREF(args[1]); /* C's reference; the finalizer drops it, also on failure */
+  pf_hold* h = pf_hold_new(args[1]); /* the finalizer drops it, also on failure */
+  if (h == NULL) return NULL;
   ++pf_live_callables;
-  int rc = pf_api->FuncCreateFromHostCFunc(gate, pf_trampoline, args[1], pf_release_callable,
-                                           &out);
+  int rc = pf_api->FuncCreateFromHostCFunc(gate, pf_trampoline, h, pf_release_callable, &out);
   return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
 }
 
@@ -635,13 +838,13 @@ static PyObject* pf_live_count(PyObject* module, PyObject* unused) {
   return PyLong_FromSsize_t(pf_live_callables);
 }
 
-/* The finalizer of host objects made here: drops C's reference to the
- * Python object, taking the GIL on whatever thread released the last
- * reference. The gate skips it once the interpreter is shutting down. */
+/* The finalizer of host objects made here: drops the hold of the Python
+ * object, taking the GIL on whatever thread released the last reference.
+ * The gate skips it once the interpreter is shutting down. */
 static void pf_release_object(void* payload) {
   PyGILState_STATE gil = PyGILState_Ensure();
   --pf_live_objects;
-  Py_DECREF((PyObject*)payload);
+  pf_hold_release(payload);
   PyGILState_Release(gil);
 }
 
@@ -656,9 +859,10 @@ static PyObject* pf_host_object(PyObject* module, PyObject* const* args, Py_ssiz
   void* gate = PyLong_AsVoidPtr(args[0]);
   if (gate == NULL && PyErr_Occurred()) return NULL;
   PFObjectHandle out = NULL;
-  Py_INCREF(args[1]); /* C's reference; the finalizer drops it, also on failure */
+  pf_hold* h = pf_hold_new(args[1]); /* the finalizer drops it, also on failure */
+  if (h == NULL) return NULL;
   ++pf_live_objects;
-  int rc = pf_api->HostObjectCreate(gate, args[1], pf_release_object, &out);
+  int rc = pf_api->HostObjectCreate(gate, h, pf_release_object, &out);
   return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
 }
 
@@ -680,7 +884,7 @@ static PyObject* pf_host_object_value(PyObject* module, PyObject* const* args, P
     pf_api->ErrorClear(); /* another gate's object: not ours to look into */
     return Py_BuildValue("(OO)", Py_False, Py_None);
   }
-  return Py_BuildValue("(OO)", Py_True, (PyObject*)payload);
+  return Py_BuildValue("(OO)", Py_True, ((pf_hold*)payload)->obj);
 }
 
 static PyObject* pf_live_objects_count(PyObject* module, PyObject* unused) {
@@ -770,6 +974,8 @@ static PyMethodDef pf_methods[] = {
      "host_object(gate, object) -> (status, handle)"},
     {"host_object_value", (PyCFunction)(void (*)(void))pf_host_object_value, METH_FASTCALL,
      "host_object_value(gate, handle) -> (found, object)"},
+    {"owned_holds", (PyCFunction)(void (*)(void))pf_owned_holds, METH_FASTCALL,
+     "owned_holds(handle, gate, max_values, sort) -> (addresses, reachable)"},
     {"live_objects", pf_live_objects_count, METH_NOARGS,
      "the number of Python objects that C holds through this module's host objects"},
     {"live_count", pf_live_count, METH_NOARGS,
@@ -784,12 +990,18 @@ static struct PyModuleDef pf_module = {
 };
 
 PyMODINIT_FUNC PyInit__cext(void) {
-  if (PyType_Ready(&pf_function_type) < 0) return NULL;
+  if (PyType_Ready(&pf_function_type) < 0 || PyType_Ready(&pf_loan_type) < 0) return NULL;
   PyObject* m = PyModule_Create(&pf_module);
   if (m == NULL) return NULL;
   Py_INCREF(&pf_function_type);
   if (PyModule_AddObject(m, "FunctionBase", (PyObject*)&pf_function_type) < 0) {
     Py_DECREF(&pf_function_type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&pf_loan_type);
+  if (PyModule_AddObject(m, "Loan", (PyObject*)&pf_loan_type) < 0) {
+    Py_DECREF(&pf_loan_type);
     Py_DECREF(m);
     return NULL;
   }

@@ -1,0 +1,236 @@
+/* PFObjectFindOwnedHosts: the host objects and host functions that one
+ * reference alone keeps alive, for a host's cycle collector. The rules are
+ * in c_api.h. */
+#include "internal.h"
+
+/* One object met by the walk. */
+typedef struct {
+  pf_object* obj;
+  int_fast32_t count;   /* its reference count, read when it was reached */
+  int64_t inward;       /* references to it held by objects of the walk */
+  int64_t edges_begin;  /* its references: edges[edges_begin .. edges_end) */
+  int64_t edges_end;
+  int outside;          /* reachable from a reference held outside the walk */
+} walk_node;
+
+struct pf_walk {
+  walk_node* nodes; /* in the order reached; nodes[0] is the root */
+  int64_t num_nodes, nodes_cap;
+  int64_t* index;   /* open addressing by address: a node's position + 1, or 0 */
+  size_t mask;
+  int64_t* edges;   /* node positions, per node in the order of nodes */
+  int64_t num_edges, edges_cap;
+  int64_t budget;   /* values that may still be looked at */
+  int exhausted;    /* the budget ran out */
+};
+
+static const char* const k_where = "PFObjectFindOwnedHosts";
+
+static size_t slot_of(const pf_walk* w, const void* obj) {
+  uint64_t x = (uint64_t)(uintptr_t)obj;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x & w->mask;
+}
+
+/* The array p of *cap elements of `size` bytes, grown to hold `need`;
+ * NULL with a MemoryError (p is still valid then). */
+static void* room(void* p, int64_t* cap, size_t size, int64_t need) {
+  if (need <= *cap) return p;
+  int64_t n = *cap ? *cap : 16;
+  while (n < need) n *= 2;
+  void* q = (uint64_t)n > PF_MAX_OBJECT_SIZE / size ? NULL : pf_realloc(p, (size_t)n * size);
+  if (q == NULL) {
+    pf_oom(k_where);
+    return NULL;
+  }
+  *cap = n;
+  return q;
+}
+
+/* Rebuilds the index with room for twice the nodes. */
+static int grow_index(pf_walk* w) {
+  size_t cap = (w->mask + 1) * 2;
+  int64_t* index = pf_calloc(cap, sizeof(int64_t));
+  if (index == NULL) return pf_oom(k_where);
+  pf_free(w->index);
+  w->index = index;
+  w->mask = cap - 1;
+  for (int64_t i = 0; i < w->num_nodes; ++i) {
+    size_t s = slot_of(w, w->nodes[i].obj);
+    while (index[s] != 0) s = (s + 1) & w->mask;
+    index[s] = i + 1;
+  }
+  return 0;
+}
+
+/* The position of obj among the nodes, added if new; -1 without memory. */
+static int64_t node_of(pf_walk* w, pf_object* obj) {
+  size_t s = slot_of(w, obj);
+  for (; w->index[s] != 0; s = (s + 1) & w->mask)
+    if (w->nodes[w->index[s] - 1].obj == obj) return w->index[s] - 1;
+  walk_node* nodes = room(w->nodes, &w->nodes_cap, sizeof(walk_node), w->num_nodes + 1);
+  if (nodes == NULL) return -1;
+  w->nodes = nodes;
+  int64_t i = w->num_nodes++;
+  walk_node* n = &w->nodes[i];
+  n->obj = obj;
+  n->count = atomic_load_explicit(&obj->ref_count, memory_order_acquire);
+  n->inward = 0;
+  n->edges_begin = n->edges_end = 0;
+  n->outside = 0;
+  w->index[s] = i + 1;
+  /* At most half full, so that probes stay short and end. */
+  if ((size_t)w->num_nodes * 2 > w->mask + 1 && grow_index(w) != 0) return -1;
+  return i;
+}
+
+int pf_walk_spend(pf_walk* w, int64_t values) {
+  if (values <= w->budget) {
+    w->budget -= values;
+    return 0;
+  }
+  w->exhausted = 1;
+  return -1;
+}
+
+int pf_walk_child(pf_walk* w, void* child) {
+  if (pf_walk_spend(w, 1) != 0) return -1;
+  int64_t i = node_of(w, child);
+  if (i < 0) return -1;
+  int64_t* edges = room(w->edges, &w->edges_cap, sizeof(int64_t), w->num_edges + 1);
+  if (edges == NULL) return -1;
+  w->edges = edges;
+  w->edges[w->num_edges++] = i;
+  ++w->nodes[i].inward;
+  return 0;
+}
+
+/* Reports the references that one object holds, of the kinds followed. */
+static int children(pf_walk* w, const pf_object* o) {
+  switch (o->type_index) {
+    case kPFObjectArray: return pf_array_children(w, o);
+    case kPFObjectMap: return pf_map_children(w, o);
+    case kPFObjectFunction: return pf_bound_children(w, (const pf_function*)o);
+    case kPFObjectClosure: return pf_closure_children(w, o);
+    default: return 0;
+  }
+}
+
+/* Reaches every object from the root, breadth first, recording each one's
+ * references in order. */
+static int reach_all(pf_walk* w) {
+  for (int64_t i = 0; i < w->num_nodes; ++i) {
+    w->nodes[i].edges_begin = w->num_edges;
+    if (children(w, w->nodes[i].obj) != 0) return -1;
+    w->nodes[i].edges_end = w->num_edges;
+  }
+  return 0;
+}
+
+/* Marks as outside every node that has more references than the walk
+ * found (the root: more than those and the caller's one), and every node
+ * reachable from one. */
+static int mark_outside(pf_walk* w) {
+  int64_t* stack = NULL;
+  int64_t top = 0, cap = 0;
+  for (int64_t i = 0; i < w->num_nodes; ++i) {
+    walk_node* n = &w->nodes[i];
+    if (n->count <= n->inward + (i == 0)) continue;
+    n->outside = 1;
+    int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
+    if (s == NULL) goto oom;
+    stack = s;
+    stack[top++] = i;
+  }
+  while (top > 0) {
+    const walk_node* n = &w->nodes[stack[--top]];
+    for (int64_t e = n->edges_begin; e < n->edges_end; ++e) {
+      walk_node* c = &w->nodes[w->edges[e]];
+      if (c->outside) continue;
+      c->outside = 1;
+      int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
+      if (s == NULL) goto oom;
+      stack = s;
+      stack[top++] = w->edges[e];
+    }
+  }
+  pf_free(stack);
+  return 0;
+oom:
+  pf_free(stack);
+  return -1;
+}
+
+/* 1 when every reference count still reads as it did when first read. A
+ * count that moved means that another thread holds a way into the graph,
+ * and what it took or dropped may have been read half before and half
+ * after: nothing is reported as owned then. (Every read is an acquire, so
+ * these reads cannot move before the first ones.) */
+static int counts_unchanged(const pf_walk* w) {
+  for (int64_t i = 0; i < w->num_nodes; ++i)
+    if (atomic_load_explicit(&w->nodes[i].obj->ref_count, memory_order_acquire) !=
+        w->nodes[i].count)
+      return 0;
+  return 1;
+}
+
+int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max_values,
+                           void** out, int64_t cap, int64_t* num_owned, int64_t* num_reachable) {
+  PF_CHECK_OBJECT(root, 0);
+  PF_CHECK_OBJECT(gate, kPFObjectHostGate);
+  PF_CHECK_ARG(num_owned);
+  if (max_values < 0)
+    return PF_ERROR(kPFErrValueError, "%s: argument 'max_values' is negative (%lld)", k_where,
+                    (long long)max_values);
+  if (cap < 0)
+    return PF_ERROR(kPFErrValueError, "%s: argument 'cap' is negative (%lld)", k_where,
+                    (long long)cap);
+  if (cap > 0 && out == NULL)
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL with cap %lld", k_where,
+                    (long long)cap);
+  *num_owned = 0;
+  if (num_reachable != NULL) *num_reachable = 0;
+  /* No object that the walk follows can reach itself (each holds only
+   * objects that existed before it), so a root with more than the
+   * caller's reference is held from outside. */
+  if (num_reachable == NULL &&
+      atomic_load_explicit(&((pf_object*)root)->ref_count, memory_order_acquire) != 1)
+    return 0;
+  pf_walk w = {0};
+  w.budget = max_values;
+  w.mask = 15;
+  w.index = pf_calloc(w.mask + 1, sizeof(int64_t));
+  int rc = -1;
+  if (w.index == NULL) {
+    pf_oom(k_where);
+    goto done;
+  }
+  if (node_of(&w, root) < 0 || (reach_all(&w) != 0 && !w.exhausted)) goto done;
+  rc = 0;
+  if (w.exhausted) {
+    if (num_reachable != NULL) *num_reachable = -1;
+    goto done;
+  }
+  if (mark_outside(&w) != 0) {
+    rc = -1;
+    goto done;
+  }
+  int64_t owned = 0, reachable = 0;
+  for (int64_t i = 0; i < w.num_nodes; ++i) {
+    void* payload;
+    if (!pf_host_payload(w.nodes[i].obj, gate, &payload)) continue;
+    ++reachable;
+    if (w.nodes[i].outside) continue;
+    if (owned < cap) out[owned] = payload;
+    ++owned;
+  }
+  if (num_reachable != NULL) *num_reachable = reachable;
+  if (owned > 0 && counts_unchanged(&w)) *num_owned = owned;
+done:
+  pf_free(w.index);
+  pf_free(w.nodes);
+  pf_free(w.edges);
+  return rc;
+}

@@ -1,0 +1,371 @@
+/* PFObjectFindOwnedHosts: which host objects and host functions one
+ * reference alone keeps alive, through Arrays, Maps, bound functions and
+ * closures; what it refuses; its budget; and allocation failure (main
+ * installs an allocator that can be told to fail). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "support/pf_test.h"
+
+/* ---- an allocator that fails on request ---- */
+
+static atomic_long g_fail_at; /* the allocation (from 1) that fails; 0: none */
+static atomic_long g_calls;
+static atomic_long g_live; /* blocks handed out and not yet freed */
+
+static int should_fail(void) {
+  long at = atomic_load(&g_fail_at);
+  return at != 0 && atomic_fetch_add(&g_calls, 1) + 1 == at;
+}
+static void* t_malloc(size_t n, void* ud) {
+  (void)ud;
+  void* p = should_fail() ? NULL : malloc(n);
+  if (p) atomic_fetch_add(&g_live, 1);
+  return p;
+}
+static void* t_realloc(void* p, size_t n, void* ud) {
+  (void)ud;
+  void* q = should_fail() ? NULL : realloc(p, n);
+  if (q && p == NULL) atomic_fetch_add(&g_live, 1);
+  return q;
+}
+static void t_free(void* p, void* ud) {
+  (void)ud;
+  if (p) atomic_fetch_sub(&g_live, 1);
+  free(p);
+}
+
+/* ---- helpers ---- */
+
+static PFObjectHandle g_gate;  /* made in main */
+static atomic_int g_fins;      /* host finalizers run */
+
+static void count_fin(void* payload) {
+  (void)payload;
+  atomic_fetch_add(&g_fins, 1);
+}
+
+static int host_fn(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret;
+  ((PFHostCall*)res)->status = 0;
+  return 0;
+}
+
+/* A host object on `gate` whose payload is `tag`; a new reference. */
+static PFObjectHandle host_object(PFObjectHandle gate, intptr_t tag) {
+  PFObjectHandle h = NULL;
+  assert_pf_ok(PFHostObjectCreate(gate, (void*)tag, count_fin, &h));
+  return h;
+}
+
+static PFFunctionHandle host_function(PFObjectHandle gate, intptr_t tag) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromHostCFunc(gate, host_fn, (void*)tag, count_fin, &f));
+  return f;
+}
+
+/* An Array of n object handles (the Array takes its own references). */
+static PFObjectHandle array_of(int n, PFObjectHandle* items) {
+  PFValue v[8];
+  int codes[8];
+  assert_true(n <= 8);
+  for (int i = 0; i < n; ++i) {
+    v[i].v_handle = items[i];
+    uint32_t ti;
+    assert_pf_ok(PFObjectGetTypeIndex(items[i], &ti));
+    codes[i] = ti == kPFObjectFunction ? kPFFuncHandle : kPFObjectHandle;
+  }
+  PFObjectHandle a = NULL;
+  assert_pf_ok(PFArrayCreate(v, codes, n, &a));
+  return a;
+}
+
+/* Finds root's owned hosts; returns *num_owned, writes the payloads as
+ * tags into tags[] (sorted) and the reachable count into *reachable. */
+static int64_t find(PFObjectHandle root, intptr_t* tags, int64_t* reachable) {
+  void* out[16];
+  int64_t owned = -7, r = -7;
+  assert_pf_ok(PFObjectFindOwnedHosts(root, g_gate, 1 << 20, out, 16, &owned, &r));
+  assert_true(owned >= 0 && owned <= 16);
+  for (int64_t i = 0; i < owned; ++i) {
+    intptr_t t = (intptr_t)out[i];
+    int64_t j = i;
+    for (; j > 0 && tags[j - 1] > t; --j) tags[j] = tags[j - 1];
+    tags[j] = t;
+  }
+  if (reachable) *reachable = r;
+  return owned;
+}
+
+/* ---- tests ---- */
+
+static void test_a_host_object_held_only_by_an_array(void** state) {
+  (void)state;
+  PFObjectHandle h = host_object(g_gate, 11);
+  PFObjectHandle a = array_of(1, &h);
+  intptr_t tags[16];
+  int64_t reachable;
+  /* The caller still holds h: not owned through the array. */
+  assert_int_equal(find(a, tags, &reachable), 0);
+  assert_int_equal(reachable, 1);
+  PFObjectFree(h);
+  assert_int_equal(find(a, tags, &reachable), 1);
+  assert_int_equal(tags[0], 11);
+  assert_int_equal(reachable, 1);
+  /* A second reference to the root: nothing is owned. */
+  PFObjectRetain(a);
+  assert_int_equal(find(a, tags, &reachable), 0);
+  assert_int_equal(reachable, 1);
+  int64_t owned = -7;
+  assert_pf_ok(PFObjectFindOwnedHosts(a, g_gate, 100, NULL, 0, &owned, NULL));
+  assert_int_equal(owned, 0);
+  PFObjectFree(a);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(a);
+  assert_int_equal(atomic_load(&g_fins), before + 1);
+}
+
+static void test_nested_shared_and_outside_references(void** state) {
+  (void)state;
+  /* root = [m, inner, inner, h1] where m = {"k": [h2]}, inner = [h3]
+   * (referenced twice, both from within), outside = [h4] held by us too. */
+  PFObjectHandle h1 = host_object(g_gate, 1), h2 = host_object(g_gate, 2);
+  PFObjectHandle h3 = host_object(g_gate, 3), h4 = host_object(g_gate, 4);
+  PFObjectHandle in2 = array_of(1, &h2);
+  PFValue key = {.v_str = "k"}, val = {.v_handle = in2};
+  int kc = kPFStr, vc = kPFObjectHandle;
+  PFObjectHandle m = NULL;
+  assert_pf_ok(PFMapCreate(&key, &kc, &val, &vc, 1, &m));
+  PFObjectHandle inner = array_of(1, &h3);
+  PFObjectHandle outside = array_of(1, &h4);
+  PFObjectHandle items[5] = {m, inner, inner, h1, outside};
+  PFObjectHandle root = array_of(5, items);
+  PFObjectHandle mine[] = {h1, h2, h3, h4, in2, m, inner};
+  for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); ++i) PFObjectFree(mine[i]);
+  intptr_t tags[16];
+  int64_t reachable;
+  assert_int_equal(find(root, tags, &reachable), 3);
+  assert_int_equal(tags[0], 1);
+  assert_int_equal(tags[1], 2);
+  assert_int_equal(tags[2], 3);
+  assert_int_equal(reachable, 4);
+  /* Room for fewer: the count says how many there are. */
+  void* out[2] = {NULL, NULL};
+  int64_t owned = 0;
+  assert_pf_ok(PFObjectFindOwnedHosts(root, g_gate, 1000, out, 1, &owned, NULL));
+  assert_int_equal(owned, 3);
+  assert_non_null(out[0]);
+  assert_null(out[1]);
+  PFObjectFree(outside);
+  assert_int_equal(find(root, tags, &reachable), 4);
+  PFObjectFree(root);
+}
+
+static int plain_fn(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret, (void)res;
+  return 0;
+}
+
+static void test_functions_bound_functions_and_closures(void** state) {
+  (void)state;
+  PFObjectHandle other_gate = NULL;
+  assert_pf_ok(PFHostGateCreate(&other_gate));
+  PFFunctionHandle f = host_function(g_gate, 21);
+  PFFunctionHandle g = host_function(other_gate, 22);
+  PFObjectHandle h = host_object(g_gate, 23);
+  /* A host function is its own root. */
+  intptr_t tags[16];
+  int64_t reachable;
+  assert_int_equal(find(f, tags, &reachable), 1);
+  assert_int_equal(tags[0], 21);
+  assert_int_equal(find(g, tags, &reachable), 0);
+  assert_int_equal(reachable, 0); /* another gate's */
+  /* bound = f with constants (h, g) */
+  int positions[2] = {0, 1};
+  PFValue values[2] = {{.v_handle = h}, {.v_handle = g}};
+  int codes[2] = {kPFObjectHandle, kPFFuncHandle};
+  PFFunctionHandle bound = NULL;
+  assert_pf_ok(PFFuncBind(f, 2, positions, values, codes, NULL, &bound));
+  PFFuncFree(f);
+  PFObjectFree(h);
+  PFFuncFree(g);
+  assert_int_equal(find(bound, tags, &reachable), 2);
+  assert_int_equal(tags[0], 21);
+  assert_int_equal(tags[1], 23);
+  assert_int_equal(reachable, 2);
+  /* A closure over the bound function. */
+  PFObjectHandle closure = NULL;
+  void* code = NULL;
+  assert_pf_ok(PFFuncToCFunction(bound, "void()", &closure, &code));
+  assert_int_equal(find(closure, tags, &reachable), 0); /* we still hold bound */
+  PFFuncFree(bound);
+  assert_int_equal(find(closure, tags, &reachable), 2);
+  /* A plain function, a shape: nothing to find, ever. */
+  PFFunctionHandle plain = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(plain_fn, NULL, NULL, &plain));
+  assert_int_equal(find(plain, tags, &reachable), 0);
+  assert_int_equal(reachable, 0);
+  PFObjectHandle shape = NULL;
+  int64_t dims[2] = {2, 3};
+  assert_pf_ok(PFShapeCreate(dims, 2, &shape));
+  assert_int_equal(find(shape, tags, &reachable), 0);
+  assert_int_equal(reachable, 0);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(closure);
+  assert_int_equal(atomic_load(&g_fins), before + 3);
+  PFFuncFree(plain);
+  PFObjectFree(shape);
+  PFObjectFree(other_gate);
+}
+
+static void test_the_budget(void** state) {
+  (void)state;
+  PFObjectHandle h = host_object(g_gate, 31);
+  PFValue v[100];
+  int codes[100];
+  for (int i = 0; i < 100; ++i) {
+    v[i].v_int64 = i;
+    codes[i] = kPFInt;
+  }
+  v[99].v_handle = h;
+  codes[99] = kPFObjectHandle;
+  PFObjectHandle a = NULL;
+  assert_pf_ok(PFArrayCreate(v, codes, 100, &a));
+  PFObjectFree(h);
+  void* out[1];
+  int64_t owned = -7, reachable = -7;
+  assert_pf_ok(PFObjectFindOwnedHosts(a, g_gate, 100, out, 1, &owned, &reachable));
+  assert_int_equal(owned, 0);
+  assert_int_equal(reachable, -1);
+  assert_pf_ok(PFObjectFindOwnedHosts(a, g_gate, 101, out, 1, &owned, &reachable));
+  assert_int_equal(owned, 1);
+  assert_int_equal(reachable, 1);
+  assert_ptr_equal(out[0], (void*)31);
+  PFObjectFree(a);
+}
+
+static void test_bad_input(void** state) {
+  (void)state;
+  PFObjectHandle a = array_of(0, NULL);
+  int64_t owned = 0;
+  void* out[1];
+  int not_an_object = 0;
+  assert_pf_error(PFObjectFindOwnedHosts(NULL, g_gate, 1, out, 1, &owned, NULL), "TypeError",
+                  "PFObjectFindOwnedHosts: argument 'root' is NULL");
+  assert_pf_error(PFObjectFindOwnedHosts(&not_an_object, g_gate, 1, out, 1, &owned, NULL),
+                  "TypeError", "PFObjectFindOwnedHosts: argument 'root' is not a live");
+  assert_pf_error(PFObjectFindOwnedHosts(a, a, 1, out, 1, &owned, NULL), "TypeError",
+                  "PFObjectFindOwnedHosts: argument 'gate' is not a live host gate");
+  assert_pf_error(PFObjectFindOwnedHosts(a, NULL, 1, out, 1, &owned, NULL), "TypeError",
+                  "argument 'gate'");
+  assert_pf_error(PFObjectFindOwnedHosts(a, g_gate, 1, out, 1, NULL, NULL), "TypeError",
+                  "PFObjectFindOwnedHosts: argument 'num_owned' is NULL");
+  assert_pf_error(PFObjectFindOwnedHosts(a, g_gate, -1, out, 1, &owned, NULL), "ValueError",
+                  "PFObjectFindOwnedHosts: argument 'max_values' is negative (-1)");
+  assert_pf_error(PFObjectFindOwnedHosts(a, g_gate, 1, out, -2, &owned, NULL), "ValueError",
+                  "PFObjectFindOwnedHosts: argument 'cap' is negative (-2)");
+  assert_pf_error(PFObjectFindOwnedHosts(a, g_gate, 1, NULL, 3, &owned, NULL), "TypeError",
+                  "PFObjectFindOwnedHosts: argument 'out' is NULL with cap 3");
+  assert_pf_ok(PFObjectFindOwnedHosts(a, g_gate, 0, NULL, 0, &owned, NULL));
+  assert_int_equal(owned, 0);
+  PFObjectFree(a);
+}
+
+/* Another thread takes and drops references into the graph while the
+ * walk runs: every answer is one of the two true ones, never a crash. */
+static atomic_int g_stop;
+
+static void* churn(void* p) {
+  PFObjectHandle inner = p;
+  while (!atomic_load(&g_stop)) {
+    PFObjectRetain(inner);
+    PFObjectFree(inner);
+  }
+  return NULL;
+}
+
+static void test_counts_changing_under_the_walk(void** state) {
+  (void)state;
+  PFObjectHandle h = host_object(g_gate, 41);
+  PFObjectHandle inner = array_of(1, &h);
+  PFObjectHandle root = array_of(1, &inner);
+  PFObjectFree(h);
+  /* The churning thread's own reference keeps `inner` alive for it. */
+  atomic_store(&g_stop, 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, churn, inner), 0);
+  for (int i = 0; i < 2000; ++i) {
+    intptr_t tags[16];
+    int64_t reachable;
+    assert_int_equal(find(root, tags, &reachable), 0); /* it holds inner */
+    assert_int_equal(reachable, 1);
+  }
+  atomic_store(&g_stop, 1);
+  pthread_join(th, NULL);
+  PFObjectFree(inner);
+  intptr_t tags[16];
+  assert_int_equal(find(root, tags, NULL), 1);
+  PFObjectFree(root);
+}
+
+static void test_allocation_failure(void** state) {
+  (void)state;
+  /* A graph big enough to grow every array of the walk. */
+  PFObjectHandle items[8];
+  for (int i = 0; i < 8; ++i) {
+    PFObjectHandle h[8];
+    for (int j = 0; j < 8; ++j) h[j] = host_object(g_gate, 100 + 8 * i + j);
+    items[i] = array_of(8, h);
+    for (int j = 0; j < 8; ++j) PFObjectFree(h[j]);
+  }
+  PFObjectHandle root = array_of(8, items);
+  for (int i = 0; i < 8; ++i) PFObjectFree(items[i]);
+  int failures = 0;
+  for (long n = 1;; ++n) {
+    PFErrorClear(); /* the thread's last error would be freed in the walk's count */
+    long live = atomic_load(&g_live);
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, n);
+    void* out[64];
+    int64_t owned = -7, reachable = -7;
+    int rc = PFObjectFindOwnedHosts(root, g_gate, 1000, out, 64, &owned, &reachable);
+    int fired = atomic_load(&g_calls) >= n;
+    atomic_store(&g_fail_at, 0);
+    assert_int_equal(atomic_load(&g_live), live); /* nothing kept, nothing leaked */
+    if (!fired) {
+      assert_pf_ok(rc);
+      assert_int_equal(owned, 64);
+      assert_int_equal(reachable, 64);
+      break;
+    }
+    assert_pf_error(rc, "MemoryError", "PFObjectFindOwnedHosts");
+    ++failures;
+  }
+  assert_true(failures >= 3);
+  PFObjectFree(root);
+}
+
+int main(void) {
+  static const PFAllocator alloc = {t_malloc, t_realloc, t_free, NULL};
+  if (PFSetAllocator(&alloc) != 0) return 1;
+  if (PFHostGateCreate(&g_gate) != 0) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_a_host_object_held_only_by_an_array),
+      cmocka_unit_test(test_nested_shared_and_outside_references),
+      cmocka_unit_test(test_functions_bound_functions_and_closures),
+      cmocka_unit_test(test_the_budget),
+      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_counts_changing_under_the_walk),
+      cmocka_unit_test(test_allocation_failure),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  PFObjectFree(g_gate);
+  return rc;
+}
