@@ -228,11 +228,14 @@ static void client_poll(pf_rpc_peer* p, pf_rpc_waiter* w) {
   pf_rpc_client* c = (pf_rpc_client*)p;
   tl_role = c;
   for (;;) {
+    /* Deadlines first: a waiter that has just expired must not wait
+     * through another poll (nor get a reply that comes during it). */
+    int wait_ms = pf_rpc_expire(p, 1000);
     pthread_mutex_lock(&p->mu);
     int done = w->inbox != NULL || w->failed || atomic_load(&p->closed);
     pthread_mutex_unlock(&p->mu);
     if (done) break;
-    io_pass(c, pf_rpc_expire(p, 1000));
+    io_pass(c, wait_ms);
   }
   /* Replies this thread queued while it polled (errors for stray
    * requests) go out before the role does. */

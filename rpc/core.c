@@ -266,12 +266,14 @@ static void waiter_push(pf_rpc_waiter* w, pf_rpc_msg* m) {
   pthread_cond_signal(&w->cond);
 }
 
-/* Under the lock: hands the message to waiter `id` if it exists and is
- * bound to the message's route; then the waiter owns it. */
+/* Under the lock: hands the message to waiter `id` if it exists, is bound
+ * to the message's route and has not failed; then the waiter owns it. A
+ * waiter that failed (a timeout) takes nothing more: its call has ended,
+ * and a reply that comes after that is never handed over. */
 static int deliver(pf_rpc_peer* p, uint64_t id, pf_rpc_msg* m) {
   pf_rpc_waiter* w = NULL;
   HASH_FIND(hh, p->waiters, &id, sizeof id, w);
-  if (w == NULL || !pf_rpc_route_eq(&w->route, &m->route)) return 0;
+  if (w == NULL || w->failed || !pf_rpc_route_eq(&w->route, &m->route)) return 0;
   waiter_push(w, m);
   return 1;
 }
@@ -712,10 +714,9 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
   pthread_cond_destroy(&w->cond);
 }
 
-/* Waits for the next message or the failure of waiter w; NULL on failure. */
-/* Waits for waiter w's next message; `out`, when not NULL, is its request,
- * queued here first: if this thread then takes the I/O role it sends it
- * itself, without waking anyone. */
+/* Waits for waiter w's next message, or its failure (NULL); `out`, when
+ * not NULL, is its request, queued here first: if this thread then takes
+ * the I/O role it sends it itself, without waking anyone. */
 static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg* out) {
   pthread_mutex_lock(&p->mu);
   if (out != NULL) {
@@ -745,7 +746,9 @@ static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg
     if (w->inbox == NULL && !w->failed && atomic_load(&p->closed))
       fail_waiter(w, "ConnectionError", p->closed_reason);
   }
-  pf_rpc_msg* m = w->inbox;
+  /* Once failed, the call is over even if mail came at the same time:
+   * waiter_remove answers or drops what is left in the inbox. */
+  pf_rpc_msg* m = w->failed ? NULL : w->inbox;
   if (m) {
     w->inbox = m->next;
     if (w->inbox == NULL) w->inbox_tail = NULL;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,6 +217,28 @@ static int f_block(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return 0;
 }
 
+/* t.sleep_ms(ms): returns ms after that many milliseconds, or at once when
+ * the test sets g_wake_sleepers (so that a call left running after its
+ * client gave up does not hold a worker for long). */
+static atomic_int g_wake_sleepers;
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+static int f_sleep_ms(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "t.sleep_ms: one int");
+  int64_t end = now_ms() + a[0].v_int64;
+  while (now_ms() < end && !atomic_load(&g_wake_sleepers)) {
+    struct timespec ts = {0, 5 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  PFValue v = {.v_int64 = a[0].v_int64};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
 /* t.handle(): returns an opaque handle, which cannot cross back. */
 static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)a, (void)c, (void)n, (void)r;
@@ -261,6 +284,7 @@ static int setup(void** state) {
   reg("t.kept_tensor_sum", f_kept_tensor_sum);
   reg("t.block", f_block);
   reg("t.handle", f_handle);
+  reg("t.sleep_ms", f_sleep_ms);
   reg("hidden.secret", f_echo);
   PFFunctionHandle mul = NULL;
   assert_pf_ok(PFFuncCreateFromTyped((void*)typed_mul, "int64(int64,int64)", &mul));
@@ -684,6 +708,94 @@ static void test_timeout(void** state) {
   assert_pf_error(PFFuncCall(add, args, codes, 2, &rv, &rc), "ConnectionError", "closed");
   PFFuncFree(add);
   PFModFree(quick);
+}
+
+/* A call fails with TimeoutError at its timeout, not later, and never
+ * succeeds after it: calls of 0.5, 1.5 and 5 times the timeout, timed.
+ * The late reply of the timed-out call is dropped and the next calls on
+ * the same connection get their own results. */
+static int under_valgrind(void) { return getenv("PF_UNDER_VALGRIND") != NULL; }
+
+static void test_timeout_is_kept(void** state) {
+  (void)state;
+  const int64_t T = under_valgrind() ? 2000 : 1000;
+  /* How late a timeout may fire on a loaded 2-core machine. */
+  const int64_t slack = under_valgrind() ? 2000 : 450;
+  atomic_store(&g_wake_sleepers, 0);
+  PFModuleHandle m = NULL;
+  PFFunctionHandle sleep_ms = connect_fn((int)T, "t.sleep_ms", &m);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue rv;
+  int rc;
+  /* 0.5 T: the result. */
+  int64_t t0 = now_ms();
+  call1(sleep_ms, (PFValue){.v_int64 = T / 2}, kPFInt, &rv, &rc);
+  assert_int_equal(rv.v_int64, T / 2);
+  assert_true(now_ms() - t0 >= T / 2);
+  /* 1.5 T: TimeoutError at T, before the reply comes. */
+  PFValue a = {.v_int64 = T * 3 / 2};
+  int code = kPFInt;
+  t0 = now_ms();
+  assert_pf_error(PFFuncCall(sleep_ms, &a, &code, 1, &rv, &rc), "TimeoutError", "no reply");
+  int64_t took = now_ms() - t0;
+  print_message("1.5x call: TimeoutError after %lld ms (timeout %lld)\n", (long long)took,
+                (long long)T);
+  assert_true(took >= T - 5);
+  assert_true(took < T + slack);
+  /* The next call on the connection gets its own result, before and after
+   * the late reply arrives (and is dropped). */
+  PFValue args[2] = {{.v_int64 = 2}, {.v_int64 = 3}};
+  int codes[2] = {kPFInt, kPFInt};
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, 5);
+  while (now_ms() - t0 < T * 3 / 2 + 200) {
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  call1(sleep_ms, (PFValue){.v_int64 = 1}, kPFInt, &rv, &rc);
+  assert_int_equal(rv.v_int64, 1);
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  /* 5 T: TimeoutError at T too. */
+  a.v_int64 = T * 5;
+  t0 = now_ms();
+  assert_pf_error(PFFuncCall(sleep_ms, &a, &code, 1, &rv, &rc), "TimeoutError", "no reply");
+  took = now_ms() - t0;
+  print_message("5x call: TimeoutError after %lld ms (timeout %lld)\n", (long long)took,
+                (long long)T);
+  assert_true(took >= T - 5);
+  assert_true(took < T + slack);
+  atomic_store(&g_wake_sleepers, 1); /* free the worker */
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  PFFuncFree(add);
+  PFFuncFree(sleep_ms);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  /* The same from `pf --connect ... --timeout`: a 1.5 s function with a
+   * 1 s timeout fails with TimeoutError after about 1 s (pf's start
+   * included), and prints no result. */
+  atomic_store(&g_wake_sleepers, 0);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --connect %s --timeout %lld call t.sleep_ms %lld 2>&1",
+           PF_TEST_CLI_REL, g_endpoint, (long long)T, (long long)(T * 3 / 2));
+  t0 = now_ms();
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  char got[512] = {0};
+  size_t n = fread(got, 1, sizeof got - 1, p);
+  got[n] = '\0';
+  int status = pclose(p);
+  took = now_ms() - t0;
+  print_message("pf --timeout: exit %d after %lld ms: %s", WEXITSTATUS(status), (long long)took,
+                got);
+  atomic_store(&g_wake_sleepers, 1);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 1);
+  assert_non_null(strstr(got, "TimeoutError"));
+  assert_true(took < T + 2 * slack + 500);
 }
 
 static void test_unreachable(void** state) {
@@ -1427,6 +1539,7 @@ int main(void) {
       cmocka_unit_test(test_module_lists_exposed_only),
       cmocka_unit_test(test_remote_error),
       cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_timeout_is_kept),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_callbacks),
       cmocka_unit_test(test_nested_deeper_than_workers),

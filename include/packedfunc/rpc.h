@@ -44,7 +44,9 @@
  * Errors. A remote error arrives with its kind, its message and its
  * traceback lines, followed by one line naming the server
  * ("  on server tcp://HOST:PORT"). A call that gets no reply within its
- * timeout fails with kind "TimeoutError". A call to a server that is
+ * timeout fails with kind "TimeoutError", at the timeout (not when the
+ * reply comes); a reply that arrives after its call failed is dropped,
+ * never handed to that call or to another one. A call to a server that is
  * unreachable, or that dies or drops the connection while the call is in
  * flight, fails with kind "ConnectionError" within the timeout. The library
  * never sends a request twice: a call that failed with ConnectionError may

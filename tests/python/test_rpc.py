@@ -54,6 +54,15 @@ def _wait():
     return "done"
 
 
+_wake_sleepers = threading.Event()
+
+
+@pf.register_func("pyrpc.sleep", override=True)
+def _sleep(seconds):
+    _wake_sleepers.wait(seconds)
+    return seconds
+
+
 @pf.register_func("hiddenrpc.secret", override=True)
 def _secret():
     return "secret"
@@ -145,6 +154,57 @@ def test_timeout(server):
             mod["pyrpc.wait"]()
         _gate.set()
         assert mod["pyrpc.add"](1, 2) == 3
+
+
+# How late a timeout may fire on a loaded 2-core machine.
+_SLACK = 0.45
+
+
+def test_timeout_is_kept(server):
+    """A call fails with TimeoutError at its timeout, never later and never
+    with the result that comes after it; the late reply is dropped and the
+    next call on the connection gets its own result."""
+    import time
+    timeout = 1.0
+    _wake_sleepers.clear()
+    try:
+        with rpc.connect(server.endpoint, timeout=timeout) as mod:
+            sleep, add = mod["pyrpc.sleep"], mod["pyrpc.add"]
+            t0 = time.monotonic()
+            assert sleep(0.5 * timeout) == 0.5 * timeout
+            assert time.monotonic() - t0 >= 0.5 * timeout
+            for factor in (1.5, 5):
+                t0 = time.monotonic()
+                with pytest.raises(TimeoutError, match="no reply"):
+                    sleep(factor * timeout)
+                took = time.monotonic() - t0
+                assert timeout - 0.01 <= took < timeout + _SLACK, (factor, took)
+                assert add(2, 3) == 5
+            time.sleep(0.6 * timeout)  # the 1.5x call's late reply has come and gone
+            assert add(20, 22) == 42
+            assert sleep(0.01) == 0.01
+    finally:
+        _wake_sleepers.set()
+
+
+def test_pf_connect_timeout_is_kept(server):
+    """`pf --connect ... --timeout MS call` of a function that takes longer
+    (1.5 times) fails with TimeoutError after about the timeout, and does
+    not print the result that comes later."""
+    import time
+    if not PF:
+        pytest.skip("needs PF_TEST_CLI_REL (make test-python)")
+    _wake_sleepers.clear()
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run([PF, "--connect", server.endpoint, "--timeout", "1000", "call",
+                              "pyrpc.sleep", "1.5"], capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        _wake_sleepers.set()
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "TimeoutError" in out.stderr
+    assert took < 1.0 + 2 * _SLACK + 0.5, took
 
 
 def test_close_then_connection_error(server):
