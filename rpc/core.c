@@ -28,6 +28,7 @@ int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms) {
   atomic_init(&p->next_id, 1);
   atomic_init(&p->closed, 0);
   atomic_init(&p->refs, 1);
+  atomic_init(&p->users, 0);
   p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->wake_fd < 0)
     return PF_ERROR(kPFErrRuntimeError, "rpc: eventfd failed: %s", strerror(errno));
@@ -915,6 +916,11 @@ typedef struct {
   int release;
 } remote_fn;
 
+/* A new remote function of a client counts as a user of its connection. */
+static void add_user(pf_rpc_peer* p) {
+  if (!p->is_server) atomic_fetch_add(&p->users, 1);
+}
+
 static int remote_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   remote_fn* f = res;
   return pf_rpc_invoke(f->p, f->name, f->fid, f->has_route ? &f->route : NULL, args, codes, n,
@@ -933,10 +939,14 @@ static void remote_free(void* res) {
     post_buffer(f->p, &f->route, &sb, 0);
     msgpack_sbuffer_destroy(&sb);
   }
-  pf_rpc_peer_release(f->p);
+  pf_rpc_peer* p = f->p;
   free(f->name);
   free(f);
+  if (!p->is_server && atomic_fetch_sub(&p->users, 1) == 1 && p->unused != NULL) p->unused(p);
+  pf_rpc_peer_release(p);
 }
+
+
 
 int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
                        const pf_rpc_route* affinity, int release, PFFunctionHandle* out) {
@@ -953,6 +963,7 @@ int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
   }
   f->release = release;
   pf_rpc_peer_retain(p);
+  add_user(p);
   return PFFuncCreateFromCFunc(remote_call, f, remote_free, out);
 }
 
@@ -978,5 +989,6 @@ int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
   }
   f->p = p;
   pf_rpc_peer_retain(p);
+  add_user(p);
   return PFFuncCreateFromCFunc(remote_call, f, remote_free, out); /* by name: fid 0 */
 }

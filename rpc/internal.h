@@ -180,6 +180,12 @@ struct pf_rpc_peer {
   atomic_uint_fast64_t next_id;
   atomic_int closed;
   atomic_int refs;
+  /* On a client: the live remote functions of the connection (its
+   * module's and those the servers returned); when the count drops to 0,
+   * `unused` is called (on the thread that released the last one, with no
+   * lock held). */
+  atomic_int users;
+  void (*unused)(pf_rpc_peer* p);
   int timeout_ms;
   char closed_reason[128];
   /* The client's sockets belong to whichever thread holds the I/O role

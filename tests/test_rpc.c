@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <time.h>
 #include <sys/prctl.h>
@@ -977,6 +978,83 @@ static void test_returned_function(void** state) {
   PFFuncFree(make);
 }
 
+/* The threads of this process: a connection has some of its own (its
+ * housekeeper and ZeroMQ's), which are gone once it is closed. */
+static int count_threads(void) {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  for (struct dirent* e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.') ++n;
+  closedir(d);
+  return n;
+}
+
+static void call_adder(PFFunctionHandle f, int64_t x, int64_t want) {
+  PFValue rv;
+  int rc;
+  call1(f, (PFValue){.v_int64 = x}, kPFInt, &rv, &rc);
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, want);
+}
+
+/* A remote function keeps its connection open while it is referenced: the
+ * connection's module may go (PFRPCDetach, then PFModFree: what the Python
+ * binding does when the module is collected) and its functions, and those
+ * the server returned, still work; the connection closes by itself when
+ * the last of them goes. An explicit PFRPCDisconnect still closes at once. */
+static void test_function_keeps_connection(void** state) {
+  (void)state;
+  int base = count_threads();
+  PFModuleHandle m = NULL;
+  PFFunctionHandle make = connect_fn(10000, "t.make_adder", &m);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue rv;
+  int rc;
+  call1(make, (PFValue){.v_int64 = 100}, kPFInt, &rv, &rc);
+  assert_int_equal(rc, kPFFuncHandle);
+  PFFunctionHandle add100 = rv.v_handle;
+  assert_true(count_threads() > base);
+  assert_pf_ok(PFRPCDetach(m));
+  /* Detached: neither PFRPCDisconnect nor PFRPCDetach takes it again. */
+  assert_pf_error(PFRPCDisconnect(m), kPFErrTypeError, "not a module of a live connection");
+  assert_pf_error(PFRPCDetach(m), kPFErrTypeError, "PFRPCDetach",
+                  "not a module of a live connection");
+  PFModFree(m);
+  PFFuncFree(make);
+  call_adder(add100, 5, 105);
+  PFValue args[2] = {{.v_int64 = 1}, {.v_int64 = 2}};
+  int codes[2] = {kPFInt, kPFInt};
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 3);
+  PFFuncFree(add);
+  call_adder(add100, 6, 106); /* the returned function alone keeps it open */
+  PFFuncFree(add100);         /* the last one: the connection closes now */
+  assert_int_equal(count_threads(), base);
+  /* A module detached with nothing else referenced closes with it. */
+  assert_pf_ok(PFRPCConnect(g_endpoint, NULL, &m));
+  assert_pf_ok(PFRPCDetach(m));
+  assert_true(count_threads() > base);
+  PFModFree(m);
+  assert_int_equal(count_threads(), base);
+  /* An explicit close closes, whatever is still referenced. */
+  make = connect_fn(10000, "t.make_adder", &m);
+  call1(make, (PFValue){.v_int64 = 1}, kPFInt, &rv, &rc);
+  PFFunctionHandle add1 = rv.v_handle;
+  call_adder(add1, 1, 2);
+  assert_pf_ok(PFRPCDisconnect(m));
+  assert_int_equal(count_threads(), base);
+  PFValue one = {.v_int64 = 1};
+  int code = kPFInt;
+  assert_pf_error(PFFuncCall(add1, &one, &code, 1, &rv, &rc), "ConnectionError", "closed");
+  assert_pf_error(PFFuncCall(make, &one, &code, 1, &rv, &rc), "ConnectionError", "closed");
+  PFFuncFree(add1);
+  PFFuncFree(make);
+  PFModFree(m);
+  assert_pf_error(PFRPCDetach(NULL), kPFErrTypeError, "PFRPCDetach", "mod");
+}
+
 /* ---- the wire, from a raw ZeroMQ socket ---- */
 
 typedef struct {
@@ -1546,6 +1624,7 @@ int main(void) {
       cmocka_unit_test(test_callback_from_another_server_thread),
       cmocka_unit_test(test_callback_error_and_lifetime),
       cmocka_unit_test(test_returned_function),
+      cmocka_unit_test(test_function_keeps_connection),
       cmocka_unit_test(test_exposed_prefix_reveals_nothing),
       cmocka_unit_test(test_malformed_messages),
       cmocka_unit_test(test_protocol_version_mismatch),

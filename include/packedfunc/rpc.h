@@ -133,14 +133,23 @@ typedef struct {
  * metadata (PFModGetFunction, PFModListFunctionNames and PFFuncGetInfo
  * work on it as on any module).
  *
- * Lifetime. The connection (its I/O thread and sockets) lives until
- * PFRPCDisconnect(*out); it holds its own reference to the module, so
- * PFModFree on yours alone does not close it. Every PFRPCConnect that
- * succeeds must be paired with one PFRPCDisconnect, as a file with a
- * close. The module's functions, and remote functions the servers returned,
- * stay valid objects after that; their calls fail with ConnectionError.
- * Each holds a reference to a small record of the connection, which goes
- * with the last of them.
+ * Lifetime. The connection (its housekeeping thread, ZeroMQ's threads and
+ * its sockets) is open until one of these two ends it, and every
+ * PFRPCConnect that succeeds must be paired with exactly one of them:
+ *   - PFRPCDisconnect(*out) closes it at once, explicitly, whatever is
+ *     still referenced (as close() does to a file);
+ *   - PFRPCDetach(*out) hands it over to its references: it stays open
+ *     while its module or any remote function of it is referenced (the
+ *     module's functions, which the module holds, and every function a
+ *     server returned), and closes by itself when the last of them goes.
+ * Until then the connection holds its own reference to the module, so
+ * PFModFree on yours alone closes nothing. Every remote function counts,
+ * whatever it came from, so a function the server returned keeps working
+ * after the module it came from is gone, as long as the connection was
+ * detached rather than disconnected. After PFRPCDisconnect, the module's
+ * functions and the remote functions the servers returned stay valid
+ * objects whose calls fail with ConnectionError; each holds a reference to
+ * a small record of the connection, which goes with the last of them.
  *
  * Errors: NULL endpoints or out (TypeError); an empty or malformed endpoint
  * list, a negative timeout, incomplete or malformed CURVE keys (ValueError
@@ -153,16 +162,37 @@ PF_EXPORT int PFRPCConnect(const char* endpoints, const PFRPCOptions* options,
                            PFModuleHandle* out);
 
 /*
- * Closes the connection behind a module made by PFRPCConnect: calls in
- * flight on other threads fail with ConnectionError, the I/O thread stops
- * and the sockets close, then the connection's reference to the module is
- * released. The caller's own reference to the module is not touched.
- * Functions of the connection called afterwards fail with ConnectionError.
+ * Closes the connection behind a module made by PFRPCConnect, explicitly
+ * and at once: calls in flight on other threads fail with ConnectionError,
+ * the I/O thread stops and the sockets close, then the connection's
+ * reference to the module is released. The caller's own reference to the
+ * module is not touched. Functions of the connection (the module's, and
+ * those the servers returned) called afterwards fail with ConnectionError.
  * Must not be called from a callback of the same connection.
- * Errors: mod NULL, or not a module made by PFRPCConnect or already
- * disconnected (TypeError). Thread-safe.
+ * Errors: mod NULL, or not a module made by PFRPCConnect, or one already
+ * disconnected or detached (TypeError). Thread-safe.
  */
 PF_EXPORT int PFRPCDisconnect(PFModuleHandle mod);
+
+/*
+ * Ends the caller's duty to close the connection behind `mod` without
+ * closing it (as pthread_detach does for a thread): the connection drops
+ * its own reference to the module, and from then on stays open exactly as
+ * long as something of it is referenced — the module (which holds its
+ * functions) or any remote function of the connection, including those
+ * the servers returned. When the last of them is released the connection
+ * closes by itself, on the thread that released it (that release then
+ * waits for the connection's threads to stop, as PFRPCDisconnect does); if
+ * nothing is referenced any more when PFRPCDetach is called, it closes
+ * before PFRPCDetach returns. The caller's own reference to the module is
+ * not touched. PFRPCDisconnect and PFRPCDetach refuse the module
+ * afterwards. Language bindings call this when their module object is
+ * collected without an explicit close, so that functions still referenced
+ * keep working.
+ * Errors: mod NULL, or not a module made by PFRPCConnect, or one already
+ * disconnected or detached (TypeError). Thread-safe.
+ */
+PF_EXPORT int PFRPCDetach(PFModuleHandle mod);
 
 /* ------------------------------------------------------------------------ */
 /* Server                                                                    */

@@ -223,6 +223,41 @@ def test_function_keeps_connection_open(server):
     assert add(20, 22) == 42
 
 
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_returned_function_keeps_connection_open(server):
+    """A function that the server returned keeps working after the module
+    it came from is collected (without close()); the connection closes by
+    itself once nothing of it is referenced."""
+    import gc
+    base = _threads()
+    mod = rpc.connect(server.endpoint, timeout=10)
+    triple = mod["pyrpc.make_scale"](3)
+    add = mod["pyrpc.add"]
+    del mod
+    gc.collect()
+    assert triple(14) == 42
+    assert add(1, 2) == 3
+    del add
+    gc.collect()
+    assert triple(2) == 6
+    assert _threads() > base
+    del triple
+    gc.collect()
+    assert _threads() == base  # its threads are gone: it closed
+
+
+def test_close_closes_returned_functions_too(server):
+    mod = rpc.connect(server.endpoint, timeout=10)
+    triple = mod["pyrpc.make_scale"](3)
+    assert triple(1) == 3
+    mod.close()
+    with pytest.raises(ConnectionError, match="closed"):
+        triple(1)
+
+
 def test_unreachable_is_connection_error():
     s = rpc.serve("tcp://127.0.0.1:*")
     endpoint = s.endpoint

@@ -22,15 +22,15 @@ functions cross as callbacks that the server may call while the call is in
 progress. A call that gets no reply in time raises TimeoutError; a server
 that is unreachable or dies during a call raises ConnectionError.
 
-The connection stays open while the module or any function taken from it
-is alive, or until :meth:`RemoteModule.close`; functions used after that
-raise ConnectionError. The library is found through $PF_RPC_LIBRARY, then
+The connection stays open while the module or any remote function of it
+is alive (those taken from the module, and those that a server returned),
+or until :meth:`RemoteModule.close`, which closes it at once: functions
+used after that raise ConnectionError. The library is found through $PF_RPC_LIBRARY, then
 beside this package, beside libpackedfunc, in the source tree's build
 output, and last by its soname through the system's library path.
 """
 import ctypes
 import os
-import weakref
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_void_p
 
 from ._errors import check_call
@@ -96,6 +96,7 @@ def _proto(name, argtypes):
 
 _Connect = _proto("PFRPCConnect", [c_char_p, POINTER(_Options), POINTER(c_void_p)])
 _Disconnect = _proto("PFRPCDisconnect", [c_void_p])
+_Detach = _proto("PFRPCDetach", [c_void_p])
 _Serve = _proto("PFRPCServe", [c_char_p, POINTER(_ServerOptions), POINTER(c_void_p)])
 _GetEndpoint = _proto("PFRPCServerGetEndpoint", [c_void_p, POINTER(c_char_p)])
 _Stop = _proto("PFRPCServerStop", [c_void_p])
@@ -141,7 +142,9 @@ def _millis(what, seconds):
 
 
 class _Connection:
-    """Closes the C connection once nothing that uses it is left."""
+    """The duty to end a C connection: closed explicitly (close), or, when
+    the module is collected first, detached (PFRPCDetach), so that the
+    connection closes by itself once no remote function of it is left."""
 
     __slots__ = ("handle", "__weakref__")
 
@@ -154,28 +157,21 @@ class _Connection:
             check_call(_Disconnect(handle))
 
     def __del__(self):
+        handle, self.handle = self.handle, None
         try:
-            self.close()
+            if handle:
+                _Detach(handle)
         except Exception:  # interpreter shutdown: nothing left to tell
             pass
 
 
-def _keep(conn):
-    """Holds `conn` until the object it is attached to goes."""
-
-
 class RemoteModule(Module):
-    """The module of a connection (see :func:`connect`). Its functions keep
-    the connection open while they are alive. Use it as a context manager,
-    or call :meth:`close`, to close the connection at a known point."""
+    """The module of a connection (see :func:`connect`). The connection
+    stays open while the module or any remote function of it is alive. Use
+    it as a context manager, or call :meth:`close`, to close the connection
+    at a known point."""
 
     __slots__ = ("_conn",)
-
-    def get_function(self, name, query_imports=True, allow_missing=False):
-        func = super().get_function(name, query_imports, allow_missing)
-        if func is not None:
-            weakref.finalize(func, _keep, self._conn)
-        return func
 
     def close(self):
         """Close the connection now: calls in flight and later calls of its
