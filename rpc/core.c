@@ -190,6 +190,12 @@ int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
     errno = EAGAIN;
     return -1;
   }
+  return pf_rpc_msg_send_part(m, sock, flags);
+}
+
+int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags) {
+  if (m->has_zmsg || m->size < PF_RPC_ZERO_COPY_MIN)
+    return zmq_send(sock, m->data, m->size, flags);
   zmq_msg_t zm;
   if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
   int rc = zmq_msg_send(&zm, sock, flags);
@@ -248,8 +254,8 @@ static void post_buffer(pf_rpc_peer* p, const pf_rpc_route* r, msgpack_sbuffer* 
   pf_rpc_post(p, m);
 }
 
-static void reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* kind,
-                        const char* msg) {
+void pf_rpc_reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* kind,
+                             const char* msg) {
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   pf_rpc_pack_error(&sb, id, kind, msg, "");
@@ -285,6 +291,14 @@ static void fail_waiter(pf_rpc_waiter* w, const char* kind, const char* msg) {
   snprintf(w->fail_kind, sizeof w->fail_kind, "%s", kind);
   snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
   pthread_cond_signal(&w->cond);
+}
+
+void pf_rpc_fail_waiter(pf_rpc_peer* p, uint64_t id, const char* kind, const char* msg) {
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_waiter* w = NULL;
+  HASH_FIND(hh, p->waiters, &id, sizeof id, w);
+  if (w) fail_waiter(w, kind, msg);
+  pthread_mutex_unlock(&p->mu);
 }
 
 void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t id) {
@@ -587,7 +601,7 @@ void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m) { serve_scoped(p, m, 0); }
 /* ---- dispatching what arrives ---- */
 
 void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
-                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
+                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
                      void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
   const pf_rpc_route* r = &in->route;
   pf_rpc_parsed m;
@@ -604,7 +618,7 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
              "protocol version mismatch: this side speaks version %d, the other side %lld",
              PF_RPC_PROTOCOL_VERSION, (long long)m.version);
     if (m.kind == PF_RPC_HELLO || m.kind == PF_RPC_CALL) {
-      reply_error(p, r, m.id, "ValueError", msg);
+      pf_rpc_reply_error(p, r, m.id, "ValueError", msg);
     } else {
       pthread_mutex_lock(&p->mu);
       pf_rpc_waiter* w = NULL;
@@ -646,10 +660,10 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
         break;
       }
       if (m.parent == 0 && fresh != NULL) {
-        fresh(p, own);
+        fresh(p, own, m.id);
         own = NULL;
       } else {
-        reply_error(p, r, m.id, "RuntimeError",
+        pf_rpc_reply_error(p, r, m.id, "RuntimeError",
                     "rpc: a callback arrived for a call that is no longer in progress, or for a "
                     "function that is no longer valid");
       }
@@ -705,7 +719,7 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
     pf_rpc_parsed pm;
     if (pf_rpc_parse(m->data, m->size, &pm) == 0) {
       if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO)
-        reply_error(p, &m->route, pm.id, "RuntimeError",
+        pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
                     "rpc: a callback arrived for a call that is no longer in progress");
       pf_rpc_parsed_free(&pm);
     }
@@ -817,6 +831,18 @@ static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, pf_rpc_msg* src,
   return rc;
 }
 
+/* The callback slots this thread holds (a server's), innermost first. */
+typedef struct cb_slot {
+  pf_rpc_peer* peer;
+  pf_rpc_route route;
+  struct cb_slot* prev;
+} cb_slot;
+static _Thread_local cb_slot* tl_cb_slots;
+
+static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char* what,
+                      const pf_rpc_route* route_in, uint64_t parent, PFValue* args, int* codes,
+                      int nargs, PFRetValueHandle ret);
+
 int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_route* affinity,
                   PFValue* args, int* codes, int nargs, PFRetValueHandle ret) {
   char what[120];
@@ -836,6 +862,29 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   } else if (p->pick_route == NULL || p->pick_route(p, &route) != 0) {
     return -1;
   }
+  if (p->callback_enter == NULL)
+    return call_route(p, name, fid, what, &route, parent, args, codes, nargs, ret);
+  /* A server's callback into a client holds one of the client's callback
+   * slots while it waits, unless this thread already holds one for the
+   * same client (a nested callback: the client is answering). */
+  cb_slot slot = {p, route, tl_cb_slots};
+  int nested = 0;
+  for (cb_slot* c = tl_cb_slots; c != NULL && !nested; c = c->prev)
+    nested = c->peer == p && pf_rpc_route_eq(&c->route, &route);
+  if (!nested && p->callback_enter(p, &route) != 0) return -1;
+  tl_cb_slots = &slot;
+  int rc = call_route(p, name, fid, what, &route, parent, args, codes, nargs, ret);
+  tl_cb_slots = slot.prev;
+  if (!nested) p->callback_leave(p, &route);
+  return rc;
+}
+
+/* Sends the call of `name` or `fid` to `route` and waits for its reply,
+ * serving the requests that come for it meanwhile. */
+static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char* what,
+                      const pf_rpc_route* route_in, uint64_t parent, PFValue* args, int* codes,
+                      int nargs, PFRetValueHandle ret) {
+  pf_rpc_route route = *route_in;
   uint64_t id = atomic_fetch_add(&p->next_id, 1);
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);

@@ -60,8 +60,9 @@
  * no other thread does (so a lone caller's round trip crosses no thread of
  * this library), and otherwise sleeps until its reply is handed to it; a
  * housekeeping thread per connection follows it while nobody calls. A
- * server runs one I/O thread and its workers. No user code runs while a
- * lock of this library is held.
+ * server runs one I/O thread, which never blocks on a client, and its
+ * workers (see "Fairness" at PFRPCServe). No user code runs while a lock
+ * of this library is held.
  */
 #ifndef PACKEDFUNC_RPC_H_
 #define PACKEDFUNC_RPC_H_
@@ -92,6 +93,15 @@ extern "C" {
  * ones are refused by the transport (the connection that sent one is
  * dropped). */
 #define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
+
+/* The calls one client may have queued or running on a server at once,
+ * unless told otherwise (PFRPCServerOptions.max_calls_per_client). */
+#define PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT 64
+
+/* The messages a server queues to one client (ZeroMQ's send high-water
+ * mark) while the client does not read them; beyond it, messages to that
+ * client are dropped (see "Clients that do not read" at PFRPCServe). */
+#define PF_RPC_SEND_QUEUE 1000
 
 /* A CURVE key in Z85 text: 40 characters and a NUL. */
 #define PF_RPC_KEY_SIZE 41
@@ -209,7 +219,9 @@ typedef void* PFRPCServerHandle;
 typedef void (*PFRPCLogFunc)(void* user_data, const char* line);
 
 /* Options of a server. Zero-initialize, then set what you need; the strings
- * are copied by PFRPCServe. */
+ * are copied by PFRPCServe. New fields are added at the end only, each
+ * with its default at 0; PFRPCGetStructSize reports the size the library
+ * was built with, which bindings compare with their mirrors. */
 typedef struct {
   /* Worker threads that run calls: 0 means 4. At most 256. */
   int num_workers;
@@ -234,6 +246,22 @@ typedef struct {
   /* Where log lines go (NULL: nowhere). */
   PFRPCLogFunc log;
   void* log_user_data;
+  /* The calls one client (one connection) may have queued or running at
+   * once: 0 means PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT. A call beyond it is
+   * refused at once (see "Fairness" at PFRPCServe). Negative: refused. */
+  int max_calls_per_client;
+  /* The workers one client's calls may hold at once: 0 means num_workers
+   * (no limit besides the turns clients take). A client's queued calls
+   * wait while it holds this many. Negative: refused. */
+  int max_workers_per_client;
+  /* The threads (workers, or threads of the server's functions) that may
+   * wait at once for a callback into one client: 0 means num_workers - 1
+   * (1 with a single worker), so that a client that does not answer its
+   * callbacks never holds every worker. A callback made by a thread that
+   * already waits for one into the same client (a nested callback) does
+   * not count again. A callback beyond it fails at once in the server's
+   * function. Negative: refused. */
+  int max_callbacks_per_client;
 } PFRPCServerOptions;
 
 /*
@@ -243,6 +271,39 @@ typedef struct {
  * bound: *out is the server, running. The functions are looked up in the
  * registry at each call, so functions registered later are served too (if
  * exposed).
+ *
+ * Fairness. A server assumes that its clients may be hostile, and one
+ * client (one connection: one ZeroMQ identity) costs only itself:
+ *   - each client's calls wait in a queue of their own, and the workers
+ *     take from the clients in turn (round-robin), so one client's queued
+ *     calls never delay another's by more than one call per worker;
+ *   - a client may have at most max_calls_per_client calls queued or
+ *     running (PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT by default); a call
+ *     beyond it is refused at once, without running, with a RuntimeError
+ *     "rpc: call refused: this client already has N calls queued or
+ *     running on server E, its limit (max_calls_per_client); ...";
+ *   - its calls hold at most max_workers_per_client workers at once (all of
+ *     them by default); the rest of its calls wait in its queue;
+ *   - at most max_callbacks_per_client threads of the server (num_workers -
+ *     1 by default) wait at once for callbacks into the client; a callback
+ *     beyond it fails at once in the server's function, with a RuntimeError
+ *     "rpc: callback refused: ... (max_callbacks_per_client)", which then
+ *     usually becomes the call's error. So a client that never answers its
+ *     callbacks holds at most that many workers, each for at most
+ *     callback_timeout_ms, and the other workers keep serving the others.
+ * Calls nested inside a callback (a client's call made while it serves the
+ * server's callback) run on the thread that waits for that callback and
+ * count against none of these limits.
+ *
+ * Clients that do not read. The server's I/O thread never blocks on a
+ * client: replies and callbacks are queued to each client, up to
+ * PF_RPC_SEND_QUEUE messages (ZeroMQ's send high-water mark) besides what
+ * the operating system buffers. While a client's queue is full (the client
+ * sends but does not read), further messages to it are dropped: a reply
+ * is lost (that client's call times out), a callback fails at once with
+ * ConnectionError in the server's function. The log says so, at most once
+ * every few seconds. Every other client goes on being served, and
+ * PFRPCServerStop is not delayed by such a client.
  *
  * Errors: NULL endpoint or out (TypeError); bad options (ValueError naming
  * the field); an endpoint that cannot be bound (RuntimeError with ZeroMQ's
@@ -257,10 +318,13 @@ PF_EXPORT int PFRPCServe(const char* endpoint, const PFRPCServerOptions* options
 PF_EXPORT int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out);
 
 /*
- * Stops a server and frees it: it stops taking requests, waits for the
- * calls in progress to return (callbacks they wait for fail with
- * ConnectionError), joins its threads and closes its socket. Clients see
- * the connection drop: their calls in flight fail with ConnectionError.
+ * Stops a server and frees it: it stops taking requests, drops the calls
+ * still queued (they never run), waits for the calls in progress to return
+ * (callbacks they wait for fail with ConnectionError), joins its threads
+ * and closes its socket. It takes as long as the longest function running
+ * at that moment, however many calls were queued and whatever the clients
+ * do. Clients see the connection drop: their calls in flight fail with
+ * ConnectionError.
  * Safe to call from any thread except the server's own (a function that
  * the server is running). NULL is a no-op that returns 0.
  */

@@ -258,6 +258,59 @@ def test_close_closes_returned_functions_too(server):
         triple(1)
 
 
+def test_per_client_limits():
+    """A server's per-client limits (rpc.serve's options, those of
+    PFRPCServerOptions): a call beyond max_calls_per_client, and a callback
+    beyond max_callbacks_per_client, fail at once with a RuntimeError that
+    names the limit; another client is served meanwhile."""
+    import time
+    _gate.clear()
+    with rpc.serve("tcp://127.0.0.1:*", expose=["pyrpc."], workers=3, max_calls_per_client=2,
+                   max_callbacks_per_client=1, callback_timeout=20) as s, \
+            rpc.connect(s.endpoint, timeout=20) as mod, \
+            rpc.connect(s.endpoint, timeout=20) as other:
+        results = []
+        first = threading.Thread(target=lambda: results.append(mod["pyrpc.wait"]()))
+        first.start()
+        stuck = threading.Event()
+
+        def blocked():
+            stuck.set()
+            _gate.wait(30)
+            return 1
+        second = threading.Thread(target=lambda: results.append(mod["pyrpc.apply"](blocked)))
+        second.start()
+        assert stuck.wait(10)  # one call waits, one callback waits
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="max_calls_per_client"):
+            mod["pyrpc.add"](1, 2)
+        assert other["pyrpc.apply"](lambda: 5) == 5  # a callback of another client
+        assert time.monotonic() - t0 < 5
+        _gate.set()
+        first.join(30)
+        second.join(30)
+        assert sorted(map(str, results)) == ["1", "done"]
+        # One callback may wait: a second one at the same time is refused.
+        stuck.clear()
+        _gate.clear()
+        second = threading.Thread(target=lambda: results.append(mod["pyrpc.apply"](blocked)))
+        second.start()
+        assert stuck.wait(10)
+        with pytest.raises(RuntimeError, match="max_callbacks_per_client"):
+            mod["pyrpc.apply"](lambda: 1)
+        _gate.set()
+        second.join(30)
+
+
+def test_serve_bad_limits():
+    for name in ("max_calls_per_client", "max_workers_per_client", "max_callbacks_per_client",
+                 "callback_timeout"):
+        with pytest.raises(ValueError, match=name):
+            rpc.serve("tcp://127.0.0.1:*", **{name: -1})
+        with pytest.raises(TypeError, match=name):
+            rpc.serve("tcp://127.0.0.1:*", **{name: "3"})
+
+
 def test_unreachable_is_connection_error():
     s = rpc.serve("tcp://127.0.0.1:*")
     endpoint = s.endpoint

@@ -84,7 +84,9 @@ class _ServerOptions(ctypes.Structure):
     _fields_ = [("num_workers", c_int), ("expose", POINTER(c_char_p)), ("num_expose", c_int),
                 ("curve_secret_key", c_char_p), ("authorized_keys", POINTER(c_char_p)),
                 ("num_authorized_keys", c_int), ("callback_timeout_ms", c_int),
-                ("max_message_size", c_int64), ("log", _LOG_FUNC), ("log_user_data", c_void_p)]
+                ("max_message_size", c_int64), ("log", _LOG_FUNC), ("log_user_data", c_void_p),
+                ("max_calls_per_client", c_int), ("max_workers_per_client", c_int),
+                ("max_callbacks_per_client", c_int)]
 
 
 def _proto(name, argtypes):
@@ -246,19 +248,44 @@ class Server:
             pass
 
 
+def _count(what, value):
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("packedfunc.rpc.serve: %s must be an int, not %s"
+                        % (what, type(value).__name__))
+    if not 0 < value < 2**31:
+        raise ValueError("packedfunc.rpc.serve: %s must be a positive int, got %r" % (what, value))
+    return value
+
+
 def serve(endpoint, expose=(), workers=4, curve_secret_key=None, authorized_keys=(),
-          log=None):
+          log=None, callback_timeout=None, max_calls_per_client=None,
+          max_workers_per_client=None, max_callbacks_per_client=None):
     """Serve this process's global registry on ``endpoint``
     ("tcp://127.0.0.1:*" picks a free port; see :attr:`Server.endpoint`):
     only the names that begin with one of the ``expose`` prefixes (none by
     default; "" exposes all). ``log`` (a callable taking a str) receives one
-    line per connection problem. Returns a running :class:`Server`."""
+    line per connection problem. Returns a running :class:`Server`.
+
+    ``callback_timeout`` (seconds; 30 by default) bounds the wait for a
+    callback's reply. Clients take turns for the workers, and each client
+    (connection) may have at most ``max_calls_per_client`` calls queued or
+    running (64 by default), hold at most ``max_workers_per_client`` workers
+    (all by default) and have at most ``max_callbacks_per_client`` workers
+    waiting for its callbacks (``workers - 1`` by default, at least 1); a
+    call or callback beyond a limit fails at once with a RuntimeError that
+    names it (see PFRPCServerOptions in packedfunc/rpc.h)."""
     if isinstance(expose, str):
         expose = [expose]
     prefixes = [_text("expose", p) for p in expose]
     keys = [_text("authorized_keys", k) for k in authorized_keys]
     opts = _ServerOptions()
     opts.num_workers = workers
+    opts.max_calls_per_client = _count("max_calls_per_client", max_calls_per_client)
+    opts.max_workers_per_client = _count("max_workers_per_client", max_workers_per_client)
+    opts.max_callbacks_per_client = _count("max_callbacks_per_client", max_callbacks_per_client)
+    opts.callback_timeout_ms = _millis("callback_timeout", callback_timeout)
     opts.expose = (c_char_p * (len(prefixes) + 1))(*prefixes)
     opts.num_expose = len(prefixes)
     if curve_secret_key is not None:
