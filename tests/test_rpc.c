@@ -1668,6 +1668,18 @@ static void test_serve_bad_options(void** state) {
   so.curve_secret_key = "not a key";
   assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "curve_secret_key");
   so.curve_secret_key = NULL;
+  so.max_calls_per_client = -1;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_calls_per_client");
+  so.max_calls_per_client = 0;
+  so.max_workers_per_client = -2;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_workers_per_client");
+  so.max_workers_per_client = 0;
+  so.max_callbacks_per_client = -3;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_callbacks_per_client");
+  so.max_callbacks_per_client = 0;
   assert_pf_error(PFRPCServe("bogus://x", &so, &s), kPFErrRuntimeError, "cannot bind");
   assert_null(s);
   assert_int_equal(PFRPCServerStop(NULL), 0);
