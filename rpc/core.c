@@ -446,6 +446,7 @@ typedef struct pf_rpc_ctx {
   uint64_t req_id;
   uint64_t scope;
   struct pf_rpc_ctx* prev;
+  int depth; /* requests served on this thread, this one included */
 } pf_rpc_ctx;
 
 static _Thread_local pf_rpc_ctx* tl_ctx;
@@ -505,6 +506,14 @@ static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
     PF_ERROR(kPFErrValueError, "rpc: malformed request (kind %d)", m.kind);
     goto fail;
   }
+  int depth = tl_ctx != NULL ? tl_ctx->depth + 1 : 1;
+  if (depth > PF_RPC_MAX_NESTING) {
+    PF_ERROR(kPFErrRuntimeError,
+             "rpc: call refused: calls nested more than %d deep on one thread (calls made "
+             "from callbacks, PF_RPC_MAX_NESTING)",
+             PF_RPC_MAX_NESTING);
+    goto fail;
+  }
   PFFunctionHandle f = NULL;
   char target[96];
   if (m.rest[0].type == MSGPACK_OBJECT_STR) {
@@ -561,7 +570,7 @@ static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
     PFValue rv;
     int rcode = kPFNull;
     if (rc == 0) {
-      pf_rpc_ctx ctx = {p, *r, m.id, scope, tl_ctx};
+      pf_rpc_ctx ctx = {p, *r, m.id, scope, tl_ctx, depth};
       tl_ctx = &ctx;
       rc = PFFuncCall(f, args, codes, (int)nargs, &rv, &rcode);
       tl_ctx = ctx.prev;

@@ -923,6 +923,26 @@ static void test_nested_deeper_than_workers(void** state) {
   PFFuncFree(g_remote_apply);
 }
 
+/* Calls nested in callbacks beyond PF_RPC_MAX_NESTING levels on one thread
+ * are refused with an error (rather than growing the server's stack for
+ * as long as a client keeps nesting), and the connection goes on. */
+static void test_nested_too_deep(void** state) {
+  (void)state;
+  g_remote_apply = fn("t.apply");
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_depth_tramp, NULL, NULL, &g_depth_fn));
+  PFValue args[2] = {{.v_handle = g_depth_fn}, {.v_int64 = PF_RPC_MAX_NESTING + 5}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc), kPFErrRuntimeError,
+                  "nested more than", "PF_RPC_MAX_NESTING");
+  args[1].v_int64 = PF_RPC_MAX_NESTING / 2 - 2;
+  assert_pf_ok(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, PF_RPC_MAX_NESTING / 2 - 2);
+  PFFuncFree(g_depth_fn);
+  PFFuncFree(g_remote_apply);
+}
+
 static void test_callback_from_another_server_thread(void** state) {
   (void)state;
   PFFunctionHandle f = fn("t.apply_in_thread");
@@ -1991,6 +2011,7 @@ int main(void) {
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_callbacks),
       cmocka_unit_test(test_nested_deeper_than_workers),
+      cmocka_unit_test(test_nested_too_deep),
       cmocka_unit_test(test_callback_from_another_server_thread),
       cmocka_unit_test(test_callback_error_and_lifetime),
       cmocka_unit_test(test_returned_function),

@@ -32,10 +32,11 @@
  *     RuntimeError. A function that a server passes (a result, or an
  *     argument of a callback) becomes, on the client, a remote function that
  *     stays callable until the client releases it, served by the same
- *     server. Callbacks nest both ways to any depth: a callback that the
+ *     server. Callbacks nest both ways: a callback that the
  *     server makes during a call is served by the client thread that is
  *     waiting for that call, and a remote call that this callback makes is
- *     served by the server thread that is waiting for the callback.
+ *     served by the server thread that is waiting for the callback, up to
+ *     PF_RPC_MAX_NESTING calls deep on one thread.
  * Opaque handles (kPFOpaqueHandle), modules, extension codes, tensors on
  * other devices and objects other than functions, containers and tensors
  * cannot cross: TypeError naming the argument (and the item inside a
@@ -85,6 +86,13 @@ extern "C" {
 
 /* The deepest nesting of containers that crosses a call. */
 #define PF_RPC_MAX_DEPTH 24
+
+/* The deepest nesting of calls served on one thread: a call made from a
+ * callback, which calls back again, and so on (see "functions" in the list
+ * above); each side refuses a call that would nest deeper, with a
+ * RuntimeError, so that a peer cannot grow the other's stack without
+ * bound. */
+#define PF_RPC_MAX_NESTING 64
 
 /* The call timeout when none is given, in milliseconds. */
 #define PF_RPC_DEFAULT_TIMEOUT_MS 30000
