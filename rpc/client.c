@@ -41,7 +41,9 @@ typedef struct pf_rpc_client {
   zmq_pollitem_t* items;  /* used by the holder of the I/O role */
   int nitems;
   pthread_cond_t up_cond; /* an endpoint connected (under base.mu) */
-  PFModuleHandle module;
+  PFModuleHandle module;  /* the connection's own reference, until detached */
+  atomic_int detached;    /* PFRPCDetach: closes when its last user goes */
+  atomic_int finished;    /* closed for good, by whichever path came first */
 } pf_rpc_client;
 
 /* Live connections, for PFRPCDisconnect. */
@@ -228,11 +230,14 @@ static void client_poll(pf_rpc_peer* p, pf_rpc_waiter* w) {
   pf_rpc_client* c = (pf_rpc_client*)p;
   tl_role = c;
   for (;;) {
+    /* Deadlines first: a waiter that has just expired must not wait
+     * through another poll (nor get a reply that comes during it). */
+    int wait_ms = pf_rpc_expire(p, 1000);
     pthread_mutex_lock(&p->mu);
     int done = w->inbox != NULL || w->failed || atomic_load(&p->closed);
     pthread_mutex_unlock(&p->mu);
     if (done) break;
-    io_pass(c, pf_rpc_expire(p, 1000));
+    io_pass(c, wait_ms);
   }
   /* Replies this thread queued while it polled (errors for stray
    * requests) go out before the role does. */
@@ -380,6 +385,8 @@ static void client_close(pf_rpc_client* c, const char* reason) {
   c->zctx = NULL;
 }
 
+static void client_unused(pf_rpc_peer* p);
+
 /* Parses the HELLO reply and builds the module: one remote function per
  * name the server exposes, each holding a reference to the connection. */
 static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
@@ -488,6 +495,7 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   c->base.pick_route = pick;
   c->base.describe_route = describe;
   c->base.destroy = client_destroy;
+  c->base.unused = client_unused;
   c->endpoints = calloc((size_t)n, sizeof *c->endpoints);
   c->problem = calloc((size_t)n, sizeof *c->problem);
   c->dealers = calloc((size_t)n, sizeof *c->dealers);
@@ -625,23 +633,63 @@ fail:
   return rc;
 }
 
-int PFRPCDisconnect(PFModuleHandle mod) {
-  if (mod == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCDisconnect: argument 'mod' is NULL");
+/* Takes the connection of `mod` out of the live list (NULL: none). */
+static pf_rpc_client* take_live(PFModuleHandle mod) {
   pthread_mutex_lock(&g_clients_mu);
   pf_rpc_client** pp = &g_live;
   while (*pp && (*pp)->module != mod) pp = &(*pp)->next;
   pf_rpc_client* c = *pp;
   if (c) *pp = c->next;
   pthread_mutex_unlock(&g_clients_mu);
+  return c;
+}
+
+/* Closes the connection once, whichever path comes first, and drops the
+ * connection's own reference to its record (the record goes when the last
+ * remote function does). */
+static void finish(pf_rpc_client* c, const char* reason) {
+  if (atomic_exchange(&c->finished, 1)) return;
+  client_close(c, reason);
+  pf_rpc_peer_release(&c->base);
+}
+
+/* unused: the last remote function of the connection went. */
+static void client_unused(pf_rpc_peer* p) {
+  pf_rpc_client* c = (pf_rpc_client*)p;
+  if (atomic_load(&c->detached))
+    finish(c, "the connection was closed: nothing referenced it any more");
+}
+
+int PFRPCDisconnect(PFModuleHandle mod) {
+  if (mod == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCDisconnect: argument 'mod' is NULL");
+  pf_rpc_client* c = take_live(mod);
   if (c == NULL)
     return PF_ERROR(kPFErrTypeError,
                     "PFRPCDisconnect: argument 'mod' is not a module of a live connection "
-                    "(not made by PFRPCConnect, or already disconnected)");
-  client_close(c, "the connection was closed (PFRPCDisconnect)");
+                    "(not made by PFRPCConnect, or already disconnected or detached)");
+  pf_rpc_peer_retain(&c->base);
+  finish(c, "the connection was closed (PFRPCDisconnect)");
   PFModuleHandle m = c->module;
   c->module = NULL;
   PFModFree(m);
-  /* The connection's record goes when the last remote function does. */
+  pf_rpc_peer_release(&c->base);
+  return 0;
+}
+
+int PFRPCDetach(PFModuleHandle mod) {
+  if (mod == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCDetach: argument 'mod' is NULL");
+  pf_rpc_client* c = take_live(mod);
+  if (c == NULL)
+    return PF_ERROR(kPFErrTypeError,
+                    "PFRPCDetach: argument 'mod' is not a module of a live connection "
+                    "(not made by PFRPCConnect, or already disconnected or detached)");
+  pf_rpc_peer_retain(&c->base); /* the close below may drop the connection's own */
+  atomic_store(&c->detached, 1);
+  PFModuleHandle m = c->module;
+  c->module = NULL;
+  PFModFree(m); /* may release the last user, which closes it */
+  if (atomic_load(&c->base.users) == 0)
+    finish(c, "the connection was closed: nothing referenced it any more");
   pf_rpc_peer_release(&c->base);
   return 0;
 }

@@ -28,6 +28,7 @@ int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms) {
   atomic_init(&p->next_id, 1);
   atomic_init(&p->closed, 0);
   atomic_init(&p->refs, 1);
+  atomic_init(&p->users, 0);
   p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->wake_fd < 0)
     return PF_ERROR(kPFErrRuntimeError, "rpc: eventfd failed: %s", strerror(errno));
@@ -189,6 +190,12 @@ int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
     errno = EAGAIN;
     return -1;
   }
+  return pf_rpc_msg_send_part(m, sock, flags);
+}
+
+int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags) {
+  if (m->has_zmsg || m->size < PF_RPC_ZERO_COPY_MIN)
+    return zmq_send(sock, m->data, m->size, flags);
   zmq_msg_t zm;
   if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
   int rc = zmq_msg_send(&zm, sock, flags);
@@ -247,8 +254,8 @@ static void post_buffer(pf_rpc_peer* p, const pf_rpc_route* r, msgpack_sbuffer* 
   pf_rpc_post(p, m);
 }
 
-static void reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* kind,
-                        const char* msg) {
+void pf_rpc_reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* kind,
+                             const char* msg) {
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   pf_rpc_pack_error(&sb, id, kind, msg, "");
@@ -266,12 +273,14 @@ static void waiter_push(pf_rpc_waiter* w, pf_rpc_msg* m) {
   pthread_cond_signal(&w->cond);
 }
 
-/* Under the lock: hands the message to waiter `id` if it exists and is
- * bound to the message's route; then the waiter owns it. */
+/* Under the lock: hands the message to waiter `id` if it exists, is bound
+ * to the message's route and has not failed; then the waiter owns it. A
+ * waiter that failed (a timeout) takes nothing more: its call has ended,
+ * and a reply that comes after that is never handed over. */
 static int deliver(pf_rpc_peer* p, uint64_t id, pf_rpc_msg* m) {
   pf_rpc_waiter* w = NULL;
   HASH_FIND(hh, p->waiters, &id, sizeof id, w);
-  if (w == NULL || !pf_rpc_route_eq(&w->route, &m->route)) return 0;
+  if (w == NULL || w->failed || !pf_rpc_route_eq(&w->route, &m->route)) return 0;
   waiter_push(w, m);
   return 1;
 }
@@ -282,6 +291,14 @@ static void fail_waiter(pf_rpc_waiter* w, const char* kind, const char* msg) {
   snprintf(w->fail_kind, sizeof w->fail_kind, "%s", kind);
   snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
   pthread_cond_signal(&w->cond);
+}
+
+void pf_rpc_fail_waiter(pf_rpc_peer* p, uint64_t id, const char* kind, const char* msg) {
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_waiter* w = NULL;
+  HASH_FIND(hh, p->waiters, &id, sizeof id, w);
+  if (w) fail_waiter(w, kind, msg);
+  pthread_mutex_unlock(&p->mu);
 }
 
 void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t id) {
@@ -429,6 +446,7 @@ typedef struct pf_rpc_ctx {
   uint64_t req_id;
   uint64_t scope;
   struct pf_rpc_ctx* prev;
+  int depth; /* requests served on this thread, this one included */
 } pf_rpc_ctx;
 
 static _Thread_local pf_rpc_ctx* tl_ctx;
@@ -488,6 +506,14 @@ static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
     PF_ERROR(kPFErrValueError, "rpc: malformed request (kind %d)", m.kind);
     goto fail;
   }
+  int depth = tl_ctx != NULL ? tl_ctx->depth + 1 : 1;
+  if (depth > PF_RPC_MAX_NESTING) {
+    PF_ERROR(kPFErrRuntimeError,
+             "rpc: call refused: calls nested more than %d deep on one thread (calls made "
+             "from callbacks, PF_RPC_MAX_NESTING)",
+             PF_RPC_MAX_NESTING);
+    goto fail;
+  }
   PFFunctionHandle f = NULL;
   char target[96];
   if (m.rest[0].type == MSGPACK_OBJECT_STR) {
@@ -544,7 +570,7 @@ static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
     PFValue rv;
     int rcode = kPFNull;
     if (rc == 0) {
-      pf_rpc_ctx ctx = {p, *r, m.id, scope, tl_ctx};
+      pf_rpc_ctx ctx = {p, *r, m.id, scope, tl_ctx, depth};
       tl_ctx = &ctx;
       rc = PFFuncCall(f, args, codes, (int)nargs, &rv, &rcode);
       tl_ctx = ctx.prev;
@@ -584,7 +610,7 @@ void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m) { serve_scoped(p, m, 0); }
 /* ---- dispatching what arrives ---- */
 
 void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
-                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
+                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
                      void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
   const pf_rpc_route* r = &in->route;
   pf_rpc_parsed m;
@@ -601,7 +627,7 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
              "protocol version mismatch: this side speaks version %d, the other side %lld",
              PF_RPC_PROTOCOL_VERSION, (long long)m.version);
     if (m.kind == PF_RPC_HELLO || m.kind == PF_RPC_CALL) {
-      reply_error(p, r, m.id, "ValueError", msg);
+      pf_rpc_reply_error(p, r, m.id, "ValueError", msg);
     } else {
       pthread_mutex_lock(&p->mu);
       pf_rpc_waiter* w = NULL;
@@ -643,10 +669,10 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
         break;
       }
       if (m.parent == 0 && fresh != NULL) {
-        fresh(p, own);
+        fresh(p, own, m.id);
         own = NULL;
       } else {
-        reply_error(p, r, m.id, "RuntimeError",
+        pf_rpc_reply_error(p, r, m.id, "RuntimeError",
                     "rpc: a callback arrived for a call that is no longer in progress, or for a "
                     "function that is no longer valid");
       }
@@ -702,7 +728,7 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
     pf_rpc_parsed pm;
     if (pf_rpc_parse(m->data, m->size, &pm) == 0) {
       if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO)
-        reply_error(p, &m->route, pm.id, "RuntimeError",
+        pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
                     "rpc: a callback arrived for a call that is no longer in progress");
       pf_rpc_parsed_free(&pm);
     }
@@ -712,10 +738,9 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
   pthread_cond_destroy(&w->cond);
 }
 
-/* Waits for the next message or the failure of waiter w; NULL on failure. */
-/* Waits for waiter w's next message; `out`, when not NULL, is its request,
- * queued here first: if this thread then takes the I/O role it sends it
- * itself, without waking anyone. */
+/* Waits for waiter w's next message, or its failure (NULL); `out`, when
+ * not NULL, is its request, queued here first: if this thread then takes
+ * the I/O role it sends it itself, without waking anyone. */
 static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg* out) {
   pthread_mutex_lock(&p->mu);
   if (out != NULL) {
@@ -745,7 +770,9 @@ static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg
     if (w->inbox == NULL && !w->failed && atomic_load(&p->closed))
       fail_waiter(w, "ConnectionError", p->closed_reason);
   }
-  pf_rpc_msg* m = w->inbox;
+  /* Once failed, the call is over even if mail came at the same time:
+   * waiter_remove answers or drops what is left in the inbox. */
+  pf_rpc_msg* m = w->failed ? NULL : w->inbox;
   if (m) {
     w->inbox = m->next;
     if (w->inbox == NULL) w->inbox_tail = NULL;
@@ -813,6 +840,18 @@ static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, pf_rpc_msg* src,
   return rc;
 }
 
+/* The callback slots this thread holds (a server's), innermost first. */
+typedef struct cb_slot {
+  pf_rpc_peer* peer;
+  pf_rpc_route route;
+  struct cb_slot* prev;
+} cb_slot;
+static _Thread_local cb_slot* tl_cb_slots;
+
+static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char* what,
+                      const pf_rpc_route* route_in, uint64_t parent, PFValue* args, int* codes,
+                      int nargs, PFRetValueHandle ret);
+
 int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_route* affinity,
                   PFValue* args, int* codes, int nargs, PFRetValueHandle ret) {
   char what[120];
@@ -832,6 +871,29 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   } else if (p->pick_route == NULL || p->pick_route(p, &route) != 0) {
     return -1;
   }
+  if (p->callback_enter == NULL)
+    return call_route(p, name, fid, what, &route, parent, args, codes, nargs, ret);
+  /* A server's callback into a client holds one of the client's callback
+   * slots while it waits, unless this thread already holds one for the
+   * same client (a nested callback: the client is answering). */
+  cb_slot slot = {p, route, tl_cb_slots};
+  int nested = 0;
+  for (cb_slot* c = tl_cb_slots; c != NULL && !nested; c = c->prev)
+    nested = c->peer == p && pf_rpc_route_eq(&c->route, &route);
+  if (!nested && p->callback_enter(p, &route) != 0) return -1;
+  tl_cb_slots = &slot;
+  int rc = call_route(p, name, fid, what, &route, parent, args, codes, nargs, ret);
+  tl_cb_slots = slot.prev;
+  if (!nested) p->callback_leave(p, &route);
+  return rc;
+}
+
+/* Sends the call of `name` or `fid` to `route` and waits for its reply,
+ * serving the requests that come for it meanwhile. */
+static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char* what,
+                      const pf_rpc_route* route_in, uint64_t parent, PFValue* args, int* codes,
+                      int nargs, PFRetValueHandle ret) {
+  pf_rpc_route route = *route_in;
   uint64_t id = atomic_fetch_add(&p->next_id, 1);
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
@@ -912,6 +974,11 @@ typedef struct {
   int release;
 } remote_fn;
 
+/* A new remote function of a client counts as a user of its connection. */
+static void add_user(pf_rpc_peer* p) {
+  if (!p->is_server) atomic_fetch_add(&p->users, 1);
+}
+
 static int remote_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   remote_fn* f = res;
   return pf_rpc_invoke(f->p, f->name, f->fid, f->has_route ? &f->route : NULL, args, codes, n,
@@ -930,10 +997,14 @@ static void remote_free(void* res) {
     post_buffer(f->p, &f->route, &sb, 0);
     msgpack_sbuffer_destroy(&sb);
   }
-  pf_rpc_peer_release(f->p);
+  pf_rpc_peer* p = f->p;
   free(f->name);
   free(f);
+  if (!p->is_server && atomic_fetch_sub(&p->users, 1) == 1 && p->unused != NULL) p->unused(p);
+  pf_rpc_peer_release(p);
 }
+
+
 
 int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
                        const pf_rpc_route* affinity, int release, PFFunctionHandle* out) {
@@ -950,6 +1021,7 @@ int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
   }
   f->release = release;
   pf_rpc_peer_retain(p);
+  add_user(p);
   return PFFuncCreateFromCFunc(remote_call, f, remote_free, out);
 }
 
@@ -975,5 +1047,6 @@ int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
   }
   f->p = p;
   pf_rpc_peer_retain(p);
+  add_user(p);
   return PFFuncCreateFromCFunc(remote_call, f, remote_free, out); /* by name: fid 0 */
 }

@@ -180,6 +180,12 @@ struct pf_rpc_peer {
   atomic_uint_fast64_t next_id;
   atomic_int closed;
   atomic_int refs;
+  /* On a client: the live remote functions of the connection (its
+   * module's and those the servers returned); when the count drops to 0,
+   * `unused` is called (on the thread that released the last one, with no
+   * lock held). */
+  atomic_int users;
+  void (*unused)(pf_rpc_peer* p);
   int timeout_ms;
   char closed_reason[128];
   /* The client's sockets belong to whichever thread holds the I/O role
@@ -196,6 +202,11 @@ struct pf_rpc_peer {
   void (*describe_route)(pf_rpc_peer* p, const pf_rpc_route* r, char* buf, size_t cap);
   int (*resolve_name)(pf_rpc_peer* p, const char* name, PFFunctionHandle* out);
   int (*hello)(pf_rpc_peer* p, msgpack_packer* pk);
+  /* A server's: before a callback into the client at `r` waits for its
+   * reply (0, or -1 with the error when the client has all the callbacks
+   * it may have waiting), and after. NULL on a client. */
+  int (*callback_enter)(pf_rpc_peer* p, const pf_rpc_route* r);
+  void (*callback_leave)(pf_rpc_peer* p, const pf_rpc_route* r);
   void (*destroy)(pf_rpc_peer* p);
 };
 
@@ -233,20 +244,31 @@ PF_RPC_HIDDEN void pf_rpc_msg_retain(pf_rpc_msg* m);
 PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
 /* Sends a message's bytes on `sock` without copying large ones (the
  * message keeps nothing it needs afterwards). Returns zmq_send's status;
- * on failure the message is intact. */
+ * on failure the message is intact. A large message is handed over only
+ * when the socket says it can take it now (ZMQ_POLLOUT). */
 PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
+/* The same without asking the socket first: for the body of a ROUTER's
+ * message, whose routing frame was taken (and whose body then always is). */
+PF_RPC_HIDDEN int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags);
 
 /* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
  * parent, and replies, go to their waiter; fresh requests go to
- * `fresh(p, m)` (the server's work queue), or get an error reply. */
+ * `fresh(p, m, id)` (the server's work queues; id is the request's), or get
+ * an error reply. */
 PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* m,
-                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*),
+                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
                                    void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*,
                                                    const char*));
 /* Marks a waiter's request as handed to the transport. */
 PF_RPC_HIDDEN void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t waiter_id);
 /* Whether a waiter still wants its request sent. */
 PF_RPC_HIDDEN int pf_rpc_waiter_alive(pf_rpc_peer* p, uint64_t waiter_id);
+/* Posts an ERROR reply with `kind` and `msg` to request `id` of `r`. */
+PF_RPC_HIDDEN void pf_rpc_reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id,
+                                      const char* kind, const char* msg);
+/* Fails waiter `id` (if it still waits) with `kind` and `msg`. */
+PF_RPC_HIDDEN void pf_rpc_fail_waiter(pf_rpc_peer* p, uint64_t id, const char* kind,
+                                      const char* msg);
 /* Fails the waiters whose deadline passed, and returns the time to the next
  * deadline in ms (-1: none, capped at `cap`). */
 PF_RPC_HIDDEN int pf_rpc_expire(pf_rpc_peer* p, int cap);

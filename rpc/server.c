@@ -1,6 +1,11 @@
 /* The server: a ROUTER socket owned by one I/O thread, which hands fresh
  * requests to a pool of workers and nested requests and replies to the
- * worker that waits for them. */
+ * worker that waits for them. Fresh requests wait in one queue per client,
+ * and the workers take from the clients in turn (round-robin), each client
+ * holding at most max_calls calls queued or running, max_workers workers
+ * and max_callbacks threads waiting for its callbacks; the I/O thread
+ * never blocks on a client (see rpc.h, "Fairness" and "Clients that do not
+ * read"). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +15,27 @@
 #include <zmq.h>
 
 #include "internal.h"
+
+/* One client's fresh calls: those queued, how many are running, and how
+ * many threads wait for a callback into it. A record exists while the
+ * client has any; it is in the ready list while it has a queued call that
+ * a worker may take (running < max_workers). */
+typedef struct client_calls {
+  UT_hash_handle hh; /* keyed by the ROUTER identity, route.ident */
+  pf_rpc_route route;
+  pf_rpc_msg *head, *tail;
+  int queued, running, callbacks;
+  int ready;
+  struct client_calls* next_ready;
+} client_calls;
+
+/* How many messages the I/O thread takes in before it sends what is
+ * waiting, so that a client that floods it cannot keep replies from going
+ * out. */
+#define PF_RPC_RECV_BATCH 256
+/* How often, at most, the log tells of messages dropped for clients that
+ * do not read. */
+#define PF_RPC_DROP_LOG_MS 5000
 
 typedef struct {
   pf_rpc_peer base;
@@ -28,11 +54,16 @@ typedef struct {
   pthread_t io;
   int io_started;
   pthread_cond_t work_cond; /* under base.mu */
-  pf_rpc_msg *work, *work_tail;
-  atomic_int stop;    /* workers: finish the queue, then exit */
+  client_calls* clients;    /* under base.mu */
+  client_calls *ready, *ready_tail;
+  int max_calls, max_workers, max_callbacks;
+  atomic_int stop;    /* workers: finish the call in hand, then exit */
   atomic_int io_stop; /* the I/O thread: exit */
   PFRPCLogFunc log;
   void* log_user;
+  /* Messages dropped for clients that do not read (I/O thread only). */
+  int64_t dropped, drop_logged_ms;
+  pf_rpc_route drop_route;
 } pf_rpc_server;
 
 static void logf_(pf_rpc_server* s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -122,15 +153,105 @@ static int hello(pf_rpc_peer* p, msgpack_packer* pk) {
   return 0;
 }
 
-static void fresh(pf_rpc_peer* p, pf_rpc_msg* m) {
+/* Under the lock: puts c at the end of the ready list if a worker may take
+ * one of its calls now; returns whether it did. */
+static int make_ready(pf_rpc_server* s, client_calls* c) {
+  if (c->ready || c->queued == 0 || c->running >= s->max_workers) return 0;
+  c->ready = 1;
+  c->next_ready = NULL;
+  if (s->ready_tail) s->ready_tail->next_ready = c;
+  else s->ready = c;
+  s->ready_tail = c;
+  return 1;
+}
+
+/* Under the lock: forgets a client that has nothing queued or running. */
+static void forget_if_idle(pf_rpc_server* s, client_calls* c) {
+  if (c->queued == 0 && c->running == 0 && c->callbacks == 0 && !c->ready) {
+    HASH_DEL(s->clients, c);
+    free(c);
+  }
+}
+
+/* Under the lock: the record of the client at `r`, made if need be (NULL
+ * when out of memory). */
+static client_calls* client_of(pf_rpc_server* s, const pf_rpc_route* r) {
+  client_calls* c = NULL;
+  HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
+  if (c == NULL && (c = calloc(1, sizeof *c)) != NULL) {
+    c->route = *r;
+    HASH_ADD_KEYPTR(hh, s->clients, c->route.ident, c->route.ident_len, c);
+  }
+  return c;
+}
+
+/* callback_enter: a thread is about to wait for a callback into the client
+ * at r; refused when the client has max_callbacks such threads already. */
+static int callback_enter(pf_rpc_peer* p, const pf_rpc_route* r) {
   pf_rpc_server* s = (pf_rpc_server*)p;
   pthread_mutex_lock(&p->mu);
-  m->next = NULL;
-  if (s->work_tail) s->work_tail->next = m;
-  else s->work = m;
-  s->work_tail = m;
-  pthread_cond_signal(&s->work_cond);
+  client_calls* c = client_of(s, r);
+  int held = c == NULL ? -1 : c->callbacks;
+  if (c != NULL && held < s->max_callbacks) c->callbacks++;
+  else if (c != NULL) forget_if_idle(s, c);
   pthread_mutex_unlock(&p->mu);
+  if (held < 0) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+  if (held < s->max_callbacks) return 0;
+  char hex[40];
+  ident_hex(r, hex, sizeof hex);
+  return PF_ERROR(kPFErrRuntimeError,
+                  "rpc: callback refused: %d callbacks into client %s already wait for their "
+                  "replies on server %.200s, its limit (max_callbacks_per_client)",
+                  held, hex, s->endpoint);
+}
+
+static void callback_leave(pf_rpc_peer* p, const pf_rpc_route* r) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  pthread_mutex_lock(&p->mu);
+  client_calls* c = NULL;
+  HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
+  if (c != NULL) {
+    c->callbacks--;
+    forget_if_idle(s, c);
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* A fresh request (the I/O thread): into its client's queue, or refused at
+ * once when the client has max_calls calls queued or running. */
+static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  const char* refused = NULL;
+  int held = 0;
+  pthread_mutex_lock(&p->mu);
+  client_calls* c = client_of(s, &m->route);
+  if (c == NULL) {
+    refused = "MemoryError";
+  } else if (c->queued + c->running >= s->max_calls) {
+    refused = "RuntimeError";
+    held = c->queued + c->running;
+    forget_if_idle(s, c);
+  } else {
+    m->next = NULL;
+    if (c->tail) c->tail->next = m;
+    else c->head = m;
+    c->tail = m;
+    c->queued++;
+    make_ready(s, c);
+    if (c->ready) pthread_cond_signal(&s->work_cond);
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (refused == NULL) return;
+  char msg[400];
+  if (held > 0)
+    snprintf(msg, sizeof msg,
+             "rpc: call refused: this client already has %d calls queued or running on server "
+             "%.200s, its limit (max_calls_per_client); call again when some have returned",
+             held, s->endpoint);
+  else
+    snprintf(msg, sizeof msg, "rpc: call refused: server %.200s is out of memory", s->endpoint);
+  pf_rpc_reply_error(p, &m->route, id, refused, msg);
+  pf_rpc_msg_free(m);
 }
 
 static void log_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why) {
@@ -140,23 +261,36 @@ static void log_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why) {
         ((pf_rpc_server*)p)->endpoint, hex, why);
 }
 
+/* A worker takes the first ready client's oldest call, and puts the client
+ * back at the end of the list: the clients take turns. */
 static void* worker(void* arg) {
   pf_rpc_server* s = arg;
+  pthread_mutex_lock(&s->base.mu);
   for (;;) {
-    pthread_mutex_lock(&s->base.mu);
-    while (s->work == NULL && !atomic_load(&s->stop))
+    while (s->ready == NULL && !atomic_load(&s->stop))
       pthread_cond_wait(&s->work_cond, &s->base.mu);
-    pf_rpc_msg* m = s->work;
-    if (m == NULL) {
-      pthread_mutex_unlock(&s->base.mu);
-      return NULL;
-    }
-    s->work = m->next;
-    if (s->work == NULL) s->work_tail = NULL;
+    if (atomic_load(&s->stop)) break; /* what is still queued is dropped */
+    client_calls* c = s->ready;
+    s->ready = c->next_ready;
+    if (s->ready == NULL) s->ready_tail = NULL;
+    c->ready = 0;
+    pf_rpc_msg* m = c->head;
+    c->head = m->next;
+    if (c->head == NULL) c->tail = NULL;
+    c->queued--;
+    c->running++;
+    make_ready(s, c);
+    if (s->ready != NULL) pthread_cond_signal(&s->work_cond); /* more for another worker */
     pthread_mutex_unlock(&s->base.mu);
     pf_rpc_serve(&s->base, m);
     pf_rpc_msg_free(m);
+    pthread_mutex_lock(&s->base.mu);
+    c->running--;
+    if (make_ready(s, c)) pthread_cond_signal(&s->work_cond);
+    forget_if_idle(s, c);
   }
+  pthread_mutex_unlock(&s->base.mu);
+  return NULL;
 }
 
 static void on_event(pf_rpc_server* s) {
@@ -216,17 +350,50 @@ static void on_zap(pf_rpc_server* s) {
   for (int i = 0; i < n; ++i) zmq_msg_close(&parts[i]);
 }
 
+/* Sends one message to its client without blocking: 0, or the errno of
+ * the routing frame (EHOSTUNREACH: the client is gone; EAGAIN: its queue
+ * is full, as it does not read). Once the routing frame is taken, ZeroMQ
+ * takes the body too. */
+static int send_routed(pf_rpc_server* s, pf_rpc_msg* m) {
+  if (zmq_send(s->router, m->route.ident, m->route.ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    return zmq_errno();
+  while (pf_rpc_msg_send_part(m, s->router, ZMQ_DONTWAIT) < 0 && zmq_errno() == EINTR) {
+  }
+  return 0;
+}
+
+/* Counts a message dropped for a client that does not read, and says so
+ * in the log, at most once per PF_RPC_DROP_LOG_MS. */
+static void note_dropped(pf_rpc_server* s, const pf_rpc_route* r) {
+  s->dropped++;
+  s->drop_route = *r;
+  int64_t now = pf_rpc_now_ms();
+  if (s->log == NULL || now - s->drop_logged_ms < PF_RPC_DROP_LOG_MS) return;
+  char hex[40];
+  ident_hex(r, hex, sizeof hex);
+  logf_(s,
+        "pf rpc %s: dropped %lld message(s) for clients that do not read their replies (the "
+        "latest: client %s, whose queue holds %d messages)",
+        s->endpoint, (long long)s->dropped, hex, PF_RPC_SEND_QUEUE);
+  s->dropped = 0;
+  s->drop_logged_ms = now;
+}
+
 static void send_out(pf_rpc_server* s) {
   for (pf_rpc_msg* m = pf_rpc_take_out(&s->base); m;) {
     pf_rpc_msg* next = m->next;
+    int err = 0;
     if (m->waiter_id && !pf_rpc_waiter_alive(&s->base, m->waiter_id)) {
       /* failed already: never send late */
-    } else if (zmq_send(s->router, m->route.ident, m->route.ident_len, ZMQ_SNDMORE) < 0 ||
-               pf_rpc_msg_send(m, s->router, 0) < 0) {
-      /* EHOSTUNREACH: the client is gone (ROUTER_MANDATORY). */
-      if (m->waiter_id) pf_rpc_fail_route(&s->base, &m->route, 1, "the client is gone");
+    } else if ((err = send_routed(s, m)) == 0) {
+      if (m->waiter_id) pf_rpc_mark_sent(&s->base, m->waiter_id);
+    } else if (err == EAGAIN) {
+      note_dropped(s, &m->route);
+      if (m->waiter_id)
+        pf_rpc_fail_waiter(&s->base, m->waiter_id, "ConnectionError",
+                           "the client does not read its messages (its queue is full)");
     } else if (m->waiter_id) {
-      pf_rpc_mark_sent(&s->base, m->waiter_id);
+      pf_rpc_fail_route(&s->base, &m->route, 1, "the client is gone");
     }
     pf_rpc_msg_free(m);
     m = next;
@@ -234,7 +401,7 @@ static void send_out(pf_rpc_server* s) {
 }
 
 static void recv_in(pf_rpc_server* s) {
-  for (;;) {
+  for (int taken = 0; taken < PF_RPC_RECV_BATCH; ++taken) {
     zmq_msg_t id, body;
     zmq_msg_init(&id);
     if (zmq_msg_recv(&id, s->router, ZMQ_DONTWAIT) < 0) {
@@ -284,7 +451,7 @@ static void* server_io(void* arg) {
     int timeout = pf_rpc_expire(&s->base, 1000);
     if (zmq_poll(items, np, timeout) < 0 && errno != EINTR) break;
     if (items[0].revents & ZMQ_POLLIN) send_out(s);
-    if (items[1].revents & ZMQ_POLLIN) recv_in(s);
+    if (items[1].revents & ZMQ_POLLIN) recv_in(s); /* a batch; the poll comes back for more */
     if (items[2].revents & ZMQ_POLLIN) on_event(s);
     if (np == 4 && (items[3].revents & ZMQ_POLLIN)) on_zap(s);
   }
@@ -297,10 +464,15 @@ static void server_free(pf_rpc_server* s) {
   free(s->prefixes);
   free(s->keys);
   free(s->workers);
-  for (pf_rpc_msg* m = s->work; m;) {
-    pf_rpc_msg* next = m->next;
-    pf_rpc_msg_free(m);
-    m = next;
+  client_calls *c, *tmp;
+  HASH_ITER(hh, s->clients, c, tmp) {
+    HASH_DEL(s->clients, c);
+    for (pf_rpc_msg* m = c->head; m;) {
+      pf_rpc_msg* next = m->next;
+      pf_rpc_msg_free(m);
+      m = next;
+    }
+    free(c);
   }
   pthread_cond_destroy(&s->work_cond);
   pf_rpc_peer_fini(&s->base);
@@ -372,6 +544,15 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
   if (o->callback_timeout_ms < 0 || o->max_message_size < 0)
     return PF_ERROR(kPFErrValueError, "%s: negative callback_timeout_ms or max_message_size",
                     where);
+  if (o->max_calls_per_client < 0)
+    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)", where,
+                    o->max_calls_per_client);
+  if (o->max_workers_per_client < 0)
+    return PF_ERROR(kPFErrValueError, "%s: option max_workers_per_client is negative (%d)",
+                    where, o->max_workers_per_client);
+  if (o->max_callbacks_per_client < 0)
+    return PF_ERROR(kPFErrValueError, "%s: option max_callbacks_per_client is negative (%d)",
+                    where, o->max_callbacks_per_client);
   for (int i = 0; i < o->num_expose; ++i)
     if (o->expose[i] == NULL)
       return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", where, i);
@@ -396,10 +577,18 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
   s->base.describe_route = describe;
   s->base.resolve_name = resolve;
   s->base.hello = hello;
+  s->base.callback_enter = callback_enter;
+  s->base.callback_leave = callback_leave;
   s->base.destroy = server_destroy;
   s->log = o->log;
   s->log_user = o->log_user_data;
   s->nworkers = o->num_workers ? o->num_workers : 4;
+  s->max_calls =
+      o->max_calls_per_client ? o->max_calls_per_client : PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT;
+  s->max_workers = o->max_workers_per_client ? o->max_workers_per_client : s->nworkers;
+  s->max_callbacks = o->max_callbacks_per_client ? o->max_callbacks_per_client
+                     : s->nworkers > 1               ? s->nworkers - 1
+                                                     : 1;
   s->prefixes = calloc((size_t)o->num_expose + 1, sizeof *s->prefixes);
   s->keys = calloc((size_t)o->num_authorized_keys + 1, 32);
   s->workers = calloc((size_t)s->nworkers, sizeof *s->workers);
@@ -443,8 +632,9 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
     PF_ERROR(kPFErrRuntimeError, "%s: cannot make a socket", where);
     goto fail;
   }
-  int hb = 1000, hb_timeout = 5000;
+  int hb = 1000, hb_timeout = 5000, queue = PF_RPC_SEND_QUEUE;
   if (opt(s->router, ZMQ_LINGER, &zero, sizeof zero, "linger") != 0 ||
+      opt(s->router, ZMQ_SNDHWM, &queue, sizeof queue, "send queue") != 0 ||
       opt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one, "mandatory") != 0 ||
       opt(s->router, ZMQ_ROUTER_HANDOVER, &one, sizeof one, "handover") != 0 ||
       opt(s->router, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb, "heartbeat") != 0 ||

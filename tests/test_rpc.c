@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,6 +218,43 @@ static int f_block(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return 0;
 }
 
+/* t.sleep_ms(ms): returns ms after that many milliseconds, or at once when
+ * the test sets g_wake_sleepers (so that a call left running after its
+ * client gave up does not hold a worker for long). */
+static atomic_int g_wake_sleepers;
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+static int f_sleep_ms(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "t.sleep_ms: one int");
+  int64_t end = now_ms() + a[0].v_int64;
+  while (now_ms() < end && !atomic_load(&g_wake_sleepers)) {
+    struct timespec ts = {0, 5 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  PFValue v = {.v_int64 = a[0].v_int64};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &v, &code, 1);
+}
+
+/* t.bytes(n): n bytes (a large reply from a small request). */
+static int f_bytes(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > (1 << 24))
+    return PFErrorSetFormat(kPFErrTypeError, "t.bytes: one int in [0, 2^24]");
+  static const char zeros[1 << 16];
+  char* big = a[0].v_int64 <= (int64_t)sizeof zeros ? NULL : calloc(1, (size_t)a[0].v_int64);
+  PFByteArray b = {big ? big : zeros, (size_t)a[0].v_int64};
+  PFValue v = {.v_handle = &b};
+  int code = kPFBytes;
+  int st = PFCFuncSetReturn(ret, &v, &code, 1);
+  free(big);
+  return st;
+}
+
 /* t.handle(): returns an opaque handle, which cannot cross back. */
 static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)a, (void)c, (void)n, (void)r;
@@ -261,6 +300,8 @@ static int setup(void** state) {
   reg("t.kept_tensor_sum", f_kept_tensor_sum);
   reg("t.block", f_block);
   reg("t.handle", f_handle);
+  reg("t.sleep_ms", f_sleep_ms);
+  reg("t.bytes", f_bytes);
   reg("hidden.secret", f_echo);
   PFFunctionHandle mul = NULL;
   assert_pf_ok(PFFuncCreateFromTyped((void*)typed_mul, "int64(int64,int64)", &mul));
@@ -686,6 +727,94 @@ static void test_timeout(void** state) {
   PFModFree(quick);
 }
 
+/* A call fails with TimeoutError at its timeout, not later, and never
+ * succeeds after it: calls of 0.5, 1.5 and 5 times the timeout, timed.
+ * The late reply of the timed-out call is dropped and the next calls on
+ * the same connection get their own results. */
+static int under_valgrind(void) { return getenv("PF_UNDER_VALGRIND") != NULL; }
+
+static void test_timeout_is_kept(void** state) {
+  (void)state;
+  const int64_t T = under_valgrind() ? 2000 : 1000;
+  /* How late a timeout may fire on a loaded 2-core machine. */
+  const int64_t slack = under_valgrind() ? 2000 : 450;
+  atomic_store(&g_wake_sleepers, 0);
+  PFModuleHandle m = NULL;
+  PFFunctionHandle sleep_ms = connect_fn((int)T, "t.sleep_ms", &m);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue rv;
+  int rc;
+  /* 0.5 T: the result. */
+  int64_t t0 = now_ms();
+  call1(sleep_ms, (PFValue){.v_int64 = T / 2}, kPFInt, &rv, &rc);
+  assert_int_equal(rv.v_int64, T / 2);
+  assert_true(now_ms() - t0 >= T / 2);
+  /* 1.5 T: TimeoutError at T, before the reply comes. */
+  PFValue a = {.v_int64 = T * 3 / 2};
+  int code = kPFInt;
+  t0 = now_ms();
+  assert_pf_error(PFFuncCall(sleep_ms, &a, &code, 1, &rv, &rc), "TimeoutError", "no reply");
+  int64_t took = now_ms() - t0;
+  print_message("1.5x call: TimeoutError after %lld ms (timeout %lld)\n", (long long)took,
+                (long long)T);
+  assert_true(took >= T - 5);
+  assert_true(took < T + slack);
+  /* The next call on the connection gets its own result, before and after
+   * the late reply arrives (and is dropped). */
+  PFValue args[2] = {{.v_int64 = 2}, {.v_int64 = 3}};
+  int codes[2] = {kPFInt, kPFInt};
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, 5);
+  while (now_ms() - t0 < T * 3 / 2 + 200) {
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  call1(sleep_ms, (PFValue){.v_int64 = 1}, kPFInt, &rv, &rc);
+  assert_int_equal(rv.v_int64, 1);
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  /* 5 T: TimeoutError at T too. */
+  a.v_int64 = T * 5;
+  t0 = now_ms();
+  assert_pf_error(PFFuncCall(sleep_ms, &a, &code, 1, &rv, &rc), "TimeoutError", "no reply");
+  took = now_ms() - t0;
+  print_message("5x call: TimeoutError after %lld ms (timeout %lld)\n", (long long)took,
+                (long long)T);
+  assert_true(took >= T - 5);
+  assert_true(took < T + slack);
+  atomic_store(&g_wake_sleepers, 1); /* free the worker */
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  PFFuncFree(add);
+  PFFuncFree(sleep_ms);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  /* The same from `pf --connect ... --timeout`: a 1.5 s function with a
+   * 1 s timeout fails with TimeoutError after about 1 s (pf's start
+   * included), and prints no result. */
+  atomic_store(&g_wake_sleepers, 0);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --connect %s --timeout %lld call t.sleep_ms %lld 2>&1",
+           PF_TEST_CLI_REL, g_endpoint, (long long)T, (long long)(T * 3 / 2));
+  t0 = now_ms();
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  char got[512] = {0};
+  size_t n = fread(got, 1, sizeof got - 1, p);
+  got[n] = '\0';
+  int status = pclose(p);
+  took = now_ms() - t0;
+  print_message("pf --timeout: exit %d after %lld ms: %s", WEXITSTATUS(status), (long long)took,
+                got);
+  atomic_store(&g_wake_sleepers, 1);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 1);
+  assert_non_null(strstr(got, "TimeoutError"));
+  assert_true(took < T + 2 * slack + 500);
+}
+
 static void test_unreachable(void** state) {
   (void)state;
   /* A port that nothing listens on: bind one, then stop it. */
@@ -794,6 +923,26 @@ static void test_nested_deeper_than_workers(void** state) {
   PFFuncFree(g_remote_apply);
 }
 
+/* Calls nested in callbacks beyond PF_RPC_MAX_NESTING levels on one thread
+ * are refused with an error (rather than growing the server's stack for
+ * as long as a client keeps nesting), and the connection goes on. */
+static void test_nested_too_deep(void** state) {
+  (void)state;
+  g_remote_apply = fn("t.apply");
+  assert_pf_ok(PFFuncCreateFromCFunc(cb_depth_tramp, NULL, NULL, &g_depth_fn));
+  PFValue args[2] = {{.v_handle = g_depth_fn}, {.v_int64 = PF_RPC_MAX_NESTING + 5}};
+  int codes[2] = {kPFFuncHandle, kPFInt};
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc), kPFErrRuntimeError,
+                  "nested more than", "PF_RPC_MAX_NESTING");
+  args[1].v_int64 = PF_RPC_MAX_NESTING / 2 - 2;
+  assert_pf_ok(PFFuncCall(g_remote_apply, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, PF_RPC_MAX_NESTING / 2 - 2);
+  PFFuncFree(g_depth_fn);
+  PFFuncFree(g_remote_apply);
+}
+
 static void test_callback_from_another_server_thread(void** state) {
   (void)state;
   PFFunctionHandle f = fn("t.apply_in_thread");
@@ -865,6 +1014,83 @@ static void test_returned_function(void** state) {
   PFFuncFree(make);
 }
 
+/* The threads of this process: a connection has some of its own (its
+ * housekeeper and ZeroMQ's), which are gone once it is closed. */
+static int count_threads(void) {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  for (struct dirent* e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.') ++n;
+  closedir(d);
+  return n;
+}
+
+static void call_adder(PFFunctionHandle f, int64_t x, int64_t want) {
+  PFValue rv;
+  int rc;
+  call1(f, (PFValue){.v_int64 = x}, kPFInt, &rv, &rc);
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, want);
+}
+
+/* A remote function keeps its connection open while it is referenced: the
+ * connection's module may go (PFRPCDetach, then PFModFree: what the Python
+ * binding does when the module is collected) and its functions, and those
+ * the server returned, still work; the connection closes by itself when
+ * the last of them goes. An explicit PFRPCDisconnect still closes at once. */
+static void test_function_keeps_connection(void** state) {
+  (void)state;
+  int base = count_threads();
+  PFModuleHandle m = NULL;
+  PFFunctionHandle make = connect_fn(10000, "t.make_adder", &m);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  PFValue rv;
+  int rc;
+  call1(make, (PFValue){.v_int64 = 100}, kPFInt, &rv, &rc);
+  assert_int_equal(rc, kPFFuncHandle);
+  PFFunctionHandle add100 = rv.v_handle;
+  assert_true(count_threads() > base);
+  assert_pf_ok(PFRPCDetach(m));
+  /* Detached: neither PFRPCDisconnect nor PFRPCDetach takes it again. */
+  assert_pf_error(PFRPCDisconnect(m), kPFErrTypeError, "not a module of a live connection");
+  assert_pf_error(PFRPCDetach(m), kPFErrTypeError, "PFRPCDetach",
+                  "not a module of a live connection");
+  PFModFree(m);
+  PFFuncFree(make);
+  call_adder(add100, 5, 105);
+  PFValue args[2] = {{.v_int64 = 1}, {.v_int64 = 2}};
+  int codes[2] = {kPFInt, kPFInt};
+  assert_pf_ok(PFFuncCall(add, args, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 3);
+  PFFuncFree(add);
+  call_adder(add100, 6, 106); /* the returned function alone keeps it open */
+  PFFuncFree(add100);         /* the last one: the connection closes now */
+  assert_int_equal(count_threads(), base);
+  /* A module detached with nothing else referenced closes with it. */
+  assert_pf_ok(PFRPCConnect(g_endpoint, NULL, &m));
+  assert_pf_ok(PFRPCDetach(m));
+  assert_true(count_threads() > base);
+  PFModFree(m);
+  assert_int_equal(count_threads(), base);
+  /* An explicit close closes, whatever is still referenced. */
+  make = connect_fn(10000, "t.make_adder", &m);
+  call1(make, (PFValue){.v_int64 = 1}, kPFInt, &rv, &rc);
+  PFFunctionHandle add1 = rv.v_handle;
+  call_adder(add1, 1, 2);
+  assert_pf_ok(PFRPCDisconnect(m));
+  assert_int_equal(count_threads(), base);
+  PFValue one = {.v_int64 = 1};
+  int code = kPFInt;
+  assert_pf_error(PFFuncCall(add1, &one, &code, 1, &rv, &rc), "ConnectionError", "closed");
+  assert_pf_error(PFFuncCall(make, &one, &code, 1, &rv, &rc), "ConnectionError", "closed");
+  PFFuncFree(add1);
+  PFFuncFree(make);
+  PFModFree(m);
+  assert_pf_error(PFRPCDetach(NULL), kPFErrTypeError, "PFRPCDetach", "mod");
+}
+
 /* ---- the wire, from a raw ZeroMQ socket ---- */
 
 typedef struct {
@@ -902,6 +1128,71 @@ static void raw_call(raw_peer* r, int version, uint64_t id, const char* target) 
   msgpack_pack_int(&pk, 1);
   assert_true(zmq_send(r->sock, sb.data, sb.size, 0) >= 0);
   msgpack_sbuffer_destroy(&sb);
+}
+
+/* Sends [V, CALL, id, 0, target, [args]] where the arguments are `nint`
+ * ints and, with fid != 0, a function (this side's function id fid). */
+static int raw_call_args(void* sock, uint64_t id, const char* target, const int64_t* ints,
+                         int nint, uint64_t fid, int flags) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, id);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, strlen(target));
+  msgpack_pack_str_body(&pk, target, strlen(target));
+  msgpack_pack_array(&pk, (size_t)nint + (fid != 0));
+  if (fid != 0) {
+    uint8_t le[8];
+    for (int i = 0; i < 8; ++i) le[i] = (uint8_t)(fid >> (8 * i));
+    msgpack_pack_ext(&pk, 8, 5); /* a function of the sender's */
+    msgpack_pack_ext_body(&pk, le, 8);
+  }
+  for (int i = 0; i < nint; ++i) msgpack_pack_int64(&pk, ints[i]);
+  int rc = zmq_send(sock, sb.data, sb.size, flags);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+/* One message received by a raw peer: its kind, and for an ERROR its kind
+ * and message. Returns 0, or -1 when nothing came in time. */
+typedef struct {
+  int kind;
+  uint64_t id;
+  char err_kind[64];
+  char err_msg[512];
+} raw_msg;
+static int raw_next(void* sock, raw_msg* out) {
+  zmq_msg_t zm;
+  zmq_msg_init(&zm);
+  if (zmq_msg_recv(&zm, sock, 0) < 0) {
+    zmq_msg_close(&zm);
+    return -1;
+  }
+  memset(out, 0, sizeof *out);
+  msgpack_unpacked up;
+  msgpack_unpacked_init(&up);
+  size_t off = 0;
+  if (msgpack_unpack_next(&up, zmq_msg_data(&zm), zmq_msg_size(&zm), &off) ==
+          MSGPACK_UNPACK_SUCCESS &&
+      up.data.type == MSGPACK_OBJECT_ARRAY && up.data.via.array.size >= 4) {
+    const msgpack_object* e = up.data.via.array.ptr;
+    out->kind = (int)e[1].via.u64;
+    out->id = e[2].via.u64;
+    if (out->kind == 4 && up.data.via.array.size >= 6) {
+      snprintf(out->err_kind, sizeof out->err_kind, "%.*s", (int)e[4].via.str.size,
+               e[4].via.str.ptr);
+      snprintf(out->err_msg, sizeof out->err_msg, "%.*s", (int)e[5].via.str.size,
+               e[5].via.str.ptr);
+    }
+  }
+  msgpack_unpacked_destroy(&up);
+  zmq_msg_close(&zm);
+  return 0;
 }
 
 /* Receives one reply and returns its error message (or "" for OK). */
@@ -1089,6 +1380,193 @@ static void test_server_survives_client_death(void** state) {
   PFFuncFree(add);
 }
 
+/* ---- clients that misbehave cost only themselves ---- */
+
+/* A hostile client: a raw DEALER that takes in almost nothing (a one-message
+ * queue, a tiny socket buffer) and never reads. */
+static void open_deaf_client(raw_peer* r, const char* endpoint) {
+  r->ctx = zmq_ctx_new();
+  r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
+  int zero = 0, one = 1, small = 4096, send_tmo = 5000;
+  zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(r->sock, ZMQ_RCVHWM, &one, sizeof one);
+  zmq_setsockopt(r->sock, ZMQ_RCVBUF, &small, sizeof small);
+  zmq_setsockopt(r->sock, ZMQ_SNDTIMEO, &send_tmo, sizeof send_tmo);
+  assert_int_equal(zmq_connect(r->sock, endpoint), 0);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+typedef struct {
+  PFRPCServerHandle server;
+  atomic_int done;
+} stopper;
+static void* stop_server(void* arg) {
+  stopper* st = arg;
+  PFRPCServerStop(st->server);
+  atomic_store(&st->done, 1);
+  return NULL;
+}
+/* Stops a server and returns how long that took; gives up waiting after
+ * `limit_ms` (-1 then, and the caller's `unblock` is run so that the stop
+ * can finish). */
+static int64_t timed_stop(PFRPCServerHandle s, int64_t limit_ms, raw_peer* unblock) {
+  stopper st = {s, 0};
+  pthread_t t;
+  int64_t t0 = now_ms();
+  assert_int_equal(pthread_create(&t, NULL, stop_server, &st), 0);
+  while (!atomic_load(&st.done) && now_ms() - t0 < limit_ms) sleep_ms(10);
+  int64_t took = atomic_load(&st.done) ? now_ms() - t0 : -1;
+  if (took < 0 && unblock != NULL) raw_close(unblock), unblock->sock = NULL;
+  pthread_join(t, NULL);
+  return took;
+}
+
+static atomic_int g_drop_lines;
+static void count_drop_log(void* user, const char* line) {
+  (void)user;
+  if (strstr(line, "do not read") != NULL) atomic_fetch_add(&g_drop_lines, 1);
+}
+
+/* Calls t.add on `f` `n` times; each must return within `limit_ms`. */
+static void prompt_adds(PFFunctionHandle f, int n, int64_t limit_ms) {
+  PFValue args[2] = {{.v_int64 = 40}, {.v_int64 = 2}};
+  int codes[2] = {kPFInt, kPFInt};
+  for (int i = 0; i < n; ++i) {
+    PFValue rv;
+    int rc;
+    int64_t t0 = now_ms();
+    assert_pf_ok(PFFuncCall(f, args, codes, 2, &rv, &rc));
+    int64_t took = now_ms() - t0;
+    if (took >= limit_ms) print_error("call %d took %lld ms\n", i, (long long)took);
+    assert_true(took < limit_ms);
+    assert_int_equal(rv.v_int64, 42);
+  }
+}
+
+/* A client that sends requests and never reads its replies: the server
+ * drops what it cannot queue to it (and says so in its log), every other
+ * client keeps being served, and the server stops promptly. */
+static void test_client_that_does_not_read(void** state) {
+  (void)state;
+  const char* expose[] = {"t."};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  so.num_workers = 2;
+  so.max_calls_per_client = 1 << 20; /* admit everything: the replies pile up */
+  so.log = count_drop_log;
+  atomic_store(&g_drop_lines, 0);
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  char endpoint[128];
+  snprintf(endpoint, sizeof endpoint, "%s", ep);
+  raw_peer deaf;
+  open_deaf_client(&deaf, endpoint);
+  /* More replies of 16 KiB than ZeroMQ queues to one client, and more than
+   * the socket buffers hold. */
+  const int flood = getenv("PF_UNDER_VALGRIND") ? 1600 : 3000;
+  int64_t size = 16384;
+  for (int i = 0; i < flood; ++i)
+    assert_true(raw_call_args(deaf.sock, (uint64_t)i + 1, "t.bytes", &size, 1, 0, 0) >= 0);
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  /* Until the flood is served (or dropped), and after. */
+  const int64_t limit = getenv("PF_UNDER_VALGRIND") ? 8000 : 2000;
+  int64_t t0 = now_ms();
+  while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
+  prompt_adds(add, 10, limit);
+  assert_true(atomic_load(&g_drop_lines) >= 1);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  int64_t took = timed_stop(s, 10000, &deaf);
+  print_message("stopped in %lld ms with the client still not reading\n", (long long)took);
+  assert_true(took >= 0 && took < (getenv("PF_UNDER_VALGRIND") ? 8000 : 2000));
+  if (deaf.sock) raw_close(&deaf);
+}
+
+/* A client that starts many calls whose callbacks it never answers: it
+ * holds at most max_callbacks_per_client workers waiting for its callbacks
+ * (num_workers - 1 by default) and max_calls_per_client calls (64 by
+ * default); the excess is refused at once (calls beyond the limit, and
+ * callbacks beyond theirs, which fail the calls that make them), and
+ * another client is served promptly. */
+static void test_unanswered_callbacks(void** state) {
+  (void)state;
+  const char* expose[] = {"t."};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  so.num_workers = 4;
+  so.callback_timeout_ms = 20000;
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  char endpoint[128];
+  snprintf(endpoint, sizeof endpoint, "%s", ep);
+  raw_peer bad;
+  raw_open(&bad, ZMQ_DEALER, endpoint, 0);
+  int tmo = 3000;
+  zmq_setsockopt(bad.sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  const int n = 300;
+  for (int i = 0; i < n; ++i)
+    assert_true(raw_call_args(bad.sock, (uint64_t)i + 1, "t.apply", NULL, 0, 77, 0) >= 0);
+  /* The refusals come at once; the callbacks come and are never answered. */
+  int refused = 0, refused_cb = 0, callbacks = 0, other = 0;
+  raw_msg rm;
+  while (refused + refused_cb + callbacks < n + 3 && raw_next(bad.sock, &rm) == 0) {
+    if (rm.kind == 2) {
+      ++callbacks;
+    } else if (rm.kind == 4 && strcmp(rm.err_kind, "RuntimeError") == 0 &&
+               strstr(rm.err_msg, "max_calls_per_client") != NULL) {
+      if (refused == 0) print_message("refused: %s\n", rm.err_msg);
+      ++refused;
+    } else if (rm.kind == 4 && strcmp(rm.err_kind, "RuntimeError") == 0 &&
+               strstr(rm.err_msg, "max_callbacks_per_client") != NULL) {
+      if (refused_cb == 0) print_message("callback refused: %s\n", rm.err_msg);
+      ++refused_cb;
+    } else {
+      ++other;
+    }
+  }
+  print_message("%d calls refused, %d failed on a refused callback, %d callbacks wait\n",
+                refused, refused_cb, callbacks);
+  assert_int_equal(other, 0);
+  assert_true(refused >= 1);
+  assert_int_equal(refused + refused_cb, n - 3);
+  assert_int_equal(callbacks, 3); /* num_workers - 1 wait, one worker is left */
+  /* Another client is served promptly, however many calls the first has
+   * queued. */
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  const int64_t limit = getenv("PF_UNDER_VALGRIND") ? 8000 : 2000;
+  int64_t t0 = now_ms();
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  assert_true(now_ms() - t0 < limit);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  prompt_adds(add, 20, limit);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  /* Stopping fails the callbacks that wait and drops the queued calls. */
+  int64_t took = timed_stop(s, 10000, NULL);
+  assert_true(took >= 0 && took < limit);
+  raw_close(&bad);
+}
+
 /* ---- CURVE ---- */
 
 static void test_curve_accept_and_refuse(void** state) {
@@ -1210,6 +1688,18 @@ static void test_serve_bad_options(void** state) {
   so.curve_secret_key = "not a key";
   assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "curve_secret_key");
   so.curve_secret_key = NULL;
+  so.max_calls_per_client = -1;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_calls_per_client");
+  so.max_calls_per_client = 0;
+  so.max_workers_per_client = -2;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_workers_per_client");
+  so.max_workers_per_client = 0;
+  so.max_callbacks_per_client = -3;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_callbacks_per_client");
+  so.max_callbacks_per_client = 0;
   assert_pf_error(PFRPCServe("bogus://x", &so, &s), kPFErrRuntimeError, "cannot bind");
   assert_null(s);
   assert_int_equal(PFRPCServerStop(NULL), 0);
@@ -1326,6 +1816,96 @@ static void test_pf_serve_and_connect(void** state) {
   close(out[0]);
 }
 
+/* Sends [V, CALL, id, 0, target, [bytes of n zero bytes]]. */
+static int raw_call_bytes(void* sock, uint64_t id, const char* target, size_t n) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, id);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, strlen(target));
+  msgpack_pack_str_body(&pk, target, strlen(target));
+  msgpack_pack_array(&pk, 1);
+  static const char zeros[1 << 16];
+  msgpack_pack_bin(&pk, n);
+  msgpack_pack_bin_body(&pk, zeros, n);
+  int rc = zmq_send(sock, sb.data, sb.size, 0);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+/* `pf serve` with a client that floods it and never reads: other clients
+ * are served, and SIGTERM stops it within about a second. */
+static void test_pf_serve_stops_with_deaf_client(void** state) {
+  (void)state;
+  int out[2];
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    child_hygiene(out);
+    execl(PF_TEST_CLI_REL, "pf", "--load", PF_TEST_DEMO_PLUGIN, "serve", "--listen",
+          "tcp://127.0.0.1:*", "--expose", "demo.", "--workers", "2",
+          "--max-calls-per-client", "1000000", (char*)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  char line[512];
+  size_t n = 0;
+  while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') ++n;
+  line[n] = '\0';
+  const char* at = strstr(line, "tcp://");
+  if (at == NULL) kill(pid, SIGKILL);
+  assert_non_null(at);
+  char ep[128];
+  snprintf(ep, sizeof ep, "%.*s", (int)strcspn(at, " \n"), at);
+  raw_peer deaf;
+  open_deaf_client(&deaf, ep);
+  for (int i = 0; i < 3000; ++i)
+    if (raw_call_bytes(deaf.sock, (uint64_t)i + 1, "demo.reverse", 16384) < 0) break;
+  PFRPCOptions o = {0};
+  o.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  int ok = PFRPCConnect(ep, &o, &m) == 0;
+  PFFunctionHandle add = NULL;
+  if (ok) ok = PFModGetFunction(m, "demo.add", 0, &add) == 0 && add != NULL;
+  int64_t t0 = now_ms();
+  while (ok && now_ms() - t0 < 1000) {
+    PFValue args[2] = {{.v_int64 = 40}, {.v_int64 = 2}};
+    int codes[2] = {kPFInt, kPFInt};
+    PFValue rv;
+    int rc;
+    int64_t c0 = now_ms();
+    ok = PFFuncCall(add, args, codes, 2, &rv, &rc) == 0 && rv.v_int64 == 42 &&
+         now_ms() - c0 < 2000;
+    if (!ok) print_error("pf serve did not answer: %s\n", PFGetLastError());
+  }
+  PFFuncFree(add);
+  if (m) PFRPCDisconnect(m), PFModFree(m);
+  /* SIGTERM, with the flooding client still connected and not reading. */
+  kill(pid, SIGTERM);
+  t0 = now_ms();
+  int status = 0;
+  pid_t got = 0;
+  while ((got = waitpid(pid, &status, WNOHANG)) == 0 && now_ms() - t0 < 5000) sleep_ms(10);
+  int64_t took = now_ms() - t0;
+  if (got == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  raw_close(&deaf);
+  close(out[0]);
+  print_message("pf serve exited %lld ms after SIGTERM\n", (long long)took);
+  assert_true(ok);
+  assert_int_equal(got, pid);
+  assert_true(took < 2000);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* pf serve with CURVE: only the authorized client key gets in. */
 static void write_file(const char* path, const char* text) {
   FILE* f = fopen(path, "w");
@@ -1427,17 +2007,22 @@ int main(void) {
       cmocka_unit_test(test_module_lists_exposed_only),
       cmocka_unit_test(test_remote_error),
       cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_timeout_is_kept),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_callbacks),
       cmocka_unit_test(test_nested_deeper_than_workers),
+      cmocka_unit_test(test_nested_too_deep),
       cmocka_unit_test(test_callback_from_another_server_thread),
       cmocka_unit_test(test_callback_error_and_lifetime),
       cmocka_unit_test(test_returned_function),
+      cmocka_unit_test(test_function_keeps_connection),
       cmocka_unit_test(test_exposed_prefix_reveals_nothing),
       cmocka_unit_test(test_malformed_messages),
       cmocka_unit_test(test_protocol_version_mismatch),
       cmocka_unit_test(test_reconnect_after_server_restart),
       cmocka_unit_test(test_server_survives_client_death),
+      cmocka_unit_test(test_client_that_does_not_read),
+      cmocka_unit_test(test_unanswered_callbacks),
       cmocka_unit_test(test_curve_accept_and_refuse),
       cmocka_unit_test(test_connect_bad_arguments),
       cmocka_unit_test(test_disconnect_misuse),
@@ -1446,6 +2031,7 @@ int main(void) {
       cmocka_unit_test(test_struct_sizes),
       cmocka_unit_test(test_pf_serve_and_connect),
       cmocka_unit_test(test_pf_serve_with_curve_keys),
+      cmocka_unit_test(test_pf_serve_stops_with_deaf_client),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

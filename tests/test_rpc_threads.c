@@ -106,7 +106,7 @@ static void start_child(child_server* cs, int tag, int report_calls, int started
     const char* e = NULL;
     if (PFRPCServe("tcp://127.0.0.1:*", &o, &s) != 0 || PFRPCServerGetEndpoint(s, &e) != 0)
       _exit(3);
-    char buf[128];
+    char buf[128] = {0};
     snprintf(buf, sizeof buf, "%s", e);
     if (write(ep[1], buf, sizeof buf) != (ssize_t)sizeof buf) _exit(4);
     close(ep[1]);

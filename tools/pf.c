@@ -1275,7 +1275,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
   const char** expose = calloc((size_t)nargs + 1, sizeof *expose);
   const char** loads = calloc((size_t)nargs + 1, sizeof *loads);
   int nexpose = 0, nloads = 0, status = -1;
-  int64_t workers = 4;
+  int64_t workers = 4, max_calls = 0, max_workers = 0, max_callbacks = 0;
   if (expose == NULL || loads == NULL) {
     free(expose);
     free(loads);
@@ -1297,6 +1297,15 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     } else if ((r = option_value(nargs, argv, &i, "--workers", &v)) != 0) {
       if (r < 0 || parse_int(v, &workers) != 1 || workers < 1 || workers > 256)
         status = usage_error(err, "%s", "--workers needs a number from 1 to 256");
+    } else if ((r = option_value(nargs, argv, &i, "--max-calls-per-client", &v)) != 0) {
+      if (r < 0 || parse_int(v, &max_calls) != 1 || max_calls < 1 || max_calls > INT32_MAX)
+        status = usage_error(err, "%s", "--max-calls-per-client needs a positive number");
+    } else if ((r = option_value(nargs, argv, &i, "--max-callbacks-per-client", &v)) != 0) {
+      if (r < 0 || parse_int(v, &max_callbacks) != 1 || max_callbacks < 1 || max_callbacks > 256)
+        status = usage_error(err, "%s", "--max-callbacks-per-client needs a number from 1 to 256");
+    } else if ((r = option_value(nargs, argv, &i, "--max-workers-per-client", &v)) != 0) {
+      if (r < 0 || parse_int(v, &max_workers) != 1 || max_workers < 1 || max_workers > 256)
+        status = usage_error(err, "%s", "--max-workers-per-client needs a number from 1 to 256");
     } else if ((r = option_value(nargs, argv, &i, "--curve-secret-key", &v)) != 0) {
       if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--curve-secret-key needs a FILE");
       key_file = v;
@@ -1338,6 +1347,9 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     PFRPCServerOptions o;
     memset(&o, 0, sizeof o);
     o.num_workers = (int)workers;
+    o.max_calls_per_client = (int)max_calls;
+    o.max_workers_per_client = (int)max_workers;
+    o.max_callbacks_per_client = (int)max_callbacks;
     o.expose = expose;
     o.num_expose = nexpose;
     o.curve_secret_key = key_file ? secret : NULL;
@@ -1436,7 +1448,9 @@ static const pf_command k_commands[] = {
      1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call},
     {"serve",
      "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
-     "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]",
+     "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
+     "[--max-calls-per-client N] [--max-callbacks-per-client N]\n"
+     "[--max-workers-per-client N]",
      "serve the registered functions whose names begin\n"
      "with an exposed PREFIX (none unless --expose is\n"
      "given; --expose '' exposes all) to remote clients\n"
@@ -1444,7 +1458,15 @@ static const pf_command k_commands[] = {
      "with N worker threads (4), until SIGINT or SIGTERM;\n"
      "prints one line to stderr when ready; with CURVE,\n"
      "only clients whose public key is in the\n"
-     "authorized-keys FILE (one per line) may connect",
+     "authorized-keys FILE (one per line) may connect.\n"
+     "Clients (connections) take turns for the workers;\n"
+     "each may have at most --max-calls-per-client calls\n"
+     "queued or running (64), at most\n"
+     "--max-callbacks-per-client workers waiting for its\n"
+     "callbacks (N - 1, or 1), and at most\n"
+     "--max-workers-per-client workers (N); a call or a\n"
+     "callback beyond a limit fails at once with a\n"
+     "RuntimeError that names the limit",
      NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"

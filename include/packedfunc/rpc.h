@@ -32,10 +32,11 @@
  *     RuntimeError. A function that a server passes (a result, or an
  *     argument of a callback) becomes, on the client, a remote function that
  *     stays callable until the client releases it, served by the same
- *     server. Callbacks nest both ways to any depth: a callback that the
+ *     server. Callbacks nest both ways: a callback that the
  *     server makes during a call is served by the client thread that is
  *     waiting for that call, and a remote call that this callback makes is
- *     served by the server thread that is waiting for the callback.
+ *     served by the server thread that is waiting for the callback, up to
+ *     PF_RPC_MAX_NESTING calls deep on one thread.
  * Opaque handles (kPFOpaqueHandle), modules, extension codes, tensors on
  * other devices and objects other than functions, containers and tensors
  * cannot cross: TypeError naming the argument (and the item inside a
@@ -44,7 +45,9 @@
  * Errors. A remote error arrives with its kind, its message and its
  * traceback lines, followed by one line naming the server
  * ("  on server tcp://HOST:PORT"). A call that gets no reply within its
- * timeout fails with kind "TimeoutError". A call to a server that is
+ * timeout fails with kind "TimeoutError", at the timeout (not when the
+ * reply comes); a reply that arrives after its call failed is dropped,
+ * never handed to that call or to another one. A call to a server that is
  * unreachable, or that dies or drops the connection while the call is in
  * flight, fails with kind "ConnectionError" within the timeout. The library
  * never sends a request twice: a call that failed with ConnectionError may
@@ -58,8 +61,9 @@
  * no other thread does (so a lone caller's round trip crosses no thread of
  * this library), and otherwise sleeps until its reply is handed to it; a
  * housekeeping thread per connection follows it while nobody calls. A
- * server runs one I/O thread and its workers. No user code runs while a
- * lock of this library is held.
+ * server runs one I/O thread, which never blocks on a client, and its
+ * workers (see "Fairness" at PFRPCServe). No user code runs while a lock
+ * of this library is held.
  */
 #ifndef PACKEDFUNC_RPC_H_
 #define PACKEDFUNC_RPC_H_
@@ -83,6 +87,13 @@ extern "C" {
 /* The deepest nesting of containers that crosses a call. */
 #define PF_RPC_MAX_DEPTH 24
 
+/* The deepest nesting of calls served on one thread: a call made from a
+ * callback, which calls back again, and so on (see "functions" in the list
+ * above); each side refuses a call that would nest deeper, with a
+ * RuntimeError, so that a peer cannot grow the other's stack without
+ * bound. */
+#define PF_RPC_MAX_NESTING 64
+
 /* The call timeout when none is given, in milliseconds. */
 #define PF_RPC_DEFAULT_TIMEOUT_MS 30000
 
@@ -90,6 +101,15 @@ extern "C" {
  * ones are refused by the transport (the connection that sent one is
  * dropped). */
 #define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
+
+/* The calls one client may have queued or running on a server at once,
+ * unless told otherwise (PFRPCServerOptions.max_calls_per_client). */
+#define PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT 64
+
+/* The messages a server queues to one client (ZeroMQ's send high-water
+ * mark) while the client does not read them; beyond it, messages to that
+ * client are dropped (see "Clients that do not read" at PFRPCServe). */
+#define PF_RPC_SEND_QUEUE 1000
 
 /* A CURVE key in Z85 text: 40 characters and a NUL. */
 #define PF_RPC_KEY_SIZE 41
@@ -131,14 +151,23 @@ typedef struct {
  * metadata (PFModGetFunction, PFModListFunctionNames and PFFuncGetInfo
  * work on it as on any module).
  *
- * Lifetime. The connection (its I/O thread and sockets) lives until
- * PFRPCDisconnect(*out); it holds its own reference to the module, so
- * PFModFree on yours alone does not close it. Every PFRPCConnect that
- * succeeds must be paired with one PFRPCDisconnect, as a file with a
- * close. The module's functions, and remote functions the servers returned,
- * stay valid objects after that; their calls fail with ConnectionError.
- * Each holds a reference to a small record of the connection, which goes
- * with the last of them.
+ * Lifetime. The connection (its housekeeping thread, ZeroMQ's threads and
+ * its sockets) is open until one of these two ends it, and every
+ * PFRPCConnect that succeeds must be paired with exactly one of them:
+ *   - PFRPCDisconnect(*out) closes it at once, explicitly, whatever is
+ *     still referenced (as close() does to a file);
+ *   - PFRPCDetach(*out) hands it over to its references: it stays open
+ *     while its module or any remote function of it is referenced (the
+ *     module's functions, which the module holds, and every function a
+ *     server returned), and closes by itself when the last of them goes.
+ * Until then the connection holds its own reference to the module, so
+ * PFModFree on yours alone closes nothing. Every remote function counts,
+ * whatever it came from, so a function the server returned keeps working
+ * after the module it came from is gone, as long as the connection was
+ * detached rather than disconnected. After PFRPCDisconnect, the module's
+ * functions and the remote functions the servers returned stay valid
+ * objects whose calls fail with ConnectionError; each holds a reference to
+ * a small record of the connection, which goes with the last of them.
  *
  * Errors: NULL endpoints or out (TypeError); an empty or malformed endpoint
  * list, a negative timeout, incomplete or malformed CURVE keys (ValueError
@@ -151,16 +180,37 @@ PF_EXPORT int PFRPCConnect(const char* endpoints, const PFRPCOptions* options,
                            PFModuleHandle* out);
 
 /*
- * Closes the connection behind a module made by PFRPCConnect: calls in
- * flight on other threads fail with ConnectionError, the I/O thread stops
- * and the sockets close, then the connection's reference to the module is
- * released. The caller's own reference to the module is not touched.
- * Functions of the connection called afterwards fail with ConnectionError.
+ * Closes the connection behind a module made by PFRPCConnect, explicitly
+ * and at once: calls in flight on other threads fail with ConnectionError,
+ * the I/O thread stops and the sockets close, then the connection's
+ * reference to the module is released. The caller's own reference to the
+ * module is not touched. Functions of the connection (the module's, and
+ * those the servers returned) called afterwards fail with ConnectionError.
  * Must not be called from a callback of the same connection.
- * Errors: mod NULL, or not a module made by PFRPCConnect or already
- * disconnected (TypeError). Thread-safe.
+ * Errors: mod NULL, or not a module made by PFRPCConnect, or one already
+ * disconnected or detached (TypeError). Thread-safe.
  */
 PF_EXPORT int PFRPCDisconnect(PFModuleHandle mod);
+
+/*
+ * Ends the caller's duty to close the connection behind `mod` without
+ * closing it (as pthread_detach does for a thread): the connection drops
+ * its own reference to the module, and from then on stays open exactly as
+ * long as something of it is referenced — the module (which holds its
+ * functions) or any remote function of the connection, including those
+ * the servers returned. When the last of them is released the connection
+ * closes by itself, on the thread that released it (that release then
+ * waits for the connection's threads to stop, as PFRPCDisconnect does); if
+ * nothing is referenced any more when PFRPCDetach is called, it closes
+ * before PFRPCDetach returns. The caller's own reference to the module is
+ * not touched. PFRPCDisconnect and PFRPCDetach refuse the module
+ * afterwards. Language bindings call this when their module object is
+ * collected without an explicit close, so that functions still referenced
+ * keep working.
+ * Errors: mod NULL, or not a module made by PFRPCConnect, or one already
+ * disconnected or detached (TypeError). Thread-safe.
+ */
+PF_EXPORT int PFRPCDetach(PFModuleHandle mod);
 
 /* ------------------------------------------------------------------------ */
 /* Server                                                                    */
@@ -177,7 +227,9 @@ typedef void* PFRPCServerHandle;
 typedef void (*PFRPCLogFunc)(void* user_data, const char* line);
 
 /* Options of a server. Zero-initialize, then set what you need; the strings
- * are copied by PFRPCServe. */
+ * are copied by PFRPCServe. New fields are added at the end only, each
+ * with its default at 0; PFRPCGetStructSize reports the size the library
+ * was built with, which bindings compare with their mirrors. */
 typedef struct {
   /* Worker threads that run calls: 0 means 4. At most 256. */
   int num_workers;
@@ -202,6 +254,22 @@ typedef struct {
   /* Where log lines go (NULL: nowhere). */
   PFRPCLogFunc log;
   void* log_user_data;
+  /* The calls one client (one connection) may have queued or running at
+   * once: 0 means PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT. A call beyond it is
+   * refused at once (see "Fairness" at PFRPCServe). Negative: refused. */
+  int max_calls_per_client;
+  /* The workers one client's calls may hold at once: 0 means num_workers
+   * (no limit besides the turns clients take). A client's queued calls
+   * wait while it holds this many. Negative: refused. */
+  int max_workers_per_client;
+  /* The threads (workers, or threads of the server's functions) that may
+   * wait at once for a callback into one client: 0 means num_workers - 1
+   * (1 with a single worker), so that a client that does not answer its
+   * callbacks never holds every worker. A callback made by a thread that
+   * already waits for one into the same client (a nested callback) does
+   * not count again. A callback beyond it fails at once in the server's
+   * function. Negative: refused. */
+  int max_callbacks_per_client;
 } PFRPCServerOptions;
 
 /*
@@ -211,6 +279,39 @@ typedef struct {
  * bound: *out is the server, running. The functions are looked up in the
  * registry at each call, so functions registered later are served too (if
  * exposed).
+ *
+ * Fairness. A server assumes that its clients may be hostile, and one
+ * client (one connection: one ZeroMQ identity) costs only itself:
+ *   - each client's calls wait in a queue of their own, and the workers
+ *     take from the clients in turn (round-robin), so one client's queued
+ *     calls never delay another's by more than one call per worker;
+ *   - a client may have at most max_calls_per_client calls queued or
+ *     running (PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT by default); a call
+ *     beyond it is refused at once, without running, with a RuntimeError
+ *     "rpc: call refused: this client already has N calls queued or
+ *     running on server E, its limit (max_calls_per_client); ...";
+ *   - its calls hold at most max_workers_per_client workers at once (all of
+ *     them by default); the rest of its calls wait in its queue;
+ *   - at most max_callbacks_per_client threads of the server (num_workers -
+ *     1 by default) wait at once for callbacks into the client; a callback
+ *     beyond it fails at once in the server's function, with a RuntimeError
+ *     "rpc: callback refused: ... (max_callbacks_per_client)", which then
+ *     usually becomes the call's error. So a client that never answers its
+ *     callbacks holds at most that many workers, each for at most
+ *     callback_timeout_ms, and the other workers keep serving the others.
+ * Calls nested inside a callback (a client's call made while it serves the
+ * server's callback) run on the thread that waits for that callback and
+ * count against none of these limits.
+ *
+ * Clients that do not read. The server's I/O thread never blocks on a
+ * client: replies and callbacks are queued to each client, up to
+ * PF_RPC_SEND_QUEUE messages (ZeroMQ's send high-water mark) besides what
+ * the operating system buffers. While a client's queue is full (the client
+ * sends but does not read), further messages to it are dropped: a reply
+ * is lost (that client's call times out), a callback fails at once with
+ * ConnectionError in the server's function. The log says so, at most once
+ * every few seconds. Every other client goes on being served, and
+ * PFRPCServerStop is not delayed by such a client.
  *
  * Errors: NULL endpoint or out (TypeError); bad options (ValueError naming
  * the field); an endpoint that cannot be bound (RuntimeError with ZeroMQ's
@@ -225,10 +326,13 @@ PF_EXPORT int PFRPCServe(const char* endpoint, const PFRPCServerOptions* options
 PF_EXPORT int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out);
 
 /*
- * Stops a server and frees it: it stops taking requests, waits for the
- * calls in progress to return (callbacks they wait for fail with
- * ConnectionError), joins its threads and closes its socket. Clients see
- * the connection drop: their calls in flight fail with ConnectionError.
+ * Stops a server and frees it: it stops taking requests, drops the calls
+ * still queued (they never run), waits for the calls in progress to return
+ * (callbacks they wait for fail with ConnectionError), joins its threads
+ * and closes its socket. It takes as long as the longest function running
+ * at that moment, however many calls were queued and whatever the clients
+ * do. Clients see the connection drop: their calls in flight fail with
+ * ConnectionError.
  * Safe to call from any thread except the server's own (a function that
  * the server is running). NULL is a no-op that returns 0.
  */

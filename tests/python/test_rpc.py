@@ -54,6 +54,15 @@ def _wait():
     return "done"
 
 
+_wake_sleepers = threading.Event()
+
+
+@pf.register_func("pyrpc.sleep", override=True)
+def _sleep(seconds):
+    _wake_sleepers.wait(seconds)
+    return seconds
+
+
 @pf.register_func("hiddenrpc.secret", override=True)
 def _secret():
     return "secret"
@@ -147,6 +156,57 @@ def test_timeout(server):
         assert mod["pyrpc.add"](1, 2) == 3
 
 
+# How late a timeout may fire on a loaded 2-core machine.
+_SLACK = 0.45
+
+
+def test_timeout_is_kept(server):
+    """A call fails with TimeoutError at its timeout, never later and never
+    with the result that comes after it; the late reply is dropped and the
+    next call on the connection gets its own result."""
+    import time
+    timeout = 1.0
+    _wake_sleepers.clear()
+    try:
+        with rpc.connect(server.endpoint, timeout=timeout) as mod:
+            sleep, add = mod["pyrpc.sleep"], mod["pyrpc.add"]
+            t0 = time.monotonic()
+            assert sleep(0.5 * timeout) == 0.5 * timeout
+            assert time.monotonic() - t0 >= 0.5 * timeout
+            for factor in (1.5, 5):
+                t0 = time.monotonic()
+                with pytest.raises(TimeoutError, match="no reply"):
+                    sleep(factor * timeout)
+                took = time.monotonic() - t0
+                assert timeout - 0.01 <= took < timeout + _SLACK, (factor, took)
+                assert add(2, 3) == 5
+            time.sleep(0.6 * timeout)  # the 1.5x call's late reply has come and gone
+            assert add(20, 22) == 42
+            assert sleep(0.01) == 0.01
+    finally:
+        _wake_sleepers.set()
+
+
+def test_pf_connect_timeout_is_kept(server):
+    """`pf --connect ... --timeout MS call` of a function that takes longer
+    (1.5 times) fails with TimeoutError after about the timeout, and does
+    not print the result that comes later."""
+    import time
+    if not PF:
+        pytest.skip("needs PF_TEST_CLI_REL (make test-python)")
+    _wake_sleepers.clear()
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run([PF, "--connect", server.endpoint, "--timeout", "1000", "call",
+                              "pyrpc.sleep", "1.5"], capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        _wake_sleepers.set()
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "TimeoutError" in out.stderr
+    assert took < 1.0 + 2 * _SLACK + 0.5, took
+
+
 def test_close_then_connection_error(server):
     mod = rpc.connect(server.endpoint, timeout=10)
     add = mod["pyrpc.add"]
@@ -161,6 +221,94 @@ def test_function_keeps_connection_open(server):
     import gc
     gc.collect()
     assert add(20, 22) == 42
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_returned_function_keeps_connection_open(server):
+    """A function that the server returned keeps working after the module
+    it came from is collected (without close()); the connection closes by
+    itself once nothing of it is referenced."""
+    import gc
+    base = _threads()
+    mod = rpc.connect(server.endpoint, timeout=10)
+    triple = mod["pyrpc.make_scale"](3)
+    add = mod["pyrpc.add"]
+    del mod
+    gc.collect()
+    assert triple(14) == 42
+    assert add(1, 2) == 3
+    del add
+    gc.collect()
+    assert triple(2) == 6
+    assert _threads() > base
+    del triple
+    gc.collect()
+    assert _threads() == base  # its threads are gone: it closed
+
+
+def test_close_closes_returned_functions_too(server):
+    mod = rpc.connect(server.endpoint, timeout=10)
+    triple = mod["pyrpc.make_scale"](3)
+    assert triple(1) == 3
+    mod.close()
+    with pytest.raises(ConnectionError, match="closed"):
+        triple(1)
+
+
+def test_per_client_limits():
+    """A server's per-client limits (rpc.serve's options, those of
+    PFRPCServerOptions): a call beyond max_calls_per_client, and a callback
+    beyond max_callbacks_per_client, fail at once with a RuntimeError that
+    names the limit; another client is served meanwhile."""
+    import time
+    _gate.clear()
+    with rpc.serve("tcp://127.0.0.1:*", expose=["pyrpc."], workers=3, max_calls_per_client=2,
+                   max_callbacks_per_client=1, callback_timeout=20) as s, \
+            rpc.connect(s.endpoint, timeout=20) as mod, \
+            rpc.connect(s.endpoint, timeout=20) as other:
+        results = []
+        first = threading.Thread(target=lambda: results.append(mod["pyrpc.wait"]()))
+        first.start()
+        stuck = threading.Event()
+
+        def blocked():
+            stuck.set()
+            _gate.wait(30)
+            return 1
+        second = threading.Thread(target=lambda: results.append(mod["pyrpc.apply"](blocked)))
+        second.start()
+        assert stuck.wait(10)  # one call waits, one callback waits
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="max_calls_per_client"):
+            mod["pyrpc.add"](1, 2)
+        assert other["pyrpc.apply"](lambda: 5) == 5  # a callback of another client
+        assert time.monotonic() - t0 < 5
+        _gate.set()
+        first.join(30)
+        second.join(30)
+        assert sorted(map(str, results)) == ["1", "done"]
+        # One callback may wait: a second one at the same time is refused.
+        stuck.clear()
+        _gate.clear()
+        second = threading.Thread(target=lambda: results.append(mod["pyrpc.apply"](blocked)))
+        second.start()
+        assert stuck.wait(10)
+        with pytest.raises(RuntimeError, match="max_callbacks_per_client"):
+            mod["pyrpc.apply"](lambda: 1)
+        _gate.set()
+        second.join(30)
+
+
+def test_serve_bad_limits():
+    for name in ("max_calls_per_client", "max_workers_per_client", "max_callbacks_per_client",
+                 "callback_timeout"):
+        with pytest.raises(ValueError, match=name):
+            rpc.serve("tcp://127.0.0.1:*", **{name: -1})
+        with pytest.raises(TypeError, match=name):
+            rpc.serve("tcp://127.0.0.1:*", **{name: "3"})
 
 
 def test_unreachable_is_connection_error():

@@ -22,15 +22,15 @@ functions cross as callbacks that the server may call while the call is in
 progress. A call that gets no reply in time raises TimeoutError; a server
 that is unreachable or dies during a call raises ConnectionError.
 
-The connection stays open while the module or any function taken from it
-is alive, or until :meth:`RemoteModule.close`; functions used after that
-raise ConnectionError. The library is found through $PF_RPC_LIBRARY, then
+The connection stays open while the module or any remote function of it
+is alive (those taken from the module, and those that a server returned),
+or until :meth:`RemoteModule.close`, which closes it at once: functions
+used after that raise ConnectionError. The library is found through $PF_RPC_LIBRARY, then
 beside this package, beside libpackedfunc, in the source tree's build
 output, and last by its soname through the system's library path.
 """
 import ctypes
 import os
-import weakref
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_void_p
 
 from ._errors import check_call
@@ -84,7 +84,9 @@ class _ServerOptions(ctypes.Structure):
     _fields_ = [("num_workers", c_int), ("expose", POINTER(c_char_p)), ("num_expose", c_int),
                 ("curve_secret_key", c_char_p), ("authorized_keys", POINTER(c_char_p)),
                 ("num_authorized_keys", c_int), ("callback_timeout_ms", c_int),
-                ("max_message_size", c_int64), ("log", _LOG_FUNC), ("log_user_data", c_void_p)]
+                ("max_message_size", c_int64), ("log", _LOG_FUNC), ("log_user_data", c_void_p),
+                ("max_calls_per_client", c_int), ("max_workers_per_client", c_int),
+                ("max_callbacks_per_client", c_int)]
 
 
 def _proto(name, argtypes):
@@ -96,6 +98,7 @@ def _proto(name, argtypes):
 
 _Connect = _proto("PFRPCConnect", [c_char_p, POINTER(_Options), POINTER(c_void_p)])
 _Disconnect = _proto("PFRPCDisconnect", [c_void_p])
+_Detach = _proto("PFRPCDetach", [c_void_p])
 _Serve = _proto("PFRPCServe", [c_char_p, POINTER(_ServerOptions), POINTER(c_void_p)])
 _GetEndpoint = _proto("PFRPCServerGetEndpoint", [c_void_p, POINTER(c_char_p)])
 _Stop = _proto("PFRPCServerStop", [c_void_p])
@@ -144,7 +147,9 @@ def _millis(what, seconds):
 
 
 class _Connection:
-    """Closes the C connection once nothing that uses it is left."""
+    """The duty to end a C connection: closed explicitly (close), or, when
+    the module is collected first, detached (PFRPCDetach), so that the
+    connection closes by itself once no remote function of it is left."""
 
     __slots__ = ("handle", "__weakref__")
 
@@ -157,28 +162,21 @@ class _Connection:
             check_call(_Disconnect(handle))
 
     def __del__(self):
+        handle, self.handle = self.handle, None
         try:
-            self.close()
+            if handle:
+                _Detach(handle)
         except Exception:  # interpreter shutdown: nothing left to tell
             pass
 
 
-def _keep(conn):
-    """Holds `conn` until the object it is attached to goes."""
-
-
 class RemoteModule(Module):
-    """The module of a connection (see :func:`connect`). Its functions keep
-    the connection open while they are alive. Use it as a context manager,
-    or call :meth:`close`, to close the connection at a known point."""
+    """The module of a connection (see :func:`connect`). The connection
+    stays open while the module or any remote function of it is alive. Use
+    it as a context manager, or call :meth:`close`, to close the connection
+    at a known point."""
 
     __slots__ = ("_conn",)
-
-    def get_function(self, name, query_imports=True, allow_missing=False):
-        func = super().get_function(name, query_imports, allow_missing)
-        if func is not None:
-            weakref.finalize(func, _keep, self._conn)
-        return func
 
     def close(self):
         """Close the connection now: calls in flight and later calls of its
@@ -253,19 +251,44 @@ class Server:
             pass
 
 
+def _count(what, value):
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("packedfunc.rpc.serve: %s must be an int, not %s"
+                        % (what, type(value).__name__))
+    if not 0 < value < 2**31:
+        raise ValueError("packedfunc.rpc.serve: %s must be a positive int, got %r" % (what, value))
+    return value
+
+
 def serve(endpoint, expose=(), workers=4, curve_secret_key=None, authorized_keys=(),
-          log=None):
+          log=None, callback_timeout=None, max_calls_per_client=None,
+          max_workers_per_client=None, max_callbacks_per_client=None):
     """Serve this process's global registry on ``endpoint``
     ("tcp://127.0.0.1:*" picks a free port; see :attr:`Server.endpoint`):
     only the names that begin with one of the ``expose`` prefixes (none by
     default; "" exposes all). ``log`` (a callable taking a str) receives one
-    line per connection problem. Returns a running :class:`Server`."""
+    line per connection problem. Returns a running :class:`Server`.
+
+    ``callback_timeout`` (seconds; 30 by default) bounds the wait for a
+    callback's reply. Clients take turns for the workers, and each client
+    (connection) may have at most ``max_calls_per_client`` calls queued or
+    running (64 by default), hold at most ``max_workers_per_client`` workers
+    (all by default) and have at most ``max_callbacks_per_client`` workers
+    waiting for its callbacks (``workers - 1`` by default, at least 1); a
+    call or callback beyond a limit fails at once with a RuntimeError that
+    names it (see PFRPCServerOptions in packedfunc/rpc.h)."""
     if isinstance(expose, str):
         expose = [expose]
     prefixes = [_text("expose", p) for p in expose]
     keys = [_text("authorized_keys", k) for k in authorized_keys]
     opts = _ServerOptions()
     opts.num_workers = workers
+    opts.max_calls_per_client = _count("max_calls_per_client", max_calls_per_client)
+    opts.max_workers_per_client = _count("max_workers_per_client", max_workers_per_client)
+    opts.max_callbacks_per_client = _count("max_callbacks_per_client", max_callbacks_per_client)
+    opts.callback_timeout_ms = _millis("callback_timeout", callback_timeout)
     opts.expose = (c_char_p * (len(prefixes) + 1))(*prefixes)
     opts.num_expose = len(prefixes)
     if curve_secret_key is not None:
