@@ -7,7 +7,7 @@
 #include "internal.h"
 
 static _Thread_local pf_thread_state tls_state;
-__thread PFThreadCallState_ PFCallState_ __attribute__((tls_model("initial-exec")));
+__thread pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_key_ok;

@@ -7,17 +7,21 @@
 
 #define PF_RET_INLINE 64
 
-/* The public head (c_api.h) and the private rest. While the head's tag is
- * the thread's plain tag, the slot holds at most a plain value; while it
- * is the held tag (plain ^ PF_RET_TAG_HELD_) it holds a string or bytes
- * copy (len, and heap when the copy is longer than `small`) or a handle
- * reference in value. len, heap and small are meaningful only then. */
+/* See internal.h for the tag. While the tag is the thread's plain tag, the
+ * slot holds at most a plain value; while it is the held tag it holds a
+ * string or bytes copy (len, and heap when the copy is longer than
+ * `small`) or a handle reference in value. len, heap and small are
+ * meaningful only then. */
 typedef struct {
-  PFRetSlotHead head;
+  uintptr_t tag;
+  int32_t type_code;
+  PFValue value;
   size_t len;
   char* heap;
   char small[PF_RET_INLINE];
 } pf_ret_slot;
+
+PF_NO_ASAN static inline uintptr_t slot_tag(const pf_ret_slot* s) { return s->tag; }
 
 int pf_check_value(const char* where, const char* what, int64_t index, int code,
                    const PFValue* v) {
@@ -52,11 +56,11 @@ int pf_check_value(const char* where, const char* what, int64_t index, int code,
 /* Drops what a held slot holds; the slot is then plain and null. May run
  * a finalizer. */
 static void slot_release(pf_ret_slot* s, uintptr_t tag) {
-  if (pf_code_is_handle(s->head.type_code)) pf_object_release(s->head.value.v_handle);
+  if (pf_code_is_handle(s->type_code)) pf_object_release(s->value.v_handle);
   else pf_free(s->heap);
   s->heap = NULL;
-  s->head.type_code = kPFNull;
-  s->head.tag = tag;
+  s->type_code = kPFNull;
+  s->tag = tag;
 }
 
 __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* value,
@@ -65,8 +69,8 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
   if (s == NULL) return pf_err_null_arg(where, "ret");
   /* A NULL or forged handle is refused before anything else is read. */
   uintptr_t tag = pf_ret_tag();
-  uintptr_t found = pf_ret_slot_tag(s);
-  int held = found == (tag ^ PF_RET_TAG_HELD_);
+  uintptr_t found = slot_tag(s);
+  int held = found == (tag ^ PF_RET_TAG_HELD);
   if (found != tag && !held)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: argument 'ret' is not the return handle of a call in progress "
@@ -105,28 +109,32 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
     slot_release(s, tag);
     pf_error_restore(&saved);
   }
-  s->head.type_code = code;
-  s->head.value = *value;
+  s->type_code = code;
+  s->value = *value;
   if (code == kPFStr || code == kPFBytes) {
     char* dst = heap ? heap : s->small;
     if (len) memcpy(dst, data, len);
     dst[len] = '\0';
     s->heap = heap;
     s->len = len;
-    s->head.tag = tag ^ PF_RET_TAG_HELD_;
+    s->tag = tag ^ PF_RET_TAG_HELD;
   } else if (is_handle) {
-    s->head.tag = tag ^ PF_RET_TAG_HELD_;
+    s->tag = tag ^ PF_RET_TAG_HELD;
   }
   return 0;
 }
 
-/* The exported function: what code compiled without the header's inline
- * path calls (and the inline path's fallback). The same fast case first. */
-int (PFCFuncSetReturn)(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
-  if (__builtin_expect(value != NULL && type_code != NULL && num_ret == 1, 1) &&
-      pf_ret_set_plain(ret, *type_code, *value))
-    return 0;
-  return set_return_slow(ret, value, type_code, num_ret);
+int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret) {
+  pf_ret_slot* s = ret;
+  if (__builtin_expect(s != NULL && value != NULL && type_code != NULL && num_ret == 1, 1)) {
+    int code = *type_code;
+    if (__builtin_expect((unsigned)code < PF_PLAIN_PREFIX && slot_tag(s) == pf_ret_tag(), 1)) {
+      s->type_code = code;
+      s->value = *value;
+      return 0;
+    }
+  }
+  return set_return_slow(s, value, type_code, num_ret);
 }
 
 /* Moves a str/bytes result into the thread's return storage for `depth`.
@@ -155,7 +163,7 @@ static int store_result(pf_thread_state* ts, int depth, pf_ret_slot* s, PFValue*
     b->cap = s->len + 1;
   }
   memcpy(b->data, s->heap ? s->heap : s->small, s->len + 1);
-  if (s->head.type_code == kPFStr) {
+  if (s->type_code == kPFStr) {
     out->v_str = b->data;
   } else {
     b->bytes.data = b->data;
@@ -202,7 +210,7 @@ typedef struct {
  * The thread's string depth is the one outside the call. */
 static int finish(pf_ret_slot* s, int rc, uintptr_t end, uint64_t gen, pf_function* f,
                   PFValue* ret_val, int* ret_type_code) {
-  int held = end == (pf_ret_tag() ^ PF_RET_TAG_HELD_);
+  int held = end == (pf_ret_tag() ^ PF_RET_TAG_HELD);
   if (rc != 0) {
     /* No error recorded by the callee, or it cleared the one it had. */
     if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
@@ -221,14 +229,14 @@ static int finish(pf_ret_slot* s, int rc, uintptr_t end, uint64_t gen, pf_functi
     }
     return -1;
   }
-  int code = s->head.type_code;
+  int code = s->type_code;
   if (held && (code == kPFStr || code == kPFBytes)) {
     int st = store_result(pf_tls(), pf_hot.str_depth, s, ret_val);
     pf_free(s->heap);
     if (st != 0) return -1;
   } else {
     /* A handle: the slot's reference becomes the caller's. */
-    *ret_val = s->head.value;
+    *ret_val = s->value;
   }
   *ret_type_code = code;
   return 0;
@@ -236,24 +244,6 @@ static int finish(pf_ret_slot* s, int rc, uintptr_t end, uint64_t gen, pf_functi
 
 __attribute__((noinline)) static int call_finish(pf_call_frame* fr, int rc, uintptr_t end) {
   return finish(&fr->slot, rc, end, fr->gen, fr->f, fr->ret_val, fr->ret_type_code);
-}
-
-/* The header's inline path keeps a whole slot in the caller's frame and
- * reads a function's packed C function and resource where PFFuncHead_
- * says; the library's own layouts must be those. */
-_Static_assert(sizeof(pf_ret_slot) == sizeof(PFRetSlot_) &&
-                   _Alignof(pf_ret_slot) <= _Alignof(PFRetSlot_) &&
-                   offsetof(pf_ret_slot, head) == offsetof(PFRetSlot_, head),
-               "a PFRetSlot_ holds a whole return slot");
-_Static_assert(offsetof(pf_function, func) == offsetof(PFFuncHead_, func) &&
-                   offsetof(pf_function, resource) == offsetof(PFFuncHead_, resource),
-               "PFFuncHead_ is where a function keeps its packed C function");
-_Static_assert(PF_FUNC_HEAD_WORD_ == PF_OBJECT_HEAD_(kPFObjectFunction),
-               "PF_FUNC_HEAD_WORD_ is a live function's first word");
-
-int PFFuncCallEnd_(PFRetSlot_* slot, int status, uintptr_t end_tag, uint64_t gen,
-                   PFFunctionHandle func, PFValue* ret_val, int* ret_type_code) {
-  return finish((pf_ret_slot*)(void*)slot, status, end_tag, gen, func, ret_val, ret_type_code);
 }
 
 /* Calls `f` with a fresh slot. `bump` (a constant where it is inlined):
@@ -265,9 +255,9 @@ static inline __attribute__((always_inline)) int call_with_slot(
     pf_function* f, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
     int* ret_type_code, int bump) {
   pf_call_frame fr;
-  fr.slot.head.tag = pf_ret_tag();
-  fr.slot.head.type_code = kPFNull;
-  fr.slot.head.value.v_int64 = 0;
+  uintptr_t tag = pf_ret_tag();
+  fr.slot.tag = tag;
+  fr.slot.type_code = kPFNull;
   fr.f = f;
   fr.ret_val = ret_val;
   fr.ret_type_code = ret_type_code;
@@ -278,15 +268,16 @@ static inline __attribute__((always_inline)) int call_with_slot(
     pf_hot.str_depth = depth + 1;
   }
   fr.self = &fr;
-  int rc = f->func(args, type_codes, num_args, &fr.slot.head, f->resource);
+  int rc = f->func(args, type_codes, num_args, &fr.slot, f->resource);
   if (bump) pf_hot.str_depth = depth;
-  uintptr_t end = fr.slot.head.tag;
+  uintptr_t end = fr.slot.tag;
   /* The slot is dead from here on: a handle kept past the call must not
    * match. Volatile, so the store is not dropped as one to a dying local. */
-  *(volatile uintptr_t*)&fr.slot.head.tag = 0;
-  if (__builtin_expect(rc == 0 && PF_RET_TAG_PLAIN_(end), 1)) {
-    *fr.ret_val = fr.slot.head.value;
-    *fr.ret_type_code = fr.slot.head.type_code;
+  *(volatile uintptr_t*)&fr.slot.tag = 0;
+  if (__builtin_expect(rc == 0 && end == tag, 1)) {
+    /* A callee that set nothing leaves kPFNull and a value of no meaning. */
+    *fr.ret_val = fr.slot.value;
+    *fr.ret_type_code = fr.slot.type_code;
     return 0;
   }
   return call_finish(fr.self, rc, end);
@@ -475,3 +466,11 @@ int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner) {
   }
   return 0;
 }
+
+/* PFCallFrame is a struct hosts fill by contract: its layout is ABI. */
+_Static_assert(offsetof(PFCallFrame, ret_val) == 0 && offsetof(PFCallFrame, ret_type_code) == 8 &&
+                   offsetof(PFCallFrame, num_args) == 12 && offsetof(PFCallFrame, func) == 16 &&
+                   offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
+                   offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
+                   sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
+               "PFCallFrame's layout is ABI");

@@ -7,9 +7,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The library calls its own exported PFFuncCall, never the header's
- * inline path (which defers to it). */
-#define PF_NO_INLINE_CALL 1
 #include "packedfunc/c_api.h"
 
 #define PF_HIDDEN __attribute__((visibility("hidden")))
@@ -108,11 +105,16 @@ static const pf_code_info pf_codes[kPFTypeCodeEnd] = {
     PF_TYPE_CODE_LIST(PF_CODE_INFO_)
 #undef PF_CODE_INFO_
 };
-/* The plain codes: PF_PLAIN_CODE_MASK (c_api.h), a shift and a test with
- * no table load. The codes 0 .. PF_PLAIN_PREFIX - 1 are all plain (the
- * mask's run of low ones), so the call path checks an argument with one
- * unsigned compare and sends any other code to the full check. */
-#define PF_PLAIN_PREFIX PF_PLAIN_PREFIX_
+/* The plain codes (value kind kPFValuePlain) as one bit mask, from
+ * PF_TYPE_CODE_LIST: the codes whose values any bits are valid for, and
+ * which need no copy and no reference. The codes 0 .. PF_PLAIN_PREFIX - 1
+ * are all plain (the mask's run of low ones), so the call path checks an
+ * argument with one unsigned compare and sends any other code to the full
+ * check. */
+#define PF_PLAIN_BIT_(name, num, text, kind, otype) | ((kind) == kPFValuePlain ? 1u << (num) : 0u)
+#define PF_PLAIN_CODE_MASK (0u PF_TYPE_CODE_LIST(PF_PLAIN_BIT_))
+#define PF_PLAIN_PREFIX ((unsigned)__builtin_ctz(~PF_PLAIN_CODE_MASK))
+_Static_assert(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
 _Static_assert(PF_PLAIN_PREFIX >= 1 && PF_PLAIN_PREFIX <= kPFTypeCodeEnd,
                "the plain-code prefix is a run of built-in codes");
 static inline int pf_code_is_plain(int code) {
@@ -122,35 +124,43 @@ static inline int pf_code_is_handle(int code) {
   return (unsigned)code < kPFTypeCodeEnd && pf_codes[code].kind == kPFValueHandle;
 }
 
-/* The tag of a return slot of a call in progress on this thread, as
- * c_api.h defines it (PFRetSlotHead). Without __builtin_thread_pointer the
- * runtime uses pthread_self(), which differs from what the header's inline
- * path computes: that path then always defers to PFCFuncSetReturn. */
+/* ---- return slots (runtime/function.c) ---- */
+/* A PFRetValueHandle points to a slot that PFFuncCall keeps in its own
+ * stack frame for the one call. While the call is in progress its tag is
+ * the calling thread's tag (pf_ret_tag): plain while the slot holds at most
+ * a plain value, with PF_RET_TAG_HELD flipped while it holds a string,
+ * bytes or a reference; 0 once the call has returned. The key mixed into
+ * the thread pointer sets the low bit, which no aligned pointer has, so
+ * memory that is not a slot rarely matches. */
+#define PF_RET_TAG_KEY (~(uintptr_t)0x50460100u)
+#define PF_RET_TAG_HELD ((uintptr_t)2u)
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_thread_pointer) && (defined(__x86_64__) || defined(__aarch64__))
 #define PF_RET_TAG_FROM_BUILTIN_ 1
 #endif
 #endif
 #ifdef PF_RET_TAG_FROM_BUILTIN_
-static inline uintptr_t pf_ret_tag(void) { return PF_RET_TAG_(__builtin_thread_pointer()); }
+static inline uintptr_t pf_ret_tag(void) {
+  return (uintptr_t)__builtin_thread_pointer() ^ PF_RET_TAG_KEY;
+}
 #else
 #include <pthread.h>
-static inline uintptr_t pf_ret_tag(void) { return PF_RET_TAG_((uintptr_t)pthread_self()); }
+static inline uintptr_t pf_ret_tag(void) { return (uintptr_t)pthread_self() ^ PF_RET_TAG_KEY; }
 #endif
 
-/* The tag of the slot `ret` points to, read without the sanitizer's
- * check: a stale handle points into a dead, possibly poisoned frame, and
- * reading its tag is how it is refused. */
-PF_NO_ASAN_ static inline uintptr_t pf_ret_slot_tag(const void* ret) {
-  return ((const PFRetSlotHead*)ret)->tag;
-}
-
-/* Writes a plain result into the return slot `ret` when `code` is plain
- * and `ret` a live, plain slot of this thread; returns 1 then, else 0 and
- * writes nothing (PFCFuncSetReturn then says why). */
-static inline int pf_ret_set_plain(void* ret, int code, PFValue value) {
-  return pf_ret_try_set_plain_(ret, code, value, pf_ret_tag());
-}
+/* A stale handle points into a dead frame that a sanitizer may have
+ * poisoned: reading its tag is how such a handle is refused, so the read
+ * is not instrumented. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PF_NO_ASAN __attribute__((no_sanitize_address))
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PF_NO_ASAN __attribute__((no_sanitize("address")))
+#endif
+#endif
+#ifndef PF_NO_ASAN
+#define PF_NO_ASAN
+#endif
 
 /* pf_is_object(h, kPFObjectFunction) as one 8-byte compare of the header's
  * magic and type index, for the call path. */
@@ -295,17 +305,20 @@ typedef struct {
 
 PF_HIDDEN pf_thread_state* pf_tls(void);
 
-/* The per-thread fields that calls read: PFCallState_ (c_api.h), which
- * the header's inline PFFuncCall reads too. An initial-exec TLS block,
+/* The per-thread fields that calls read, in an initial-exec TLS block,
  * which costs one instruction to reach even from a dlopen'ed library,
- * where the general TLS model costs a __tls_get_addr call. A call with
- * plain arguments and a plain result reads err_gen and writes neither.
- * err_gen is bumped by every error recorded on this thread; str_depth
- * counts the calls in progress on this thread that were given a str or
- * bytes argument: the level of return storage that a string or bytes
- * result is copied to (runtime/function.c). */
-typedef PFThreadCallState_ pf_hot_state;
-#define pf_hot PFCallState_
+ * where the general TLS model costs a __tls_get_addr call. err_gen is
+ * bumped by every error recorded on this thread, so that PFFuncCall can
+ * tell a callee that failed without recording one; str_depth counts the
+ * calls in progress on this thread that were given a str or bytes
+ * argument: the level of return storage that a string or bytes result is
+ * copied to (runtime/function.c). A call with plain arguments and a plain
+ * result reads err_gen and writes neither. */
+typedef struct {
+  uint64_t err_gen;
+  int32_t str_depth;
+} pf_hot_state;
+PF_HIDDEN extern __thread pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 /* Sets a MemoryError naming `where`; returns -1. Never allocates. */
 PF_HIDDEN int pf_oom(const char* where);
 /* Records an error whose kind and message are string literals, without

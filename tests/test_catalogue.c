@@ -296,14 +296,15 @@ static void test_set_return_misuse(void** state) {
 static int forged_ret_body(PFRetValueHandle ret) {
   PFValue v = {.v_int64 = 9};
   int code = kPFInt;
-  PFRetSlotHead forged;
-  memset(&forged, 0, sizeof(forged));
-  assert_pf_error(PFCFuncSetReturn(&forged, &v, &code, 1), kPFErrTypeError,
+  (void)ret;
+  uintptr_t forged[16];
+  memset(forged, 0, sizeof(forged));
+  assert_pf_error(PFCFuncSetReturn(forged, &v, &code, 1), kPFErrTypeError,
                   "PFCFuncSetReturn: argument 'ret' is not the return handle of a call in "
                   "progress on this thread");
-  forged.tag = ((PFRetSlotHead*)ret)->tag ^ 0x100u; /* a tag of another layout version */
-  assert_pf_error((PFCFuncSetReturn)(&forged, &v, &code, 1), kPFErrTypeError, "'ret'");
-  assert_int_equal(forged.type_code, 0);
+  forged[0] = ~(uintptr_t)0; /* an odd word, as a tag is */
+  assert_pf_error(PFCFuncSetReturn(forged, &v, &code, 1), kPFErrTypeError, "'ret'");
+  assert_int_equal(forged[1], 0);
   PFFunctionHandle f = make(p_echo);
   assert_pf_error(PFCFuncSetReturn(f, &v, &code, 1), kPFErrTypeError, "'ret'");
   PFFuncFree(f);

@@ -1,7 +1,7 @@
-/* The return slot of a call: its public head and tag, the inline fast path
- * of PFCFuncSetReturn and the exported function behind it, misuse of a
- * handle (NULL, forged, stale, set twice), and string results at several
- * call depths. */
+/* The return handle of a call: every kind of value through
+ * PFCFuncSetReturn and through the function table, misuse of a handle
+ * (NULL, forged, stale, set twice), and string results at several call
+ * depths. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "support/pf_test.h"
 
@@ -21,23 +22,19 @@ static PFFunctionHandle make(PFPackedCFunc fn, void* resource) {
   return f;
 }
 
-/* The three ways a callee can reach PFCFuncSetReturn: the header's macro
- * (the inline path where there is one), the exported function as code
- * compiled against a header without the inline path calls it, and the
- * function table as a program that loads the library at run time does. */
+/* The two ways a callee can reach PFCFuncSetReturn: the exported function,
+ * and the function table as a program that loads the library at run time
+ * does. */
 typedef int (*set_return_fn)(PFRetValueHandle, PFValue*, int*, int);
-static int set_inline(PFRetValueHandle ret, PFValue* v, int* code, int n) {
-  return PFCFuncSetReturn(ret, v, code, n);
-}
 static int set_exported(PFRetValueHandle ret, PFValue* v, int* code, int n) {
-  return (PFCFuncSetReturn)(ret, v, code, n);
+  return PFCFuncSetReturn(ret, v, code, n);
 }
 static int set_table(PFRetValueHandle ret, PFValue* v, int* code, int n) {
   return PFGetApiBase()->GetApi(1)->CFuncSetReturn(ret, v, code, n);
 }
-static const set_return_fn k_setters[] = {set_inline, set_exported, set_table};
-static const char* const k_setter_names[] = {"inline", "exported", "table"};
-#define N_SETTERS 3
+static const set_return_fn k_setters[] = {set_exported, set_table};
+static const char* const k_setter_names[] = {"exported", "table"};
+#define N_SETTERS 2
 
 /* Runs `body(ret)` inside a packed function; returns PFFuncCall's status
  * and the result through rv/rc. */
@@ -57,57 +54,6 @@ static int run_inside(body_fn body, void* ctx, PFValue* rv, int* rc) {
   int st = PFFuncCall(f, NULL, NULL, 0, rv, rc);
   assert_pf_ok(PFFuncFree(f));
   return st;
-}
-
-/* ---- the head is what the header says ---------------------------------- */
-
-static void test_head_layout_and_tag(void** state) {
-  (void)state;
-  assert_int_equal(offsetof(PFRetSlotHead, tag), 0);
-  assert_int_equal(offsetof(PFRetSlotHead, type_code), sizeof(uintptr_t));
-  assert_int_equal(offsetof(PFRetSlotHead, value), sizeof(uintptr_t) + 8);
-  /* A tag is odd (no aligned pointer matches it) and the held tag too. */
-  uintptr_t t = PF_RET_TAG_(0x7f0000001000u);
-  assert_true((t & 1u) == 1u);
-  assert_true(((t ^ PF_RET_TAG_HELD_) & 1u) == 1u);
-  /* The plain mask is the codes whose value kind is plain, from the list. */
-  const unsigned mask = PF_PLAIN_CODE_MASK;
-#define CHECK_PLAIN_(name, num, text, kind, otype) \
-  assert_int_equal((mask >> (num)) & 1u, (kind) == kPFValuePlain);
-  PF_TYPE_CODE_LIST(CHECK_PLAIN_)
-#undef CHECK_PLAIN_
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__aarch64__))
-  /* Where the compiler has the thread pointer, the fast path is there. */
-#ifndef PF_HAVE_INLINE_SET_RETURN
-  fail_msg("PF_HAVE_INLINE_SET_RETURN is not defined on this platform");
-#endif
-#endif
-}
-
-/* The slot seen from inside the call: live tag, null until set, then the
- * plain value stored in the head itself. */
-static int body_look_at_head(PFRetValueHandle ret, void* ctx) {
-  (void)ctx;
-  PFRetSlotHead* h = ret;
-#ifdef PF_HAVE_INLINE_SET_RETURN
-  assert_true(h->tag == PF_RET_TAG_(__builtin_thread_pointer()));
-#endif
-  assert_int_equal(h->type_code, kPFNull);
-  PFValue v = {.v_float64 = 2.5};
-  int code = kPFFloat;
-  assert_pf_ok(PFCFuncSetReturn(ret, &v, &code, 1));
-  assert_int_equal(h->type_code, kPFFloat);
-  assert_true(h->value.v_float64 == 2.5);
-  return 0;
-}
-
-static void test_head_seen_from_the_callee(void** state) {
-  (void)state;
-  PFValue rv;
-  int rc;
-  assert_pf_ok(run_inside(body_look_at_head, NULL, &rv, &rc));
-  assert_int_equal(rc, kPFFloat);
-  assert_true(rv.v_float64 == 2.5);
 }
 
 /* ---- every value through each way of setting it ------------------------- */
@@ -178,16 +124,14 @@ static int body_misuse(PFRetValueHandle ret, void* ctx) {
   /* NULL. */
   assert_pf_error(set(NULL, &v, &code, 1), kPFErrTypeError, "PFCFuncSetReturn", "'ret'",
                   "NULL");
-  /* Forged: memory shaped like a head whose tag is not a live one. */
-  PFRetSlotHead forged = {0};
-  forged.type_code = kPFNull;
-  assert_pf_error(set(&forged, &v, &code, 1), kPFErrTypeError, "PFCFuncSetReturn", "'ret'",
+  /* Forged: memory that is no handle, zeroed or full of pointers. */
+  uintptr_t forged[16] = {0}, before[16];
+  assert_pf_error(set(forged, &v, &code, 1), kPFErrTypeError, "PFCFuncSetReturn", "'ret'",
                   "not the return handle of a call in progress on this thread");
-  forged.tag = ((PFRetSlotHead*)ret)->tag ^ 4u; /* another thread's, another key */
-  assert_pf_error(set(&forged, &v, &code, 1), kPFErrTypeError, "'ret'");
-  forged.tag = (uintptr_t)&forged; /* an aligned pointer, as most memory holds */
-  assert_pf_error(set(&forged, &v, &code, 1), kPFErrTypeError, "'ret'");
-  assert_int_equal(forged.type_code, kPFNull); /* nothing was written */
+  for (int i = 0; i < 16; ++i) forged[i] = (uintptr_t)&forged[i]; /* aligned pointers */
+  memcpy(before, forged, sizeof(forged));
+  assert_pf_error(set(forged, &v, &code, 1), kPFErrTypeError, "'ret'");
+  assert_memory_equal(forged, before, sizeof(forged)); /* nothing was written */
   /* A function handle and a value are not slots either. */
   PFFunctionHandle f = make(pf_test_echo, NULL);
   assert_pf_error(set(f, &v, &code, 1), kPFErrTypeError, "'ret'");
@@ -645,8 +589,6 @@ static void test_strings_at_several_depths(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_head_layout_and_tag),
-      cmocka_unit_test(test_head_seen_from_the_callee),
       cmocka_unit_test(test_each_setter_each_kind_of_value),
       cmocka_unit_test(test_misuse_is_refused_by_each_setter),
       cmocka_unit_test(test_set_after_the_call_returned),

@@ -38,7 +38,7 @@ static void* try_foreign(void* arg) {
   t->status[0] = PFCFuncSetReturn(t->ret, &v, &code, 1);
   snprintf(t->kind[0], sizeof(t->kind[0]), "%s", PFErrorGetKind());
   snprintf(t->msg[0], sizeof(t->msg[0]), "%s", PFErrorGetMessage());
-  t->status[1] = (PFCFuncSetReturn)(t->ret, &v, &code, 1);
+  t->status[1] = PFGetApiBase()->GetApi(1)->CFuncSetReturn(t->ret, &v, &code, 1);
   snprintf(t->kind[1], sizeof(t->kind[1]), "%s", PFErrorGetKind());
   snprintf(t->msg[1], sizeof(t->msg[1]), "%s", PFErrorGetMessage());
   v.v_str = "a string from the wrong thread";

@@ -186,8 +186,8 @@ typedef void* PFObjectHandle;
 typedef void* PFFunctionHandle;
 /* An object whose type index is kPFObjectModule. */
 typedef void* PFModuleHandle;
-/* The return slot of one call in progress (a PFRetSlotHead, see
- * PFCFuncSetReturn); valid only inside that call. */
+/* The return handle of one call in progress: opaque, for PFCFuncSetReturn
+ * only; valid only inside that call. */
 typedef void* PFRetValueHandle;
 
 /*
@@ -567,14 +567,12 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * size larger than any object can have, PTRDIFF_MAX (ValueError, naming
  * the argument's position).
  * Reentrant: the callee may call other functions, on any thread.
- * Cost: a call whose arguments all have plain codes (see
- * PF_PLAIN_CODE_MASK) and whose callee sets a plain result runs no code
- * but the checks above, two stores into the return slot and the copy of
- * the result, and writes no per-thread state; a str or bytes argument or
- * result, or a handle result, takes a longer path. Where the header's
- * inline path is in use (see "The inline call path" below), such a call
- * and one with non-NULL str arguments run in the caller, with the checks
- * that the caller's own arguments settle folded away.
+ * Cost: a call whose arguments all have plain codes (value kind
+ * kPFValuePlain) and whose callee sets a plain result makes the checks
+ * above (one compare per argument), calls the callee and copies the
+ * result out; it allocates nothing and writes no per-thread state. A str
+ * or bytes argument or result, or a handle argument or result, takes a
+ * longer path.
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
                          int num_args, PFValue* ret_val, int* ret_type_code);
@@ -609,296 +607,30 @@ PF_EXPORT int PFFuncCallFrame(PFCallFrame* frame);
  * valid inside a packed C function, on the thread that runs it, with the
  * `ret` it was given (or the `ret` of an enclosing call still in progress
  * on this thread). Strings and bytes are copied; a function, module or
- * object handle gets a new reference held by the return slot (the callee
- * keeps its own). Setting again replaces the earlier value (releasing it
- * may run its finalizer, whose errors are dropped). `num_ret` must be 1.
+ * object handle gets a new reference held by the call (the callee keeps
+ * its own). Setting again replaces the earlier value (releasing it may run
+ * its finalizer, whose errors are dropped). `num_ret` must be 1.
  *
- * `ret` is checked by the tag at its start (see "The return slot" below):
- * NULL, a pointer to anything that is not a return slot, the `ret` of a
- * call that has returned, and the `ret` of a call in progress on another
- * thread are each rejected without being written to. A `ret` kept after
- * its call returned points into that call's dead stack frame: it is read
- * (the call cleared its tag as it returned), so memory checkers such as
- * valgrind may report the read; a later call on this thread whose slot
- * lands at the same address makes it that call's handle.
+ * A PFRetValueHandle is opaque: it points to storage that PFFuncCall keeps
+ * for the one call, and only this function writes it. A `ret` that is not
+ * the handle of a call in progress on this thread is refused without being
+ * written to: NULL, a pointer to anything else, the `ret` of a call that
+ * has returned, the `ret` of a call in progress on another thread. A `ret`
+ * kept after its call returned points into that call's dead stack frame,
+ * which is read to refuse it (memory checkers such as valgrind may report
+ * the read); a later call on this thread whose storage lands at the same
+ * address makes it that call's handle.
  *
  * Errors: NULL, stale, foreign or forged `ret`, NULL value/type_code,
  * unknown type code, NULL string/bytes/handle (TypeError); num_ret != 1
  * (ValueError); bytes with a size larger than any object can have,
  * PTRDIFF_MAX (ValueError, checked before the copy); MemoryError. On error
  * the call's result is unchanged.
- *
- * With GCC or Clang on x86-64 and AArch64, a call written
- * PFCFuncSetReturn(...) goes through an inline fast path (the macro below)
- * that stores a plain value (a type code whose value kind is
- * kPFValuePlain) into the slot with a few instructions and calls this
- * function for everything else: strings, bytes, handles, misuse. Write
- * (PFCFuncSetReturn)(...) or take its address to call the function
- * itself; both always work, and code compiled against an older header
- * (which calls the function) keeps working unchanged.
+ * Cost: a plain value (a code of value kind kPFValuePlain) into a handle
+ * that holds no string or reference is a few compares and two stores.
  */
 PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value,
                                int* type_code, int num_ret);
-
-/*
- * The return slot. A PFRetValueHandle points to a slot that PFFuncCall
- * keeps in its own stack frame for the one call; the slot begins with
- * this head, whose layout (version PF_RET_SLOT_ABI) is part of the ABI so
- * that the inline fast path above can write a plain result without a
- * function call. The rest of the slot is private.
- *
- *   tag        while the call is in progress: PF_RET_TAG_(thread pointer of
- *              the calling thread), the thread pointer being the value of
- *              __builtin_thread_pointer(); the same with PF_RET_TAG_HELD_
- *              flipped while the slot holds a string, bytes or a reference
- *              (which the inline path must not overwrite); 0 once the call
- *              has returned. The key mixed in sets the low bit, which no
- *              aligned pointer has, and carries PF_RET_SLOT_ABI, so that
- *              memory that is not a slot, and a slot of another layout
- *              version, do not match.
- *   type_code  the result's type code (kPFNull until one is set).
- *   value      the result's value.
- *
- * Only the inline path writes the head from outside the library, and only
- * when the tag matches the calling thread's live, plain tag; it writes
- * type_code and then value, nothing else. A future layout gets a new
- * PF_RET_SLOT_ABI and so a new key: code compiled against this header then
- * sees no match and calls PFCFuncSetReturn, which knows the library's own
- * layout; so does it with a library older than this layout, whose slots
- * begin with an aligned pointer. Never write a slot by hand.
- */
-#define PF_RET_SLOT_ABI 1u
-typedef struct PFRetSlotHead {
-  uintptr_t tag;
-  int32_t type_code;
-  int32_t reserved_; /* unused */
-  PFValue value;
-} PFRetSlotHead;
-
-#define PF_RET_TAG_KEY_ (~((uintptr_t)0x50460000u | ((uintptr_t)PF_RET_SLOT_ABI << 8)))
-#define PF_RET_TAG_(thread_pointer) ((uintptr_t)(thread_pointer) ^ PF_RET_TAG_KEY_)
-#define PF_RET_TAG_HELD_ ((uintptr_t)2u)
-/* Whether `tag`, read from a live slot of this thread, is the plain tag:
- * only the library writes a live tag, and only to flip PF_RET_TAG_HELD_,
- * and the thread pointer is aligned, so that bit alone tells (the calling
- * thread's tag need not be at hand). */
-#define PF_RET_TAG_PLAIN_(tag) \
-  (((uintptr_t)(tag) & PF_RET_TAG_HELD_) == (PF_RET_TAG_KEY_ & PF_RET_TAG_HELD_))
-
-/* The plain type codes (value kind kPFValuePlain) as one bit mask, from
- * PF_TYPE_CODE_LIST: the codes whose values any bits are valid for, and
- * which need no copy and no reference. */
-#define PF_PLAIN_BIT_(name, num, text, kind, otype) | ((kind) == kPFValuePlain ? 1u << (num) : 0u)
-#define PF_PLAIN_CODE_MASK (0u PF_TYPE_CODE_LIST(PF_PLAIN_BIT_))
-
-/* The layouts above are ABI: pinned here, for C and C++ alike. */
-#if defined(__cplusplus)
-#define PF_STATIC_ASSERT_ static_assert
-#else
-#define PF_STATIC_ASSERT_ _Static_assert
-#endif
-PF_STATIC_ASSERT_(sizeof(PFRetSlotHead) == sizeof(uintptr_t) + 8 + sizeof(PFValue),
-                  "PFRetSlotHead has no padding");
-PF_STATIC_ASSERT_(offsetof(PFRetSlotHead, tag) == 0, "the return slot's layout is ABI");
-PF_STATIC_ASSERT_(offsetof(PFRetSlotHead, type_code) == sizeof(uintptr_t),
-                  "the return slot's layout is ABI");
-PF_STATIC_ASSERT_(offsetof(PFRetSlotHead, value) == sizeof(uintptr_t) + 8,
-                  "the return slot's layout is ABI");
-PF_STATIC_ASSERT_(kPFTypeCodeEnd <= 32, "PF_PLAIN_CODE_MASK has a bit per built-in code");
-PF_STATIC_ASSERT_(offsetof(PFCallFrame, ret_type_code) == 8 &&
-                      offsetof(PFCallFrame, num_args) == 12 && offsetof(PFCallFrame, func) == 16 &&
-                      offsetof(PFCallFrame, args) == 16 + sizeof(void*) &&
-                      offsetof(PFCallFrame, type_codes) == 16 + 2 * sizeof(void*) &&
-                      sizeof(PFCallFrame) == 16 + 3 * sizeof(void*),
-                  "PFCallFrame's layout is ABI");
-
-/* A stale `ret` points into a dead frame that a sanitizer may have
- * poisoned: reading its tag is how such a handle is refused, so the read
- * is not instrumented (under ASan the path is then not inlined). */
-#if defined(__SANITIZE_ADDRESS__)
-#define PF_NO_ASAN_ __attribute__((no_sanitize_address))
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PF_NO_ASAN_ __attribute__((no_sanitize("address")))
-#endif
-#endif
-#ifndef PF_NO_ASAN_
-#define PF_NO_ASAN_
-#endif
-/* The inline fast path of PFCFuncSetReturn, where the compiler can read
- * the thread pointer in one instruction; PF_HAVE_INLINE_SET_RETURN is
- * defined where it is in use. Define PF_NO_INLINE_SET_RETURN before
- * including this header to always call the function. */
-#if !defined(PF_NO_INLINE_SET_RETURN) && (defined(__GNUC__) || defined(__clang__)) && \
-    (defined(__x86_64__) || defined(__aarch64__)) && defined(__has_builtin)
-#if __has_builtin(__builtin_thread_pointer)
-#define PF_HAVE_INLINE_SET_RETURN 1
-#endif
-#endif
-
-/* Stores a plain result (a code whose value kind is kPFValuePlain) into
- * the slot `ret` if its tag is `tag` (the calling thread's live, plain
- * tag); returns 1 then, else 0 without writing anything. The one store of
- * a plain result outside the library's PFCFuncSetReturn, shared by the
- * inline path below, the library and bindings that reach the library
- * through its function table; not an entry point of its own. */
-PF_NO_ASAN_ static inline int pf_ret_try_set_plain_(PFRetValueHandle ret, int code, PFValue value,
-                                                    uintptr_t tag) {
-  PFRetSlotHead* s = (PFRetSlotHead*)ret;
-  if (s == NULL || (unsigned)code >= 32u || !((PF_PLAIN_CODE_MASK >> (unsigned)code) & 1u) ||
-      s->tag != tag)
-    return 0;
-  s->type_code = code;
-  s->value = value;
-  return 1;
-}
-
-#ifdef PF_HAVE_INLINE_SET_RETURN
-/* The way out of the inline path, with the value and code passed by value
- * so that the caller need not keep them in memory. */
-__attribute__((noinline, unused)) static int pf_set_return_call_(PFRetValueHandle ret,
-                                                                 PFValue value, int type_code) {
-  return (PFCFuncSetReturn)(ret, &value, &type_code, 1);
-}
-PF_NO_ASAN_ static inline int pf_set_return_inline_(PFRetValueHandle ret, PFValue* value,
-                                                    int* type_code, int num_ret) {
-  if (value == NULL || type_code == NULL || num_ret != 1)
-    return (PFCFuncSetReturn)(ret, value, type_code, num_ret);
-  PFValue v = *value;
-  int code = *type_code;
-  if (pf_ret_try_set_plain_(ret, code, v, PF_RET_TAG_(__builtin_thread_pointer()))) return 0;
-  return pf_set_return_call_(ret, v, code);
-}
-#define PFCFuncSetReturn(ret, value, type_code, num_ret) \
-  pf_set_return_inline_((ret), (value), (type_code), (num_ret))
-#endif
-
-/*
- * The inline call path (layout version PF_CALL_ABI). With GCC or Clang on
- * x86-64 and AArch64, a call written PFFuncCall(...) goes through an
- * inline fast path (the macro below) that makes the documented checks
- * where the caller's own knowledge folds most of them away (its outputs
- * are locals, its count a constant), keeps the return slot in the
- * caller's frame and calls the packed C function directly. Anything it
- * does not handle itself goes to the exported function with the same
- * arguments: a NULL or dead handle or any other misuse, an argument code
- * other than a plain one or a non-NULL str. A result other than a plain
- * value, and a failure, are finished out of line by PFFuncCallEnd_. The
- * results, errors and lifetimes are PFFuncCall's in every case. Write
- * (PFFuncCall)(...) or take its address to call the function itself, or
- * define PF_NO_INLINE_CALL before including this header.
- *
- * What the path reads is ABI, versioned by PF_CALL_ABI and pinned by the
- * library's own asserts: a live function object begins with
- * PF_FUNC_HEAD_WORD_ and holds its packed C function and resource where
- * PFFuncHead_ says (a later layout changes the word, and code built
- * against this header then takes the exported function); a full return
- * slot is a PFRetSlot_; the calling thread's PFCallState_ says how many
- * errors it has recorded (to tell a callee that failed silently) and
- * which level of string return storage a call's string result goes to.
- * None of these is for any other use.
- */
-#define PF_CALL_ABI 1u
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define PF_FUNC_HEAD_WORD_ (((uint64_t)kPFObjectFunction << 32) | 0x50464f42u)
-#else
-#define PF_FUNC_HEAD_WORD_ (((uint64_t)0x50464f42u << 32) | (uint64_t)kPFObjectFunction)
-#endif
-typedef struct PFFuncHead_ {
-  uint64_t word;
-  void* private_[5];
-  PFPackedCFunc func;
-  void* resource;
-} PFFuncHead_;
-typedef struct PFRetSlot_ {
-  PFRetSlotHead head;
-  uint64_t private_[10];
-} PFRetSlot_;
-PF_STATIC_ASSERT_(sizeof(PFRetSlot_) == sizeof(PFRetSlotHead) + 80, "PFRetSlot_'s size is ABI");
-PF_STATIC_ASSERT_(offsetof(PFFuncHead_, func) == 8 + 5 * sizeof(void*) &&
-                      offsetof(PFFuncHead_, resource) == 8 + 6 * sizeof(void*),
-                  "PFFuncHead_'s layout is ABI");
-typedef struct PFThreadCallState_ {
-  uint64_t err_gen;   /* advances whenever an error is recorded */
-  int32_t str_depth;  /* calls in progress that were given a str or bytes */
-  int32_t reserved_;
-} PFThreadCallState_;
-#if defined(__GNUC__) || defined(__clang__)
-/* The calling thread's call state (see above); initial-exec, as the
- * library keeps it. */
-PF_EXPORT extern __thread PFThreadCallState_ PFCallState_
-    __attribute__((tls_model("initial-exec")));
-#endif
-/* The out-of-line end of an inline call (see above): what the exported
- * PFFuncCall does after the callee returns, for the slot the inline path
- * kept, on the thread that made the call. It takes over what the slot
- * holds (a string copy goes to the thread's return storage, a reference
- * to the caller, or, on failure, is released) and returns PFFuncCall's
- * status with PFFuncCall's error. Not for any other use. */
-PF_EXPORT int PFFuncCallEnd_(PFRetSlot_* slot, int status, uintptr_t end_tag, uint64_t gen,
-                             PFFunctionHandle func, PFValue* ret_val, int* ret_type_code);
-
-/* The codes 0 .. PF_PLAIN_PREFIX_ - 1 are all plain (the mask's run of
- * low ones): an argument with one of them needs no check. */
-#define PF_PLAIN_PREFIX_ ((unsigned)__builtin_ctz(~PF_PLAIN_CODE_MASK))
-
-#if defined(PF_HAVE_INLINE_SET_RETURN) && !defined(PF_NO_INLINE_CALL)
-#define PF_HAVE_INLINE_CALL 1
-/* The inline path's call: a fresh slot in this frame, the callee, the
- * result. `strs`: an argument is a str, which may live in this level's
- * return storage, so results of calls the callee makes go one level
- * deeper. */
-static inline __attribute__((always_inline)) int pf_func_call_slot_(
-    const PFFuncHead_* f, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
-    int* ret_type_code, int strs) {
-  PFRetSlot_ slot;
-  uintptr_t tag = PF_RET_TAG_(__builtin_thread_pointer());
-  slot.head.tag = tag;
-  slot.head.type_code = kPFNull;
-  slot.head.value.v_int64 = 0;
-  uint64_t gen = PFCallState_.err_gen;
-  int32_t depth = 0;
-  if (strs) {
-    depth = PFCallState_.str_depth;
-    PFCallState_.str_depth = depth + 1;
-  }
-  int status = f->func(args, type_codes, num_args, &slot.head, f->resource);
-  if (strs) PFCallState_.str_depth = depth;
-  uintptr_t end = slot.head.tag;
-  /* The slot is dead from here on: a handle kept past the call must not
-   * match (volatile: not a dropped store to a dying local). */
-  *(volatile uintptr_t*)&slot.head.tag = 0;
-  if (__builtin_expect(status == 0 && PF_RET_TAG_PLAIN_(end), 1)) {
-    *ret_val = slot.head.value;
-    *ret_type_code = slot.head.type_code;
-    return 0;
-  }
-  return PFFuncCallEnd_(&slot, status, end, gen, (PFFunctionHandle)(uintptr_t)f, ret_val,
-                        ret_type_code);
-}
-
-static inline int pf_func_call_inline_(PFFunctionHandle func, PFValue* args, int* type_codes,
-                                       int num_args, PFValue* ret_val, int* ret_type_code) {
-  const PFFuncHead_* f = (const PFFuncHead_*)func;
-  if (f == NULL || f->word != PF_FUNC_HEAD_WORD_ || ret_val == NULL || ret_type_code == NULL ||
-      num_args < 0 || (num_args > 0 && (args == NULL || type_codes == NULL)))
-    return (PFFuncCall)(func, args, type_codes, num_args, ret_val, ret_type_code);
-  /* A plain code needs no check; a non-NULL str is taken here too;
-   * anything else goes to the exported function. */
-  int strs = 0;
-  for (int i = 0; i < num_args; ++i) {
-    unsigned code = (unsigned)type_codes[i];
-    if (__builtin_expect(code >= PF_PLAIN_PREFIX_, 0)) {
-      if (code != (unsigned)kPFStr || args[i].v_str == NULL)
-        return (PFFuncCall)(func, args, type_codes, num_args, ret_val, ret_type_code);
-      strs = 1;
-    }
-  }
-  return pf_func_call_slot_(f, args, type_codes, num_args, ret_val, ret_type_code, strs);
-}
-#define PFFuncCall(func, args, type_codes, num_args, ret_val, ret_type_code) \
-  pf_func_call_inline_((func), (args), (type_codes), (num_args), (ret_val), (ret_type_code))
-#endif
 
 /* Adds a reference to a function. Errors: NULL or not a function
  * (TypeError). Thread-safe. */
@@ -2025,8 +1757,6 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
- *   PF_API_EXCLUDED(PFCallState_)      data the inline PFFuncCall reads
- *   PF_API_EXCLUDED(PFFuncCallEnd_)    the inline PFFuncCall's own end
  */
 typedef struct PFApi {
   /* Version 1. */

@@ -671,12 +671,6 @@ static int pf_set_return(PFRetValueHandle ret, PyObject* r) {
   } else {
     goto general;
   }
-#ifdef PF_HAVE_INLINE_SET_RETURN
-  /* A plain result: the header's store, as the inline PFCFuncSetReturn
-   * does it (the library is reached through its table, so the header's
-   * macro, which falls back to the exported function, is not used). */
-  if (pf_ret_try_set_plain_(ret, code, v, PF_RET_TAG_(__builtin_thread_pointer()))) return 0;
-#endif
   return pf_api->CFuncSetReturn(ret, &v, &code, 1) ? -1 : 0;
 general: {
   PyObject* out = PyObject_CallFunction(pf_hook_set_return, "NO", PyLong_FromVoidPtr(ret), r);
