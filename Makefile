@@ -15,7 +15,7 @@
 # mk/tests.mk, the benchmark rules in mk/bench.mk.
 
 # The version is the header's; nothing else spells it out.
-HEADER        := include/packedfunc/c_api.h
+HEADER        := include/packedfunc/base.h
 VERSION       := $(shell sed -n 's/^\#define PF_VERSION_STRING "\([^"]*\)".*/\1/p' $(HEADER))
 VERSION_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 ifeq ($(VERSION),)

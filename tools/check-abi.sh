@@ -5,13 +5,13 @@
 #    deliberate exceptions (PF_API_EXCLUDED lines in the header comment);
 #  - every slot and every exception is really exported;
 #  - its soname carries the major version;
-#  - the header compiles as C++.
+#  - every core header compiles on its own, as C11 and as C++17.
 # (Each slot's signature is checked by the compiler: runtime/api.c assigns
 # every entry point to its typed slot, under -Werror.)
 #   tools/check-abi.sh SHARED_LIBRARY SONAME
 set -euo pipefail
 lib=$1 soname=$2
-header=include/packedfunc/c_api.h
+header=include/packedfunc/api_table.h
 status=0
 fail() { echo "test-abi: $*"; status=1; }
 
@@ -31,7 +31,16 @@ done
 
 readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || fail "soname is not $soname"
 printf '#include <packedfunc/c_api.h>\nint main(void){return PFGetApiBase()==0;}\n' | \
-  g++ -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -fsyntax-only - \
+  g++ -x c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -fsyntax-only - \
   || fail "the header does not compile as C++"
+# Each header of the core stands on its own, in C and in C++.
+for h in include/packedfunc/*.h; do
+  [ "$(basename "$h")" = rpc.h ] && continue  # checked with its library
+  for lang in "c -std=c11" "c++ -std=c++17"; do
+    printf '#include <packedfunc/%s>\n' "$(basename "$h")" | \
+      gcc -x $lang -Wall -Wextra -Werror -Iinclude -fsyntax-only - \
+      || fail "$h does not compile on its own as ${lang%% *}"
+  done
+done
 [ $status -eq 0 ] && echo "test-abi: $(wc -l <<<"$exported") exports, each a PFApi slot or a listed exception; soname and C++ use of the header OK"
 exit $status

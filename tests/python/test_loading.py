@@ -56,7 +56,7 @@ def test_object_types_come_from_library():
 def test_one_version():
     # __version__ is the package's only spelling of its version: the header
     # and the library must agree with it, and pyproject.toml reads it.
-    with open(os.path.join(ROOT, "include", "packedfunc", "c_api.h")) as f:
+    with open(os.path.join(ROOT, "include", "packedfunc", "base.h")) as f:
         header = re.search(r'^#define PF_VERSION_STRING "([^"]*)"', f.read(), re.M).group(1)
     assert packedfunc.__version__ == header == packedfunc.library_version
     # setuptools reads the version without importing the package, which

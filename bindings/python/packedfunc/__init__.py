@@ -82,7 +82,7 @@ PACKEDFUNC_BACKEND=cext makes a missing extension an ImportError.
 """
 # The package's version, and its only spelling: pyproject.toml reads this
 # literal (without importing the package), and a test checks it against
-# PF_VERSION_STRING in c_api.h and the loaded library's version.
+# PF_VERSION_STRING in base.h and the loaded library's version.
 __version__ = "0.1.0"
 
 from . import _backend, _containers, _hostobj, _library  # noqa: F401 (they register conversions)
