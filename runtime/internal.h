@@ -174,7 +174,7 @@ static inline int pf_is_function(const void* h) {
  * shared state: both are always correct; tests run both. */
 PF_HIDDEN void pf_gate_seats_enable(int on);
 
-/* ---- loaded libraries (runtime/module.c) ---- */
+/* ---- loaded libraries (runtime/library.c) ---- */
 /* Finds the shared library that contains `code` and writes a new reference
  * to the runtime's object for it (one per loaded library, holding one
  * dlopen reference), or NULL when the code never unloads (the main program,
@@ -201,6 +201,8 @@ static inline int pf_object_hold_code(pf_object* obj, const void* code, const ch
     return 0;
   return pf_object_hold_code_slow(obj, code, where);
 }
+
+/* ---- the import graph (runtime/module_import.c) ---- */
 /* How many modules the import searches of this process have visited, for
  * tests that bound the work of a search. */
 PF_HIDDEN uint64_t pf_mod_import_visits(void);
