@@ -143,80 +143,130 @@ int PFModGetFunction(PFModuleHandle mod, const char* name, int query_imports,
 
 /* ---- importing ---- */
 
+/*
+ * PFModImport in three steps, so that nothing is allocated under the lock:
+ * import_plan looks, under the lock, at what the import needs (the cycle
+ * check, room in the import list); import_allocate gets it outside the
+ * lock; import_commit takes the lock again and adds the import, unless
+ * another import changed the graph in between: the plan is then stale, and
+ * the import starts again from a new plan.
+ */
+typedef enum {
+  IMPORT_DONE,     /* imported now, or already */
+  IMPORT_CYCLE,    /* refused: dep imports mod, directly or not */
+  IMPORT_TOO_MANY, /* refused: mod's import list cannot grow */
+  IMPORT_FAILED,   /* an allocation failed; the error is recorded */
+  IMPORT_PLANNED,  /* the plan holds what the import needs */
+  IMPORT_STALE     /* plan again */
+} import_status;
+
+typedef struct {
+  uint64_t gen;      /* g_graph_gen when planned */
+  size_t stack_need; /* the cycle check needs a walk stack this long */
+  int list_need;     /* mod's import list must first grow to this many entries */
+  walk_stack stack;
+  pf_module** list; /* a longer import list, allocated outside the lock */
+  int list_cap;
+} import_job;
+
+/* Step 1, under the lock: is `d` imported already, would it close a cycle,
+ * and what must be allocated first. */
+static import_status import_plan(pf_module* m, pf_module* d, import_job* j) {
+  import_status st = IMPORT_PLANNED;
+  lock_imports();
+  j->gen = g_graph_gen;
+  j->stack_need = 0;
+  j->list_need = 0;
+  for (int i = 0; i < m->num_imports && st == IMPORT_PLANNED; ++i)
+    if (m->imports[i] == d) st = IMPORT_DONE;
+  if (st == IMPORT_DONE) {
+    /* Already imported: nothing to do. */
+  } else if (d == m || walk(d, m, NULL, &j->stack, &j->stack_need) != NULL) {
+    st = IMPORT_CYCLE;
+  } else if (j->stack_need != 0) {
+    /* The check did not finish: import_allocate grows the stack. */
+  } else if (m->num_imports == INT_MAX) {
+    st = IMPORT_TOO_MANY;
+  } else if (m->num_imports == m->imports_cap) {
+    j->list_need =
+        m->num_imports < INT_MAX / 2 ? (m->num_imports ? m->num_imports * 2 : 4) : INT_MAX;
+  }
+  unlock_imports();
+  return st;
+}
+
+/* Step 2, outside the lock: what the plan found missing. A longer walk
+ * stack means the cycle check must run again: IMPORT_STALE. */
+static import_status import_allocate(import_job* j, const char* where) {
+  if (j->stack_need != 0)
+    return walk_stack_grow(&j->stack, j->stack_need, where) != 0 ? IMPORT_FAILED : IMPORT_STALE;
+  if (j->list_need > j->list_cap) {
+    pf_free(j->list);
+    j->list_cap = 0;
+    j->list = pf_malloc(sizeof(*j->list) * (size_t)j->list_need);
+    if (j->list == NULL) {
+      pf_oom(where);
+      return IMPORT_FAILED;
+    }
+    j->list_cap = j->list_need;
+  }
+  return IMPORT_PLANNED;
+}
+
+/* Step 3, under the lock: adds the import unless an import changed the
+ * graph since the plan (each bumps g_graph_gen; while it stands still,
+ * m's list and the cycle check are as the plan saw them). The list it
+ * replaces is freed after the lock. */
+static import_status import_commit(pf_module* m, pf_module* d, import_job* j) {
+  pf_module** drop = NULL;
+  import_status st = IMPORT_STALE;
+  lock_imports();
+  if (j->gen == g_graph_gen) {
+    if (m->num_imports == m->imports_cap) {
+      if (m->num_imports) memcpy(j->list, m->imports, sizeof(*j->list) * (size_t)m->num_imports);
+      drop = m->imports;
+      m->imports = j->list;
+      m->imports_cap = j->list_cap;
+      j->list = NULL;
+      j->list_cap = 0;
+    }
+    pf_object_retain(d);
+    m->imports[m->num_imports++] = d;
+    g_graph_gen++;
+    st = IMPORT_DONE;
+  }
+  unlock_imports();
+  pf_free(drop);
+  return st;
+}
+
 int PFModImport(PFModuleHandle mod, PFModuleHandle dep) {
   static const char* const where = "PFModImport";
   PF_CHECK_OBJECT(mod, kPFObjectModule);
   PF_CHECK_OBJECT(dep, kPFObjectModule);
   pf_module* m = mod;
   pf_module* d = dep;
-  walk_stack s;
-  walk_stack_init(&s);
-  pf_module** grown = NULL; /* a longer import list, allocated outside the lock */
-  int grown_cap = 0;
-  int rc = 0;
-  uint64_t acyclic_at = 0; /* g_graph_gen + 1 when the cycle check last passed */
-  for (;;) {
-    pf_module** drop = NULL;
-    size_t need = 0;
-    int done = 0, want_cap = 0;
-    lock_imports();
-    for (int i = 0; i < m->num_imports && !done; ++i) done = m->imports[i] == d;
-    if (done) {
-      /* Already imported: nothing to do. */
-    } else if (acyclic_at == g_graph_gen + 1) {
-      /* No import since the last check: it still holds. */
-    } else if (d == m || walk(d, m, NULL, &s, &need) != NULL) {
-      rc = PFErrorSetFormat(kPFErrValueError,
-                            "%s: importing module '%s' into '%s' would make an import cycle",
-                            where, d->origin, m->origin);
-      done = 1;
-    } else if (need == 0) {
-      acyclic_at = g_graph_gen + 1;
-    }
-    if (done || need != 0) {
-      /* Finished, or the walk needs a longer stack. */
-    } else if (m->num_imports < m->imports_cap) {
-      pf_object_retain(d);
-      m->imports[m->num_imports++] = d;
-      g_graph_gen++;
-      done = 1;
-    } else if (m->num_imports == INT_MAX) {
-      rc = PFErrorSetFormat(kPFErrValueError, "%s: module '%s' has too many imports", where,
-                            m->origin);
-      done = 1;
-    } else if (grown != NULL && grown_cap > m->num_imports) {
-      if (m->num_imports) memcpy(grown, m->imports, sizeof(*grown) * (size_t)m->num_imports);
-      drop = m->imports;
-      m->imports = grown;
-      m->imports_cap = grown_cap;
-      grown = NULL;
-      pf_object_retain(d);
-      m->imports[m->num_imports++] = d;
-      g_graph_gen++;
-      done = 1;
-    } else {
-      want_cap = m->num_imports < INT_MAX / 2 ? (m->num_imports ? m->num_imports * 2 : 4)
-                                              : INT_MAX;
-    }
-    unlock_imports();
-    pf_free(drop);
-    if (done) break;
-    if (need != 0) {
-      if (walk_stack_grow(&s, need, where) != 0) {
-        rc = -1;
-        break;
-      }
-    } else {
-      pf_free(grown);
-      grown_cap = want_cap;
-      grown = pf_malloc(sizeof(*grown) * (size_t)grown_cap);
-      if (grown == NULL) {
-        rc = pf_oom(where);
-        break;
-      }
-    }
+  import_job j = {0};
+  walk_stack_init(&j.stack);
+  import_status st;
+  do {
+    st = import_plan(m, d, &j);
+    if (st == IMPORT_PLANNED) st = import_allocate(&j, where);
+    if (st == IMPORT_PLANNED) st = import_commit(m, d, &j);
+  } while (st == IMPORT_STALE);
+  pf_free(j.list);
+  pf_free(j.stack.heap);
+  switch (st) {
+    case IMPORT_DONE:
+      return 0;
+    case IMPORT_CYCLE:
+      return PFErrorSetFormat(kPFErrValueError,
+                              "%s: importing module '%s' into '%s' would make an import cycle",
+                              where, d->origin, m->origin);
+    case IMPORT_TOO_MANY:
+      return PFErrorSetFormat(kPFErrValueError, "%s: module '%s' has too many imports", where,
+                              m->origin);
+    default:
+      return -1; /* IMPORT_FAILED: recorded */
   }
-  pf_free(grown);
-  pf_free(s.heap);
-  return rc;
 }
