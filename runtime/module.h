@@ -32,10 +32,13 @@ struct pf_module {
 
 /* A new module with room for `count` entries and none filled in, holding a
  * reference to `lib` (may be NULL); NULL with a MemoryError naming `where`.
- * The caller fills entries[0 .. count) and count, then calls
- * pf_module_index. Releasing it at any point frees what was filled in. */
+ * The caller adds up to `count` functions with pf_module_add, then calls
+ * pf_module_index. Releasing it at any point frees what was added. */
 PF_HIDDEN pf_module* pf_module_new(const char* where, const char* origin, pf_object* lib,
                                    size_t count);
+/* Adds `f` to a new module under its name, which must be set: the module
+ * takes over the caller's reference to `f`. */
+PF_HIDDEN void pf_module_add(pf_module* m, PFFunctionHandle f);
 /* Sorts a new module's entries by name for lookups and lists the names. A
  * name given twice returns -1, recording nothing, with that name in
  * names[0]. */

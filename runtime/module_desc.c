@@ -125,9 +125,7 @@ int pf_module_build(const char* where, const char* origin, pf_object* lib, const
       pf_object_release(&m->base);
       return -1;
     }
-    m->entries[i].func = f;
-    PFFuncGetInfo(f, &m->entries[i].name, NULL, NULL);
-    m->count = (int)i + 1;
+    pf_module_add(m, f);
   }
   if (pf_module_index(m) != 0) {
     PFErrorSetFormat(kPFErrKeyError, "%s: module '%s' registers the name '%s' twice", where, origin,

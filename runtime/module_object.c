@@ -45,6 +45,13 @@ pf_module* pf_module_new(const char* where, const char* origin, pf_object* lib, 
   return m;
 }
 
+void pf_module_add(pf_module* m, PFFunctionHandle f) {
+  pf_mod_entry* e = &m->entries[m->count++];
+  e->func = f;
+  /* A name is set once (PFFuncSetInfo), so the entry may borrow it. */
+  PFFuncGetInfo(f, &e->name, NULL, NULL);
+}
+
 int pf_module_index(pf_module* m) {
   size_t count = (size_t)m->count;
   qsort(m->entries, count, sizeof(*m->entries), cmp_entries);
@@ -91,10 +98,7 @@ int PFModCreateFromFunctions(const char* origin, const PFFunctionHandle* funcs, 
   if (m == NULL) return -1;
   for (int i = 0; i < num_funcs; ++i) {
     PFFuncRetain(funcs[i]);
-    m->entries[i].func = funcs[i];
-    /* A name is set once (PFFuncSetInfo), so the entry may borrow it. */
-    PFFuncGetInfo(funcs[i], &m->entries[i].name, NULL, NULL);
-    m->count = i + 1;
+    pf_module_add(m, funcs[i]);
   }
   if (pf_module_index(m) != 0) {
     PF_ERROR(kPFErrKeyError, "%s: module '%.200s' has two functions named '%s'", where, origin,
