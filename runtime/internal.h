@@ -358,5 +358,14 @@ typedef struct {
 } pf_saved_error;
 PF_HIDDEN void pf_error_save(pf_saved_error* e);
 PF_HIDDEN void pf_error_restore(pf_saved_error* e);
+/* Drops a reference to `obj` while the thread's error stays the one
+ * recorded before: the release may run a finalizer that records errors of
+ * its own. */
+static inline void pf_object_release_keeping_error(void* obj) {
+  pf_saved_error e;
+  pf_error_save(&e);
+  pf_object_release((pf_object*)obj);
+  pf_error_restore(&e);
+}
 
 #endif
