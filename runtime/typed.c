@@ -98,17 +98,6 @@ PF_FAST_ALL(d)
 PF_FAST_ALL(b)
 PF_FAST_ALL(w)
 
-#define PF_ENT0(k) fast_##k,
-#define PF_ENT1(k, A1) fast_##k##_##A1,
-#define PF_ENT2(k, A1, A2) fast_##k##_##A1##A2,
-#define PF_ENT3(k, A1, A2, A3) fast_##k##_##A1##A2##A3,
-#define PF_ENT4(k, A1, A2, A3, A4) fast_##k##_##A1##A2##A3##A4,
-#define PF_ROW(k) \
-  { PF_ENT0(k) PF_PATS1(PF_ENT1, k) PF_PATS2(PF_ENT2, k) PF_PATS3(PF_ENT3, k) PF_PATS4(PF_ENT4, k) }
-
-#define PF_FAST_MAX_ARGS 4
-static const pf_fast_caller k_fast[5][31] = {PF_ROW(v), PF_ROW(i), PF_ROW(d), PF_ROW(b), PF_ROW(w)};
-
 /*
  * The simple path: one packed C function per simple signature (void,
  * int64 or float64 result; at most four int64 or float64 arguments), made
@@ -183,21 +172,33 @@ PF_PK_ALL(v)
 PF_PK_ALL(i)
 PF_PK_ALL(d)
 
-#define PF_PKE0(k) packed_##k,
-#define PF_PKE1(k, A1) packed_##k##_##A1,
-#define PF_PKE2(k, A1, A2) packed_##k##_##A1##A2,
-#define PF_PKE3(k, A1, A2, A3) packed_##k##_##A1##A2##A3,
-#define PF_PKE4(k, A1, A2, A3, A4) packed_##k##_##A1##A2##A3##A4,
-#define PF_PK_ROW(k)                                                                        \
-  {                                                                                         \
-    PF_PKE0(k) PF_PATS1(PF_PKE1, k) PF_PATS2(PF_PKE2, k) PF_PATS3(PF_PKE3, k)             \
-        PF_PATS4(PF_PKE4, k)                                                                \
-  }
-/* By result (void, int64, float64), then by argument pattern as k_fast. */
-static const PFPackedCFunc k_simple[3][31] = {PF_PK_ROW(v), PF_PK_ROW(i), PF_PK_ROW(d)};
+/* Both kinds of caller, by result kind (v, i, d, b, w), then by argument
+ * pattern: the simple path's packed function exists for v, i and d only. */
+typedef struct {
+  pf_fast_caller fast;
+  PFPackedCFunc simple;
+} pf_callers;
+#define PF_SIMPLE_v(f) f
+#define PF_SIMPLE_i(f) f
+#define PF_SIMPLE_d(f) f
+#define PF_SIMPLE_b(f) NULL
+#define PF_SIMPLE_w(f) NULL
+#define PF_ENT(k, suffix) {fast_##k##suffix, PF_SIMPLE_##k(packed_##k##suffix)},
+#define PF_ENT0(k) PF_ENT(k, )
+#define PF_ENT1(k, A1) PF_ENT(k, _##A1)
+#define PF_ENT2(k, A1, A2) PF_ENT(k, _##A1##A2)
+#define PF_ENT3(k, A1, A2, A3) PF_ENT(k, _##A1##A2##A3)
+#define PF_ENT4(k, A1, A2, A3, A4) PF_ENT(k, _##A1##A2##A3##A4)
+#define PF_ROW(k) \
+  { PF_ENT0(k) PF_PATS1(PF_ENT1, k) PF_PATS2(PF_ENT2, k) PF_PATS3(PF_ENT3, k) PF_PATS4(PF_ENT4, k) }
+#define PF_FAST_MAX_ARGS 4
+static const pf_callers k_callers[5][31] = {PF_ROW(v), PF_ROW(i), PF_ROW(d), PF_ROW(b), PF_ROW(w)};
 #endif
 
-static pf_fast_caller pick_fast(const pf_sig* sig) {
+/* The callers for `sig` (see k_callers); NULL for what libffi and
+ * typed_call_general do instead. */
+static pf_callers pick_callers(const pf_sig* sig) {
+  pf_callers none = {NULL, NULL};
 #ifdef PF_TYPED_FAST
   int rk;
   switch (sig->ret) {
@@ -210,23 +211,29 @@ static pf_fast_caller pick_fast(const pf_sig* sig) {
     case pf_t_float64: rk = 2; break;
     case pf_t_bool: rk = 3; break;
     case pf_t_int32: rk = 4; break;
-    default: return NULL;
+    default: return none;
   }
-  if (sig->num_args > PF_FAST_MAX_ARGS) return NULL;
+  if (sig->num_args > PF_FAST_MAX_ARGS) return none;
+  /* The simple path takes exactly int64 and float64, whose packed codes
+   * it checks; the direct cast takes any int64-like argument. */
+  int simple = sig->ret == pf_t_void || sig->ret == pf_t_int64 || sig->ret == pf_t_float64;
   int bits = 0;
   for (int i = 0; i < sig->num_args; ++i) {
     switch (sig->args[i]) {
-      case pf_t_int64: case pf_t_uint64: case pf_t_ptr: case pf_t_str: case pf_t_bytes:
+      case pf_t_int64: bits = bits << 1; break;
+      case pf_t_uint64: case pf_t_ptr: case pf_t_str: case pf_t_bytes:
       case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map: case pf_t_shape:
-      case pf_t_object: bits = bits << 1; break;
+      case pf_t_object: bits = bits << 1; simple = 0; break;
       case pf_t_float64: bits = (bits << 1) | 1; break;
-      default: return NULL;
+      default: return none;
     }
   }
-  return k_fast[rk][(1 << sig->num_args) - 1 + bits];
+  pf_callers c = k_callers[rk][(1 << sig->num_args) - 1 + bits];
+  if (!simple) c.simple = NULL;
+  return c;
 #else
   (void)sig;
-  return NULL;
+  return none;
 #endif
 }
 
@@ -287,7 +294,7 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
 }
 
 /* The packed function of a typed function without a simple signature
- * (see k_simple), and of any call of one that does not match it exactly:
+ * (see k_callers), and of any call of one that does not match it exactly:
  * conversions, libffi, other results, errors. */
 __attribute__((noinline)) static int typed_call_general(PFValue* args, int* codes, int n,
                                                         PFRetValueHandle ret, void* res) {
@@ -324,27 +331,6 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
   return set_return(t, ret, &rv);
 }
 
-/* The simple path's packed function for t's signature (see k_simple), or
- * NULL when it is not simple. */
-static PFPackedCFunc pick_simple(const pf_typed* t) {
-#ifdef PF_TYPED_FAST
-  if (t->fast == NULL || t->sig.num_args > PF_FAST_MAX_ARGS) return NULL;
-  int r = t->sig.ret;
-  int rk = r == pf_t_void ? 0 : r == pf_t_int64 ? 1 : r == pf_t_float64 ? 2 : -1;
-  if (rk < 0) return NULL;
-  int bits = 0;
-  for (int i = 0; i < t->sig.num_args; ++i) {
-    int a = t->sig.args[i];
-    if (a != pf_t_int64 && a != pf_t_float64) return NULL;
-    bits = (bits << 1) | (a == pf_t_float64);
-  }
-  return k_simple[rk][(1 << t->sig.num_args) - 1 + bits];
-#else
-  (void)t;
-  return NULL;
-#endif
-}
-
 static void typed_free(void* res) { pf_free(res); }
 
 int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out) {
@@ -362,14 +348,14 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
     pf_free(t);
     return -1;
   }
-  t->fast = pick_fast(&sig);
-  PFPackedCFunc simple = pick_simple(t);
+  pf_callers callers = pick_callers(&sig);
+  t->fast = callers.fast;
   char* canon = pf_sig_format(&sig);
   if (canon == NULL) {
     pf_free(t);
     return pf_oom(where);
   }
-  PFPackedCFunc entry = simple ? simple : typed_call_general;
+  PFPackedCFunc entry = callers.simple ? callers.simple : typed_call_general;
   PFFunctionHandle f = NULL;
   if (PFFuncCreateFromCFunc(entry, t, typed_free, &f) != 0) {
     /* typed_free ran */
