@@ -23,47 +23,47 @@ static int int_to_double_exact(int64_t x, double* out) {
   return 1;
 }
 
+/* An int or bool for the integer type `t`, in its range. */
+static pf_conv to_int(int t, int code, const PFValue* v, int64_t* x) {
+  if (code != kPFInt && code != kPFBool) return pf_conv_type;
+  *x = code == kPFBool ? (v->v_int64 != 0) : v->v_int64;
+  if (*x < pf_ctypes[t].lo || (*x > 0 && (uint64_t)*x > pf_ctypes[t].hi)) return pf_conv_range;
+  return pf_conv_ok;
+}
+
+/* A float, or an int or bool that a double holds exactly, for the floating
+ * point type `t`. Narrowing rounds as C does; a finite value beyond the
+ * type is an error, infinities and NaN pass. */
+static pf_conv to_double(int t, int code, const PFValue* v, double* d) {
+  if (code == kPFFloat) {
+    *d = v->v_float64;
+  } else if (code == kPFInt || code == kPFBool) {
+    if (!int_to_double_exact(code == kPFBool ? (v->v_int64 != 0) : v->v_int64, d))
+      return pf_conv_range;
+  } else {
+    return pf_conv_type;
+  }
+  if (isfinite(*d) && fabs(*d) > pf_ctypes[t].max) return pf_conv_range;
+  return pf_conv_ok;
+}
+
 pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int allow_null_str) {
+  pf_conv c;
+  int64_t x;
+  double d;
   switch (t) {
-#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi) case pf_t_##id:
-    PF_SIG_INT_TYPES(INT_CASE_) {
-      if (code != kPFInt && code != kPFBool) return pf_conv_type;
-      int64_t x = code == kPFBool ? (v->v_int64 != 0) : v->v_int64;
-      if (x < pf_ctypes[t].lo || (x > 0 && (uint64_t)x > pf_ctypes[t].hi)) return pf_conv_range;
-      switch (t) {
-#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi) \
-  case pf_t_##id:                                               \
-    out->member = (ctype)x;                                     \
-    break;
-        PF_SIG_INT_TYPES(INT_STORE_)
-#undef INT_STORE_
-      }
-      return pf_conv_ok;
-    }
-#define FLOAT_CASE_(id, name, ctype, member, ffi, max) case pf_t_##id:
-    PF_SIG_FLOAT_TYPES(FLOAT_CASE_) {
-      double d;
-      if (code == kPFFloat) {
-        d = v->v_float64;
-      } else if (code == kPFInt || code == kPFBool) {
-        if (!int_to_double_exact(code == kPFBool ? (v->v_int64 != 0) : v->v_int64, &d))
-          return pf_conv_range;
-      } else {
-        return pf_conv_type;
-      }
-      /* Narrowing rounds as C does; a finite value beyond the type is an
-       * error, infinities and NaN pass. */
-      if (isfinite(d) && fabs(d) > pf_ctypes[t].max) return pf_conv_range;
-      switch (t) {
-#define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
-  case pf_t_##id:                                       \
-    out->member = (ctype)d;                             \
-    break;
-        PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
-#undef FLOAT_STORE_
-      }
-      return pf_conv_ok;
-    }
+#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)               \
+  case pf_t_##id:                                                            \
+    if ((c = to_int(t, code, v, &x)) == pf_conv_ok) out->member = (ctype)x; \
+    return c;
+#define FLOAT_CASE_(id, name, ctype, member, ffi, max)                          \
+  case pf_t_##id:                                                               \
+    if ((c = to_double(t, code, v, &d)) == pf_conv_ok) out->member = (ctype)d; \
+    return c;
+    PF_SIG_INT_TYPES(INT_CASE_)
+    PF_SIG_FLOAT_TYPES(FLOAT_CASE_)
+#undef INT_CASE_
+#undef FLOAT_CASE_
     case pf_t_str:
       if (code == kPFStr || (code == kPFNull && allow_null_str)) {
         out->s = code == kPFStr ? v->v_str : NULL;
@@ -132,8 +132,6 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
     default:
       return pf_conv_type;
   }
-#undef INT_CASE_
-#undef FLOAT_CASE_
 }
 
 static const char* code_name(int code, char* buf, size_t n) {
