@@ -1,7 +1,6 @@
 /* Conversions of signature types between packed values and C values, and their errors. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "typed.h"
 

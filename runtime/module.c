@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>

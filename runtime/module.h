@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-/* ---- the module object (runtime/module.c) ---- */
+/* ---- the module object (runtime/module_object.c) ---- */
 
 typedef struct {
   const char* name; /* the function's metadata name: lives as long as it */

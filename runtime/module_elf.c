@@ -1,7 +1,6 @@
 /* ELF checks: a library file before dlopen reads it, a loaded library's segments. */
 #define _GNU_SOURCE /* the GNU strerror_r, which returns the text */
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
 #include <string.h>
