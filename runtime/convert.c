@@ -51,12 +51,12 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
   int64_t x;
   double d;
   switch (t) {
-#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)               \
-  case pf_t_##id:                                                            \
+#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)              \
+  case pf_t_##id:                                                           \
     if ((c = to_int(t, code, v, &x)) == pf_conv_ok) out->member = (ctype)x; \
     return c;
-#define FLOAT_CASE_(id, name, ctype, member, ffi, max)                          \
-  case pf_t_##id:                                                               \
+#define FLOAT_CASE_(id, name, ctype, member, ffi, max)                         \
+  case pf_t_##id:                                                              \
     if ((c = to_double(t, code, v, &d)) == pf_conv_ok) out->member = (ctype)d; \
     return c;
     PF_SIG_INT_TYPES(INT_CASE_)

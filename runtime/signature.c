@@ -171,4 +171,3 @@ char* pf_sig_format(const pf_sig* sig) {
   sprintf(p, ")");
   return s;
 }
-
