@@ -1,38 +1,7 @@
-/* Type code names, versions, struct sizes, signals and the stable table. */
-#include <pthread.h>
-#include <stdatomic.h>
+/* The stable table of entry points, the version, and the struct sizes a binding checks. */
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
-
-const char* PFTypeCodeName(int type_code) {
-  switch (type_code) {
-#define PF_TYPE_CODE_CASE_(name, num, text, kind, otype) \
-  case name:                                              \
-    return text;
-    PF_TYPE_CODE_LIST(PF_TYPE_CODE_CASE_)
-#undef PF_TYPE_CODE_CASE_
-    default:
-      return (type_code >= kPFExtBegin && type_code < kPFExtEnd) ? "ext" : NULL;
-  }
-}
-
-const char* PFObjectTypeName(uint32_t type_index) {
-  switch (type_index) {
-#define PF_OBJECT_TYPE_CASE_(name, index, text) \
-  case name:                                    \
-    return text;
-    PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_CASE_)
-#undef PF_OBJECT_TYPE_CASE_
-    default:
-      return NULL;
-  }
-}
-#define PF_OBJECT_TYPE_DENSE_(name, index, text) \
-  _Static_assert(index >= 1 && index < kPFObjectTypeEnd, #name " is outside 1..kPFObjectTypeEnd-1");
-PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_DENSE_)
-#undef PF_OBJECT_TYPE_DENSE_
 
 int PFGetVersion(int* major, int* minor, int* patch) {
   if (major) *major = PF_VERSION_MAJOR;
@@ -60,79 +29,6 @@ int PFGetStructSize(const char* name, size_t* out) {
     }
   }
   return PFErrorSetFormat(kPFErrKeyError, "PFGetStructSize: unknown struct '%.200s'", name);
-}
-
-/* The list is dense from 0 (so kPFTypeCodeEnd is also the largest code plus
- * one) and below the extension range; duplicate numbers already fail to
- * compile as duplicate cases above. */
-#define PF_TYPE_CODE_DENSE_(name, num, text, kind, otype) \
-  _Static_assert(num >= 0 && num < kPFTypeCodeEnd, #name " is outside 0..kPFTypeCodeEnd-1");
-PF_TYPE_CODE_LIST(PF_TYPE_CODE_DENSE_)
-#undef PF_TYPE_CODE_DENSE_
-_Static_assert(kPFTypeCodeEnd <= kPFExtBegin, "built-in codes stay below the extension range");
-
-/* ---- signals ---- */
-
-/* Calls of the checker in progress are counted, so that replacing it can
- * wait for the callers of the old one. Two counters alternate: a call
- * counts itself in the counter that g_checker_epoch selects, and a setter
- * flips the epoch after storing the new checker, then waits for the old
- * counter to drain. Calls that start after the flip load the new checker
- * and count elsewhere, so a busy thread cannot keep the setter waiting. */
-static _Atomic(PFSignalChecker) g_checker;
-static atomic_uint g_checker_epoch;
-static atomic_long g_checker_calls[2];
-/* This thread's own calls in each counter: a setter does not wait for
- * checker calls further up its own stack. */
-static _Thread_local long t_checker_calls[2];
-
-static pthread_once_t g_checker_fork_once = PTHREAD_ONCE_INIT;
-
-/* In a child of fork only the forking thread lives on; the calls that
- * other threads had in progress never return there. */
-static void checker_fork_child(void) {
-  for (int i = 0; i < 2; ++i) atomic_store(&g_checker_calls[i], t_checker_calls[i]);
-}
-
-static void checker_fork_register(void) { (void)pthread_atfork(NULL, NULL, checker_fork_child); }
-
-static void sleep_1ms(void) {
-  struct timespec ts = {0, 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-int PFEnvSetSignalChecker(PFSignalChecker checker) {
-  pthread_once(&g_checker_fork_once, checker_fork_register);
-  atomic_store(&g_checker, checker);
-  unsigned old = atomic_fetch_add(&g_checker_epoch, 1u) & 1u;
-  while (atomic_load(&g_checker_calls[old]) > t_checker_calls[old]) sleep_1ms();
-  return 0;
-}
-
-int PFEnvCheckSignals(void) {
-  unsigned e;
-  for (;;) {
-    e = atomic_load(&g_checker_epoch) & 1u;
-    atomic_fetch_add(&g_checker_calls[e], 1);
-    if ((atomic_load(&g_checker_epoch) & 1u) == e) break;
-    atomic_fetch_sub(&g_checker_calls[e], 1); /* a setter flipped meanwhile */
-  }
-  ++t_checker_calls[e];
-  int rc = 0;
-  PFSignalChecker c = atomic_load(&g_checker);
-  if (c != NULL) {
-    uint64_t gen = pf_hot.err_gen;
-    if (c() != 0) {
-      rc = -1;
-      if (pf_hot.err_gen == gen)
-        PFErrorSet(kPFErrRuntimeError,
-                   "PFEnvCheckSignals: the host's signal checker failed without recording an "
-                   "error");
-    }
-  }
-  --t_checker_calls[e];
-  atomic_fetch_sub(&g_checker_calls[e], 1);
-  return rc;
 }
 
 /* ---- the stable table ---- */

@@ -95,61 +95,12 @@ static void keep_error(pf_closure* c) {
 static int c_to_packed(const pf_closure* c, int i, const void* p, PFValue* v, int* code) {
   int t = c->sig.args[i];
   pf_cvalue cv;
-  switch (t) {
-#define INT_READ_(id, name, ctype, member, ffi, rcode, lo, hi) \
-  case pf_t_##id:                                              \
-    cv.member = *(const ctype*)p;                              \
-    break;
-#define FLOAT_READ_(id, name, ctype, member, ffi, max) \
-  case pf_t_##id:                                      \
-    cv.member = *(const ctype*)p;                      \
-    break;
-    PF_SIG_INT_TYPES(INT_READ_)
-    PF_SIG_FLOAT_TYPES(FLOAT_READ_)
-#undef INT_READ_
-#undef FLOAT_READ_
-    case pf_t_dtype: memcpy(&cv.dt, p, sizeof(DLDataType)); break;
-    case pf_t_device: memcpy(&cv.dev, p, sizeof(DLDevice)); break;
-    default: cv.p = *(void* const*)p; break; /* the pointer-like types */
-  }
+  pf_cvalue_load(t, p, &cv);
   if (pf_c_to_packed(t, &cv, v, code) == 0) return 0;
   char who[512], what[32];
   describe(c, who, sizeof(who));
   snprintf(what, sizeof(what), "argument %d", i);
   return pf_c_to_packed_error(who, what, t, &cv);
-}
-
-/* Writes a converted result where libffi expects it: integral results
- * narrower than a register are widened to a whole ffi_arg. */
-static void write_result(int t, const pf_cvalue* v, void* ret) {
-  switch (t) {
-#define INT_WRITE_(id, name, ctype, member, ffi, rcode, lo, hi) \
-  case pf_t_##id:                                               \
-    if (sizeof(ctype) >= sizeof(ffi_arg))                       \
-      memcpy(ret, &v->member, sizeof(ctype));                   \
-    else if ((lo) < 0)                                          \
-      *(ffi_sarg*)ret = v->member;                              \
-    else                                                        \
-      *(ffi_arg*)ret = v->member;                               \
-    break;
-#define FLOAT_WRITE_(id, name, ctype, member, ffi, max) \
-  case pf_t_##id:                                       \
-    memcpy(ret, &v->member, sizeof(ctype));             \
-    break;
-    PF_SIG_INT_TYPES(INT_WRITE_)
-    PF_SIG_FLOAT_TYPES(FLOAT_WRITE_)
-#undef INT_WRITE_
-#undef FLOAT_WRITE_
-    case pf_t_dtype: memcpy(ret, &v->dt, sizeof(DLDataType)); break;
-    case pf_t_device: memcpy(ret, &v->dev, sizeof(DLDevice)); break;
-    case pf_t_bytes: {
-      PFByteArray ba = {NULL, 0};
-      if (v->by) ba = *v->by;
-      memcpy(ret, &ba, sizeof(ba));
-      break;
-    }
-    default: *(void**)ret = v->p; break; /* str, ptr, tensor and the references */
-  }
 }
 
 static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
@@ -190,17 +141,11 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
     char who[512];
     describe(c, who, sizeof(who));
     pf_conv_error(k, who, "result", c->sig.ret, rc, &rv);
-    if (pf_code_is_handle(rc)) {
-      /* The release may run a finalizer that records errors: keep this one. */
-      pf_saved_error saved;
-      pf_error_save(&saved);
-      pf_object_release(rv.v_handle);
-      pf_error_restore(&saved);
-    }
+    if (pf_code_is_handle(rc)) pf_object_release_keeping_error(rv.v_handle);
     keep_error(c);
     return;
   }
-  write_result(c->sig.ret, &cv, ret);
+  pf_ffi_ret_store(c->sig.ret, &cv, ret);
 }
 
 int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHandle* out_closure,

@@ -207,7 +207,7 @@ PF_HIDDEN int pf_host_payload(const void* obj, const void* gate, void** out);
  * shared state: both are always correct; tests run both. */
 PF_HIDDEN void pf_gate_seats_enable(int on);
 
-/* ---- loaded libraries (runtime/module.c) ---- */
+/* ---- loaded libraries (runtime/library.c) ---- */
 /* Finds the shared library that contains `code` and writes a new reference
  * to the runtime's object for it (one per loaded library, holding one
  * dlopen reference), or NULL when the code never unloads (the main program,
@@ -234,6 +234,8 @@ static inline int pf_object_hold_code(pf_object* obj, const void* code, const ch
     return 0;
   return pf_object_hold_code_slow(obj, code, where);
 }
+
+/* ---- the import graph (runtime/module_import.c) ---- */
 /* How many modules the import searches of this process have visited, for
  * tests that bound the work of a search. */
 PF_HIDDEN uint64_t pf_mod_import_visits(void);
@@ -392,5 +394,14 @@ typedef struct {
 } pf_saved_error;
 PF_HIDDEN void pf_error_save(pf_saved_error* e);
 PF_HIDDEN void pf_error_restore(pf_saved_error* e);
+/* Drops a reference to `obj` while the thread's error stays the one
+ * recorded before: the release may run a finalizer that records errors of
+ * its own. */
+static inline void pf_object_release_keeping_error(void* obj) {
+  pf_saved_error e;
+  pf_error_save(&e);
+  pf_object_release((pf_object*)obj);
+  pf_error_restore(&e);
+}
 
 #endif

@@ -1,4 +1,5 @@
-/* Private to the runtime: typed signatures shared by typed.c and closure.c. */
+/* Private to the runtime: signature types, their grammar and their conversions,
+ * shared by signature.c, convert.c, typed.c and closure.c. */
 #ifndef PACKEDFUNC_RUNTIME_TYPED_H_
 #define PACKEDFUNC_RUNTIME_TYPED_H_
 
@@ -16,8 +17,8 @@
  * accepted type codes and ranges, the result codes, the reads and writes of
  * C values) is generated from these rows; PFSignatureTypeInfo hands the
  * names and result codes to bindings and tools. Adding a type means a row
- * here, its conversion in typed.c and closure.c when it is one of the
- * "other" types, a test, and the README's table.
+ * here, its conversion in convert.c when it is one of the "other" types, a
+ * test, and the README's table.
  *
  * Integers and bool take kPFInt or kPFBool and are range-checked:
  *   X(id, name, C type, pf_cvalue member, libffi type, result code, lowest, highest)
@@ -122,20 +123,24 @@ static inline uint32_t pf_ctype_object_type(int t) {
                            : 0;
 }
 
-/* The packed type code of a C value of type `t` (a result of a typed
- * function, an argument of a closure); kPFNull for void. */
-PF_HIDDEN int pf_ctype_result_code(int t);
-/* Converts a C value of type `t` to a packed value (a closure's argument, a
- * typed function's result), as the table in c_api.h says: a NULL pointer
- * becomes kPFNull. For bytes, `c->by` points to the PFByteArray. Returns
- * -1, recording nothing, for a value that cannot cross (a uint64 above
- * INT64_MAX, bytes with NULL data or of an impossible size, a func, array,
- * map, shape or object that is not a live object of its type);
- * pf_c_to_packed_error then records why, naming
- * `who` and `what` ("argument 2", "result"), and returns -1. */
-PF_HIDDEN int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code);
-PF_HIDDEN int pf_c_to_packed_error(const char* who, const char* what, int t,
-                                   const pf_cvalue* c);
+/* ---- signatures (runtime/signature.c) ---- */
+
+/* What the runtime knows of each signature type, from the lists above:
+ * its canonical name, its libffi type as an argument, the packed type code
+ * of its values (kPFNull for void), and its range: lo and hi for the
+ * integers, max (the largest finite value) for floating point. Indexed by
+ * pf_ctype. */
+typedef struct {
+  const char* name;
+  ffi_type* ffi;
+  int result_code;
+  int64_t lo;
+  uint64_t hi;
+  double max;
+} pf_ctype_info;
+PF_HIDDEN extern const pf_ctype_info pf_ctypes[pf_t_count];
+/* The canonical name of a type, e.g. "int64"; "?" outside the table. */
+PF_HIDDEN const char* pf_ctype_name(int t);
 /* Parses `text` into *out. On failure records a ValueError (or TypeError for
  * NULL) whose message begins with `where` and points at the offending
  * position, and returns -1. */
@@ -143,13 +148,20 @@ PF_HIDDEN int pf_sig_parse(const char* where, const char* text, pf_sig* out);
 /* Writes the canonical text of `sig` (canonical names, no blanks) to a new
  * pf_malloc'd string; NULL on allocation failure (no error recorded). */
 PF_HIDDEN char* pf_sig_format(const pf_sig* sig);
-/* The canonical name of a type, e.g. "int64". */
-PF_HIDDEN const char* pf_ctype_name(int t);
-/* The libffi description of a type. */
-PF_HIDDEN ffi_type* pf_ctype_ffi(int t);
 /* Fills `atypes` and prepares `cif` for `sig`; -1 with an error on failure. */
 PF_HIDDEN int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif,
                               ffi_type** atypes);
+
+/* ---- conversions (runtime/convert.c) ---- */
+/*
+ * A typed function converts its packed arguments to C values and its C
+ * result back; a closure (a C function pointer over a packed function)
+ * converts its C arguments to packed values and the packed result back to
+ * C. Both directions go through pf_cvalue: between packed values and C
+ * values here, between C values and the storage libffi reads and writes
+ * in the inline functions after (pf_cvalue_load, pf_ffi_ret_load,
+ * pf_ffi_ret_store).
+ */
 
 /* Converts a packed (code, value) to C type `t`. `allow_null_str` lets
  * kPFNull stand for a NULL str (closure results); arguments of typed
@@ -165,6 +177,107 @@ PF_HIDDEN pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* o
  * the value (a host shows that call as its innermost level). */
 PF_HIDDEN int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                             const PFValue* v);
+/* Converts a C value of type `t` to a packed value (a closure's argument, a
+ * typed function's result), as the table in c_api.h says: a NULL pointer
+ * becomes kPFNull. For bytes, `c->by` points to the PFByteArray. Returns
+ * -1, recording nothing, for a value that cannot cross (a uint64 above
+ * INT64_MAX, bytes with NULL data or of an impossible size, a func, array,
+ * map, shape or object that is not a live object of its type);
+ * pf_c_to_packed_error then records why, naming
+ * `who` and `what` ("argument 2", "result"), and returns -1. */
+PF_HIDDEN int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code);
+PF_HIDDEN int pf_c_to_packed_error(const char* who, const char* what, int t,
+                                   const pf_cvalue* c);
+
+/* ---- libffi's storage of C values ---- */
+/* Inline, for each is on every call through libffi, in one direction or
+ * the other. */
+
+/* Reads the C value of type `t` stored at `p` as its C type (an argument
+ * as libffi hands it to a closure). */
+static inline void pf_cvalue_load(int t, const void* p, pf_cvalue* out) {
+  switch (t) {
+#define INT_LOAD_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                              \
+    out->member = *(const ctype*)p;                            \
+    break;
+#define FLOAT_LOAD_(id, name, ctype, member, ffi, max) \
+  case pf_t_##id:                                      \
+    out->member = *(const ctype*)p;                    \
+    break;
+    PF_SIG_INT_TYPES(INT_LOAD_)
+    PF_SIG_FLOAT_TYPES(FLOAT_LOAD_)
+#undef INT_LOAD_
+#undef FLOAT_LOAD_
+    case pf_t_dtype: memcpy(&out->dt, p, sizeof(DLDataType)); break;
+    case pf_t_device: memcpy(&out->dev, p, sizeof(DLDevice)); break;
+    default: out->p = *(void* const*)p; break; /* the pointer-like types */
+  }
+}
+
+/* A result as libffi stores it: an integral result narrower than a
+ * register as a whole ffi_arg, signed or not as its type is; a bytes
+ * result as a PFByteArray by value (16 bytes); any other as its C type. */
+typedef union {
+  ffi_arg a;
+  ffi_sarg sa;
+  pf_cvalue v;
+  PFByteArray ba;
+} pf_ffi_ret;
+
+/* Reads the result of type `t` that ffi_call stored in `ret`; for bytes,
+ * out->by points into `ret`. */
+static inline void pf_ffi_ret_load(int t, const pf_ffi_ret* ret, pf_cvalue* out) {
+  switch (t) {
+    case pf_t_void: break;
+#define INT_LOAD_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                              \
+    if (sizeof(ctype) < sizeof(ffi_arg))                       \
+      out->member = (lo) < 0 ? (ctype)ret->sa : (ctype)ret->a; \
+    else                                                       \
+      out->member = ret->v.member;                             \
+    break;
+    PF_SIG_INT_TYPES(INT_LOAD_)
+#undef INT_LOAD_
+    case pf_t_bytes: out->by = &ret->ba; break;
+    default: *out = ret->v; break;
+  }
+}
+
+/* Stores `v` as a closure's result of type `t` where libffi expects it
+ * (`ret`, at least an ffi_arg); a NULL bytes pointer stores empty bytes. */
+static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
+  switch (t) {
+#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                               \
+    if (sizeof(ctype) >= sizeof(ffi_arg))                       \
+      memcpy(ret, &v->member, sizeof(ctype));                   \
+    else if ((lo) < 0)                                          \
+      *(ffi_sarg*)ret = v->member;                              \
+    else                                                        \
+      *(ffi_arg*)ret = v->member;                               \
+    break;
+#define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
+  case pf_t_##id:                                       \
+    memcpy(ret, &v->member, sizeof(ctype));             \
+    break;
+    PF_SIG_INT_TYPES(INT_STORE_)
+    PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
+#undef INT_STORE_
+#undef FLOAT_STORE_
+    case pf_t_dtype: memcpy(ret, &v->dt, sizeof(DLDataType)); break;
+    case pf_t_device: memcpy(ret, &v->dev, sizeof(DLDevice)); break;
+    case pf_t_bytes: {
+      PFByteArray ba = {NULL, 0};
+      if (v->by) ba = *v->by;
+      memcpy(ret, &ba, sizeof(ba));
+      break;
+    }
+    default: *(void**)ret = v->p; break; /* str, ptr, tensor and the references */
+  }
+}
+
+/* ---- typed functions (runtime/typed.c) ---- */
 
 /* Test and benchmark hooks for typed functions (not API):
  * pf_typed_path: 1 when `func` calls through a direct cast, 2 through
