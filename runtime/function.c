@@ -258,6 +258,9 @@ static inline __attribute__((always_inline)) int call_with_slot(
   uintptr_t tag = pf_ret_tag();
   fr.slot.tag = tag;
   fr.slot.type_code = kPFNull;
+  /* A callee that sets nothing returns null with a zero value, never the
+   * stack's old bytes. */
+  fr.slot.value.v_int64 = 0;
   fr.f = f;
   fr.ret_val = ret_val;
   fr.ret_type_code = ret_type_code;
@@ -275,7 +278,6 @@ static inline __attribute__((always_inline)) int call_with_slot(
    * match. Volatile, so the store is not dropped as one to a dying local. */
   *(volatile uintptr_t*)&fr.slot.tag = 0;
   if (__builtin_expect(rc == 0 && end == tag, 1)) {
-    /* A callee that set nothing leaves kPFNull and a value of no meaning. */
     *fr.ret_val = fr.slot.value;
     *fr.ret_type_code = fr.slot.type_code;
     return 0;
