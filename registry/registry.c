@@ -123,12 +123,10 @@ __attribute__((constructor)) static void registry_install_fork_handlers(void) {
 
 /* The error for a name that check_name refuses; returns -1. */
 __attribute__((noinline, cold)) static long bad_name(const char* where, const char* name) {
-  if (name == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'name' is NULL", where);
-  if (name[0] == '\0')
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'name' is empty", where);
-  return PFErrorSetFormat(kPFErrValueError,
-                          "%s: argument 'name' is longer than %d bytes ('%.40s...')", where,
-                          PF_NAME_MAX, name);
+  if (name == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'name' is NULL", where);
+  if (name[0] == '\0') return PF_ERROR(kPFErrValueError, "%s: argument 'name' is empty", where);
+  return PF_ERROR(kPFErrValueError, "%s: argument 'name' is longer than %d bytes ('%.40s...')",
+                  where, PF_NAME_MAX, name);
 }
 
 /* Validates a name argument; returns its length, or -1 with an error. */
@@ -139,8 +137,8 @@ static inline long check_name(const char* where, const char* name) {
 }
 
 static int sealed_error(const char* where, const char* name) {
-  return PFErrorSetFormat(kPFErrRuntimeError,
-                          "%s: the registry is sealed; '%s' cannot be changed", where, name);
+  return PF_ERROR(kPFErrRuntimeError, "%s: the registry is sealed; '%s' cannot be changed", where,
+                  name);
 }
 
 static int register_impl(const char* where, const char* name, PFFunctionHandle func,
@@ -149,11 +147,11 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
   if (n < 0) return -1;
   uint32_t ti = 0;
   if (func == NULL || PFObjectGetTypeIndex(func, &ti) != 0 || ti != kPFObjectFunction)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'func' for '%s' is %s", where, name,
-                            func ? "not a live function handle" : "NULL");
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'func' for '%s' is %s", where, name,
+                    func ? "not a live function handle" : "NULL");
   if (flags & ~(kPFRegisterOverride | kPFRegisterProtected))
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x",
-                            where, (unsigned)flags);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x", where,
+                    (unsigned)flags);
   entry* fresh = PFMemAlloc(sizeof(entry) + (size_t)n + 1);
   if (fresh == NULL) return -1;
   memcpy(fresh->name, name, (size_t)n + 1);
@@ -169,13 +167,12 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
   if (atomic_load(&g_sealed)) {
     rc = sealed_error(where, name);
   } else if (old != NULL && (old->flags & kPFRegisterProtected)) {
-    rc = PFErrorSetFormat(kPFErrRuntimeError,
-                          "%s: '%s' is protected and cannot be overridden", where, name);
+    rc = PF_ERROR(kPFErrRuntimeError, "%s: '%s' is protected and cannot be overridden", where,
+                  name);
   } else if (old != NULL && !(flags & kPFRegisterOverride)) {
-    rc = PFErrorSetFormat(kPFErrKeyError,
-                          "%s: a function named '%s' is already registered "
-                          "(pass override to replace it)",
-                          where, name);
+    rc = PF_ERROR(kPFErrKeyError,
+                  "%s: a function named '%s' is already registered "
+                  "(pass override to replace it)", where, name);
   } else if (old != NULL) {
     drop = old->func;
     old->func = func;
@@ -212,7 +209,7 @@ int PFFuncGetGlobal(const char* name, PFFunctionHandle* out) {
   static const char* const where = "PFFuncGetGlobal";
   long n = check_name(where, name);
   if (n < 0) return -1;
-  if (out == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'out' is NULL", where);
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", where);
   entry* e = NULL;
   reader_slot* lock = read_lock();
   HASH_FIND(hh, g_table, name, (size_t)n, e);
@@ -234,11 +231,9 @@ int PFFuncRemoveGlobal(const char* name) {
   if (atomic_load(&g_sealed)) {
     rc = sealed_error(where, name);
   } else if (e == NULL) {
-    rc = PFErrorSetFormat(kPFErrKeyError, "%s: no function named '%s' is registered", where,
-                          name);
+    rc = PF_ERROR(kPFErrKeyError, "%s: no function named '%s' is registered", where, name);
   } else if (e->flags & kPFRegisterProtected) {
-    rc = PFErrorSetFormat(kPFErrRuntimeError, "%s: '%s' is protected and cannot be removed",
-                          where, name);
+    rc = PF_ERROR(kPFErrRuntimeError, "%s: '%s' is protected and cannot be removed", where, name);
   } else {
     HASH_DEL(g_table, e);
   }
@@ -255,11 +250,11 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
   static const char* const where = "PFModExportGlobal";
   uint32_t ti = 0;
   if (mod == NULL || PFObjectGetTypeIndex(mod, &ti) != 0 || ti != kPFObjectModule)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'mod' is %s", where,
-                            mod ? "not a live module handle" : "NULL");
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'mod' is %s", where,
+                    mod ? "not a live module handle" : "NULL");
   if (flags & ~(kPFRegisterOverride | kPFRegisterProtected))
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x",
-                            where, (unsigned)flags);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x", where,
+                    (unsigned)flags);
   if (prefix == NULL) prefix = "";
   int n = 0;
   const char** names = NULL; /* the module's; valid while it lives */
@@ -274,9 +269,9 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
   for (; made < n && rc == 0; ++made) {
     size_t len = strlen(names[made]);
     if (plen + len > PF_NAME_MAX) {
-      rc = PFErrorSetFormat(kPFErrValueError,
-                            "%s: argument 'prefix': '%.40s' + '%.40s' is longer than %d bytes",
-                            where, prefix, names[made], PF_NAME_MAX);
+      rc = PF_ERROR(kPFErrValueError,
+                    "%s: argument 'prefix': '%.40s' + '%.40s' is longer than %d bytes", where,
+                    prefix, names[made], PF_NAME_MAX);
       break;
     }
     entry* e = PFMemAlloc(sizeof(entry) + plen + len + 1);
@@ -291,8 +286,7 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
     fresh[made] = e;
     if (PFModGetFunction(mod, names[made], 0, &e->func) != 0 || e->func == NULL) {
       if (e->func == NULL && PFErrorGetKind()[0] == '\0')
-        PFErrorSetFormat(kPFErrRuntimeError, "%s: the module lost its function '%s'", where,
-                         names[made]);
+        PF_ERROR(kPFErrRuntimeError, "%s: the module lost its function '%s'", where, names[made]);
       rc = -1;
       ++made;
       break;
@@ -314,15 +308,13 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
       entry* old = NULL;
       HASH_FIND(hh, g_table, fresh[i]->name, strlen(fresh[i]->name), old);
       if (old != NULL && (old->flags & kPFRegisterProtected))
-        rc = PFErrorSetFormat(kPFErrRuntimeError,
-                              "%s: '%s' is protected and cannot be overridden; nothing from the "
-                              "module was exported",
-                              where, old->name);
+        rc = PF_ERROR(kPFErrRuntimeError,
+                      "%s: '%s' is protected and cannot be overridden; nothing from the "
+                      "module was exported", where, old->name);
       else if (old != NULL && !(flags & kPFRegisterOverride))
-        rc = PFErrorSetFormat(kPFErrKeyError,
-                              "%s: a function named '%s' is already registered; nothing from "
-                              "the module was exported",
-                              where, old->name);
+        rc = PF_ERROR(kPFErrKeyError,
+                      "%s: a function named '%s' is already registered; nothing from "
+                      "the module was exported", where, old->name);
     }
     /* New names first: their insertion is the only step that can fail
      * (uthash growing its buckets), and it is undone by deleting them. */
@@ -334,7 +326,7 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
       if (old != NULL) continue;
       HASH_ADD_KEYPTR(hh, g_table, fresh[i]->name, len, fresh[i]);
       if (g_hash_oom) {
-        rc = PFErrorSetFormat(kPFErrMemoryError, "%s: out of memory", where);
+        rc = PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
         for (int j = 0; j < i; ++j) {
           entry* e = NULL;
           HASH_FIND(hh, g_table, fresh[j]->name, strlen(fresh[j]->name), e);
@@ -400,8 +392,8 @@ static int cmp_names(const void* a, const void* b) {
 static int list_names(const char* where, const char* prefix, int* out_size,
                       const char*** out_array) {
   if (out_size == NULL || out_array == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", where,
-                            out_size == NULL ? "out_size" : "out_array");
+    return PF_ERROR(kPFErrTypeError, "%s: argument '%s' is NULL", where,
+                    out_size == NULL ? "out_size" : "out_array");
   size_t plen = prefix ? strlen(prefix) : 0;
   size_t count = 0, bytes = 0;
   char* block = NULL;
@@ -438,12 +430,12 @@ static int list_names(const char* where, const char* prefix, int* out_size,
      * are checked before the arithmetic (with slack for names added while
      * the lock is not held). */
     if (need_count > (size_t)INT32_MAX - 16)
-      return PFErrorSetFormat(kPFErrRuntimeError, "%s: too many names (%zu)", where, need_count);
+      return PF_ERROR(kPFErrRuntimeError, "%s: too many names (%zu)", where, need_count);
     count = need_count + 16;
     bytes = need_bytes + 16 * 64;
     if (bytes < need_bytes || count + 1 > (SIZE_MAX - bytes) / sizeof(char*))
-      return PFErrorSetFormat(kPFErrMemoryError,
-                              "%s: the names need more memory than can be allocated", where);
+      return PF_ERROR(kPFErrMemoryError, "%s: the names need more memory than can be allocated",
+                      where);
     block = PFMemAlloc(sizeof(char*) * (count + 1) + bytes);
     if (block == NULL) return -1;
   }
@@ -472,8 +464,7 @@ int PFRegistrySeal(void) {
 }
 
 int PFRegistryIsSealed(int* out) {
-  if (out == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "PFRegistryIsSealed: argument 'out' is NULL");
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "PFRegistryIsSealed: argument 'out' is NULL");
   *out = atomic_load(&g_sealed);
   return 0;
 }

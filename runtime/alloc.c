@@ -11,16 +11,17 @@ static void default_free(void* p, void* ud) { (void)ud; free(p); }
 static PFAllocator g_alloc = {default_malloc, default_realloc, default_free, NULL};
 static atomic_int g_alloc_used;
 
-/* Its errors are recorded without allocating: a failed call must not count
- * as the runtime's first allocation, or a corrected retry would fail. */
+/* A refusal before the first allocation is recorded without allocating
+ * (and so without a traceback line): it must not count as the runtime's
+ * first allocation, or a corrected retry would fail. */
 int PFSetAllocator(const PFAllocator* a) {
   if (a != NULL && (a->malloc_fn == NULL || a->realloc_fn == NULL || a->free_fn == NULL))
     return pf_error_static(kPFErrTypeError,
                            "PFSetAllocator: argument 'allocator' has a NULL function");
   if (atomic_load(&g_alloc_used))
-    return pf_error_static(kPFErrRuntimeError,
-                           "PFSetAllocator: the runtime has already allocated; "
-                           "install the allocator before the first call");
+    return PF_ERROR(kPFErrRuntimeError,
+                    "PFSetAllocator: the runtime has already allocated; "
+                    "install the allocator before the first call");
   if (a == NULL) {
     g_alloc = (PFAllocator){default_malloc, default_realloc, default_free, NULL};
   } else {
@@ -64,9 +65,8 @@ char* pf_strdup(const char* s) {
 
 void* PFMemAlloc(size_t size) {
   if (size > PF_MAX_OBJECT_SIZE) {
-    pf_error_static(kPFErrMemoryError,
-                    "PFMemAlloc: argument 'size' is larger than any object can be "
-                    "(PTRDIFF_MAX bytes)");
+    PF_ERROR(kPFErrMemoryError,
+             "PFMemAlloc: argument 'size' is larger than any object can be (PTRDIFF_MAX bytes)");
     return NULL;
   }
   void* p = pf_malloc(size);
@@ -76,9 +76,9 @@ void* PFMemAlloc(size_t size) {
 
 void* PFMemRealloc(void* ptr, size_t size) {
   if (size > PF_MAX_OBJECT_SIZE) {
-    pf_error_static(kPFErrMemoryError,
-                    "PFMemRealloc: argument 'size' is larger than any object can be "
-                    "(PTRDIFF_MAX bytes); the block is unchanged");
+    PF_ERROR(kPFErrMemoryError,
+             "PFMemRealloc: argument 'size' is larger than any object can be "
+             "(PTRDIFF_MAX bytes); the block is unchanged");
     return NULL;
   }
   void* p = pf_realloc(ptr, size);

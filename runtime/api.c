@@ -28,7 +28,7 @@ int PFGetStructSize(const char* name, size_t* out) {
       return 0;
     }
   }
-  return PFErrorSetFormat(kPFErrKeyError, "PFGetStructSize: unknown struct '%.200s'", name);
+  return PF_ERROR(kPFErrKeyError, "PFGetStructSize: unknown struct '%.200s'", name);
 }
 
 /* ---- the stable table ---- */
@@ -137,10 +137,10 @@ static const PFApi g_api = {
 
 static const PFApi* get_api(uint32_t version) {
   if (version >= 1 && version <= PF_API_VERSION) return &g_api;
-  PFErrorSetFormat(kPFErrValueError,
-                   "PFApiBase.GetApi: API version %u is not available; this library "
-                   "(packedfunc %s) provides versions 1 to %d",
-                   version, PF_VERSION_STRING, PF_API_VERSION);
+  PF_ERROR(kPFErrValueError,
+           "PFApiBase.GetApi: API version %u is not available; this library "
+           "(packedfunc %s) provides versions 1 to %d",
+           version, PF_VERSION_STRING, PF_API_VERSION);
   return NULL;
 }
 

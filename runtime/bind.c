@@ -87,6 +87,8 @@ static int keep_value(int code, const PFValue* in, PFValue* out) {
 static int bound_call(PFValue* args, int* codes, int num_args, PFRetValueHandle ret,
                       void* resource) {
   pf_binding* b = resource;
+  /* Both errors are about the call's arguments: the caller's, with no place
+   * (the rule at PF_ERROR in base.h). */
   if (num_args > INT_MAX - b->num_bound)
     return PFErrorSetFormat(kPFErrValueError, "bound function: %d arguments are too many",
                             num_args);
@@ -133,12 +135,7 @@ static int bound_call(PFValue* args, int* codes, int num_args, PFRetValueHandle 
   rc = PFCFuncSetReturn(ret, &rv, &rc_code, 1);
   /* The return slot took its own reference; ours goes, keeping the error
    * (if any) of the set call across the finalizer this may run. */
-  if (pf_code_is_handle(rc_code)) {
-    pf_saved_error e;
-    pf_error_save(&e);
-    PFObjectFree(rv.v_handle);
-    pf_error_restore(&e);
-  }
+  if (pf_code_is_handle(rc_code)) pf_object_release_keeping_error(rv.v_handle);
   return rc;
 }
 
@@ -225,10 +222,9 @@ static int run_prepack(const pf_prepack* pp, PFFunctionHandle func, int position
   if (pp->fn(((pf_function*)func)->resource, position, *value, code, &k_hook_allocator, &result,
              &result_code, &is_packed) != 0) {
     if (pf_hot.err_gen == gen)
-      return PFErrorSetFormat(kPFErrRuntimeError,
-                              "%s: the pre-pack hook of format '%s' failed on the constant at "
-                              "position %d without recording an error", where, pp->format,
-                              position);
+      return PF_ERROR(kPFErrRuntimeError,
+                      "%s: the pre-pack hook of format '%s' failed on the constant at "
+                      "position %d without recording an error", where, pp->format, position);
     return -1;
   }
   if (!is_packed) {
@@ -236,21 +232,17 @@ static int run_prepack(const pf_prepack* pp, PFFunctionHandle func, int position
     return 0;
   }
   if (!pf_code_is_plain(result_code) && !pf_code_is_handle(result_code))
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: the pre-pack hook of format '%s' packed the constant at "
-                            "position %d into a value of type code %s (%d); a packed value is "
-                            "a plain value or a function, module or object handle", where,
-                            pp->format, position,
-                            PFTypeCodeName(result_code) ? PFTypeCodeName(result_code) : "unknown",
-                            result_code);
+    return PF_ERROR(kPFErrTypeError,
+                    "%s: the pre-pack hook of format '%s' packed the constant at "
+                    "position %d into a value of type code %s (%d); a packed value is "
+                    "a plain value or a function, module or object handle",
+                    where, pp->format, position,
+                    PFTypeCodeName(result_code) ? PFTypeCodeName(result_code) : "unknown",
+                    result_code);
   if (pf_check_value(where, "packed value for position", position, result_code, &result) != 0) {
     /* The hook handed over a reference, of the wrong kind: ours to drop. */
-    if (pf_code_is_handle(result_code) && pf_is_object(result.v_handle, 0)) {
-      pf_saved_error e;
-      pf_error_save(&e);
-      PFObjectFree(result.v_handle);
-      pf_error_restore(&e);
-    }
+    if (pf_code_is_handle(result_code) && pf_is_object(result.v_handle, 0))
+      pf_object_release_keeping_error(result.v_handle);
     return -1;
   }
   *out = result;
@@ -265,11 +257,10 @@ int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format, PFPrePackFu
   PF_CHECK_ARG(pack_format);
   PF_CHECK_ARG(prepack);
   if (pack_format[0] == '\0')
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'pack_format' is empty", where);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'pack_format' is empty", where);
   pf_function* f = func;
   if (atomic_load(&f->prepack) != NULL)
-    return PFErrorSetFormat(kPFErrValueError, "%s: the function already has a pre-pack hook",
-                            where);
+    return PF_ERROR(kPFErrValueError, "%s: the function already has a pre-pack hook", where);
   pf_prepack* pp = pf_malloc(sizeof(*pp));
   char* format = pf_strdup(pack_format);
   if (pp == NULL || format == NULL) {
@@ -283,8 +274,7 @@ int PFFuncSetPrePack(PFFunctionHandle func, const char* pack_format, PFPrePackFu
   if (!atomic_compare_exchange_strong(&f->prepack, &expected, pp)) {
     pf_free(format);
     pf_free(pp);
-    return PFErrorSetFormat(kPFErrValueError, "%s: the function already has a pre-pack hook",
-                            where);
+    return PF_ERROR(kPFErrValueError, "%s: the function already has a pre-pack hook", where);
   }
   return 0;
 }
@@ -295,44 +285,42 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
   PF_CHECK_ARG(out);
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   if (num_bound < 0)
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_bound' is negative (%d)", where,
-                            num_bound);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'num_bound' is negative (%d)", where,
+                    num_bound);
   if (num_bound > 0 && positions == NULL)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'positions' is NULL with num_bound %d", where,
-                            num_bound);
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'positions' is NULL with num_bound %d", where,
+                    num_bound);
   if (num_bound > 0 && values == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument 'values' is NULL with num_bound %d",
-                            where, num_bound);
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'values' is NULL with num_bound %d", where,
+                    num_bound);
   if (num_bound > 0 && type_codes == NULL)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'type_codes' is NULL with num_bound %d", where,
-                            num_bound);
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'type_codes' is NULL with num_bound %d", where,
+                    num_bound);
   if (cache != NULL) PF_CHECK_OBJECT(cache, kPFObjectPrePackCache);
   const char* sig = NULL;
   PFFuncGetInfo(func, NULL, &sig, NULL);
   int arity = sig != NULL ? sig_param_count(sig) : -1;
   for (int i = 0; i < num_bound; ++i) {
     if (positions[i] < 0)
-      return PFErrorSetFormat(kPFErrValueError, "%s: argument 'positions[%d]' is negative (%d)",
-                              where, i, positions[i]);
+      return PF_ERROR(kPFErrValueError, "%s: argument 'positions[%d]' is negative (%d)", where, i,
+                      positions[i]);
     if (i > 0 && positions[i] <= positions[i - 1])
-      return PFErrorSetFormat(kPFErrValueError,
-                              "%s: argument 'positions[%d]' is %d, not greater than "
-                              "positions[%d] (%d): positions must be strictly increasing",
-                              where, i, positions[i], i - 1, positions[i - 1]);
+      return PF_ERROR(kPFErrValueError,
+                      "%s: argument 'positions[%d]' is %d, not greater than "
+                      "positions[%d] (%d): positions must be strictly increasing",
+                      where, i, positions[i], i - 1, positions[i - 1]);
     if (arity >= 0 && positions[i] >= arity)
-      return PFErrorSetFormat(kPFErrValueError,
-                              "%s: argument 'positions[%d]' is %d, out of range for signature "
-                              "%s with %d parameters", where, i, positions[i], sig, arity);
+      return PF_ERROR(kPFErrValueError,
+                      "%s: argument 'positions[%d]' is %d, out of range for signature "
+                      "%s with %d parameters", where, i, positions[i], sig, arity);
   }
   for (int i = 0; i < num_bound; ++i) {
     if (pf_check_value(where, "bound value", i, type_codes[i], &values[i]) != 0) return -1;
     if (type_codes[i] == kPFDLTensorHandle)
-      return PFErrorSetFormat(kPFErrTypeError,
-                              "%s: bound value %d has type code tensor, a DLTensor* that is only "
-                              "borrowed for a call, which a bound function cannot keep (bind a "
-                              "tensor object instead)", where, i);
+      return PF_ERROR(kPFErrTypeError,
+                      "%s: bound value %d has type code tensor, a DLTensor* that is only "
+                      "borrowed for a call, which a bound function cannot keep (bind a "
+                      "tensor object instead)", where, i);
   }
   pf_binding* b = pf_calloc(1, sizeof(*b));
   if (b == NULL) return pf_oom(where);
@@ -382,10 +370,7 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     int rc = PFFuncSetInfo(f, NULL, new_sig, NULL);
     pf_free(new_sig);
     if (rc != 0) {
-      pf_saved_error e;
-      pf_error_save(&e);
-      PFFuncFree(f);
-      pf_error_restore(&e);
+      pf_object_release_keeping_error(f);
       return -1;
     }
   }

@@ -175,13 +175,13 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
   c->closure = ffi_closure_alloc(sizeof(ffi_closure), &c->code);
   if (c->closure == NULL) {
     closure_destroy(&c->base);
-    return PFErrorSetFormat(kPFErrMemoryError, "%s: libffi could not allocate a closure", where);
+    return PF_ERROR(kPFErrMemoryError, "%s: libffi could not allocate a closure", where);
   }
   ffi_status st = ffi_prep_closure_loc(c->closure, &c->cif, closure_entry, c, c->code);
   if (st != FFI_OK) {
     closure_destroy(&c->base);
-    return PFErrorSetFormat(kPFErrRuntimeError, "%s: libffi could not prepare the closure "
-                            "(status %d)", where, (int)st);
+    return PF_ERROR(kPFErrRuntimeError, "%s: libffi could not prepare the closure (status %d)",
+                    where, (int)st);
   }
   pf_object_retain(func);
   c->func = func;
@@ -197,6 +197,7 @@ int PFClosureCheckError(PFObjectHandle closure) {
   kept_error* k = atomic_exchange_explicit(&c->kept, NULL, memory_order_acq_rel);
   if (k == NULL) return 0; /* another thread collected it first */
   if (k == &k_kept_oom) return pf_oom("PFClosureCheckError");
+  /* Passes on an error raised elsewhere, with the traceback it had: no new place. */
   PFErrorSet(k->kind, k->msg);
   if (k->tb) PFErrorAppendTraceback(k->tb);
   kept_free(k);

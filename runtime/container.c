@@ -36,9 +36,9 @@ static int need_chars(store_need* need, size_t n) {
 /* A total that no object can have is the caller's input at fault, as a
  * count no container can hold is: a ValueError, not a MemoryError. */
 static int too_large(const char* where) {
-  return PFErrorSetFormat(kPFErrValueError,
-                          "%s: the values need more memory than any object can have "
-                          "(PTRDIFF_MAX bytes)", where);
+  return PF_ERROR(kPFErrValueError,
+                  "%s: the values need more memory than any object can have "
+                  "(PTRDIFF_MAX bytes)", where);
 }
 
 /* Checks one value that a container is to keep, as PFFuncCall checks an
@@ -47,10 +47,10 @@ static int check_item(const char* where, const char* what, int64_t i, int code, 
                       store_need* need) {
   if (pf_check_value(where, what, i, code, v) != 0) return -1;
   if (code == kPFDLTensorHandle)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: %s %lld has type code tensor, a DLTensor* that is only borrowed "
-                            "for a call, which a container cannot keep (store a tensor object "
-                            "instead)", where, what, (long long)i);
+    return PF_ERROR(kPFErrTypeError,
+                    "%s: %s %lld has type code tensor, a DLTensor* that is only borrowed "
+                    "for a call, which a container cannot keep (store a tensor object "
+                    "instead)", where, what, (long long)i);
   if (code == kPFStr) {
     if (need_chars(need, strlen(v->v_str) + 1) != 0) return too_large(where);
   } else if (code == kPFBytes) {
@@ -98,24 +98,23 @@ static void release_item(int code, PFValue* v) {
 
 static int check_count(const char* where, const char* arg, int64_t n, const char* what) {
   if (n < 0)
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument '%s' is negative (%lld)", where, arg,
-                            (long long)n);
+    return PF_ERROR(kPFErrValueError, "%s: argument '%s' is negative (%lld)", where, arg,
+                    (long long)n);
   if (n > MAX_ITEMS)
-    return PFErrorSetFormat(kPFErrValueError,
-                            "%s: argument '%s' is %lld, more than any %s can hold", where, arg,
-                            (long long)n, what);
+    return PF_ERROR(kPFErrValueError, "%s: argument '%s' is %lld, more than any %s can hold", where,
+                    arg, (long long)n, what);
   return 0;
 }
 
 static int null_with_count(const char* where, const char* arg, const char* count, int64_t n) {
-  return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL with %s %lld", where, arg,
-                          count, (long long)n);
+  return PF_ERROR(kPFErrTypeError, "%s: argument '%s' is NULL with %s %lld", where, arg, count,
+                  (long long)n);
 }
 
 static int index_error(const char* where, int64_t index, int64_t size, const char* what) {
-  return PFErrorSetFormat(kPFErrIndexError,
-                          "%s: argument 'index' is %lld, out of range for %s of size %lld", where,
-                          (long long)index, what, (long long)size);
+  return PF_ERROR(kPFErrIndexError,
+                  "%s: argument 'index' is %lld, out of range for %s of size %lld", where,
+                  (long long)index, what, (long long)size);
 }
 
 /* Rounds up to a multiple of 8 (every part of a container is 8-aligned:
@@ -294,11 +293,10 @@ int pf_map_children(pf_walk* w, const void* map) {
 static int key_type_error(const char* where, const char* what, int64_t i, int code) {
   const char* name = PFTypeCodeName(code);
   if (name == NULL || code >= kPFExtBegin)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: %s %lld has %s type code %d; map keys are str or int", where,
-                            what, (long long)i, name ? "extension" : "unknown", code);
-  return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld has type code %s; map keys are str or int",
-                          where, what, (long long)i, name);
+    return PF_ERROR(kPFErrTypeError, "%s: %s %lld has %s type code %d; map keys are str or int",
+                    where, what, (long long)i, name ? "extension" : "unknown", code);
+  return PF_ERROR(kPFErrTypeError, "%s: %s %lld has type code %s; map keys are str or int", where,
+                  what, (long long)i, name);
 }
 
 int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values,
@@ -350,11 +348,11 @@ int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values
       if (!key_equal(o, e->hash, e->key_code, &e->key)) continue;
       int64_t first = (int64_t)(m->slots[j] - 1);
       if (e->key_code == kPFInt)
-        PFErrorSetFormat(kPFErrValueError, "%s: key %zu (%lld) repeats key %lld", where, i,
-                         (long long)e->key.v_int64, (long long)first);
+        PF_ERROR(kPFErrValueError, "%s: key %zu (%lld) repeats key %lld", where, i,
+                 (long long)e->key.v_int64, (long long)first);
       else
-        PFErrorSetFormat(kPFErrValueError, "%s: key %zu ('%.200s') repeats key %lld", where, i,
-                         e->key.v_str, (long long)first);
+        PF_ERROR(kPFErrValueError, "%s: key %zu ('%.200s') repeats key %lld", where, i,
+                 e->key.v_str, (long long)first);
       pf_free(block);
       return -1;
     }
@@ -387,16 +385,15 @@ int PFMapGetItem(PFObjectHandle map, PFValue key, int key_code, PFValue* out, in
   if (key_code != kPFStr && key_code != kPFInt) {
     const char* name = PFTypeCodeName(key_code);
     if (name == NULL || key_code >= kPFExtBegin)
-      return PFErrorSetFormat(kPFErrTypeError,
-                              "%s: argument 'key_code' is %s type code %d; map keys are str or int",
-                              __func__, name ? "the extension" : "the unknown", key_code);
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'key_code' is %s; map keys are str or int", __func__,
-                            name);
+      return PF_ERROR(kPFErrTypeError,
+                      "%s: argument 'key_code' is %s type code %d; map keys are str or int",
+                      __func__, name ? "the extension" : "the unknown", key_code);
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'key_code' is %s; map keys are str or int",
+                    __func__, name);
   }
   if (key_code == kPFStr && key.v_str == NULL)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'key' has type code str but a NULL pointer", __func__);
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'key' has type code str but a NULL pointer",
+                    __func__);
   const map_entry* e = map_find(map, key_code, &key);
   if (e == NULL) {
     out->v_int64 = 0;

@@ -144,6 +144,7 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                   const PFValue* v) {
   char buf[40];
   const char* want = pf_ctype_name(t);
+  /* A call's arguments or result: the caller's error, with no place (PF_ERROR in base.h). */
   if (c == pf_conv_dead)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected %s, got %s handle that is not live", who, what,
@@ -238,6 +239,7 @@ int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
 }
 
 int pf_c_to_packed_error(const char* who, const char* what, int t, const pf_cvalue* c) {
+  /* A call's arguments or result: the caller's error, with no place (PF_ERROR in base.h). */
   if (t == pf_t_func)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected func, got a pointer that is not a live function "

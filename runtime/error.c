@@ -60,7 +60,7 @@ static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg
   pf_hot.err_gen++;
 }
 
-int pf_oom(const char* where) {
+int (pf_oom)(const char* where) {
   pf_thread_state* s = pf_tls();
   /* Formatted into the thread's own buffer: no allocation. (A message that
    * pf_error_save moved away still points there; a later pf_oom on the

@@ -28,35 +28,34 @@ int pf_check_value(const char* where, const char* what, int64_t index, int code,
   if ((unsigned)code < kPFTypeCodeEnd) {
     pf_code_info info = pf_codes[code];
     if (info.kind != kPFValuePlain && v->v_handle == NULL)
-      return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld has type code %s but a NULL pointer",
-                              where, what, (long long)index, PFTypeCodeName(code));
+      return PF_ERROR(kPFErrTypeError, "%s: %s %lld has type code %s but a NULL pointer", where,
+                      what, (long long)index, PFTypeCodeName(code));
     if (info.kind == kPFValueHandle && !pf_is_object(v->v_handle, info.object_type))
-      return PFErrorSetFormat(kPFErrTypeError,
-                              "%s: %s %lld has type code %s but is not a live %s handle", where,
-                              what, (long long)index, PFTypeCodeName(code), PFTypeCodeName(code));
+      return PF_ERROR(kPFErrTypeError, "%s: %s %lld has type code %s but is not a live %s handle",
+                      where, what, (long long)index, PFTypeCodeName(code), PFTypeCodeName(code));
     if (code == kPFBytes) {
       const PFByteArray* ba = v->v_handle;
       if (ba->data == NULL && ba->size != 0)
-        return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld is bytes of size %zu with NULL data",
-                                where, what, (long long)index, ba->size);
+        return PF_ERROR(kPFErrTypeError, "%s: %s %lld is bytes of size %zu with NULL data", where,
+                        what, (long long)index, ba->size);
       /* No object is that large; a copy would compute size + 1. */
       if (ba->size > PF_MAX_OBJECT_SIZE)
-        return PFErrorSetFormat(kPFErrValueError,
-                                "%s: %s %lld is bytes of size %zu, larger than any object can be "
-                                "(PTRDIFF_MAX bytes)",
-                                where, what, (long long)index, ba->size);
+        return PF_ERROR(kPFErrValueError,
+                        "%s: %s %lld is bytes of size %zu, larger than any object can be "
+                        "(PTRDIFF_MAX bytes)", where, what, (long long)index, ba->size);
     }
     return 0;
   }
   if (code >= kPFExtBegin && code < kPFExtEnd) return 0;
-  return PFErrorSetFormat(kPFErrTypeError, "%s: %s %lld has unknown type code %d", where, what,
-                          (long long)index, code);
+  return PF_ERROR(kPFErrTypeError, "%s: %s %lld has unknown type code %d", where, what,
+                  (long long)index, code);
 }
 
-/* Drops what a held slot holds; the slot is then plain and null. May run
- * a finalizer. */
+/* Drops what a held slot holds; the slot is then plain and null. The
+ * finalizer this may run may record errors of its own; the thread's error
+ * stays the one recorded before (a callee's, or none). */
 static void slot_release(pf_ret_slot* s, uintptr_t tag) {
-  if (pf_code_is_handle(s->type_code)) pf_object_release(s->value.v_handle);
+  if (pf_code_is_handle(s->type_code)) pf_object_release_keeping_error(s->value.v_handle);
   else pf_free(s->heap);
   s->heap = NULL;
   s->type_code = kPFNull;
@@ -72,14 +71,13 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
   uintptr_t found = slot_tag(s);
   int held = found == (tag ^ PF_RET_TAG_HELD);
   if (found != tag && !held)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'ret' is not the return handle of a call in progress "
-                            "on this thread", where);
+    return PF_ERROR(kPFErrTypeError,
+                    "%s: argument 'ret' is not the return handle of a call in progress "
+                    "on this thread", where);
   if (value == NULL) return pf_err_null_arg(where, "value");
   if (type_code == NULL) return pf_err_null_arg(where, "type_code");
   if (num_ret != 1)
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_ret' must be 1, got %d",
-                            where, num_ret);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'num_ret' must be 1, got %d", where, num_ret);
   int code = *type_code;
   if (pf_check_value(where, "return value", 0, code, value) != 0) return -1;
   const char* data = NULL;
@@ -103,12 +101,7 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
   /* After the retain: setting the same handle twice is safe. Dropping the
    * earlier value may run a finalizer; its errors are not the callee's,
    * and must not make a later silent failure look like a recorded one. */
-  if (held) {
-    pf_saved_error saved;
-    pf_error_save(&saved);
-    slot_release(s, tag);
-    pf_error_restore(&saved);
-  }
+  if (held) slot_release(s, tag);
   s->type_code = code;
   s->value = *value;
   if (code == kPFStr || code == kPFBytes) {
@@ -183,11 +176,10 @@ __attribute__((noinline, cold)) static int call_misuse(PFFunctionHandle func, PF
   if (ret_val == NULL) return pf_err_null_arg(where, "ret_val");
   if (ret_type_code == NULL) return pf_err_null_arg(where, "ret_type_code");
   if (num_args < 0)
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument 'num_args' is negative (%d)",
-                            where, num_args);
+    return PF_ERROR(kPFErrValueError, "%s: argument 'num_args' is negative (%d)", where, num_args);
   (void)type_codes; /* the one left when args is not NULL */
-  return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL with num_args %d",
-                          where, args == NULL ? "args" : "type_codes", num_args);
+  return PF_ERROR(kPFErrTypeError, "%s: argument '%s' is NULL with num_args %d", where,
+                  args == NULL ? "args" : "type_codes", num_args);
 }
 
 /* What PFFuncCall keeps across the callee: the slot and what it needs
@@ -215,18 +207,12 @@ static int finish(pf_ret_slot* s, int rc, uintptr_t end, uint64_t gen, pf_functi
     /* No error recorded by the callee, or it cleared the one it had. */
     if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
       const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
-      PFErrorSetFormat(kPFErrRuntimeError,
-                       "PFFuncCall: function '%s' returned %d without recording an error",
-                       name ? name : "<anonymous>", rc);
+      PF_ERROR(kPFErrRuntimeError,
+               "PFFuncCall: function '%s' returned %d without recording an error",
+               name ? name : "<anonymous>", rc);
     }
-    if (held) {
-      /* Dropping the value the callee set may run a finalizer, which may
-       * record errors of its own: the callee's error stays the one. */
-      pf_saved_error saved;
-      pf_error_save(&saved);
-      slot_release(s, 0);
-      pf_error_restore(&saved);
-    }
+    /* The callee's error stays the one across the finalizer this may run. */
+    if (held) slot_release(s, 0);
     return -1;
   }
   int code = s->type_code;
@@ -406,9 +392,8 @@ int PFFuncFree(PFFunctionHandle func) {
 /* ---- metadata ---- */
 
 static int already_set(const char* what) {
-  return PFErrorSetFormat(kPFErrValueError,
-                          "PFFuncSetInfo: argument '%s': the function's %s is already set", what,
-                          what);
+  return PF_ERROR(kPFErrValueError,
+                  "PFFuncSetInfo: argument '%s': the function's %s is already set", what, what);
 }
 
 int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
@@ -464,7 +449,7 @@ int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner) {
   pf_object_retain(owner);
   if (!atomic_compare_exchange_strong(&f->owner, &expected, (pf_object*)owner)) {
     pf_object_release(owner);
-    return PFErrorSetFormat(kPFErrValueError, "function already has an owner");
+    return PF_ERROR(kPFErrValueError, "function already has an owner");
   }
   return 0;
 }

@@ -269,8 +269,7 @@ static void gate_leave(pf_host_gate* g, const pf_host_frame* fr) {
 
 static int closed_error(const pf_host_gate* g) {
   const char* m = atomic_load(&g->message);
-  PFErrorSet(kPFErrRuntimeError, m != NULL ? m : k_default_message);
-  return -1;
+  return PF_ERROR(kPFErrRuntimeError, "%s", m != NULL ? m : k_default_message);
 }
 
 static void push_frame(pf_host_frame* fr, const pf_host_gate* g, void* resource) {
@@ -353,10 +352,10 @@ int PFHostGateClose(PFObjectHandle gate, const char* message, int timeout_ms) {
     uint_fast64_t busy = all_calls(g);
     if (busy <= own) break;
     if (timeout_ms >= 0 && now_ms() >= deadline)
-      return PFErrorSetFormat("TimeoutError",
-                              "%s: %llu call(s) of host functions still in progress on "
-                              "other threads after %d ms",
-                              where, (unsigned long long)(busy - own), timeout_ms);
+      return PF_ERROR("TimeoutError",
+                      "%s: %llu call(s) of host functions still in progress on "
+                      "other threads after %d ms",
+                      where, (unsigned long long)(busy - own), timeout_ms);
     struct timespec ts = {0, 1000000L};
     nanosleep(&ts, NULL);
   }
@@ -379,13 +378,11 @@ static int host_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, voi
   if (status == kPFHostPending && pf_hot.err_gen != gen) return -1;
   const char* name = atomic_load_explicit(&h->self->name, memory_order_acquire);
   if (status == kPFHostPending)
-    return PFErrorSetFormat(kPFErrRuntimeError,
-                            "host function '%s' did not complete: it returned without "
-                            "reporting success or failure",
-                            name ? name : "<anonymous>");
-  return PFErrorSetFormat(kPFErrRuntimeError,
-                          "host function '%s' reported status %d; expected 0 or -1",
-                          name ? name : "<anonymous>", (int)status);
+    return PF_ERROR(kPFErrRuntimeError,
+                    "host function '%s' did not complete: it returned without "
+                    "reporting success or failure", name ? name : "<anonymous>");
+  return PF_ERROR(kPFErrRuntimeError, "host function '%s' reported status %d; expected 0 or -1",
+                  name ? name : "<anonymous>", (int)status);
 }
 
 /* Runs a host finalizer through the gate: skipped once the gate is closed. */
@@ -506,9 +503,8 @@ int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, void** out) 
   PF_CHECK_ARG(out);
   pf_host_object* h = obj;
   if (h->gate != gate)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: argument 'obj' is a host object of another gate (another host)",
-                            __func__);
+    return PF_ERROR(kPFErrTypeError,
+                    "%s: argument 'obj' is a host object of another gate (another host)", __func__);
   *out = h->payload;
   return 0;
 }

@@ -321,10 +321,17 @@ typedef struct {
   int32_t str_depth;
 } pf_hot_state;
 PF_HIDDEN extern __thread pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
-/* Sets a MemoryError naming `where`; returns -1. Never allocates. */
-PF_HIDDEN int pf_oom(const char* where);
+/* Sets a MemoryError naming `where`; returns -1. The message takes no
+ * allocation; through the macro, the place that called it is then appended
+ * as the first traceback line, as PF_ERROR does (that line is lost if the
+ * traceback cannot grow). */
+PF_HIDDEN int (pf_oom)(const char* where);
+#define pf_oom(where) ((pf_oom)(where), pf_error_here_(PF_HERE_, __func__))
 /* Records an error whose kind and message are string literals, without
- * allocating (for PFSetAllocator, which must not allocate); returns -1. */
+ * allocating, and so without a traceback line (the traceback is an
+ * allocation): the one exception to PF_ERROR's rule, for PFSetAllocator,
+ * whose refusal must not count as the runtime's first allocation. Returns
+ * -1. */
 PF_HIDDEN int pf_error_static(const char* kind, const char* msg);
 
 /* ---- sizes ---- */

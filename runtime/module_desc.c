@@ -128,8 +128,8 @@ int pf_module_build(const char* where, const char* origin, pf_object* lib, const
     pf_module_add(m, f);
   }
   if (pf_module_index(m) != 0) {
-    PFErrorSetFormat(kPFErrKeyError, "%s: module '%s' registers the name '%s' twice", where, origin,
-                     m->names[0]);
+    PF_ERROR(kPFErrKeyError, "%s: module '%s' registers the name '%s' twice", where, origin,
+             m->names[0]);
     pf_object_release(&m->base);
     return -1;
   }

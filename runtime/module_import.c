@@ -260,12 +260,11 @@ int PFModImport(PFModuleHandle mod, PFModuleHandle dep) {
     case IMPORT_DONE:
       return 0;
     case IMPORT_CYCLE:
-      return PFErrorSetFormat(kPFErrValueError,
-                              "%s: importing module '%s' into '%s' would make an import cycle",
-                              where, d->origin, m->origin);
+      return PF_ERROR(kPFErrValueError,
+                      "%s: importing module '%s' into '%s' would make an import cycle", where,
+                      d->origin, m->origin);
     case IMPORT_TOO_MANY:
-      return PFErrorSetFormat(kPFErrValueError, "%s: module '%s' has too many imports", where,
-                              m->origin);
+      return PF_ERROR(kPFErrValueError, "%s: module '%s' has too many imports", where, m->origin);
     default:
       return -1; /* IMPORT_FAILED: recorded */
   }

@@ -68,9 +68,8 @@ int pf_object_hold_code_slow(pf_object* obj, const void* code, const char* where
     }
   }
   pf_object_release(lib);
-  return PFErrorSetFormat(kPFErrRuntimeError,
-                          "%s: internal error: an object holds code of more than two libraries",
-                          where);
+  return PF_ERROR(kPFErrRuntimeError,
+                  "%s: internal error: an object holds code of more than two libraries", where);
 }
 
 int PFObjectRetain(PFObjectHandle obj) {

@@ -324,10 +324,11 @@ int pf_pp_cache_pack(PFPrePackCacheHandle cache, const pf_prepack* pp, PFFunctio
     ++c->generation;
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
-    pf_saved_error err;
-    pf_error_save(&err);
-    entry_free(e); /* not ready: only the original goes */
-    pf_error_restore(&err);
+    /* Not ready: only the original goes, keeping the hook's error (if any)
+     * across the finalizer this may run. */
+    pf_object_release_keeping_error(e->original);
+    pf_free(e->format);
+    pf_free(e);
     if (rc != 0) return -1;
     *packed = 0;
     return 0;

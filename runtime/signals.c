@@ -69,9 +69,9 @@ int PFEnvCheckSignals(void) {
     if (c() != 0) {
       rc = -1;
       if (pf_hot.err_gen == gen)
-        PFErrorSet(kPFErrRuntimeError,
-                   "PFEnvCheckSignals: the host's signal checker failed without recording an "
-                   "error");
+        PF_ERROR(kPFErrRuntimeError,
+                 "PFEnvCheckSignals: the host's signal checker failed without recording an "
+                 "error");
     }
   }
   checker_leave(e);

@@ -43,10 +43,9 @@ const char* pf_ctype_name(int t) { return (t >= 0 && t < pf_t_count) ? pf_ctypes
 
 int PFSignatureTypeInfo(int index, const char** name, int* type_code) {
   if (index < 0 || index >= pf_t_count)
-    return PFErrorSetFormat(kPFErrIndexError,
-                            "PFSignatureTypeInfo: argument 'index' is %d; the signature types "
-                            "are numbered 0 to %d",
-                            index, pf_t_count - 1);
+    return PF_ERROR(kPFErrIndexError,
+                    "PFSignatureTypeInfo: argument 'index' is %d; the signature types "
+                    "are numbered 0 to %d", index, pf_t_count - 1);
   if (name) *name = pf_ctypes[index].name;
   if (type_code) *type_code = pf_ctypes[index].result_code;
   return 0;
@@ -57,8 +56,8 @@ int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif, ffi_type
   ffi_type* rtype = sig->ret == pf_t_bytes ? &k_ffi_bytes : pf_ctypes[sig->ret].ffi;
   ffi_status st = ffi_prep_cif(cif, FFI_DEFAULT_ABI, sig->num_args, rtype, atypes);
   if (st != FFI_OK)
-    return PFErrorSetFormat(kPFErrRuntimeError, "%s: libffi could not prepare the call (status %d)",
-                            where, (int)st);
+    return PF_ERROR(kPFErrRuntimeError, "%s: libffi could not prepare the call (status %d)", where,
+                    (int)st);
   return 0;
 }
 
@@ -82,8 +81,8 @@ static int sig_error(const char* where, const char* text, size_t pos, const char
   va_start(ap, fmt);
   vsnprintf(detail, sizeof(detail), fmt, ap);
   va_end(ap);
-  return PFErrorSetFormat(kPFErrValueError, "%s: bad signature \"%.200s\" at position %zu: %s",
-                          where, text, pos, detail);
+  return PF_ERROR(kPFErrValueError, "%s: bad signature \"%.200s\" at position %zu: %s", where, text,
+                  pos, detail);
 }
 
 /* Reads one type name at text[*pos]; advances *pos past it. */

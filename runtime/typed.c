@@ -251,6 +251,7 @@ static void describe(const pf_typed* t, char* buf, size_t n) {
 static int arity_error(const pf_typed* t, int n) {
   char who[512];
   describe(t, who, sizeof(who));
+  /* The call's arguments: the caller's error, with no place (PF_ERROR in base.h). */
   return PFErrorSetFormat(kPFErrTypeError, "%s: takes %d argument%s, got %d", who,
                           t->sig.num_args, t->sig.num_args == 1 ? "" : "s", n);
 }

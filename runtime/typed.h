@@ -171,10 +171,8 @@ PF_HIDDEN pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* o
 /* Records the error for a failed conversion: "<who>: <what>: expected T,
  * got ..." with kind TypeError or ValueError. Returns -1.
  * This and pf_c_to_packed_error (and a typed call's argument count check)
- * record no traceback line: the message names the typed function or
- * closure and the value, and the place of the check inside the runtime
- * tells the caller nothing. Such an error begins at the call that passed
- * the value (a host shows that call as its innermost level). */
+ * record no traceback line: they are the exception to the rule at PF_ERROR
+ * (base.h), a call's argument errors, named by the message alone. */
 PF_HIDDEN int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
                             const PFValue* v);
 /* Converts a C value of type `t` to a packed value (a closure's argument, a

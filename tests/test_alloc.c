@@ -56,6 +56,9 @@ static void test_incomplete_allocator_is_type_error(void** state) {
   (void)state;
   PFAllocator a = {counting_malloc, counting_realloc, NULL, &g_state};
   assert_pf_error(PFSetAllocator(&a), kPFErrTypeError, "PFSetAllocator", "'allocator'");
+  /* No traceback line either: it would be the first allocation (the rule's
+   * exception, at pf_error_static in runtime/internal.h). */
+  assert_string_equal(PFErrorGetTraceback(), "");
   a = (PFAllocator){NULL, counting_realloc, counting_free, &g_state};
   assert_pf_error(PFSetAllocator(&a), kPFErrTypeError, "PFSetAllocator", "'allocator'");
   a = (PFAllocator){counting_malloc, NULL, counting_free, &g_state};
@@ -94,13 +97,19 @@ static void test_set_after_use_is_runtime_error(void** state) {
   assert_pf_error(PFSetAllocator(&a), kPFErrTypeError, "'allocator'");
 }
 
+static void assert_begins(const char* s, const char* prefix) {
+  if (strncmp(s, prefix, strlen(prefix)) != 0) fail_msg("\"%s\" does not begin with \"%s\"", s, prefix);
+}
+
 static void test_mem_alloc_failure(void** state) {
   (void)state;
   atomic_store(&g_state.countdown, 1);
   assert_null(PFMemAlloc(16));
   assert_string_equal(PFErrorGetKind(), "MemoryError");
-  /* The message names the entry point that ran out, without allocating. */
+  /* The message names the entry point that ran out, without allocating,
+   * and the traceback the place that found out. */
   assert_string_equal(PFErrorGetMessage(), "PFMemAlloc: out of memory");
+  assert_begins(PFErrorGetTraceback(), "  File \"runtime/alloc.c\", line ");
   void* p = PFMemAlloc(16);
   assert_non_null(p);
   atomic_store(&g_state.countdown, 1);
@@ -112,6 +121,7 @@ static void test_mem_alloc_failure(void** state) {
   atomic_store(&g_state.countdown, 1);
   assert_pf_error(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &f), kPFErrMemoryError,
                   "PFFuncCreateFromCFunc: out of memory");
+  assert_begins(PFErrorGetTraceback(), "  File \"runtime/function.c\", line ");
   PFMemFree(p); /* a failed realloc leaves the block as it was */
 }
 

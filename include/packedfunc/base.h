@@ -241,7 +241,17 @@ PF_EXPORT int PFErrorSetFormat(const char* kind, const char* fmt, ...)
  * the error (the Python binding shows it as a frame) sees where it began.
  * Use it as `return PF_ERROR(kPFErrTypeError, "f: bad x %d", x);`. Same
  * thread safety and copying as PFErrorSetFormat; a function name too long
- * for the line is cut. Header-only: it adds no entry point. */
+ * for the line is cut. Header-only: it adds no entry point.
+ *
+ * The library's rule: every error it records is raised this way, so its
+ * message begins with the entry point's name and its traceback with the
+ * place that raised it. The one exception is a function call's argument
+ * errors, which are the caller's and carry no place, so that the error
+ * begins at the call: what a typed function, a bound function (PFFuncBind)
+ * or a C function pointer (PFFuncToCFunction) refuses about the arguments
+ * it was called with (their number, their conversion) or about the result
+ * it converts. (PFSetAllocator's refusal before the first allocation has
+ * no place either: recording one would allocate.) */
 #define PF_ERROR(kind, ...)             \
   (PFErrorSetFormat((kind), __VA_ARGS__), \
    pf_error_here_("  File \"" __FILE__ "\", line " PF_STRINGIFY_(__LINE__) ", in ", __func__))
