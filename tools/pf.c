@@ -724,8 +724,7 @@ static void log_line(void* user, const char* line) {
 }
 
 /* pf serve: parses its options, serves until SIGINT or SIGTERM. */
-static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
-                     int (*load)(FILE*, const char*, const char*)) {
+static int cmd_serve(FILE* err, int nargs, char** argv) {
   const char* listen = NULL;
   const char* key_file = NULL;
   const char* authorized_file = NULL;
@@ -778,9 +777,8 @@ static int cmd_serve(FILE* err, int nargs, char** argv, int* loaded_ok,
     status = usage_error(err, "%s", "--authorized-keys needs --curve-secret-key FILE");
   rpc_api api;
   char secret[PF_RPC_KEY_SIZE];
-  if (status < 0 && !*loaded_ok) status = PF_EXIT_ERROR;
   for (int k = 0; status < 0 && k < nloads; ++k)
-    if (load(err, loads[k], "") != PF_EXIT_OK) status = PF_EXIT_ERROR;
+    if (load_module(err, loads[k], "") != PF_EXIT_OK) status = PF_EXIT_ERROR;
   if (status < 0 && key_file != NULL && read_key_file(err, key_file, secret) != 0)
     status = PF_EXIT_ERROR;
   key_list authorized = {0};
@@ -874,10 +872,7 @@ static int run_call(const cmd_args* a) {
   return cmd_call(a->out, a->err, a->args[0], a->nargs - 1, a->args + 1);
 }
 
-static int run_serve(const cmd_args* a) {
-  int loaded = 1;
-  return cmd_serve(a->err, a->nargs, a->args, &loaded, load_module);
-}
+static int run_serve(const cmd_args* a) { return cmd_serve(a->err, a->nargs, a->args); }
 
 static int run_help(const cmd_args* a);
 
