@@ -179,6 +179,12 @@ $(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c tools/pf_js
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
 	  $(filter %.c %.o,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+# pf's JSON reader and printer on their own.
+$(BUILD)/fuzz/bin/fuzz_pf_json: tests/fuzz/fuzz_pf_json.c $(BUILD)/fuzz/obj/tools/pf_json.o \
+                                $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itools -o $@ $< \
+	  $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) work $(FUZZ_NAMES)
