@@ -796,7 +796,7 @@ int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const
   pthread_mutex_unlock(&p->mu);
   pf_rpc_msg* got = waiter_next_post(p, &w, m);
   int rc = 0;
-  if (got == NULL) rc = PFErrorSetFormat(w.fail_kind, "%s", w.fail_msg);
+  if (got == NULL) rc = PF_ERROR(w.fail_kind, "%s", w.fail_msg);
   waiter_remove(p, &w);
   *reply = got;
   return rc;
@@ -938,7 +938,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     pf_rpc_msg* m = waiter_next_post(p, &w, out);
     out = NULL;
     if (m == NULL) {
-      rc = PFErrorSetFormat(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
+      rc = PF_ERROR(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
       break;
     }
     pf_rpc_parsed pm;
