@@ -430,7 +430,7 @@ static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
     char* sig = pf_rpc_strdup_obj(&e->via.array.ptr[1]);
     char* doc = pf_rpc_strdup_obj(&e->via.array.ptr[2]);
     int st = name == NULL ? PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory")
-                          : pf_rpc_make_entry(&c->base, name, &fns[nfns]);
+                          : pf_rpc_make_remote(&c->base, name, 0, NULL, 0, &fns[nfns]);
     if (st == 0) {
       ++nfns;
       /* The signature and doc are the server's metadata, kept as such. */

@@ -63,7 +63,6 @@ static void free_exports(pf_rpc_export* all) {
   }
 }
 
-
 void pf_rpc_peer_fini(pf_rpc_peer* p) {
   /* Exports are released outside the lock: their finalizers are user code. */
   pthread_mutex_lock(&p->mu);
@@ -363,9 +362,8 @@ typedef struct {
   pf_rpc_peer* p;
   pf_rpc_route route;
   uint64_t scope;
-  uint64_t made[16]; /* ids exported by this encode, to undo on failure */
+  uint64_t made[16]; /* the first ids this encode exported, to undo on failure */
   int nmade;
-  int overflow;
 } export_ctx;
 
 #define PF_RPC_MAX_EXPORTS 65536
@@ -395,7 +393,6 @@ static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
   c->p->num_exports++;
   pthread_mutex_unlock(&c->p->mu);
   if (c->nmade < 16) c->made[c->nmade++] = e->id;
-  else c->overflow = 1;
   *id = e->id;
   return 0;
 }
@@ -456,8 +453,6 @@ static pf_rpc_ctx* find_ctx(pf_rpc_peer* p) {
     if (c->peer == p) return c;
   return NULL;
 }
-
-int pf_rpc_in_callback(pf_rpc_peer* p) { return find_ctx(p) != NULL; }
 
 typedef struct {
   pf_rpc_peer* p;
@@ -579,7 +574,7 @@ static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
     free(args);
     free(codes);
     if (rc == 0) {
-      export_ctx ec = {p, *r, p->is_server ? 0 : scope, {0}, 0, 0};
+      export_ctx ec = {.p = p, .route = *r, .scope = p->is_server ? 0 : scope};
       pf_rpc_pack_header(&pk, PF_RPC_OK, m.id, 0, 1);
       rc = pf_rpc_pack_value(&pk, rv, rcode, "result", 0, export_fn, &ec);
       if (rcode == kPFFuncHandle || rcode == kPFModuleHandle || rcode == kPFObjectHandle)
@@ -908,7 +903,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     msgpack_pack_uint64(&pk, fid);
   }
   msgpack_pack_array(&pk, (size_t)nargs);
-  export_ctx ec = {p, route, p->is_server ? 0 : id, {0}, 0, 0};
+  export_ctx ec = {.p = p, .route = route, .scope = p->is_server ? 0 : id};
   for (int i = 0; i < nargs; ++i) {
     char path[160];
     snprintf(path, sizeof path, "remote call of %s: argument %d", what, i);
@@ -1004,8 +999,6 @@ static void remote_free(void* res) {
   pf_rpc_peer_release(p);
 }
 
-
-
 int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
                        const pf_rpc_route* affinity, int release, PFFunctionHandle* out) {
   remote_fn* f = calloc(1, sizeof *f);
@@ -1038,15 +1031,3 @@ void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
   free_exports(all);
 }
 
-
-int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
-  remote_fn* f = calloc(1, sizeof *f);
-  if (f == NULL || (f->name = strdup(name)) == NULL) {
-    free(f);
-    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory making a remote function");
-  }
-  f->p = p;
-  pf_rpc_peer_retain(p);
-  add_user(p);
-  return PFFuncCreateFromCFunc(remote_call, f, remote_free, out); /* by name: fid 0 */
-}

@@ -315,15 +315,14 @@ static void pack_cstr(msgpack_packer* pk, const char* s) {
   msgpack_pack_str_body(pk, s ? s : "", n);
 }
 
-int pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind, const char* msg,
-                      const char* traceback) {
+void pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind, const char* msg,
+                       const char* traceback) {
   msgpack_packer pk;
   pf_rpc_packer_init(&pk, sb);
   pf_rpc_pack_header(&pk, PF_RPC_ERROR, id, 0, 3);
   pack_cstr(&pk, kind);
   pack_cstr(&pk, msg);
   pack_cstr(&pk, traceback);
-  return 0;
 }
 
 /* ---- the arena ---- */
