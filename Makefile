@@ -132,9 +132,13 @@ MODULE_LINK  = -shared -Wl,-soname,$(@F) -L$(BUILD)/lib -Wl,--no-as-needed -lpac
 
 all: lib $(PF_TOOL) $(DEMO_PLUGIN)
 
-$(PF_TOOL): tools/pf.c $(SHARED)
+# pf's sources compile as objects of a flavour (rel here, asan for its
+# tests), so that each gets its own list of the headers it read.
+PF_TOOL_SRCS := tools/pf.c tools/pf_json.c
+pf_tool_objs  = $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(PF_TOOL_SRCS))
+$(PF_TOOL): $(call pf_tool_objs,rel) $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	$(CC) $(BASE) $(CFLAGS) -o $@ $(call pf_tool_objs,rel) -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 $(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)

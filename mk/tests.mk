@@ -77,9 +77,9 @@ CLI_TEST_DEFS    = -DPF_TEST_CLI='"$(abspath $(1))"' -DPF_TEST_CLI_REL='"$(abspa
 
 $(ASAN_SHARED): $(call obj_of,asan) runtime/exports.map
 	$(call SHARED_LINK,$(CC) $(SAN_ASAN),$(call obj_of,asan))
-$(ASAN_PF_TOOL): tools/pf.c $(ASAN_SHARED)
+$(ASAN_PF_TOOL): $(call pf_tool_objs,asan) $(ASAN_SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -o $@ $< $(ASAN_SHARED_LINK) -lm
+	$(CC) $(BASE) $(SAN_ASAN) -o $@ $(call pf_tool_objs,asan) $(ASAN_SHARED_LINK) -lm
 
 # The module and pf tests, per flavour: ASan against the sanitized shared
 # runtime; plain (for valgrind) against the shipped one, which is built
@@ -171,12 +171,20 @@ $(BUILD)/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libpackedfunc.a | $(
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -o $@ $< \
 	  $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
-# The pf command's parser: tools/pf.c without its main().
-$(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c $(BUILD)/fuzz/libpackedfunc.a \
+# The pf command's parser: tools/pf.c without its main(), with its JSON
+# reader and printer.
+$(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c tools/pf_json.h \
+                                $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a \
                                 | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
-	  $(filter %.c,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+	  $(filter %.c %.o,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
+# pf's JSON reader and printer on their own.
+$(BUILD)/fuzz/bin/fuzz_pf_json: tests/fuzz/fuzz_pf_json.c $(BUILD)/fuzz/obj/tools/pf_json.o \
+                                $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itools -o $@ $< \
+	  $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) work $(FUZZ_NAMES)

@@ -399,8 +399,8 @@ static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
   if (m.kind == PF_RPC_ERROR) {
     char* kind = m.nrest >= 2 ? pf_rpc_strdup_obj(&m.rest[0]) : NULL;
     char* msg = m.nrest >= 2 ? pf_rpc_strdup_obj(&m.rest[1]) : NULL;
-    PFErrorSetFormat(kind ? kind : "RuntimeError", "PFRPCConnect: %s: %s", c->endpoints[0],
-                     msg ? msg : "the server refused");
+    PF_ERROR(kind ? kind : kPFErrRuntimeError, "PFRPCConnect: %s: %s", c->endpoints[0],
+             msg ? msg : "the server refused");
     free(kind);
     free(msg);
     goto done;
@@ -430,7 +430,7 @@ static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
     char* sig = pf_rpc_strdup_obj(&e->via.array.ptr[1]);
     char* doc = pf_rpc_strdup_obj(&e->via.array.ptr[2]);
     int st = name == NULL ? PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory")
-                          : pf_rpc_make_entry(&c->base, name, &fns[nfns]);
+                          : pf_rpc_make_remote(&c->base, name, 0, NULL, 0, &fns[nfns]);
     if (st == 0) {
       ++nfns;
       /* The signature and doc are the server's metadata, kept as such. */
@@ -583,8 +583,8 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
     for (int k = 0; k < n && why[0] == '\0'; ++k)
       if (c->problem[k]) snprintf(why, sizeof why, ": %s", c->problem[k]);
     pthread_mutex_unlock(&c->base.mu);
-    PFErrorSetFormat("ConnectionError", "%s: no server answered at %s within %d ms%s", where,
-                     endpoints, timeout, why);
+    PF_ERROR("ConnectionError", "%s: no server answered at %s within %d ms%s", where, endpoints,
+             timeout, why);
     goto fail;
   }
   {
@@ -598,7 +598,7 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
     int st = pf_rpc_request_raw(&c->base, &r, id, sb.data, sb.size, &reply);
     msgpack_sbuffer_destroy(&sb);
     if (st != 0) {
-      PFErrorSetFormat(PFErrorGetKind(), "%s: %s", where, PFErrorGetMessage());
+      PF_ERROR(PFErrorGetKind(), "%s: %s", where, PFErrorGetMessage());
       goto fail;
     }
     st = build_module(c, reply);

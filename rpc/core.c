@@ -63,7 +63,6 @@ static void free_exports(pf_rpc_export* all) {
   }
 }
 
-
 void pf_rpc_peer_fini(pf_rpc_peer* p) {
   /* Exports are released outside the lock: their finalizers are user code. */
   pthread_mutex_lock(&p->mu);
@@ -363,9 +362,8 @@ typedef struct {
   pf_rpc_peer* p;
   pf_rpc_route route;
   uint64_t scope;
-  uint64_t made[16]; /* ids exported by this encode, to undo on failure */
+  uint64_t made[16]; /* the first ids this encode exported, to undo on failure */
   int nmade;
-  int overflow;
 } export_ctx;
 
 #define PF_RPC_MAX_EXPORTS 65536
@@ -395,7 +393,6 @@ static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
   c->p->num_exports++;
   pthread_mutex_unlock(&c->p->mu);
   if (c->nmade < 16) c->made[c->nmade++] = e->id;
-  else c->overflow = 1;
   *id = e->id;
   return 0;
 }
@@ -444,7 +441,6 @@ typedef struct pf_rpc_ctx {
   pf_rpc_peer* peer;
   pf_rpc_route route;
   uint64_t req_id;
-  uint64_t scope;
   struct pf_rpc_ctx* prev;
   int depth; /* requests served on this thread, this one included */
 } pf_rpc_ctx;
@@ -456,8 +452,6 @@ static pf_rpc_ctx* find_ctx(pf_rpc_peer* p) {
     if (c->peer == p) return c;
   return NULL;
 }
-
-int pf_rpc_in_callback(pf_rpc_peer* p) { return find_ctx(p) != NULL; }
 
 typedef struct {
   pf_rpc_peer* p;
@@ -480,129 +474,170 @@ static void reply_last_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id)
   msgpack_sbuffer_destroy(&sb);
 }
 
-static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
-  const pf_rpc_route* r = &in->route;
+/* One request being served: what serving it acquires, which serving_end
+ * releases whatever step it reached. */
+typedef struct {
+  pf_rpc_peer* p;
+  pf_rpc_msg* in;          /* the request; its route is where the reply goes */
+  uint64_t scope;          /* a client's: the call whose callback this is */
   pf_rpc_parsed m;
-  int st = pf_rpc_parse(in->data, in->size, &m);
-  if (st < 0) return; /* checked by the dispatcher already */
-  if (st > 0) {
-    pf_rpc_parsed_free(&m);
-    return;
-  }
-  msgpack_sbuffer sb;
-  msgpack_sbuffer_init(&sb);
+  msgpack_sbuffer reply;   /* the OK reply, as it is written */
   msgpack_packer pk;
-  pf_rpc_packer_init(&pk, &sb);
-  if (m.kind == PF_RPC_HELLO) {
-    if (p->hello == NULL) {
-      PF_ERROR(kPFErrValueError, "rpc: HELLO sent to a client");
-      goto fail;
-    }
-    pf_rpc_pack_header(&pk, PF_RPC_OK, m.id, 0, 1);
-    if (p->hello(p, &pk) != 0) goto fail;
-    goto send;
+  int depth;               /* requests served on this thread, this one included */
+  char target[96];         /* the callee, for messages */
+  PFFunctionHandle f;      /* the callee: a reference, or NULL */
+  uint32_t nargs;
+  PFValue* args;
+  int* codes;
+  pf_rpc_arena arena;      /* what decoding the arguments made */
+  PFValue rv;              /* the result */
+  int rcode;
+} serving;
+
+/* Parses the request into *s. Returns -1 when there is nothing to answer:
+ * the dispatcher has checked the message, and answered another version. */
+static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
+  memset(s, 0, sizeof *s);
+  s->p = p;
+  s->in = in;
+  s->scope = scope;
+  s->arena.src = in;
+  s->rcode = kPFNull;
+  int st = pf_rpc_parse(in->data, in->size, &s->m);
+  if (st > 0) pf_rpc_parsed_free(&s->m);
+  if (st != 0) return -1;
+  msgpack_sbuffer_init(&s->reply);
+  pf_rpc_packer_init(&s->pk, &s->reply);
+  return 0;
+}
+
+static int answer_hello(serving* s) {
+  if (s->p->hello == NULL) return PF_ERROR(kPFErrValueError, "rpc: HELLO sent to a client");
+  pf_rpc_pack_header(&s->pk, PF_RPC_OK, s->m.id, 0, 1);
+  return s->p->hello(s->p, &s->pk);
+}
+
+/* A CALL is [target, args], and nests at most PF_RPC_MAX_NESTING deep. */
+static int check_call(serving* s) {
+  const pf_rpc_parsed* m = &s->m;
+  if (m->kind != PF_RPC_CALL || m->nrest != 2 || m->rest[1].type != MSGPACK_OBJECT_ARRAY)
+    return PF_ERROR(kPFErrValueError, "rpc: malformed request (kind %d)", m->kind);
+  s->depth = tl_ctx != NULL ? tl_ctx->depth + 1 : 1;
+  if (s->depth > PF_RPC_MAX_NESTING)
+    return PF_ERROR(kPFErrRuntimeError,
+                    "rpc: call refused: calls nested more than %d deep on one thread (calls "
+                    "made from callbacks, PF_RPC_MAX_NESTING)",
+                    PF_RPC_MAX_NESTING);
+  return 0;
+}
+
+static int target_by_name(serving* s, const msgpack_object* o) {
+  char* name = pf_rpc_strdup_obj(o);
+  if (name == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+  snprintf(s->target, sizeof s->target, "'%.80s'", name);
+  int rc = s->p->resolve_name ? s->p->resolve_name(s->p, name, &s->f)
+                              : PF_ERROR(kPFErrKeyError, "rpc: no function '%s' here", name);
+  free(name);
+  return rc;
+}
+
+/* A function this side exported, to the route the request came from. */
+static int target_by_id(serving* s, uint64_t fid) {
+  snprintf(s->target, sizeof s->target, "remote function #%llu", (unsigned long long)fid);
+  pthread_mutex_lock(&s->p->mu);
+  pf_rpc_export* e = NULL;
+  HASH_FIND(hh, s->p->exports, &fid, sizeof fid, e);
+  if (e != NULL && pf_rpc_route_eq(&e->route, &s->in->route)) {
+    s->f = e->func;
+    PFFuncRetain(s->f);
   }
-  if (m.kind != PF_RPC_CALL || m.nrest != 2 || m.rest[1].type != MSGPACK_OBJECT_ARRAY) {
-    PF_ERROR(kPFErrValueError, "rpc: malformed request (kind %d)", m.kind);
-    goto fail;
+  pthread_mutex_unlock(&s->p->mu);
+  if (s->f == NULL)
+    return PF_ERROR(kPFErrRuntimeError,
+                    "rpc: function #%llu passed to the other side is no longer valid: a "
+                    "callback can be called only while the call that passed it is in "
+                    "progress, and a returned function only until it is released",
+                    (unsigned long long)fid);
+  return 0;
+}
+
+static int find_target(serving* s) {
+  const msgpack_object* t = &s->m.rest[0];
+  if (t->type == MSGPACK_OBJECT_STR) return target_by_name(s, t);
+  if (t->type == MSGPACK_OBJECT_POSITIVE_INTEGER) return target_by_id(s, t->via.u64);
+  return PF_ERROR(kPFErrValueError, "rpc: malformed request target");
+}
+
+static int decode_args(serving* s) {
+  const msgpack_object* list = &s->m.rest[1];
+  s->nargs = list->via.array.size;
+  s->args = calloc(s->nargs ? s->nargs : 1, sizeof *s->args);
+  s->codes = calloc(s->nargs ? s->nargs : 1, sizeof *s->codes);
+  if (s->args == NULL || s->codes == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
+  import_ctx ic = {s->p, s->in->route};
+  for (uint32_t i = 0; i < s->nargs; ++i) {
+    if (pf_rpc_unpack_value(&list->via.array.ptr[i], &s->arena, 0, 1, import_fn, &ic,
+                            &s->args[i], &s->codes[i]) != 0) {
+      char line[160];
+      snprintf(line, sizeof line, "  while decoding argument %u of a call to %s", i, s->target);
+      PFErrorAppendTraceback(line);
+      return -1;
+    }
   }
-  int depth = tl_ctx != NULL ? tl_ctx->depth + 1 : 1;
-  if (depth > PF_RPC_MAX_NESTING) {
-    PF_ERROR(kPFErrRuntimeError,
-             "rpc: call refused: calls nested more than %d deep on one thread (calls made "
-             "from callbacks, PF_RPC_MAX_NESTING)",
-             PF_RPC_MAX_NESTING);
-    goto fail;
-  }
-  PFFunctionHandle f = NULL;
-  char target[96];
-  if (m.rest[0].type == MSGPACK_OBJECT_STR) {
-    char* name = pf_rpc_strdup_obj(&m.rest[0]);
-    if (name == NULL) {
-      PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
-      goto fail;
-    }
-    snprintf(target, sizeof target, "'%.80s'", name);
-    int rc = p->resolve_name ? p->resolve_name(p, name, &f)
-                             : PF_ERROR(kPFErrKeyError, "rpc: no function '%s' here", name);
-    free(name);
-    if (rc != 0) goto fail;
-  } else if (m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-    uint64_t fid = m.rest[0].via.u64;
-    snprintf(target, sizeof target, "remote function #%llu", (unsigned long long)fid);
-    pthread_mutex_lock(&p->mu);
-    pf_rpc_export* e = NULL;
-    HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
-    if (e != NULL && pf_rpc_route_eq(&e->route, r)) {
-      f = e->func;
-      PFFuncRetain(f);
-    }
-    pthread_mutex_unlock(&p->mu);
-    if (f == NULL) {
-      PF_ERROR(kPFErrRuntimeError,
-               "rpc: function #%llu passed to the other side is no longer valid: a callback "
-               "can be called only while the call that passed it is in progress, and a "
-               "returned function only until it is released",
-               (unsigned long long)fid);
-      goto fail;
-    }
-  } else {
-    PF_ERROR(kPFErrValueError, "rpc: malformed request target");
-    goto fail;
-  }
-  {
-    uint32_t nargs = m.rest[1].via.array.size;
-    pf_rpc_arena arena = {.src = in};
-    PFValue* args = calloc(nargs ? nargs : 1, sizeof *args);
-    int* codes = calloc(nargs ? nargs : 1, sizeof *codes);
-    import_ctx ic = {p, *r};
-    int rc = 0;
-    if (args == NULL || codes == NULL) rc = PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
-    for (uint32_t i = 0; rc == 0 && i < nargs; ++i) {
-      rc = pf_rpc_unpack_value(&m.rest[1].via.array.ptr[i], &arena, 0, 1, import_fn,
-                               &ic, &args[i], &codes[i]);
-      if (rc != 0) {
-        char line[160];
-        snprintf(line, sizeof line, "  while decoding argument %u of a call to %s", i, target);
-        PFErrorAppendTraceback(line);
-      }
-    }
-    PFValue rv;
-    int rcode = kPFNull;
-    if (rc == 0) {
-      pf_rpc_ctx ctx = {p, *r, m.id, scope, tl_ctx, depth};
-      tl_ctx = &ctx;
-      rc = PFFuncCall(f, args, codes, (int)nargs, &rv, &rcode);
-      tl_ctx = ctx.prev;
-    }
-    PFFuncFree(f);
-    free(args);
-    free(codes);
-    if (rc == 0) {
-      export_ctx ec = {p, *r, p->is_server ? 0 : scope, {0}, 0, 0};
-      pf_rpc_pack_header(&pk, PF_RPC_OK, m.id, 0, 1);
-      rc = pf_rpc_pack_value(&pk, rv, rcode, "result", 0, export_fn, &ec);
-      if (rcode == kPFFuncHandle || rcode == kPFModuleHandle || rcode == kPFObjectHandle)
-        PFObjectFree(rv.v_handle);
-      if (rc != 0) {
-        undo_exports(&ec);
-        char line[160];
-        snprintf(line, sizeof line, "  while sending the result of %s", target);
-        PFErrorAppendTraceback(line);
-      }
-    }
-    pf_rpc_arena_free(&arena);
-    if (rc != 0) goto fail;
-  }
-send:
-  post_buffer(p, r, &sb, 0);
-  msgpack_sbuffer_destroy(&sb);
-  pf_rpc_parsed_free(&m);
-  return;
-fail:
-  msgpack_sbuffer_destroy(&sb);
-  reply_last_error(p, r, m.id);
-  pf_rpc_parsed_free(&m);
+  return 0;
+}
+
+/* Calls the target with this request as the thread's innermost serving
+ * context, to which the calls the target makes back on the peer go. */
+static int call_target(serving* s) {
+  pf_rpc_ctx ctx = {s->p, s->in->route, s->m.id, tl_ctx, s->depth};
+  tl_ctx = &ctx;
+  int rc = PFFuncCall(s->f, s->args, s->codes, (int)s->nargs, &s->rv, &s->rcode);
+  tl_ctx = ctx.prev;
+  if (rc != 0) s->rcode = kPFNull; /* nothing to release */
+  return rc;
+}
+
+/* Writes the OK reply. The functions in the result are exported to the
+ * request's route: on a client, for the call that this request serves. */
+static int pack_result(serving* s) {
+  export_ctx ec = {.p = s->p, .route = s->in->route, .scope = s->p->is_server ? 0 : s->scope};
+  pf_rpc_pack_header(&s->pk, PF_RPC_OK, s->m.id, 0, 1);
+  if (pf_rpc_pack_value(&s->pk, s->rv, s->rcode, "result", 0, export_fn, &ec) == 0) return 0;
+  undo_exports(&ec);
+  char line[160];
+  snprintf(line, sizeof line, "  while sending the result of %s", s->target);
+  PFErrorAppendTraceback(line);
+  return -1;
+}
+
+static int answer_call(serving* s) {
+  if (check_call(s) != 0 || find_target(s) != 0 || decode_args(s) != 0 || call_target(s) != 0)
+    return -1;
+  return pack_result(s);
+}
+
+/* Releases what serving the request acquired, then posts the reply: the
+ * one written (status 0), or the error on this thread. */
+static void serving_end(serving* s, int status) {
+  PFFuncFree(s->f);
+  free(s->args);
+  free(s->codes);
+  if (s->rcode == kPFFuncHandle || s->rcode == kPFModuleHandle || s->rcode == kPFObjectHandle)
+    PFObjectFree(s->rv.v_handle);
+  pf_rpc_arena_free(&s->arena);
+  if (status == 0) post_buffer(s->p, &s->in->route, &s->reply, 0);
+  msgpack_sbuffer_destroy(&s->reply);
+  if (status != 0) reply_last_error(s->p, &s->in->route, s->m.id);
+  pf_rpc_parsed_free(&s->m);
+}
+
+/* Serves one request (HELLO or CALL) and posts its reply. `scope`, on a
+ * client, is the call of its own that the request is a callback of. */
+static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
+  serving s;
+  if (serving_begin(&s, p, in, scope) != 0) return;
+  serving_end(&s, s.m.kind == PF_RPC_HELLO ? answer_hello(&s) : answer_call(&s));
 }
 
 void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m) { serve_scoped(p, m, 0); }
@@ -796,7 +831,7 @@ int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const
   pthread_mutex_unlock(&p->mu);
   pf_rpc_msg* got = waiter_next_post(p, &w, m);
   int rc = 0;
-  if (got == NULL) rc = PFErrorSetFormat(w.fail_kind, "%s", w.fail_msg);
+  if (got == NULL) rc = PF_ERROR(w.fail_kind, "%s", w.fail_msg);
   waiter_remove(p, &w);
   *reply = got;
   return rc;
@@ -908,7 +943,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     msgpack_pack_uint64(&pk, fid);
   }
   msgpack_pack_array(&pk, (size_t)nargs);
-  export_ctx ec = {p, route, p->is_server ? 0 : id, {0}, 0, 0};
+  export_ctx ec = {.p = p, .route = route, .scope = p->is_server ? 0 : id};
   for (int i = 0; i < nargs; ++i) {
     char path[160];
     snprintf(path, sizeof path, "remote call of %s: argument %d", what, i);
@@ -938,7 +973,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     pf_rpc_msg* m = waiter_next_post(p, &w, out);
     out = NULL;
     if (m == NULL) {
-      rc = PFErrorSetFormat(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
+      rc = PF_ERROR(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
       break;
     }
     pf_rpc_parsed pm;
@@ -1004,8 +1039,6 @@ static void remote_free(void* res) {
   pf_rpc_peer_release(p);
 }
 
-
-
 int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
                        const pf_rpc_route* affinity, int release, PFFunctionHandle* out) {
   remote_fn* f = calloc(1, sizeof *f);
@@ -1038,15 +1071,3 @@ void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
   free_exports(all);
 }
 
-
-int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out) {
-  remote_fn* f = calloc(1, sizeof *f);
-  if (f == NULL || (f->name = strdup(name)) == NULL) {
-    free(f);
-    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory making a remote function");
-  }
-  f->p = p;
-  pf_rpc_peer_retain(p);
-  add_user(p);
-  return PFFuncCreateFromCFunc(remote_call, f, remote_free, out); /* by name: fid 0 */
-}

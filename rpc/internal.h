@@ -108,9 +108,9 @@ PF_RPC_HIDDEN void pf_rpc_parsed_free(pf_rpc_parsed* p);
 /* Writes the header of a message. */
 PF_RPC_HIDDEN void pf_rpc_pack_header(msgpack_packer* pk, int kind, uint64_t id, uint64_t parent,
                                       uint32_t nrest);
-/* Packs an ERROR message of the calling thread's last error. */
-PF_RPC_HIDDEN int pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind,
-                                    const char* msg, const char* traceback);
+/* Packs an ERROR message with `kind`, `msg` and `traceback`. */
+PF_RPC_HIDDEN void pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind,
+                                     const char* msg, const char* traceback);
 /* A str object as a fresh NUL-terminated copy (malloc), or NULL. */
 PF_RPC_HIDDEN char* pf_rpc_strdup_obj(const msgpack_object* o);
 
@@ -218,9 +218,6 @@ PF_RPC_HIDDEN void pf_rpc_peer_fini(pf_rpc_peer* p);
 /* Closes the peer for good: calls fail with ConnectionError(reason), waiters
  * are failed, exports released (outside the lock). */
 PF_RPC_HIDDEN void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason);
-/* A remote function called by name: one function of a connection's module
- * (see client.c); it holds a reference to the peer. */
-PF_RPC_HIDDEN int pf_rpc_make_entry(pf_rpc_peer* p, const char* name, PFFunctionHandle* out);
 PF_RPC_HIDDEN void pf_rpc_peer_retain(pf_rpc_peer* p);
 PF_RPC_HIDDEN void pf_rpc_peer_release(pf_rpc_peer* p);
 PF_RPC_HIDDEN int64_t pf_rpc_now_ms(void);
@@ -288,7 +285,8 @@ PF_RPC_HIDDEN int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid,
                                 const pf_rpc_route* affinity, PFValue* args, int* codes,
                                 int nargs, PFRetValueHandle ret);
 
-/* A remote function: calls `name` or function `fid` of the peer. *out is a
+/* A remote function: calls `name` (as the functions of a client's module
+ * do, with fid 0 and no affinity) or function `fid` of the peer. *out is a
  * new reference; it holds a reference to the peer. With release, its end
  * tells the peer's other side to forget `fid`. */
 PF_RPC_HIDDEN int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
@@ -300,7 +298,5 @@ PF_RPC_HIDDEN int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t 
  * (free()), or -1 with the error (TimeoutError, ConnectionError). */
 PF_RPC_HIDDEN int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id,
                                      const char* data, size_t n, pf_rpc_msg** reply);
-/* The thread's innermost serving context for `p`, if any. */
-PF_RPC_HIDDEN int pf_rpc_in_callback(pf_rpc_peer* p);
 
 #endif /* PF_RPC_INTERNAL_H_ */

@@ -63,7 +63,6 @@ typedef struct {
   void* log_user;
   /* Messages dropped for clients that do not read (I/O thread only). */
   int64_t dropped, drop_logged_ms;
-  pf_rpc_route drop_route;
 } pf_rpc_server;
 
 static void logf_(pf_rpc_server* s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -366,7 +365,6 @@ static int send_routed(pf_rpc_server* s, pf_rpc_msg* m) {
  * in the log, at most once per PF_RPC_DROP_LOG_MS. */
 static void note_dropped(pf_rpc_server* s, const pf_rpc_route* r) {
   s->dropped++;
-  s->drop_route = *r;
   int64_t now = pf_rpc_now_ms();
   if (s->log == NULL || now - s->drop_logged_ms < PF_RPC_DROP_LOG_MS) return;
   char hex[40];

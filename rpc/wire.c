@@ -6,8 +6,6 @@
 
 #include "internal.h"
 
-#define WIRE_ERR(kind, ...) PF_ERROR(kind, __VA_ARGS__)
-
 /* ---- little-endian helpers ---- */
 static void put_u16(char* p, uint16_t v) {
   p[0] = (char)(v & 0xff);
@@ -47,30 +45,30 @@ static size_t ext_header_size(size_t len) {
 
 static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, const char* path) {
   if (t->device.device_type != kDLCPU)
-    return WIRE_ERR(kPFErrTypeError,
+    return PF_ERROR(kPFErrTypeError,
                     "%s: a tensor on device type %d cannot cross to another process; only CPU "
                     "tensors can",
                     path, (int)t->device.device_type);
   if (t->ndim < 0 || t->ndim > 64)
-    return WIRE_ERR(kPFErrValueError, "%s: a tensor with ndim %d cannot cross", path, t->ndim);
+    return PF_ERROR(kPFErrValueError, "%s: a tensor with ndim %d cannot cross", path, t->ndim);
   if (t->dtype.lanes == 0 || t->dtype.bits == 0 || t->dtype.bits % 8 != 0)
-    return WIRE_ERR(kPFErrValueError,
+    return PF_ERROR(kPFErrValueError,
                     "%s: a tensor of %u-bit elements in %u lanes cannot cross; only whole bytes",
                     path, (unsigned)t->dtype.bits, (unsigned)t->dtype.lanes);
   uint64_t elem = (uint64_t)(t->dtype.bits / 8) * t->dtype.lanes;
   uint64_t count = 1;
   for (int i = 0; i < t->ndim; ++i) {
     if (t->shape[i] < 0)
-      return WIRE_ERR(kPFErrValueError, "%s: tensor shape[%d] is negative (%lld)", path, i,
+      return PF_ERROR(kPFErrValueError, "%s: tensor shape[%d] is negative (%lld)", path, i,
                       (long long)t->shape[i]);
     if (t->shape[i] != 0 && count > (UINT64_MAX / 2) / (uint64_t)t->shape[i])
-      return WIRE_ERR(kPFErrValueError, "%s: tensor is too large to cross", path);
+      return PF_ERROR(kPFErrValueError, "%s: tensor is too large to cross", path);
     count *= (uint64_t)t->shape[i];
   }
   if (count != 0 && elem > ((uint64_t)1 << 40) / count)
-    return WIRE_ERR(kPFErrValueError, "%s: tensor is too large to cross", path);
+    return PF_ERROR(kPFErrValueError, "%s: tensor is too large to cross", path);
   if (count != 0 && t->data == NULL)
-    return WIRE_ERR(kPFErrTypeError, "%s: tensor has NULL data", path);
+    return PF_ERROR(kPFErrTypeError, "%s: tensor has NULL data", path);
   uint64_t bytes = count * elem;
   size_t head = 1 + 1 + 1 + 2 + 4 + 8 * (size_t)t->ndim;
   char hdr[1 + 1 + 1 + 2 + 4 + 8 * 64 + 8] = {0};
@@ -81,7 +79,7 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
   put_u32(hdr + 5, (uint32_t)t->ndim);
   for (int i = 0; i < t->ndim; ++i) put_u64(hdr + 9 + 8 * i, (uint64_t)t->shape[i]);
   if (head + 8 + bytes > UINT32_MAX)
-    return WIRE_ERR(kPFErrValueError, "%s: tensor of %llu bytes is too large to cross", path,
+    return PF_ERROR(kPFErrValueError, "%s: tensor of %llu bytes is too large to cross", path,
                     (unsigned long long)bytes);
   if (pk->callback == msgpack_sbuffer_write) { /* pf_rpc_packer_init's, this file's copy */
     msgpack_sbuffer* sb = pk->data;
@@ -91,7 +89,7 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
     if (need > sb->alloc) {
       char* grown = realloc(sb->data, need);
       if (grown == NULL)
-        return WIRE_ERR(kPFErrMemoryError, "%s: out of memory packing a tensor", path);
+        return PF_ERROR(kPFErrMemoryError, "%s: out of memory packing a tensor", path);
       sb->data = grown;
       sb->alloc = need;
     }
@@ -156,7 +154,7 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
     case kPFObjectFunction: {
       uint64_t id = 0;
       if (exp == NULL)
-        return WIRE_ERR(kPFErrTypeError, "%s: a function cannot cross here", path);
+        return PF_ERROR(kPFErrTypeError, "%s: a function cannot cross here", path);
       if (exp(ctx, obj, &id) != 0) return -1;
       char b[8];
       put_u64(b, id);
@@ -174,7 +172,7 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
       int64_t nd = 0;
       if (PFShapeGetData(obj, &dims, &nd) != 0) return -1;
       if ((uint64_t)nd > UINT32_MAX / 8)
-        return WIRE_ERR(kPFErrValueError, "%s: shape too long to cross", path);
+        return PF_ERROR(kPFErrValueError, "%s: shape too long to cross", path);
       msgpack_pack_ext(pk, (size_t)nd * 8, PF_RPC_EXT_SHAPE);
       for (int64_t i = 0; i < nd; ++i) {
         char b[8];
@@ -187,11 +185,11 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
       int64_t n = 0;
       if (PFArrayGetSize(obj, &n) != 0) return -1;
       if (depth >= PF_RPC_MAX_DEPTH)
-        return WIRE_ERR(kPFErrValueError,
+        return PF_ERROR(kPFErrValueError,
                         "%s: containers nested deeper than %d levels cannot cross", path,
                         PF_RPC_MAX_DEPTH);
       if ((uint64_t)n > UINT32_MAX)
-        return WIRE_ERR(kPFErrValueError, "%s: array too long to cross", path);
+        return PF_ERROR(kPFErrValueError, "%s: array too long to cross", path);
       msgpack_pack_array(pk, (size_t)n);
       for (int64_t i = 0; i < n; ++i) {
         PFValue v;
@@ -206,11 +204,11 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
       int64_t n = 0;
       if (PFMapGetSize(obj, &n) != 0) return -1;
       if (depth >= PF_RPC_MAX_DEPTH)
-        return WIRE_ERR(kPFErrValueError,
+        return PF_ERROR(kPFErrValueError,
                         "%s: containers nested deeper than %d levels cannot cross", path,
                         PF_RPC_MAX_DEPTH);
       if ((uint64_t)n > UINT32_MAX)
-        return WIRE_ERR(kPFErrValueError, "%s: map too large to cross", path);
+        return PF_ERROR(kPFErrValueError, "%s: map too large to cross", path);
       msgpack_pack_map(pk, (size_t)n);
       for (int64_t i = 0; i < n; ++i) {
         PFValue k, v;
@@ -231,7 +229,7 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
     }
     default: {
       const char* tn = PFObjectTypeName(type);
-      return WIRE_ERR(kPFErrTypeError, "%s: a %s object cannot cross to another process", path,
+      return PF_ERROR(kPFErrTypeError, "%s: a %s object cannot cross to another process", path,
                       tn ? tn : "unknown");
     }
   }
@@ -266,9 +264,9 @@ int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
       return 0;
     }
     case kPFStr: {
-      if (v.v_str == NULL) return WIRE_ERR(kPFErrTypeError, "%s: NULL string", path);
+      if (v.v_str == NULL) return PF_ERROR(kPFErrTypeError, "%s: NULL string", path);
       size_t len = strlen(v.v_str);
-      if (len > UINT32_MAX) return WIRE_ERR(kPFErrValueError, "%s: string too long", path);
+      if (len > UINT32_MAX) return PF_ERROR(kPFErrValueError, "%s: string too long", path);
       msgpack_pack_str(pk, len);
       msgpack_pack_str_body(pk, v.v_str, len);
       return 0;
@@ -276,28 +274,28 @@ int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
     case kPFBytes: {
       const PFByteArray* b = v.v_handle;
       if (b == NULL || (b->data == NULL && b->size != 0))
-        return WIRE_ERR(kPFErrTypeError, "%s: NULL byte array", path);
-      if (b->size > UINT32_MAX) return WIRE_ERR(kPFErrValueError, "%s: bytes too long", path);
+        return PF_ERROR(kPFErrTypeError, "%s: NULL byte array", path);
+      if (b->size > UINT32_MAX) return PF_ERROR(kPFErrValueError, "%s: bytes too long", path);
       msgpack_pack_bin(pk, b->size);
       msgpack_pack_bin_body(pk, b->data, b->size);
       return 0;
     }
     case kPFDLTensorHandle:
-      if (v.v_handle == NULL) return WIRE_ERR(kPFErrTypeError, "%s: NULL tensor", path);
+      if (v.v_handle == NULL) return PF_ERROR(kPFErrTypeError, "%s: NULL tensor", path);
       return pack_tensor(pk, v.v_handle, 1, path);
     case kPFFuncHandle:
     case kPFObjectHandle:
-      if (v.v_handle == NULL) return WIRE_ERR(kPFErrTypeError, "%s: NULL handle", path);
+      if (v.v_handle == NULL) return PF_ERROR(kPFErrTypeError, "%s: NULL handle", path);
       return pack_object(pk, v.v_handle, path, depth, exp, ctx);
     case kPFOpaqueHandle:
-      return WIRE_ERR(kPFErrTypeError,
+      return PF_ERROR(kPFErrTypeError,
                       "%s: an opaque handle (a borrowed pointer) cannot cross to another "
                       "process",
                       path);
     case kPFModuleHandle:
-      return WIRE_ERR(kPFErrTypeError, "%s: a module cannot cross to another process", path);
+      return PF_ERROR(kPFErrTypeError, "%s: a module cannot cross to another process", path);
     default:
-      return WIRE_ERR(kPFErrTypeError, "%s: type code %d cannot cross to another process",
+      return PF_ERROR(kPFErrTypeError, "%s: type code %d cannot cross to another process",
                       path, code);
   }
 }
@@ -317,15 +315,14 @@ static void pack_cstr(msgpack_packer* pk, const char* s) {
   msgpack_pack_str_body(pk, s ? s : "", n);
 }
 
-int pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind, const char* msg,
-                      const char* traceback) {
+void pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const char* kind, const char* msg,
+                       const char* traceback) {
   msgpack_packer pk;
   pf_rpc_packer_init(&pk, sb);
   pf_rpc_pack_header(&pk, PF_RPC_ERROR, id, 0, 3);
   pack_cstr(&pk, kind);
   pack_cstr(&pk, msg);
   pack_cstr(&pk, traceback);
-  return 0;
 }
 
 /* ---- the arena ---- */
@@ -366,7 +363,7 @@ void pf_rpc_arena_free(pf_rpc_arena* a) {
 static int keep_obj(pf_rpc_arena* a, PFObjectHandle o) {
   if (arena_obj(a, o) != 0) {
     PFObjectFree(o);
-    return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a message");
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a message");
   }
   return 0;
 }
@@ -402,24 +399,24 @@ static int in_place(const pf_rpc_msg* src, const char* data, size_t nbytes, DLDa
 
 static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, PFValue* v,
                          int* code) {
-  if (n < 9) return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor (%zu bytes)", n);
+  if (n < 9) return PF_ERROR(kPFErrValueError, "rpc: malformed tensor (%zu bytes)", n);
   unsigned flags = (uint8_t)p[0];
   DLDataType dt = {(uint8_t)p[1], (uint8_t)p[2], get_u16(p + 3)};
   uint32_t ndim = get_u32(p + 5);
   if (ndim > 64 || n < 9 + 8 * (size_t)ndim)
-    return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor (ndim %u)", ndim);
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor (ndim %u)", ndim);
   if (dt.bits == 0 || dt.bits % 8 != 0 || dt.lanes == 0)
-    return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor dtype");
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor dtype");
   if (flags & ~(PF_RPC_TENSOR_AS_DLTENSOR | PF_RPC_TENSOR_PADDED))
-    return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor flags 0x%x", flags);
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor flags 0x%x", flags);
   uint64_t count = 1, elem = (uint64_t)(dt.bits / 8) * dt.lanes;
   owned_tensor* t = calloc(1, sizeof *t + 8 * (size_t)(ndim ? ndim : 1));
-  if (t == NULL) return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
+  if (t == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
   for (uint32_t i = 0; i < ndim; ++i) {
     uint64_t d = get_u64(p + 9 + 8 * i);
     if (d > ((uint64_t)1 << 40) || (d != 0 && count > ((uint64_t)1 << 40) / d)) {
       free(t);
-      return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor shape");
+      return PF_ERROR(kPFErrValueError, "rpc: malformed tensor shape");
     }
     count *= d;
     t->shape[i] = (int64_t)d;
@@ -431,17 +428,17 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     for (unsigned i = 0; zeros && i < pad; ++i) zeros = p[head + 1 + i] == 0;
     if (!zeros) {
       free(t);
-      return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor padding");
+      return PF_ERROR(kPFErrValueError, "rpc: malformed tensor padding");
     }
     head += 1 + pad;
   }
   if (count != 0 && elem > (n - head) / count) {
     free(t);
-    return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor: data shorter than its shape");
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor: data shorter than its shape");
   }
   if (count * elem != n - head) {
     free(t);
-    return WIRE_ERR(kPFErrValueError, "rpc: malformed tensor: data longer than its shape");
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor: data longer than its shape");
   }
   size_t nbytes = (size_t)(count * elem);
   void* data;
@@ -456,7 +453,7 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     data = malloc(nbytes != 0 ? nbytes : 1);
     if (data == NULL) {
       free(t);
-      return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
+      return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a tensor");
     }
     if (nbytes != 0) memcpy(data, p + head, nbytes);
   }
@@ -496,11 +493,11 @@ char* pf_rpc_strdup_obj(const msgpack_object* o) {
  * (a kPFStr cannot hold one). */
 static int arena_str(const msgpack_object* o, pf_rpc_arena* a, const char** out) {
   if (o->via.str.size != 0 && memchr(o->via.str.ptr, '\0', o->via.str.size) != NULL)
-    return WIRE_ERR(kPFErrValueError, "rpc: a string with an embedded NUL byte");
+    return PF_ERROR(kPFErrValueError, "rpc: a string with an embedded NUL byte");
   char* s = pf_rpc_strdup_obj(o);
   if (s == NULL || arena_block(a, s) != 0) {
     free(s);
-    return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a message");
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a message");
   }
   *out = s;
   return 0;
@@ -519,7 +516,7 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
       return 0;
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
       if (o->via.u64 > (uint64_t)INT64_MAX)
-        return WIRE_ERR(kPFErrValueError, "rpc: integer %llu is out of the int64 range",
+        return PF_ERROR(kPFErrValueError, "rpc: integer %llu is out of the int64 range",
                         (unsigned long long)o->via.u64);
       v->v_int64 = (int64_t)o->via.u64;
       *code = kPFInt;
@@ -540,7 +537,7 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
       PFByteArray* b = malloc(sizeof *b + o->via.bin.size + 1);
       if (b == NULL || arena_block(a, b) != 0) {
         free(b);
-        return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding bytes");
+        return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding bytes");
       }
       char* d = (char*)(b + 1);
       if (o->via.bin.size) memcpy(d, o->via.bin.ptr, o->via.bin.size);
@@ -553,14 +550,14 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
     }
     case MSGPACK_OBJECT_ARRAY: {
       if (depth >= PF_RPC_MAX_DEPTH)
-        return WIRE_ERR(kPFErrValueError, "rpc: containers nested deeper than %d levels",
+        return PF_ERROR(kPFErrValueError, "rpc: containers nested deeper than %d levels",
                         PF_RPC_MAX_DEPTH);
       uint32_t n = o->via.array.size;
       PFValue* vals = calloc(n ? n : 1, sizeof *vals);
       int* codes = calloc(n ? n : 1, sizeof *codes);
       int rc = -1;
       if (vals == NULL || codes == NULL) {
-        WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding an array");
+        PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding an array");
         goto array_done;
       }
       for (uint32_t i = 0; i < n; ++i)
@@ -579,7 +576,7 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
     }
     case MSGPACK_OBJECT_MAP: {
       if (depth >= PF_RPC_MAX_DEPTH)
-        return WIRE_ERR(kPFErrValueError, "rpc: containers nested deeper than %d levels",
+        return PF_ERROR(kPFErrValueError, "rpc: containers nested deeper than %d levels",
                         PF_RPC_MAX_DEPTH);
       uint32_t n = o->via.map.size;
       PFValue* keys = calloc(n ? n : 1, sizeof *keys);
@@ -588,14 +585,14 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
       int* vc = calloc(n ? n : 1, sizeof *vc);
       int rc = -1;
       if (keys == NULL || vals == NULL || kc == NULL || vc == NULL) {
-        WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a map");
+        PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a map");
         goto map_done;
       }
       for (uint32_t i = 0; i < n; ++i) {
         const msgpack_object* k = &o->via.map.ptr[i].key;
         if (k->type != MSGPACK_OBJECT_STR && k->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
             k->type != MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-          WIRE_ERR(kPFErrValueError, "rpc: a map key that is neither a str nor an int");
+          PF_ERROR(kPFErrValueError, "rpc: a map key that is neither a str nor an int");
           goto map_done;
         }
         if (pf_rpc_unpack_value(k, a, depth + 1, 0, imp, ctx, &keys[i], &kc[i]) != 0 ||
@@ -638,7 +635,7 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
           if (n % 8 != 0) break;
           size_t nd = n / 8;
           int64_t* dims = malloc(nd ? nd * 8 : 1);
-          if (dims == NULL) return WIRE_ERR(kPFErrMemoryError, "rpc: out of memory");
+          if (dims == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
           for (size_t i = 0; i < nd; ++i) dims[i] = (int64_t)get_u64(p + 8 * i);
           PFObjectHandle s = NULL;
           int rc = PFShapeCreate(dims, (int64_t)nd, &s);
@@ -650,7 +647,7 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
         }
         case PF_RPC_EXT_FUNC: {
           if (n != 8) break;
-          if (imp == NULL) return WIRE_ERR(kPFErrValueError, "rpc: a function cannot come here");
+          if (imp == NULL) return PF_ERROR(kPFErrValueError, "rpc: a function cannot come here");
           PFFunctionHandle f = NULL;
           if (imp(ctx, get_u64(p), &f) != 0 || keep_obj(a, f) != 0) return -1;
           v->v_handle = f;
@@ -658,14 +655,14 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
           return 0;
         }
         default:
-          return WIRE_ERR(kPFErrValueError, "rpc: unknown value type %d on the wire",
+          return PF_ERROR(kPFErrValueError, "rpc: unknown value type %d on the wire",
                           (int)o->via.ext.type);
       }
-      return WIRE_ERR(kPFErrValueError, "rpc: malformed value of type %d (%zu bytes)",
+      return PF_ERROR(kPFErrValueError, "rpc: malformed value of type %d (%zu bytes)",
                       (int)o->via.ext.type, n);
     }
     default:
-      return WIRE_ERR(kPFErrValueError, "rpc: unexpected MessagePack type %d", (int)o->type);
+      return PF_ERROR(kPFErrValueError, "rpc: unexpected MessagePack type %d", (int)o->type);
   }
 }
 
@@ -683,7 +680,7 @@ int pf_rpc_validate(const char* p, size_t n) {
       continue;
     }
     pending[depth]--;
-    if (i >= n) return WIRE_ERR(kPFErrValueError, "rpc: truncated message");
+    if (i >= n) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
     uint8_t t = (uint8_t)p[i++];
     uint64_t skip = 0, items = 0;
     int container = 0;
@@ -716,10 +713,10 @@ int pf_rpc_validate(const char* p, size_t n) {
         case 0xd8: skip = 17; break;
         case 0xdc: case 0xde: need = 2; container = 1; break;
         case 0xdd: case 0xdf: need = 4; container = 1; break;
-        default: return WIRE_ERR(kPFErrValueError, "rpc: invalid MessagePack byte 0x%02x", t);
+        default: return PF_ERROR(kPFErrValueError, "rpc: invalid MessagePack byte 0x%02x", t);
       }
       if (need) {
-        if (n - i < need) return WIRE_ERR(kPFErrValueError, "rpc: truncated message");
+        if (n - i < need) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
         uint64_t len = 0;
         for (size_t k = 0; k < need; ++k) len = (len << 8) | (uint8_t)p[i + k];
         i += need;
@@ -732,18 +729,18 @@ int pf_rpc_validate(const char* p, size_t n) {
     }
     if (container) {
       if (items > n - i)
-        return WIRE_ERR(kPFErrValueError,
+        return PF_ERROR(kPFErrValueError,
                         "rpc: a container declares %llu items in %zu remaining bytes",
                         (unsigned long long)items, n - i);
       if (depth + 1 >= PF_RPC_MAX_DEPTH + 8)
-        return WIRE_ERR(kPFErrValueError, "rpc: message nested too deep");
+        return PF_ERROR(kPFErrValueError, "rpc: message nested too deep");
       pending[++depth] = items;
     } else {
-      if (skip > n - i) return WIRE_ERR(kPFErrValueError, "rpc: truncated message");
+      if (skip > n - i) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
       i += skip;
     }
   }
-  if (i != n) return WIRE_ERR(kPFErrValueError, "rpc: %zu bytes after the message", n - i);
+  if (i != n) return PF_ERROR(kPFErrValueError, "rpc: %zu bytes after the message", n - i);
   return 0;
 }
 
@@ -763,7 +760,7 @@ int pf_rpc_parse(const char* data, size_t n, pf_rpc_parsed* out) {
   size_t off = 0;
   if (msgpack_unpack_next(&out->up, data, n, &off) != MSGPACK_UNPACK_SUCCESS) {
     msgpack_unpacked_destroy(&out->up);
-    return WIRE_ERR(kPFErrValueError, "rpc: a message that MessagePack cannot read");
+    return PF_ERROR(kPFErrValueError, "rpc: a message that MessagePack cannot read");
   }
   const msgpack_object* o = &out->up.data;
   uint64_t ver = 0, kind = 0;
@@ -772,7 +769,7 @@ int pf_rpc_parse(const char* data, size_t n, pf_rpc_parsed* out) {
       as_u64(&o->via.array.ptr[2], &out->id) != 0 ||
       as_u64(&o->via.array.ptr[3], &out->parent) != 0) {
     msgpack_unpacked_destroy(&out->up);
-    return WIRE_ERR(kPFErrValueError, "rpc: a message without a valid header");
+    return PF_ERROR(kPFErrValueError, "rpc: a message without a valid header");
   }
   out->version = (int64_t)(ver > 1000000 ? 1000000 : ver);
   out->kind = (int)(kind > 100 ? 0 : kind);

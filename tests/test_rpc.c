@@ -683,6 +683,13 @@ static void test_module_lists_exposed_only(void** state) {
 
 /* ---- errors ---- */
 
+/* The thread's error names `file` in its traceback, as PF_ERROR does where
+ * the library raises an error. */
+static void assert_raised_in(const char* file) {
+  const char* tb = PFErrorGetTraceback();
+  if (strstr(tb, file) == NULL) fail_msg("the traceback does not name %s: '%s'", file, tb);
+}
+
 static void test_remote_error(void** state) {
   (void)state;
   PFFunctionHandle f = fn("t.fail");
@@ -710,6 +717,7 @@ static void test_timeout(void** state) {
   assert_pf_error(PFFuncCall(block, NULL, NULL, 0, &rv, &rc), "TimeoutError", "no reply",
                   "1000 ms");
   assert_int_equal(write(g_gate[1], "x", 1), 1); /* let the worker go */
+  assert_raised_in("rpc/core.c");
   /* The connection still works after a timeout. */
   PFFunctionHandle add = NULL;
   assert_pf_ok(PFModGetFunction(quick, "t.add", 0, &add));
@@ -830,6 +838,7 @@ static void test_unreachable(void** state) {
   PFModuleHandle m = NULL;
   assert_pf_error(PFRPCConnect(endpoint, &o, &m), "ConnectionError", "no server answered",
                   endpoint);
+  assert_raised_in("rpc/client.c");
   assert_null(m);
 }
 
@@ -1314,6 +1323,7 @@ static void test_protocol_version_mismatch(void** state) {
   o.timeout_ms = 10000;
   assert_pf_error(PFRPCConnect(ep, &o, &m), kPFErrValueError, "protocol version mismatch",
                   "99");
+  assert_raised_in("rpc/client.c");
   pthread_join(t, NULL);
   raw_close(&r);
 }
