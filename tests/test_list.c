@@ -366,6 +366,26 @@ static void test_list_typed_signatures(void** state) {
   assert_pf_error(PFFuncCall(size, &a, &ac, 1, &rv, &rc), kPFErrTypeError,
                   "expected list, got int");
   assert_pf_ok(PFObjectFree(d));
+  /* A C function pointer over a packed function takes and returns lists. */
+  PFObjectHandle cl = NULL;
+  void* fn = NULL;
+  assert_pf_ok(PFFuncToCFunction(make, "list(int64)", &cl, &fn));
+  PFObjectHandle (*cmake)(int64_t) = NULL;
+  memcpy(&cmake, &fn, sizeof(fn));
+  PFObjectHandle l2 = cmake(2);
+  assert_pf_ok(PFClosureCheckError(cl));
+  assert_ints(l2, (int64_t[]){0, 1}, 2);
+  assert_pf_ok(PFObjectFree(l2));
+  assert_pf_ok(PFObjectFree(cl));
+  assert_pf_ok(PFFuncToCFunction(size, "int64(list)", &cl, &fn));
+  int64_t (*csize)(PFObjectHandle) = NULL;
+  memcpy(&csize, &fn, sizeof(fn));
+  assert_int_equal(csize(l), 3);
+  assert_pf_ok(PFClosureCheckError(cl));
+  assert_int_equal(csize((PFObjectHandle)g_not_an_object), 0);
+  assert_pf_error(PFClosureCheckError(cl), kPFErrTypeError,
+                  "expected list, got a pointer that is not a live list handle");
+  assert_pf_ok(PFObjectFree(cl));
   assert_pf_ok(PFObjectFree(l));
   assert_pf_ok(PFFuncFree(size));
   assert_pf_ok(PFFuncFree(make));
