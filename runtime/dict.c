@@ -1,5 +1,5 @@
 /* Dict: kept keys and values in insertion order under a lock of its own,
- * with an open-addressing index over them keyed by the process's random
+ * shared by readers (see pf_kept_lock_init), with an open-addressing index over them keyed by the process's random
  * hash seed. The rules (which keys are equal) are in container.h. */
 #include <math.h>
 #include <pthread.h>
@@ -24,7 +24,7 @@ typedef struct {
  * or a live entry's position + 1, probed linearly from its hash. */
 typedef struct {
   pf_object base;
-  pthread_mutex_t lock;
+  pthread_rwlock_t lock;
   int64_t size, used, cap;
   dict_entry* entries;
   int64_t* slots;
@@ -246,7 +246,7 @@ static void dict_destroy(pf_object* o) {
   for (int64_t i = 0; i < d->used; ++i) drop_entry(&d->entries[i]);
   pf_free(d->entries);
   pf_free(d->slots);
-  pthread_mutex_destroy(&d->lock);
+  pthread_rwlock_destroy(&d->lock);
   pf_free(d);
 }
 
@@ -331,10 +331,10 @@ static int update(pf_dict* d, const char* where, const PFValue* keys, const int*
   if (made == NULL) return pf_oom(where);
   int st = make_entries(where, keys, key_codes, values, value_codes, n, made);
   if (st == 0) {
-    pthread_mutex_lock(&d->lock);
+    pthread_rwlock_wrlock(&d->lock);
     st = room_for(d, n, where);
     if (st == 0) st = apply(d, where, made, n, 0, keys, key_codes);
-    pthread_mutex_unlock(&d->lock);
+    pthread_rwlock_unlock(&d->lock);
     if (st != 0) {
       pf_saved_error err;
       pf_error_save(&err);
@@ -365,7 +365,10 @@ int PFDictCreate(const PFValue* keys, const int* key_codes, const PFValue* value
   pf_dict* d = pf_malloc(sizeof(*d));
   if (d == NULL) return pf_oom(where);
   memset(d, 0, sizeof(*d));
-  pthread_mutex_init(&d->lock, NULL);
+  if (pf_kept_lock_init(&d->lock, where) != 0) {
+    pf_free(d);
+    return -1;
+  }
   pf_object_init(&d->base, kPFObjectDict, dict_destroy);
   dict_entry* made = size > 0 ? pf_malloc((size_t)size * sizeof(dict_entry)) : NULL;
   int st = size > 0 && made == NULL ? pf_oom(where) : 0;
@@ -392,9 +395,9 @@ int PFDictGetSize(PFObjectHandle dict, int64_t* out) {
   PF_CHECK_OBJECT(dict, kPFObjectDict);
   PF_CHECK_ARG(out);
   pf_dict* d = dict;
-  pthread_mutex_lock(&d->lock);
+  pthread_rwlock_rdlock(&d->lock);
   *out = d->size;
-  pthread_mutex_unlock(&d->lock);
+  pthread_rwlock_unlock(&d->lock);
   return 0;
 }
 
@@ -415,13 +418,13 @@ int PFDictGetItem(PFObjectHandle dict, PFValue key, int key_code, PFValue* out, 
     view_of(key_code, &key, &k);
     uint64_t h = hash_view(&k);
     size_t slot;
-    pthread_mutex_lock(&d->lock);
+    pthread_rwlock_rdlock(&d->lock);
     pos = find(d, h, &k, &slot);
     if (pos >= 0 && out != NULL) {
       code = d->entries[pos].value_code;
       st = pf_kept_read(__func__, code, &d->entries[pos].value, &v);
     }
-    pthread_mutex_unlock(&d->lock);
+    pthread_rwlock_unlock(&d->lock);
   }
   if (st != 0) return -1;
   if (out != NULL) {
@@ -468,7 +471,7 @@ int PFDictPop(PFObjectHandle dict, PFValue key, int key_code, PFValue* out, int*
     view_of(key_code, &key, &k);
     uint64_t h = hash_view(&k);
     size_t slot = 0;
-    pthread_mutex_lock(&d->lock);
+    pthread_rwlock_wrlock(&d->lock);
     pos = find(d, h, &k, &slot);
     if (pos >= 0) {
       /* The caller's copy first: if it fails, the entry stays. */
@@ -478,7 +481,7 @@ int PFDictPop(PFObjectHandle dict, PFValue key, int key_code, PFValue* out, int*
         remove_at(d, slot, pos);
       }
     }
-    pthread_mutex_unlock(&d->lock);
+    pthread_rwlock_unlock(&d->lock);
   }
   if (st != 0) return -1;
   if (pos < 0) {
@@ -495,7 +498,7 @@ int PFDictPop(PFObjectHandle dict, PFValue key, int key_code, PFValue* out, int*
 int PFDictClear(PFObjectHandle dict) {
   PF_CHECK_OBJECT(dict, kPFObjectDict);
   pf_dict* d = dict;
-  pthread_mutex_lock(&d->lock);
+  pthread_rwlock_wrlock(&d->lock);
   dict_entry* entries = d->entries;
   int64_t used = d->used;
   pf_free(d->slots);
@@ -503,7 +506,7 @@ int PFDictClear(PFObjectHandle dict) {
   d->slots = NULL;
   d->size = d->used = d->cap = 0;
   d->mask = 0;
-  pthread_mutex_unlock(&d->lock);
+  pthread_rwlock_unlock(&d->lock);
   for (int64_t i = 0; i < used; ++i) drop_entry(&entries[i]);
   pf_free(entries);
   return 0;
@@ -515,7 +518,7 @@ int PFDictToArray(PFObjectHandle dict, PFObjectHandle* out) {
   pf_dict* d = dict;
   PFObjectHandle a = NULL;
   int st = 0;
-  pthread_mutex_lock(&d->lock);
+  pthread_rwlock_rdlock(&d->lock);
   size_t n = 2 * (size_t)d->size;
   PFValue* values = n ? pf_malloc(n * sizeof(PFValue)) : NULL;
   int* codes = n ? pf_malloc(n * sizeof(int)) : NULL;
@@ -534,7 +537,7 @@ int PFDictToArray(PFObjectHandle dict, PFObjectHandle* out) {
     /* Kept values pass PFArrayCreate's checks: only memory can fail. */
     st = PFArrayCreate(values, codes, (int64_t)n, &a);
   }
-  pthread_mutex_unlock(&d->lock);
+  pthread_rwlock_unlock(&d->lock);
   pf_free(values);
   pf_free(codes);
   if (st != 0) return pf_oom(__func__);

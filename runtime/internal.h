@@ -2,6 +2,7 @@
 #ifndef PACKEDFUNC_RUNTIME_INTERNAL_H_
 #define PACKEDFUNC_RUNTIME_INTERNAL_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -385,6 +386,13 @@ PF_HIDDEN int pf_tensor_is_read_only(const void* tensor);
 PF_HIDDEN uint64_t pf_hash_seed(void);
 
 /* ---- values kept by List and Dict (runtime/kept.c) ---- */
+/* Initializes the lock of a List or Dict: a readers-writer lock, so that
+ * readers (which only copy values out and take references) run at once,
+ * that prefers writers where the C library lets it say so (glibc), so that
+ * a stream of readers cannot starve them. Calls never take one container's
+ * lock while holding another's, or run user code under it, so the lock is
+ * never taken twice by a thread. -1 with a MemoryError naming `where`. */
+PF_HIDDEN int pf_kept_lock_init(pthread_rwlock_t* lock, const char* where);
 /* The most items a List or Dict holds: as for the immutable containers, a
  * count above it cannot describe arrays that exist, and below it no size
  * computed from it wraps. */

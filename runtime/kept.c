@@ -1,7 +1,23 @@
 /* Values that the mutable containers (List, Dict) keep, one allocation per
  * str or bytes, and the copies that their readers return in per-thread
  * storage. The rules are in container.h. */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
+#include <pthread.h>
+
 #include "internal.h"
+
+int pf_kept_lock_init(pthread_rwlock_t* lock, const char* where) {
+  pthread_rwlockattr_t attr;
+  if (pthread_rwlockattr_init(&attr) != 0) return pf_oom(where);
+#if defined(__GLIBC__)
+  /* A writer waits for the readers in the lock, and new readers wait for
+   * it: readers that keep overlapping cannot starve writers. */
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+  int rc = pthread_rwlock_init(lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+  return rc == 0 ? 0 : pf_oom(where);
+}
 
 int pf_kept_check(const char* where, const char* what, int64_t i, int code, const PFValue* v) {
   if (pf_check_value(where, what, i, code, v) != 0) return -1;

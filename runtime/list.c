@@ -1,13 +1,14 @@
-/* List: a mutable sequence of kept values under a lock of its own. Every
- * change goes through splice(); references it drops are released after
- * the lock. The rules are in container.h. */
+/* List: a mutable sequence of kept values under a lock of its own, shared
+ * by readers (see pf_kept_lock_init). Every change goes through splice();
+ * references it drops are released after the lock. The rules are in
+ * container.h. */
 #include <pthread.h>
 
 #include "internal.h"
 
 typedef struct {
   pf_object base;
-  pthread_mutex_t lock;
+  pthread_rwlock_t lock;
   int64_t size, cap;
   PFValue* values;
   int* codes;
@@ -24,7 +25,7 @@ static void list_destroy(pf_object* o) {
   drop_all(l->values, l->codes, l->size);
   pf_free(l->values);
   pf_free(l->codes);
-  pthread_mutex_destroy(&l->lock);
+  pthread_rwlock_destroy(&l->lock);
   pf_free(l);
 }
 
@@ -109,7 +110,7 @@ static int splice(pf_list* l, const char* where, splice_at at, int64_t start, in
   int st = make_all(where, values, codes, n, made, made_codes);
   int64_t removed = 0;
   if (st == 0) {
-    pthread_mutex_lock(&l->lock);
+    pthread_rwlock_wrlock(&l->lock);
     int64_t size = l->size;
     if (at == AT_RANGE) {
       if (start > size) start = size;
@@ -142,7 +143,7 @@ static int splice(pf_list* l, const char* where, splice_at at, int64_t start, in
       memcpy(l->codes + start, made_codes, (size_t)n * sizeof(int));
       l->size = size - count + n;
     }
-    pthread_mutex_unlock(&l->lock);
+    pthread_rwlock_unlock(&l->lock);
     if (st != 0) {
       pf_saved_error e;
       pf_error_save(&e);
@@ -179,7 +180,13 @@ int PFListCreate(const PFValue* values, const int* codes, int64_t size, PFObject
     return -1;
   }
   l->size = size;
-  pthread_mutex_init(&l->lock, NULL);
+  if (pf_kept_lock_init(&l->lock, where) != 0) {
+    drop_all(l->values, l->codes, size);
+    pf_free(l->values);
+    pf_free(l->codes);
+    pf_free(l);
+    return -1;
+  }
   pf_object_init(&l->base, kPFObjectList, list_destroy);
   *out = l;
   return 0;
@@ -189,9 +196,9 @@ int PFListGetSize(PFObjectHandle list, int64_t* out) {
   PF_CHECK_OBJECT(list, kPFObjectList);
   PF_CHECK_ARG(out);
   pf_list* l = list;
-  pthread_mutex_lock(&l->lock);
+  pthread_rwlock_rdlock(&l->lock);
   *out = l->size;
-  pthread_mutex_unlock(&l->lock);
+  pthread_rwlock_unlock(&l->lock);
   return 0;
 }
 
@@ -203,13 +210,13 @@ int PFListGetItem(PFObjectHandle list, int64_t index, PFValue* out, int* out_cod
   int64_t i;
   PFValue v;
   int code = kPFNull;
-  pthread_mutex_lock(&l->lock);
+  pthread_rwlock_rdlock(&l->lock);
   int st = resolve(__func__, index, l->size, 0, &i);
   if (st == 0) {
     code = l->codes[i];
     st = pf_kept_read(__func__, code, &l->values[i], &v);
   }
-  pthread_mutex_unlock(&l->lock);
+  pthread_rwlock_unlock(&l->lock);
   if (st != 0) return -1;
   *out = v;
   *out_code = code;
@@ -262,7 +269,7 @@ int PFListPop(PFObjectHandle list, int64_t index, PFValue* out, int* out_code) {
   int64_t i;
   PFValue v, kept;
   int code = kPFNull;
-  pthread_mutex_lock(&l->lock);
+  pthread_rwlock_wrlock(&l->lock);
   int st = resolve(__func__, index, l->size, 0, &i);
   if (st == 0) {
     code = l->codes[i];
@@ -276,7 +283,7 @@ int PFListPop(PFObjectHandle list, int64_t index, PFValue* out, int* out_code) {
     memmove(l->codes + i, l->codes + i + 1, (size_t)tail * sizeof(int));
     l->size--;
   }
-  pthread_mutex_unlock(&l->lock);
+  pthread_rwlock_unlock(&l->lock);
   if (st != 0) return -1;
   pf_kept_drop(code, &kept); /* the caller holds its own reference now */
   *out = v;
@@ -287,14 +294,14 @@ int PFListPop(PFObjectHandle list, int64_t index, PFValue* out, int* out_code) {
 int PFListClear(PFObjectHandle list) {
   PF_CHECK_OBJECT(list, kPFObjectList);
   pf_list* l = list;
-  pthread_mutex_lock(&l->lock);
+  pthread_rwlock_wrlock(&l->lock);
   PFValue* values = l->values;
   int* codes = l->codes;
   int64_t n = l->size;
   l->values = NULL;
   l->codes = NULL;
   l->size = l->cap = 0;
-  pthread_mutex_unlock(&l->lock);
+  pthread_rwlock_unlock(&l->lock);
   drop_all(values, codes, n);
   pf_free(values);
   pf_free(codes);
@@ -309,13 +316,13 @@ int PFListToArray(PFObjectHandle list, int64_t start, int64_t count, PFObjectHan
     return -1;
   pf_list* l = list;
   PFObjectHandle a = NULL;
-  pthread_mutex_lock(&l->lock);
+  pthread_rwlock_rdlock(&l->lock);
   if (start > l->size) start = l->size;
   if (count > l->size - start) count = l->size - start;
   /* The kept values pass PFArrayCreate's checks (a handle is alive: the
    * List holds it), so only memory can fail. */
   int st = PFArrayCreate(l->values + start, l->codes + start, count, &a);
-  pthread_mutex_unlock(&l->lock);
+  pthread_rwlock_unlock(&l->lock);
   if (st != 0) return pf_oom(__func__);
   *out = a;
   return 0;
