@@ -89,14 +89,16 @@ enum {
 /* Parses `text` (see above) into *out.
  * Errors: NULL text or out (TypeError); a text that is not a data type,
  * bits above 255, lanes 0 or above 65535 (ValueError naming the text).
- * *out is written only on success. Thread-safe; allocates nothing. */
+ * *out is written only on success. Thread-safe; allocates nothing unless
+ * it records an error. */
 PF_EXPORT int PFDataTypeFromString(const char* text, DLDataType* out);
 
 /* Writes the canonical text of `dtype` (see above), NUL-terminated, to
  * buf[0 .. size); PF_DTYPE_STRING_MAX bytes always suffice.
  * Errors: NULL buf (TypeError); a dtype with 0 lanes, which has no text,
  * or a size too small for the text (ValueError naming the size needed).
- * buf is written only on success. Thread-safe; allocates nothing. */
+ * buf is written only on success. Thread-safe; allocates nothing unless it
+ * records an error. */
 PF_EXPORT int PFDataTypeToString(DLDataType dtype, char* buf, size_t size);
 
 #ifdef __cplusplus
