@@ -262,6 +262,96 @@ static void run_raw_add(long n) {
   sink = s;
 }
 
+/* ---- containers: one op reads 1,000 items ---- */
+
+#define N_ITEMS 1000
+static PFObjectHandle g_array, g_list;
+
+static void run_array_items_one_by_one(long n) {
+  int64_t s = 0;
+  for (long k = 0; k < n; ++k)
+    for (int64_t i = 0; i < N_ITEMS; ++i) {
+      PFValue v;
+      int c;
+      if (PFArrayGetItem(g_array, i, &v, &c) != 0) die("PFArrayGetItem");
+      s += v.v_int64;
+    }
+  sink = s;
+}
+
+static void run_array_items_bulk(long n) {
+  static PFValue v[N_ITEMS];
+  static int c[N_ITEMS];
+  int64_t s = 0;
+  for (long k = 0; k < n; ++k) {
+    if (PFArrayGetItems(g_array, 0, N_ITEMS, v, c) != 0) die("PFArrayGetItems");
+    s += v[k % N_ITEMS].v_int64;
+  }
+  sink = s;
+}
+
+static void run_list_items_one_by_one(long n) {
+  int64_t s = 0;
+  for (long k = 0; k < n; ++k)
+    for (int64_t i = 0; i < N_ITEMS; ++i) {
+      PFValue v;
+      int c;
+      if (PFListGetItem(g_list, i, &v, &c) != 0) die("PFListGetItem");
+      s += v.v_int64;
+    }
+  sink = s;
+}
+
+/* A List read as a binding converts one: a snapshot, its items, release. */
+static void run_list_items_snapshot(long n) {
+  static PFValue v[N_ITEMS];
+  static int c[N_ITEMS];
+  int64_t s = 0;
+  for (long k = 0; k < n; ++k) {
+    PFObjectHandle a = NULL;
+    if (PFListToArray(g_list, 0, INT64_MAX, &a) != 0 || PFArrayGetItems(a, 0, N_ITEMS, v, c) != 0)
+      die("PFListToArray");
+    PFObjectFree(a);
+    s += v[k % N_ITEMS].v_int64;
+  }
+  sink = s;
+}
+
+static void run_list_get(long n) {
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) {
+    PFValue v;
+    int c;
+    if (PFListGetItem(g_list, i % N_ITEMS, &v, &c) != 0) die("PFListGetItem");
+    s += v.v_int64;
+  }
+  sink = s;
+}
+
+static void run_array_get(long n) {
+  int64_t s = 0;
+  for (long i = 0; i < n; ++i) {
+    PFValue v;
+    int c;
+    if (PFArrayGetItem(g_array, i % N_ITEMS, &v, &c) != 0) die("PFArrayGetItem");
+    s += v.v_int64;
+  }
+  sink = s;
+}
+
+static void run_list_get_2threads(long n) { run_two(run_list_get, run_list_get, n); }
+
+static void setup_containers(void) {
+  static PFValue v[N_ITEMS];
+  static int c[N_ITEMS];
+  for (int i = 0; i < N_ITEMS; ++i) {
+    v[i].v_int64 = i;
+    c[i] = kPFInt;
+  }
+  if (PFArrayCreate(v, c, N_ITEMS, &g_array) != 0 || PFListCreate(v, c, N_ITEMS, &g_list) != 0)
+    die("containers");
+}
+
 /* ---- measurement ---- */
 
 typedef struct {
@@ -354,6 +444,16 @@ static const row k_rows[] = {
      "lookup_1t", "the same from one thread", run_lookup, 2.0, 0, 500000},
     {"host_2t", "a host function called through its gate from 2 threads at once, per call",
      run_host_2threads, "host_1t", "the same from one thread", run_host, 0, 0, 1000000},
+    {"array_items_bulk", "PFArrayGetItems of 1,000 ints, per 1,000", run_array_items_bulk,
+     "array_items_each", "1,000 PFArrayGetItem calls", run_array_items_one_by_one, 0, 0, 2000},
+    {"list_items_snapshot", "PFListToArray + PFArrayGetItems of 1,000 ints, per 1,000",
+     run_list_items_snapshot, "list_items_each", "1,000 PFListGetItem calls",
+     run_list_items_one_by_one, 0, 0, 2000},
+    {"list_get", "PFListGetItem of an int (under the List's lock)", run_list_get, "array_get",
+     "PFArrayGetItem of an int (no lock)", run_array_get, 0, 0, 2000000},
+    {"list_get_2t", "PFListGetItem from 2 threads on one List at once, per read",
+     run_list_get_2threads, "list_get_1t", "the same from one thread", run_list_get, 0, 0,
+     1000000},
 };
 
 static void setup(void) {
@@ -378,6 +478,7 @@ static void setup(void) {
     die("host function");
   PFObjectFree(gate); /* the function holds it */
   register_names(10000);
+  setup_containers();
   (void)mul_add3;
 }
 

@@ -38,7 +38,12 @@ enum {
                             shape i64le[ndim], (PADDED: pad u8, pad zero bytes,)
                             then the compact data */
   PF_RPC_EXT_SHAPE = 4,  /* i64le[n] */
-  PF_RPC_EXT_FUNC = 5    /* the sender's function id, u64le */
+  PF_RPC_EXT_FUNC = 5,   /* the sender's function id, u64le */
+  /* Markers, of no bytes, that are never values: an array whose first item
+   * is one is a List (its items follow) or a Dict (its keys and values
+   * follow, alternating, in the Dict's order). */
+  PF_RPC_EXT_LIST = 6,
+  PF_RPC_EXT_DICT = 7
 };
 #define PF_RPC_TENSOR_AS_DLTENSOR 1u /* flags: it was a kPFDLTensorHandle */
 /* flags: the data starts a multiple of 8 bytes from the message's start,

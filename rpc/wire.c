@@ -145,6 +145,41 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
   return 0;
 }
 
+/* A List or Dict: a snapshot of it, taken at once (other threads may
+ * change it meanwhile), as an array that begins with its marker. */
+static int pack_mutable(msgpack_packer* pk, PFObjectHandle obj, uint32_t type, const char* path,
+                        int depth, pf_rpc_export_fn exp, void* ctx) {
+  if (depth >= PF_RPC_MAX_DEPTH)
+    return WIRE_ERR(kPFErrValueError, "%s: containers nested deeper than %d levels cannot cross",
+                    path, PF_RPC_MAX_DEPTH);
+  PFObjectHandle snap = NULL;
+  int is_list = type == kPFObjectList;
+  if ((is_list ? PFListToArray(obj, 0, INT64_MAX, &snap) : PFDictToArray(obj, &snap)) != 0)
+    return -1;
+  int64_t n = 0;
+  int rc = PFArrayGetSize(snap, &n);
+  if (rc == 0 && (uint64_t)n >= UINT32_MAX)
+    rc = WIRE_ERR(kPFErrValueError, "%s: %s too large to cross", path, is_list ? "list" : "dict");
+  if (rc == 0) {
+    msgpack_pack_array(pk, (size_t)n + 1);
+    msgpack_pack_ext(pk, 0, is_list ? PF_RPC_EXT_LIST : PF_RPC_EXT_DICT);
+  }
+  char sub[192];
+  for (int64_t i = 0; rc == 0 && i < n; ++i) {
+    PFValue v;
+    int c;
+    rc = PFArrayGetItem(snap, i, &v, &c);
+    if (rc != 0) break;
+    if (is_list)
+      snprintf(sub, sizeof sub, "%s item %lld", path, (long long)i);
+    else
+      snprintf(sub, sizeof sub, "%s %s %lld", path, i % 2 ? "value" : "key", (long long)(i / 2));
+    rc = pf_rpc_pack_value(pk, v, c, sub, depth + 1, exp, ctx);
+  }
+  PFObjectFree(snap);
+  return rc;
+}
+
 static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path, int depth,
                        pf_rpc_export_fn exp, void* ctx) {
   uint32_t type = 0;
@@ -227,6 +262,9 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
       }
       return 0;
     }
+    case kPFObjectList:
+    case kPFObjectDict:
+      return pack_mutable(pk, obj, type, path, depth, exp, ctx);
     default: {
       const char* tn = PFObjectTypeName(type);
       return PF_ERROR(kPFErrTypeError, "%s: a %s object cannot cross to another process", path,
@@ -503,6 +541,68 @@ static int arena_str(const msgpack_object* o, pf_rpc_arena* a, const char** out)
   return 0;
 }
 
+/* PF_RPC_EXT_LIST or PF_RPC_EXT_DICT when `o` is that marker, else 0. */
+static int marker_of(const msgpack_object* o) {
+  if (o->type != MSGPACK_OBJECT_EXT || o->via.ext.size != 0) return 0;
+  int t = o->via.ext.type;
+  return t == PF_RPC_EXT_LIST || t == PF_RPC_EXT_DICT ? t : 0;
+}
+
+/* An array that begins with a List or Dict marker; depth is checked. */
+static int unpack_mutable(const msgpack_object* o, int marker, pf_rpc_arena* a, int depth,
+                          pf_rpc_import_fn imp, void* ctx, PFValue* v, int* code) {
+  uint32_t n = o->via.array.size - 1;
+  const msgpack_object* items = o->via.array.ptr + 1;
+  if (marker == PF_RPC_EXT_DICT && n % 2 != 0)
+    return WIRE_ERR(kPFErrValueError, "rpc: a dict with a key and no value");
+  PFValue* vals = calloc(n ? n : 1, sizeof *vals);
+  int* codes = calloc(n ? n : 1, sizeof *codes);
+  int rc = -1;
+  if (vals == NULL || codes == NULL) {
+    WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a %s",
+             marker == PF_RPC_EXT_LIST ? "list" : "dict");
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; ++i)
+    if (pf_rpc_unpack_value(&items[i], a, depth + 1, 0, imp, ctx, &vals[i], &codes[i]) != 0)
+      goto done;
+  PFObjectHandle obj = NULL;
+  if (marker == PF_RPC_EXT_LIST) {
+    if (PFListCreate(vals, codes, n, &obj) != 0) goto done;
+  } else {
+    /* Keys and values alternate: each half as its own strided view. */
+    PFValue* keys = calloc(n / 2 ? n / 2 : 1, sizeof *keys);
+    PFValue* dv = calloc(n / 2 ? n / 2 : 1, sizeof *dv);
+    int* kc = calloc(n / 2 ? n / 2 : 1, sizeof *kc);
+    int* dc = calloc(n / 2 ? n / 2 : 1, sizeof *dc);
+    int st = -1;
+    if (keys == NULL || dv == NULL || kc == NULL || dc == NULL) {
+      WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a dict");
+    } else {
+      for (uint32_t i = 0; i < n / 2; ++i) {
+        keys[i] = vals[2 * i];
+        kc[i] = codes[2 * i];
+        dv[i] = vals[2 * i + 1];
+        dc[i] = codes[2 * i + 1];
+      }
+      st = PFDictCreate(keys, kc, dv, dc, n / 2, &obj);
+    }
+    free(keys);
+    free(dv);
+    free(kc);
+    free(dc);
+    if (st != 0) goto done;
+  }
+  if (keep_obj(a, obj) != 0) goto done;
+  v->v_handle = obj;
+  *code = kPFObjectHandle;
+  rc = 0;
+done:
+  free(vals);
+  free(codes);
+  return rc;
+}
+
 int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int as_arg,
                         pf_rpc_import_fn imp, void* ctx, PFValue* v, int* code) {
   v->v_int64 = 0;
@@ -553,6 +653,8 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
         return PF_ERROR(kPFErrValueError, "rpc: containers nested deeper than %d levels",
                         PF_RPC_MAX_DEPTH);
       uint32_t n = o->via.array.size;
+      int marker = n > 0 ? marker_of(&o->via.array.ptr[0]) : 0;
+      if (marker != 0) return unpack_mutable(o, marker, a, depth, imp, ctx, v, code);
       PFValue* vals = calloc(n ? n : 1, sizeof *vals);
       int* codes = calloc(n ? n : 1, sizeof *codes);
       int rc = -1;
@@ -645,6 +747,10 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
           *code = kPFObjectHandle;
           return 0;
         }
+        case PF_RPC_EXT_LIST:
+        case PF_RPC_EXT_DICT:
+          return WIRE_ERR(kPFErrValueError,
+                          "rpc: a list or dict marker that does not begin an array");
         case PF_RPC_EXT_FUNC: {
           if (n != 8) break;
           if (imp == NULL) return PF_ERROR(kPFErrValueError, "rpc: a function cannot come here");

@@ -19,6 +19,7 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"DLDataType", sizeof(DLDataType)},   {"DLDevice", sizeof(DLDevice)},
       {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFCallFrame", sizeof(PFCallFrame)},
+      {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
   };
   PF_CHECK_ARG(name);
   PF_CHECK_ARG(out);
@@ -116,7 +117,33 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(PrePackCacheGetStats, 70)               \
   X(ModCreateFromFunctions, 71)             \
   X(FuncCallFrame, 72)                      \
-  X(ObjectFindOwnedHosts, 73)
+  X(ObjectFindOwnedHosts, 73)             \
+  X(ArrayGetItems, 74)                    \
+  X(MapGetItems, 75)                      \
+  X(ListCreate, 76)                       \
+  X(ListGetSize, 77)                      \
+  X(ListGetItem, 78)                      \
+  X(ListSetItem, 79)                      \
+  X(ListAppend, 80)                       \
+  X(ListInsert, 81)                       \
+  X(ListExtend, 82)                       \
+  X(ListReplace, 83)                      \
+  X(ListPop, 84)                          \
+  X(ListClear, 85)                        \
+  X(ListToArray, 86)                      \
+  X(DictCreate, 87)                       \
+  X(DictGetSize, 88)                      \
+  X(DictGetItem, 89)                      \
+  X(DictSetItem, 90)                      \
+  X(DictUpdate, 91)                       \
+  X(DictPop, 92)                          \
+  X(DictClear, 93)                        \
+  X(DictToArray, 94)                      \
+  X(DataTypeFromString, 95)               \
+  X(DataTypeToString, 96)                 \
+  X(TensorCreateFromDLPackVersioned, 97)  \
+  X(TensorIsReadOnly, 98)                 \
+  X(TensorToDLPackVersioned, 99)          
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -186,6 +186,33 @@ int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out, int* out_t
   return 0;
 }
 
+/* start and count of a bulk read: count >= 0 (ValueError), and the range
+ * [start, start + count) inside [0, size] (IndexError). */
+static int check_range(const char* where, int64_t start, int64_t count, int64_t size,
+                       const char* what) {
+  if (count < 0)
+    return PF_ERROR(kPFErrValueError, "%s: argument 'count' is negative (%lld)", where,
+                    (long long)count);
+  if (start < 0 || start > size || count > size - start)
+    return PF_ERROR(kPFErrIndexError,
+                    "%s: the range of start %lld and count %lld is out of range for %s of size "
+                    "%lld", where, (long long)start, (long long)count, what, (long long)size);
+  return 0;
+}
+
+int PFArrayGetItems(PFObjectHandle array, int64_t start, int64_t count, PFValue* values,
+                    int* codes) {
+  PF_CHECK_OBJECT(array, kPFObjectArray);
+  const pf_array* a = array;
+  if (count > 0 && values == NULL) return null_with_count(__func__, "values", "count", count);
+  if (count > 0 && codes == NULL) return null_with_count(__func__, "codes", "count", count);
+  if (check_range(__func__, start, count, a->size, "an array") != 0) return -1;
+  if (count == 0) return 0;
+  memcpy(values, a->values + start, (size_t)count * sizeof(PFValue));
+  for (int64_t i = 0; i < count; ++i) codes[i] = a->codes[start + i];
+  return 0;
+}
+
 int pf_array_children(pf_walk* w, const void* array) {
   const pf_array* a = array;
   if (pf_walk_spend(w, a->size) != 0) return -1;
@@ -245,7 +272,7 @@ static void seed_init(void) {
   g_seed = seed;
 }
 
-static uint64_t hash_seed(void) {
+uint64_t pf_hash_seed(void) {
   pthread_once(&g_seed_once, seed_init);
   return g_seed;
 }
@@ -263,7 +290,7 @@ static int key_equal(const map_entry* e, uint64_t hash, int code, const PFValue*
 /* The entry with key `k`, or NULL. */
 static const map_entry* map_find(const pf_map* m, int code, const PFValue* k) {
   if (m->size == 0) return NULL;
-  uint64_t h = hash_key(hash_seed(), code, k);
+  uint64_t h = hash_key(pf_hash_seed(), code, k);
   for (size_t i = (size_t)h & m->mask;; i = (i + 1) & m->mask) {
     uint64_t s = m->slots[i];
     if (s == 0) return NULL;
@@ -334,7 +361,7 @@ int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values
   m->slots = (uint64_t*)(block + off_slots);
   if (cap) memset(m->slots, 0, cap * sizeof(uint64_t));
   store_cursor cur = {(PFByteArray*)(block + off_bytes), block + off_chars};
-  uint64_t seed = n ? hash_seed() : 0;
+  uint64_t seed = n ? pf_hash_seed() : 0;
   /* Keys first: a repeated key is found before any value is retained, so
    * the error path only frees the block. */
   for (size_t i = 0; i < n; ++i) {
@@ -421,6 +448,36 @@ int PFMapGetItemAt(PFObjectHandle map, int64_t index, PFValue* key, int* key_cod
   *key_code = e->key_code;
   *value = e->value;
   *value_code = e->value_code;
+  return 0;
+}
+
+int PFMapGetItems(PFObjectHandle map, int64_t start, int64_t count, PFValue* keys,
+                  int* key_codes, PFValue* values, int* value_codes) {
+  PF_CHECK_OBJECT(map, kPFObjectMap);
+  const pf_map* m = map;
+  if (count > 0) {
+    if ((keys == NULL) != (key_codes == NULL))
+      return null_with_count(__func__, keys == NULL ? "keys" : "key_codes", "count", count);
+    if ((values == NULL) != (value_codes == NULL))
+      return null_with_count(__func__, values == NULL ? "values" : "value_codes", "count",
+                             count);
+    if (keys == NULL && values == NULL)
+      return PF_ERROR(kPFErrTypeError,
+                      "%s: arguments 'keys' and 'values' are both NULL with count %lld: "
+                      "nothing to read", __func__, (long long)count);
+  }
+  if (check_range(__func__, start, count, m->size, "a map") != 0) return -1;
+  for (int64_t i = 0; i < count; ++i) {
+    const map_entry* e = &m->entries[start + i];
+    if (keys != NULL) {
+      keys[i] = e->key;
+      key_codes[i] = e->key_code;
+    }
+    if (values != NULL) {
+      values[i] = e->value;
+      value_codes[i] = e->value_code;
+    }
+  }
   return 0;
 }
 

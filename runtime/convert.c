@@ -86,8 +86,11 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
         out->t = code == kPFNull ? NULL : v->v_handle;
         return pf_conv_ok;
       }
-      if (code == kPFObjectHandle && pf_is_object(v->v_handle, kPFObjectTensor))
+      if (code == kPFObjectHandle && pf_is_object(v->v_handle, kPFObjectTensor)) {
+        /* A DLTensor* argument is writable: a read-only tensor is not one. */
+        if (pf_tensor_is_read_only(v->v_handle)) return pf_conv_readonly;
         return PFTensorGetDLTensor(v->v_handle, &out->t) == 0 ? pf_conv_ok : pf_conv_type;
+      }
       return pf_conv_type;
     case pf_t_dtype:
       if (code != kPFDataType) return pf_conv_type;
@@ -119,6 +122,8 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
     case pf_t_array:
     case pf_t_map:
     case pf_t_shape:
+    case pf_t_list:
+    case pf_t_dict:
       if (code == kPFNull) {
         out->o = NULL;
         return pf_conv_ok;
@@ -149,6 +154,10 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected %s, got %s handle that is not live", who, what,
                             want, t == pf_t_func ? "a function" : "an object");
+  if (c == pf_conv_readonly)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: %s: expected tensor, got a read-only tensor object, whose data "
+                            "a DLTensor* argument could write", who, what);
   if (c == pf_conv_object) {
     const char* got = PFObjectTypeName(((const pf_object*)v->v_handle)->type_index);
     return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
@@ -227,6 +236,8 @@ int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
     case pf_t_array:
     case pf_t_map:
     case pf_t_shape:
+    case pf_t_list:
+    case pf_t_dict:
       if (c->o != NULL && !pf_is_object(c->o, pf_ctype_object_type(t))) return -1;
       break;
     default: /* str, ptr, tensor */

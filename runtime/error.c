@@ -22,6 +22,7 @@ static void state_free(void* p) {
     pf_free(s->ret[i]);
   }
   pf_free(s->ret);
+  pf_free(s->read_buf);
   memset(s, 0, sizeof(*s));
 }
 

@@ -2,6 +2,7 @@
 #ifndef PACKEDFUNC_RUNTIME_INTERNAL_H_
 #define PACKEDFUNC_RUNTIME_INTERNAL_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -303,6 +304,9 @@ typedef struct {
   /* return storage, one buffer per call-nesting depth */
   pf_ret_buffer** ret;
   int ret_cap;
+  /* the copies that List and Dict readers return (runtime/kept.c) */
+  void* read_buf;
+  size_t read_cap;
 } pf_thread_state;
 
 PF_HIDDEN pf_thread_state* pf_tls(void);
@@ -377,6 +381,50 @@ static inline int pf_tensor_bytes(const DLTensor* t, size_t* out) {
     if (__builtin_mul_overflow(count, (uint64_t)t->shape[i], &count)) return -1;
   return pf_dtype_bytes(t->dtype, empty ? 0 : count, out);
 }
+
+/* ---- tensors (runtime/dlpack.c) ---- */
+/* 1 when a live tensor object is read-only (PFTensorIsReadOnly). */
+PF_HIDDEN int pf_tensor_is_read_only(const void* tensor);
+
+/* ---- the keyed hash of container keys (runtime/container.c) ---- */
+/* The per-process random seed under which Map and Dict hash their keys
+ * (drawn once, kept across fork), so that no caller can pick keys that
+ * collide. */
+PF_HIDDEN uint64_t pf_hash_seed(void);
+
+/* ---- values kept by List and Dict (runtime/kept.c) ---- */
+/* Initializes the lock of a List or Dict: a readers-writer lock, so that
+ * readers (which only copy values out and take references) run at once,
+ * that prefers writers where the C library lets it say so (glibc), so that
+ * a stream of readers cannot starve them. Calls never take one container's
+ * lock while holding another's, or run user code under it, so the lock is
+ * never taken twice by a thread. -1 with a MemoryError naming `where`. */
+PF_HIDDEN int pf_kept_lock_init(pthread_rwlock_t* lock, const char* where);
+/* The most items a List or Dict holds: as for the immutable containers, a
+ * count above it cannot describe arrays that exist, and below it no size
+ * computed from it wraps. */
+#define PF_KEPT_MAX_ITEMS ((int64_t)(PF_MAX_OBJECT_SIZE / 64))
+/* Checks a value that a List or Dict is to keep, as PFFuncCall checks an
+ * argument (a kPFDLTensorHandle refused too); -1 with the error naming
+ * `where`, `what` and `i`. Runs no user code. */
+PF_HIDDEN int pf_kept_check(const char* where, const char* what, int64_t i, int code,
+                            const PFValue* v);
+/* Makes the container's own copy of a checked value: a str or bytes in a
+ * block of its own, a reference to a handle, any other value as it is.
+ * -1 with a MemoryError naming `where`. Runs no user code. */
+PF_HIDDEN int pf_kept_make(const char* where, int code, const PFValue* in, PFValue* out);
+/* Drops what pf_kept_make made. Releasing a reference may run a finalizer:
+ * never with a lock held, unless the reference cannot be the last one. */
+PF_HIDDEN void pf_kept_drop(int code, PFValue* v);
+/* A reader's copy of a kept value: a str or bytes copied into the calling
+ * thread's read storage (which it replaces), a new reference to a handle,
+ * any other value as it is. -1 with a MemoryError naming `where`. */
+PF_HIDDEN int pf_kept_read(const char* where, int code, const PFValue* kept, PFValue* out);
+/* "F: argument 'x' is negative (-1)" (ValueError) for n < 0, else 0. */
+PF_HIDDEN int pf_kept_check_count(const char* where, const char* arg, int64_t n);
+/* "F: argument 'x' is NULL with count N" (TypeError); returns -1. */
+PF_HIDDEN int pf_kept_null_with_count(const char* where, const char* arg, const char* count,
+                                      int64_t n);
 
 /* ---- keeping an error across user code (runtime/error.c) ---- */
 /* A failure path that must run user code before it returns (a finalizer,

@@ -1,4 +1,5 @@
-/* Reference-counted objects: the common header, boxed values, tensors. */
+/* Reference-counted objects: the common header, boxed values (tensors are
+ * in dlpack.c). */
 #include <string.h>
 
 #include "internal.h"
@@ -132,63 +133,5 @@ int PFObjectGetBoxedPayload(PFObjectHandle obj, void** out) {
   PF_CHECK_OBJECT(obj, kPFObjectBoxed);
   PF_CHECK_ARG(out);
   *out = ((pf_boxed*)obj)->payload;
-  return 0;
-}
-
-/* ---- tensors ---- */
-
-typedef struct {
-  pf_object base;
-  DLManagedTensor* managed;
-} pf_tensor;
-
-static void tensor_destroy(pf_object* o) {
-  pf_tensor* t = (pf_tensor*)o;
-  if (t->managed->deleter) t->managed->deleter(t->managed);
-  pf_free(t);
-}
-
-int PFTensorCreateFromDLPack(DLManagedTensor* managed, PFObjectHandle* out) {
-  PF_CHECK_ARG(managed);
-  pf_tensor* t = out == NULL ? NULL : pf_malloc(sizeof(*t));
-  if (t == NULL) {
-    if (managed->deleter) managed->deleter(managed);
-    return out == NULL ? pf_err_null_arg(__func__, "out") : pf_oom(__func__);
-  }
-  pf_object_init(&t->base, kPFObjectTensor, tensor_destroy);
-  t->managed = managed;
-  if (managed->deleter &&
-      pf_object_hold_code(&t->base, pf_code_addr((void (*)(void))managed->deleter),
-                          "PFTensorCreateFromDLPack") != 0) {
-    pf_object_release(&t->base); /* runs the deleter */
-    return -1;
-  }
-  *out = t;
-  return 0;
-}
-
-int PFTensorGetDLTensor(PFObjectHandle tensor, DLTensor** out) {
-  PF_CHECK_OBJECT(tensor, kPFObjectTensor);
-  PF_CHECK_ARG(out);
-  *out = &((pf_tensor*)tensor)->managed->dl_tensor;
-  return 0;
-}
-
-static void exported_deleter(DLManagedTensor* self) {
-  pf_object_release(self->manager_ctx);
-  pf_free(self);
-}
-
-int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out) {
-  PF_CHECK_OBJECT(tensor, kPFObjectTensor);
-  PF_CHECK_ARG(out);
-  DLManagedTensor* m = pf_malloc(sizeof(*m));
-  if (m == NULL) return pf_oom("PFTensorToDLPack");
-  pf_tensor* t = tensor;
-  m->dl_tensor = t->managed->dl_tensor;
-  m->manager_ctx = t;
-  m->deleter = exported_deleter;
-  pf_object_retain(t);
-  *out = m;
   return 0;
 }

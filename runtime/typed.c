@@ -207,7 +207,7 @@ static pf_callers pick_callers(const pf_sig* sig) {
      * then goes through set_return, which hands the reference on. */
     case pf_t_int64: case pf_t_uint64: case pf_t_ptr: case pf_t_str:
     case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map:
-    case pf_t_shape: case pf_t_object: rk = 1; break;
+    case pf_t_shape: case pf_t_list: case pf_t_dict: case pf_t_object: rk = 1; break;
     case pf_t_float64: rk = 2; break;
     case pf_t_bool: rk = 3; break;
     case pf_t_int32: rk = 4; break;
@@ -223,6 +223,7 @@ static pf_callers pick_callers(const pf_sig* sig) {
       case pf_t_int64: bits = bits << 1; break;
       case pf_t_uint64: case pf_t_ptr: case pf_t_str: case pf_t_bytes:
       case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map: case pf_t_shape:
+      case pf_t_list: case pf_t_dict:
       case pf_t_object: bits = bits << 1; simple = 0; break;
       case pf_t_float64: bits = (bits << 1) | 1; break;
       default: return none;

@@ -52,7 +52,9 @@
   X(array, "array", o, ffi_type_pointer, kPFObjectHandle)      \
   X(map, "map", o, ffi_type_pointer, kPFObjectHandle)          \
   X(shape, "shape", o, ffi_type_pointer, kPFObjectHandle)      \
-  X(object, "object", o, ffi_type_pointer, kPFObjectHandle)
+  X(object, "object", o, ffi_type_pointer, kPFObjectHandle)    \
+  X(list, "list", o, ffi_type_pointer, kPFObjectHandle)        \
+  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)
 
 typedef enum {
   pf_t_void,
@@ -104,15 +106,17 @@ typedef enum {
   pf_conv_type,  /* the type code is not accepted for this type (TypeError) */
   pf_conv_range, /* the value does not fit the type (ValueError) */
   pf_conv_dead,  /* a handle that is not a live object (TypeError) */
-  pf_conv_object /* a live object of another object type (TypeError) */
+  pf_conv_object, /* a live object of another object type (TypeError) */
+  pf_conv_readonly /* a read-only tensor object for a (writable) tensor (TypeError) */
 } pf_conv;
 
 /* The types whose values are references: func, and the object types
- * array, map, shape and object. A C function that returns one transfers a
- * reference, and a packed result of one carries a reference out. */
+ * array, map, shape, list, dict and object. A C function that returns one
+ * transfers a reference, and a packed result of one carries a reference
+ * out. */
 static inline int pf_ctype_is_ref(int t) {
   return t == pf_t_func || t == pf_t_array || t == pf_t_map || t == pf_t_shape ||
-         t == pf_t_object;
+         t == pf_t_list || t == pf_t_dict || t == pf_t_object;
 }
 /* The object type a value of type `t` must be (0: any object), for the
  * reference types other than func. */
@@ -120,7 +124,9 @@ static inline uint32_t pf_ctype_object_type(int t) {
   return t == pf_t_array ? kPFObjectArray
          : t == pf_t_map ? kPFObjectMap
          : t == pf_t_shape ? kPFObjectShape
-                           : 0;
+         : t == pf_t_list ? kPFObjectList
+         : t == pf_t_dict ? kPFObjectDict
+                          : 0;
 }
 
 /* ---- signatures (runtime/signature.c) ---- */

@@ -98,6 +98,32 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(ModCreateFromFunctions);
   SLOT(FuncCallFrame);
   SLOT(ObjectFindOwnedHosts);
+  SLOT(ArrayGetItems);
+  SLOT(MapGetItems);
+  SLOT(ListCreate);
+  SLOT(ListGetSize);
+  SLOT(ListGetItem);
+  SLOT(ListSetItem);
+  SLOT(ListAppend);
+  SLOT(ListInsert);
+  SLOT(ListExtend);
+  SLOT(ListReplace);
+  SLOT(ListPop);
+  SLOT(ListClear);
+  SLOT(ListToArray);
+  SLOT(DictCreate);
+  SLOT(DictGetSize);
+  SLOT(DictGetItem);
+  SLOT(DictSetItem);
+  SLOT(DictUpdate);
+  SLOT(DictPop);
+  SLOT(DictClear);
+  SLOT(DictToArray);
+  SLOT(DataTypeFromString);
+  SLOT(DataTypeToString);
+  SLOT(TensorCreateFromDLPackVersioned);
+  SLOT(TensorIsReadOnly);
+  SLOT(TensorToDLPackVersioned);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -114,6 +140,8 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, ModCreateFromFunctions), 71 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncCallFrame), 72 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ObjectFindOwnedHosts), 73 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, ArrayGetItems), 74 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, TensorToDLPackVersioned), 99 * sizeof(void*));
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);
@@ -199,6 +227,7 @@ static void test_struct_sizes(void** state) {
       {"PFValue", sizeof(PFValue)},   {"PFByteArray", sizeof(PFByteArray)},
       {"DLDataType", sizeof(DLDataType)}, {"DLDevice", sizeof(DLDevice)},
       {"DLTensor", sizeof(DLTensor)}, {"DLManagedTensor", sizeof(DLManagedTensor)},
+      {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
   };
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); ++i) {
     size_t got = 0;
@@ -248,6 +277,10 @@ static void test_object_type_names(void** state) {
   assert_string_equal(PFObjectTypeName(kPFObjectArray), "array");
   assert_string_equal(PFObjectTypeName(kPFObjectMap), "map");
   assert_string_equal(PFObjectTypeName(kPFObjectShape), "shape");
+  assert_int_equal(kPFObjectList, 12);
+  assert_int_equal(kPFObjectDict, 13);
+  assert_string_equal(PFObjectTypeName(kPFObjectList), "list");
+  assert_string_equal(PFObjectTypeName(kPFObjectDict), "dict");
   /* Dense from 1: every index below the end has a name, none past it. */
   for (uint32_t i = 1; i < kPFObjectTypeEnd; ++i) assert_non_null(PFObjectTypeName(i));
   const uint32_t unknown[] = {0, kPFObjectTypeEnd, 64, UINT32_MAX};

@@ -1294,22 +1294,100 @@ static void test_closure_container_types(void** state) {
 /* The grammar lists the new types for bindings and tools. */
 static void test_signature_type_info_lists_containers(void** state) {
   (void)state;
-  const char* want[] = {"array", "map", "shape", "object"};
+  const char* want[] = {"array", "map", "shape", "object", "list", "dict"};
   int seen = 0;
   const char* name;
   int code;
   for (int i = 0; PFSignatureTypeInfo(i, &name, &code) == 0; ++i) {
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 6; ++k) {
       if (strcmp(name, want[k]) == 0) {
         assert_int_equal(code, kPFObjectHandle);
         seen |= 1 << k;
       }
     }
   }
-  assert_int_equal(seen, 15);
-  /* Existing indices did not move: the new rows come after func. */
+  assert_int_equal(seen, 63);
+  /* Existing indices did not move: the new rows come after func, list and
+   * dict after object. */
+  assert_pf_ok(PFSignatureTypeInfo(22, &name, &code));
+  assert_string_equal(name, "object");
   assert_pf_ok(PFSignatureTypeInfo(18, &name, &code));
   assert_string_equal(name, "func");
+}
+
+
+/* ==== bulk readers ========================================================== */
+
+/* PFArrayGetItems and PFMapGetItems read what the single-item readers
+ * read, in one call, borrowed the same way. */
+static void test_bulk_readers(void** state) {
+  (void)state;
+  PFValue v[4] = {{.v_int64 = 1}, {.v_str = "two"}, {.v_float64 = 3.5}, {.v_int64 = 0}};
+  int c[4] = {kPFInt, kPFStr, kPFFloat, kPFNull};
+  PFObjectHandle a = make_array(v, c, 4);
+  PFValue got[4];
+  int gc[4];
+  assert_pf_ok(PFArrayGetItems(a, 0, 4, got, gc));
+  for (int i = 0; i < 4; ++i) {
+    int code;
+    PFValue one = array_item(a, i, &code);
+    assert_int_equal(gc[i], code);
+    assert_memory_equal(&got[i], &one, sizeof(PFValue));
+  }
+  assert_pf_ok(PFArrayGetItems(a, 1, 2, got, gc));
+  assert_string_equal(got[0].v_str, "two");
+  assert_int_equal(gc[1], kPFFloat);
+  assert_pf_ok(PFArrayGetItems(a, 4, 0, NULL, NULL)); /* empty, at the end */
+  gc[0] = 77;
+  assert_pf_error(PFArrayGetItems(a, 3, 2, got, gc), kPFErrIndexError, "PFArrayGetItems",
+                  "start 3 and count 2", "size 4");
+  assert_pf_error(PFArrayGetItems(a, -1, 1, got, gc), kPFErrIndexError, "start -1");
+  assert_pf_error(PFArrayGetItems(a, 5, 0, got, gc), kPFErrIndexError, "start 5");
+  assert_pf_error(PFArrayGetItems(a, 1, INT64_MAX, got, gc), kPFErrIndexError, "size 4");
+  assert_pf_error(PFArrayGetItems(a, 0, -1, got, gc), kPFErrValueError,
+                  "'count' is negative (-1)");
+  assert_pf_error(PFArrayGetItems(a, 0, 1, NULL, gc), kPFErrTypeError,
+                  "'values' is NULL with count 1");
+  assert_pf_error(PFArrayGetItems(a, 0, 1, got, NULL), kPFErrTypeError,
+                  "'codes' is NULL with count 1");
+  assert_int_equal(gc[0], 77);
+
+  PFValue k[3] = {{.v_str = "b"}, {.v_int64 = 7}, {.v_str = "a"}};
+  int kc[3] = {kPFStr, kPFInt, kPFStr};
+  PFObjectHandle m = make_map(k, kc, v, c, 3);
+  PFValue gk[3], gv[3];
+  int gkc[3], gvc[3];
+  assert_pf_ok(PFMapGetItems(m, 0, 3, gk, gkc, gv, gvc));
+  for (int i = 0; i < 3; ++i) {
+    PFValue k1, v1;
+    int kc1, vc1;
+    assert_pf_ok(PFMapGetItemAt(m, i, &k1, &kc1, &v1, &vc1));
+    assert_int_equal(gkc[i], kc1);
+    assert_int_equal(gvc[i], vc1);
+    assert_memory_equal(&gk[i], &k1, sizeof(PFValue));
+    assert_memory_equal(&gv[i], &v1, sizeof(PFValue));
+  }
+  /* Keys only, values only. */
+  gvc[0] = 77;
+  assert_pf_ok(PFMapGetItems(m, 1, 2, gk, gkc, NULL, NULL));
+  assert_int_equal(gk[0].v_int64, 7);
+  assert_string_equal(gk[1].v_str, "a");
+  assert_int_equal(gvc[0], 77);
+  assert_pf_ok(PFMapGetItems(m, 2, 1, NULL, NULL, gv, gvc));
+  assert_int_equal(gvc[0], kPFFloat);
+  assert_pf_error(PFMapGetItems(m, 0, 1, gk, NULL, gv, gvc), kPFErrTypeError,
+                  "'key_codes' is NULL with count 1");
+  assert_pf_error(PFMapGetItems(m, 0, 1, NULL, NULL, NULL, NULL), kPFErrTypeError,
+                  "'keys' and 'values' are both NULL");
+  assert_pf_error(PFMapGetItems(m, 2, 2, gk, gkc, gv, gvc), kPFErrIndexError, "PFMapGetItems",
+                  "size 3");
+  assert_pf_error(PFMapGetItems(a, 0, 1, gk, gkc, gv, gvc), kPFErrTypeError,
+                  "argument 'map' is not a live map handle");
+  assert_pf_error(PFArrayGetItems(m, 0, 1, got, gc), kPFErrTypeError,
+                  "argument 'array' is not a live array handle");
+  assert_pf_ok(PFMapGetItems(m, 3, 0, NULL, NULL, NULL, NULL));
+  assert_pf_ok(PFObjectFree(m));
+  assert_pf_ok(PFObjectFree(a));
 }
 
 int main(void) {
@@ -1341,6 +1419,7 @@ int main(void) {
       cmocka_unit_test(test_typed_wrong_result_object),
       cmocka_unit_test(test_closure_container_types),
       cmocka_unit_test(test_signature_type_info_lists_containers),
+      cmocka_unit_test(test_bulk_readers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -456,6 +456,84 @@ static void test_containers(void** state) {
   PFFuncFree(echo);
 }
 
+/* List and Dict cross as List and Dict, nested in each other, with keys of
+ * every kind a Dict takes that crosses. */
+static void test_lists_and_dicts(void** state) {
+  (void)state;
+  PFFunctionHandle echo = fn("t.echo");
+  PFObjectHandle inner = NULL, dict = NULL, list = NULL;
+  PFByteArray blob = {"b\0y", 3};
+  PFValue iv[] = {{.v_int64 = 1}, {.v_str = "x"}, {.v_handle = &blob}};
+  int ic[] = {kPFInt, kPFStr, kPFBytes};
+  assert_pf_ok(PFListCreate(iv, ic, 3, &inner));
+  PFValue keys[] = {{.v_str = "list"}, {.v_int64 = 7}, {.v_float64 = 0.5}, {.v_int64 = 0},
+                    {.v_handle = &blob}};
+  int kc[] = {kPFStr, kPFInt, kPFFloat, kPFNull, kPFBytes};
+  PFValue vals[] = {{.v_handle = inner}, {.v_float64 = 0.25}, {.v_int64 = 1}, {.v_str = "nil"},
+                    {.v_int64 = 5}};
+  int vc[] = {kPFObjectHandle, kPFFloat, kPFBool, kPFStr, kPFInt};
+  assert_pf_ok(PFDictCreate(keys, kc, vals, vc, 5, &dict));
+  PFValue lv[] = {{.v_handle = dict}};
+  int lc[] = {kPFObjectHandle};
+  assert_pf_ok(PFListCreate(lv, lc, 1, &list));
+  PFValue rv;
+  int rc;
+  call1(echo, (PFValue){.v_handle = list}, kPFObjectHandle, &rv, &rc);
+  assert_int_equal(rc, kPFObjectHandle);
+  PFObjectHandle back = rv.v_handle;
+  uint32_t type = 0;
+  assert_pf_ok(PFObjectGetTypeIndex(back, &type));
+  assert_int_equal(type, kPFObjectList);
+  PFValue d;
+  int dc;
+  assert_pf_ok(PFListGetItem(back, 0, &d, &dc));
+  assert_pf_ok(PFObjectGetTypeIndex(d.v_handle, &type));
+  assert_int_equal(type, kPFObjectDict);
+  /* The Dict's order and every key came across. */
+  PFObjectHandle snap = NULL;
+  assert_pf_ok(PFDictToArray(d.v_handle, &snap));
+  PFValue items[10];
+  int codes[10];
+  int64_t n = 0;
+  assert_pf_ok(PFArrayGetSize(snap, &n));
+  assert_int_equal(n, 10);
+  assert_pf_ok(PFArrayGetItems(snap, 0, 10, items, codes));
+  for (int i = 0; i < 5; ++i) assert_int_equal(codes[2 * i], kc[i]);
+  assert_string_equal(items[0].v_str, "list");
+  assert_true(items[4].v_float64 == 0.5);
+  assert_int_equal(codes[5], kPFBool);
+  assert_string_equal(items[7].v_str, "nil");
+  assert_int_equal(((const PFByteArray*)items[8].v_handle)->size, 3);
+  PFObjectHandle l2 = items[1].v_handle;
+  assert_pf_ok(PFObjectGetTypeIndex(l2, &type));
+  assert_int_equal(type, kPFObjectList);
+  PFValue x;
+  int xc;
+  assert_pf_ok(PFListGetItem(l2, 1, &x, &xc));
+  assert_string_equal(x.v_str, "x");
+  assert_pf_ok(PFListGetItem(l2, 2, &x, &xc));
+  assert_int_equal(xc, kPFBytes);
+  assert_memory_equal(((const PFByteArray*)x.v_handle)->data, "b\0y", 3);
+  PFObjectFree(snap);
+  PFObjectFree(d.v_handle);
+  PFObjectFree(back);
+  PFObjectFree(list);
+  PFObjectFree(dict);
+  PFObjectFree(inner);
+  /* What a Dict holds that cannot cross is named by its place. */
+  PFObjectHandle boxed = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
+  PFValue bk = {.v_str = "b"}, bv = {.v_handle = boxed};
+  int bkc = kPFStr, bvc = kPFObjectHandle;
+  assert_pf_ok(PFDictCreate(&bk, &bkc, &bv, &bvc, 1, &dict));
+  assert_pf_error(PFFuncCall(echo, &(PFValue){.v_handle = dict}, &(int){kPFObjectHandle}, 1, &rv,
+                             &rc),
+                  kPFErrTypeError, "argument 0 value 0", "boxed");
+  PFObjectFree(dict);
+  PFObjectFree(boxed);
+  PFFuncFree(echo);
+}
+
 static void test_tensors(void** state) {
   (void)state;
   PFFunctionHandle info = fn("t.tensor_info");
@@ -1273,6 +1351,23 @@ static void test_malformed_messages(void** state) {
   raw_reply(&r, 9, kind, msg, sizeof kind);
   assert_string_equal(kind, "ValueError");
   assert_non_null(strstr(msg, "malformed tensor"));
+  /* A List marker that does not begin an array: an error reply. */
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, 11);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, 6);
+  msgpack_pack_str_body(&pk, "t.echo", 6);
+  msgpack_pack_array(&pk, 1);
+  msgpack_pack_ext(&pk, 0, 6);
+  assert_true(zmq_send(r.sock, sb.data, sb.size, 0) >= 0);
+  msgpack_sbuffer_destroy(&sb);
+  raw_reply(&r, 11, kind, msg, sizeof kind);
+  assert_string_equal(kind, "ValueError");
+  assert_non_null(strstr(msg, "marker that does not begin an array"));
   /* A message of another version: told so. */
   raw_call(&r, 99, 10, "t.echo");
   raw_reply(&r, 10, kind, msg, sizeof kind);
@@ -2011,6 +2106,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_values),
       cmocka_unit_test(test_containers),
+      cmocka_unit_test(test_lists_and_dicts),
       cmocka_unit_test(test_tensors),
       cmocka_unit_test(test_large_tensors),
       cmocka_unit_test(test_what_cannot_cross),

@@ -20,12 +20,13 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 7
+#define PF_API_VERSION 8
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
- * "PFCallFrame". Bindings compare it with their own mirrors. Errors: NULL
- * arguments (TypeError), unknown name (KeyError). */
+ * "PFCallFrame", "PFDLManagedTensorVersioned". Bindings compare it with
+ * their own mirrors. Errors: NULL arguments (TypeError), unknown name
+ * (KeyError). */
 PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
 
 /*
@@ -41,7 +42,9 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * ShapeGetData); version 4 adds FuncBind to PrePackCacheGetStats (binding
  * constants, pre-packing them, sharing the packed values); version 5
  * adds ModCreateFromFunctions; version 6 adds FuncCallFrame; version 7
- * adds ObjectFindOwnedHosts. Every
+ * adds ObjectFindOwnedHosts; version 8 adds ArrayGetItems to
+ * TensorToDLPackVersioned (bulk readers, List and Dict, data types as text,
+ * versioned DLPack). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -138,6 +141,37 @@ typedef struct PFApi {
   /* Version 7. Host cycle collectors. */
   int (*ObjectFindOwnedHosts)(PFObjectHandle, PFObjectHandle, int64_t, void**, int64_t,
                               int64_t*, int64_t*);
+  /* Version 8. Bulk readers of Array and Map; List and Dict. */
+  int (*ArrayGetItems)(PFObjectHandle, int64_t, int64_t, PFValue*, int*);
+  int (*MapGetItems)(PFObjectHandle, int64_t, int64_t, PFValue*, int*, PFValue*, int*);
+  int (*ListCreate)(const PFValue*, const int*, int64_t, PFObjectHandle*);
+  int (*ListGetSize)(PFObjectHandle, int64_t*);
+  int (*ListGetItem)(PFObjectHandle, int64_t, PFValue*, int*);
+  int (*ListSetItem)(PFObjectHandle, int64_t, PFValue, int);
+  int (*ListAppend)(PFObjectHandle, PFValue, int);
+  int (*ListInsert)(PFObjectHandle, int64_t, PFValue, int);
+  int (*ListExtend)(PFObjectHandle, const PFValue*, const int*, int64_t);
+  int (*ListReplace)(PFObjectHandle, int64_t, int64_t, const PFValue*, const int*, int64_t);
+  int (*ListPop)(PFObjectHandle, int64_t, PFValue*, int*);
+  int (*ListClear)(PFObjectHandle);
+  int (*ListToArray)(PFObjectHandle, int64_t, int64_t, PFObjectHandle*);
+  int (*DictCreate)(const PFValue*, const int*, const PFValue*, const int*, int64_t,
+                    PFObjectHandle*);
+  int (*DictGetSize)(PFObjectHandle, int64_t*);
+  int (*DictGetItem)(PFObjectHandle, PFValue, int, PFValue*, int*, int*);
+  int (*DictSetItem)(PFObjectHandle, PFValue, int, PFValue, int);
+  int (*DictUpdate)(PFObjectHandle, const PFValue*, const int*, const PFValue*, const int*,
+                    int64_t);
+  int (*DictPop)(PFObjectHandle, PFValue, int, PFValue*, int*);
+  int (*DictClear)(PFObjectHandle);
+  int (*DictToArray)(PFObjectHandle, PFObjectHandle*);
+  /* Data types as text. */
+  int (*DataTypeFromString)(const char*, DLDataType*);
+  int (*DataTypeToString)(DLDataType, char*, size_t);
+  /* Versioned DLPack, read-only tensors. */
+  int (*TensorCreateFromDLPackVersioned)(PFDLManagedTensorVersioned*, PFObjectHandle*);
+  int (*TensorIsReadOnly)(PFObjectHandle, int*);
+  int (*TensorToDLPackVersioned)(PFObjectHandle, PFDLManagedTensorVersioned**);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

@@ -150,18 +150,20 @@ typedef void* PFRetValueHandle;
  * binding's table come from it. Indices are part of the ABI; new types take
  * the next index.
  */
-#define PF_OBJECT_TYPE_LIST(X)             \
-  X(kPFObjectFunction, 1, "function")      \
-  X(kPFObjectModule, 2, "module")          \
-  X(kPFObjectTensor, 3, "tensor")          \
-  X(kPFObjectBoxed, 4, "boxed")            \
-  X(kPFObjectClosure, 5, "closure")        \
-  X(kPFObjectHostGate, 6, "host gate")     \
-  X(kPFObjectHostObject, 7, "host object") \
-  X(kPFObjectArray, 8, "array")            \
-  X(kPFObjectMap, 9, "map")                \
-  X(kPFObjectShape, 10, "shape")            \
-  X(kPFObjectPrePackCache, 11, "prepack cache")
+#define PF_OBJECT_TYPE_LIST(X)                  \
+  X(kPFObjectFunction, 1, "function")           \
+  X(kPFObjectModule, 2, "module")               \
+  X(kPFObjectTensor, 3, "tensor")               \
+  X(kPFObjectBoxed, 4, "boxed")                 \
+  X(kPFObjectClosure, 5, "closure")             \
+  X(kPFObjectHostGate, 6, "host gate")          \
+  X(kPFObjectHostObject, 7, "host object")      \
+  X(kPFObjectArray, 8, "array")                 \
+  X(kPFObjectMap, 9, "map")                     \
+  X(kPFObjectShape, 10, "shape")                \
+  X(kPFObjectPrePackCache, 11, "prepack cache") \
+  X(kPFObjectList, 12, "list")                  \
+  X(kPFObjectDict, 13, "dict")
 
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,

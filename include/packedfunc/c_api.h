@@ -8,8 +8,9 @@
  * top to bottom in this order:
  *
  *   base.h       versions, type codes, PFValue, handles, errors, memory
- *   object.h     objects: references, boxed pointers, tensors
- *   container.h  Array, Map, Shape
+ *   dtype.h      data types: DLPack 1.1 codes, dtypes as text
+ *   object.h     objects: references, boxed pointers, tensors, DLPack
+ *   container.h  Array, Map, Shape (immutable); List, Dict (mutable)
  *   signature.h  the typed-signature grammar
  *   function.h   packed functions: create, call, return, metadata, bind
  *   registry.h   the global registry of functions by name
@@ -66,6 +67,7 @@
 #define PACKEDFUNC_C_API_H_
 
 #include "packedfunc/base.h"
+#include "packedfunc/dtype.h"
 #include "packedfunc/object.h"
 #include "packedfunc/container.h"
 #include "packedfunc/signature.h"

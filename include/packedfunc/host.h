@@ -188,7 +188,9 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * function (PFFuncToCFunction). No other reference is followed (a
  * module's functions, a function's module, a pre-pack cache's values,
  * whatever a boxed object's payload or an extension value holds); none of
- * these ever changes once its object is created. An object counts as
+ * these ever changes once its object is created. Nor are a List's or a
+ * Dict's items followed: they may change at any time, so what they hold is
+ * never reported as owned. An object counts as
  * owned by the caller when it is `root`, referenced only by the caller,
  * or when every reference to it is held by owned objects. Objects met
  * only through references that are not followed are never reported: an

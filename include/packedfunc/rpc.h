@@ -17,8 +17,11 @@
  * What crosses a call, in both directions:
  *   - every plain type code (int, float, bool, null, dtype, device);
  *   - str and bytes (copied);
- *   - containers (Array, Map, Shape), recursively, up to PF_RPC_MAX_DEPTH
- *     levels of nesting;
+ *   - containers (Array, Map, Shape, List, Dict), recursively, up to
+ *     PF_RPC_MAX_DEPTH levels of nesting; a List or Dict arrives as a new
+ *     List or Dict with what it held when the call was sent (a snapshot:
+ *     changes on either side later are not seen by the other; a peer built
+ *     before List and Dict refuses them with a ValueError);
  *   - CPU tensors, as kPFDLTensorHandle or as tensor objects: copied, any
  *     strides, arriving compact (row-major) as a tensor object (a
  *     kPFDLTensorHandle argument arrives as a kPFDLTensorHandle whose

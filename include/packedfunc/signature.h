@@ -58,7 +58,8 @@ extern "C" {
  *                                   (NULL); as an argument of  kPFNull for NULL
  *                                   a typed function also a
  *                                   tensor object (its
- *                                   DLTensor, borrowed)
+ *                                   DLTensor, borrowed) that
+ *                                   is not read-only
  *   dtype    DLDataType (by value)  kPFDataType                kPFDataType
  *   device   DLDevice (by value)    kPFDevice                  kPFDevice
  *   func     PFFunctionHandle       kPFFuncHandle (a live      kPFFuncHandle, or
@@ -73,6 +74,8 @@ extern "C" {
  *                                   kPFModuleHandle; kPFNull   module, else
  *                                   (NULL)                     kPFObjectHandle; or
  *                                                              kPFNull for NULL
+ *   list     PFObjectHandle         as array, of a List        as array
+ *   dict     PFObjectHandle         as array, of a Dict        as array
  *   void     (result only)          -                          no value (kPFNull)
  *
  * Conversion rules, the same in both directions:
@@ -99,17 +102,17 @@ extern "C" {
  *    size larger than any object can have (PTRDIFF_MAX), is a ValueError.
  *  - tensor and ptr: the pointer is passed on as is; its lifetime is the C
  *    function's business.
- *  - func, array, map, shape, object: the C function transfers a reference
- *    to the caller (as every packedfunc entry point that returns a handle
- *    does); the runtime hands that reference to the PFFuncCall caller, who
- *    releases it. A result that is not a live object of the type (an array
+ *  - func, array, map, shape, object, list, dict: the C function
+ *    transfers a reference to the caller (as every packedfunc entry point
+ *    that returns a handle does); the runtime hands that reference to the
+ *    PFFuncCall caller, who releases it. A result that is not a live object of the type (an array
  *    result that is a Map, a func result that is not a function) fails the
  *    call with a TypeError naming "result"; when it is a live object of
  *    another type, the reference that came with it is released.
  *
- * An argument of type array, map or shape must be a kPFObjectHandle of
- * that object type; another object type is a TypeError naming the
- * argument and both types ("argument 0: expected array, got map object").
+ * An argument of type array, map, shape, list or dict must be a
+ * kPFObjectHandle of that object type; another object type is a TypeError
+ * naming the argument and both types ("argument 0: expected array, got map object").
  * The handle is borrowed for the call, as every argument is.
  */
 
@@ -120,9 +123,9 @@ extern "C" {
  * table above, starting with void: writes the name of type `index` (static
  * storage) and the type code that a C value of that type becomes as a packed
  * value (kPFNull for void; for the pointer-like types, also the code of a
- * non-NULL argument; kPFObjectHandle for array, map, shape and object, though
- * an object result that is a function or module takes their codes). Either
- * out may be NULL. Bindings and tools read the
+ * non-NULL argument; kPFObjectHandle for array, map, shape, object, list
+ * and dict, though an object result that is a function or module takes
+ * their codes). Either out may be NULL. Bindings and tools read the
  * grammar from here instead of keeping their own list.
  * Errors: index outside the types (IndexError). Thread-safe. */
 PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);

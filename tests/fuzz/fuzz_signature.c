@@ -43,7 +43,7 @@ static int noop_packed(PFValue* a, int* c, int n, PFRetValueHandle r, void* res)
 static const char* const k_types[] = {
     "int8",  "int16",   "int32",   "int64", "uint8", "uint16", "uint32", "uint64", "float32",
     "float64", "bool", "str", "bytes", "ptr", "tensor", "dtype", "device", "func",
-    "array", "map", "shape", "object",
+    "array", "map", "shape", "object", "list", "dict",
 };
 
 /* The runtime also takes '\r' as a blank, so that CRLF text parses. */

@@ -235,7 +235,7 @@ def test_every_grammar_type_has_a_python_annotation(pf):
     from packedfunc import _signature
     # The count the library reports (PFSignatureTypeInfo): a new type there
     # must come with its annotation, and with this number.
-    assert len(_signature.SIGNATURE_TYPES) == 23
+    assert len(_signature.SIGNATURE_TYPES) == 25
     for name in _signature.SIGNATURE_TYPES:
         _signature.annotation(name, True)
         _signature.annotation(name, False)
@@ -248,3 +248,5 @@ def test_every_grammar_type_has_a_python_annotation(pf):
     assert _signature.annotation("shape", False) is pf.Shape
     assert _signature.annotation("object", True) is pf.Object
     assert _signature.annotation("object", False) is object
+    assert _signature.annotation("list", True) is pf.Object
+    assert _signature.annotation("dict", False) is pf.Object

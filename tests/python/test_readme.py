@@ -129,12 +129,12 @@ def test_readme_type_table_matches_the_python_annotations(pf):
              "DataType": pf.DataType, "Device": pf.Device, "None": None}
     section = readme().split("## Typed C functions", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 15
+    assert len(rows) == 17
     # The object types: "a list or tuple; `Array`" reads as what an argument
     # takes, then the result's class.
     import typing
     takes = {"array": typing.Union[list, tuple, pf.Array], "map": typing.Union[dict, pf.Map],
-             "shape": pf.Shape, "object": object}
+             "shape": pf.Shape, "object": object, "list": pf.Object, "dict": pf.Object}
     seen = set()
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -161,7 +161,7 @@ def test_readme_type_table_matches_the_python_annotations(pf):
             assert arg is want and sig.return_annotation is want, ctype
     assert seen >= {"int8", "uint64", "float32", "double", "bool", "str", "bytes", "ptr",
                     "tensor", "dtype", "device", "func", "void", "array", "map", "shape",
-                    "object"}
+                    "object", "list", "dict"}
 
 
 def test_readme_scale_signature_claim(pf):

@@ -344,3 +344,7 @@ _signature.register_type_annotation(
     "map", lambda result: Map if result else typing.Union[dict, Map])
 _signature.register_type_annotation("shape", lambda result: Shape)
 _signature.register_type_annotation("object", lambda result: Object if result else object)
+# The C library's mutable List and Dict: plain Objects until this binding
+# has classes of its own for them.
+_signature.register_type_annotation("list", lambda result: Object)
+_signature.register_type_annotation("dict", lambda result: Object)
