@@ -9,6 +9,10 @@
 #   make install PREFIX=  headers, libraries, pkg-config file, pf
 #   make clean
 #
+# Build commands print one short line each ("  CC      build/rel/obj/runtime/api.o");
+# V=1 prints the commands themselves. A command that fails is printed in full
+# after the compiler's messages, V=1 or not.
+#
 # Every target first makes sure the Debian packages it needs are installed
 # (tools/install-deps.sh: as root it installs them, otherwise it prints the
 # exact apt-get line and stops). The test and hardening rules live in
@@ -44,6 +48,22 @@ DEPFLAGS = -MMD -MP
 
 .DEFAULT_GOAL := all
 .PHONY: all lib python demo install clean deps
+
+# ---- quiet rules ------------------------------------------------------------------
+# A build command starts with $(call quiet,TAG): unless V=1, that prints
+# "  TAG     TARGET" instead of the command, and an ERR trap prints the command
+# if it fails (bash's $BASH_COMMAND: the recipes run in bash). $(Q) hides a
+# command that has nothing to say beside its TAG line (the soname symlinks).
+SHELL := /bin/bash
+V     ?= 0
+ifeq ($(V),1)
+Q     :=
+quiet  =
+else
+Q     := @
+quiet  = @trap 'printf "failed command for %s:\n  %s\n" "$@" "$$BASH_COMMAND" >&2' ERR; \
+         printf '  %-7s %s\n' '$(1)' '$@';
+endif
 
 # ---- Debian packages -----------------------------------------------------------
 # One stamp per group of packages (see tools/install-deps.sh); a target that
@@ -88,12 +108,12 @@ obj_of        = $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(LIB_SRCS))
 define FLAVOUR_RULES
 $(BUILD)/$(1)/obj/%.o: %.c | $(call DEPS_STAMP,build)
 	@mkdir -p $$(@D)
-	$$($(1)_CC) $$(BASE) $$($(1)_FLAGS) $$(DEPFLAGS) -c $$< -o $$@
+	$$(call quiet,CC) $$($(1)_CC) $$(BASE) $$($(1)_FLAGS) $$(DEPFLAGS) -c $$< -o $$@
 $(BUILD)/$(1)/libpackedfunc.a: $(call obj_of,$(1))
-	rm -f $$@ && ar rcs $$@ $$^
+	$$(call quiet,AR) rm -f $$@ && ar rcs $$@ $$^
 $(BUILD)/$(1)/tests/%: tests/%.c $(BUILD)/$(1)/libpackedfunc.a | $(call DEPS_STAMP,test)
 	@mkdir -p $$(@D)
-	$$($(1)_CC) $$(BASE) $$($(1)_FLAGS) $$(DEPFLAGS) -Itests -o $$@ $$< \
+	$$(call quiet,CC) $$($(1)_CC) $$(BASE) $$($(1)_FLAGS) $$(DEPFLAGS) -Itests -o $$@ $$< \
 	  $(BUILD)/$(1)/libpackedfunc.a -lcmocka $$(LIBS)
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$(f))))
@@ -106,17 +126,17 @@ STATIC  := $(BUILD)/lib/libpackedfunc.a
 # A shared libpackedfunc of a flavour: its soname, only PF symbols exported.
 define SHARED_LINK
 	@mkdir -p $(@D)
-	$(1) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/exports.map \
+	$(call quiet,LD) $(1) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=runtime/exports.map \
 	  -Wl,--no-undefined -o $@ $(2) $(LIBS)
-	ln -sf $(@F) $(@D)/$(SONAME)
-	ln -sf $(SONAME) $(@D)/libpackedfunc.so
+	$(Q)ln -sf $(@F) $(@D)/$(SONAME)
+	$(Q)ln -sf $(SONAME) $(@D)/libpackedfunc.so
 endef
 
 $(SHARED): $(call obj_of,rel) runtime/exports.map
 	$(call SHARED_LINK,$(CC),$(call obj_of,rel))
 $(STATIC): $(BUILD)/rel/libpackedfunc.a
 	@mkdir -p $(@D)
-	cp -f $< $@
+	$(call quiet,CP) cp -f $< $@
 
 lib: $(SHARED) $(STATIC)
 
@@ -138,12 +158,12 @@ PF_TOOL_SRCS := tools/pf.c tools/pf_json.c
 pf_tool_objs  = $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(PF_TOOL_SRCS))
 $(PF_TOOL): $(call pf_tool_objs,rel) $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) -o $@ $(call pf_tool_objs,rel) -L$(BUILD)/lib -lpackedfunc \
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) -o $@ $(call pf_tool_objs,rel) -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 $(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< -lm
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< -lm
 
 # ---- Python binding ----------------------------------------------------------------
 # make python copies the shared libraries beside the package (this one, and
@@ -154,7 +174,7 @@ $(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)
 # old copy mapped is not disturbed.
 PY_PKG_LIB := bindings/python/packedfunc/$(SONAME)
 $(PY_PKG_LIB): $(SHARED) | $(call DEPS_STAMP,python)
-	cp -f $(SHARED) $@.tmp && mv -f $@.tmp $@
+	$(call quiet,CP) cp -f $(SHARED) $@.tmp && mv -f $@.tmp $@
 
 # The compiled fast path, packedfunc._cext (bindings/python/src), built
 # against Debian's python3-dev for $(PYTHON). It links to no libpackedfunc:
@@ -168,7 +188,7 @@ PY_CEXT       = bindings/python/packedfunc/_cext$(PY_EXT_SUFFIX)
 PY_CEXT_FLAGS = $(BASE) -isystem $(PY_INCLUDE) -fvisibility=hidden
 $(BUILD)/python/cext/_cext.so: $(PY_CEXT_SRCS) | $(call DEPS_STAMP,python)
 	@mkdir -p $(@D)
-	$(CC) $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
+	$(call quiet,CC) $(CC) $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
 python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so
 	@cmp -s $(BUILD)/python/cext/_cext.so $(PY_CEXT) || \
 	  { cp -f $(BUILD)/python/cext/_cext.so $(PY_CEXT).tmp && mv -f $(PY_CEXT).tmp $(PY_CEXT); }

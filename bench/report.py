@@ -7,7 +7,9 @@ Every figure is a ratio against a baseline measured in the same run (see
 bench_c.c and bench_python.py); callgrind instruction counts are added for
 the C rows, since they do not move with machine noise. --quick runs short
 trials, skips callgrind and the chart, and is what the test command runs so
-that the benchmarks never rot.
+that the benchmarks never rot; it prints one line (a dot per benchmark
+program as it finishes, then the number of rows) and no verdicts: it checks
+that the benchmarks run, not what they measure.
 """
 import argparse
 import json
@@ -170,9 +172,25 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=HERE)
     args = ap.parse_args()
+    if not args.quick:
+        run(args)
+        return
+    print(f"{'bench-quick':<20} ", end="", flush=True)
+    try:
+        rows, memory = run(args, progress=lambda: print(".", end="", flush=True))
+    except BaseException:
+        print(flush=True)  # ends the line before the traceback
+        raise
+    print(f"  {len(rows) + len(memory)} rows ran; table in "
+          f"{os.path.join(args.out, 'results.md')}")
 
+
+def run(args, progress=lambda: None):
+    """Runs every benchmark program and writes the results; returns the rows
+    and the memory rows. Prints the report unless args.quick."""
     bench_c = os.path.join(args.build, "bench", "bench_c")
     c_rows = run_json([bench_c] + (["--quick"] if args.quick else []))
+    progress()
     memory = [r for r in c_rows if "bytes" in r]
     rows = [r for r in c_rows if "ratio" in r]
     if not args.quick:
@@ -184,9 +202,11 @@ def main():
     mm_rows = run_json([os.path.join(args.build, "bench", "bench_matmul"),
                         os.path.join(args.build, "examples", "demo_plugin.so")]
                        + (["--quick"] if args.quick else []))
+    progress()
     memory += [r for r in mm_rows if "bytes" in r]
     rows += [r for r in mm_rows if "ratio" in r]
     rows += rpc_rows(args.build, args.quick)
+    progress()
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
         # Once per backend; PACKEDFUNC_BACKEND=cext fails rather than
@@ -197,10 +217,12 @@ def main():
                            os.path.join(args.build, "lib", "libpackedfunc.so.0")))
             rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
                              env=env)
+            progress()
     os.makedirs(args.out, exist_ok=True)
     write_markdown(rows, memory, os.path.join(args.out, "results.md"), args.quick)
-    if not args.quick:
-        write_chart(rows, os.path.join(args.out, "results.png"))
+    if args.quick:
+        return rows, memory
+    write_chart(rows, os.path.join(args.out, "results.png"))
     for r in rows:
         ir = r.get("instr")
         ir_text = "" if ir is None else f"  {ir[0]:.0f} instructions"
@@ -208,6 +230,7 @@ def main():
               f"{verdict(r)}")
     for m in memory:
         print(f"{m['id']:<26} {m['bytes']:.0f} bytes: {m['what']}")
+    return rows, memory
 
 
 def rpc_rows(build, quick):

@@ -2,33 +2,34 @@
 #
 #   make bench      writes bench/results.md and bench/results.png (a few minutes)
 #   make bench QUICK=1 / make bench-quick
-#                   short trials into $(BUILD)/bench; part of make test
+#                   short trials into $(BUILD)/bench; part of make test, where
+#                   it prints one line (bench/report.py --quick)
 .PHONY: bench bench-quick
 
 $(BUILD)/bench/bench_c: bench/bench_c.c $(SHARED) | $(call DEPS_STAMP,bench)
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
+	$(call quiet,CC) $(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
 	  -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lffi -lpthread -o $@
 
 $(BUILD)/bench/bench_matmul: bench/bench_matmul.c $(SHARED) | $(call DEPS_STAMP,bench)
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
+	$(call quiet,CC) $(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Iinclude $(WARN) $(DEPFLAGS) $< -L$(BUILD)/lib \
 	  -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -o $@
 
 # The C side of bench/bench_python.py: packed functions and their raw twins.
 $(BUILD)/bench/libpf_benchlib.so: bench/bench_pylib.c $(SHARED) | $(call DEPS_STAMP,bench)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,$(abspath $(BUILD)/lib)
 
 # The floor of bench_python.py: a hand-written METH_FASTCALL extension.
 BENCH_FLOOR = $(BUILD)/bench/pf_bench_floor$(PY_EXT_SUFFIX)
 $(BENCH_FLOOR): bench/bench_floor.c | $(call DEPS_STAMP,bench) $(call DEPS_STAMP,python)
 	@mkdir -p $(@D)
-	$(CC) $(PY_CEXT_FLAGS) -O2 -g $(DEPFLAGS) -shared -o $@ $<
+	$(call quiet,CC) $(CC) $(PY_CEXT_FLAGS) -O2 -g $(DEPFLAGS) -shared -o $@ $<
 
 bench-quick:
 	@$(MAKE) --no-print-directory bench QUICK=1
 bench: $(BUILD)/bench/bench_c $(BUILD)/bench/bench_matmul $(BUILD)/bench/libpf_benchlib.so \
        $(BENCH_FLOOR) $(DEMO_PLUGIN) python
-	$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)
+	$(if $(QUICK),$(Q))$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)

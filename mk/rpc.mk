@@ -23,7 +23,7 @@ RPC_STATIC  := $(BUILD)/lib/libpackedfunc_rpc.a
 # Per flavour, a static archive of rpc/ for the tests and the fuzzer.
 define RPC_FLAVOUR_RULES
 $(BUILD)/$(1)/libpackedfunc_rpc.a: $(call rpc_obj_of,$(1))
-	rm -f $$@ && ar rcs $$@ $$^
+	$$(call quiet,AR) rm -f $$@ && ar rcs $$@ $$^
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call RPC_FLAVOUR_RULES,$(f))))
 
@@ -31,14 +31,14 @@ $(foreach f,$(FLAVOURS),$(eval $(call RPC_FLAVOUR_RULES,$(f))))
 # against libpackedfunc.so.N (found beside it at run time).
 $(RPC_SHARED): $(call rpc_obj_of,rel) rpc/exports.map $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,$(RPC_SONAME) -Wl,--version-script=rpc/exports.map \
+	$(call quiet,LD) $(CC) -shared -Wl,-soname,$(RPC_SONAME) -Wl,--version-script=rpc/exports.map \
 	  -Wl,--no-undefined -o $@ $(call rpc_obj_of,rel) -L$(BUILD)/lib -lpackedfunc $(RPC_LIBS) \
 	  -Wl,-rpath,'$$ORIGIN'
-	ln -sf $(@F) $(@D)/$(RPC_SONAME)
-	ln -sf $(RPC_SONAME) $(@D)/libpackedfunc_rpc.so
+	$(Q)ln -sf $(@F) $(@D)/$(RPC_SONAME)
+	$(Q)ln -sf $(RPC_SONAME) $(@D)/libpackedfunc_rpc.so
 $(RPC_STATIC): $(BUILD)/rel/libpackedfunc_rpc.a
 	@mkdir -p $(@D)
-	cp -f $< $@
+	$(call quiet,CP) cp -f $< $@
 
 lib: $(RPC_SHARED) $(RPC_STATIC)
 
@@ -71,7 +71,7 @@ define RPC_TEST_RULE
 $(BUILD)/$(1)/tests/$(2): tests/$(2).c $(BUILD)/$(1)/libpackedfunc_rpc.a $(BUILD)/$(1)/libpackedfunc.a \
                           $(PF_TOOL) $(RPC_SHARED) $(DEMO_PLUGIN) | $(call DEPS_STAMP,test)
 	@mkdir -p $$(@D)
-	$$($(1)_CC) $$(BASE) $$($(1)_FLAGS) $$(DEPFLAGS) -Itests -Irpc $(RPC_TEST_DEFS) -o $$@ $$< \
+	$$(call quiet,CC) $$($(1)_CC) $$(BASE) $$($(1)_FLAGS) $$(DEPFLAGS) -Itests -Irpc $(RPC_TEST_DEFS) -o $$@ $$< \
 	  $(BUILD)/$(1)/libpackedfunc_rpc.a $(BUILD)/$(1)/libpackedfunc.a -lcmocka $$(LIBS) $(RPC_LIBS)
 endef
 RPC_TEST_NAMES := $(filter test_rpc%,$(TEST_NAMES))
@@ -81,7 +81,7 @@ $(foreach f,asan tsan plain,$(foreach t,$(RPC_TEST_NAMES),$(eval $(call RPC_TEST
 $(BUILD)/fuzz/bin/fuzz_rpc_%: tests/fuzz/fuzz_rpc_%.c $(BUILD)/fuzz/libpackedfunc_rpc.a \
                               $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -Irpc -o $@ $< \
+	$(call quiet,CC) $(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -Irpc -o $@ $< \
 	  $(BUILD)/fuzz/libpackedfunc_rpc.a $(BUILD)/fuzz/libpackedfunc.a $(LIBS) $(RPC_LIBS) -lm
 
 # The Python tests find the library through PF_RPC_LIBRARY.
@@ -95,7 +95,7 @@ test-python: $(RPC_SHARED) $(PF_TOOL)
 $(BUILD)/bench/bench_rpc: bench/bench_rpc.c $(BUILD)/rel/libpackedfunc_rpc.a $(SHARED) \
                           | $(call DEPS_STAMP,bench)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) -O2 -g -Irpc $(DEPFLAGS) $< -o $@ $(BUILD)/rel/libpackedfunc_rpc.a \
+	$(call quiet,CC) $(CC) $(BASE) -O2 -g -Irpc $(DEPFLAGS) $< -o $@ $(BUILD)/rel/libpackedfunc_rpc.a \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) $(RPC_LIBS)
 bench: $(BUILD)/bench/bench_rpc
 
@@ -103,7 +103,7 @@ bench: $(BUILD)/bench/bench_rpc
 # libpackedfunc.so.N beside itself through its $ORIGIN runpath).
 PY_PKG_RPC_LIB := bindings/python/packedfunc/$(RPC_SONAME)
 $(PY_PKG_RPC_LIB): $(RPC_SHARED) | $(call DEPS_STAMP,python)
-	cp -f $(RPC_SHARED) $@.tmp && mv -f $@.tmp $@
+	$(call quiet,CP) cp -f $(RPC_SHARED) $@.tmp && mv -f $@.tmp $@
 python: $(PY_PKG_RPC_LIB)
 
 # Both rpc tests run under ThreadSanitizer too (test_rpc's name does not

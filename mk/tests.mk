@@ -1,6 +1,9 @@
 # Tests and hardening; included by the Makefile, whose variables it uses.
 #
-#   make test                    every suite below, then one summary line
+#   make test                    every suite below, then one summary line; each
+#                                suite prints one line as it runs (its make
+#                                target, a dot per program or test file, its
+#                                counts), and its failures after it
 #   make test-asan / test-tsan   the C tests under ASan+UBSan / TSan
 #   make test-python             pytest over tests/python against this build, once
 #                                with the compiled extension and once with ctypes
@@ -36,9 +39,9 @@ ASAN_TESTS := $(addprefix $(BUILD)/asan/tests/,$(TEST_NAMES))
 TSAN_TESTS := $(addprefix $(BUILD)/tsan/tests/,$(TSAN_NAMES))
 
 test-asan: $(ASAN_TESTS)
-	@tools/run-c-tests.sh "ASan+UBSan" $(ASAN_TESTS)
+	@tools/run-c-tests.sh test-asan $(ASAN_TESTS)
 test-tsan: $(TSAN_TESTS)
-	@tools/run-c-tests.sh "TSan" $(TSAN_TESTS)
+	@tools/run-c-tests.sh test-tsan $(TSAN_TESTS)
 test-c: test-asan test-tsan
 
 # ---- fixture modules and the sanitized shared runtime ----------------------------
@@ -54,17 +57,17 @@ modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $<
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $<
 $(MOD_DIR)/mod_multi.so: tests/modules/mod_multi_a.c tests/modules/mod_multi_b.c $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^)
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^)
 # Not linked against libpackedfunc at all; not a module.
 $(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) -shared -o $@ $<
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) -shared -o $@ $<
 # Depends on a module (DT_NEEDED mod_basic.so) without being one.
 $(MOD_DIR)/mod_depends.so: tests/modules/mod_depends.c $(MOD_DIR)/mod_basic.so
-	$(CC) $(BASE) $(CFLAGS) -shared -Wl,-soname,$(@F) -o $@ $< -Wl,--no-as-needed \
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) -shared -Wl,-soname,$(@F) -o $@ $< -Wl,--no-as-needed \
 	  $(MOD_DIR)/mod_basic.so -Wl,-rpath,'$$ORIGIN'
 
 ASAN_SHARED_DIR := $(BUILD)/asan-shared
@@ -79,7 +82,7 @@ $(ASAN_SHARED): $(call obj_of,asan) runtime/exports.map
 	$(call SHARED_LINK,$(CC) $(SAN_ASAN),$(call obj_of,asan))
 $(ASAN_PF_TOOL): $(call pf_tool_objs,asan) $(ASAN_SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SAN_ASAN) -o $@ $(call pf_tool_objs,asan) $(ASAN_SHARED_LINK) -lm
+	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) -o $@ $(call pf_tool_objs,asan) $(ASAN_SHARED_LINK) -lm
 
 # The module and pf tests, per flavour: ASan against the sanitized shared
 # runtime; plain (for valgrind) against the shipped one, which is built
@@ -87,19 +90,19 @@ $(ASAN_PF_TOOL): $(call pf_tool_objs,asan) $(ASAN_SHARED)
 MODULE_TEST_NEEDS := $(MOD_FIXTURES) $(DEMO_PLUGIN) | $(call DEPS_STAMP,test)
 $(BUILD)/asan/tests/test_module: tests/test_module.c $(ASAN_SHARED) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
 $(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
+	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
 	  $(call CLI_TEST_DEFS,$(ASAN_PF_TOOL)) -o $@ $< -lcmocka
 $(BUILD)/plain/tests/test_module: tests/test_module.c $(SHARED) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
 $(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
+	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
 	  $(call CLI_TEST_DEFS,$(PF_TOOL)) -o $@ $< -lcmocka
 
 # ---- the shared library's ABI ------------------------------------------------------
@@ -127,35 +130,24 @@ test-readme: lib $(DEMO_PLUGIN) $(PF_TOOL)
 PY_TESTLIB := $(BUILD)/python/libpf_testlib.so
 $(PY_TESTLIB): tests/python/pf_testlib.c $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc -lpthread \
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc -lpthread \
 	  -Wl,-rpath,'$$ORIGIN/../lib'
 
 PY_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PF_TESTLIB=$(abspath $(PY_TESTLIB)) \
               PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_TEST_MODULE_DIR=$(abspath $(MOD_DIR))
 
-# The whole suite runs once per backend: the compiled extension (which must
-# then be importable: PACKEDFUNC_BACKEND=cext makes its absence an error)
-# and pure ctypes. The extension is also compiled with clang, -Werror.
+# The whole suite runs once per backend (tools/test-python.sh): the compiled
+# extension (which must then be importable: PACKEDFUNC_BACKEND=cext makes its
+# absence an error) and pure ctypes. The extension is also compiled with
+# clang, -Werror.
 PY_BACKENDS := cext ctypes
 $(BUILD)/python/cext-clang/_cext.so: $(PY_CEXT_SRCS) | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
-	clang $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
+	$(call quiet,CC) clang $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
 
 test-python: python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) $(BUILD)/python/cext-clang/_cext.so \
              | $(call DEPS_STAMP,test)
-	@status=0; for backend in $(PY_BACKENDS); do \
-	  log=$(BUILD)/python/pytest-$$backend.log; \
-	  echo "== Python suite, backend $$backend"; \
-	  PACKEDFUNC_BACKEND=$$backend $(PY_TEST_ENV) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/python >$$log 2>&1; rc=$$?; \
-	  cat $$log; \
-	  summary=$$(tail -n 1 $$log); \
-	  passed=$$(echo "$$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); \
-	  failed=$$(echo "$$summary" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$$1} END {print s+0}'); \
-	  if [ $$rc -ne 0 ] && [ "$$failed" -eq 0 ]; then failed=1; fi; \
-	  tools/run-c-tests.sh --add "$${passed:-0}" "$$failed"; \
-	  [ $$rc -eq 0 ] || status=$$rc; \
-	done; exit $$status
+	@$(PY_TEST_ENV) PYTHON=$(PYTHON) tools/test-python.sh $(PY_BACKENDS)
 
 # ---- fuzzing -------------------------------------------------------------------------
 # The fuzz targets link the fuzz flavour. New inputs that a run finds go to a
@@ -169,7 +161,7 @@ FUZZ_BINS  := $(addprefix $(BUILD)/fuzz/bin/fuzz_,$(FUZZ_NAMES))
 
 $(BUILD)/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -o $@ $< \
+	$(call quiet,CC) $(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -o $@ $< \
 	  $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 # The pf command's parser: tools/pf.c without its main(), with its JSON
 # reader and printer.
@@ -177,13 +169,13 @@ $(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c tools/pf_js
                                 $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a \
                                 | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
+	$(call quiet,CC) $(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
 	  $(filter %.c %.o,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 # pf's JSON reader and printer on their own.
 $(BUILD)/fuzz/bin/fuzz_pf_json: tests/fuzz/fuzz_pf_json.c $(BUILD)/fuzz/obj/tools/pf_json.o \
                                 $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itools -o $@ $< \
+	$(call quiet,CC) $(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itools -o $@ $< \
 	  $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 
 fuzz: $(FUZZ_BINS)
@@ -202,13 +194,8 @@ VALGRIND    := valgrind -q --error-exitcode=99 --leak-check=full \
 VALGRIND_SOAK_OPS ?= 20000
 
 valgrind: $(PLAIN_TESTS)
-	@status=0; for t in $(PLAIN_TESTS); do rm -f $$t.valgrind.*.log; \
-	  if PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) PF_UNDER_VALGRIND=1 $(VALGRIND) --log-file=$$t.valgrind.%p.log $$t \
-	       > $$t.out 2>&1; then \
-	    echo "ok   [valgrind] $$(basename $$t)"; rm -f $$t.valgrind.*.log; \
-	  else cat $$t.out $$t.valgrind.*.log | tail -n 80; \
-	    echo "FAIL [valgrind] $$(basename $$t)"; status=1; fi; \
-	done; exit $$status
+	@PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) PF_UNDER_VALGRIND=1 VALGRIND="$(VALGRIND)" \
+	  tools/run-c-tests.sh --valgrind valgrind $(PLAIN_TESTS)
 
 # ---- soak --------------------------------------------------------------------------------
 SOAK_OPS ?= 1000000

@@ -28,5 +28,5 @@ readelf -d "$lib" | grep -q 'NEEDED.*\[libpackedfunc.so.0\]' || fail "does not n
 printf '#include <packedfunc/rpc.h>\nint main(void){return PFRPCServerStop(0);}\n' | \
   g++ -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -fsyntax-only - \
   || fail "the header does not compile as C++"
-[ $status -eq 0 ] && echo "test-rpc-abi: $(wc -l <<<"$exported") exports, each a PFRPC entry point of $header; soname and C++ use of the header OK"
+[ $status -eq 0 ] && printf '%-20s %s\n' test-rpc-abi "$(wc -l <<<"$exported") exports, each a PFRPC entry point of $header; soname and C++ use of the header OK"
 exit $status

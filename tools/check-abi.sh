@@ -42,5 +42,5 @@ for h in include/packedfunc/*.h; do
       || fail "$h does not compile on its own as ${lang%% *}"
   done
 done
-[ $status -eq 0 ] && echo "test-abi: $(wc -l <<<"$exported") exports, each a PFApi slot or a listed exception; soname and C++ use of the header OK"
+[ $status -eq 0 ] && printf '%-20s %s\n' test-abi "$(wc -l <<<"$exported") exports, each a PFApi slot or a listed exception; soname and C++ use of the header OK"
 exit $status

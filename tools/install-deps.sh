@@ -3,7 +3,9 @@
 #   tools/install-deps.sh [--check] GROUP...
 # GROUP is one of the lists below (default: all of them). As root it installs
 # what is missing; otherwise it prints the exact apt-get line and fails. With
-# --check it only reports.
+# --check it only reports. It prints nothing when every package is there;
+# when it installs, one line that names the packages, and apt's output goes
+# to $BUILD/install-deps.log (build/ by default), printed if apt fails.
 set -euo pipefail
 
 declare -A GROUPS_=(
@@ -50,7 +52,13 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "packedfunc: run as root: apt-get update && $line" >&2
   exit 1
 fi
-echo "packedfunc: installing ${missing[*]}"
+log=${BUILD:-build}/install-deps.log
+mkdir -p "$(dirname "$log")"
+echo "packedfunc: installing ${missing[*]} (apt's output: $log)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ! { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } \
+     >"$log" 2>&1 </dev/null; then
+  cat "$log" >&2
+  echo "packedfunc: apt-get failed installing ${missing[*]} (its output above, and in $log)" >&2
+  exit 1
+fi

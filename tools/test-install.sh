@@ -36,4 +36,4 @@ readelf -d rpc_demo | grep -q 'NEEDED.*libpackedfunc_rpc.so.0' || { echo "test-i
 # on port 1: the connection error shows that the library loaded).
 out=$("$root/prefix/bin/pf" --connect tcp://127.0.0.1:1 --timeout 100 list 2>&1 || true)
 grep -q 'ConnectionError' <<<"$out" || { echo "test-install: pf --connect: $out"; exit 1; }
-echo "test-install: pkg-config builds against the installed shared and static library, and libpackedfunc_rpc, OK"
+printf '%-20s %s\n' test-install "pkg-config builds against the installed shared and static library, and libpackedfunc_rpc, OK"

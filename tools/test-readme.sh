@@ -21,6 +21,8 @@ extract() { # the fenced block that follows the marker line $1 in README.md
 }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 status=0
+# What held, for the one line printed when everything did.
+checked_examples=() checked_sessions=()
 
 # ---- C examples ----
 examples=$(grep -oE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' README.md | awk '{print $3}')
@@ -38,7 +40,7 @@ for src in $examples; do
             <(extract "<!-- output: $src -->"); then
     echo "test-readme: $src does not print what README.md shows"; status=1; continue
   fi
-  echo "test-readme: $src is in README.md word for word, compiles and prints what it shows"
+  checked_examples+=("$src")
 done
 
 # ---- shell sessions ----
@@ -54,7 +56,8 @@ run_session() { # $1 marker, $2 directory, $3 PATH prefix
     esac
   done < "$want"
   diff "$got" "$want" || { echo "test-readme: the session after $1 prints something else"; return 1; }
-  echo "test-readme: the session after $1 prints what it shows"
+  local kind=${1#*session: }
+  checked_sessions+=("${kind% -->}")
 }
 
 if grep -q '<!-- session: pf -->' README.md; then
@@ -76,5 +79,14 @@ if ! diff <(awk '/<!-- bench: begin -->/{f=1; next} /<!-- bench: end -->/{f=0} f
           <(grep '^|' bench/results.md); then
   echo "test-readme: README's benchmark table differs from bench/results.md (run make bench)"
   status=1
+fi
+and_list() { # a, b and c
+  local n=$#
+  if [ $n -le 1 ]; then echo "$*"; return; fi
+  local IFS=,; local head="${*:1:n-1}"; echo "${head//,/, } and ${!n}"
+}
+if [ $status -eq 0 ]; then
+  printf '%-20s %s\n' test-readme \
+    "README.md's ${#checked_examples[@]} C examples, its $(and_list "${checked_sessions[@]}") sessions and its benchmark table are true"
 fi
 exit $status

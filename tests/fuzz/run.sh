@@ -6,10 +6,16 @@
 # the first corpus directory, so that is a scratch one,
 # $BUILD/fuzz/SCRATCH/NAME ("short" is emptied first, "work" accumulates);
 # crashes go to $BUILD/fuzz/artifacts/NAME-*. Stops at the first failure.
+# Prints one line as it runs: a dot per target, then the inputs each ran
+# (make's target name, fuzz or fuzz-short, heads it); a failing target's
+# log's tail follows.
 set -uo pipefail
 build=$1 seconds=$2 scratch=$3
 shift 3
 mkdir -p "$build/fuzz/artifacts"
+label=fuzz; [[ "$scratch" == short ]] && label=fuzz-short
+printf '%-20s ' "$label"
+counts=()
 for name in "$@"; do
   dir="$build/fuzz/$scratch/$name"
   [[ "$scratch" == short ]] && rm -rf "$dir"
@@ -20,10 +26,14 @@ for name in "$@"; do
        -print_final_stats=1 -artifact_prefix="$build/fuzz/artifacts/$name-" \
        "$dir" "tests/fuzz/corpus/$name" >"$log" 2>&1; then
     runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
-    echo "ok   [fuzz] $name: ${runs:-?} inputs in ${seconds}s"
+    counts+=("$name ${runs:-?}")
+    printf '.'
   else
+    printf 'F\n'
     tail -n 60 "$log"
-    echo "FAIL [fuzz] $name: see $log and $build/fuzz/artifacts/"
+    echo "FAIL [$label] $name: see $log and $build/fuzz/artifacts/"
     exit 1
   fi
 done
+joined=$(printf '%s, ' "${counts[@]}")
+echo "  $# targets, ${seconds}s each, inputs run: ${joined%, }"
