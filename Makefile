@@ -54,11 +54,16 @@ DEPFLAGS = -MMD -MP
 # "  TAG     TARGET" instead of the command, and an ERR trap prints the command
 # if it fails (bash's $BASH_COMMAND: the recipes run in bash). $(Q) hides a
 # command that has nothing to say beside its TAG line (the soname symlinks).
+# V=0 (what make test passes down) prints not even the TAG lines: the
+# suites' own lines are the whole output.
 SHELL := /bin/bash
-V     ?= 0
+V     ?=
 ifeq ($(V),1)
 Q     :=
 quiet  =
+else ifeq ($(V),0)
+Q     := @
+quiet  = @trap 'printf "failed command for %s:\n  %s\n" "$@" "$$BASH_COMMAND" >&2' ERR;
 else
 Q     := @
 quiet  = @trap 'printf "failed command for %s:\n  %s\n" "$@" "$$BASH_COMMAND" >&2' ERR; \

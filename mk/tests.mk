@@ -29,7 +29,7 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 test:
 	@tools/install-deps.sh build python test bench
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
-	@$(MAKE) --no-print-directory test-all
+	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
 
 test-all: lib test-abi test-install test-readme test-c test-python fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary

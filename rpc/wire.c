@@ -150,7 +150,7 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
 static int pack_mutable(msgpack_packer* pk, PFObjectHandle obj, uint32_t type, const char* path,
                         int depth, pf_rpc_export_fn exp, void* ctx) {
   if (depth >= PF_RPC_MAX_DEPTH)
-    return WIRE_ERR(kPFErrValueError, "%s: containers nested deeper than %d levels cannot cross",
+    return PF_ERROR(kPFErrValueError, "%s: containers nested deeper than %d levels cannot cross",
                     path, PF_RPC_MAX_DEPTH);
   PFObjectHandle snap = NULL;
   int is_list = type == kPFObjectList;
@@ -159,7 +159,7 @@ static int pack_mutable(msgpack_packer* pk, PFObjectHandle obj, uint32_t type, c
   int64_t n = 0;
   int rc = PFArrayGetSize(snap, &n);
   if (rc == 0 && (uint64_t)n >= UINT32_MAX)
-    rc = WIRE_ERR(kPFErrValueError, "%s: %s too large to cross", path, is_list ? "list" : "dict");
+    rc = PF_ERROR(kPFErrValueError, "%s: %s too large to cross", path, is_list ? "list" : "dict");
   if (rc == 0) {
     msgpack_pack_array(pk, (size_t)n + 1);
     msgpack_pack_ext(pk, 0, is_list ? PF_RPC_EXT_LIST : PF_RPC_EXT_DICT);
@@ -554,12 +554,12 @@ static int unpack_mutable(const msgpack_object* o, int marker, pf_rpc_arena* a, 
   uint32_t n = o->via.array.size - 1;
   const msgpack_object* items = o->via.array.ptr + 1;
   if (marker == PF_RPC_EXT_DICT && n % 2 != 0)
-    return WIRE_ERR(kPFErrValueError, "rpc: a dict with a key and no value");
+    return PF_ERROR(kPFErrValueError, "rpc: a dict with a key and no value");
   PFValue* vals = calloc(n ? n : 1, sizeof *vals);
   int* codes = calloc(n ? n : 1, sizeof *codes);
   int rc = -1;
   if (vals == NULL || codes == NULL) {
-    WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a %s",
+    PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a %s",
              marker == PF_RPC_EXT_LIST ? "list" : "dict");
     goto done;
   }
@@ -577,7 +577,7 @@ static int unpack_mutable(const msgpack_object* o, int marker, pf_rpc_arena* a, 
     int* dc = calloc(n / 2 ? n / 2 : 1, sizeof *dc);
     int st = -1;
     if (keys == NULL || dv == NULL || kc == NULL || dc == NULL) {
-      WIRE_ERR(kPFErrMemoryError, "rpc: out of memory decoding a dict");
+      PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding a dict");
     } else {
       for (uint32_t i = 0; i < n / 2; ++i) {
         keys[i] = vals[2 * i];
@@ -749,7 +749,7 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
         }
         case PF_RPC_EXT_LIST:
         case PF_RPC_EXT_DICT:
-          return WIRE_ERR(kPFErrValueError,
+          return PF_ERROR(kPFErrValueError,
                           "rpc: a list or dict marker that does not begin an array");
         case PF_RPC_EXT_FUNC: {
           if (n != 8) break;
