@@ -16,6 +16,25 @@ int64_t pf_rpc_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void pf_rpc_error_save(pf_rpc_saved_error* e) {
+  snprintf(e->kind, sizeof e->kind, "%s", PFErrorGetKind());
+  e->msg = strdup(PFErrorGetMessage());
+  e->tb = strdup(PFErrorGetTraceback());
+}
+
+int pf_rpc_error_restore(pf_rpc_saved_error* e) {
+  if (e->msg == NULL || e->tb == NULL) {
+    PFErrorSet(kPFErrMemoryError, "rpc: out of memory keeping an error");
+  } else {
+    PFErrorSet(e->kind, e->msg);
+    if (e->tb[0] != '\0') PFErrorAppendTraceback(e->tb);
+  }
+  free(e->msg);
+  free(e->tb);
+  e->msg = e->tb = NULL;
+  return -1;
+}
+
 int pf_rpc_route_eq(const pf_rpc_route* a, const pf_rpc_route* b) {
   return a->endpoint == b->endpoint && a->ident_len == b->ident_len &&
          memcmp(a->ident, b->ident, a->ident_len) == 0;

@@ -114,6 +114,19 @@ PF_RPC_HIDDEN void pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const cha
 /* A str object as a fresh NUL-terminated copy (malloc), or NULL. */
 PF_RPC_HIDDEN char* pf_rpc_strdup_obj(const msgpack_object* o);
 
+/* ---- errors --------------------------------------------------------------- */
+
+/* The thread's error, kept whole (kind, message, traceback) across code
+ * that may record others, such as a teardown; with the public API only. */
+typedef struct {
+  char kind[PF_ERROR_KIND_MAX];
+  char* msg; /* malloc, or NULL when out of memory */
+  char* tb;
+} pf_rpc_saved_error;
+PF_RPC_HIDDEN void pf_rpc_error_save(pf_rpc_saved_error* e);
+/* Records the kept error again (and frees the copy); returns -1. */
+PF_RPC_HIDDEN int pf_rpc_error_restore(pf_rpc_saved_error* e);
+
 /* ---- peers: what the client and the server share ----------------------- */
 
 /* Where a message goes or came from: the client's endpoint index, or the

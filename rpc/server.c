@@ -679,14 +679,11 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
   *out = s;
   return 0;
 fail: {
-  char kind[PF_ERROR_KIND_MAX];
-  snprintf(kind, sizeof kind, "%s", PFErrorGetKind());
-  char* msg = strdup(PFErrorGetMessage());
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
   server_close(s);
-  PFErrorSet(kind, msg ? msg : "");
-  free(msg);
   pf_rpc_peer_release(&s->base);
-  return -1;
+  return pf_rpc_error_restore(&e);
 }
 }
 

@@ -1712,6 +1712,8 @@ static void test_serve_bad_options(void** state) {
   so.max_callbacks_per_client = 0;
   assert_pf_error(PFRPCServe("bogus://x", &so, &s), kPFErrRuntimeError, "cannot bind");
   assert_null(s);
+  /* An error of the setup keeps its place across the teardown. */
+  assert_non_null(strstr(PFErrorGetTraceback(), "rpc/server.c"));
   assert_int_equal(PFRPCServerStop(NULL), 0);
   const char* ep;
   assert_pf_error(PFRPCServerGetEndpoint(NULL, &ep), kPFErrTypeError, "server");
@@ -1721,6 +1723,13 @@ static void test_serve_bad_options(void** state) {
   assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
                   "authorized_keys needs curve_secret_key");
   assert_null(s);
+  char pub[PF_RPC_KEY_SIZE], secret[PF_RPC_KEY_SIZE];
+  assert_pf_ok(PFRPCCurveKeypair(pub, secret));
+  so.curve_secret_key = secret;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "PFRPCServe",
+                  "authorized_keys[0] is not a CURVE key");
+  assert_null(s);
+  assert_non_null(strstr(PFErrorGetTraceback(), "rpc/server.c"));
 }
 
 static void test_struct_sizes(void** state) {
