@@ -521,53 +521,60 @@ static int opt(void* sock, int o, const void* v, size_t n, const char* what) {
   return 0;
 }
 
-int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHandle* out) {
-  static const char* const where = "PFRPCServe";
-  if (endpoint == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoint' is NULL", where);
-  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", where);
-  PFRPCServerOptions d;
-  memset(&d, 0, sizeof d);
-  if (o == NULL) o = &d;
+/* ---- starting: each step acquires into the server, which serve_failed
+ * releases whatever step was reached ---- */
+
+static const char* const k_serve = "PFRPCServe";
+
+/* The options that can be refused before anything is acquired. */
+static int check_server_options(const PFRPCServerOptions* o) {
   if (o->num_workers < 0 || o->num_workers > 256)
     return PF_ERROR(kPFErrValueError, "%s: option num_workers must be in [0, 256], got %d",
-                    where, o->num_workers);
+                    k_serve, o->num_workers);
   if (o->num_expose < 0 || (o->num_expose > 0 && o->expose == NULL))
-    return PF_ERROR(kPFErrValueError, "%s: option expose/num_expose is inconsistent", where);
+    return PF_ERROR(kPFErrValueError, "%s: option expose/num_expose is inconsistent", k_serve);
   if (o->num_authorized_keys < 0 || (o->num_authorized_keys > 0 && o->authorized_keys == NULL))
     return PF_ERROR(kPFErrValueError,
-                    "%s: option authorized_keys/num_authorized_keys is inconsistent", where);
+                    "%s: option authorized_keys/num_authorized_keys is inconsistent", k_serve);
   if (o->num_authorized_keys > 0 && o->curve_secret_key == NULL)
     return PF_ERROR(kPFErrValueError, "%s: option authorized_keys needs curve_secret_key",
-                    where);
+                    k_serve);
   if (o->callback_timeout_ms < 0 || o->max_message_size < 0)
     return PF_ERROR(kPFErrValueError, "%s: negative callback_timeout_ms or max_message_size",
-                    where);
+                    k_serve);
   if (o->max_calls_per_client < 0)
-    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)", where,
-                    o->max_calls_per_client);
+    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)",
+                    k_serve, o->max_calls_per_client);
   if (o->max_workers_per_client < 0)
     return PF_ERROR(kPFErrValueError, "%s: option max_workers_per_client is negative (%d)",
-                    where, o->max_workers_per_client);
+                    k_serve, o->max_workers_per_client);
   if (o->max_callbacks_per_client < 0)
     return PF_ERROR(kPFErrValueError, "%s: option max_callbacks_per_client is negative (%d)",
-                    where, o->max_callbacks_per_client);
+                    k_serve, o->max_callbacks_per_client);
   for (int i = 0; i < o->num_expose; ++i)
     if (o->expose[i] == NULL)
-      return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", where, i);
-  uint8_t secret[32];
+      return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", k_serve, i);
   if (o->curve_secret_key != NULL) {
+    uint8_t secret[32];
     if (strlen(o->curve_secret_key) != 40 || zmq_z85_decode(secret, o->curve_secret_key) == NULL)
       return PF_ERROR(kPFErrValueError,
                       "%s: option curve_secret_key is not a CURVE key (40 characters of Z85)",
-                      where);
+                      k_serve);
     if (!zmq_has("curve"))
-      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support", where);
+      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support",
+                      k_serve);
   }
+  return 0;
+}
+
+/* A server with its limits set and nothing running; *out is NULL when
+ * even the struct could not be made. */
+static int server_new(const PFRPCServerOptions* o, pf_rpc_server** out) {
   pf_rpc_server* s = calloc(1, sizeof *s);
-  if (s == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-  if (pf_rpc_peer_init(&s->base, 1,
-                       o->callback_timeout_ms ? o->callback_timeout_ms
-                                              : PF_RPC_DEFAULT_TIMEOUT_MS) != 0) {
+  *out = NULL;
+  if (s == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_serve);
+  int timeout = o->callback_timeout_ms ? o->callback_timeout_ms : PF_RPC_DEFAULT_TIMEOUT_MS;
+  if (pf_rpc_peer_init(&s->base, 1, timeout) != 0) {
     free(s);
     return -1;
   }
@@ -587,50 +594,51 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
   s->max_callbacks = o->max_callbacks_per_client ? o->max_callbacks_per_client
                      : s->nworkers > 1               ? s->nworkers - 1
                                                      : 1;
+  *out = s;
+  return 0;
+}
+
+/* Copies the exposed prefixes and decodes the authorized keys. */
+static int copy_options(pf_rpc_server* s, const PFRPCServerOptions* o) {
   s->prefixes = calloc((size_t)o->num_expose + 1, sizeof *s->prefixes);
   s->keys = calloc((size_t)o->num_authorized_keys + 1, 32);
   s->workers = calloc((size_t)s->nworkers, sizeof *s->workers);
-  if (!s->prefixes || !s->keys || !s->workers) {
-    PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-    goto fail;
+  if (!s->prefixes || !s->keys || !s->workers)
+    return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_serve);
+  for (; s->nprefix < o->num_expose; s->nprefix++)
+    if ((s->prefixes[s->nprefix] = strdup(o->expose[s->nprefix])) == NULL)
+      return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_serve);
+  for (; s->nkeys < o->num_authorized_keys; s->nkeys++) {
+    const char* k = o->authorized_keys[s->nkeys];
+    if (k == NULL || strlen(k) != 40 || zmq_z85_decode(s->keys[s->nkeys], k) == NULL)
+      return PF_ERROR(kPFErrValueError, "%s: option authorized_keys[%d] is not a CURVE key",
+                      k_serve, s->nkeys);
   }
-  for (int i = 0; i < o->num_expose; ++i) {
-    if ((s->prefixes[i] = strdup(o->expose[i])) == NULL) {
-      PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-      goto fail;
-    }
-    s->nprefix++;
-  }
-  for (int i = 0; i < o->num_authorized_keys; ++i) {
-    const char* k = o->authorized_keys[i];
-    if (k == NULL || strlen(k) != 40 || zmq_z85_decode(s->keys[i], k) == NULL) {
-      PF_ERROR(kPFErrValueError, "%s: option authorized_keys[%d] is not a CURVE key", where, i);
-      goto fail;
-    }
-    s->nkeys++;
-  }
+  return 0;
+}
+
+/* The ZeroMQ context, and the authentication handler when keys are
+ * authorized. */
+static int open_context(pf_rpc_server* s) {
   s->zctx = pf_rpc_zmq_context();
-  if (s->zctx == NULL) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", where);
-    goto fail;
-  }
-  int zero = 0, one = 1;
-  int64_t maxmsg = o->max_message_size ? o->max_message_size : PF_RPC_DEFAULT_MAX_MESSAGE;
-  if (s->nkeys > 0) {
-    s->zap = zmq_socket(s->zctx, ZMQ_REP);
-    if (s->zap == NULL || zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0) {
-      PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s", where,
-               zmq_strerror(zmq_errno()));
-      goto fail;
-    }
-  }
+  if (s->zctx == NULL)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", k_serve);
+  if (s->nkeys == 0) return 0;
+  int zero = 0;
+  s->zap = zmq_socket(s->zctx, ZMQ_REP);
+  if (s->zap == NULL || zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+      zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s",
+                    k_serve, zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+/* The ROUTER socket and its options. */
+static int open_router(pf_rpc_server* s, const PFRPCServerOptions* o) {
   s->router = zmq_socket(s->zctx, ZMQ_ROUTER);
-  if (s->router == NULL) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a socket", where);
-    goto fail;
-  }
-  int hb = 1000, hb_timeout = 5000, queue = PF_RPC_SEND_QUEUE;
+  if (s->router == NULL) return PF_ERROR(kPFErrRuntimeError, "%s: cannot make a socket", k_serve);
+  int zero = 0, one = 1, hb = 1000, hb_timeout = 5000, queue = PF_RPC_SEND_QUEUE;
+  int64_t maxmsg = o->max_message_size ? o->max_message_size : PF_RPC_DEFAULT_MAX_MESSAGE;
   if (opt(s->router, ZMQ_LINGER, &zero, sizeof zero, "linger") != 0 ||
       opt(s->router, ZMQ_SNDHWM, &queue, sizeof queue, "send queue") != 0 ||
       opt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one, "mandatory") != 0 ||
@@ -638,12 +646,18 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
       opt(s->router, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb, "heartbeat") != 0 ||
       opt(s->router, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout, "heartbeat") != 0 ||
       opt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "max_message_size") != 0)
-    goto fail;
+    return -1;
   if (o->curve_secret_key != NULL &&
       (opt(s->router, ZMQ_CURVE_SERVER, &one, sizeof one, "curve_server") != 0 ||
        opt(s->router, ZMQ_CURVE_SECRETKEY, o->curve_secret_key, 40, "curve_secret_key") != 0))
-    goto fail;
+    return -1;
+  return 0;
+}
+
+/* The monitor of the ROUTER's connection events. */
+static int open_monitor(pf_rpc_server* s) {
   char addr[64];
+  int zero = 0;
   snprintf(addr, sizeof addr, "inproc://pf-rpc-server-monitor-%p", (void*)s);
   if (zmq_socket_monitor(s->router, addr,
                          ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
@@ -651,40 +665,55 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
       (s->monitor = zmq_socket(s->zctx, ZMQ_PAIR)) == NULL ||
       zmq_setsockopt(s->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-      zmq_connect(s->monitor, addr) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot monitor the socket: %s", where,
-             zmq_strerror(zmq_errno()));
-    goto fail;
-  }
-  if (zmq_bind(s->router, endpoint) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot bind '%s': %s", where, endpoint,
-             zmq_strerror(zmq_errno()));
-    goto fail;
-  }
+      zmq_connect(s->monitor, addr) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot monitor the socket: %s", k_serve,
+                    zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+static int bind_router(pf_rpc_server* s, const char* endpoint) {
+  if (zmq_bind(s->router, endpoint) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot bind '%s': %s", k_serve, endpoint,
+                    zmq_strerror(zmq_errno()));
   size_t len = sizeof s->endpoint;
   if (zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0)
     snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
-  if (pthread_create(&s->io, NULL, server_io, s) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot start the I/O thread", where);
-    goto fail;
-  }
-  s->io_started = 1;
-  for (int i = 0; i < s->nworkers; ++i) {
-    if (pthread_create(&s->workers[i], NULL, worker, s) != 0) {
-      PF_ERROR(kPFErrRuntimeError, "%s: cannot start worker %d", where, i);
-      goto fail;
-    }
-    s->nstarted++;
-  }
-  *out = s;
   return 0;
-fail: {
+}
+
+static int start_threads(pf_rpc_server* s) {
+  if (pthread_create(&s->io, NULL, server_io, s) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the I/O thread", k_serve);
+  s->io_started = 1;
+  for (; s->nstarted < s->nworkers; s->nstarted++)
+    if (pthread_create(&s->workers[s->nstarted], NULL, worker, s) != 0)
+      return PF_ERROR(kPFErrRuntimeError, "%s: cannot start worker %d", k_serve, s->nstarted);
+  return 0;
+}
+
+/* Releases what the steps acquired, keeping their error; returns -1. */
+static int serve_failed(pf_rpc_server* s) {
   pf_rpc_saved_error e;
   pf_rpc_error_save(&e);
   server_close(s);
   pf_rpc_peer_release(&s->base);
   return pf_rpc_error_restore(&e);
 }
+
+int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHandle* out) {
+  if (endpoint == NULL)
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoint' is NULL", k_serve);
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", k_serve);
+  PFRPCServerOptions defaults;
+  memset(&defaults, 0, sizeof defaults);
+  if (o == NULL) o = &defaults;
+  pf_rpc_server* s = NULL;
+  if (check_server_options(o) != 0 || server_new(o, &s) != 0) return -1;
+  if (copy_options(s, o) != 0 || open_context(s) != 0 || open_router(s, o) != 0 ||
+      open_monitor(s) != 0 || bind_router(s, endpoint) != 0 || start_threads(s) != 0)
+    return serve_failed(s);
+  *out = s;
+  return 0;
 }
 
 int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out) {
