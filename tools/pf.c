@@ -731,7 +731,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
   const char** expose = calloc((size_t)nargs + 1, sizeof *expose);
   const char** loads = calloc((size_t)nargs + 1, sizeof *loads);
   int nexpose = 0, nloads = 0, status = -1;
-  int64_t workers = 4, max_calls = 0, max_workers = 0, max_callbacks = 0;
+  int64_t workers = 4, max_calls = 0, max_workers = 0, max_callbacks = 0, max_exports = 0;
   if (expose == NULL || loads == NULL) {
     free(expose);
     free(loads);
@@ -762,6 +762,9 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
     } else if ((r = option_value(nargs, argv, &i, "--max-workers-per-client", &v)) != 0) {
       if (r < 0 || parse_int(v, &max_workers) != 1 || max_workers < 1 || max_workers > 256)
         status = usage_error(err, "%s", "--max-workers-per-client needs a number from 1 to 256");
+    } else if ((r = option_value(nargs, argv, &i, "--max-exports-per-client", &v)) != 0) {
+      if (r < 0 || parse_int(v, &max_exports) != 1 || max_exports < 1 || max_exports > INT32_MAX)
+        status = usage_error(err, "%s", "--max-exports-per-client needs a positive number");
     } else if ((r = option_value(nargs, argv, &i, "--curve-secret-key", &v)) != 0) {
       if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--curve-secret-key needs a FILE");
       key_file = v;
@@ -805,6 +808,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
     o.max_calls_per_client = (int)max_calls;
     o.max_workers_per_client = (int)max_workers;
     o.max_callbacks_per_client = (int)max_callbacks;
+    o.max_exports_per_client = (int)max_exports;
     o.expose = expose;
     o.num_expose = nexpose;
     o.curve_secret_key = key_file ? secret : NULL;
@@ -903,7 +907,7 @@ static const pf_command k_commands[] = {
      "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
      "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
      "[--max-calls-per-client N] [--max-callbacks-per-client N]\n"
-     "[--max-workers-per-client N]",
+     "[--max-workers-per-client N] [--max-exports-per-client N]",
      "serve the registered functions whose names begin\n"
      "with an exposed PREFIX (none unless --expose is\n"
      "given; --expose '' exposes all) to remote clients\n"
@@ -917,9 +921,11 @@ static const pf_command k_commands[] = {
      "queued or running (64), at most\n"
      "--max-callbacks-per-client workers waiting for its\n"
      "callbacks (N - 1, or 1), and at most\n"
-     "--max-workers-per-client workers (N); a call or a\n"
-     "callback beyond a limit fails at once with a\n"
-     "RuntimeError that names the limit",
+     "--max-workers-per-client workers (N), and hold at\n"
+     "most --max-exports-per-client functions that the\n"
+     "server returned to it (1024); a call or a callback\n"
+     "beyond a limit fails at once with a RuntimeError\n"
+     "that names the limit",
      NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"
