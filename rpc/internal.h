@@ -289,7 +289,9 @@ PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
  * when the socket says it can take it now (ZMQ_POLLOUT). */
 PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
 /* The same without asking the socket first: for the body of a ROUTER's
- * message, whose routing frame was taken (and whose body then always is). */
+ * message, whose routing frame was taken (and whose body then always is).
+ * A counted message (tally set) is always handed over: ZeroMQ holds a
+ * reference to it, and its bytes stay counted, until ZeroMQ lets it go. */
 PF_RPC_HIDDEN int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags);
 
 /* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
