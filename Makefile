@@ -159,7 +159,7 @@ all: lib $(PF_TOOL) $(DEMO_PLUGIN)
 
 # pf's sources compile as objects of a flavour (rel here, asan for its
 # tests), so that each gets its own list of the headers it read.
-PF_TOOL_SRCS := tools/pf.c tools/pf_json.c
+PF_TOOL_SRCS := tools/pf.c tools/pf_json.c tools/pf_keys.c
 pf_tool_objs  = $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(PF_TOOL_SRCS))
 $(PF_TOOL): $(call pf_tool_objs,rel) $(SHARED)
 	@mkdir -p $(@D)

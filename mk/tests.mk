@@ -164,10 +164,10 @@ $(BUILD)/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libpackedfunc.a | $(
 	$(call quiet,CC) $(FUZZ_CC) $(BASE) $(FUZZ_SAN) $(DEPFLAGS) -fsanitize=fuzzer -Itests -o $@ $< \
 	  $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 # The pf command's parser: tools/pf.c without its main(), with its JSON
-# reader and printer.
-$(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c tools/pf_json.h \
-                                $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a \
-                                | $(call DEPS_STAMP,test)
+# reader and printer and its key-file reader.
+$(BUILD)/fuzz/bin/fuzz_pf_args: tests/fuzz/fuzz_pf_args.c tools/pf.c tools/pf_json.h tools/pf_keys.h \
+                                $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/obj/tools/pf_keys.o \
+                                $(BUILD)/fuzz/libpackedfunc.a | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(FUZZ_CC) $(BASE) $(FUZZ_SAN) -fsanitize=fuzzer -DPF_CLI_NO_MAIN -Itests -o $@ \
 	  $(filter %.c %.o,$^) $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm

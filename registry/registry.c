@@ -136,9 +136,42 @@ static inline long check_name(const char* where, const char* name) {
   return (long)n;
 }
 
-static int sealed_error(const char* where, const char* name) {
-  return PF_ERROR(kPFErrRuntimeError, "%s: the registry is sealed; '%s' cannot be changed", where,
-                  name);
+/* What a change of the table found under the write lock. The lock only
+ * decides; the error is recorded after it is released, because recording
+ * allocates through the host's allocator, which is host code. */
+typedef enum {
+  CHANGE_OK,
+  CHANGE_SEALED,
+  CHANGE_PROTECTED,
+  CHANGE_EXISTS,
+  CHANGE_ABSENT,
+  CHANGE_NO_MEMORY /* uthash could not grow; PFMemAlloc recorded the MemoryError */
+} change_outcome;
+
+/* Records the error of a refused change of `name` and returns -1 (0 for
+ * CHANGE_OK). `verb` says what a protected name cannot be ("overridden",
+ * "removed"); `hint` follows the message for a name already registered,
+ * and `tail` every refusal but the seal's. */
+static int change_error(change_outcome o, const char* where, const char* name, const char* verb,
+                        const char* hint, const char* tail) {
+  switch (o) {
+    case CHANGE_OK:
+      return 0;
+    case CHANGE_SEALED:
+      return PF_ERROR(kPFErrRuntimeError, "%s: the registry is sealed; '%s' cannot be changed",
+                      where, name);
+    case CHANGE_PROTECTED:
+      return PF_ERROR(kPFErrRuntimeError, "%s: '%s' is protected and cannot be %s%s", where, name,
+                      verb, tail);
+    case CHANGE_EXISTS:
+      return PF_ERROR(kPFErrKeyError, "%s: a function named '%s' is already registered%s%s",
+                      where, name, hint, tail);
+    case CHANGE_ABSENT:
+      return PF_ERROR(kPFErrKeyError, "%s: no function named '%s' is registered", where, name);
+    case CHANGE_NO_MEMORY:
+      break;
+  }
+  return -1;
 }
 
 static int register_impl(const char* where, const char* name, PFFunctionHandle func,
@@ -160,19 +193,16 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
   PFFuncRetain(func);
 
   PFFunctionHandle drop = NULL; /* released after the lock is dropped */
-  int rc = 0;
+  change_outcome outcome = CHANGE_OK;
   write_lock();
   entry* old = NULL;
   HASH_FIND(hh, g_table, name, (size_t)n, old);
   if (atomic_load(&g_sealed)) {
-    rc = sealed_error(where, name);
+    outcome = CHANGE_SEALED;
   } else if (old != NULL && (old->flags & kPFRegisterProtected)) {
-    rc = PF_ERROR(kPFErrRuntimeError, "%s: '%s' is protected and cannot be overridden", where,
-                  name);
+    outcome = CHANGE_PROTECTED;
   } else if (old != NULL && !(flags & kPFRegisterOverride)) {
-    rc = PF_ERROR(kPFErrKeyError,
-                  "%s: a function named '%s' is already registered "
-                  "(pass override to replace it)", where, name);
+    outcome = CHANGE_EXISTS;
   } else if (old != NULL) {
     drop = old->func;
     old->func = func;
@@ -181,11 +211,13 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
   } else {
     g_hash_oom = 0;
     HASH_ADD_KEYPTR(hh, g_table, fresh->name, (size_t)n, fresh);
-    if (g_hash_oom) rc = -1; /* PFMemAlloc recorded the MemoryError */
-    else fresh = NULL;       /* the table owns it now */
+    if (g_hash_oom) outcome = CHANGE_NO_MEMORY;
+    else fresh = NULL; /* the table owns it now */
   }
   write_unlock();
 
+  int rc =
+      change_error(outcome, where, name, "overridden", " (pass override to replace it)", "");
   if (fresh != NULL) {
     if (rc != 0) drop = fresh->func;
     PFMemFree(fresh);
@@ -225,20 +257,15 @@ int PFFuncRemoveGlobal(const char* name) {
   long n = check_name(where, name);
   if (n < 0) return -1;
   entry* e = NULL;
-  int rc = 0;
+  change_outcome outcome = CHANGE_OK;
   write_lock();
   HASH_FIND(hh, g_table, name, (size_t)n, e);
-  if (atomic_load(&g_sealed)) {
-    rc = sealed_error(where, name);
-  } else if (e == NULL) {
-    rc = PF_ERROR(kPFErrKeyError, "%s: no function named '%s' is registered", where, name);
-  } else if (e->flags & kPFRegisterProtected) {
-    rc = PF_ERROR(kPFErrRuntimeError, "%s: '%s' is protected and cannot be removed", where, name);
-  } else {
-    HASH_DEL(g_table, e);
-  }
+  if (atomic_load(&g_sealed)) outcome = CHANGE_SEALED;
+  else if (e == NULL) outcome = CHANGE_ABSENT;
+  else if (e->flags & kPFRegisterProtected) outcome = CHANGE_PROTECTED;
+  else HASH_DEL(g_table, e);
   write_unlock();
-  if (rc != 0) return rc;
+  if (outcome != CHANGE_OK) return change_error(outcome, where, name, "removed", "", "");
   PFFuncFree(e->func);
   PFMemFree(e);
   return 0;
@@ -302,31 +329,28 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
     else memset(dropped, 0, sizeof(*dropped) * (size_t)(n ? n : 1));
   }
   if (rc == 0) {
+    change_outcome outcome = CHANGE_OK;
+    int bad = 0; /* the entry of fresh that was refused */
     write_lock();
-    if (atomic_load(&g_sealed)) rc = sealed_error(where, n ? fresh[0]->name : prefix);
-    for (int i = 0; i < n && rc == 0; ++i) {
+    if (atomic_load(&g_sealed)) outcome = CHANGE_SEALED;
+    for (int i = 0; i < n && outcome == CHANGE_OK; ++i) {
       entry* old = NULL;
       HASH_FIND(hh, g_table, fresh[i]->name, strlen(fresh[i]->name), old);
-      if (old != NULL && (old->flags & kPFRegisterProtected))
-        rc = PF_ERROR(kPFErrRuntimeError,
-                      "%s: '%s' is protected and cannot be overridden; nothing from the "
-                      "module was exported", where, old->name);
-      else if (old != NULL && !(flags & kPFRegisterOverride))
-        rc = PF_ERROR(kPFErrKeyError,
-                      "%s: a function named '%s' is already registered; nothing from "
-                      "the module was exported", where, old->name);
+      if (old != NULL && (old->flags & kPFRegisterProtected)) outcome = CHANGE_PROTECTED;
+      else if (old != NULL && !(flags & kPFRegisterOverride)) outcome = CHANGE_EXISTS;
+      bad = i;
     }
     /* New names first: their insertion is the only step that can fail
      * (uthash growing its buckets), and it is undone by deleting them. */
     g_hash_oom = 0;
-    for (int i = 0; i < n && rc == 0; ++i) {
+    for (int i = 0; i < n && outcome == CHANGE_OK; ++i) {
       entry* old = NULL;
       size_t len = strlen(fresh[i]->name);
       HASH_FIND(hh, g_table, fresh[i]->name, len, old);
       if (old != NULL) continue;
       HASH_ADD_KEYPTR(hh, g_table, fresh[i]->name, len, fresh[i]);
       if (g_hash_oom) {
-        rc = PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+        outcome = CHANGE_NO_MEMORY;
         for (int j = 0; j < i; ++j) {
           entry* e = NULL;
           HASH_FIND(hh, g_table, fresh[j]->name, strlen(fresh[j]->name), e);
@@ -336,7 +360,7 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
       }
     }
     /* Then the overrides, which cannot fail. */
-    for (int i = 0; i < n && rc == 0; ++i) {
+    for (int i = 0; i < n && outcome == CHANGE_OK; ++i) {
       entry* old = NULL;
       HASH_FIND(hh, g_table, fresh[i]->name, strlen(fresh[i]->name), old);
       if (old == fresh[i]) {
@@ -349,6 +373,13 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
       fresh[i]->func = NULL;
     }
     write_unlock();
+    /* A refused name is the same as the entry made for it (still ours: on
+     * a refusal none went into the table). */
+    if (outcome == CHANGE_NO_MEMORY)
+      rc = PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+    else if (outcome != CHANGE_OK)
+      rc = change_error(outcome, where, n ? fresh[bad]->name : prefix, "overridden", "",
+                        "; nothing from the module was exported");
   }
 
   /* Outside the lock. On failure only references the module also holds

@@ -387,103 +387,125 @@ static void client_close(pf_rpc_client* c, const char* reason) {
 
 static void client_unused(pf_rpc_peer* p);
 
+/* ---- the module: built from the server's answer to HELLO ---- */
+
+/* What building the module holds: the parsed reply and the functions made
+ * so far (the module takes its own references). */
+typedef struct {
+  pf_rpc_parsed m;
+  PFFunctionHandle* fns;
+  uint32_t nfns;
+} hello_answer;
+
+/* The server answered HELLO with an error. */
+static int hello_refused(pf_rpc_client* c, const pf_rpc_parsed* m) {
+  char* kind = m->nrest >= 2 ? pf_rpc_strdup_obj(&m->rest[0]) : NULL;
+  char* msg = m->nrest >= 2 ? pf_rpc_strdup_obj(&m->rest[1]) : NULL;
+  PF_ERROR(kind ? kind : kPFErrRuntimeError, "PFRPCConnect: %s: %s", c->endpoints[0],
+           msg ? msg : "the server refused");
+  free(kind);
+  free(msg);
+  return -1;
+}
+
+/* The list of [name, signature, doc] in an OK reply. */
+static int hello_list(const pf_rpc_parsed* m, const msgpack_object** list) {
+  if (m->kind != PF_RPC_OK || m->nrest != 1 || m->rest[0].type != MSGPACK_OBJECT_ARRAY)
+    return PF_ERROR(kPFErrValueError, "PFRPCConnect: malformed reply to HELLO");
+  if (m->rest[0].via.array.size > INT_MAX)
+    return PF_ERROR(kPFErrValueError, "PFRPCConnect: the server lists too many functions (%u)",
+                    m->rest[0].via.array.size);
+  *list = &m->rest[0];
+  return 0;
+}
+
+/* The remote function of list entry `i`, with the server's signature and
+ * doc as its metadata; *out is a new reference. */
+static int make_function(pf_rpc_client* c, const msgpack_object* e, uint32_t i,
+                         PFFunctionHandle* out) {
+  if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 3 ||
+      e->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
+    return PF_ERROR(kPFErrValueError, "PFRPCConnect: malformed function list entry %u", i);
+  char* name = pf_rpc_strdup_obj(&e->via.array.ptr[0]);
+  char* sig = pf_rpc_strdup_obj(&e->via.array.ptr[1]);
+  char* doc = pf_rpc_strdup_obj(&e->via.array.ptr[2]);
+  int st = name == NULL ? PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory")
+                        : pf_rpc_make_remote(&c->base, name, 0, NULL, 0, out);
+  if (st == 0 && (st = PFFuncSetInfo(*out, name, sig, doc)) != 0) {
+    PFFuncFree(*out);
+    *out = NULL;
+  }
+  free(name);
+  free(sig);
+  free(doc);
+  return st;
+}
+
+static int make_module(pf_rpc_client* c, hello_answer* h) {
+  const msgpack_object* list = NULL;
+  if (h->m.kind == PF_RPC_ERROR) return hello_refused(c, &h->m);
+  if (hello_list(&h->m, &list) != 0) return -1;
+  uint32_t n = list->via.array.size;
+  h->fns = calloc(n ? n : 1, sizeof *h->fns);
+  if (h->fns == NULL) return PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory");
+  for (uint32_t i = 0; i < n; ++i, ++h->nfns)
+    if (make_function(c, &list->via.array.ptr[i], i, &h->fns[i]) != 0) return -1;
+  if (PFModCreateFromFunctions(c->endpoints[0], h->fns, (int)h->nfns, &c->module) != 0) {
+    PFErrorAppendTraceback("  while building the module of PFRPCConnect");
+    return -1;
+  }
+  return 0;
+}
+
 /* Parses the HELLO reply and builds the module: one remote function per
  * name the server exposes, each holding a reference to the connection. */
 static int build_module(pf_rpc_client* c, const pf_rpc_msg* reply) {
-  pf_rpc_parsed m;
-  if (pf_rpc_parse(reply->data, reply->size, &m) != 0)
+  hello_answer h;
+  memset(&h, 0, sizeof h);
+  if (pf_rpc_parse(reply->data, reply->size, &h.m) != 0)
     return PF_ERROR(kPFErrValueError, "PFRPCConnect: malformed reply to HELLO");
-  int rc = -1;
-  PFFunctionHandle* fns = NULL;
-  uint32_t nfns = 0;
-  if (m.kind == PF_RPC_ERROR) {
-    char* kind = m.nrest >= 2 ? pf_rpc_strdup_obj(&m.rest[0]) : NULL;
-    char* msg = m.nrest >= 2 ? pf_rpc_strdup_obj(&m.rest[1]) : NULL;
-    PF_ERROR(kind ? kind : kPFErrRuntimeError, "PFRPCConnect: %s: %s", c->endpoints[0],
-             msg ? msg : "the server refused");
-    free(kind);
-    free(msg);
-    goto done;
-  }
-  if (m.kind != PF_RPC_OK || m.nrest != 1 || m.rest[0].type != MSGPACK_OBJECT_ARRAY) {
-    PF_ERROR(kPFErrValueError, "PFRPCConnect: malformed reply to HELLO");
-    goto done;
-  }
-  uint32_t n = m.rest[0].via.array.size;
-  if (n > INT_MAX) {
-    PF_ERROR(kPFErrValueError, "PFRPCConnect: the server lists too many functions (%u)", n);
-    goto done;
-  }
-  fns = calloc(n ? n : 1, sizeof *fns);
-  if (fns == NULL) {
-    PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory");
-    goto done;
-  }
-  for (uint32_t i = 0; i < n; ++i) {
-    const msgpack_object* e = &m.rest[0].via.array.ptr[i];
-    if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 3 ||
-        e->via.array.ptr[0].type != MSGPACK_OBJECT_STR) {
-      PF_ERROR(kPFErrValueError, "PFRPCConnect: malformed function list entry %u", i);
-      goto done;
-    }
-    char* name = pf_rpc_strdup_obj(&e->via.array.ptr[0]);
-    char* sig = pf_rpc_strdup_obj(&e->via.array.ptr[1]);
-    char* doc = pf_rpc_strdup_obj(&e->via.array.ptr[2]);
-    int st = name == NULL ? PF_ERROR(kPFErrMemoryError, "PFRPCConnect: out of memory")
-                          : pf_rpc_make_remote(&c->base, name, 0, NULL, 0, &fns[nfns]);
-    if (st == 0) {
-      ++nfns;
-      /* The signature and doc are the server's metadata, kept as such. */
-      st = PFFuncSetInfo(fns[nfns - 1], name, sig, doc);
-    }
-    free(name);
-    free(sig);
-    free(doc);
-    if (st != 0) goto done;
-  }
-  if (PFModCreateFromFunctions(c->endpoints[0], fns, (int)nfns, &c->module) != 0) {
-    PFErrorAppendTraceback("  while building the module of PFRPCConnect");
-    goto done;
-  }
-  rc = 0;
-done:
-  for (uint32_t i = 0; i < nfns; ++i) PFFuncFree(fns[i]);
-  free(fns);
-  pf_rpc_parsed_free(&m);
+  int rc = make_module(c, &h);
+  for (uint32_t i = 0; i < h.nfns; ++i) PFFuncFree(h.fns[i]);
+  free(h.fns);
+  pf_rpc_parsed_free(&h.m);
   return rc;
 }
 
+/* ---- connecting: each step acquires into the connection, which
+ * connect_failed releases whatever step was reached ---- */
 
-int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHandle* out) {
-  static const char* const where = "PFRPCConnect";
-  if (endpoints == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoints' is NULL", where);
-  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", where);
-  int timeout = PF_RPC_DEFAULT_TIMEOUT_MS;
-  int64_t maxmsg = PF_RPC_DEFAULT_MAX_MESSAGE;
-  if (options != NULL) {
-    if (options->timeout_ms < 0)
-      return PF_ERROR(kPFErrValueError, "%s: option timeout_ms is negative (%d)", where,
-                      options->timeout_ms);
-    if (options->timeout_ms > 0) timeout = options->timeout_ms;
-    if (options->max_message_size < 0)
-      return PF_ERROR(kPFErrValueError, "%s: option max_message_size is negative", where);
-    if (options->max_message_size > 0) maxmsg = options->max_message_size;
-    if (options->server_key != NULL || options->client_public_key != NULL ||
-        options->client_secret_key != NULL) {
-      if (check_key(options->server_key, "server_key") != 0 ||
-          check_key(options->client_public_key, "client_public_key") != 0 ||
-          check_key(options->client_secret_key, "client_secret_key") != 0)
-        return -1;
-      if (!zmq_has("curve"))
-        return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support",
-                        where);
-    }
-  }
-  /* Split the endpoint list. */
-  int n = 1;
-  for (const char* s = endpoints; *s; ++s) n += *s == ',';
+static const char* const k_connect = "PFRPCConnect";
+
+/* Reads the options into *timeout and *maxmsg, refusing bad ones. */
+static int check_connect_options(const PFRPCOptions* o, int* timeout, int64_t* maxmsg) {
+  *timeout = PF_RPC_DEFAULT_TIMEOUT_MS;
+  *maxmsg = PF_RPC_DEFAULT_MAX_MESSAGE;
+  if (o == NULL) return 0;
+  if (o->timeout_ms < 0)
+    return PF_ERROR(kPFErrValueError, "%s: option timeout_ms is negative (%d)", k_connect,
+                    o->timeout_ms);
+  if (o->timeout_ms > 0) *timeout = o->timeout_ms;
+  if (o->max_message_size < 0)
+    return PF_ERROR(kPFErrValueError, "%s: option max_message_size is negative", k_connect);
+  if (o->max_message_size > 0) *maxmsg = o->max_message_size;
+  if (o->server_key == NULL && o->client_public_key == NULL && o->client_secret_key == NULL)
+    return 0;
+  if (check_key(o->server_key, "server_key") != 0 ||
+      check_key(o->client_public_key, "client_public_key") != 0 ||
+      check_key(o->client_secret_key, "client_secret_key") != 0)
+    return -1;
+  if (!zmq_has("curve"))
+    return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support",
+                    k_connect);
+  return 0;
+}
+
+/* A connection to `n` endpoints with nothing open yet; *out is NULL when
+ * even the struct could not be made. */
+static int client_new(int timeout, int n, pf_rpc_client** out) {
   pf_rpc_client* c = calloc(1, sizeof *c);
-  if (c == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+  *out = NULL;
+  if (c == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_connect);
   if (pf_rpc_peer_init(&c->base, 0, timeout) != 0) {
     free(c);
     return -1;
@@ -496,74 +518,80 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   c->base.describe_route = describe;
   c->base.destroy = client_destroy;
   c->base.unused = client_unused;
+  *out = c;
   c->endpoints = calloc((size_t)n, sizeof *c->endpoints);
   c->problem = calloc((size_t)n, sizeof *c->problem);
   c->dealers = calloc((size_t)n, sizeof *c->dealers);
   c->monitors = calloc((size_t)n, sizeof *c->monitors);
   c->connected = calloc((size_t)n, sizeof *c->connected);
   c->pending = calloc((size_t)n, sizeof *c->pending);
-  int rc = -1;
   if (!c->endpoints || !c->problem || !c->dealers || !c->monitors || !c->connected ||
-      !c->pending) {
-    PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-    goto fail;
-  }
+      !c->pending)
+    return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_connect);
   c->n = n;
   for (int k = 0; k < n; ++k) atomic_init(&c->connected[k], 0);
+  return 0;
+}
+
+/* Copies the endpoints of the comma-separated list, without the blanks
+ * around each. */
+static int split_endpoints(pf_rpc_client* c, const char* endpoints) {
   const char* s = endpoints;
-  for (int k = 0; k < n; ++k) {
+  for (int k = 0; k < c->n; ++k) {
     const char* e = strchr(s, ',');
     size_t len = e ? (size_t)(e - s) : strlen(s);
     while (len && (*s == ' ')) ++s, --len;
     while (len && s[len - 1] == ' ') --len;
-    if (len == 0) {
-      PF_ERROR(kPFErrValueError, "%s: argument 'endpoints': endpoint %d of \"%s\" is empty",
-               where, k, endpoints);
-      goto fail;
-    }
-    c->endpoints[k] = strndup(s, len);
-    if (c->endpoints[k] == NULL) {
-      PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-      goto fail;
-    }
+    if (len == 0)
+      return PF_ERROR(kPFErrValueError, "%s: argument 'endpoints': endpoint %d of \"%s\" is empty",
+                      k_connect, k, endpoints);
+    if ((c->endpoints[k] = strndup(s, len)) == NULL)
+      return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_connect);
     s = e ? e + 1 : s + len;
   }
+  return 0;
+}
+
+/* The context, a DEALER and its monitor per endpoint, and the poll items
+ * of whoever holds the I/O role. */
+static int open_sockets(pf_rpc_client* c, const PFRPCOptions* o, int64_t maxmsg) {
   c->zctx = pf_rpc_zmq_context();
-  if (c->zctx == NULL) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", where);
-    goto fail;
-  }
-  for (int k = 0; k < n; ++k)
-    if (open_socket(c, k, options, maxmsg) != 0) goto fail;
-  c->nitems = 1 + 2 * n;
+  if (c->zctx == NULL)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", k_connect);
+  for (int k = 0; k < c->n; ++k)
+    if (open_socket(c, k, o, maxmsg) != 0) return -1;
+  c->nitems = 1 + 2 * c->n;
   c->items = calloc((size_t)c->nitems, sizeof *c->items);
-  if (c->items == NULL) {
-    PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-    goto fail;
-  }
+  if (c->items == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_connect);
   c->items[0].fd = c->base.wake_fd;
   c->items[0].events = ZMQ_POLLIN;
-  for (int k = 0; k < n; ++k) {
+  for (int k = 0; k < c->n; ++k) {
     c->items[1 + 2 * k].socket = c->dealers[k];
     c->items[1 + 2 * k].events = ZMQ_POLLIN;
     c->items[2 + 2 * k].socket = c->monitors[k];
     c->items[2 + 2 * k].events = ZMQ_POLLIN;
   }
-  if (pthread_create(&c->io, NULL, client_housekeeper, c) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot start the housekeeping thread", where);
-    goto fail;
-  }
+  return 0;
+}
+
+static int start_housekeeper(pf_rpc_client* c) {
+  if (pthread_create(&c->io, NULL, client_housekeeper, c) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the housekeeping thread", k_connect);
   c->io_started = 1;
-  /* Wait for a server, then ask it what it exposes. */
-  int64_t deadline = pf_rpc_now_ms() + timeout;
-  pf_rpc_route r;
-  memset(&r, 0, sizeof r);
-  r.endpoint = -1;
+  return 0;
+}
+
+/* Waits up to the timeout for a server's handshake; *r is its route. */
+static int wait_for_server(pf_rpc_client* c, const char* endpoints, pf_rpc_route* r) {
+  int64_t deadline = pf_rpc_now_ms() + c->base.timeout_ms;
+  memset(r, 0, sizeof *r);
+  r->endpoint = -1;
   for (;;) {
-    for (int k = 0; k < n && r.endpoint < 0; ++k)
-      if (atomic_load(&c->connected[k])) r.endpoint = k;
+    for (int k = 0; k < c->n && r->endpoint < 0; ++k)
+      if (atomic_load(&c->connected[k])) r->endpoint = k;
     int64_t now = pf_rpc_now_ms();
-    if (r.endpoint >= 0 || now >= deadline) break;
+    if (r->endpoint >= 0) return 0;
+    if (now >= deadline) break;
     int wait = (int)(deadline - now < 20 ? deadline - now : 20);
     /* Poll the handshakes here, or wait while the housekeeper does. */
     if (!pass_if_free(c, wait)) {
@@ -577,34 +605,60 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
       pthread_mutex_unlock(&c->base.mu);
     }
   }
-  if (r.endpoint < 0) {
-    char why[128] = "";
-    pthread_mutex_lock(&c->base.mu);
-    for (int k = 0; k < n && why[0] == '\0'; ++k)
-      if (c->problem[k]) snprintf(why, sizeof why, ": %s", c->problem[k]);
-    pthread_mutex_unlock(&c->base.mu);
-    PF_ERROR("ConnectionError", "%s: no server answered at %s within %d ms%s", where, endpoints,
-             timeout, why);
-    goto fail;
-  }
-  {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    pf_rpc_packer_init(&pk, &sb);
-    uint64_t id = atomic_fetch_add(&c->base.next_id, 1);
-    pf_rpc_pack_header(&pk, PF_RPC_HELLO, id, 0, 0);
-    pf_rpc_msg* reply = NULL;
-    int st = pf_rpc_request_raw(&c->base, &r, id, sb.data, sb.size, &reply);
-    msgpack_sbuffer_destroy(&sb);
-    if (st != 0) {
-      PF_ERROR(PFErrorGetKind(), "%s: %s", where, PFErrorGetMessage());
-      goto fail;
-    }
-    st = build_module(c, reply);
-    pf_rpc_msg_free(reply);
-    if (st != 0) goto fail;
-  }
+  char why[128] = "";
+  pthread_mutex_lock(&c->base.mu);
+  for (int k = 0; k < c->n && why[0] == '\0'; ++k)
+    if (c->problem[k]) snprintf(why, sizeof why, ": %s", c->problem[k]);
+  pthread_mutex_unlock(&c->base.mu);
+  return PF_ERROR("ConnectionError", "%s: no server answered at %s within %d ms%s", k_connect,
+                  endpoints, c->base.timeout_ms, why);
+}
+
+/* Asks the server at `r` what it exposes and builds the module. */
+static int say_hello(pf_rpc_client* c, const pf_rpc_route* r) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  pf_rpc_packer_init(&pk, &sb);
+  uint64_t id = atomic_fetch_add(&c->base.next_id, 1);
+  pf_rpc_pack_header(&pk, PF_RPC_HELLO, id, 0, 0);
+  pf_rpc_msg* reply = NULL;
+  int st = pf_rpc_request_raw(&c->base, r, id, sb.data, sb.size, &reply);
+  msgpack_sbuffer_destroy(&sb);
+  if (st != 0) return PF_ERROR(PFErrorGetKind(), "%s: %s", k_connect, PFErrorGetMessage());
+  st = build_module(c, reply);
+  pf_rpc_msg_free(reply);
+  return st;
+}
+
+/* Releases what the steps acquired, keeping their error; returns -1. */
+static int connect_failed(pf_rpc_client* c) {
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
+  client_close(c, "the connection was closed");
+  PFModuleHandle mod = c->module;
+  c->module = NULL;
+  PFModFree(mod);
+  pf_rpc_peer_release(&c->base);
+  return pf_rpc_error_restore(&e);
+}
+
+int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHandle* out) {
+  if (endpoints == NULL)
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoints' is NULL", k_connect);
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", k_connect);
+  int timeout;
+  int64_t maxmsg;
+  if (check_connect_options(options, &timeout, &maxmsg) != 0) return -1;
+  int n = 1;
+  for (const char* s = endpoints; *s; ++s) n += *s == ',';
+  pf_rpc_client* c = NULL;
+  pf_rpc_route r;
+  if (client_new(timeout, n, &c) != 0) return c ? connect_failed(c) : -1;
+  if (split_endpoints(c, endpoints) != 0 || open_sockets(c, options, maxmsg) != 0 ||
+      start_housekeeper(c) != 0 || wait_for_server(c, endpoints, &r) != 0 ||
+      say_hello(c, &r) != 0)
+    return connect_failed(c);
   PFObjectRetain(c->module);
   *out = c->module;
   pthread_mutex_lock(&g_clients_mu);
@@ -612,25 +666,6 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   g_live = c;
   pthread_mutex_unlock(&g_clients_mu);
   return 0;
-fail:
-  rc = -1;
-  {
-    /* Keep the error across the teardown. */
-    char kind[PF_ERROR_KIND_MAX];
-    snprintf(kind, sizeof kind, "%s", PFErrorGetKind());
-    char* msg = strdup(PFErrorGetMessage());
-    char* tb = strdup(PFErrorGetTraceback());
-    client_close(c, "the connection was closed");
-    PFModuleHandle mod = c->module;
-    c->module = NULL;
-    PFModFree(mod);
-    PFErrorSet(kind, msg ? msg : "");
-    if (tb && *tb) PFErrorAppendTraceback(tb);
-    free(msg);
-    free(tb);
-  }
-  pf_rpc_peer_release(&c->base);
-  return rc;
 }
 
 /* Takes the connection of `mod` out of the live list (NULL: none). */

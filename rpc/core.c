@@ -16,6 +16,25 @@ int64_t pf_rpc_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void pf_rpc_error_save(pf_rpc_saved_error* e) {
+  snprintf(e->kind, sizeof e->kind, "%s", PFErrorGetKind());
+  e->msg = strdup(PFErrorGetMessage());
+  e->tb = strdup(PFErrorGetTraceback());
+}
+
+int pf_rpc_error_restore(pf_rpc_saved_error* e) {
+  if (e->msg == NULL || e->tb == NULL) {
+    PFErrorSet(kPFErrMemoryError, "rpc: out of memory keeping an error");
+  } else {
+    PFErrorSet(e->kind, e->msg);
+    if (e->tb[0] != '\0') PFErrorAppendTraceback(e->tb);
+  }
+  free(e->msg);
+  free(e->tb);
+  e->msg = e->tb = NULL;
+  return -1;
+}
+
 int pf_rpc_route_eq(const pf_rpc_route* a, const pf_rpc_route* b) {
   return a->endpoint == b->endpoint && a->ident_len == b->ident_len &&
          memcmp(a->ident, b->ident, a->ident_len) == 0;
@@ -88,6 +107,10 @@ void pf_rpc_peer_release(pf_rpc_peer* p) {
   if (p != NULL && atomic_fetch_sub(&p->refs, 1) == 1) p->destroy(p);
 }
 
+/* Messages up to this size are copied into ZeroMQ; larger ones are handed
+ * over (ZeroMQ frees them once they are sent). */
+#define PF_RPC_ZERO_COPY_MIN (64 * 1024)
+
 static pf_rpc_msg* msg_shell(const pf_rpc_route* r) {
   pf_rpc_msg* m = malloc(sizeof *m);
   if (m == NULL) return NULL;
@@ -99,6 +122,10 @@ static pf_rpc_msg* msg_shell(const pf_rpc_route* r) {
   m->size = 0;
   m->data = NULL;
   m->has_zmsg = 0;
+  m->tally = NULL;
+  m->counted = 0;
+  m->exports = NULL;
+  m->nexports = 0;
   return m;
 }
 
@@ -118,6 +145,15 @@ pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n) {
 pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb) {
   pf_rpc_msg* m = msg_shell(r);
   if (m == NULL) return NULL;
+  /* The buffer grew by doubling: a large message gives back what it does
+   * not use, so that what it holds is what it counts (its size). */
+  if (sb->size >= PF_RPC_ZERO_COPY_MIN && sb->alloc - sb->size > sb->size / 8) {
+    char* fit = realloc(sb->data, sb->size);
+    if (fit != NULL) {
+      sb->data = fit;
+      sb->alloc = sb->size;
+    }
+  }
   m->size = sb->size;
   m->data = msgpack_sbuffer_release(sb);
   if (m->data == NULL) m->data = malloc(1);
@@ -158,6 +194,18 @@ void* pf_rpc_zmq_context(void) {
   return ctx;
 }
 
+pf_rpc_tally* pf_rpc_tally_new(void) {
+  pf_rpc_tally* t = malloc(sizeof *t);
+  if (t == NULL) return NULL;
+  atomic_init(&t->bytes, 0);
+  atomic_init(&t->refs, 1);
+  return t;
+}
+
+void pf_rpc_tally_release(pf_rpc_tally* t) {
+  if (t != NULL && atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) free(t);
+}
+
 void pf_rpc_msg_retain(pf_rpc_msg* m) {
   atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
 }
@@ -166,6 +214,11 @@ void pf_rpc_msg_free(pf_rpc_msg* m) {
   if (m == NULL || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
   if (m->has_zmsg) zmq_msg_close(&m->zmsg);
   else free(m->data);
+  if (m->tally != NULL) {
+    atomic_fetch_sub(&m->tally->bytes, (long long)m->counted);
+    pf_rpc_tally_release(m->tally);
+  }
+  free(m->exports);
   free(m);
 }
 
@@ -174,13 +227,22 @@ static void free_bytes(void* data, void* hint) {
   free(data);
 }
 
-/* Messages up to this size are copied into ZeroMQ; larger ones are handed
- * over (ZeroMQ frees them once they are sent). */
-#define PF_RPC_ZERO_COPY_MIN (64 * 1024)
+/* ZeroMQ is done with a counted message (on any thread). */
+static void release_msg(void* data, void* hint) {
+  (void)data;
+  pf_rpc_msg_free(hint);
+}
+
+
+/* Whether a message is handed over to ZeroMQ rather than copied: a large
+ * one, and every counted one (so that its bytes count until ZeroMQ lets
+ * them go). */
+static int handed_over(const pf_rpc_msg* m) {
+  return !m->has_zmsg && (m->size >= PF_RPC_ZERO_COPY_MIN || m->tally != NULL);
+}
 
 int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
-  if (m->has_zmsg || m->size < PF_RPC_ZERO_COPY_MIN)
-    return zmq_send(sock, m->data, m->size, flags);
+  if (!handed_over(m)) return zmq_send(sock, m->data, m->size, flags);
   /* Hand the bytes over only when the socket can take them now, so that a
    * failed send never leaves them half owned. */
   int ev = 0;
@@ -193,22 +255,35 @@ int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
 }
 
 int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags) {
-  if (m->has_zmsg || m->size < PF_RPC_ZERO_COPY_MIN)
-    return zmq_send(sock, m->data, m->size, flags);
+  if (!handed_over(m)) return zmq_send(sock, m->data, m->size, flags);
+  if (m->tally == NULL) {
+    zmq_msg_t zm;
+    if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
+    int rc = zmq_msg_send(&zm, sock, flags);
+    if (rc < 0) {
+      /* Not taken after all: keep a copy of the bytes for the caller. */
+      char* copy = malloc(m->size);
+      if (copy) memcpy(copy, m->data, m->size);
+      zmq_msg_close(&zm); /* frees m->data */
+      m->data = copy;
+      if (copy == NULL) m->size = 0;
+      return -1;
+    }
+    m->data = NULL; /* ZeroMQ's now */
+    m->size = 0;
+    return rc;
+  }
+  /* A counted message: ZeroMQ holds a reference to the whole message, and
+   * its bytes leave the tally when ZeroMQ drops that reference (written
+   * out, or discarded with the connection). */
   zmq_msg_t zm;
-  if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
-  int rc = zmq_msg_send(&zm, sock, flags);
-  if (rc < 0) {
-    /* Not taken after all: keep a copy of the bytes for the caller. */
-    char* copy = malloc(m->size);
-    if (copy) memcpy(copy, m->data, m->size);
-    zmq_msg_close(&zm); /* frees m->data */
-    m->data = copy;
-    if (copy == NULL) m->size = 0;
+  pf_rpc_msg_retain(m);
+  if (zmq_msg_init_data(&zm, m->data, m->size, release_msg, m) != 0) {
+    pf_rpc_msg_free(m);
     return -1;
   }
-  m->data = NULL; /* ZeroMQ's now */
-  m->size = 0;
+  int rc = zmq_msg_send(&zm, sock, flags);
+  if (rc < 0) zmq_msg_close(&zm); /* drops ZeroMQ's reference; the caller's stays */
   return rc;
 }
 
@@ -224,9 +299,16 @@ static void enqueue(pf_rpc_peer* p, pf_rpc_msg* m) {
   p->out_tail = m;
 }
 
+/* Under the lock: queues a message, counted in its client's tally on a
+ * server. */
+static void enqueue_counted(pf_rpc_peer* p, pf_rpc_msg* m) {
+  if (p->count_post != NULL) p->count_post(p, m);
+  enqueue(p, m);
+}
+
 void pf_rpc_post(pf_rpc_peer* p, pf_rpc_msg* m) {
   pthread_mutex_lock(&p->mu);
-  enqueue(p, m);
+  enqueue_counted(p, m);
   pthread_mutex_unlock(&p->mu);
   wake(p);
   if (p->after_post) p->after_post(p);
@@ -358,18 +440,52 @@ void pf_rpc_fail_route(pf_rpc_peer* p, const pf_rpc_route* r, int unsent_too, co
 
 /* ---- exports ---- */
 
+/* The exports made while packing one message: all of them are undone if
+ * the message is never sent, and none is lost track of. */
 typedef struct {
   pf_rpc_peer* p;
   pf_rpc_route route;
   uint64_t scope;
-  uint64_t made[16]; /* the first ids this encode exported, to undo on failure */
-  int nmade;
+  uint64_t* ids; /* malloc */
+  uint32_t n, cap;
 } export_ctx;
 
 #define PF_RPC_MAX_EXPORTS 65536
 
+/* Under the lock: takes export e out of the table (counted out of its
+ * client's on a server); the caller releases it outside the lock. */
+static void unlink_export(pf_rpc_peer* p, pf_rpc_export* e) {
+  HASH_DEL(p->exports, e);
+  p->num_exports--;
+  if (p->count_export != NULL) p->count_export(p, &e->route, -1);
+}
+
+/* Releases exports taken out of the table, chained by hh.next; runs
+ * finalizers, so never under the lock. */
+static void release_unlinked(pf_rpc_export* dead) {
+  while (dead) {
+    pf_rpc_export* next = dead->hh.next;
+    PFFuncFree(dead->func);
+    free(dead);
+    dead = next;
+  }
+}
+
+/* Makes room for one more id in the context. */
+static int reserve_id(export_ctx* c) {
+  if (c->n < c->cap) return 0;
+  uint32_t cap = c->cap ? 2 * c->cap : 8;
+  uint64_t* ids = realloc(c->ids, cap * sizeof *ids);
+  if (ids == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
+  c->ids = ids;
+  c->cap = cap;
+  return 0;
+}
+
 static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
   export_ctx* c = vctx;
+  pf_rpc_peer* p = c->p;
+  if (reserve_id(c) != 0) return -1;
   pf_rpc_export* e = calloc(1, sizeof *e);
   if (e == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
   if (PFFuncRetain(func) != 0) {
@@ -379,60 +495,100 @@ static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
   e->func = func;
   e->route = c->route;
   e->scope = c->scope;
-  e->id = atomic_fetch_add(&c->p->next_id, 1);
-  pthread_mutex_lock(&c->p->mu);
-  if (c->p->num_exports >= PF_RPC_MAX_EXPORTS) {
-    pthread_mutex_unlock(&c->p->mu);
+  e->id = atomic_fetch_add(&p->next_id, 1);
+  int held = 0, full = 0;
+  pthread_mutex_lock(&p->mu);
+  if (p->num_exports >= PF_RPC_MAX_EXPORTS) full = 1;
+  else if (p->count_export != NULL) held = p->count_export(p, &e->route, +1);
+  if (!full && held == 0) {
+    HASH_ADD(hh, p->exports, id, sizeof e->id, e);
+    p->num_exports++;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (full || held != 0) {
     PFFuncFree(func);
     free(e);
+    if (full)
+      return PF_ERROR(kPFErrRuntimeError,
+                      "rpc: too many functions passed to the other side are alive (%d)",
+                      PF_RPC_MAX_EXPORTS);
+    if (held < 0) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
+    char where[300];
+    p->describe_route(p, &c->route, where, sizeof where);
     return PF_ERROR(kPFErrRuntimeError,
-                    "rpc: too many functions passed to the other side are alive (%d)",
-                    PF_RPC_MAX_EXPORTS);
+                    "rpc: cannot pass a function to %s: it already holds %d functions of this "
+                    "server, its limit (max_exports_per_client); a function passed to a client "
+                    "is held until the client releases it",
+                    where, held);
   }
-  HASH_ADD(hh, c->p->exports, id, sizeof e->id, e);
-  c->p->num_exports++;
-  pthread_mutex_unlock(&c->p->mu);
-  if (c->nmade < 16) c->made[c->nmade++] = e->id;
+  c->ids[c->n++] = e->id;
   *id = e->id;
   return 0;
 }
 
-/* Drops exports: those of one scope (scope != 0), or the given ids. */
-static void drop_exports(pf_rpc_peer* p, uint64_t scope, const uint64_t* ids, int nids) {
+void pf_rpc_drop_exports(pf_rpc_peer* p, const uint64_t* ids, uint32_t n) {
   pf_rpc_export* dead = NULL;
   pthread_mutex_lock(&p->mu);
-  if (scope != 0) {
-    pf_rpc_export *e, *tmp;
-    HASH_ITER(hh, p->exports, e, tmp) {
-      if (e->scope == scope) {
-        HASH_DEL(p->exports, e);
-        p->num_exports--;
-        e->hh.next = dead;
-        dead = e;
-      }
-    }
-  }
-  for (int i = 0; i < nids; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     pf_rpc_export* e = NULL;
     HASH_FIND(hh, p->exports, &ids[i], sizeof ids[i], e);
     if (e) {
-      HASH_DEL(p->exports, e);
-      p->num_exports--;
+      unlink_export(p, e);
       e->hh.next = dead;
       dead = e;
     }
   }
   pthread_mutex_unlock(&p->mu);
-  while (dead) {
-    pf_rpc_export* next = dead->hh.next;
-    PFFuncFree(dead->func);
-    free(dead);
-    dead = next;
-  }
+  release_unlinked(dead);
 }
 
+/* Drops the exports of one call of a client (scope != 0), or every export
+ * to route r (r != NULL). */
+static void drop_matching(pf_rpc_peer* p, uint64_t scope, const pf_rpc_route* r) {
+  pf_rpc_export* dead = NULL;
+  pthread_mutex_lock(&p->mu);
+  pf_rpc_export *e, *tmp;
+  HASH_ITER(hh, p->exports, e, tmp) {
+    if ((scope != 0 && e->scope == scope) || (r != NULL && pf_rpc_route_eq(&e->route, r))) {
+      unlink_export(p, e);
+      e->hh.next = dead;
+      dead = e;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  release_unlinked(dead);
+}
+
+static void drop_scope(pf_rpc_peer* p, uint64_t scope) { drop_matching(p, scope, NULL); }
+
+void pf_rpc_drop_route_exports(pf_rpc_peer* p, const pf_rpc_route* r) {
+  drop_matching(p, 0, r);
+}
+
+/* The message packed with context c failed, or will not be sent: undoes
+ * every export it made. */
 static void undo_exports(export_ctx* c) {
-  if (c->nmade) drop_exports(c->p, 0, c->made, c->nmade);
+  pf_rpc_drop_exports(c->p, c->ids, c->n);
+  c->n = 0;
+}
+
+static void export_ctx_free(export_ctx* c) {
+  free(c->ids);
+  c->ids = NULL;
+  c->n = c->cap = 0;
+}
+
+/* Hands the ids of the exports in a message to the message, which
+ * releases them if it is dropped unsent (a server's exports: a client's
+ * live only for their call). */
+static void export_ctx_give(export_ctx* c, pf_rpc_msg* m) {
+  if (c->p->is_server && c->n > 0) {
+    m->exports = c->ids;
+    m->nexports = c->n;
+    c->ids = NULL;
+    c->n = c->cap = 0;
+  }
+  export_ctx_free(c);
 }
 
 /* ---- serving ---- */
@@ -492,6 +648,7 @@ typedef struct {
   pf_rpc_arena arena;      /* what decoding the arguments made */
   PFValue rv;              /* the result */
   int rcode;
+  export_ctx exports;      /* the functions in the result */
 } serving;
 
 /* Parses the request into *s. Returns -1 when there is nothing to answer:
@@ -503,6 +660,9 @@ static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t sc
   s->scope = scope;
   s->arena.src = in;
   s->rcode = kPFNull;
+  s->exports.p = p;
+  s->exports.route = in->route;
+  s->exports.scope = p->is_server ? 0 : scope;
   int st = pf_rpc_parse(in->data, in->size, &s->m);
   if (st > 0) pf_rpc_parsed_free(&s->m);
   if (st != 0) return -1;
@@ -601,10 +761,10 @@ static int call_target(serving* s) {
 /* Writes the OK reply. The functions in the result are exported to the
  * request's route: on a client, for the call that this request serves. */
 static int pack_result(serving* s) {
-  export_ctx ec = {.p = s->p, .route = s->in->route, .scope = s->p->is_server ? 0 : s->scope};
   pf_rpc_pack_header(&s->pk, PF_RPC_OK, s->m.id, 0, 1);
-  if (pf_rpc_pack_value(&s->pk, s->rv, s->rcode, "result", 0, export_fn, &ec) == 0) return 0;
-  undo_exports(&ec);
+  if (pf_rpc_pack_value(&s->pk, s->rv, s->rcode, "result", 0, export_fn, &s->exports) == 0)
+    return 0;
+  undo_exports(&s->exports);
   char line[160];
   snprintf(line, sizeof line, "  while sending the result of %s", s->target);
   PFErrorAppendTraceback(line);
@@ -626,7 +786,16 @@ static void serving_end(serving* s, int status) {
   if (s->rcode == kPFFuncHandle || s->rcode == kPFModuleHandle || s->rcode == kPFObjectHandle)
     PFObjectFree(s->rv.v_handle);
   pf_rpc_arena_free(&s->arena);
-  if (status == 0) post_buffer(s->p, &s->in->route, &s->reply, 0);
+  if (status == 0) {
+    pf_rpc_msg* m = pf_rpc_msg_take(&s->in->route, &s->reply);
+    if (m == NULL) {
+      undo_exports(&s->exports); /* dropped: the other side times out */
+    } else {
+      export_ctx_give(&s->exports, m);
+      pf_rpc_post(s->p, m);
+    }
+  }
+  export_ctx_free(&s->exports);
   msgpack_sbuffer_destroy(&s->reply);
   if (status != 0) reply_last_error(s->p, &s->in->route, s->m.id);
   pf_rpc_parsed_free(&s->m);
@@ -648,6 +817,10 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
                      void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
                      void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
   const pf_rpc_route* r = &in->route;
+  if (in->size == 0) { /* a probe */
+    pf_rpc_msg_free(in);
+    return;
+  }
   pf_rpc_parsed m;
   int st = pf_rpc_parse(in->data, in->size, &m);
   if (st < 0) {
@@ -720,8 +893,7 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
         pthread_mutex_lock(&p->mu);
         HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
         if (e != NULL && pf_rpc_route_eq(&e->route, r) && e->scope == 0) {
-          HASH_DEL(p->exports, e);
-          p->num_exports--;
+          unlink_export(p, e);
         } else {
           e = NULL;
         }
@@ -779,7 +951,7 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
 static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg* out) {
   pthread_mutex_lock(&p->mu);
   if (out != NULL) {
-    enqueue(p, out);
+    enqueue_counted(p, out);
     if (p->io_poll == NULL || p->io_role || atomic_load(&p->closed)) {
       pthread_mutex_unlock(&p->mu);
       wake(p); /* the I/O thread, or the thread that polls, sends it */
@@ -950,7 +1122,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     if (pf_rpc_pack_value(&pk, args[i], codes[i], path, 0, export_fn, &ec) != 0) {
       msgpack_sbuffer_destroy(&sb);
       undo_exports(&ec);
-      if (!p->is_server) drop_exports(p, id, NULL, 0);
+      export_ctx_free(&ec);
       return -1;
     }
   }
@@ -961,9 +1133,10 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   if (out == NULL) {
     pthread_cond_destroy(&w.cond);
     undo_exports(&ec);
-    if (!p->is_server) drop_exports(p, id, NULL, 0);
+    export_ctx_free(&ec);
     return PF_ERROR(kPFErrMemoryError, "rpc: out of memory sending a call");
   }
+  export_ctx_give(&ec, out);
   out->waiter_id = id;
   pthread_mutex_lock(&p->mu);
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
@@ -994,7 +1167,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     break;
   }
   waiter_remove(p, &w);
-  if (!p->is_server) drop_exports(p, id, NULL, 0);
+  if (!p->is_server) drop_scope(p, id);
   return rc;
 }
 

@@ -27,7 +27,10 @@
  *   RELEASE [V, 5, 0, 0, function id]
  * The first three elements never change, so that a peer of another version
  * can be told so. `parent` is the id of a request of the receiver's that
- * the sender is serving (a nested call), else 0. */
+ * the sender is serving (a nested call), else 0. An empty frame is a
+ * probe: a server sends one to learn whether a client can still be
+ * reached, and the receiver ignores it (a peer of version 2 and before
+ * drops it as malformed, silently on a client). */
 enum { PF_RPC_HELLO = 1, PF_RPC_CALL = 2, PF_RPC_OK = 3, PF_RPC_ERROR = 4, PF_RPC_RELEASE = 5 };
 
 /* MessagePack ext types of the values that have no MessagePack form. */
@@ -119,6 +122,19 @@ PF_RPC_HIDDEN void pf_rpc_pack_error(msgpack_sbuffer* sb, uint64_t id, const cha
 /* A str object as a fresh NUL-terminated copy (malloc), or NULL. */
 PF_RPC_HIDDEN char* pf_rpc_strdup_obj(const msgpack_object* o);
 
+/* ---- errors --------------------------------------------------------------- */
+
+/* The thread's error, kept whole (kind, message, traceback) across code
+ * that may record others, such as a teardown; with the public API only. */
+typedef struct {
+  char kind[PF_ERROR_KIND_MAX];
+  char* msg; /* malloc, or NULL when out of memory */
+  char* tb;
+} pf_rpc_saved_error;
+PF_RPC_HIDDEN void pf_rpc_error_save(pf_rpc_saved_error* e);
+/* Records the kept error again (and frees the copy); returns -1. */
+PF_RPC_HIDDEN int pf_rpc_error_restore(pf_rpc_saved_error* e);
+
 /* ---- peers: what the client and the server share ----------------------- */
 
 /* Where a message goes or came from: the client's endpoint index, or the
@@ -129,12 +145,24 @@ typedef struct {
   uint8_t ident[255];
 } pf_rpc_route;
 
+/* The bytes a server has queued to one client and not yet written out
+ * (its posted messages, counted until ZeroMQ lets them go), shared by the
+ * client's record and the messages counted in it; the last reference
+ * frees it. Any thread: ZeroMQ's own threads drop messages too. */
+typedef struct {
+  atomic_llong bytes;
+  atomic_int refs;
+} pf_rpc_tally;
+PF_RPC_HIDDEN pf_rpc_tally* pf_rpc_tally_new(void);
+PF_RPC_HIDDEN void pf_rpc_tally_release(pf_rpc_tally* t);
+
 /* A message on its way. Its bytes are its own (malloc), or, for one that
  * arrived, still ZeroMQ's (has_zmsg): large tensors are not copied between
  * the socket and the decoder, nor between the encoder and the socket, nor
  * out of the message into the tensor the decoder makes (which keeps a
  * reference to the message: `refs`, one for its owner and one for each
- * such tensor; pf_rpc_msg_free drops one). */
+ * such tensor, and one for ZeroMQ while it sends a counted message;
+ * pf_rpc_msg_free drops one). */
 typedef struct pf_rpc_msg {
   struct pf_rpc_msg* next;
   atomic_int refs;
@@ -144,6 +172,13 @@ typedef struct pf_rpc_msg {
   char* data;
   int has_zmsg;
   zmq_msg_t zmsg;
+  /* A server's outgoing message: the tally it is counted in (`counted`
+   * bytes, given back when the last reference goes), and the functions
+   * exported in it, released when it is dropped unsent. */
+  pf_rpc_tally* tally;
+  size_t counted;
+  uint64_t* exports; /* malloc */
+  uint32_t nexports;
 } pf_rpc_msg;
 
 /* A request this side sent and waits for. The waiting thread owns it; the
@@ -212,6 +247,15 @@ struct pf_rpc_peer {
    * it may have waiting), and after. NULL on a client. */
   int (*callback_enter)(pf_rpc_peer* p, const pf_rpc_route* r);
   void (*callback_leave)(pf_rpc_peer* p, const pf_rpc_route* r);
+  /* A server's, under mu: counts a function exported to the client at `r`
+   * (delta +1) or released (-1). Refuses an export beyond the client's
+   * limit by returning the number it holds (recording nothing: the caller
+   * records the error once the lock is released), or -1 when out of
+   * memory; else returns 0. NULL on a client. */
+  int (*count_export)(pf_rpc_peer* p, const pf_rpc_route* r, int delta);
+  /* A server's, under mu: counts message `m`, about to be queued, in the
+   * tally of its client. NULL on a client. */
+  void (*count_post)(pf_rpc_peer* p, pf_rpc_msg* m);
   void (*destroy)(pf_rpc_peer* p);
 };
 
@@ -250,7 +294,9 @@ PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
  * when the socket says it can take it now (ZMQ_POLLOUT). */
 PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
 /* The same without asking the socket first: for the body of a ROUTER's
- * message, whose routing frame was taken (and whose body then always is). */
+ * message, whose routing frame was taken (and whose body then always is).
+ * A counted message (tally set) is always handed over: ZeroMQ holds a
+ * reference to it, and its bytes stay counted, until ZeroMQ lets it go. */
 PF_RPC_HIDDEN int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags);
 
 /* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
@@ -278,6 +324,11 @@ PF_RPC_HIDDEN int pf_rpc_expire(pf_rpc_peer* p, int cap);
  * (or all of them, with unsent too) with a ConnectionError. */
 PF_RPC_HIDDEN void pf_rpc_fail_route(pf_rpc_peer* p, const pf_rpc_route* r, int unsent_too,
                                      const char* why);
+
+/* Releases the exports with these ids (those still there). */
+PF_RPC_HIDDEN void pf_rpc_drop_exports(pf_rpc_peer* p, const uint64_t* ids, uint32_t n);
+/* Releases every export to route `r`: its client is gone. */
+PF_RPC_HIDDEN void pf_rpc_drop_route_exports(pf_rpc_peer* p, const pf_rpc_route* r);
 
 /* Serves one request (a fresh one, on a worker) and posts its reply. */
 PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m);

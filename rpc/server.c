@@ -2,10 +2,13 @@
  * requests to a pool of workers and nested requests and replies to the
  * worker that waits for them. Fresh requests wait in one queue per client,
  * and the workers take from the clients in turn (round-robin), each client
- * holding at most max_calls calls queued or running, max_workers workers
- * and max_callbacks threads waiting for its callbacks; the I/O thread
- * never blocks on a client (see rpc.h, "Fairness" and "Clients that do not
- * read"). */
+ * holding at most max_calls calls queued or running, max_workers workers,
+ * max_callbacks threads waiting for its callbacks and max_exports
+ * functions of the server, and getting no worker while the bytes queued to
+ * it exceed PF_RPC_SEND_QUEUE_BYTES; the I/O thread never blocks on a
+ * client, and releases the functions of a client it has not been able to
+ * reach for PF_RPC_CLIENT_GONE_MS (see rpc.h, "Fairness", "Clients that do
+ * not read" and "Clients that go away"). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,17 +19,24 @@
 
 #include "internal.h"
 
-/* One client's fresh calls: those queued, how many are running, and how
- * many threads wait for a callback into it. A record exists while the
- * client has any; it is in the ready list while it has a queued call that
- * a worker may take (running < max_workers). */
+/* What the server holds for one client: its fresh calls (those queued,
+ * how many are running), how many threads wait for a callback into it, how
+ * many functions of the server it holds, and the bytes queued to it. A
+ * record exists while the client has any of these; it is in the ready
+ * list while it has a queued call that a worker may take (running <
+ * max_workers, its queued bytes under the bound), and in the held list
+ * while it waits for its queued bytes to drain (to be ready, or to be
+ * forgotten). */
 typedef struct client_calls {
   UT_hash_handle hh; /* keyed by the ROUTER identity, route.ident */
   pf_rpc_route route;
   pf_rpc_msg *head, *tail;
-  int queued, running, callbacks;
-  int ready;
+  int queued, running, callbacks, exports;
+  int ready, held;
+  pf_rpc_tally* tally;
+  int64_t unreachable_since; /* I/O thread: first found unreachable (0: reachable) */
   struct client_calls* next_ready;
+  struct client_calls* next_held;
 } client_calls;
 
 /* How many messages the I/O thread takes in before it sends what is
@@ -36,6 +46,15 @@ typedef struct client_calls {
 /* How often, at most, the log tells of messages dropped for clients that
  * do not read. */
 #define PF_RPC_DROP_LOG_MS 5000
+/* How often the I/O thread looks at the clients whose queued bytes are
+ * draining, while there are any. */
+#define PF_RPC_HELD_CHECK_MS 20
+/* How often the server asks whether the clients that hold its functions
+ * can still be reached: every PF_RPC_SWEEP_MS after a connection drops
+ * (until PF_RPC_CLIENT_GONE_MS has passed, and while one is unreachable),
+ * else every PF_RPC_SWEEP_IDLE_MS. */
+#define PF_RPC_SWEEP_MS 500
+#define PF_RPC_SWEEP_IDLE_MS 60000
 
 typedef struct {
   pf_rpc_peer base;
@@ -56,7 +75,12 @@ typedef struct {
   pthread_cond_t work_cond; /* under base.mu */
   client_calls* clients;    /* under base.mu */
   client_calls *ready, *ready_tail;
-  int max_calls, max_workers, max_callbacks;
+  client_calls* held;
+  int max_calls, max_workers, max_callbacks, max_exports;
+  long long max_queue_bytes;
+  /* The I/O thread's: when to sweep for unreachable clients next, and until
+   * when to sweep often (after a connection dropped). */
+  int64_t next_sweep_ms, sweep_often_until_ms;
   atomic_int stop;    /* workers: finish the call in hand, then exit */
   atomic_int io_stop; /* the I/O thread: exit */
   PFRPCLogFunc log;
@@ -152,10 +176,23 @@ static int hello(pf_rpc_peer* p, msgpack_packer* pk) {
   return 0;
 }
 
+/* Under the lock: puts c in the held list (once). */
+static void hold(pf_rpc_server* s, client_calls* c) {
+  if (c->held) return;
+  c->held = 1;
+  c->next_held = s->held;
+  s->held = c;
+}
+
 /* Under the lock: puts c at the end of the ready list if a worker may take
- * one of its calls now; returns whether it did. */
+ * one of its calls now; returns whether it did. A client whose queued
+ * bytes are over the bound is held instead, until they drain. */
 static int make_ready(pf_rpc_server* s, client_calls* c) {
   if (c->ready || c->queued == 0 || c->running >= s->max_workers) return 0;
+  if (atomic_load(&c->tally->bytes) >= s->max_queue_bytes) {
+    hold(s, c);
+    return 0;
+  }
   c->ready = 1;
   c->next_ready = NULL;
   if (s->ready_tail) s->ready_tail->next_ready = c;
@@ -164,12 +201,28 @@ static int make_ready(pf_rpc_server* s, client_calls* c) {
   return 1;
 }
 
-/* Under the lock: forgets a client that has nothing queued or running. */
-static void forget_if_idle(pf_rpc_server* s, client_calls* c) {
-  if (c->queued == 0 && c->running == 0 && c->callbacks == 0 && !c->ready) {
-    HASH_DEL(s->clients, c);
-    free(c);
+static void client_free(client_calls* c) {
+  for (pf_rpc_msg* m = c->head; m;) {
+    pf_rpc_msg* next = m->next;
+    pf_rpc_msg_free(m);
+    m = next;
   }
+  pf_rpc_tally_release(c->tally);
+  free(c);
+}
+
+/* Under the lock: forgets a client that has nothing queued or running,
+ * holds no function and no thread waiting for it; one whose queued bytes
+ * have not drained yet is held until they have (the held list is the I/O
+ * thread's to walk, and a record in it is forgotten only from there). */
+static void forget_if_idle(pf_rpc_server* s, client_calls* c) {
+  if (c->queued || c->running || c->callbacks || c->exports || c->ready || c->held) return;
+  if (atomic_load(&c->tally->bytes) > 0) {
+    hold(s, c);
+    return;
+  }
+  HASH_DEL(s->clients, c);
+  client_free(c);
 }
 
 /* Under the lock: the record of the client at `r`, made if need be (NULL
@@ -177,11 +230,68 @@ static void forget_if_idle(pf_rpc_server* s, client_calls* c) {
 static client_calls* client_of(pf_rpc_server* s, const pf_rpc_route* r) {
   client_calls* c = NULL;
   HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
-  if (c == NULL && (c = calloc(1, sizeof *c)) != NULL) {
-    c->route = *r;
-    HASH_ADD_KEYPTR(hh, s->clients, c->route.ident, c->route.ident_len, c);
+  if (c != NULL) return c;
+  c = calloc(1, sizeof *c);
+  if (c == NULL || (c->tally = pf_rpc_tally_new()) == NULL) {
+    free(c);
+    return NULL;
   }
+  c->route = *r;
+  HASH_ADD_KEYPTR(hh, s->clients, c->route.ident, c->route.ident_len, c);
   return c;
+}
+
+/* count_export: one function more (or fewer) held by the client at r. */
+static int count_export(pf_rpc_peer* p, const pf_rpc_route* r, int delta) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  client_calls* c = NULL;
+  if (delta < 0) {
+    HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
+    if (c != NULL) {
+      c->exports--;
+      forget_if_idle(s, c);
+    }
+    return 0;
+  }
+  if ((c = client_of(s, r)) == NULL) return -1;
+  if (c->exports >= s->max_exports) {
+    int held = c->exports;
+    forget_if_idle(s, c);
+    return held;
+  }
+  c->exports++;
+  return 0;
+}
+
+/* count_post: a message to a client counts in its tally until it is
+ * written out or dropped (an uncounted one, when out of memory here). */
+static void count_post(pf_rpc_peer* p, pf_rpc_msg* m) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  client_calls* c = client_of(s, &m->route);
+  if (c == NULL || m->tally != NULL) return;
+  atomic_fetch_add(&c->tally->refs, 1);
+  m->tally = c->tally;
+  m->counted = m->size + sizeof *m;
+  atomic_fetch_add(&c->tally->bytes, (long long)m->counted);
+  forget_if_idle(s, c); /* a record made for this message: held until it drains */
+}
+
+/* The I/O thread: the held clients whose bytes have drained become ready,
+ * or are forgotten; the others stay held. */
+static void walk_held(pf_rpc_server* s) {
+  int woke = 0;
+  pthread_mutex_lock(&s->base.mu);
+  client_calls* list = s->held;
+  s->held = NULL;
+  while (list != NULL) {
+    client_calls* c = list;
+    list = c->next_held;
+    c->held = 0;
+    woke |= make_ready(s, c);
+    forget_if_idle(s, c);
+  }
+  if (woke) pthread_cond_broadcast(&s->work_cond);
+  pthread_mutex_unlock(&s->base.mu);
 }
 
 /* callback_enter: a thread is about to wait for a callback into the client
@@ -292,6 +402,16 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+/* A connection dropped. The event names a file descriptor, not the client
+ * (ZeroMQ tells the ROUTER's routing ids of its connections only through a
+ * draft option), so the clients that hold functions are asked, from now
+ * on, whether they can still be reached: see sweep_gone. */
+static void note_disconnect(pf_rpc_server* s) {
+  int64_t now = pf_rpc_now_ms();
+  s->sweep_often_until_ms = now + PF_RPC_CLIENT_GONE_MS + 2 * PF_RPC_SWEEP_MS;
+  if (s->next_sweep_ms > now + PF_RPC_SWEEP_MS) s->next_sweep_ms = now + PF_RPC_SWEEP_MS;
+}
+
 static void on_event(pf_rpc_server* s) {
   zmq_msg_t f1, f2;
   zmq_msg_init(&f1);
@@ -308,6 +428,8 @@ static void on_event(pf_rpc_server* s) {
             ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "key not authorized" : "wrong keys or no keys");
     else if (ev == ZMQ_EVENT_ACCEPT_FAILED)
       logf_(s, "pf rpc %.*s: accepting a connection failed", len, addr);
+    else if (ev == ZMQ_EVENT_DISCONNECTED)
+      note_disconnect(s);
   }
   zmq_msg_close(&f1);
   zmq_msg_close(&f2);
@@ -380,10 +502,11 @@ static void note_dropped(pf_rpc_server* s, const pf_rpc_route* r) {
 static void send_out(pf_rpc_server* s) {
   for (pf_rpc_msg* m = pf_rpc_take_out(&s->base); m;) {
     pf_rpc_msg* next = m->next;
-    int err = 0;
+    int err = 0, sent = 0;
     if (m->waiter_id && !pf_rpc_waiter_alive(&s->base, m->waiter_id)) {
       /* failed already: never send late */
     } else if ((err = send_routed(s, m)) == 0) {
+      sent = 1;
       if (m->waiter_id) pf_rpc_mark_sent(&s->base, m->waiter_id);
     } else if (err == EAGAIN) {
       note_dropped(s, &m->route);
@@ -393,9 +516,84 @@ static void send_out(pf_rpc_server* s) {
     } else if (m->waiter_id) {
       pf_rpc_fail_route(&s->base, &m->route, 1, "the client is gone");
     }
+    /* The client never learns the functions of a message it does not get. */
+    if (!sent && m->nexports > 0) pf_rpc_drop_exports(&s->base, m->exports, m->nexports);
     pf_rpc_msg_free(m);
     m = next;
   }
+}
+
+/* Whether the client at r can be reached: ROUTER_MANDATORY refuses a
+ * message to a routing id that has no connection (EHOSTUNREACH); one whose
+ * queue is full (EAGAIN) is still there. A reachable client gets an empty
+ * frame, which it ignores. */
+static int reachable(pf_rpc_server* s, const pf_rpc_route* r) {
+  if (zmq_send(s->router, r->ident, r->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    return zmq_errno() != EHOSTUNREACH;
+  while (zmq_send(s->router, "", 0, ZMQ_DONTWAIT) < 0 && zmq_errno() == EINTR) {
+  }
+  return 1;
+}
+
+/* The I/O thread: asks each client that holds functions of the server
+ * whether it can still be reached, and releases the functions of one that
+ * has not been for PF_RPC_CLIENT_GONE_MS. Returns whether one is
+ * unreachable and not yet released (then the next sweep comes soon). */
+static int sweep_gone(pf_rpc_server* s, int64_t now) {
+  pthread_mutex_lock(&s->base.mu);
+  size_t n = 0;
+  client_calls *c, *tmp;
+  HASH_ITER(hh, s->clients, c, tmp) n += c->exports > 0;
+  pf_rpc_route* routes = n ? malloc(n * sizeof *routes) : NULL;
+  size_t k = 0;
+  HASH_ITER(hh, s->clients, c, tmp) if (routes && c->exports > 0) routes[k++] = c->route;
+  pthread_mutex_unlock(&s->base.mu);
+  int pending = 0;
+  for (size_t i = 0; i < k; ++i) {
+    int up = reachable(s, &routes[i]);
+    int gone = 0;
+    pthread_mutex_lock(&s->base.mu);
+    HASH_FIND(hh, s->clients, routes[i].ident, routes[i].ident_len, c);
+    if (c != NULL && up) {
+      c->unreachable_since = 0;
+    } else if (c != NULL && c->unreachable_since == 0) {
+      c->unreachable_since = now;
+      pending = 1;
+    } else if (c != NULL && now - c->unreachable_since >= PF_RPC_CLIENT_GONE_MS) {
+      c->unreachable_since = 0;
+      gone = c->exports;
+    } else if (c != NULL) {
+      pending = 1;
+    }
+    pthread_mutex_unlock(&s->base.mu);
+    if (gone == 0) continue;
+    char hex[40];
+    ident_hex(&routes[i], hex, sizeof hex);
+    logf_(s, "pf rpc %s: released %d function(s) held by client %s, unreachable for %d ms",
+          s->endpoint, gone, hex, PF_RPC_CLIENT_GONE_MS);
+    pf_rpc_drop_route_exports(&s->base, &routes[i]);
+  }
+  free(routes);
+  return pending;
+}
+
+/* The I/O thread's periodic work, when it is due; returns the time until
+ * it is due next, at most `cap` ms. */
+static int housekeeping(pf_rpc_server* s, int cap) {
+  int64_t now = pf_rpc_now_ms();
+  if (now >= s->next_sweep_ms) {
+    int pending = atomic_load(&s->base.closed) ? 0 : sweep_gone(s, now);
+    int often = pending || now < s->sweep_often_until_ms;
+    s->next_sweep_ms = now + (often ? PF_RPC_SWEEP_MS : PF_RPC_SWEEP_IDLE_MS);
+  }
+  pthread_mutex_lock(&s->base.mu);
+  int held = s->held != NULL;
+  pthread_mutex_unlock(&s->base.mu);
+  if (held) walk_held(s);
+  int64_t next = s->next_sweep_ms - now;
+  if (held && next > PF_RPC_HELD_CHECK_MS) next = PF_RPC_HELD_CHECK_MS;
+  if (next < 0) next = 0;
+  return next < cap ? (int)next : cap;
 }
 
 static void recv_in(pf_rpc_server* s) {
@@ -445,8 +643,9 @@ static void* server_io(void* arg) {
       {s->zap, 0, ZMQ_POLLIN, 0},
   };
   int np = s->zap ? 4 : 3;
+  s->next_sweep_ms = pf_rpc_now_ms() + PF_RPC_SWEEP_IDLE_MS;
   while (!atomic_load(&s->io_stop)) {
-    int timeout = pf_rpc_expire(&s->base, 1000);
+    int timeout = housekeeping(s, pf_rpc_expire(&s->base, 1000));
     if (zmq_poll(items, np, timeout) < 0 && errno != EINTR) break;
     if (items[0].revents & ZMQ_POLLIN) send_out(s);
     if (items[1].revents & ZMQ_POLLIN) recv_in(s); /* a batch; the poll comes back for more */
@@ -465,12 +664,7 @@ static void server_free(pf_rpc_server* s) {
   client_calls *c, *tmp;
   HASH_ITER(hh, s->clients, c, tmp) {
     HASH_DEL(s->clients, c);
-    for (pf_rpc_msg* m = c->head; m;) {
-      pf_rpc_msg* next = m->next;
-      pf_rpc_msg_free(m);
-      m = next;
-    }
-    free(c);
+    client_free(c);
   }
   pthread_cond_destroy(&s->work_cond);
   pf_rpc_peer_fini(&s->base);
@@ -521,53 +715,63 @@ static int opt(void* sock, int o, const void* v, size_t n, const char* what) {
   return 0;
 }
 
-int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHandle* out) {
-  static const char* const where = "PFRPCServe";
-  if (endpoint == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoint' is NULL", where);
-  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", where);
-  PFRPCServerOptions d;
-  memset(&d, 0, sizeof d);
-  if (o == NULL) o = &d;
+/* ---- starting: each step acquires into the server, which serve_failed
+ * releases whatever step was reached ---- */
+
+static const char* const k_serve = "PFRPCServe";
+
+/* The options that can be refused before anything is acquired. */
+static int check_server_options(const PFRPCServerOptions* o) {
   if (o->num_workers < 0 || o->num_workers > 256)
     return PF_ERROR(kPFErrValueError, "%s: option num_workers must be in [0, 256], got %d",
-                    where, o->num_workers);
+                    k_serve, o->num_workers);
   if (o->num_expose < 0 || (o->num_expose > 0 && o->expose == NULL))
-    return PF_ERROR(kPFErrValueError, "%s: option expose/num_expose is inconsistent", where);
+    return PF_ERROR(kPFErrValueError, "%s: option expose/num_expose is inconsistent", k_serve);
   if (o->num_authorized_keys < 0 || (o->num_authorized_keys > 0 && o->authorized_keys == NULL))
     return PF_ERROR(kPFErrValueError,
-                    "%s: option authorized_keys/num_authorized_keys is inconsistent", where);
+                    "%s: option authorized_keys/num_authorized_keys is inconsistent", k_serve);
   if (o->num_authorized_keys > 0 && o->curve_secret_key == NULL)
     return PF_ERROR(kPFErrValueError, "%s: option authorized_keys needs curve_secret_key",
-                    where);
+                    k_serve);
   if (o->callback_timeout_ms < 0 || o->max_message_size < 0)
     return PF_ERROR(kPFErrValueError, "%s: negative callback_timeout_ms or max_message_size",
-                    where);
+                    k_serve);
   if (o->max_calls_per_client < 0)
-    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)", where,
-                    o->max_calls_per_client);
+    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)",
+                    k_serve, o->max_calls_per_client);
   if (o->max_workers_per_client < 0)
     return PF_ERROR(kPFErrValueError, "%s: option max_workers_per_client is negative (%d)",
-                    where, o->max_workers_per_client);
+                    k_serve, o->max_workers_per_client);
   if (o->max_callbacks_per_client < 0)
     return PF_ERROR(kPFErrValueError, "%s: option max_callbacks_per_client is negative (%d)",
-                    where, o->max_callbacks_per_client);
+                    k_serve, o->max_callbacks_per_client);
+  if (o->max_exports_per_client < 0)
+    return PF_ERROR(kPFErrValueError, "%s: option max_exports_per_client is negative (%d)",
+                    k_serve, o->max_exports_per_client);
   for (int i = 0; i < o->num_expose; ++i)
     if (o->expose[i] == NULL)
-      return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", where, i);
-  uint8_t secret[32];
+      return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", k_serve, i);
   if (o->curve_secret_key != NULL) {
+    uint8_t secret[32];
     if (strlen(o->curve_secret_key) != 40 || zmq_z85_decode(secret, o->curve_secret_key) == NULL)
       return PF_ERROR(kPFErrValueError,
                       "%s: option curve_secret_key is not a CURVE key (40 characters of Z85)",
-                      where);
+                      k_serve);
     if (!zmq_has("curve"))
-      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support", where);
+      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support",
+                      k_serve);
   }
+  return 0;
+}
+
+/* A server with its limits set and nothing running; *out is NULL when
+ * even the struct could not be made. */
+static int server_new(const PFRPCServerOptions* o, pf_rpc_server** out) {
   pf_rpc_server* s = calloc(1, sizeof *s);
-  if (s == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-  if (pf_rpc_peer_init(&s->base, 1,
-                       o->callback_timeout_ms ? o->callback_timeout_ms
-                                              : PF_RPC_DEFAULT_TIMEOUT_MS) != 0) {
+  *out = NULL;
+  if (s == NULL) return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_serve);
+  int timeout = o->callback_timeout_ms ? o->callback_timeout_ms : PF_RPC_DEFAULT_TIMEOUT_MS;
+  if (pf_rpc_peer_init(&s->base, 1, timeout) != 0) {
     free(s);
     return -1;
   }
@@ -577,6 +781,8 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
   s->base.hello = hello;
   s->base.callback_enter = callback_enter;
   s->base.callback_leave = callback_leave;
+  s->base.count_export = count_export;
+  s->base.count_post = count_post;
   s->base.destroy = server_destroy;
   s->log = o->log;
   s->log_user = o->log_user_data;
@@ -587,50 +793,54 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
   s->max_callbacks = o->max_callbacks_per_client ? o->max_callbacks_per_client
                      : s->nworkers > 1               ? s->nworkers - 1
                                                      : 1;
+  s->max_exports = o->max_exports_per_client ? o->max_exports_per_client
+                                             : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
+  s->max_queue_bytes = PF_RPC_SEND_QUEUE_BYTES;
+  *out = s;
+  return 0;
+}
+
+/* Copies the exposed prefixes and decodes the authorized keys. */
+static int copy_options(pf_rpc_server* s, const PFRPCServerOptions* o) {
   s->prefixes = calloc((size_t)o->num_expose + 1, sizeof *s->prefixes);
   s->keys = calloc((size_t)o->num_authorized_keys + 1, 32);
   s->workers = calloc((size_t)s->nworkers, sizeof *s->workers);
-  if (!s->prefixes || !s->keys || !s->workers) {
-    PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-    goto fail;
+  if (!s->prefixes || !s->keys || !s->workers)
+    return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_serve);
+  for (; s->nprefix < o->num_expose; s->nprefix++)
+    if ((s->prefixes[s->nprefix] = strdup(o->expose[s->nprefix])) == NULL)
+      return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_serve);
+  for (; s->nkeys < o->num_authorized_keys; s->nkeys++) {
+    const char* k = o->authorized_keys[s->nkeys];
+    if (k == NULL || strlen(k) != 40 || zmq_z85_decode(s->keys[s->nkeys], k) == NULL)
+      return PF_ERROR(kPFErrValueError, "%s: option authorized_keys[%d] is not a CURVE key",
+                      k_serve, s->nkeys);
   }
-  for (int i = 0; i < o->num_expose; ++i) {
-    if ((s->prefixes[i] = strdup(o->expose[i])) == NULL) {
-      PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
-      goto fail;
-    }
-    s->nprefix++;
-  }
-  for (int i = 0; i < o->num_authorized_keys; ++i) {
-    const char* k = o->authorized_keys[i];
-    if (k == NULL || strlen(k) != 40 || zmq_z85_decode(s->keys[i], k) == NULL) {
-      PF_ERROR(kPFErrValueError, "%s: option authorized_keys[%d] is not a CURVE key", where, i);
-      goto fail;
-    }
-    s->nkeys++;
-  }
+  return 0;
+}
+
+/* The ZeroMQ context, and the authentication handler when keys are
+ * authorized. */
+static int open_context(pf_rpc_server* s) {
   s->zctx = pf_rpc_zmq_context();
-  if (s->zctx == NULL) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", where);
-    goto fail;
-  }
-  int zero = 0, one = 1;
-  int64_t maxmsg = o->max_message_size ? o->max_message_size : PF_RPC_DEFAULT_MAX_MESSAGE;
-  if (s->nkeys > 0) {
-    s->zap = zmq_socket(s->zctx, ZMQ_REP);
-    if (s->zap == NULL || zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0) {
-      PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s", where,
-               zmq_strerror(zmq_errno()));
-      goto fail;
-    }
-  }
+  if (s->zctx == NULL)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot make a ZeroMQ context", k_serve);
+  if (s->nkeys == 0) return 0;
+  int zero = 0;
+  s->zap = zmq_socket(s->zctx, ZMQ_REP);
+  if (s->zap == NULL || zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+      zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s",
+                    k_serve, zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+/* The ROUTER socket and its options. */
+static int open_router(pf_rpc_server* s, const PFRPCServerOptions* o) {
   s->router = zmq_socket(s->zctx, ZMQ_ROUTER);
-  if (s->router == NULL) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot make a socket", where);
-    goto fail;
-  }
-  int hb = 1000, hb_timeout = 5000, queue = PF_RPC_SEND_QUEUE;
+  if (s->router == NULL) return PF_ERROR(kPFErrRuntimeError, "%s: cannot make a socket", k_serve);
+  int zero = 0, one = 1, hb = 1000, hb_timeout = 5000, queue = PF_RPC_SEND_QUEUE;
+  int64_t maxmsg = o->max_message_size ? o->max_message_size : PF_RPC_DEFAULT_MAX_MESSAGE;
   if (opt(s->router, ZMQ_LINGER, &zero, sizeof zero, "linger") != 0 ||
       opt(s->router, ZMQ_SNDHWM, &queue, sizeof queue, "send queue") != 0 ||
       opt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one, "mandatory") != 0 ||
@@ -638,56 +848,75 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
       opt(s->router, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb, "heartbeat") != 0 ||
       opt(s->router, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout, "heartbeat") != 0 ||
       opt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "max_message_size") != 0)
-    goto fail;
+    return -1;
   if (o->curve_secret_key != NULL &&
       (opt(s->router, ZMQ_CURVE_SERVER, &one, sizeof one, "curve_server") != 0 ||
        opt(s->router, ZMQ_CURVE_SECRETKEY, o->curve_secret_key, 40, "curve_secret_key") != 0))
-    goto fail;
+    return -1;
+  return 0;
+}
+
+/* The monitor of the ROUTER's connection events. */
+static int open_monitor(pf_rpc_server* s) {
   char addr[64];
+  int zero = 0;
   snprintf(addr, sizeof addr, "inproc://pf-rpc-server-monitor-%p", (void*)s);
   if (zmq_socket_monitor(s->router, addr,
-                         ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                         ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_DISCONNECTED |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
       (s->monitor = zmq_socket(s->zctx, ZMQ_PAIR)) == NULL ||
       zmq_setsockopt(s->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-      zmq_connect(s->monitor, addr) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot monitor the socket: %s", where,
-             zmq_strerror(zmq_errno()));
-    goto fail;
-  }
-  if (zmq_bind(s->router, endpoint) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot bind '%s': %s", where, endpoint,
-             zmq_strerror(zmq_errno()));
-    goto fail;
-  }
+      zmq_connect(s->monitor, addr) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot monitor the socket: %s", k_serve,
+                    zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+static int bind_router(pf_rpc_server* s, const char* endpoint) {
+  if (zmq_bind(s->router, endpoint) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot bind '%s': %s", k_serve, endpoint,
+                    zmq_strerror(zmq_errno()));
   size_t len = sizeof s->endpoint;
   if (zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0)
     snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
-  if (pthread_create(&s->io, NULL, server_io, s) != 0) {
-    PF_ERROR(kPFErrRuntimeError, "%s: cannot start the I/O thread", where);
-    goto fail;
-  }
+  return 0;
+}
+
+static int start_threads(pf_rpc_server* s) {
+  if (pthread_create(&s->io, NULL, server_io, s) != 0)
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the I/O thread", k_serve);
   s->io_started = 1;
-  for (int i = 0; i < s->nworkers; ++i) {
-    if (pthread_create(&s->workers[i], NULL, worker, s) != 0) {
-      PF_ERROR(kPFErrRuntimeError, "%s: cannot start worker %d", where, i);
-      goto fail;
-    }
-    s->nstarted++;
-  }
+  for (; s->nstarted < s->nworkers; s->nstarted++)
+    if (pthread_create(&s->workers[s->nstarted], NULL, worker, s) != 0)
+      return PF_ERROR(kPFErrRuntimeError, "%s: cannot start worker %d", k_serve, s->nstarted);
+  return 0;
+}
+
+/* Releases what the steps acquired, keeping their error; returns -1. */
+static int serve_failed(pf_rpc_server* s) {
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
+  server_close(s);
+  pf_rpc_peer_release(&s->base);
+  return pf_rpc_error_restore(&e);
+}
+
+int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHandle* out) {
+  if (endpoint == NULL)
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'endpoint' is NULL", k_serve);
+  if (out == NULL) return PF_ERROR(kPFErrTypeError, "%s: argument 'out' is NULL", k_serve);
+  PFRPCServerOptions defaults;
+  memset(&defaults, 0, sizeof defaults);
+  if (o == NULL) o = &defaults;
+  pf_rpc_server* s = NULL;
+  if (check_server_options(o) != 0 || server_new(o, &s) != 0) return -1;
+  if (copy_options(s, o) != 0 || open_context(s) != 0 || open_router(s, o) != 0 ||
+      open_monitor(s) != 0 || bind_router(s, endpoint) != 0 || start_threads(s) != 0)
+    return serve_failed(s);
   *out = s;
   return 0;
-fail: {
-  char kind[PF_ERROR_KIND_MAX];
-  snprintf(kind, sizeof kind, "%s", PFErrorGetKind());
-  char* msg = strdup(PFErrorGetMessage());
-  server_close(s);
-  PFErrorSet(kind, msg ? msg : "");
-  free(msg);
-  pf_rpc_peer_release(&s->base);
-  return -1;
-}
 }
 
 int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out) {

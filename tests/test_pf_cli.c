@@ -393,6 +393,17 @@ static void test_usage_errors(void** state) {
   snprintf(want, sizeof(want),
            "pf: serve does not take --connect\nTry 'pf serve --help' for more information.\n");
   expect(&r, 2, "", want);
+  /* The per-client limits of serve take positive numbers. */
+  const char* limits[][2] = {{"--max-calls-per-client", "a positive number"},
+                             {"--max-exports-per-client", "a positive number"},
+                             {"--max-callbacks-per-client", "a number from 1 to 256"},
+                             {"--max-workers-per-client", "a number from 1 to 256"}};
+  for (size_t k = 0; k < sizeof limits / sizeof limits[0]; ++k) {
+    run(&r, "serve", "--listen", "tcp://127.0.0.1:*", limits[k][0], "0", NULL);
+    snprintf(want, sizeof(want), "pf: %s needs %s\nTry 'pf --help' for more information.\n",
+             limits[k][0], limits[k][1]);
+    expect(&r, 2, "", want);
+  }
   /* A usage error loads nothing (a bad module would otherwise fail first). */
   run(&r, "--load", MODS "/absent.so", "describe", NULL);
   expect(&r, 2, "", NULL);

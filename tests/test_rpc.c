@@ -263,6 +263,41 @@ static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
+/* t.adders_then_boxed(n): an array of n adders, then a boxed object,
+ * which cannot cross: the result fails to pack after n exports. */
+static int f_adders_then_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > 1000)
+    return PFErrorSetFormat(kPFErrTypeError, "t.adders_then_boxed: one int in [0, 1000]");
+  int k = (int)a[0].v_int64, st = 0;
+  PFValue* vals = calloc((size_t)k + 1, sizeof *vals);
+  int* codes = calloc((size_t)k + 1, sizeof *codes);
+  for (int i = 0; i < k && st == 0; ++i) {
+    st = PFFuncCreateFromCFunc(adder, (void*)(intptr_t)i, adder_fin, (PFFunctionHandle*)&vals[i].v_handle);
+    codes[i] = kPFFuncHandle;
+  }
+  codes[k] = kPFObjectHandle;
+  if (st == 0) st = PFObjectCreateBoxed(NULL, NULL, (PFObjectHandle*)&vals[k].v_handle);
+  PFObjectHandle arr = NULL;
+  if (st == 0) st = PFArrayCreate(vals, codes, k + 1, &arr);
+  if (st == 0) {
+    PFValue v = {.v_handle = arr};
+    int code = kPFObjectHandle;
+    st = PFCFuncSetReturn(ret, &v, &code, 1);
+  }
+  PFObjectFree(arr);
+  for (int i = 0; i <= k; ++i) PFObjectFree(vals[i].v_handle);
+  free(vals);
+  free(codes);
+  return st;
+}
+
+/* t.adder_after_gate(k): an adder, once the test opens the gate. */
+static int f_adder_after_gate(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  if (f_block(NULL, NULL, 0, ret, r) != 0) return -1;
+  return f_make_adder(a, c, n, ret, r);
+}
+
 static int64_t typed_mul(int64_t x, int64_t y) { return x * y; }
 
 static void reg(const char* name, PFPackedCFunc fn) {
@@ -302,6 +337,8 @@ static int setup(void** state) {
   reg("t.handle", f_handle);
   reg("t.sleep_ms", f_sleep_ms);
   reg("t.bytes", f_bytes);
+  reg("t.adders_then_boxed", f_adders_then_boxed);
+  reg("t.adder_after_gate", f_adder_after_gate);
   reg("hidden.secret", f_echo);
   PFFunctionHandle mul = NULL;
   assert_pf_ok(PFFuncCreateFromTyped((void*)typed_mul, "int64(int64,int64)", &mul));
@@ -1672,6 +1709,236 @@ static void test_unanswered_callbacks(void** state) {
   raw_close(&bad);
 }
 
+/* ---- functions a server passes to its clients ---- */
+
+/* Waits up to `ms` for *counter to reach `want`; returns how long it took,
+ * or -1. */
+static int64_t wait_count(atomic_int* counter, int want, int64_t ms) {
+  int64_t t0 = now_ms();
+  while (atomic_load(counter) < want) {
+    if (now_ms() - t0 > ms) return -1;
+    sleep_ms(10);
+  }
+  return now_ms() - t0;
+}
+
+/* A result that fails to pack after it exported many functions (more than
+ * sixteen) exports none: every one is released at once. */
+static void test_failed_result_undoes_every_export(void** state) {
+  (void)state;
+  PFFunctionHandle f = fn("t.adders_then_boxed");
+  int before = atomic_load(&g_adders_freed);
+  PFValue arg = {.v_int64 = 40}, rv;
+  int code = kPFInt, rc;
+  assert_pf_error(PFFuncCall(f, &arg, &code, 1, &rv, &rc), kPFErrTypeError, "result", "boxed");
+  /* The array and its functions went when the call ended, so the adders
+   * finalize as soon as the exports are undone. */
+  assert_true(wait_count(&g_adders_freed, before + 40, 2000) >= 0);
+  assert_int_equal(atomic_load(&g_adders_freed), before + 40);
+  PFFuncFree(f);
+}
+
+/* A server of the test's own with `max_exports` per client, and a
+ * connection to it. */
+static PFRPCServerHandle serve_t(int max_exports, PFRPCLogFunc log, char* endpoint, size_t cap) {
+  const char* expose[] = {"t."};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  so.num_workers = 2;
+  so.max_exports_per_client = max_exports;
+  so.log = log;
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  snprintf(endpoint, cap, "%s", ep);
+  return s;
+}
+
+static PFFunctionHandle make_adder_on(PFFunctionHandle make, int64_t k) {
+  PFValue arg = {.v_int64 = k}, rv;
+  int code = kPFInt, rc;
+  assert_pf_ok(PFFuncCall(make, &arg, &code, 1, &rv, &rc));
+  assert_int_equal(rc, kPFFuncHandle);
+  return rv.v_handle;
+}
+
+/* A client holds at most max_exports_per_client functions of the server;
+ * one released makes room again. */
+static void test_exports_per_client_limit(void** state) {
+  (void)state;
+  char endpoint[128];
+  PFRPCServerHandle s = serve_t(8, NULL, endpoint, sizeof endpoint);
+  PFModuleHandle m = NULL;
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  PFFunctionHandle make = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.make_adder", 0, &make));
+  PFFunctionHandle held[8];
+  for (int i = 0; i < 8; ++i) held[i] = make_adder_on(make, i);
+  PFValue arg = {.v_int64 = 8}, rv;
+  int code = kPFInt, rc;
+  assert_pf_error(PFFuncCall(make, &arg, &code, 1, &rv, &rc), kPFErrRuntimeError,
+                  "already holds 8 functions", "max_exports_per_client");
+  /* Another client has a limit of its own. */
+  PFModuleHandle m2 = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m2));
+  PFFunctionHandle make2 = NULL;
+  assert_pf_ok(PFModGetFunction(m2, "t.make_adder", 0, &make2));
+  PFFuncFree(make_adder_on(make2, 1));
+  PFFuncFree(make2);
+  assert_pf_ok(PFRPCDisconnect(m2));
+  PFModFree(m2);
+  /* Releasing one makes room (the release travels on its own). */
+  PFFuncFree(held[0]);
+  held[0] = NULL;
+  int64_t t0 = now_ms();
+  int st = -1;
+  while (st != 0 && now_ms() - t0 < 5000) {
+    st = PFFuncCall(make, &arg, &code, 1, &rv, &rc);
+    if (st != 0) sleep_ms(20);
+  }
+  assert_int_equal(st, 0);
+  held[0] = rv.v_handle;
+  PFValue x = {.v_int64 = 1};
+  assert_pf_ok(PFFuncCall(held[0], &x, &code, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, 9);
+  for (int i = 0; i < 8; ++i) PFFuncFree(held[i]);
+  PFFuncFree(make);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* A reply that carries a function but cannot be delivered (its client
+ * went away while the call ran) releases that function at once. */
+static void test_undelivered_reply_releases_its_functions(void** state) {
+  (void)state;
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  int64_t k = 5;
+  int before = atomic_load(&g_adders_freed);
+  assert_true(raw_call_args(r.sock, 1, "t.adder_after_gate", &k, 1, 0, 0) >= 0);
+  sleep_ms(200); /* the call is running */
+  raw_close(&r);
+  sleep_ms(300); /* the server has seen the connection go */
+  assert_int_equal(write(g_gate[1], "x", 1), 1);
+  int64_t took = wait_count(&g_adders_freed, before + 1, 3000);
+  print_message("released %lld ms after the reply was dropped\n", (long long)took);
+  /* Well before a sweep for gone clients would (PF_RPC_CLIENT_GONE_MS). */
+  assert_true(took >= 0 && took < PF_RPC_CLIENT_GONE_MS / 2);
+}
+
+static atomic_int g_released_lines;
+static void count_release_log(void* user, const char* line) {
+  (void)user;
+  if (strstr(line, "released 2 function(s)") != NULL) atomic_fetch_add(&g_released_lines, 1);
+}
+
+/* A client that goes away without releasing the functions it holds (its
+ * process died; here, it disconnects, and a disconnected connection sends
+ * no release) loses them once the server has not reached it for
+ * PF_RPC_CLIENT_GONE_MS. */
+static void test_gone_client_loses_its_functions(void** state) {
+  (void)state;
+  char endpoint[128];
+  atomic_store(&g_released_lines, 0);
+  PFRPCServerHandle s = serve_t(0, count_release_log, endpoint, sizeof endpoint);
+  PFModuleHandle m = NULL;
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  PFFunctionHandle make = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.make_adder", 0, &make));
+  PFFunctionHandle a = make_adder_on(make, 1), b = make_adder_on(make, 2);
+  PFFuncFree(make);
+  int before = atomic_load(&g_adders_freed);
+  int64_t t0 = now_ms();
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  PFFuncFree(a); /* the connection is closed: no release is sent */
+  PFFuncFree(b);
+  int64_t took = wait_count(&g_adders_freed, before + 2, PF_RPC_CLIENT_GONE_MS + 10000);
+  took = took < 0 ? -1 : now_ms() - t0;
+  print_message("released %lld ms after the client went\n", (long long)took);
+  assert_true(took >= PF_RPC_CLIENT_GONE_MS);
+  assert_int_equal(atomic_load(&g_released_lines), 1);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* ---- the bytes queued to a client that does not read ---- */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/* From the sanitizers' allocator interface (declared here: gcc ships no
+ * header for it). The heap in use, as the sanitizer's allocator counts it
+ * (freed memory that it keeps in quarantine does not count). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+static int64_t memory_in_use(void) { return (int64_t)__sanitizer_get_current_allocated_bytes(); }
+#else
+/* The resident set (under valgrind, the client's heap is in it). */
+static int64_t memory_in_use(void) {
+  long pages = 0, resident = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == NULL || fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  if (f) fclose(f);
+  return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+#endif
+
+/* A client that asks for many large replies and never reads them ties up
+ * at most about PF_RPC_SEND_QUEUE_BYTES of the server's memory (not
+ * PF_RPC_SEND_QUEUE replies' worth), and another client is served
+ * meanwhile. */
+static void test_send_queue_bounded_in_bytes(void** state) {
+  (void)state;
+  const char* expose[] = {"t."};
+  PFRPCServerOptions so = {0};
+  so.expose = expose;
+  so.num_expose = 1;
+  so.num_workers = 2;
+  so.max_calls_per_client = 1 << 20; /* admit everything */
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  char endpoint[128];
+  snprintf(endpoint, sizeof endpoint, "%s", ep);
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.add", 0, &add));
+  int64_t base = memory_in_use();
+  raw_peer deaf;
+  open_deaf_client(&deaf, endpoint);
+  /* 900 replies of 1 MiB: under the message bound, 14 times the bytes. */
+  const int flood = 900;
+  int64_t size = 1 << 20;
+  for (int i = 0; i < flood; ++i)
+    assert_true(raw_call_args(deaf.sock, (uint64_t)i + 1, "t.bytes", &size, 1, 0, 0) >= 0);
+  const int64_t allowed = 2 * PF_RPC_SEND_QUEUE_BYTES;
+  const int64_t limit = getenv("PF_UNDER_VALGRIND") ? 8000 : 2000;
+  int64_t peak = 0, t0 = now_ms();
+  while (now_ms() - t0 < 3000 && peak <= allowed) {
+    prompt_adds(add, 1, limit);
+    int64_t grown = memory_in_use() - base;
+    if (grown > peak) peak = grown;
+    sleep_ms(20);
+  }
+  print_message("the server's memory grew by at most %lld MiB (allowed %lld MiB)\n",
+                (long long)(peak >> 20), (long long)(allowed >> 20));
+  assert_true(peak <= allowed);
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  int64_t took = timed_stop(s, 10000, &deaf);
+  assert_true(took >= 0 && took < (getenv("PF_UNDER_VALGRIND") ? 8000 : 2000));
+  if (deaf.sock) raw_close(&deaf);
+}
+
 /* ---- CURVE ---- */
 
 static void test_curve_accept_and_refuse(void** state) {
@@ -1805,8 +2072,14 @@ static void test_serve_bad_options(void** state) {
   assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
                   "max_callbacks_per_client");
   so.max_callbacks_per_client = 0;
+  so.max_exports_per_client = -4;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
+                  "max_exports_per_client");
+  so.max_exports_per_client = 0;
   assert_pf_error(PFRPCServe("bogus://x", &so, &s), kPFErrRuntimeError, "cannot bind");
   assert_null(s);
+  /* An error of the setup keeps its place across the teardown. */
+  assert_non_null(strstr(PFErrorGetTraceback(), "rpc/server.c"));
   assert_int_equal(PFRPCServerStop(NULL), 0);
   const char* ep;
   assert_pf_error(PFRPCServerGetEndpoint(NULL, &ep), kPFErrTypeError, "server");
@@ -1816,6 +2089,13 @@ static void test_serve_bad_options(void** state) {
   assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError,
                   "authorized_keys needs curve_secret_key");
   assert_null(s);
+  char pub[PF_RPC_KEY_SIZE], secret[PF_RPC_KEY_SIZE];
+  assert_pf_ok(PFRPCCurveKeypair(pub, secret));
+  so.curve_secret_key = secret;
+  assert_pf_error(PFRPCServe("tcp://127.0.0.1:*", &so, &s), kPFErrValueError, "PFRPCServe",
+                  "authorized_keys[0] is not a CURVE key");
+  assert_null(s);
+  assert_non_null(strstr(PFErrorGetTraceback(), "rpc/server.c"));
 }
 
 static void test_struct_sizes(void** state) {
@@ -2129,6 +2409,11 @@ int main(void) {
       cmocka_unit_test(test_server_survives_client_death),
       cmocka_unit_test(test_client_that_does_not_read),
       cmocka_unit_test(test_unanswered_callbacks),
+      cmocka_unit_test(test_failed_result_undoes_every_export),
+      cmocka_unit_test(test_exports_per_client_limit),
+      cmocka_unit_test(test_undelivered_reply_releases_its_functions),
+      cmocka_unit_test(test_gone_client_loses_its_functions),
+      cmocka_unit_test(test_send_queue_bounded_in_bytes),
       cmocka_unit_test(test_curve_accept_and_refuse),
       cmocka_unit_test(test_connect_bad_arguments),
       cmocka_unit_test(test_disconnect_misuse),

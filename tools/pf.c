@@ -5,7 +5,8 @@
  * exit status and never exits, aborts or keeps state between calls beyond
  * what the runtime's registry keeps; main() is a thin wrapper, left out when
  * PF_CLI_NO_MAIN is defined (so that a fuzzer can drive the parser).
- * Container arguments are read, and results printed, by pf_json.c.
+ * Container arguments are read, and results printed, by pf_json.c; key
+ * files are read by pf_keys.c.
  *
  * pf's own errors (a bad argument, an unknown function) are recorded with
  * PFErrorSetFormat, not PF_ERROR: they are messages to the user, and pf
@@ -23,6 +24,7 @@
 #include "packedfunc/c_api.h"
 #include "packedfunc/rpc.h"
 #include "pf_json.h"
+#include "pf_keys.h"
 
 /* Exit statuses. */
 #define PF_EXIT_OK 0
@@ -556,168 +558,6 @@ static int load_rpc(FILE* err, rpc_api* api) {
 #endif
 }
 
-/* ---- key files ---- */
-
-/* A key file is small: a larger one is refused unread. */
-#define PF_KEY_FILE_MAX 4096
-
-static int is_blank(int c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* Reads the CURVE key in FILE, which must hold exactly one key (40
- * characters of Z85), optionally followed by whitespace, and nothing else;
- * anything else is refused with a message naming the file. Whether the 40
- * characters are valid Z85 is for check_key() to ask the rpc library. */
-static int read_key_file(FILE* err, const char* path, char key[PF_RPC_KEY_SIZE]) {
-  FILE* f = fopen(path, "rb");
-  char buf[PF_KEY_FILE_MAX + 1];
-  size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
-  if (f == NULL || ferror(f)) {
-    fprintf(err, "pf: ValueError: cannot read the key file '%s': %s\n", path, strerror(errno));
-    if (f) fclose(f);
-    return -1;
-  }
-  fclose(f);
-  size_t len = 0, rest = 0;
-  while (len < n && !is_blank((unsigned char)buf[len])) ++len;
-  for (rest = len; rest < n && is_blank((unsigned char)buf[rest]);) ++rest;
-  char why[64];
-  if (n > PF_KEY_FILE_MAX)
-    snprintf(why, sizeof why, "it is larger than %d bytes", PF_KEY_FILE_MAX);
-  else if (memchr(buf, '\0', n) != NULL)
-    snprintf(why, sizeof why, "it holds a NUL byte");
-  else if (n == 0)
-    snprintf(why, sizeof why, "it is empty");
-  else if (len == 0)
-    snprintf(why, sizeof why, rest == n ? "it holds only whitespace" : "it begins with whitespace");
-  else if (len != PF_RPC_KEY_SIZE - 1)
-    snprintf(why, sizeof why, "its key has %zu characters", len);
-  else if (rest < n)
-    snprintf(why, sizeof why, "more follows the key (at byte %zu)", rest + 1);
-  else
-    why[0] = '\0';
-  if (why[0] != '\0') {
-    fprintf(err,
-            "pf: ValueError: the key file '%s' must hold one CURVE key (40 characters of Z85) "
-            "and nothing else but trailing whitespace: %s\n",
-            path, why);
-    return -1;
-  }
-  memcpy(key, buf, PF_RPC_KEY_SIZE - 1);
-  key[PF_RPC_KEY_SIZE - 1] = '\0';
-  return 0;
-}
-
-/* The public keys of an authorized-keys file, with the line of each. */
-typedef struct {
-  char (*keys)[PF_RPC_KEY_SIZE];
-  const char** ptrs; /* ptrs[i] == keys[i], for PFRPCServerOptions */
-  int* lines;
-  int count;
-} key_list;
-
-static void key_list_free(key_list* l) {
-  free(l->keys);
-  free(l->ptrs);
-  free(l->lines);
-  memset(l, 0, sizeof *l);
-}
-
-#define PF_MAX_AUTHORIZED_KEYS 1024
-
-/* Reads a line of f without its '\n', keeping at most cap - 1 characters
- * in buf; *len is its length without trailing whitespace, and *nul tells
- * whether it holds a NUL byte. Returns 0, or -1 at the end of the file. */
-static int read_line(FILE* f, char* buf, size_t cap, size_t* len, int* nul) {
-  size_t n = 0;
-  int c = EOF;
-  *len = 0;
-  *nul = 0;
-  while ((c = getc(f)) != EOF && c != '\n') {
-    if (c == '\0') *nul = 1;
-    if (n < cap - 1) buf[n] = (char)c;
-    ++n;
-    if (!is_blank(c)) *len = n;
-  }
-  buf[n < cap - 1 ? n : cap - 1] = '\0';
-  return c == EOF && n == 0 ? -1 : 0;
-}
-
-/* Reads the CURVE public keys of FILE, one per line, each optionally
- * followed by whitespace; blank lines and lines that begin with '#' are
- * skipped. Anything else is refused, naming the file and the line. */
-static int read_authorized_keys(FILE* err, const char* path, key_list* out) {
-  FILE* f = fopen(path, "rb");
-  if (f == NULL) {
-    fprintf(err, "pf: ValueError: cannot read the authorized keys '%s': %s\n", path,
-            strerror(errno));
-    return -1;
-  }
-  out->keys = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *out->keys);
-  out->ptrs = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *out->ptrs);
-  out->lines = calloc(PF_MAX_AUTHORIZED_KEYS, sizeof *out->lines);
-  if (out->keys == NULL || out->ptrs == NULL || out->lines == NULL) {
-    fclose(f);
-    key_list_free(out);
-    fputs("pf: MemoryError: out of memory\n", err);
-    return -1;
-  }
-  char line[PF_RPC_KEY_SIZE + 2];
-  size_t len;
-  int nul, lineno = 0;
-  const char* why = NULL;
-  while (why == NULL && read_line(f, line, sizeof line, &len, &nul) == 0) {
-    ++lineno;
-    if (!nul && (len == 0 || line[0] == '#')) continue;
-    if (nul)
-      why = "it holds a NUL byte";
-    else if (len != PF_RPC_KEY_SIZE - 1 || strcspn(line, " \t\n\r\v\f") != len)
-      why = "not one CURVE public key (40 characters of Z85, then only whitespace)";
-    else if (out->count == PF_MAX_AUTHORIZED_KEYS)
-      why = "more keys than " PF_STRINGIFY_(PF_MAX_AUTHORIZED_KEYS);
-    else {
-      memcpy(out->keys[out->count], line, PF_RPC_KEY_SIZE - 1);
-      out->ptrs[out->count] = out->keys[out->count];
-      out->lines[out->count++] = lineno;
-    }
-  }
-  int failed = ferror(f);
-  fclose(f);
-  if (why != NULL || failed) {
-    if (failed)
-      fprintf(err, "pf: ValueError: cannot read the authorized keys '%s'\n", path);
-    else
-      fprintf(err, "pf: ValueError: the authorized-keys file '%s' line %d: %s\n", path, lineno,
-              why);
-    key_list_free(out);
-    return -1;
-  }
-  if (out->count == 0) {
-    fprintf(err, "pf: ValueError: the authorized-keys file '%s' holds no key\n", path);
-    key_list_free(out);
-    return -1;
-  }
-  return 0;
-}
-
-/* Asks the rpc library whether `key`, read from `path` (at `line`, when
- * not 0), is valid Z85: PFRPCCurvePublicKey decodes it first, and says
- * ValueError when it cannot. Its other errors (no CURVE support) are left
- * to the call that needs the key. */
-static int check_key(FILE* err, const rpc_api* api, const char* path, int line,
-                     const char* key) {
-  char pub[PF_RPC_KEY_SIZE];
-  if (api->public_key(key, pub) == 0 || strcmp(PFErrorGetKind(), kPFErrValueError) != 0)
-    return 0;
-  if (line > 0)
-    fprintf(err, "pf: ValueError: the authorized-keys file '%s' line %d: the key is not valid Z85\n",
-            path, line);
-  else
-    fprintf(err, "pf: ValueError: the key file '%s': the key is not valid Z85\n", path);
-  return -1;
-}
-
 static void log_line(void* user, const char* line) {
   fprintf((FILE*)user, "%s\n", line);
   fflush((FILE*)user);
@@ -731,7 +571,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
   const char** expose = calloc((size_t)nargs + 1, sizeof *expose);
   const char** loads = calloc((size_t)nargs + 1, sizeof *loads);
   int nexpose = 0, nloads = 0, status = -1;
-  int64_t workers = 4, max_calls = 0, max_workers = 0, max_callbacks = 0;
+  int64_t workers = 4, max_calls = 0, max_workers = 0, max_callbacks = 0, max_exports = 0;
   if (expose == NULL || loads == NULL) {
     free(expose);
     free(loads);
@@ -762,6 +602,9 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
     } else if ((r = option_value(nargs, argv, &i, "--max-workers-per-client", &v)) != 0) {
       if (r < 0 || parse_int(v, &max_workers) != 1 || max_workers < 1 || max_workers > 256)
         status = usage_error(err, "%s", "--max-workers-per-client needs a number from 1 to 256");
+    } else if ((r = option_value(nargs, argv, &i, "--max-exports-per-client", &v)) != 0) {
+      if (r < 0 || parse_int(v, &max_exports) != 1 || max_exports < 1 || max_exports > INT32_MAX)
+        status = usage_error(err, "%s", "--max-exports-per-client needs a positive number");
     } else if ((r = option_value(nargs, argv, &i, "--curve-secret-key", &v)) != 0) {
       if (r < 0 || v[0] == '\0') status = usage_error(err, "%s", "--curve-secret-key needs a FILE");
       key_file = v;
@@ -779,17 +622,18 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
   char secret[PF_RPC_KEY_SIZE];
   for (int k = 0; status < 0 && k < nloads; ++k)
     if (load_module(err, loads[k], "") != PF_EXIT_OK) status = PF_EXIT_ERROR;
-  if (status < 0 && key_file != NULL && read_key_file(err, key_file, secret) != 0)
+  if (status < 0 && key_file != NULL && pf_key_read_file(err, key_file, secret) != 0)
     status = PF_EXIT_ERROR;
-  key_list authorized = {0};
+  pf_key_list authorized = {0};
   if (status < 0 && authorized_file != NULL &&
-      read_authorized_keys(err, authorized_file, &authorized) != 0)
+      pf_key_read_authorized(err, authorized_file, &authorized) != 0)
     status = PF_EXIT_ERROR;
   if (status < 0 && load_rpc(err, &api) != 0) status = PF_EXIT_ERROR;
-  if (status < 0 && key_file != NULL && check_key(err, &api, key_file, 0, secret) != 0)
+  if (status < 0 && key_file != NULL && pf_key_check(err, api.public_key, key_file, 0, secret) != 0)
     status = PF_EXIT_ERROR;
   for (int k = 0; status < 0 && k < authorized.count; ++k)
-    if (check_key(err, &api, authorized_file, authorized.lines[k], authorized.keys[k]) != 0)
+    if (pf_key_check(err, api.public_key, authorized_file, authorized.lines[k],
+                     authorized.keys[k]) != 0)
       status = PF_EXIT_ERROR;
   if (status < 0) {
     /* Block the signals before the server's threads start, so that they
@@ -805,6 +649,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
     o.max_calls_per_client = (int)max_calls;
     o.max_workers_per_client = (int)max_workers;
     o.max_callbacks_per_client = (int)max_callbacks;
+    o.max_exports_per_client = (int)max_exports;
     o.expose = expose;
     o.num_expose = nexpose;
     o.curve_secret_key = key_file ? secret : NULL;
@@ -828,7 +673,7 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
-  key_list_free(&authorized);
+  pf_key_list_free(&authorized);
   free(expose);
   free(loads);
   return status;
@@ -903,7 +748,7 @@ static const pf_command k_commands[] = {
      "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
      "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
      "[--max-calls-per-client N] [--max-callbacks-per-client N]\n"
-     "[--max-workers-per-client N]",
+     "[--max-workers-per-client N] [--max-exports-per-client N]",
      "serve the registered functions whose names begin\n"
      "with an exposed PREFIX (none unless --expose is\n"
      "given; --expose '' exposes all) to remote clients\n"
@@ -917,9 +762,11 @@ static const pf_command k_commands[] = {
      "queued or running (64), at most\n"
      "--max-callbacks-per-client workers waiting for its\n"
      "callbacks (N - 1, or 1), and at most\n"
-     "--max-workers-per-client workers (N); a call or a\n"
-     "callback beyond a limit fails at once with a\n"
-     "RuntimeError that names the limit",
+     "--max-workers-per-client workers (N), and hold at\n"
+     "most --max-exports-per-client functions that the\n"
+     "server returned to it (1024); a call or a callback\n"
+     "beyond a limit fails at once with a RuntimeError\n"
+     "that names the limit",
      NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"
@@ -1018,10 +865,10 @@ static int connect_remote(FILE* err, rpc_api* api, const char* endpoints, int64_
   PFRPCOptions o;
   memset(&o, 0, sizeof o);
   o.timeout_ms = (int)timeout_ms;
-  if (key_file != NULL && read_key_file(err, key_file, secret) != 0) return PF_EXIT_ERROR;
+  if (key_file != NULL && pf_key_read_file(err, key_file, secret) != 0) return PF_EXIT_ERROR;
   if (load_rpc(err, api) != 0) return PF_EXIT_ERROR;
   if (key_file != NULL) {
-    if (check_key(err, api, key_file, 0, secret) != 0) return PF_EXIT_ERROR;
+    if (pf_key_check(err, api->public_key, key_file, 0, secret) != 0) return PF_EXIT_ERROR;
     if (api->public_key(secret, pub) != 0) return report_error(err);
     o.server_key = server_key;
     o.client_public_key = pub;

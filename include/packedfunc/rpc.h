@@ -34,8 +34,11 @@
  *     call that passed it is in progress; calling it later fails with a
  *     RuntimeError. A function that a server passes (a result, or an
  *     argument of a callback) becomes, on the client, a remote function that
- *     stays callable until the client releases it, served by the same
- *     server. Callbacks nest both ways: a callback that the
+ *     stays callable until the client releases it (or until the server
+ *     finds the client gone: see "Clients that go away" at PFRPCServe),
+ *     served by the same server; a client holds at most
+ *     max_exports_per_client of them at once. Callbacks nest both ways: a
+ *     callback that the
  *     server makes during a call is served by the client thread that is
  *     waiting for that call, and a remote call that this callback makes is
  *     served by the server thread that is waiting for the callback, up to
@@ -113,6 +116,20 @@ extern "C" {
  * mark) while the client does not read them; beyond it, messages to that
  * client are dropped (see "Clients that do not read" at PFRPCServe). */
 #define PF_RPC_SEND_QUEUE 1000
+
+/* The bytes of messages a server queues to one client before it stops
+ * running that client's calls until they drain (see "Clients that do not
+ * read" at PFRPCServe). */
+#define PF_RPC_SEND_QUEUE_BYTES ((int64_t)64 << 20)
+
+/* The functions of a server that one client may hold at once, unless told
+ * otherwise (PFRPCServerOptions.max_exports_per_client). */
+#define PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT 1024
+
+/* How long a server goes on holding the functions it passed to a client
+ * that it cannot reach any more (see "Clients that go away" at
+ * PFRPCServe), in milliseconds. */
+#define PF_RPC_CLIENT_GONE_MS 5000
 
 /* A CURVE key in Z85 text: 40 characters and a NUL. */
 #define PF_RPC_KEY_SIZE 41
@@ -273,6 +290,12 @@ typedef struct {
    * not count again. A callback beyond it fails at once in the server's
    * function. Negative: refused. */
   int max_callbacks_per_client;
+  /* The functions of the server that one client may hold at once (those
+   * returned to it, or passed to its callbacks, that it has not released):
+   * 0 means PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT. A function beyond it is
+   * not sent: the call that returns it, or the callback that passes it,
+   * fails with a RuntimeError naming the limit. Negative: refused. */
+  int max_exports_per_client;
 } PFRPCServerOptions;
 
 /*
@@ -301,7 +324,12 @@ typedef struct {
  *     "rpc: callback refused: ... (max_callbacks_per_client)", which then
  *     usually becomes the call's error. So a client that never answers its
  *     callbacks holds at most that many workers, each for at most
- *     callback_timeout_ms, and the other workers keep serving the others.
+ *     callback_timeout_ms, and the other workers keep serving the others;
+ *   - it holds at most max_exports_per_client functions of the server
+ *     (PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT by default): a result or a
+ *     callback argument that would pass one more fails with a RuntimeError
+ *     "rpc: cannot pass a function to client ...: it already holds N
+ *     functions of this server, its limit (max_exports_per_client); ...".
  * Calls nested inside a callback (a client's call made while it serves the
  * server's callback) run on the thread that waits for that callback and
  * count against none of these limits.
@@ -313,8 +341,27 @@ typedef struct {
  * sends but does not read), further messages to it are dropped: a reply
  * is lost (that client's call times out), a callback fails at once with
  * ConnectionError in the server's function. The log says so, at most once
- * every few seconds. Every other client goes on being served, and
- * PFRPCServerStop is not delayed by such a client.
+ * every few seconds. The queue is bounded in bytes too: while the messages
+ * queued to a client (counted until they are written to the operating
+ * system) exceed PF_RPC_SEND_QUEUE_BYTES, the client's calls wait in its
+ * queue, and run once the client has read enough; so a client that does
+ * not read ties up at most that many bytes, plus the replies of the calls
+ * it had running (at most max_workers_per_client). Nothing is dropped for
+ * the bytes: a client that reads slowly is only served slowly. Every
+ * other client goes on being served, and PFRPCServerStop is not delayed
+ * by such a client.
+ *
+ * Clients that go away. A function the server passed to a client (a
+ * result, a callback argument) is held until the client releases it. One
+ * that a client never gets (its message was dropped, or could not be
+ * written whole) is released at once. When a connection drops, the server
+ * asks the clients that hold its functions whether they can still be
+ * reached (ZeroMQ's disconnect events do not say which client went), and
+ * releases the functions of a client it has not been able to reach for
+ * PF_RPC_CLIENT_GONE_MS; the log says so. A client that reconnects within
+ * that time (ZeroMQ reconnects by itself) keeps them; after it, calling
+ * one fails with a RuntimeError saying that the function is no longer
+ * valid.
  *
  * Errors: NULL endpoint or out (TypeError); bad options (ValueError naming
  * the field); an endpoint that cannot be bound (RuntimeError with ZeroMQ's

@@ -302,9 +302,35 @@ def test_per_client_limits():
         second.join(30)
 
 
+def test_max_exports_per_client():
+    """A client holds at most max_exports_per_client functions of the server
+    (those returned to it and not released); one more fails with a
+    RuntimeError naming the limit, and releasing one makes room."""
+    import gc
+    import time
+    with rpc.serve("tcp://127.0.0.1:*", expose=["pyrpc."], workers=2,
+                   max_exports_per_client=3) as s, \
+            rpc.connect(s.endpoint, timeout=20) as mod:
+        held = [mod["pyrpc.make_scale"](k) for k in (1, 2, 3)]
+        assert [f(2) for f in held] == [2, 4, 6]
+        with pytest.raises(RuntimeError, match="already holds 3 functions.*max_exports_per_client"):
+            mod["pyrpc.make_scale"](4)
+        del held[0]
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while True:  # the release travels on its own
+            try:
+                held.append(mod["pyrpc.make_scale"](4))
+                break
+            except RuntimeError:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        assert held[-1](2) == 8
+
+
 def test_serve_bad_limits():
     for name in ("max_calls_per_client", "max_workers_per_client", "max_callbacks_per_client",
-                 "callback_timeout"):
+                 "max_exports_per_client", "callback_timeout"):
         with pytest.raises(ValueError, match=name):
             rpc.serve("tcp://127.0.0.1:*", **{name: -1})
         with pytest.raises(TypeError, match=name):

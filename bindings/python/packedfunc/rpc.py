@@ -86,7 +86,7 @@ class _ServerOptions(ctypes.Structure):
                 ("num_authorized_keys", c_int), ("callback_timeout_ms", c_int),
                 ("max_message_size", c_int64), ("log", _LOG_FUNC), ("log_user_data", c_void_p),
                 ("max_calls_per_client", c_int), ("max_workers_per_client", c_int),
-                ("max_callbacks_per_client", c_int)]
+                ("max_callbacks_per_client", c_int), ("max_exports_per_client", c_int)]
 
 
 def _proto(name, argtypes):
@@ -264,7 +264,8 @@ def _count(what, value):
 
 def serve(endpoint, expose=(), workers=4, curve_secret_key=None, authorized_keys=(),
           log=None, callback_timeout=None, max_calls_per_client=None,
-          max_workers_per_client=None, max_callbacks_per_client=None):
+          max_workers_per_client=None, max_callbacks_per_client=None,
+          max_exports_per_client=None):
     """Serve this process's global registry on ``endpoint``
     ("tcp://127.0.0.1:*" picks a free port; see :attr:`Server.endpoint`):
     only the names that begin with one of the ``expose`` prefixes (none by
@@ -276,9 +277,11 @@ def serve(endpoint, expose=(), workers=4, curve_secret_key=None, authorized_keys
     (connection) may have at most ``max_calls_per_client`` calls queued or
     running (64 by default), hold at most ``max_workers_per_client`` workers
     (all by default) and have at most ``max_callbacks_per_client`` workers
-    waiting for its callbacks (``workers - 1`` by default, at least 1); a
-    call or callback beyond a limit fails at once with a RuntimeError that
-    names it (see PFRPCServerOptions in packedfunc/rpc.h)."""
+    waiting for its callbacks (``workers - 1`` by default, at least 1) and
+    hold at most ``max_exports_per_client`` functions of the server that it
+    has not released (1024 by default); a call or callback beyond a limit
+    fails at once with a RuntimeError that names it (see
+    PFRPCServerOptions in packedfunc/rpc.h)."""
     if isinstance(expose, str):
         expose = [expose]
     prefixes = [_text("expose", p) for p in expose]
@@ -288,6 +291,7 @@ def serve(endpoint, expose=(), workers=4, curve_secret_key=None, authorized_keys
     opts.max_calls_per_client = _count("max_calls_per_client", max_calls_per_client)
     opts.max_workers_per_client = _count("max_workers_per_client", max_workers_per_client)
     opts.max_callbacks_per_client = _count("max_callbacks_per_client", max_callbacks_per_client)
+    opts.max_exports_per_client = _count("max_exports_per_client", max_exports_per_client)
     opts.callback_timeout_ms = _millis("callback_timeout", callback_timeout)
     opts.expose = (c_char_p * (len(prefixes) + 1))(*prefixes)
     opts.num_expose = len(prefixes)
