@@ -298,7 +298,12 @@ PF_EXPORT void PFErrorClear(void);
 /* The allocator behind every allocation the runtime makes. A host may
  * install its own, once, before the first packedfunc call that allocates
  * (PFSetAllocator fails with RuntimeError after that). The functions must
- * be thread-safe; `realloc(NULL, n)` must act as malloc. */
+ * be thread-safe; `realloc(NULL, n)` must act as malloc. They are the one
+ * kind of host code the runtime may call while it holds a lock of its own
+ * (the registry's table grows under its lock, as a C library's malloc
+ * runs under its callers' mutexes): they must not call into packedfunc.
+ * Errors, and everything else that allocates on a failure path, are
+ * recorded after the lock is released. */
 typedef struct {
   void* (*malloc_fn)(size_t size, void* user_data);
   void* (*realloc_fn)(void* ptr, size_t size, void* user_data);
