@@ -137,9 +137,9 @@ $(PF_TOOL): tools/pf.c $(SHARED)
 	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -o $@ $< -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
-$(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)
+$(DEMO_PLUGIN): examples/plugin/demo_plugin.c examples/plugin/counter.c $(SHARED)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< -lm
+	$(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^) -lm
 
 # ---- Python binding ----------------------------------------------------------------
 # make python copies the shared libraries beside the package (this one, and

@@ -231,6 +231,11 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
     }
     default: {
       const char* tn = PFObjectTypeName(type);
+      if (type >= kPFObjectTypeRegisteredBegin)
+        return WIRE_ERR(kPFErrTypeError,
+                        "%s: an object of the registered type '%s' cannot cross to another "
+                        "process (objects of registered types do not cross)",
+                        path, tn ? tn : "unknown");
       return WIRE_ERR(kPFErrTypeError, "%s: a %s object cannot cross to another process", path,
                       tn ? tn : "unknown");
     }

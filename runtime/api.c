@@ -116,7 +116,23 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(PrePackCacheGetStats, 70)               \
   X(ModCreateFromFunctions, 71)             \
   X(FuncCallFrame, 72)                      \
-  X(ObjectFindOwnedHosts, 73)
+  X(ObjectFindOwnedHosts, 73)              \
+  /* Version 8. */                          \
+  X(ObjectTypeRegister, 74)                 \
+  X(ObjectTypeFind, 75)                     \
+  X(ObjectTypeGetInfo, 76)                  \
+  X(ObjectTypeGetField, 77)                 \
+  X(ObjectTypeGetMethod, 78)                \
+  X(ObjectTypeGetConstructor, 79)           \
+  X(ObjectAlloc, 80)                        \
+  X(ObjectGetData, 81)                      \
+  X(ObjectIsInstance, 82)                   \
+  X(ObjectGetField, 83)                     \
+  X(ObjectSetField, 84)                     \
+  X(ObjectGetFieldByName, 85)               \
+  X(ObjectSetFieldByName, 86)               \
+  X(ObjectGetMethod, 87)                    \
+  X(ModListTypes, 88)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

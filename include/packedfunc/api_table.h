@@ -8,6 +8,7 @@
 #include "packedfunc/registry.h"
 #include "packedfunc/host.h"
 #include "packedfunc/typed.h"
+#include "packedfunc/object_type.h"
 #include "packedfunc/module.h"
 
 #ifdef __cplusplus
@@ -20,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 7
+#define PF_API_VERSION 8
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -41,7 +42,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * ShapeGetData); version 4 adds FuncBind to PrePackCacheGetStats (binding
  * constants, pre-packing them, sharing the packed values); version 5
  * adds ModCreateFromFunctions; version 6 adds FuncCallFrame; version 7
- * adds ObjectFindOwnedHosts. Every
+ * adds ObjectFindOwnedHosts; version 8 adds registered object types
+ * (ObjectTypeRegister to ModListTypes). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -138,6 +140,22 @@ typedef struct PFApi {
   /* Version 7. Host cycle collectors. */
   int (*ObjectFindOwnedHosts)(PFObjectHandle, PFObjectHandle, int64_t, void**, int64_t,
                               int64_t*, int64_t*);
+  /* Version 8. Registered object types. */
+  int (*ObjectTypeRegister)(const PFObjectTypeDesc*, uint32_t*);
+  int (*ObjectTypeFind)(const char*, uint32_t*);
+  int (*ObjectTypeGetInfo)(uint32_t, const PFObjectTypeInfo**);
+  int (*ObjectTypeGetField)(uint32_t, const char*, const PFFieldInfo**);
+  int (*ObjectTypeGetMethod)(uint32_t, const char*, PFFunctionHandle*);
+  int (*ObjectTypeGetConstructor)(uint32_t, PFFunctionHandle*);
+  int (*ObjectAlloc)(uint32_t, PFObjectHandle*);
+  int (*ObjectGetData)(PFObjectHandle, void**);
+  int (*ObjectIsInstance)(PFObjectHandle, uint32_t, int*);
+  int (*ObjectGetField)(PFObjectHandle, const PFFieldInfo*, PFValue*, int*);
+  int (*ObjectSetField)(PFObjectHandle, const PFFieldInfo*, PFValue, int);
+  int (*ObjectGetFieldByName)(PFObjectHandle, const char*, PFValue*, int*);
+  int (*ObjectSetFieldByName)(PFObjectHandle, const char*, PFValue, int);
+  int (*ObjectGetMethod)(PFObjectHandle, const char*, PFFunctionHandle*);
+  int (*ModListTypes)(PFModuleHandle, int*, const uint32_t**);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
