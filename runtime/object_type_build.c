@@ -396,9 +396,10 @@ static int build_head(const char* where, const PFObjectTypeDesc* d, const pf_typ
                       "instance_size %zu is smaller than its parent '%s''s %zu (its struct "
                       "begins with the parent's)",
                       d->instance_size, parent->info.key, parent->info.instance_size);
-  if (d->instance_size > PF_MAX_OBJECT_SIZE - PF_INSTANCE_HEAD)
-    return TYPE_ERROR(kPFErrValueError, "instance_size %zu is larger than any object can be",
-                      d->instance_size);
+  if (d->instance_size > PF_OBJECT_TYPE_MAX_SIZE)
+    return TYPE_ERROR(kPFErrValueError,
+                      "instance_size %zu is larger than PF_OBJECT_TYPE_MAX_SIZE (%zu bytes)",
+                      d->instance_size, PF_OBJECT_TYPE_MAX_SIZE);
   if (check_members(where, t, "fields", d->num_fields, d->fields) != 0 ||
       check_members(where, t, "methods", d->num_methods, d->methods) != 0)
     return -1;

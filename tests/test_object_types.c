@@ -363,7 +363,9 @@ static void test_bad_descriptions(void** state) {
   assert_bad(&d, kPFErrValueError, "smaller than its parent 't.Rect'");
   d = ok;
   d.instance_size = SIZE_MAX - 8;
-  assert_bad(&d, kPFErrValueError, "larger than any object can be");
+  assert_bad(&d, kPFErrValueError, "larger than PF_OBJECT_TYPE_MAX_SIZE");
+  d.instance_size = PF_OBJECT_TYPE_MAX_SIZE + 1;
+  assert_bad(&d, kPFErrValueError, "larger than PF_OBJECT_TYPE_MAX_SIZE");
   /* Counts and arrays. */
   d = ok;
   d.num_fields = -1;

@@ -155,6 +155,9 @@ extern "C" {
 #define PF_OBJECT_TYPE_MAX_DEPTH 64
 /* The most fields or methods a description may declare (each). */
 #define PF_OBJECT_TYPE_MAX_MEMBERS 4096
+/* The largest instance_size: a struct keeps bulk data behind a pointer
+ * (or in a tensor or bytes field), not inline. */
+#define PF_OBJECT_TYPE_MAX_SIZE ((size_t)1 << 24)
 /* The longest key and the longest field or method name, in bytes. */
 #define PF_OBJECT_TYPE_KEY_MAX 255
 /* The alignment of an instance's struct (PFObjectGetData): that of any C
@@ -196,7 +199,8 @@ typedef struct PFObjectTypeDesc {
   const char* key;              /* unique: identifiers joined by '.', e.g. "mylib.Counter";
                                    at most PF_OBJECT_TYPE_KEY_MAX bytes */
   const char* parent;           /* NULL, or the key of a registered type */
-  size_t instance_size;         /* sizeof the struct; at least the parent's */
+  size_t instance_size;         /* sizeof the struct; at least the parent's, at most
+                                   PF_OBJECT_TYPE_MAX_SIZE */
   PFObjectFinalizer finalizer;  /* NULL, or called with the struct when an instance
                                    goes, before the parent's finalizer */
   const char* doc;              /* NULL, or the type's docstring */
@@ -285,7 +289,7 @@ typedef struct PFObjectTypeInfo {
  * the key and what differs); a parent that is not registered, the type
  * itself as its parent, more than PF_OBJECT_TYPE_MAX_DEPTH ancestors
  * (ValueError); instance_size smaller than the parent's, or larger than
- * any object can be (ValueError); a negative count, a NULL array with a
+ * PF_OBJECT_TYPE_MAX_SIZE (ValueError); a negative count, a NULL array with a
  * count, more than PF_OBJECT_TYPE_MAX_MEMBERS fields or methods
  * (ValueError; NULL array: TypeError); a field type that the grammar does
  * not have or that cannot be a field (void), an obj<KEY> of a type not
