@@ -19,6 +19,9 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"DLDataType", sizeof(DLDataType)},   {"DLDevice", sizeof(DLDevice)},
       {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFCallFrame", sizeof(PFCallFrame)},
+      {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)}, {"PFFieldDesc", sizeof(PFFieldDesc)},
+      {"PFMethodDesc", sizeof(PFMethodDesc)},         {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
+      {"PFFieldInfo", sizeof(PFFieldInfo)},           {"PFMethodInfo", sizeof(PFMethodInfo)},
   };
   PF_CHECK_ARG(name);
   PF_CHECK_ARG(out);

@@ -8,6 +8,31 @@
 
 #include "object_type.h"
 
+/* The public structs are ABI: read and filled by code built against the
+ * header. Pinned where pointers are 8 bytes. */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(PFFieldDesc) == 40 && offsetof(PFFieldDesc, offset) == 16 &&
+                   offsetof(PFFieldDesc, doc) == 32,
+               "PFFieldDesc's layout is ABI");
+_Static_assert(sizeof(PFMethodDesc) == 48 && offsetof(PFMethodDesc, signature) == 24 &&
+                   offsetof(PFMethodDesc, flags) == 32 && offsetof(PFMethodDesc, doc) == 40,
+               "PFMethodDesc's layout is ABI");
+_Static_assert(sizeof(PFObjectTypeDesc) == 80 && offsetof(PFObjectTypeDesc, key) == 8 &&
+                   offsetof(PFObjectTypeDesc, finalizer) == 32 &&
+                   offsetof(PFObjectTypeDesc, num_fields) == 56 &&
+                   offsetof(PFObjectTypeDesc, num_methods) == 72,
+               "PFObjectTypeDesc's layout is ABI");
+_Static_assert(offsetof(PFFieldInfo, offset) == 24 && offsetof(PFFieldInfo, flags) == 40 &&
+                   offsetof(PFFieldInfo, type_index) == 44,
+               "PFFieldInfo's members keep their places");
+_Static_assert(offsetof(PFMethodInfo, flags) == 24 && offsetof(PFMethodInfo, type_index) == 28,
+               "PFMethodInfo's members keep their places");
+_Static_assert(offsetof(PFObjectTypeInfo, type_index) == 16 &&
+                   offsetof(PFObjectTypeInfo, instance_size) == 40 &&
+                   offsetof(PFObjectTypeInfo, fields) == 48 && offsetof(PFObjectTypeInfo, init) == 64,
+               "PFObjectTypeInfo's members keep their places");
+#endif
+
 /* ---- the table ---- */
 
 /* Guards registration, the key table, and each type's weak_lib, dormant
@@ -254,43 +279,44 @@ static int batch_index(const plan* p, const char* key) {
   return -1;
 }
 
-/* Orders the batch so that each type comes after a parent of the batch,
- * and resolves each parent; *parents[i] is the parent (registered, or of
- * the batch), NULL for none. Refuses parents that are not registered and
- * cycles. */
-static int order_batch(const char* where, plan* p, const PFObjectTypeDesc* const* descs,
-                       pf_type** parents) {
-  int* in_batch = pf_calloc((size_t)p->n, sizeof(int));
-  int* done = pf_calloc((size_t)p->n, sizeof(int));
-  int rc = 0, placed = 0;
-  if (in_batch == NULL || done == NULL) {
-    rc = pf_oom(where);
-    goto out;
-  }
-  for (int i = 0; i < p->n && rc == 0; ++i) {
+/* Resolves each type's parent: *parents[i] is a registered parent, or
+ * in_batch[i] the batch index of a parent being registered with it (-1:
+ * none there). Refuses parents that are not registered and a type that is
+ * its own parent. */
+static int resolve_parents(const char* where, const plan* p, const PFObjectTypeDesc* const* descs,
+                           pf_type** parents, int* in_batch) {
+  for (int i = 0; i < p->n; ++i) {
     const char* pk = descs[i]->parent;
     in_batch[i] = -1;
     parents[i] = NULL;
     if (pk == NULL) continue;
-    if (strcmp(pk, p->fresh[i]->info.key) == 0) {
-      rc = PF_ERROR(kPFErrValueError, "%s: object type '%s' names itself as its parent", where,
-                    pk);
-      break;
-    }
+    if (strcmp(pk, p->fresh[i]->info.key) == 0)
+      return PF_ERROR(kPFErrValueError, "%s: object type '%s' names itself as its parent", where,
+                      pk);
     int j = batch_index(p, pk);
     if (j >= 0 && p->existing[j] == NULL) {
-      in_batch[i] = j; /* built in this batch: resolved once it is */
+      in_batch[i] = j; /* resolved once it is built */
       continue;
     }
     size_t len = strnlen(pk, PF_OBJECT_TYPE_KEY_MAX + 1);
     parents[i] = j >= 0 ? p->existing[j] : len <= PF_OBJECT_TYPE_KEY_MAX ? find(pk, len) : NULL;
     if (parents[i] == NULL)
-      rc = PF_ERROR(kPFErrValueError,
-                    "%s: object type '%s': its parent '%.300s' is not a registered type", where,
-                    p->fresh[i]->info.key, pk);
+      return PF_ERROR(kPFErrValueError,
+                      "%s: object type '%s': its parent '%.300s' is not a registered type", where,
+                      p->fresh[i]->info.key, pk);
   }
-  /* Parents first; a pass that places nothing leaves a cycle. */
-  while (rc == 0 && placed < p->n) {
+  return 0;
+}
+
+/* Orders the batch parents first (p->order), completing *parents; a pass
+ * that places nothing leaves a cycle. */
+static int order_batch(const char* where, plan* p, const PFObjectTypeDesc* const* descs,
+                       pf_type** parents) {
+  int* in_batch = pf_calloc((size_t)p->n, sizeof(int));
+  int* done = pf_calloc((size_t)p->n, sizeof(int));
+  int rc = in_batch == NULL || done == NULL ? pf_oom(where)
+                                            : resolve_parents(where, p, descs, parents, in_batch);
+  for (int placed = 0; rc == 0 && placed < p->n;) {
     int progress = 0;
     for (int i = 0; i < p->n; ++i) {
       if (done[i] || (in_batch[i] >= 0 && !done[in_batch[i]])) continue;
@@ -307,7 +333,6 @@ static int order_batch(const char* where, plan* p, const PFObjectTypeDesc* const
                     p->fresh[i]->info.key, p->fresh[in_batch[i]]->info.key);
     }
   }
-out:
   pf_free(in_batch);
   pf_free(done);
   return rc;

@@ -1253,6 +1253,18 @@ static void test_api_table_slots(void** state) {
   SLOT(ObjectGetMethod, 87);
   SLOT(ModListTypes, 88);
 #undef SLOT
+  /* The structs a binding mirrors report their sizes. */
+  const struct {
+    const char* name;
+    size_t size;
+  } sizes[] = {{"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)}, {"PFFieldDesc", sizeof(PFFieldDesc)},
+               {"PFMethodDesc", sizeof(PFMethodDesc)}, {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
+               {"PFFieldInfo", sizeof(PFFieldInfo)}, {"PFMethodInfo", sizeof(PFMethodInfo)}};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    size_t got = 0;
+    assert_pf_ok(PFGetStructSize(sizes[i].name, &got));
+    assert_int_equal(got, sizes[i].size);
+  }
 }
 
 int main(void) {

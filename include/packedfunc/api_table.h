@@ -25,7 +25,9 @@ extern "C" {
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
- * "PFCallFrame". Bindings compare it with their own mirrors. Errors: NULL
+ * "PFCallFrame", "PFObjectTypeDesc", "PFFieldDesc", "PFMethodDesc",
+ * "PFObjectTypeInfo", "PFFieldInfo", "PFMethodInfo". Bindings compare it
+ * with their own mirrors. Errors: NULL
  * arguments (TypeError), unknown name (KeyError). */
 PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
 

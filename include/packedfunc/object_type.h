@@ -305,7 +305,9 @@ typedef struct PFObjectTypeInfo {
  * parameter of type object or obj<KEY> of the type or an ancestor, a
  * static __init__ whose result is not object or obj<KEY> of the type
  * (ValueError); PF_OBJECT_TYPE_MAX_REGISTERED types registered already
- * (RuntimeError); MemoryError.
+ * (RuntimeError); MemoryError (one that comes while the registered type's
+ * code is being made ready leaves the type registered, and its first use,
+ * or registering it again, makes it ready).
  * Thread-safe; two threads registering the same description at once both
  * get its one index.
  */
