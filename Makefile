@@ -166,9 +166,9 @@ $(PF_TOOL): $(call pf_tool_objs,rel) $(SHARED)
 	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) -o $@ $(call pf_tool_objs,rel) -L$(BUILD)/lib -lpackedfunc \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
-$(DEMO_PLUGIN): examples/plugin/demo_plugin.c $(SHARED)
+$(DEMO_PLUGIN): examples/plugin/demo_plugin.c examples/plugin/counter.c $(SHARED)
 	@mkdir -p $(@D)
-	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< -lm
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^) -lm
 
 # ---- Python binding ----------------------------------------------------------------
 # make python copies the shared libraries beside the package (this one, and

@@ -46,13 +46,14 @@ test-c: test-asan test-tsan
 
 # ---- fixture modules and the sanitized shared runtime ----------------------------
 #   $(BUILD)/modules/*.so   test fixture modules (tests/modules)
-# test_module and test_pf_cli link an ASan+UBSan *shared* libpackedfunc (same
-# soname, in $(BUILD)/asan-shared/lib), so that the test, the fixture modules
-# and pf share one runtime instance.
+# test_module, test_object_types_module and test_pf_cli link an ASan+UBSan
+# *shared* libpackedfunc (same soname, in $(BUILD)/asan-shared/lib), so that
+# the test, the fixture modules and pf share one runtime instance.
 MOD_DIR      := $(BUILD)/modules
 MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
-                  mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so)
+                  mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
+                  mod_types.so mod_types_clash.so mod_badtype.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
@@ -92,6 +93,11 @@ $(BUILD)/asan/tests/test_module: tests/test_module.c $(ASAN_SHARED) $(MODULE_TES
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
+$(BUILD)/asan/tests/test_object_types_module: tests/test_object_types_module.c $(ASAN_SHARED) \
+                                               $(MODULE_TEST_NEEDS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
 $(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
@@ -99,6 +105,11 @@ $(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) 
 $(BUILD)/plain/tests/test_module: tests/test_module.c $(SHARED) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
+$(BUILD)/plain/tests/test_object_types_module: tests/test_object_types_module.c $(SHARED) \
+                                                $(MODULE_TEST_NEEDS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
 $(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)

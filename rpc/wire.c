@@ -267,6 +267,11 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
       return pack_mutable(pk, obj, type, path, depth, exp, ctx);
     default: {
       const char* tn = PFObjectTypeName(type);
+      if (type >= kPFObjectTypeRegisteredBegin)
+        return PF_ERROR(kPFErrTypeError,
+                        "%s: an object of the registered type '%s' cannot cross to another "
+                        "process (objects of registered types do not cross)",
+                        path, tn ? tn : "unknown");
       return PF_ERROR(kPFErrTypeError, "%s: a %s object cannot cross to another process", path,
                       tn ? tn : "unknown");
     }

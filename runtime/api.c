@@ -20,6 +20,9 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFCallFrame", sizeof(PFCallFrame)},
       {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
+      {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)}, {"PFFieldDesc", sizeof(PFFieldDesc)},
+      {"PFMethodDesc", sizeof(PFMethodDesc)},         {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
+      {"PFFieldInfo", sizeof(PFFieldInfo)},           {"PFMethodInfo", sizeof(PFMethodInfo)},
   };
   PF_CHECK_ARG(name);
   PF_CHECK_ARG(out);
@@ -143,7 +146,23 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(DataTypeToString, 96)                 \
   X(TensorCreateFromDLPackVersioned, 97)  \
   X(TensorIsReadOnly, 98)                 \
-  X(TensorToDLPackVersioned, 99)          
+  X(TensorToDLPackVersioned, 99) \
+  /* Version 9. */ \
+  X(ObjectTypeRegister, 100) \
+  X(ObjectTypeFind, 101) \
+  X(ObjectTypeGetInfo, 102) \
+  X(ObjectTypeGetField, 103) \
+  X(ObjectTypeGetMethod, 104) \
+  X(ObjectTypeGetConstructor, 105) \
+  X(ObjectAlloc, 106) \
+  X(ObjectGetData, 107) \
+  X(ObjectIsInstance, 108) \
+  X(ObjectGetField, 109) \
+  X(ObjectSetField, 110) \
+  X(ObjectGetFieldByName, 111) \
+  X(ObjectSetFieldByName, 112) \
+  X(ObjectGetMethod, 113) \
+  X(ModListTypes, 114)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -96,11 +96,11 @@ static int c_to_packed(const pf_closure* c, int i, const void* p, PFValue* v, in
   int t = c->sig.args[i];
   pf_cvalue cv;
   pf_cvalue_load(t, p, &cv);
-  if (pf_c_to_packed(t, &cv, v, code) == 0) return 0;
+  if (pf_c_to_packed(t, c->sig.arg_obj[i], &cv, v, code) == 0) return 0;
   char who[512], what[32];
   describe(c, who, sizeof(who));
   snprintf(what, sizeof(what), "argument %d", i);
-  return pf_c_to_packed_error(who, what, t, &cv);
+  return pf_c_to_packed_error(who, what, t, c->sig.arg_obj[i], &cv);
 }
 
 static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
@@ -136,11 +136,11 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
    * DLTensor*), and its reference is dropped here. */
   pf_conv k = (pf_code_is_handle(rc) && !pf_ctype_is_ref(c->sig.ret))
                   ? pf_conv_type
-                  : pf_packed_to_c(c->sig.ret, rc, &rv, &cv, 1);
+                  : pf_packed_to_c(c->sig.ret, c->sig.ret_obj, rc, &rv, &cv, 1);
   if (k != pf_conv_ok) {
     char who[512];
     describe(c, who, sizeof(who));
-    pf_conv_error(k, who, "result", c->sig.ret, rc, &rv);
+    pf_conv_error(k, who, "result", c->sig.ret, c->sig.ret_obj, rc, &rv);
     if (pf_code_is_handle(rc)) pf_object_release_keeping_error(rv.v_handle);
     keep_error(c);
     return;

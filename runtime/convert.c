@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "typed.h"
+#include "object_type.h"
 
 _Static_assert(sizeof(pf_cvalue) == 8, "a C value fits in 8 bytes");
 _Static_assert(sizeof(pf_cvalue) == sizeof(PFValue) && _Alignof(pf_cvalue) == _Alignof(PFValue),
@@ -46,7 +46,8 @@ static pf_conv to_double(int t, int code, const PFValue* v, double* d) {
   return pf_conv_ok;
 }
 
-pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int allow_null_str) {
+pf_conv pf_packed_to_c(int t, const struct pf_type* obj, int code, const PFValue* v,
+                       pf_cvalue* out, int allow_null_str) {
   pf_conv c;
   int64_t x;
   double d;
@@ -124,13 +125,16 @@ pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out, int al
     case pf_t_shape:
     case pf_t_list:
     case pf_t_dict:
+    case pf_t_obj:
       if (code == kPFNull) {
         out->o = NULL;
         return pf_conv_ok;
       }
       if (code != kPFObjectHandle) return pf_conv_type;
       if (!pf_is_object(v->v_handle, 0)) return pf_conv_dead;
-      if (!pf_is_object(v->v_handle, pf_ctype_object_type(t))) return pf_conv_object;
+      if (t == pf_t_obj ? !pf_object_is_a(v->v_handle, obj)
+                        : !pf_is_object(v->v_handle, pf_ctype_object_type(t)))
+        return pf_conv_object;
       out->o = v->v_handle;
       return pf_conv_ok;
     default:
@@ -145,10 +149,10 @@ static const char* code_name(int code, char* buf, size_t n) {
   return buf;
 }
 
-int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
-                  const PFValue* v) {
+int pf_conv_error(pf_conv c, const char* who, const char* what, int t, const struct pf_type* obj,
+                  int code, const PFValue* v) {
   char buf[40];
-  const char* want = pf_ctype_name(t);
+  const char* want = pf_ctype_name(t, obj);
   /* A call's arguments or result: the caller's error, with no place (PF_ERROR in base.h). */
   if (c == pf_conv_dead)
     return PFErrorSetFormat(kPFErrTypeError,
@@ -185,7 +189,7 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
 
 /* ---- C value -> packed value ---- */
 
-int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
+int pf_c_to_packed(int t, const struct pf_type* obj, const pf_cvalue* c, PFValue* v, int* code) {
   switch (t) {
 #define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)              \
   case pf_t_##id:                                                           \
@@ -240,6 +244,9 @@ int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
     case pf_t_dict:
       if (c->o != NULL && !pf_is_object(c->o, pf_ctype_object_type(t))) return -1;
       break;
+    case pf_t_obj:
+      if (c->o != NULL && !pf_object_is_a(c->o, obj)) return -1;
+      break;
     default: /* str, ptr, tensor */
       break;
   }
@@ -249,12 +256,22 @@ int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code) {
   return 0;
 }
 
-int pf_c_to_packed_error(const char* who, const char* what, int t, const pf_cvalue* c) {
+int pf_c_to_packed_error(const char* who, const char* what, int t, const struct pf_type* obj,
+                         const pf_cvalue* c) {
   /* A call's arguments or result: the caller's error, with no place (PF_ERROR in base.h). */
   if (t == pf_t_func)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected func, got a pointer that is not a live function "
                             "handle", who, what);
+  if (t == pf_t_obj && pf_is_object(c->o, 0)) {
+    const char* got = PFObjectTypeName(((const pf_object*)c->o)->type_index);
+    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
+                            obj->sig_name, got ? got : "another");
+  }
+  if (t == pf_t_obj)
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s: %s: expected %s, got a pointer that is not a live object handle",
+                            who, what, obj->sig_name);
   if (pf_ctype_is_ref(t))
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected %s, got a pointer that is not a live %s handle", who,

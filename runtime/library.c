@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "module.h"
+#include "object_type.h"
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
 #define PF_HAVE_DL_FIND_OBJECT 1 /* lock-free; dladdr takes the loader's lock */
@@ -129,6 +130,8 @@ static pf_library* find_library(const struct link_map* map, uintptr_t addr) {
 
 static void library_destroy(pf_object* o) {
   pf_library* l = (pf_library*)o;
+  /* Object types whose code is here and was never used go dormant. */
+  pf_types_library_gone(o);
   pthread_mutex_lock(&g_libs_lock);
   for (pf_library** p = &g_libs; *p != NULL; p = &(*p)->next) {
     if (*p == l) {

@@ -28,6 +28,9 @@ struct pf_module {
   pf_module** imports;
   int num_imports, imports_cap;
   uint64_t seen; /* the last walk that visited this module */
+  /* The object types it registered (PFModListTypes); immutable. */
+  uint32_t* type_indices;
+  int num_types;
 };
 
 /* A new module with room for `count` entries and none filled in, holding a
@@ -102,6 +105,15 @@ PF_HIDDEN int pf_elf_file_matches(int fd);
  * such reason, otherwise the length of the reason (not 0). Reads the file
  * with pread only. */
 PF_HIDDEN int pf_elf_file_problem(int fd, char* why, size_t n);
+
+/* ---- object types of a library (runtime/module_types.c) ---- */
+
+/* Checks, before anything reads through them, that the object type
+ * description of descriptor `index` and everything it points to (strings,
+ * field and method arrays, code) lie in the library. NULL passes (the
+ * registration reports it). -1 with a ValueError naming the descriptor. */
+PF_HIDDEN int pf_module_check_type(const char* where, const char* origin, size_t index,
+                                   const PFObjectTypeDesc* td, const pf_segments* segs);
 
 /* ---- modules from descriptor tables (runtime/module_desc.c) ---- */
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "module.h"
+#include "object_type.h"
 
 static int load_error(const char* where, const char* origin, const char* fn_name) {
   char line[PF_NAME_MAX + 256];
@@ -16,10 +17,18 @@ static int load_error(const char* where, const char* origin, const char* fn_name
 }
 
 /* The bytes of a descriptor of layout version `abi`: version 1 ends with
- * `doc`. A version this library does not read counts as the whole struct;
- * make_function refuses it. */
+ * `doc`, version 2 with `prepack`. A version this library does not read
+ * counts as the whole struct; make_function refuses it. */
 static size_t descriptor_size(uint32_t abi) {
-  return abi == 1 ? offsetof(PFFuncDescriptor, pack_format) : sizeof(PFFuncDescriptor);
+  return abi == 1   ? offsetof(PFFuncDescriptor, pack_format)
+         : abi == 2 ? offsetof(PFFuncDescriptor, object_type)
+                    : sizeof(PFFuncDescriptor);
+}
+
+/* 1 when the descriptor registers an object type rather than a function. */
+static int is_type_descriptor(const PFFuncDescriptor* d) {
+  return d != NULL && d->abi >= 3 && d->abi <= PF_FUNC_DESCRIPTOR_ABI &&
+         d->kind == kPFFuncDescriptorType;
 }
 
 /* Checks, before anything reads through them, that a library's descriptor
@@ -53,14 +62,13 @@ static int check_descriptor(const char* where, const char* origin, size_t index,
                       "%s: module '%s': descriptor %zu has a %s function pointer %p "
                       "that is not in any loaded code",
                       where, origin, index, kind[i], code[i]);
+  if (is_type_descriptor(d)) return pf_module_check_type(where, origin, index, d->object_type, segs);
   return 0;
 }
 
-/* Makes the function that one descriptor describes. */
+/* Makes the function that one (checked) descriptor describes. */
 static int make_function(const char* where, const char* origin, size_t index,
-                         const PFFuncDescriptor* d, pf_object* lib, const pf_segments* segs,
-                         PFFunctionHandle* out) {
-  if (segs != NULL && check_descriptor(where, origin, index, d, segs) != 0) return -1;
+                         const PFFuncDescriptor* d, pf_object* lib, PFFunctionHandle* out) {
   if (d == NULL)
     return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu is NULL", where, origin,
                     index);
@@ -69,6 +77,11 @@ static int make_function(const char* where, const char* origin, size_t index,
                     "%s: module '%s': descriptor %zu has ABI version %u; this library "
                     "reads versions 1 to %u (rebuild the module against this header)",
                     where, origin, index, (unsigned)d->abi, PF_FUNC_DESCRIPTOR_ABI);
+  if (d->kind == kPFFuncDescriptorType) /* is_type_descriptor took those of layout 3 */
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': descriptor %zu has descriptor kind 3 (an object type), "
+                    "which needs layout version 3, not %u",
+                    where, origin, index, (unsigned)d->abi);
   size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
   if (n == 0 || n > PF_NAME_MAX)
     return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu has a %s name", where,
@@ -112,16 +125,51 @@ static int make_function(const char* where, const char* origin, size_t index,
   return 0;
 }
 
+/* Registers the module's object types, all or none: those of a library
+ * file to be made ready at their first use (so `lib` is only noted), those
+ * of the host's own table at once. */
+static int register_types(const char* where, const char* origin, pf_object* lib,
+                          const PFFuncDescriptor* const* table, size_t count, pf_module* m) {
+  int n = 0;
+  for (size_t i = 0; i < count; ++i) n += is_type_descriptor(table[i]);
+  if (n == 0) return 0;
+  const PFObjectTypeDesc** descs = pf_malloc(sizeof(*descs) * (size_t)n);
+  if (descs == NULL) return pf_oom(where);
+  n = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (is_type_descriptor(table[i])) descs[n++] = table[i]->object_type;
+  int rc = pf_types_register(where, lib, descs, n, &m->type_indices);
+  pf_free(descs);
+  if (rc != 0) {
+    char line[256];
+    snprintf(line, sizeof(line), "while registering the object types of module '%.200s' (%s)",
+             origin, where);
+    PFErrorAppendTraceback(line);
+    return -1;
+  }
+  m->num_types = n;
+  return 0;
+}
+
 int pf_module_build(const char* where, const char* origin, pf_object* lib, const pf_segments* segs,
                     const PFFuncDescriptor* const* table, size_t count, pf_module** out) {
   if (count > INT_MAX / 2)
     return PF_ERROR(kPFErrValueError, "%s: module '%s' has too many functions (%zu)", where, origin,
                     count);
+  /* Everything is checked before anything is read through it. */
+  for (size_t i = 0; segs != NULL && i < count; ++i)
+    if (check_descriptor(where, origin, i, table[i], segs) != 0) return -1;
   pf_module* m = pf_module_new(where, origin, lib, count);
   if (m == NULL) return -1;
+  /* Types first: the module's functions may name them (obj<KEY>). */
+  if (register_types(where, origin, segs != NULL ? lib : NULL, table, count, m) != 0) {
+    pf_object_release(&m->base);
+    return -1;
+  }
   for (size_t i = 0; i < count; ++i) {
     PFFunctionHandle f = NULL;
-    if (make_function(where, origin, i, table[i], lib, segs, &f) != 0) {
+    if (is_type_descriptor(table[i])) continue;
+    if (make_function(where, origin, i, table[i], lib, &f) != 0) {
       pf_object_release(&m->base);
       return -1;
     }

@@ -16,6 +16,7 @@ static void module_destroy(pf_object* o) {
   pf_free(m->names);
   pf_free(m->imports);
   pf_free(m->origin);
+  pf_free(m->type_indices);
   pf_free(m);
 }
 
@@ -117,6 +118,16 @@ int PFModListFunctionNames(PFModuleHandle mod, int* out_size, const char*** out_
   pf_module* m = mod;
   *out_size = m->count;
   *out_array = m->names;
+  return 0;
+}
+
+int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t** out_array) {
+  PF_CHECK_OBJECT(mod, kPFObjectModule);
+  PF_CHECK_ARG(out_size);
+  PF_CHECK_ARG(out_array);
+  pf_module* m = mod;
+  *out_size = m->num_types;
+  *out_array = m->type_indices;
   return 0;
 }
 

@@ -1,5 +1,5 @@
 /* The names of type codes and object types, from their lists in c_api.h. */
-#include "internal.h"
+#include "object_type.h"
 
 const char* PFTypeCodeName(int type_code) {
   switch (type_code) {
@@ -21,7 +21,7 @@ const char* PFObjectTypeName(uint32_t type_index) {
     PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_CASE_)
 #undef PF_OBJECT_TYPE_CASE_
     default:
-      return NULL;
+      return pf_registered_type_name(type_index); /* a key, or NULL */
   }
 }
 #define PF_OBJECT_TYPE_DENSE_(name, index, text) \
@@ -37,3 +37,5 @@ PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_DENSE_)
 PF_TYPE_CODE_LIST(PF_TYPE_CODE_DENSE_)
 #undef PF_TYPE_CODE_DENSE_
 _Static_assert(kPFTypeCodeEnd <= kPFExtBegin, "built-in codes stay below the extension range");
+_Static_assert(kPFObjectTypeEnd <= kPFObjectTypeRegisteredBegin,
+               "built-in object types stay below the registered range");

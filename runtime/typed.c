@@ -207,7 +207,7 @@ static pf_callers pick_callers(const pf_sig* sig) {
      * then goes through set_return, which hands the reference on. */
     case pf_t_int64: case pf_t_uint64: case pf_t_ptr: case pf_t_str:
     case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map:
-    case pf_t_shape: case pf_t_list: case pf_t_dict: case pf_t_object: rk = 1; break;
+    case pf_t_shape: case pf_t_list: case pf_t_dict: case pf_t_object: case pf_t_obj: rk = 1; break;
     case pf_t_float64: rk = 2; break;
     case pf_t_bool: rk = 3; break;
     case pf_t_int32: rk = 4; break;
@@ -224,7 +224,7 @@ static pf_callers pick_callers(const pf_sig* sig) {
       case pf_t_uint64: case pf_t_ptr: case pf_t_str: case pf_t_bytes:
       case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map: case pf_t_shape:
       case pf_t_list: case pf_t_dict:
-      case pf_t_object: bits = bits << 1; simple = 0; break;
+      case pf_t_object: case pf_t_obj: bits = bits << 1; simple = 0; break;
       case pf_t_float64: bits = (bits << 1) | 1; break;
       default: return none;
     }
@@ -261,7 +261,7 @@ static int arg_error(const pf_typed* t, pf_conv c, int i, int code, const PFValu
   char who[512], what[32];
   describe(t, who, sizeof(who));
   snprintf(what, sizeof(what), "argument %d", i);
-  return pf_conv_error(c, who, what, t->sig.args[i], code, v);
+  return pf_conv_error(c, who, what, t->sig.args[i], t->sig.arg_obj[i], code, v);
 }
 
 static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalue* rv) {
@@ -275,10 +275,10 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
   if (t->sig.ret == pf_t_void) return 0;
   PFValue v;
   int code;
-  if (pf_c_to_packed(t->sig.ret, r, &v, &code) != 0) {
+  if (pf_c_to_packed(t->sig.ret, t->sig.ret_obj, r, &v, &code) != 0) {
     char who[512];
     describe(t, who, sizeof(who));
-    pf_c_to_packed_error(who, "result", t->sig.ret, r);
+    pf_c_to_packed_error(who, "result", t->sig.ret, t->sig.ret_obj, r);
     /* A live object of the wrong type still came with a reference. */
     if (pf_ctype_is_ref(t->sig.ret) && pf_is_object(r->o, 0))
       pf_object_release_keeping_error(r->o);
@@ -311,7 +311,7 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     } else if (at == pf_t_float64 && code == kPFFloat) {
       av[i].f64 = args[i].v_float64;
     } else {
-      pf_conv c = pf_packed_to_c(at, code, &args[i], &av[i], 0);
+      pf_conv c = pf_packed_to_c(at, t->sig.arg_obj[i], code, &args[i], &av[i], 0);
       if (c != pf_conv_ok) return arg_error(t, c, i, code, &args[i]);
     }
   }

@@ -67,13 +67,25 @@ typedef enum {
 #undef PF_SIG_ENUM_INT_
 #undef PF_SIG_ENUM_FLOAT_
 #undef PF_SIG_ENUM_OTHER_
-  pf_t_count
+  pf_t_count, /* the named types: PFSignatureTypeInfo's table */
+  /* obj<KEY>: an instance of the registered type KEY (object_type.h),
+   * passed as an object handle. Outside the named table: each use names
+   * its type, which the signature keeps beside it. */
+  pf_t_obj = pf_t_count,
+  pf_t_all
 } pf_ctype;
+
+/* The registered object type of an obj<KEY> position (object_type.h). */
+struct pf_type;
 
 typedef struct {
   uint8_t ret;
   uint8_t num_args;
   uint8_t args[PF_TYPED_MAX_ARGS];
+  /* For each obj<KEY> position, KEY's type (registered types are never
+   * freed); NULL elsewhere. */
+  const struct pf_type* ret_obj;
+  const struct pf_type* arg_obj[PF_TYPED_MAX_ARGS];
 } pf_sig;
 
 /* One C value of any signature type; 8 bytes, so `bytes` returns (a
@@ -116,7 +128,7 @@ typedef enum {
  * out. */
 static inline int pf_ctype_is_ref(int t) {
   return t == pf_t_func || t == pf_t_array || t == pf_t_map || t == pf_t_shape ||
-         t == pf_t_list || t == pf_t_dict || t == pf_t_object;
+         t == pf_t_list || t == pf_t_dict || t == pf_t_object || t == pf_t_obj;
 }
 /* The object type a value of type `t` must be (0: any object), for the
  * reference types other than func. */
@@ -144,13 +156,20 @@ typedef struct {
   uint64_t hi;
   double max;
 } pf_ctype_info;
-PF_HIDDEN extern const pf_ctype_info pf_ctypes[pf_t_count];
-/* The canonical name of a type, e.g. "int64"; "?" outside the table. */
-PF_HIDDEN const char* pf_ctype_name(int t);
+PF_HIDDEN extern const pf_ctype_info pf_ctypes[pf_t_all];
+/* The canonical name of a type, e.g. "int64"; for obj<KEY> (when `obj` is
+ * its type) "obj<KEY>"; "?" outside the table. */
+PF_HIDDEN const char* pf_ctype_name(int t, const struct pf_type* obj);
 /* Parses `text` into *out. On failure records a ValueError (or TypeError for
  * NULL) whose message begins with `where` and points at the offending
- * position, and returns -1. */
+ * position, and returns -1. An obj<KEY> resolves KEY through
+ * pf_type_resolve (object_type.h). */
 PF_HIDDEN int pf_sig_parse(const char* where, const char* text, pf_sig* out);
+/* Parses `text` as one type of the grammar, void included (a field's
+ * type): its pf_ctype and, for obj<KEY>, KEY's type. Errors as
+ * pf_sig_parse's, with "bad type" for "bad signature". */
+PF_HIDDEN int pf_sig_parse_type(const char* where, const char* text, int* t,
+                                const struct pf_type** obj);
 /* Writes the canonical text of `sig` (canonical names, no blanks) to a new
  * pf_malloc'd string; NULL on allocation failure (no error recorded). */
 PF_HIDDEN char* pf_sig_format(const pf_sig* sig);
@@ -169,29 +188,31 @@ PF_HIDDEN int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif
  * pf_ffi_ret_store).
  */
 
-/* Converts a packed (code, value) to C type `t`. `allow_null_str` lets
- * kPFNull stand for a NULL str (closure results); arguments of typed
- * functions do not allow it. Records no error. */
-PF_HIDDEN pf_conv pf_packed_to_c(int t, int code, const PFValue* v, pf_cvalue* out,
-                                 int allow_null_str);
+/* Converts a packed (code, value) to C type `t` (`obj`: KEY's type when t
+ * is obj<KEY>, else NULL; so for every function below). `allow_null_str`
+ * lets kPFNull stand for a NULL str or bytes (closure results, fields);
+ * arguments of typed functions do not allow it. Records no error. */
+PF_HIDDEN pf_conv pf_packed_to_c(int t, const struct pf_type* obj, int code, const PFValue* v,
+                                 pf_cvalue* out, int allow_null_str);
 /* Records the error for a failed conversion: "<who>: <what>: expected T,
  * got ..." with kind TypeError or ValueError. Returns -1.
  * This and pf_c_to_packed_error (and a typed call's argument count check)
  * record no traceback line: they are the exception to the rule at PF_ERROR
  * (base.h), a call's argument errors, named by the message alone. */
-PF_HIDDEN int pf_conv_error(pf_conv c, const char* who, const char* what, int t, int code,
-                            const PFValue* v);
+PF_HIDDEN int pf_conv_error(pf_conv c, const char* who, const char* what, int t,
+                            const struct pf_type* obj, int code, const PFValue* v);
 /* Converts a C value of type `t` to a packed value (a closure's argument, a
  * typed function's result), as the table in c_api.h says: a NULL pointer
  * becomes kPFNull. For bytes, `c->by` points to the PFByteArray. Returns
  * -1, recording nothing, for a value that cannot cross (a uint64 above
  * INT64_MAX, bytes with NULL data or of an impossible size, a func, array,
- * map, shape or object that is not a live object of its type);
+ * map, shape, object or obj<KEY> that is not a live object of its type);
  * pf_c_to_packed_error then records why, naming
  * `who` and `what` ("argument 2", "result"), and returns -1. */
-PF_HIDDEN int pf_c_to_packed(int t, const pf_cvalue* c, PFValue* v, int* code);
+PF_HIDDEN int pf_c_to_packed(int t, const struct pf_type* obj, const pf_cvalue* c, PFValue* v,
+                             int* code);
 PF_HIDDEN int pf_c_to_packed_error(const char* who, const char* what, int t,
-                                   const pf_cvalue* c);
+                                   const struct pf_type* obj, const pf_cvalue* c);
 
 /* ---- libffi's storage of C values ---- */
 /* Inline, for each is on every call through libffi, in one direction or

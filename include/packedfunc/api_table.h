@@ -8,6 +8,7 @@
 #include "packedfunc/registry.h"
 #include "packedfunc/host.h"
 #include "packedfunc/typed.h"
+#include "packedfunc/object_type.h"
 #include "packedfunc/module.h"
 
 #ifdef __cplusplus
@@ -20,13 +21,14 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 8
+#define PF_API_VERSION 9
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
- * "PFCallFrame", "PFDLManagedTensorVersioned". Bindings compare it with
- * their own mirrors. Errors: NULL arguments (TypeError), unknown name
- * (KeyError). */
+ * "PFCallFrame", "PFDLManagedTensorVersioned", "PFObjectTypeDesc",
+ * "PFFieldDesc", "PFMethodDesc", "PFObjectTypeInfo", "PFFieldInfo",
+ * "PFMethodInfo". Bindings compare it with their own mirrors. Errors: NULL
+ * arguments (TypeError), unknown name (KeyError). */
 PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
 
 /*
@@ -44,7 +46,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * adds ModCreateFromFunctions; version 6 adds FuncCallFrame; version 7
  * adds ObjectFindOwnedHosts; version 8 adds ArrayGetItems to
  * TensorToDLPackVersioned (bulk readers, List and Dict, data types as text,
- * versioned DLPack). Every
+ * versioned DLPack); version 9 adds registered object types
+ * (ObjectTypeRegister to ModListTypes). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -172,6 +175,22 @@ typedef struct PFApi {
   int (*TensorCreateFromDLPackVersioned)(PFDLManagedTensorVersioned*, PFObjectHandle*);
   int (*TensorIsReadOnly)(PFObjectHandle, int*);
   int (*TensorToDLPackVersioned)(PFObjectHandle, PFDLManagedTensorVersioned**);
+  /* Version 9. Registered object types. */
+  int (*ObjectTypeRegister)(const PFObjectTypeDesc*, uint32_t*);
+  int (*ObjectTypeFind)(const char*, uint32_t*);
+  int (*ObjectTypeGetInfo)(uint32_t, const PFObjectTypeInfo**);
+  int (*ObjectTypeGetField)(uint32_t, const char*, const PFFieldInfo**);
+  int (*ObjectTypeGetMethod)(uint32_t, const char*, PFFunctionHandle*);
+  int (*ObjectTypeGetConstructor)(uint32_t, PFFunctionHandle*);
+  int (*ObjectAlloc)(uint32_t, PFObjectHandle*);
+  int (*ObjectGetData)(PFObjectHandle, void**);
+  int (*ObjectIsInstance)(PFObjectHandle, uint32_t, int*);
+  int (*ObjectGetField)(PFObjectHandle, const PFFieldInfo*, PFValue*, int*);
+  int (*ObjectSetField)(PFObjectHandle, const PFFieldInfo*, PFValue, int);
+  int (*ObjectGetFieldByName)(PFObjectHandle, const char*, PFValue*, int*);
+  int (*ObjectSetFieldByName)(PFObjectHandle, const char*, PFValue, int);
+  int (*ObjectGetMethod)(PFObjectHandle, const char*, PFFunctionHandle*);
+  int (*ModListTypes)(PFModuleHandle, int*, const uint32_t**);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

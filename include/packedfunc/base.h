@@ -175,9 +175,10 @@ typedef enum {
 #undef PF_OBJECT_TYPE_COUNT_
 } PFObjectTypeIndex;
 
-/* The name of an object type index ("function", "tensor", ...), or NULL for
- * an index that is not one. The string is static. Thread-safe. Sets no
- * error. */
+/* The name of an object type index ("function", "tensor", ...), the key
+ * of a registered type's index ("mylib.Counter": object_type.h), or NULL
+ * for an index that is not one. The string is static, or lives as long as
+ * the process. Thread-safe, lock-free. Sets no error. */
 PF_EXPORT const char* PFObjectTypeName(uint32_t type_index);
 
 /* ------------------------------------------------------------------------ */

@@ -16,6 +16,7 @@
  *   registry.h   the global registry of functions by name
  *   host.h       host languages: interrupts, host functions and objects
  *   typed.h      typed C functions and C function pointers (libffi)
+ *   object_type.h  object types a library registers: fields, methods, instances
  *   module.h     modules (shared libraries) and the registration macros
  *   api_table.h  versions, struct sizes and the stable function table
  *   rpc.h        (a library of its own) remote functions
@@ -75,6 +76,7 @@
 #include "packedfunc/registry.h"
 #include "packedfunc/host.h"
 #include "packedfunc/typed.h"
+#include "packedfunc/object_type.h"
 #include "packedfunc/module.h"
 #include "packedfunc/api_table.h"
 

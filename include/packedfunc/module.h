@@ -6,6 +6,7 @@
 #define PACKEDFUNC_MODULE_H_
 
 #include "packedfunc/function.h"
+#include "packedfunc/object_type.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,7 +22,9 @@ extern "C" {
  * one the registration macros below build in a program
  * (PFModLoadFromDescriptors, PF_MODULE_LOAD_SELF). Loading a module does
  * not touch the global registry; PFModExportGlobal publishes its functions
- * there, or a host looks them up in the module with PFModGetFunction.
+ * there, or a host looks them up in the module with PFModGetFunction. (A
+ * module may also bring object types, which loading registers in the
+ * process-wide type table: see PFModLoadFromFile.)
  *
  * Lifetime. A module handle is a reference-counted object
  * (kPFObjectModule). Each function of a module loaded from a shared library
@@ -39,8 +42,10 @@ extern "C" {
  * drops after the object's finalizer or deleter has run. So a tensor, a
  * function or a boxed object that a module's code creates and returns may
  * outlive the module and all of its functions; the library is closed when
- * the last of them goes. Code in the main program and in libpackedfunc
- * itself never unloads and holds nothing; code that no library contains
+ * the last of them goes (an object type's code is the exception: from the
+ * type's first use it stays loaded for good, object_type.h). Code in the
+ * main program and in libpackedfunc itself never unloads and holds
+ * nothing; code that no library contains
  * (libffi closures, JIT-compiled code) holds nothing either, and whoever
  * made it must keep it alive as long as objects use it.
  *
@@ -65,6 +70,23 @@ extern "C" {
  * PF_REGISTER_PACKED and PF_REGISTER_TYPED. Each function carries metadata
  * (PFFuncGetInfo): its registered name, its doc when given, and for a
  * typed function its canonical signature.
+ *
+ * Object types that the library registered with PF_REGISTER_OBJECT_TYPE
+ * are registered in the process-wide type table (object_type.h) as the
+ * module loads, before its functions are made, so that their signatures
+ * may name them (obj<KEY>); PFModListTypes lists their indices. Loading
+ * registers them, where functions reach the global registry only when
+ * exported, because a type key is process-wide by nature: an instance's
+ * header carries its type's index, which must mean the same type to every
+ * module and host that the instance reaches, whereas two modules may each
+ * have a function of one name until one of them is published. And a host
+ * that loads a module can make classes of its types at once. Registering
+ * copies only data: the library's code is held for good only from the
+ * first use of one of its types (object_type.h, "Lifetime of types"), so a
+ * module loaded only for its functions unloads as before. Loading the
+ * same module again (or loading it after it was unloaded) registers the
+ * same descriptions again, which is not an error; a type of the same key
+ * and another description is (below).
  *
  * The file is checked before dlopen reads it, so that a bad file is an
  * error and never a crash or a hang: it must be a regular file (not a
@@ -114,8 +136,11 @@ extern "C" {
  * the bad address); the same name registered twice in the library
  * (KeyError naming it); a typed function whose signature does not parse
  * (the ValueError of PFFuncCreateFromTyped, with a traceback line naming
- * the function and the library); MemoryError. On any error the library is
- * closed again.
+ * the function and the library); an object type that PFObjectTypeRegister
+ * would refuse (its error; all of the module's types are registered or
+ * none), such as a key registered with another description (KeyError);
+ * MemoryError. On any error the library is closed again (object types
+ * registered before a later error stay registered, unused).
  */
 PF_EXPORT int PFModLoadFromFile(const char* path, PFModuleHandle* out);
 
@@ -194,6 +219,14 @@ PF_EXPORT int PFModExportGlobal(PFModuleHandle mod, const char* prefix,
  * Errors: not a live module (TypeError). */
 PF_EXPORT int PFModFree(PFModuleHandle mod);
 
+/* The indices of the object types that the module registered when it was
+ * loaded (PF_REGISTER_OBJECT_TYPE), in the library's order, each once; a
+ * type the table already had (the same module loaded before) is listed
+ * too. *out_array has *out_size entries, owned by the module and valid as
+ * long as the module handle lives (NULL when there are none).
+ * Errors: mod not a live module, NULL outputs (TypeError). Thread-safe. */
+PF_EXPORT int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t** out_array);
+
 /* ------------------------------------------------------------------------ */
 /* Registration from C source                                                */
 /* ------------------------------------------------------------------------ */
@@ -216,7 +249,9 @@ PF_EXPORT int PFModFree(PFModuleHandle mod);
  *
  * Nothing runs when the library is loaded (no constructor, no registration
  * at dlopen time): a module's functions reach the registry only when a
- * host exports them. docs/internals.md says how the macros work.
+ * host exports them, and its object types (PF_REGISTER_OBJECT_TYPE, below)
+ * reach the type table when a host loads the module. docs/internals.md
+ * says how the macros work.
  *
  * A program (or a library linked directly into one) gets the functions it
  * registered itself with PF_MODULE_LOAD_SELF, then publishes them with
@@ -235,16 +270,18 @@ PF_EXPORT int PFModFree(PFModuleHandle mod);
 /* What kind of function a descriptor describes. */
 #define kPFFuncDescriptorPacked 1u /* a PFPackedCFunc */
 #define kPFFuncDescriptorTyped 2u  /* a plain C function and its signature */
+#define kPFFuncDescriptorType 3u   /* not a function: an object type (layout 3) */
 
 /* The layout version of PFFuncDescriptor. Version 2 appended the pre-pack
- * fields; a version 1 descriptor (a module built against an older header)
- * is still read, as the fields up to `doc`. A module built with a version
- * this library does not know is refused with a clear error instead of
- * being misread. */
-#define PF_FUNC_DESCRIPTOR_ABI 2u
+ * fields, version 3 the object type; a version 1 or 2 descriptor (a module
+ * built against an older header) is still read, as the fields up to `doc`
+ * or up to `prepack`. A module built with a version this library does not
+ * know is refused with a clear error instead of being misread. */
+#define PF_FUNC_DESCRIPTOR_ABI 3u
 
-/* One registered function. The macros fill it in; a host may also build a
- * table of pointers to these by hand for PFModLoadFromDescriptors. */
+/* One registered function, or (kind kPFFuncDescriptorType) one object
+ * type. The macros fill it in; a host may also build a table of pointers
+ * to these by hand for PFModLoadFromDescriptors. */
 typedef struct PFFuncDescriptor {
   uint32_t abi;          /* PF_FUNC_DESCRIPTOR_ABI (1 or 2) */
   uint32_t kind;         /* kPFFuncDescriptorPacked or kPFFuncDescriptorTyped */
@@ -260,19 +297,25 @@ typedef struct PFFuncDescriptor {
    * function's: NULL for a packed function made from a descriptor. */
   const char* pack_format;
   PFPrePackFunc prepack;
+  /* Version 3. For kind kPFFuncDescriptorType, the object type to register
+   * (name and the members above are NULL); else NULL. */
+  const PFObjectTypeDesc* object_type;
 } PFFuncDescriptor;
 
 /* Builds a module from the array of descriptor pointers [begin, end). Both
  * NULL is an empty module. The descriptors are read during this call only:
  * the functions' names, signatures and docs are copied. Functions are made
  * as PFModLoadFromFile makes them; each keeps loaded the shared library
- * that contains its code, if any (see "Lifetime" above). The descriptors
- * are the host's own and are trusted: they are not checked against loaded
- * segments as a library's are.
+ * that contains its code, if any (see "Lifetime" above). Object types are
+ * registered as PFModLoadFromFile registers them, except that they are
+ * made ready at once (their code is the host's: object_type.h, "Lifetime
+ * of types"). The descriptors are the host's own and are trusted: they are
+ * not checked against loaded segments as a library's are.
  * *out is a new reference (PFModFree).
  * Errors: NULL out, one of begin/end NULL (TypeError); end before begin,
  * a malformed descriptor (ValueError); a name given twice (KeyError); a bad
- * typed signature (ValueError); MemoryError. Thread-safe. */
+ * typed signature (ValueError); an object type that PFObjectTypeRegister
+ * would refuse (its error); MemoryError. Thread-safe. */
 PF_EXPORT int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
                                        const PFFuncDescriptor* const* end,
                                        PFModuleHandle* out);
@@ -319,32 +362,34 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 
 /* The pointer entries are 8-byte objects: no compiler pads or over-aligns
  * them, so the section is a plain array. */
-#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp)   \
-  extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**,            \
-                                    const PFFuncDescriptor* const**)            \
-      PF_ACCESSOR_USE_ATTR_;                                                    \
-  static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                 \
-      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp}; \
-  __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* \
+#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot)    \
+  extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**,                 \
+                                    const PFFuncDescriptor* const**)                 \
+      PF_ACCESSOR_USE_ATTR_;                                                         \
+  static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                      \
+      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot}; \
+  __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor*      \
       const PF_CAT_(pf_descriptor_entry_, id) = &PF_CAT_(pf_descriptor_, id)
 #define PF_REGISTER_(...) PF_REGISTER_AT_(__VA_ARGS__)
 
-#define PF_REGISTER_PACKED_2_(name, fn) \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL, NULL, NULL)
-#define PF_REGISTER_PACKED_3_(name, fn, doc) \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc, NULL, NULL)
+#define PF_REGISTER_PACKED_2_(name, fn)                                                 \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL, NULL, \
+               NULL, NULL)
+#define PF_REGISTER_PACKED_3_(name, fn, doc)                                           \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc, NULL, \
+               NULL, NULL)
 #define PF_REGISTER_TYPED_3_(name, fn, sig)                                  \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
-               (void (*)(void))(fn), sig, NULL, NULL, NULL)
+               (void (*)(void))(fn), sig, NULL, NULL, NULL, NULL)
 #define PF_REGISTER_TYPED_4_(name, fn, sig, doc)                             \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
-               (void (*)(void))(fn), sig, doc, NULL, NULL)
+               (void (*)(void))(fn), sig, doc, NULL, NULL, NULL)
 #define PF_REGISTER_PREPACKED_4_(name, fn, fmt, pp)                          \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
-               NULL, fmt, pp)
+               NULL, fmt, pp, NULL)
 #define PF_REGISTER_PREPACKED_5_(name, fn, fmt, pp, doc)                     \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
-               doc, fmt, pp)
+               doc, fmt, pp, NULL)
 #define PF_PICK_3_(a, b, c, d, ...) d
 #define PF_PICK_4_(a, b, c, d, e, ...) e
 #define PF_PICK_5_(a, b, c, d, e, f, ...) f
@@ -371,6 +416,25 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
   PF_PICK_5_(__VA_ARGS__, PF_REGISTER_PREPACKED_5_, PF_REGISTER_PREPACKED_4_,     \
              PF_REGISTER_PREPACKED_needs_4_or_5_arguments, , )(__VA_ARGS__)
 
+/* PF_REGISTER_OBJECT_TYPE(desc): registers the object type that the
+ * PFObjectTypeDesc variable `desc` (static const, at file scope, with
+ * constant members) describes; loading the module registers it
+ * (PFModLoadFromFile). A type and its parent may be registered in any
+ * order, in any files of the library. Use at file scope, followed by `;`:
+ *
+ *     typedef struct { int64_t count; } Counter;
+ *     static const PFFieldDesc counter_fields[] = {
+ *         PF_FIELD(Counter, count, "int64", kPFFieldWritable, "The count."),
+ *     };
+ *     static const PFObjectTypeDesc counter_type = {
+ *         PF_OBJECT_TYPE_DESC_ABI, "mylib.Counter", NULL, sizeof(Counter), NULL,
+ *         "Counts.", counter_fields, PF_COUNTOF(counter_fields), NULL, 0};
+ *     PF_REGISTER_OBJECT_TYPE(counter_type);
+ */
+#define PF_REGISTER_OBJECT_TYPE(desc)                                                      \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorType, NULL, NULL, NULL, NULL, NULL, NULL, \
+               NULL, &(desc))
+
 /* PF_MODULE_LOAD_SELF(&mod): a module of the functions registered in the
  * program or library that this expression is compiled into (its own
  * "pf_functions" section), as PFModLoadFromDescriptors. */
@@ -387,6 +451,7 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 #define PF_REGISTER_PACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PACKED")
 #define PF_REGISTER_TYPED(...) PF_NO_REGISTRATION_("PF_REGISTER_TYPED")
 #define PF_REGISTER_PREPACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PREPACKED")
+#define PF_REGISTER_OBJECT_TYPE(desc) PF_NO_REGISTRATION_("PF_REGISTER_OBJECT_TYPE")
 #define PF_MODULE_LOAD_SELF(out) PF_NO_REGISTRATION_("PF_MODULE_LOAD_SELF")
 #endif /* registration macros */
 

@@ -46,7 +46,10 @@
  * Opaque handles (kPFOpaqueHandle), modules, extension codes, tensors on
  * other devices and objects other than functions, containers and tensors
  * cannot cross: TypeError naming the argument (and the item inside a
- * container).
+ * container). That includes instances of registered object types
+ * (object_type.h), in both directions: the error names the type ("an
+ * object of the registered type 'mylib.Counter' cannot cross to another
+ * process"); they do not cross as remote handles either.
  *
  * Errors. A remote error arrives with its kind, its message and its
  * traceback lines, followed by one line naming the server

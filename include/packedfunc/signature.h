@@ -76,6 +76,10 @@ extern "C" {
  *                                                              kPFNull for NULL
  *   list     PFObjectHandle         as array, of a List        as array
  *   dict     PFObjectHandle         as array, of a Dict        as array
+ *   obj<KEY> PFObjectHandle         kPFObjectHandle of a live  kPFObjectHandle, or
+ *            (borrowed)             instance of the registered kPFNull for NULL
+ *                                   type KEY or of a
+ *                                   descendant; kPFNull (NULL)
  *   void     (result only)          -                          no value (kPFNull)
  *
  * Conversion rules, the same in both directions:
@@ -102,10 +106,10 @@ extern "C" {
  *    size larger than any object can have (PTRDIFF_MAX), is a ValueError.
  *  - tensor and ptr: the pointer is passed on as is; its lifetime is the C
  *    function's business.
- *  - func, array, map, shape, object, list, dict: the C function
- *    transfers a reference to the caller (as every packedfunc entry point
- *    that returns a handle does); the runtime hands that reference to the
- *    PFFuncCall caller, who releases it. A result that is not a live object of the type (an array
+ *  - func, array, map, shape, object, list, dict, obj<KEY>: the C
+ *    function transfers a reference to the caller (as every packedfunc
+ *    entry point that returns a handle does); the runtime hands that
+ *    reference to the PFFuncCall caller, who releases it. A result that is not a live object of the type (an array
  *    result that is a Map, a func result that is not a function) fails the
  *    call with a TypeError naming "result"; when it is a live object of
  *    another type, the reference that came with it is released.
@@ -114,6 +118,20 @@ extern "C" {
  * kPFObjectHandle of that object type; another object type is a TypeError
  * naming the argument and both types ("argument 0: expected array, got map object").
  * The handle is borrowed for the call, as every argument is.
+ *
+ * obj<KEY> names an object type that a library registered (object_type.h),
+ * by its key: "int64(obj<mylib.Counter>,int64)". Blanks may appear around
+ * "<", the key and ">"; the canonical text has none. KEY must be registered
+ * when the signature is parsed (a ValueError at KEY's position otherwise:
+ * `unknown object type 'mylib.Counter' (not registered)`). An argument or
+ * a result must be an instance of KEY or of a type that descends from it;
+ * another object is a TypeError naming both types ("argument 0: expected
+ * obj<mylib.Counter>, got mylib.Base object"); a result that is not, or not
+ * live, is refused as the other object results are (its reference
+ * released). A result transfers a reference, as object's does. Unlike the
+ * other names, obj<KEY> is not in PFSignatureTypeInfo's table: it is a
+ * family of types, one per registered key, whose values all have type code
+ * kPFObjectHandle.
  */
 
 /* The largest number of arguments in a typed signature. */

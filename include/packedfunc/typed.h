@@ -33,7 +33,7 @@ extern "C" {
  *
  * Common signatures — at most four arguments, each int64, uint64, float64
  * or pointer-like (str, bytes, ptr, tensor, func, array, map, shape,
- * object), and a result that is
+ * object, obj<KEY>), and a result that is
  * void, int64, uint64, float64, bool, int32 or pointer-like — are called
  * through a direct cast of `fn` to that prototype, on targets whose C ABI
  * passes pointers as 64-bit integers (x86-64, AArch64); every other
