@@ -37,17 +37,27 @@ _MISSING = object()
 # C -> Python: reading items
 # ---------------------------------------------------------------------------
 #
-# The memory a reader writes one item into: a PFValue, then a key's PFValue,
-# then the two type codes. Each read takes its own from a free list for the
-# moment of the read (list.pop and list.append are atomic under the GIL), so
-# that no two threads ever share one.
+# Each read takes its own _Scratch from a free list for the moment of the
+# read (list.pop and list.append are atomic under the GIL), so that no two
+# threads ever share one.
 
-def _new_scratch():
-    buf = (ctypes.c_char * 24)()
-    return buf, byref(buf, 0), byref(buf, 8), byref(buf, 16), byref(buf, 20)
+# Where a _Scratch holds the item's PFValue, a key's PFValue, and their codes.
+_VALUE_OFF, _KEY_OFF, _CODE_OFF, _KEY_CODE_OFF = 0, 8, 16, 20
 
 
-_free_scratch = [_new_scratch() for _ in range(4)]
+class _Scratch:
+    """The memory a reader writes one item into, and pointers to its parts
+    for the C call."""
+
+    __slots__ = ("buf", "value", "key", "code", "key_code")
+
+    def __init__(self):
+        self.buf = buf = (ctypes.c_char * 24)()
+        self.value, self.key = byref(buf, _VALUE_OFF), byref(buf, _KEY_OFF)
+        self.code, self.key_code = byref(buf, _CODE_OFF), byref(buf, _KEY_CODE_OFF)
+
+
+_free_scratch = [_Scratch() for _ in range(4)]
 _take_scratch = _free_scratch.pop
 _give_scratch = _free_scratch.append
 
@@ -56,7 +66,7 @@ def _take():
     try:
         return _take_scratch()
     except IndexError:
-        return _new_scratch()
+        return _Scratch()
 
 
 def _decode_item(buf, off, code, container):
@@ -122,8 +132,9 @@ class Array(Object, collections.abc.Sequence):
         return self._size
 
     def _item(self, i, sc):
-        check_call(PFArrayGetItem(self._handle, i, sc[1], sc[3]))
-        return _decode_item(sc[0], 0, CODE.unpack_from(sc[0], 16)[0], "Array")
+        check_call(PFArrayGetItem(self._handle, i, sc.value, sc.code))
+        buf = sc.buf
+        return _decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Array")
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -210,10 +221,11 @@ class Map(Object, collections.abc.Mapping):
         found = ctypes.c_int()
         try:
             # `data` lives until here, so the key's pointer stays valid.
-            check_call(PFMapGetItem(self._handle, raw, code, sc[1], sc[3], byref(found)))
+            check_call(PFMapGetItem(self._handle, raw, code, sc.value, sc.code, byref(found)))
             if not found.value:
                 return _MISSING
-            return _decode_item(sc[0], 0, CODE.unpack_from(sc[0], 16)[0], "Map")
+            buf = sc.buf
+            return _decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Map")
         finally:
             _give_scratch(sc)
 
@@ -234,9 +246,11 @@ class Map(Object, collections.abc.Mapping):
         for i in range(self._size):
             sc = _take()
             try:
-                check_call(PFMapGetItemAt(self._handle, i, sc[2], sc[4], sc[1], sc[3]))
-                key = _decode_item(sc[0], 8, CODE.unpack_from(sc[0], 20)[0], "Map")
-                value = (_decode_item(sc[0], 0, CODE.unpack_from(sc[0], 16)[0], "Map")
+                check_call(PFMapGetItemAt(self._handle, i, sc.key, sc.key_code, sc.value,
+                                          sc.code))
+                buf = sc.buf
+                key = _decode_item(buf, _KEY_OFF, CODE.unpack_from(buf, _KEY_CODE_OFF)[0], "Map")
+                value = (_decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Map")
                          if want_value else None)
             finally:
                 _give_scratch(sc)
