@@ -282,18 +282,11 @@ def live_count():
 
 def make_function(obj):
     """A new Function for a Python callable."""
-    if _cext:
-        # On failure the library has already run the finalizer (dropping
-        # C's hold of obj).
-        rc, handle = _cext.host_function(GATE.value, obj)
-        check_call(rc)
-        return Function._adopt(handle)
-    key = _holds.hold(obj, _holds.FUNCTION)
-    out = c_void_p()
-    # On failure the library has already run the finalizer (dropping key).
-    check_call(PFFuncCreateFromHostCFunc(GATE, _TRAMPOLINE, c_void_p(key), _FINALIZER,
-                                         byref(out)))
-    return Function._adopt(out.value)
+    return Function._adopt(_holds.new_host(_holds.FUNCTION, obj, _create_host_function))
+
+
+def _create_host_function(gate, key, out):
+    return PFFuncCreateFromHostCFunc(gate, _TRAMPOLINE, key, _FINALIZER, out)
 
 
 def _encode_callable(x, pos, keep):
