@@ -1,10 +1,10 @@
 """Containers: the classes Array, Map and Shape.
 
 An Array, Map or Shape coming from C is one of the classes below (list,
-tuple and dict become them in _nesting). Each
-owns one reference (as Object does), reads its items from C on access and
-converts each one then (a nested container as Array or Map, a function as
-Function, str and bytes copied out), and passes back to C as itself.
+tuple and dict become them in _nesting). Each owns one reference (as
+Object does), reads its items from C on access and converts each one then
+(a nested container as Array or Map, a function as Function, str and bytes
+copied out), and passes back to C as itself.
 Everything here is private; the package re-exports the three classes.
 """
 import collections.abc
@@ -100,13 +100,28 @@ def _int_key(key):
         return None
 
 
-def _size(get_size, handle):
-    n = c_int64()
-    check_call(get_size(handle, byref(n)))
-    return n.value
+class _Container(Object):
+    """What Array and Map share: the size, read once (a C container never
+    changes), and tracking for the cycle collector."""
+
+    __slots__ = ("_size",)
+    _TYPE_INDEX = _GET_SIZE = None  # set by each subclass
+
+    @classmethod
+    def _adopt(cls, handle, type_index=None):
+        self = Object._adopt.__func__(cls, handle,
+                                      cls._TYPE_INDEX if type_index is None else type_index)
+        n = c_int64()
+        check_call(cls._GET_SIZE(handle, byref(n)))
+        self._size = n.value
+        track(self)  # it may hold Python objects that hold it (see _holds)
+        return self
+
+    def __len__(self):
+        return self._size
 
 
-class Array(Object, collections.abc.Sequence):
+class Array(_Container, collections.abc.Sequence):
     """An immutable sequence of values held by packedfunc (a C Array).
 
     A list or tuple passed to C arrives as one; an Array from C comes back
@@ -116,20 +131,11 @@ class Array(Object, collections.abc.Sequence):
     converted when read. ``Array(iterable)`` makes one.
     """
 
-    __slots__ = ("_size",)
+    __slots__ = ()
+    _TYPE_INDEX, _GET_SIZE = ARRAY_TYPE, PFArrayGetSize
 
     def __new__(cls, iterable=()):
         return convert_value(list(iterable))
-
-    @classmethod
-    def _adopt(cls, handle, type_index=ARRAY_TYPE):
-        self = Object._adopt.__func__(cls, handle, type_index)
-        self._size = _size(PFArrayGetSize, handle)
-        track(self)  # it may hold Python objects that hold it (see _holds)
-        return self
-
-    def __len__(self):
-        return self._size
 
     def _item(self, i, sc):
         check_call(PFArrayGetItem(self._handle, i, sc.value, sc.code))
@@ -172,7 +178,7 @@ class Array(Object, collections.abc.Sequence):
         return "[" + ", ".join(map(repr, self)) + "]"
 
 
-class Map(Object, collections.abc.Mapping):
+class Map(_Container, collections.abc.Mapping):
     """An immutable mapping held by packedfunc (a C Map), with str or int
     keys in insertion order.
 
@@ -186,20 +192,11 @@ class Map(Object, collections.abc.Mapping):
     an unhashable value) is simply absent.
     """
 
-    __slots__ = ("_size",)
+    __slots__ = ()
+    _TYPE_INDEX, _GET_SIZE = MAP_TYPE, PFMapGetSize
 
     def __new__(cls, mapping=()):
         return convert_value(dict(mapping))
-
-    @classmethod
-    def _adopt(cls, handle, type_index=MAP_TYPE):
-        self = Object._adopt.__func__(cls, handle, type_index)
-        self._size = _size(PFMapGetSize, handle)
-        track(self)  # it may hold Python objects that hold it (see _holds)
-        return self
-
-    def __len__(self):
-        return self._size
 
     def _lookup(self, key):
         """The value of `key`, or _MISSING."""
