@@ -16,10 +16,10 @@ import ctypes
 import inspect
 
 from . import _holds, _signature
-from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR, decode as _decode,
-                       decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
-                       register_encoder, register_fallback, register_object_type,
-                       tensors_in_flight)
+from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR,
+                       decode as _decode, decoders_get as _decoders_get, live_handle, pack_args,
+                       register_decoder, register_encoder, register_fallback,
+                       register_object_type, tensors_in_flight)
 from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST,
                       NARGS_WORD as _NARGS_WORD, RCODE_WORD as _RCODE_WORD, RET as _RET,
                       RET_OFF, STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
@@ -27,7 +27,8 @@ from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
-from ._ffi import PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
+from ._ffi import (PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain,
+                   PFFuncSetInfo)
 from ._backend import cext as _cext
 from ._library import state as _state
 from ._types import Device
@@ -55,10 +56,10 @@ class Function(_cext.FunctionBase if _cext else object):
     raises the exception class of its error kind.
     """
 
-    # With the extension, _handle and _devices are FunctionBase's fields.
+    # With the extension, _handle and _conversions are FunctionBase's fields.
     # _loan: what the collector was lent for this collection (see _holds).
     __slots__ = (("_hb", "_loan", "_looked_up", "__weakref__") if _cext else
-                 ("_handle", "_hb", "_devices", "_loan", "_looked_up", "__weakref__"))
+                 ("_handle", "_hb", "_conversions", "_loan", "_looked_up", "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -75,7 +76,7 @@ class Function(_cext.FunctionBase if _cext else object):
         # A ready-made pointer argument: ctypes passes it without
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
-        self._devices = None  # device parameters: not looked up yet
+        self._conversions = None  # parameters converted first: not looked up yet
         # The registry name it was found under, for its level in a
         # traceback when it has no recorded name.
         self._looked_up = None
@@ -153,7 +154,7 @@ class Function(_cext.FunctionBase if _cext else object):
         if not self._handle:
             raise ValueError("packedfunc: the Function was released")
         check_call(PFFuncSetInfo(self._handle, *values))
-        self._devices = None  # the signature may name device parameters now
+        self._conversions = None  # the signature may name such parameters now
 
     @property
     def __name__(self):
@@ -230,7 +231,7 @@ class Function(_cext.FunctionBase if _cext else object):
                     # Devices (nor before the parameters are looked up), nor
                     # with a NUL or a lone surrogate (the general path raises).
                     given = args
-                    if self._devices != ():
+                    if self._conversions != ():
                         return _call_general(self, given, False)
                     if n == 1:
                         # The common case, without the list: `data` (the UTF-8
@@ -324,9 +325,9 @@ def _call_general(func, args, plan):
         if plan is None:  # not seen before: maybe it can take the fast path
             if _make_plan(tuple(map(type, args))):
                 return func(*args)
-        convs = func._devices
+        convs = func._conversions
         if convs is None:
-            convs = func._devices = _parameter_conversions(func)
+            convs = func._conversions = _parameter_conversions(func)
         if convs:
             args = _convert_parameters(args, convs)
         n = len(args)
@@ -368,7 +369,7 @@ def _parameter_conversions(func):
     """(position, type) of the parameters in func's signature whose
     arguments a call converts first: a str at a `device` parameter becomes
     a Device, a list or tuple at a `shape` parameter a Shape; () without
-    any, or without a signature. Cached as Function._devices, which the
+    any, or without a signature. Cached as Function._conversions, which the
     fast paths read: a function with any of them sends strings here."""
     try:
         parsed = _signature.parse(func._info()[1])

@@ -73,14 +73,14 @@ static PyObject* pf_device_type;
 
 
 /* ------------------------------------------------------------------------ */
-/* FunctionBase: the handle, the device parameters, vectorcall              */
+/* FunctionBase: the handle, the parameter conversions, vectorcall          */
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   unsigned long long handle; /* PFFunctionHandle; 0 once released */
-  PyObject* devices;         /* the package's cache of device parameters */
+  PyObject* conversions;     /* the package's cache of parameters converted first */
 } PFCextFunction;
 
 static PyTypeObject pf_function_type;
@@ -284,8 +284,8 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
       /* A function with device parameters turns strings into Devices, and
        * one whose parameters are not looked up yet may have some: the
        * general path decides (and caches the answer). */
-      if (f->devices == NULL || !PyTuple_CheckExact(f->devices) ||
-          PyTuple_GET_SIZE(f->devices) != 0)
+      if (f->conversions == NULL || !PyTuple_CheckExact(f->conversions) ||
+          PyTuple_GET_SIZE(f->conversions) != 0)
         return pf_general_after_tensors(self, args, n, capsules, tensors);
       Py_ssize_t size;
       const char* s = PyUnicode_AsUTF8AndSize(x, &size);
@@ -352,15 +352,15 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
 
 static void pf_function_dealloc(PyObject* self) {
   /* The package's __del__ released the handle; only our own fields go. */
-  Py_CLEAR(((PFCextFunction*)self)->devices);
+  Py_CLEAR(((PFCextFunction*)self)->conversions);
   Py_TYPE(self)->tp_free(self);
 }
 
 static PyMemberDef pf_function_members[] = {
     {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
      "the PFFunctionHandle as an int; 0 once released"},
-    {"_devices", T_OBJECT, offsetof(PFCextFunction, devices), 0,
-     "positions of device parameters, or None before they are looked up"},
+    {"_conversions", T_OBJECT, offsetof(PFCextFunction, conversions), 0,
+     "(position, kind) of the device and shape parameters, or None before they are looked up"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -392,7 +392,7 @@ static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n)
   if (self == NULL) return NULL;
   self->vectorcall = pf_function_vectorcall;
   self->handle = handle;
-  self->devices = NULL;
+  self->conversions = NULL;
   return (PyObject*)self;
 }
 
