@@ -29,7 +29,6 @@ c_void_p, byref, c_int64 = ctypes.c_void_p, ctypes.byref, ctypes.c_int64
 ARRAY_TYPE = OBJECT_TYPES["array"]
 MAP_TYPE = OBJECT_TYPES["map"]
 SHAPE_TYPE = OBJECT_TYPES["shape"]
-_U64 = struct.Struct("=Q")
 _MISSING = object()
 
 

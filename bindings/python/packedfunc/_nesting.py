@@ -13,7 +13,7 @@ import struct
 import sys
 
 from ._collections import Array, Map
-from ._containers import register_container
+from ._containers import CONTAINER_KINDS, register_container
 from ._convert import (CONVERT, D, FLOAT, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q, encode,
                        what)
 from ._errors import check_call
@@ -27,8 +27,6 @@ c_void_p, byref = ctypes.c_void_p, ctypes.byref
 #: outermost container is level 1.
 MAX_DEPTH = 1000
 TENSOR_TYPE = OBJECT_TYPES["tensor"]
-
-_KINDS = (list, tuple, dict)
 
 
 # A level of the conversion is one container being converted, in a list
@@ -158,7 +156,7 @@ def _from_python(root, pos):
                 code, raw = INT, Q.pack(x)
             elif t is float:
                 code, raw = FLOAT, D.pack(x)
-            elif isinstance(x, _KINDS):
+            elif isinstance(x, CONTAINER_KINDS):
                 made = done.get(id(x))
                 if made is None:
                     lv[_NEXT] = i
@@ -193,5 +191,5 @@ def _convert_container(x):
     return _from_python(x, CONVERT)
 
 
-for _kind in _KINDS:
+for _kind in CONTAINER_KINDS:
     register_container(_kind, _encode_container, _convert_container)
