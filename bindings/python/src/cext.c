@@ -71,7 +71,6 @@ static PyObject* pf_object_type;
 static PyObject* pf_dtype_type;
 static PyObject* pf_device_type;
 
-
 /* ------------------------------------------------------------------------ */
 /* FunctionBase: the handle, the parameter conversions, vectorcall          */
 /* ------------------------------------------------------------------------ */
@@ -421,7 +420,8 @@ static PyObject* pf_enable_vectorcall(PyObject* module, PyObject* cls) {
  * `state` is PF_HELD the record owns the reference; while PF_LENT a Loan
  * owns it (lent to a wrapper for a collection); PF_DEAD: its host object
  * or function went while lent, and the Loan drops the reference and frees
- * the record when it gives back. `obj` is valid in every state. Read and
+ * the record when it gives back. `obj` is valid in every state; `kind`
+ * says whether a host object or a host function holds it. Read and
  * changed only with the GIL. */
 typedef struct {
   PyObject* obj;
