@@ -50,6 +50,7 @@ const MAX_DEPTH = 1000; // nesting of JavaScript containers
 const kHandle = Symbol('packedfunc.handle');
 const kInfo = Symbol('packedfunc.info');
 const ADOPT = Symbol('packedfunc.adopt');
+const kLookedUp = Symbol('packedfunc.lookedUp');
 
 let shuttingDown = false;
 
@@ -493,8 +494,8 @@ function arrayClassOf(code, bits) {
 function readDLTensor(ptr) {
   const t = koffi.decode(ptr, DLTensor);
   const ndim = t.ndim;
-  const shape = ndim ? koffi.decode(t.shape, 'int64_t', ndim).map(Number) : [];
-  const strides = t.strides && ndim ? koffi.decode(t.strides, 'int64_t', ndim).map(Number) : null;
+  const shape = ndim ? Array.from(koffi.decode(t.shape, 'int64_t', ndim), Number) : [];
+  const strides = t.strides && ndim ? Array.from(koffi.decode(t.strides, 'int64_t', ndim), Number) : null;
   return {
     data: Number(t.data), offset: Number(t.byte_offset), shape, strides,
     dtype: new DataType(t.dtype.code, t.dtype.bits, t.dtype.lanes),
@@ -704,7 +705,7 @@ function callFunction(f, args) {
     for (let i = 0; i < n; i++) {
       const x = args[i];
       const voff = fr.valuesOff + 8 * i;
-      if ((x | 0) === x && typeof x === 'number' && (f[kInfo] !== undefined ? f[kInfo].floats === null : !mayHaveFloats(f))) {
+      if (typeof x === 'number' && (x | 0) === x && (f[kInfo] !== undefined ? f[kInfo].floats === null : !mayHaveFloats(f))) {
         blk.i32[voff >> 2] = x;
         blk.i32[(voff >> 2) + 1] = x >> 31;
         blk.i32[(fr.codesOff >> 2) + i] = INT;
@@ -739,8 +740,10 @@ function mayHaveFloats(f) {
   return f[kInfo].floats !== null;
 }
 
+// The function's name for its level in an error: its metadata name, else
+// the registry name it was looked up by.
 function levelOf(f) {
-  try { return info(f).name; } catch { return null; }
+  try { return info(f).name ?? f[kLookedUp] ?? null; } catch { return null; }
 }
 
 // ---- calls off the JavaScript thread -------------------------------------------------
@@ -1154,7 +1157,7 @@ class Shape extends PackedObject {
   _adopted() {
     checkCall(api.PFShapeGetData(this[kHandle], scratch.addr, scratch.addr + 8));
     const n = readInt(scratch, 8);
-    this.dims = Object.freeze(n ? koffi.decode(readPtr(scratch, 0), 'int64_t', n).map((d) => (Number.isSafeInteger(Number(d)) ? Number(d) : d)) : []);
+    this.dims = Object.freeze(n ? Array.from(koffi.decode(readPtr(scratch, 0), 'int64_t', n), (d) => (Number.isSafeInteger(Number(d)) ? Number(d) : d)) : []);
     this.length = n;
   }
 
@@ -1344,7 +1347,7 @@ class Module extends PackedObject {
       checkCall(api.PFModListFunctionNames(liveHandle(this, 'the module'), scratch.addr, scratch.addr + 8));
       const n = scratch.i32[0];
       const arr = readPtr(scratch, 8);
-      this._names = n ? koffi.decode(arr, 'const char*', n) : [];
+      this._names = n ? Array.from(koffi.decode(arr, 'const char*', n)) : [];
     }
     return this._names.slice();
   }
@@ -1418,7 +1421,7 @@ const classes = new Map(); // type index -> class
 function readTypeInfo(index) {
   checkCall(api.PFObjectTypeGetInfo(index, scratch.addr));
   const info2 = koffi.decode(readPtr(scratch, 0), PFObjectTypeInfo);
-  const ptrs = (p, n) => (n ? koffi.decode(p, 'intptr_t', n).map(Number) : []);
+  const ptrs = (p, n) => (n ? Array.from(koffi.decode(p, 'intptr_t', n), Number) : []);
   const fields = ptrs(info2.fields, info2.num_fields).map((p) => ({ ptr: p, ...koffi.decode(p, PFFieldInfo) }));
   const methods = ptrs(info2.methods, info2.num_methods).map((p) => koffi.decode(p, PFMethodInfo));
   return { ...info2, fields, methods };
@@ -1541,7 +1544,7 @@ function convert(x) {
 function tensor(data, shape, dtype) { return new TensorArg(data, shape, dtype); }
 
 module.exports = {
-  kHandle, adoptFunction, adoptObject, convert, convertFunction, PackedFunction, PackedObject,
+  kHandle, kLookedUp, adoptFunction, adoptObject, convert, convertFunction, PackedFunction, PackedObject,
   PackedArray, PackedMap, Shape, List, Dict, Module, TensorArg, tensor, getObjectType, objectClass,
   setThreadCallTimeout, heldCount, readPtr, scratch,
 };

@@ -199,6 +199,7 @@ class Block {
 }
 
 function allocBlock(size) {
+  size = (size + 7) & ~7;
   const addr = api.PFMemAlloc(size);
   if (!addr) throw new Error(`packedfunc: cannot allocate ${size} bytes`);
   return new Block(addr, size);

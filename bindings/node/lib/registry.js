@@ -28,7 +28,9 @@ function getGlobalFunc(name, { allowMissing = false } = {}) {
     if (allowMissing) return null;
     throw new FunctionNotFoundError(`packedfunc: no global function named '${name}'`);
   }
-  return core.adoptFunction(h);
+  const f = core.adoptFunction(h);
+  f[core.kLookedUp] = name;
+  return f;
 }
 
 // Registers a JavaScript function (or a PackedFunction) under `name`, so
@@ -64,7 +66,7 @@ function listGlobalFuncNames(prefix = '') {
   checkCall(api.PFFuncListGlobalNamesWithPrefix(prefix ? nameArg('listGlobalFuncNames', prefix, 'prefix') : null,
     scratch.addr, scratch.addr + 8));
   const n = scratch.i32[0];
-  return n ? koffi.decode(core.readPtr(scratch, 8), 'const char*', n) : [];
+  return n ? Array.from(koffi.decode(core.readPtr(scratch, 8), 'const char*', n)) : [];
 }
 
 // The global functions named `prefix.<name>` as properties of `target` (a
