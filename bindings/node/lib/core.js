@@ -20,7 +20,7 @@
 // re-exports the public names.
 
 const {
-  koffi, api, helperApi, JsCall, JsWake, JsRelease, Block, allocBlock, scratch, DLTensor,
+  koffi, api, helperApi, JsCall, JsRelease, Block, allocBlock, scratch, DLTensor,
   TYPE_CODES, OBJECT_TYPES, REGISTERED_BEGIN, HELPER_ABI, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
 } = require('./library.js');
 const { checkCall, lastError, recordException, PackedFuncError } = require('./errors.js');
@@ -628,6 +628,7 @@ Object.defineProperty(functionProto, 'constructor', { value: PackedFunction });
 function adoptFunction(h) {
   const f = function packedFunction(...args) { return callFunction(f, args); };
   Object.setPrototypeOf(f, functionProto);
+  delete f.name; // the prototype's getter gives the metadata name
   f[kHandle] = h;
   f[kInfo] = undefined;
   registry.register(f, h, f);
@@ -958,20 +959,20 @@ function jsCall(index) {
   }
 }
 
-function jsWake() {
-  try { helperApi.serve(); } catch { /* never into koffi's relay */ }
-}
-
 function jsRelease(key) {
   held.delete(typeof key === 'bigint' ? Number(key) : key);
 }
 
 const jsCallPtr = koffi.register(jsCall, koffi.pointer(JsCall));
-const jsWakePtr = koffi.register(jsWake, koffi.pointer(JsWake));
 const jsReleasePtr = koffi.register(jsRelease, koffi.pointer(JsRelease));
-if (helperApi.init(jsCallPtr, jsWakePtr, jsReleasePtr) !== HELPER_ABI) {
-  throw new Error('packedfunc: the C helper does not match this package');
+if (helperApi.init(jsCallPtr, jsReleasePtr) !== HELPER_ABI) {
+  throw new Error('packedfunc: the C helper does not match this package, or its wake pipe failed');
 }
+// Other threads' calls wake the event loop through the helper's pipe. The
+// poll does not keep the process alive (as no handle of koffi's does): C
+// threads that call JavaScript need the program to be running.
+const wakePoll = koffi.node.poll(helperApi.wakeFd(), { readable: true }, () => helperApi.serve());
+wakePoll.unref();
 
 // At exit, JavaScript functions stop being callable from C: a C thread that
 // calls one afterwards gets a RuntimeError with this message, instead of
@@ -980,6 +981,7 @@ const EXIT_MESSAGE = 'the Node.js event loop has exited';
 process.on('exit', () => {
   shuttingDown = true;
   try {
+    wakePoll.stop();
     helperApi.shutdown(EXIT_MESSAGE);
     api.PFHostGateClose(GATE, EXIT_MESSAGE, 1000);
   } catch { /* nothing more can be done at exit */ }

@@ -159,10 +159,10 @@ const api = {
 
 // The helper: callbacks from any thread (see src/pfnode.c).
 const JsCall = koffi.proto('int32_t pfnode_js_call(int32_t slot)');
-const JsWake = koffi.proto('void pfnode_js_wake()');
 const JsRelease = koffi.proto('void pfnode_js_release(int64_t key)');
 const helperApi = {
-  init: H.func('int32_t pfnode_init(pfnode_js_call* call, pfnode_js_wake* wake, pfnode_js_release* release)'),
+  init: H.func('int32_t pfnode_init(pfnode_js_call* call, pfnode_js_release* release)'),
+  wakeFd: H.func('int32_t pfnode_wake_fd()'),
   serve: H.func('int32_t pfnode_serve()'),
   slots: H.func(`${P} pfnode_slots()`),
   slotSize: H.func('int32_t pfnode_slot_size()'),
@@ -307,7 +307,7 @@ const REGISTERED_BEGIN = 1024;
 if (helperApi.slotSize() !== 256) throw new Error('packedfunc: the C helper has another slot layout');
 
 module.exports = {
-  koffi, api, helperApi, JsCall, JsWake, JsRelease, Block, allocBlock, scratch,
+  koffi, api, helperApi, JsCall, JsRelease, Block, allocBlock, scratch,
   DLTensor, DLManagedTensor, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
   TYPE_CODES, TYPE_CODE_NAMES, OBJECT_TYPES, REGISTERED_BEGIN, HELPER_ABI,
   VERSION, LIB_PATH: core.path, HELPER_PATH: helper.path, PKG_DIR,

@@ -17,10 +17,11 @@
  *    JavaScript trampoline (a koffi callback, `int32 js_call(slot)`),
  *    sets the result that JavaScript wrote into the slot, and reports the
  *    status to the gate.
- *  - On any other thread it queues a request, wakes the relay thread
- *    (which asks koffi to run `js_wake` on the event loop: that serves the
- *    queue through pfnode_serve, on the JavaScript thread, with the same
- *    slots), and waits. The result and the error are copied back to the
+ *  - On any other thread it queues a request, writes a byte to the wake
+ *    pipe (whose read end the event loop polls, through koffi.node.poll:
+ *    JavaScript then serves the queue through pfnode_serve, on its own
+ *    thread, with the same slots), and waits. No C thread ever blocks
+ *    inside koffi, so none is left there when the process exits. The result and the error are copied back to the
  *    calling thread, which sets them there. A request whose JavaScript
  *    thread stays blocked in one synchronous call into C (the counters in
  *    pfnode_state say so) for longer than the configured timeout is
@@ -30,13 +31,14 @@
  *
  * Finalizers of host functions (a JavaScript function that C no longer
  * holds) reach JavaScript the same way: directly on the JavaScript thread,
- * queued for the relay otherwise.
+ * queued with a wake-up otherwise.
  *
  * No lock is held while user code (JavaScript, koffi, packedfunc calls)
  * runs: g_lock guards the queue, the request states and the released
  * keys only.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -44,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <packedfunc/c_api.h>
 
@@ -85,13 +88,13 @@ typedef struct {
 } pfnode_shared;
 
 typedef int32_t (*js_call_fn)(int32_t slot);
-typedef void (*js_void_fn)(void);
 typedef void (*js_release_fn)(int64_t key);
 
 typedef struct pfnode_async pfnode_async;
 
 /* What koffi calls; each is described where it is defined. */
-PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_void_fn wake, js_release_fn release);
+PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_release_fn release);
+PFNODE_EXPORT int32_t pfnode_wake_fd(void);
 PFNODE_EXPORT int32_t pfnode_serve(void);
 PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret,
                                    void* resource);
@@ -139,19 +142,17 @@ typedef struct released_key {
 static pthread_t g_js_thread;
 static int g_ready;
 static js_call_fn g_js_call;
-static js_void_fn g_js_wake;
 static js_release_fn g_js_release;
 static pfnode_slot g_slots[PFNODE_MAX_DEPTH];
 static int g_depth; /* JS thread only */
 static pfnode_shared g_shared;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_relay_cond = PTHREAD_COND_INITIALIZER;
 static request* g_queue_head;
 static request* g_queue_tail;
 static released_key* g_released;
-static int g_relay_started;
-static int g_relay_asked;
+static int g_wake_fds[2] = {-1, -1}; /* the wake pipe: read end polled by the event loop */
+static int g_wake_pending;            /* a byte is in the pipe */
 static int g_closed;
 static char g_closed_message[256] = "the Node.js event loop has exited";
 static atomic_int g_timeout_ms = 2000;
@@ -275,6 +276,12 @@ failed:
 PFNODE_EXPORT int32_t pfnode_serve(void) {
   if (!on_js_thread()) return -1;
   int32_t served = 0;
+  char sink[64];
+  pthread_mutex_lock(&g_lock);
+  while (read(g_wake_fds[0], sink, sizeof(sink)) > 0) {
+  }
+  g_wake_pending = 0;
+  pthread_mutex_unlock(&g_lock);
   for (;;) {
     pthread_mutex_lock(&g_lock);
     released_key* keys = g_released;
@@ -309,39 +316,18 @@ PFNODE_EXPORT int32_t pfnode_serve(void) {
 
 /* ---- other threads ------------------------------------------------------- */
 
-/* The relay thread: asks koffi to run js_wake on the event loop whenever
- * something is queued. koffi's call blocks this thread (never a caller's)
- * until the loop ran it. */
-static void* relay_main(void* unused) {
-  (void)unused;
-  pthread_mutex_lock(&g_lock);
-  for (;;) {
-    while (!g_closed && !g_relay_asked) pthread_cond_wait(&g_relay_cond, &g_lock);
-    if (g_closed) break;
-    g_relay_asked = 0;
-    pthread_mutex_unlock(&g_lock);
-    g_js_wake();
-    pthread_mutex_lock(&g_lock);
-  }
-  pthread_mutex_unlock(&g_lock);
-  return NULL;
-}
-
-/* Under g_lock: asks the relay thread to wake JavaScript, starting it the
- * first time. Returns 0, or -1 when no thread could be started. */
-static int ask_relay_locked(void) {
-  if (!g_relay_started) {
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = pthread_create(&th, &attr, relay_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (err != 0) return -1;
-    g_relay_started = 1;
-  }
-  g_relay_asked = 1;
-  pthread_cond_signal(&g_relay_cond);
+/* Under g_lock: makes the event loop call pfnode_serve, with a byte in the
+ * wake pipe (one at a time: the loop reads them all). Returns 0, or -1
+ * when the pipe cannot be written. */
+static int wake_js_locked(void) {
+  if (g_wake_pending) return 0;
+  char byte = 1;
+  ssize_t n;
+  do {
+    n = write(g_wake_fds[1], &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1 && !(n < 0 && errno == EAGAIN)) return -1;
+  g_wake_pending = 1;
   return 0;
 }
 
@@ -397,9 +383,9 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
     if (g_queue_tail) g_queue_tail->next = &r; else g_queue_head = &r;
     g_queue_tail = &r;
     g_shared.pending++;
-    if (ask_relay_locked() != 0) {
+    if (wake_js_locked() != 0) {
       unqueue_locked(&r);
-      refusal = "packedfunc (Node.js): cannot start the thread that relays calls to JavaScript";
+      refusal = "packedfunc (Node.js): cannot wake the JavaScript event loop (its pipe failed)";
     }
   }
   /* Wait, 10 ms at a time, watching whether the JavaScript thread is stuck
@@ -491,7 +477,7 @@ PFNODE_EXPORT void pfnode_host_finalizer(void* resource) {
     k->next = g_released;
     g_released = k;
     g_shared.released++;
-    (void)ask_relay_locked();
+    (void)wake_js_locked();
     k = NULL;
   }
   pthread_mutex_unlock(&g_lock);
@@ -513,15 +499,22 @@ PFNODE_EXPORT void* pfnode_tensor_deleter_address(void) { return (void*)pfnode_t
 /* ---- set-up, settings, shutdown ------------------------------------------- */
 
 /* Called once, on the JavaScript thread, with koffi's callback pointers.
- * Returns PFNODE_ABI. */
-PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_void_fn wake, js_release_fn release) {
+ * Returns PFNODE_ABI, or -1 when the wake pipe cannot be made. */
+PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_release_fn release) {
+  if (pipe(g_wake_fds) != 0) return -1;
+  for (int i = 0; i < 2; ++i) {
+    fcntl(g_wake_fds[i], F_SETFL, fcntl(g_wake_fds[i], F_GETFL) | O_NONBLOCK);
+    fcntl(g_wake_fds[i], F_SETFD, FD_CLOEXEC);
+  }
   g_js_thread = pthread_self();
   g_js_call = call;
-  g_js_wake = wake;
   g_js_release = release;
   g_ready = 1;
   return PFNODE_ABI;
 }
+
+/* The read end of the wake pipe, for the event loop to poll. */
+PFNODE_EXPORT int32_t pfnode_wake_fd(void) { return g_wake_fds[0]; }
 
 PFNODE_EXPORT void* pfnode_slots(void) { return g_slots; }
 PFNODE_EXPORT int32_t pfnode_slot_size(void) { return (int32_t)sizeof(pfnode_slot); }
@@ -542,7 +535,6 @@ PFNODE_EXPORT void pfnode_shutdown(const char* message) {
   g_closed = 1;
   if (message != NULL) snprintf(g_closed_message, sizeof(g_closed_message), "%s", message);
   for (request* r = g_queue_head; r != NULL; r = r->next) pthread_cond_signal(&r->cond);
-  pthread_cond_broadcast(&g_relay_cond);
   released_key* keys = g_released;
   g_released = NULL;
   pthread_mutex_unlock(&g_lock);
