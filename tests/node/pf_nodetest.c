@@ -123,6 +123,26 @@ static int call_global(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r)
   return rc;
 }
 
+/* ---- nodetest.error_of(f, args...) ---- */
+
+/* Calls f(args...) and returns what C sees of its failure, "Kind: message"
+ * ("" when it succeeded): the error as a C caller reads it. */
+static int error_of(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n < 1 || c[0] != kPFFuncHandle)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.error_of: expected (function, args...)");
+  PFValue out;
+  int code;
+  char text[600] = "";
+  if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &out, &code) != 0)
+    snprintf(text, sizeof(text), "%s: %s", PFErrorGetKind(), PFErrorGetMessage());
+  else
+    release_result(out, code);
+  PFValue v = {.v_str = text};
+  int sc = kPFStr;
+  return PFCFuncSetReturn(ret, &v, &sc, 1);
+}
+
 /* ---- nodetest.release_in_thread(obj) ---- */
 
 static void* release_main(void* p) {
@@ -212,6 +232,7 @@ int pfn_init(void) {
   } table[] = {
       {"nodetest.call_in_threads", call_in_threads},
       {"nodetest.call_global", call_global},
+      {"nodetest.error_of", error_of},
       {"nodetest.release_in_thread", release_in_thread},
       {"nodetest.make_tensor2d", make_tensor2d},
       {"nodetest.tensor_sum", tensor_sum},

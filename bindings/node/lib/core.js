@@ -569,19 +569,37 @@ const tensorRegistry = new FinalizationRegistry((h) => { if (!shuttingDown) api.
 // A borrowed DLTensor* (C lends its memory for the call only) as a typed
 // array over a private copy; with `copies`, the copy is written back into
 // C's memory when the callback returns, if and only if it changed.
+// The copy is compact (row-major) whatever C's strides are.
 function borrowedTensor(ptr, copies) {
   const t = readDLTensor(ptr);
   const view = viewOf(t, 'a borrowed tensor');
-  const copy = describeTensor(view.slice(), t);
-  if (copies) copies.push([view, copy, view.slice()]);
+  const at = t.strides === null ? null : elementOffsets(t.shape, t.strides);
+  const copy = at === null ? view.slice() : new view.constructor(at.length);
+  if (at !== null) for (let i = 0; i < at.length; i++) copy[i] = view[at[i]];
+  describeTensor(copy, { ...t, strides: null });
+  if (copies) copies.push([view, copy, copy.slice(), at]);
   return copy;
 }
 
+// The offsets, in elements, of a strided tensor's elements in row-major order.
+function elementOffsets(shape, strides) {
+  let out = [0];
+  for (let d = 0; d < shape.length; d++) {
+    const next = new Array(out.length * shape[d]);
+    let k = 0;
+    for (const base of out) for (let i = 0; i < shape[d]; i++) next[k++] = base + i * strides[d];
+    out = next;
+  }
+  return out;
+}
+
 function writeBack(copies) {
-  for (const [view, copy, received] of copies) {
+  for (const [view, copy, received, at] of copies) {
     const a = new Uint8Array(copy.buffer, copy.byteOffset, copy.byteLength);
     const b = new Uint8Array(received.buffer, received.byteOffset, received.byteLength);
-    if (Buffer.compare(a, b) !== 0) view.set(copy);
+    if (Buffer.compare(a, b) === 0) continue;
+    if (at === null) view.set(copy);
+    else for (let i = 0; i < at.length; i++) view[at[i]] = copy[i];
   }
 }
 

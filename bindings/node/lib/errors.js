@@ -18,7 +18,9 @@ const path = require('node:path');
 const crypto = require('node:crypto');
 const { api } = require('./library.js');
 
-const OWN_DIR = path.resolve(__dirname, '..') + path.sep;
+// The package's own code, whose frames a caller is not shown.
+const OWN_FILES = [__dirname + path.sep, path.resolve(__dirname, '..', 'index.js'),
+  path.resolve(__dirname, '..', 'index.mjs')];
 
 class PackedFuncError extends Error {
   constructor(message, kind = 'RuntimeError') {
@@ -73,7 +75,7 @@ function kindOf(err) {
 // ---- stacks ---------------------------------------------------------------------
 
 function isOwnFrame(line) {
-  return line.includes(OWN_DIR) || line.includes('node_modules/koffi') || line.includes('node:internal');
+  return OWN_FILES.some((f) => line.includes(f)) || line.includes('node_modules/koffi');
 }
 
 // The C traceback lines as stack lines, outermost first.
