@@ -57,3 +57,6 @@ test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BU
 
 demo-node: node $(DEMO_PLUGIN)
 	@$(NODE) examples/demo.mjs $(DEMO_PLUGIN)
+
+# The benchmarks' Node.js rows (bench/bench_node.mjs) need the package.
+bench: node $(NODE_HELPER)

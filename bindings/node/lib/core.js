@@ -48,9 +48,8 @@ const MAX_DEPTH = 1000; // nesting of JavaScript containers
 // The handle of a wrapper, by symbol: also on the typed arrays that view a
 // tensor object's memory.
 const kHandle = Symbol('packedfunc.handle');
-const kInfo = Symbol('packedfunc.info');
 const ADOPT = Symbol('packedfunc.adopt');
-const kLookedUp = Symbol('packedfunc.lookedUp');
+const kState = Symbol('packedfunc.state');
 
 let shuttingDown = false;
 
@@ -124,6 +123,7 @@ class Frame {
     this.off = off;
     this.addr = blk.addr + off;
     this.big = false;
+    this.h = 0; // the function handle written in the frame
     this.valuesOff = off + VALUES_OFF;
     this.codesOff = this.valuesOff + 8 * capacity;
     this.arenaStart = (this.codesOff + 4 * capacity + 7) & ~7;
@@ -642,26 +642,34 @@ function PackedFunction() {
 PackedFunction.prototype = functionProto;
 Object.defineProperty(functionProto, 'constructor', { value: PackedFunction });
 
-// Wraps an owned function reference as a callable JavaScript function.
+// Wraps an owned function reference as a callable JavaScript function. Its
+// state is a small object of one shape (the handle, the metadata once read,
+// whether every parameter takes a small int as an int), which the call's
+// hot path reads; kHandle on the function reads and writes it.
 function adoptFunction(h) {
-  const f = function packedFunction(...args) { return callFunction(f, args); };
+  const st = { h, info: undefined, ints: undefined, lookedUp: null };
+  const f = function packedFunction(...args) { return callFunction(st, args); };
   Object.setPrototypeOf(f, functionProto);
-  delete f.name; // the prototype's getter gives the metadata name
-  f[kHandle] = h;
-  f[kInfo] = undefined;
+  // The metadata name, not the closure's (changing the property keeps the
+  // object's fast layout, where deleting it would not).
+  Object.defineProperty(f, 'name', nameProperty);
+  f[kState] = st;
   registry.register(f, h, f);
   return f;
 }
 
 function info(f) {
-  if (f[kInfo] === undefined) {
-    const h = liveHandle(f, 'the function');
+  const st = f[kState] ?? f;
+  if (st.info === undefined) {
+    const h = st.h;
+    if (!h) throw new TypeError('packedfunc: the function was disposed');
     checkCall(api.PFFuncGetInfo(h, scratch.addr, scratch.addr + 8, scratch.addr + 16));
     const str = (off) => { const p = readPtr(scratch, off); return p ? koffi.decode.string(p) : null; };
     const sig = str(8);
-    f[kInfo] = { name: str(0), signature: sig, doc: str(16), floats: floatParams(sig) };
+    st.info = { name: str(0), signature: sig, doc: str(16), floats: floatParams(sig) };
+    st.ints = st.info.floats === null;
   }
-  return f[kInfo];
+  return st.info;
 }
 
 // Positions of float64/float32 parameters of a signature: an integer-valued
@@ -679,16 +687,21 @@ function floatParam(f, pos) {
   return floats !== null && typeof pos === 'number' && floats[pos] === true;
 }
 
+const nameProperty = { get() { return this[kHandle] ? info(this).name ?? '' : ''; }, configurable: true };
 Object.defineProperties(functionProto, {
+  [kHandle]: {
+    get() { return this[kState].h; },
+    set(h) { this[kState].h = h; },
+  },
   handle: { get() { return this[kHandle]; } },
-  name: { get() { return this[kHandle] ? info(this).name ?? '' : ''; }, configurable: true },
   signature: { get() { return this[kHandle] ? info(this).signature : null; } },
   doc: { get() { return this[kHandle] ? info(this).doc : null; } },
 });
 
 functionProto.setInfo = function setInfo({ name = null, signature = null, doc = null } = {}) {
   checkCall(api.PFFuncSetInfo(liveHandle(this, 'the function'), name, signature, doc));
-  this[kInfo] = undefined;
+  this[kState].info = undefined;
+  this[kState].ints = undefined;
   return this;
 };
 
@@ -709,8 +722,8 @@ functionProto[Symbol.for('nodejs.util.inspect.custom')] = functionProto.toString
 // Arguments go to C through the frame; JavaScript functions among them
 // become host functions for the call. The JS thread counts itself as
 // blocked in C (for threads that wait for it, see src/pfnode.c) meanwhile.
-function callFunction(f, args) {
-  const h = f[kHandle];
+function callFunction(st, args) {
+  const h = st.h;
   if (!h) throw new TypeError('packedfunc: the function was disposed');
   const n = args.length;
   const fr = frameDepth < NFRAMES && n <= FRAME_ARGS ? frames[frameDepth] : bigFrame(n);
@@ -719,18 +732,24 @@ function callFunction(f, args) {
   try {
     const blk = fr.blk;
     const base = fr.off;
-    writePtr(blk, base + 16, h);
-    blk.i32[(base + 12) >> 2] = n;
+    if (fr.h !== h) {
+      writePtr(blk, base + 16, h);
+      fr.h = h;
+    }
+    const i32 = blk.i32;
+    i32[(base + 12) >> 2] = n;
+    const ints = st.ints === undefined ? (info(st), st.ints) : st.ints;
+    const codes = fr.codesOff >> 2;
     for (let i = 0; i < n; i++) {
       const x = args[i];
-      const voff = fr.valuesOff + 8 * i;
-      if (typeof x === 'number' && (x | 0) === x && (f[kInfo] !== undefined ? f[kInfo].floats === null : !mayHaveFloats(f))) {
-        blk.i32[voff >> 2] = x;
-        blk.i32[(voff >> 2) + 1] = x >> 31;
-        blk.i32[(fr.codesOff >> 2) + i] = INT;
+      const w = (fr.valuesOff >> 2) + 2 * i;
+      if (typeof x === 'number' && (x | 0) === x && ints) {
+        i32[w] = x;
+        i32[w + 1] = x >> 31;
+        i32[codes + i] = INT;
       } else {
-        if (ctx === null) { ctx = newCtx(fr); ctx.fn = f; fr.pos = fr.arenaStart; }
-        blk.i32[(fr.codesOff >> 2) + i] = encode(x, blk, voff, ctx, i);
+        if (ctx === null) { ctx = newCtx(fr); ctx.fn = st; fr.pos = fr.arenaStart; }
+        i32[codes + i] = encode(x, blk, fr.valuesOff + 8 * i, ctx, i);
       }
     }
     shared[0]++;
@@ -741,8 +760,8 @@ function callFunction(f, args) {
       shared[0]--;
       shared[1]++;
     }
-    if (rc !== 0) throw lastError(levelOf(f));
-    const code = blk.i32[(base + 8) >> 2];
+    if (rc !== 0) throw lastError(levelOf(st));
+    const code = i32[(base + 8) >> 2];
     if (code === INT) return readInt(blk, base);
     return decode(blk, base, code, false, null);
   } finally {
@@ -752,17 +771,11 @@ function callFunction(f, args) {
   }
 }
 
-// Whether the function's parameters must be looked up before a small int
-// is passed as int (info() is then read once and kept).
-function mayHaveFloats(f) {
-  info(f);
-  return f[kInfo].floats !== null;
-}
-
 // The function's name for its level in an error: its metadata name, else
 // the registry name it was looked up by.
 function levelOf(f) {
-  try { return info(f).name ?? f[kLookedUp] ?? null; } catch { return null; }
+  const st = f[kState] ?? f;
+  try { return info(st).name ?? st.lookedUp ?? null; } catch { return null; }
 }
 
 // ---- calls off the JavaScript thread -------------------------------------------------
@@ -1564,7 +1577,7 @@ function convert(x) {
 function tensor(data, shape, dtype) { return new TensorArg(data, shape, dtype); }
 
 module.exports = {
-  kHandle, kLookedUp, adoptFunction, adoptObject, convert, convertFunction, PackedFunction, PackedObject,
+  kHandle, kState, adoptFunction, adoptObject, convert, convertFunction, PackedFunction, PackedObject,
   PackedArray, PackedMap, Shape, List, Dict, Module, TensorArg, tensor, getObjectType, objectClass,
   setThreadCallTimeout, heldCount, readPtr, scratch,
 };

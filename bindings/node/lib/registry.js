@@ -29,7 +29,7 @@ function getGlobalFunc(name, { allowMissing = false } = {}) {
     throw new FunctionNotFoundError(`packedfunc: no global function named '${name}'`);
   }
   const f = core.adoptFunction(h);
-  f[core.kLookedUp] = name;
+  f[core.kState].lookedUp = name;
   return f;
 }
 
