@@ -31,7 +31,7 @@ test:
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
 
-test-all: lib test-abi test-install test-readme test-c test-python fuzz-short valgrind bench-quick
+test-all: lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary
 
 # ---- C tests ---------------------------------------------------------------------
