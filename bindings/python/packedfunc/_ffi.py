@@ -17,6 +17,8 @@ Everything here is private.
 import ctypes
 import os
 
+from ._mirrors import DLDataType
+
 _LIB_FILES = ("libpackedfunc.so.0", "libpackedfunc.so")
 
 
@@ -110,6 +112,21 @@ PFTensorCreateFromDLPack = _fn("PFTensorCreateFromDLPack", c_int,
 PFTensorGetDLTensor = _fn("PFTensorGetDLTensor", c_int, [c_void_p, POINTER(c_void_p)],
                           gil=True)
 PFTensorToDLPack = _fn("PFTensorToDLPack", c_int, [c_void_p, POINTER(c_void_p)])
+# As its unversioned sibling, the versioned create runs the deleter when it
+# fails: a producer's deleter takes the GIL itself if it needs it.
+PFTensorCreateFromDLPackVersioned = _fn("PFTensorCreateFromDLPackVersioned", c_int,
+                                        [c_void_p, POINTER(c_void_p)], gil=True)
+PFTensorIsReadOnly = _fn("PFTensorIsReadOnly", c_int, [c_void_p, POINTER(c_int)], gil=True)
+PFTensorToDLPackVersioned = _fn("PFTensorToDLPackVersioned", c_int,
+                                [c_void_p, POINTER(c_void_p)])
+
+# ---- Data types as text -------------------------------------------------------
+
+# Both only read and write the caller's memory.
+PFDataTypeFromString = _fn("PFDataTypeFromString", c_int, [c_char_p, POINTER(DLDataType)],
+                           gil=True)
+PFDataTypeToString = _fn("PFDataTypeToString", c_int, [DLDataType, c_char_p, c_size_t],
+                         gil=True)
 
 # ---- Containers: Array, Map, Shape ------------------------------------------
 

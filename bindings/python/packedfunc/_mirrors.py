@@ -50,6 +50,35 @@ class DLManagedTensor(ctypes.Structure):
                 ("deleter", ctypes.c_void_p)]
 
 
+class PFDLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class PFDLManagedTensorVersioned(ctypes.Structure):
+    """DLPack 1.x's DLManagedTensorVersioned (object.h's mirror of it):
+    its deleter takes the struct's own address, as DLPACK_DELETER."""
+    _fields_ = [("version", PFDLPackVersion),
+                ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64),
+                ("dl_tensor", DLTensor)]
+
+
+# Macros of object.h, which the library cannot report: the DLPack version
+# that it reads (major) and writes (PF_DLPACK_MAJOR_VERSION,
+# PF_DLPACK_MINOR_VERSION), which a consumer passes as __dlpack__'s
+# max_version, and the flag bits of DLPack 1.1 (PF_DLPACK_FLAG_*).
+DLPACK_VERSION = (1, 1)
+DLPACK_FLAG_READ_ONLY = 1 << 0
+DLPACK_FLAG_IS_COPIED = 1 << 1
+DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
+# Where the DLTensor of a versioned managed tensor begins: unlike an
+# unversioned one, it does not start with it.
+DL_TENSOR_OFFSET_VERSIONED = PFDLManagedTensorVersioned.dl_tensor.offset
+# dtype.h's PF_DTYPE_STRING_MAX: the room any data type's text needs.
+DTYPE_STRING_MAX = 32
+
+
 class PFValue(ctypes.Union):
     _fields_ = [("v_int64", ctypes.c_int64),
                 ("v_float64", ctypes.c_double),
