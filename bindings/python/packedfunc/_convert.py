@@ -250,8 +250,29 @@ def _encode_numpy(x, pos, keep):
         if isinstance(x, numpy.generic):  # numpy scalars: as Python scalars
             return encode(x.item(), pos, keep)
         if isinstance(x, numpy.dtype):
-            return encode(DataType(x), pos, keep)
+            return encode(_named(DataType, x, pos), pos, keep)
     return None
+
+
+def _convert_numpy(x):
+    # A numpy dtype converts to its DataType; a numpy scalar crosses as
+    # itself (as the Python scalar it holds).
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        if isinstance(x, numpy.generic):
+            _encode_numpy(x, CONVERT, [])
+            return x
+        if isinstance(x, numpy.dtype):
+            return _named(DataType, x, CONVERT)
+    return None
+
+
+def _named(make, x, pos):
+    """make(x) (DataType or Device), its error naming the value."""
+    try:
+        return make(x)
+    except (TypeError, ValueError) as err:
+        raise type(err)("packedfunc: %s: %s" % (what(pos), err)) from None
 
 
 def plain_value(x):
@@ -290,7 +311,7 @@ def _encode_index(x, pos, keep):
     return _encode_int(i, pos, keep)
 
 
-register_fallback(RANK_NUMPY, None, _encode_numpy)
+register_fallback(RANK_NUMPY, None, _encode_numpy, _convert_numpy)
 register_fallback(RANK_INDEX, None, _encode_index)
 register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
                   _encode_subclass)
