@@ -148,13 +148,13 @@ class Producer:
     versioned: whether it speaks DLPack 1.x (a versioned capsule for a
     consumer that passes max_version >= (1, 0)). read_only sets the
     read-only flag (and refuses an unversioned export, as the array API
-    says). version, flags and dtype (a (code, bits, lanes) tuple)
-    override what the export says. max_versions records what consumers
+    says). version, flags, dtype (a (code, bits, lanes) tuple) and strides
+    (in elements) override what the export says. max_versions records what consumers
     passed.
     """
 
     def __init__(self, array, versioned=True, read_only=False, version=(1, 1), flags=0,
-                 dtype=None, always_legacy=False):
+                 dtype=None, always_legacy=False, strides=None):
         self.array = array
         self.versioned = versioned
         self.read_only = read_only
@@ -162,6 +162,7 @@ class Producer:
         self.flags = flags | (FLAG_READ_ONLY if read_only else 0)
         self.dtype = dtype
         self.always_legacy = always_legacy
+        self.strides = strides
         self.max_versions = []
         self._templates = {}
 
@@ -187,7 +188,8 @@ class Producer:
             return cached
         a = self.array
         shape = (c_int64 * max(a.ndim, 1))(*a.shape)
-        strides = (c_int64 * max(a.ndim, 1))(*(s // a.itemsize for s in a.strides))
+        strides = (c_int64 * max(a.ndim, 1))(*(self.strides if self.strides is not None else
+                                                 (s // a.itemsize for s in a.strides)))
         if versioned:
             m = DLManagedTensorVersioned()
             m.version = DLPackVersion(*self.version)

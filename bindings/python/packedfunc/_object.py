@@ -176,8 +176,11 @@ class Tensor(Object):
 
     def is_contiguous(self):
         """True when the elements are compact and in row-major order (the
-        strides of dimensions of extent 1 do not matter)."""
+        strides of dimensions of extent 1 do not matter, nor any stride of
+        a tensor without elements)."""
         shape = self.shape
+        if 0 in shape:
+            return True
         return all(n == 1 or s == c for n, s, c in zip(shape, self.strides,
                                                        _compact_strides(shape)))
 
