@@ -5,7 +5,7 @@ own Python tests (tests/python/test_dtype.py, test_tensor.py,
 test_string.py) whose behaviour packedfunc shares. They are written
 against the names tvm-ffi uses; the `ffi` fixture maps those names onto
 packedfunc's API, so that the checks read as the peer's and the mapping is
-in one place:
+in one place (each suite's `ffi` fixture returns FFI):
 
     tvm-ffi                          packedfunc
     dtype(x), dtype.from_dlpack_...  DataType (same constructor and helper)
@@ -19,7 +19,6 @@ in one place:
 import math
 
 import numpy as np
-import pytest
 
 import packedfunc as pf
 from packedfunc import _object
@@ -94,6 +93,5 @@ class _Ffi:
         raise AttributeError(name)
 
 
-@pytest.fixture
-def ffi():
-    return _Ffi()
+#: The adapter, which each peer suite's `ffi` fixture gives.
+FFI = _Ffi()

@@ -79,7 +79,8 @@ def test_bool_is_dlpacks_bool_and_uint1_is_an_integer(echo):
 
 
 @pytest.mark.parametrize("name", [n for n, _ in LONG_NAMES] + [s for s, _ in SHORT_NAMES]
-                         + ["int", "float", "handle", "custom[99]16", "bool16", "handle32", "uint1x8"])
+                         + ["int", "float", "handle", "custom[99]16", "bool16", "handle32",
+                            "uint1x8"])
 def test_str_round_trips(name):
     d = pf.DataType(name)
     assert pf.DataType(str(d)) == d

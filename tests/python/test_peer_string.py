@@ -8,7 +8,15 @@ and Maps as text (test_container's test_repr), which is the containers'.
 """
 import pickle
 
-from peer_ffi import ffi  # noqa: F401 (the fixture)
+import pytest
+
+import peer_ffi
+
+
+@pytest.fixture
+def ffi():
+    """tvm-ffi's names over packedfunc's (peer_ffi.py)."""
+    return peer_ffi.FFI
 
 
 def test_strings_cross_and_pickle_as_str(ffi):

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from dlpack_peers import Producer
-from peer_ffi import ffi  # noqa: F401 (the fixture)
+import peer_ffi
+
+
+@pytest.fixture
+def ffi():
+    """tvm-ffi's names over packedfunc's (peer_ffi.py)."""
+    return peer_ffi.FFI
 
 
 def test_attributes_of_a_compact_tensor(ffi):

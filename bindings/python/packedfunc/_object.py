@@ -35,9 +35,9 @@ from ._ffi import (PFObjectFree, PFTensorCreateFromDLPack, PFTensorCreateFromDLP
                    PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New, PyCapsule_SetName,
                    keep_forever)
 from ._library import OBJECT_TYPES, is_shutting_down, state
-from ._mirrors import (DL_TENSOR_OFFSET_VERSIONED, DLPACK_DELETER, DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED,
-                       DLPACK_FLAG_READ_ONLY, DLPACK_VERSION, DLManagedTensor, DLTensor,
-                       PFDLManagedTensorVersioned)
+from ._mirrors import (DL_TENSOR_OFFSET_VERSIONED, DLPACK_DELETER,
+                       DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_READ_ONLY, DLPACK_VERSION,
+                       DLManagedTensor, DLTensor, PFDLManagedTensorVersioned)
 from ._types import DataType, Device, _parse
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
@@ -339,6 +339,9 @@ def dlpack_export(x, pos):
     cannot export one, or exports a DLPack major version this library does
     not read. The capsule keeps the export: its destructor frees it."""
     capsule = _call_dlpack(x, pos)
+    if PyCapsule_IsValid(capsule, b"dltensor"):  # first: numpy 1.x's, the common case
+        managed = PyCapsule_GetPointer(capsule, b"dltensor")
+        return managed, managed, capsule, None
     if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
         managed = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
         m = PFDLManagedTensorVersioned.from_address(managed)
@@ -349,9 +352,6 @@ def dlpack_export(x, pos):
                                  "library reads major version %d)"
                                  % (m.version.major, m.version.minor, DLPACK_VERSION[0]))
         return managed, managed + DL_TENSOR_OFFSET_VERSIONED, capsule, m.flags
-    if PyCapsule_IsValid(capsule, b"dltensor"):
-        managed = PyCapsule_GetPointer(capsule, b"dltensor")
-        return managed, managed, capsule, None
     raise _cannot_export(x, pos, "its __dlpack__ returned %s, not a DLPack capsule named "
                          "'dltensor' or 'dltensor_versioned'" % type(capsule).__name__)
 
