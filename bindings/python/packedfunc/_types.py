@@ -150,8 +150,10 @@ class DataType:
     def __init__(self, dtype, bits=None, lanes=1):
         text = None
         if bits is not None:
-            code, bits, lanes = (_integer(dtype, "type_code"), _integer(bits, "bits"),
-                                 _integer(lanes, "lanes"))
+            code = dtype
+            if not (type(code) is int and type(bits) is int and type(lanes) is int):
+                code, bits, lanes = (_integer(code, "type_code"), _integer(bits, "bits"),
+                                     _integer(lanes, "lanes"))
         elif isinstance(dtype, str):
             text = str.__str__(dtype)  # a subclass's value, not what its __str__ says
             code, bits, lanes = _parse(text)
