@@ -9,6 +9,7 @@ in one place (each suite's `ffi` fixture returns FFI):
 
     tvm-ffi                          packedfunc
     dtype(x), dtype.from_dlpack_...  DataType (same constructor and helper)
+    Shape                            Shape
     repr "dtype('f32')"              "DataType('f32')"
     the module's dtype constants     DataType(name)
     from_dlpack(x) -> Tensor         from_dlpack(x), seen through TensorView
@@ -71,6 +72,7 @@ class _Ffi:
     dtype = pf.DataType
     DTYPE_REPR = "DataType(%r)"
     Tensor = TensorView
+    Shape = pf.Shape
     kDLCPU = 1
     convert = staticmethod(pf.convert)
     get_global_func = staticmethod(pf.get_global_func)

@@ -1,8 +1,10 @@
 """The peer suite for tensors: tvm-ffi's tests/python/test_tensor.py, the
 cases whose behaviour packedfunc shares, re-expressed against the `ffi`
 adapter (peer_ffi.py); torch's cases are re-expressed with numpy. Left
-out: Shape's cached object identity (tvm-ffi's _tvm_ffi_cached_object),
-overriding the Tensor class (_set_class_tensor), and ROCm/CUDA devices."""
+out: Shape's cached object identity (tvm-ffi's _tvm_ffi_cached_object) and
+its being a tuple subclass (packedfunc's Shape is a sequence equal to a
+tuple), overriding the Tensor class (_set_class_tensor), and ROCm/CUDA
+devices."""
 from typing import NamedTuple
 
 import numpy as np
@@ -53,6 +55,16 @@ def test_attributes_of_a_strided_view(ffi):
     assert x.shape == (2, 4, 2) and x.numel() == 16
     assert x.size(0) == 2 and x.size(-1) == 2
     assert not x.is_contiguous() and x.strides == (16, 4, 1)
+
+
+def test_a_shape_crosses_as_a_shape(ffi):
+    # tvm-ffi's test_shape_object, less the cached object and the tuple base.
+    shape = ffi.Shape((10, 8, 4, 2))
+    assert isinstance(shape, ffi.Shape) and shape == (10, 8, 4, 2)
+    back = ffi.convert(lambda x: x)(shape)
+    assert isinstance(back, ffi.Shape) and back == (10, 8, 4, 2)
+    again = ffi.convert(shape)
+    assert isinstance(again, ffi.Shape) and again == shape
 
 
 def test_an_array_echoed_through_c_comes_back_as_itself(ffi):
