@@ -118,8 +118,29 @@ def write_markdown(rows, memory, path, quick):
             f"{verdict(r)} | {ir_text} | {anchor_text(r)} |")
     for m in memory:
         lines.append(f"| {m['what']} | — | {m['bytes']:.0f} bytes | — | — | reported | | — | — |")
+    # The summary: every row that carries a target, in four columns; the
+    # README shows it word for word (tools/test-readme.sh checks).
+    summary = ["| what | against (same run) | ratio: median (min–max) | target |",
+               "|---|---|---|---|"]
+    for r in rows:
+        if not (r.get("target") or r.get("instr_target")):
+            continue
+        ir = r.get("instr")
+        ir_text = "" if ir is None else f"; {ir[0]:.0f} instructions"
+        summary.append(
+            f"| {r['what']} | {r['baseline']} | {r['ratio'][0]:.2f}x "
+            f"({r['ratio'][1]:.2f}–{r['ratio'][2]:.2f}){ir_text} | "
+            f"{target_text(r)}: {verdict(r)} |")
     head = [
         "# Benchmark results",
+        "",
+        "## Summary: the rows with a target",
+        "",
+        "<!-- summary: begin -->",
+    ] + summary + [
+        "<!-- summary: end -->",
+        "",
+        "## Every row",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}. Each figure is the median of interleaved trials "

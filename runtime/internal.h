@@ -82,6 +82,18 @@ static inline const void* pf_code_addr(void (*fn)(void)) {
 static inline void pf_object_retain(void* obj) {
   atomic_fetch_add_explicit(&((pf_object*)obj)->ref_count, 1, memory_order_relaxed);
 }
+/* Takes a reference to `obj` unless its last one is already gone (it is
+ * then being destroyed and must not come back): 1 when taken, else 0. For
+ * objects reachable from a table that does not own them (a weak list). */
+static inline int pf_object_try_retain(void* obj) {
+  pf_object* o = (pf_object*)obj;
+  int_fast32_t n = atomic_load_explicit(&o->ref_count, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak_explicit(&o->ref_count, &n, n + 1, memory_order_relaxed,
+                                              memory_order_relaxed))
+      return 1;
+  return 0;
+}
 /* Makes `owner` live at least as long as `func` (takes a reference); used
  * by modules so that their code stays loaded while their functions live. */
 PF_HIDDEN int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner);

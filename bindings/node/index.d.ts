@@ -140,8 +140,8 @@ export class OpaqueHandle {
   readonly address: bigint;
 }
 
-/** A tensor argument: a typed array with a shape and a dtype. */
-export class TensorArg {
+/** A tensor argument: a typed array with a shape and a dtype, made by tensor(). */
+export interface TensorArg {
   readonly data: ArrayBufferView;
   readonly shape: number[];
   readonly dtype: DataType;

@@ -1,5 +1,6 @@
-"""The README's Python examples, the demo's output and the plugin excerpt are
-true. (Its C examples and shell sessions: tools/test-readme.sh.)
+"""The Python examples of the README and of docs/guide.md (the guide it points
+to), the demo's output and the plugin excerpt are true. (Their C examples and
+shell sessions: tools/test-readme.sh.)
 
 The examples use the default build's paths ("build/examples/demo_plugin.so");
 they run in a scratch directory where that path leads to this build's demo
@@ -19,14 +20,20 @@ DEMO_PLUGIN = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
 
 
 def readme():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        return f.read()
+    """The README followed by the guide: a marker is unique across both."""
+    text = ""
+    for name in ("README.md", os.path.join("docs", "guide.md")):
+        path = os.path.join(ROOT, name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                text += f.read()
+    return text
 
 
 def block_after(marker, lang=""):
     """The fenced block that follows the marker line."""
     m = re.search(re.escape(marker) + r"\n```" + lang + r"\n(.*?)```", readme(), re.S)
-    assert m, "README.md has no block after %s" % marker
+    assert m, "neither README.md nor docs/guide.md has a block after %s" % marker
     return m.group(1)
 
 

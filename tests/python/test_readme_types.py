@@ -1,5 +1,6 @@
-"""The README's example of data types, DLPack tensors and conversion hooks
-runs and prints what the README says it prints."""
+"""The example of data types, DLPack tensors and conversion hooks (in
+docs/guide.md, which test_readme.readme() reads after the README) runs and
+prints what the guide says it prints."""
 import re
 
 from test_readme import block_after, readme, run_python
@@ -10,5 +11,5 @@ def test_readme_types_example_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     m = re.search(r"<!-- python-types-example -->\n```python\n.*?```\n\nprints\n\n```\n(.*?)```",
                   readme(), re.S)
-    assert m, "README.md shows no output for the types example"
+    assert m, "docs/guide.md shows no output for the types example"
     assert r.stdout == m.group(1)

@@ -1,4 +1,4 @@
-// The README's Node.js example runs and prints what the README shows, and
+// The Node.js example (README or docs/guide.md) runs and prints what the README shows, and
 // examples/demo.mjs drives the demo plugin.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,8 +9,17 @@ import path from 'node:path';
 
 import { ROOT, DEMO_PLUGIN } from '../test-support/fixtures.mjs';
 
+// The README followed by the guide it points to: a marker is unique across both.
+function documents() {
+  return ['README.md', path.join('docs', 'guide.md')]
+    .map((name) => path.join(ROOT, name))
+    .filter((file) => fs.existsSync(file))
+    .map((file) => fs.readFileSync(file, 'utf8'))
+    .join('');
+}
+
 function blockAfter(marker) {
-  const text = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const text = documents();
   const at = text.indexOf(`${marker}\n`);
   assert.ok(at >= 0, `README.md has no ${marker}`);
   const m = /^```[a-z]*\n([\s\S]*?)^```$/m.exec(text.slice(at + marker.length + 1));
