@@ -40,7 +40,6 @@ from ._ffi import (FIELD_WRITABLE, METHOD_STATIC, OBJECT_TYPE_REGISTERED_BEGIN, 
                    PFObjectRetain, PFObjectSetField, PFObjectTypeFind, PFObjectTypeGetConstructor,
                    PFObjectTypeGetInfo, PFObjectTypeGetMethod)
 from ._function import Function, _call_failed
-from ._holds import track
 from ._library import LIB_PATH, OBJECT_TYPES
 from ._mirrors import PFFieldInfo, PFMethodInfo, PFObjectTypeInfo
 from ._object import Object, from_dlpack, hooks as _object_hooks
@@ -718,7 +717,6 @@ def _adopt_instance(cls, handle, type_index):
     if alive is not None:
         PFObjectFree(handle)  # the wrapper holds one: not the last
         return alive
-    track(obj)
     return obj
 
 
@@ -747,7 +745,6 @@ def _new(cls, args, kwargs):
     with _live_lock:
         obj = _wrap(cls, out.value, ti)
         _live[out.value] = weakref.ref(obj)
-    track(obj)
     return obj
 
 
@@ -771,7 +768,7 @@ def _raise_last():
 
 
 if _cext:
-    _cext.ObjectBase._set_hooks(_decode_field, _encode_field, _raise_last, track, _call_failed)
+    _cext.ObjectBase._set_hooks(_decode_field, _encode_field, _raise_last, _call_failed)
 else:
     _object_hooks.new = _new
     _object_hooks.forget = _forget

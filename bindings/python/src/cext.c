@@ -439,8 +439,6 @@ enum { PF_HOLD_OBJECT, PF_HOLD_FUNCTION, PF_HOLD_KINDS };
  * GIL held. */
 static Py_ssize_t pf_live[PF_HOLD_KINDS];
 
-int pf_cext_any_held(void) { return pf_live[PF_HOLD_OBJECT] > 0 || pf_live[PF_HOLD_FUNCTION] > 0; }
-
 /* A new hold of x (a new reference to it), or NULL with MemoryError. Raw
  * memory: it is freed by finalizers, which take the GIL first anyway. */
 static pf_hold* pf_hold_new(PyObject* x, int kind) {

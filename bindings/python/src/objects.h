@@ -23,10 +23,6 @@ typedef struct {
   int in_map;                /* 1 while the identity map holds it */
 } pf_cext_object;
 
-/* Whether C holds any Python object now (cext.c's holds; _holds.any_held):
- * a wrapper made while none is held is not tracked (see _holds.track). */
-int pf_cext_any_held(void);
-
 extern PyTypeObject pf_object_base_type;
 extern PyTypeObject pf_field_type;
 extern PyTypeObject pf_method_type;
