@@ -449,3 +449,37 @@ def test_no_leak_over_100k_create_read_drop_cycles(mod):
     gc.collect()
     assert mod.pyt.live() == live  # every instance's finalizer ran
     assert _object_types.live_count() == wrappers  # the identity map is back where it was
+
+
+# ---------------------------------------------------------------------------
+# Remote functions (rpc.h): instances of registered types do not cross
+# ---------------------------------------------------------------------------
+
+def test_remote_functions_refuse_instances_naming_the_type(demo):
+    from packedfunc import rpc
+
+    @pf.register_func("pyobjrpc.echo", override=True)
+    def echo(x):
+        return x
+
+    @pf.register_func("pyobjrpc.make", override=True)
+    def make():
+        return demo.Counter("made", 1)
+
+    server = rpc.serve("tcp://127.0.0.1:*", expose=["pyobjrpc."], workers=1)
+    try:
+        with rpc.connect(server.endpoint, timeout=20) as remote:
+            # An argument: refused by the client, before anything is sent.
+            with pytest.raises(TypeError, match=r"argument 0: an object of the registered type "
+                                                r"'demo.Counter' cannot cross to another process"):
+                remote["pyobjrpc.echo"](demo.Counter("c", 1))
+            with pytest.raises(TypeError, match="argument 0 item 1: an object of the registered "
+                                                "type 'demo.Counter'"):
+                remote["pyobjrpc.echo"]([1, demo.Counter("c", 1)])  # inside a container too
+            # A result: refused by the server, whose error comes back.
+            with pytest.raises(TypeError, match="an object of the registered type "
+                                                "'demo.Counter' cannot cross to another process"):
+                remote["pyobjrpc.make"]()
+            assert remote["pyobjrpc.echo"](5) == 5  # the connection is still good
+    finally:
+        server.stop()
