@@ -162,11 +162,15 @@ static BenchPair* pair_of(PFObjectHandle self) {
 }
 
 static void pair_init(PFObjectHandle self, int64_t a, int64_t b) {
-  pair_of(self)->a = a;
-  pair_of(self)->b = b;
+  BenchPair* p = pair_of(self);
+  p->a = a;
+  p->b = b;
 }
 
-static int64_t pair_sum(PFObjectHandle self) { return pair_of(self)->a + pair_of(self)->b; }
+static int64_t pair_sum(PFObjectHandle self) {
+  const BenchPair* p = pair_of(self);
+  return p->a + p->b;
+}
 
 static const PFFieldDesc k_pair_fields[] = {
     PF_FIELD(BenchPair, a, "int64", kPFFieldWritable, NULL),
