@@ -130,6 +130,7 @@ def test_an_instance_is_made_by_its_constructor(demo):
     c.reset()
     assert c.count == 0
     assert repr(c).startswith("demo.Counter(name='clicks', id=")
+    assert {"name", "count", "step", "increment", "describe", "max_step"} <= set(dir(c))
     with pytest.raises(TypeError, match="argument 1: expected str, got int"):
         demo.Counter(1, 2)
     with pytest.raises(TypeError):
