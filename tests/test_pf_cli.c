@@ -123,7 +123,85 @@ static void test_describe(void** state) {
   run(&r, "--prefix", "p.", "--load", MODS "/mod_other.so", "describe", "p.neg", NULL);
   expect(&r, 0, "name: p.neg\ndefined as: neg\nsignature: int64(int64)\ndoc: Negates.\n", "");
   run(&r, "describe", "no.such", NULL);
-  expect(&r, 1, "", "pf: KeyError: no function named 'no.such' is registered\n");
+  expect(&r, 1, "", "pf: KeyError: no function or object type named 'no.such' is registered\n");
+}
+
+/* describe KEY of an object type: its parent, doc, fields and methods, the
+ * inherited ones marked (examples/plugin/counter.c). */
+static void test_describe_type(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", DEMO, "describe", "demo.Counter", NULL);
+  expect(&r, 0,
+         "type: demo.Counter\n"
+         "parent: demo.Base\n"
+         "doc: A Base that counts.\n"
+         "fields:\n"
+         "  name: str, read-only (from demo.Base)\n"
+         "    The name given to the constructor.\n"
+         "  id: int64, read-only (from demo.Base)\n"
+         "    A number no other Base has.\n"
+         "  count: int64, writable\n"
+         "    The count so far.\n"
+         "  step: int64, writable\n"
+         "    What increment() adds.\n"
+         "  tag: object, writable\n"
+         "    Anything attached to it.\n"
+         "methods:\n"
+         "  __init__: void(obj<demo.Counter>,str,int64)\n"
+         "    Makes a Counter named NAME that starts at START.\n"
+         "  describe: str(obj<demo.Counter>)\n"
+         "    Says what it is.\n"
+         "  increment: int64(obj<demo.Counter>)\n"
+         "    Adds step to the count and returns it.\n"
+         "  add: int64(obj<demo.Counter>,int64)\n"
+         "    Adds N steps and returns the count.\n"
+         "  reset: (packed: any arguments)\n"
+         "    Sets the count to its argument (default 0).\n"
+         "  max_step: int64() (static)\n"
+         "    The largest sensible step.\n",
+         "");
+  /* A type of inherited members only; one without a doc or methods. */
+  run(&r, "--load", MODS "/mod_pyobj.so", "describe", "pyt.BoundSub", NULL);
+  expect(&r, 0,
+         "type: pyt.BoundSub\nparent: pyt.Bound\ndoc: (none)\nfields:\n"
+         "  n: int64, writable (from pyt.Bound)\nmethods:\n"
+         "  get: int64(obj<pyt.Bound>) (from pyt.Bound)\n    n.\n",
+         "");
+  run(&r, "--load", MODS "/mod_pyobj.so", "describe", "pyt.Holder", NULL);
+  expect(&r, 0, NULL, "");
+  assert_non_null(strstr(r.out, "type: pyt.Holder\nparent: (none)\ndoc: (none)\nfields:\n"));
+  assert_non_null(strstr(r.out, "  shp: shape, writable\nmethods: (none)\n"));
+  run(&r, "--load", MODS "/mod_types.so", "describe", "mt.Thing", NULL);
+  expect(&r, 0, NULL, "");
+  assert_non_null(strstr(r.out, "type: mt.Thing\nparent: (none)\ndoc: A thing.\n"));
+  assert_non_null(strstr(r.out, "  note: str, writable\nmethods:\n"));
+  /* A function of the key's name would come first; a type is found only
+   * once its module is loaded. */
+  run(&r, "describe", "demo.Counter", NULL);
+  expect(&r, 1, "",
+         "pf: KeyError: no function or object type named 'demo.Counter' is registered\n");
+}
+
+/* list --types [PREFIX]: the registered object types' keys, sorted. */
+static void test_list_types(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", DEMO, "--load", MODS "/mod_types.so", "list", "--types", NULL);
+  expect(&r, 0, "demo.Base\ndemo.Counter\nmt.Thing\n", "");
+  run(&r, "--load", DEMO, "--load", MODS "/mod_types.so", "list", "demo.C", "--types", NULL);
+  expect(&r, 0, "demo.Counter\n", "");
+  run(&r, "list", "--types", NULL); /* nothing loaded: none */
+  expect(&r, 0, "", "");
+  run(&r, "--load", DEMO, "list", "--types", "a", "b", NULL);
+  expect(&r, 2, "",
+         "pf: list takes at most one PREFIX\nTry 'pf list --help' for more information.\n");
+  /* Types are this process's: with --connect it refuses at once, before
+   * connecting. */
+  run(&r, "--connect", "tcp://127.0.0.1:1", "list", "--types", NULL);
+  expect(&r, 2, "",
+         "pf: list --types lists the object types of this process: it does not take "
+         "--connect\nTry 'pf list --help' for more information.\n");
 }
 
 static void test_call_values(void** state) {
@@ -423,8 +501,8 @@ static void test_command_help(void** state) {
     const char* usage; /* how its usage line begins */
     const char* also;  /* and something else it says */
   } cases[] = {
-      {"list", "usage: pf [OPTIONS] list [PREFIX]\n", "one per line"},
-      {"describe", "usage: pf [OPTIONS] describe NAME\n", "signature"},
+      {"list", "usage: pf [OPTIONS] list [--types] [PREFIX]\n", "one per line"},
+      {"describe", "usage: pf [OPTIONS] describe NAME\n", "an object type's parent"},
       {"call", "usage: pf [OPTIONS] call NAME [ARG...]\n", "Arguments of `call`"},
       {"serve", "usage: pf [OPTIONS] serve --listen ENDPOINT", "--curve-secret-key FILE"},
       {"help", "usage: pf [OPTIONS] help [COMMAND]\n", "print this help"},
@@ -685,7 +763,8 @@ static void test_release_binary(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help),          cmocka_unit_test(test_list),
-      cmocka_unit_test(test_describe),      cmocka_unit_test(test_call_values),
+      cmocka_unit_test(test_describe),      cmocka_unit_test(test_describe_type),
+      cmocka_unit_test(test_list_types),    cmocka_unit_test(test_call_values),
       cmocka_unit_test(test_call_generic_parse),
       cmocka_unit_test(test_call_json_arguments),
       cmocka_unit_test(test_call_errors),

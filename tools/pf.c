@@ -1,5 +1,6 @@
 /*
- * pf: list, describe, call and serve packedfunc functions from the shell.
+ * pf: list, describe, call and serve packedfunc functions from the shell
+ * (and list and describe object types).
  *
  * Everything happens in pf_cli_main(argc, argv, out, err), which returns the
  * exit status and never exits, aborts or keeps state between calls beyond
@@ -439,7 +440,90 @@ static PFFunctionHandle lookup(FILE* err, const char* name) {
   return f;
 }
 
+/* `pf list --types [PREFIX]`: the keys of the registered object types (the
+ * loaded modules' among them), sorted. Registered types have the indices
+ * from kPFObjectTypeRegisteredBegin on, and PFObjectTypeName names each. */
+static int cmp_str(const void* a, const void* b) {
+  return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+static int cmd_list_types(FILE* out, FILE* err, const char* prefix) {
+  const char** keys = malloc(PF_OBJECT_TYPE_MAX_REGISTERED * sizeof(*keys));
+  if (keys == NULL) {
+    fputs("pf: MemoryError: out of memory\n", err);
+    return PF_EXIT_ERROR;
+  }
+  size_t n = 0;
+  for (uint32_t i = 0; i < PF_OBJECT_TYPE_MAX_REGISTERED; ++i) {
+    const char* key = PFObjectTypeName(kPFObjectTypeRegisteredBegin + i);
+    if (key != NULL && (prefix == NULL || strncmp(key, prefix, strlen(prefix)) == 0))
+      keys[n++] = key;
+  }
+  qsort(keys, n, sizeof(*keys), cmp_str);
+  for (size_t i = 0; i < n; ++i) fprintf(out, "%s\n", keys[i]);
+  free(keys);
+  return PF_EXIT_OK;
+}
+
+/* Prints a doc under a member, indented, or nothing without one. */
+static void put_member_doc(FILE* out, const char* doc) {
+  if (doc == NULL) return;
+  while (*doc) {
+    size_t n = strcspn(doc, "\n");
+    fprintf(out, "    %.*s\n", (int)n, doc);
+    doc += n + (doc[n] == '\n');
+  }
+}
+
+/* " (from KEY)" for a member that type `t` inherits from type `from`. */
+static void put_origin(FILE* out, const PFObjectTypeInfo* t, uint32_t from) {
+  if (from != t->type_index) fprintf(out, " (from %s)", PFObjectTypeName(from));
+}
+
+/* `pf describe KEY` of an object type: its parent, doc, fields (type,
+ * access, doc) and methods (signature, doc), the inherited ones marked. */
+static int describe_type(FILE* out, FILE* err, uint32_t index) {
+  const PFObjectTypeInfo* t = NULL;
+  if (PFObjectTypeGetInfo(index, &t) != 0) return report_error(err);
+  fprintf(out, "type: %s\n", t->key);
+  fprintf(out, "parent: %s\n", t->parent_index ? PFObjectTypeName(t->parent_index) : "(none)");
+  fprintf(out, "doc: %s\n", t->doc ? t->doc : "(none)");
+  fprintf(out, "fields:%s\n", t->num_fields ? "" : " (none)");
+  for (int i = 0; i < t->num_fields; ++i) {
+    const PFFieldInfo* f = t->fields[i];
+    fprintf(out, "  %s: %s, %s", f->name, f->type,
+            f->flags & kPFFieldWritable ? "writable" : "read-only");
+    put_origin(out, t, f->type_index);
+    fputc('\n', out);
+    put_member_doc(out, f->doc);
+  }
+  fprintf(out, "methods:%s\n", t->num_methods ? "" : " (none)");
+  for (int i = 0; i < t->num_methods; ++i) {
+    const PFMethodInfo* m = t->methods[i];
+    fprintf(out, "  %s: %s%s", m->name, m->signature ? m->signature : "(packed: any arguments)",
+            m->flags & kPFMethodStatic ? " (static)" : "");
+    put_origin(out, t, m->type_index);
+    fputc('\n', out);
+    put_member_doc(out, m->doc);
+  }
+  return PF_EXIT_OK;
+}
+
 static int cmd_describe(FILE* out, FILE* err, const char* name) {
+  /* A registered function, or else (locally) an object type. */
+  if (g_remote == NULL) {
+    PFFunctionHandle f = NULL;
+    uint32_t type = 0;
+    if (PFFuncGetGlobal(name, &f) != 0) return report_error(err);
+    if (f == NULL && PFObjectTypeFind(name, &type) != 0) return report_error(err);
+    if (f == NULL && type != 0) return describe_type(out, err, type);
+    if (f == NULL) {
+      PFErrorSetFormat(kPFErrKeyError, "no function or object type named '%s' is registered",
+                       name);
+      return report_error(err);
+    }
+    PFFuncFree(f);
+  }
   PFFunctionHandle f = lookup(err, name);
   if (f == NULL) return PF_EXIT_ERROR;
   const char *own = NULL, *sig = NULL, *doc = NULL;
@@ -705,10 +789,42 @@ typedef struct {
   int remote;            /* it works on the functions of --connect servers */
   int early;             /* it runs before any module is loaded */
   int (*run)(const cmd_args* a);
+  /* NULL, or checks its arguments further before anything is loaded or
+   * connected: a usage error's exit status, or -1. */
+  int (*check)(FILE* err, int nargs, char** args, int remote);
 } pf_command;
 
+/* list [--types] [PREFIX]: --types anywhere, and at most one PREFIX; a
+ * second --types is a PREFIX. */
+static const char* list_args(int nargs, char** args, int* types, int* extra) {
+  const char* prefix = NULL;
+  *types = *extra = 0;
+  for (int k = 0; k < nargs; ++k) {
+    if (strcmp(args[k], "--types") == 0 && !*types)
+      *types = 1;
+    else if (prefix == NULL)
+      prefix = args[k];
+    else
+      *extra = 1;
+  }
+  return prefix;
+}
+
+static int check_list(FILE* err, int nargs, char** args, int remote) {
+  int types, extra;
+  list_args(nargs, args, &types, &extra);
+  if (extra) return command_error(err, "list", "%s", "list takes at most one PREFIX");
+  if (types && remote)
+    return command_error(err, "list", "%s",
+                         "list --types lists the object types of this process: it does not "
+                         "take --connect");
+  return -1;
+}
+
 static int run_list(const cmd_args* a) {
-  return cmd_list(a->out, a->err, a->nargs ? a->args[0] : NULL);
+  int types, extra;
+  const char* prefix = list_args(a->nargs, a->args, &types, &extra);
+  return types ? cmd_list_types(a->out, a->err, prefix) : cmd_list(a->out, a->err, prefix);
 }
 
 static int run_describe(const cmd_args* a) { return cmd_describe(a->out, a->err, a->args[0]); }
@@ -722,12 +838,17 @@ static int run_serve(const cmd_args* a) { return cmd_serve(a->err, a->nargs, a->
 static int run_help(const cmd_args* a);
 
 static const pf_command k_commands[] = {
-    {"list", "[PREFIX]",
+    {"list", "[--types] [PREFIX]",
      "print the registered function names (those that\n"
-     "begin with PREFIX), one per line, sorted",
-     NULL, 0, 1, "list takes at most one PREFIX", -1, 0, 1, 0, run_list},
-    {"describe", "NAME", "print a function's name, signature and docstring", NULL, 1, 1,
-     "describe takes exactly one NAME", -1, 0, 1, 0, run_describe},
+     "begin with PREFIX), one per line, sorted; with\n"
+     "--types, the keys of the registered object types\n"
+     "(the loaded modules' among them)",
+     NULL, 0, 2, "list takes at most one PREFIX", -1, 0, 1, 0, run_list, check_list},
+    {"describe", "NAME",
+     "print a function's name, signature and docstring,\n"
+     "or an object type's parent, doc, fields (type,\n"
+     "access, doc) and methods (signature, doc)",
+     NULL, 1, 1, "describe takes exactly one NAME", -1, 0, 1, 0, run_describe, NULL},
     {"call", "NAME [ARG...]", "call a function and print its result",
      "Arguments of `call`: each ARG becomes an int (decimal or 0x hex, within\n"
      "int64), a float (3.5, 1e-3, inf, nan), a bool (true, false), null (null),\n"
@@ -743,7 +864,7 @@ static const pf_command k_commands[] = {
      "to read back exactly), true/false, null, a str as is, bytes as b'...',\n"
      "an array or shape as [...] and a map as {...} (JSON-style, strings\n"
      "quoted), other values as <kind ...>.\n",
-     1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call},
+     1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call, NULL},
     {"serve",
      "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
      "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
@@ -767,11 +888,11 @@ static const pf_command k_commands[] = {
      "server returned to it (1024); a call or a callback\n"
      "beyond a limit fails at once with a RuntimeError\n"
      "that names the limit",
-     NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve},
+     NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve, NULL},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"
      "pf COMMAND --help does)",
-     NULL, 0, 1, "help takes at most one COMMAND", -1, 0, 1, 1, run_help},
+     NULL, 0, 1, "help takes at most one COMMAND", -1, 0, 1, 1, run_help, NULL},
 };
 
 #define NUM_COMMANDS ((int)(sizeof(k_commands) / sizeof(k_commands[0])))
@@ -843,7 +964,7 @@ static int check_command(FILE* out, FILE* err, const pf_command* c, int nargs, c
     return command_error(err, c->name, "%s", c->bad_count);
   if (remote && !c->remote)
     return command_error(err, c->name, "%s does not take --connect", c->name);
-  return -1;
+  return c->check ? c->check(err, nargs, args, remote) : -1;
 }
 
 /* "list, describe, call, serve or help", from the table. */

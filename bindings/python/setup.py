@@ -16,6 +16,7 @@ them is missing, or the build fails, the package installs without it and
 runs on ctypes.
 """
 import ast
+import glob
 import os
 
 from setuptools import Extension, setup
@@ -72,7 +73,9 @@ _include = _include_dir()
 _ext = []
 if _include is not None:
     _ext.append(Extension(
-        "packedfunc._cext", [os.path.join("src", "cext.c")], include_dirs=[_include],
+        "packedfunc._cext",
+        sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "src", "*.c"))),
+        include_dirs=[_include],
         extra_compile_args=["-std=c11", "-fvisibility=hidden"],
         # A failed build leaves the pure-ctypes package.
         optional=True))

@@ -79,6 +79,13 @@ def test_readme_modules_example_prints_what_it_shows(scratch):
     assert r.stderr == ""
 
 
+def test_readme_object_types_example_prints_what_it_shows(scratch):
+    r = run_python(block_after("<!-- python: object-types -->", "python"), scratch)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == block_after("<!-- python-output: object-types -->")
+    assert r.stderr == ""
+
+
 def test_readme_bind_example_prints_what_it_shows(scratch):
     r = run_python(block_after("<!-- python: bind -->", "python"), scratch)
     assert r.returncode == 0, r.stderr

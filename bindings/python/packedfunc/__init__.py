@@ -93,6 +93,7 @@ from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
+from ._object_types import get_class, register_object, same_as
 from ._prepack import PrePackCache
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
@@ -113,4 +114,5 @@ __all__ = [
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
+    "get_class", "register_object", "same_as",
 ]

@@ -19,8 +19,10 @@ to a consumer that passes max_version >= (1, 0), an unversioned one to any
 other, and its capsule's destructor runs the deleter only when no consumer
 took the capsule over.
 """
+import atexit
 import ctypes
 import sys
+import types
 
 from . import _signature
 from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle, register_decoder,
@@ -29,11 +31,11 @@ from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle
 from ._backend import cext as _cext
 from ._errors import check_call
 from ._holds import give_back
-from ._ffi import (PFObjectFree, PFTensorCreateFromDLPack, PFTensorCreateFromDLPackVersioned,
-                   PFTensorGetDLTensor, PFTensorIsReadOnly, PFTensorToDLPack,
-                   PFTensorToDLPackVersioned, PyCapsule_GetPointer, PyCapsule_GetPointerAt,
-                   PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New, PyCapsule_SetName,
-                   keep_forever)
+from ._ffi import (PF_GET_API_BASE_ADDRESS, PFObjectFree, PFTensorCreateFromDLPack,
+                   PFTensorCreateFromDLPackVersioned, PFTensorGetDLTensor, PFTensorIsReadOnly,
+                   PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer,
+                   PyCapsule_GetPointerAt, PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New,
+                   PyCapsule_SetName, keep_forever)
 from ._library import OBJECT_TYPES, is_shutting_down, state
 from ._mirrors import (DL_TENSOR_OFFSET_VERSIONED, DLPACK_DELETER,
                        DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_READ_ONLY, DLPACK_VERSION,
@@ -54,27 +56,35 @@ _DELETER_OFFSET = DLManagedTensor.deleter.offset
 _DELETER_OFFSET_VERSIONED = PFDLManagedTensorVersioned.deleter.offset
 
 
-class Object:
+class Object(_cext.ObjectBase if _cext else object):
     """A reference-counted packedfunc object other than a function or a
-    tensor (a module, a boxed value, a closure...).
+    tensor (a module, a boxed value, a closure, an instance of a registered
+    object type...).
 
     Owns one reference, released when collected; can be passed back to C.
-    ``type_index`` is its PFObjectTypeIndex.
+    ``type_index`` is its PFObjectTypeIndex. Two Objects are equal when
+    they hold the same C object (see also :func:`same_as`). Instances of
+    registered object types are instances of subclasses made for their
+    types (see :func:`get_class`).
     """
 
+    # With the extension, _handle, _code, type_index, _loan and _data are
+    # ObjectBase's fields, and ObjectBase's finalizer releases the handle.
     # _loan: what the collector was lent for this collection (see _holds).
-    __slots__ = ("_handle", "_code", "type_index", "_loan", "__weakref__")
-
-    def __new__(cls, *args, **kwargs):
-        raise TypeError("packedfunc.Object cannot be created directly")
+    # _data: the address of a registered type's struct, else 0.
+    __slots__ = (("__weakref__",) if _cext else
+                 ("_handle", "_code", "type_index", "_loan", "_data", "__weakref__"))
 
     @classmethod
     def _adopt(cls, handle, type_index):
+        if _cext:
+            return _cext.ObjectBase._adopt(cls, handle, type_index, OBJECT)
         self = object.__new__(cls)
         self._handle = handle
         self.type_index = type_index
         self._code = OBJECT  # the type code it passes to C with
         self._loan = None
+        self._data = 0
         return self
 
     @property
@@ -86,17 +96,48 @@ class Object:
         return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, self.type_index,
                                                            self._handle)
 
-    def __del__(self):
-        handle = self._handle  # idempotent, as Function.__del__
-        if handle and not state.shutting_down:
-            self._handle = 0
-            PFObjectFree(handle)
-            # After the release: the holds that it destroyed are dropped,
-            # the others go back to C.
-            give_back(self)
+    if not _cext:
+        def __new__(cls, *args, **kwargs):
+            # A class of a registered object type makes an instance (see
+            # _object_types); any other cannot be made from Python.
+            if hooks.new is None or getattr(cls, "__pf_type__", None) is None:
+                raise TypeError("packedfunc.Object cannot be created directly")
+            return hooks.new(cls, args, kwargs)
+
+        def __eq__(self, other):
+            if not isinstance(other, Object):
+                return NotImplemented
+            return self._handle == other._handle
+
+        def __hash__(self):
+            return hash(self._handle)
+
+        def __del__(self):
+            handle = self._handle  # idempotent, as Function.__del__
+            if handle and not state.shutting_down:
+                self._handle = 0
+                if self._data:
+                    self._data = 0
+                    hooks.forget(self, handle)  # out of the identity map, first
+                PFObjectFree(handle)
+                # After the release: the holds that it destroyed are dropped,
+                # the others go back to C.
+                give_back(self)
 
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
+
+
+#: What _object_types sets with ctypes: new(cls, args, kwargs), an instance
+#: of a registered type's class, and forget(obj, handle), which takes a
+#: released instance out of the identity map.
+hooks = types.SimpleNamespace(new=None, forget=None)
+
+if _cext:
+    _cext.ObjectBase._bind(PF_GET_API_BASE_ADDRESS)
+    # At exit, after which nothing is released (see _library._at_exit,
+    # which runs after this handler).
+    atexit.register(_cext.ObjectBase._exiting)
 
 
 class Tensor(Object):
@@ -545,10 +586,10 @@ if _cext:
     # (numpy 1.x arrays) as borrowed DLTensors itself (it asks them
     # __dlpack__() and takes only a "dltensor" capsule; values of any other
     # type come here), and keeps tensors_in_flight as the general path
-    # does; and Objects (their handle and code), DataTypes and Devices by
-    # their fields.
+    # does; and DataTypes and Devices by their fields (Objects by
+    # ObjectBase's).
     _cext.set_hooks(tensor_types=_legacy_types, tensors_in_flight=tensors_in_flight,
-                    object_type=Object, dtype_type=DataType, device_type=Device)
+                    dtype_type=DataType, device_type=Device)
 
 register_encoder((Object, Tensor), encode_object)
 register_fallback(RANK_HANDLES, Object, encode_object)

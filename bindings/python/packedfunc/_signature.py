@@ -65,9 +65,24 @@ def register_type_annotation(type_name, annotate):
     _type_annotations[type_name] = annotate
 
 
+# Families of the grammar's types, by the name before '<': obj<KEY>, one type
+# per registered key. The module that makes their classes registers
+# annotate(ctype, result).
+_family_annotations = {}
+
+
+def register_family_annotation(family, annotate):
+    """Annotate the grammar's types FAMILY<...> with annotate(ctype, result)."""
+    _family_annotations[family] = annotate
+
+
 def annotation(ctype, result):
     """The Python annotation for one C type of the grammar: the Python type
     that a value of its type code converts to."""
+    if ctype.endswith(">") and "<" in ctype:
+        family = _family_annotations.get(ctype.partition("<")[0])
+        if family is not None:
+            return family(ctype, result)
     annotate = _type_annotations.get(ctype)
     if annotate is None:
         annotate = _annotations.get(TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype)))

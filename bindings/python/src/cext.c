@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "objects.h"
 #include "packedfunc/c_api.h"
 
 PyMODINIT_FUNC PyInit__cext(void);
@@ -64,10 +65,9 @@ static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
  * __dlpack__, and the DLTensors in calls in progress -> their objects. */
 static PyObject* pf_tensor_types;
 static PyObject* pf_tensors_in_flight;
-/* The package's classes whose values cross by their fields: Object (and its
- * subclasses: Tensor, Module) as a handle with its own type code,
- * DataType and Device as the plain values they hold. */
-static PyObject* pf_object_type;
+/* The package's classes whose values cross by their fields: DataType and
+ * Device as the plain values they hold. (An Object crosses as its handle
+ * with its own type code: ObjectBase's fields, objects.h.) */
 static PyObject* pf_dtype_type;
 static PyObject* pf_device_type;
 
@@ -235,12 +235,12 @@ static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code)
     *code = kPFDevice;
     return 0;
   }
-  if (pf_object_type != NULL && PyObject_TypeCheck(x, (PyTypeObject*)pf_object_type)) {
+  if (PyObject_TypeCheck(x, &pf_object_base_type)) {
     /* A handle of 0 is a released Object: the general path says so. */
-    if (pf_int_field(x, "_handle", 1, INT64_MAX, &a) || pf_int_field(x, "_code", 0, INT32_MAX, &b))
-      return -1;
-    value->v_handle = (void*)(uintptr_t)a;
-    *code = (int)b;
+    const pf_cext_object* o = (const pf_cext_object*)x;
+    if (o->handle == 0) return -1;
+    value->v_handle = (void*)(uintptr_t)o->handle;
+    *code = o->code;
     return 0;
   }
   return -1;
@@ -912,7 +912,6 @@ static const struct {
     {"record_exception", &pf_hook_record, &pf_kind_callable},
     {"tensor_types", &pf_tensor_types, &pf_kind_set},
     {"tensors_in_flight", &pf_tensors_in_flight, &pf_kind_dict},
-    {"object_type", &pf_object_type, &pf_kind_class},
     {"dtype_type", &pf_dtype_type, &pf_kind_class},
     {"device_type", &pf_device_type, &pf_kind_class},
 };
@@ -971,7 +970,9 @@ PyMODINIT_FUNC PyInit__cext(void) {
   static const struct {
     const char* name;
     PyTypeObject* type;
-  } types[] = {{"FunctionBase", &pf_function_type}, {"Loan", &pf_loan_type}};
+  } types[] = {{"FunctionBase", &pf_function_type}, {"Loan", &pf_loan_type},
+               {"ObjectBase", &pf_object_base_type}, {"Field", &pf_field_type},
+               {"Method", &pf_method_type}};
   PyObject* m = PyModule_Create(&pf_module);
   if (m == NULL) return NULL;
   for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i) {
