@@ -272,8 +272,9 @@ static inline __attribute__((always_inline)) int call_with_slot(
 }
 
 /* A call with an argument code outside the plain prefix: the check of
- * each argument (one table lookup; a non-NULL str or tensor needs no
- * more; anything else the full check), then the call. */
+ * each argument (one table lookup; a non-NULL str or tensor, or a live
+ * object of the code's type, needs no more; anything else the full
+ * check), then the call. */
 __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
                                                   int* type_codes, int num_args,
                                                   PFValue* ret_val, int* ret_type_code) {
@@ -287,6 +288,8 @@ __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
         bump |= c == kPFStr;
         continue;
       }
+      if (kind == kPFValueHandle && pf_is_object(args[i].v_handle, pf_codes[c].object_type))
+        continue;
     }
     if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
     bump |= c == kPFStr || c == kPFBytes;
@@ -309,10 +312,13 @@ static inline __attribute__((always_inline)) int func_call(PFFunctionHandle func
     if (__builtin_expect(type_codes == NULL, 0))
       return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
     /* One compare per argument: a plain code needs no check (any bits are
-     * valid); any other code takes the full check. */
+     * valid); a live object as kPFObjectHandle (any object type: a method's
+     * receiver) one more; any other code takes the full check. */
     size_t i = (size_t)num_args;
     do {
-      if (__builtin_expect((unsigned)type_codes[i - 1] >= PF_PLAIN_PREFIX, 0))
+      int c = type_codes[i - 1];
+      if (__builtin_expect((unsigned)c >= PF_PLAIN_PREFIX, 0) &&
+          !(c == kPFObjectHandle && pf_is_object(args[i - 1].v_handle, 0)))
         return call_checked(func, args, type_codes, num_args, ret_val, ret_type_code);
     } while (--i != 0);
   }

@@ -209,6 +209,13 @@ PF_HIDDEN int pf_map_children(pf_walk* w, const void* map);
 PF_HIDDEN int pf_bound_children(pf_walk* w, const pf_function* f);
 /* A closure's function (runtime/closure.c). */
 PF_HIDDEN int pf_closure_children(pf_walk* w, const void* closure);
+/* The objects in an instance's handle fields (func, array, map, shape,
+ * object, list, dict, tensor and obj<KEY> fields, inherited ones too) of a
+ * registered type (runtime/object_instance.c). Unlike the references
+ * above, these may change after the instance is made: such an instance is
+ * reported with pf_walk_mutable. */
+PF_HIDDEN int pf_instance_children(pf_walk* w, const void* obj);
+PF_HIDDEN void pf_walk_mutable(pf_walk* w);
 /* 1 and the payload (host object) or resource handle (host function) in
  * *out when `obj` is a host object or host function made on `gate`; 0
  * otherwise (runtime/host.c). */

@@ -7,10 +7,10 @@
 typedef struct {
   pf_object* obj;
   int_fast32_t count;   /* its reference count, read when it was reached */
-  int64_t inward;       /* references to it held by objects of the walk */
+  int64_t left;         /* its references that would remain (see find_owned) */
   int64_t edges_begin;  /* its references: edges[edges_begin .. edges_end) */
   int64_t edges_end;
-  int outside;          /* reachable from a reference held outside the walk */
+  int owned;            /* freed when the caller's reference to the root goes */
 } walk_node;
 
 struct pf_walk {
@@ -22,6 +22,7 @@ struct pf_walk {
   int64_t num_edges, edges_cap;
   int64_t budget;   /* values that may still be looked at */
   int exhausted;    /* the budget ran out */
+  int64_t mutable_nodes; /* instances met whose references may change */
 };
 
 static const char* const k_where = "PFObjectFindOwnedHosts";
@@ -77,9 +78,9 @@ static int64_t node_of(pf_walk* w, pf_object* obj) {
   walk_node* n = &w->nodes[i];
   n->obj = obj;
   n->count = atomic_load_explicit(&obj->ref_count, memory_order_acquire);
-  n->inward = 0;
+  n->left = n->count;
   n->edges_begin = n->edges_end = 0;
-  n->outside = 0;
+  n->owned = 0;
   w->index[s] = i + 1;
   /* At most half full, so that probes stay short and end. */
   if ((size_t)w->num_nodes * 2 > w->mask + 1 && grow_index(w) != 0) return -1;
@@ -103,9 +104,10 @@ int pf_walk_child(pf_walk* w, void* child) {
   if (edges == NULL) return -1;
   w->edges = edges;
   w->edges[w->num_edges++] = i;
-  ++w->nodes[i].inward;
   return 0;
 }
+
+void pf_walk_mutable(pf_walk* w) { ++w->mutable_nodes; }
 
 /* Reports the references that one object holds, of the kinds followed. */
 static int children(pf_walk* w, const pf_object* o) {
@@ -114,7 +116,7 @@ static int children(pf_walk* w, const pf_object* o) {
     case kPFObjectMap: return pf_map_children(w, o);
     case kPFObjectFunction: return pf_bound_children(w, (const pf_function*)o);
     case kPFObjectClosure: return pf_closure_children(w, o);
-    default: return 0;
+    default: return o->type_index >= kPFObjectTypeRegisteredBegin ? pf_instance_children(w, o) : 0;
   }
 }
 
@@ -129,38 +131,30 @@ static int reach_all(pf_walk* w) {
   return 0;
 }
 
-/* Marks as outside every node that has more references than the walk
- * found (the root: more than those and the caller's one), and every node
- * reachable from one. */
-static int mark_outside(pf_walk* w) {
-  int64_t* stack = NULL;
-  int64_t top = 0, cap = 0;
-  for (int64_t i = 0; i < w->num_nodes; ++i) {
-    walk_node* n = &w->nodes[i];
-    if (n->count <= n->inward + (i == 0)) continue;
-    n->outside = 1;
-    int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
-    if (s == NULL) goto oom;
-    stack = s;
-    stack[top++] = i;
+/* Marks the nodes that dropping the caller's reference to the root would
+ * free: the root when that reference is its only one, then, as reference
+ * counting would, each node whose every reference is held by freed nodes.
+ * A cycle that holds itself (through fields of registered types) is never
+ * freed so, nor is anything it holds: none of it is owned. */
+static int find_owned(pf_walk* w) {
+  int64_t* stack = pf_malloc(sizeof(int64_t) * (size_t)w->num_nodes);
+  if (stack == NULL) return pf_oom(k_where);
+  int64_t top = 0;
+  if (--w->nodes[0].left == 0) {
+    w->nodes[0].owned = 1;
+    stack[top++] = 0;
   }
   while (top > 0) {
     const walk_node* n = &w->nodes[stack[--top]];
     for (int64_t e = n->edges_begin; e < n->edges_end; ++e) {
       walk_node* c = &w->nodes[w->edges[e]];
-      if (c->outside) continue;
-      c->outside = 1;
-      int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
-      if (s == NULL) goto oom;
-      stack = s;
+      if (--c->left != 0) continue;
+      c->owned = 1; /* each node reaches 0 once: the stack never overflows */
       stack[top++] = w->edges[e];
     }
   }
   pf_free(stack);
   return 0;
-oom:
-  pf_free(stack);
-  return -1;
 }
 
 /* 1 when every reference count still reads as it did when first read. A
@@ -192,9 +186,8 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
                     (long long)cap);
   *num_owned = 0;
   if (num_reachable != NULL) *num_reachable = 0;
-  /* No object that the walk follows can reach itself (each holds only
-   * objects that existed before it), so a root with more than the
-   * caller's reference is held from outside. */
+  /* A root with more than the caller's reference outlives it: nothing is
+   * owned (find_owned). */
   if (num_reachable == NULL &&
       atomic_load_explicit(&((pf_object*)root)->ref_count, memory_order_acquire) != 1)
     return 0;
@@ -213,7 +206,7 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
     if (num_reachable != NULL) *num_reachable = -1;
     goto done;
   }
-  if (mark_outside(&w) != 0) {
+  if (find_owned(&w) != 0) {
     rc = -1;
     goto done;
   }
@@ -222,11 +215,11 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
     void* payload;
     if (!pf_host_payload(w.nodes[i].obj, gate, &payload)) continue;
     ++reachable;
-    if (w.nodes[i].outside) continue;
+    if (!w.nodes[i].owned) continue;
     if (owned < cap) out[owned] = payload;
     ++owned;
   }
-  if (num_reachable != NULL) *num_reachable = reachable;
+  if (num_reachable != NULL) *num_reachable = reachable + w.mutable_nodes;
   if (owned > 0 && counts_unchanged(&w)) *num_owned = owned;
 done:
   pf_free(w.index);

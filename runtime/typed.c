@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "typed.h"
+#include "object_type.h"
 
 typedef void (*pf_fn)(void);
 /* Calls fn with the arguments' 8 bytes each as its prototype takes them
@@ -18,6 +18,18 @@ typedef struct {
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
 } pf_typed;
+
+/* An obj<KEY> argument that needs no conversion: a live instance of KEY
+ * itself (the object header's magic and type index, one 8-byte compare),
+ * or of a type descending from it. */
+static inline int obj_arg_ok(const PFValue* v, const pf_type* key) {
+  const pf_object* o = v->v_handle;
+  if (o == NULL) return 0;
+  uint64_t head;
+  memcpy(&head, o, sizeof(head));
+  if (head == PF_OBJECT_HEAD_(key->info.type_index)) return 1;
+  return pf_is_instance(o) && pf_type_is_a(((const pf_instance*)o)->type, key);
+}
 
 /*
  * The fast path. On LP64 targets whose C ABI passes a pointer exactly as an
@@ -171,6 +183,19 @@ static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
 PF_PK_ALL(v)
 PF_PK_ALL(i)
 PF_PK_ALL(d)
+/* The same for one obj<KEY> argument (a method without arguments): a call
+ * with a live instance of KEY or of a type descending from it. */
+#define PF_PK_OBJ1(k)                                                                  \
+  PF_PK_HEAD(packed_##k##_O) {                                                         \
+    if (__builtin_expect(n != 1 || codes[0] != kPFObjectHandle ||                      \
+                             !obj_arg_ok(&a[0], ((const pf_typed*)res)->sig.arg_obj[0]), \
+                         0))                                                           \
+      PF_PK_OTHER;                                                                     \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_I))PF_PK_FN)(PF_AV_I(0)))                        \
+  }
+PF_PK_OBJ1(v)
+PF_PK_OBJ1(i)
+PF_PK_OBJ1(d)
 
 /* Both kinds of caller, by result kind (v, i, d, b, w), then by argument
  * pattern: the simple path's packed function exists for v, i and d only. */
@@ -295,6 +320,15 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
   return st;
 }
 
+/* Hands the C function's result `r` to the caller. */
+static inline int typed_finish(const pf_typed* t, PFRetValueHandle ret, pf_cvalue* r) {
+  if (t->sig.ret == pf_t_int64 || t->sig.ret == pf_t_float64) {
+    int code = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
+    return PFCFuncSetReturn(ret, (PFValue*)r, &code, 1);
+  }
+  return set_return(t, ret, r);
+}
+
 /* The packed function of a typed function without a simple signature
  * (see k_callers), and of any call of one that does not match it exactly:
  * conversions, libffi, other results, errors. */
@@ -326,11 +360,51 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     t->fast(t->fn, pv, &rv);
   } else
     call_ffi(t, av, &raw, &rv);
-  if (t->sig.ret == pf_t_int64 || t->sig.ret == pf_t_float64) {
-    int code = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
-    return PFCFuncSetReturn(ret, (PFValue*)&rv, &code, 1);
+  return typed_finish(t, ret, &rv);
+}
+
+/* The obj<KEY> path: a typed function with a direct cast whose arguments
+ * are all int64, float64 or obj<KEY> (a method taking int64 and float64),
+ * when at least one is obj<KEY>. A call whose int64 and float64 codes match
+ * exactly and whose every obj<KEY> passes obj_arg_ok goes straight to the
+ * direct cast; any other call, a None included, takes typed_call_general
+ * and its errors. A single obj<KEY> with a void, int64 or float64 result
+ * has its own packed function (PF_PK_OBJ1). */
+static int typed_call_obj(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  const pf_typed* t = res;
+  if (__builtin_expect(n != t->sig.num_args, 0))
+    return typed_call_general(args, codes, n, ret, res);
+  for (int i = 0; i < n; ++i) {
+    int at = t->sig.args[i];
+    int ok = at == pf_t_int64   ? codes[i] == kPFInt
+             : at == pf_t_float64 ? codes[i] == kPFFloat
+                                  : codes[i] == kPFObjectHandle &&
+                                        obj_arg_ok(&args[i], t->sig.arg_obj[i]);
+    if (__builtin_expect(!ok, 0)) return typed_call_general(args, codes, n, ret, res);
   }
-  return set_return(t, ret, &rv);
+  pf_cvalue rv;
+  rv.i64 = 0;
+  t->fast(t->fn, args, &rv);
+  return typed_finish(t, ret, &rv);
+}
+
+/* The packed function of the obj<KEY> path for `sig`, whose direct cast
+ * exists; NULL when `sig` is not one for it. */
+static PFPackedCFunc pick_obj_entry(const pf_sig* sig) {
+  int objs = 0;
+  for (int i = 0; i < sig->num_args; ++i) {
+    if (sig->args[i] == pf_t_obj) ++objs;
+    else if (sig->args[i] != pf_t_int64 && sig->args[i] != pf_t_float64) return NULL;
+  }
+  if (objs == 0) return NULL;
+#ifdef PF_TYPED_FAST
+  if (sig->num_args == 1) {
+    if (sig->ret == pf_t_void) return packed_v_O;
+    if (sig->ret == pf_t_int64) return packed_i_O;
+    if (sig->ret == pf_t_float64) return packed_d_O;
+  }
+#endif
+  return typed_call_obj;
 }
 
 static void typed_free(void* res) { pf_free(res); }
@@ -357,7 +431,10 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
     pf_free(t);
     return pf_oom(where);
   }
-  PFPackedCFunc entry = callers.simple ? callers.simple : typed_call_general;
+  PFPackedCFunc entry = callers.simple ? callers.simple
+                        : callers.fast ? pick_obj_entry(&sig)
+                                       : NULL;
+  if (entry == NULL) entry = typed_call_general;
   PFFunctionHandle f = NULL;
   if (PFFuncCreateFromCFunc(entry, t, typed_free, &f) != 0) {
     /* typed_free ran */

@@ -185,16 +185,22 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * The walk starts at `root` and follows the references that objects
  * hold: an Array's items, a Map's values, a bound function's inner
  * function and the constants it holds itself (PFFuncBind), a closure's
- * function (PFFuncToCFunction). No other reference is followed (a
- * module's functions, a function's module, a pre-pack cache's values,
- * whatever a boxed object's payload or an extension value holds); none of
- * these ever changes once its object is created. Nor are a List's or a
- * Dict's items followed: they may change at any time, so what they hold is
- * never reported as owned. An object counts as
- * owned by the caller when it is `root`, referenced only by the caller,
- * or when every reference to it is held by owned objects. Objects met
- * only through references that are not followed are never reported: an
- * unknown reference errs on the side of keeping things alive.
+ * function (PFFuncToCFunction), and the objects in the handle fields
+ * (func, array, map, shape, object, list, dict, tensor, obj<KEY>) of an
+ * instance of a registered type (object_type.h). No other reference is
+ * followed (a module's functions, a function's module, a pre-pack cache's
+ * values, whatever a boxed object's payload or an extension value holds,
+ * a List's or a Dict's items, which may change at any time under their
+ * lock). An object counts as owned by the caller when dropping the
+ * caller's reference to `root` would free it: `root` when the caller's is
+ * its only reference, and any object whose every reference is held by
+ * owned objects. An instance's fields may make cycles; a cycle that holds
+ * itself is never freed by reference counting, so neither it nor
+ * anything it holds is owned. Objects met only through references that
+ * are not followed are never reported: an unknown reference errs on the
+ * side of keeping things alive. The walk reads an instance's handle
+ * fields as any reader of them does (object_type.h, "Threads"): no write
+ * to them may run during the call.
  *
  * out[0 .. min(cap, *num_owned)) receives the payload (PFHostObjectCreate)
  * or resource_handle (PFFuncCreateFromHostCFunc) of each owned host object
@@ -205,10 +211,12 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * dropped a reference into it; nothing is reported as owned then).
  *
  * `num_reachable` may be NULL; otherwise it receives how many host
- * objects and host functions of `gate` the walk reached, owned or not. 0
- * means that root never reaches one (the references followed never
- * change), so a collector can stop asking about root. With NULL, the call
- * returns at once when root has other references.
+ * objects and host functions of `gate` the walk reached, owned or not,
+ * plus how many instances with handle fields it reached (their fields may
+ * come to hold one later). 0 means that root never reaches one (the other
+ * references followed never change), so a collector can stop asking about
+ * root. With NULL, the call returns at once when root has other
+ * references.
  *
  * `max_values` bounds the work: the walk looks at that many values
  * (items, constants, references) at most; past it, the call gives up with

@@ -212,8 +212,22 @@ _reaching = []  # weak references to wrappers whose C objects reach holds
 _lenders = []   # weak references to wrappers lent to in this collection
 
 
+_refs_change = [False]  # see refs_may_change
+
+
+def refs_may_change():
+    """A registered type with handle fields is in use: its instances'
+    fields may come to hold a Python object at any time, so a C object
+    made while C holds none may still come to reach one (an Array of such
+    instances). From now on every wrapper is tracked."""
+    _refs_change[0] = True
+
+
 def any_held():
-    """Whether C holds any Python object now."""
+    """Whether C holds any Python object now, or may come to through a
+    wrapper made now (see refs_may_change)."""
+    if _refs_change[0]:
+        return True
     if _cext:
         return _cext.live_count(OBJECT) > 0 or _cext.live_count(FUNCTION) > 0
     return _counts[OBJECT] > 0 or _counts[FUNCTION] > 0
@@ -224,9 +238,11 @@ _prune_at = [1024]  # the length of _unsorted at which dead references go
 
 def track(wrapper):
     """Consider `wrapper` (an Array, Map or Function that owns a reference
-    to its C object) at full collections. Only when C holds some Python
-    object: a C object made while none is held can never reach one, as
-    the references that the walk follows never change."""
+    to its C object, or an instance of a registered type with handle
+    fields) at full collections. Only when C holds some Python object: a
+    C object made while none is held can never reach one, as the
+    references that the walk follows never change, unless they pass
+    through the fields of registered types (see refs_may_change)."""
     if any_held():
         _unsorted.append(weakref.ref(wrapper))
         if len(_unsorted) >= _prune_at[0]:

@@ -40,6 +40,7 @@ from ._ffi import (FIELD_WRITABLE, METHOD_STATIC, OBJECT_TYPE_REGISTERED_BEGIN, 
                    PFObjectRetain, PFObjectSetField, PFObjectTypeFind, PFObjectTypeGetConstructor,
                    PFObjectTypeGetInfo, PFObjectTypeGetMethod)
 from ._function import Function, _call_failed
+from ._holds import refs_may_change, track
 from ._library import LIB_PATH, OBJECT_TYPES
 from ._mirrors import PFFieldInfo, PFMethodInfo, PFObjectTypeInfo
 from ._object import Object, from_dlpack, hooks as _object_hooks
@@ -131,6 +132,14 @@ class _TypeSpec:
         self.ancestors = ([] if not self.parent_index else
                           [self.parent_index] + spec_of(self.parent_index).ancestors)
         self.copy_refusal = self._copy_refusal()
+        # An instance with a handle field (own or inherited) may come to
+        # hold a Python object through it at any time: such instances are
+        # tracked for the collector (see _holds).
+        self.tracked = any(f.refs for f in self.fields)
+        if self.tracked:
+            refs_may_change()
+            if _cext:
+                _cext.ObjectBase._track_type(type_index)
 
     def own_fields(self):
         return [f for f in self.fields if f.declared_by == self.index]
@@ -717,6 +726,8 @@ def _adopt_instance(cls, handle, type_index):
     if alive is not None:
         PFObjectFree(handle)  # the wrapper holds one: not the last
         return alive
+    if spec_of(type_index).tracked:
+        track(obj)
     return obj
 
 
@@ -745,6 +756,8 @@ def _new(cls, args, kwargs):
     with _live_lock:
         obj = _wrap(cls, out.value, ti)
         _live[out.value] = weakref.ref(obj)
+    if spec_of(ti).tracked:
+        track(obj)
     return obj
 
 
@@ -768,7 +781,7 @@ def _raise_last():
 
 
 if _cext:
-    _cext.ObjectBase._set_hooks(_decode_field, _encode_field, _raise_last, _call_failed)
+    _cext.ObjectBase._set_hooks(_decode_field, _encode_field, _raise_last, track, _call_failed)
 else:
     _object_hooks.new = _new
     _object_hooks.forget = _forget

@@ -39,6 +39,7 @@ static const PFApi* pf_oapi;
 static PyObject* pf_hook_decode;  /* (address of a PFValue, code) -> value; owns its handle */
 static PyObject* pf_hook_encode;  /* (value, what, field type) -> (code, bits, keep) */
 static PyObject* pf_hook_raise;   /* () -> raises the thread's packedfunc error */
+static PyObject* pf_hook_track;   /* (wrapper) -> None: _holds.track */
 static PyObject* pf_hook_failed;  /* (Function) -> raises the error of its failed call */
 static PyObject* pf_str_pf_type; /* "__pf_type__" */
 /* Set at exit: from then on nothing is released (as the package's
@@ -204,15 +205,22 @@ static int pf_object_clear(PyObject* self) {
   return 0;
 }
 
+/* The registered types whose instances are tracked for the collector
+ * (_holds.track): those with handle fields, which the walk that finds the
+ * holds a wrapper keeps alive (PFObjectFindOwnedHosts) follows. Others
+ * reach no hold, ever, and cost no call. Set by _track_type, read with
+ * the GIL held. */
+static unsigned char pf_tracked_types[PF_OBJECT_TYPE_MAX_REGISTERED];
+
+static int pf_type_tracked(unsigned int type_index) {
+  unsigned int i = type_index - kPFObjectTypeRegisteredBegin;
+  return i < PF_OBJECT_TYPE_MAX_REGISTERED && pf_tracked_types[i];
+}
+
 /* A new instance of cls (a subclass of ObjectBase) that takes over the
  * reference `handle`; with `data`, an instance of a registered type: it
- * goes into the identity map. On failure the reference is released.
- *
- * Such an instance is not tracked for the collector (_holds.track): the
- * walk that finds the holds a wrapper keeps alive (PFObjectFindOwnedHosts)
- * does not follow the fields of registered types, so it would find none,
- * and tracking cost a Python call per instance made while C holds any
- * Python object. */
+ * goes into the identity map, and is tracked for the collector when its
+ * type has handle fields. On failure the reference is released. */
 static PyObject* pf_wrap(PyTypeObject* cls, void* handle, unsigned int type_index, int code,
                          char* data) {
   pf_cext_object* o = (pf_cext_object*)cls->tp_alloc(cls, 0);
@@ -227,7 +235,10 @@ static PyObject* pf_wrap(PyTypeObject* cls, void* handle, unsigned int type_inde
   if (data == NULL) return (PyObject*)o;
   if (pf_live_put(handle, (PyObject*)o) == 0) {
     o->in_map = 1;
-    return (PyObject*)o;
+    if (pf_hook_track == NULL || !pf_type_tracked(type_index)) return (PyObject*)o;
+    PyObject* r = PyObject_CallOneArg(pf_hook_track, (PyObject*)o);
+    Py_XDECREF(r);
+    if (r != NULL) return (PyObject*)o;
   }
   Py_DECREF(o); /* releases the handle */
   return NULL;
@@ -385,16 +396,18 @@ static PyObject* pf_object_bind(PyObject* unused, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-/* _set_hooks(decode, encode, raise_error, call_failed): the
+/* _set_hooks(decode, encode, raise_error, track, call_failed): the
  * package's functions (see the top of this file), set once by
  * _object_types before it makes any instance of a registered type. */
 static PyObject* pf_object_set_hooks(PyObject* unused, PyObject* const* args, Py_ssize_t n) {
   (void)unused;
-  PyObject** hooks[] = {&pf_hook_decode, &pf_hook_encode, &pf_hook_raise, &pf_hook_failed};
+  PyObject** hooks[] = {&pf_hook_decode, &pf_hook_encode, &pf_hook_raise, &pf_hook_track,
+                        &pf_hook_failed};
   const Py_ssize_t count = (Py_ssize_t)(sizeof hooks / sizeof hooks[0]);
   if (n != count) {
     PyErr_SetString(PyExc_TypeError,
-                    "_cext.ObjectBase._set_hooks(decode, encode, raise_error, call_failed)");
+                    "_cext.ObjectBase._set_hooks(decode, encode, raise_error, track, "
+                    "call_failed)");
     return NULL;
   }
   for (int i = 0; i < count; ++i)
@@ -448,10 +461,26 @@ static PyGetSetDef pf_object_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+static PyObject* pf_object_track_type(PyObject* unused, PyObject* arg) {
+  (void)unused;
+  unsigned long ti = PyLong_AsUnsignedLong(arg);
+  if (ti == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+  if (ti < kPFObjectTypeRegisteredBegin ||
+      ti - kPFObjectTypeRegisteredBegin >= PF_OBJECT_TYPE_MAX_REGISTERED) {
+    PyErr_Format(PyExc_ValueError, "_cext.ObjectBase._track_type: %lu is not a registered "
+                 "type's index", ti);
+    return NULL;
+  }
+  pf_tracked_types[ti - kPFObjectTypeRegisteredBegin] = 1;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef pf_object_methods[] = {
     {"_bind", pf_object_bind, METH_O | METH_STATIC, "_bind(api_base_address)"},
     {"_set_hooks", (PyCFunction)(void (*)(void))pf_object_set_hooks, METH_FASTCALL | METH_STATIC,
-     "_set_hooks(decode, encode, raise_error, call_failed)"},
+     "_set_hooks(decode, encode, raise_error, track, call_failed)"},
+    {"_track_type", pf_object_track_type, METH_O | METH_STATIC,
+     "_track_type(type_index): its instances are tracked for the collector"},
     {"_adopt", (PyCFunction)(void (*)(void))pf_object_adopt, METH_FASTCALL | METH_STATIC,
      "_adopt(cls, handle, type_index, code) -> a cls taking over the reference"},
     {"_adopt_instance", (PyCFunction)(void (*)(void))pf_object_adopt_instance,
