@@ -323,6 +323,11 @@ static void run_list_get(long n) {
     PFValue v;
     int c;
     if (PFListGetItem(g_list, i % N_ITEMS, &v, &c) != 0) die("PFListGetItem");
+    s += v.v_int64;
+  }
+  sink = s;
+}
+
 /* A field of a registered type read through its handle: what a host's
  * attribute read costs in C, beside a packed call. */
 typedef struct {
