@@ -1,6 +1,10 @@
 /* Signatures: the table of signature types, the grammar, a signature's libffi description. */
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "object_type.h"
@@ -65,12 +69,24 @@ int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif, ffi_type
   return 0;
 }
 
+
 /* ---- the signature grammar ---- */
 
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static int is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int hex_value(char c) {
+  return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+static size_t skip_blanks(const char* text, size_t i) {
+  while (is_blank(text[i])) ++i;
+  return i;
 }
 
 /* What a text is, for messages: "signature" or "type". */
@@ -83,7 +99,7 @@ static int sig_error(const char* where, const char* text, size_t pos, const char
     ;
 
 static int sig_error(const char* where, const char* text, size_t pos, const char* fmt, ...) {
-  char detail[160];
+  char detail[200];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof(detail), fmt, ap);
@@ -94,16 +110,156 @@ static int sig_error(const char* where, const char* text, size_t pos, const char
 
 static int is_key_char(char c) { return is_name_char(c) || c == '.'; }
 
+/* ---- devices (the DEVICE of tensor.h; DLPack's device types) ---- */
+
+static const struct {
+  const char* name;
+  uint8_t type;
+} k_devices[] = {
+    {"cpu", 1},   {"cuda", 2},  {"cuda_host", 3}, {"opencl", 4},     {"vulkan", 7},
+    {"metal", 8}, {"vpi", 9},   {"rocm", 10},     {"rocm_host", 11}, {"ext_dev", 12},
+    {"cuda_managed", 13}, {"oneapi", 14}, {"webgpu", 15}, {"hexagon", 16},
+};
+
+const char* pf_device_name(int device_type) {
+  for (size_t k = 0; k < sizeof(k_devices) / sizeof(k_devices[0]); ++k)
+    if (k_devices[k].type == device_type) return k_devices[k].name;
+  return NULL;
+}
+
+/* The device type named by s[0 .. n), or 0. */
+static int device_by_name(const char* s, size_t n) {
+  for (size_t k = 0; k < sizeof(k_devices) / sizeof(k_devices[0]); ++k)
+    if (strlen(k_devices[k].name) == n && memcmp(k_devices[k].name, s, n) == 0)
+      return k_devices[k].type;
+  return 0;
+}
+
+/* ---- tensor constraints ---- */
+
+/* Reads "<DTYPE, RANK, LAYOUT, DEVICE>" (tensor.h) when it follows
+ * text[*pos] (blanks allowed before it), advancing *pos past the '>';
+ * without one, leaves *pos and a constraint of any tensor. */
+static int read_tensor_constraint(const char* where, const char* text, size_t* pos, pf_tc* tc) {
+  size_t i = skip_blanks(text, *pos);
+  memset(tc, 0, sizeof(*tc));
+  if (text[i] != '<') return 0;
+  ++i;
+  for (int part = 0;; ++part) {
+    i = skip_blanks(text, i);
+    size_t start = i, n = 0;
+    if (text[i] == '*') {
+      ++i;
+    } else if (part == 0) {
+      while (is_name_char(text[i + n]) || text[i + n] == '[' || text[i + n] == ']') ++n;
+      char buf[48];
+      DLDataType dt;
+      if (n == 0) return sig_error(where, text, start, "expected a data type or '*'");
+      if (n >= sizeof(buf))
+        return sig_error(where, text, start, "unknown data type '%.40s...'", text + start);
+      memcpy(buf, text + start, n);
+      buf[n] = '\0';
+      if (PFDataTypeFromString(buf, &dt) != 0)
+        return sig_error(where, text, start, "unknown data type '%s'", buf);
+      tc->dtype = dt;
+      tc->flags |= kPFTensorCheckDtype;
+      i += n;
+    } else if (part == 1) {
+      int64_t rank = 0;
+      while (is_digit(text[i + n])) {
+        if (rank <= PF_TENSOR_MAX_NDIM) rank = rank * 10 + (text[i + n] - '0');
+        ++n;
+      }
+      if (n == 0) return sig_error(where, text, start, "expected a rank or '*'");
+      if (rank > PF_TENSOR_MAX_NDIM)
+        return sig_error(where, text, start, "rank %.*s is above PF_TENSOR_MAX_NDIM (%d)",
+                         (int)(n > 20 ? 20 : n), text + start, PF_TENSOR_MAX_NDIM);
+      tc->ndim = (int8_t)rank;
+      tc->flags |= kPFTensorCheckNdim;
+      i += n;
+    } else {
+      while (is_name_char(text[i + n])) ++n;
+      if (part == 2) {
+        if (n != 10 || memcmp(text + start, "contiguous", 10) != 0)
+          return sig_error(where, text, start, "expected a layout: 'contiguous' or '*'");
+        tc->flags |= kPFTensorContiguous;
+      } else {
+        int dev = device_by_name(text + start, n);
+        if (dev == 0)
+          return sig_error(where, text, start, "%s '%.*s'",
+                           n ? "unknown device type" : "expected a device type or '*'",
+                           (int)(n > 40 ? 40 : n), text + start);
+        tc->device = (uint8_t)dev;
+        tc->flags |= kPFTensorCheckDevice;
+      }
+      i += n;
+    }
+    i = skip_blanks(text, i);
+    if (text[i] == '>') {
+      *pos = i + 1;
+      return 0;
+    }
+    if (text[i] == ',' && part < 3) {
+      ++i;
+      continue;
+    }
+    return sig_error(where, text, i, "%s", part < 3 ? "expected ',' or '>' in the tensor type"
+                                                     : "expected '>' after the device type");
+  }
+}
+
+void pf_tc_format(const pf_tc* tc, char* buf, size_t n) {
+  char parts[4][PF_DTYPE_STRING_MAX];
+  int last = -1;
+  for (int k = 0; k < 4; ++k) snprintf(parts[k], sizeof(parts[k]), "*");
+  if (tc->flags & kPFTensorCheckDtype) {
+    if (PFDataTypeToString(tc->dtype, parts[0], sizeof(parts[0])) != 0)
+      snprintf(parts[0], sizeof(parts[0]), "?");
+    last = 0;
+  }
+  if (tc->flags & kPFTensorCheckNdim) {
+    snprintf(parts[1], sizeof(parts[1]), "%d", (int)tc->ndim);
+    last = 1;
+  }
+  if (tc->flags & kPFTensorContiguous) {
+    snprintf(parts[2], sizeof(parts[2]), "contiguous");
+    last = 2;
+  }
+  if (tc->flags & kPFTensorCheckDevice) {
+    const char* d = pf_device_name(tc->device);
+    snprintf(parts[3], sizeof(parts[3]), "%s", d ? d : "?");
+    last = 3;
+  }
+  if (last < 0) {
+    snprintf(buf, n, "tensor");
+    return;
+  }
+  size_t at = (size_t)snprintf(buf, n, "tensor<");
+  for (int k = 0; k <= last && at < n; ++k)
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", k ? "," : "", parts[k]);
+  if (at < n) snprintf(buf + at, n - at, ">");
+}
+
+PFTensorConstraint pf_tc_public(const pf_tc* tc) {
+  PFTensorConstraint c;
+  memset(&c, 0, sizeof(c));
+  c.flags = tc->flags;
+  if (tc->flags & kPFTensorCheckNdim) c.ndim = tc->ndim;
+  if (tc->flags & kPFTensorCheckDtype) c.dtype = tc->dtype;
+  if (tc->flags & kPFTensorCheckDevice) c.device_type = tc->device;
+  return c;
+}
+
+/* ---- types ---- */
+
 /* Reads "<KEY>" after "obj" at text[*pos] (blanks allowed around each
  * token) and resolves KEY; advances *pos past the '>'. */
 static int read_obj_key(const char* where, const char* text, size_t* pos,
                         const struct pf_type** obj) {
-  size_t i = *pos;
-  while (is_blank(text[i])) ++i;
+  size_t i = skip_blanks(text, *pos);
   if (text[i] != '<')
     return sig_error(where, text, i, "'obj' names a registered object type: write obj<KEY>");
-  ++i;
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, i + 1);
   size_t start = i, n = 0;
   while (is_key_char(text[start + n])) ++n;
   if (n == 0)
@@ -112,20 +268,20 @@ static int read_obj_key(const char* where, const char* text, size_t* pos,
   if (t == NULL)
     return sig_error(where, text, start, "unknown object type '%.*s' (not registered)",
                      (int)(n > 100 ? 100 : n), text + start);
-  i = start + n;
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, start + n);
   if (text[i] != '>') return sig_error(where, text, i, "expected '>' after the object type key");
   *obj = t;
   *pos = i + 1;
   return 0;
 }
 
-/* Reads one type name at text[*pos]; advances *pos past it. For obj<KEY>,
- * *obj is KEY's type (else NULL). */
+/* Reads one type at text[*pos]; advances *pos past it. For obj<KEY>, *obj
+ * is KEY's type (else NULL); for a tensor, *tc its constraint (else any). */
 static int read_type(const char* where, const char* text, size_t* pos, int* out,
-                     const struct pf_type** obj) {
+                     const struct pf_type** obj, pf_tc* tc) {
   size_t start = *pos, n = 0;
   *obj = NULL;
+  memset(tc, 0, sizeof(*tc));
   while (is_name_char(text[start + n])) ++n;
   if (n == 0)
     return sig_error(where, text, start, "%s",
@@ -139,7 +295,7 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out,
     if (strlen(pf_ctypes[t].name) == n && memcmp(pf_ctypes[t].name, text + start, n) == 0) {
       *out = t;
       *pos = start + n;
-      return 0;
+      return t == pf_t_tensor ? read_tensor_constraint(where, text, pos, tc) : 0;
     }
   }
   if (n == 6 && memcmp(text + start, "double", 6) == 0) { /* the one alias */
@@ -153,41 +309,393 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out,
                    text + start);
 }
 
-int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
-  if (text == NULL) return pf_err_null_arg(where, "signature");
-  pf_sig sig;
-  memset(&sig, 0, sizeof(sig));
-  size_t i = 0;
+/* ---- default literals ---- */
+
+typedef enum { lit_int, lit_float, lit_true, lit_false, lit_null, lit_str, lit_bytes } lit_kind;
+
+/* One parameter as the text gives it; positions index the text. */
+typedef struct {
   int t;
   const struct pf_type* obj;
-  while (is_blank(text[i])) ++i;
-  if (read_type(where, text, &i, &t, &obj) != 0) return -1;
-  sig.ret = (uint8_t)t;
-  sig.ret_obj = obj;
-  while (is_blank(text[i])) ++i;
+  pf_tc tc;
+  size_t name_at, name_len; /* name_len 0: unnamed */
+  int has_default;
+  size_t default_at, default_end; /* the literal's text */
+  lit_kind lit;
+  size_t str_at, str_len; /* a STRING's contents between the quotes */
+  size_t dec_len;         /* ... and their length decoded */
+  int dcode;              /* the default converted: its code and value (a str
+                             or bytes value is laid out with the signature) */
+  PFValue dval;
+} parsed_param;
+
+typedef struct {
+  parsed_param ret;
+  parsed_param p[PF_TYPED_MAX_ARGS];
+  int n;
+  int named;
+} parsed_sig;
+
+/* The next decoded byte of the STRING contents s[*i ..]; advances *i. The
+ * escapes were checked when the literal was read. */
+static unsigned char next_byte(const char* s, size_t* i) {
+  char c = s[(*i)++];
+  if (c != '\\') return (unsigned char)c;
+  char e = s[(*i)++];
+  switch (e) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    case 'x': {
+      int v = hex_value(s[*i]) * 16 + hex_value(s[*i + 1]);
+      *i += 2;
+      return (unsigned char)v;
+    }
+    default: return (unsigned char)e; /* '"' or '\\' */
+  }
+}
+
+/* Decodes a STRING's contents s[0 .. len) into out (dec_len bytes). */
+static void decode_string(const char* s, size_t len, char* out) {
+  size_t i = 0, k = 0;
+  while (i < len) out[k++] = (char)next_byte(s, &i);
+}
+
+/* 0 when the decoded STRING s[0 .. len) is UTF-8 without NUL bytes; else
+ * the offending decoded byte's index + 1. */
+static size_t str_check(const char* s, size_t len) {
+  size_t i = 0, k = 0;
+  int need = 0;
+  unsigned char lo = 0x80, hi = 0xbf;
+  while (i < len) {
+    unsigned char c = next_byte(s, &i);
+    ++k;
+    if (need > 0) {
+      if (c < lo || c > hi) return k;
+      lo = 0x80, hi = 0xbf;
+      --need;
+      continue;
+    }
+    if (c == 0) return k;
+    if (c < 0x80) continue;
+    if (c >= 0xc2 && c <= 0xdf) need = 1;
+    else if (c == 0xe0) need = 2, lo = 0xa0;
+    else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) need = 2;
+    else if (c == 0xed) need = 2, hi = 0x9f;
+    else if (c == 0xf0) need = 3, lo = 0x90;
+    else if (c >= 0xf1 && c <= 0xf3) need = 3;
+    else if (c == 0xf4) need = 3, hi = 0x8f;
+    else return k;
+  }
+  return need ? k + 1 : 0;
+}
+
+/* The C locale, for reading and writing floats whatever the process's
+ * LC_NUMERIC is; (locale_t)0 if it cannot be had (the current one then). */
+static locale_t g_c_locale;
+static pthread_once_t g_c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { g_c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+static locale_t c_locale_enter(void) {
+  pthread_once(&g_c_locale_once, make_c_locale);
+  return g_c_locale != (locale_t)0 ? uselocale(g_c_locale) : (locale_t)0;
+}
+static void c_locale_leave(locale_t old) {
+  if (old != (locale_t)0) uselocale(old);
+}
+
+/* Reads a STRING or b STRING at text[*pos]. */
+static int read_string(const char* where, const char* text, size_t* pos, parsed_param* p) {
+  size_t i = *pos;
+  p->lit = text[i] == 'b' ? lit_bytes : lit_str;
+  if (p->lit == lit_bytes) ++i;
+  size_t start = ++i, dec = 0;
+  for (;; ++dec) {
+    unsigned char c = (unsigned char)text[i];
+    if (c == '"') break;
+    if (c == '\0') return sig_error(where, text, i, "the string literal has no closing '\"'");
+    if (c == '\\') {
+      char e = text[i + 1];
+      if (e == '"' || e == '\\' || e == 'n' || e == 't' || e == 'r')
+        i += 2;
+      else if (e == 'x' && hex_value(text[i + 2]) >= 0 && hex_value(text[i + 3]) >= 0)
+        i += 4;
+      else
+        return sig_error(where, text, i,
+                         "unknown escape in a string literal (write \\\" \\\\ \\n \\t \\r or "
+                         "\\xHH)");
+    } else if (c < 0x20 || c > 0x7e) {
+      return sig_error(where, text, i, "byte 0x%02x in a string literal: write it as \\x%02x",
+                       c, c);
+    } else {
+      ++i;
+    }
+  }
+  p->str_at = start;
+  p->str_len = i - start;
+  p->dec_len = dec;
+  *pos = i + 1;
+  return 0;
+}
+
+/* Reads a number at text[*pos] into p (lit_int with dval.v_int64, or
+ * lit_float with dval.v_float64). */
+static int read_number(const char* where, const char* text, size_t* pos, parsed_param* p) {
+  size_t start = *pos, i = start;
+  int neg = text[i] == '-';
+  if (text[i] == '+' || text[i] == '-') ++i;
+  size_t body = i, n = 0;
+  while (is_name_char(text[i + n])) ++n;
+  if ((n == 3 && memcmp(text + i, "inf", 3) == 0) || (n == 3 && memcmp(text + i, "nan", 3) == 0)) {
+    p->lit = lit_float;
+    p->dval.v_float64 = text[i] == 'n' ? NAN : neg ? -INFINITY : INFINITY;
+    *pos = i + 3;
+    return 0;
+  }
+  if (text[i] == '0' && text[i + 1] == 'x') {
+    uint64_t v = 0;
+    int over = 0;
+    i += 2;
+    size_t digits = i;
+    while (hex_value(text[i]) >= 0) {
+      if (v > (UINT64_MAX >> 4)) over = 1;
+      v = v * 16 + (uint64_t)hex_value(text[i++]);
+    }
+    if (i == digits || is_name_char(text[i]) || text[i] == '.')
+      return sig_error(where, text, start, "malformed number");
+    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+      return sig_error(where, text, start, "the integer %.*s does not fit an int64",
+                       (int)(i - start > 40 ? 40 : i - start), text + start);
+    p->lit = lit_int;
+    p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
+    *pos = i;
+    return 0;
+  }
+  int is_float = 0;
+  size_t mant = 0;
+  while (is_digit(text[i])) ++i, ++mant;
+  if (text[i] == '.') {
+    is_float = 1;
+    ++i;
+    while (is_digit(text[i])) ++i, ++mant;
+  }
+  if (mant == 0) return sig_error(where, text, start, "expected a default value");
+  if (text[i] == 'e' || text[i] == 'E') {
+    size_t e = i + 1;
+    if (text[e] == '+' || text[e] == '-') ++e;
+    if (!is_digit(text[e])) return sig_error(where, text, start, "malformed number");
+    while (is_digit(text[e])) ++e;
+    i = e;
+    is_float = 1;
+  }
+  if (is_name_char(text[i]) || text[i] == '.')
+    return sig_error(where, text, start, "malformed number");
+  (void)body;
+  if (!is_float) {
+    uint64_t v = 0;
+    int over = 0;
+    for (size_t k = body; k < i; ++k) {
+      uint64_t d = (uint64_t)(text[k] - '0');
+      if (v > (UINT64_MAX - d) / 10) over = 1;
+      v = v * 10 + d;
+    }
+    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+      return sig_error(where, text, start, "the integer %.*s does not fit an int64",
+                       (int)(i - start > 40 ? 40 : i - start), text + start);
+    p->lit = lit_int;
+    p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
+    *pos = i;
+    return 0;
+  }
+  char buf[128];
+  if (i - start >= sizeof(buf))
+    return sig_error(where, text, start, "the number has more than %zu characters",
+                     sizeof(buf) - 1);
+  memcpy(buf, text + start, i - start);
+  buf[i - start] = '\0';
+  locale_t old = c_locale_enter();
+  errno = 0;
+  double d = strtod(buf, NULL);
+  int range = errno == ERANGE && isinf(d);
+  c_locale_leave(old);
+  if (range) return sig_error(where, text, start, "the float %s is beyond any double", buf);
+  p->lit = lit_float;
+  p->dval.v_float64 = d;
+  *pos = i;
+  return 0;
+}
+
+/* Reads the literal at text[*pos] (after "=") and converts it to the
+ * parameter's type, which p holds. */
+static int read_default(const char* where, const char* text, size_t* pos, parsed_param* p) {
+  size_t at = *pos, n = 0;
+  int rc;
+  p->default_at = at;
+  p->has_default = 1;
+  while (is_name_char(text[at + n])) ++n;
+  if (text[at] == '"' || (text[at] == 'b' && text[at + 1] == '"')) {
+    rc = read_string(where, text, pos, p);
+  } else if ((n == 4 && memcmp(text + at, "true", 4) == 0) ||
+             (n == 5 && memcmp(text + at, "false", 5) == 0) ||
+             (n == 4 && memcmp(text + at, "null", 4) == 0)) {
+    p->lit = text[at] == 't' ? lit_true : text[at] == 'f' ? lit_false : lit_null;
+    *pos = at + n;
+    rc = 0;
+  } else if (is_digit(text[at]) || text[at] == '.' || text[at] == '+' || text[at] == '-' ||
+             (n == 3 && (memcmp(text + at, "inf", 3) == 0 || memcmp(text + at, "nan", 3) == 0))) {
+    rc = read_number(where, text, pos, p);
+  } else {
+    rc = sig_error(where, text, at, "%s",
+                   text[at] ? "expected a default value (a number, true, false, null or a "
+                              "string)"
+                            : "expected a default value, found the end");
+  }
+  if (rc != 0) return -1;
+  p->default_end = *pos;
+  int len = (int)(p->default_end - at > 60 ? 60 : p->default_end - at);
+  const char* tname = pf_ctype_name(p->t, p->obj);
+  /* The typed conversions take packed values; dtype and device, which no
+   * literal is, take strings in their text forms. */
+  if (p->t == pf_t_dtype || p->t == pf_t_device) {
+    char buf[64];
+    if (p->lit != lit_str || p->dec_len >= sizeof(buf))
+      return sig_error(where, text, at, "the default %.*s is not a %s (write its text as a string)",
+                       len, text + at, tname);
+    decode_string(text + p->str_at, p->str_len, buf);
+    buf[p->dec_len] = '\0';
+    if (p->t == pf_t_dtype) {
+      if (PFDataTypeFromString(buf, &p->dval.v_type) != 0)
+        return sig_error(where, text, at, "the default %.*s is not a data type", len, text + at);
+      p->dcode = kPFDataType;
+      return 0;
+    }
+    char* colon = strchr(buf, ':');
+    size_t nlen = colon ? (size_t)(colon - buf) : strlen(buf);
+    int dev = device_by_name(buf, nlen);
+    int64_t id = 0;
+    int ok = dev != 0;
+    if (ok && colon) {
+      const char* d = colon + 1;
+      ok = is_digit(*d);
+      for (; ok && *d; ++d) {
+        ok = is_digit(*d) && id <= INT32_MAX;
+        id = id * 10 + (*d - '0');
+      }
+      ok = ok && id <= INT32_MAX;
+    }
+    if (!ok)
+      return sig_error(where, text, at,
+                       "the default %.*s is not a device (\"NAME\" or \"NAME:ID\", NAME one of "
+                       "cpu, cuda, ...)", len, text + at);
+    p->dval.v_device.device_type = (DLDeviceType)dev;
+    p->dval.v_device.device_id = (int32_t)id;
+    p->dcode = kPFDevice;
+    return 0;
+  }
+  PFValue v;
+  int code;
+  static const char k_dummy[1] = "";
+  static const PFByteArray k_dummy_bytes = {k_dummy, 0};
+  v.v_int64 = 0;
+  switch (p->lit) {
+    case lit_int: code = kPFInt; v = p->dval; break;
+    case lit_float: code = kPFFloat; v = p->dval; break;
+    case lit_true: code = kPFBool; v.v_int64 = 1; break;
+    case lit_false: code = kPFBool; break;
+    case lit_null: code = kPFNull; break;
+    case lit_str: code = kPFStr; v.v_str = k_dummy; break;
+    default: code = kPFBytes; v.v_handle = (void*)(uintptr_t)&k_dummy_bytes; break;
+  }
+  pf_cvalue cv;
+  if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
+      pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
+    return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
+                     tname);
+  if (p->lit == lit_str) {
+    size_t bad = str_check(text + p->str_at, p->str_len);
+    if (bad)
+      return sig_error(where, text, at, "the default %.*s is not a str: %s", len, text + at,
+                       bad <= p->dec_len ? "it holds a NUL byte or is not valid UTF-8"
+                                         : "it ends in the middle of a UTF-8 sequence");
+  }
+  return 0;
+}
+
+/* ---- signatures ---- */
+
+/* Reads one parameter at text[*pos] into ps->p[ps->n]. */
+static int read_param(const char* where, const char* text, size_t* pos, parsed_sig* ps) {
+  size_t at = *pos, i = at, n = 0;
+  parsed_param* p = &ps->p[ps->n < PF_TYPED_MAX_ARGS ? ps->n : PF_TYPED_MAX_ARGS - 1];
+  parsed_param scratch;
+  if (ps->n >= PF_TYPED_MAX_ARGS) p = &scratch; /* read it only to report it */
+  memset(p, 0, sizeof(*p));
+  while (is_name_char(text[i + n])) ++n;
+  size_t after = skip_blanks(text, i + n);
+  int named = n > 0 && text[after] == ':';
+  if (ps->n > 0 && named != ps->named)
+    return sig_error(where, text, at,
+                     named ? "parameter %d is named but the ones before it are not: name every "
+                             "parameter or none"
+                           : "parameter %d has no name but the ones before it have: name every "
+                             "parameter or none",
+                     ps->n);
+  ps->named = named;
+  if (named) {
+    if (is_digit(text[i]))
+      return sig_error(where, text, i, "a parameter name starts with a letter or '_'");
+    if (n > PF_SIGNATURE_NAME_MAX)
+      return sig_error(where, text, i, "a parameter name is longer than %d bytes",
+                       PF_SIGNATURE_NAME_MAX);
+    for (int k = 0; k < ps->n && k < PF_TYPED_MAX_ARGS; ++k)
+      if (ps->p[k].name_len == n && memcmp(text + ps->p[k].name_at, text + i, n) == 0)
+        return sig_error(where, text, i, "the parameter name '%.*s' repeats parameter %d's",
+                         (int)(n > 60 ? 60 : n), text + i, k);
+    p->name_at = i;
+    p->name_len = n;
+    i = skip_blanks(text, after + 1);
+  }
+  size_t type_at = i;
+  if (read_type(where, text, &i, &p->t, &p->obj, &p->tc) != 0) return -1;
+  if (p->t == pf_t_void)
+    return sig_error(where, text, type_at,
+                     "void is only allowed as the return type (write () for no arguments)");
+  if (ps->n == PF_TYPED_MAX_ARGS)
+    return sig_error(where, text, at, "more than %d arguments", PF_TYPED_MAX_ARGS);
+  i = skip_blanks(text, i);
+  if (text[i] == '=') {
+    i = skip_blanks(text, i + 1);
+    if (read_default(where, text, &i, p) != 0) return -1;
+  } else if (ps->n > 0 && ps->p[ps->n - 1].has_default) {
+    return sig_error(where, text, at,
+                     "parameter %d has no default but the one before it has: defaults are "
+                     "trailing", ps->n);
+  }
+  ps->n++;
+  *pos = i;
+  return 0;
+}
+
+static int parse(const char* where, const char* text, parsed_sig* ps) {
+  if (text == NULL) return pf_err_null_arg(where, "signature");
+  size_t i = skip_blanks(text, 0);
+  memset(&ps->ret, 0, sizeof(ps->ret));
+  ps->n = 0;
+  ps->named = 0;
+  if (read_type(where, text, &i, &ps->ret.t, &ps->ret.obj, &ps->ret.tc) != 0) return -1;
+  i = skip_blanks(text, i);
   if (text[i] != '(')
     return sig_error(where, text, i, "%s",
                      text[i] ? "expected '(' after the return type"
                              : "expected '(' after the return type, found the end");
-  ++i;
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, i + 1);
   if (text[i] == ')') {
     ++i;
   } else {
     for (;;) {
-      size_t at = i;
-      if (read_type(where, text, &i, &t, &obj) != 0) return -1;
-      if (t == pf_t_void)
-        return sig_error(where, text, at,
-                         "void is only allowed as the return type (write () for no arguments)");
-      if (sig.num_args == PF_TYPED_MAX_ARGS)
-        return sig_error(where, text, at, "more than %d arguments", PF_TYPED_MAX_ARGS);
-      sig.arg_obj[sig.num_args] = obj;
-      sig.args[sig.num_args++] = (uint8_t)t;
-      while (is_blank(text[i])) ++i;
+      if (read_param(where, text, &i, ps) != 0) return -1;
+      i = skip_blanks(text, i);
       if (text[i] == ',') {
-        ++i;
-        while (is_blank(text[i])) ++i;
+        i = skip_blanks(text, i + 1);
         continue;
       }
       if (text[i] == ')') {
@@ -198,35 +706,323 @@ int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
                        text[i] ? "expected ',' or ')'" : "expected ',' or ')', found the end");
     }
   }
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, i);
   if (text[i] != '\0') return sig_error(where, text, i, "unexpected text after ')'");
-  *out = sig;
+  return 0;
+}
+
+static void to_sig(const parsed_sig* ps, pf_sig* out) {
+  memset(out, 0, sizeof(*out));
+  out->ret = (uint8_t)ps->ret.t;
+  out->ret_obj = ps->ret.obj;
+  out->ret_tc = ps->ret.tc;
+  out->num_args = (uint8_t)ps->n;
+  for (int k = 0; k < ps->n; ++k) {
+    out->args[k] = (uint8_t)ps->p[k].t;
+    out->arg_obj[k] = ps->p[k].obj;
+    out->arg_tc[k] = ps->p[k].tc;
+  }
+}
+
+int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
+  parsed_sig ps;
+  if (parse(where, text, &ps) != 0) return -1;
+  to_sig(&ps, out);
   return 0;
 }
 
 int pf_sig_parse_type(const char* where, const char* text, int* t, const struct pf_type** obj) {
   if (text == NULL) return pf_err_null_arg(where, "type");
-  size_t i = 0;
+  size_t i = skip_blanks(text, 0);
   int rc;
+  pf_tc tc;
   t_what = "type";
-  while (is_blank(text[i])) ++i;
-  rc = read_type(where, text, &i, t, obj);
-  while (rc == 0 && is_blank(text[i])) ++i;
+  rc = read_type(where, text, &i, t, obj, &tc);
+  if (rc == 0 && tc.flags != 0)
+    rc = sig_error(where, text, skip_blanks(text, 0),
+                   "a tensor field takes any tensor: write tensor, without a constraint");
+  if (rc == 0) i = skip_blanks(text, i);
   if (rc == 0 && text[i] != '\0') rc = sig_error(where, text, i, "unexpected text after the type");
   t_what = "signature";
   return rc;
 }
 
-char* pf_sig_format(const pf_sig* sig) {
-  size_t n = strlen(pf_ctype_name(sig->ret, sig->ret_obj)) + 3;
-  for (int i = 0; i < sig->num_args; ++i)
-    n += strlen(pf_ctype_name(sig->args[i], sig->arg_obj[i])) + 1;
-  char* s = pf_malloc(n);
-  if (s == NULL) return NULL;
-  char* p = s;
-  p += sprintf(p, "%s(", pf_ctype_name(sig->ret, sig->ret_obj));
-  for (int i = 0; i < sig->num_args; ++i)
-    p += sprintf(p, "%s%s", i ? "," : "", pf_ctype_name(sig->args[i], sig->arg_obj[i]));
-  sprintf(p, ")");
+int pf_tc_parse(const char* where, const char* text, pf_tc* out) {
+  if (text == NULL) return pf_err_null_arg(where, "constraint");
+  size_t i = skip_blanks(text, 0), at = i;
+  int rc, t = 0;
+  const struct pf_type* obj;
+  pf_tc tc;
+  t_what = "type";
+  rc = read_type(where, text, &i, &t, &obj, &tc);
+  if (rc == 0 && t != pf_t_tensor)
+    rc = sig_error(where, text, at, "a tensor type is tensor or tensor<...>, not %s",
+                   pf_ctype_name(t, obj));
+  if (rc == 0) i = skip_blanks(text, i);
+  if (rc == 0 && text[i] != '\0') rc = sig_error(where, text, i, "unexpected text after the type");
+  t_what = "signature";
+  if (rc == 0) *out = tc;
+  return rc;
+}
+
+/* ---- the parsed signature as data ---- */
+
+/* A writer that counts when `p` is NULL, so that one walk sizes the block
+ * and the next fills it. */
+typedef struct {
+  char* p;
+  size_t n;
+} wbuf;
+
+static void w_put(wbuf* w, const char* s, size_t n) {
+  if (w->p) memcpy(w->p + w->n, s, n);
+  w->n += n;
+}
+static void w_str(wbuf* w, const char* s) { w_put(w, s, strlen(s)); }
+static void w_char(wbuf* w, char c) { w_put(w, &c, 1); }
+/* Ends a string begun at `start`; returns it (NULL when counting). */
+static const char* w_end(wbuf* w, size_t start) {
+  w_char(w, '\0');
+  return w->p ? w->p + start : NULL;
+}
+
+static void w_type(wbuf* w, const parsed_param* p) {
+  char buf[96];
+  if (p->t == pf_t_tensor && p->tc.flags) {
+    pf_tc_format(&p->tc, buf, sizeof(buf));
+    w_str(w, buf);
+  } else {
+    w_str(w, pf_ctype_name(p->t, p->obj));
+  }
+}
+
+/* The shortest decimal that reads back to d (to the same float, for a
+ * float32), written so that it reads as a float. */
+static void float_text(double d, int is_f32, char* buf, size_t n) {
+  if (isnan(d)) {
+    snprintf(buf, n, "nan");
+    return;
+  }
+  if (isinf(d)) {
+    snprintf(buf, n, "%sinf", d < 0 ? "-" : "");
+    return;
+  }
+  locale_t old = c_locale_enter();
+  for (int prec = 1; prec <= 17; ++prec) {
+    snprintf(buf, n, "%.*g", prec, d);
+    double back = strtod(buf, NULL);
+    if (is_f32 ? (float)back == (float)d : back == d) break;
+  }
+  c_locale_leave(old);
+  if (strpbrk(buf, ".e") == NULL && strlen(buf) + 3 <= n) strcat(buf, ".0");
+}
+
+static void w_default(wbuf* w, const char* text, const parsed_param* p) {
+  char buf[64];
+  switch (p->dcode) {
+    case kPFInt: snprintf(buf, sizeof(buf), "%lld", (long long)p->dval.v_int64); break;
+    case kPFFloat: float_text(p->dval.v_float64, p->t == pf_t_float32, buf, sizeof(buf)); break;
+    case kPFBool: snprintf(buf, sizeof(buf), "%s", p->dval.v_int64 ? "true" : "false"); break;
+    case kPFNull: snprintf(buf, sizeof(buf), "null"); break;
+    case kPFDataType: {
+      char dt[PF_DTYPE_STRING_MAX];
+      if (PFDataTypeToString(p->dval.v_type, dt, sizeof(dt)) != 0) dt[0] = '\0';
+      snprintf(buf, sizeof(buf), "\"%s\"", dt);
+      break;
+    }
+    case kPFDevice:
+      snprintf(buf, sizeof(buf), "\"%s:%d\"", pf_device_name(p->dval.v_device.device_type),
+               (int)p->dval.v_device.device_id);
+      break;
+    default: { /* str or bytes: the decoded bytes, escaped again */
+      const char* s = text + p->str_at;
+      size_t i = 0;
+      if (p->dcode == kPFBytes) w_char(w, 'b');
+      w_char(w, '"');
+      while (i < p->str_len) {
+        unsigned char c = next_byte(s, &i);
+        if (c == '"' || c == '\\') {
+          w_char(w, '\\');
+          w_char(w, (char)c);
+        } else if (c == '\n') {
+          w_str(w, "\\n");
+        } else if (c == '\t') {
+          w_str(w, "\\t");
+        } else if (c == '\r') {
+          w_str(w, "\\r");
+        } else if (c < 0x20 || c > 0x7e) {
+          char esc[5];
+          snprintf(esc, sizeof(esc), "\\x%02x", c);
+          w_str(w, esc);
+        } else {
+          w_char(w, (char)c);
+        }
+      }
+      w_char(w, '"');
+      return;
+    }
+  }
+  w_str(w, buf);
+}
+
+static void w_param_text(wbuf* w, const char* text, const parsed_param* p) {
+  if (p->name_len) {
+    w_put(w, text + p->name_at, p->name_len);
+    w_char(w, ':');
+  }
+  w_type(w, p);
+  if (p->has_default) {
+    w_char(w, '=');
+    w_default(w, text, p);
+  }
+}
+
+/* The public description of one parameter (or the result, `name` 0). */
+static void lay_out_param(wbuf* w, const char* text, const parsed_param* p, pf_param* out) {
+  PFParamInfo info;
+  memset(&info, 0, sizeof(info));
+  info.type_index = p->t == pf_t_obj ? -1 : p->t;
+  info.type_code = pf_ctypes[p->t].result_code;
+  info.object_type = p->obj ? p->obj->info.type_index : 0;
+  info.default_code = kPFNull;
+  info.tensor = pf_tc_public(&p->tc);
+  size_t at = w->n;
+  if (p->name_len) {
+    w_put(w, text + p->name_at, p->name_len);
+    info.name = w_end(w, at);
+  }
+  at = w->n;
+  w_type(w, p);
+  info.type = w_end(w, at);
+  if (p->has_default) {
+    info.has_default = 1;
+    info.default_code = p->dcode;
+    info.default_value = p->dval;
+    at = w->n;
+    w_default(w, text, p);
+    info.default_text = w_end(w, at);
+    if (p->dcode == kPFStr || p->dcode == kPFBytes) {
+      at = w->n;
+      if (w->p) decode_string(text + p->str_at, p->str_len, w->p + at);
+      w->n += p->dec_len;
+      const char* data = w_end(w, at);
+      if (p->dcode == kPFStr) {
+        info.default_value.v_str = data;
+      } else if (out) {
+        out->bytes.data = data;
+        out->bytes.size = p->dec_len;
+        info.default_value.v_handle = &out->bytes;
+      }
+    }
+  }
+  if (out) out->pub = info;
+}
+
+/* Walks the whole layout: sizes the strings (info NULL) or writes them. */
+static void lay_out(wbuf* w, const char* text, const parsed_sig* ps, pf_siginfo* info) {
+  size_t at = w->n;
+  w_type(w, &ps->ret);
+  w_char(w, '(');
+  for (int k = 0; k < ps->n; ++k) {
+    if (k) w_char(w, ',');
+    w_param_text(w, text, &ps->p[k]);
+  }
+  w_char(w, ')');
+  const char* canon = w_end(w, at);
+  lay_out_param(w, text, &ps->ret, info ? &info->result : NULL);
+  for (int k = 0; k < ps->n; ++k) lay_out_param(w, text, &ps->p[k], info ? &info->params[k] : NULL);
+  if (info == NULL) return;
+  info->pub.text = canon;
+  info->pub.num_params = ps->n;
+  info->pub.num_required = ps->n;
+  for (int k = ps->n - 1; k >= 0 && ps->p[k].has_default; --k) info->pub.num_required = k;
+  info->pub.named = ps->named;
+  info->pub.result = &info->result.pub;
+  for (int k = 0; k < ps->n; ++k) {
+    int long_name;
+    info->ptrs[k] = &info->params[k].pub;
+    info->name_keys[k] = ps->named ? pf_name_key(info->params[k].pub.name, &long_name) : 0;
+  }
+  info->pub.params = info->ptrs;
+}
+
+int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out) {
+  parsed_sig ps;
+  if (parse(where, text, &ps) != 0) return -1;
+  wbuf count = {NULL, 0};
+  lay_out(&count, text, &ps, NULL);
+  size_t head = sizeof(pf_siginfo) + sizeof(pf_param) * (size_t)ps.n;
+  pf_siginfo* info = pf_malloc(head + count.n);
+  if (info == NULL) return pf_oom(where);
+  memset(info, 0, head);
+  to_sig(&ps, &info->sig);
+  wbuf w = {(char*)info + head, 0};
+  lay_out(&w, text, &ps, info);
+  *out = info;
+  return 0;
+}
+
+void pf_siginfo_free(pf_siginfo* info) { pf_free(info); }
+
+char* pf_siginfo_text_without(const pf_siginfo* info, uint32_t drop) {
+  wbuf w = {NULL, 0};
+  char* s = NULL;
+  for (int pass = 0; pass < 2; ++pass) {
+    w.n = 0;
+    w_str(&w, info->result.pub.type);
+    w_char(&w, '(');
+    int first = 1;
+    for (int k = 0; k < info->pub.num_params; ++k) {
+      if (drop & (1u << k)) continue;
+      const PFParamInfo* p = &info->params[k].pub;
+      if (!first) w_char(&w, ',');
+      first = 0;
+      if (p->name) {
+        w_str(&w, p->name);
+        w_char(&w, ':');
+      }
+      w_str(&w, p->type);
+      if (p->has_default) {
+        w_char(&w, '=');
+        w_str(&w, p->default_text);
+      }
+    }
+    w_char(&w, ')');
+    w_char(&w, '\0');
+    if (pass == 0) {
+      s = pf_malloc(w.n);
+      if (s == NULL) return NULL;
+      w.p = s;
+    }
+  }
   return s;
 }
+
+int PFSignatureParse(const char* text, PFSignatureInfo** out) {
+  PF_CHECK_ARG(text);
+  PF_CHECK_ARG(out);
+  pf_siginfo* info;
+  if (pf_siginfo_parse("PFSignatureParse", text, &info) != 0) return -1;
+  *out = &info->pub;
+  return 0;
+}
+
+void PFSignatureInfoFree(PFSignatureInfo* info) { pf_siginfo_free((pf_siginfo*)info); }
+
+/* The public tables are read by bindings through mirrors: pinned (on
+ * 64-bit targets, whose layout the bindings check). */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(PFTensorConstraint) == 16 && offsetof(PFTensorConstraint, dtype) == 8 &&
+                   offsetof(PFTensorConstraint, device_type) == 12,
+               "PFTensorConstraint's layout is ABI");
+_Static_assert(offsetof(PFParamInfo, type) == sizeof(void*) &&
+                   offsetof(PFParamInfo, type_index) == 2 * sizeof(void*) &&
+                   offsetof(PFParamInfo, default_value) == 2 * sizeof(void*) + 16 &&
+                   offsetof(PFParamInfo, default_text) == 2 * sizeof(void*) + 32 &&
+                   offsetof(PFParamInfo, tensor) == 3 * sizeof(void*) + 32,
+               "PFParamInfo's layout is ABI");
+_Static_assert(offsetof(PFSignatureInfo, num_params) == sizeof(void*) &&
+                   offsetof(PFSignatureInfo, result) == sizeof(void*) + 16 &&
+                   offsetof(PFSignatureInfo, params) == 2 * sizeof(void*) + 16,
+               "PFSignatureInfo's layout is ABI");
+#endif
