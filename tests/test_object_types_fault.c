@@ -207,6 +207,13 @@ static long clean_use(int round) {
 
 static void test_using_types(void** state) {
   (void)state;
+  /* The thread's traceback buffer, which the first failing run creates (a
+   * MemoryError's place is a traceback line; the clean run's errors have
+   * none), lives from then on: it is not the workload's. */
+  PFErrorSet(kPFErrValueError, "warm-up");
+  PFErrorAppendTraceback("a line as long as a place: File \"runtime/object_instance.c\", "
+                         "line 123, in PFObjectAlloc");
+  PFErrorClear();
   long baseline = clean_use(0);
   long n;
   for (n = 1;; ++n) {
@@ -230,7 +237,7 @@ static void test_using_types(void** state) {
     if (!fired) break;
   }
   print_message("walked %ld allocation points of using a type\n", n - 1);
-  assert_true(n > 20);
+  assert_true(n > 15); /* a typed signature is one allocation (it was three) */
 }
 
 /* ---- the registering workload ---- */
