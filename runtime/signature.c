@@ -1,4 +1,5 @@
-/* Signatures: the table of signature types, the grammar, a signature's libffi description. */
+/* Signatures: the table of signature types, the grammar (names, defaults,
+ * tensor constraints), a signature's libffi description. */
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
@@ -7,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "object_type.h"
+#include "signature.h"
 
 _Static_assert(sizeof(bool) == 1, "bool travels through libffi as uint8");
 _Static_assert(sizeof(DLDeviceType) == 4, "DLDevice travels through libffi as two 32-bit ints");
@@ -311,34 +312,9 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out,
 
 /* ---- default literals ---- */
 
-typedef enum { lit_int, lit_float, lit_true, lit_false, lit_null, lit_str, lit_bytes } lit_kind;
-
-/* One parameter as the text gives it; positions index the text. */
-typedef struct {
-  int t;
-  const struct pf_type* obj;
-  pf_tc tc;
-  size_t name_at, name_len; /* name_len 0: unnamed */
-  int has_default;
-  size_t default_at, default_end; /* the literal's text */
-  lit_kind lit;
-  size_t str_at, str_len; /* a STRING's contents between the quotes */
-  size_t dec_len;         /* ... and their length decoded */
-  int dcode;              /* the default converted: its code and value (a str
-                             or bytes value is laid out with the signature) */
-  PFValue dval;
-} parsed_param;
-
-typedef struct {
-  parsed_param ret;
-  parsed_param p[PF_TYPED_MAX_ARGS];
-  int n;
-  int named;
-} parsed_sig;
-
 /* The next decoded byte of the STRING contents s[*i ..]; advances *i. The
  * escapes were checked when the literal was read. */
-static unsigned char next_byte(const char* s, size_t* i) {
+unsigned char pf_sig_next_byte(const char* s, size_t* i) {
   char c = s[(*i)++];
   if (c != '\\') return (unsigned char)c;
   char e = s[(*i)++];
@@ -356,9 +332,9 @@ static unsigned char next_byte(const char* s, size_t* i) {
 }
 
 /* Decodes a STRING's contents s[0 .. len) into out (dec_len bytes). */
-static void decode_string(const char* s, size_t len, char* out) {
+void pf_sig_decode_string(const char* s, size_t len, char* out) {
   size_t i = 0, k = 0;
-  while (i < len) out[k++] = (char)next_byte(s, &i);
+  while (i < len) out[k++] = (char)pf_sig_next_byte(s, &i);
 }
 
 /* 0 when the decoded STRING s[0 .. len) is UTF-8 without NUL bytes; else
@@ -368,7 +344,7 @@ static size_t str_check(const char* s, size_t len) {
   int need = 0;
   unsigned char lo = 0x80, hi = 0xbf;
   while (i < len) {
-    unsigned char c = next_byte(s, &i);
+    unsigned char c = pf_sig_next_byte(s, &i);
     ++k;
     if (need > 0) {
       if (c < lo || c > hi) return k;
@@ -395,19 +371,19 @@ static size_t str_check(const char* s, size_t len) {
 static locale_t g_c_locale;
 static pthread_once_t g_c_locale_once = PTHREAD_ONCE_INIT;
 static void make_c_locale(void) { g_c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
-static locale_t c_locale_enter(void) {
+locale_t pf_c_locale_enter(void) {
   pthread_once(&g_c_locale_once, make_c_locale);
   return g_c_locale != (locale_t)0 ? uselocale(g_c_locale) : (locale_t)0;
 }
-static void c_locale_leave(locale_t old) {
+void pf_c_locale_leave(locale_t old) {
   if (old != (locale_t)0) uselocale(old);
 }
 
 /* Reads a STRING or b STRING at text[*pos]. */
-static int read_string(const char* where, const char* text, size_t* pos, parsed_param* p) {
+static int read_string(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
   size_t i = *pos;
-  p->lit = text[i] == 'b' ? lit_bytes : lit_str;
-  if (p->lit == lit_bytes) ++i;
+  p->lit = text[i] == 'b' ? pf_lit_bytes : pf_lit_str;
+  if (p->lit == pf_lit_bytes) ++i;
   size_t start = ++i, dec = 0;
   for (;; ++dec) {
     unsigned char c = (unsigned char)text[i];
@@ -437,16 +413,16 @@ static int read_string(const char* where, const char* text, size_t* pos, parsed_
   return 0;
 }
 
-/* Reads a number at text[*pos] into p (lit_int with dval.v_int64, or
- * lit_float with dval.v_float64). */
-static int read_number(const char* where, const char* text, size_t* pos, parsed_param* p) {
+/* Reads a number at text[*pos] into p (pf_lit_int with dval.v_int64, or
+ * pf_lit_float with dval.v_float64). */
+static int read_number(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
   size_t start = *pos, i = start;
   int neg = text[i] == '-';
   if (text[i] == '+' || text[i] == '-') ++i;
   size_t body = i, n = 0;
   while (is_name_char(text[i + n])) ++n;
   if ((n == 3 && memcmp(text + i, "inf", 3) == 0) || (n == 3 && memcmp(text + i, "nan", 3) == 0)) {
-    p->lit = lit_float;
+    p->lit = pf_lit_float;
     p->dval.v_float64 = text[i] == 'n' ? NAN : neg ? -INFINITY : INFINITY;
     *pos = i + 3;
     return 0;
@@ -465,7 +441,7 @@ static int read_number(const char* where, const char* text, size_t* pos, parsed_
     if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
       return sig_error(where, text, start, "the integer %.*s does not fit an int64",
                        (int)(i - start > 40 ? 40 : i - start), text + start);
-    p->lit = lit_int;
+    p->lit = pf_lit_int;
     p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
     *pos = i;
     return 0;
@@ -501,7 +477,7 @@ static int read_number(const char* where, const char* text, size_t* pos, parsed_
     if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
       return sig_error(where, text, start, "the integer %.*s does not fit an int64",
                        (int)(i - start > 40 ? 40 : i - start), text + start);
-    p->lit = lit_int;
+    p->lit = pf_lit_int;
     p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
     *pos = i;
     return 0;
@@ -512,13 +488,13 @@ static int read_number(const char* where, const char* text, size_t* pos, parsed_
                      sizeof(buf) - 1);
   memcpy(buf, text + start, i - start);
   buf[i - start] = '\0';
-  locale_t old = c_locale_enter();
+  locale_t old = pf_c_locale_enter();
   errno = 0;
   double d = strtod(buf, NULL);
   int range = errno == ERANGE && isinf(d);
-  c_locale_leave(old);
+  pf_c_locale_leave(old);
   if (range) return sig_error(where, text, start, "the float %s is beyond any double", buf);
-  p->lit = lit_float;
+  p->lit = pf_lit_float;
   p->dval.v_float64 = d;
   *pos = i;
   return 0;
@@ -526,7 +502,7 @@ static int read_number(const char* where, const char* text, size_t* pos, parsed_
 
 /* Reads the literal at text[*pos] (after "=") and converts it to the
  * parameter's type, which p holds. */
-static int read_default(const char* where, const char* text, size_t* pos, parsed_param* p) {
+static int read_default(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
   size_t at = *pos, n = 0;
   int rc;
   p->default_at = at;
@@ -537,7 +513,7 @@ static int read_default(const char* where, const char* text, size_t* pos, parsed
   } else if ((n == 4 && memcmp(text + at, "true", 4) == 0) ||
              (n == 5 && memcmp(text + at, "false", 5) == 0) ||
              (n == 4 && memcmp(text + at, "null", 4) == 0)) {
-    p->lit = text[at] == 't' ? lit_true : text[at] == 'f' ? lit_false : lit_null;
+    p->lit = text[at] == 't' ? pf_lit_true : text[at] == 'f' ? pf_lit_false : pf_lit_null;
     *pos = at + n;
     rc = 0;
   } else if (is_digit(text[at]) || text[at] == '.' || text[at] == '+' || text[at] == '-' ||
@@ -557,10 +533,10 @@ static int read_default(const char* where, const char* text, size_t* pos, parsed
    * literal is, take strings in their text forms. */
   if (p->t == pf_t_dtype || p->t == pf_t_device) {
     char buf[64];
-    if (p->lit != lit_str || p->dec_len >= sizeof(buf))
+    if (p->lit != pf_lit_str || p->dec_len >= sizeof(buf))
       return sig_error(where, text, at, "the default %.*s is not a %s (write its text as a string)",
                        len, text + at, tname);
-    decode_string(text + p->str_at, p->str_len, buf);
+    pf_sig_decode_string(text + p->str_at, p->str_len, buf);
     buf[p->dec_len] = '\0';
     if (p->t == pf_t_dtype) {
       if (PFDataTypeFromString(buf, &p->dval.v_type) != 0)
@@ -597,12 +573,12 @@ static int read_default(const char* where, const char* text, size_t* pos, parsed
   static const PFByteArray k_dummy_bytes = {k_dummy, 0};
   v.v_int64 = 0;
   switch (p->lit) {
-    case lit_int: code = kPFInt; v = p->dval; break;
-    case lit_float: code = kPFFloat; v = p->dval; break;
-    case lit_true: code = kPFBool; v.v_int64 = 1; break;
-    case lit_false: code = kPFBool; break;
-    case lit_null: code = kPFNull; break;
-    case lit_str: code = kPFStr; v.v_str = k_dummy; break;
+    case pf_lit_int: code = kPFInt; v = p->dval; break;
+    case pf_lit_float: code = kPFFloat; v = p->dval; break;
+    case pf_lit_true: code = kPFBool; v.v_int64 = 1; break;
+    case pf_lit_false: code = kPFBool; break;
+    case pf_lit_null: code = kPFNull; break;
+    case pf_lit_str: code = kPFStr; v.v_str = k_dummy; break;
     default: code = kPFBytes; v.v_handle = (void*)(uintptr_t)&k_dummy_bytes; break;
   }
   pf_cvalue cv;
@@ -610,7 +586,7 @@ static int read_default(const char* where, const char* text, size_t* pos, parsed
       pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
     return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
                      tname);
-  if (p->lit == lit_str) {
+  if (p->lit == pf_lit_str) {
     size_t bad = str_check(text + p->str_at, p->str_len);
     if (bad)
       return sig_error(where, text, at, "the default %.*s is not a str: %s", len, text + at,
@@ -623,10 +599,10 @@ static int read_default(const char* where, const char* text, size_t* pos, parsed
 /* ---- signatures ---- */
 
 /* Reads one parameter at text[*pos] into ps->p[ps->n]. */
-static int read_param(const char* where, const char* text, size_t* pos, parsed_sig* ps) {
+static int read_param(const char* where, const char* text, size_t* pos, pf_parsed_sig* ps) {
   size_t at = *pos, i = at, n = 0;
-  parsed_param* p = &ps->p[ps->n < PF_TYPED_MAX_ARGS ? ps->n : PF_TYPED_MAX_ARGS - 1];
-  parsed_param scratch;
+  pf_parsed_param* p = &ps->p[ps->n < PF_TYPED_MAX_ARGS ? ps->n : PF_TYPED_MAX_ARGS - 1];
+  pf_parsed_param scratch;
   if (ps->n >= PF_TYPED_MAX_ARGS) p = &scratch; /* read it only to report it */
   memset(p, 0, sizeof(*p));
   while (is_name_char(text[i + n])) ++n;
@@ -675,7 +651,7 @@ static int read_param(const char* where, const char* text, size_t* pos, parsed_s
   return 0;
 }
 
-static int parse(const char* where, const char* text, parsed_sig* ps) {
+int pf_sig_read(const char* where, const char* text, pf_parsed_sig* ps) {
   if (text == NULL) return pf_err_null_arg(where, "signature");
   size_t i = skip_blanks(text, 0);
   memset(&ps->ret, 0, sizeof(ps->ret));
@@ -711,7 +687,7 @@ static int parse(const char* where, const char* text, parsed_sig* ps) {
   return 0;
 }
 
-static void to_sig(const parsed_sig* ps, pf_sig* out) {
+void pf_sig_of(const pf_parsed_sig* ps, pf_sig* out) {
   memset(out, 0, sizeof(*out));
   out->ret = (uint8_t)ps->ret.t;
   out->ret_obj = ps->ret.obj;
@@ -725,9 +701,9 @@ static void to_sig(const parsed_sig* ps, pf_sig* out) {
 }
 
 int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
-  parsed_sig ps;
-  if (parse(where, text, &ps) != 0) return -1;
-  to_sig(&ps, out);
+  pf_parsed_sig ps;
+  if (pf_sig_read(where, text, &ps) != 0) return -1;
+  pf_sig_of(&ps, out);
   return 0;
 }
 
@@ -764,265 +740,3 @@ int pf_tc_parse(const char* where, const char* text, pf_tc* out) {
   if (rc == 0) *out = tc;
   return rc;
 }
-
-/* ---- the parsed signature as data ---- */
-
-/* A writer that counts when `p` is NULL, so that one walk sizes the block
- * and the next fills it. */
-typedef struct {
-  char* p;
-  size_t n;
-} wbuf;
-
-static void w_put(wbuf* w, const char* s, size_t n) {
-  if (w->p) memcpy(w->p + w->n, s, n);
-  w->n += n;
-}
-static void w_str(wbuf* w, const char* s) { w_put(w, s, strlen(s)); }
-static void w_char(wbuf* w, char c) { w_put(w, &c, 1); }
-/* Ends a string begun at `start`; returns it (NULL when counting). */
-static const char* w_end(wbuf* w, size_t start) {
-  w_char(w, '\0');
-  return w->p ? w->p + start : NULL;
-}
-
-static void w_type(wbuf* w, const parsed_param* p) {
-  char buf[96];
-  if (p->t == pf_t_tensor && p->tc.flags) {
-    pf_tc_format(&p->tc, buf, sizeof(buf));
-    w_str(w, buf);
-  } else {
-    w_str(w, pf_ctype_name(p->t, p->obj));
-  }
-}
-
-/* The shortest decimal that reads back to d (to the same float, for a
- * float32), written so that it reads as a float. */
-static void float_text(double d, int is_f32, char* buf, size_t n) {
-  if (isnan(d)) {
-    snprintf(buf, n, "nan");
-    return;
-  }
-  if (isinf(d)) {
-    snprintf(buf, n, "%sinf", d < 0 ? "-" : "");
-    return;
-  }
-  locale_t old = c_locale_enter();
-  for (int prec = 1; prec <= 17; ++prec) {
-    snprintf(buf, n, "%.*g", prec, d);
-    double back = strtod(buf, NULL);
-    if (is_f32 ? (float)back == (float)d : back == d) break;
-  }
-  c_locale_leave(old);
-  if (strpbrk(buf, ".e") == NULL && strlen(buf) + 3 <= n) strcat(buf, ".0");
-}
-
-static void w_default(wbuf* w, const char* text, const parsed_param* p) {
-  char buf[64];
-  switch (p->dcode) {
-    case kPFInt: snprintf(buf, sizeof(buf), "%lld", (long long)p->dval.v_int64); break;
-    case kPFFloat: float_text(p->dval.v_float64, p->t == pf_t_float32, buf, sizeof(buf)); break;
-    case kPFBool: snprintf(buf, sizeof(buf), "%s", p->dval.v_int64 ? "true" : "false"); break;
-    case kPFNull: snprintf(buf, sizeof(buf), "null"); break;
-    case kPFDataType: {
-      char dt[PF_DTYPE_STRING_MAX];
-      if (PFDataTypeToString(p->dval.v_type, dt, sizeof(dt)) != 0) dt[0] = '\0';
-      snprintf(buf, sizeof(buf), "\"%s\"", dt);
-      break;
-    }
-    case kPFDevice:
-      snprintf(buf, sizeof(buf), "\"%s:%d\"", pf_device_name(p->dval.v_device.device_type),
-               (int)p->dval.v_device.device_id);
-      break;
-    default: { /* str or bytes: the decoded bytes, escaped again */
-      const char* s = text + p->str_at;
-      size_t i = 0;
-      if (p->dcode == kPFBytes) w_char(w, 'b');
-      w_char(w, '"');
-      while (i < p->str_len) {
-        unsigned char c = next_byte(s, &i);
-        if (c == '"' || c == '\\') {
-          w_char(w, '\\');
-          w_char(w, (char)c);
-        } else if (c == '\n') {
-          w_str(w, "\\n");
-        } else if (c == '\t') {
-          w_str(w, "\\t");
-        } else if (c == '\r') {
-          w_str(w, "\\r");
-        } else if (c < 0x20 || c > 0x7e) {
-          char esc[5];
-          snprintf(esc, sizeof(esc), "\\x%02x", c);
-          w_str(w, esc);
-        } else {
-          w_char(w, (char)c);
-        }
-      }
-      w_char(w, '"');
-      return;
-    }
-  }
-  w_str(w, buf);
-}
-
-static void w_param_text(wbuf* w, const char* text, const parsed_param* p) {
-  if (p->name_len) {
-    w_put(w, text + p->name_at, p->name_len);
-    w_char(w, ':');
-  }
-  w_type(w, p);
-  if (p->has_default) {
-    w_char(w, '=');
-    w_default(w, text, p);
-  }
-}
-
-/* The public description of one parameter (or the result, `name` 0). */
-static void lay_out_param(wbuf* w, const char* text, const parsed_param* p, pf_param* out) {
-  PFParamInfo info;
-  memset(&info, 0, sizeof(info));
-  info.type_index = p->t == pf_t_obj ? -1 : p->t;
-  info.type_code = pf_ctypes[p->t].result_code;
-  info.object_type = p->obj ? p->obj->info.type_index : 0;
-  info.default_code = kPFNull;
-  info.tensor = pf_tc_public(&p->tc);
-  size_t at = w->n;
-  if (p->name_len) {
-    w_put(w, text + p->name_at, p->name_len);
-    info.name = w_end(w, at);
-  }
-  at = w->n;
-  w_type(w, p);
-  info.type = w_end(w, at);
-  if (p->has_default) {
-    info.has_default = 1;
-    info.default_code = p->dcode;
-    info.default_value = p->dval;
-    at = w->n;
-    w_default(w, text, p);
-    info.default_text = w_end(w, at);
-    if (p->dcode == kPFStr || p->dcode == kPFBytes) {
-      at = w->n;
-      if (w->p) decode_string(text + p->str_at, p->str_len, w->p + at);
-      w->n += p->dec_len;
-      const char* data = w_end(w, at);
-      if (p->dcode == kPFStr) {
-        info.default_value.v_str = data;
-      } else if (out) {
-        out->bytes.data = data;
-        out->bytes.size = p->dec_len;
-        info.default_value.v_handle = &out->bytes;
-      }
-    }
-  }
-  if (out) out->pub = info;
-}
-
-/* Walks the whole layout: sizes the strings (info NULL) or writes them. */
-static void lay_out(wbuf* w, const char* text, const parsed_sig* ps, pf_siginfo* info) {
-  size_t at = w->n;
-  w_type(w, &ps->ret);
-  w_char(w, '(');
-  for (int k = 0; k < ps->n; ++k) {
-    if (k) w_char(w, ',');
-    w_param_text(w, text, &ps->p[k]);
-  }
-  w_char(w, ')');
-  const char* canon = w_end(w, at);
-  lay_out_param(w, text, &ps->ret, info ? &info->result : NULL);
-  for (int k = 0; k < ps->n; ++k) lay_out_param(w, text, &ps->p[k], info ? &info->params[k] : NULL);
-  if (info == NULL) return;
-  info->pub.text = canon;
-  info->pub.num_params = ps->n;
-  info->pub.num_required = ps->n;
-  for (int k = ps->n - 1; k >= 0 && ps->p[k].has_default; --k) info->pub.num_required = k;
-  info->pub.named = ps->named;
-  info->pub.result = &info->result.pub;
-  for (int k = 0; k < ps->n; ++k) {
-    int long_name;
-    info->ptrs[k] = &info->params[k].pub;
-    info->name_keys[k] = ps->named ? pf_name_key(info->params[k].pub.name, &long_name) : 0;
-  }
-  info->pub.params = info->ptrs;
-}
-
-int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out) {
-  parsed_sig ps;
-  if (parse(where, text, &ps) != 0) return -1;
-  wbuf count = {NULL, 0};
-  lay_out(&count, text, &ps, NULL);
-  size_t head = sizeof(pf_siginfo) + sizeof(pf_param) * (size_t)ps.n;
-  pf_siginfo* info = pf_malloc(head + count.n);
-  if (info == NULL) return pf_oom(where);
-  memset(info, 0, head);
-  to_sig(&ps, &info->sig);
-  wbuf w = {(char*)info + head, 0};
-  lay_out(&w, text, &ps, info);
-  *out = info;
-  return 0;
-}
-
-void pf_siginfo_free(pf_siginfo* info) { pf_free(info); }
-
-char* pf_siginfo_text_without(const pf_siginfo* info, uint32_t drop) {
-  wbuf w = {NULL, 0};
-  char* s = NULL;
-  for (int pass = 0; pass < 2; ++pass) {
-    w.n = 0;
-    w_str(&w, info->result.pub.type);
-    w_char(&w, '(');
-    int first = 1;
-    for (int k = 0; k < info->pub.num_params; ++k) {
-      if (drop & (1u << k)) continue;
-      const PFParamInfo* p = &info->params[k].pub;
-      if (!first) w_char(&w, ',');
-      first = 0;
-      if (p->name) {
-        w_str(&w, p->name);
-        w_char(&w, ':');
-      }
-      w_str(&w, p->type);
-      if (p->has_default) {
-        w_char(&w, '=');
-        w_str(&w, p->default_text);
-      }
-    }
-    w_char(&w, ')');
-    w_char(&w, '\0');
-    if (pass == 0) {
-      s = pf_malloc(w.n);
-      if (s == NULL) return NULL;
-      w.p = s;
-    }
-  }
-  return s;
-}
-
-int PFSignatureParse(const char* text, PFSignatureInfo** out) {
-  PF_CHECK_ARG(text);
-  PF_CHECK_ARG(out);
-  pf_siginfo* info;
-  if (pf_siginfo_parse("PFSignatureParse", text, &info) != 0) return -1;
-  *out = &info->pub;
-  return 0;
-}
-
-void PFSignatureInfoFree(PFSignatureInfo* info) { pf_siginfo_free((pf_siginfo*)info); }
-
-/* The public tables are read by bindings through mirrors: pinned (on
- * 64-bit targets, whose layout the bindings check). */
-#if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(PFTensorConstraint) == 16 && offsetof(PFTensorConstraint, dtype) == 8 &&
-                   offsetof(PFTensorConstraint, device_type) == 12,
-               "PFTensorConstraint's layout is ABI");
-_Static_assert(offsetof(PFParamInfo, type) == sizeof(void*) &&
-                   offsetof(PFParamInfo, type_index) == 2 * sizeof(void*) &&
-                   offsetof(PFParamInfo, default_value) == 2 * sizeof(void*) + 16 &&
-                   offsetof(PFParamInfo, default_text) == 2 * sizeof(void*) + 32 &&
-                   offsetof(PFParamInfo, tensor) == 3 * sizeof(void*) + 32,
-               "PFParamInfo's layout is ABI");
-_Static_assert(offsetof(PFSignatureInfo, num_params) == sizeof(void*) &&
-                   offsetof(PFSignatureInfo, result) == sizeof(void*) + 16 &&
-                   offsetof(PFSignatureInfo, params) == 2 * sizeof(void*) + 16,
-               "PFSignatureInfo's layout is ABI");
-#endif
