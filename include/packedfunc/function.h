@@ -211,10 +211,12 @@ PF_EXPORT int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInf
  * matches an unnamed parameter. Then whatever PFFuncCall reports for the
  * assembled arguments (naming their positions) and the callee's errors.
  * Misuse, with the entry point's name and place: func not a live function,
- * NULL ret_val or ret_type_code, NULL args or type_codes with num_args > 0,
  * NULL kw_names, kw_args or kw_codes with num_kw > 0, a NULL name
- * ("argument 'kw_names[1]' is NULL") (TypeError); negative num_args or
- * num_kw (ValueError).
+ * ("argument 'kw_names[1]' is NULL") (TypeError); negative num_kw
+ * (ValueError); and what PFFuncCall refuses of the other arguments (NULL
+ * ret_val or ret_type_code, NULL args or type_codes with num_args > 0,
+ * negative num_args), reported as PFFuncCall reports it. Nothing is
+ * written on error.
  *
  * Cost: with no keywords and as many positional arguments as the
  * signature has parameters (or no signature), one load and compare more
