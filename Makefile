@@ -221,7 +221,7 @@ install: lib $(PF_TOOL)
 clean:
 	rm -rf $(BUILD)
 
-include mk/tests.mk mk/bench.mk mk/rpc.mk
+include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk
 
 # The header dependencies the compiler wrote (none before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

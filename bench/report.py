@@ -218,6 +218,8 @@ def run(args, progress=lambda: None):
             rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
                              env=env)
             progress()
+    rows += node_rows(args.build, args.quick)
+    progress()
     os.makedirs(args.out, exist_ok=True)
     write_markdown(rows, memory, os.path.join(args.out, "results.md"), args.quick)
     if args.quick:
@@ -247,6 +249,19 @@ def rpc_rows(build, quick):
             r["what"] += (f": {r['per_second']:.0f} calls/s with 2 servers, "
                           f"{r['base_per_second']:.0f} with 1")
     return rows
+
+
+def node_rows(build, quick):
+    """The Node.js rows (bench_node.mjs): the JavaScript binding against
+    koffi's own call and callback of the same C code. `make bench` builds
+    the package first (make node)."""
+    script = os.path.join(HERE, "bench_node.mjs")
+    env = dict(os.environ, BUILD=build,
+               PACKEDFUNC_LIBRARY=os.path.abspath(os.path.join(build, "lib", "libpackedfunc.so.0")),
+               PACKEDFUNC_NODE_HELPER=os.path.abspath(os.path.join(build, "node", "libpfnode.so")),
+               PF_BENCHLIB=os.path.abspath(os.path.join(build, "bench", "libpf_benchlib.so")))
+    return run_json([os.environ.get("NODE", "node"), script, "--json"] + (["--quick"] if quick else []),
+                    env=env)
 
 
 def _base_case(row):

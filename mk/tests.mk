@@ -31,7 +31,7 @@ test:
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
 
-test-all: lib test-abi test-install test-readme test-c test-python fuzz-short valgrind bench-quick
+test-all: lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary
 
 # ---- C tests ---------------------------------------------------------------------
@@ -108,7 +108,7 @@ $(BUILD)/asan/tests/test_module: tests/test_module.c $(ASAN_SHARED) $(MODULE_TES
 $(BUILD)/asan/tests/test_object_types_module: tests/test_object_types_module.c $(ASAN_SHARED) \
                                                $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
 $(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
@@ -121,7 +121,7 @@ $(BUILD)/plain/tests/test_module: tests/test_module.c $(SHARED) $(MODULE_TEST_NE
 $(BUILD)/plain/tests/test_object_types_module: tests/test_object_types_module.c $(SHARED) \
                                                 $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
 $(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)

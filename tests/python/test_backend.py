@@ -251,19 +251,23 @@ def test_extension_entry_points_refuse_bad_input():
         _cext.enable_vectorcall(int)
     with pytest.raises(ValueError, match="NULL PFGetApiBase"):
         _cext.init(0)
-    with pytest.raises(TypeError, match=r"host_function\(gate, callable\)"):
-        _cext.host_function(1)
-    with pytest.raises(TypeError, match=r"host_object\(gate, object\)"):
-        _cext.host_object(1, 2, 3)
+    with pytest.raises(TypeError, match=r"new_host\(kind, gate, x\)"):
+        _cext.new_host(1)
+    with pytest.raises(TypeError, match=r"new_host\(kind, gate, x\)"):
+        _cext.new_host(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="not a kind of hold"):
+        _cext.new_host(7, 1, print)
+    with pytest.raises(ValueError, match="not a kind of hold"):
+        _cext.live_count(-1)
     with pytest.raises(TypeError, match=r"host_object_value\(gate, handle\)"):
         _cext.host_object_value(1)
 
 
 @cext_only
 def test_host_object_on_a_bad_gate_fails_and_drops_the_object():
-    from packedfunc import _cext, _hostobj
+    from packedfunc import _cext, _holds, _hostobj
     before = _hostobj.live_count()
-    rc, handle = _cext.host_object(0, object())
+    rc, handle = _cext.new_host(_holds.OBJECT, 0, object())
     assert (rc, handle) == (-1, 0)
     with pytest.raises(TypeError, match="gate"):
         packedfunc.check_call(rc)
@@ -283,9 +287,9 @@ def test_host_object_value_of_something_else_is_not_found(fn):
 
 @cext_only
 def test_host_function_on_a_bad_gate_fails_and_drops_the_callable():
-    from packedfunc import _cext
+    from packedfunc import _cext, _holds
     before = _callback.live_count()
-    rc, handle = _cext.host_function(0, print)
+    rc, handle = _cext.new_host(_holds.FUNCTION, 0, print)
     assert (rc, handle) == (-1, 0)
     with pytest.raises(TypeError, match="gate"):
         packedfunc.check_call(rc)

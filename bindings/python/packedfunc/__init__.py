@@ -1,6 +1,6 @@
 """packedfunc: call C functions by name, and hand Python functions to C.
 
-A pure-Python binding (ctypes) over libpackedfunc::
+The Python binding of libpackedfunc::
 
     import packedfunc as pf
 
@@ -85,8 +85,8 @@ PACKEDFUNC_BACKEND=cext makes a missing extension an ImportError.
 # PF_VERSION_STRING in base.h and the loaded library's version.
 __version__ = "0.1.0"
 
-from . import _backend, _containers, _hostobj, _library  # noqa: F401 (they register conversions)
-from . import _nesting  # noqa: F401 (list, tuple and dict as containers)
+from . import _backend, _library
+from . import _hostobj, _nesting  # noqa: F401 (they register conversions)
 from ._collections import Array, Map, Shape
 from ._callback import convert
 from ._errors import FunctionNotFoundError, check_call, register_error

@@ -47,18 +47,24 @@ _held_get = _holds.held_get  # the hot path's lookup of a hold (ctypes)
 # Results
 # ---------------------------------------------------------------------------
 #
-# The memory of a return value handed to PFCFuncSetReturn: a PFValue and a
-# type code. Each callback takes its own from a free list for the moment of
+# Each callback takes its own _Scratch from a free list for the moment of
 # the call (list.pop and list.append are atomic under the GIL): another
 # thread, or a nested callback on this one, can run between writing the
 # value and C reading it, and must never see it.
 
-def _new_scratch():
-    buf = (ctypes.c_char * 16)()
-    return memoryview(buf).cast("B"), byref(buf, 0), byref(buf, 8), buf
+class _Scratch:
+    """The memory of a return value handed to PFCFuncSetReturn: a PFValue,
+    then its type code."""
+
+    __slots__ = ("buf", "mem", "value", "code")
+
+    def __init__(self):
+        self.buf = (ctypes.c_char * 16)()
+        self.mem = memoryview(self.buf).cast("B")  # the two, by byte
+        self.value, self.code = byref(self.buf, 0), byref(self.buf, 8)  # pointers to each
 
 
-_free_scratch = [_new_scratch() for _ in range(4)]
+_free_scratch = [_Scratch() for _ in range(4)]
 _take_scratch = _free_scratch.pop
 _give_scratch = _free_scratch.append
 _RET_INT = struct.Struct("=qi")  # a PFValue holding an int64, then its type code
@@ -71,10 +77,10 @@ def _set_raw_return(ret, packer, value, code):
     try:
         sc = _take_scratch()
     except IndexError:
-        sc = _new_scratch()
+        sc = _Scratch()
     try:
-        packer.pack_into(sc[0], 0, value, code)
-        return PFCFuncSetReturn(ret, sc[1], sc[2], 1)
+        packer.pack_into(sc.mem, 0, value, code)
+        return PFCFuncSetReturn(ret, sc.value, sc.code, 1)
     finally:
         _give_scratch(sc)
 
@@ -181,9 +187,9 @@ def _trampoline(args_p, codes_p, n, ret, call_p):
             try:
                 sc = _take_scratch()
             except IndexError:
-                sc = _new_scratch()
-            _RET_INT_pack_into(sc[0], 0, r, _INT)
-            rc = PFCFuncSetReturn(ret, sc[1], sc[2], 1)
+                sc = _Scratch()
+            _RET_INT_pack_into(sc.mem, 0, r, _INT)
+            rc = PFCFuncSetReturn(ret, sc.value, sc.code, 1)
             _give_scratch(sc)
         else:
             rc = _set_return(ret, r)
@@ -276,18 +282,11 @@ def live_count():
 
 def make_function(obj):
     """A new Function for a Python callable."""
-    if _cext:
-        # On failure the library has already run the finalizer (dropping
-        # C's hold of obj).
-        rc, handle = _cext.host_function(GATE.value, obj)
-        check_call(rc)
-        return Function._adopt(handle)
-    key = _holds.hold(obj, _holds.FUNCTION)
-    out = c_void_p()
-    # On failure the library has already run the finalizer (dropping key).
-    check_call(PFFuncCreateFromHostCFunc(GATE, _TRAMPOLINE, c_void_p(key), _FINALIZER,
-                                         byref(out)))
-    return Function._adopt(out.value)
+    return Function._adopt(_holds.new_host(_holds.FUNCTION, obj, _create_host_function))
+
+
+def _create_host_function(gate, key, out):
+    return PFFuncCreateFromHostCFunc(gate, _TRAMPOLINE, key, _FINALIZER, out)
 
 
 def _encode_callable(x, pos, keep):

@@ -1,10 +1,10 @@
 """Containers: the classes Array, Map and Shape.
 
 An Array, Map or Shape coming from C is one of the classes below (list,
-tuple and dict become them in _nesting). Each
-owns one reference (as Object does), reads its items from C on access and
-converts each one then (a nested container as Array or Map, a function as
-Function, str and bytes copied out), and passes back to C as itself.
+tuple and dict become them in _nesting). Each owns one reference (as
+Object does), reads its items from C on access and converts each one then
+(a nested container as Array or Map, a function as Function, str and bytes
+copied out), and passes back to C as itself.
 Everything here is private; the package re-exports the three classes.
 """
 import collections.abc
@@ -29,7 +29,6 @@ c_void_p, byref, c_int64 = ctypes.c_void_p, ctypes.byref, ctypes.c_int64
 ARRAY_TYPE = OBJECT_TYPES["array"]
 MAP_TYPE = OBJECT_TYPES["map"]
 SHAPE_TYPE = OBJECT_TYPES["shape"]
-_U64 = struct.Struct("=Q")
 _MISSING = object()
 
 
@@ -37,17 +36,27 @@ _MISSING = object()
 # C -> Python: reading items
 # ---------------------------------------------------------------------------
 #
-# The memory a reader writes one item into: a PFValue, then a key's PFValue,
-# then the two type codes. Each read takes its own from a free list for the
-# moment of the read (list.pop and list.append are atomic under the GIL), so
-# that no two threads ever share one.
+# Each read takes its own _Scratch from a free list for the moment of the
+# read (list.pop and list.append are atomic under the GIL), so that no two
+# threads ever share one.
 
-def _new_scratch():
-    buf = (ctypes.c_char * 24)()
-    return buf, byref(buf, 0), byref(buf, 8), byref(buf, 16), byref(buf, 20)
+# Where a _Scratch holds the item's PFValue, a key's PFValue, and their codes.
+_VALUE_OFF, _KEY_OFF, _CODE_OFF, _KEY_CODE_OFF = 0, 8, 16, 20
 
 
-_free_scratch = [_new_scratch() for _ in range(4)]
+class _Scratch:
+    """The memory a reader writes one item into, and pointers to its parts
+    for the C call."""
+
+    __slots__ = ("buf", "value", "key", "code", "key_code")
+
+    def __init__(self):
+        self.buf = buf = (ctypes.c_char * 24)()
+        self.value, self.key = byref(buf, _VALUE_OFF), byref(buf, _KEY_OFF)
+        self.code, self.key_code = byref(buf, _CODE_OFF), byref(buf, _KEY_CODE_OFF)
+
+
+_free_scratch = [_Scratch() for _ in range(4)]
 _take_scratch = _free_scratch.pop
 _give_scratch = _free_scratch.append
 
@@ -56,7 +65,7 @@ def _take():
     try:
         return _take_scratch()
     except IndexError:
-        return _new_scratch()
+        return _Scratch()
 
 
 def _decode_item(buf, off, code, container):
@@ -90,13 +99,28 @@ def _int_key(key):
         return None
 
 
-def _size(get_size, handle):
-    n = c_int64()
-    check_call(get_size(handle, byref(n)))
-    return n.value
+class _Container(Object):
+    """What Array and Map share: the size, read once (a C container never
+    changes), and tracking for the cycle collector."""
+
+    __slots__ = ("_size",)
+    _TYPE_INDEX = _GET_SIZE = None  # set by each subclass
+
+    @classmethod
+    def _adopt(cls, handle, type_index=None):
+        self = Object._adopt.__func__(cls, handle,
+                                      cls._TYPE_INDEX if type_index is None else type_index)
+        n = c_int64()
+        check_call(cls._GET_SIZE(handle, byref(n)))
+        self._size = n.value
+        track(self)  # it may hold Python objects that hold it (see _holds)
+        return self
+
+    def __len__(self):
+        return self._size
 
 
-class Array(Object, collections.abc.Sequence):
+class Array(_Container, collections.abc.Sequence):
     """An immutable sequence of values held by packedfunc (a C Array).
 
     A list or tuple passed to C arrives as one; an Array from C comes back
@@ -106,24 +130,16 @@ class Array(Object, collections.abc.Sequence):
     converted when read. ``Array(iterable)`` makes one.
     """
 
-    __slots__ = ("_size",)
+    __slots__ = ()
+    _TYPE_INDEX, _GET_SIZE = ARRAY_TYPE, PFArrayGetSize
 
     def __new__(cls, iterable=()):
         return convert_value(list(iterable))
 
-    @classmethod
-    def _adopt(cls, handle, type_index=ARRAY_TYPE):
-        self = Object._adopt.__func__(cls, handle, type_index)
-        self._size = _size(PFArrayGetSize, handle)
-        track(self)  # it may hold Python objects that hold it (see _holds)
-        return self
-
-    def __len__(self):
-        return self._size
-
     def _item(self, i, sc):
-        check_call(PFArrayGetItem(self._handle, i, sc[1], sc[3]))
-        return _decode_item(sc[0], 0, CODE.unpack_from(sc[0], 16)[0], "Array")
+        check_call(PFArrayGetItem(self._handle, i, sc.value, sc.code))
+        buf = sc.buf
+        return _decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Array")
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -161,7 +177,7 @@ class Array(Object, collections.abc.Sequence):
         return "[" + ", ".join(map(repr, self)) + "]"
 
 
-class Map(Object, collections.abc.Mapping):
+class Map(_Container, collections.abc.Mapping):
     """An immutable mapping held by packedfunc (a C Map), with str or int
     keys in insertion order.
 
@@ -175,20 +191,11 @@ class Map(Object, collections.abc.Mapping):
     an unhashable value) is simply absent.
     """
 
-    __slots__ = ("_size",)
+    __slots__ = ()
+    _TYPE_INDEX, _GET_SIZE = MAP_TYPE, PFMapGetSize
 
     def __new__(cls, mapping=()):
         return convert_value(dict(mapping))
-
-    @classmethod
-    def _adopt(cls, handle, type_index=MAP_TYPE):
-        self = Object._adopt.__func__(cls, handle, type_index)
-        self._size = _size(PFMapGetSize, handle)
-        track(self)  # it may hold Python objects that hold it (see _holds)
-        return self
-
-    def __len__(self):
-        return self._size
 
     def _lookup(self, key):
         """The value of `key`, or _MISSING."""
@@ -210,10 +217,11 @@ class Map(Object, collections.abc.Mapping):
         found = ctypes.c_int()
         try:
             # `data` lives until here, so the key's pointer stays valid.
-            check_call(PFMapGetItem(self._handle, raw, code, sc[1], sc[3], byref(found)))
+            check_call(PFMapGetItem(self._handle, raw, code, sc.value, sc.code, byref(found)))
             if not found.value:
                 return _MISSING
-            return _decode_item(sc[0], 0, CODE.unpack_from(sc[0], 16)[0], "Map")
+            buf = sc.buf
+            return _decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Map")
         finally:
             _give_scratch(sc)
 
@@ -234,9 +242,11 @@ class Map(Object, collections.abc.Mapping):
         for i in range(self._size):
             sc = _take()
             try:
-                check_call(PFMapGetItemAt(self._handle, i, sc[2], sc[4], sc[1], sc[3]))
-                key = _decode_item(sc[0], 8, CODE.unpack_from(sc[0], 20)[0], "Map")
-                value = (_decode_item(sc[0], 0, CODE.unpack_from(sc[0], 16)[0], "Map")
+                check_call(PFMapGetItemAt(self._handle, i, sc.key, sc.key_code, sc.value,
+                                          sc.code))
+                buf = sc.buf
+                key = _decode_item(buf, _KEY_OFF, CODE.unpack_from(buf, _KEY_CODE_OFF)[0], "Map")
+                value = (_decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Map")
                          if want_value else None)
             finally:
                 _give_scratch(sc)

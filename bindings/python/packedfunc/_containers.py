@@ -1,12 +1,13 @@
-"""Containers: where list, tuple and dict will plug in as Array and Map.
+"""Containers: how list, tuple and dict find their conversion.
 
-list and tuple will cross as Array, dict as Map, once the C side has those
-object types: the module that defines them calls register_container once
-per kind, and registers their object types' adopters with
-_convert.register_object_type. Until a kind is registered, its values (and
-those of its subclasses, such as namedtuples) are a TypeError, as they
-always were, never an opaque host object: a list must not silently change
-meaning when containers arrive. Everything here is private.
+_nesting converts a list or tuple to an Array and a dict to a Map, and
+registers that here at import, once per kind, with register_container.
+A registration gives the kind an exact encoder (and packedfunc.convert's
+converter), and a fallback at RANK_CONTAINERS sends the kind's subclasses
+(a namedtuple, an OrderedDict) to the same conversion. A list, tuple or
+dict whose kind has no registration is a TypeError, never an opaque host
+object: a container must not silently cross as something else. Everything
+here is private.
 """
 from ._convert import CONVERT, RANK_CONTAINERS, register_encoder, register_fallback, unsupported
 

@@ -311,10 +311,10 @@ tensors_in_flight = {}
 
 
 def pack_args(args, fr, keep, tensors):
-    """Encode `args` into the frame `fr`; (DLTensor address, object) pairs
+    """Encode `args` into the Frame `fr` (see _frames); (DLTensor address, object) pairs
     of tensor arguments are appended to `tensors`, flat."""
-    mv = fr[0]
-    codes_off = fr[6]
+    mv = fr.mem
+    codes_off = fr.codes_off
     for i, x in enumerate(args):
         code, raw = encode(x, i, keep)
         if code == TENSOR:
@@ -323,7 +323,7 @@ def pack_args(args, fr, keep, tensors):
         off = VALS_OFF + 8 * i
         mv[off:off + 8] = raw
         mv[codes_off + 4 * i:codes_off + 4 * i + 4] = CODE.pack(code)
-    fr[5] = None  # the codes no longer match any plan
+    fr.plan = None  # the codes no longer match any plan
 
 
 # ---------------------------------------------------------------------------

@@ -16,19 +16,19 @@ import ctypes
 import inspect
 
 from . import _holds, _signature
-from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR, decode as _decode,
-                       decoders_get as _decoders_get, live_handle, pack_args, register_decoder,
-                       register_encoder, register_fallback, register_object_type,
-                       tensors_in_flight)
-from ._frames import (CODES_OFF as _CODES_OFF, FRAME as _FRAME, FUNC_WORD as _FUNC_WORD,
-                      I_VIEW as _I_VIEW, MAX_FAST, NARGS_WORD as _NARGS_WORD, Q_VIEW as _Q_VIEW,
-                      RCODE_WORD as _RCODE_WORD, RET as _RET, RET_OFF,
-                      STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
-                      give_frame as _give_frame, make_plan as _make_plan, new_frame as _new_frame,
+from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR,
+                       decode as _decode, decoders_get as _decoders_get, live_handle, pack_args,
+                       register_decoder, register_encoder, register_fallback,
+                       register_object_type, tensors_in_flight)
+from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST,
+                      NARGS_WORD as _NARGS_WORD, RCODE_WORD as _RCODE_WORD, RET as _RET,
+                      RET_OFF, STR_DATA_OFFSET as _STR_DATA_OFFSET, VAL_WORD as _VAL_WORD,
+                      Frame as _Frame, give_frame as _give_frame, make_plan as _make_plan,
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
-from ._ffi import PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo
+from ._ffi import (PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain,
+                   PFFuncSetInfo)
 from ._backend import cext as _cext
 from ._library import state as _state
 from ._types import Device
@@ -56,10 +56,10 @@ class Function(_cext.FunctionBase if _cext else object):
     raises the exception class of its error kind.
     """
 
-    # With the extension, _handle and _devices are FunctionBase's fields.
+    # With the extension, _handle and _conversions are FunctionBase's fields.
     # _loan: what the collector was lent for this collection (see _holds).
     __slots__ = (("_hb", "_loan", "_looked_up", "__weakref__") if _cext else
-                 ("_handle", "_hb", "_devices", "_loan", "_looked_up", "__weakref__"))
+                 ("_handle", "_hb", "_conversions", "_loan", "_looked_up", "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -76,7 +76,7 @@ class Function(_cext.FunctionBase if _cext else object):
         # A ready-made pointer argument: ctypes passes it without
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
-        self._devices = None  # device parameters: not looked up yet
+        self._conversions = None  # parameters converted first: not looked up yet
         # The registry name it was found under, for its level in a
         # traceback when it has no recorded name.
         self._looked_up = None
@@ -154,7 +154,7 @@ class Function(_cext.FunctionBase if _cext else object):
         if not self._handle:
             raise ValueError("packedfunc: the Function was released")
         check_call(PFFuncSetInfo(self._handle, *values))
-        self._devices = None  # the signature may name device parameters now
+        self._conversions = None  # the signature may name such parameters now
 
     @property
     def __name__(self):
@@ -226,12 +226,12 @@ class Function(_cext.FunctionBase if _cext else object):
                     plan = _plans_get(tuple(map(type, args)))
                 if not plan:
                     return _call_general(self, args, plan)
-                if plan[2]:
+                if plan.strs:
                     # Strings: not where a device parameter turns them into
                     # Devices (nor before the parameters are looked up), nor
                     # with a NUL or a lone surrogate (the general path raises).
                     given = args
-                    if self._devices != ():
+                    if self._conversions != ():
                         return _call_general(self, given, False)
                     if n == 1:
                         # The common case, without the list: `data` (the UTF-8
@@ -246,7 +246,7 @@ class Function(_cext.FunctionBase if _cext else object):
                     else:
                         args = list(args)
                         keep = []  # the UTF-8 bytes, alive until the call returns
-                        for i in plan[2]:
+                        for i in plan.strs:
                             try:
                                 data = args[i].encode()
                             except UnicodeEncodeError:
@@ -260,41 +260,41 @@ class Function(_cext.FunctionBase if _cext else object):
                 try:
                     fr = _take_frame()
                 except IndexError:
-                    fr = _new_frame()
+                    fr = _Frame()
                 # Word 5 + i of the frame is argument i (_VAL_WORD), spelled
                 # out on the hot lines.
+                views = fr.value_views
                 try:
                     if n == 2:
-                        va, vb = plan[0]
-                        fr[va][5] = a
-                        fr[vb][6] = b
+                        va, vb = plan.views
+                        views[va][5] = a
+                        views[vb][6] = b
                     elif n == 1:
-                        fr[plan[0][0]][5] = args[0]
+                        views[plan.views[0]][5] = args[0]
                     else:
-                        views = plan[0]
-                        for i in range(n):
-                            fr[views[i]][_VAL_WORD + i] = args[i]
+                        for i, v in enumerate(plan.views):
+                            views[v][_VAL_WORD + i] = args[i]
                 except ValueError:  # an int outside int64 (never a str's address)
                     _give_frame(fr)
-                    return _call_general(self, given if plan[2] else args, False)
-                if fr[5] is not plan:
-                    fr[0][_CODES_OFF:_CODES_OFF + 4 * n] = plan[1]
-                    fr[_I_VIEW][_NARGS_WORD] = n
-                    fr[5] = plan
-                fr[_Q_VIEW][_FUNC_WORD] = self._handle  # 0 once released: C refuses it
-                if PFFuncCallFrame(fr[_FRAME]):
+                    return _call_general(self, given if plan.strs else args, False)
+                if fr.plan is not plan:
+                    fr.mem[_CODES_OFF:_CODES_OFF + 4 * n] = plan.codes
+                    fr.i32[_NARGS_WORD] = n
+                    fr.plan = plan
+                fr.i64[_FUNC_WORD] = self._handle  # 0 once released: C refuses it
+                if PFFuncCallFrame(fr.head):
                     _give_frame(fr)
                     _call_failed(self)
-                c = fr[_I_VIEW][_RCODE_WORD]
+                c = fr.i32[_RCODE_WORD]
                 if c == _INT:
-                    v = fr[_Q_VIEW][0]
+                    v = fr.i64[0]
                     _give_frame(fr)
                     return v
                 dec = _decoders_get(c)
                 try:
                     if dec is not None:
-                        return dec(fr[0], RET_OFF, False, None)
-                    return _decode(fr[0], RET_OFF, c)  # raises: a code without a decoder
+                        return dec(fr.mem, RET_OFF, False, None)
+                    return _decode(fr.mem, RET_OFF, c)  # raises: a code without a decoder
                 finally:
                     _give_frame(fr)
             except BaseException as exc:
@@ -325,9 +325,9 @@ def _call_general(func, args, plan):
         if plan is None:  # not seen before: maybe it can take the fast path
             if _make_plan(tuple(map(type, args))):
                 return func(*args)
-        convs = func._devices
+        convs = func._conversions
         if convs is None:
-            convs = func._devices = _parameter_conversions(func)
+            convs = func._conversions = _parameter_conversions(func)
         if convs:
             args = _convert_parameters(args, convs)
         n = len(args)
@@ -335,16 +335,16 @@ def _call_general(func, args, plan):
             try:
                 fr = _take_frame()
             except IndexError:
-                fr = _new_frame()
+                fr = _Frame()
         else:
-            fr = _new_frame(n)
+            fr = _Frame(n)
         keep, tensors = [], []
-        mv = fr[0]
+        mv = fr.mem
         try:
             pack_args(args, fr, keep, tensors)
             for i in range(0, len(tensors), 2):
                 tensors_in_flight[tensors[i]] = tensors[i + 1]
-            if PFFuncCall(func._hb, fr[1], fr[2], n, fr[3], fr[4]):
+            if PFFuncCall(func._hb, fr.args, fr.type_codes, n, fr.ret_val, fr.ret_type_code):
                 _call_failed(func)
             v, c = _ret_unpack(mv, 0)
             if c == _INT:
@@ -358,7 +358,7 @@ def _call_general(func, args, plan):
         finally:
             for i in range(0, len(tensors), 2):
                 tensors_in_flight.pop(tensors[i], None)
-            if fr[7] == MAX_FAST:
+            if fr.capacity == MAX_FAST:
                 _give_frame(fr)
     except BaseException as exc:
         _for_caller(exc)
@@ -369,7 +369,7 @@ def _parameter_conversions(func):
     """(position, type) of the parameters in func's signature whose
     arguments a call converts first: a str at a `device` parameter becomes
     a Device, a list or tuple at a `shape` parameter a Shape; () without
-    any, or without a signature. Cached as Function._devices, which the
+    any, or without a signature. Cached as Function._conversions, which the
     fast paths read: a function with any of them sends strings here."""
     try:
         parsed = _signature.parse(func._info()[1])

@@ -60,8 +60,8 @@ GATE = c_void_p()
 check_call(PFHostGateCreate(byref(GATE)))
 
 # The kinds of holds, counted apart (_hostobj.live_count,
-# _callback.live_count).
-OBJECT, FUNCTION = 0, 1
+# _callback.live_count): the extension's numbers, which it counts by.
+OBJECT, FUNCTION = (_cext.HOLD_OBJECT, _cext.HOLD_FUNCTION) if _cext else (0, 1)
 
 #: The most values (items, constants, references) that one wrapper's walk
 #: may look at in one collection; a larger graph is not lent from, and
@@ -146,8 +146,24 @@ def value_of(key):
 def count(kind):
     """How many holds of `kind` C has (lent or not)."""
     if _cext:
-        return _cext.live_objects() if kind == OBJECT else _cext.live_count()
+        return _cext.live_count(kind)
     return _counts[kind]
+
+
+def new_host(kind, x, create):
+    """A new reference (an int handle) to a host object (kind OBJECT) or a
+    host function (FUNCTION) on GATE, whose payload or resource is a new
+    hold of x. With ctypes, create(gate, key, out) makes it (with the
+    caller's trampoline and finalizer). On failure the library has already
+    run the finalizer, which dropped the hold."""
+    if _cext:
+        rc, handle = _cext.new_host(kind, GATE.value, x)
+        check_call(rc)
+        return handle
+    key = hold(x, kind)
+    out = c_void_p()
+    check_call(create(GATE, c_void_p(key), byref(out)))
+    return out.value
 
 
 class _Loan:
@@ -199,8 +215,8 @@ _lenders = []   # weak references to wrappers lent to in this collection
 def any_held():
     """Whether C holds any Python object now."""
     if _cext:
-        return _cext.live_objects() > 0 or _cext.live_count() > 0
-    return _counts[0] > 0 or _counts[1] > 0
+        return _cext.live_count(OBJECT) > 0 or _cext.live_count(FUNCTION) > 0
+    return _counts[OBJECT] > 0 or _counts[FUNCTION] > 0
 
 
 _prune_at = [1024]  # the length of _unsorted at which dead references go

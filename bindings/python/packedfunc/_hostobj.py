@@ -18,7 +18,6 @@ from . import _holds
 from ._backend import cext as _cext
 from ._callback import UNRAISABLE_OWNERS
 from ._convert import OBJECT, P, RANK_OPAQUE, register_fallback, register_object_type
-from ._errors import check_call
 from ._ffi import (PFErrorClear, PFHostObjectCreate, PFHostObjectGetPayload, PFObjectFree,
                    keep_forever)
 from ._holds import GATE, MISSING
@@ -51,24 +50,13 @@ def live_count():
     return _holds.count(_holds.OBJECT)
 
 
-def new_host_object(x):
-    """A new reference (an int handle) to a host object that holds x."""
-    if _cext:
-        # The payload is the extension's hold of x, which its finalizer
-        # drops (taking the GIL); on failure it has already run.
-        rc, handle = _cext.host_object(GATE.value, x)
-        check_call(rc)
-        return handle
-    key = _holds.hold(x, _holds.OBJECT)
-    out = c_void_p()
-    # On failure the library has already run the finalizer (dropping key).
-    check_call(PFHostObjectCreate(GATE, c_void_p(key), _FINALIZER, byref(out)))
-    return out.value
+def _create_host_object(gate, key, out):
+    return PFHostObjectCreate(gate, key, _FINALIZER, out)
 
 
 def _encode_opaque(x, pos, keep):
     # The wrapper owns this call's reference: C takes its own to keep x.
-    obj = Object._adopt(new_host_object(x), HOST_OBJECT)
+    obj = Object._adopt(_holds.new_host(_holds.OBJECT, x, _create_host_object), HOST_OBJECT)
     keep.append(obj)
     return OBJECT, P.pack(obj._handle)
 

@@ -13,7 +13,7 @@ import struct
 import sys
 
 from ._collections import Array, Map
-from ._containers import register_container
+from ._containers import CONTAINER_KINDS, register_container
 from ._convert import (CONVERT, D, FLOAT, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q, encode,
                        what)
 from ._errors import check_call
@@ -28,13 +28,25 @@ c_void_p, byref = ctypes.c_void_p, ctypes.byref
 MAX_DEPTH = 1000
 TENSOR_TYPE = OBJECT_TYPES["tensor"]
 
-_KINDS = (list, tuple, dict)
+
+# A level of the conversion is one container being converted, in a list
+# (a list builds faster than an object with named fields, and a deep value
+# builds one per container): these name its items.
+_CONTAINER = 0  # the list, tuple or dict
+_KEYS = 1       # a dict's keys, or None for a list or tuple
+_ITEMS = 2      # its items (a dict's values)
+_NEXT = 3       # the index of the item being converted
+_VALS = 4       # the 8 bytes of each item converted, or None
+_CODES = 5      # the type code of each item converted
+_KEY_VALS = 6   # the same for a dict's keys (None for a list or tuple)
+_KEY_CODES = 7
 
 
 def _path(pos, stack):
     """How a message names the item being converted: the value's own name
     (see _convert.what), then the index or key at each level."""
-    where = "".join("[%r]" % (fr[3] if fr[1] is None else fr[1][fr[3]]) for fr in stack)
+    where = "".join("[%r]" % (lv[_NEXT] if lv[_KEYS] is None else lv[_KEYS][lv[_NEXT]])
+                    for lv in stack)
     return what(pos) + (" at " + where if where else "")
 
 
@@ -61,8 +73,8 @@ def _encode_item(x, pos, stack, keep):
 
 
 def _push(x, pos, stack, active, keep):
-    """A frame for container x: [x, keys or None, items, next index,
-    value bytes, codes, key bytes, key codes]."""
+    """Stack a level for container x, with its keys encoded (a dict's)
+    or its items all encoded at once (a list of plain ints or floats)."""
     if id(x) in active:
         raise ValueError("packedfunc: %s contains itself (a %s that is its own item, "
                          "directly or not), which cannot cross to C"
@@ -74,11 +86,10 @@ def _push(x, pos, stack, active, keep):
         items = list(x.items())
         n = len(items)
         keys = [k for k, _ in items]
-        items = [v for _, v in items]
-        fr = [x, keys, items, 0, [None] * n, [0] * n, [None] * n, [0] * n]
-        stack.append(fr)
+        lv = [x, keys, [v for _, v in items], 0, [None] * n, [0] * n, [None] * n, [0] * n]
+        stack.append(lv)
         for i, k in enumerate(keys):
-            fr[3] = i
+            lv[_NEXT] = i
             name = "%s, dict key %d" % (_path(pos, stack[:-1]), i)
             # A subclass's key is its value, whatever its __str__ or
             # __int__ say (str.__str__ and int.__index__ copy it out).
@@ -89,39 +100,39 @@ def _push(x, pos, stack, active, keep):
             else:
                 raise TypeError("packedfunc: %s (%r) has unsupported type %s (keys are str "
                                 "or int)" % (name, k, type(k).__qualname__))
-            fr[6][i], fr[7][i] = raw, code
-        fr[3] = 0
+            lv[_KEY_VALS][i], lv[_KEY_CODES][i] = raw, code
+        lv[_NEXT] = 0
     else:
         items = list(x)
         n = len(items)
-        fr = [x, None, items, 0, [None] * n, [0] * n, None, None]
-        stack.append(fr)
+        lv = [x, None, items, 0, [None] * n, [0] * n, None, None]
+        stack.append(lv)
         # A list of plain ints or floats, packed at once.
         if n and all(type(v) is int for v in items):
             try:
-                fr[4] = [struct.pack("=%dq" % n, *items)]
-                fr[5] = [INT] * n
-                fr[3] = n
+                lv[_VALS] = [struct.pack("=%dq" % n, *items)]
+                lv[_CODES] = [INT] * n
+                lv[_NEXT] = n
             except struct.error:  # an int outside int64: item by item names it
-                fr[4] = [None] * n
+                pass
         elif n and all(type(v) is float for v in items):
-            fr[4] = [struct.pack("=%dd" % n, *items)]
-            fr[5] = [FLOAT] * n
-            fr[3] = n
+            lv[_VALS] = [struct.pack("=%dd" % n, *items)]
+            lv[_CODES] = [FLOAT] * n
+            lv[_NEXT] = n
     active.add(id(x))
 
 
-def _create(fr):
-    """The C object for a frame whose items are all encoded."""
-    n = len(fr[2])
-    vals = b"".join(fr[4]) if n else None
-    codes = struct.pack("=%di" % n, *fr[5]) if n else None
+def _create(lv):
+    """The C object for a level whose items are all encoded."""
+    n = len(lv[_ITEMS])
+    vals = b"".join(lv[_VALS]) if n else None
+    codes = struct.pack("=%di" % n, *lv[_CODES]) if n else None
     out = c_void_p()
-    if fr[1] is None:
+    if lv[_KEYS] is None:
         check_call(PFArrayCreate(vals, codes, n, byref(out)))
         return Array._adopt(out.value)
-    keys = b"".join(fr[6]) if n else None
-    key_codes = struct.pack("=%di" % n, *fr[7]) if n else None
+    keys = b"".join(lv[_KEY_VALS]) if n else None
+    key_codes = struct.pack("=%di" % n, *lv[_KEY_CODES]) if n else None
     check_call(PFMapCreate(keys, key_codes, vals, codes, n, byref(out)))
     return Map._adopt(out.value)
 
@@ -135,9 +146,9 @@ def _from_python(root, pos):
     stack = []
     _push(root, pos, stack, active, keep)
     while True:
-        fr = stack[-1]
-        items, vals, codes = fr[2], fr[4], fr[5]
-        i, n = fr[3], len(items)
+        lv = stack[-1]
+        items, vals, codes = lv[_ITEMS], lv[_VALS], lv[_CODES]
+        i, n = lv[_NEXT], len(items)
         while i < n:
             x = items[i]
             t = type(x)
@@ -145,28 +156,29 @@ def _from_python(root, pos):
                 code, raw = INT, Q.pack(x)
             elif t is float:
                 code, raw = FLOAT, D.pack(x)
-            elif isinstance(x, _KINDS):
+            elif isinstance(x, CONTAINER_KINDS):
                 made = done.get(id(x))
                 if made is None:
-                    fr[3] = i
+                    lv[_NEXT] = i
                     _push(x, pos, stack, active, keep)
                     break
                 code, raw = OBJECT, P.pack(made._handle)
             else:
-                fr[3] = i
+                lv[_NEXT] = i
                 code, raw = _encode_item(x, pos, stack, keep)
             vals[i], codes[i] = raw, code
             i += 1
         else:
-            made = _create(fr)
+            made = _create(lv)
             stack.pop()
-            active.discard(id(fr[0]))
-            done[id(fr[0])] = made
+            active.discard(id(lv[_CONTAINER]))
+            done[id(lv[_CONTAINER])] = made
             if not stack:
                 return made
             parent = stack[-1]
-            parent[4][parent[3]], parent[5][parent[3]] = P.pack(made._handle), OBJECT
-            parent[3] += 1
+            i = parent[_NEXT]
+            parent[_VALS][i], parent[_CODES][i] = P.pack(made._handle), OBJECT
+            parent[_NEXT] = i + 1
 
 
 def _encode_container(x, pos, keep):
@@ -179,5 +191,5 @@ def _convert_container(x):
     return _from_python(x, CONVERT)
 
 
-for _kind in _KINDS:
+for _kind in CONTAINER_KINDS:
     register_container(_kind, _encode_container, _convert_container)

@@ -72,8 +72,9 @@ def register_func(name_or_func, f=None, override=False, protected=False):
 
     Returns the callable itself, so a decorated function stays an ordinary
     Python function. A Python callable's packed function carries the name
-    and the callable's docstring as metadata (``Function.name``/``.doc``). The registry keeps the function alive until the name
-    is removed or overridden. A taken name without ``override`` raises
+    and the callable's docstring as metadata (``Function.name``/``.doc``).
+    The registry keeps the function alive until the name is removed or
+    overridden. A taken name without ``override`` raises
     KeyError naming it. With ``protected`` the name can never again be
     overridden or removed (RuntimeError), for the rest of the process.
     Once :func:`seal_registry` was called, every registration raises

@@ -39,6 +39,14 @@ PyMODINIT_FUNC PyInit__cext(void);
 
 static const PFApi* pf_api;
 
+/* 0 when an entry point got the `want` arguments that `usage` shows; else
+ * -1 with a TypeError showing it. */
+static int pf_expect_args(Py_ssize_t n, Py_ssize_t want, const char* usage) {
+  if (n == want) return 0;
+  PyErr_Format(PyExc_TypeError, "_cext.%s", usage);
+  return -1;
+}
+
 /* The thread state that this thread gave up to call C through a Function,
  * while that call runs and no callback of it has taken the GIL back; NULL
  * otherwise. A callback on this thread resumes it directly. */
@@ -63,20 +71,15 @@ static PyObject* pf_object_type;
 static PyObject* pf_dtype_type;
 static PyObject* pf_device_type;
 
-/* Python callables and objects that C holds through host functions and
- * host objects made here. Changed only with the GIL held. */
-static Py_ssize_t pf_live_callables;
-static Py_ssize_t pf_live_objects;
-
 /* ------------------------------------------------------------------------ */
-/* FunctionBase: the handle, the device parameters, vectorcall              */
+/* FunctionBase: the handle, the parameter conversions, vectorcall          */
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   unsigned long long handle; /* PFFunctionHandle; 0 once released */
-  PyObject* devices;         /* the package's cache of device parameters */
+  PyObject* conversions;     /* the package's cache of parameters converted first */
 } PFCextFunction;
 
 static PyTypeObject pf_function_type;
@@ -93,9 +96,15 @@ static PyObject* pf_call_general(PyObject* self, PyObject* const* args, Py_ssize
   return out;
 }
 
-/* A Python value for a call's result. Handles are new references that the
- * value takes over; the package's decoders read them from `*value`. */
-static PyObject* pf_result(PFValue* value, int code) {
+/* A Python value for a PFValue: the plain types here, any other type code
+ * through the package's decoder table. For a call's result (`result`
+ * true) that is the decode_result hook, which reads `*value` and takes over
+ * its handles (new references). For a callback's argument (`result` false)
+ * the answer is then NULL without an exception: the trampoline hands the
+ * whole call to the package, whose decoders take their own reference to
+ * each borrowed handle. Inline: it is on the hot path of every call and
+ * every callback. */
+static inline PyObject* pf_value(PFValue* value, int code, int result) {
   switch (code) {
     case kPFInt:
       return PyLong_FromLongLong(value->v_int64);
@@ -113,10 +122,10 @@ static PyObject* pf_result(PFValue* value, int code) {
       return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
     }
     default: {
+      if (!result) return NULL;
       PyObject* addr = PyLong_FromVoidPtr(value);
       if (addr == NULL) return NULL;
-      PyObject* out = PyObject_CallFunction(pf_hook_decode_result, "Ni", addr, code);
-      return out;
+      return PyObject_CallFunction(pf_hook_decode_result, "Ni", addr, code);
     }
   }
 }
@@ -178,7 +187,7 @@ static PyObject* pf_tensor_call_done(PyObject* out, PyObject* const* args, Py_ss
     PyErr_Restore(type, value, tb);
   } else if (out == NULL && returned != NULL) {
     PFValue v = {.v_handle = returned}; /* not an argument: the decoder table's */
-    out = pf_result(&v, kPFDLTensorHandle);
+    out = pf_value(&v, kPFDLTensorHandle, 1);
   }
   return out;
 }
@@ -274,8 +283,8 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
       /* A function with device parameters turns strings into Devices, and
        * one whose parameters are not looked up yet may have some: the
        * general path decides (and caches the answer). */
-      if (f->devices == NULL || !PyTuple_CheckExact(f->devices) ||
-          PyTuple_GET_SIZE(f->devices) != 0)
+      if (f->conversions == NULL || !PyTuple_CheckExact(f->conversions) ||
+          PyTuple_GET_SIZE(f->conversions) != 0)
         return pf_general_after_tensors(self, args, n, capsules, tensors);
       Py_ssize_t size;
       const char* s = PyUnicode_AsUTF8AndSize(x, &size);
@@ -333,7 +342,7 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
   } else if (tensors && ret_code == kPFDLTensorHandle) {
     out = NULL; /* an argument coming back is itself (below) */
   } else {
-    out = pf_result(&ret, ret_code);
+    out = pf_value(&ret, ret_code, 1);
   }
   if (!tensors) return out;
   return pf_tensor_call_done(out, args, n, values, codes, capsules, tensors,
@@ -342,15 +351,15 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
 
 static void pf_function_dealloc(PyObject* self) {
   /* The package's __del__ released the handle; only our own fields go. */
-  Py_CLEAR(((PFCextFunction*)self)->devices);
+  Py_CLEAR(((PFCextFunction*)self)->conversions);
   Py_TYPE(self)->tp_free(self);
 }
 
 static PyMemberDef pf_function_members[] = {
     {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
      "the PFFunctionHandle as an int; 0 once released"},
-    {"_devices", T_OBJECT, offsetof(PFCextFunction, devices), 0,
-     "positions of device parameters, or None before they are looked up"},
+    {"_conversions", T_OBJECT, offsetof(PFCextFunction, conversions), 0,
+     "(position, kind) of the device and shape parameters, or None before they are looked up"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -382,7 +391,7 @@ static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n)
   if (self == NULL) return NULL;
   self->vectorcall = pf_function_vectorcall;
   self->handle = handle;
-  self->devices = NULL;
+  self->conversions = NULL;
   return (PyObject*)self;
 }
 
@@ -411,17 +420,28 @@ static PyObject* pf_enable_vectorcall(PyObject* module, PyObject* cls) {
  * `state` is PF_HELD the record owns the reference; while PF_LENT a Loan
  * owns it (lent to a wrapper for a collection); PF_DEAD: its host object
  * or function went while lent, and the Loan drops the reference and frees
- * the record when it gives back. `obj` is valid in every state. Read and
+ * the record when it gives back. `obj` is valid in every state; `kind`
+ * says whether a host object or a host function holds it. Read and
  * changed only with the GIL. */
 typedef struct {
   PyObject* obj;
   int state;
+  int kind;
 } pf_hold;
 enum { PF_HELD, PF_LENT, PF_DEAD };
 
+/* The kinds of holds, counted apart: the object of a host object, the
+ * callable of a host function. The package takes these numbers
+ * (HOLD_OBJECT, HOLD_FUNCTION) as its own (packedfunc._holds). */
+enum { PF_HOLD_OBJECT, PF_HOLD_FUNCTION, PF_HOLD_KINDS };
+
+/* How many holds of each kind C has (lent or not). Changed only with the
+ * GIL held. */
+static Py_ssize_t pf_live[PF_HOLD_KINDS];
+
 /* A new hold of x (a new reference to it), or NULL with MemoryError. Raw
  * memory: it is freed by finalizers, which take the GIL first anyway. */
-static pf_hold* pf_hold_new(PyObject* x) {
+static pf_hold* pf_hold_new(PyObject* x, int kind) {
   pf_hold* h = PyMem_RawMalloc(sizeof(*h));
   if (h == NULL) {
     PyErr_NoMemory();
@@ -430,19 +450,27 @@ static pf_hold* pf_hold_new(PyObject* x) {
   Py_INCREF(x);
   h->obj = x;
   h->state = PF_HELD;
+  h->kind = kind;
+  ++pf_live[kind];
   return h;
 }
 
-/* The host object or function of a hold went (its finalizer, with the
- * GIL): the reference goes, or, while lent, the Loan drops it. */
-static void pf_hold_release(pf_hold* h) {
+/* The finalizer of the host objects and host functions made here (their
+ * payload or resource is the hold): their last reference went, on any
+ * thread. Takes the GIL; the reference goes, or, while lent, the Loan
+ * drops it. The gate skips it once the interpreter is shutting down. */
+static void pf_hold_release(void* hold) {
+  pf_hold* h = hold;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  --pf_live[h->kind];
   if (h->state == PF_LENT) {
     h->state = PF_DEAD;
-    return;
+  } else {
+    PyObject* x = h->obj;
+    PyMem_RawFree(h);
+    Py_DECREF(x);
   }
-  PyObject* x = h->obj;
-  PyMem_RawFree(h);
-  Py_DECREF(x);
+  PyGILState_Release(gil);
 }
 
 /* Loan: the references of holds lent to one wrapper for one collection.
@@ -566,10 +594,7 @@ static PyTypeObject pf_loan_type = {
  * rests (see _holds). */
 static PyObject* pf_owned_holds(PyObject* module, PyObject* const* args, Py_ssize_t n) {
   (void)module;
-  if (n != 4) {
-    PyErr_SetString(PyExc_TypeError, "_cext.owned_holds(handle, gate, max_values, sort)");
-    return NULL;
-  }
+  if (pf_expect_args(n, 4, "owned_holds(handle, gate, max_values, sort)")) return NULL;
   void* handle = PyLong_AsVoidPtr(args[0]);
   void* gate = handle == NULL && PyErr_Occurred() ? NULL : PyLong_AsVoidPtr(args[1]);
   long long max_values = PyErr_Occurred() ? -1 : PyLong_AsLongLong(args[2]);
@@ -682,30 +707,6 @@ general: {
 }
 }
 
-/* A Python value for a callback's argument of a common type; NULL without
- * an exception for any other type (the package's decoders take it). */
-static PyObject* pf_arg(const PFValue* value, int code) {
-  switch (code) {
-    case kPFInt:
-      return PyLong_FromLongLong(value->v_int64);
-    case kPFFloat:
-      return PyFloat_FromDouble(value->v_float64);
-    case kPFBool:
-      return PyBool_FromLong(value->v_int64 != 0);
-    case kPFNull:
-      Py_RETURN_NONE;
-    case kPFStr:
-      return PyUnicode_DecodeUTF8(value->v_str, (Py_ssize_t)strlen(value->v_str),
-                                  "surrogateescape");
-    case kPFBytes: {
-      const PFByteArray* ba = value->v_handle;
-      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
-    }
-    default:
-      return NULL;
-  }
-}
-
 /* The thread state that holds the GIL, if any (no check, no error). */
 #if PY_VERSION_HEX >= 0x030D0000
 #define pf_current_thread_state() PyThreadState_GetUnchecked()
@@ -748,7 +749,8 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   PyObject* r = NULL;
   int i = 0, native = n <= PF_CEXT_MAX_ARGS, status;
   for (; native && i < n; ++i) {
-    stack[i] = codes[i] == kPFInt ? PyLong_FromLongLong(args[i].v_int64) : pf_arg(&args[i], codes[i]);
+    stack[i] = codes[i] == kPFInt ? PyLong_FromLongLong(args[i].v_int64)
+                                  : pf_value(&args[i], codes[i], 0);
     if (stack[i] == NULL) native = 0;
   }
   if (native) {
@@ -777,31 +779,35 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   return 0;
 }
 
-/* The finalizer of those host functions: drops the hold of the callable,
- * taking the GIL on whatever thread released the function. The gate skips
- * it once the interpreter is shutting down. */
-static void pf_release_callable(void* resource) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  --pf_live_callables;
-  pf_hold_release(resource);
-  PyGILState_Release(gil);
+/* A kind of hold given from Python: HOLD_OBJECT or HOLD_FUNCTION; -1 with
+ * an exception for anything else. */
+static int pf_hold_kind(PyObject* arg) {
+  long kind = PyLong_AsLong(arg);
+  if (kind == -1 && PyErr_Occurred()) return -1;
+  if (kind < 0 || kind >= PF_HOLD_KINDS) {
+    PyErr_Format(PyExc_ValueError, "_cext: %ld is not a kind of hold", kind);
+    return -1;
+  }
+  return (int)kind;
 }
 
-/* host_function(gate, callable) -> (status, handle): a host function on
- * `gate` that calls `callable`; status -1 leaves the library's error. */
-static PyObject* pf_host_function(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+/* new_host(kind, gate, x) -> (status, handle): on `gate`, a host object
+ * (kind HOLD_OBJECT) whose payload holds a reference to x, or a host
+ * function (HOLD_FUNCTION) that calls x through the trampoline; status -1
+ * leaves the library's error. */
+static PyObject* pf_new_host(PyObject* module, PyObject* const* args, Py_ssize_t n) {
   (void)module;
-  if (n != 2) {
-    PyErr_SetString(PyExc_TypeError, "_cext.host_function(gate, callable)");
-    return NULL;
-  }
-  void* gate = PyLong_AsVoidPtr(args[0]);
+  if (pf_expect_args(n, 3, "new_host(kind, gate, x)")) return NULL;
+  int kind = pf_hold_kind(args[0]);
+  if (kind < 0) return NULL;
+  void* gate = PyLong_AsVoidPtr(args[1]);
   if (gate == NULL && PyErr_Occurred()) return NULL;
-  PFFunctionHandle out = NULL;
-  pf_hold* h = pf_hold_new(args[1]); /* the finalizer drops it, also on failure */
+  pf_hold* h = pf_hold_new(args[2], kind); /* the finalizer drops it, also on failure */
   if (h == NULL) return NULL;
-  ++pf_live_callables;
-  int rc = pf_api->FuncCreateFromHostCFunc(gate, pf_trampoline, h, pf_release_callable, &out);
+  void* out = NULL;
+  int rc = kind == PF_HOLD_FUNCTION
+               ? pf_api->FuncCreateFromHostCFunc(gate, pf_trampoline, h, pf_hold_release, &out)
+               : pf_api->HostObjectCreate(gate, h, pf_hold_release, &out);
   return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
 }
 
@@ -827,37 +833,11 @@ static PyObject* pf_signal_checker(PyObject* module, PyObject* unused) {
   return PyLong_FromVoidPtr(addr);
 }
 
-static PyObject* pf_live_count(PyObject* module, PyObject* unused) {
-  (void)module, (void)unused;
-  return PyLong_FromSsize_t(pf_live_callables);
-}
-
-/* The finalizer of host objects made here: drops the hold of the Python
- * object, taking the GIL on whatever thread released the last reference.
- * The gate skips it once the interpreter is shutting down. */
-static void pf_release_object(void* payload) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  --pf_live_objects;
-  pf_hold_release(payload);
-  PyGILState_Release(gil);
-}
-
-/* host_object(gate, x) -> (status, handle): a host object on `gate` that
- * holds a reference to x; status -1 leaves the library's error. */
-static PyObject* pf_host_object(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+/* live_count(kind) -> how many holds of that kind C has (lent or not). */
+static PyObject* pf_live_count(PyObject* module, PyObject* arg) {
   (void)module;
-  if (n != 2) {
-    PyErr_SetString(PyExc_TypeError, "_cext.host_object(gate, object)");
-    return NULL;
-  }
-  void* gate = PyLong_AsVoidPtr(args[0]);
-  if (gate == NULL && PyErr_Occurred()) return NULL;
-  PFObjectHandle out = NULL;
-  pf_hold* h = pf_hold_new(args[1]); /* the finalizer drops it, also on failure */
-  if (h == NULL) return NULL;
-  ++pf_live_objects;
-  int rc = pf_api->HostObjectCreate(gate, h, pf_release_object, &out);
-  return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(rc ? NULL : out));
+  int kind = pf_hold_kind(arg);
+  return kind < 0 ? NULL : PyLong_FromSsize_t(pf_live[kind]);
 }
 
 /* host_object_value(gate, handle) -> (True, the object) for a host object
@@ -865,10 +845,7 @@ static PyObject* pf_host_object(PyObject* module, PyObject* const* args, Py_ssiz
  * Borrows the handle. */
 static PyObject* pf_host_object_value(PyObject* module, PyObject* const* args, Py_ssize_t n) {
   (void)module;
-  if (n != 2) {
-    PyErr_SetString(PyExc_TypeError, "_cext.host_object_value(gate, handle)");
-    return NULL;
-  }
+  if (pf_expect_args(n, 2, "host_object_value(gate, handle)")) return NULL;
   void* gate = PyLong_AsVoidPtr(args[0]);
   if (gate == NULL && PyErr_Occurred()) return NULL;
   void* handle = PyLong_AsVoidPtr(args[1]);
@@ -879,11 +856,6 @@ static PyObject* pf_host_object_value(PyObject* module, PyObject* const* args, P
     return Py_BuildValue("(OO)", Py_False, Py_None);
   }
   return Py_BuildValue("(OO)", Py_True, ((pf_hold*)payload)->obj);
-}
-
-static PyObject* pf_live_objects_count(PyObject* module, PyObject* unused) {
-  (void)module, (void)unused;
-  return PyLong_FromSsize_t(pf_live_objects);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -910,46 +882,62 @@ static PyObject* pf_init(PyObject* module, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-/* Sets the hook `name` if kwargs has it; the package sets the hooks of
- * calls and of callbacks from two of its modules. */
-static int pf_hook(PyObject* kwargs, const char* name, PyObject** slot) {
-  PyObject* v = PyDict_GetItemString(kwargs, name);
-  if (v == NULL) return 0;
-  int is_class = slot == &pf_object_type || slot == &pf_dtype_type || slot == &pf_device_type;
-  if (slot == &pf_tensor_types ? !PyAnySet_CheckExact(v)
-      : slot == &pf_tensors_in_flight ? !PyDict_CheckExact(v)
-      : is_class                      ? !PyType_Check(v)
-                                      : !PyCallable_Check(v)) {
-    PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a %s", name,
-                 slot == &pf_tensor_types        ? "set"
-                 : slot == &pf_tensors_in_flight ? "dict"
-                 : is_class                      ? "class"
-                                                 : "callable");
-    return -1;
-  }
-  Py_INCREF(v);
-  Py_XSETREF(*slot, v);
-  return 0;
-}
+/* What a hook must be: the check of its value, and how an error names it. */
+typedef struct {
+  const char* what;
+  int (*check)(PyObject*);
+} pf_hook_kind;
 
+static int pf_is_callable(PyObject* v) { return PyCallable_Check(v); }
+static int pf_is_class(PyObject* v) { return PyType_Check(v); }
+static int pf_is_set(PyObject* v) { return PyAnySet_CheckExact(v); }
+static int pf_is_dict(PyObject* v) { return PyDict_CheckExact(v); }
+
+static const pf_hook_kind pf_kind_callable = {"callable", pf_is_callable};
+static const pf_hook_kind pf_kind_class = {"class", pf_is_class};
+static const pf_hook_kind pf_kind_set = {"set", pf_is_set};
+static const pf_hook_kind pf_kind_dict = {"dict", pf_is_dict};
+
+/* The hooks that set_hooks sets, by keyword: one line each. */
+static const struct {
+  const char* name;
+  PyObject** slot;
+  const pf_hook_kind* kind;
+} pf_hooks[] = {
+    {"call_general", &pf_hook_call_general, &pf_kind_callable},
+    {"call_failed", &pf_hook_call_failed, &pf_kind_callable},
+    {"decode_result", &pf_hook_decode_result, &pf_kind_callable},
+    {"callback_args", &pf_hook_callback_args, &pf_kind_callable},
+    {"set_return", &pf_hook_set_return, &pf_kind_callable},
+    {"record_exception", &pf_hook_record, &pf_kind_callable},
+    {"tensor_types", &pf_tensor_types, &pf_kind_set},
+    {"tensors_in_flight", &pf_tensors_in_flight, &pf_kind_dict},
+    {"object_type", &pf_object_type, &pf_kind_class},
+    {"dtype_type", &pf_dtype_type, &pf_kind_class},
+    {"device_type", &pf_device_type, &pf_kind_class},
+};
+
+/* set_hooks(**hooks): sets each hook of the table that the keywords name
+ * (the package sets those of calls and of callbacks from two of its
+ * modules), in the table's order, up to the first value of the wrong
+ * kind (TypeError). */
 static PyObject* pf_set_hooks(PyObject* module, PyObject* args, PyObject* kwargs) {
   (void)module;
   if (PyTuple_GET_SIZE(args) != 0 || kwargs == NULL) {
     PyErr_SetString(PyExc_TypeError, "_cext.set_hooks takes keyword arguments only");
     return NULL;
   }
-  if (pf_hook(kwargs, "call_general", &pf_hook_call_general) ||
-      pf_hook(kwargs, "call_failed", &pf_hook_call_failed) ||
-      pf_hook(kwargs, "decode_result", &pf_hook_decode_result) ||
-      pf_hook(kwargs, "callback_args", &pf_hook_callback_args) ||
-      pf_hook(kwargs, "set_return", &pf_hook_set_return) ||
-      pf_hook(kwargs, "record_exception", &pf_hook_record) ||
-      pf_hook(kwargs, "tensor_types", &pf_tensor_types) ||
-      pf_hook(kwargs, "tensors_in_flight", &pf_tensors_in_flight) ||
-      pf_hook(kwargs, "object_type", &pf_object_type) ||
-      pf_hook(kwargs, "dtype_type", &pf_dtype_type) ||
-      pf_hook(kwargs, "device_type", &pf_device_type))
-    return NULL;
+  for (size_t i = 0; i < sizeof pf_hooks / sizeof pf_hooks[0]; ++i) {
+    PyObject* v = PyDict_GetItemString(kwargs, pf_hooks[i].name);
+    if (v == NULL) continue;
+    if (!pf_hooks[i].kind->check(v)) {
+      PyErr_Format(PyExc_TypeError, "_cext.set_hooks: %s must be a %s", pf_hooks[i].name,
+                   pf_hooks[i].kind->what);
+      return NULL;
+    }
+    Py_INCREF(v);
+    Py_XSETREF(*pf_hooks[i].slot, v);
+  }
   Py_RETURN_NONE;
 }
 
@@ -960,20 +948,16 @@ static PyMethodDef pf_methods[] = {
     {"adopt", (PyCFunction)(void (*)(void))pf_adopt, METH_FASTCALL,
      "adopt(cls, handle) -> a Function taking over the reference"},
     {"enable_vectorcall", pf_enable_vectorcall, METH_O, "enable_vectorcall(Function)"},
-    {"host_function", (PyCFunction)(void (*)(void))pf_host_function, METH_FASTCALL,
-     "host_function(gate, callable) -> (status, handle)"},
+    {"new_host", (PyCFunction)(void (*)(void))pf_new_host, METH_FASTCALL,
+     "new_host(kind, gate, x) -> (status, handle) of a host object or function"},
     {"signal_checker", pf_signal_checker, METH_NOARGS,
      "signal_checker() -> the address of the PFSignalChecker"},
-    {"host_object", (PyCFunction)(void (*)(void))pf_host_object, METH_FASTCALL,
-     "host_object(gate, object) -> (status, handle)"},
     {"host_object_value", (PyCFunction)(void (*)(void))pf_host_object_value, METH_FASTCALL,
      "host_object_value(gate, handle) -> (found, object)"},
     {"owned_holds", (PyCFunction)(void (*)(void))pf_owned_holds, METH_FASTCALL,
      "owned_holds(handle, gate, max_values, sort) -> (addresses, reachable)"},
-    {"live_objects", pf_live_objects_count, METH_NOARGS,
-     "the number of Python objects that C holds through this module's host objects"},
-    {"live_count", pf_live_count, METH_NOARGS,
-     "the number of Python callables that C holds through this module"},
+    {"live_count", pf_live_count, METH_O,
+     "live_count(kind) -> the number of holds of that kind that C has through this module"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -984,20 +968,25 @@ static struct PyModuleDef pf_module = {
 };
 
 PyMODINIT_FUNC PyInit__cext(void) {
-  if (PyType_Ready(&pf_function_type) < 0 || PyType_Ready(&pf_loan_type) < 0) return NULL;
+  static const struct {
+    const char* name;
+    PyTypeObject* type;
+  } types[] = {{"FunctionBase", &pf_function_type}, {"Loan", &pf_loan_type}};
   PyObject* m = PyModule_Create(&pf_module);
   if (m == NULL) return NULL;
-  Py_INCREF(&pf_function_type);
-  if (PyModule_AddObject(m, "FunctionBase", (PyObject*)&pf_function_type) < 0) {
-    Py_DECREF(&pf_function_type);
-    Py_DECREF(m);
-    return NULL;
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i) {
+    if (PyType_Ready(types[i].type) < 0) goto fail;
+    Py_INCREF(types[i].type);
+    if (PyModule_AddObject(m, types[i].name, (PyObject*)types[i].type) < 0) {
+      Py_DECREF(types[i].type);
+      goto fail;
+    }
   }
-  Py_INCREF(&pf_loan_type);
-  if (PyModule_AddObject(m, "Loan", (PyObject*)&pf_loan_type) < 0) {
-    Py_DECREF(&pf_loan_type);
-    Py_DECREF(m);
-    return NULL;
-  }
+  if (PyModule_AddIntConstant(m, "HOLD_OBJECT", PF_HOLD_OBJECT) < 0 ||
+      PyModule_AddIntConstant(m, "HOLD_FUNCTION", PF_HOLD_FUNCTION) < 0)
+    goto fail;
   return m;
+fail:
+  Py_DECREF(m);
+  return NULL;
 }
