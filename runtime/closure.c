@@ -177,6 +177,10 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
   PF_CHECK_ARG(out_fn);
   pf_siginfo* info = NULL;
   if (pf_siginfo_parse(where, signature, &info) != 0) return -1;
+  if (pf_sig_refuse_any(where, signature, &info->sig) != 0) {
+    pf_siginfo_free(info);
+    return -1;
+  }
   pf_closure* c = pf_calloc(1, sizeof(*c));
   if (c == NULL) {
     pf_siginfo_free(info);

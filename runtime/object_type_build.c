@@ -176,6 +176,8 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
   const pf_type* obj = NULL;
   field_layout lay;
   if (pf_sig_parse_type(at, fd->type, &ct, &obj) != 0) return -1;
+  if (ct == pf_t_any)
+    return PF_ERROR(kPFErrValueError, "%s: its type is any, which has no C type", at);
   if (layout_of(ct, &lay) != 0) return PF_ERROR(kPFErrValueError, "%s: void is not a field type", at);
   if ((fd->flags & ~kPFFieldWritable) != 0)
     return PF_ERROR(kPFErrValueError, "%s: unknown flag bits 0x%x", at,

@@ -582,7 +582,10 @@ static int read_default(const char* where, const char* text, size_t* pos, pf_par
     default: code = kPFBytes; v.v_handle = (void*)(uintptr_t)&k_dummy_bytes; break;
   }
   pf_cvalue cv;
-  if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
+  if (p->t == pf_t_any) { /* any value: the literal's own */
+    p->dcode = code;
+    if (p->lit != pf_lit_str && p->lit != pf_lit_bytes) p->dval = v;
+  } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
       pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
     return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
                      tname);
@@ -698,6 +701,28 @@ void pf_sig_of(const pf_parsed_sig* ps, pf_sig* out) {
     out->arg_obj[k] = ps->p[k].obj;
     out->arg_tc[k] = ps->p[k].tc;
   }
+}
+
+int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
+  if (sig->ret == pf_t_any)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: bad signature \"%.200s\": the result is any, which has no C type (any "
+                    "describes a packed function's values: PFFuncSetInfo)", where, text);
+  for (int k = 0; k < sig->num_args; ++k) {
+    if (sig->args[k] != pf_t_any) continue;
+    pf_parsed_sig ps; /* for the name: the text parsed before */
+    const char* name = "";
+    size_t len = 0;
+    if (pf_sig_read(where, text, &ps) == 0 && ps.p[k].name_len) {
+      name = text + ps.p[k].name_at;
+      len = ps.p[k].name_len;
+    }
+    return PF_ERROR(kPFErrValueError,
+                    "%s: bad signature \"%.200s\": parameter %d%s%.*s%s is any, which has no C "
+                    "type (any describes a packed function's values: PFFuncSetInfo)", where, text,
+                    k, len ? " ('" : "", (int)len, name, len ? "')" : "");
+  }
+  return 0;
 }
 
 int pf_sig_parse(const char* where, const char* text, pf_sig* out) {

@@ -373,6 +373,10 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
   PF_CHECK_ARG(out);
   pf_siginfo* info = NULL;
   if (pf_siginfo_parse(where, signature, &info) != 0) return -1;
+  if (pf_sig_refuse_any(where, signature, &info->sig) != 0) {
+    pf_siginfo_free(info);
+    return -1;
+  }
   pf_typed* t = pf_calloc(1, sizeof(*t));
   if (t == NULL) {
     pf_siginfo_free(info);

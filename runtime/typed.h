@@ -26,7 +26,9 @@
  *   X(id, name, C type, pf_cvalue member, libffi type, largest finite value)
  * The others convert by code of their own:
  *   X(id, name, pf_cvalue member, libffi type as an argument, result code)
- * `void` (result only) comes first, outside the lists.
+ * `void` (result only) comes first, outside the lists. `any` (last) has no C
+ * type: it describes a packed function's parameter in metadata only, and
+ * whatever needs a C type refuses it (pf_sig_refuse_any).
  */
 #define PF_SIG_INT_TYPES(X)                                                           \
   X(int8, "int8", int8_t, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)             \
@@ -54,7 +56,8 @@
   X(shape, "shape", o, ffi_type_pointer, kPFObjectHandle)      \
   X(object, "object", o, ffi_type_pointer, kPFObjectHandle)    \
   X(list, "list", o, ffi_type_pointer, kPFObjectHandle)        \
-  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)
+  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)        \
+  X(any, "any", p, ffi_type_pointer, kPFNull)
 
 typedef enum {
   pf_t_void,
@@ -205,6 +208,10 @@ PF_HIDDEN int pf_sig_parse(const char* where, const char* text, pf_sig* out);
  * naming `where`. */
 PF_HIDDEN int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out);
 PF_HIDDEN void pf_siginfo_free(pf_siginfo* info);
+/* 0 when no parameter or result of `sig` is `any`; else -1 with a
+ * ValueError naming `where`, the text and the first such position: a typed
+ * C function, a C function pointer and a field need C types. */
+PF_HIDDEN int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig);
 /* The first 8 bytes of a name, NUL-padded, as one integer; *long_name set
  * when the name is longer (then the rest must be compared too). A keyword
  * matches a parameter when their keys are equal and, for a long name, the

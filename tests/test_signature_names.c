@@ -397,6 +397,62 @@ static void test_closure_takes_names(void** state) {
   PFFuncFree(f);
 }
 
+/* `any`: a packed function's parameter of any value (a Python function's
+ * unannotated one), as metadata only: its default keeps the literal's own
+ * value; a typed function, a C function pointer and a field need C types
+ * and refuse it. */
+static void test_any_is_metadata_only(void** state) {
+  (void)state;
+  PFSignatureInfo* info = NULL;
+  assert_pf_ok(PFSignatureParse("any(x: any, n: any = 2, f: any = 0.5, s: any = \"a\", "
+                                "b: any = b\"\\x01\", t: any = true, z: any = null)",
+                                &info));
+  assert_string_equal(info->text, "any(x:any,n:any=2,f:any=0.5,s:any=\"a\",b:any=b\"\\x01\","
+                                  "t:any=true,z:any=null)");
+  const PFParamInfo* const* p = info->params;
+  assert_string_equal(p[0]->type, "any");
+  assert_int_equal(p[0]->type_code, kPFNull);
+  const char* name = NULL;
+  assert_pf_ok(PFSignatureTypeInfo(p[0]->type_index, &name, NULL));
+  assert_string_equal(name, "any");
+  assert_int_equal(p[1]->default_code, kPFInt);
+  assert_int_equal(p[1]->default_value.v_int64, 2);
+  assert_int_equal(p[2]->default_code, kPFFloat);
+  assert_int_equal(p[3]->default_code, kPFStr);
+  assert_string_equal(p[3]->default_value.v_str, "a");
+  assert_int_equal(p[4]->default_code, kPFBytes);
+  assert_int_equal(((const PFByteArray*)p[4]->default_value.v_handle)->size, 1);
+  assert_int_equal(p[5]->default_code, kPFBool);
+  assert_int_equal(p[6]->default_code, kPFNull);
+  assert_string_equal(info->result->type, "any");
+  PFSignatureInfoFree(info);
+  assert_pf_error(PFSignatureParse("void(s: any = \"\\xff\")", &info), kPFErrValueError,
+                  "not valid UTF-8");
+  /* A packed function carries it, and a keyword call fills its default. */
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(noop, NULL, NULL, &f));
+  assert_pf_ok(PFFuncSetInfo(f, NULL, "any(x: any, y: any = 3)", NULL));
+  PFFuncFree(f);
+  /* What needs a C type refuses it, naming the parameter. */
+  assert_pf_error(PFFuncCreateFromTyped((void*)never_called, "int64(a: int64, b: any = 1)", &f),
+                  kPFErrValueError, "PFFuncCreateFromTyped: bad signature",
+                  "parameter 1 ('b') is any, which has no C type");
+  assert_pf_error(PFFuncCreateFromTyped((void*)never_called, "any(int64)", &f), kPFErrValueError,
+                  "the result is any, which has no C type");
+  assert_pf_ok(PFFuncCreateFromCFunc(noop, NULL, NULL, &f));
+  PFObjectHandle closure = NULL;
+  void* fn = NULL;
+  assert_pf_error(PFFuncToCFunction(f, "void(any)", &closure, &fn), kPFErrValueError,
+                  "PFFuncToCFunction: bad signature", "parameter 0 is any");
+  PFFuncFree(f);
+  PFFieldDesc field = {"v", "any", 0, 0, NULL};
+  PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI, "sig.AnyField", NULL, 16, NULL, NULL, &field, 1,
+                        NULL, 0};
+  uint32_t ix = 0;
+  assert_pf_error(PFObjectTypeRegister(&d, &ix), kPFErrValueError, "field 'v'",
+                  "any, which has no C type");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unnamed_canonical_unchanged),
@@ -407,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_function_signature_info),
       cmocka_unit_test(test_methods_keep_names),
       cmocka_unit_test(test_closure_takes_names),
+      cmocka_unit_test(test_any_is_metadata_only),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,7 +62,7 @@ extern "C" {
  * an INT (or true/false), a float64 an INT or FLOAT, a str a STRING that
  * is valid UTF-8 without a NUL byte, bytes a b STRING (any bytes), and the
  * pointer-like and object types (ptr, tensor, func, array, map, shape,
- * object, list, dict, obj<KEY>) only null. A default that does not
+ * object, list, dict, obj<KEY>) only null, and an any every literal. A default that does not
  * convert, or an integer that no int64 holds, is a ValueError when the
  * signature is parsed, naming its position. The default is kept converted:
  * `lo: float64 = 0` passes the float 0.0.
@@ -131,6 +131,7 @@ extern "C" {
  *            (borrowed)             instance of the registered kPFNull for NULL
  *                                   type KEY or of a
  *                                   descendant; kPFNull (NULL)
+ *   any      (none: metadata only)  any value                  any value
  *   void     (result only)          -                          no value (kPFNull)
  *
  * Conversion rules, the same in both directions:
@@ -165,6 +166,16 @@ extern "C" {
  *    call with a TypeError naming "result"; when it is a live object of
  *    another type, the reference that came with it is released.
  *
+ * any is a value of any type: a packed function's parameter or result
+ * that takes whatever it is given (a Python function's parameter without
+ * an annotation). It has no C type, so it is for the metadata of packed
+ * functions only (PFFuncSetInfo, PF_REGISTER_PACKED_SIG): a typed
+ * function, a C function pointer (PFFuncToCFunction) and an object field
+ * refuse it (ValueError naming the parameter). Its default is the
+ * literal's own value (an INT a kPFInt, a STRING a kPFStr, ...), and
+ * PFSignatureTypeInfo gives it the type code kPFNull, since no one code is
+ * its values'.
+ *
  * An argument of type array, map, shape, list or dict must be a
  * kPFObjectHandle of that object type; another object type is a TypeError
  * naming the argument and both types ("argument 0: expected array, got map object").
@@ -191,7 +202,7 @@ extern "C" {
 /* The types of the signature grammar, numbered from 0 in the order of the
  * table above, starting with void: writes the name of type `index` (static
  * storage) and the type code that a C value of that type becomes as a packed
- * value (kPFNull for void; for the pointer-like types, also the code of a
+ * value (kPFNull for void and any; for the pointer-like types, also the code of a
  * non-NULL argument; kPFObjectHandle for array, map, shape, object, list
  * and dict, though an object result that is a function or module takes
  * their codes). Either out may be NULL. Bindings and tools read the
