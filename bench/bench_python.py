@@ -194,6 +194,17 @@ def main():
             ("py_callback_floor", "C calls a Python callback, per call", c_calls_python,
              per_callback(call_n, packed_cb), per_callback(floor.call_n, py_add), 0, n_cb),
         ]
+    # Keyword calls: the library binds the names (PFFuncCallKw) and fills
+    # lo from its default; the positional call of every parameter is the
+    # fast path, untouched.
+    clamp = g("bench.clamp")
+    assert clamp(1.5, hi=1.0) == clamp(1.5, 0.0, 1.0) == 1.0
+    rows += [
+        ("py_kw", "Python clamp(1.5, hi=1.0): a keyword and a default, bound in C",
+         "Python clamp(1.5, 0.0, 1.0) of the same typed function, same backend",
+         lambda n: [clamp(1.5, hi=1.0) for _ in range(n)],
+         lambda n: [clamp(1.5, 0.0, 1.0) for _ in range(n)], 2.0 if backend == "cext" else 0, 1),
+    ]
     rows += [
         ("py_roundtrip", "Python -> C -> Python callback, once",
          "raw ctypes doing the same", lambda n: [call_n(packed_cb, 1) for _ in range(n)],

@@ -1065,9 +1065,9 @@ int pft_init(void) {
     PFFunctionHandle f;
     if (PFFuncCreateFromTyped(typed[i].fn, typed[i].signature, &f) != 0) return -1;
     /* Named as a module's function is: keyword-call errors say clamp(). */
-    int rc = strcmp(typed[i].name, "testing.clamp") == 0 || strcmp(typed[i].name, "testing.mean") == 0
-                 ? PFFuncSetInfo(f, typed[i].name + 8, NULL, NULL)
-                 : 0;
+    int named = strcmp(typed[i].name, "testing.clamp") == 0 ||
+                strcmp(typed[i].name, "testing.mean") == 0;
+    int rc = named ? PFFuncSetInfo(f, typed[i].name + 8, NULL, NULL) : 0;
     if (rc == 0) rc = PFFuncRegisterGlobal(typed[i].name, f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;

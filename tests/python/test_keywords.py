@@ -195,3 +195,21 @@ def test_defaults_only_where_the_signature_has_them(testlib):
     g = pf.typed(testlib.pft_clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)")
     assert g(5) == 1.0
     assert g(5) == 1.0  # again, once the defaults were looked up
+
+
+@pytest.mark.skipif(pf.backend != "cext", reason="the extension's fast path")
+def test_extension_binds_plain_keywords_itself(fn):
+    from packedfunc import _backend, _function
+    seen = []
+
+    def spy(func, args, kwargs):
+        seen.append(kwargs)
+        return _function._call_kw(func, args, kwargs)
+    _backend.cext.set_hooks(call_kw=spy)
+    try:
+        assert fn("clamp")(1.5, hi=1.0) == 1.0      # plain values: no Python in between
+        assert seen == []
+        assert list(fn("kw_args")(1, d=[1]))[3] == [1]  # a list: the package converts it
+        assert seen == [{"d": [1]}]
+    finally:
+        _backend.cext.set_hooks(call_kw=_function._call_kw)

@@ -148,11 +148,9 @@ PFFuncRetain = _fn("PFFuncRetain", c_int, [c_void_p], gil=True)
 # Dropping the last reference runs the function's finalizer.
 PFFuncFree = _fn("PFFuncFree", c_int, [c_void_p])
 # A call with keyword arguments, which the library matches by name against
-# the function's signature: the callee runs. The pointers are passed as
-# ints (addresses in a call frame).
-PFFuncCallKw = _fn("PFFuncCallKw", c_int,
-                   [c_void_p, c_void_p, c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_int,
-                    c_void_p, c_void_p])
+# the function's signature: the callee runs. No argtypes: the caller passes
+# ready byref objects into its call frame, as for PFFuncCall.
+PFFuncCallKw = _fn("PFFuncCallKw", c_int)
 
 # ---- Global registry --------------------------------------------------------
 

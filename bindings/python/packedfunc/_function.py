@@ -447,6 +447,10 @@ def _convert_keywords(kwargs, convs):
     return kwargs
 
 
+# The keyword names' arrays by count, made once.
+_NAME_ARRAYS = tuple(ctypes.c_char_p * k for k in range(MAX_FAST + 1))
+
+
 def _call_kw(func, args, kwargs):
     """A call with keyword arguments: the positional arguments, then the
     keywords' values, go into one frame, and the library binds the names
@@ -497,12 +501,14 @@ def _call_kw(func, args, kwargs):
             fr.plan = None  # the codes no longer match any plan
             for i in range(0, len(tensors), 2):
                 tensors_in_flight[tensors[i]] = tensors[i + 1]
-            base = ctypes.addressof(fr.buf)
-            kw_names = (ctypes.c_char_p * max(nkw, 1))(*names)
-            if PFFuncCallKw(func._handle if func._hb is not None else None,
-                            base + _VALS_OFF, base + codes_off, n, kw_names,
-                            base + _VALS_OFF + 8 * n, base + codes_off + 4 * n, nkw,
-                            base + RET_OFF, base + RET_OFF + 8):
+            try:
+                names_type = _NAME_ARRAYS[nkw]
+            except IndexError:
+                names_type = ctypes.c_char_p * nkw
+            # func._hb is None once released: a NULL function, which C refuses.
+            if PFFuncCallKw(func._hb, fr.args, fr.type_codes, n, names_type(*names),
+                            byref(fr.buf, _VALS_OFF + 8 * n), byref(fr.buf, codes_off + 4 * n),
+                            nkw, fr.ret_val, fr.ret_type_code):
                 _call_failed(func)
             v, c = _ret_unpack(mv, 0)
             if c == _INT:

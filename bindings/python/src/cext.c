@@ -271,7 +271,7 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
   /* Keyword arguments' values follow the positional ones in args: they are
    * converted alike, and the library binds their names (FuncCallKw). */
   Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames), total = n + nkw;
-  if (total > PF_CEXT_MAX_ARGS || f->handle == 0 || n < f->fill)
+  if (total > PF_CEXT_MAX_ARGS || f->handle == 0 || (nkw == 0 && n < f->fill))
     return pf_call_general(self, args, n, kwnames, nkw);
   PFValue values[PF_CEXT_MAX_ARGS];
   int codes[PF_CEXT_MAX_ARGS];
