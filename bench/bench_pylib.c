@@ -194,6 +194,10 @@ EXPORT int64_t raw_call_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
   return sum;
 }
 
+/* clamp(x, lo=0, hi=1): a typed function with named parameters and
+ * defaults, for keyword calls against positional ones. */
+static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+
 EXPORT int bench_init(void) {
   static const struct {
     const char* name;
@@ -208,6 +212,14 @@ EXPORT int bench_init(void) {
     PFFuncFree(f);
     if (rc != 0) return -1;
   }
+  PFFunctionHandle f;
+  if (PFFuncCreateFromTyped((void*)clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)",
+                            &f) != 0)
+    return -1;
+  int rc = PFFuncSetInfo(f, "bench.clamp", NULL, NULL);
+  if (rc == 0) rc = PFFuncRegisterGlobal("bench.clamp", f, 1);
+  PFFuncFree(f);
+  if (rc != 0) return -1;
   uint32_t pair;
   return PFObjectTypeRegister(&k_pair_type, &pair);
 }

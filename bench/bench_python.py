@@ -244,6 +244,16 @@ def main():
         ("py_object_new", "Python Pair(1, 2), a registered type with two int64 fields "
          "(C __init__)", "SlotsPair(1, 2), a Python __slots__ class setting the same fields",
          make(Pair), make(SlotsPair), 5.0 * obj_target, 1),
+    # Keyword calls: the library binds the names (PFFuncCallKw) and fills
+    # lo from its default; the positional call of every parameter is the
+    # fast path, untouched.
+    clamp = g("bench.clamp")
+    assert clamp(1.5, hi=1.0) == clamp(1.5, 0.0, 1.0) == 1.0
+    rows += [
+        ("py_kw", "Python clamp(1.5, hi=1.0): a keyword and a default, bound in C",
+         "Python clamp(1.5, 0.0, 1.0) of the same typed function, same backend",
+         lambda n: [clamp(1.5, hi=1.0) for _ in range(n)],
+         lambda n: [clamp(1.5, 0.0, 1.0) for _ in range(n)], 2.0 if backend == "cext" else 0, 1),
     ]
     rows += [
         ("py_roundtrip", "Python -> C -> Python callback, once",

@@ -53,7 +53,7 @@ MOD_DIR      := $(BUILD)/modules
 MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
                   mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
-                  mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so)
+                  mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so mod_cxx.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
@@ -62,6 +62,18 @@ $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
 $(MOD_DIR)/mod_multi.so: tests/modules/mod_multi_a.c tests/modules/mod_multi_b.c $(SHARED)
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^)
+# Written in C++: the registration macros as a C++17 library uses them,
+# under the warnings the C code has.
+CXX          ?= g++
+MODULE_CXXFLAGS := -std=c++17 -Iinclude -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wshadow
+# Its second file is C: both languages' registrations share one table.
+$(MOD_DIR)/mod_cxx_c.o: tests/modules/mod_cxx_c.c | $(call DEPS_STAMP,build)
+	@mkdir -p $(@D)
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -c -o $@ $<
+$(MOD_DIR)/mod_cxx.so: tests/modules/mod_cxx.cc $(MOD_DIR)/mod_cxx_c.o $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CXX) $(CXX) $(MODULE_CXXFLAGS) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< \
+	  $(MOD_DIR)/mod_cxx_c.o
 # Not linked against libpackedfunc at all; not a module.
 $(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
 	@mkdir -p $(@D)

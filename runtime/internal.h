@@ -40,14 +40,17 @@ typedef struct {
   PFPrePackFunc fn;
 } pf_prepack;
 
+struct pf_siginfo;
+
 typedef struct {
   pf_object base;
   PFPackedCFunc func;
   void* resource;
   PFPackedCFuncFinalizer fin;
-  /* Metadata; each is set at most once, then read without a lock. */
+  /* Metadata; each is set at most once, then read without a lock. The
+   * signature is kept parsed (runtime/typed.h), its canonical text in it. */
   _Atomic(char*) name;
-  _Atomic(char*) signature;
+  _Atomic(struct pf_siginfo*) siginfo;
   _Atomic(char*) doc;
   /* An object kept alive as long as this function (e.g. its module). */
   _Atomic(pf_object*) owner;
@@ -94,6 +97,10 @@ static inline int pf_object_try_retain(void* obj) {
       return 1;
   return 0;
 }
+/* Gives `func` its signature, parsed (PFFuncSetInfo's, without a second
+ * parse): takes `info` over, also on failure (a ValueError when the
+ * function has a signature already). */
+PF_HIDDEN int pf_func_set_siginfo(PFFunctionHandle func, struct pf_siginfo* info);
 /* Makes `owner` live at least as long as `func` (takes a reference); used
  * by modules so that their code stays loaded while their functions live. */
 PF_HIDDEN int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner);

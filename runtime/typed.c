@@ -282,11 +282,35 @@ static int arity_error(const pf_typed* t, int n) {
                           t->sig.num_args, t->sig.num_args == 1 ? "" : "s", n);
 }
 
+/* "argument 2" or "argument 2 'lo'", for messages. */
+static void arg_what(const pf_typed* t, int i, char* buf, size_t n) {
+  const pf_siginfo* info =
+      atomic_load_explicit(&((pf_function*)t->self)->siginfo, memory_order_acquire);
+  const char* name = info && i < info->pub.num_params ? info->params[i].pub.name : NULL;
+  if (name)
+    snprintf(buf, n, "argument %d '%.100s'", i, name);
+  else
+    snprintf(buf, n, "argument %d", i);
+}
+
 static int arg_error(const pf_typed* t, pf_conv c, int i, int code, const PFValue* v) {
-  char who[512], what[32];
+  char who[512], what[128];
   describe(t, who, sizeof(who));
-  snprintf(what, sizeof(what), "argument %d", i);
-  return pf_conv_error(c, who, what, t->sig.args[i], t->sig.arg_obj[i], code, v);
+  arg_what(t, i, what, sizeof(what));
+  return pf_conv_error_tc(c, who, what, t->sig.args[i], t->sig.arg_obj[i], &t->sig.arg_tc[i],
+                          code, v);
+}
+
+/* A tensor argument that does not meet its constraint. */
+__attribute__((cold, noinline)) static int tensor_error(const pf_typed* t, pf_conv c, int i,
+                                                        const DLTensor* dl) {
+  char who[512], what[128];
+  describe(t, who, sizeof(who));
+  if (i < 0)
+    snprintf(what, sizeof(what), "result");
+  else
+    arg_what(t, i, what, sizeof(what));
+  return pf_tc_error(c, who, what, i < 0 ? &t->sig.ret_tc : &t->sig.arg_tc[i], dl);
 }
 
 static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalue* rv) {
@@ -298,6 +322,10 @@ static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalu
 
 static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* r) {
   if (t->sig.ret == pf_t_void) return 0;
+  pf_conv tc;
+  if (t->sig.ret == pf_t_tensor && t->sig.ret_tc.flags && r->t != NULL &&
+      (tc = pf_tc_check(&t->sig.ret_tc, r->t)) != pf_conv_ok)
+    return tensor_error(t, tc, -1, r->t);
   PFValue v;
   int code;
   if (pf_c_to_packed(t->sig.ret, t->sig.ret_obj, r, &v, &code) != 0) {
@@ -347,6 +375,9 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     } else {
       pf_conv c = pf_packed_to_c(at, t->sig.arg_obj[i], code, &args[i], &av[i], 0);
       if (c != pf_conv_ok) return arg_error(t, c, i, code, &args[i]);
+      if (at == pf_t_tensor && t->sig.arg_tc[i].flags && av[i].t != NULL &&
+          (c = pf_tc_check(&t->sig.arg_tc[i], av[i].t)) != pf_conv_ok)
+        return tensor_error(t, c, i, av[i].t);
     }
   }
   pf_cvalue rv;
@@ -414,38 +445,42 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
   PF_CHECK_ARG(fn);
   PF_CHECK_ARG(signature);
   PF_CHECK_ARG(out);
-  pf_sig sig;
-  if (pf_sig_parse(where, signature, &sig) != 0) return -1;
+  pf_siginfo* info = NULL;
+  if (pf_siginfo_parse(where, signature, &info) != 0) return -1;
+  if (pf_sig_refuse_any(where, signature, &info->sig) != 0) {
+    pf_siginfo_free(info);
+    return -1;
+  }
   pf_typed* t = pf_calloc(1, sizeof(*t));
-  if (t == NULL) return pf_oom(where);
+  if (t == NULL) {
+    pf_siginfo_free(info);
+    return pf_oom(where);
+  }
   t->fn = (pf_fn)fn;
-  t->sig = sig;
-  if (pf_sig_prep_cif(where, &sig, &t->cif, t->atypes) != 0) {
+  t->sig = info->sig;
+  if (pf_sig_prep_cif(where, &t->sig, &t->cif, t->atypes) != 0) {
+    pf_siginfo_free(info);
     pf_free(t);
     return -1;
   }
-  pf_callers callers = pick_callers(&sig);
+  pf_callers callers = pick_callers(&t->sig);
   t->fast = callers.fast;
-  char* canon = pf_sig_format(&sig);
-  if (canon == NULL) {
-    pf_free(t);
-    return pf_oom(where);
-  }
   PFPackedCFunc entry = callers.simple ? callers.simple
-                        : callers.fast ? pick_obj_entry(&sig)
+                        : callers.fast ? pick_obj_entry(&t->sig)
                                        : NULL;
   if (entry == NULL) entry = typed_call_general;
   PFFunctionHandle f = NULL;
   if (PFFuncCreateFromCFunc(entry, t, typed_free, &f) != 0) {
     /* typed_free ran */
-    pf_free(canon);
+    pf_siginfo_free(info);
     return -1;
   }
   t->self = f;
-  int st = PFFuncSetInfo(f, NULL, canon, NULL);
+  /* The parsed signature becomes the function's metadata: its canonical
+   * text, names and defaults. */
+  int st = pf_func_set_siginfo(f, info);
   /* `fn` runs at every call: keep its library loaded while `f` lives. */
   if (st == 0) st = pf_object_hold_code(f, fn, where);
-  pf_free(canon);
   if (st != 0) {
     PFFuncFree(f);
     return -1;

@@ -404,6 +404,44 @@ static void test_call_errors(void** state) {
   expect(&r, 1, "", "pf: KeyError: no function named 'no.such' is registered\n");
 }
 
+/* NAME=VALUE arguments: keywords, bound by the library (PFFuncCallKw),
+ * each read by its parameter's type; defaults fill the rest. */
+static void test_call_keywords(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1.5", "hi=1", NULL);
+  expect(&r, 0, "1.0\n", "");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "0.5", NULL); /* lo, hi: defaults */
+  expect(&r, 0, "0.5\n", "");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "hi=2", "x=5", "lo=-1", NULL);
+  expect(&r, 0, "2.0\n", "");
+  /* A packed function's signature: "42" stays text for a str parameter,
+   * n reads as an int64, and what is left out takes its default. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "args_of", "text=42", "n=3", NULL);
+  expect(&r, 0, "[\"42\", 3, \"a=b\", null]\n", "");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "args_of", "x", "sep=c=d", "items=[1, 2]", NULL);
+  expect(&r, 0, "[\"x\", 1, \"c=d\", [1, 2]]\n", "");
+  /* Python's errors, from the library. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1", "y=2", NULL);
+  expect(&r, 1, "", "pf: TypeError: clamp() got an unexpected keyword argument 'y'\n");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1", "x=2", NULL);
+  expect(&r, 1, "", "pf: TypeError: clamp() got multiple values for argument 'x'\n");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "hi=2", NULL);
+  expect(&r, 1, "", "pf: TypeError: clamp() missing 1 required positional argument: 'x'\n");
+  /* A keyword's value is read by its parameter's type, and named so. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1", "hi=abc", NULL);
+  expect(&r, 1, "", "pf: ValueError: argument 'hi' of 'clamp' must be a number, got 'abc'\n");
+  /* Positional arguments come first. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "hi=2", "1", NULL);
+  expect(&r, 2, "", NULL);
+  assert_non_null(strstr(r.err, "pf: call: positional argument '1' follows a keyword argument"));
+  /* Without named parameters NAME=VALUE is an ordinary argument. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "echo", "a=b", NULL);
+  expect(&r, 0, "a=b\n", "");
+  run(&r, "--load", DEMO, "call", "demo.greet", "x=1", NULL);
+  expect(&r, 0, "Hello, x=1!\n", "");
+}
+
 static void test_load_errors(void** state) {
   (void)state;
   run_result r;
@@ -768,6 +806,7 @@ int main(void) {
       cmocka_unit_test(test_call_generic_parse),
       cmocka_unit_test(test_call_json_arguments),
       cmocka_unit_test(test_call_errors),
+      cmocka_unit_test(test_call_keywords),
       cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_command_help),  cmocka_unit_test(test_option_after_the_command),
       cmocka_unit_test_teardown(test_secret_key_files, remove_key_dir),

@@ -286,28 +286,36 @@ static arg_kind kind_of_type(const char* t, size_t n) {
   return ARG_AUTO;
 }
 
-/* Reads the parameter types of `sig` into kinds[0..max). A signature is
- * stored canonical ("ret(a,b)", no blanks: see PFFuncSetInfo), so a split
- * at "(", "," and ")" reads it. Parameters beyond the signature stay
- * ARG_AUTO; the function itself reports a wrong argument count. */
-static void kinds_from_signature(const char* sig, arg_kind* kinds, int max) {
-  for (int i = 0; i < max; ++i) kinds[i] = ARG_AUTO;
-  const char* p = sig ? strchr(sig, '(') : NULL;
-  if (p == NULL) return;
-  ++p;
-  for (int i = 0; i < max && *p && *p != ')'; ++i) {
-    size_t n = strcspn(p, ",)");
-    kinds[i] = kind_of_type(p, n);
-    p += n;
-    if (*p == ',') ++p;
-  }
+/* The kind of parameter i of `info` (NULL: no signature): its type's, from
+ * the parameter table (a tensor<...> or obj<KEY> type reads generically);
+ * ARG_AUTO beyond the parameters: the function reports a wrong count. */
+static arg_kind kind_of_param(const PFSignatureInfo* info, int i) {
+  if (info == NULL || i < 0 || i >= info->num_params) return ARG_AUTO;
+  const char* t = info->params[i]->type;
+  return kind_of_type(t, strlen(t));
 }
 
-/* Converts argv-text `s` (argument `index` of the call) to a packed value.
+/* 1 when argv-text `s` is a keyword argument NAME=VALUE of a function with
+ * named parameters (`named`); *value is then VALUE and *name_len NAME's
+ * length. Whether NAME is a parameter is the library's to say. */
+static int keyword_arg(int named, const char* s, size_t* name_len, const char** value) {
+  size_t n = 0;
+  if (!named || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
+    return 0;
+  while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
+         (s[n] >= '0' && s[n] <= '9') || s[n] == '_')
+    ++n;
+  if (s[n] != '=') return 0;
+  *name_len = n;
+  *value = s + n + 1;
+  return 1;
+}
+
+/* Converts argv-text `s` (`arg` names it: "argument 0", "argument 'hi'") to a packed value.
  * `bytes` is this argument's PFByteArray storage. A container (from JSON
  * text) is a new reference that the caller releases after the call.
  * Returns 0, or -1 with a packedfunc error recorded. */
-static int convert_arg(const char* fname, int index, const char* s, arg_kind kind,
+static int convert_arg(const char* fname, const char* arg, const char* s, arg_kind kind,
                        PFValue* v, int* code, PFByteArray* bytes) {
   int64_t i;
   double x;
@@ -331,8 +339,8 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
         return 0;
       }
       return PFErrorSetFormat(kPFErrValueError,
-                              "argument %d of '%s' must be a bool (true or false), got '%s'",
-                              index, fname, s);
+                              "%s of '%s' must be a bool (true or false), got '%s'",
+                              arg, fname, s);
     case ARG_INT:
       r = parse_int(s, &i);
       if (r == 1) {
@@ -340,8 +348,8 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
         *code = kPFInt;
         return 0;
       }
-      return PFErrorSetFormat(kPFErrValueError, "argument %d of '%s' must be an integer%s, got '%s'",
-                              index, fname, r < 0 ? " within the int64 range" : "", s);
+      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be an integer%s, got '%s'",
+                              arg, fname, r < 0 ? " within the int64 range" : "", s);
     case ARG_FLOAT:
       r = parse_int(s, &i);
       if (r == 1) {
@@ -355,14 +363,14 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
         *code = kPFFloat;
         return 0;
       }
-      return PFErrorSetFormat(kPFErrValueError, "argument %d of '%s' must be a number%s, got '%s'",
-                              index, fname, r < 0 ? " within the float64 range" : "", s);
+      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be a number%s, got '%s'",
+                              arg, fname, r < 0 ? " within the float64 range" : "", s);
     case ARG_SHAPE:
-      return pf_json_read_shape(fname, index, s, v, code);
+      return pf_json_read_shape(fname, arg, s, v, code);
     case ARG_AUTO:
       break;
   }
-  if (s[0] == '[' || s[0] == '{') return pf_json_read(fname, index, s, v, code);
+  if (s[0] == '[' || s[0] == '{') return pf_json_read(fname, arg, s, v, code);
   r = parse_int(s, &i);
   if (r == 1) {
     v->v_int64 = i;
@@ -371,13 +379,13 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
   }
   if (r < 0)
     return PFErrorSetFormat(kPFErrValueError,
-                            "argument %d of '%s' ('%s') is an integer outside the int64 range",
-                            index, fname, s);
+                            "%s of '%s' ('%s') is an integer outside the int64 range",
+                            arg, fname, s);
   r = parse_float(s, &x);
   if (r < 0)
     return PFErrorSetFormat(kPFErrValueError,
-                            "argument %d of '%s' ('%s') is a number outside the float64 range",
-                            index, fname, s);
+                            "%s of '%s' ('%s') is a number outside the float64 range",
+                            arg, fname, s);
   if (r == 1) {
     v->v_float64 = x;
     *code = kPFFloat;
@@ -542,35 +550,72 @@ static int cmd_call(FILE* out, FILE* err, const char* name, int nargs, char** ar
   size_t cap = nargs > 0 ? (size_t)nargs : 1;
   PFValue* vals = calloc(cap, sizeof(*vals));
   int* codes = calloc(cap, sizeof(*codes));
-  arg_kind* kinds = calloc(cap, sizeof(*kinds));
   PFByteArray* bytes = calloc(cap, sizeof(*bytes));
-  int status = PF_EXIT_OK;
-  if (vals == NULL || codes == NULL || kinds == NULL || bytes == NULL) {
+  char** kw_names = calloc(cap, sizeof(*kw_names));
+  int status = PF_EXIT_OK, npos = 0, nkw = 0;
+  if (vals == NULL || codes == NULL || bytes == NULL || kw_names == NULL) {
     fputs("pf: MemoryError: out of memory\n", err);
     status = PF_EXIT_ERROR;
   } else {
-    const char* sig = NULL;
-    PFFuncGetInfo(f, NULL, &sig, NULL);
-    kinds_from_signature(sig, kinds, nargs);
-    for (int i = 0; i < nargs && status == PF_EXIT_OK; ++i)
-      if (convert_arg(name, i, argv[i], kinds[i], &vals[i], &codes[i], &bytes[i]) != 0)
+    const PFSignatureInfo* info = NULL;
+    PFFuncGetSignatureInfo(f, &info);
+    int named = info != NULL && info->named;
+    /* Positional arguments first, then NAME=VALUE keywords (as Python
+     * has them): values in one array, the keywords' after the others. */
+    for (int i = 0; i < nargs && status == PF_EXIT_OK; ++i) {
+      size_t n = 0;
+      const char* text = argv[i];
+      char what[PF_SIGNATURE_NAME_MAX + 16];
+      arg_kind kind = ARG_AUTO;
+      if (keyword_arg(named, argv[i], &n, &text)) {
+        if ((kw_names[nkw] = strndup(argv[i], n)) == NULL) {
+          fputs("pf: MemoryError: out of memory\n", err);
+          status = PF_EXIT_ERROR;
+          break;
+        }
+        snprintf(what, sizeof(what), "argument '%s'", kw_names[nkw]);
+        /* The parameter's type reads the value; an unknown name reads
+         * generically, and the call reports it. */
+        for (int k = 0; k < info->num_params; ++k)
+          if (strcmp(info->params[k]->name, kw_names[nkw]) == 0) kind = kind_of_param(info, k);
+        ++nkw;
+      } else if (nkw > 0) {
+        status = command_error(err, "call", "call: positional argument '%s' follows a keyword "
+                               "argument (NAME=VALUE arguments come last)", argv[i]);
+        break;
+      } else {
+        snprintf(what, sizeof(what), "argument %d", i);
+        kind = kind_of_param(info, i);
+        ++npos;
+      }
+      if (convert_arg(name, what, text, kind, &vals[i], &codes[i], &bytes[i]) != 0) {
+        codes[i] = kPFNull; /* nothing to release */
         status = report_error(err);
+      }
+    }
     PFValue ret;
     int ret_code;
     if (status == PF_EXIT_OK) {
-      if (PFFuncCall(f, vals, codes, nargs, &ret, &ret_code) != 0)
+      /* A keyword, or a default to take: the library binds the call. */
+      int defaults = info != NULL && info->num_required < info->num_params;
+      int rc = nkw > 0 || (defaults && npos < info->num_params)
+                   ? PFFuncCallKw(f, vals, codes, npos, (const char* const*)kw_names, vals + npos,
+                                  codes + npos, nkw, &ret, &ret_code)
+                   : PFFuncCall(f, vals, codes, npos, &ret, &ret_code);
+      if (rc != 0)
         status = report_error(err);
       else
         print_result(out, ret, ret_code);
     }
     /* The containers that JSON arguments became (only they are handles). */
-    for (int i = 0; i < nargs; ++i)
+    for (int i = 0; i < npos + nkw; ++i)
       if (codes[i] == kPFObjectHandle) PFObjectFree(vals[i].v_handle);
   }
+  for (int i = 0; kw_names != NULL && i < nkw; ++i) free(kw_names[i]);
   free(vals);
   free(codes);
-  free(kinds);
   free(bytes);
+  free(kw_names);
   PFFuncFree(f);
   return status;
 }
@@ -859,6 +904,14 @@ static const pf_command k_commands[] = {
      "argument converted by the signature's type instead: \"3\" is 3.0 for a\n"
      "float64 parameter, and stays the text \"3\" for a str parameter; a\n"
      "shape parameter takes a JSON list of ints, such as [2, 3].\n"
+     "\n"
+     "When the signature names its parameters, an ARG NAME=VALUE passes VALUE\n"
+     "(read by that parameter's type) by keyword, after the positional ARGs:\n"
+     "  pf call clamp 1.5 hi=1\n"
+     "The library matches the names and fills the defaults of the parameters\n"
+     "left out, with Python's errors (\"clamp() got an unexpected keyword\n"
+     "argument 'y'\"). To pass text with \"=\" positionally to such a function,\n"
+     "name its parameter: text=a=b.\n"
      "\n"
      "Results print as: an int or float in decimal (floats with enough digits\n"
      "to read back exactly), true/false, null, a str as is, bytes as b'...',\n"

@@ -263,9 +263,17 @@ def test_str_from_c_with_invalid_utf8(monkeypatch):
     assert getenv("PF_CATALOGUE_NOT_SET_ANYWHERE") is None  # NULL comes back as None
 
 
-def test_call_keyword_arguments(echo):
-    with pytest.raises(TypeError, match="unexpected keyword argument"):
+def test_call_keyword_arguments(echo, fn):
+    # The library binds keywords (PFFuncCallKw) with Python's own words; a
+    # function without a signature takes none (more in test_keywords.py).
+    with pytest.raises(TypeError, match=r"\(\) takes no keyword arguments"):
         echo(x=1)
+    with pytest.raises(TypeError, match=r"^clamp\(\) got an unexpected keyword argument 'y'$"):
+        fn("clamp")(1.0, y=1)
+    with pytest.raises(TypeError, match=r"^clamp\(\) got multiple values for argument 'x'$"):
+        fn("clamp")(1.0, x=1)
+    with pytest.raises(TypeError, match=r"^clamp\(\) missing 1 required positional argument"):
+        fn("clamp")(hi=1.0)
 
 
 def test_call_wrong_arity_or_types_packed(fn):

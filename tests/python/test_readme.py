@@ -143,7 +143,7 @@ def test_readme_type_table_matches_the_python_annotations(pf):
              "DataType": pf.DataType, "Device": pf.Device, "None": None}
     section = readme().split("## Typed C functions", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 17
+    assert len(rows) == 18
     # The object types: "a list or tuple; `Array`" reads as what an argument
     # takes, then the result's class.
     import typing
@@ -161,6 +161,12 @@ def test_readme_type_table_matches_the_python_annotations(pf):
                 f.set_info(signature="void()")
                 assert inspect.signature(f).return_annotation is None
                 continue
+            if ctype == "any":  # "no annotation"
+                f.set_info(signature="any(any)")
+                sig = inspect.signature(f)
+                assert list(sig.parameters.values())[0].annotation is inspect.Parameter.empty
+                assert sig.return_annotation is inspect.Signature.empty
+                continue
             f.set_info(signature="%s(%s)" % (ctype, ctype))
             sig = inspect.signature(f)
             arg = list(sig.parameters.values())[0].annotation
@@ -175,7 +181,7 @@ def test_readme_type_table_matches_the_python_annotations(pf):
             assert arg is want and sig.return_annotation is want, ctype
     assert seen >= {"int8", "uint64", "float32", "double", "bool", "str", "bytes", "ptr",
                     "tensor", "dtype", "device", "func", "void", "array", "map", "shape",
-                    "object", "list", "dict"}
+                    "object", "list", "dict", "any"}
 
 
 def test_readme_scale_signature_claim(pf):

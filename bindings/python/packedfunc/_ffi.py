@@ -164,6 +164,10 @@ PFCFuncSetReturn = _fn("PFCFuncSetReturn", c_int, [c_void_p], gil=True)
 PFFuncRetain = _fn("PFFuncRetain", c_int, [c_void_p], gil=True)
 # Dropping the last reference runs the function's finalizer.
 PFFuncFree = _fn("PFFuncFree", c_int, [c_void_p])
+# A call with keyword arguments, which the library matches by name against
+# the function's signature: the callee runs. No argtypes: the caller passes
+# ready byref objects into its call frame, as for PFFuncCall.
+PFFuncCallKw = _fn("PFFuncCallKw", c_int)
 
 # ---- Global registry --------------------------------------------------------
 
@@ -218,6 +222,9 @@ PFFuncSetInfo = _fn("PFFuncSetInfo", c_int, [c_void_p, c_char_p, c_char_p, c_cha
 PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
                     [c_void_p, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p)],
                     gil=True)
+# A signature as data (the parameter table): parsed, then freed.
+PFSignatureParse = _fn("PFSignatureParse", c_int, [c_char_p, POINTER(c_void_p)], gil=True)
+PFSignatureInfoFree = _fn("PFSignatureInfoFree", None, [c_void_p], gil=True)
 
 # ---- Typed C functions ------------------------------------------------------
 

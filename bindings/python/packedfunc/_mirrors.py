@@ -142,6 +142,33 @@ class PFObjectTypeInfo(ctypes.Structure):
                 ("methods", ctypes.POINTER(ctypes.POINTER(PFMethodInfo))),
                 ("init", ctypes.POINTER(PFMethodInfo))]
 
+class PFTensorConstraint(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint32), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("device_type", ctypes.c_int32)]
+
+
+class PFParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p),
+                ("type", ctypes.c_char_p),
+                ("type_index", ctypes.c_int32),
+                ("type_code", ctypes.c_int32),
+                ("object_type", ctypes.c_uint32),
+                ("has_default", ctypes.c_int32),
+                ("default_value", PFValue),
+                ("default_code", ctypes.c_int32),
+                ("default_text", ctypes.c_char_p),
+                ("tensor", PFTensorConstraint)]
+
+
+class PFSignatureInfo(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_char_p),
+                ("num_params", ctypes.c_int32),
+                ("num_required", ctypes.c_int32),
+                ("named", ctypes.c_int32),
+                ("result", ctypes.POINTER(PFParamInfo)),
+                ("params", ctypes.POINTER(ctypes.POINTER(PFParamInfo)))]
+
+
 # int (*PFPackedCFunc)(PFValue*, int*, int, PFRetValueHandle, void*)
 PACKED_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                                 ctypes.c_void_p, ctypes.c_void_p)
