@@ -78,6 +78,41 @@ class PFHostCall(ctypes.Structure):
                 ("reserved", ctypes.c_int32)]
 
 
+
+# What the library reports of a registered object type (object_type.h).
+# Members may be appended in later versions, which read them through the
+# pointer: the library's size of each must be at least the mirror's.
+class PFFieldInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p),
+                ("type", ctypes.c_char_p),
+                ("doc", ctypes.c_char_p),
+                ("offset", ctypes.c_size_t),
+                ("size", ctypes.c_size_t),
+                ("flags", ctypes.c_uint32),
+                ("type_index", ctypes.c_uint32)]
+
+
+class PFMethodInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p),
+                ("signature", ctypes.c_char_p),
+                ("doc", ctypes.c_char_p),
+                ("flags", ctypes.c_uint32),
+                ("type_index", ctypes.c_uint32)]
+
+
+class PFObjectTypeInfo(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p),
+                ("doc", ctypes.c_char_p),
+                ("type_index", ctypes.c_uint32),
+                ("parent_index", ctypes.c_uint32),
+                ("depth", ctypes.c_int32),
+                ("num_fields", ctypes.c_int32),
+                ("num_methods", ctypes.c_int32),
+                ("instance_size", ctypes.c_size_t),
+                ("fields", ctypes.POINTER(ctypes.POINTER(PFFieldInfo))),
+                ("methods", ctypes.POINTER(ctypes.POINTER(PFMethodInfo))),
+                ("init", ctypes.POINTER(PFMethodInfo))]
+
 # int (*PFPackedCFunc)(PFValue*, int*, int, PFRetValueHandle, void*)
 PACKED_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                                 ctypes.c_void_p, ctypes.c_void_p)
@@ -85,3 +120,35 @@ PACKED_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, 
 FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # int (*PFSignalChecker)(void)
 SIGNAL_CHECKER = ctypes.CFUNCTYPE(ctypes.c_int)
+
+
+# A signature as data (signature.h): what PFFuncGetSignatureInfo and
+# PFSignatureParse report. Members may be appended in later versions, read
+# through the pointers: the library's sizes must be at least the mirrors'.
+class PFTensorConstraint(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint32),
+                ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType),
+                ("device_type", ctypes.c_int32)]
+
+
+class PFParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p),
+                ("type", ctypes.c_char_p),
+                ("type_index", ctypes.c_int32),
+                ("type_code", ctypes.c_int32),
+                ("object_type", ctypes.c_uint32),
+                ("has_default", ctypes.c_int32),
+                ("default_value", PFValue),
+                ("default_code", ctypes.c_int32),
+                ("default_text", ctypes.c_char_p),
+                ("tensor", PFTensorConstraint)]
+
+
+class PFSignatureInfo(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_char_p),
+                ("num_params", ctypes.c_int32),
+                ("num_required", ctypes.c_int32),
+                ("named", ctypes.c_int32),
+                ("result", ctypes.POINTER(PFParamInfo)),
+                ("params", ctypes.POINTER(ctypes.POINTER(PFParamInfo)))]
