@@ -1,7 +1,8 @@
 """`pip install` into a venv, offline, ships every library the package uses
 inside it (libpackedfunc and libpackedfunc_rpc), with the compiled
 extension when it can be built and without it when not; without the
-libraries it fails at install time and says what to run."""
+libraries it fails at install time and says what to run. The installed
+wheel is a toolchain: a plugin and a program build against it alone."""
 import os
 import shutil
 import subprocess
@@ -232,6 +233,9 @@ def test_a_plugin_builds_against_the_installed_wheel(tmp_path):
         *flags, "-o", "plugin.so")
     out = run(py, "-c", WHEEL_CODE, str(work / "plugin.so")).splitlines()
     assert out == [include, libdir, "ok"], out
+    # Its stubs, from the installed package's generator.
+    stub = run(py, "-m", "packedfunc.stubgen", str(work / "plugin.so"))
+    assert '    def twice(x: int) -> int:\n        """2 x."""' in stub, stub
     # A program, built through the package's pkg-config files, runs as is.
     pkgconfig = run(py, "-m", "packedfunc", "--pkgconfigdir")
     (work / "main.c").write_text(WHEEL_PROGRAM)
