@@ -1509,12 +1509,13 @@ static void test_cxx_module(void** state) {
   int n = 0;
   const char** names = NULL;
   assert_pf_ok(PFModListFunctionNames(m, &n, &names));
-  assert_int_equal(n, 5);
+  assert_int_equal(n, 6);
   assert_string_equal(names[0], "cxx.c_half"); /* from the library's C file */
   assert_string_equal(names[1], "cxx.clamp");
   assert_string_equal(names[2], "cxx.scale");
   assert_string_equal(names[3], "cxx.sum");
   assert_string_equal(names[4], "cxx.sum2");
+  assert_string_equal(names[5], "cxx.total"); /* its tensor's constraint: tests/python/test_cxx.py */
   /* packed */
   PFFunctionHandle sum = get(m, "cxx.sum", 0);
   assert_int_equal(call_ii(sum, 40, 2), 42);

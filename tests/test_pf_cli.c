@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -473,7 +474,7 @@ static void test_usage_errors(void** state) {
   const char* tail = "Try 'pf --help' for more information.\n";
   char want[512];
   run(&r, NULL);
-  snprintf(want, sizeof(want), "pf: missing command (list, describe, call, serve or help)\n%s",
+  snprintf(want, sizeof(want), "pf: missing command (list, describe, call, serve, stubgen or help)\n%s",
            tail);
   expect(&r, 2, "", want);
   run(&r, "frobnicate", NULL);
@@ -544,6 +545,8 @@ static void test_command_help(void** state) {
       {"call", "usage: pf [OPTIONS] call NAME [ARG...]\n", "Arguments of `call`"},
       {"serve", "usage: pf [OPTIONS] serve --listen ENDPOINT", "--curve-secret-key FILE"},
       {"help", "usage: pf [OPTIONS] help [COMMAND]\n", "print this help"},
+      {"stubgen", "usage: pf [OPTIONS] stubgen (MODULE.so | --registry PREFIX)",
+       "python3 -m packedfunc.stubgen"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     const char* cmd = cases[i].cmd;
@@ -605,6 +608,49 @@ static void test_option_after_the_command(void** state) {
     if (strncmp(r.err, want, strlen(want)) != 0)
       fail_msg("pf %s %s printed '%s', expected '%s'", lines[i][0], lines[i][1], r.err, want);
   }
+}
+
+/* `pf stubgen` runs $PF_PYTHON -m packedfunc.stubgen with pf's --prefix and
+ * --load options, then its own arguments, on pf's streams, and exits as it
+ * does (2 stays a usage error, any other failure is 1). A script stands in
+ * for Python here: it prints its arguments and exits with the status that
+ * its first argument after the module names. */
+static void test_stubgen_runs_the_python_generator(void** state) {
+  (void)state;
+  char dir[] = "/tmp/pf_stubgen_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char script[64];
+  snprintf(script, sizeof script, "%s/python", dir);
+  FILE* f = fopen(script, "w");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho \"$@\"\necho to-stderr >&2\n"
+        "case \"$3\" in usage) exit 2;; fail) exit 3;; esac\nexit 0\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0755), 0);
+  assert_int_equal(setenv("PF_PYTHON", script, 1), 0);
+  run_result r;
+  run(&r, "--prefix", "p.", "--load", DEMO, "stubgen", "--registry", "p", "-o", "x.pyi", NULL);
+  expect(&r, 0, "-m packedfunc.stubgen --prefix p. --load " DEMO " --registry p -o x.pyi\n",
+         "to-stderr\n");
+  run(&r, "stubgen", "usage", NULL);
+  expect(&r, 2, "-m packedfunc.stubgen usage\n", "to-stderr\n");
+  run(&r, "stubgen", "fail", NULL);
+  expect(&r, 1, "-m packedfunc.stubgen fail\n", "to-stderr\n");
+  /* Modules are the generator's to load: pf loads none, not even a missing one. */
+  run(&r, "--load", MODS "/absent.so", "stubgen", "m.so", NULL);
+  expect(&r, 0, "-m packedfunc.stubgen --prefix  --load " MODS "/absent.so m.so\n", NULL);
+  run(&r, "--connect", "tcp://127.0.0.1:1", "stubgen", "m.so", NULL);
+  expect(&r, 2, "", NULL);
+  assert_non_null(strstr(r.err, "stubgen does not take --connect"));
+  char missing[80];
+  snprintf(missing, sizeof missing, "%s/no-python", dir);
+  assert_int_equal(setenv("PF_PYTHON", missing, 1), 0);
+  run(&r, "stubgen", "m.so", NULL);
+  expect(&r, 1, "", NULL);
+  assert_non_null(strstr(r.err, "pf: stubgen: cannot run"));
+  assert_int_equal(unsetenv("PF_PYTHON"), 0);
+  assert_int_equal(unlink(script), 0);
+  assert_int_equal(rmdir(dir), 0);
 }
 
 /* ---- key files ---- */
@@ -812,6 +858,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_secret_key_files, remove_key_dir),
       cmocka_unit_test_teardown(test_authorized_key_files, remove_key_dir),
       cmocka_unit_test(test_odd_argv),      cmocka_unit_test(test_release_binary),
+      cmocka_unit_test(test_stubgen_runs_the_python_generator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /*
  * pf: list, describe, call and serve packedfunc functions from the shell
- * (and list and describe object types).
+ * (and list and describe object types), and write type stubs (`pf stubgen`,
+ * which runs the Python package's stub generator: one implementation,
+ * which knows the Python types).
  *
  * Everything happens in pf_cli_main(argc, argv, out, err), which returns the
  * exit status and never exits, aborts or keeps state between calls beyond
@@ -18,9 +20,11 @@
 #include <errno.h>
 #include <signal.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "packedfunc/c_api.h"
 #include "packedfunc/rpc.h"
@@ -810,12 +814,16 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
 
 /* ---- the commands ---- */
 
-/* What a command gets: its streams and the arguments after its name. */
+/* What a command gets: its streams, the arguments after its name, and the
+ * --load options of pf (for a command that runs before they are loaded). */
 typedef struct {
   FILE* out;
   FILE* err;
   int nargs;
   char** args;
+  const char** loads;    /* --load paths, in order */
+  const char** prefixes; /* the --prefix in force for each */
+  int num_loads;
 } cmd_args;
 
 typedef struct {
@@ -880,6 +888,55 @@ static int run_call(const cmd_args* a) {
 
 static int run_serve(const cmd_args* a) { return cmd_serve(a->err, a->nargs, a->args); }
 
+/* `pf stubgen ARG...` runs `$PF_PYTHON -m packedfunc.stubgen` (python3
+ * without PF_PYTHON) with pf's --prefix/--load options, then ARG..., on
+ * pf's streams, and exits as it does (2 for its usage errors, 1 for any
+ * other failure). */
+extern char** environ;
+static int run_stubgen(const cmd_args* a) {
+  const char* python = getenv("PF_PYTHON");
+  if (python == NULL || python[0] == '\0') python = "python3";
+  size_t cap = 4 + 4 * (size_t)a->num_loads + (size_t)a->nargs;
+  char** argv = calloc(cap, sizeof(*argv));
+  if (argv == NULL) {
+    fputs("pf: MemoryError: out of memory\n", a->err);
+    return PF_EXIT_ERROR;
+  }
+  size_t n = 0;
+  argv[n++] = (char*)python;
+  argv[n++] = (char*)"-m";
+  argv[n++] = (char*)"packedfunc.stubgen";
+  for (int k = 0; k < a->num_loads; ++k) {
+    argv[n++] = (char*)"--prefix";
+    argv[n++] = (char*)a->prefixes[k];
+    argv[n++] = (char*)"--load";
+    argv[n++] = (char*)a->loads[k];
+  }
+  for (int k = 0; k < a->nargs; ++k) argv[n++] = a->args[k];
+  fflush(a->out);
+  fflush(a->err);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  int fd_out = fileno(a->out), fd_err = fileno(a->err);
+  if (fd_out >= 0 && fd_out != 1) posix_spawn_file_actions_adddup2(&fa, fd_out, 1);
+  if (fd_err >= 0 && fd_err != 2) posix_spawn_file_actions_adddup2(&fa, fd_err, 2);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, python, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  free(argv);
+  if (rc != 0) {
+    fprintf(a->err, "pf: stubgen: cannot run %s (set PF_PYTHON to a Python with packedfunc): %s\n",
+            python, strerror(rc));
+    return PF_EXIT_ERROR;
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR) return PF_EXIT_ERROR;
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return PF_EXIT_OK;
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == PF_EXIT_USAGE) return PF_EXIT_USAGE;
+  return PF_EXIT_ERROR;
+}
+
 static int run_help(const cmd_args* a);
 
 static const pf_command k_commands[] = {
@@ -942,6 +999,15 @@ static const pf_command k_commands[] = {
      "beyond a limit fails at once with a RuntimeError\n"
      "that names the limit",
      NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve, NULL},
+    {"stubgen", "(MODULE.so | --registry PREFIX) [-o FILE.pyi] [ARG...]",
+     "write Python type stubs (.pyi) of a module's, or of\n"
+     "the registered, functions and object types",
+     "`pf stubgen ARG...` runs `python3 -m packedfunc.stubgen ARG...` (the\n"
+     "Python package's stub generator, which knows the Python types; the\n"
+     "environment variable PF_PYTHON names another interpreter), after the\n"
+     "--prefix and --load options given to pf, and exits as it does;\n"
+     "`python3 -m packedfunc.stubgen --help` lists every ARG.\n",
+     0, -1, NULL, -1, 1, 0, 1, run_stubgen, NULL},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"
      "pf COMMAND --help does)",
@@ -1147,7 +1213,8 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
   int status;
   int i = parse_options(argc, argv, out, err, &o, &status);
   const pf_command* cmd = NULL;
-  cmd_args a = {out, err, i < argc ? argc - i - 1 : 0, argv + (i < argc ? i + 1 : argc)};
+  cmd_args a = {out, err, i < argc ? argc - i - 1 : 0, argv + (i < argc ? i + 1 : argc),
+                o.loads, o.prefixes, o.num_loads};
   if (status >= 0) {
     /* done: help, version or a usage error */
   } else if (i >= argc) {

@@ -30,7 +30,7 @@ checked_examples=() checked_sessions=()
 
 # ---- C examples ----
 # shellcheck disable=SC2086
-examples=$(cat $DOCS | grep -oE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' | awk '{print $3}')
+examples=$(grep -ohE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' $DOCS | awk '{print $3}')
 [ -n "$examples" ] || { echo "test-readme: no C example in README.md"; exit 1; }
 for src in $examples; do
   name=$(basename "$src" .c)
@@ -65,19 +65,26 @@ run_session() { # $1 marker, $2 directory, $3 PATH prefix
   checked_sessions+=("${kind% -->}")
 }
 
-if cat $DOCS | grep -q '<!-- session: pf -->'; then
+# shellcheck disable=SC2086
+if grep -q '<!-- session: pf -->' $DOCS; then
   mkdir -p "$tmp/pf"
   ln -s "$ROOT/$BUILD" "$tmp/pf/build"
   run_session '<!-- session: pf -->' "$tmp/pf" "$ROOT/$BUILD/bin" || status=1
 fi
 
-if cat $DOCS | grep -q '<!-- session: install -->'; then
+# shellcheck disable=SC2086
+if grep -q '<!-- session: install -->' $DOCS; then
   make --no-print-directory -s install PREFIX="$tmp/prefix" >/dev/null
   mkdir -p "$tmp/plugin"
   cp examples/plugin/demo_plugin.c "$tmp/plugin/"
   export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
   run_session '<!-- session: install -->' "$tmp/plugin" "$tmp/prefix/bin" || status=1
 fi
+
+for kind in pf install; do  # both sessions are there, and held or failed above
+  # shellcheck disable=SC2086
+  grep -q "<!-- session: $kind -->" $DOCS || { echo "test-readme: no '$kind' session"; status=1; }
+done
 
 # ---- the benchmark table is bench/results.md's summary, as `make bench` wrote it ----
 if ! diff <(awk '/<!-- bench: begin -->/{f=1; next} /<!-- bench: end -->/{f=0} f && /^\|/' README.md) \

@@ -1,8 +1,9 @@
 // Test fixture: a module written in C++17 that registers with the same
 // macros as a C one (compiled with g++ -std=c++17 -Wall -Wextra -Werror):
 // a packed function, a packed function with a signature kept as metadata, a
-// typed function with named parameters and defaults, a static member
-// function, and an object type with a typed method and a constructor.
+// typed function with named parameters and defaults, one with a constrained
+// tensor parameter, a static member function, and an object type with a
+// typed method and a constructor.
 #include <cstdint>
 #include <cstring>
 
@@ -25,6 +26,14 @@ int sum(PFValue* args, int* codes, int n, PFRetValueHandle ret, void*) {
 
 // Typed, with names and defaults.
 double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+// Typed, with a constrained tensor parameter: the sum of a float64 vector.
+double total(DLTensor* x, double scale) {
+  const double* v = reinterpret_cast<const double*>(static_cast<const char*>(x->data) + x->byte_offset);
+  double s = 0;
+  for (int64_t i = 0; i < x->shape[0]; ++i) s += v[i];
+  return s * scale;
+}
 
 struct Scaler {
   static int64_t scale(int64_t x, int64_t by) { return x * by; }
@@ -50,6 +59,8 @@ PF_REGISTER_PACKED_SIG("cxx.sum2", cxx_fixture::sum, "int64(a: int64, b: int64 =
 PF_REGISTER_TYPED("cxx.clamp", cxx_fixture::clamp,
                   "float64(x: float64, lo: float64 = 0, hi: float64 = 1)", "Clamps x.");
 PF_REGISTER_TYPED("cxx.scale", cxx_fixture::Scaler::scale, "int64(x: int64, by: int64 = 2)");
+PF_REGISTER_TYPED("cxx.total", cxx_fixture::total,
+                  "float64(x: tensor<float64, 1, contiguous>, scale: float64 = 1)", "Sums x, times scale.");
 
 static const PFFieldDesc k_counter_fields[] = {
     PF_FIELD(cxx_fixture::Counter, count, "int64", kPFFieldWritable, "The count."),

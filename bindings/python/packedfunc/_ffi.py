@@ -222,7 +222,11 @@ PFFuncSetInfo = _fn("PFFuncSetInfo", c_int, [c_void_p, c_char_p, c_char_p, c_cha
 PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
                     [c_void_p, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p)],
                     gil=True)
-# A signature as data (the parameter table): parsed, then freed.
+# A function's signature as data (signature.h): borrowed, lives as long as
+# the function. PFSignatureParse's is the caller's, freed with
+# PFSignatureInfoFree.
+PFFuncGetSignatureInfo = _fn("PFFuncGetSignatureInfo", c_int, [c_void_p, POINTER(c_void_p)],
+                             gil=True)
 PFSignatureParse = _fn("PFSignatureParse", c_int, [c_char_p, POINTER(c_void_p)], gil=True)
 PFSignatureInfoFree = _fn("PFSignatureInfoFree", None, [c_void_p], gil=True)
 

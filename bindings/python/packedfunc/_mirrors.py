@@ -142,8 +142,22 @@ class PFObjectTypeInfo(ctypes.Structure):
                 ("methods", ctypes.POINTER(ctypes.POINTER(PFMethodInfo))),
                 ("init", ctypes.POINTER(PFMethodInfo))]
 
+# int (*PFPackedCFunc)(PFValue*, int*, int, PFRetValueHandle, void*)
+PACKED_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                ctypes.c_void_p, ctypes.c_void_p)
+# void (*PFPackedCFuncFinalizer)(void*)
+FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# int (*PFSignalChecker)(void)
+SIGNAL_CHECKER = ctypes.CFUNCTYPE(ctypes.c_int)
+
+
+# A signature as data (signature.h): what PFFuncGetSignatureInfo and
+# PFSignatureParse report. Members may be appended in later versions, read
+# through the pointers: the library's sizes must be at least the mirrors'.
 class PFTensorConstraint(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint32), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+    _fields_ = [("flags", ctypes.c_uint32),
+                ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType),
                 ("device_type", ctypes.c_int32)]
 
 
@@ -167,12 +181,3 @@ class PFSignatureInfo(ctypes.Structure):
                 ("named", ctypes.c_int32),
                 ("result", ctypes.POINTER(PFParamInfo)),
                 ("params", ctypes.POINTER(ctypes.POINTER(PFParamInfo)))]
-
-
-# int (*PFPackedCFunc)(PFValue*, int*, int, PFRetValueHandle, void*)
-PACKED_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                ctypes.c_void_p, ctypes.c_void_p)
-# void (*PFPackedCFuncFinalizer)(void*)
-FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-# int (*PFSignalChecker)(void)
-SIGNAL_CHECKER = ctypes.CFUNCTYPE(ctypes.c_int)
