@@ -190,3 +190,26 @@ def test_readme_scale_signature_claim(pf):
     f.set_info(signature="float64(float64,int32)")
     claim = "`%s` for `example.scale` below" % inspect.signature(f)
     assert claim in " ".join(readme().split())
+
+
+def test_readme_first_plugin_builds_and_runs(tmp_path):
+    """"Your first plugin": the C file, built by the command shown (with
+    this interpreter as python3, the package from the tree), then the
+    Python shown, which prints what the README says."""
+    (tmp_path / "mylib.c").write_text(block_after("<!-- first-plugin: mylib.c -->", "c"))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(sys.executable, str(bindir / "python3"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
+               PATH=str(bindir) + os.pathsep + os.environ.get("PATH", ""))
+    commands = [line[2:] for line in block_after("<!-- first-plugin: build -->", "console")
+                .splitlines() if line.startswith("$ ")]
+    assert commands
+    for command in commands:
+        r = subprocess.run(["bash", "-c", command + " -Wall -Wextra -Werror"], cwd=str(tmp_path),
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    r = run_python(block_after("<!-- first-plugin: python -->", "python"), tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert r.stdout == block_after("<!-- first-plugin: output -->")
