@@ -225,7 +225,30 @@ static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) 
   return PFCFuncSetReturn(ret, &out, &code, 1);
 }
 
+/* nodetest.codes(x, y=2.5): the type codes its arguments arrived with, as
+ * "int,float": its signature names float64 parameters, which a host
+ * passes an integer-valued number to as a float. */
+static int codes_of(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)r;
+  char text[64] = "";
+  for (int i = 0; i < n && i < 4; ++i) {
+    if (i) strcat(text, ",");
+    strcat(text, PFTypeCodeName(c[i]));
+  }
+  PFValue out = {.v_str = text};
+  int code = kPFStr;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
 int pfn_init(void) {
+  {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(codes_of, NULL, NULL, &f) != 0) return -1;
+    int rc = PFFuncSetInfo(f, "nodetest.codes", "str(x: float64, y: float64 = 2.5)", NULL);
+    if (rc == 0) rc = PFFuncRegisterGlobal("nodetest.codes", f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
   static const struct {
     const char* name;
     PFPackedCFunc fn;

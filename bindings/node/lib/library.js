@@ -133,6 +133,7 @@ const api = {
   PFFuncFree: L.func(`int PFFuncFree(${P} func)`),
   PFFuncSetInfo: L.func(`int PFFuncSetInfo(${P} func, const char* name, const char* signature, const char* doc)`),
   PFFuncGetInfo: L.func(`int PFFuncGetInfo(${P} func, ${P} name, ${P} signature, ${P} doc)`),
+  PFFuncGetSignatureInfo: L.func(`int PFFuncGetSignatureInfo(${P} func, ${P} out)`),
   // ---- registry ----
   PFFuncRegisterGlobalEx: L.func(`int PFFuncRegisterGlobalEx(const char* name, ${P} func, int flags)`),
   PFFuncGetGlobal: L.func(`int PFFuncGetGlobal(const char* name, ${P} out)`),

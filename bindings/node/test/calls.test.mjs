@@ -39,6 +39,14 @@ test('numbers: safe integers as int64, others as float64, BigInt for int64 beyon
   assert.equal(pf.getGlobalFunc('testing.typed_add')(2, 3), 5);
 });
 
+test('float64 parameters are read from the parameter table, also when they are named', () => {
+  const codes = pf.getGlobalFunc('nodetest.codes'); // str(x: float64, y: float64 = 2.5)
+  assert.equal(codes(2, 3), 'float,float');
+  assert.equal(codes(2), 'float');
+  assert.equal(codes(2.5, 3n), 'float,int'); // a BigInt stays an int64
+  assert.equal(pf.getGlobalFunc('testing.clamp')(2, 0, 1), 1);
+});
+
 test('booleans, null, undefined, strings and bytes', () => {
   assert.equal(testing.echo(true), true);
   assert.equal(testing.type_name(false), 'bool');
