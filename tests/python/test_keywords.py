@@ -147,6 +147,20 @@ def test_register_func_publishes_the_python_signature(unique_name):
         f(1, extra=2)  # C passes arguments by position only
 
 
+def test_register_func_positional_only_parameters_are_not_keywords(unique_name):
+    def pos(a: int, b=2, /, c=3):
+        return [a, b, c]
+    name = unique_name()
+    pf.register_func(name, pos)
+    f = pf.get_global_func(name)
+    # Unnamed, so that neither C nor Python can pass a by keyword.
+    assert f.signature == "any(int64)"
+    assert list(f(1)) == [1, 2, 3]
+    assert list(f(1, 5, 6)) == [1, 5, 6]
+    with pytest.raises(TypeError, match="keyword"):
+        f(a=1)
+
+
 def test_register_func_signature_edges(unique_name):
     def varargs(*a):
         return len(a)

@@ -12,6 +12,7 @@ Function exposes it.
 import ctypes
 import functools
 import inspect
+import itertools
 import math
 import typing
 
@@ -257,6 +258,14 @@ def from_python(func):
         if not p.name.isascii() or not set(p.name) <= _NAME_OK or p.name[0].isdigit():
             return None
         params.append(p)
+    if any(p.kind == p.POSITIONAL_ONLY for p in params):
+        # A name C could pass by keyword would be one Python refuses: the
+        # parameters go unnamed, up to the first default (a C caller that
+        # leaves the rest out gets Python's defaults).
+        texts = [_grammar_type(p.annotation, False)
+                 for p in itertools.takewhile(lambda p: p.default is _EMPTY, params)]
+        text = "%s(%s)" % (_grammar_type(sig.return_annotation, True), ",".join(texts))
+        return text if len(texts) <= 16 and parse(text) is not None else None
     texts = []
     for p in params:
         typed = _grammar_type(p.annotation, False)
