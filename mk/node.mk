@@ -60,3 +60,17 @@ demo-node: node $(DEMO_PLUGIN)
 
 # The benchmarks' Node.js rows (bench/bench_node.mjs) need the package.
 bench: node $(NODE_HELPER)
+
+# tests/test_pfnode_threads.c drives the helper from C (its main thread
+# plays the JavaScript thread), so that ASan, TSan and valgrind see it
+# without node or koffi: each flavour compiles pfnode.c into the test, with
+# the flavour's flags, beside that flavour's archive. The test's name puts
+# it on TEST_NAMES and TSAN_NAMES (mk/tests.mk) like any other.
+define NODE_HELPER_TEST_RULE
+$(BUILD)/$(1)/tests/test_pfnode_threads: tests/test_pfnode_threads.c $(NODE_PKG)/src/pfnode.c \
+                                         $(BUILD)/$(1)/libpackedfunc.a | $(call DEPS_STAMP,test)
+	@mkdir -p $$(@D)
+	$$(call quiet,CC) $$($(1)_CC) $$(BASE) $$($(1)_FLAGS) -Itests -o $$@ \
+	  tests/test_pfnode_threads.c $(NODE_PKG)/src/pfnode.c $(BUILD)/$(1)/libpackedfunc.a -lcmocka $$(LIBS)
+endef
+$(foreach f,asan tsan plain,$(eval $(call NODE_HELPER_TEST_RULE,$(f))))

@@ -79,7 +79,8 @@ typedef struct {
 _Static_assert(sizeof(pfnode_slot) == 256, "pfnode_slot layout");
 
 /* What JavaScript and the waiting threads share; JavaScript writes the
- * first two words around every synchronous call into C that may block. */
+ * first two words around every synchronous call into C that may block,
+ * the helper the other two (atomically: count_add). */
 typedef struct {
   int32_t sync_depth;   /* synchronous calls into C in progress on the JS thread */
   int32_t sync_returns; /* incremented as each returns: progress */
@@ -156,6 +157,17 @@ static int g_wake_pending;            /* a byte is in the pipe */
 static int g_closed;
 static char g_closed_message[256] = "the Node.js event loop has exited";
 static atomic_int g_timeout_ms = 2000;
+
+/* The counters in g_shared change under g_lock, but the JavaScript thread
+ * reads `pending` without it (pfnode_host_func: serve first when requests
+ * wait), so every access is atomic; relaxed, as a stale value only delays
+ * serving to the next wake-up. */
+static void count_add(int32_t* counter, int32_t delta) {
+  __atomic_fetch_add(counter, delta, __ATOMIC_RELAXED);
+}
+static void count_set(int32_t* counter, int32_t value) {
+  __atomic_store_n(counter, value, __ATOMIC_RELAXED);
+}
 
 static int on_js_thread(void) { return g_ready && pthread_equal(pthread_self(), g_js_thread); }
 
@@ -286,13 +298,13 @@ PFNODE_EXPORT int32_t pfnode_serve(void) {
     pthread_mutex_lock(&g_lock);
     released_key* keys = g_released;
     g_released = NULL;
-    g_shared.released = 0;
+    count_set(&g_shared.released, 0);
     request* r = g_queue_head;
     if (r != NULL) {
       g_queue_head = r->next;
       if (g_queue_head == NULL) g_queue_tail = NULL;
       r->state = REQ_RUNNING;
-      g_shared.pending--;
+      count_add(&g_shared.pending, -1);
     }
     pthread_mutex_unlock(&g_lock);
     while (keys != NULL) {
@@ -342,7 +354,7 @@ static void unqueue_locked(request* r) {
   if (*p == r) {
     *p = r->next;
     if (g_queue_tail == r) g_queue_tail = prev;
-    g_shared.pending--;
+    count_add(&g_shared.pending, -1);
   }
   r->state = REQ_CANCELLED;
 }
@@ -382,7 +394,7 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
   } else {
     if (g_queue_tail) g_queue_tail->next = &r; else g_queue_head = &r;
     g_queue_tail = &r;
-    g_shared.pending++;
+    count_add(&g_shared.pending, 1);
     if (wake_js_locked() != 0) {
       unqueue_locked(&r);
       refusal = "packedfunc (Node.js): cannot wake the JavaScript event loop (its pipe failed)";
@@ -476,7 +488,7 @@ PFNODE_EXPORT void pfnode_host_finalizer(void* resource) {
   if (!g_closed) {
     k->next = g_released;
     g_released = k;
-    g_shared.released++;
+    count_add(&g_shared.released, 1);
     (void)wake_js_locked();
     k = NULL;
   }
