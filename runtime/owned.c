@@ -7,10 +7,11 @@
 typedef struct {
   pf_object* obj;
   int_fast32_t count;   /* its reference count, read when it was reached */
-  int64_t inward;       /* references to it held by objects of the walk */
+  int64_t left;         /* references left once the caller's and owned ones go */
   int64_t edges_begin;  /* its references: edges[edges_begin .. edges_end) */
   int64_t edges_end;
-  int outside;          /* reachable from a reference held outside the walk */
+  int owned;            /* releasing the caller's reference would free it */
+  int held;             /* the walk holds a reference to it (see node_of) */
 } walk_node;
 
 struct pf_walk {
@@ -65,8 +66,13 @@ static int grow_index(pf_walk* w) {
   return 0;
 }
 
-/* The position of obj among the nodes, added if new; -1 without memory. */
-static int64_t node_of(pf_walk* w, pf_object* obj) {
+/* The position of obj among the nodes, added if new; -1 without memory.
+ * With `hold`, a new node gets a reference of the walk's, dropped when the
+ * walk ends: an object reached through a List or Dict may be removed from
+ * it, and released, by another thread at any time. (Any other object is
+ * kept alive by what holds it, immutably: the root, which the caller
+ * holds, or a node that the walk holds.) */
+static int64_t node_of(pf_walk* w, pf_object* obj, int hold) {
   size_t s = slot_of(w, obj);
   for (; w->index[s] != 0; s = (s + 1) & w->mask)
     if (w->nodes[w->index[s] - 1].obj == obj) return w->index[s] - 1;
@@ -76,10 +82,12 @@ static int64_t node_of(pf_walk* w, pf_object* obj) {
   int64_t i = w->num_nodes++;
   walk_node* n = &w->nodes[i];
   n->obj = obj;
+  n->held = hold;
+  if (hold) pf_object_retain(obj);
   n->count = atomic_load_explicit(&obj->ref_count, memory_order_acquire);
-  n->inward = 0;
+  n->left = n->count - hold;
   n->edges_begin = n->edges_end = 0;
-  n->outside = 0;
+  n->owned = 0;
   w->index[s] = i + 1;
   /* At most half full, so that probes stay short and end. */
   if ((size_t)w->num_nodes * 2 > w->mask + 1 && grow_index(w) != 0) return -1;
@@ -95,23 +103,29 @@ int pf_walk_spend(pf_walk* w, int64_t values) {
   return -1;
 }
 
-int pf_walk_child(pf_walk* w, void* child) {
+/* Records one reference from the node being visited to `child`. */
+static int add_child(pf_walk* w, void* child, int hold) {
   if (pf_walk_spend(w, 1) != 0) return -1;
-  int64_t i = node_of(w, child);
+  int64_t i = node_of(w, child, hold);
   if (i < 0) return -1;
   int64_t* edges = room(w->edges, &w->edges_cap, sizeof(int64_t), w->num_edges + 1);
   if (edges == NULL) return -1;
   w->edges = edges;
   w->edges[w->num_edges++] = i;
-  ++w->nodes[i].inward;
   return 0;
 }
+
+int pf_walk_child(pf_walk* w, void* child) { return add_child(w, child, 0); }
+
+int pf_walk_held_child(pf_walk* w, void* child) { return add_child(w, child, 1); }
 
 /* Reports the references that one object holds, of the kinds followed. */
 static int children(pf_walk* w, const pf_object* o) {
   switch (o->type_index) {
     case kPFObjectArray: return pf_array_children(w, o);
     case kPFObjectMap: return pf_map_children(w, o);
+    case kPFObjectList: return pf_list_children(w, o);
+    case kPFObjectDict: return pf_dict_children(w, o);
     case kPFObjectFunction: return pf_bound_children(w, (const pf_function*)o);
     case kPFObjectClosure: return pf_closure_children(w, o);
     default: return 0;
@@ -129,38 +143,37 @@ static int reach_all(pf_walk* w) {
   return 0;
 }
 
-/* Marks as outside every node that has more references than the walk
- * found (the root: more than those and the caller's one), and every node
- * reachable from one. */
-static int mark_outside(pf_walk* w) {
+/* Releases the caller's reference to the root on paper: a node whose
+ * count falls to zero is owned, and the references it holds go in turn.
+ * What a cycle holds (a List that holds itself) never falls to zero, as
+ * releasing the real reference would not free it either. */
+static int mark_owned(pf_walk* w) {
   int64_t* stack = NULL;
   int64_t top = 0, cap = 0;
-  for (int64_t i = 0; i < w->num_nodes; ++i) {
-    walk_node* n = &w->nodes[i];
-    if (n->count <= n->inward + (i == 0)) continue;
-    n->outside = 1;
-    int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
-    if (s == NULL) goto oom;
-    stack = s;
-    stack[top++] = i;
-  }
+  if (--w->nodes[0].left != 0) return 0;
+  w->nodes[0].owned = 1;
+  stack = room(stack, &cap, sizeof(int64_t), 1);
+  if (stack == NULL) return -1;
+  stack[top++] = 0;
   while (top > 0) {
     const walk_node* n = &w->nodes[stack[--top]];
     for (int64_t e = n->edges_begin; e < n->edges_end; ++e) {
       walk_node* c = &w->nodes[w->edges[e]];
-      if (c->outside) continue;
-      c->outside = 1;
+      /* Below zero only when the graph changed under the walk: then the
+       * counts differ at the end, and nothing is reported. */
+      if (--c->left != 0) continue;
+      c->owned = 1;
       int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
-      if (s == NULL) goto oom;
+      if (s == NULL) {
+        pf_free(stack);
+        return -1;
+      }
       stack = s;
       stack[top++] = w->edges[e];
     }
   }
   pf_free(stack);
   return 0;
-oom:
-  pf_free(stack);
-  return -1;
 }
 
 /* 1 when every reference count still reads as it did when first read. A
@@ -192,9 +205,9 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
                     (long long)cap);
   *num_owned = 0;
   if (num_reachable != NULL) *num_reachable = 0;
-  /* No object that the walk follows can reach itself (each holds only
-   * objects that existed before it), so a root with more than the
-   * caller's reference is held from outside. */
+  /* A root with more than the caller's reference outlives it (held from
+   * outside, or by a cycle of Lists and Dicts through itself): nothing is
+   * owned. */
   if (num_reachable == NULL &&
       atomic_load_explicit(&((pf_object*)root)->ref_count, memory_order_acquire) != 1)
     return 0;
@@ -207,28 +220,36 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
     pf_oom(k_where);
     goto done;
   }
-  if (node_of(&w, root) < 0 || (reach_all(&w) != 0 && !w.exhausted)) goto done;
+  if (node_of(&w, root, 0) < 0 || (reach_all(&w) != 0 && !w.exhausted)) goto done;
   rc = 0;
   if (w.exhausted) {
     if (num_reachable != NULL) *num_reachable = -1;
     goto done;
   }
-  if (mark_outside(&w) != 0) {
+  if (mark_owned(&w) != 0) {
     rc = -1;
     goto done;
   }
   int64_t owned = 0, reachable = 0;
   for (int64_t i = 0; i < w.num_nodes; ++i) {
     void* payload;
+    uint32_t ti = w.nodes[i].obj->type_index;
+    /* A List or Dict may hold a host later: it counts as reachable. */
+    if (ti == kPFObjectList || ti == kPFObjectDict) ++reachable;
     if (!pf_host_payload(w.nodes[i].obj, gate, &payload)) continue;
     ++reachable;
-    if (w.nodes[i].outside) continue;
+    if (!w.nodes[i].owned) continue;
     if (owned < cap) out[owned] = payload;
     ++owned;
   }
   if (num_reachable != NULL) *num_reachable = reachable;
   if (owned > 0 && counts_unchanged(&w)) *num_owned = owned;
 done:
+  /* The walk's own references go last: another thread may have released
+   * the others meanwhile, so that these run finalizers (keeping the
+   * error of a failed walk). */
+  for (int64_t i = 0; i < w.num_nodes; ++i)
+    if (w.nodes[i].held) pf_object_release_keeping_error(w.nodes[i].obj);
   pf_free(w.index);
   pf_free(w.nodes);
   pf_free(w.edges);

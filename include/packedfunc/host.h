@@ -183,18 +183,29 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * docs/internals.md says why a collector needs this.
  *
  * The walk starts at `root` and follows the references that objects
- * hold: an Array's items, a Map's values, a bound function's inner
- * function and the constants it holds itself (PFFuncBind), a closure's
- * function (PFFuncToCFunction). No other reference is followed (a
- * module's functions, a function's module, a pre-pack cache's values,
- * whatever a boxed object's payload or an extension value holds); none of
- * these ever changes once its object is created. Nor are a List's or a
- * Dict's items followed: they may change at any time, so what they hold is
- * never reported as owned. An object counts as
- * owned by the caller when it is `root`, referenced only by the caller,
- * or when every reference to it is held by owned objects. Objects met
- * only through references that are not followed are never reported: an
- * unknown reference errs on the side of keeping things alive.
+ * hold: an Array's items, a Map's values, a List's items, a Dict's keys
+ * and values, a bound function's inner function and the constants it
+ * holds itself (PFFuncBind), a closure's function (PFFuncToCFunction).
+ * No other reference is followed (a module's functions, a function's
+ * module, a pre-pack cache's values, whatever a boxed object's payload or
+ * an extension value holds). An object counts as owned by the caller when
+ * releasing the caller's reference to `root` would free it: `root` itself
+ * when the caller's is its only reference, and every object whose every
+ * reference is held by owned objects. What a cycle holds is never owned
+ * (a List that holds itself, directly or through other Lists and Dicts,
+ * outlives any reference to it), nor what a reference that the walk does
+ * not follow holds: an unknown reference errs on the side of keeping
+ * things alive.
+ *
+ * Lists and Dicts change at any time. The walk reads each one's items at
+ * one moment, under the container's read lock (held for that read only),
+ * and holds a reference of its own to each object it reached through one
+ * until it returns: another thread may remove an item and release it
+ * meanwhile, and then it is the walk's release that frees the object,
+ * running its finalizer on the calling thread before the call returns
+ * (only then does this call run user code). What it reports is as true as
+ * the rest of the answer (below) for a graph that no one else can reach,
+ * and may be out of date as soon as it returns for one that others can.
  *
  * out[0 .. min(cap, *num_owned)) receives the payload (PFHostObjectCreate)
  * or resource_handle (PFFuncCreateFromHostCFunc) of each owned host object
@@ -205,10 +216,12 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * dropped a reference into it; nothing is reported as owned then).
  *
  * `num_reachable` may be NULL; otherwise it receives how many host
- * objects and host functions of `gate` the walk reached, owned or not. 0
- * means that root never reaches one (the references followed never
- * change), so a collector can stop asking about root. With NULL, the call
- * returns at once when root has other references.
+ * objects and host functions of `gate` the walk reached, owned or not,
+ * plus one for each List and Dict reached (whose items may change). 0
+ * means that root never reaches one, now or later (the references
+ * followed through Arrays, Maps and functions never change), so a
+ * collector can stop asking about root. With NULL, the call returns at
+ * once when root has other references.
  *
  * `max_values` bounds the work: the walk looks at that many values
  * (items, constants, references) at most; past it, the call gives up with
@@ -219,8 +232,10 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * object: so, for a reference that its holder alone can use (a Python
  * wrapper under the GIL). A call in progress that borrowed root (or an
  * object inside it) may take one at any time: the host must then still
- * treat a reported object as alive until its finalizer runs. Runs no user
- * code, takes no lock, reads the graph without changing it; thread-safe.
+ * treat a reported object as alive until its finalizer runs. Reads the
+ * graph without changing it; takes no lock but the read locks of the
+ * Lists and Dicts it meets, one at a time; runs no user code except the
+ * finalizers described above; thread-safe.
  * Errors: root not a live object, gate not a live gate, NULL num_owned,
  * NULL out with cap > 0 (TypeError); negative max_values or cap
  * (ValueError); MemoryError.
