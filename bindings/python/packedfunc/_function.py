@@ -368,20 +368,24 @@ def _call_general(func, args, plan):
 def _parameter_conversions(func):
     """(position, type) of the parameters in func's signature whose
     arguments a call converts first: a str at a `device` parameter becomes
-    a Device, a list or tuple at a `shape` parameter a Shape; () without
-    any, or without a signature. Cached as Function._conversions, which the
-    fast paths read: a function with any of them sends strings here."""
+    a Device, a list or tuple at a `shape` parameter a Shape, at a `list`
+    parameter a List, a dict at a `dict` parameter a Dict; () without any,
+    or without a signature. Cached as Function._conversions, which the
+    fast paths read: a function with any of them sends strings, lists,
+    tuples and dicts here."""
     try:
         parsed = _signature.parse(func._info()[1])
     except Exception:  # a released function: its call raises
         parsed = None
     if parsed is None:
         return ()
-    return tuple((i, t) for i, t in enumerate(parsed[1]) if t in ("device", "shape"))
+    return tuple((i, t) for i, t in enumerate(parsed[1])
+                 if t in ("device", "shape", "list", "dict"))
 
 
 def _convert_parameters(args, convs):
     from ._collections import Shape
+    from ._mutable import Dict, List
     args = list(args)
     for i, kind in convs:
         if i >= len(args):
@@ -392,6 +396,10 @@ def _convert_parameters(args, convs):
                 args[i] = Device(x)
             elif kind == "shape" and isinstance(x, (list, tuple)):
                 args[i] = Shape(x)
+            elif kind == "list" and isinstance(x, (list, tuple)):
+                args[i] = List(x)  # a new List: C's changes are not seen by `x`
+            elif kind == "dict" and isinstance(x, dict):
+                args[i] = Dict(x)
         except (TypeError, ValueError, OverflowError) as err:
             raise type(err)("packedfunc: argument %d: %s" % (i, err)) from None
     return args

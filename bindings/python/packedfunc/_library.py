@@ -21,7 +21,7 @@ from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteAr
 # What this binding was written against. The library's major version must
 # match; its stable table must offer at least this API version.
 EXPECTED_MAJOR = 0
-EXPECTED_API_VERSION = 7
+EXPECTED_API_VERSION = 8  # the bulk readers, List and Dict
 
 MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DLDataType),
            ("DLDevice", DLDevice), ("DLTensor", DLTensor), ("DLManagedTensor", DLManagedTensor),

@@ -34,7 +34,7 @@ _KDL_CPU = 1  # kDLCPU (dlpack.h): memory that numpy can view
 TENSOR_TYPE = OBJECT_TYPES["tensor"]
 
 
-class Object:
+class Object(_cext.ObjectBase if _cext else object):
     """A reference-counted packedfunc object other than a function or a
     tensor (a module, a boxed value, a closure...).
 
@@ -43,13 +43,19 @@ class Object:
     """
 
     # _loan: what the collector was lent for this collection (see _holds).
-    __slots__ = ("_handle", "_code", "type_index", "_loan", "__weakref__")
+    # With the extension these are ObjectBase's fields (the containers'
+    # compiled bases derive from it).
+    __slots__ = () if _cext else ("_handle", "_code", "type_index", "_loan", "__weakref__")
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Object cannot be created directly")
 
     @classmethod
     def _adopt(cls, handle, type_index):
+        if _cext:
+            # The type code is OBJECT, the loan None; a container reads its
+            # size and is tracked (_holds).
+            return _cext.adopt_object(cls, handle, type_index)
         self = object.__new__(cls)
         self._handle = handle
         self.type_index = type_index
