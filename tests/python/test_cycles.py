@@ -95,8 +95,45 @@ def through_a_callback_argument(fn):
     return weakref.ref(h)
 
 
+def through_a_list(fn):
+    h = Holder()
+    h.link = pf.List([h, 1])
+    return weakref.ref(h)
+
+
+def through_a_dict(fn):
+    h = Holder()
+    h.link = pf.Dict({"self": h, 2: [h]})
+    return weakref.ref(h)
+
+
+def through_a_list_filled_later(fn):
+    # The wrapper exists before the List holds anything.
+    h = Holder()
+    h.link = pf.List()
+    h.link.append(h)
+    return weakref.ref(h)
+
+
+def through_a_list_that_c_filled(fn):
+    h = Holder()
+    h.link = pf.List()
+    fn("list_append")(h.link, h)
+    return weakref.ref(h)
+
+
+def through_a_dict_inside_an_array(fn):
+    h = Holder()
+    d = pf.Dict()
+    h.link = pf.Array([d])
+    fn("dict_set")(d, "h", h)
+    return weakref.ref(h)
+
+
 WAYS = [through_an_array, through_a_map, through_a_function, through_an_array_of_callbacks,
-        through_a_container_from_c, through_a_bound_function, through_a_callback_argument]
+        through_a_container_from_c, through_a_bound_function, through_a_callback_argument,
+        through_a_list, through_a_dict, through_a_list_filled_later, through_a_list_that_c_filled,
+        through_a_dict_inside_an_array]
 
 
 @pytest.mark.parametrize("make", WAYS, ids=lambda f: f.__name__)
@@ -108,6 +145,24 @@ def test_cycles_through_c_are_collected(fn, make):
     gc.collect()
     assert sum(w() is not None for w in watches) == 0
     assert live() == before
+
+
+def test_a_list_that_holds_itself_keeps_its_items_until_cleared(fn):
+    # C's rule: a List that holds itself outlives every wrapper, so nothing
+    # it holds is lent to the collector; clearing it breaks the cycle.
+    before = live()
+    h = Holder()
+    lst = pf.List([h])
+    lst.append(lst)
+    h.link = lst
+    held = weakref.ref(h)
+    del h, lst
+    for _ in range(2):
+        gc.collect()
+        assert held() is not None and held().link[0] is held()
+    held().link.clear()
+    gc.collect()
+    assert held() is None and live() == before
 
 
 def test_a_cycle_that_c_also_holds_is_kept_and_keeps_working(fn, unique_name):
