@@ -569,7 +569,8 @@ register_object_type("map", Map._adopt)
 register_object_type("shape", Shape._adopt)
 
 if _cext:
-    _cext.set_container_hooks(array_class=Array, map_class=Map, decode=decode_item,
+    _cext.set_container_hooks(array_class=Array, map_class=Map, shape_class=Shape,
+                              decode=decode_item,
                               encode=encode_item, map_key=map_key,
                               raise_last_error=raise_last_error, track=track)
 

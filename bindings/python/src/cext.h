@@ -49,8 +49,8 @@ extern PyMethodDef pf_container_methods[];
  * (MemoryError). */
 int pf_container_arg(PyObject* x, PFValue* value, int* code);
 
-/* The Python value of an object handle that is an Array, Map, List or
- * Dict: a new wrapper of the package's class, which takes over the
+/* The Python value of an object handle that is an Array, Map, Shape, List
+ * or Dict: a new wrapper of the package's class, which takes over the
  * reference when `owned` is 1 and takes a reference of its own otherwise.
  * For an object of any other type: NULL with no exception (the handle is
  * untouched). NULL with an exception on error. */

@@ -1,7 +1,8 @@
 /*
  * packedfunc._cext: containers. The compiled bases of packedfunc.Object and
- * of Array, Map, List and Dict, and the conversions of lists, tuples and
- * dicts to C, all through the library's function table.
+ * of Array, Map, List and Dict, the decoding of those and of Shape, and the
+ * conversions of lists, tuples and dicts to C, all through the library's
+ * function table.
  *
  * Decoding. An Array or Map never changes, and what it gives Python are
  * owned copies (a str is a new str, a host object the very Python object),
@@ -48,6 +49,8 @@ static PyObject* pf_array_cls;
 static PyObject* pf_map_cls;
 static PyObject* pf_list_cls;
 static PyObject* pf_dict_cls;
+static PyObject* pf_shape_cls;
+static PyObject* pf_dims_name; /* "_dims", Shape's slot of its dimensions */
 static PyObject* pf_hook_decode;    /* (address, code, borrowed, container) -> value */
 static PyObject* pf_hook_encode;    /* (x, pos) -> (code, raw int, keep) */
 static PyObject* pf_hook_dict_key;  /* (x, pos, lookup) -> (code, raw int, keep) or None */
@@ -204,10 +207,10 @@ static PyObject* pf_decode(PFValue* v, int code, int borrowed, const char* conta
 }
 
 /* The values of `count` items of an Array (or snapshot) from `start`, in a
- * new list; with `keep`, keep[i] is set to 0 for each value that a cache
- * must not keep. NULL with an exception. */
+ * new tuple (`as_tuple`) or list; with `keep`, keep[i] is set to 0 for
+ * each value that a cache must not keep. NULL with an exception. */
 static PyObject* pf_read_items(void* array, int64_t start, int64_t count, const char* container,
-                               char* keep) {
+                               char* keep, int as_tuple) {
   PFValue small_v[PF_ENC_STACK];
   int small_c[PF_ENC_STACK];
   PFValue* v = small_v;
@@ -220,16 +223,20 @@ static PyObject* pf_read_items(void* array, int64_t start, int64_t count, const 
   PyObject* out = NULL;
   if (pf_api->ArrayGetItems(array, start, count, v, c) != 0) {
     pf_raise_last();
-  } else if ((out = PyList_New((Py_ssize_t)count)) != NULL) {
+  } else if ((out = as_tuple ? PyTuple_New((Py_ssize_t)count)
+                             : PyList_New((Py_ssize_t)count)) != NULL) {
+    /* Both kinds are filled in place: ob_item of a new tuple or list. */
+    PyObject** slots = as_tuple ? ((PyTupleObject*)out)->ob_item : ((PyListObject*)out)->ob_item;
     for (int64_t i = 0; i < count; ++i) {
-      int cache;
-      PyObject* x = pf_decode(&v[i], c[i], 1, container, &cache);
+      int cache = 1;
+      PyObject* x = c[i] == kPFInt ? PyLong_FromLongLong(v[i].v_int64) /* the common case */
+                                   : pf_decode(&v[i], c[i], 1, container, &cache);
       if (x == NULL) {
         Py_CLEAR(out);
         break;
       }
       if (keep != NULL) keep[i] = (char)cache;
-      PyList_SET_ITEM(out, (Py_ssize_t)i, x);
+      slots[i] = x;
     }
   }
   if (v != small_v) PyMem_Free(v);
@@ -240,7 +247,7 @@ static PyObject* pf_read_items(void* array, int64_t start, int64_t count, const 
 static PyObject* pf_read_all(void* array, const char* container) {
   int64_t n;
   if (pf_api->ArrayGetSize(array, &n) != 0) return pf_raise_last();
-  return pf_read_items(array, 0, n, container, NULL);
+  return pf_read_items(array, 0, n, container, NULL, 0);
 }
 
 /* Releases an object (a snapshot, a popped value) that may hold the last
@@ -647,11 +654,40 @@ static PyObject* pf_adopt(PyTypeObject* cls, void* handle, unsigned int type_ind
   return self;
 }
 
+/* A new Shape of the package's class that takes over the reference
+ * `handle`, its dimensions read once into a tuple (as Shape._adopt does). */
+static PyObject* pf_shape_value(void* handle) {
+  PyObject* self = pf_adopt((PyTypeObject*)pf_shape_cls, handle, kPFObjectShape);
+  if (self == NULL) return NULL;
+  const int64_t* dims;
+  int64_t ndim;
+  PyObject* t = NULL;
+  if (pf_api->ShapeGetData(handle, &dims, &ndim) != 0) {
+    pf_raise_last();
+  } else if ((t = PyTuple_New((Py_ssize_t)ndim)) != NULL) {
+    for (int64_t i = 0; i < ndim; ++i) {
+      PyObject* d = PyLong_FromLongLong(dims[i]);
+      if (d == NULL) {
+        Py_CLEAR(t);
+        break;
+      }
+      PyTuple_SET_ITEM(t, (Py_ssize_t)i, d);
+    }
+  }
+  if (t == NULL || PyObject_SetAttr(self, pf_dims_name, t) != 0) Py_CLEAR(self);
+  Py_XDECREF(t);
+  return self;
+}
+
 PyObject* pf_container_value(void* handle, int owned) {
   uint32_t ti;
   if (pf_api->ObjectGetTypeIndex(handle, &ti) != 0) {
     pf_api->ErrorClear(); /* the package's decoder says what is wrong */
     return NULL;
+  }
+  if (ti == kPFObjectShape && pf_shape_cls != NULL) {
+    if (!owned && pf_api->ObjectRetain(handle) != 0) return pf_raise_last();
+    return pf_shape_value(handle);
   }
   PyObject* cls = pf_class_of(ti);
   if (cls == NULL) return NULL;
@@ -695,26 +731,32 @@ static void pf_array_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_arr
 static Py_ssize_t pf_array_length(PyObject* self) { return ((pf_array*)self)->size; }
 
 
-/* Reads every item with one call: a new list of the values. Makes the
- * cache, with its holes, when there is none yet. */
+/* Reads every item with one call: a new tuple of the values. Makes the
+ * cache when there is none yet: that tuple itself when it has no hole,
+ * else a copy with holes. */
 static PyObject* pf_array_read(pf_array* a) {
   Py_ssize_t n = a->size;
   char small[64];
   char* keep = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n);
   if (keep == NULL) return PyErr_NoMemory();
-  PyObject* fresh = pf_read_items(PF_HANDLE(a), 0, n, "Array", keep);
+  PyObject* fresh = pf_read_items(PF_HANDLE(a), 0, n, "Array", keep, 1);
   if (fresh != NULL && a->items == NULL) {
-    PyObject* items = PyList_AsTuple(fresh);
+    Py_ssize_t holes = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) holes += !keep[i];
+    PyObject* items = fresh;
+    if (holes == 0) {
+      Py_INCREF(items);
+    } else if ((items = PyTuple_New(n)) != NULL) {
+      /* A copy (a whole-tuple slice would be the tuple itself). */
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* x = keep[i] ? PyTuple_GET_ITEM(fresh, i) : pf_hole;
+        Py_INCREF(x);
+        PyTuple_SET_ITEM(items, i, x);
+      }
+    }
     if (items == NULL) {
       Py_CLEAR(fresh);
     } else {
-      Py_ssize_t holes = 0;
-      for (Py_ssize_t i = 0; i < n; ++i) {
-        if (keep[i]) continue;
-        Py_INCREF(pf_hole);
-        Py_SETREF(((PyTupleObject*)items)->ob_item[i], pf_hole);
-        ++holes;
-      }
       a->holes = holes;
       a->items = items;
     }
@@ -724,7 +766,7 @@ static PyObject* pf_array_read(pf_array* a) {
 }
 
 /* All the values (new reference): the cache itself when it has no hole,
- * else a new list. */
+ * else a new tuple. */
 static PyObject* pf_array_values(pf_array* a) {
   if (a->items == NULL || a->holes != 0) {
     PyObject* fresh = pf_array_read(a);
@@ -751,9 +793,9 @@ static PyObject* pf_array_item(pf_array* a, Py_ssize_t i) {
       return x;
     }
   }
-  PyObject* one = pf_read_items(PF_HANDLE(a), i, 1, "Array", NULL);
+  PyObject* one = pf_read_items(PF_HANDLE(a), i, 1, "Array", NULL, 1);
   if (one == NULL) return NULL;
-  PyObject* x = PyList_GET_ITEM(one, 0);
+  PyObject* x = PyTuple_GET_ITEM(one, 0);
   Py_INCREF(x);
   Py_DECREF(one);
   return x;
@@ -832,7 +874,7 @@ static PyObject* pf_array_values_method(PyObject* self, PyObject* unused) {
 
 static PyMethodDef pf_array_methods[] = {
     {"_values", pf_array_values_method, METH_NOARGS,
-     "every value, as a tuple (kept) or a new list"},
+     "every value, as a tuple (the kept one when it has no hole)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2018,6 +2060,7 @@ static const struct {
     {"map_class", &pf_map_cls, 1, &pf_map_base_type},
     {"list_class", &pf_list_cls, 1, &pf_list_base_type},
     {"dict_class", &pf_dict_cls, 1, &pf_dict_base_type},
+    {"shape_class", &pf_shape_cls, 1, &pf_object_base_type},
     {"decode", &pf_hook_decode, 0, NULL},
     {"encode", &pf_hook_encode, 0, NULL},
     {"dict_key", &pf_hook_dict_key, 0, NULL},
@@ -2035,6 +2078,8 @@ static PyObject* pf_set_container_hooks(PyObject* module, PyObject* args, PyObje
     return NULL;
   }
   if (pf_hole == NULL && (pf_hole = PyObject_CallNoArgs((PyObject*)&PyBaseObject_Type)) == NULL)
+    return NULL;
+  if (pf_dims_name == NULL && (pf_dims_name = PyUnicode_InternFromString("_dims")) == NULL)
     return NULL;
   Py_ssize_t used = 0;
   for (size_t i = 0; i < sizeof pf_container_hooks / sizeof pf_container_hooks[0]; ++i) {
