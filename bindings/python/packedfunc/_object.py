@@ -72,14 +72,15 @@ class Object(_cext.ObjectBase if _cext else object):
         return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, self.type_index,
                                                            self._handle)
 
-    def __del__(self):
-        handle = self._handle  # idempotent, as Function.__del__
-        if handle and not state.shutting_down:
-            self._handle = 0
-            PFObjectFree(handle)
-            # After the release: the holds that it destroyed are dropped,
-            # the others go back to C.
-            give_back(self)
+    if not _cext:  # the extension's ObjectBase does the same in C (tp_finalize)
+        def __del__(self):
+            handle = self._handle  # idempotent, as Function.__del__
+            if handle and not state.shutting_down:
+                self._handle = 0
+                PFObjectFree(handle)
+                # After the release: the holds that it destroyed are dropped,
+                # the others go back to C.
+                give_back(self)
 
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)

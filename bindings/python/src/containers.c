@@ -92,6 +92,8 @@ static int pf_error_is(const char* kind) {
  * access (a plain object, made by set_container_hooks). */
 static PyObject* pf_hole;
 
+static void pf_release(void* handle);
+
 /* ------------------------------------------------------------------------ */
 /* ObjectBase                                                               */
 /* ------------------------------------------------------------------------ */
@@ -131,6 +133,56 @@ static void pf_object_dealloc_as(PyObject* self, inquiry clear) {
 
 static void pf_object_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_object_clear); }
 
+/* The package's shutdown state (_library.state), set by set_container_hooks,
+ * and the names read from it and from a loan. */
+static PyObject* pf_state;
+static PyObject* pf_shutting_down_name;
+static PyObject* pf_give_back_name;
+
+/* 1 once the package's exit handler ran: from then on wrappers leak their
+ * references instead of running finalizers in a half torn-down
+ * interpreter (as with ctypes). An error reading it counts as 1. */
+static int pf_is_shutting_down(void) {
+  if (pf_state == NULL) return 0;
+  PyObject* v = PyObject_GetAttr(pf_state, pf_shutting_down_name);
+  int r = v == NULL ? -1 : PyObject_IsTrue(v);
+  Py_XDECREF(v);
+  if (r < 0) {
+    PyErr_Clear();
+    return 1;
+  }
+  return r;
+}
+
+/* What Object.__del__ does with ctypes, without its ctypes call: releases
+ * the handle (once; without the GIL, as the release may run finalizers
+ * that wait for other threads), then ends the collector's loan, if any
+ * (_holds.give_back). Subclasses inherit it (the package defines no
+ * __del__ with the extension). */
+static void pf_object_finalize(PyObject* self) {
+  pf_object* o = (pf_object*)self;
+  if (o->handle == 0) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!pf_is_shutting_down()) {
+    void* handle = PF_HANDLE(self);
+    o->handle = 0;
+    pf_release(handle);
+    PyObject* loan = o->loan; /* None (as _holds sets it) or NULL when none */
+    if (loan != NULL && loan != Py_None) {
+      o->loan = NULL;
+      PyObject* r = PyObject_CallMethodNoArgs(loan, pf_give_back_name);
+      if (r == NULL) PyErr_WriteUnraisable(self);
+      Py_XDECREF(r);
+      Py_DECREF(loan);
+    } else if (loan != NULL) {
+      o->loan = NULL;
+      Py_DECREF(loan);
+    }
+  }
+  PyErr_Restore(type, value, tb);
+}
+
 static PyMemberDef pf_object_members[] = {
     {"_handle", T_ULONGLONG, offsetof(pf_object, handle), 0,
      "the PFObjectHandle as an int; 0 once released"},
@@ -151,6 +203,7 @@ PyTypeObject pf_object_base_type = {
     .tp_clear = pf_object_clear,
     .tp_weaklistoffset = offsetof(pf_object, weakrefs),
     .tp_members = pf_object_members,
+    .tp_finalize = pf_object_finalize,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -2053,7 +2106,7 @@ PyTypeObject pf_dict_base_type = {
 static const struct {
   const char* name;
   PyObject** slot;
-  int is_class; /* 1: a subclass of the base below; 0: a callable */
+  int is_class; /* 1: a subclass of the base below; 0: a callable; 2: any object */
   PyTypeObject* base;
 } pf_container_hooks[] = {
     {"array_class", &pf_array_cls, 1, &pf_array_base_type},
@@ -2061,6 +2114,7 @@ static const struct {
     {"list_class", &pf_list_cls, 1, &pf_list_base_type},
     {"dict_class", &pf_dict_cls, 1, &pf_dict_base_type},
     {"shape_class", &pf_shape_cls, 1, &pf_object_base_type},
+    {"state", &pf_state, 2, NULL},
     {"decode", &pf_hook_decode, 0, NULL},
     {"encode", &pf_hook_encode, 0, NULL},
     {"dict_key", &pf_hook_dict_key, 0, NULL},
@@ -2081,12 +2135,20 @@ static PyObject* pf_set_container_hooks(PyObject* module, PyObject* args, PyObje
     return NULL;
   if (pf_dims_name == NULL && (pf_dims_name = PyUnicode_InternFromString("_dims")) == NULL)
     return NULL;
+  if (pf_shutting_down_name == NULL &&
+      (pf_shutting_down_name = PyUnicode_InternFromString("shutting_down")) == NULL)
+    return NULL;
+  if (pf_give_back_name == NULL &&
+      (pf_give_back_name = PyUnicode_InternFromString("give_back")) == NULL)
+    return NULL;
   Py_ssize_t used = 0;
   for (size_t i = 0; i < sizeof pf_container_hooks / sizeof pf_container_hooks[0]; ++i) {
     PyObject* v = PyDict_GetItemString(kwargs, pf_container_hooks[i].name);
     if (v == NULL) continue;
     ++used;
-    int ok = pf_container_hooks[i].is_class
+    int ok = pf_container_hooks[i].is_class == 2 /* any object */
+                 ? 1
+             : pf_container_hooks[i].is_class
                  ? PyType_Check(v) && PyType_IsSubtype((PyTypeObject*)v, pf_container_hooks[i].base)
                  : PyCallable_Check(v);
     if (!ok) {
