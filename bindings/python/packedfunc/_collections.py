@@ -99,9 +99,12 @@ def decode_item(addr, code, borrowed, container):
 def encode_item(x, pos):
     """(code, the PFValue's 8 bytes as an int, what must outlive the C
     call) for a value given to a List or Dict: the extension's hook for the
-    types it does not convert itself."""
+    types it does not convert itself. Converted as an Array's item is (a
+    DLPack array becomes a tensor object: a container cannot keep a
+    borrowed DLTensor)."""
+    from ._nesting import _encode_item  # it imports this module
     keep = []
-    code, raw = encode(x, pos, keep)
+    code, raw = _encode_item(x, pos, [], keep)
     return code, P.unpack(raw)[0], keep
 
 
@@ -276,7 +279,7 @@ class _MapBase(Object):
             self._keys_kept = tuple(keys)
             self._pairs_kept = tuple(zip(keys, values))
             self._index = {k: i for i, k in enumerate(keys)}
-            self._holes = values.count(_HOLE)
+            self._holes = sum(x is _HOLE for x in values)  # not count(): == may raise
 
     def _value_at(self, i):
         x = self._pairs_kept[i][1]

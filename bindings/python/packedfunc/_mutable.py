@@ -525,9 +525,10 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
     ``append``, ``insert``, ``extend``, ``pop``, ``remove``, ``clear``,
     ``index``, ``count``, ``reverse``, ``sort``, ``copy``, ``+=``,
     iteration and ``in``; it equals a list, tuple, Array or List with
-    equal items. Items are converted as arguments are: a list or tuple
-    item becomes an Array, a dict a Map. See the package documentation for
-    which operations are atomic against other threads.
+    equal items. Items are converted as an Array's are: a list or tuple
+    item becomes an Array, a dict a Map, a numpy (DLPack) array a tensor
+    object. See the package documentation for which operations are atomic
+    against other threads.
     """
 
     __slots__ = ()
