@@ -552,7 +552,15 @@ static int pf_enc_container(pf_enc* e, PyObject* x, void** out, int depth) {
     int* kc = r.c + n;
     while (rc == 1 && PyDict_Next(x, &pos, &k, &val)) {
       rc = pf_enc_map_key(k, &kv[i], &kc[i]);
-      if (rc == 1) rc = pf_enc_value(e, val, &r.v[i], &r.c[i], &r.b[i], depth);
+      if (rc != 1) break;
+      if (Py_IS_TYPE(val, &PyLong_Type)) { /* the common case, inline */
+        int overflow;
+        r.v[i].v_int64 = PyLong_AsLongLongAndOverflow(val, &overflow);
+        r.c[i] = kPFInt;
+        if (overflow) rc = 0;
+      } else {
+        rc = pf_enc_value(e, val, &r.v[i], &r.c[i], &r.b[i], depth);
+      }
       ++i;
     }
     if (rc == 1 && pf_api->MapCreate(kv, kc, r.v, r.c, n, out) != 0) {
