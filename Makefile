@@ -194,7 +194,33 @@ PY_CEXT_FLAGS = $(BASE) -isystem $(PY_INCLUDE) -fvisibility=hidden
 $(BUILD)/python/cext/_cext.so: $(PY_CEXT_SRCS) | $(call DEPS_STAMP,python)
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
-python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so
+# The package is also a toolchain for plugins (packedfunc.get_include(),
+# `python -m packedfunc --cflags --libs`, docs/building.md): the public
+# headers, pkg-config files that find the package from where they are
+# (${pcfiledir}), and for -lpackedfunc a linker script, libpackedfunc.so,
+# that names the soname, as a symlink would (a wheel holds no symlinks).
+# Its libraries have no rpath that the system would use, so the .pc files
+# add one to the package's directory. Each is written under a temporary
+# name and renamed, as the libraries are.
+PY_PKG_DIR      := bindings/python/packedfunc
+PY_PKG_HEADERS  := $(patsubst include/%,$(PY_PKG_DIR)/include/%,$(wildcard include/packedfunc/*.h))
+PY_PKG_LDSCRIPT := $(PY_PKG_DIR)/libpackedfunc.so
+PY_PKG_PC       := $(PY_PKG_DIR)/pkgconfig/packedfunc.pc
+$(PY_PKG_DIR)/include/%.h: include/%.h
+	@mkdir -p $(@D)
+	$(call quiet,CP) cp -f $< $@.tmp && mv -f $@.tmp $@
+$(PY_PKG_DIR)/lib%.so: $(HEADER)
+	$(call quiet,GEN) printf '/* GNU ld script: -l%s links the library of this soname. */\nINPUT(-l:%s)\n' \
+	  $(patsubst lib%,%,$(basename $(@F))) $(@F).$(VERSION_MAJOR) > $@.tmp && mv -f $@.tmp $@
+# The package's .pc files from the install's templates: prefix is the
+# package directory, and Libs gains an rpath to it.
+PY_PKG_PC_SED = -e 's|@PREFIX@|$${pcfiledir}/..|' -e 's|@LIBDIR@|$${prefix}|' \
+                -e 's|@INCLUDEDIR@|$${prefix}/include|' -e 's|@VERSION@|$(VERSION)|' \
+                -e 's|^Libs: \(.*\)|Libs: \1 -Wl,-rpath,$${libdir}|'
+$(PY_PKG_DIR)/pkgconfig/%.pc: %.pc.in $(HEADER)
+	@mkdir -p $(@D)
+	$(call quiet,GEN) sed $(PY_PKG_PC_SED) $< > $@.tmp && mv -f $@.tmp $@
+python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so $(PY_PKG_HEADERS) $(PY_PKG_LDSCRIPT) $(PY_PKG_PC)
 	@cmp -s $(BUILD)/python/cext/_cext.so $(PY_CEXT) || \
 	  { cp -f $(BUILD)/python/cext/_cext.so $(PY_CEXT).tmp && mv -f $(PY_CEXT).tmp $(PY_CEXT); }
 
@@ -221,7 +247,7 @@ install: lib $(PF_TOOL)
 clean:
 	rm -rf $(BUILD)
 
-include mk/tests.mk mk/bench.mk mk/rpc.mk
+include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk
 
 # The header dependencies the compiler wrote (none before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -160,6 +160,42 @@ static int make_array(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res
   return rc;
 }
 
+/* bench.Pair: a registered object type with two int64 fields, made from
+ * Python as Pair(a, b), whose fields and methods Python uses as a class's
+ * (the counterpart of a __slots__ class with the same fields). */
+typedef struct {
+  int64_t a, b;
+} BenchPair;
+
+static BenchPair* pair_of(PFObjectHandle self) {
+  void* d = NULL;
+  PFObjectGetData(self, &d);
+  return d;
+}
+
+static void pair_init(PFObjectHandle self, int64_t a, int64_t b) {
+  BenchPair* p = pair_of(self);
+  p->a = a;
+  p->b = b;
+}
+
+static int64_t pair_sum(PFObjectHandle self) {
+  const BenchPair* p = pair_of(self);
+  return p->a + p->b;
+}
+
+static const PFFieldDesc k_pair_fields[] = {
+    PF_FIELD(BenchPair, a, "int64", kPFFieldWritable, NULL),
+    PF_FIELD(BenchPair, b, "int64", kPFFieldWritable, NULL),
+};
+static const PFMethodDesc k_pair_methods[] = {
+    PF_METHOD_TYPED("__init__", pair_init, "void(obj<bench.Pair>,int64,int64)", NULL),
+    PF_METHOD_TYPED("sum", pair_sum, "int64(obj<bench.Pair>)", NULL),
+};
+static const PFObjectTypeDesc k_pair_type = {
+    PF_OBJECT_TYPE_DESC_ABI, "bench.Pair", NULL, sizeof(BenchPair), NULL, NULL,
+    k_pair_fields, PF_COUNTOF(k_pair_fields), k_pair_methods, PF_COUNTOF(k_pair_methods)};
+
 EXPORT int64_t raw_add(int64_t a, int64_t b) { return a + b; }
 EXPORT int64_t raw_noarg(void) { return 7; }
 EXPORT int64_t raw_strlen(const char* s) { return (int64_t)strlen(s); }
@@ -169,6 +205,10 @@ EXPORT int64_t raw_call_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += cb(i, i);
   return sum;
 }
+
+/* clamp(x, lo=0, hi=1): a typed function with named parameters and
+ * defaults, for keyword calls against positional ones. */
+static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 EXPORT int bench_init(void) {
   static const struct {
@@ -184,5 +224,14 @@ EXPORT int bench_init(void) {
     PFFuncFree(f);
     if (rc != 0) return -1;
   }
-  return 0;
+  PFFunctionHandle f;
+  if (PFFuncCreateFromTyped((void*)clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)",
+                            &f) != 0)
+    return -1;
+  int rc = PFFuncSetInfo(f, "bench.clamp", NULL, NULL);
+  if (rc == 0) rc = PFFuncRegisterGlobal("bench.clamp", f, 1);
+  PFFuncFree(f);
+  if (rc != 0) return -1;
+  uint32_t pair;
+  return PFObjectTypeRegister(&k_pair_type, &pair);
 }

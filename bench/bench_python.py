@@ -10,7 +10,7 @@ trial, so that drifting machine load hits both sides alike. The rows and
 their targets depend on the backend in use (packedfunc.backend, chosen by
 $PACKEDFUNC_BACKEND); row ids end with it.
 
-    /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N] [--only ID...]
+    /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N] [--only PREFIX...]
 
 Needs $BUILD/bench/libpf_benchlib.so and the floor extension
 $BUILD/bench/pf_bench_floor*.so (built by `make bench`).
@@ -99,8 +99,8 @@ def main():
     ap.add_argument("--trials", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="short trials (a smoke run)")
     ap.add_argument("--json", action="store_true", help="one JSON object per row")
-    ap.add_argument("--only", nargs="*", default=(), metavar="ID",
-                    help="run only the rows whose id (without the backend) is given")
+    ap.add_argument("--only", nargs="*", default=(), metavar="PREFIX",
+                    help="run only the rows whose id starts with one of these")
     args = ap.parse_args()
     trials = 3 if args.quick else args.trials
     loops = 5000 if args.quick else 100000
@@ -160,6 +160,43 @@ def main():
                 fn(cb, n_cb)
         return run
 
+    # Registered object types (bench_pylib.c's bench.Pair, two int64
+    # fields and a no-argument method) against a Python class with the same
+    # __slots__: a field read, a method call, an instance made.
+    Pair = pf.get_class("bench.Pair")
+
+    class SlotsPair:
+        __slots__ = ("a", "b")
+
+        def __init__(self, a, b):
+            self.a = a
+            self.b = b
+
+    pair, slots_pair = Pair(3, 4), SlotsPair(3, 4)
+    assert (pair.a, pair.b, pair.sum()) == (slots_pair.a, slots_pair.b, 7)
+
+    def read_a(obj):
+        def run(n):
+            for _ in range(n):
+                obj.a
+        return run
+
+    def call_sum(obj):
+        def run(n):
+            for _ in range(n):
+                obj.sum()
+        return run
+
+    def call_floor_noarg(n):
+        for _ in range(n):
+            floor.noarg()
+
+    def make(cls):
+        def run(n):
+            for _ in range(n):
+                cls(1, 2)
+        return run
+
     backend = pf.backend
     fastcall = "a METH_FASTCALL extension function doing the same (the floor)"
     c_calls_python = "C calling the Python function through PyObject_Vectorcall (the floor)"
@@ -202,6 +239,29 @@ def main():
             ("py_callback_floor", "C calls a Python callback, per call", c_calls_python,
              per_callback(call_n, packed_cb), per_callback(floor.call_n, py_add), 0, n_cb),
         ]
+    # Targets for the compiled backend, whose fields and methods are
+    # native; with ctypes each is Python code over ctypes, reported.
+    obj_target = 1 if backend == "cext" else 0
+    rows += [
+        ("py_field_read", "Python obj.a, an int64 field of a registered type",
+         "obj.a of a Python object with __slots__", read_a(pair), read_a(slots_pair),
+         3.0 * obj_target, 1),
+        ("py_method", "Python obj.sum(), a no-argument typed method of a registered type",
+         fastcall, call_sum(pair), call_floor_noarg, 3.0 * obj_target, 1),
+        ("py_object_new", "Python Pair(1, 2), a registered type with two int64 fields "
+         "(C __init__)", "SlotsPair(1, 2), a Python __slots__ class setting the same fields",
+         make(Pair), make(SlotsPair), 5.0 * obj_target, 1),
+    # Keyword calls: the library binds the names (PFFuncCallKw) and fills
+    # lo from its default; the positional call of every parameter is the
+    # fast path, untouched.
+    clamp = g("bench.clamp")
+    assert clamp(1.5, hi=1.0) == clamp(1.5, 0.0, 1.0) == 1.0
+    rows += [
+        ("py_kw", "Python clamp(1.5, hi=1.0): a keyword and a default, bound in C",
+         "Python clamp(1.5, 0.0, 1.0) of the same typed function, same backend",
+         lambda n: [clamp(1.5, hi=1.0) for _ in range(n)],
+         lambda n: [clamp(1.5, 0.0, 1.0) for _ in range(n)], 2.0 if backend == "cext" else 0, 1),
+    ]
     rows += [
         ("py_roundtrip", "Python -> C -> Python callback, once",
          "raw ctypes doing the same", lambda n: [call_n(packed_cb, 1) for _ in range(n)],
@@ -265,7 +325,7 @@ def main():
          n_entries),
     ]
     for rid, what, base, case_fn, base_fn, target, per in rows:
-        if args.only and rid not in args.only:
+        if args.only and not any(rid.startswith(p) for p in args.only):
             continue
         # Rows whose one operation holds many callbacks run fewer operations.
         ops = max(loops // per, 50)

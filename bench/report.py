@@ -118,8 +118,29 @@ def write_markdown(rows, memory, path, quick):
             f"{verdict(r)} | {ir_text} | {anchor_text(r)} |")
     for m in memory:
         lines.append(f"| {m['what']} | — | {m['bytes']:.0f} bytes | — | — | reported | | — | — |")
+    # The summary: every row that carries a target, in four columns; the
+    # README shows it word for word (tools/test-readme.sh checks).
+    summary = ["| what | against (same run) | ratio: median (min–max) | target |",
+               "|---|---|---|---|"]
+    for r in rows:
+        if not (r.get("target") or r.get("instr_target")):
+            continue
+        ir = r.get("instr")
+        ir_text = "" if ir is None else f"; {ir[0]:.0f} instructions"
+        summary.append(
+            f"| {r['what']} | {r['baseline']} | {r['ratio'][0]:.2f}x "
+            f"({r['ratio'][1]:.2f}–{r['ratio'][2]:.2f}){ir_text} | "
+            f"{target_text(r)}: {verdict(r)} |")
     head = [
         "# Benchmark results",
+        "",
+        "## Summary: the rows with a target",
+        "",
+        "<!-- summary: begin -->",
+    ] + summary + [
+        "<!-- summary: end -->",
+        "",
+        "## Every row",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}. Each figure is the median of interleaved trials "
@@ -218,6 +239,8 @@ def run(args, progress=lambda: None):
             rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
                              env=env)
             progress()
+    rows += node_rows(args.build, args.quick)
+    progress()
     os.makedirs(args.out, exist_ok=True)
     write_markdown(rows, memory, os.path.join(args.out, "results.md"), args.quick)
     if args.quick:
@@ -247,6 +270,19 @@ def rpc_rows(build, quick):
             r["what"] += (f": {r['per_second']:.0f} calls/s with 2 servers, "
                           f"{r['base_per_second']:.0f} with 1")
     return rows
+
+
+def node_rows(build, quick):
+    """The Node.js rows (bench_node.mjs): the JavaScript binding against
+    koffi's own call and callback of the same C code. `make bench` builds
+    the package first (make node)."""
+    script = os.path.join(HERE, "bench_node.mjs")
+    env = dict(os.environ, BUILD=build,
+               PACKEDFUNC_LIBRARY=os.path.abspath(os.path.join(build, "lib", "libpackedfunc.so.0")),
+               PACKEDFUNC_NODE_HELPER=os.path.abspath(os.path.join(build, "node", "libpfnode.so")),
+               PF_BENCHLIB=os.path.abspath(os.path.join(build, "bench", "libpf_benchlib.so")))
+    return run_json([os.environ.get("NODE", "node"), script, "--json"] + (["--quick"] if quick else []),
+                    env=env)
 
 
 def _base_case(row):

@@ -53,6 +53,19 @@ def main():
     print("demo.reverse('stressed') =", repr(demo.reverse("stressed")))
     print("inspect.signature(demo.hypot):", inspect.signature(demo.hypot))
 
+    section("A C struct as a Python class (demo.Counter)")
+    c = demo.Counter("clicks", 10)  # the class of the plugin's type; C's __init__
+    print("c =", c)
+    print("c.increment() = %d, c.count = %d" % (c.increment(), c.count))
+    c.step = 5
+    print("c.step = 5; c.add(2) = %d" % c.add(2))
+    print("isinstance(c, demo.Base):", isinstance(c, demo.Base))
+    print("inspect.signature(demo.Counter):", inspect.signature(demo.Counter))
+    try:
+        c.name = "renamed"
+    except AttributeError as err:
+        print("AttributeError:", err)
+
     section("A Python function that C calls")
 
     @pf.register_func("demo_py.square")

@@ -104,7 +104,7 @@ bench: $(BUILD)/bench/bench_rpc
 PY_PKG_RPC_LIB := bindings/python/packedfunc/$(RPC_SONAME)
 $(PY_PKG_RPC_LIB): $(RPC_SHARED) | $(call DEPS_STAMP,python)
 	$(call quiet,CP) cp -f $(RPC_SHARED) $@.tmp && mv -f $@.tmp $@
-python: $(PY_PKG_RPC_LIB)
+python: $(PY_PKG_RPC_LIB) $(PY_PKG_DIR)/libpackedfunc_rpc.so $(PY_PKG_DIR)/pkgconfig/packedfunc-rpc.pc
 
 # Both rpc tests run under ThreadSanitizer too (test_rpc's name does not
 # match the threaded-test patterns of mk/tests.mk, but it runs callbacks,

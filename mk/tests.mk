@@ -31,7 +31,7 @@ test:
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
 
-test-all: lib test-abi test-install test-readme test-c test-python fuzz-short valgrind bench-quick
+test-all: lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary
 
 # ---- C tests ---------------------------------------------------------------------
@@ -53,7 +53,7 @@ MOD_DIR      := $(BUILD)/modules
 MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
                   mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
-                  mod_types.so mod_types_clash.so mod_badtype.so)
+                  mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so mod_cxx.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
@@ -62,6 +62,18 @@ $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
 $(MOD_DIR)/mod_multi.so: tests/modules/mod_multi_a.c tests/modules/mod_multi_b.c $(SHARED)
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(MODULE_LINK) -o $@ $(filter %.c,$^)
+# Written in C++: the registration macros as a C++17 library uses them,
+# under the warnings the C code has.
+CXX          ?= g++
+MODULE_CXXFLAGS := -std=c++17 -Iinclude -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wshadow
+# Its second file is C: both languages' registrations share one table.
+$(MOD_DIR)/mod_cxx_c.o: tests/modules/mod_cxx_c.c | $(call DEPS_STAMP,build)
+	@mkdir -p $(@D)
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -c -o $@ $<
+$(MOD_DIR)/mod_cxx.so: tests/modules/mod_cxx.cc $(MOD_DIR)/mod_cxx_c.o $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CXX) $(CXX) $(MODULE_CXXFLAGS) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< \
+	  $(MOD_DIR)/mod_cxx_c.o
 # Not linked against libpackedfunc at all; not a module.
 $(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
 	@mkdir -p $(@D)
@@ -96,7 +108,7 @@ $(BUILD)/asan/tests/test_module: tests/test_module.c $(ASAN_SHARED) $(MODULE_TES
 $(BUILD)/asan/tests/test_object_types_module: tests/test_object_types_module.c $(ASAN_SHARED) \
                                                $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
 $(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
@@ -109,7 +121,7 @@ $(BUILD)/plain/tests/test_module: tests/test_module.c $(SHARED) $(MODULE_TEST_NE
 $(BUILD)/plain/tests/test_object_types_module: tests/test_object_types_module.c $(SHARED) \
                                                 $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
+	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
 $(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS)
 	@mkdir -p $(@D)

@@ -23,6 +23,8 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)}, {"PFFieldDesc", sizeof(PFFieldDesc)},
       {"PFMethodDesc", sizeof(PFMethodDesc)},         {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
       {"PFFieldInfo", sizeof(PFFieldInfo)},           {"PFMethodInfo", sizeof(PFMethodInfo)},
+      {"PFTensorConstraint", sizeof(PFTensorConstraint)}, {"PFParamInfo", sizeof(PFParamInfo)},
+      {"PFSignatureInfo", sizeof(PFSignatureInfo)},
   };
   PF_CHECK_ARG(name);
   PF_CHECK_ARG(out);
@@ -162,7 +164,14 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(ObjectGetFieldByName, 111) \
   X(ObjectSetFieldByName, 112) \
   X(ObjectGetMethod, 113) \
-  X(ModListTypes, 114)
+  X(ModListTypes, 114) \
+  /* Version 10. */ \
+  X(FuncCallKw, 115) \
+  X(FuncGetSignatureInfo, 116) \
+  X(SignatureParse, 117) \
+  X(SignatureInfoFree, 118) \
+  X(ArgGetTensor, 119) \
+  X(TensorAlloc, 120)
 
 #define PF_API_PIN_(slot, index)                                     \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -5,7 +5,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "internal.h"
+#include "typed.h"
 #include "prepack_cache.h"
 
 typedef struct {
@@ -152,46 +152,6 @@ int pf_bound_children(pf_walk* w, const pf_function* f) {
   return 0;
 }
 
-/* Counts the parameters of a canonical signature "ret(a,b,c)": canonical
- * form has no blanks and type names have no commas or parentheses. */
-static int sig_param_count(const char* sig) {
-  const char* open = strchr(sig, '(');
-  if (open == NULL || open[1] == ')') return 0;
-  int n = 1;
-  for (const char* p = open + 1; *p && *p != ')'; ++p)
-    if (*p == ',') ++n;
-  return n;
-}
-
-/* The signature without the bound parameters, or NULL on allocation
- * failure. */
-static char* sig_drop(const char* sig, const int* positions, int num_bound) {
-  char* out = pf_malloc(strlen(sig) + 1);
-  if (out == NULL) return NULL;
-  const char* open = strchr(sig, '(');
-  size_t head = (size_t)(open - sig) + 1;
-  memcpy(out, sig, head);
-  char* w = out + head;
-  const char* p = open + 1;
-  int index = 0, j = 0, written = 0;
-  while (*p && *p != ')') {
-    const char* end = p;
-    while (*end != ',' && *end != ')') ++end;
-    if (j < num_bound && positions[j] == index) {
-      ++j;
-    } else {
-      if (written++) *w++ = ',';
-      memcpy(w, p, (size_t)(end - p));
-      w += end - p;
-    }
-    ++index;
-    p = *end == ',' ? end + 1 : end;
-  }
-  *w++ = ')';
-  *w = '\0';
-  return out;
-}
-
 /* The allocator that hooks get: the runtime's own, through the same
  * checks as every runtime allocation. */
 static void* hook_malloc(size_t n, void* ud) {
@@ -297,9 +257,10 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     return PF_ERROR(kPFErrTypeError, "%s: argument 'type_codes' is NULL with num_bound %d", where,
                     num_bound);
   if (cache != NULL) PF_CHECK_OBJECT(cache, kPFObjectPrePackCache);
-  const char* sig = NULL;
-  PFFuncGetInfo(func, NULL, &sig, NULL);
-  int arity = sig != NULL ? sig_param_count(sig) : -1;
+  const pf_siginfo* info =
+      atomic_load_explicit(&((pf_function*)func)->siginfo, memory_order_acquire);
+  const char* sig = info ? info->pub.text : NULL;
+  int arity = info ? info->pub.num_params : -1;
   for (int i = 0; i < num_bound; ++i) {
     if (positions[i] < 0)
       return PF_ERROR(kPFErrValueError, "%s: argument 'positions[%d]' is negative (%d)", where, i,
@@ -357,7 +318,11 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
   }
   b->num_bound = num_bound;
   char* new_sig = NULL;
-  if (sig != NULL && (new_sig = sig_drop(sig, positions, num_bound)) == NULL) goto oom;
+  if (info != NULL) {
+    uint32_t drop = 0;
+    for (int i = 0; i < num_bound; ++i) drop |= 1u << positions[i];
+    if ((new_sig = pf_siginfo_text_without(info, drop)) == NULL) goto oom;
+  }
   PFFuncRetain(func);
   b->inner = func;
   PFFunctionHandle f = NULL;

@@ -20,7 +20,7 @@ typedef struct {
   ffi_closure* closure; /* from ffi_closure_alloc: libffi's executable memory */
   void* code;
   PFFunctionHandle func; /* a reference */
-  char* sig_text;
+  pf_siginfo* info; /* the signature, parsed: its canonical text for messages */
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
@@ -38,7 +38,7 @@ static void closure_destroy(pf_object* o) {
   pf_closure* c = (pf_closure*)o;
   if (c->closure) ffi_closure_free(c->closure);
   if (c->func) pf_object_release(c->func);
-  pf_free(c->sig_text);
+  pf_siginfo_free(c->info);
   kept_free(atomic_load_explicit(&c->kept, memory_order_acquire));
   pf_free(c);
 }
@@ -54,9 +54,9 @@ static void describe(const pf_closure* c, char* buf, size_t n) {
   const char* name = NULL;
   PFFuncGetInfo(c->func, &name, NULL, NULL);
   if (name)
-    snprintf(buf, n, "C function pointer %s over '%.200s'", c->sig_text, name);
+    snprintf(buf, n, "C function pointer %.200s over '%.200s'", c->info->pub.text, name);
   else
-    snprintf(buf, n, "C function pointer %s", c->sig_text);
+    snprintf(buf, n, "C function pointer %.200s", c->info->pub.text);
 }
 
 /* Keeps the calling thread's error as the closure's first error, unless one
@@ -96,8 +96,20 @@ static int c_to_packed(const pf_closure* c, int i, const void* p, PFValue* v, in
   int t = c->sig.args[i];
   pf_cvalue cv;
   pf_cvalue_load(t, p, &cv);
-  if (pf_c_to_packed(t, c->sig.arg_obj[i], &cv, v, code) == 0) return 0;
-  char who[512], what[32];
+  char who[512], what[128];
+  if (pf_c_to_packed(t, c->sig.arg_obj[i], &cv, v, code) == 0) {
+    pf_conv k;
+    if (t != pf_t_tensor || !c->sig.arg_tc[i].flags || cv.t == NULL ||
+        (k = pf_tc_check(&c->sig.arg_tc[i], cv.t)) == pf_conv_ok)
+      return 0;
+    describe(c, who, sizeof(who));
+    const char* name = i < c->info->pub.num_params ? c->info->params[i].pub.name : NULL;
+    if (name)
+      snprintf(what, sizeof(what), "argument %d '%.100s'", i, name);
+    else
+      snprintf(what, sizeof(what), "argument %d", i);
+    return pf_tc_error(k, who, what, &c->sig.arg_tc[i], cv.t);
+  }
   describe(c, who, sizeof(who));
   snprintf(what, sizeof(what), "argument %d", i);
   return pf_c_to_packed_error(who, what, t, c->sig.arg_obj[i], &cv);
@@ -140,8 +152,16 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
   if (k != pf_conv_ok) {
     char who[512];
     describe(c, who, sizeof(who));
-    pf_conv_error(k, who, "result", c->sig.ret, c->sig.ret_obj, rc, &rv);
+    pf_conv_error_tc(k, who, "result", c->sig.ret, c->sig.ret_obj, &c->sig.ret_tc, rc, &rv);
     if (pf_code_is_handle(rc)) pf_object_release_keeping_error(rv.v_handle);
+    keep_error(c);
+    return;
+  }
+  if (c->sig.ret == pf_t_tensor && c->sig.ret_tc.flags && cv.t != NULL &&
+      (k = pf_tc_check(&c->sig.ret_tc, cv.t)) != pf_conv_ok) {
+    char who[512];
+    describe(c, who, sizeof(who));
+    pf_tc_error(k, who, "result", &c->sig.ret_tc, cv.t);
     keep_error(c);
     return;
   }
@@ -155,20 +175,23 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
   PF_CHECK_ARG(signature);
   PF_CHECK_ARG(out_closure);
   PF_CHECK_ARG(out_fn);
-  pf_sig sig;
-  if (pf_sig_parse(where, signature, &sig) != 0) return -1;
+  pf_siginfo* info = NULL;
+  if (pf_siginfo_parse(where, signature, &info) != 0) return -1;
+  if (pf_sig_refuse_any(where, signature, &info->sig) != 0) {
+    pf_siginfo_free(info);
+    return -1;
+  }
   pf_closure* c = pf_calloc(1, sizeof(*c));
-  if (c == NULL) return pf_oom(where);
-  c->sig = sig;
+  if (c == NULL) {
+    pf_siginfo_free(info);
+    return pf_oom(where);
+  }
+  c->info = info;
+  c->sig = info->sig;
   atomic_init(&c->kept, NULL);
   pf_object_init(&c->base, kPFObjectClosure, closure_destroy);
   /* From here on closure_destroy cleans up whatever was set. */
-  c->sig_text = pf_sig_format(&sig);
-  if (c->sig_text == NULL) {
-    closure_destroy(&c->base);
-    return pf_oom(where);
-  }
-  if (pf_sig_prep_cif(where, &sig, &c->cif, c->atypes) != 0) {
+  if (pf_sig_prep_cif(where, &c->sig, &c->cif, c->atypes) != 0) {
     closure_destroy(&c->base);
     return -1;
   }

@@ -151,8 +151,17 @@ static const char* code_name(int code, char* buf, size_t n) {
 
 int pf_conv_error(pf_conv c, const char* who, const char* what, int t, const struct pf_type* obj,
                   int code, const PFValue* v) {
-  char buf[40];
+  return pf_conv_error_tc(c, who, what, t, obj, NULL, code, v);
+}
+
+int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t,
+                     const struct pf_type* obj, const pf_tc* tc, int code, const PFValue* v) {
+  char buf[40], tbuf[96];
   const char* want = pf_ctype_name(t, obj);
+  if (t == pf_t_tensor && tc != NULL && tc->flags != 0) {
+    pf_tc_format(tc, tbuf, sizeof(tbuf));
+    want = tbuf;
+  }
   /* A call's arguments or result: the caller's error, with no place (PF_ERROR in base.h). */
   if (c == pf_conv_dead)
     return PFErrorSetFormat(kPFErrTypeError,
@@ -160,8 +169,8 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, const str
                             want, t == pf_t_func ? "a function" : "an object");
   if (c == pf_conv_readonly)
     return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: %s: expected tensor, got a read-only tensor object, whose data "
-                            "a DLTensor* argument could write", who, what);
+                            "%s: %s: expected %s, got a read-only tensor object, whose data "
+                            "a DLTensor* argument could write", who, what, want);
   if (c == pf_conv_object) {
     const char* got = PFObjectTypeName(((const pf_object*)v->v_handle)->type_index);
     return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,

@@ -1,4 +1,5 @@
 /* PackedFunc objects, the call path and return slots. */
+#include <stdio.h>
 #include <string.h>
 
 #include "typed.h"
@@ -272,8 +273,9 @@ static inline __attribute__((always_inline)) int call_with_slot(
 }
 
 /* A call with an argument code outside the plain prefix: the check of
- * each argument (one table lookup; a non-NULL str or tensor needs no
- * more; anything else the full check), then the call. */
+ * each argument (one table lookup; a non-NULL str or tensor, or a live
+ * object of the code's type, needs no more; anything else the full
+ * check), then the call. */
 __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
                                                   int* type_codes, int num_args,
                                                   PFValue* ret_val, int* ret_type_code) {
@@ -287,6 +289,8 @@ __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
         bump |= c == kPFStr;
         continue;
       }
+      if (kind == kPFValueHandle && pf_is_object(args[i].v_handle, pf_codes[c].object_type))
+        continue;
     }
     if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
     bump |= c == kPFStr || c == kPFBytes;
@@ -309,10 +313,13 @@ static inline __attribute__((always_inline)) int func_call(PFFunctionHandle func
     if (__builtin_expect(type_codes == NULL, 0))
       return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
     /* One compare per argument: a plain code needs no check (any bits are
-     * valid); any other code takes the full check. */
+     * valid); a live object as kPFObjectHandle (any object type: a method's
+     * receiver) one more; any other code takes the full check. */
     size_t i = (size_t)num_args;
     do {
-      if (__builtin_expect((unsigned)type_codes[i - 1] >= PF_PLAIN_PREFIX, 0))
+      int c = type_codes[i - 1];
+      if (__builtin_expect((unsigned)c >= PF_PLAIN_PREFIX, 0) &&
+          !(c == kPFObjectHandle && pf_is_object(args[i - 1].v_handle, 0)))
         return call_checked(func, args, type_codes, num_args, ret_val, ret_type_code);
     } while (--i != 0);
   }
@@ -336,7 +343,7 @@ static void function_destroy(pf_object* o) {
   pf_function* f = (pf_function*)o;
   if (f->fin) f->fin(f->resource);
   pf_free(atomic_load(&f->name));
-  pf_free(atomic_load(&f->signature));
+  pf_siginfo_free(atomic_load(&f->siginfo));
   pf_free(atomic_load(&f->doc));
   pf_prepack* pp = atomic_load(&f->prepack);
   if (pp != NULL) {
@@ -398,38 +405,58 @@ static int already_set(const char* what) {
 
 int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
                   const char* doc) {
+  static const char* const where = "PFFuncSetInfo";
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_function* f = func;
-  _Atomic(char*)* fields[3] = {&f->name, &f->signature, &f->doc};
-  const char* values[3] = {name, signature, doc};
-  static const char* const what[3] = {"name", "signature", "doc"};
-  char* copies[3] = {NULL, NULL, NULL};
+  _Atomic(char*)* fields[2] = {&f->name, &f->doc};
+  const char* values[2] = {name, doc};
+  static const char* const what[2] = {"name", "doc"};
+  char* copies[2] = {NULL, NULL};
   /* All or nothing: check and copy everything before storing anything, so
    * that a failed call leaves the function as it was. (Two threads racing
    * to set different fields of one function may still both partly win.) */
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 2; ++i)
     if (values[i] != NULL && atomic_load(fields[i]) != NULL) return already_set(what[i]);
-  /* A signature is kept in its canonical form, so that every reader can
-   * split it without a parser of its own. */
-  pf_sig sig;
-  if (signature != NULL && pf_sig_parse("PFFuncSetInfo", signature, &sig) != 0) return -1;
-  for (int i = 0; i < 3; ++i) {
+  if (signature != NULL && atomic_load(&f->siginfo) != NULL) return already_set("signature");
+  /* A signature is kept parsed, and its text canonical, so that every
+   * reader takes it apart without a parser of its own. */
+  pf_siginfo* info = NULL;
+  if (signature != NULL && pf_siginfo_parse(where, signature, &info) != 0) return -1;
+  for (int i = 0; i < 2; ++i) {
     if (values[i] == NULL) continue;
-    copies[i] = i == 1 ? pf_sig_format(&sig) : pf_strdup(values[i]);
+    copies[i] = pf_strdup(values[i]);
     if (copies[i] == NULL) {
       for (int j = 0; j < i; ++j) pf_free(copies[j]);
-      return pf_oom("PFFuncSetInfo");
+      pf_siginfo_free(info);
+      return pf_oom(where);
     }
   }
   int rc = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     char* expected = NULL;
     if (copies[i] != NULL && !atomic_compare_exchange_strong(fields[i], &expected, copies[i])) {
       pf_free(copies[i]);
       rc = already_set(what[i]);
     }
   }
+  if (info != NULL) {
+    pf_siginfo* expected = NULL;
+    if (!atomic_compare_exchange_strong(&f->siginfo, &expected, info)) {
+      pf_siginfo_free(info);
+      rc = already_set("signature");
+    }
+  }
   return rc;
+}
+
+int pf_func_set_siginfo(PFFunctionHandle func, pf_siginfo* info) {
+  pf_function* f = func;
+  pf_siginfo* expected = NULL;
+  if (!atomic_compare_exchange_strong(&f->siginfo, &expected, info)) {
+    pf_siginfo_free(info);
+    return already_set("signature");
+  }
+  return 0;
 }
 
 int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signature,
@@ -437,9 +464,165 @@ int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signatu
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_function* f = func;
   if (name) *name = atomic_load_explicit(&f->name, memory_order_acquire);
-  if (signature) *signature = atomic_load_explicit(&f->signature, memory_order_acquire);
+  if (signature) {
+    const pf_siginfo* info = atomic_load_explicit(&f->siginfo, memory_order_acquire);
+    *signature = info ? info->pub.text : NULL;
+  }
   if (doc) *doc = atomic_load_explicit(&f->doc, memory_order_acquire);
   return 0;
+}
+
+int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInfo** out) {
+  PF_CHECK_OBJECT(func, kPFObjectFunction);
+  PF_CHECK_ARG(out);
+  const pf_siginfo* info = atomic_load_explicit(&((pf_function*)func)->siginfo,
+                                                memory_order_acquire);
+  *out = info ? &info->pub : NULL;
+  return 0;
+}
+
+/* ---- keyword calls ---- */
+
+/* The name of a function in a keyword call's errors, as Python's "f()". */
+static const char* kw_func_name(const pf_function* f) {
+  const char* name = atomic_load_explicit(&((pf_function*)f)->name, memory_order_acquire);
+  return name ? name : "<anonymous>";
+}
+
+/* "missing 2 required positional arguments: 'x' and 'y'", Python's words.
+ * The call's arguments: the caller's error, with no place (PF_ERROR in
+ * base.h); so are the others below. */
+__attribute__((cold)) static int kw_missing(const pf_function* f, const pf_siginfo* info,
+                                            uint32_t given) {
+  char names[PF_TYPED_MAX_ARGS * 64 + 64];
+  size_t n = 0;
+  int count = 0, total = 0;
+  for (int j = 0; j < info->pub.num_params; ++j)
+    if (!(given & (1u << j)) && !info->params[j].pub.has_default) ++total;
+  for (int j = 0; j < info->pub.num_params; ++j) {
+    if ((given & (1u << j)) || info->params[j].pub.has_default) continue;
+    const char* name = info->params[j].pub.name;
+    ++count;
+    const char* sep = count == 1 ? "" : count < total ? ", " : total == 2 ? " and " : ", and ";
+    n += (size_t)snprintf(names + n, n < sizeof(names) ? sizeof(names) - n : 0, "%s'%.60s'", sep,
+                          name ? name : "?");
+    if (n >= sizeof(names)) break;
+  }
+  return PFErrorSetFormat(kPFErrTypeError, "%.200s() missing %d required positional argument%s: %s",
+                          kw_func_name(f), total, total == 1 ? "" : "s", names);
+}
+
+__attribute__((cold)) static int kw_too_many(const pf_function* f, const pf_siginfo* info,
+                                             int num_args) {
+  int hi = info->pub.num_params, lo = info->pub.num_required;
+  char takes[64];
+  if (lo == hi)
+    snprintf(takes, sizeof(takes), "%d positional argument%s", hi, hi == 1 ? "" : "s");
+  else
+    snprintf(takes, sizeof(takes), "from %d to %d positional arguments", lo, hi);
+  return PFErrorSetFormat(kPFErrTypeError, "%.200s() takes %s but %d %s given", kw_func_name(f),
+                          takes, num_args, num_args == 1 ? "was" : "were");
+}
+
+/* Misuse of PFFuncCallKw's keyword arguments; returns -1. */
+__attribute__((cold, noinline)) static int kw_misuse(const char* const* kw_names, PFValue* kw_args,
+                                                     int* kw_codes, int num_kw) {
+  static const char* const where = "PFFuncCallKw";
+  if (num_kw < 0)
+    return PF_ERROR(kPFErrValueError, "%s: argument 'num_kw' is negative (%d)", where, num_kw);
+  const char* null_arg = kw_names == NULL ? "kw_names" : kw_args == NULL ? "kw_args" : "kw_codes";
+  if (kw_names == NULL || kw_args == NULL || kw_codes == NULL)
+    return PF_ERROR(kPFErrTypeError, "%s: argument '%s' is NULL with num_kw %d", where, null_arg,
+                    num_kw);
+  for (int k = 0; k < num_kw; ++k)
+    if (kw_names[k] == NULL)
+      return PF_ERROR(kPFErrTypeError, "%s: argument 'kw_names[%d]' is NULL", where, k);
+  return PF_ERROR(kPFErrRuntimeError, "%s: misuse not found", where);
+}
+
+/* A keyword call that is not a plain positional one: the arguments laid
+ * out by parameter, defaults filled, then PFFuncCall's body. It takes
+ * PFFuncCallKw's own parameters, so that the call to it is a jump. */
+__attribute__((noinline)) static int call_kw_slow(PFFunctionHandle func, PFValue* args,
+                                                  int* type_codes, int num_args,
+                                                  const char* const* kw_names, PFValue* kw_args,
+                                                  int* kw_codes, int num_kw, PFValue* ret_val,
+                                                  int* ret_type_code) {
+  pf_function* f = func;
+  const pf_siginfo* info = atomic_load_explicit(&f->siginfo, memory_order_acquire);
+  /* PFFuncCall's misuse, as PFFuncCall reports it; then the keywords'. */
+  if (ret_val == NULL || ret_type_code == NULL || num_args < 0 ||
+      (num_args > 0 && (args == NULL || type_codes == NULL)))
+    return PFFuncCall(f, args, type_codes, num_args, ret_val, ret_type_code);
+  if (num_kw < 0 || (num_kw > 0 && (kw_names == NULL || kw_args == NULL || kw_codes == NULL)))
+    return kw_misuse(kw_names, kw_args, kw_codes, num_kw);
+  if (info == NULL) {
+    if (num_kw > 0)
+      return PFErrorSetFormat(kPFErrTypeError, "%.200s() takes no keyword arguments",
+                              kw_func_name(f));
+    return PFFuncCall(f, args, type_codes, num_args, ret_val, ret_type_code);
+  }
+  int n = info->pub.num_params;
+  int npos = num_args < n ? num_args : n;
+  PFValue a[PF_TYPED_MAX_ARGS];
+  int c[PF_TYPED_MAX_ARGS];
+  uint32_t given = (uint32_t)(((uint64_t)1 << npos) - 1);
+  /* In Python's order: each keyword in turn, then the count, then what is
+   * missing. */
+  for (int k = 0; k < num_kw; ++k) {
+    const char* name = kw_names[k];
+    if (name == NULL) return kw_misuse(kw_names, kw_args, kw_codes, num_kw);
+    /* Names are compared 8 bytes at a time: most are that short. */
+    int long_name;
+    uint64_t key = pf_name_key(name, &long_name);
+    int j = info->pub.named ? 0 : n;
+    for (; j < n; ++j) {
+      if (info->name_keys[j] != key) continue;
+      if (!long_name) break;
+      const char* p = info->params[j].pub.name + 8;
+      const char* q = name + 8;
+      while (*p == *q && *p != '\0') ++p, ++q;
+      if (*p == *q) break;
+    }
+    if (j == n)
+      return PFErrorSetFormat(kPFErrTypeError, "%.200s() got an unexpected keyword argument '%.200s'",
+                              kw_func_name(f), name);
+    if (given & (1u << j))
+      return PFErrorSetFormat(kPFErrTypeError, "%.200s() got multiple values for argument '%.200s'",
+                              kw_func_name(f), name);
+    given |= 1u << j;
+    a[j] = kw_args[k];
+    c[j] = kw_codes[k];
+  }
+  if (num_args > n) return kw_too_many(f, info, num_args);
+  /* One pass: the positional arguments, then a default for each parameter
+   * no keyword gave. */
+  for (int j = 0; j < n; ++j) {
+    if (j < num_args) {
+      a[j] = args[j];
+      c[j] = type_codes[j];
+    } else if (!(given & (1u << j))) {
+      const PFParamInfo* p = &info->params[j].pub;
+      if (!p->has_default) return kw_missing(f, info, given);
+      a[j] = p->default_value;
+      c[j] = p->default_code;
+    }
+  }
+  return func_call(f, a, c, n, ret_val, ret_type_code);
+}
+
+int PFFuncCallKw(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+                 const char* const* kw_names, PFValue* kw_args, int* kw_codes, int num_kw,
+                 PFValue* ret_val, int* ret_type_code) {
+  if (__builtin_expect(!pf_is_function(func), 0))
+    return pf_err_bad_object("PFFuncCallKw", "func", func, kPFObjectFunction);
+  const pf_siginfo* info =
+      atomic_load_explicit(&((pf_function*)func)->siginfo, memory_order_acquire);
+  /* A positional call of every parameter is PFFuncCall, plus this test. */
+  if (__builtin_expect(num_kw == 0 && (info == NULL || num_args == info->pub.num_params), 1))
+    return func_call(func, args, type_codes, num_args, ret_val, ret_type_code);
+  return call_kw_slow(func, args, type_codes, num_args, kw_names, kw_args, kw_codes, num_kw,
+                      ret_val, ret_type_code);
 }
 
 int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner) {

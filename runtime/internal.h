@@ -40,14 +40,17 @@ typedef struct {
   PFPrePackFunc fn;
 } pf_prepack;
 
+struct pf_siginfo;
+
 typedef struct {
   pf_object base;
   PFPackedCFunc func;
   void* resource;
   PFPackedCFuncFinalizer fin;
-  /* Metadata; each is set at most once, then read without a lock. */
+  /* Metadata; each is set at most once, then read without a lock. The
+   * signature is kept parsed (runtime/typed.h), its canonical text in it. */
   _Atomic(char*) name;
-  _Atomic(char*) signature;
+  _Atomic(struct pf_siginfo*) siginfo;
   _Atomic(char*) doc;
   /* An object kept alive as long as this function (e.g. its module). */
   _Atomic(pf_object*) owner;
@@ -82,6 +85,22 @@ static inline const void* pf_code_addr(void (*fn)(void)) {
 static inline void pf_object_retain(void* obj) {
   atomic_fetch_add_explicit(&((pf_object*)obj)->ref_count, 1, memory_order_relaxed);
 }
+/* Takes a reference to `obj` unless its last one is already gone (it is
+ * then being destroyed and must not come back): 1 when taken, else 0. For
+ * objects reachable from a table that does not own them (a weak list). */
+static inline int pf_object_try_retain(void* obj) {
+  pf_object* o = (pf_object*)obj;
+  int_fast32_t n = atomic_load_explicit(&o->ref_count, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak_explicit(&o->ref_count, &n, n + 1, memory_order_relaxed,
+                                              memory_order_relaxed))
+      return 1;
+  return 0;
+}
+/* Gives `func` its signature, parsed (PFFuncSetInfo's, without a second
+ * parse): takes `info` over, also on failure (a ValueError when the
+ * function has a signature already). */
+PF_HIDDEN int pf_func_set_siginfo(PFFunctionHandle func, struct pf_siginfo* info);
 /* Makes `owner` live at least as long as `func` (takes a reference); used
  * by modules so that their code stays loaded while their functions live. */
 PF_HIDDEN int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner);
@@ -207,6 +226,13 @@ PF_HIDDEN int pf_dict_children(pf_walk* w, const void* dict);
 PF_HIDDEN int pf_bound_children(pf_walk* w, const pf_function* f);
 /* A closure's function (runtime/closure.c). */
 PF_HIDDEN int pf_closure_children(pf_walk* w, const void* closure);
+/* The objects in an instance's handle fields (func, array, map, shape,
+ * object, list, dict, tensor and obj<KEY> fields, inherited ones too) of a
+ * registered type (runtime/object_instance.c). Unlike the references
+ * above, these may change after the instance is made: such an instance is
+ * reported with pf_walk_mutable. */
+PF_HIDDEN int pf_instance_children(pf_walk* w, const void* obj);
+PF_HIDDEN void pf_walk_mutable(pf_walk* w);
 /* 1 and the payload (host object) or resource handle (host function) in
  * *out when `obj` is a host object or host function made on `gate`; 0
  * otherwise (runtime/host.c). */

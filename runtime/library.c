@@ -107,23 +107,12 @@ void pf_library_setup(void) {
 
 /* ---- the library objects ---- */
 
-/* A reference to `o` unless its last one is already gone (it is then being
- * destroyed, and must not come back). */
-static int try_retain(pf_object* o) {
-  int_fast32_t n = atomic_load_explicit(&o->ref_count, memory_order_relaxed);
-  while (n > 0)
-    if (atomic_compare_exchange_weak_explicit(&o->ref_count, &n, n + 1, memory_order_relaxed,
-                                              memory_order_relaxed))
-      return 1;
-  return 0;
-}
-
 /* The live entry for `map`, or the one whose addresses hold `addr`, with a
  * new reference, or NULL. Lock held. A live entry keeps its library
  * mapped, so its span cannot belong to another library meanwhile. */
 static pf_library* find_library(const struct link_map* map, uintptr_t addr) {
   for (pf_library* l = g_libs; l != NULL; l = l->next)
-    if ((map ? l->map == map : addr - l->start < l->end - l->start) && try_retain(&l->base))
+    if ((map ? l->map == map : addr - l->start < l->end - l->start) && pf_object_try_retain(&l->base))
       return l;
   return NULL;
 }

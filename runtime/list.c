@@ -132,7 +132,9 @@ static int splice(pf_list* l, const char* where, splice_at at, int64_t start, in
         st = pf_oom(where);
       }
     }
-    if (st == 0) {
+    /* An empty List that stays empty has no storage (values NULL): nothing
+     * to move. */
+    if (st == 0 && l->values != NULL) {
       removed = count;
       memcpy(dropped, l->values + start, (size_t)count * sizeof(PFValue));
       memcpy(dropped_codes, l->codes + start, (size_t)count * sizeof(int));
@@ -331,7 +333,8 @@ int PFListToArray(PFObjectHandle list, int64_t start, int64_t count, PFObjectHan
   if (count > l->size - start) count = l->size - start;
   /* The kept values pass PFArrayCreate's checks (a handle is alive: the
    * List holds it), so only memory can fail. */
-  int st = PFArrayCreate(l->values + start, l->codes + start, count, &a);
+  int st = count == 0 ? PFArrayCreate(NULL, NULL, 0, &a)
+                      : PFArrayCreate(l->values + start, l->codes + start, count, &a);
   pthread_rwlock_unlock(&l->lock);
   if (st != 0) return pf_oom(__func__);
   *out = a;

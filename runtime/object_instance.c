@@ -208,6 +208,21 @@ static void store_plain(int t, const pf_cvalue* c, char* p) {
 
 /* Replaces the pointer at p with `fresh`, then frees or releases the old
  * one. */
+int pf_instance_children(pf_walk* w, const void* obj) {
+  const pf_type* t = ((const pf_instance*)obj)->type;
+  const char* d = pf_instance_data(obj);
+  int mutable_refs = 0;
+  for (int i = 0; i < t->num_owned; ++i) {
+    if (t->owned[i].store != pf_store_ref && t->owned[i].store != pf_store_tensor) continue;
+    mutable_refs = 1;
+    void* o;
+    memcpy(&o, d + t->owned[i].offset, sizeof(o));
+    if (pf_walk_spend(w, 1) != 0 || (o != NULL && pf_walk_child(w, o) != 0)) return -1;
+  }
+  if (mutable_refs) pf_walk_mutable(w);
+  return 0;
+}
+
 static void swap_owned(char* p, void* fresh, int store) {
   void* old;
   memcpy(&old, p, sizeof(old));

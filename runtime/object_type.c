@@ -187,17 +187,6 @@ int PFObjectTypeGetConstructor(uint32_t type_index, PFFunctionHandle* out) {
 
 /* ---- making a type's code ready ---- */
 
-/* A reference to `o` unless its last one is gone already (a library that
- * is being destroyed must not come back). */
-static int try_retain(pf_object* o) {
-  int_fast32_t n = atomic_load_explicit(&o->ref_count, memory_order_relaxed);
-  while (n > 0)
-    if (atomic_compare_exchange_weak_explicit(&o->ref_count, &n, n + 1, memory_order_relaxed,
-                                              memory_order_relaxed))
-      return 1;
-  return 0;
-}
-
 static int dormant_error(const char* where, const pf_type* t) {
   return PF_ERROR(kPFErrRuntimeError,
                   "%s: object type '%s' cannot be used: the module that registered it has been "
@@ -213,7 +202,7 @@ static int ready_one(const char* where, pf_type* t) {
   pf_object* lib = NULL;
   lock();
   int ready = atomic_load_explicit(&t->code, memory_order_relaxed) != NULL;
-  int dormant = !ready && (t->dormant || (t->weak_lib != NULL && !try_retain(t->weak_lib)));
+  int dormant = !ready && (t->dormant || (t->weak_lib != NULL && !pf_object_try_retain(t->weak_lib)));
   if (!ready && !dormant) lib = t->weak_lib;
   unlock();
   if (ready) return 0;

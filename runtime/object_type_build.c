@@ -176,6 +176,8 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
   const pf_type* obj = NULL;
   field_layout lay;
   if (pf_sig_parse_type(at, fd->type, &ct, &obj) != 0) return -1;
+  if (ct == pf_t_any)
+    return PF_ERROR(kPFErrValueError, "%s: its type is any, which has no C type", at);
   if (layout_of(ct, &lay) != 0) return PF_ERROR(kPFErrValueError, "%s: void is not a field type", at);
   if ((fd->flags & ~kPFFieldWritable) != 0)
     return PF_ERROR(kPFErrValueError, "%s: unknown flag bits 0x%x", at,
@@ -215,24 +217,30 @@ static int names_self_or_ancestor(const pf_type* t, const pf_type* x) {
 static int method_signature(const char* where, pf_type* t, const PFMethodDesc* md, pf_method* m) {
   char at[PF_OBJECT_TYPE_KEY_MAX * 2 + 256];
   snprintf(at, sizeof(at), "%s: object type '%s': method '%s'", where, t->info.key, md->name);
-  pf_sig sig;
-  if (pf_sig_parse(at, md->signature, &sig) != 0) return -1;
+  pf_siginfo* info = NULL;
+  if (pf_siginfo_parse(at, md->signature, &info) != 0) return -1;
+  const pf_sig sig = info->sig;
   int is_static = (md->flags & kPFMethodStatic) != 0;
   if (!is_static && (sig.num_args == 0 || !(sig.args[0] == pf_t_object ||
                                             (sig.args[0] == pf_t_obj &&
-                                             names_self_or_ancestor(t, sig.arg_obj[0])))))
+                                             names_self_or_ancestor(t, sig.arg_obj[0]))))) {
+    pf_siginfo_free(info);
     return PF_ERROR(kPFErrValueError,
                     "%s: an instance method takes the object first: its first parameter must be "
                     "object or obj<KEY> of '%s' or an ancestor, in \"%.200s\"",
                     at, t->info.key, md->signature);
+  }
   if (is_static && strcmp(md->name, "__init__") == 0 &&
       !(sig.ret == pf_t_object ||
-        (sig.ret == pf_t_obj && strcmp(sig.ret_obj->info.key, t->info.key) == 0)))
+        (sig.ret == pf_t_obj && strcmp(sig.ret_obj->info.key, t->info.key) == 0))) {
+    pf_siginfo_free(info);
     return PF_ERROR(kPFErrValueError,
                     "%s: a static __init__ is a factory: its result must be object or %s, in "
                     "\"%.200s\"",
                     at, t->sig_name, md->signature);
-  char* canon = pf_sig_format(&sig);
+  }
+  char* canon = pf_strdup(info->pub.text);
+  pf_siginfo_free(info);
   if (canon == NULL) return pf_oom(where);
   m->info.signature = canon;
   return 0;
@@ -509,28 +517,33 @@ static int make_method(const char* where, const pf_type* t, const pf_method* m,
 }
 
 /* "obj<KEY>(ARGS)": the constructor's signature, from its __init__'s
- * (without the object, for an instance method); NULL when __init__ has
- * none; "obj<KEY>()" without __init__. *oom on allocation failure. */
-static char* ctor_signature(const pf_type* t, int* oom) {
+ * (without the object, for an instance method; names, defaults and
+ * constraints kept); NULL when __init__ has none; "obj<KEY>()" without
+ * __init__. *oom on allocation failure. */
+static char* ctor_signature(const char* where, const pf_type* t, int* oom) {
   const PFMethodInfo* init = t->info.init;
-  const char* args = "";
-  size_t len = 0;
+  char* args = NULL;
   if (init != NULL) {
     if (init->signature == NULL) return NULL;
-    args = strchr(init->signature, '(') + 1;
-    if (!(init->flags & kPFMethodStatic)) { /* drop the object */
-      const char* comma = strchr(args, ',');
-      args = comma ? comma + 1 : strchr(args, ')');
+    pf_siginfo* info = NULL;
+    /* The text is canonical and its types registered: only memory fails. */
+    if (pf_siginfo_parse(where, init->signature, &info) != 0) {
+      *oom = 1;
+      return NULL;
     }
-    len = strlen(args) - 1; /* without ')' */
+    args = pf_siginfo_text_without(info, (init->flags & kPFMethodStatic) ? 0u : 1u);
+    pf_siginfo_free(info);
+    if (args == NULL) {
+      *oom = 1;
+      return NULL;
+    }
   }
-  size_t n = strlen(t->sig_name) + len + 3;
+  const char* list = args ? strchr(args, '(') : "()";
+  size_t n = strlen(t->sig_name) + strlen(list) + 1;
   char* s = pf_malloc(n);
-  if (s == NULL) {
-    *oom = 1;
-    return NULL;
-  }
-  snprintf(s, n, "%s(%.*s)", t->sig_name, (int)len, args);
+  if (s != NULL) snprintf(s, n, "%s%s", t->sig_name, list);
+  pf_free(args);
+  if (s == NULL) *oom = 1;
   return s;
 }
 
@@ -538,7 +551,7 @@ static int make_ctor(const char* where, const pf_type* t, PFFunctionHandle* out)
   PFFunctionHandle f = NULL;
   if (PFFuncCreateFromCFunc(pf_type_construct, (void*)(uintptr_t)t, NULL, &f) != 0) return -1;
   int oom = 0;
-  char* sig = ctor_signature(t, &oom);
+  char* sig = ctor_signature(where, t, &oom);
   int rc = oom ? pf_oom(where) : PFFuncSetInfo(f, t->info.key, sig, t->info.doc);
   pf_free(sig);
   if (rc != 0) {

@@ -7,10 +7,10 @@
 typedef struct {
   pf_object* obj;
   int_fast32_t count;   /* its reference count, read when it was reached */
-  int64_t left;         /* references left once the caller's and owned ones go */
+  int64_t left;         /* its references that would remain (see find_owned) */
   int64_t edges_begin;  /* its references: edges[edges_begin .. edges_end) */
   int64_t edges_end;
-  int owned;            /* releasing the caller's reference would free it */
+  int owned;            /* freed when the caller's reference to the root goes */
   int held;             /* the walk holds a reference to it (see node_of) */
 } walk_node;
 
@@ -23,6 +23,7 @@ struct pf_walk {
   int64_t num_edges, edges_cap;
   int64_t budget;   /* values that may still be looked at */
   int exhausted;    /* the budget ran out */
+  int64_t mutable_nodes; /* Lists, Dicts, instances met: their references may change */
 };
 
 static const char* const k_where = "PFObjectFindOwnedHosts";
@@ -70,8 +71,9 @@ static int grow_index(pf_walk* w) {
  * With `hold`, a new node gets a reference of the walk's, dropped when the
  * walk ends: an object reached through a List or Dict may be removed from
  * it, and released, by another thread at any time. (Any other object is
- * kept alive by what holds it, immutably: the root, which the caller
- * holds, or a node that the walk holds.) */
+ * kept alive by what holds it: the root, which the caller holds, a node
+ * that the walk holds, or an instance's field, which no thread may write
+ * while the walk reads it: object_type.h, "Threads".) */
 static int64_t node_of(pf_walk* w, pf_object* obj, int hold) {
   size_t s = slot_of(w, obj);
   for (; w->index[s] != 0; s = (s + 1) & w->mask)
@@ -119,16 +121,19 @@ int pf_walk_child(pf_walk* w, void* child) { return add_child(w, child, 0); }
 
 int pf_walk_held_child(pf_walk* w, void* child) { return add_child(w, child, 1); }
 
+void pf_walk_mutable(pf_walk* w) { ++w->mutable_nodes; }
+
 /* Reports the references that one object holds, of the kinds followed. */
 static int children(pf_walk* w, const pf_object* o) {
   switch (o->type_index) {
     case kPFObjectArray: return pf_array_children(w, o);
     case kPFObjectMap: return pf_map_children(w, o);
-    case kPFObjectList: return pf_list_children(w, o);
-    case kPFObjectDict: return pf_dict_children(w, o);
+    /* A List or Dict may hold a host later: it counts as reachable. */
+    case kPFObjectList: pf_walk_mutable(w); return pf_list_children(w, o);
+    case kPFObjectDict: pf_walk_mutable(w); return pf_dict_children(w, o);
     case kPFObjectFunction: return pf_bound_children(w, (const pf_function*)o);
     case kPFObjectClosure: return pf_closure_children(w, o);
-    default: return 0;
+    default: return o->type_index >= kPFObjectTypeRegisteredBegin ? pf_instance_children(w, o) : 0;
   }
 }
 
@@ -143,18 +148,20 @@ static int reach_all(pf_walk* w) {
   return 0;
 }
 
-/* Releases the caller's reference to the root on paper: a node whose
- * count falls to zero is owned, and the references it holds go in turn.
- * What a cycle holds (a List that holds itself) never falls to zero, as
- * releasing the real reference would not free it either. */
-static int mark_owned(pf_walk* w) {
-  int64_t* stack = NULL;
-  int64_t top = 0, cap = 0;
-  if (--w->nodes[0].left != 0) return 0;
-  w->nodes[0].owned = 1;
-  stack = room(stack, &cap, sizeof(int64_t), 1);
-  if (stack == NULL) return -1;
-  stack[top++] = 0;
+/* Marks the nodes that dropping the caller's reference to the root would
+ * free: the root when that reference is its only one, then, as reference
+ * counting would, each node whose every reference is held by freed nodes.
+ * A cycle that holds itself (a List that holds itself, an instance whose
+ * field holds it back) is never freed so, nor is anything it holds: none
+ * of it is owned. */
+static int find_owned(pf_walk* w) {
+  int64_t* stack = pf_malloc(sizeof(int64_t) * (size_t)w->num_nodes);
+  if (stack == NULL) return pf_oom(k_where);
+  int64_t top = 0;
+  if (--w->nodes[0].left == 0) {
+    w->nodes[0].owned = 1;
+    stack[top++] = 0;
+  }
   while (top > 0) {
     const walk_node* n = &w->nodes[stack[--top]];
     for (int64_t e = n->edges_begin; e < n->edges_end; ++e) {
@@ -162,13 +169,7 @@ static int mark_owned(pf_walk* w) {
       /* Below zero only when the graph changed under the walk: then the
        * counts differ at the end, and nothing is reported. */
       if (--c->left != 0) continue;
-      c->owned = 1;
-      int64_t* s = room(stack, &cap, sizeof(int64_t), top + 1);
-      if (s == NULL) {
-        pf_free(stack);
-        return -1;
-      }
-      stack = s;
+      c->owned = 1; /* each node reaches 0 once: the stack never overflows */
       stack[top++] = w->edges[e];
     }
   }
@@ -206,8 +207,7 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
   *num_owned = 0;
   if (num_reachable != NULL) *num_reachable = 0;
   /* A root with more than the caller's reference outlives it (held from
-   * outside, or by a cycle of Lists and Dicts through itself): nothing is
-   * owned. */
+   * outside, or by a cycle through itself): nothing is owned (find_owned). */
   if (num_reachable == NULL &&
       atomic_load_explicit(&((pf_object*)root)->ref_count, memory_order_acquire) != 1)
     return 0;
@@ -226,23 +226,20 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
     if (num_reachable != NULL) *num_reachable = -1;
     goto done;
   }
-  if (mark_owned(&w) != 0) {
+  if (find_owned(&w) != 0) {
     rc = -1;
     goto done;
   }
   int64_t owned = 0, reachable = 0;
   for (int64_t i = 0; i < w.num_nodes; ++i) {
     void* payload;
-    uint32_t ti = w.nodes[i].obj->type_index;
-    /* A List or Dict may hold a host later: it counts as reachable. */
-    if (ti == kPFObjectList || ti == kPFObjectDict) ++reachable;
     if (!pf_host_payload(w.nodes[i].obj, gate, &payload)) continue;
     ++reachable;
     if (!w.nodes[i].owned) continue;
     if (owned < cap) out[owned] = payload;
     ++owned;
   }
-  if (num_reachable != NULL) *num_reachable = reachable;
+  if (num_reachable != NULL) *num_reachable = reachable + w.mutable_nodes;
   if (owned > 0 && counts_unchanged(&w)) *num_owned = owned;
 done:
   /* The walk's own references go last: another thread may have released

@@ -1,9 +1,14 @@
-/* Signatures: the table of signature types, the grammar, a signature's libffi description. */
+/* Signatures: the table of signature types, the grammar (names, defaults,
+ * tensor constraints), a signature's libffi description. */
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "object_type.h"
+#include "signature.h"
 
 _Static_assert(sizeof(bool) == 1, "bool travels through libffi as uint8");
 _Static_assert(sizeof(DLDeviceType) == 4, "DLDevice travels through libffi as two 32-bit ints");
@@ -65,12 +70,24 @@ int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif, ffi_type
   return 0;
 }
 
+
 /* ---- the signature grammar ---- */
 
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static int is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int hex_value(char c) {
+  return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+static size_t skip_blanks(const char* text, size_t i) {
+  while (is_blank(text[i])) ++i;
+  return i;
 }
 
 /* What a text is, for messages: "signature" or "type". */
@@ -83,7 +100,7 @@ static int sig_error(const char* where, const char* text, size_t pos, const char
     ;
 
 static int sig_error(const char* where, const char* text, size_t pos, const char* fmt, ...) {
-  char detail[160];
+  char detail[200];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof(detail), fmt, ap);
@@ -94,16 +111,156 @@ static int sig_error(const char* where, const char* text, size_t pos, const char
 
 static int is_key_char(char c) { return is_name_char(c) || c == '.'; }
 
+/* ---- devices (the DEVICE of tensor.h; DLPack's device types) ---- */
+
+static const struct {
+  const char* name;
+  uint8_t type;
+} k_devices[] = {
+    {"cpu", 1},   {"cuda", 2},  {"cuda_host", 3}, {"opencl", 4},     {"vulkan", 7},
+    {"metal", 8}, {"vpi", 9},   {"rocm", 10},     {"rocm_host", 11}, {"ext_dev", 12},
+    {"cuda_managed", 13}, {"oneapi", 14}, {"webgpu", 15}, {"hexagon", 16},
+};
+
+const char* pf_device_name(int device_type) {
+  for (size_t k = 0; k < sizeof(k_devices) / sizeof(k_devices[0]); ++k)
+    if (k_devices[k].type == device_type) return k_devices[k].name;
+  return NULL;
+}
+
+/* The device type named by s[0 .. n), or 0. */
+static int device_by_name(const char* s, size_t n) {
+  for (size_t k = 0; k < sizeof(k_devices) / sizeof(k_devices[0]); ++k)
+    if (strlen(k_devices[k].name) == n && memcmp(k_devices[k].name, s, n) == 0)
+      return k_devices[k].type;
+  return 0;
+}
+
+/* ---- tensor constraints ---- */
+
+/* Reads "<DTYPE, RANK, LAYOUT, DEVICE>" (tensor.h) when it follows
+ * text[*pos] (blanks allowed before it), advancing *pos past the '>';
+ * without one, leaves *pos and a constraint of any tensor. */
+static int read_tensor_constraint(const char* where, const char* text, size_t* pos, pf_tc* tc) {
+  size_t i = skip_blanks(text, *pos);
+  memset(tc, 0, sizeof(*tc));
+  if (text[i] != '<') return 0;
+  ++i;
+  for (int part = 0;; ++part) {
+    i = skip_blanks(text, i);
+    size_t start = i, n = 0;
+    if (text[i] == '*') {
+      ++i;
+    } else if (part == 0) {
+      while (is_name_char(text[i + n]) || text[i + n] == '[' || text[i + n] == ']') ++n;
+      char buf[48];
+      DLDataType dt;
+      if (n == 0) return sig_error(where, text, start, "expected a data type or '*'");
+      if (n >= sizeof(buf))
+        return sig_error(where, text, start, "unknown data type '%.40s...'", text + start);
+      memcpy(buf, text + start, n);
+      buf[n] = '\0';
+      if (PFDataTypeFromString(buf, &dt) != 0)
+        return sig_error(where, text, start, "unknown data type '%s'", buf);
+      tc->dtype = dt;
+      tc->flags |= kPFTensorCheckDtype;
+      i += n;
+    } else if (part == 1) {
+      int64_t rank = 0;
+      while (is_digit(text[i + n])) {
+        if (rank <= PF_TENSOR_MAX_NDIM) rank = rank * 10 + (text[i + n] - '0');
+        ++n;
+      }
+      if (n == 0) return sig_error(where, text, start, "expected a rank or '*'");
+      if (rank > PF_TENSOR_MAX_NDIM)
+        return sig_error(where, text, start, "rank %.*s is above PF_TENSOR_MAX_NDIM (%d)",
+                         (int)(n > 20 ? 20 : n), text + start, PF_TENSOR_MAX_NDIM);
+      tc->ndim = (int8_t)rank;
+      tc->flags |= kPFTensorCheckNdim;
+      i += n;
+    } else {
+      while (is_name_char(text[i + n])) ++n;
+      if (part == 2) {
+        if (n != 10 || memcmp(text + start, "contiguous", 10) != 0)
+          return sig_error(where, text, start, "expected a layout: 'contiguous' or '*'");
+        tc->flags |= kPFTensorContiguous;
+      } else {
+        int dev = device_by_name(text + start, n);
+        if (dev == 0)
+          return sig_error(where, text, start, "%s '%.*s'",
+                           n ? "unknown device type" : "expected a device type or '*'",
+                           (int)(n > 40 ? 40 : n), text + start);
+        tc->device = (uint8_t)dev;
+        tc->flags |= kPFTensorCheckDevice;
+      }
+      i += n;
+    }
+    i = skip_blanks(text, i);
+    if (text[i] == '>') {
+      *pos = i + 1;
+      return 0;
+    }
+    if (text[i] == ',' && part < 3) {
+      ++i;
+      continue;
+    }
+    return sig_error(where, text, i, "%s", part < 3 ? "expected ',' or '>' in the tensor type"
+                                                     : "expected '>' after the device type");
+  }
+}
+
+void pf_tc_format(const pf_tc* tc, char* buf, size_t n) {
+  char parts[4][PF_DTYPE_STRING_MAX];
+  int last = -1;
+  for (int k = 0; k < 4; ++k) snprintf(parts[k], sizeof(parts[k]), "*");
+  if (tc->flags & kPFTensorCheckDtype) {
+    if (PFDataTypeToString(tc->dtype, parts[0], sizeof(parts[0])) != 0)
+      snprintf(parts[0], sizeof(parts[0]), "?");
+    last = 0;
+  }
+  if (tc->flags & kPFTensorCheckNdim) {
+    snprintf(parts[1], sizeof(parts[1]), "%d", (int)tc->ndim);
+    last = 1;
+  }
+  if (tc->flags & kPFTensorContiguous) {
+    snprintf(parts[2], sizeof(parts[2]), "contiguous");
+    last = 2;
+  }
+  if (tc->flags & kPFTensorCheckDevice) {
+    const char* d = pf_device_name(tc->device);
+    snprintf(parts[3], sizeof(parts[3]), "%s", d ? d : "?");
+    last = 3;
+  }
+  if (last < 0) {
+    snprintf(buf, n, "tensor");
+    return;
+  }
+  size_t at = (size_t)snprintf(buf, n, "tensor<");
+  for (int k = 0; k <= last && at < n; ++k)
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", k ? "," : "", parts[k]);
+  if (at < n) snprintf(buf + at, n - at, ">");
+}
+
+PFTensorConstraint pf_tc_public(const pf_tc* tc) {
+  PFTensorConstraint c;
+  memset(&c, 0, sizeof(c));
+  c.flags = tc->flags;
+  if (tc->flags & kPFTensorCheckNdim) c.ndim = tc->ndim;
+  if (tc->flags & kPFTensorCheckDtype) c.dtype = tc->dtype;
+  if (tc->flags & kPFTensorCheckDevice) c.device_type = tc->device;
+  return c;
+}
+
+/* ---- types ---- */
+
 /* Reads "<KEY>" after "obj" at text[*pos] (blanks allowed around each
  * token) and resolves KEY; advances *pos past the '>'. */
 static int read_obj_key(const char* where, const char* text, size_t* pos,
                         const struct pf_type** obj) {
-  size_t i = *pos;
-  while (is_blank(text[i])) ++i;
+  size_t i = skip_blanks(text, *pos);
   if (text[i] != '<')
     return sig_error(where, text, i, "'obj' names a registered object type: write obj<KEY>");
-  ++i;
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, i + 1);
   size_t start = i, n = 0;
   while (is_key_char(text[start + n])) ++n;
   if (n == 0)
@@ -112,20 +269,20 @@ static int read_obj_key(const char* where, const char* text, size_t* pos,
   if (t == NULL)
     return sig_error(where, text, start, "unknown object type '%.*s' (not registered)",
                      (int)(n > 100 ? 100 : n), text + start);
-  i = start + n;
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, start + n);
   if (text[i] != '>') return sig_error(where, text, i, "expected '>' after the object type key");
   *obj = t;
   *pos = i + 1;
   return 0;
 }
 
-/* Reads one type name at text[*pos]; advances *pos past it. For obj<KEY>,
- * *obj is KEY's type (else NULL). */
+/* Reads one type at text[*pos]; advances *pos past it. For obj<KEY>, *obj
+ * is KEY's type (else NULL); for a tensor, *tc its constraint (else any). */
 static int read_type(const char* where, const char* text, size_t* pos, int* out,
-                     const struct pf_type** obj) {
+                     const struct pf_type** obj, pf_tc* tc) {
   size_t start = *pos, n = 0;
   *obj = NULL;
+  memset(tc, 0, sizeof(*tc));
   while (is_name_char(text[start + n])) ++n;
   if (n == 0)
     return sig_error(where, text, start, "%s",
@@ -139,7 +296,7 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out,
     if (strlen(pf_ctypes[t].name) == n && memcmp(pf_ctypes[t].name, text + start, n) == 0) {
       *out = t;
       *pos = start + n;
-      return 0;
+      return t == pf_t_tensor ? read_tensor_constraint(where, text, pos, tc) : 0;
     }
   }
   if (n == 6 && memcmp(text + start, "double", 6) == 0) { /* the one alias */
@@ -153,41 +310,371 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out,
                    text + start);
 }
 
-int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
+/* ---- default literals ---- */
+
+/* The next decoded byte of the STRING contents s[*i ..]; advances *i. The
+ * escapes were checked when the literal was read. */
+unsigned char pf_sig_next_byte(const char* s, size_t* i) {
+  char c = s[(*i)++];
+  if (c != '\\') return (unsigned char)c;
+  char e = s[(*i)++];
+  switch (e) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    case 'x': {
+      int v = hex_value(s[*i]) * 16 + hex_value(s[*i + 1]);
+      *i += 2;
+      return (unsigned char)v;
+    }
+    default: return (unsigned char)e; /* '"' or '\\' */
+  }
+}
+
+/* Decodes a STRING's contents s[0 .. len) into out (dec_len bytes). */
+void pf_sig_decode_string(const char* s, size_t len, char* out) {
+  size_t i = 0, k = 0;
+  while (i < len) out[k++] = (char)pf_sig_next_byte(s, &i);
+}
+
+/* 0 when the decoded STRING s[0 .. len) is UTF-8 without NUL bytes; else
+ * the offending decoded byte's index + 1. */
+static size_t str_check(const char* s, size_t len) {
+  size_t i = 0, k = 0;
+  int need = 0;
+  unsigned char lo = 0x80, hi = 0xbf;
+  while (i < len) {
+    unsigned char c = pf_sig_next_byte(s, &i);
+    ++k;
+    if (need > 0) {
+      if (c < lo || c > hi) return k;
+      lo = 0x80, hi = 0xbf;
+      --need;
+      continue;
+    }
+    if (c == 0) return k;
+    if (c < 0x80) continue;
+    if (c >= 0xc2 && c <= 0xdf) need = 1;
+    else if (c == 0xe0) need = 2, lo = 0xa0;
+    else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) need = 2;
+    else if (c == 0xed) need = 2, hi = 0x9f;
+    else if (c == 0xf0) need = 3, lo = 0x90;
+    else if (c >= 0xf1 && c <= 0xf3) need = 3;
+    else if (c == 0xf4) need = 3, hi = 0x8f;
+    else return k;
+  }
+  return need ? k + 1 : 0;
+}
+
+/* The C locale, for reading and writing floats whatever the process's
+ * LC_NUMERIC is; (locale_t)0 if it cannot be had (the current one then). */
+static locale_t g_c_locale;
+static pthread_once_t g_c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { g_c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+locale_t pf_c_locale_enter(void) {
+  pthread_once(&g_c_locale_once, make_c_locale);
+  return g_c_locale != (locale_t)0 ? uselocale(g_c_locale) : (locale_t)0;
+}
+void pf_c_locale_leave(locale_t old) {
+  if (old != (locale_t)0) uselocale(old);
+}
+
+/* Reads a STRING or b STRING at text[*pos]. */
+static int read_string(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
+  size_t i = *pos;
+  p->lit = text[i] == 'b' ? pf_lit_bytes : pf_lit_str;
+  if (p->lit == pf_lit_bytes) ++i;
+  size_t start = ++i, dec = 0;
+  for (;; ++dec) {
+    unsigned char c = (unsigned char)text[i];
+    if (c == '"') break;
+    if (c == '\0') return sig_error(where, text, i, "the string literal has no closing '\"'");
+    if (c == '\\') {
+      char e = text[i + 1];
+      if (e == '"' || e == '\\' || e == 'n' || e == 't' || e == 'r')
+        i += 2;
+      else if (e == 'x' && hex_value(text[i + 2]) >= 0 && hex_value(text[i + 3]) >= 0)
+        i += 4;
+      else
+        return sig_error(where, text, i,
+                         "unknown escape in a string literal (write \\\" \\\\ \\n \\t \\r or "
+                         "\\xHH)");
+    } else if (c < 0x20 || c > 0x7e) {
+      return sig_error(where, text, i, "byte 0x%02x in a string literal: write it as \\x%02x",
+                       c, c);
+    } else {
+      ++i;
+    }
+  }
+  p->str_at = start;
+  p->str_len = i - start;
+  p->dec_len = dec;
+  *pos = i + 1;
+  return 0;
+}
+
+/* Reads a number at text[*pos] into p (pf_lit_int with dval.v_int64, or
+ * pf_lit_float with dval.v_float64). */
+static int read_number(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
+  size_t start = *pos, i = start;
+  int neg = text[i] == '-';
+  if (text[i] == '+' || text[i] == '-') ++i;
+  size_t body = i, n = 0;
+  while (is_name_char(text[i + n])) ++n;
+  if ((n == 3 && memcmp(text + i, "inf", 3) == 0) || (n == 3 && memcmp(text + i, "nan", 3) == 0)) {
+    p->lit = pf_lit_float;
+    p->dval.v_float64 = text[i] == 'n' ? NAN : neg ? -INFINITY : INFINITY;
+    *pos = i + 3;
+    return 0;
+  }
+  if (text[i] == '0' && text[i + 1] == 'x') {
+    uint64_t v = 0;
+    int over = 0;
+    i += 2;
+    size_t digits = i;
+    while (hex_value(text[i]) >= 0) {
+      if (v > (UINT64_MAX >> 4)) over = 1;
+      v = v * 16 + (uint64_t)hex_value(text[i++]);
+    }
+    if (i == digits || is_name_char(text[i]) || text[i] == '.')
+      return sig_error(where, text, start, "malformed number");
+    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+      return sig_error(where, text, start, "the integer %.*s does not fit an int64",
+                       (int)(i - start > 40 ? 40 : i - start), text + start);
+    p->lit = pf_lit_int;
+    p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
+    *pos = i;
+    return 0;
+  }
+  int is_float = 0;
+  size_t mant = 0;
+  while (is_digit(text[i])) ++i, ++mant;
+  if (text[i] == '.') {
+    is_float = 1;
+    ++i;
+    while (is_digit(text[i])) ++i, ++mant;
+  }
+  if (mant == 0) return sig_error(where, text, start, "expected a default value");
+  if (text[i] == 'e' || text[i] == 'E') {
+    size_t e = i + 1;
+    if (text[e] == '+' || text[e] == '-') ++e;
+    if (!is_digit(text[e])) return sig_error(where, text, start, "malformed number");
+    while (is_digit(text[e])) ++e;
+    i = e;
+    is_float = 1;
+  }
+  if (is_name_char(text[i]) || text[i] == '.')
+    return sig_error(where, text, start, "malformed number");
+  (void)body;
+  if (!is_float) {
+    uint64_t v = 0;
+    int over = 0;
+    for (size_t k = body; k < i; ++k) {
+      uint64_t d = (uint64_t)(text[k] - '0');
+      if (v > (UINT64_MAX - d) / 10) over = 1;
+      v = v * 10 + d;
+    }
+    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+      return sig_error(where, text, start, "the integer %.*s does not fit an int64",
+                       (int)(i - start > 40 ? 40 : i - start), text + start);
+    p->lit = pf_lit_int;
+    p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
+    *pos = i;
+    return 0;
+  }
+  char buf[128];
+  if (i - start >= sizeof(buf))
+    return sig_error(where, text, start, "the number has more than %zu characters",
+                     sizeof(buf) - 1);
+  memcpy(buf, text + start, i - start);
+  buf[i - start] = '\0';
+  locale_t old = pf_c_locale_enter();
+  errno = 0;
+  double d = strtod(buf, NULL);
+  int range = errno == ERANGE && isinf(d);
+  pf_c_locale_leave(old);
+  if (range) return sig_error(where, text, start, "the float %s is beyond any double", buf);
+  p->lit = pf_lit_float;
+  p->dval.v_float64 = d;
+  *pos = i;
+  return 0;
+}
+
+/* Reads the literal at text[*pos] (after "=") and converts it to the
+ * parameter's type, which p holds. */
+static int read_default(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
+  size_t at = *pos, n = 0;
+  int rc;
+  p->default_at = at;
+  p->has_default = 1;
+  while (is_name_char(text[at + n])) ++n;
+  if (text[at] == '"' || (text[at] == 'b' && text[at + 1] == '"')) {
+    rc = read_string(where, text, pos, p);
+  } else if ((n == 4 && memcmp(text + at, "true", 4) == 0) ||
+             (n == 5 && memcmp(text + at, "false", 5) == 0) ||
+             (n == 4 && memcmp(text + at, "null", 4) == 0)) {
+    p->lit = text[at] == 't' ? pf_lit_true : text[at] == 'f' ? pf_lit_false : pf_lit_null;
+    *pos = at + n;
+    rc = 0;
+  } else if (is_digit(text[at]) || text[at] == '.' || text[at] == '+' || text[at] == '-' ||
+             (n == 3 && (memcmp(text + at, "inf", 3) == 0 || memcmp(text + at, "nan", 3) == 0))) {
+    rc = read_number(where, text, pos, p);
+  } else {
+    rc = sig_error(where, text, at, "%s",
+                   text[at] ? "expected a default value (a number, true, false, null or a "
+                              "string)"
+                            : "expected a default value, found the end");
+  }
+  if (rc != 0) return -1;
+  p->default_end = *pos;
+  int len = (int)(p->default_end - at > 60 ? 60 : p->default_end - at);
+  const char* tname = pf_ctype_name(p->t, p->obj);
+  /* The typed conversions take packed values; dtype and device, which no
+   * literal is, take strings in their text forms. */
+  if (p->t == pf_t_dtype || p->t == pf_t_device) {
+    char buf[64];
+    if (p->lit != pf_lit_str || p->dec_len >= sizeof(buf))
+      return sig_error(where, text, at, "the default %.*s is not a %s (write its text as a string)",
+                       len, text + at, tname);
+    pf_sig_decode_string(text + p->str_at, p->str_len, buf);
+    buf[p->dec_len] = '\0';
+    if (p->t == pf_t_dtype) {
+      if (PFDataTypeFromString(buf, &p->dval.v_type) != 0)
+        return sig_error(where, text, at, "the default %.*s is not a data type", len, text + at);
+      p->dcode = kPFDataType;
+      return 0;
+    }
+    char* colon = strchr(buf, ':');
+    size_t nlen = colon ? (size_t)(colon - buf) : strlen(buf);
+    int dev = device_by_name(buf, nlen);
+    int64_t id = 0;
+    int ok = dev != 0;
+    if (ok && colon) {
+      const char* d = colon + 1;
+      ok = is_digit(*d);
+      for (; ok && *d; ++d) {
+        ok = is_digit(*d) && id <= INT32_MAX;
+        id = id * 10 + (*d - '0');
+      }
+      ok = ok && id <= INT32_MAX;
+    }
+    if (!ok)
+      return sig_error(where, text, at,
+                       "the default %.*s is not a device (\"NAME\" or \"NAME:ID\", NAME one of "
+                       "cpu, cuda, ...)", len, text + at);
+    p->dval.v_device.device_type = (DLDeviceType)dev;
+    p->dval.v_device.device_id = (int32_t)id;
+    p->dcode = kPFDevice;
+    return 0;
+  }
+  PFValue v;
+  int code;
+  static const char k_dummy[1] = "";
+  static const PFByteArray k_dummy_bytes = {k_dummy, 0};
+  v.v_int64 = 0;
+  switch (p->lit) {
+    case pf_lit_int: code = kPFInt; v = p->dval; break;
+    case pf_lit_float: code = kPFFloat; v = p->dval; break;
+    case pf_lit_true: code = kPFBool; v.v_int64 = 1; break;
+    case pf_lit_false: code = kPFBool; break;
+    case pf_lit_null: code = kPFNull; break;
+    case pf_lit_str: code = kPFStr; v.v_str = k_dummy; break;
+    default: code = kPFBytes; v.v_handle = (void*)(uintptr_t)&k_dummy_bytes; break;
+  }
+  pf_cvalue cv;
+  if (p->t == pf_t_any) { /* any value: the literal's own */
+    p->dcode = code;
+    if (p->lit != pf_lit_str && p->lit != pf_lit_bytes) p->dval = v;
+  } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
+      pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
+    return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
+                     tname);
+  if (p->lit == pf_lit_str) {
+    size_t bad = str_check(text + p->str_at, p->str_len);
+    if (bad)
+      return sig_error(where, text, at, "the default %.*s is not a str: %s", len, text + at,
+                       bad <= p->dec_len ? "it holds a NUL byte or is not valid UTF-8"
+                                         : "it ends in the middle of a UTF-8 sequence");
+  }
+  return 0;
+}
+
+/* ---- signatures ---- */
+
+/* Reads one parameter at text[*pos] into ps->p[ps->n]. */
+static int read_param(const char* where, const char* text, size_t* pos, pf_parsed_sig* ps) {
+  size_t at = *pos, i = at, n = 0;
+  pf_parsed_param* p = &ps->p[ps->n < PF_TYPED_MAX_ARGS ? ps->n : PF_TYPED_MAX_ARGS - 1];
+  pf_parsed_param scratch;
+  if (ps->n >= PF_TYPED_MAX_ARGS) p = &scratch; /* read it only to report it */
+  memset(p, 0, sizeof(*p));
+  while (is_name_char(text[i + n])) ++n;
+  size_t after = skip_blanks(text, i + n);
+  int named = n > 0 && text[after] == ':';
+  if (ps->n > 0 && named != ps->named)
+    return sig_error(where, text, at,
+                     named ? "parameter %d is named but the ones before it are not: name every "
+                             "parameter or none"
+                           : "parameter %d has no name but the ones before it have: name every "
+                             "parameter or none",
+                     ps->n);
+  ps->named = named;
+  if (named) {
+    if (is_digit(text[i]))
+      return sig_error(where, text, i, "a parameter name starts with a letter or '_'");
+    if (n > PF_SIGNATURE_NAME_MAX)
+      return sig_error(where, text, i, "a parameter name is longer than %d bytes",
+                       PF_SIGNATURE_NAME_MAX);
+    for (int k = 0; k < ps->n && k < PF_TYPED_MAX_ARGS; ++k)
+      if (ps->p[k].name_len == n && memcmp(text + ps->p[k].name_at, text + i, n) == 0)
+        return sig_error(where, text, i, "the parameter name '%.*s' repeats parameter %d's",
+                         (int)(n > 60 ? 60 : n), text + i, k);
+    p->name_at = i;
+    p->name_len = n;
+    i = skip_blanks(text, after + 1);
+  }
+  size_t type_at = i;
+  if (read_type(where, text, &i, &p->t, &p->obj, &p->tc) != 0) return -1;
+  if (p->t == pf_t_void)
+    return sig_error(where, text, type_at,
+                     "void is only allowed as the return type (write () for no arguments)");
+  if (ps->n == PF_TYPED_MAX_ARGS)
+    return sig_error(where, text, at, "more than %d arguments", PF_TYPED_MAX_ARGS);
+  i = skip_blanks(text, i);
+  if (text[i] == '=') {
+    i = skip_blanks(text, i + 1);
+    if (read_default(where, text, &i, p) != 0) return -1;
+  } else if (ps->n > 0 && ps->p[ps->n - 1].has_default) {
+    return sig_error(where, text, at,
+                     "parameter %d has no default but the one before it has: defaults are "
+                     "trailing", ps->n);
+  }
+  ps->n++;
+  *pos = i;
+  return 0;
+}
+
+int pf_sig_read(const char* where, const char* text, pf_parsed_sig* ps) {
   if (text == NULL) return pf_err_null_arg(where, "signature");
-  pf_sig sig;
-  memset(&sig, 0, sizeof(sig));
-  size_t i = 0;
-  int t;
-  const struct pf_type* obj;
-  while (is_blank(text[i])) ++i;
-  if (read_type(where, text, &i, &t, &obj) != 0) return -1;
-  sig.ret = (uint8_t)t;
-  sig.ret_obj = obj;
-  while (is_blank(text[i])) ++i;
+  size_t i = skip_blanks(text, 0);
+  memset(&ps->ret, 0, sizeof(ps->ret));
+  ps->n = 0;
+  ps->named = 0;
+  if (read_type(where, text, &i, &ps->ret.t, &ps->ret.obj, &ps->ret.tc) != 0) return -1;
+  i = skip_blanks(text, i);
   if (text[i] != '(')
     return sig_error(where, text, i, "%s",
                      text[i] ? "expected '(' after the return type"
                              : "expected '(' after the return type, found the end");
-  ++i;
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, i + 1);
   if (text[i] == ')') {
     ++i;
   } else {
     for (;;) {
-      size_t at = i;
-      if (read_type(where, text, &i, &t, &obj) != 0) return -1;
-      if (t == pf_t_void)
-        return sig_error(where, text, at,
-                         "void is only allowed as the return type (write () for no arguments)");
-      if (sig.num_args == PF_TYPED_MAX_ARGS)
-        return sig_error(where, text, at, "more than %d arguments", PF_TYPED_MAX_ARGS);
-      sig.arg_obj[sig.num_args] = obj;
-      sig.args[sig.num_args++] = (uint8_t)t;
-      while (is_blank(text[i])) ++i;
+      if (read_param(where, text, &i, ps) != 0) return -1;
+      i = skip_blanks(text, i);
       if (text[i] == ',') {
-        ++i;
-        while (is_blank(text[i])) ++i;
+        i = skip_blanks(text, i + 1);
         continue;
       }
       if (text[i] == ')') {
@@ -198,35 +685,83 @@ int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
                        text[i] ? "expected ',' or ')'" : "expected ',' or ')', found the end");
     }
   }
-  while (is_blank(text[i])) ++i;
+  i = skip_blanks(text, i);
   if (text[i] != '\0') return sig_error(where, text, i, "unexpected text after ')'");
-  *out = sig;
+  return 0;
+}
+
+void pf_sig_of(const pf_parsed_sig* ps, pf_sig* out) {
+  memset(out, 0, sizeof(*out));
+  out->ret = (uint8_t)ps->ret.t;
+  out->ret_obj = ps->ret.obj;
+  out->ret_tc = ps->ret.tc;
+  out->num_args = (uint8_t)ps->n;
+  for (int k = 0; k < ps->n; ++k) {
+    out->args[k] = (uint8_t)ps->p[k].t;
+    out->arg_obj[k] = ps->p[k].obj;
+    out->arg_tc[k] = ps->p[k].tc;
+  }
+}
+
+int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
+  if (sig->ret == pf_t_any)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: bad signature \"%.200s\": the result is any, which has no C type (any "
+                    "describes a packed function's values: PFFuncSetInfo)", where, text);
+  for (int k = 0; k < sig->num_args; ++k) {
+    if (sig->args[k] != pf_t_any) continue;
+    pf_parsed_sig ps; /* for the name: the text parsed before */
+    const char* name = "";
+    size_t len = 0;
+    if (pf_sig_read(where, text, &ps) == 0 && ps.p[k].name_len) {
+      name = text + ps.p[k].name_at;
+      len = ps.p[k].name_len;
+    }
+    return PF_ERROR(kPFErrValueError,
+                    "%s: bad signature \"%.200s\": parameter %d%s%.*s%s is any, which has no C "
+                    "type (any describes a packed function's values: PFFuncSetInfo)", where, text,
+                    k, len ? " ('" : "", (int)len, name, len ? "')" : "");
+  }
+  return 0;
+}
+
+int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
+  pf_parsed_sig ps;
+  if (pf_sig_read(where, text, &ps) != 0) return -1;
+  pf_sig_of(&ps, out);
   return 0;
 }
 
 int pf_sig_parse_type(const char* where, const char* text, int* t, const struct pf_type** obj) {
   if (text == NULL) return pf_err_null_arg(where, "type");
-  size_t i = 0;
+  size_t i = skip_blanks(text, 0);
   int rc;
+  pf_tc tc;
   t_what = "type";
-  while (is_blank(text[i])) ++i;
-  rc = read_type(where, text, &i, t, obj);
-  while (rc == 0 && is_blank(text[i])) ++i;
+  rc = read_type(where, text, &i, t, obj, &tc);
+  if (rc == 0 && tc.flags != 0)
+    rc = sig_error(where, text, skip_blanks(text, 0),
+                   "a tensor field takes any tensor: write tensor, without a constraint");
+  if (rc == 0) i = skip_blanks(text, i);
   if (rc == 0 && text[i] != '\0') rc = sig_error(where, text, i, "unexpected text after the type");
   t_what = "signature";
   return rc;
 }
 
-char* pf_sig_format(const pf_sig* sig) {
-  size_t n = strlen(pf_ctype_name(sig->ret, sig->ret_obj)) + 3;
-  for (int i = 0; i < sig->num_args; ++i)
-    n += strlen(pf_ctype_name(sig->args[i], sig->arg_obj[i])) + 1;
-  char* s = pf_malloc(n);
-  if (s == NULL) return NULL;
-  char* p = s;
-  p += sprintf(p, "%s(", pf_ctype_name(sig->ret, sig->ret_obj));
-  for (int i = 0; i < sig->num_args; ++i)
-    p += sprintf(p, "%s%s", i ? "," : "", pf_ctype_name(sig->args[i], sig->arg_obj[i]));
-  sprintf(p, ")");
-  return s;
+int pf_tc_parse(const char* where, const char* text, pf_tc* out) {
+  if (text == NULL) return pf_err_null_arg(where, "constraint");
+  size_t i = skip_blanks(text, 0), at = i;
+  int rc, t = 0;
+  const struct pf_type* obj;
+  pf_tc tc;
+  t_what = "type";
+  rc = read_type(where, text, &i, &t, &obj, &tc);
+  if (rc == 0 && t != pf_t_tensor)
+    rc = sig_error(where, text, at, "a tensor type is tensor or tensor<...>, not %s",
+                   pf_ctype_name(t, obj));
+  if (rc == 0) i = skip_blanks(text, i);
+  if (rc == 0 && text[i] != '\0') rc = sig_error(where, text, i, "unexpected text after the type");
+  t_what = "signature";
+  if (rc == 0) *out = tc;
+  return rc;
 }

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "typed.h"
+#include "object_type.h"
 
 typedef void (*pf_fn)(void);
 /* Calls fn with the arguments' 8 bytes each as its prototype takes them
@@ -18,6 +18,18 @@ typedef struct {
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
 } pf_typed;
+
+/* An obj<KEY> argument that needs no conversion: a live instance of KEY
+ * itself (the object header's magic and type index, one 8-byte compare),
+ * or of a type descending from it. */
+static inline int obj_arg_ok(const PFValue* v, const pf_type* key) {
+  const pf_object* o = v->v_handle;
+  if (o == NULL) return 0;
+  uint64_t head;
+  memcpy(&head, o, sizeof(head));
+  if (head == PF_OBJECT_HEAD_(key->info.type_index)) return 1;
+  return pf_is_instance(o) && pf_type_is_a(((const pf_instance*)o)->type, key);
+}
 
 /*
  * The fast path. On LP64 targets whose C ABI passes a pointer exactly as an
@@ -171,6 +183,19 @@ static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
 PF_PK_ALL(v)
 PF_PK_ALL(i)
 PF_PK_ALL(d)
+/* The same for one obj<KEY> argument (a method without arguments): a call
+ * with a live instance of KEY or of a type descending from it. */
+#define PF_PK_OBJ1(k)                                                                  \
+  PF_PK_HEAD(packed_##k##_O) {                                                         \
+    if (__builtin_expect(n != 1 || codes[0] != kPFObjectHandle ||                      \
+                             !obj_arg_ok(&a[0], ((const pf_typed*)res)->sig.arg_obj[0]), \
+                         0))                                                           \
+      PF_PK_OTHER;                                                                     \
+    PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_I))PF_PK_FN)(PF_AV_I(0)))                        \
+  }
+PF_PK_OBJ1(v)
+PF_PK_OBJ1(i)
+PF_PK_OBJ1(d)
 
 /* Both kinds of caller, by result kind (v, i, d, b, w), then by argument
  * pattern: the simple path's packed function exists for v, i and d only. */
@@ -257,11 +282,35 @@ static int arity_error(const pf_typed* t, int n) {
                           t->sig.num_args, t->sig.num_args == 1 ? "" : "s", n);
 }
 
+/* "argument 2" or "argument 2 'lo'", for messages. */
+static void arg_what(const pf_typed* t, int i, char* buf, size_t n) {
+  const pf_siginfo* info =
+      atomic_load_explicit(&((pf_function*)t->self)->siginfo, memory_order_acquire);
+  const char* name = info && i < info->pub.num_params ? info->params[i].pub.name : NULL;
+  if (name)
+    snprintf(buf, n, "argument %d '%.100s'", i, name);
+  else
+    snprintf(buf, n, "argument %d", i);
+}
+
 static int arg_error(const pf_typed* t, pf_conv c, int i, int code, const PFValue* v) {
-  char who[512], what[32];
+  char who[512], what[128];
   describe(t, who, sizeof(who));
-  snprintf(what, sizeof(what), "argument %d", i);
-  return pf_conv_error(c, who, what, t->sig.args[i], t->sig.arg_obj[i], code, v);
+  arg_what(t, i, what, sizeof(what));
+  return pf_conv_error_tc(c, who, what, t->sig.args[i], t->sig.arg_obj[i], &t->sig.arg_tc[i],
+                          code, v);
+}
+
+/* A tensor argument that does not meet its constraint. */
+__attribute__((cold, noinline)) static int tensor_error(const pf_typed* t, pf_conv c, int i,
+                                                        const DLTensor* dl) {
+  char who[512], what[128];
+  describe(t, who, sizeof(who));
+  if (i < 0)
+    snprintf(what, sizeof(what), "result");
+  else
+    arg_what(t, i, what, sizeof(what));
+  return pf_tc_error(c, who, what, i < 0 ? &t->sig.ret_tc : &t->sig.arg_tc[i], dl);
 }
 
 static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalue* rv) {
@@ -273,6 +322,10 @@ static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalu
 
 static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* r) {
   if (t->sig.ret == pf_t_void) return 0;
+  pf_conv tc;
+  if (t->sig.ret == pf_t_tensor && t->sig.ret_tc.flags && r->t != NULL &&
+      (tc = pf_tc_check(&t->sig.ret_tc, r->t)) != pf_conv_ok)
+    return tensor_error(t, tc, -1, r->t);
   PFValue v;
   int code;
   if (pf_c_to_packed(t->sig.ret, t->sig.ret_obj, r, &v, &code) != 0) {
@@ -295,6 +348,15 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
   return st;
 }
 
+/* Hands the C function's result `r` to the caller. */
+static inline int typed_finish(const pf_typed* t, PFRetValueHandle ret, pf_cvalue* r) {
+  if (t->sig.ret == pf_t_int64 || t->sig.ret == pf_t_float64) {
+    int code = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
+    return PFCFuncSetReturn(ret, (PFValue*)r, &code, 1);
+  }
+  return set_return(t, ret, r);
+}
+
 /* The packed function of a typed function without a simple signature
  * (see k_callers), and of any call of one that does not match it exactly:
  * conversions, libffi, other results, errors. */
@@ -313,6 +375,9 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     } else {
       pf_conv c = pf_packed_to_c(at, t->sig.arg_obj[i], code, &args[i], &av[i], 0);
       if (c != pf_conv_ok) return arg_error(t, c, i, code, &args[i]);
+      if (at == pf_t_tensor && t->sig.arg_tc[i].flags && av[i].t != NULL &&
+          (c = pf_tc_check(&t->sig.arg_tc[i], av[i].t)) != pf_conv_ok)
+        return tensor_error(t, c, i, av[i].t);
     }
   }
   pf_cvalue rv;
@@ -326,11 +391,51 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     t->fast(t->fn, pv, &rv);
   } else
     call_ffi(t, av, &raw, &rv);
-  if (t->sig.ret == pf_t_int64 || t->sig.ret == pf_t_float64) {
-    int code = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
-    return PFCFuncSetReturn(ret, (PFValue*)&rv, &code, 1);
+  return typed_finish(t, ret, &rv);
+}
+
+/* The obj<KEY> path: a typed function with a direct cast whose arguments
+ * are all int64, float64 or obj<KEY> (a method taking int64 and float64),
+ * when at least one is obj<KEY>. A call whose int64 and float64 codes match
+ * exactly and whose every obj<KEY> passes obj_arg_ok goes straight to the
+ * direct cast; any other call, a None included, takes typed_call_general
+ * and its errors. A single obj<KEY> with a void, int64 or float64 result
+ * has its own packed function (PF_PK_OBJ1). */
+static int typed_call_obj(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  const pf_typed* t = res;
+  if (__builtin_expect(n != t->sig.num_args, 0))
+    return typed_call_general(args, codes, n, ret, res);
+  for (int i = 0; i < n; ++i) {
+    int at = t->sig.args[i];
+    int ok = at == pf_t_int64   ? codes[i] == kPFInt
+             : at == pf_t_float64 ? codes[i] == kPFFloat
+                                  : codes[i] == kPFObjectHandle &&
+                                        obj_arg_ok(&args[i], t->sig.arg_obj[i]);
+    if (__builtin_expect(!ok, 0)) return typed_call_general(args, codes, n, ret, res);
   }
-  return set_return(t, ret, &rv);
+  pf_cvalue rv;
+  rv.i64 = 0;
+  t->fast(t->fn, args, &rv);
+  return typed_finish(t, ret, &rv);
+}
+
+/* The packed function of the obj<KEY> path for `sig`, whose direct cast
+ * exists; NULL when `sig` is not one for it. */
+static PFPackedCFunc pick_obj_entry(const pf_sig* sig) {
+  int objs = 0;
+  for (int i = 0; i < sig->num_args; ++i) {
+    if (sig->args[i] == pf_t_obj) ++objs;
+    else if (sig->args[i] != pf_t_int64 && sig->args[i] != pf_t_float64) return NULL;
+  }
+  if (objs == 0) return NULL;
+#ifdef PF_TYPED_FAST
+  if (sig->num_args == 1) {
+    if (sig->ret == pf_t_void) return packed_v_O;
+    if (sig->ret == pf_t_int64) return packed_i_O;
+    if (sig->ret == pf_t_float64) return packed_d_O;
+  }
+#endif
+  return typed_call_obj;
 }
 
 static void typed_free(void* res) { pf_free(res); }
@@ -340,35 +445,42 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
   PF_CHECK_ARG(fn);
   PF_CHECK_ARG(signature);
   PF_CHECK_ARG(out);
-  pf_sig sig;
-  if (pf_sig_parse(where, signature, &sig) != 0) return -1;
+  pf_siginfo* info = NULL;
+  if (pf_siginfo_parse(where, signature, &info) != 0) return -1;
+  if (pf_sig_refuse_any(where, signature, &info->sig) != 0) {
+    pf_siginfo_free(info);
+    return -1;
+  }
   pf_typed* t = pf_calloc(1, sizeof(*t));
-  if (t == NULL) return pf_oom(where);
+  if (t == NULL) {
+    pf_siginfo_free(info);
+    return pf_oom(where);
+  }
   t->fn = (pf_fn)fn;
-  t->sig = sig;
-  if (pf_sig_prep_cif(where, &sig, &t->cif, t->atypes) != 0) {
+  t->sig = info->sig;
+  if (pf_sig_prep_cif(where, &t->sig, &t->cif, t->atypes) != 0) {
+    pf_siginfo_free(info);
     pf_free(t);
     return -1;
   }
-  pf_callers callers = pick_callers(&sig);
+  pf_callers callers = pick_callers(&t->sig);
   t->fast = callers.fast;
-  char* canon = pf_sig_format(&sig);
-  if (canon == NULL) {
-    pf_free(t);
-    return pf_oom(where);
-  }
-  PFPackedCFunc entry = callers.simple ? callers.simple : typed_call_general;
+  PFPackedCFunc entry = callers.simple ? callers.simple
+                        : callers.fast ? pick_obj_entry(&t->sig)
+                                       : NULL;
+  if (entry == NULL) entry = typed_call_general;
   PFFunctionHandle f = NULL;
   if (PFFuncCreateFromCFunc(entry, t, typed_free, &f) != 0) {
     /* typed_free ran */
-    pf_free(canon);
+    pf_siginfo_free(info);
     return -1;
   }
   t->self = f;
-  int st = PFFuncSetInfo(f, NULL, canon, NULL);
+  /* The parsed signature becomes the function's metadata: its canonical
+   * text, names and defaults. */
+  int st = pf_func_set_siginfo(f, info);
   /* `fn` runs at every call: keep its library loaded while `f` lives. */
   if (st == 0) st = pf_object_hold_code(f, fn, where);
-  pf_free(canon);
   if (st != 0) {
     PFFuncFree(f);
     return -1;

@@ -26,7 +26,9 @@
  *   X(id, name, C type, pf_cvalue member, libffi type, largest finite value)
  * The others convert by code of their own:
  *   X(id, name, pf_cvalue member, libffi type as an argument, result code)
- * `void` (result only) comes first, outside the lists.
+ * `void` (result only) comes first, outside the lists. `any` (last) has no C
+ * type: it describes a packed function's parameter in metadata only, and
+ * whatever needs a C type refuses it (pf_sig_refuse_any).
  */
 #define PF_SIG_INT_TYPES(X)                                                           \
   X(int8, "int8", int8_t, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)             \
@@ -54,7 +56,8 @@
   X(shape, "shape", o, ffi_type_pointer, kPFObjectHandle)      \
   X(object, "object", o, ffi_type_pointer, kPFObjectHandle)    \
   X(list, "list", o, ffi_type_pointer, kPFObjectHandle)        \
-  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)
+  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)        \
+  X(any, "any", p, ffi_type_pointer, kPFNull)
 
 typedef enum {
   pf_t_void,
@@ -78,6 +81,16 @@ typedef enum {
 /* The registered object type of an obj<KEY> position (object_type.h). */
 struct pf_type;
 
+/* A tensor's constraint (tensor.h), in 8 bytes: the flags of
+ * PFTensorConstraint, and each part that a flag sets. */
+typedef struct {
+  DLDataType dtype;
+  int8_t ndim;
+  uint8_t flags;
+  uint8_t device; /* a DLDeviceType: all of them are below 256 */
+  uint8_t unused;
+} pf_tc;
+
 typedef struct {
   uint8_t ret;
   uint8_t num_args;
@@ -86,7 +99,28 @@ typedef struct {
    * freed); NULL elsewhere. */
   const struct pf_type* ret_obj;
   const struct pf_type* arg_obj[PF_TYPED_MAX_ARGS];
+  /* For each tensor position, its constraint (flags 0: any tensor). */
+  pf_tc ret_tc;
+  pf_tc arg_tc[PF_TYPED_MAX_ARGS];
 } pf_sig;
+
+/* A parsed signature with all it says: the types (sig) for calls, and the
+ * public tables (PFSignatureInfo, one PFParamInfo per parameter) with the
+ * names, defaults and canonical texts, in one block from pf_malloc that
+ * pf_siginfo_free frees. Immutable once made. */
+typedef struct {
+  PFParamInfo pub;
+  PFByteArray bytes; /* a bytes default: pub.default_value points here */
+} pf_param;
+typedef struct pf_siginfo {
+  PFSignatureInfo pub; /* first: a PFSignatureInfo* of the runtime's is one */
+  pf_sig sig;
+  pf_param result;
+  const PFParamInfo* ptrs[PF_TYPED_MAX_ARGS];
+  /* Each parameter's name_key (0 when unnamed), for keyword calls. */
+  uint64_t name_keys[PF_TYPED_MAX_ARGS];
+  pf_param params[]; /* sig.num_args of them, then the strings */
+} pf_siginfo;
 
 /* One C value of any signature type; 8 bytes, so `bytes` returns (a
  * PFByteArray by value) live beside it in pf_cret. */
@@ -119,7 +153,9 @@ typedef enum {
   pf_conv_range, /* the value does not fit the type (ValueError) */
   pf_conv_dead,  /* a handle that is not a live object (TypeError) */
   pf_conv_object, /* a live object of another object type (TypeError) */
-  pf_conv_readonly /* a read-only tensor object for a (writable) tensor (TypeError) */
+  pf_conv_readonly, /* a read-only tensor object for a (writable) tensor (TypeError) */
+  pf_conv_tdtype,   /* a tensor of another dtype than its constraint's (TypeError) */
+  pf_conv_tshape    /* a tensor of another rank, layout or device (ValueError) */
 } pf_conv;
 
 /* The types whose values are references: func, and the object types
@@ -160,19 +196,52 @@ PF_HIDDEN extern const pf_ctype_info pf_ctypes[pf_t_all];
 /* The canonical name of a type, e.g. "int64"; for obj<KEY> (when `obj` is
  * its type) "obj<KEY>"; "?" outside the table. */
 PF_HIDDEN const char* pf_ctype_name(int t, const struct pf_type* obj);
-/* Parses `text` into *out. On failure records a ValueError (or TypeError for
- * NULL) whose message begins with `where` and points at the offending
- * position, and returns -1. An obj<KEY> resolves KEY through
- * pf_type_resolve (object_type.h). */
+/* Parses `text` (the whole grammar: names, defaults and constraints
+ * included) into *out, the types a call needs. On failure records a
+ * ValueError (or TypeError for NULL) whose message begins with `where` and
+ * points at the offending position, and returns -1. An obj<KEY> resolves
+ * KEY through pf_type_resolve (object_type.h). Allocates nothing unless it
+ * records an error. */
 PF_HIDDEN int pf_sig_parse(const char* where, const char* text, pf_sig* out);
+/* As pf_sig_parse, and makes the whole parsed signature: *out is a new
+ * block (pf_siginfo_free). -1 with the parse error, or a MemoryError
+ * naming `where`. */
+PF_HIDDEN int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out);
+PF_HIDDEN void pf_siginfo_free(pf_siginfo* info);
+/* 0 when no parameter or result of `sig` is `any`; else -1 with a
+ * ValueError naming `where`, the text and the first such position: a typed
+ * C function, a C function pointer and a field need C types. */
+PF_HIDDEN int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig);
+/* The first 8 bytes of a name, NUL-padded, as one integer; *long_name set
+ * when the name is longer (then the rest must be compared too). A keyword
+ * matches a parameter when their keys are equal and, for a long name, the
+ * rest is. */
+static inline uint64_t pf_name_key(const char* s, int* long_name) {
+  uint64_t k = 0;
+  int i = 0;
+  for (; i < 8 && s[i] != '\0'; ++i) k |= (uint64_t)(unsigned char)s[i] << (8 * i);
+  *long_name = i == 8 && s[8] != '\0';
+  return k;
+}
+/* The canonical text of `info` without the parameters whose bits are set
+ * in `drop` (bit i: parameter i), as a new pf_malloc'd string; NULL on
+ * allocation failure (no error recorded). The rest keep their names,
+ * defaults and constraints (defaults stay trailing). */
+PF_HIDDEN char* pf_siginfo_text_without(const pf_siginfo* info, uint32_t drop);
 /* Parses `text` as one type of the grammar, void included (a field's
- * type): its pf_ctype and, for obj<KEY>, KEY's type. Errors as
- * pf_sig_parse's, with "bad type" for "bad signature". */
+ * type): its pf_ctype and, for obj<KEY>, KEY's type. A tensor constraint
+ * is refused (a field is any tensor). Errors as pf_sig_parse's, with "bad
+ * type" for "bad signature". */
 PF_HIDDEN int pf_sig_parse_type(const char* where, const char* text, int* t,
                                 const struct pf_type** obj);
-/* Writes the canonical text of `sig` (canonical names, no blanks) to a new
- * pf_malloc'd string; NULL on allocation failure (no error recorded). */
-PF_HIDDEN char* pf_sig_format(const pf_sig* sig);
+/* Parses `text` as a tensor type ("tensor" or "tensor<...>") into *out;
+ * errors as pf_sig_parse_type's, and a ValueError for another type. */
+PF_HIDDEN int pf_tc_parse(const char* where, const char* text, pf_tc* out);
+/* Writes the canonical text of a tensor type with constraint `tc`
+ * ("tensor", "tensor<float64,1>") to buf[0 .. n), cut to fit. */
+PF_HIDDEN void pf_tc_format(const pf_tc* tc, char* buf, size_t n);
+/* The public form of a constraint. */
+PF_HIDDEN PFTensorConstraint pf_tc_public(const pf_tc* tc);
 /* Fills `atypes` and prepares `cif` for `sig`; -1 with an error on failure. */
 PF_HIDDEN int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif,
                               ffi_type** atypes);
@@ -201,6 +270,22 @@ PF_HIDDEN pf_conv pf_packed_to_c(int t, const struct pf_type* obj, int code, con
  * (base.h), a call's argument errors, named by the message alone. */
 PF_HIDDEN int pf_conv_error(pf_conv c, const char* who, const char* what, int t,
                             const struct pf_type* obj, int code, const PFValue* v);
+/* As pf_conv_error, for a type with a tensor constraint `tc` (NULL or
+ * flags 0: none), which the message names as the expected type. */
+PF_HIDDEN int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t,
+                               const struct pf_type* obj, const pf_tc* tc, int code,
+                               const PFValue* v);
+/* Whether tensor `dl` meets constraint `tc`: pf_conv_ok, pf_conv_tdtype
+ * or pf_conv_tshape (runtime/tensor.c). Records nothing. */
+PF_HIDDEN pf_conv pf_tc_check(const pf_tc* tc, const DLTensor* dl);
+/* Records the error for a tensor that does not meet `tc` (pf_tc_check's
+ * result `c`): "<who>: <what>: expected tensor<...>, got float64 tensor
+ * of rank 2 ..." (no "<who>: " when who is NULL), TypeError or ValueError,
+ * with no traceback line (a call's argument error). Returns -1. */
+PF_HIDDEN int pf_tc_error(pf_conv c, const char* who, const char* what, const pf_tc* tc,
+                          const DLTensor* dl);
+/* The name of a DLPack device type ("cpu", "cuda", ...), or NULL. */
+PF_HIDDEN const char* pf_device_name(int device_type);
 /* Converts a C value of type `t` to a packed value (a closure's argument, a
  * typed function's result), as the table in c_api.h says: a NULL pointer
  * becomes kPFNull. For bytes, `c->by` points to the PFByteArray. Returns

@@ -124,6 +124,27 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(TensorCreateFromDLPackVersioned);
   SLOT(TensorIsReadOnly);
   SLOT(TensorToDLPackVersioned);
+  SLOT(ObjectTypeRegister);
+  SLOT(ObjectTypeFind);
+  SLOT(ObjectTypeGetInfo);
+  SLOT(ObjectTypeGetField);
+  SLOT(ObjectTypeGetMethod);
+  SLOT(ObjectTypeGetConstructor);
+  SLOT(ObjectAlloc);
+  SLOT(ObjectGetData);
+  SLOT(ObjectIsInstance);
+  SLOT(ObjectGetField);
+  SLOT(ObjectSetField);
+  SLOT(ObjectGetFieldByName);
+  SLOT(ObjectSetFieldByName);
+  SLOT(ObjectGetMethod);
+  SLOT(ModListTypes);
+  SLOT(FuncCallKw);
+  SLOT(FuncGetSignatureInfo);
+  SLOT(SignatureParse);
+  SLOT(SignatureInfoFree);
+  SLOT(ArgGetTensor);
+  SLOT(TensorAlloc);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -142,6 +163,12 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, ObjectFindOwnedHosts), 73 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ArrayGetItems), 74 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, TensorToDLPackVersioned), 99 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, ModListTypes), 114 * sizeof(void*));
+  /* Version 10 appends, after every earlier slot. */
+  assert_int_equal(offsetof(PFApi, FuncCallKw), 115 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, TensorAlloc), 120 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 121 * sizeof(void*));
+  assert_int_equal(PF_API_VERSION, 10);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);
@@ -228,6 +255,9 @@ static void test_struct_sizes(void** state) {
       {"DLDataType", sizeof(DLDataType)}, {"DLDevice", sizeof(DLDevice)},
       {"DLTensor", sizeof(DLTensor)}, {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
+      {"PFTensorConstraint", sizeof(PFTensorConstraint)},
+      {"PFParamInfo", sizeof(PFParamInfo)},
+      {"PFSignatureInfo", sizeof(PFSignatureInfo)},
   };
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); ++i) {
     size_t got = 0;

@@ -237,6 +237,27 @@ static void test_list_to_array(void** state) {
   assert_pf_ok(PFObjectFree(none));
 }
 
+/* An empty List has no storage: every call works on it without touching
+ * any (the rpc decoder's fuzzer found a snapshot of one doing arithmetic on
+ * NULL, which UBSan refuses). */
+static void test_list_empty_has_no_storage(void** state) {
+  (void)state;
+  PFObjectHandle l = NULL, a = NULL;
+  assert_pf_ok(PFListCreate(NULL, NULL, 0, &l));
+  assert_pf_ok(PFListToArray(l, 0, INT64_MAX, &a));
+  int64_t n = -1;
+  assert_pf_ok(PFArrayGetSize(a, &n));
+  assert_int_equal(n, 0);
+  assert_pf_ok(PFObjectFree(a));
+  assert_pf_ok(PFListReplace(l, 0, 0, NULL, NULL, 0));
+  assert_pf_ok(PFListReplace(l, 0, 5, NULL, NULL, 0));
+  assert_pf_ok(PFListExtend(l, NULL, NULL, 0));
+  assert_pf_ok(PFListClear(l));
+  assert_pf_ok(PFListGetSize(l, &n));
+  assert_int_equal(n, 0);
+  assert_pf_ok(PFObjectFree(l));
+}
+
 /* ==== references ============================================================ */
 
 /* A replaced or removed handle is released once, after the List's lock:
@@ -521,6 +542,7 @@ int main(void) {
       cmocka_unit_test(test_list_python_semantics),
       cmocka_unit_test(test_list_replace_is_slice_assignment),
       cmocka_unit_test(test_list_to_array),
+      cmocka_unit_test(test_list_empty_has_no_storage),
       cmocka_unit_test(test_list_finalizers_run_after_the_lock),
       cmocka_unit_test(test_list_cycle_broken_by_clear),
       cmocka_unit_test(test_list_deep_nesting_releases_iteratively),

@@ -162,7 +162,7 @@ static void test_signature_type_info(void** state) {
   assert_pf_error(PFSignatureTypeInfo(count, NULL, NULL), kPFErrIndexError,
                   "PFSignatureTypeInfo", "'index'");
   assert_pf_error(PFSignatureTypeInfo(-1, NULL, NULL), kPFErrIndexError, "'index'");
-  assert_int_equal(count, 25); /* the last six: array, map, shape, object, list, dict */
+  assert_int_equal(count, 26); /* then array, map, shape, object, list, dict, any */
   assert_pf_ok(PFSignatureTypeInfo(1, &name, &code));
   assert_string_equal(name, "int8");
   assert_int_equal(code, kPFInt);

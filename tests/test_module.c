@@ -1498,6 +1498,85 @@ static void test_api_table(void** state) {
   assert_ptr_equal(api->ModLoadFromDescriptors, PFModLoadFromDescriptors);
 }
 
+/* A module written in C++17 registers with the same macros: a packed
+ * function, one with a signature as metadata, typed functions with named
+ * parameters and defaults (one a static member function), an object type
+ * with a constructor and a method; each called here from C. A C file of
+ * the same library registers too, into the same table. */
+static void test_cxx_module(void** state) {
+  (void)state;
+  PFModuleHandle m = load("mod_cxx.so");
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 6);
+  assert_string_equal(names[0], "cxx.c_half"); /* from the library's C file */
+  assert_string_equal(names[1], "cxx.clamp");
+  assert_string_equal(names[2], "cxx.scale");
+  assert_string_equal(names[3], "cxx.sum");
+  assert_string_equal(names[4], "cxx.sum2");
+  assert_string_equal(names[5], "cxx.total"); /* its tensor's constraint: tests/python/test_cxx.py */
+  /* packed */
+  PFFunctionHandle sum = get(m, "cxx.sum", 0);
+  assert_int_equal(call_ii(sum, 40, 2), 42);
+  const char* doc = NULL;
+  assert_pf_ok(PFFuncGetInfo(sum, NULL, NULL, &doc));
+  assert_string_equal(doc, "Sums ints.");
+  PFFuncFree(sum);
+  /* packed, with a signature as metadata: its default fills a keyword call */
+  PFFunctionHandle sum2 = get(m, "cxx.sum2", 0);
+  PFValue a = {.v_int64 = 2}, rv;
+  int c = kPFInt, rc;
+  assert_pf_ok(PFFuncCallKw(sum2, &a, &c, 1, NULL, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  PFFuncFree(sum2);
+  /* typed, named, with defaults */
+  PFFunctionHandle clamp = get(m, "cxx.clamp", 0);
+  const char* sig = NULL;
+  assert_pf_ok(PFFuncGetInfo(clamp, NULL, &sig, &doc));
+  assert_string_equal(sig, "float64(x:float64,lo:float64=0.0,hi:float64=1.0)");
+  assert_string_equal(doc, "Clamps x.");
+  PFValue x = {.v_float64 = 7.5}, kw = {.v_float64 = 5};
+  int xc = kPFFloat;
+  const char* hi = "hi";
+  assert_pf_ok(PFFuncCallKw(clamp, &x, &xc, 1, &hi, &kw, &xc, 1, &rv, &rc));
+  assert_true(rv.v_float64 == 5);
+  PFFuncFree(clamp);
+  PFFunctionHandle scale = get(m, "cxx.scale", 0);
+  a.v_int64 = 21;
+  assert_pf_ok(PFFuncCallKw(scale, &a, &c, 1, NULL, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  PFFuncFree(scale);
+  PFFunctionHandle half = get(m, "cxx.c_half", 0);
+  a.v_int64 = 84;
+  assert_pf_ok(PFFuncCall(half, &a, &c, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  PFFuncFree(half);
+  /* the object type */
+  int nt = 0;
+  const uint32_t* types = NULL;
+  assert_pf_ok(PFModListTypes(m, &nt, &types));
+  assert_int_equal(nt, 1);
+  assert_string_equal(PFObjectTypeName(types[0]), "cxx.Counter");
+  PFFunctionHandle ctor = NULL;
+  assert_pf_ok(PFObjectTypeGetConstructor(types[0], &ctor));
+  assert_pf_ok(PFFuncGetInfo(ctor, NULL, &sig, NULL));
+  assert_string_equal(sig, "obj<cxx.Counter>(start:int64=0)");
+  a.v_int64 = 40;
+  assert_pf_ok(PFFuncCall(ctor, &a, &c, 1, &rv, &rc));
+  PFObjectHandle obj = rv.v_handle;
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFObjectGetMethod(obj, "add", &add));
+  const char* by = "by";
+  a.v_int64 = 2;
+  assert_pf_ok(PFFuncCallKw(add, NULL, NULL, 0, &by, &a, &c, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  PFFuncFree(add);
+  PFObjectFree(obj);
+  PFFuncFree(ctor);
+  PFModFree(m);
+}
+
 int main(int argc, char** argv) {
   /* The child half of load_in_child, run again with LD_LIBRARY_PATH. */
   if (argc == 3 && strcmp(argv[1], "--load") == 0) {
@@ -1542,6 +1621,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_load_prepack_pointer_into_data),
       cmocka_unit_test(test_demo_plugin),
       cmocka_unit_test(test_demo_matmul),
+      cmocka_unit_test(test_cxx_module),
       cmocka_unit_test(test_api_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1072,6 +1072,84 @@ static void test_grammar(void** state) {
   PFFuncFree(f);
 }
 
+/* The calls of a typed function over obj<KEY>, int64 and float64 that go
+ * straight to the C function (an instance of KEY or of a descendant, the
+ * exact codes), and those that take the general conversion: each with the
+ * result or the error of the general path. */
+static double shape_mix(PFObjectHandle s, int64_t i, double x) {
+  return s == NULL ? -1.0 : (double)((Shape*)self_data(s))->sides * (double)i + x;
+}
+static void shape_touch(PFObjectHandle s) {
+  if (s != NULL) ((Shape*)self_data(s))->sides += 1;
+}
+static double rect_width(PFObjectHandle r) { return r == NULL ? -1.0 : ((Rect*)self_data(r))->w; }
+
+static void test_obj_args_fast_path(void** state) {
+  (void)state;
+  PFFunctionHandle mix = NULL, touch = NULL, width = NULL, g = NULL;
+  assert_pf_ok(
+      PFFuncCreateFromTyped((void*)shape_mix, "float64(obj<t.Shape>,int64,float64)", &mix));
+  assert_pf_ok(PFFuncCreateFromTyped((void*)shape_touch, "void(obj<t.Shape>)", &touch));
+  assert_pf_ok(PFFuncCreateFromTyped((void*)rect_width, "float64(obj<t.Rect>)", &width));
+  assert_pf_ok(PFFuncCreateFromCFunc(noop_packed, NULL, NULL, &g));
+  PFObjectHandle shape = alloc(g_shape), sq = alloc(g_square);
+  ((Shape*)data(shape))->sides = 3;
+  ((Shape*)data(sq))->sides = 4;
+  ((Rect*)data(sq))->w = 2.5;
+  PFValue a[3], rv;
+  int c[3] = {kPFObjectHandle, kPFInt, kPFFloat}, rc;
+  /* KEY itself and a descendant, exact codes. */
+  a[0] = vh(shape), a[1] = vi(2), a[2].v_float64 = 0.5;
+  assert_true(call(mix, 3, a, c, &rc).v_float64 == 6.5);
+  assert_int_equal(rc, kPFFloat);
+  a[0] = vh(sq);
+  assert_true(call(mix, 3, a, c, &rc).v_float64 == 8.5);
+  assert_true(call(width, 1, a, c, &rc).v_float64 == 2.5);
+  call(touch, 1, a, c, &rc);
+  assert_int_equal(rc, kPFNull);
+  assert_int_equal(((Shape*)data(sq))->sides, 5);
+  /* Codes that convert: an int for float64, a bool for int64, null for an object. */
+  c[1] = kPFBool, a[1] = vi(1), c[2] = kPFInt, a[2] = vi(1);
+  assert_true(call(mix, 3, a, c, &rc).v_float64 == 6.0);
+  c[0] = kPFNull, a[0] = vh(NULL);
+  assert_true(call(mix, 3, a, c, &rc).v_float64 == -1.0);
+  assert_true(call(width, 1, a, c, &rc).v_float64 == -1.0);
+  call(touch, 1, a, c, &rc);
+  /* The errors of the general path: another object, an ancestor of KEY,
+   * another code, a value out of range, the wrong count. */
+  c[0] = kPFObjectHandle, a[0] = vh(g);
+  assert_pf_error(PFFuncCall(mix, a, c, 3, &rv, &rc), kPFErrTypeError,
+                  "typed function float64(obj<t.Shape>,int64,float64): argument 0: expected "
+                  "obj<t.Shape>, got function object");
+  assert_pf_error(PFFuncCall(touch, a, c, 1, &rv, &rc), kPFErrTypeError,
+                  "typed function void(obj<t.Shape>): argument 0: expected obj<t.Shape>, got "
+                  "function object");
+  a[0] = vh(shape);
+  assert_pf_error(PFFuncCall(width, a, c, 1, &rv, &rc), kPFErrTypeError,
+                  "argument 0: expected obj<t.Rect>, got t.Shape object");
+  c[0] = kPFInt, a[0] = vi(1);
+  assert_pf_error(PFFuncCall(touch, a, c, 1, &rv, &rc), kPFErrTypeError,
+                  "argument 0: expected obj<t.Shape>, got int");
+  c[0] = kPFObjectHandle, a[0] = vh(shape), c[1] = kPFBool, a[1] = vi(1), c[2] = kPFStr,
+  a[2] = vs("x");
+  assert_pf_error(PFFuncCall(mix, a, c, 3, &rv, &rc), kPFErrTypeError,
+                  "argument 2: expected float64, got str");
+  c[2] = kPFInt, a[2] = vi(INT64_MAX);
+  assert_pf_error(PFFuncCall(mix, a, c, 3, &rv, &rc), kPFErrValueError,
+                  "argument 2: expected float64, got int 9223372036854775807, which a double "
+                  "cannot hold exactly");
+  assert_pf_error(PFFuncCall(mix, a, c, 2, &rv, &rc), kPFErrTypeError, "takes 3 arguments, got 2");
+  assert_pf_error(PFFuncCall(touch, a, c, 2, &rv, &rc), kPFErrTypeError, "takes 1 argument, got 2");
+  assert_pf_error(PFFuncCall(touch, a, c, 0, &rv, &rc), kPFErrTypeError, "takes 1 argument, got 0");
+  PFErrorClear();
+  PFObjectFree(sq);
+  PFObjectFree(shape);
+  PFFuncFree(g);
+  PFFuncFree(width);
+  PFFuncFree(touch);
+  PFFuncFree(mix);
+}
+
 /* ---- descriptor tables ---- */
 
 static int64_t mod_node_value(PFObjectHandle n) { return *(int64_t*)self_data(n); }
@@ -1279,6 +1357,7 @@ int main(void) {
       cmocka_unit_test(test_methods),
       cmocka_unit_test(test_constructor),
       cmocka_unit_test(test_grammar),
+      cmocka_unit_test(test_obj_args_fast_path),
       cmocka_unit_test(test_descriptor_tables),
       cmocka_unit_test(test_descriptor_table_errors),
       cmocka_unit_test(test_descriptor_layout_2),

@@ -235,7 +235,7 @@ static void test_using_types(void** state) {
     if (!fired) break;
   }
   print_message("walked %ld allocation points of using a type\n", n - 1);
-  assert_true(n > 20);
+  assert_true(n > 15); /* a typed signature is one allocation (it was three) */
 }
 
 /* ---- the registering workload ---- */

@@ -1,8 +1,8 @@
 /* PFObjectFindOwnedHosts: which host objects and host functions one
  * reference alone keeps alive, through Arrays, Maps, Lists, Dicts, bound
- * functions and closures; cycles of Lists and Dicts; what it refuses; its
- * budget; and allocation failure (main installs an allocator that can be
- * told to fail). */
+ * functions, closures and the handle fields of registered types (cycles
+ * among them included); what it refuses; its budget; and allocation
+ * failure (main installs an allocator that can be told to fail). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -517,6 +517,176 @@ static void test_allocation_failure(void** state) {
   PFObjectFree(root);
 }
 
+/* t.owned.Node: a registered type whose handle fields change after it is
+ * made (an object and a func field), beside an int64 field. */
+typedef struct {
+  int64_t n;
+  PFObjectHandle o;
+  PFFunctionHandle f;
+} Node;
+static const PFFieldDesc k_node_fields[] = {
+    PF_FIELD(Node, n, "int64", kPFFieldWritable, NULL),
+    PF_FIELD(Node, o, "object", kPFFieldWritable, NULL),
+    PF_FIELD(Node, f, "func", kPFFieldWritable, NULL),
+};
+static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI, "t.owned.Node", NULL,
+                                        sizeof(Node), NULL, NULL, k_node_fields, 3, NULL, 0};
+/* t.owned.Plain: no handle field. */
+typedef struct {
+  int64_t n;
+} Plain;
+static const PFFieldDesc k_plain_fields[] = {PF_FIELD(Plain, n, "int64", kPFFieldWritable, NULL)};
+static const PFObjectTypeDesc k_plain = {PF_OBJECT_TYPE_DESC_ABI, "t.owned.Plain", NULL,
+                                         sizeof(Plain), NULL, NULL, k_plain_fields, 1, NULL, 0};
+
+static PFObjectHandle new_of(const PFObjectTypeDesc* d) {
+  uint32_t ix = 0;
+  assert_pf_ok(PFObjectTypeFind(d->key, &ix));
+  if (ix == 0) assert_pf_ok(PFObjectTypeRegister(d, &ix));
+  PFObjectHandle o = NULL;
+  assert_pf_ok(PFObjectAlloc(ix, &o));
+  return o;
+}
+
+/* Sets a handle field by name: the instance takes its own reference. */
+static void set(PFObjectHandle obj, const char* name, PFObjectHandle value) {
+  PFValue v = {.v_handle = value};
+  uint32_t ti = 0;
+  if (value) assert_pf_ok(PFObjectGetTypeIndex(value, &ti));
+  int code = value == NULL ? kPFNull : ti == kPFObjectFunction ? kPFFuncHandle : kPFObjectHandle;
+  assert_pf_ok(PFObjectSetFieldByName(obj, name, v, code));
+}
+
+static void test_fields_of_registered_types(void** state) {
+  (void)state;
+  intptr_t tags[16];
+  int64_t reachable;
+  /* An instance whose fields hold a host object and a host function. */
+  PFObjectHandle node = new_of(&k_node), h = host_object(g_gate, 21);
+  PFFunctionHandle f = host_function(g_gate, 22);
+  set(node, "o", h);
+  set(node, "f", f);
+  assert_int_equal(find(node, tags, &reachable), 0); /* the caller still holds both */
+  assert_int_equal(reachable, 3);                   /* two hosts, and the node's fields */
+  PFObjectFree(h);
+  PFFuncFree(f);
+  assert_int_equal(find(node, tags, &reachable), 2);
+  assert_int_equal(tags[0], 21);
+  assert_int_equal(tags[1], 22);
+  /* Through an Array, and through another instance. */
+  PFObjectHandle arr = array_of(1, &node), outer = new_of(&k_node);
+  set(outer, "o", node);
+  assert_int_equal(find(arr, tags, NULL), 0); /* node is held by the caller and outer */
+  PFObjectFree(node);
+  assert_int_equal(find(arr, tags, NULL), 0); /* and by outer */
+  PFObjectFree(outer);
+  assert_int_equal(find(arr, tags, &reachable), 2);
+  assert_int_equal(reachable, 3);
+  /* An instance without handle fields reaches nothing, ever; with them,
+   * it may come to (reachable counts it). */
+  PFObjectHandle plain = new_of(&k_plain), empty = new_of(&k_node);
+  assert_int_equal(find(plain, tags, &reachable), 0);
+  assert_int_equal(reachable, 0);
+  assert_int_equal(find(empty, tags, &reachable), 0);
+  assert_int_equal(reachable, 1);
+  PFObjectFree(plain);
+  PFObjectFree(empty);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(arr);
+  assert_int_equal(atomic_load(&g_fins), before + 2);
+}
+
+static void test_cycles_through_fields(void** state) {
+  (void)state;
+  intptr_t tags[16];
+  int64_t reachable;
+  /* An instance that holds itself outlives the caller's reference: what it
+   * holds is not owned. */
+  PFObjectHandle self = new_of(&k_node), h = host_object(g_gate, 31);
+  set(self, "f", NULL);
+  set(self, "o", h);
+  PFObjectFree(h);
+  assert_int_equal(find(self, tags, &reachable), 1);
+  assert_int_equal(tags[0], 31);
+  PFObjectHandle arr = array_of(1, &self); /* self.o = [self]: a cycle through an Array */
+  set(self, "o", arr);
+  PFObjectFree(arr);
+  assert_int_equal(find(self, tags, &reachable), 0);
+  assert_int_equal(reachable, 1);
+  int64_t owned = -7;
+  assert_pf_ok(PFObjectFindOwnedHosts(self, g_gate, 100, NULL, 0, &owned, NULL));
+  assert_int_equal(owned, 0);
+  /* Two instances holding each other, one of them a host object too. */
+  PFObjectHandle a = new_of(&k_node), b = new_of(&k_node);
+  h = host_object(g_gate, 32);
+  set(a, "o", b);
+  set(b, "o", a);
+  set(b, "f", NULL);
+  PFFunctionHandle f = host_function(g_gate, 33);
+  set(b, "f", f);
+  PFFuncFree(f);
+  PFObjectFree(b);
+  assert_int_equal(find(a, tags, &reachable), 0); /* a outlives the caller's reference */
+  assert_int_equal(reachable, 3);
+  /* Broken, the chain is owned again. */
+  set(self, "o", NULL); /* frees the Array: self is the caller's alone */
+  assert_int_equal(find(self, tags, NULL), 0);
+  PFValue bv;
+  int bc;
+  assert_pf_ok(PFObjectGetFieldByName(a, "o", &bv, &bc)); /* b, borrowed */
+  set(bv.v_handle, "o", h);                               /* b lets a go */
+  PFObjectFree(h);
+  assert_int_equal(find(a, tags, &reachable), 2);
+  assert_int_equal(tags[0], 32);
+  assert_int_equal(tags[1], 33);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(a);
+  assert_int_equal(atomic_load(&g_fins), before + 2);
+  PFObjectFree(self);
+}
+
+/* Cycles that pass through both a List and an instance's field: both kinds
+ * of reference are followed in one walk, and counted as reference counting
+ * would free. */
+static void test_cycles_through_lists_and_fields(void** state) {
+  (void)state;
+  intptr_t tags[16];
+  int64_t reachable;
+  /* node.o = l = List[h]: a chain, the node's alone once the caller lets
+   * the List go. */
+  PFObjectHandle node = new_of(&k_node), h = host_object(g_gate, 41);
+  PFObjectHandle l = list_of(1, &h);
+  PFObjectFree(h);
+  set(node, "o", l);
+  assert_int_equal(find(node, tags, &reachable), 0); /* the caller still holds l */
+  PFObjectFree(l);                                   /* l is now node's (borrowed below) */
+  assert_int_equal(find(node, tags, &reachable), 1);
+  assert_int_equal(tags[0], 41);
+  assert_int_equal(reachable, 3); /* h, the List, the node's fields */
+  /* l = List[h, node]: node and l hold each other. Reached from the
+   * caller's outer = List[node], nothing is owned: the cycle outlives
+   * outer. */
+  PFValue nv = {.v_handle = node};
+  assert_pf_ok(PFListAppend(l, nv, kPFObjectHandle));
+  PFObjectHandle outer = list_of(1, &node);
+  PFObjectFree(node);
+  assert_int_equal(find(outer, tags, &reachable), 0);
+  assert_int_equal(reachable, 4); /* h, two Lists, the node */
+  assert_int_equal(find(node, tags, NULL), 0); /* node: outer's and l's */
+  /* The List lets node go: the chain is outer's alone again. */
+  PFValue gone;
+  int gone_code;
+  assert_pf_ok(PFListPop(l, 1, &gone, &gone_code));
+  assert_ptr_equal(gone.v_handle, node);
+  PFObjectFree(gone.v_handle);
+  assert_int_equal(find(outer, tags, &reachable), 1);
+  assert_int_equal(tags[0], 41);
+  assert_int_equal(reachable, 4);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(outer);
+  assert_int_equal(atomic_load(&g_fins), before + 1);
+}
+
 int main(void) {
   static const PFAllocator alloc = {t_malloc, t_realloc, t_free, NULL};
   if (PFSetAllocator(&alloc) != 0) return 1;
@@ -532,6 +702,9 @@ int main(void) {
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_counts_changing_under_the_walk),
       cmocka_unit_test(test_allocation_failure),
+      cmocka_unit_test(test_fields_of_registered_types),
+      cmocka_unit_test(test_cycles_through_fields),
+      cmocka_unit_test(test_cycles_through_lists_and_fields),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   PFObjectFree(g_gate);

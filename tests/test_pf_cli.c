@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,85 @@ static void test_describe(void** state) {
   run(&r, "--prefix", "p.", "--load", MODS "/mod_other.so", "describe", "p.neg", NULL);
   expect(&r, 0, "name: p.neg\ndefined as: neg\nsignature: int64(int64)\ndoc: Negates.\n", "");
   run(&r, "describe", "no.such", NULL);
-  expect(&r, 1, "", "pf: KeyError: no function named 'no.such' is registered\n");
+  expect(&r, 1, "", "pf: KeyError: no function or object type named 'no.such' is registered\n");
+}
+
+/* describe KEY of an object type: its parent, doc, fields and methods, the
+ * inherited ones marked (examples/plugin/counter.c). */
+static void test_describe_type(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", DEMO, "describe", "demo.Counter", NULL);
+  expect(&r, 0,
+         "type: demo.Counter\n"
+         "parent: demo.Base\n"
+         "doc: A Base that counts.\n"
+         "fields:\n"
+         "  name: str, read-only (from demo.Base)\n"
+         "    The name given to the constructor.\n"
+         "  id: int64, read-only (from demo.Base)\n"
+         "    A number no other Base has.\n"
+         "  count: int64, writable\n"
+         "    The count so far.\n"
+         "  step: int64, writable\n"
+         "    What increment() adds.\n"
+         "  tag: object, writable\n"
+         "    Anything attached to it.\n"
+         "methods:\n"
+         "  __init__: void(obj<demo.Counter>,str,int64)\n"
+         "    Makes a Counter named NAME that starts at START.\n"
+         "  describe: str(obj<demo.Counter>)\n"
+         "    Says what it is.\n"
+         "  increment: int64(obj<demo.Counter>)\n"
+         "    Adds step to the count and returns it.\n"
+         "  add: int64(obj<demo.Counter>,int64)\n"
+         "    Adds N steps and returns the count.\n"
+         "  reset: (packed: any arguments)\n"
+         "    Sets the count to its argument (default 0).\n"
+         "  max_step: int64() (static)\n"
+         "    The largest sensible step.\n",
+         "");
+  /* A type of inherited members only; one without a doc or methods. */
+  run(&r, "--load", MODS "/mod_pyobj.so", "describe", "pyt.BoundSub", NULL);
+  expect(&r, 0,
+         "type: pyt.BoundSub\nparent: pyt.Bound\ndoc: (none)\nfields:\n"
+         "  n: int64, writable (from pyt.Bound)\nmethods:\n"
+         "  get: int64(obj<pyt.Bound>) (from pyt.Bound)\n    n.\n",
+         "");
+  run(&r, "--load", MODS "/mod_pyobj.so", "describe", "pyt.Holder", NULL);
+  expect(&r, 0, NULL, "");
+  assert_non_null(strstr(r.out, "type: pyt.Holder\nparent: (none)\ndoc: (none)\nfields:\n"));
+  assert_non_null(strstr(r.out, "  shp: shape, writable\nmethods: (none)\n"));
+  run(&r, "--load", MODS "/mod_types.so", "describe", "mt.Thing", NULL);
+  expect(&r, 0, NULL, "");
+  assert_non_null(strstr(r.out, "type: mt.Thing\nparent: (none)\ndoc: A thing.\n"));
+  assert_non_null(strstr(r.out, "  note: str, writable\nmethods:\n"));
+  /* A function of the key's name would come first; a type is found only
+   * once its module is loaded. */
+  run(&r, "describe", "demo.Counter", NULL);
+  expect(&r, 1, "",
+         "pf: KeyError: no function or object type named 'demo.Counter' is registered\n");
+}
+
+/* list --types [PREFIX]: the registered object types' keys, sorted. */
+static void test_list_types(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", DEMO, "--load", MODS "/mod_types.so", "list", "--types", NULL);
+  expect(&r, 0, "demo.Base\ndemo.Counter\nmt.Thing\n", "");
+  run(&r, "--load", DEMO, "--load", MODS "/mod_types.so", "list", "demo.C", "--types", NULL);
+  expect(&r, 0, "demo.Counter\n", "");
+  run(&r, "list", "--types", NULL); /* nothing loaded: none */
+  expect(&r, 0, "", "");
+  run(&r, "--load", DEMO, "list", "--types", "a", "b", NULL);
+  expect(&r, 2, "",
+         "pf: list takes at most one PREFIX\nTry 'pf list --help' for more information.\n");
+  /* Types are this process's: with --connect it refuses at once, before
+   * connecting. */
+  run(&r, "--connect", "tcp://127.0.0.1:1", "list", "--types", NULL);
+  expect(&r, 2, "",
+         "pf: list --types lists the object types of this process: it does not take "
+         "--connect\nTry 'pf list --help' for more information.\n");
 }
 
 static void test_call_values(void** state) {
@@ -326,6 +405,44 @@ static void test_call_errors(void** state) {
   expect(&r, 1, "", "pf: KeyError: no function named 'no.such' is registered\n");
 }
 
+/* NAME=VALUE arguments: keywords, bound by the library (PFFuncCallKw),
+ * each read by its parameter's type; defaults fill the rest. */
+static void test_call_keywords(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1.5", "hi=1", NULL);
+  expect(&r, 0, "1.0\n", "");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "0.5", NULL); /* lo, hi: defaults */
+  expect(&r, 0, "0.5\n", "");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "hi=2", "x=5", "lo=-1", NULL);
+  expect(&r, 0, "2.0\n", "");
+  /* A packed function's signature: "42" stays text for a str parameter,
+   * n reads as an int64, and what is left out takes its default. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "args_of", "text=42", "n=3", NULL);
+  expect(&r, 0, "[\"42\", 3, \"a=b\", null]\n", "");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "args_of", "x", "sep=c=d", "items=[1, 2]", NULL);
+  expect(&r, 0, "[\"x\", 1, \"c=d\", [1, 2]]\n", "");
+  /* Python's errors, from the library. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1", "y=2", NULL);
+  expect(&r, 1, "", "pf: TypeError: clamp() got an unexpected keyword argument 'y'\n");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1", "x=2", NULL);
+  expect(&r, 1, "", "pf: TypeError: clamp() got multiple values for argument 'x'\n");
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "hi=2", NULL);
+  expect(&r, 1, "", "pf: TypeError: clamp() missing 1 required positional argument: 'x'\n");
+  /* A keyword's value is read by its parameter's type, and named so. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "1", "hi=abc", NULL);
+  expect(&r, 1, "", "pf: ValueError: argument 'hi' of 'clamp' must be a number, got 'abc'\n");
+  /* Positional arguments come first. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "clamp", "hi=2", "1", NULL);
+  expect(&r, 2, "", NULL);
+  assert_non_null(strstr(r.err, "pf: call: positional argument '1' follows a keyword argument"));
+  /* Without named parameters NAME=VALUE is an ordinary argument. */
+  run(&r, "--load", MODS "/mod_echo.so", "call", "echo", "a=b", NULL);
+  expect(&r, 0, "a=b\n", "");
+  run(&r, "--load", DEMO, "call", "demo.greet", "x=1", NULL);
+  expect(&r, 0, "Hello, x=1!\n", "");
+}
+
 static void test_load_errors(void** state) {
   (void)state;
   run_result r;
@@ -357,7 +474,7 @@ static void test_usage_errors(void** state) {
   const char* tail = "Try 'pf --help' for more information.\n";
   char want[512];
   run(&r, NULL);
-  snprintf(want, sizeof(want), "pf: missing command (list, describe, call, serve or help)\n%s",
+  snprintf(want, sizeof(want), "pf: missing command (list, describe, call, serve, stubgen or help)\n%s",
            tail);
   expect(&r, 2, "", want);
   run(&r, "frobnicate", NULL);
@@ -423,11 +540,13 @@ static void test_command_help(void** state) {
     const char* usage; /* how its usage line begins */
     const char* also;  /* and something else it says */
   } cases[] = {
-      {"list", "usage: pf [OPTIONS] list [PREFIX]\n", "one per line"},
-      {"describe", "usage: pf [OPTIONS] describe NAME\n", "signature"},
+      {"list", "usage: pf [OPTIONS] list [--types] [PREFIX]\n", "one per line"},
+      {"describe", "usage: pf [OPTIONS] describe NAME\n", "an object type's parent"},
       {"call", "usage: pf [OPTIONS] call NAME [ARG...]\n", "Arguments of `call`"},
       {"serve", "usage: pf [OPTIONS] serve --listen ENDPOINT", "--curve-secret-key FILE"},
       {"help", "usage: pf [OPTIONS] help [COMMAND]\n", "print this help"},
+      {"stubgen", "usage: pf [OPTIONS] stubgen (MODULE.so | --registry PREFIX)",
+       "python3 -m packedfunc.stubgen"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     const char* cmd = cases[i].cmd;
@@ -489,6 +608,49 @@ static void test_option_after_the_command(void** state) {
     if (strncmp(r.err, want, strlen(want)) != 0)
       fail_msg("pf %s %s printed '%s', expected '%s'", lines[i][0], lines[i][1], r.err, want);
   }
+}
+
+/* `pf stubgen` runs $PF_PYTHON -m packedfunc.stubgen with pf's --prefix and
+ * --load options, then its own arguments, on pf's streams, and exits as it
+ * does (2 stays a usage error, any other failure is 1). A script stands in
+ * for Python here: it prints its arguments and exits with the status that
+ * its first argument after the module names. */
+static void test_stubgen_runs_the_python_generator(void** state) {
+  (void)state;
+  char dir[] = "/tmp/pf_stubgen_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char script[64];
+  snprintf(script, sizeof script, "%s/python", dir);
+  FILE* f = fopen(script, "w");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho \"$@\"\necho to-stderr >&2\n"
+        "case \"$3\" in usage) exit 2;; fail) exit 3;; esac\nexit 0\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0755), 0);
+  assert_int_equal(setenv("PF_PYTHON", script, 1), 0);
+  run_result r;
+  run(&r, "--prefix", "p.", "--load", DEMO, "stubgen", "--registry", "p", "-o", "x.pyi", NULL);
+  expect(&r, 0, "-m packedfunc.stubgen --prefix p. --load " DEMO " --registry p -o x.pyi\n",
+         "to-stderr\n");
+  run(&r, "stubgen", "usage", NULL);
+  expect(&r, 2, "-m packedfunc.stubgen usage\n", "to-stderr\n");
+  run(&r, "stubgen", "fail", NULL);
+  expect(&r, 1, "-m packedfunc.stubgen fail\n", "to-stderr\n");
+  /* Modules are the generator's to load: pf loads none, not even a missing one. */
+  run(&r, "--load", MODS "/absent.so", "stubgen", "m.so", NULL);
+  expect(&r, 0, "-m packedfunc.stubgen --prefix  --load " MODS "/absent.so m.so\n", NULL);
+  run(&r, "--connect", "tcp://127.0.0.1:1", "stubgen", "m.so", NULL);
+  expect(&r, 2, "", NULL);
+  assert_non_null(strstr(r.err, "stubgen does not take --connect"));
+  char missing[80];
+  snprintf(missing, sizeof missing, "%s/no-python", dir);
+  assert_int_equal(setenv("PF_PYTHON", missing, 1), 0);
+  run(&r, "stubgen", "m.so", NULL);
+  expect(&r, 1, "", NULL);
+  assert_non_null(strstr(r.err, "pf: stubgen: cannot run"));
+  assert_int_equal(unsetenv("PF_PYTHON"), 0);
+  assert_int_equal(unlink(script), 0);
+  assert_int_equal(rmdir(dir), 0);
 }
 
 /* ---- key files ---- */
@@ -685,15 +847,18 @@ static void test_release_binary(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help),          cmocka_unit_test(test_list),
-      cmocka_unit_test(test_describe),      cmocka_unit_test(test_call_values),
+      cmocka_unit_test(test_describe),      cmocka_unit_test(test_describe_type),
+      cmocka_unit_test(test_list_types),    cmocka_unit_test(test_call_values),
       cmocka_unit_test(test_call_generic_parse),
       cmocka_unit_test(test_call_json_arguments),
       cmocka_unit_test(test_call_errors),
+      cmocka_unit_test(test_call_keywords),
       cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_command_help),  cmocka_unit_test(test_option_after_the_command),
       cmocka_unit_test_teardown(test_secret_key_files, remove_key_dir),
       cmocka_unit_test_teardown(test_authorized_key_files, remove_key_dir),
       cmocka_unit_test(test_odd_argv),      cmocka_unit_test(test_release_binary),
+      cmocka_unit_test(test_stubgen_runs_the_python_generator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
 #    deliberate exceptions (PF_API_EXCLUDED lines in the header comment);
 #  - every slot and every exception is really exported;
 #  - its soname carries the major version;
-#  - every core header compiles on its own, as C11 and as C++17.
+#  - every core header compiles on its own, as C11 and as C++17, and the
+#    registration macros compile as C++17.
 # (Each slot's signature is checked by the compiler: runtime/api.c assigns
 # every entry point to its typed slot, under -Werror.)
 #   tools/check-abi.sh SHARED_LIBRARY SONAME
@@ -33,6 +34,34 @@ readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || fail "soname is not $soname
 printf '#include <packedfunc/c_api.h>\nint main(void){return PFGetApiBase()==0;}\n' | \
   g++ -x c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -fsyntax-only - \
   || fail "the header does not compile as C++"
+# The registration macros work in C++ as in C (tests/modules/mod_cxx.cc is
+# the working module; this is the compile check of every macro).
+cat > "${TMPDIR:-/tmp}/pf_abi_macros.$$" <<'CXX'
+#include <stdint.h>
+#include <packedfunc/c_api.h>
+namespace n {
+int p(PFValue*, int*, int, PFRetValueHandle, void*) { return 0; }
+int64_t t(int64_t a, int64_t b) { return a + b; }
+int pp(void*, int, PFValue, int, const PFAllocator*, PFValue*, int*, int* k) { *k = 0; return 0; }
+struct S { int64_t v; };
+int64_t get(PFObjectHandle) { return 0; }
+}
+PF_REGISTER_PACKED("abi.p", n::p);
+PF_REGISTER_PACKED("abi.p2", n::p, "doc");
+PF_REGISTER_PACKED_SIG("abi.p3", n::p, "int64(a: int64 = 1)");
+PF_REGISTER_TYPED("abi.t", n::t, "int64(a: int64, b: int64 = 2)");
+PF_REGISTER_TYPED("abi.t2", n::t, "int64(int64,int64)", "doc");
+PF_REGISTER_PREPACKED("abi.pp", n::p, "abi/fmt", n::pp);
+static const PFFieldDesc k_f[] = {PF_FIELD(n::S, v, "int64", 0, nullptr)};
+static const PFMethodDesc k_m[] = {PF_METHOD_TYPED("get", n::get, "int64(object)", nullptr)};
+static const PFObjectTypeDesc k_d = {PF_OBJECT_TYPE_DESC_ABI, "abi.S", nullptr, sizeof(n::S), nullptr,
+                                     nullptr, k_f, PF_COUNTOF(k_f), k_m, PF_COUNTOF(k_m)};
+PF_REGISTER_OBJECT_TYPE(k_d);
+int main() { PFModuleHandle m; return PF_MODULE_LOAD_SELF(&m); }
+CXX
+g++ -x c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -fsyntax-only "${TMPDIR:-/tmp}/pf_abi_macros.$$" \
+  || fail "the registration macros do not compile as C++17"
+rm -f "${TMPDIR:-/tmp}/pf_abi_macros.$$"
 # Each header of the core stands on its own, in C and in C++.
 for h in include/packedfunc/*.h; do
   [ "$(basename "$h")" = rpc.h ] && continue  # checked with its library
@@ -42,5 +71,5 @@ for h in include/packedfunc/*.h; do
       || fail "$h does not compile on its own as ${lang%% *}"
   done
 done
-[ $status -eq 0 ] && printf '%-20s %s\n' test-abi "$(wc -l <<<"$exported") exports, each a PFApi slot or a listed exception; soname and C++ use of the header OK"
+[ $status -eq 0 ] && printf '%-20s %s\n' test-abi "$(wc -l <<<"$exported") exports, each a PFApi slot or a listed exception; soname, C++ use of the headers and macros OK"
 exit $status

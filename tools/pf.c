@@ -1,5 +1,8 @@
 /*
- * pf: list, describe, call and serve packedfunc functions from the shell.
+ * pf: list, describe, call and serve packedfunc functions from the shell
+ * (and list and describe object types), and write type stubs (`pf stubgen`,
+ * which runs the Python package's stub generator: one implementation,
+ * which knows the Python types).
  *
  * Everything happens in pf_cli_main(argc, argv, out, err), which returns the
  * exit status and never exits, aborts or keeps state between calls beyond
@@ -17,9 +20,11 @@
 #include <errno.h>
 #include <signal.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "packedfunc/c_api.h"
 #include "packedfunc/rpc.h"
@@ -285,28 +290,36 @@ static arg_kind kind_of_type(const char* t, size_t n) {
   return ARG_AUTO;
 }
 
-/* Reads the parameter types of `sig` into kinds[0..max). A signature is
- * stored canonical ("ret(a,b)", no blanks: see PFFuncSetInfo), so a split
- * at "(", "," and ")" reads it. Parameters beyond the signature stay
- * ARG_AUTO; the function itself reports a wrong argument count. */
-static void kinds_from_signature(const char* sig, arg_kind* kinds, int max) {
-  for (int i = 0; i < max; ++i) kinds[i] = ARG_AUTO;
-  const char* p = sig ? strchr(sig, '(') : NULL;
-  if (p == NULL) return;
-  ++p;
-  for (int i = 0; i < max && *p && *p != ')'; ++i) {
-    size_t n = strcspn(p, ",)");
-    kinds[i] = kind_of_type(p, n);
-    p += n;
-    if (*p == ',') ++p;
-  }
+/* The kind of parameter i of `info` (NULL: no signature): its type's, from
+ * the parameter table (a tensor<...> or obj<KEY> type reads generically);
+ * ARG_AUTO beyond the parameters: the function reports a wrong count. */
+static arg_kind kind_of_param(const PFSignatureInfo* info, int i) {
+  if (info == NULL || i < 0 || i >= info->num_params) return ARG_AUTO;
+  const char* t = info->params[i]->type;
+  return kind_of_type(t, strlen(t));
 }
 
-/* Converts argv-text `s` (argument `index` of the call) to a packed value.
+/* 1 when argv-text `s` is a keyword argument NAME=VALUE of a function with
+ * named parameters (`named`); *value is then VALUE and *name_len NAME's
+ * length. Whether NAME is a parameter is the library's to say. */
+static int keyword_arg(int named, const char* s, size_t* name_len, const char** value) {
+  size_t n = 0;
+  if (!named || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
+    return 0;
+  while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
+         (s[n] >= '0' && s[n] <= '9') || s[n] == '_')
+    ++n;
+  if (s[n] != '=') return 0;
+  *name_len = n;
+  *value = s + n + 1;
+  return 1;
+}
+
+/* Converts argv-text `s` (`arg` names it: "argument 0", "argument 'hi'") to a packed value.
  * `bytes` is this argument's PFByteArray storage. A container (from JSON
  * text) is a new reference that the caller releases after the call.
  * Returns 0, or -1 with a packedfunc error recorded. */
-static int convert_arg(const char* fname, int index, const char* s, arg_kind kind,
+static int convert_arg(const char* fname, const char* arg, const char* s, arg_kind kind,
                        PFValue* v, int* code, PFByteArray* bytes) {
   int64_t i;
   double x;
@@ -330,8 +343,8 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
         return 0;
       }
       return PFErrorSetFormat(kPFErrValueError,
-                              "argument %d of '%s' must be a bool (true or false), got '%s'",
-                              index, fname, s);
+                              "%s of '%s' must be a bool (true or false), got '%s'",
+                              arg, fname, s);
     case ARG_INT:
       r = parse_int(s, &i);
       if (r == 1) {
@@ -339,8 +352,8 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
         *code = kPFInt;
         return 0;
       }
-      return PFErrorSetFormat(kPFErrValueError, "argument %d of '%s' must be an integer%s, got '%s'",
-                              index, fname, r < 0 ? " within the int64 range" : "", s);
+      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be an integer%s, got '%s'",
+                              arg, fname, r < 0 ? " within the int64 range" : "", s);
     case ARG_FLOAT:
       r = parse_int(s, &i);
       if (r == 1) {
@@ -354,14 +367,14 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
         *code = kPFFloat;
         return 0;
       }
-      return PFErrorSetFormat(kPFErrValueError, "argument %d of '%s' must be a number%s, got '%s'",
-                              index, fname, r < 0 ? " within the float64 range" : "", s);
+      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be a number%s, got '%s'",
+                              arg, fname, r < 0 ? " within the float64 range" : "", s);
     case ARG_SHAPE:
-      return pf_json_read_shape(fname, index, s, v, code);
+      return pf_json_read_shape(fname, arg, s, v, code);
     case ARG_AUTO:
       break;
   }
-  if (s[0] == '[' || s[0] == '{') return pf_json_read(fname, index, s, v, code);
+  if (s[0] == '[' || s[0] == '{') return pf_json_read(fname, arg, s, v, code);
   r = parse_int(s, &i);
   if (r == 1) {
     v->v_int64 = i;
@@ -370,13 +383,13 @@ static int convert_arg(const char* fname, int index, const char* s, arg_kind kin
   }
   if (r < 0)
     return PFErrorSetFormat(kPFErrValueError,
-                            "argument %d of '%s' ('%s') is an integer outside the int64 range",
-                            index, fname, s);
+                            "%s of '%s' ('%s') is an integer outside the int64 range",
+                            arg, fname, s);
   r = parse_float(s, &x);
   if (r < 0)
     return PFErrorSetFormat(kPFErrValueError,
-                            "argument %d of '%s' ('%s') is a number outside the float64 range",
-                            index, fname, s);
+                            "%s of '%s' ('%s') is a number outside the float64 range",
+                            arg, fname, s);
   if (r == 1) {
     v->v_float64 = x;
     *code = kPFFloat;
@@ -439,7 +452,90 @@ static PFFunctionHandle lookup(FILE* err, const char* name) {
   return f;
 }
 
+/* `pf list --types [PREFIX]`: the keys of the registered object types (the
+ * loaded modules' among them), sorted. Registered types have the indices
+ * from kPFObjectTypeRegisteredBegin on, and PFObjectTypeName names each. */
+static int cmp_str(const void* a, const void* b) {
+  return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+static int cmd_list_types(FILE* out, FILE* err, const char* prefix) {
+  const char** keys = malloc(PF_OBJECT_TYPE_MAX_REGISTERED * sizeof(*keys));
+  if (keys == NULL) {
+    fputs("pf: MemoryError: out of memory\n", err);
+    return PF_EXIT_ERROR;
+  }
+  size_t n = 0;
+  for (uint32_t i = 0; i < PF_OBJECT_TYPE_MAX_REGISTERED; ++i) {
+    const char* key = PFObjectTypeName(kPFObjectTypeRegisteredBegin + i);
+    if (key != NULL && (prefix == NULL || strncmp(key, prefix, strlen(prefix)) == 0))
+      keys[n++] = key;
+  }
+  qsort(keys, n, sizeof(*keys), cmp_str);
+  for (size_t i = 0; i < n; ++i) fprintf(out, "%s\n", keys[i]);
+  free(keys);
+  return PF_EXIT_OK;
+}
+
+/* Prints a doc under a member, indented, or nothing without one. */
+static void put_member_doc(FILE* out, const char* doc) {
+  if (doc == NULL) return;
+  while (*doc) {
+    size_t n = strcspn(doc, "\n");
+    fprintf(out, "    %.*s\n", (int)n, doc);
+    doc += n + (doc[n] == '\n');
+  }
+}
+
+/* " (from KEY)" for a member that type `t` inherits from type `from`. */
+static void put_origin(FILE* out, const PFObjectTypeInfo* t, uint32_t from) {
+  if (from != t->type_index) fprintf(out, " (from %s)", PFObjectTypeName(from));
+}
+
+/* `pf describe KEY` of an object type: its parent, doc, fields (type,
+ * access, doc) and methods (signature, doc), the inherited ones marked. */
+static int describe_type(FILE* out, FILE* err, uint32_t index) {
+  const PFObjectTypeInfo* t = NULL;
+  if (PFObjectTypeGetInfo(index, &t) != 0) return report_error(err);
+  fprintf(out, "type: %s\n", t->key);
+  fprintf(out, "parent: %s\n", t->parent_index ? PFObjectTypeName(t->parent_index) : "(none)");
+  fprintf(out, "doc: %s\n", t->doc ? t->doc : "(none)");
+  fprintf(out, "fields:%s\n", t->num_fields ? "" : " (none)");
+  for (int i = 0; i < t->num_fields; ++i) {
+    const PFFieldInfo* f = t->fields[i];
+    fprintf(out, "  %s: %s, %s", f->name, f->type,
+            f->flags & kPFFieldWritable ? "writable" : "read-only");
+    put_origin(out, t, f->type_index);
+    fputc('\n', out);
+    put_member_doc(out, f->doc);
+  }
+  fprintf(out, "methods:%s\n", t->num_methods ? "" : " (none)");
+  for (int i = 0; i < t->num_methods; ++i) {
+    const PFMethodInfo* m = t->methods[i];
+    fprintf(out, "  %s: %s%s", m->name, m->signature ? m->signature : "(packed: any arguments)",
+            m->flags & kPFMethodStatic ? " (static)" : "");
+    put_origin(out, t, m->type_index);
+    fputc('\n', out);
+    put_member_doc(out, m->doc);
+  }
+  return PF_EXIT_OK;
+}
+
 static int cmd_describe(FILE* out, FILE* err, const char* name) {
+  /* A registered function, or else (locally) an object type. */
+  if (g_remote == NULL) {
+    PFFunctionHandle f = NULL;
+    uint32_t type = 0;
+    if (PFFuncGetGlobal(name, &f) != 0) return report_error(err);
+    if (f == NULL && PFObjectTypeFind(name, &type) != 0) return report_error(err);
+    if (f == NULL && type != 0) return describe_type(out, err, type);
+    if (f == NULL) {
+      PFErrorSetFormat(kPFErrKeyError, "no function or object type named '%s' is registered",
+                       name);
+      return report_error(err);
+    }
+    PFFuncFree(f);
+  }
   PFFunctionHandle f = lookup(err, name);
   if (f == NULL) return PF_EXIT_ERROR;
   const char *own = NULL, *sig = NULL, *doc = NULL;
@@ -458,35 +554,72 @@ static int cmd_call(FILE* out, FILE* err, const char* name, int nargs, char** ar
   size_t cap = nargs > 0 ? (size_t)nargs : 1;
   PFValue* vals = calloc(cap, sizeof(*vals));
   int* codes = calloc(cap, sizeof(*codes));
-  arg_kind* kinds = calloc(cap, sizeof(*kinds));
   PFByteArray* bytes = calloc(cap, sizeof(*bytes));
-  int status = PF_EXIT_OK;
-  if (vals == NULL || codes == NULL || kinds == NULL || bytes == NULL) {
+  char** kw_names = calloc(cap, sizeof(*kw_names));
+  int status = PF_EXIT_OK, npos = 0, nkw = 0;
+  if (vals == NULL || codes == NULL || bytes == NULL || kw_names == NULL) {
     fputs("pf: MemoryError: out of memory\n", err);
     status = PF_EXIT_ERROR;
   } else {
-    const char* sig = NULL;
-    PFFuncGetInfo(f, NULL, &sig, NULL);
-    kinds_from_signature(sig, kinds, nargs);
-    for (int i = 0; i < nargs && status == PF_EXIT_OK; ++i)
-      if (convert_arg(name, i, argv[i], kinds[i], &vals[i], &codes[i], &bytes[i]) != 0)
+    const PFSignatureInfo* info = NULL;
+    PFFuncGetSignatureInfo(f, &info);
+    int named = info != NULL && info->named;
+    /* Positional arguments first, then NAME=VALUE keywords (as Python
+     * has them): values in one array, the keywords' after the others. */
+    for (int i = 0; i < nargs && status == PF_EXIT_OK; ++i) {
+      size_t n = 0;
+      const char* text = argv[i];
+      char what[PF_SIGNATURE_NAME_MAX + 16];
+      arg_kind kind = ARG_AUTO;
+      if (keyword_arg(named, argv[i], &n, &text)) {
+        if ((kw_names[nkw] = strndup(argv[i], n)) == NULL) {
+          fputs("pf: MemoryError: out of memory\n", err);
+          status = PF_EXIT_ERROR;
+          break;
+        }
+        snprintf(what, sizeof(what), "argument '%s'", kw_names[nkw]);
+        /* The parameter's type reads the value; an unknown name reads
+         * generically, and the call reports it. */
+        for (int k = 0; k < info->num_params; ++k)
+          if (strcmp(info->params[k]->name, kw_names[nkw]) == 0) kind = kind_of_param(info, k);
+        ++nkw;
+      } else if (nkw > 0) {
+        status = command_error(err, "call", "call: positional argument '%s' follows a keyword "
+                               "argument (NAME=VALUE arguments come last)", argv[i]);
+        break;
+      } else {
+        snprintf(what, sizeof(what), "argument %d", i);
+        kind = kind_of_param(info, i);
+        ++npos;
+      }
+      if (convert_arg(name, what, text, kind, &vals[i], &codes[i], &bytes[i]) != 0) {
+        codes[i] = kPFNull; /* nothing to release */
         status = report_error(err);
+      }
+    }
     PFValue ret;
     int ret_code;
     if (status == PF_EXIT_OK) {
-      if (PFFuncCall(f, vals, codes, nargs, &ret, &ret_code) != 0)
+      /* A keyword, or a default to take: the library binds the call. */
+      int defaults = info != NULL && info->num_required < info->num_params;
+      int rc = nkw > 0 || (defaults && npos < info->num_params)
+                   ? PFFuncCallKw(f, vals, codes, npos, (const char* const*)kw_names, vals + npos,
+                                  codes + npos, nkw, &ret, &ret_code)
+                   : PFFuncCall(f, vals, codes, npos, &ret, &ret_code);
+      if (rc != 0)
         status = report_error(err);
       else
         print_result(out, ret, ret_code);
     }
     /* The containers that JSON arguments became (only they are handles). */
-    for (int i = 0; i < nargs; ++i)
+    for (int i = 0; i < npos + nkw; ++i)
       if (codes[i] == kPFObjectHandle) PFObjectFree(vals[i].v_handle);
   }
+  for (int i = 0; kw_names != NULL && i < nkw; ++i) free(kw_names[i]);
   free(vals);
   free(codes);
-  free(kinds);
   free(bytes);
+  free(kw_names);
   PFFuncFree(f);
   return status;
 }
@@ -681,12 +814,16 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
 
 /* ---- the commands ---- */
 
-/* What a command gets: its streams and the arguments after its name. */
+/* What a command gets: its streams, the arguments after its name, and the
+ * --load options of pf (for a command that runs before they are loaded). */
 typedef struct {
   FILE* out;
   FILE* err;
   int nargs;
   char** args;
+  const char** loads;    /* --load paths, in order */
+  const char** prefixes; /* the --prefix in force for each */
+  int num_loads;
 } cmd_args;
 
 typedef struct {
@@ -705,10 +842,42 @@ typedef struct {
   int remote;            /* it works on the functions of --connect servers */
   int early;             /* it runs before any module is loaded */
   int (*run)(const cmd_args* a);
+  /* NULL, or checks its arguments further before anything is loaded or
+   * connected: a usage error's exit status, or -1. */
+  int (*check)(FILE* err, int nargs, char** args, int remote);
 } pf_command;
 
+/* list [--types] [PREFIX]: --types anywhere, and at most one PREFIX; a
+ * second --types is a PREFIX. */
+static const char* list_args(int nargs, char** args, int* types, int* extra) {
+  const char* prefix = NULL;
+  *types = *extra = 0;
+  for (int k = 0; k < nargs; ++k) {
+    if (strcmp(args[k], "--types") == 0 && !*types)
+      *types = 1;
+    else if (prefix == NULL)
+      prefix = args[k];
+    else
+      *extra = 1;
+  }
+  return prefix;
+}
+
+static int check_list(FILE* err, int nargs, char** args, int remote) {
+  int types, extra;
+  list_args(nargs, args, &types, &extra);
+  if (extra) return command_error(err, "list", "%s", "list takes at most one PREFIX");
+  if (types && remote)
+    return command_error(err, "list", "%s",
+                         "list --types lists the object types of this process: it does not "
+                         "take --connect");
+  return -1;
+}
+
 static int run_list(const cmd_args* a) {
-  return cmd_list(a->out, a->err, a->nargs ? a->args[0] : NULL);
+  int types, extra;
+  const char* prefix = list_args(a->nargs, a->args, &types, &extra);
+  return types ? cmd_list_types(a->out, a->err, prefix) : cmd_list(a->out, a->err, prefix);
 }
 
 static int run_describe(const cmd_args* a) { return cmd_describe(a->out, a->err, a->args[0]); }
@@ -719,15 +888,69 @@ static int run_call(const cmd_args* a) {
 
 static int run_serve(const cmd_args* a) { return cmd_serve(a->err, a->nargs, a->args); }
 
+/* `pf stubgen ARG...` runs `$PF_PYTHON -m packedfunc.stubgen` (python3
+ * without PF_PYTHON) with pf's --prefix/--load options, then ARG..., on
+ * pf's streams, and exits as it does (2 for its usage errors, 1 for any
+ * other failure). */
+extern char** environ;
+static int run_stubgen(const cmd_args* a) {
+  const char* python = getenv("PF_PYTHON");
+  if (python == NULL || python[0] == '\0') python = "python3";
+  size_t cap = 4 + 4 * (size_t)a->num_loads + (size_t)a->nargs;
+  char** argv = calloc(cap, sizeof(*argv));
+  if (argv == NULL) {
+    fputs("pf: MemoryError: out of memory\n", a->err);
+    return PF_EXIT_ERROR;
+  }
+  size_t n = 0;
+  argv[n++] = (char*)python;
+  argv[n++] = (char*)"-m";
+  argv[n++] = (char*)"packedfunc.stubgen";
+  for (int k = 0; k < a->num_loads; ++k) {
+    argv[n++] = (char*)"--prefix";
+    argv[n++] = (char*)a->prefixes[k];
+    argv[n++] = (char*)"--load";
+    argv[n++] = (char*)a->loads[k];
+  }
+  for (int k = 0; k < a->nargs; ++k) argv[n++] = a->args[k];
+  fflush(a->out);
+  fflush(a->err);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  int fd_out = fileno(a->out), fd_err = fileno(a->err);
+  if (fd_out >= 0 && fd_out != 1) posix_spawn_file_actions_adddup2(&fa, fd_out, 1);
+  if (fd_err >= 0 && fd_err != 2) posix_spawn_file_actions_adddup2(&fa, fd_err, 2);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, python, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  free(argv);
+  if (rc != 0) {
+    fprintf(a->err, "pf: stubgen: cannot run %s (set PF_PYTHON to a Python with packedfunc): %s\n",
+            python, strerror(rc));
+    return PF_EXIT_ERROR;
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR) return PF_EXIT_ERROR;
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return PF_EXIT_OK;
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == PF_EXIT_USAGE) return PF_EXIT_USAGE;
+  return PF_EXIT_ERROR;
+}
+
 static int run_help(const cmd_args* a);
 
 static const pf_command k_commands[] = {
-    {"list", "[PREFIX]",
+    {"list", "[--types] [PREFIX]",
      "print the registered function names (those that\n"
-     "begin with PREFIX), one per line, sorted",
-     NULL, 0, 1, "list takes at most one PREFIX", -1, 0, 1, 0, run_list},
-    {"describe", "NAME", "print a function's name, signature and docstring", NULL, 1, 1,
-     "describe takes exactly one NAME", -1, 0, 1, 0, run_describe},
+     "begin with PREFIX), one per line, sorted; with\n"
+     "--types, the keys of the registered object types\n"
+     "(the loaded modules' among them)",
+     NULL, 0, 2, "list takes at most one PREFIX", -1, 0, 1, 0, run_list, check_list},
+    {"describe", "NAME",
+     "print a function's name, signature and docstring,\n"
+     "or an object type's parent, doc, fields (type,\n"
+     "access, doc) and methods (signature, doc)",
+     NULL, 1, 1, "describe takes exactly one NAME", -1, 0, 1, 0, run_describe, NULL},
     {"call", "NAME [ARG...]", "call a function and print its result",
      "Arguments of `call`: each ARG becomes an int (decimal or 0x hex, within\n"
      "int64), a float (3.5, 1e-3, inf, nan), a bool (true, false), null (null),\n"
@@ -739,11 +962,19 @@ static const pf_command k_commands[] = {
      "float64 parameter, and stays the text \"3\" for a str parameter; a\n"
      "shape parameter takes a JSON list of ints, such as [2, 3].\n"
      "\n"
+     "When the signature names its parameters, an ARG NAME=VALUE passes VALUE\n"
+     "(read by that parameter's type) by keyword, after the positional ARGs:\n"
+     "  pf call clamp 1.5 hi=1\n"
+     "The library matches the names and fills the defaults of the parameters\n"
+     "left out, with Python's errors (\"clamp() got an unexpected keyword\n"
+     "argument 'y'\"). To pass text with \"=\" positionally to such a function,\n"
+     "name its parameter: text=a=b.\n"
+     "\n"
      "Results print as: an int or float in decimal (floats with enough digits\n"
      "to read back exactly), true/false, null, a str as is, bytes as b'...',\n"
      "an array or shape as [...] and a map as {...} (JSON-style, strings\n"
      "quoted), other values as <kind ...>.\n",
-     1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call},
+     1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call, NULL},
     {"serve",
      "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
      "[--load LIB.so]... [--curve-secret-key FILE [--authorized-keys FILE]]\n"
@@ -767,11 +998,20 @@ static const pf_command k_commands[] = {
      "server returned to it (1024); a call or a callback\n"
      "beyond a limit fails at once with a RuntimeError\n"
      "that names the limit",
-     NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve},
+     NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve, NULL},
+    {"stubgen", "(MODULE.so | --registry PREFIX) [-o FILE.pyi] [ARG...]",
+     "write Python type stubs (.pyi) of a module's, or of\n"
+     "the registered, functions and object types",
+     "`pf stubgen ARG...` runs `python3 -m packedfunc.stubgen ARG...` (the\n"
+     "Python package's stub generator, which knows the Python types; the\n"
+     "environment variable PF_PYTHON names another interpreter), after the\n"
+     "--prefix and --load options given to pf, and exits as it does;\n"
+     "`python3 -m packedfunc.stubgen --help` lists every ARG.\n",
+     0, -1, NULL, -1, 1, 0, 1, run_stubgen, NULL},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"
      "pf COMMAND --help does)",
-     NULL, 0, 1, "help takes at most one COMMAND", -1, 0, 1, 1, run_help},
+     NULL, 0, 1, "help takes at most one COMMAND", -1, 0, 1, 1, run_help, NULL},
 };
 
 #define NUM_COMMANDS ((int)(sizeof(k_commands) / sizeof(k_commands[0])))
@@ -843,7 +1083,7 @@ static int check_command(FILE* out, FILE* err, const pf_command* c, int nargs, c
     return command_error(err, c->name, "%s", c->bad_count);
   if (remote && !c->remote)
     return command_error(err, c->name, "%s does not take --connect", c->name);
-  return -1;
+  return c->check ? c->check(err, nargs, args, remote) : -1;
 }
 
 /* "list, describe, call, serve or help", from the table. */
@@ -973,7 +1213,8 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
   int status;
   int i = parse_options(argc, argv, out, err, &o, &status);
   const pf_command* cmd = NULL;
-  cmd_args a = {out, err, i < argc ? argc - i - 1 : 0, argv + (i < argc ? i + 1 : argc)};
+  cmd_args a = {out, err, i < argc ? argc - i - 1 : 0, argv + (i < argc ? i + 1 : argc),
+                o.loads, o.prefixes, o.num_loads};
   if (status >= 0) {
     /* done: help, version or a usage error */
   } else if (i >= argc) {

@@ -20,7 +20,7 @@ typedef struct {
   const char* text; /* the whole argument, for messages */
   const char* p;
   const char* fname;
-  int index;
+  const char* arg; /* "argument 0", "argument 'hi'" */
 } json_parser;
 
 /* A growing list of parsed values; each str is owned (freed by
@@ -34,8 +34,8 @@ typedef struct {
 
 static int json_error(const json_parser* j, const char* what) {
   return PFErrorSetFormat(kPFErrValueError,
-                          "argument %d of '%s' is not valid JSON: %s at offset %d of '%.200s'",
-                          j->index, j->fname, what, (int)(j->p - j->text), j->text);
+                          "%s of '%s' is not valid JSON: %s at offset %d of '%.200s'",
+                          j->arg, j->fname, what, (int)(j->p - j->text), j->text);
 }
 
 static void json_items_free(json_items* it) {
@@ -347,8 +347,8 @@ static int json_value(json_parser* j, int depth, PFValue* v, int* code, char** o
   }
 }
 
-int pf_json_read(const char* fname, int index, const char* text, PFValue* v, int* code) {
-  json_parser j = {text, text, fname, index};
+int pf_json_read(const char* fname, const char* arg, const char* text, PFValue* v, int* code) {
+  json_parser j = {text, text, fname, arg};
   /* A container, never a str: *owned stays NULL unless the text is wrong. */
   if (*text != '[' && *text != '{') return json_error(&j, "expected '[' or '{'");
   char* owned = NULL;
@@ -366,8 +366,9 @@ int pf_json_read(const char* fname, int index, const char* text, PFValue* v, int
   return 0;
 }
 
-int pf_json_read_shape(const char* fname, int index, const char* text, PFValue* v, int* code) {
-  json_parser j = {text, text, fname, index};
+int pf_json_read_shape(const char* fname, const char* arg, const char* text, PFValue* v,
+                       int* code) {
+  json_parser j = {text, text, fname, arg};
   json_items it = {0};
   json_skip_blanks(&j);
   if (*j.p != '[') return json_error(&j, "a shape is a list of integers, such as [2, 3]");
@@ -382,8 +383,8 @@ int pf_json_read_shape(const char* fname, int index, const char* text, PFValue* 
   for (size_t i = 0; st == 0 && i < it.n; ++i) {
     if (it.c[i] != kPFInt)
       st = PFErrorSetFormat(kPFErrValueError,
-                            "argument %d of '%s' must be a shape, a list of integers; item %zu is "
-                            "not an integer", index, fname, i);
+                            "%s of '%s' must be a shape, a list of integers; item %zu is "
+                            "not an integer", arg, fname, i);
     else
       dims[i] = it.v[i].v_int64;
   }

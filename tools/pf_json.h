@@ -28,11 +28,12 @@
  * JSON, is a ValueError that names the offset; out of memory is a
  * MemoryError; a map with a repeated key is PFMapCreate's ValueError.
  * Returns 0, or -1 with the error recorded and nothing to release. */
-int pf_json_read(const char* fname, int index, const char* text, PFValue* v, int* code);
+int pf_json_read(const char* fname, const char* arg, const char* text, PFValue* v, int* code);
 
 /* As pf_json_read, for a shape parameter: `text` must be a JSON list of
  * integers ("[2, 3]"), and *v is a new reference to a Shape. */
-int pf_json_read_shape(const char* fname, int index, const char* text, PFValue* v, int* code);
+int pf_json_read_shape(const char* fname, const char* arg, const char* text, PFValue* v,
+                       int* code);
 
 /* Prints `v` (of type `code`, borrowed: nothing is released) as pf shows a
  * result: an int or float in decimal (floats with the fewest digits that

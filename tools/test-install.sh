@@ -11,6 +11,10 @@ cd "$root"
 cc -std=c11 -Wall -Werror main.c $(pkg-config --cflags --libs packedfunc) -o shared_demo
 LD_LIBRARY_PATH="$root/prefix/lib" ./shared_demo >/dev/null
 readelf -d shared_demo | grep -q 'NEEDED.*libpackedfunc.so.0' || { echo "test-install: not linked to libpackedfunc.so.0"; exit 1; }
+# With an rpath to the prefix (README, docs/building.md), it runs as it is.
+cc -std=c11 -Wall -Werror main.c $(pkg-config --cflags --libs packedfunc) \
+   -Wl,-rpath,"$(pkg-config --variable=libdir packedfunc)" -o rpath_demo
+env -u LD_LIBRARY_PATH ./rpath_demo >/dev/null || { echo "test-install: the rpath build does not run"; exit 1; }
 cc -std=c11 -Wall -Werror main.c $(pkg-config --cflags packedfunc) \
    "$root/prefix/lib/libpackedfunc.a" $(pkg-config --libs-only-l --static packedfunc | sed 's/-lpackedfunc//') -o static_demo
 ./static_demo >/dev/null
@@ -36,4 +40,4 @@ readelf -d rpc_demo | grep -q 'NEEDED.*libpackedfunc_rpc.so.0' || { echo "test-i
 # on port 1: the connection error shows that the library loaded).
 out=$("$root/prefix/bin/pf" --connect tcp://127.0.0.1:1 --timeout 100 list 2>&1 || true)
 grep -q 'ConnectionError' <<<"$out" || { echo "test-install: pf --connect: $out"; exit 1; }
-printf '%-20s %s\n' test-install "pkg-config builds against the installed shared and static library, and libpackedfunc_rpc, OK"
+printf '%-20s %s\n' test-install "pkg-config builds against the installed shared (with an rpath) and static library, and libpackedfunc_rpc, OK"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's examples are true:
+# The README's examples, and those of docs/guide.md (the guide it points to),
+# are true (below, "README.md" means both: a marker is unique across them):
 #  - each C block marked `<!-- example: examples/NAME.c -->` is that file word
 #    for word; it compiles, and prints what the block marked
 #    `<!-- output: examples/NAME.c -->` shows (it runs with the demo plugin's
@@ -13,11 +14,14 @@
 set -euo pipefail
 BUILD=${BUILD:-build}
 ROOT=$(pwd)
-extract() { # the fenced block that follows the marker line $1 in README.md
+DOCS="README.md"
+[ -f docs/guide.md ] && DOCS="$DOCS docs/guide.md"
+extract() { # the fenced block that follows the marker line $1 in the documents
+  # shellcheck disable=SC2086
   awk -v m="$1" 'found==0 && index($0, m) {found=1; next}
                  found==1 && /^```/ {found=2; next}
                  found==2 && /^```/ {exit}
-                 found==2 {print}' README.md
+                 found==2 {print}' $DOCS
 }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 status=0
@@ -25,7 +29,8 @@ status=0
 checked_examples=() checked_sessions=()
 
 # ---- C examples ----
-examples=$(grep -oE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' README.md | awk '{print $3}')
+# shellcheck disable=SC2086
+examples=$(grep -ohE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' $DOCS | awk '{print $3}')
 [ -n "$examples" ] || { echo "test-readme: no C example in README.md"; exit 1; }
 for src in $examples; do
   name=$(basename "$src" .c)
@@ -60,13 +65,15 @@ run_session() { # $1 marker, $2 directory, $3 PATH prefix
   checked_sessions+=("${kind% -->}")
 }
 
-if grep -q '<!-- session: pf -->' README.md; then
+# shellcheck disable=SC2086
+if grep -q '<!-- session: pf -->' $DOCS; then
   mkdir -p "$tmp/pf"
   ln -s "$ROOT/$BUILD" "$tmp/pf/build"
   run_session '<!-- session: pf -->' "$tmp/pf" "$ROOT/$BUILD/bin" || status=1
 fi
 
-if grep -q '<!-- session: install -->' README.md; then
+# shellcheck disable=SC2086
+if grep -q '<!-- session: install -->' $DOCS; then
   make --no-print-directory -s install PREFIX="$tmp/prefix" >/dev/null
   mkdir -p "$tmp/plugin"
   cp examples/plugin/demo_plugin.c "$tmp/plugin/"
@@ -74,9 +81,14 @@ if grep -q '<!-- session: install -->' README.md; then
   run_session '<!-- session: install -->' "$tmp/plugin" "$tmp/prefix/bin" || status=1
 fi
 
-# ---- the benchmark table is bench/results.md's, as `make bench` wrote it ----
+for kind in pf install; do  # both sessions are there, and held or failed above
+  # shellcheck disable=SC2086
+  grep -q "<!-- session: $kind -->" $DOCS || { echo "test-readme: no '$kind' session"; status=1; }
+done
+
+# ---- the benchmark table is bench/results.md's summary, as `make bench` wrote it ----
 if ! diff <(awk '/<!-- bench: begin -->/{f=1; next} /<!-- bench: end -->/{f=0} f && /^\|/' README.md) \
-          <(grep '^|' bench/results.md); then
+          <(awk '/<!-- summary: begin -->/{f=1; next} /<!-- summary: end -->/{f=0} f' bench/results.md); then
   echo "test-readme: README's benchmark table differs from bench/results.md (run make bench)"
   status=1
 fi
@@ -87,6 +99,6 @@ and_list() { # a, b and c
 }
 if [ $status -eq 0 ]; then
   printf '%-20s %s\n' test-readme \
-    "README.md's ${#checked_examples[@]} C examples, its $(and_list "${checked_sessions[@]}") sessions and its benchmark table are true"
+    "README and guide: ${#checked_examples[@]} C examples, the $(and_list "${checked_sessions[@]}") sessions and the benchmark table are true"
 fi
 exit $status

@@ -1,19 +1,24 @@
-"""Ships the shared libraries the package loads, and builds packedfunc._cext,
-the package's optional compiled fast path.
+"""Ships the shared libraries the package loads and what a C plugin builds
+against, and builds packedfunc._cext, the package's optional compiled fast
+path.
 
 Everything else is in pyproject.toml.
 
 The libraries are libpackedfunc and libpackedfunc_rpc, which `make python`
-at the root of the source tree builds and copies into packedfunc/. They are
-not built here: their build is the Makefile's (with its checks of the
-Debian packages it needs). Without them the build fails at once and says
-what to run, instead of installing a package that cannot import.
+at the root of the source tree builds and copies into packedfunc/, with the
+toolchain files beside them: the public headers (include/packedfunc/*.h),
+the linker scripts libpackedfunc.so and libpackedfunc_rpc.so (for
+-lpackedfunc) and the pkg-config files (pkgconfig/*.pc). They are not built
+here: their build is the Makefile's (with its checks of the Debian packages
+it needs). Without them the build fails at once and says what to run,
+instead of installing a package that cannot import or cannot build a
+plugin.
 
 The extension needs a C compiler, the Python headers (Debian: python3-dev)
 and packedfunc's own header (packedfunc/c_api.h): from $PACKEDFUNC_INCLUDE,
-the source tree this directory sits in, or an installed copy. When any of
-them is missing, or the build fails, the package installs without it and
-runs on ctypes.
+the package's copy, the source tree this directory sits in, or an installed
+copy. When any of them is missing, or the build fails, the package installs
+without it and runs on ctypes.
 """
 import ast
 import glob
@@ -41,26 +46,35 @@ def _constant(module, name):
 # The sonames of the libraries the package loads, as the modules that load
 # them spell them: the core (_ffi.py's first choice) and the rpc library.
 LIBRARIES = (_constant("_ffi", "_LIB_FILES")[0], _constant("rpc", "_SONAME"))
+# What a plugin builds against (see the Makefile's `python` target), as
+# package_data patterns; each must match at least one file.
+TOOLCHAIN = ("include/packedfunc/c_api.h", "include/packedfunc/*.h",
+             "libpackedfunc.so", "libpackedfunc_rpc.so",
+             "pkgconfig/packedfunc.pc", "pkgconfig/packedfunc-rpc.pc")
 
 
 class BuildPyWithLibraries(build_py):
-    """build_py that refuses to go on without the libraries to ship."""
+    """build_py that refuses to go on without the libraries and the
+    toolchain files to ship."""
 
     def run(self):
-        missing = [n for n in LIBRARIES if not os.path.isfile(os.path.join(PKG, n))]
+        missing = [n for n in LIBRARIES + TOOLCHAIN if not glob.glob(os.path.join(PKG, n))]
         if missing:
             root = os.path.normpath(os.path.join(HERE, "..", ".."))
             where = ("in %s" % root if os.path.isfile(os.path.join(root, "Makefile"))
                      else "at the root of the packedfunc source tree")
             raise SystemExit(
-                "packedfunc: %s lacks %s, which the package loads and ships. Run "
-                "`make python` %s first: it builds the libraries and copies them into %s. "
-                "Then install again." % (PKG, " and ".join(missing), where, PKG))
+                "packedfunc: %s lacks %s, which the package loads or ships. Run "
+                "`make python` %s first: it builds the libraries and copies them, with the "
+                "headers and pkg-config files, into %s. Then install again."
+                % (PKG, ", ".join(missing[:-1]) + (" and " if len(missing) > 1 else "")
+                   + missing[-1], where, PKG))
         super().run()
 
 
 def _include_dir():
     candidates = [os.environ.get("PACKEDFUNC_INCLUDE", ""),
+                  os.path.join(PKG, "include"),
                   os.path.join(HERE, "..", "..", "include"),
                   "/usr/local/include", "/usr/include"]
     for d in candidates:
@@ -81,5 +95,5 @@ if _include is not None and _sources:
         # A failed build leaves the pure-ctypes package.
         optional=True))
 
-setup(ext_modules=_ext, package_data={"packedfunc": list(LIBRARIES)},
+setup(ext_modules=_ext, package_data={"packedfunc": list(LIBRARIES + TOOLCHAIN)},
       cmdclass={"build_py": BuildPyWithLibraries})

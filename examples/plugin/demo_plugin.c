@@ -132,25 +132,21 @@ PF_REGISTER_PACKED("demo.call_n_times", demo_call_n_times,
 
 /* ---- tensors ---- */
 
-/* Checks that t is a CPU tensor with compact row-major layout, and returns
- * its element count through *count. */
+/* The element count of t, a tensor that PFArgGetTensor took as compact
+ * row-major ("tensor<*,*,contiguous>"), once it is on the CPU and of
+ * scalar elements. */
 static int check_tensor(const char* where, const DLTensor* t, int64_t* count) {
   if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost)
     return PFErrorSetFormat(kPFErrValueError, "%s: the tensor must be on the CPU", where);
-  if (t->ndim < 0) return PFErrorSetFormat(kPFErrValueError, "%s: negative ndim", where);
   if (t->dtype.lanes != 1)
     return PFErrorSetFormat(kPFErrTypeError, "%s: vector dtypes (lanes=%u) are not supported",
                             where, (unsigned)t->dtype.lanes);
   int64_t expected = 1;
-  for (int i = t->ndim - 1; i >= 0; --i) {
+  for (int i = 0; i < t->ndim; ++i) {
     if (t->shape[i] < 0)
       return PFErrorSetFormat(kPFErrValueError, "%s: negative shape[%d]", where, i);
-    if (t->strides != NULL && t->shape[i] > 1 && t->strides[i] != expected)
-      return PFErrorSetFormat(kPFErrValueError,
-                              "%s: the tensor must be contiguous (row-major); strides[%d] "
-                              "is %lld, expected %lld",
-                              where, i, (long long)t->strides[i], (long long)expected);
-    expected *= t->shape[i];
+    if (__builtin_mul_overflow(expected, t->shape[i], &expected))
+      return PFErrorSetFormat(kPFErrValueError, "%s: the tensor is too large", where);
   }
   if (expected > 0 && t->data == NULL)
     return PFErrorSetFormat(kPFErrValueError, "%s: the tensor has no data", where);
@@ -158,28 +154,32 @@ static int check_tensor(const char* where, const DLTensor* t, int64_t* count) {
   return 0;
 }
 
+/* The dtype's text, for messages. */
 static const char* dtype_text(DLDataType dt) {
-  static _Thread_local char buf[32];
-  const char* code = dt.code == kDLInt ? "int" : dt.code == kDLUInt ? "uint"
-                   : dt.code == kDLFloat ? "float" : dt.code == kDLBfloat ? "bfloat" : "code";
-  snprintf(buf, sizeof(buf), "%s%u", code, (unsigned)dt.bits);
+  static _Thread_local char buf[PF_DTYPE_STRING_MAX];
+  if (PFDataTypeToString(dt, buf, sizeof(buf)) != 0) snprintf(buf, sizeof(buf), "?");
   return buf;
 }
 
-/* The tensor of an argument given as a DLTensor* or a tensor object. */
-static DLTensor* tensor_arg(PFValue v, int code) {
-  if (code == kPFDLTensorHandle) return v.v_handle;
-  DLTensor* t = NULL;
-  if (code == kPFObjectHandle && PFTensorGetDLTensor(v.v_handle, &t) == 0) return t;
-  return NULL;
+/* Argument 0 as a compact tensor, whether it came as a DLTensor* or a
+ * tensor object (PFArgGetTensor), or an error that says what the function
+ * takes and why the argument is not it. */
+static int contiguous_arg(const char* where, const char* takes, PFValue* args, int* codes, int n,
+                          DLTensor** out) {
+  if (PFArgGetTensor(args, codes, n, 0, "tensor<*,*,contiguous>", out) == 0) return 0;
+  /* The kind and message are the thread's own: PFErrorSetFormat reads them
+   * before it replaces them. */
+  return PFErrorSetFormat(PFErrorGetKind(), "%s: expected %s: %s", where, takes,
+                          PFErrorGetMessage());
 }
 
 static int demo_fill(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   static const char* const where = "demo.fill";
   (void)res, (void)ret;
-  DLTensor* t = n == 2 ? tensor_arg(args[0], codes[0]) : NULL;
-  if (t == NULL || (codes[1] != kPFInt && codes[1] != kPFFloat && codes[1] != kPFBool))
+  DLTensor* t = NULL;
+  if (n != 2 || (codes[1] != kPFInt && codes[1] != kPFFloat && codes[1] != kPFBool))
     return PFErrorSetFormat(kPFErrTypeError, "%s: expected (tensor, number)", where);
+  if (contiguous_arg(where, "(tensor, number)", args, codes, n, &t) != 0) return -1;
   int64_t count;
   if (check_tensor(where, t, &count) != 0) return -1;
   double x = codes[1] == kPFFloat ? args[1].v_float64 : (double)args[1].v_int64;
@@ -235,10 +235,11 @@ static int cmp_float64(const void* a, const void* b) {
 static int demo_sort(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   static const char* const where = "demo.sort";
   (void)res, (void)ret;
-  DLTensor* t = n == 2 ? tensor_arg(args[0], codes[0]) : NULL;
-  if (t == NULL || codes[1] != kPFFuncHandle)
+  DLTensor* t = NULL;
+  if (n != 2 || codes[1] != kPFFuncHandle)
     return PFErrorSetFormat(kPFErrTypeError, "%s: expected (tensor, comparator function)",
                             where);
+  if (contiguous_arg(where, "(tensor, comparator function)", args, codes, n, &t) != 0) return -1;
   int64_t count;
   if (check_tensor(where, t, &count) != 0) return -1;
   int is_int = t->dtype.code == kDLInt && t->dtype.bits == 64;
@@ -308,7 +309,9 @@ static int matrix_bytes(const char* where, int64_t rows, int64_t cols, size_t* o
 }
 
 /* A new tensor object of rows x cols float32 elements, stored row by row,
- * or column by column if `by_column`; *data receives its elements. */
+ * or column by column if `by_column`, from `allocator` (the pre-pack
+ * hook's; NULL: PFMemAlloc); *data receives its elements. (A compact
+ * row-major tensor that the runtime allocates is PFTensorAlloc's.) */
 static int demo_matrix_new(const char* where, int64_t rows, int64_t cols, int by_column,
                            const PFAllocator* allocator, float** data, PFObjectHandle* out) {
   size_t bytes = 0;
@@ -338,9 +341,14 @@ static int demo_matrix_new(const char* where, int64_t rows, int64_t cols, int by
  * borrowed DLTensor*, of any strides. */
 static int matrix_arg(const char* where, const char* name, int index, PFValue v, int code,
                       const DLTensor** out) {
-  const DLTensor* t = tensor_arg(v, code);
-  if (t == NULL)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: argument %d (%s) must be a tensor, got %s",
+  DLTensor* t = NULL;
+  int read_only = 0;
+  /* Only read: a read-only tensor object will do, which PFArgGetTensor
+   * (a writable DLTensor*) refuses. */
+  if (code == kPFObjectHandle && PFTensorIsReadOnly(v.v_handle, &read_only) == 0 && read_only)
+    PFTensorGetDLTensor(v.v_handle, &t);
+  else if (PFArgGetTensor(&v, &code, 1, 0, NULL, &t) != 0)
+    return PFErrorSetFormat(PFErrorGetKind(), "%s: argument %d (%s) must be a tensor, got %s",
                             where, index, name,
                             PFTypeCodeName(code) ? PFTypeCodeName(code) : "?");
   if (t->device.device_type != kDLCPU || t->ndim != 2 || t->dtype.code != kDLFloat ||
@@ -434,9 +442,12 @@ static int demo_matmul(PFValue* args, int* codes, int n, PFRetValueHandle ret, v
                             "differ",
                             where, (long long)m, (long long)k, (long long)w->shape[0],
                             (long long)cols);
-  float* y;
+  /* The result: a new tensor that the runtime owns, compact row-major. */
+  int64_t y_shape[2] = {m, cols};
   PFObjectHandle out;
-  if (demo_matrix_new(where, m, cols, 0, NULL, &y, &out) != 0) return -1;
+  DLTensor* y_view;
+  if (PFTensorAlloc(2, y_shape, (DLDataType){kDLFloat, 32, 1}, 0, &out, &y_view) != 0) return -1;
+  float* y = y_view->data;
   /* Operands in the layouts the kernel reads, copied only when they are
    * not: w is copied on every call unless it was pre-packed. */
   const float* xd = (const float*)(const void*)((const char*)x->data + x->byte_offset);
@@ -480,7 +491,7 @@ static int demo_matmul_prepack(void* res, int position, PFValue value, int code,
   const DLTensor* w;
   if (matrix_arg(where, "w", 1, value, code, &w) != 0) return -1;
   if (stored_by_column(w)) return 0;
-  float* data;
+  float* data = NULL;
   PFObjectHandle packed;
   if (demo_matrix_new(where, w->shape[0], w->shape[1], 1, allocator, &data, &packed) != 0)
     return -1;

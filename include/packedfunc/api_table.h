@@ -21,13 +21,14 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 9
+#define PF_API_VERSION 10
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
  * "PFCallFrame", "PFDLManagedTensorVersioned", "PFObjectTypeDesc",
  * "PFFieldDesc", "PFMethodDesc", "PFObjectTypeInfo", "PFFieldInfo",
- * "PFMethodInfo". Bindings compare it with their own mirrors. Errors: NULL
+ * "PFMethodInfo", "PFTensorConstraint", "PFParamInfo", "PFSignatureInfo".
+ * Bindings compare it with their own mirrors. Errors: NULL
  * arguments (TypeError), unknown name (KeyError). */
 PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
 
@@ -47,7 +48,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * adds ObjectFindOwnedHosts; version 8 adds ArrayGetItems to
  * TensorToDLPackVersioned (bulk readers, List and Dict, data types as text,
  * versioned DLPack); version 9 adds registered object types
- * (ObjectTypeRegister to ModListTypes). Every
+ * (ObjectTypeRegister to ModListTypes); version 10 adds keyword calls,
+ * signatures as data and tensor helpers (FuncCallKw to TensorAlloc). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -191,6 +193,14 @@ typedef struct PFApi {
   int (*ObjectSetFieldByName)(PFObjectHandle, const char*, PFValue, int);
   int (*ObjectGetMethod)(PFObjectHandle, const char*, PFFunctionHandle*);
   int (*ModListTypes)(PFModuleHandle, int*, const uint32_t**);
+  /* Version 10. Keyword calls, signatures as data, tensor helpers. */
+  int (*FuncCallKw)(PFFunctionHandle, PFValue*, int*, int, const char* const*, PFValue*, int*,
+                    int, PFValue*, int*);
+  int (*FuncGetSignatureInfo)(PFFunctionHandle, const PFSignatureInfo**);
+  int (*SignatureParse)(const char*, PFSignatureInfo**);
+  void (*SignatureInfoFree)(PFSignatureInfo*);
+  int (*ArgGetTensor)(const PFValue*, const int*, int, int, const char*, DLTensor**);
+  int (*TensorAlloc)(int, const int64_t*, DLDataType, uint32_t, PFObjectHandle*, DLTensor**);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

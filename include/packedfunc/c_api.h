@@ -11,7 +11,8 @@
  *   dtype.h      data types: DLPack 1.1 codes, dtypes as text
  *   object.h     objects: references, boxed pointers, tensors, DLPack
  *   container.h  Array, Map, Shape (immutable); List, Dict (mutable)
- *   signature.h  the typed-signature grammar
+ *   tensor.h     tensor constraints, tensor arguments, new tensors
+ *   signature.h  the typed-signature grammar: names, defaults, types
  *   function.h   packed functions: create, call, return, metadata, bind
  *   registry.h   the global registry of functions by name
  *   host.h       host languages: interrupts, host functions and objects
@@ -55,6 +56,8 @@
  *    can be detected (NULL where a value is needed, negative counts,
  *    unknown type codes, wrong handle kinds) is a -1 with an error.
  *    Allocation failure is a -1 with kind "MemoryError".
+ *  - C++. Every header compiles as C++11 or later, the registration macros
+ *    of module.h and object_type.h included; nothing else is needed.
  *  - Threads. Every entry point may be called from any thread. Function
  *    handles may be shared between threads; reference counting is atomic.
  *  - fork(). A child process forked while other threads are inside
@@ -71,6 +74,7 @@
 #include "packedfunc/dtype.h"
 #include "packedfunc/object.h"
 #include "packedfunc/container.h"
+#include "packedfunc/tensor.h"
 #include "packedfunc/signature.h"
 #include "packedfunc/function.h"
 #include "packedfunc/registry.h"

@@ -149,15 +149,19 @@ PF_EXPORT int PFFuncFree(PFFunctionHandle func);
 
 /* Attaches a name, a signature (in the grammar of signature.h) and a
  * docstring to a function. Each field can be set once; NULL leaves a field
- * as it is. Strings are copied. The signature is checked and kept in its
- * canonical form: canonical type names ("double" becomes float64) and no
- * blanks, e.g. "int64(int64,float64)", so that a reader splits it at "(",
- * "," and ")" and reads each type with PFSignatureTypeInfo. The signature
- * describes the arguments a caller should pass; for a function that is not
- * a typed C function it is metadata only, and calls are not checked
- * against it. Errors: not a function (TypeError); a field that is already
- * set, a signature outside the grammar (ValueError, naming the position);
- * MemoryError. On any error nothing is set. Thread-safe. */
+ * as it is. Strings are copied. The signature is parsed, checked and kept
+ * in its canonical form (signature.h): canonical type names ("double"
+ * becomes float64), no blanks, canonical default literals, e.g.
+ * "int64(int64,float64)" or "float64(x:float64,lo:float64=0.0)"; and as
+ * data, its parameter table (PFFuncGetSignatureInfo), which is how a reader
+ * takes it apart (splitting the text at "," works only for a signature
+ * without defaults or tensor constraints). The signature describes the
+ * arguments a caller should pass; for a function that is not a typed C
+ * function it is metadata only: PFFuncCall does not check calls against
+ * it, while PFFuncCallKw uses its names and defaults. Errors: not a
+ * function (TypeError); a field that is already set, a signature outside
+ * the grammar or with a default that does not convert (ValueError, naming
+ * the position); MemoryError. On any error nothing is set. Thread-safe. */
 PF_EXPORT int PFFuncSetInfo(PFFunctionHandle func, const char* name,
                             const char* signature, const char* doc);
 
@@ -167,6 +171,64 @@ PF_EXPORT int PFFuncSetInfo(PFFunctionHandle func, const char* name,
  * Errors: not a function (TypeError). Thread-safe. */
 PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
                             const char** signature, const char** doc);
+
+/* A function's signature as data (signature.h): its parameters' names,
+ * types, defaults and tensor constraints, parsed once when the signature
+ * was set. *out is borrowed: it lives as long as the function and never
+ * changes (its text is the one PFFuncGetInfo gives); NULL, with status 0,
+ * when the function has no signature. Errors: not a function, NULL out
+ * (TypeError). Thread-safe, lock-free. */
+PF_EXPORT int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInfo** out);
+
+/*
+ * Calls a function with positional arguments and keyword arguments, which
+ * are matched by name against the function's signature (its parameter
+ * names, PFFuncSetInfo or a typed function's signature), as Python binds
+ * a call: the positional arguments fill the first parameters, each
+ * keyword argument the parameter of its name, and a parameter left out
+ * takes its default. The function is then called with one positional
+ * argument per parameter, in order, exactly as PFFuncCall calls it (the
+ * same checks of every value, the same result, lifetimes and references).
+ * This is the one implementation of keyword calls that every host and
+ * `pf call name=value` share.
+ *
+ * kw_names[i] (a NUL-terminated parameter name), kw_args[i] and
+ * kw_codes[i] are the i-th keyword argument, for i < num_kw; all are
+ * borrowed for the call, and may be NULL when num_kw is 0. A default
+ * passed for a str or bytes parameter lives in the function's signature
+ * (as long as the function).
+ *
+ * Errors about the call's arguments, TypeError, worded as Python's own and
+ * naming the function by its name metadata ("<anonymous>" without one),
+ * with no traceback line (PF_ERROR in base.h):
+ *   "clamp() takes from 1 to 3 positional arguments but 4 were given"
+ *   "clamp() got an unexpected keyword argument 'y'"
+ *   "clamp() got multiple values for argument 'x'"
+ *   "clamp() missing 1 required positional argument: 'x'"
+ *   "clamp() missing 2 required positional arguments: 'x' and 'lo'"
+ *   "clamp() takes no keyword arguments"      (a function without a signature)
+ * checked in that order (keywords in the order given); a keyword never
+ * matches an unnamed parameter. Then whatever PFFuncCall reports for the
+ * assembled arguments (naming their positions) and the callee's errors.
+ * Misuse, with the entry point's name and place: func not a live function,
+ * NULL kw_names, kw_args or kw_codes with num_kw > 0, a NULL name
+ * ("argument 'kw_names[1]' is NULL") (TypeError); negative num_kw
+ * (ValueError); and what PFFuncCall refuses of the other arguments (NULL
+ * ret_val or ret_type_code, NULL args or type_codes with num_args > 0,
+ * negative num_args), reported as PFFuncCall reports it. Nothing is
+ * written on error.
+ *
+ * Cost: with no keywords and as many positional arguments as the
+ * signature has parameters (or no signature), one load and compare more
+ * than PFFuncCall, which it then is. Otherwise it builds the argument list
+ * on the stack (at most PF_TYPED_MAX_ARGS), comparing each keyword with
+ * the parameter names: no allocation, no message built unless the call
+ * fails (bench/bench_c.c: kw_call). Thread-safe and reentrant, as
+ * PFFuncCall.
+ */
+PF_EXPORT int PFFuncCallKw(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+                           const char* const* kw_names, PFValue* kw_args, int* kw_codes,
+                           int num_kw, PFValue* ret_val, int* ret_type_code);
 
 /* ------------------------------------------------------------------------ */
 /* Binding constants (partial application)                                   */
@@ -258,8 +320,10 @@ PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entrie
  * object handed over that way is released; other values are not).
  *
  * Metadata: when `func` has a signature (PFFuncSetInfo), the new function's
- * signature is it without the bound parameters, and each position must be
- * below the number of parameters; name and doc are not carried over.
+ * signature is it without the bound parameters (the others keep their
+ * names, defaults and constraints, so keyword calls of the new function
+ * work as before), and each position must be below the number of
+ * parameters; name and doc are not carried over.
  *
  * Sharing: with a `cache` (PFPrePackCacheCreate) and a hook, a constant
  * that is a tensor object on the CPU, compact (no strides, or row-major

@@ -185,17 +185,21 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * The walk starts at `root` and follows the references that objects
  * hold: an Array's items, a Map's values, a List's items, a Dict's keys
  * and values, a bound function's inner function and the constants it
- * holds itself (PFFuncBind), a closure's function (PFFuncToCFunction).
- * No other reference is followed (a module's functions, a function's
- * module, a pre-pack cache's values, whatever a boxed object's payload or
- * an extension value holds). An object counts as owned by the caller when
- * releasing the caller's reference to `root` would free it: `root` itself
- * when the caller's is its only reference, and every object whose every
- * reference is held by owned objects. What a cycle holds is never owned
- * (a List that holds itself, directly or through other Lists and Dicts,
- * outlives any reference to it), nor what a reference that the walk does
- * not follow holds: an unknown reference errs on the side of keeping
- * things alive.
+ * holds itself (PFFuncBind), a closure's function (PFFuncToCFunction),
+ * and the objects in the handle fields (func, array, map, shape, object,
+ * list, dict, tensor, obj<KEY>) of an instance of a registered type
+ * (object_type.h). No other reference is followed (a module's functions,
+ * a function's module, a pre-pack cache's values, whatever a boxed
+ * object's payload or an extension value holds). An object counts as
+ * owned by the caller when dropping the caller's reference to `root`
+ * would free it: `root` when the caller's is its only reference, and any
+ * object whose every reference is held by owned objects. Lists, Dicts and
+ * instances' fields may make cycles (a List that holds itself, directly
+ * or through other Lists, Dicts and instances; an instance whose field
+ * holds it back); a cycle that holds itself is never freed by reference
+ * counting, so neither it nor anything it holds is owned. Objects met
+ * only through references that are not followed are never reported: an
+ * unknown reference errs on the side of keeping things alive.
  *
  * Lists and Dicts change at any time. The walk reads each one's items at
  * one moment, under the container's read lock (held for that read only),
@@ -206,6 +210,8 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * (only then does this call run user code). What it reports is as true as
  * the rest of the answer (below) for a graph that no one else can reach,
  * and may be out of date as soon as it returns for one that others can.
+ * The walk reads an instance's handle fields as any reader of them does
+ * (object_type.h, "Threads"): no write to them may run during the call.
  *
  * out[0 .. min(cap, *num_owned)) receives the payload (PFHostObjectCreate)
  * or resource_handle (PFFuncCreateFromHostCFunc) of each owned host object
@@ -217,11 +223,12 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  *
  * `num_reachable` may be NULL; otherwise it receives how many host
  * objects and host functions of `gate` the walk reached, owned or not,
- * plus one for each List and Dict reached (whose items may change). 0
- * means that root never reaches one, now or later (the references
- * followed through Arrays, Maps and functions never change), so a
- * collector can stop asking about root. With NULL, the call returns at
- * once when root has other references.
+ * plus one for each List, Dict and instance with handle fields reached
+ * (its items or fields may come to hold one later). 0 means that root
+ * never reaches one, now or later (the references followed through
+ * Arrays, Maps and functions never change), so a collector can stop
+ * asking about root. With NULL, the call returns at once when root has
+ * other references.
  *
  * `max_values` bounds the work: the walk looks at that many values
  * (items, constants, references) at most; past it, the call gives up with

@@ -262,9 +262,15 @@ PF_EXPORT int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t**
  *         PFModExportGlobal(self, "", 0) != 0) { ... PFGetLastError() ... }
  *     PFModFree(self);
  *
- * Requirements: GCC or Clang and an ELF linker (GNU ld, gold, lld), C99 or
- * later with C99 inline semantics (the default; not -fgnu89-inline). The
- * macros are not available to C++ (the rest of this header is).
+ * Requirements: GCC or Clang and an ELF linker (GNU ld, gold, lld); C99 or
+ * later with C99 inline semantics (the default; not -fgnu89-inline), or
+ * C++11 or later. The macros work the same in C and C++, and the C and C++
+ * files of one library may both use them: a C++ file needs no wrapper and
+ * no `extern "C"` of its own (the header gives the accessor C linkage), and
+ * registers any function of the right type, a static member function or a
+ * function in a namespace alike. A typed function's C++ prototype must be
+ * the C one that its signature describes (int64_t, double, const char*,
+ * ...); a packed function is a PFPackedCFunc.
  */
 
 /* What kind of function a descriptor describes. */
@@ -320,9 +326,10 @@ PF_EXPORT int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
                                        const PFFuncDescriptor* const* end,
                                        PFModuleHandle* out);
 
-#if !defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__)) && \
-    defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L &&         \
-    !defined(__GNUC_GNU_INLINE__)
+#if (defined(__GNUC__) || defined(__clang__)) &&                                   \
+    ((defined(__cplusplus) && __cplusplus >= 201103L) ||                              \
+     (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L && \
+      !defined(__GNUC_GNU_INLINE__)))
 
 /* The bounds of this library's (or program's) "pf_functions" section, which
  * the linker defines. Hidden, so that each library sees its own; weak, so
@@ -332,12 +339,18 @@ extern const PFFuncDescriptor* const __start_pf_functions[]
 extern const PFFuncDescriptor* const __stop_pf_functions[]
     __attribute__((weak, visibility("hidden")));
 
-/* The accessor that PFModLoadFromFile looks up. This is an inline
- * definition (C99): a file that includes the header emits no code for it.
- * A file that uses a registration macro redeclares it `extern`, which makes
- * that file emit it, weak, so the files of one library merge into one.
- * (Clang wants `weak` on the definition, GCC on a later declaration.) */
-#if defined(__clang__)
+/* The accessor that PFModLoadFromFile looks up, with C linkage in both
+ * languages. In C it is an inline definition (C99): a file that includes
+ * the header emits no code for it; a file that uses a registration macro
+ * redeclares it `extern`, which makes that file emit it, weak, so the
+ * files of one library merge into one. (Clang wants `weak` on the
+ * definition, GCC on a later declaration.) In C++ it is an inline
+ * function, which a file emits (as a weak, mergeable definition) when it
+ * uses it: a registration macro takes its address in a `used` variable.
+ * The C and the C++ definitions are the same code and merge alike. */
+#if defined(__cplusplus)
+#define PF_ACCESSOR_DEF_ATTR_ __attribute__((visibility("default")))
+#elif defined(__clang__)
 #define PF_ACCESSOR_DEF_ATTR_ __attribute__((weak, visibility("default")))
 #define PF_ACCESSOR_USE_ATTR_
 #else
@@ -362,10 +375,22 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 
 /* The pointer entries are 8-byte objects: no compiler pads or over-aligns
  * them, so the section is a plain array. */
-#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot)    \
+#if defined(__cplusplus)
+#define PF_ACCESSOR_USE_(id)                                                         \
+  __attribute__((used)) static void (*const PF_CAT_(pf_accessor_use_, id))(          \
+      const PFFuncDescriptor* const**, const PFFuncDescriptor* const**) =            \
+      &PFModuleDescriptorsV1
+#else
+#define PF_ACCESSOR_USE_(id)                                                         \
   extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**,                 \
                                     const PFFuncDescriptor* const**)                 \
-      PF_ACCESSOR_USE_ATTR_;                                                         \
+      PF_ACCESSOR_USE_ATTR_
+#endif
+/* A descriptor is a static const aggregate initialized by position, and
+ * its entry a const pointer to it in the section: both mean the same in C
+ * and C++ (no compound literals, no designated initializers). */
+#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot)    \
+  PF_ACCESSOR_USE_(id);                                                              \
   static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                      \
       PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot}; \
   __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor*      \
@@ -390,6 +415,12 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 #define PF_REGISTER_PREPACKED_5_(name, fn, fmt, pp, doc)                     \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
                doc, fmt, pp, NULL)
+#define PF_REGISTER_PACKED_SIG_3_(name, fn, sig)                             \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, NULL, \
+               NULL, NULL, NULL)
+#define PF_REGISTER_PACKED_SIG_4_(name, fn, sig, doc)                        \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, doc, \
+               NULL, NULL, NULL)
 #define PF_PICK_3_(a, b, c, d, ...) d
 #define PF_PICK_4_(a, b, c, d, e, ...) e
 #define PF_PICK_5_(a, b, c, d, e, f, ...) f
@@ -402,10 +433,26 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 
 /* PF_REGISTER_TYPED(name, fn, signature [, doc]): registers the plain C
  * function `fn`, whose C prototype `signature` must describe (the runtime
- * cannot check it; a signature that does not parse fails the load). */
+ * cannot check it; a signature that does not parse fails the load). The
+ * signature may name the parameters and give defaults and tensor
+ * constraints (signature.h), which keyword calls use:
+ *
+ *     static double clamp(double x, double lo, double hi) { ... }
+ *     PF_REGISTER_TYPED("mylib.clamp", clamp,
+ *                       "float64(x: float64, lo: float64 = 0, hi: float64 = 1)");
+ */
 #define PF_REGISTER_TYPED(...)                                           \
   PF_PICK_4_(__VA_ARGS__, PF_REGISTER_TYPED_4_, PF_REGISTER_TYPED_3_,     \
              PF_REGISTER_TYPED_needs_3_or_4_arguments, )(__VA_ARGS__)
+
+/* PF_REGISTER_PACKED_SIG(name, fn, signature [, doc]): registers the
+ * PFPackedCFunc `fn` with a signature kept as metadata (PFFuncSetInfo):
+ * names, defaults and types that hosts read and keyword calls
+ * (PFFuncCallKw) use, while `fn` stays a packed function that checks its
+ * own arguments. */
+#define PF_REGISTER_PACKED_SIG(...)                                               \
+  PF_PICK_4_(__VA_ARGS__, PF_REGISTER_PACKED_SIG_4_, PF_REGISTER_PACKED_SIG_3_,    \
+             PF_REGISTER_PACKED_SIG_needs_3_or_4_arguments, )(__VA_ARGS__)
 
 /* PF_REGISTER_PREPACKED(name, fn, pack_format, prepack [, doc]): registers
  * the PFPackedCFunc `fn` with its pre-pack hook `prepack` (a PFPrePackFunc,
@@ -443,13 +490,15 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 
 #else /* no registration macros here: say why at the first use */
 #if defined(__cplusplus)
-#define PF_NO_REGISTRATION_(what) static_assert(false, what " is only available to C")
+#define PF_NO_REGISTRATION_(what) \
+  static_assert(false, what " needs GCC or Clang and C++11 or later")
 #else
 #define PF_NO_REGISTRATION_(what) \
   _Static_assert(0, what " needs GCC or Clang with C99 inline semantics")
 #endif
 #define PF_REGISTER_PACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PACKED")
 #define PF_REGISTER_TYPED(...) PF_NO_REGISTRATION_("PF_REGISTER_TYPED")
+#define PF_REGISTER_PACKED_SIG(...) PF_NO_REGISTRATION_("PF_REGISTER_PACKED_SIG")
 #define PF_REGISTER_PREPACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PREPACKED")
 #define PF_REGISTER_OBJECT_TYPE(desc) PF_NO_REGISTRATION_("PF_REGISTER_OBJECT_TYPE")
 #define PF_MODULE_LOAD_SELF(out) PF_NO_REGISTRATION_("PF_MODULE_LOAD_SELF")

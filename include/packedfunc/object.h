@@ -63,7 +63,8 @@ PF_EXPORT int PFObjectGetBoxedPayload(PFObjectHandle obj, void** out);
  * with the flag; PFTensorToDLPack refuses it (a DLManagedTensor cannot say
  * read-only, and its consumer would take it as writable); a typed
  * function's `tensor` argument, a writable DLTensor*, refuses it too
- * (TypeError). PFTensorGetDLTensor still gives its DLTensor, to read: a
+ * (TypeError), as PFArgGetTensor (tensor.h) does. PFTensorGetDLTensor still
+ * gives its DLTensor, to read: a
  * packed function that receives a tensor object and writes its data checks
  * PFTensorIsReadOnly first. Every other tensor is writable.
  */

@@ -6,6 +6,7 @@
 #define PACKEDFUNC_SIGNATURE_H_
 
 #include "packedfunc/base.h"
+#include "packedfunc/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,14 +22,64 @@ extern "C" {
  * runtime converts between packed values and C values in both directions
  * through that description.
  *
- * Signature grammar (ASCII; blanks — space, tab, newline, carriage return — may appear
- * around every token):
+ * Signature grammar (ASCII; blanks — space, tab, newline, carriage return —
+ * may appear around every token), in EBNF:
  *
- *     signature := RET "(" [ ARG { "," ARG } ] ")"
- *     RET       := "void" | TYPE
- *     ARG       := TYPE
+ *     signature := RESULT "(" [ PARAM { "," PARAM } ] ")"
+ *     RESULT    := "void" | TYPE
+ *     PARAM     := [ NAME ":" ] TYPE [ "=" LITERAL ]
+ *     TYPE      := a type name of the table below
+ *                | "obj" "<" KEY ">"                   (below)
+ *                | "tensor" "<" CONSTRAINT ">"         (tensor.h)
+ *     NAME      := ( letter | "_" ) { letter | digit | "_" }
  *
- * At most PF_TYPED_MAX_ARGS (16) arguments; "()" means none ("(void)" is
+ * So "int64(int64,int64)" and "float64(x: float64, lo: float64 = 0,
+ * hi: float64 = 1)" are signatures. Parameters are either all named or
+ * all unnamed; names are distinct and at most PF_SIGNATURE_NAME_MAX bytes.
+ * A parameter with a default ("= LITERAL") may be left out of a keyword
+ * call (PFFuncCallKw, function.h): defaults are trailing, as in Python
+ * (no parameter without one follows one with one). Named or not, every
+ * parameter is positional; names let a caller pass arguments by keyword.
+ *
+ * Default literals:
+ *
+ *     LITERAL := INT | FLOAT | "true" | "false" | "null" | STRING | "b" STRING
+ *     INT     := [ "+" | "-" ] ( DIGITS | "0x" HEXDIGITS )   fits an int64
+ *     FLOAT   := [ "+" | "-" ] ( DIGITS "." [ DIGITS ] [ EXP ] | "." DIGITS [ EXP ]
+ *                              | DIGITS EXP | "inf" | "nan" )
+ *     EXP     := ( "e" | "E" ) [ "+" | "-" ] DIGITS
+ *     STRING  := '"' { CHAR | "\" ESCAPE } '"'
+ *     CHAR    := a printable ASCII character (space to '~') but '"' and '\'
+ *     ESCAPE  := '"' | "\" | "n" | "t" | "r" | "x" HEXDIGIT HEXDIGIT
+ *
+ * A literal is the packed value an argument could be — an INT a kPFInt, a
+ * FLOAT a kPFFloat (read in the C locale, whatever the process's is), true
+ * and false a kPFBool, null a kPFNull, a STRING a kPFStr of its bytes, a
+ * b STRING a kPFBytes — and a default must convert to its parameter's type
+ * by the rules of a typed call (below), except that a dtype takes a STRING
+ * in the text of dtype.h ("float32") and a device a STRING "NAME" or
+ * "NAME:ID" (the names of tensor.h's DEVICE; "cuda:1"). So an int64 takes
+ * an INT (or true/false), a float64 an INT or FLOAT, a str a STRING that
+ * is valid UTF-8 without a NUL byte, bytes a b STRING (any bytes), and the
+ * pointer-like and object types (ptr, tensor, func, array, map, shape,
+ * object, list, dict, obj<KEY>) only null, and an any every literal. A default that does not
+ * convert, or an integer that no int64 holds, is a ValueError when the
+ * signature is parsed, naming its position. The default is kept converted:
+ * `lo: float64 = 0` passes the float 0.0.
+ *
+ * The canonical text, which the runtime keeps and reports: canonical type
+ * names, no blanks, "NAME:TYPE=LITERAL" for each parameter with both, the
+ * canonical literal of the converted default: an int in decimal; a float
+ * as the shortest decimal that reads back to the same value (for a float32
+ * parameter, the same float), with ".0" when it would read as an int, or
+ * inf, -inf, nan; true or false; null; a STRING with printable ASCII as
+ * itself, \" \\ \n \t \r, and every other byte as \xHH (lowercase); a
+ * dtype's canonical text, quoted; a device as "NAME:ID". For example
+ * "float64(x:float64,lo:float64=0.0,hi:float64=1.0)". A signature without
+ * names and defaults has the canonical text it always had:
+ * "int64(int64,float64)". The canonical text parses to itself.
+ *
+ * At most PF_TYPED_MAX_ARGS (16) parameters; "()" means none ("(void)" is
  * an error, to keep one spelling). Type names are case-sensitive:
  *
  *   name     C argument type        from a packed argument     C result -> packed
@@ -80,6 +131,7 @@ extern "C" {
  *            (borrowed)             instance of the registered kPFNull for NULL
  *                                   type KEY or of a
  *                                   descendant; kPFNull (NULL)
+ *   any      (none: metadata only)  any value                  any value
  *   void     (result only)          -                          no value (kPFNull)
  *
  * Conversion rules, the same in both directions:
@@ -114,6 +166,16 @@ extern "C" {
  *    call with a TypeError naming "result"; when it is a live object of
  *    another type, the reference that came with it is released.
  *
+ * any is a value of any type: a packed function's parameter or result
+ * that takes whatever it is given (a Python function's parameter without
+ * an annotation). It has no C type, so it is for the metadata of packed
+ * functions only (PFFuncSetInfo, PF_REGISTER_PACKED_SIG): a typed
+ * function, a C function pointer (PFFuncToCFunction) and an object field
+ * refuse it (ValueError naming the parameter). Its default is the
+ * literal's own value (an INT a kPFInt, a STRING a kPFStr, ...), and
+ * PFSignatureTypeInfo gives it the type code kPFNull, since no one code is
+ * its values'.
+ *
  * An argument of type array, map, shape, list or dict must be a
  * kPFObjectHandle of that object type; another object type is a TypeError
  * naming the argument and both types ("argument 0: expected array, got map object").
@@ -140,13 +202,75 @@ extern "C" {
 /* The types of the signature grammar, numbered from 0 in the order of the
  * table above, starting with void: writes the name of type `index` (static
  * storage) and the type code that a C value of that type becomes as a packed
- * value (kPFNull for void; for the pointer-like types, also the code of a
+ * value (kPFNull for void and any; for the pointer-like types, also the code of a
  * non-NULL argument; kPFObjectHandle for array, map, shape, object, list
  * and dict, though an object result that is a function or module takes
  * their codes). Either out may be NULL. Bindings and tools read the
  * grammar from here instead of keeping their own list.
  * Errors: index outside the types (IndexError). Thread-safe. */
 PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
+
+/* ------------------------------------------------------------------------ */
+/* Reading a signature                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The longest parameter name, in bytes. */
+#define PF_SIGNATURE_NAME_MAX 255
+
+/* One parameter (or the result) of a parsed signature. Owned by the
+ * PFSignatureInfo it belongs to, and valid as long as that is; members may
+ * be appended in later versions: read it through the pointer that
+ * PFSignatureInfo gives. */
+typedef struct PFParamInfo {
+  const char* name;          /* NULL for an unnamed parameter, and the result */
+  const char* type;          /* the canonical type: "float64", "obj<mylib.Counter>",
+                                "tensor<float64,1,contiguous>", "void" for no result */
+  int32_t type_index;        /* the type's index in PFSignatureTypeInfo's table (0 is
+                                void; tensor's for a constrained tensor); -1 for obj<KEY> */
+  int32_t type_code;         /* the type code of its values (PFSignatureTypeInfo's;
+                                kPFObjectHandle for obj<KEY>) */
+  uint32_t object_type;      /* obj<KEY>: KEY's registered type index; else 0 */
+  int32_t has_default;       /* 1 when the parameter has a default, else 0 */
+  PFValue default_value;     /* the default, converted to the parameter's type (a
+                                kPFStr's text and a kPFBytes's PFByteArray live as
+                                long as the PFSignatureInfo); zero without one */
+  int32_t default_code;      /* its type code; kPFNull without one */
+  const char* default_text;  /* its canonical literal (`0.0`, `"abc"`, `null`); NULL
+                                without one */
+  PFTensorConstraint tensor; /* a tensor's constraint (tensor.h); flags 0 for any
+                                tensor and for the other types */
+} PFParamInfo;
+
+/* A parsed signature: what its text says, as data, so that hosts and tools
+ * (keyword calls, inspect.signature, stubs) read it without a parser of
+ * their own. Owned by the runtime; members may be appended in later
+ * versions. */
+typedef struct PFSignatureInfo {
+  const char* text;                  /* the canonical text */
+  int32_t num_params;                /* 0 .. PF_TYPED_MAX_ARGS */
+  int32_t num_required;              /* the parameters before the first default */
+  int32_t named;                     /* 1 when the parameters are named, else 0 */
+  const PFParamInfo* result;         /* the result (type "void" for none) */
+  const PFParamInfo* const* params;  /* num_params entries, in order */
+} PFSignatureInfo;
+
+/* Parses a signature text (the grammar above) into a new PFSignatureInfo,
+ * for a tool or host that has a text without a function (a method's
+ * PFMethodInfo.signature, a remote function's). *out is owned by the
+ * caller: free it with PFSignatureInfoFree; it holds no references (an
+ * obj<KEY>'s type is registered for good). A function's own signature is
+ * read without parsing through PFFuncGetSignatureInfo (function.h).
+ * Errors: NULL text or out (TypeError); a text outside the grammar, a
+ * default that does not convert, an obj<KEY> of a type not registered
+ * (ValueError naming the position: `PFSignatureParse: bad signature "..."
+ * at position N: ...`); MemoryError. *out is written only on success.
+ * Thread-safe. */
+PF_EXPORT int PFSignatureParse(const char* text, PFSignatureInfo** out);
+
+/* Frees what PFSignatureParse made. NULL is a no-op. Not for the borrowed
+ * info of a function (PFFuncGetSignatureInfo). Returns nothing: it cannot
+ * fail. */
+PF_EXPORT void PFSignatureInfoFree(PFSignatureInfo* info);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -19,17 +19,26 @@ extern "C" {
  * Wraps a plain C function pointer `fn` of the given signature as a
  * PackedFunc. The signature is parsed, and its libffi call interface
  * prepared (ffi_prep_cif), once, here; a call then only checks and converts
- * its arguments. The canonical signature text (canonical type names, no
- * blanks, "double" spelled float64) is stored as the function's signature
- * metadata (PFFuncGetInfo); the name and doc stay free for PFFuncSetInfo.
+ * its arguments. The parsed signature, with its canonical text (canonical
+ * type names, no blanks, "double" spelled float64, canonical defaults), is
+ * stored as the function's signature metadata (PFFuncGetInfo,
+ * PFFuncGetSignatureInfo); the name and doc stay free for PFFuncSetInfo.
+ * Parameter names and defaults (signature.h) serve keyword calls
+ * (PFFuncCallKw); PFFuncCall passes every argument, as before.
  *
  * Each call checks the number of arguments (TypeError) and converts every
  * argument by the rules of signature.h; a failure is a TypeError or ValueError whose
  * message names the function (its metadata name when set, and its
- * signature), the argument position (0-based), the expected type and the
- * given type code (and value, for a range error), e.g.
+ * signature), the argument position (0-based) and, for a named parameter,
+ * its name, the expected type and the given type code (and value, for a
+ * range error), e.g.
  *   "typed function 'scale' int32(int32): argument 0: expected int32, got
- *    int 4294967296, which is out of its range [-2147483648, 2147483647]".
+ *    int 4294967296, which is out of its range [-2147483648, 2147483647]"
+ *   "typed function 'sum' float64(x:tensor<float64,1>): argument 0 'x':
+ *    expected tensor<float64,1>, got int64 tensor of rank 1".
+ * A tensor parameter or result with a constraint (tensor.h) refuses a
+ * tensor that does not meet it: TypeError for the dtype, ValueError for the
+ * rank, layout or device.
  *
  * Common signatures — at most four arguments, each int64, uint64, float64
  * or pointer-like (str, bytes, ptr, tensor, func, array, map, shape,
@@ -46,7 +55,9 @@ extern "C" {
  * (ValueError naming the position, 0-based, e.g. `bad signature
  * "int64(int64,,int64)" at position 12: expected a type name`): an unknown
  * type, a missing parenthesis, trailing text, void as an argument, more than
- * PF_TYPED_MAX_ARGS arguments, an empty string; MemoryError.
+ * PF_TYPED_MAX_ARGS arguments, an empty string, names on some parameters
+ * only, a repeated name, a default that does not convert or is followed by
+ * a parameter without one, a bad constraint; MemoryError.
  * Thread-safe; the function may be called from any thread (as thread-safe
  * as `fn` itself).
  */
@@ -58,7 +69,10 @@ PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature,
  * callable such as a Python function) into a real C function pointer with
  * the C prototype that `signature` describes (the grammar and table of
  * signature.h), through a libffi closure: for example a "int32(ptr,ptr)"
- * comparator to hand to qsort.
+ * comparator to hand to qsort. Parameter names and defaults are accepted
+ * and mean nothing here (a C caller passes every argument); tensor
+ * constraints are checked, on the C caller's tensor arguments and on the
+ * function's tensor result (a mismatch is an error as below).
  *
  * *out_closure is a new reference to an object of type kPFObjectClosure
  * that owns the pointer and holds a reference to `func`; *out_fn is valid

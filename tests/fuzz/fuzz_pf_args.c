@@ -6,7 +6,8 @@
  * `call` reach the argument conversions (JSON-style containers included)
  * and the result printing. The path
  * after --load is always replaced by one that cannot be loaded: the fuzzer
- * must not dlopen whatever library name it happens to spell.
+ * must not dlopen whatever library name it happens to spell, and `pf
+ * stubgen` runs /bin/false instead of Python.
  * Checks: the status is 0, 1 or 2; no crash, leak or undefined behaviour;
  * and `call add X Y` with small decimal X and Y prints X + Y. */
 #include <stdbool.h>
@@ -65,6 +66,9 @@ static void reg_packed(const char* name, PFPackedCFunc fn) {
 }
 
 static void setup(void) {
+  /* `pf stubgen` runs this instead of Python: the fuzzer must not start an
+   * interpreter for every input that spells the command. */
+  if (setenv("PF_PYTHON", "/bin/false", 1) != 0) abort();
   reg_typed("add", (void*)t_add, "int64(int64,int64)");
   reg_typed("fl", (void*)t_fl, "float64(float64,float32)");
   reg_typed("s", (void*)t_s, "str(str)");

@@ -1,12 +1,19 @@
 /* libFuzzer target: the typed-signature parser.
  *
  * The input, cut at its first NUL, is a signature text. It goes through
- * both entry points that parse signatures, PFFuncCreateFromTyped and
- * PFFuncToCFunction, and is checked against a small independent recognizer
- * of the grammar in c_api.h:
- *   - both entry points accept exactly the texts the recognizer accepts;
- *   - an accepted text's stored signature is the recognizer's canonical
- *     form, and that form parses again to itself;
+ * every entry point that parses signatures, PFFuncCreateFromTyped,
+ * PFFuncToCFunction, PFSignatureParse and PFFuncSetInfo, and is checked
+ * against a small independent recognizer of the grammar of unnamed
+ * parameters without defaults or tensor constraints (signature.h):
+ *   - a text the recognizer accepts is accepted everywhere, its stored
+ *     signature is the recognizer's canonical form, and that form parses
+ *     again to itself;
+ *   - a text it rejects is accepted only if it uses the rest of the grammar
+ *     (a name's ':', a default's '=', a constraint's '<'); then every entry
+ *     point accepts it with one canonical text, which parses to itself and
+ *     is what the parameter table spells out (name, type, default text),
+ *     and a keyword call with no arguments fills every default or reports
+ *     the first required parameter as missing;
  *   - a rejected text gets -1, a ValueError naming the entry point, the
  *     text's position and "bad signature", and nothing leaks.
  * The C function behind the typed function is never called: its prototype
@@ -120,6 +127,57 @@ static void check_rejected(int rc, const char* entry, const char* text) {
   CHECK(pos <= strlen(text), "%s(\"%s\"): position %zu past the end", entry, text, pos);
 }
 
+/* A text beyond the recognizer's grammar that the runtime accepted: the
+ * properties every accepted signature has. */
+static void check_extended(const char* text, PFFunctionHandle f) {
+  CHECK(strpbrk(text, ":=<") != NULL, "\"%s\" accepted without a name, default or constraint",
+        text);
+  const char* sig = NULL;
+  CHECK(PFFuncGetInfo(f, NULL, &sig, NULL) == 0 && sig != NULL, "no signature");
+  PFSignatureInfo* info = NULL;
+  CHECK(PFSignatureParse(text, &info) == 0, "PFSignatureParse rejected \"%s\": %s", text,
+        PFGetLastError());
+  CHECK(strcmp(info->text, sig) == 0, "two canonical texts: %s and %s", info->text, sig);
+  /* The table spells the canonical text out. */
+  char again[8192];
+  size_t n = (size_t)snprintf(again, sizeof(again), "%s(", info->result->type);
+  for (int i = 0; i < info->num_params && n < sizeof(again); ++i) {
+    const PFParamInfo* p = info->params[i];
+    CHECK((p->name != NULL) == (info->named != 0), "param %d of %s: name mismatch", i, sig);
+    CHECK((i >= info->num_required) == (p->has_default != 0), "param %d of %s: defaults", i, sig);
+    n += (size_t)snprintf(again + n, sizeof(again) - n, "%s%s%s%s%s%s", i ? "," : "",
+                          p->name ? p->name : "", p->name ? ":" : "", p->type,
+                          p->has_default ? "=" : "", p->has_default ? p->default_text : "");
+  }
+  if (n < sizeof(again)) snprintf(again + n, sizeof(again) - n, ")");
+  CHECK(n >= sizeof(again) || strcmp(again, sig) == 0, "table of %s spells %s", sig, again);
+  /* The canonical text parses to itself. */
+  PFSignatureInfo* info2 = NULL;
+  CHECK(PFSignatureParse(sig, &info2) == 0, "canonical \"%s\" rejected: %s", sig,
+        PFGetLastError());
+  CHECK(strcmp(info2->text, sig) == 0, "canonical \"%s\" reparsed as \"%s\"", sig, info2->text);
+  PFSignatureInfoFree(info2);
+  /* As metadata of a packed function, and in a keyword call of nothing. */
+  PFFunctionHandle g = NULL;
+  CHECK(PFFuncCreateFromCFunc(noop_packed, NULL, NULL, &g) == 0, "create");
+  CHECK(PFFuncSetInfo(g, "fz", text, NULL) == 0, "PFFuncSetInfo rejected \"%s\"", text);
+  const char* sig3 = NULL;
+  PFFuncGetInfo(g, NULL, &sig3, NULL);
+  CHECK(strcmp(sig3, sig) == 0, "PFFuncSetInfo kept %s, typed %s", sig3, sig);
+  PFValue rv;
+  int rc;
+  int st = PFFuncCallKw(g, NULL, NULL, 0, NULL, NULL, NULL, 0, &rv, &rc);
+  if (info->num_required == 0) {
+    CHECK(st == 0, "keyword call of %s failed: %s", sig, PFGetLastError());
+  } else {
+    CHECK(st == -1 && strcmp(PFErrorGetKind(), kPFErrTypeError) == 0 &&
+              strstr(PFErrorGetMessage(), "fz() missing") != NULL,
+          "keyword call of %s: %s", sig, PFGetLastError());
+  }
+  PFFuncFree(g);
+  PFSignatureInfoFree(info);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static PFFunctionHandle target = NULL;
   if (target == NULL && PFFuncCreateFromCFunc(noop_packed, NULL, NULL, &target) != 0) abort();
@@ -134,7 +192,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   PFFunctionHandle f = NULL;
   int rc = PFFuncCreateFromTyped((void*)never_called, text, &f);
-  if (valid) {
+  int extended = !valid && rc == 0;
+  if (extended) {
+    check_extended(text, f);
+    PFFuncFree(f);
+  } else if (valid) {
     CHECK(rc == 0 && f != NULL, "PFFuncCreateFromTyped rejected \"%s\": %s", text,
           PFGetLastError());
     const char* sig = NULL;
@@ -157,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PFObjectHandle closure = NULL;
   void* fn = NULL;
   rc = PFFuncToCFunction(target, text, &closure, &fn);
-  if (valid) {
+  if (valid || extended) {
     CHECK(rc == 0 && closure != NULL && fn != NULL, "PFFuncToCFunction rejected \"%s\": %s",
           text, PFGetLastError());
     CHECK(PFClosureCheckError(closure) == 0, "fresh closure has an error");

@@ -58,3 +58,21 @@ static PFObjectHandle range(int64_t n) {
   return PFArrayCreate(v, c, n, &a) == 0 ? a : NULL;
 }
 PF_REGISTER_TYPED("range", range, "array(int64)");
+
+/* Named parameters and defaults, for keyword arguments (pf call x=1). */
+static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+PF_REGISTER_TYPED("clamp", clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)");
+
+/* A packed function with named parameters: its arguments as an Array. */
+static int args_of(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  PFObjectHandle a = NULL;
+  if (PFArrayCreate(args, codes, n, &a) != 0) return -1;
+  PFValue v = {.v_handle = a};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(a);
+  return rc;
+}
+PF_REGISTER_PACKED_SIG("args_of", args_of,
+                       "array(text: str, n: int64 = 1, sep: str = \"a=b\", items: any = null)");

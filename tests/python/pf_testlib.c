@@ -40,6 +40,8 @@ EXPORT int64_t pft_shape_sum(PFObjectHandle shape);
 EXPORT int64_t pft_list_push(PFObjectHandle list, int64_t x);
 EXPORT int64_t pft_dict_size(PFObjectHandle dict);
 EXPORT PFObjectHandle pft_make_list(int64_t n);
+EXPORT double pft_clamp(double x, double lo, double hi);
+EXPORT double pft_mean(const DLTensor* x);
 
 static int set_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -986,6 +988,30 @@ static int dict_get(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return rc;
 }
 
+/* Named parameters with defaults, and a constrained tensor (testing.clamp,
+ * testing.mean): keyword calls and inspect.signature. */
+double pft_clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+double pft_mean(const DLTensor* x) {
+  const double* d = (const double*)((const char*)x->data + x->byte_offset);
+  double sum = 0;
+  for (int64_t i = 0; i < x->shape[0]; ++i) sum += d[i];
+  return x->shape[0] ? sum / (double)x->shape[0] : 0;
+}
+
+/* testing.kw_args(a, b="z", c="cpu:0", d=null): a packed function with
+ * a signature as metadata; returns its arguments as an Array, so that a
+ * test sees what a keyword call passed. */
+static int kw_args(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  PFObjectHandle arr;
+  if (PFArrayCreate(a, c, n, &arr) != 0) return -1;
+  PFValue out = {.v_handle = arr};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(arr);
+  return rc;
+}
+
 int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
   int64_t sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += cb(i, i);
@@ -1127,11 +1153,27 @@ int pft_init(void) {
       {"testing.typed_list_push", (void*)pft_list_push, "int64(list,int64)"},
       {"testing.typed_dict_size", (void*)pft_dict_size, "int64(dict)"},
       {"testing.typed_make_list", (void*)pft_make_list, "list(int64)"},
+      {"testing.clamp", (void*)pft_clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)"},
+      {"testing.mean", (void*)pft_mean, "float64(x: tensor<float64, 1, contiguous>)"},
   };
   for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromTyped(typed[i].fn, typed[i].signature, &f) != 0) return -1;
-    int rc = PFFuncRegisterGlobal(typed[i].name, f, 1);
+    /* Named as a module's function is: keyword-call errors say clamp(). */
+    int named = strcmp(typed[i].name, "testing.clamp") == 0 ||
+                strcmp(typed[i].name, "testing.mean") == 0;
+    int rc = named ? PFFuncSetInfo(f, typed[i].name + 8, NULL, NULL) : 0;
+    if (rc == 0) rc = PFFuncRegisterGlobal(typed[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(kw_args, NULL, NULL, &f) != 0) return -1;
+    int rc = PFFuncSetInfo(f, "testing.kw_args",
+                           "array(a: int64, b: str = \"z\", c: device = \"cpu\", d: any = null)",
+                           NULL);
+    if (rc == 0) rc = PFFuncRegisterGlobal("testing.kw_args", f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;
   }

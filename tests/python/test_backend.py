@@ -126,8 +126,8 @@ def test_more_arguments_than_the_fast_path_takes(fn):
 
 
 def test_keyword_arguments_are_refused_alike(fn):
-    with pytest.raises(TypeError, match=r"Function.__call__\(\) got an unexpected keyword "
-                                        r"argument 'x'"):
+    # A function without a signature has no names to match (PFFuncCallKw).
+    with pytest.raises(TypeError, match=r"\(\) takes no keyword arguments"):
         fn("echo")(1, x=2)
 
 

@@ -10,6 +10,7 @@ works the same after (and during) a collection that kept it, and that
 nothing is freed twice or leaked over many collections.
 """
 import gc
+import os
 import sys
 import threading
 import time
@@ -19,6 +20,10 @@ import pytest
 
 import packedfunc as pf
 from packedfunc import _callback, _holds, _hostobj
+from conftest import ROOT
+
+MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(
+    ROOT, os.environ.get("BUILD", "build"), "modules")
 
 MIB = 1 << 20
 CYCLES = 50
@@ -163,6 +168,128 @@ def test_a_list_that_holds_itself_keeps_its_items_until_cleared(fn):
     held().link.clear()
     gc.collect()
     assert held() is None and live() == before
+
+
+# ---- the same through the fields of registered types (mod_pyobj.c's pyt.Holder,
+# whose fields o (object) and f (func) are writable: they change after the
+# instance is made, unlike an Array's items)
+
+@pytest.fixture(scope="module")
+def pyt():
+    return pf.load_module(os.path.join(MODULE_DIR, "mod_pyobj.so")).pyt
+
+
+def through_an_object_field(pyt):
+    h = Holder()
+    h.link = pyt.Holder()
+    h.link.o = h
+    return weakref.ref(h)
+
+
+def through_a_func_field(pyt):
+    h = Holder()
+    h.link = pyt.Holder()
+    h.link.f = lambda: h.payload
+    return weakref.ref(h)
+
+
+def through_an_array_in_an_object_field(pyt):
+    h = Holder()
+    h.link = pyt.Holder()
+    h.link.o = pf.Array([h])
+    return weakref.ref(h)
+
+
+def through_a_list_in_an_object_field(pyt):
+    # A List (followed, though it changes) inside a field.
+    h = Holder()
+    h.link = pyt.Holder()
+    h.link.o = pf.List([h])
+    return weakref.ref(h)
+
+
+def through_an_instance_in_a_list(pyt):
+    # The List holds the instance; the instance's field holds h.
+    h = Holder()
+    inst = pyt.Holder()
+    h.link = pf.List([inst])
+    inst.o = h
+    return weakref.ref(h)
+
+
+def through_an_instance_in_an_array(pyt):
+    # The Array holds the instance before the instance's field holds h.
+    h = Holder()
+    inst = pyt.Holder()
+    h.link = pf.Array([inst])
+    inst.o = h
+    return weakref.ref(h)
+
+
+def through_an_instance_in_an_instance(pyt):
+    h = Holder()
+    outer, inner = pyt.Holder(), pyt.Holder()
+    outer.o = inner
+    h.link = outer
+    inner.o = h
+    return weakref.ref(h)
+
+
+FIELD_WAYS = [through_an_object_field, through_a_func_field,
+              through_an_array_in_an_object_field, through_a_list_in_an_object_field,
+              through_an_instance_in_a_list, through_an_instance_in_an_array,
+              through_an_instance_in_an_instance]
+
+
+@pytest.mark.parametrize("make", FIELD_WAYS, ids=lambda f: f.__name__)
+def test_cycles_through_fields_of_registered_types_are_collected(pyt, make):
+    gc.collect()
+    before = live()
+    watches = [make(pyt) for _ in range(CYCLES)]
+    assert live() != before
+    gc.collect()
+    assert sum(w() is not None for w in watches) == 0
+    assert live() == before
+
+
+def test_an_instance_that_c_holds_elsewhere_keeps_its_cycle(pyt):
+    # Another reference to the instance (a second Array that Python keeps)
+    # is one the collector cannot see through: the cycle stays, intact.
+    gc.collect()
+    h = Holder()
+    inst = pyt.Holder()
+    inst.o = h
+    h.link = inst
+    keep = pf.Array([inst])
+    watch = weakref.ref(h)
+    del h, inst
+    gc.collect()
+    assert watch() is not None and watch().link.o is watch()
+    del keep
+    gc.collect()
+    assert watch() is None
+
+
+def test_an_instance_field_that_holds_its_own_instance(pyt):
+    # A cycle inside C (the instance holds itself) is never freed by
+    # reference counting: what it holds stays alive, and nothing breaks.
+    def make():
+        h = Holder()
+        inst = pyt.Holder()
+        inst.o = inst
+        inst.f = lambda: h.payload
+        h.link = inst
+        return weakref.ref(h)
+
+    gc.collect()
+    watch = make()
+    gc.collect()
+    h = watch()
+    assert h is not None and len(h.link.f()) == MIB
+    h.link.o = None  # breaks the C cycle: now the collector can free it
+    del h
+    gc.collect()
+    assert watch() is None
 
 
 def test_a_cycle_that_c_also_holds_is_kept_and_keeps_working(fn, unique_name):

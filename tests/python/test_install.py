@@ -1,7 +1,8 @@
 """`pip install` into a venv, offline, ships every library the package uses
 inside it (libpackedfunc and libpackedfunc_rpc), with the compiled
 extension when it can be built and without it when not; without the
-libraries it fails at install time and says what to run."""
+libraries it fails at install time and says what to run. The installed
+wheel is a toolchain: a plugin and a program build against it alone."""
 import os
 import shutil
 import subprocess
@@ -121,3 +122,134 @@ def test_pip_install_without_the_libraries_fails_and_says_what_to_run(tmp_path, 
         assert (lib in text) == (lib in without), text
     site = list(venv.glob("lib/python*/site-packages/packedfunc"))
     assert site == [], "a package was installed"
+
+
+# ---------------------------------------------------------------------------
+# The wheel as a toolchain: a plugin and a program build against the
+# installed package alone.
+# ---------------------------------------------------------------------------
+
+# A plugin as a user of the wheel writes it: a typed function, and a packed
+# one that returns a new tensor made with PFTensorAlloc.
+WHEEL_PLUGIN = r"""
+#include <packedfunc/c_api.h>
+
+static int64_t twice(int64_t x) { return 2 * x; }
+PF_REGISTER_TYPED("wheel.twice", twice, "int64(x: int64)", "2 x.");
+
+/* wheel.iota(n): a new float64 tensor [0, 1, ..., n - 1]. */
+static int iota(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n != 1 || codes[0] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "wheel.iota: takes one int");
+  int64_t len = args[0].v_int64;
+  DLDataType f64 = {kDLFloat, 64, 1};
+  PFObjectHandle t;
+  DLTensor* view;
+  if (PFTensorAlloc(1, &len, f64, 0, &t, &view) != 0) return -1;
+  for (int64_t i = 0; i < len; ++i) ((double*)view->data)[i] = (double)i;
+  PFValue v;
+  v.v_handle = t;
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  PFObjectFree(t);
+  return rc;
+}
+PF_REGISTER_PACKED("wheel.iota", iota, "iota(n): [0, 1, ..., n - 1] as a new tensor.");
+"""
+
+# A program: it runs without LD_LIBRARY_PATH, through the rpath of the flags.
+WHEEL_PROGRAM = r"""
+#include <packedfunc/c_api.h>
+#include <stdio.h>
+int main(void) {
+  printf("%s\n", PFGetApiBase()->GetVersionString());
+  return 0;
+}
+"""
+
+WHEEL_CODE = """
+import os, sys
+import numpy
+import packedfunc
+print(packedfunc.get_include())
+print(packedfunc.get_library_dir())
+plugin = packedfunc.load_module(sys.argv[1])
+assert plugin.wheel.twice(21) == 42
+y = plugin.wheel.iota(4)
+assert isinstance(y, numpy.ndarray) and y.dtype == numpy.float64, repr(y)
+assert y.tolist() == [0.0, 1.0, 2.0, 3.0], y
+print("ok")
+"""
+
+
+def _have_compiler():
+    return shutil.which("cc") is not None and shutil.which("pkg-config") is not None
+
+
+def test_a_plugin_builds_against_the_installed_wheel(tmp_path):
+    """Build a wheel, install it into a fresh venv, and build a plugin and
+    a program with nothing but what the installed package says: its
+    `python -m packedfunc` flags, and its pkg-config files."""
+    for lib in (CORE_LIB, RPC_LIB):
+        if not os.path.exists(os.path.join(PKG_SRC, "packedfunc", lib)):
+            pytest.skip("run `make python` first: the package has no %s to ship" % lib)
+    if not _have_compiler():
+        pytest.skip("no cc or pkg-config")
+    venv = _venv(tmp_path)
+    src = tmp_path / "src"
+    shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", "_cext*.so"))
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+    env.pop("PKG_CONFIG_PATH", None)
+    dist = tmp_path / "dist"
+    r = subprocess.run([str(venv / "bin" / "pip"), "wheel", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--quiet", "-w", str(dist), str(src)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel, = dist.glob("packedfunc-*.whl")
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-deps", "--no-index",
+                        "--quiet", str(wheel)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    py = str(venv / "bin" / "python")
+    work = tmp_path / "work"  # outside the source tree and the venv
+    work.mkdir()
+
+    def run(*cmd, **kw):
+        r = subprocess.run(list(cmd), env=dict(env, **kw.pop("extra_env", {})), cwd=str(work),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, "%s: %s%s" % (" ".join(cmd), r.stdout, r.stderr)
+        return r.stdout.strip()
+
+    flags = run(py, "-m", "packedfunc", "--cflags", "--libs").split()
+    include, libdir = run(py, "-m", "packedfunc", "--includedir", "--libdir").split()
+    site = list(venv.glob("lib/python*/site-packages/packedfunc"))[0]
+    assert include == str(site / "include"), include
+    assert libdir == str(site), libdir
+    assert flags == ["-I" + include, "-L" + libdir, "-lpackedfunc", "-Wl,-rpath," + libdir]
+    (work / "plugin.c").write_text(WHEEL_PLUGIN)
+    run("cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "plugin.c",
+        *flags, "-o", "plugin.so")
+    out = run(py, "-c", WHEEL_CODE, str(work / "plugin.so")).splitlines()
+    assert out == [include, libdir, "ok"], out
+    # Its stubs, from the installed package's generator.
+    stub = run(py, "-m", "packedfunc.stubgen", str(work / "plugin.so"))
+    assert '    def twice(x: int) -> int:\n        """2 x."""' in stub, stub
+    # A program, built through the package's pkg-config files, runs as is.
+    pkgconfig = run(py, "-m", "packedfunc", "--pkgconfigdir")
+    (work / "main.c").write_text(WHEEL_PROGRAM)
+    pc_flags = run("pkg-config", "--cflags", "--libs", "packedfunc",
+                   extra_env={"PKG_CONFIG_PATH": pkgconfig}).split()
+    run("cc", "-std=c11", "-Wall", "-Werror", "main.c", *pc_flags, "-o", "main")
+    assert run(str(work / "main")) == run(py, "-c", "import packedfunc; "
+                                                    "print(packedfunc.library_version)")
+    # libpackedfunc_rpc too: its own .pc, which requires packedfunc's.
+    rpc_flags = run("pkg-config", "--cflags", "--libs", "packedfunc-rpc",
+                    extra_env={"PKG_CONFIG_PATH": pkgconfig}).split()
+    (work / "rpc.c").write_text('#include <packedfunc/rpc.h>\n'
+                                'int main(void) { return PFRPCServerStop(NULL) == 0 ? 0 : 1; }\n')
+    run("cc", "-std=c11", "-Wall", "-Werror", "rpc.c", *rpc_flags, "-o", "rpc_main")
+    r = subprocess.run([str(work / "rpc_main")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert "error while loading shared libraries" not in r.stderr, r.stderr

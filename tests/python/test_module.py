@@ -20,6 +20,7 @@ DEMO_PLUGIN = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
 MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(ROOT, BUILD, "modules")
 DEMO_NAMES = ["demo.add", "demo.call_n_times", "demo.fail", "demo.fill", "demo.greet",
               "demo.hypot", "demo.matmul", "demo.reverse", "demo.sort"]
+DEMO_TYPES = ["demo.Base", "demo.Counter"]  # examples/plugin/counter.c
 
 
 def fixture_module(name):
@@ -132,7 +133,9 @@ def test_dotted_names_are_nested_attributes(pf, plugin):
 def test_dir_lists_the_functions(plugin):
     assert "demo" in dir(plugin)
     assert "export_global" in dir(plugin)  # the methods stay listed
-    assert dir(plugin.demo) == [n.split(".", 1)[1] for n in DEMO_NAMES]
+    # Its object types are attributes too (as their classes).
+    assert dir(plugin.demo) == sorted(n.split(".", 1)[1] for n in DEMO_NAMES + DEMO_TYPES)
+    assert plugin.list_types() == DEMO_TYPES
 
 
 def test_undotted_names_are_direct_attributes(pf):
@@ -145,7 +148,7 @@ def test_undotted_names_are_direct_attributes(pf):
 def test_missing_names(pf, plugin):
     with pytest.raises(AttributeError) as info:
         plugin.nothing
-    assert "has no function 'nothing'" in str(info.value)
+    assert "has no function or object type 'nothing'" in str(info.value)
     with pytest.raises(AttributeError) as info:
         plugin.demo.nothing
     assert "namespace 'demo'" in str(info.value) and "'demo.nothing'" in str(info.value)

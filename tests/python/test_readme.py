@@ -1,5 +1,6 @@
-"""The README's Python examples, the demo's output and the plugin excerpt are
-true. (Its C examples and shell sessions: tools/test-readme.sh.)
+"""The Python examples of the README and of docs/guide.md (the guide it points
+to), the demo's output and the plugin excerpt are true. (Their C examples and
+shell sessions: tools/test-readme.sh.)
 
 The examples use the default build's paths ("build/examples/demo_plugin.so");
 they run in a scratch directory where that path leads to this build's demo
@@ -19,14 +20,20 @@ DEMO_PLUGIN = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
 
 
 def readme():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        return f.read()
+    """The README followed by the guide: a marker is unique across both."""
+    text = ""
+    for name in ("README.md", os.path.join("docs", "guide.md")):
+        path = os.path.join(ROOT, name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                text += f.read()
+    return text
 
 
 def block_after(marker, lang=""):
     """The fenced block that follows the marker line."""
     m = re.search(re.escape(marker) + r"\n```" + lang + r"\n(.*?)```", readme(), re.S)
-    assert m, "README.md has no block after %s" % marker
+    assert m, "neither README.md nor docs/guide.md has a block after %s" % marker
     return m.group(1)
 
 
@@ -69,6 +76,13 @@ def test_readme_modules_example_prints_what_it_shows(scratch):
     r = run_python(block_after("<!-- python: modules -->", "python"), scratch)
     assert r.returncode == 0, r.stderr
     assert r.stdout == block_after("<!-- python-output: modules -->")
+    assert r.stderr == ""
+
+
+def test_readme_object_types_example_prints_what_it_shows(scratch):
+    r = run_python(block_after("<!-- python: object-types -->", "python"), scratch)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == block_after("<!-- python-output: object-types -->")
     assert r.stderr == ""
 
 
@@ -129,7 +143,7 @@ def test_readme_type_table_matches_the_python_annotations(pf):
              "DataType": pf.DataType, "Device": pf.Device, "None": None}
     section = readme().split("## Typed C functions", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 17
+    assert len(rows) == 18
     # The object types: "a list or tuple; `Array`" reads as what an argument
     # takes, then the result's class.
     import typing
@@ -148,6 +162,12 @@ def test_readme_type_table_matches_the_python_annotations(pf):
                 f.set_info(signature="void()")
                 assert inspect.signature(f).return_annotation is None
                 continue
+            if ctype == "any":  # "no annotation"
+                f.set_info(signature="any(any)")
+                sig = inspect.signature(f)
+                assert list(sig.parameters.values())[0].annotation is inspect.Parameter.empty
+                assert sig.return_annotation is inspect.Signature.empty
+                continue
             f.set_info(signature="%s(%s)" % (ctype, ctype))
             sig = inspect.signature(f)
             arg = list(sig.parameters.values())[0].annotation
@@ -162,7 +182,7 @@ def test_readme_type_table_matches_the_python_annotations(pf):
             assert arg is want and sig.return_annotation is want, ctype
     assert seen >= {"int8", "uint64", "float32", "double", "bool", "str", "bytes", "ptr",
                     "tensor", "dtype", "device", "func", "void", "array", "map", "shape",
-                    "object", "list", "dict"}
+                    "object", "list", "dict", "any"}
 
 
 def test_readme_scale_signature_claim(pf):

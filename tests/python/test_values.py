@@ -28,11 +28,18 @@ def test_callables_become_functions():
 @pytest.mark.parametrize("value", [
     0, -2**63, 2**63 - 1, 1.5, float("nan"), True, False, None, "", "text", b"", b"\0x",
     bytearray(b"ab"), pf.DataType("float32"), pf.Device("cuda", 1), ctypes.c_void_p(16),
-    Color.RED, np.int32(7), np.float64(0.25), np.bool_(True), np.dtype("int8"),
+    Color.RED, np.int32(7), np.float64(0.25), np.bool_(True),
     np.arange(3.0), Thing(), object(), 1 + 2j, {1, 2},
 ], ids=lambda v: type(v).__name__)
 def test_plain_values_come_back_as_themselves(value):
     assert pf.convert(value) is value
+
+
+def test_a_numpy_dtype_converts_to_its_data_type():
+    # It crosses as a kPFDataType, and so converts to the DataType it
+    # crosses as. (Before: convert gave the numpy dtype back.)
+    assert type(pf.convert(np.dtype("int8"))) is pf.DataType
+    assert pf.convert(np.dtype("int8")) == pf.DataType("int8")
 
 
 def test_objects_come_back_as_themselves(fn):

@@ -71,6 +71,11 @@ few seconds for callbacks in progress on other threads to return).
 Registry names are str; bytes of a name that are not UTF-8 come from C as
 surrogate escapes (0xFF as U+DCFF) and go back the same way.
 
+A C plugin or program builds against the package itself: its headers are
+in ``get_include()``, its libraries in ``get_library_dir()``, and
+``python -m packedfunc --cflags --libs`` prints the flags (with an rpath);
+``--pkgconfigdir`` names its pkg-config files.
+
 The shared library is found through $PACKEDFUNC_LIBRARY, then beside this
 package, then in the source tree's build output (build/lib).
 
@@ -94,7 +99,9 @@ from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
+from ._object_types import get_class, register_object, same_as
 from ._prepack import PrePackCache
+from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
 from ._typed import typed
@@ -115,4 +122,6 @@ __all__ = [
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
+    "get_class", "register_object", "same_as",
+    "get_include", "get_library_dir",
 ]

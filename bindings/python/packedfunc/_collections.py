@@ -37,7 +37,7 @@ from ._ffi import (PFArrayGetItems, PFArrayGetSize, PFMapGetItem, PFMapGetItemAt
                    PFMapGetItems, PFMapGetSize, PFShapeCreate, PFShapeGetData)
 from ._function import Function
 from ._holds import track
-from ._library import OBJECT_TYPES, state
+from ._library import OBJECT_TYPES
 from ._object import Object, encode_object
 
 c_void_p, byref, c_int64 = ctypes.c_void_p, ctypes.byref, ctypes.c_int64
@@ -575,7 +575,7 @@ if _cext:
     _cext.set_container_hooks(array_class=Array, map_class=Map, shape_class=Shape,
                               decode=decode_item,
                               encode=encode_item, map_key=map_key,
-                              raise_last_error=raise_last_error, track=track, state=state)
+                              raise_last_error=raise_last_error, track=track)
 
 # The grammar's object types all pass as kPFObjectHandle: each names its
 # own Python type. Arguments take what converts to it.

@@ -21,6 +21,7 @@ import ctypes
 import operator
 import struct
 import sys
+import threading
 
 from ._errors import check_call
 from ._frames import VALS_OFF
@@ -103,6 +104,7 @@ _fallbacks = []
 RANK_HANDLES = 10      # subclasses of Function and Object
 RANK_CTYPES = 20       # subclasses of ctypes.c_void_p
 RANK_NUMPY = 30        # numpy scalars and dtypes
+RANK_PROTOCOLS = 35    # __packedfunc_value__, __dlpack_data_type__, __dlpack_device__
 RANK_DLPACK = 40       # anything with __dlpack__
 RANK_CONTAINERS = 45   # list, tuple, dict and their subclasses
 RANK_SUBCLASSES = 50   # subclasses of int, float, str, bytes...
@@ -250,8 +252,122 @@ def _encode_numpy(x, pos, keep):
         if isinstance(x, numpy.generic):  # numpy scalars: as Python scalars
             return encode(x.item(), pos, keep)
         if isinstance(x, numpy.dtype):
-            return encode(DataType(x), pos, keep)
+            return encode(_named(DataType, x, pos), pos, keep)
     return None
+
+
+def _convert_numpy(x):
+    # A numpy dtype converts to its DataType; a numpy scalar crosses as
+    # itself (as the Python scalar it holds).
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        if isinstance(x, numpy.generic):
+            _encode_numpy(x, CONVERT, [])
+            return x
+        if isinstance(x, numpy.dtype):
+            return _named(DataType, x, CONVERT)
+    return None
+
+
+def _named(make, x, pos):
+    """make(x) (DataType or Device), its error naming the value."""
+    try:
+        return make(x)
+    except (TypeError, ValueError) as err:
+        raise type(err)("packedfunc: %s: %s" % (what(pos), err)) from None
+
+
+# ---- the conversion hooks ---------------------------------------------------
+#
+# A class says how its values cross with one of these methods, looked up on
+# the class (as Python looks up __index__), each applied once:
+#   __packedfunc_value__(self)  -> any value that can cross, which crosses
+#                                  (and converts) in its place;
+#   __dlpack_data_type__(self)  -> a (type_code, bits, lanes) tuple or
+#                                  anything DataType() takes: a kPFDataType;
+#   __dlpack_device__(self)     -> (device_type, device_id): a kPFDevice,
+#                                  for a class without __dlpack__ (an array
+#                                  with both is a tensor).
+# Both backends reach them here: the extension hands every value of a type
+# it does not know to these tables.
+
+_hooks_active = threading.local()  # .ids: the values whose hook is being applied
+_hooked_types = set()  # the types given an exact encoder below
+_HOOKED_TYPES_MAX = 64
+
+
+def _through_value_hook(x, pos, then):
+    """then(v, where) for v = x.__packedfunc_value__(), where naming v in
+    messages as the hook's result; TypeError when v is x, has the hook
+    itself, or (through a container) leads back to x."""
+    t = type(x)
+    ids = getattr(_hooks_active, "ids", None)
+    if ids is None:
+        ids = _hooks_active.ids = set()
+    if id(x) in ids:
+        raise TypeError("packedfunc: %s (%s): its __packedfunc_value__() result contains the "
+                        "value itself, which cannot cross to C" % (what(pos), t.__qualname__))
+    value = t.__packedfunc_value__(x)
+    if value is x:
+        raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned the value "
+                        "itself; it must return a value that can cross in its place"
+                        % (what(pos), t.__qualname__))
+    if hasattr(type(value), "__packedfunc_value__"):
+        raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned a %s, which has "
+                        "__packedfunc_value__ itself (the hook is applied once)"
+                        % (what(pos), t.__qualname__, type(value).__qualname__))
+    where = "%s (%s.__packedfunc_value__()'s result)" % (what(pos), t.__qualname__)
+    ids.add(id(x))
+    try:
+        return then(value, where)
+    finally:
+        ids.discard(id(x))
+
+
+def _hook_of(t):
+    """Which hook crosses values of type t: "value", "dtype", "device" or
+    None."""
+    if hasattr(t, "__packedfunc_value__"):
+        return "value"
+    if hasattr(t, "__dlpack_data_type__"):
+        return "dtype"
+    if hasattr(t, "__dlpack_device__") and not hasattr(t, "__dlpack__"):
+        return "device"
+    return None
+
+
+def _encode_hooked(x, pos, keep):
+    hook = _hook_of(type(x))
+    if hook == "value":
+        return _through_value_hook(x, pos, lambda v, where: encode(v, where, keep))
+    if hook == "dtype":
+        return encode(_named(DataType, x, pos), pos, keep)
+    if hook == "device":
+        return encode(_named(Device, x, pos), pos, keep)
+    return None
+
+
+def _convert_hooked(x):
+    hook = _hook_of(type(x))
+    if hook == "value":
+        return _through_value_hook(x, CONVERT, lambda v, where: convert_value(v))
+    if hook == "dtype":
+        return _named(DataType, x, CONVERT)
+    if hook == "device":
+        return _named(Device, x, CONVERT)
+    return None
+
+
+def _encode_protocols(x, pos, keep):
+    t = type(x)
+    if _hook_of(t) is None:
+        return None
+    if t not in _hooked_types and len(_hooked_types) < _HOOKED_TYPES_MAX:
+        # Decided by the type alone: from now on its values skip the
+        # fallbacks.
+        _hooked_types.add(t)
+        register_encoder((t,), _encode_hooked, _convert_hooked)
+    return _encode_hooked(x, pos, keep)
 
 
 def plain_value(x):
@@ -290,7 +406,8 @@ def _encode_index(x, pos, keep):
     return _encode_int(i, pos, keep)
 
 
-register_fallback(RANK_NUMPY, None, _encode_numpy)
+register_fallback(RANK_NUMPY, None, _encode_numpy, _convert_numpy)
+register_fallback(RANK_PROTOCOLS, None, _encode_protocols, _convert_hooked)
 register_fallback(RANK_INDEX, None, _encode_index)
 register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryview),
                   _encode_subclass)

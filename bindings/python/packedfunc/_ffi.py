@@ -17,6 +17,8 @@ Everything here is private.
 import ctypes
 import os
 
+from ._mirrors import DLDataType
+
 _LIB_FILES = ("libpackedfunc.so.0", "libpackedfunc.so")
 
 
@@ -110,6 +112,21 @@ PFTensorCreateFromDLPack = _fn("PFTensorCreateFromDLPack", c_int,
 PFTensorGetDLTensor = _fn("PFTensorGetDLTensor", c_int, [c_void_p, POINTER(c_void_p)],
                           gil=True)
 PFTensorToDLPack = _fn("PFTensorToDLPack", c_int, [c_void_p, POINTER(c_void_p)])
+# As its unversioned sibling, the versioned create runs the deleter when it
+# fails: a producer's deleter takes the GIL itself if it needs it.
+PFTensorCreateFromDLPackVersioned = _fn("PFTensorCreateFromDLPackVersioned", c_int,
+                                        [c_void_p, POINTER(c_void_p)], gil=True)
+PFTensorIsReadOnly = _fn("PFTensorIsReadOnly", c_int, [c_void_p, POINTER(c_int)], gil=True)
+PFTensorToDLPackVersioned = _fn("PFTensorToDLPackVersioned", c_int,
+                                [c_void_p, POINTER(c_void_p)])
+
+# ---- Data types as text -------------------------------------------------------
+
+# Both only read and write the caller's memory.
+PFDataTypeFromString = _fn("PFDataTypeFromString", c_int, [c_char_p, POINTER(DLDataType)],
+                           gil=True)
+PFDataTypeToString = _fn("PFDataTypeToString", c_int, [DLDataType, c_char_p, c_size_t],
+                         gil=True)
 
 # ---- Containers: Array, Map, Shape ------------------------------------------
 
@@ -181,6 +198,10 @@ PFCFuncSetReturn = _fn("PFCFuncSetReturn", c_int, [c_void_p], gil=True)
 PFFuncRetain = _fn("PFFuncRetain", c_int, [c_void_p], gil=True)
 # Dropping the last reference runs the function's finalizer.
 PFFuncFree = _fn("PFFuncFree", c_int, [c_void_p])
+# A call with keyword arguments, which the library matches by name against
+# the function's signature: the callee runs. No argtypes: the caller passes
+# ready byref objects into its call frame, as for PFFuncCall.
+PFFuncCallKw = _fn("PFFuncCallKw", c_int)
 
 # ---- Global registry --------------------------------------------------------
 
@@ -235,6 +256,13 @@ PFFuncSetInfo = _fn("PFFuncSetInfo", c_int, [c_void_p, c_char_p, c_char_p, c_cha
 PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
                     [c_void_p, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p)],
                     gil=True)
+# A function's signature as data (signature.h): borrowed, lives as long as
+# the function. PFSignatureParse's is the caller's, freed with
+# PFSignatureInfoFree.
+PFFuncGetSignatureInfo = _fn("PFFuncGetSignatureInfo", c_int, [c_void_p, POINTER(c_void_p)],
+                             gil=True)
+PFSignatureParse = _fn("PFSignatureParse", c_int, [c_char_p, POINTER(c_void_p)], gil=True)
+PFSignatureInfoFree = _fn("PFSignatureInfoFree", None, [c_void_p], gil=True)
 
 # ---- Typed C functions ------------------------------------------------------
 
@@ -242,6 +270,37 @@ PFSignatureTypeInfo = _fn("PFSignatureTypeInfo", c_int,
                           [c_int, POINTER(c_char_p), POINTER(c_int)], gil=True)
 PFFuncCreateFromTyped = _fn("PFFuncCreateFromTyped", c_int,
                             [c_void_p, c_char_p, POINTER(c_void_p)], gil=True)
+
+# ---- Registered object types ------------------------------------------------
+
+# None of these runs user code: lookups read the type table, and making a
+# type's code ready (GetMethod, GetConstructor, Alloc) takes the runtime's
+# lock only for table work. Setting a field releases the value it held,
+# which could run a finalizer: the binding holds a reference to that value
+# across the write (and releases it afterwards), so that the GIL can be
+# kept, which orders the write against Python's reads of the field. Field
+# values are PFValues passed by value, as PFMapGetItem's key: an unsigned
+# 64-bit integer.
+
+# kPFObjectTypeRegisteredBegin, kPFFieldWritable and kPFMethodStatic: macros
+# of the header, which the library cannot report.
+OBJECT_TYPE_REGISTERED_BEGIN = 1024
+FIELD_WRITABLE = 1
+METHOD_STATIC = 1
+PFObjectTypeFind = _fn("PFObjectTypeFind", c_int, [c_char_p, POINTER(c_uint32)], gil=True)
+PFObjectTypeGetInfo = _fn("PFObjectTypeGetInfo", c_int, [c_uint32, POINTER(c_void_p)], gil=True)
+PFObjectTypeGetMethod = _fn("PFObjectTypeGetMethod", c_int,
+                            [c_uint32, c_char_p, POINTER(c_void_p)], gil=True)
+PFObjectTypeGetConstructor = _fn("PFObjectTypeGetConstructor", c_int,
+                                 [c_uint32, POINTER(c_void_p)], gil=True)
+PFObjectAlloc = _fn("PFObjectAlloc", c_int, [c_uint32, POINTER(c_void_p)], gil=True)
+PFObjectGetData = _fn("PFObjectGetData", c_int, [c_void_p, POINTER(c_void_p)], gil=True)
+PFObjectIsInstance = _fn("PFObjectIsInstance", c_int, [c_void_p, c_uint32, POINTER(c_int)],
+                         gil=True)
+PFObjectGetField = _fn("PFObjectGetField", c_int, [c_void_p, c_void_p, c_void_p, c_void_p],
+                       gil=True)
+PFObjectSetField = _fn("PFObjectSetField", c_int,
+                       [c_void_p, c_void_p, ctypes.c_uint64, c_int], gil=True)
 
 # ---- Modules ----------------------------------------------------------------
 
@@ -254,6 +313,8 @@ PFModImport = _fn("PFModImport", c_int, [c_void_p, c_void_p], gil=True)
 PFModListFunctionNames = _fn("PFModListFunctionNames", c_int,
                              [c_void_p, POINTER(c_int), POINTER(POINTER(c_char_p))], gil=True)
 PFModExportGlobal = _fn("PFModExportGlobal", c_int, [c_void_p, c_char_p, c_int])
+PFModListTypes = _fn("PFModListTypes", c_int,
+                     [c_void_p, POINTER(c_int), POINTER(POINTER(c_uint32))], gil=True)
 
 # ---- Versions, sizes and the stable function table --------------------------
 

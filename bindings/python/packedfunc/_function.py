@@ -14,11 +14,13 @@ Everything here is private; the package re-exports Function.
 import collections.abc
 import ctypes
 import inspect
+import sys
 
 from . import _holds, _signature
-from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR,
-                       decode as _decode, decoders_get as _decoders_get, live_handle, pack_args,
-                       register_decoder, register_encoder, register_fallback,
+from ._convert import (CODE as _CODE, FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES,
+                       TENSOR, VALS_OFF as _VALS_OFF, decode as _decode,
+                       decoders_get as _decoders_get, encode as _encode_value, live_handle,
+                       pack_args, register_decoder, register_encoder, register_fallback,
                        register_object_type, tensors_in_flight)
 from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST,
                       NARGS_WORD as _NARGS_WORD, RCODE_WORD as _RCODE_WORD, RET as _RET,
@@ -27,8 +29,8 @@ from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
-from ._ffi import (PFFuncCall, PFFuncCallFrame, PFFuncFree, PFFuncGetInfo, PFFuncRetain,
-                   PFFuncSetInfo)
+from ._ffi import (PFFuncCall, PFFuncCallFrame, PFFuncCallKw, PFFuncFree, PFFuncGetInfo,
+                   PFFuncRetain, PFFuncSetInfo)
 from ._backend import cext as _cext
 from ._library import state as _state
 from ._types import Device
@@ -42,7 +44,8 @@ if _VAL_WORD != 5:  # pragma: no cover (a PFCallFrame of another size)
 
 
 class Function(_cext.FunctionBase if _cext else object):
-    """A packed function: call it with positional arguments.
+    """A packed function: call it with positional arguments, and with
+    keyword arguments when its signature names its parameters.
 
     A Function owns one reference to a PackedFunc and releases it when it is
     garbage collected. Functions come from :func:`get_global_func`,
@@ -53,13 +56,17 @@ class Function(_cext.FunctionBase if _cext else object):
 
     Arguments are converted as described in the package documentation;
     the result comes back as the matching Python value. A failing C function
-    raises the exception class of its error kind.
+    raises the exception class of its error kind. Keyword arguments are
+    matched by the library (PFFuncCallKw) against the signature's parameter
+    names, and a parameter left out takes its default, with Python's own
+    TypeErrors for a missing, repeated or unexpected argument.
     """
 
     # With the extension, _handle and _conversions are FunctionBase's fields.
     # _loan: what the collector was lent for this collection (see _holds).
     __slots__ = (("_hb", "_loan", "_looked_up", "__weakref__") if _cext else
-                 ("_handle", "_hb", "_conversions", "_loan", "_looked_up", "__weakref__"))
+                 ("_handle", "_hb", "_conversions", "_fill", "_loan", "_looked_up",
+                  "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("packedfunc.Function cannot be created directly; use "
@@ -77,6 +84,9 @@ class Function(_cext.FunctionBase if _cext else object):
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
         self._conversions = None  # parameters converted first: not looked up yet
+        # Positional calls with fewer arguments take the signature's
+        # defaults (through the general path): not looked up yet.
+        self._fill = _FILL_UNKNOWN
         # The registry name it was found under, for its level in a
         # traceback when it has no recorded name.
         self._looked_up = None
@@ -155,6 +165,7 @@ class Function(_cext.FunctionBase if _cext else object):
             raise ValueError("packedfunc: the Function was released")
         check_call(PFFuncSetInfo(self._handle, *values))
         self._conversions = None  # the signature may name such parameters now
+        self._fill = _FILL_UNKNOWN
 
     @property
     def __name__(self):
@@ -203,12 +214,18 @@ class Function(_cext.FunctionBase if _cext else object):
     if not _cext:
         # The ctypes backend's call. (With the extension, the call is its
         # vectorcall: Function must then define no __call__.)
-        def __call__(self, *args):
+        def __call__(self, *args, **kwargs):
             # Whatever fails, the caller's traceback goes from its own frame
             # to the C levels below: this frame and the binding's others are
             # dropped (see _errors.for_caller).
             try:
                 n = len(args)
+                # Keywords, or defaults to take (or not looked up yet): the
+                # library binds the call (PFFuncCallKw) on the general paths.
+                if kwargs or n < self._fill:
+                    if kwargs:
+                        return _call_kw(self, args, kwargs)
+                    return _call_general(self, args, None)
                 # Plans by argument types; a miss (None) means types not seen
                 # yet, which the general path looks at and plans.
                 if n == 2:
@@ -322,6 +339,10 @@ def _call_general(func, args, plan):
     # directly: like Function.__call__, this leaves no frame of the binding
     # in the caller's traceback.
     try:
+        if func._fill == _FILL_UNKNOWN:
+            func._fill = _fill_of(func)
+        if len(args) < func._fill:  # defaults to take: the library binds them
+            return _call_kw(func, args, {})
         if plan is None:  # not seen before: maybe it can take the fast path
             if _make_plan(tuple(map(type, args))):
                 return func(*args)
@@ -365,8 +386,26 @@ def _call_general(func, args, plan):
         raise
 
 
+# Function._fill before the signature is looked up: every positional call
+# takes the general path, which looks.
+_FILL_UNKNOWN = sys.maxsize
+
+
+def _fill_of(func):
+    """The number of parameters of func's signature when some have defaults
+    (a positional call with fewer arguments takes them, through
+    PFFuncCallKw); 0 otherwise, and for a released function."""
+    try:
+        parsed = _signature.parse(func._info()[1])
+    except Exception:  # a released function: its call raises
+        parsed = None
+    if parsed is None or not any(p.has_default for p in parsed[1]):
+        return 0
+    return len(parsed[1])
+
+
 def _parameter_conversions(func):
-    """(position, type) of the parameters in func's signature whose
+    """(position, type, name) of the parameters in func's signature whose
     arguments a call converts first: a str at a `device` parameter becomes
     a Device, a list or tuple at a `shape` parameter a Shape, at a `list`
     parameter a List, a dict at a `dict` parameter a Dict; () without any,
@@ -379,30 +418,122 @@ def _parameter_conversions(func):
         parsed = None
     if parsed is None:
         return ()
-    return tuple((i, t) for i, t in enumerate(parsed[1])
-                 if t in ("device", "shape", "list", "dict"))
+    return tuple((i, p.base, p.name) for i, p in enumerate(parsed[1])
+                 if p.base in ("device", "shape", "list", "dict"))
+
+
+def _convert_one(x, kind, what):
+    from ._collections import Shape
+    from ._mutable import Dict, List
+    try:
+        if kind == "device" and isinstance(x, str):
+            return Device(x)
+        if kind == "shape" and isinstance(x, (list, tuple)):
+            return Shape(x)
+        if kind == "list" and isinstance(x, (list, tuple)):
+            return List(x)  # a new List: C's changes are not seen by `x`
+        if kind == "dict" and isinstance(x, dict):
+            return Dict(x)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise type(err)("packedfunc: %s: %s" % (what, err)) from None
+    return x
 
 
 def _convert_parameters(args, convs):
-    from ._collections import Shape
-    from ._mutable import Dict, List
     args = list(args)
-    for i, kind in convs:
-        if i >= len(args):
-            continue
-        x = args[i]
-        try:
-            if kind == "device" and isinstance(x, str):
-                args[i] = Device(x)
-            elif kind == "shape" and isinstance(x, (list, tuple)):
-                args[i] = Shape(x)
-            elif kind == "list" and isinstance(x, (list, tuple)):
-                args[i] = List(x)  # a new List: C's changes are not seen by `x`
-            elif kind == "dict" and isinstance(x, dict):
-                args[i] = Dict(x)
-        except (TypeError, ValueError, OverflowError) as err:
-            raise type(err)("packedfunc: argument %d: %s" % (i, err)) from None
+    for i, kind, _ in convs:
+        if i < len(args):
+            args[i] = _convert_one(args[i], kind, "argument %d" % i)
     return args
+
+
+def _convert_keywords(kwargs, convs):
+    for _, kind, name in convs:
+        if name is not None and name in kwargs:
+            kwargs[name] = _convert_one(kwargs[name], kind, "argument '%s'" % name)
+    return kwargs
+
+
+# The keyword names' arrays by count, made once.
+_NAME_ARRAYS = tuple(ctypes.c_char_p * k for k in range(MAX_FAST + 1))
+
+
+def _call_kw(func, args, kwargs):
+    """A call with keyword arguments: the positional arguments, then the
+    keywords' values, go into one frame, and the library binds the names
+    (PFFuncCallKw). Both backends' keyword calls that the extension does
+    not convert itself come here; like the other paths, it leaves no frame
+    of the binding in the caller's traceback."""
+    try:
+        convs = func._conversions
+        if convs is None:
+            convs = func._conversions = _parameter_conversions(func)
+        if convs:
+            args = _convert_parameters(args, convs)
+            kwargs = _convert_keywords(dict(kwargs), convs)
+        n, nkw = len(args), len(kwargs)
+        names = []
+        for name in kwargs:
+            try:
+                data = name.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # pragma: no cover - surrogateescape encodes any str
+                data = b"\0"
+            if b"\0" in data:
+                # No parameter name holds a NUL (nor can C see past one).
+                raise TypeError("%s() got an unexpected keyword argument %r"
+                                % (func.name or "<anonymous>", name))
+            names.append(data)
+        total = n + nkw
+        fr = _Frame(total) if total > MAX_FAST else None
+        if fr is None:
+            try:
+                fr = _take_frame()
+            except IndexError:
+                fr = _Frame()
+        keep, tensors = [], []
+        mv = fr.mem
+        try:
+            codes_off = fr.codes_off
+            values = list(args)
+            values.extend(kwargs.values())
+            for i, x in enumerate(values):
+                code, raw = _encode_value(x, i if i < n else "argument '%s'" % names[i - n].decode(
+                    "utf-8", "surrogateescape"), keep)
+                if code == TENSOR:
+                    tensors.append(P.unpack(raw)[0])
+                    tensors.append(x)
+                off = _VALS_OFF + 8 * i
+                mv[off:off + 8] = raw
+                mv[codes_off + 4 * i:codes_off + 4 * i + 4] = _CODE.pack(code)
+            fr.plan = None  # the codes no longer match any plan
+            for i in range(0, len(tensors), 2):
+                tensors_in_flight[tensors[i]] = tensors[i + 1]
+            try:
+                names_type = _NAME_ARRAYS[nkw]
+            except IndexError:
+                names_type = ctypes.c_char_p * nkw
+            # func._hb is None once released: a NULL function, which C refuses.
+            if PFFuncCallKw(func._hb, fr.args, fr.type_codes, n, names_type(*names),
+                            byref(fr.buf, _VALS_OFF + 8 * n), byref(fr.buf, codes_off + 4 * n),
+                            nkw, fr.ret_val, fr.ret_type_code):
+                _call_failed(func)
+            v, c = _ret_unpack(mv, 0)
+            if c == _INT:
+                return v
+            if c == TENSOR:
+                addr = v & 0xFFFFFFFFFFFFFFFF
+                for i in range(0, len(tensors), 2):
+                    if tensors[i] == addr:
+                        return tensors[i + 1]  # an argument coming back: itself
+            return _decode(mv, RET_OFF, c)
+        finally:
+            for i in range(0, len(tensors), 2):
+                tensors_in_flight.pop(tensors[i], None)
+            if fr.capacity == MAX_FAST:
+                _give_frame(fr)
+    except BaseException as exc:
+        _for_caller(exc)
+        raise
 
 
 # ---- metadata for help() and inspect ----------------------------------------
@@ -484,6 +615,6 @@ if _cext:
     # The extension's vectorcall is the call; what it does not convert
     # itself goes through the general path above, and its results of other
     # types through _decode_result.
-    _cext.set_hooks(call_general=_call_general, call_failed=_call_failed,
+    _cext.set_hooks(call_general=_call_general, call_kw=_call_kw, call_failed=_call_failed,
                     decode_result=_decode_result)
     _cext.enable_vectorcall(Function)  # last: no __call__ may be set after it

@@ -224,21 +224,29 @@ _reaching = []  # weak references to wrappers whose C objects reach holds
 _lenders = []   # weak references to wrappers lent to in this collection
 
 
-_mutable_seen = [False]  # ctypes: whether a List or Dict wrapper was made
+_refs_change = [False]  # see refs_may_change
 
 
-def note_mutable():
-    """A List or Dict wrapper was made (ctypes; the extension notes its
-    own): from now on every wrapper is tracked."""
-    _mutable_seen[0] = True
+def refs_may_change():
+    """References that the walk follows may change from now on: a List or
+    Dict wrapper was made (items can be added to it at any time), or a
+    registered type with handle fields is in use (its instances' fields may
+    come to hold a Python object at any time). Either way a C object made
+    while C holds no Python object may still come to reach one (an Array
+    of such instances, of a List): from now on every wrapper is tracked.
+    The extension keeps its own flag, set here too (and by its own List
+    and Dict wrappers)."""
+    _refs_change[0] = True
+    if _cext:
+        _cext.refs_may_change()
 
 
 def should_track():
-    """Whether new wrappers must be tracked: C holds some Python object, or
-    a List or Dict was seen (whose items may change to hold one)."""
+    """Whether new wrappers must be tracked: C holds some Python object
+    now, or may come to through a wrapper made now (see refs_may_change)."""
     if _cext:
         return _cext.should_track()
-    return _mutable_seen[0] or _counts[OBJECT] > 0 or _counts[FUNCTION] > 0
+    return _refs_change[0] or _counts[OBJECT] > 0 or _counts[FUNCTION] > 0
 
 
 _prune_at = [1024]  # the length of _unsorted at which dead references go
@@ -246,10 +254,12 @@ _prune_at = [1024]  # the length of _unsorted at which dead references go
 
 def track(wrapper):
     """Consider `wrapper` (an Array, Map, List, Dict or Function that owns
-    a reference to its C object) at full collections. Only when
-    should_track(): a C object made while C holds no Python object, and
-    before any List or Dict, can never reach one, as the references that
-    the walk follows through Arrays, Maps and functions never change."""
+    a reference to its C object, or an instance of a registered type with
+    handle fields) at full collections. Only when should_track(): a C
+    object made while C holds no Python object can never reach one, as
+    the references that the walk follows through Arrays, Maps and
+    functions never change, unless they pass through a List, a Dict or
+    the fields of registered types (see refs_may_change)."""
     if should_track():
         _unsorted.append(weakref.ref(wrapper))
         if len(_unsorted) >= _prune_at[0]:

@@ -16,16 +16,22 @@ from ._errors import last_error
 from ._ffi import (LIB_PATH, PFGetApiBase, PFGetStructSize, PFGetVersion, PFObjectTypeName,
                    PFTypeCodeName)
 from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteArray, PFCallFrame,
-                       PFValue)
+                       PFDLManagedTensorVersioned, PFParamInfo, PFSignatureInfo,
+                       PFTensorConstraint, PFValue)
 
 # What this binding was written against. The library's major version must
 # match; its stable table must offer at least this API version.
 EXPECTED_MAJOR = 0
-EXPECTED_API_VERSION = 8  # the bulk readers, List and Dict
+# 8: the bulk readers, List and Dict; 9: registered object types; 10: named
+# parameters, tensors.
+EXPECTED_API_VERSION = 10
 
 MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DLDataType),
            ("DLDevice", DLDevice), ("DLTensor", DLTensor), ("DLManagedTensor", DLManagedTensor),
-           ("PFCallFrame", PFCallFrame))
+           ("PFCallFrame", PFCallFrame),
+           ("PFDLManagedTensorVersioned", PFDLManagedTensorVersioned),
+           ("PFTensorConstraint", PFTensorConstraint), ("PFParamInfo", PFParamInfo),
+           ("PFSignatureInfo", PFSignatureInfo))
 
 
 def check_library(expected_major=EXPECTED_MAJOR, api_version=EXPECTED_API_VERSION,

@@ -10,10 +10,12 @@ import os
 from ._convert import MODULE, register_encoder, register_object_type
 from ._errors import FunctionNotFoundError, check_call, last_error
 from ._ffi import (NAME_MAX, REGISTER_OVERRIDE, REGISTER_PROTECTED, PFModExportGlobal,
-                   PFModGetFunction, PFModImport, PFModListFunctionNames, PFModLoadFromFile)
+                   PFModGetFunction, PFModImport, PFModListFunctionNames, PFModListTypes,
+                   PFModLoadFromFile, PFObjectTypeName)
 from ._function import Function
 from ._library import OBJECT_TYPES
 from ._object import Object, encode_object
+from ._object_types import get_class
 from ._registry import _name_arg
 
 c_int, c_void_p, c_char_p, byref = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.byref
@@ -78,19 +80,21 @@ class _Names:
         func = module._function(full)
         if func is not None:
             return func
+        if full in module._type_keys():
+            return get_class(full)
         head = full + "."
-        if any(n.startswith(head) for n in module._names()):
+        if any(n.startswith(head) for n in module._names() + module._type_keys()):
             return _Namespace(module, head)
         where = ("module %r" % module.path) if not prefix else (
             "namespace %r of module %r" % (prefix[:-1], module.path))
-        raise AttributeError("%s has no function %r" % (where, full))
+        raise AttributeError("%s has no function or object type %r" % (where, full))
 
     @staticmethod
     def _children(module, prefix):
-        """The attribute names one level below `prefix`: function names
-        and namespaces (the first dotted part of longer names)."""
+        """The attribute names one level below `prefix`: function names,
+        type keys and namespaces (the first dotted part of longer names)."""
         out = set()
-        for n in module._names():
+        for n in module._names() + module._type_keys():
             if n.startswith(prefix):
                 out.add(n[len(prefix):].split(".", 1)[0])
         return sorted(out)
@@ -102,13 +106,15 @@ class Module(Object, _Names):
 
     Its functions are attributes, with dotted names as nested attributes
     (``mod.demo.add`` for "demo.add"), and items by full name
-    (``mod["demo.add"]``); ``dir(mod)`` lists them. An attribute that is
+    (``mod["demo.add"]``); ``dir(mod)`` lists them. The object types that
+    its library registered are attributes too, as their classes
+    (``mod.demo.Counter``, see :func:`get_class`). An attribute that is
     also a method name (``path``, ``export_global``...) is the method: use
     ``mod[name]``. Each Function taken from a module keeps the module's code
     loaded, so it stays callable after the Module object is gone.
     """
 
-    __slots__ = ("path", "_cache", "_name_list")
+    __slots__ = ("path", "_cache", "_name_list", "_type_list")
 
     @classmethod
     def _adopt(cls, handle, type_index, path=None):
@@ -117,6 +123,7 @@ class Module(Object, _Names):
         self.path = path  # the path it was loaded from, or None
         self._cache = {}
         self._name_list = None
+        self._type_list = None
         return self
 
     # ---- lookups ----
@@ -125,6 +132,21 @@ class Module(Object, _Names):
         if self._name_list is None:
             self._name_list = self.list_function_names()
         return self._name_list
+
+    def _type_keys(self):
+        if self._type_list is None:
+            self._type_list = self.list_types()
+        return self._type_list
+
+    def list_types(self):
+        """The keys of the object types that the module's library
+        registered, sorted (each one's class: ``get_class(key)``, or the
+        module's attribute of that dotted name)."""
+        size = c_int()
+        indices = ctypes.POINTER(ctypes.c_uint32)()
+        check_call(PFModListTypes(self._handle, byref(size), byref(indices)))
+        return sorted(PFObjectTypeName(indices[i]).decode("utf-8", "surrogateescape")
+                      for i in range(size.value))
 
     def _function(self, name):
         func = self._cache.get(name)
@@ -233,7 +255,8 @@ def _possible_name(name):
     return True
 
 
-_OWN_ATTRS = frozenset(("_handle", "_code", "type_index", "path", "_cache", "_name_list"))
+_OWN_ATTRS = frozenset(("_handle", "_code", "type_index", "path", "_cache", "_name_list",
+                        "_type_list"))
 
 
 class _Namespace(_Names):

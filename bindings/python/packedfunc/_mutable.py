@@ -212,7 +212,7 @@ class _ListBase(Object):
     @classmethod
     def _adopt(cls, handle, type_index=LIST_TYPE):
         self = Object._adopt.__func__(cls, handle, type_index)
-        _holds.note_mutable()
+        _holds.refs_may_change()
         _holds.track(self)
         return self
 
@@ -360,7 +360,7 @@ class _DictBase(Object):
     @classmethod
     def _adopt(cls, handle, type_index=DICT_TYPE):
         self = Object._adopt.__func__(cls, handle, type_index)
-        _holds.note_mutable()
+        _holds.refs_may_change()
         _holds.track(self)
         return self
 

@@ -2,14 +2,27 @@
 
 A packedfunc object other than a function comes to Python as an Object (a
 Module, when it is one; see _module). A tensor object comes as a numpy
-array viewing its memory when numpy can view it, else as a Tensor. A
-borrowed DLTensor (kPFDLTensorHandle) comes as the very object that Python
-passed in the same call chain, or as a private copy. Anything with
-``__dlpack__`` goes to C as a borrowed DLTensor. Everything here is
-private; the package re-exports Object and Tensor.
+array viewing its memory when numpy can view it (read-only when the tensor
+is), else as a Tensor. A borrowed DLTensor (kPFDLTensorHandle) comes as the
+very object that Python passed in the same call chain, or as a private
+copy. Anything with ``__dlpack__`` goes to C as a borrowed DLTensor, or,
+when its export is read-only, as a read-only tensor object. Everything here
+is private; the package re-exports Object and Tensor.
+
+DLPack both ways, as the Python array API's DLPack protocol says: a
+consumer here asks ``__dlpack__(max_version=...)`` first and a producer
+older than DLPack 1.0 (numpy 1.x), which refuses the keyword with a
+TypeError, without it; it takes a capsule over by renaming it
+("used_dltensor", "used_dltensor_versioned"), after which the tensor
+object runs the deleter, once. Tensor.__dlpack__ gives a versioned capsule
+to a consumer that passes max_version >= (1, 0), an unversioned one to any
+other, and its capsule's destructor runs the deleter only when no consumer
+took the capsule over.
 """
+import atexit
 import ctypes
 import sys
+import types
 
 from . import _signature
 from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle, register_decoder,
@@ -18,37 +31,50 @@ from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle
 from ._backend import cext as _cext
 from ._errors import check_call
 from ._holds import give_back
-from ._ffi import (PFObjectFree, PFTensorCreateFromDLPack, PFTensorGetDLTensor, PFTensorToDLPack,
-                   PyCapsule_GetPointer, PyCapsule_GetPointerAt, PyCapsule_IsValid,
-                   PyCapsule_IsValidAt, PyCapsule_New, PyCapsule_SetName, keep_forever)
+from ._ffi import (PF_GET_API_BASE_ADDRESS, PFObjectFree, PFTensorCreateFromDLPack,
+                   PFTensorCreateFromDLPackVersioned, PFTensorGetDLTensor, PFTensorIsReadOnly,
+                   PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer,
+                   PyCapsule_GetPointerAt, PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New,
+                   PyCapsule_SetName, keep_forever)
 from ._library import OBJECT_TYPES, is_shutting_down, state
-from ._mirrors import DLPACK_DELETER, DLManagedTensor, DLTensor
-from ._types import DataType, Device
+from ._mirrors import (DL_TENSOR_OFFSET_VERSIONED, DLPACK_DELETER,
+                       DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_READ_ONLY, DLPACK_VERSION,
+                       DLManagedTensor, DLTensor, PFDLManagedTensorVersioned)
+from ._types import DataType, Device, _parse
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
 # Capsule names must outlive their capsules: module-level, never freed.
 _NAME_DLTENSOR = ctypes.create_string_buffer(b"dltensor")
 _NAME_USED = ctypes.create_string_buffer(b"used_dltensor")
+_NAME_VERSIONED = ctypes.create_string_buffer(b"dltensor_versioned")
+_NAME_USED_VERSIONED = ctypes.create_string_buffer(b"used_dltensor_versioned")
 _KDL_CPU = 1  # kDLCPU (dlpack.h): memory that numpy can view
 TENSOR_TYPE = OBJECT_TYPES["tensor"]
+# How the deleters sit in the two managed tensors.
+_DELETER_OFFSET = DLManagedTensor.deleter.offset
+_DELETER_OFFSET_VERSIONED = PFDLManagedTensorVersioned.deleter.offset
 
 
 class Object(_cext.ObjectBase if _cext else object):
     """A reference-counted packedfunc object other than a function or a
-    tensor (a module, a boxed value, a closure...).
+    tensor (a module, a boxed value, a closure, an instance of a registered
+    object type...).
 
     Owns one reference, released when collected; can be passed back to C.
-    ``type_index`` is its PFObjectTypeIndex.
+    ``type_index`` is its PFObjectTypeIndex. Two Objects are equal when
+    they hold the same C object (see also :func:`same_as`). Instances of
+    registered object types are instances of subclasses made for their
+    types (see :func:`get_class`).
     """
 
+    # With the extension, _handle, _code, type_index, _loan, _data and the
+    # weak references are ObjectBase's fields (the containers' compiled
+    # bases derive from it), and ObjectBase's finalizer releases the handle.
     # _loan: what the collector was lent for this collection (see _holds).
-    # With the extension these are ObjectBase's fields (the containers'
-    # compiled bases derive from it).
-    __slots__ = () if _cext else ("_handle", "_code", "type_index", "_loan", "__weakref__")
-
-    def __new__(cls, *args, **kwargs):
-        raise TypeError("packedfunc.Object cannot be created directly")
+    # _data: the address of a registered type's struct, else 0.
+    __slots__ = () if _cext else ("_handle", "_code", "type_index", "_loan", "_data",
+                                  "__weakref__")
 
     @classmethod
     def _adopt(cls, handle, type_index):
@@ -61,6 +87,7 @@ class Object(_cext.ObjectBase if _cext else object):
         self.type_index = type_index
         self._code = OBJECT  # the type code it passes to C with
         self._loan = None
+        self._data = 0
         return self
 
     @property
@@ -72,11 +99,29 @@ class Object(_cext.ObjectBase if _cext else object):
         return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, self.type_index,
                                                            self._handle)
 
-    if not _cext:  # the extension's ObjectBase does the same in C (tp_finalize)
+    if not _cext:  # the extension's ObjectBase does the same in C (tp_new, tp_finalize)
+        def __new__(cls, *args, **kwargs):
+            # A class of a registered object type makes an instance (see
+            # _object_types); any other cannot be made from Python.
+            if hooks.new is None or getattr(cls, "__pf_type__", None) is None:
+                raise TypeError("packedfunc.Object cannot be created directly")
+            return hooks.new(cls, args, kwargs)
+
+        def __eq__(self, other):
+            if not isinstance(other, Object):
+                return NotImplemented
+            return self._handle == other._handle
+
+        def __hash__(self):
+            return hash(self._handle)
+
         def __del__(self):
             handle = self._handle  # idempotent, as Function.__del__
             if handle and not state.shutting_down:
                 self._handle = 0
+                if self._data:
+                    self._data = 0
+                    hooks.forget(self, handle)  # out of the identity map, first
                 PFObjectFree(handle)
                 # After the release: the holds that it destroyed are dropped,
                 # the others go back to C.
@@ -86,17 +131,33 @@ class Object(_cext.ObjectBase if _cext else object):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
 
 
+#: What _object_types sets with ctypes: new(cls, args, kwargs), an instance
+#: of a registered type's class, and forget(obj, handle), which takes a
+#: released instance out of the identity map.
+hooks = types.SimpleNamespace(new=None, forget=None)
+
+if _cext:
+    _cext.ObjectBase._bind(PF_GET_API_BASE_ADDRESS)
+    # At exit, after which nothing is released (see _library._at_exit,
+    # which runs after this handler).
+    atexit.register(_cext.ObjectBase._exiting)
+
+
 class Tensor(Object):
     """A tensor object owned by packedfunc (kPFObjectTensor).
 
     Describes its memory with ``shape``, ``dtype`` (a DataType), ``device``
-    (a Device), ``strides`` (in elements), ``ndim``, ``data_ptr`` and
-    ``is_contiguous()``. Supports the DLPack protocol (``__dlpack__``,
-    ``__dlpack_device__``), so ``numpy.from_dlpack(t)`` views its memory
-    without a copy and keeps it alive. :func:`from_dlpack` makes one from
-    any DLPack array. A function that returns a CPU tensor gives a numpy
-    array directly when numpy is installed; a tensor on any other device
-    comes as this object.
+    (a Device), ``strides`` (in elements), ``ndim``, ``data_ptr``,
+    ``read_only`` and ``is_contiguous()``. Supports the DLPack protocol
+    (``__dlpack__``, ``__dlpack_device__``), so ``numpy.from_dlpack(t)``
+    views its memory without a copy and keeps it alive: a consumer that
+    passes ``max_version=(1, 0)`` or newer gets a DLPack 1.x capsule
+    ("dltensor_versioned", with the read-only flag of a read-only tensor),
+    any other an unversioned one ("dltensor"; a read-only tensor has none:
+    BufferError). :func:`from_dlpack` makes one from any DLPack array. A
+    function that returns a CPU tensor gives a numpy array directly when
+    numpy is installed and has its dtype; any other tensor comes as this
+    object.
     """
 
     __slots__ = ()
@@ -148,34 +209,88 @@ class Tensor(Object):
         t = self._dltensor()
         return (t.data or 0) + t.byte_offset
 
+    @property
+    def read_only(self):
+        """True when nothing may write the tensor's memory: it came from a
+        DLPack 1.x export with the read-only flag (see object.h)."""
+        self._dltensor()  # a released Tensor says so
+        out = ctypes.c_int()
+        check_call(PFTensorIsReadOnly(self._handle, byref(out)))
+        return bool(out.value)
+
     def is_contiguous(self):
         """True when the elements are compact and in row-major order (the
-        strides of dimensions of extent 1 do not matter)."""
+        strides of dimensions of extent 1 do not matter, nor any stride of
+        a tensor without elements)."""
         shape = self.shape
+        if 0 in shape:
+            return True
         return all(n == 1 or s == c for n, s, c in zip(shape, self.strides,
                                                        _compact_strides(shape)))
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Tensor (released)>"
-        return "<packedfunc.Tensor shape=%s dtype=%s device=%s at 0x%x>" % (
-            self.shape, self.dtype, self.device, self._handle)
+        return "<packedfunc.Tensor shape=%s dtype=%s device=%s%s at 0x%x>" % (
+            self.shape, self.dtype, self.device, " read-only" if self.read_only else "",
+            self._handle)
 
     def __dlpack_device__(self):
         d = self._dltensor().device
         return (d.device_type, d.device_id)
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream=None, *, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing this tensor's memory (the array API's
+        protocol). `max_version`: the newest DLPack version the consumer
+        reads, as (major, minor); (1, 0) or newer gets a versioned capsule.
+        `stream` must be None (or -1) for CPU memory: packedfunc does not
+        synchronize streams. `dl_device` other than the tensor's own, and
+        `copy=True`, are a BufferError: packedfunc exports without a copy."""
+        device = self.__dlpack_device__()
+        versioned = _wants_versioned(max_version)
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError("packedfunc: Tensor.__dlpack__: the tensor is on device %r, not "
+                              "dl_device %r, and is exported without a copy"
+                              % (device, tuple(dl_device)))
+        if copy:
+            raise BufferError("packedfunc: Tensor.__dlpack__: copy=True is not supported (the "
+                              "tensor is exported without a copy)")
+        if device[0] == _KDL_CPU and stream is not None and stream != -1:
+            raise ValueError("packedfunc: Tensor.__dlpack__: stream must be None for CPU memory, "
+                             "not %r" % (stream,))
         managed = c_void_p()
-        check_call(PFTensorToDLPack(self._handle, byref(managed)))
-        capsule = PyCapsule_New(managed.value, ctypes.addressof(_NAME_DLTENSOR),
-                                ctypes.cast(_capsule_destructor, c_void_p).value)
-        return capsule
+        if versioned:
+            check_call(PFTensorToDLPackVersioned(self._handle, byref(managed)))
+            name = _NAME_VERSIONED
+        else:
+            try:
+                check_call(PFTensorToDLPack(self._handle, byref(managed)))
+            except ValueError as err:
+                # Read-only, or padded sub-byte elements: an unversioned
+                # managed tensor cannot say so (the array API's BufferError).
+                raise BufferError("packedfunc: Tensor.__dlpack__: %s (the consumer passed no "
+                                  "max_version of (1, 0) or newer)" % err) from None
+            name = _NAME_DLTENSOR
+        return PyCapsule_New(managed.value, ctypes.addressof(name),
+                             ctypes.cast(_capsule_destructor, c_void_p).value)
 
     def numpy(self):
-        """A numpy array sharing this tensor's memory (no copy)."""
+        """A numpy array sharing this tensor's memory (no copy); read-only
+        when the tensor is. TypeError when numpy has no dtype for it."""
         import numpy
         return _to_numpy(self, numpy)
+
+
+def _wants_versioned(max_version):
+    """Whether a consumer's max_version asks for a versioned capsule."""
+    if max_version is None:
+        return False
+    try:
+        major, _minor = (int(v) for v in max_version)
+    except (TypeError, ValueError):
+        raise TypeError("packedfunc: Tensor.__dlpack__: max_version must be a (major, minor) "
+                        "tuple of ints, not %r" % (max_version,)) from None
+    return major >= 1
 
 
 def _compact_strides(shape):
@@ -188,9 +303,10 @@ def _compact_strides(shape):
 
 def from_dlpack(x):
     """A :class:`Tensor` viewing the memory of any DLPack array (a numpy
-    array, or anything with ``__dlpack__``), without a copy: the Tensor
-    takes over x's export, and so keeps x's memory alive. A Tensor is
-    returned as it is. Raises TypeError when x cannot export one."""
+    array, or anything with ``__dlpack__``, of DLPack 0.x or 1.x), without a
+    copy: the Tensor takes over x's export, and so keeps x's memory alive,
+    and is read-only when the export is. A Tensor is returned as it is.
+    Raises TypeError when x cannot export one."""
     if isinstance(x, Tensor):
         return x
     handle = tensor_object_from(x, "from_dlpack's argument")
@@ -205,7 +321,8 @@ def from_dlpack(x):
 @ctypes.CFUNCTYPE(None, c_void_p)
 def _capsule_destructor(capsule_addr):
     # Runs when a capsule from Tensor.__dlpack__ dies. A consumer renames
-    # the capsule and takes over the deleter; otherwise we run it here.
+    # the capsule ("used_...") and takes over the deleter; otherwise we run
+    # it here.
     try:
         if is_shutting_down():
             return
@@ -213,56 +330,143 @@ def _capsule_destructor(capsule_addr):
         # reference to it.
         if PyCapsule_IsValidAt(capsule_addr, b"dltensor"):
             managed_addr = PyCapsule_GetPointerAt(capsule_addr, b"dltensor")
-            deleter = DLManagedTensor.from_address(managed_addr).deleter
-            if deleter:
-                DLPACK_DELETER(deleter)(managed_addr)
+            offset = _DELETER_OFFSET
+        elif PyCapsule_IsValidAt(capsule_addr, b"dltensor_versioned"):
+            managed_addr = PyCapsule_GetPointerAt(capsule_addr, b"dltensor_versioned")
+            offset = _DELETER_OFFSET_VERSIONED
+        else:
+            return
+        deleter = c_void_p.from_address(managed_addr + offset).value
+        if deleter:
+            DLPACK_DELETER(deleter)(managed_addr)
     except BaseException:  # never raise into the interpreter's dealloc
         pass
 
 
-def dlpack_export(x, pos):
-    """(DLTensor address, capsule) of x.__dlpack__(); TypeError naming the
-    argument (see _convert.what) when x cannot export one."""
+# Types whose __dlpack__ takes no max_version (DLPack before 1.0: numpy
+# 1.x), found by asking: they are asked without it from then on.
+_legacy_types = set()
+_LEGACY_TYPES_MAX = 64
+
+
+def _cannot_export(x, pos, why):
+    return TypeError("packedfunc: %s (%s) cannot be exported through DLPack: %s"
+                     % (what(pos), type(x).__name__, why))
+
+
+def _call_dlpack(x, pos):
+    """x's DLPack capsule: x.__dlpack__(max_version=DLPACK_VERSION), or,
+    for a producer that refuses the keyword, x.__dlpack__()."""
+    t = type(x)
+    if t not in _legacy_types:
+        try:
+            return x.__dlpack__(max_version=DLPACK_VERSION)
+        except TypeError:
+            pass  # no max_version before the 2023 array API: ask as it asked
+        except Exception as err:
+            raise _cannot_export(x, pos, err) from err
     try:
         capsule = x.__dlpack__()
     except Exception as err:
-        raise TypeError("packedfunc: %s (%s) cannot be exported through DLPack: %s"
-                        % (what(pos), type(x).__name__, err)) from err
-    if not PyCapsule_IsValid(capsule, b"dltensor"):
-        raise TypeError("packedfunc: %s (%s) cannot be exported through DLPack: its "
-                        "__dlpack__ returned %s, not a DLPack capsule named 'dltensor'"
-                        % (what(pos), type(x).__name__, type(capsule).__name__))
-    ptr = PyCapsule_GetPointer(capsule, b"dltensor")
-    # DLManagedTensor starts with its DLTensor, so the two addresses agree.
-    # The capsule is not consumed: its own destructor frees the export.
-    return ptr, capsule
+        raise _cannot_export(x, pos, err) from err
+    if (t not in _legacy_types and hasattr(t, "__dlpack__")
+            and len(_legacy_types) < _LEGACY_TYPES_MAX):
+        _legacy_types.add(t)
+    return capsule
+
+
+def dlpack_export(x, pos):
+    """x's export, not taken over: (managed tensor address, DLTensor
+    address, capsule, flags). flags is None for an unversioned export (a
+    DLManagedTensor, which starts with its DLTensor), else the versioned
+    one's flags. TypeError naming the argument (see _convert.what) when x
+    cannot export one, or exports a DLPack major version this library does
+    not read. The capsule keeps the export: its destructor frees it."""
+    capsule = _call_dlpack(x, pos)
+    if PyCapsule_IsValid(capsule, b"dltensor"):  # first: numpy 1.x's, the common case
+        managed = PyCapsule_GetPointer(capsule, b"dltensor")
+        return managed, managed, capsule, None
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        managed = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        m = PFDLManagedTensorVersioned.from_address(managed)
+        if m.version.major != DLPACK_VERSION[0]:
+            # Its layout past the flags is unknown: not read, not taken
+            # over (the capsule's own destructor frees it).
+            raise _cannot_export(x, pos, "its DLPack version %d.%d is not supported (this "
+                                 "library reads major version %d)"
+                                 % (m.version.major, m.version.minor, DLPACK_VERSION[0]))
+        return managed, managed + DL_TENSOR_OFFSET_VERSIONED, capsule, m.flags
+    raise _cannot_export(x, pos, "its __dlpack__ returned %s, not a DLPack capsule named "
+                         "'dltensor' or 'dltensor_versioned'" % type(capsule).__name__)
+
+
+def _take_over(capsule, managed, flags):
+    """A new tensor object (an owned c_void_p handle) that takes over an
+    export: the capsule is renamed, as the protocol says, and the object
+    runs the deleter, once (also when its creation fails)."""
+    obj = c_void_p()
+    if flags is None:
+        PyCapsule_SetName(capsule, ctypes.addressof(_NAME_USED))
+        check_call(PFTensorCreateFromDLPack(managed, byref(obj)))
+    else:
+        PyCapsule_SetName(capsule, ctypes.addressof(_NAME_USED_VERSIONED))
+        check_call(PFTensorCreateFromDLPackVersioned(managed, byref(obj)))
+    return obj
 
 
 def tensor_object_from(x, pos):
     """A new tensor object (an owned c_void_p handle) that takes over x's
-    DLPack export, and so keeps x alive."""
-    ptr, capsule = dlpack_export(x, pos)
-    # Consume the capsule: from here on the tensor object owns the export.
-    PyCapsule_SetName(capsule, ctypes.addressof(_NAME_USED))
-    obj = c_void_p()
-    check_call(PFTensorCreateFromDLPack(ptr, byref(obj)))
-    return obj
+    DLPack export, and so keeps x alive; read-only when the export is."""
+    managed, _, capsule, flags = dlpack_export(x, pos)
+    return _take_over(capsule, managed, flags)
+
+
+def _needs_object(flags, dltensor_addr):
+    """Whether a versioned export with these flags must reach C as a tensor
+    object rather than a borrowed DLTensor*, which C may write and which
+    cannot say its elements are padded: when it is read-only, or of padded
+    sub-byte elements."""
+    if flags & DLPACK_FLAG_READ_ONLY:
+        return True
+    return bool(flags & DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED) and \
+        DLTensor.from_address(dltensor_addr).dtype.bits < 8
 
 
 # ---------------------------------------------------------------------------
 # numpy views
 # ---------------------------------------------------------------------------
 
+# (type_code, bits, lanes) -> the numpy dtype that views it, or None.
+_view_dtypes = {}
+# TVM's bool before DLPack had kDLBool: a uint1 in one byte per element,
+# still viewed as numpy's bool.
+_LEGACY_BOOL = _parse("uint1")
+
+
+def _view_dtype(fields, numpy):
+    """The numpy dtype that views elements of this DLDataType, or None."""
+    try:
+        return _view_dtypes[fields]
+    except KeyError:
+        pass
+    if fields == _LEGACY_BOOL:
+        found = numpy.dtype(numpy.bool_)
+    else:
+        try:
+            found = DataType(*fields).dtype
+        except TypeError:
+            found = None
+    if len(_view_dtypes) < 256:
+        _view_dtypes[fields] = found
+    return found
+
+
 def _to_numpy(tensor, numpy):
-    """A writable numpy array viewing a tensor object's memory, no copy;
-    the array keeps the object (and so the C owner) alive. numpy's own
-    from_dlpack would give a read-only array, which could not be passed
-    back to C."""
-    return _dltensor_view(tensor._dltensor(), tensor, numpy)
-
-
-# DLDataType -> numpy array-interface type strings.
-_TYPESTR_KIND = {0: "i", 1: "u", 2: "f", 5: "c"}
+    """A numpy array viewing a tensor object's memory, no copy, writable
+    unless the tensor is read-only; the array keeps the object (and so
+    the C owner) alive. numpy's own from_dlpack would give a read-only
+    array, which could not be passed back to C."""
+    return _dltensor_view(tensor._dltensor(), tensor, numpy, tensor.read_only)
 
 
 class _ArrayInterface:
@@ -289,7 +493,7 @@ def borrowed_tensor(addr, copies=None):
     return copy
 
 
-def _dltensor_view(t, owner, numpy):
+def _dltensor_view(t, owner, numpy, read_only=False):
     """A numpy array over a CPU DLTensor's memory; `owner` is kept alive by
     the array."""
     if t.device.device_type != _KDL_CPU:
@@ -298,21 +502,22 @@ def _dltensor_view(t, owner, numpy):
     dt = t.dtype
     if dt.lanes != 1:
         raise TypeError("packedfunc: tensors with vector lanes are not supported")
-    if (dt.code, dt.bits) == (1, 1):
-        typestr, itemsize = "|b1", 1
-    elif dt.code in _TYPESTR_KIND and dt.bits % 8 == 0:
-        itemsize = dt.bits // 8
-        typestr = "<%s%d" % (_TYPESTR_KIND[dt.code], itemsize)
-    else:
-        raise TypeError("packedfunc: unsupported tensor dtype %s" % DataType(dt.code, dt.bits))
+    np_dtype = _view_dtype((dt.code, dt.bits, dt.lanes), numpy)
+    if np_dtype is None:
+        raise TypeError("packedfunc: unsupported tensor dtype %s (numpy has no dtype for it)"
+                        % DataType(dt.code, dt.bits))
+    itemsize = np_dtype.itemsize
     shape = tuple(t.shape[i] for i in range(t.ndim))
     strides = (tuple(t.strides[i] * itemsize for i in range(t.ndim))
                if t.strides else None)
-    iface = _ArrayInterface({"version": 3, "shape": shape, "typestr": typestr,
-                             "data": ((t.data or 0) + t.byte_offset, False),
+    iface = _ArrayInterface({"version": 3, "shape": shape, "typestr": np_dtype.str,
+                             "data": ((t.data or 0) + t.byte_offset, bool(read_only)),
                              "strides": strides})
     iface.owner = owner
-    return numpy.asarray(iface)
+    arr = numpy.asarray(iface)
+    # The interface's type strings cannot name a dtype that a library adds
+    # (ml_dtypes' bfloat16 reads as raw bytes): a view of the same size can.
+    return arr if arr.dtype == np_dtype else arr.view(np_dtype)
 
 
 def _adopt_tensor(handle, type_index):
@@ -323,8 +528,11 @@ def _adopt_tensor(handle, type_index):
             import numpy
         except ImportError:
             return t
-    if t._dltensor().device.device_type != _KDL_CPU:
-        return t  # not host memory: numpy cannot view it
+    dl = t._dltensor()
+    if dl.device.device_type != _KDL_CPU or dl.dtype.lanes != 1:
+        return t  # not host memory, or vector lanes: numpy cannot view it
+    if _view_dtype((dl.dtype.code, dl.dtype.bits, 1), numpy) is None:
+        return t  # an element type that numpy does not have (float8, bfloat16...)
     return _to_numpy(t, numpy)
 
 
@@ -346,34 +554,45 @@ def encode_object(x, pos, keep):
 
 
 def _encode_tensor(x, pos, keep):
-    ptr, capsule = dlpack_export(x, pos)
+    managed, dltensor, capsule, flags = dlpack_export(x, pos)
+    if flags is not None and _needs_object(flags, dltensor):
+        # C may write a DLTensor* argument: a read-only export crosses as a
+        # read-only tensor object, which C refuses where it would write.
+        t = Tensor._adopt(_take_over(capsule, managed, flags).value, TENSOR_TYPE)
+        keep.append(t)
+        return OBJECT, P.pack(t._handle)
     keep.append(capsule)
     keep.append(x)
-    return TENSOR, P.pack(ptr)
+    return TENSOR, P.pack(dltensor)
 
 
-_tensor_types = set()  # the types given an exact encoder below
+_encoded_types = set()  # the types given an exact encoder below
+_ENCODED_TYPES_MAX = 64
 
 
 def _encode_dlpack(x, pos, keep):
     if not hasattr(x, "__dlpack__"):
         return None
     t = type(x)
-    if hasattr(t, "__dlpack__") and t not in _tensor_types and len(_tensor_types) < 64:
+    if hasattr(t, "__dlpack__") and t not in _encoded_types and \
+            len(_encoded_types) < _ENCODED_TYPES_MAX:
         # The fallbacks before this one look at the type alone, so every
         # value of this type gets here, and has __dlpack__: from now on
         # such values (numpy arrays) skip the fallbacks.
-        _tensor_types.add(t)
+        _encoded_types.add(t)
         register_encoder((t,), _encode_tensor)
     return _encode_tensor(x, pos, keep)
 
 
 if _cext:
-    # The extension passes values of these types as borrowed DLTensors
-    # itself, and keeps tensors_in_flight as the general path does; and
-    # Objects (their handle and code), DataTypes and Devices by their fields.
-    _cext.set_hooks(tensor_types=_tensor_types, tensors_in_flight=tensors_in_flight,
-                    object_type=Object, dtype_type=DataType, device_type=Device)
+    # The extension passes values of the types that speak DLPack before 1.0
+    # (numpy 1.x arrays) as borrowed DLTensors itself (it asks them
+    # __dlpack__() and takes only a "dltensor" capsule; values of any other
+    # type come here), and keeps tensors_in_flight as the general path
+    # does; and DataTypes and Devices by their fields (Objects by
+    # ObjectBase's).
+    _cext.set_hooks(tensor_types=_legacy_types, tensors_in_flight=tensors_in_flight,
+                    dtype_type=DataType, device_type=Device)
 
 register_encoder((Object, Tensor), encode_object)
 register_fallback(RANK_HANDLES, Object, encode_object)

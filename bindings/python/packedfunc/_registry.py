@@ -9,6 +9,7 @@ import ctypes
 import inspect
 import sys
 
+from . import _signature
 from ._callback import as_function
 from ._errors import FunctionNotFoundError, check_call, last_error
 from ._ffi import (REGISTER_OVERRIDE, REGISTER_PROTECTED, PFFuncGetGlobal,
@@ -72,7 +73,15 @@ def register_func(name_or_func, f=None, override=False, protected=False):
 
     Returns the callable itself, so a decorated function stays an ordinary
     Python function. A Python callable's packed function carries the name
-    and the callable's docstring as metadata (``Function.name``/``.doc``).
+    and the callable's docstring as metadata (``Function.name``/``.doc``),
+    and its signature (``Function.signature``, so C tools and ``pf describe``
+    see it): the parameters' names and defaults, with the grammar's type
+    where an annotation is one (int, float, bool, str, bytes, DataType,
+    Device, Function, numpy.ndarray, Array, Map, Shape, Object, or a grammar
+    text such as ``"tensor<float64,1>"``) and ``any`` otherwise. C and other
+    hosts can then call it with keywords. A callable whose parameters the
+    grammar cannot describe (*args, keyword-only parameters without
+    defaults) publishes none.
     The registry keeps the function alive until the name is removed or
     overridden. A taken name without ``override`` raises
     KeyError naming it. With ``protected`` the name can never again be
@@ -97,9 +106,9 @@ def register_func(name_or_func, f=None, override=False, protected=False):
 
     def register(func):
         packed = as_function(func, "register_func")
-        if packed is not func:  # a Python callable carries its name and doc
+        if packed is not func:  # a Python callable carries its name, signature and doc
             doc = getattr(func, "__doc__", None)
-            packed.set_info(name=name_or_func,
+            packed.set_info(name=name_or_func, signature=_signature.from_python(func),
                             doc=inspect.cleandoc(doc) if isinstance(doc, str) and doc else None)
         check_call(PFFuncRegisterGlobalEx(encoded, packed.handle, flags))
         return func

@@ -1,43 +1,84 @@
-"""Function metadata: typed signatures as inspect.Signature, and docstrings.
+"""Function metadata: signatures as inspect.Signature, docstrings, and the
+signature that a Python function publishes.
 
-A function's signature metadata uses the typed-signature grammar of c_api.h
-("int64(int64,float64)"). This module parses it into the Python types that
-the binding converts each C type to and from, so that
-``inspect.signature(f)`` and ``help(f)`` describe a typed C function in
-Python terms. Everything here is private; Function exposes it.
+A function's signature metadata uses the signature grammar of signature.h
+("int64(int64,float64)", "float64(x:float64,lo:float64=0.0)"). The library
+parses it (PFSignatureParse, PFSignatureInfo): this module reads its
+parameter table, never the text, to give ``inspect.signature(f)`` and
+``help(f)`` in Python terms, and writes the text that a Python function
+registered with register_func publishes. Everything here is private;
+Function exposes it.
 """
 import ctypes
+import functools
 import inspect
+import math
+import typing
 
-from ._ffi import PFErrorClear, PFSignatureTypeInfo
+from ._convert import MEMORY, decode
+from ._errors import check_call
+from ._ffi import PFErrorClear, PFSignatureInfoFree, PFSignatureParse, PFSignatureTypeInfo
 from ._library import TYPE_CODE_NAMES
+from ._mirrors import PFSignatureInfo
 from ._types import DataType, Device
+
+_EMPTY = inspect.Parameter.empty
 
 
 def _grammar():
-    """The grammar's type names -> the type code of a value of that type,
-    read from the library (PFSignatureTypeInfo), never restated here."""
-    types, name, code = {}, ctypes.c_char_p(), ctypes.c_int()
-    i = 0
-    while PFSignatureTypeInfo(i, ctypes.byref(name), ctypes.byref(code)) == 0:
-        types[name.value.decode()] = code.value
-        i += 1
+    """The grammar's type names, in the library's order (PFSignatureTypeInfo's
+    index), with the type code of a value of each: read from the library,
+    never restated here."""
+    types, name, code = [], ctypes.c_char_p(), ctypes.c_int()
+    while PFSignatureTypeInfo(len(types), ctypes.byref(name), ctypes.byref(code)) == 0:
+        types.append((name.value.decode(), code.value))
     PFErrorClear()  # the IndexError past the last type
     return types
 
 
-SIGNATURE_TYPES = _grammar()
+_TYPES = _grammar()
+#: The grammar's type names -> the type code of a value of that type.
+SIGNATURE_TYPES = dict(_TYPES)
 
 
+class Param:
+    """One parameter (or the result) of a parsed signature: `name` (None
+    when unnamed), `type` (its canonical text, "tensor<float64,1>"),
+    `base` (the grammar's type name: "tensor", "obj" for obj<KEY>),
+    `has_default`, `default` (the Python value) and `default_text` (its
+    canonical literal)."""
+
+    __slots__ = ("name", "type", "base", "has_default", "default", "default_text")
+
+    def __init__(self, info):
+        self.name = info.name.decode() if info.name else None
+        self.type = info.type.decode()
+        self.base = "obj" if info.type_index < 0 else _TYPES[info.type_index][0]
+        self.has_default = bool(info.has_default)
+        self.default_text = info.default_text.decode() if info.default_text else None
+        self.default = None
+        if self.has_default:
+            addr = ctypes.addressof(info) + type(info).default_value.offset
+            self.default = decode(MEMORY, addr, info.default_code)
+
+
+@functools.lru_cache(maxsize=512)
 def parse(text):
-    """(result type, [argument types]) for signature metadata, or None when
-    there is none. The library keeps a signature canonical ("ret(a,b)",
-    canonical names, no blanks: PFFuncSetInfo checks it), so a split reads
-    it."""
-    if not isinstance(text, str) or not text.endswith(")") or "(" not in text:
+    """(result, (params...)) as Param for signature metadata, parsed by the
+    library; None when there is none or it does not parse. A signature text
+    never changes, so the answer is cached by text."""
+    if not isinstance(text, str):
         return None
-    ret, _, rest = text[:-1].partition("(")
-    return ret, (rest.split(",") if rest else [])
+    out = ctypes.c_void_p()
+    if PFSignatureParse(text.encode("utf-8", "surrogateescape"), ctypes.byref(out)) != 0:
+        PFErrorClear()
+        return None
+    try:
+        info = PFSignatureInfo.from_address(out.value)
+        return (Param(info.result.contents),
+                tuple(Param(info.params[i].contents) for i in range(info.num_params)))
+    finally:
+        PFSignatureInfoFree(out)
 
 
 # Type code name -> annotate(result), the Python annotation of a value of
@@ -55,8 +96,9 @@ def register_annotation(code_name, annotate):
 
 # Signature type name -> annotate(result), for the grammar's types whose
 # type code does not say what they are: `array`, `map`, `shape` and
-# `object` all pass as kPFObjectHandle. These win over _annotations.
-_type_annotations = {}
+# `object` all pass as kPFObjectHandle. These win over _annotations. `any`
+# (a value of any type: a packed function's metadata) has no annotation.
+_type_annotations = {"any": lambda result: _EMPTY}
 
 
 def register_type_annotation(type_name, annotate):
@@ -65,9 +107,24 @@ def register_type_annotation(type_name, annotate):
     _type_annotations[type_name] = annotate
 
 
+# Families of the grammar's types, by the name before '<': obj<KEY>, one type
+# per registered key. The module that makes their classes registers
+# annotate(ctype, result).
+_family_annotations = {}
+
+
+def register_family_annotation(family, annotate):
+    """Annotate the grammar's types FAMILY<...> with annotate(ctype, result)."""
+    _family_annotations[family] = annotate
+
+
 def annotation(ctype, result):
-    """The Python annotation for one C type of the grammar: the Python type
-    that a value of its type code converts to."""
+    """The Python annotation for one type name of the grammar: the Python
+    type that a value of its type code converts to."""
+    if ctype.endswith(">") and "<" in ctype:
+        family = _family_annotations.get(ctype.partition("<")[0])
+        if family is not None:
+            return family(ctype, result)
     annotate = _type_annotations.get(ctype)
     if annotate is None:
         annotate = _annotations.get(TYPE_CODE_NAMES.get(SIGNATURE_TYPES.get(ctype)))
@@ -76,18 +133,147 @@ def annotation(ctype, result):
     return annotate(result)
 
 
+def param_annotation(p, result):
+    """The annotation of a Param: its type's; for an obj<KEY> the class of
+    the registered type; for a constrained tensor
+    ``typing.Annotated[that, "tensor<float64,1,contiguous>"]`` (the
+    grammar's text of the constraint)."""
+    if p.base == "obj":
+        # The class of the registered type (made on first use), when the
+        # object types' module annotates the family.
+        family = _family_annotations.get("obj")
+        if family is not None:
+            return family(p.type, result)
+        return typing.Annotated[annotation("object", result), p.type]
+    base = annotation(p.base, result)
+    return base if p.type == p.base else typing.Annotated[base, p.type]
+
+
 def to_inspect(text):
-    """An inspect.Signature for a typed signature text, or None when it does
-    not parse. Parameters are positional-only and named arg0, arg1, ...
-    (C signatures carry no names; the numbers match error messages)."""
+    """An inspect.Signature for a signature text, or None when it does not
+    parse. Named parameters can be passed by keyword (the library binds a
+    keyword call: PFFuncCallKw) and show their defaults; unnamed ones are
+    positional-only, named arg0, arg1, ... (as error messages number
+    them)."""
     parsed = parse(text)
     if parsed is None:
         return None
-    ret, args = parsed
-    params = [inspect.Parameter("arg%d" % i, inspect.Parameter.POSITIONAL_ONLY,
-                                annotation=annotation(t, False))
-              for i, t in enumerate(args)]
-    return inspect.Signature(params, return_annotation=annotation(ret, True))
+    ret, params = parsed
+    out = []
+    for i, p in enumerate(params):
+        if p.name is None:
+            kind, name = inspect.Parameter.POSITIONAL_ONLY, "arg%d" % i
+        else:
+            kind, name = inspect.Parameter.POSITIONAL_OR_KEYWORD, p.name
+        out.append(inspect.Parameter(name, kind, annotation=param_annotation(p, False),
+                                     default=p.default if p.has_default else _EMPTY))
+    return inspect.Signature(out, return_annotation=param_annotation(ret, True))
+
+
+# ---- a Python function's own signature, as the grammar writes it -------------
+
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _grammar_type(annot, result):
+    """The grammar's type for a Python annotation, or "any" (also for no
+    annotation and for one the grammar has no type for)."""
+    if annot is _EMPTY:
+        return "any"
+    if annot is None or annot is type(None):
+        return "void" if result else "any"
+    if isinstance(annot, str):  # a grammar text: "tensor<float64,1>"
+        return annot if parse("void(x:%s)" % annot) else "any"
+    simple = {int: "int64", float: "float64", bool: "bool", str: "str", bytes: "bytes",
+              DataType: "dtype", Device: "device"}
+    if annot in simple:
+        return simple[annot]
+    for type_name in ("func", "tensor", "array", "map", "shape", "object"):
+        try:
+            if annotation(type_name, result) is annot or annotation(type_name, not result) is annot:
+                return type_name
+        except ValueError:  # pragma: no cover
+            pass
+    return "any"
+
+
+def _literal(x, typed):
+    """The grammar's literal for a Python default at a parameter of type
+    `typed`, or None when it has none."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if type(x) is int:
+        return str(x) if -2**63 <= x < 2**63 else None
+    if type(x) is float:
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return repr(x)
+    if type(x) in (str, bytes):
+        try:
+            data = x.encode("utf-8", "strict") if type(x) is str else x
+        except UnicodeEncodeError:  # a lone surrogate
+            return None
+        if type(x) is str and b"\0" in data:
+            return None
+        esc = {ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\t"): "\\t",
+               ord("\r"): "\\r"}
+        body = "".join(esc.get(b) or (chr(b) if 32 <= b < 127 else "\\x%02x" % b) for b in data)
+        return ('b"%s"' if type(x) is bytes else '"%s"') % body
+    if (isinstance(x, DataType) and typed == "dtype") or (isinstance(x, Device)
+                                                          and typed == "device"):
+        return '"%s"' % x  # their texts: "float32", "cuda:1"
+    return None
+
+
+def from_python(func):
+    """The signature text a Python callable publishes (register_func): its
+    parameters' names and defaults, and their types where the annotation
+    is one of the grammar's (``any`` otherwise, and where the default does
+    not suit the annotation); None when the grammar cannot say how C calls
+    it (*args, a keyword-only parameter without a default, a name that is
+    not ASCII, more than 16 parameters, no signature at all). C passes
+    arguments by position, so keyword-only parameters with defaults and
+    **kwargs are left out (they keep their defaults), and so are the
+    parameters from the first default that no literal writes (a list, an
+    object) on: a C caller that leaves them out gets Python's defaults."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    params = []
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_POSITIONAL:
+            return None
+        if p.kind == p.KEYWORD_ONLY:
+            if p.default is _EMPTY:
+                return None
+            continue
+        if p.kind == p.VAR_KEYWORD:
+            continue
+        if not p.name.isascii() or not set(p.name) <= _NAME_OK or p.name[0].isdigit():
+            return None
+        params.append(p)
+    texts = []
+    for p in params:
+        typed = _grammar_type(p.annotation, False)
+        if p.default is _EMPTY:
+            texts.append("%s:%s" % (p.name, typed))
+            continue
+        lit = _literal(p.default, typed)
+        if lit is not None and parse("void(x:%s=%s)" % (typed, lit)) is None:
+            typed = "any"  # a default the annotation does not take
+            lit = _literal(p.default, typed)
+        if lit is None:
+            break
+        texts.append("%s:%s=%s" % (p.name, typed, lit))
+    if len(texts) > 16:
+        return None
+    text = "%s(%s)" % (_grammar_type(sig.return_annotation, True), ",".join(texts))
+    return text if parse(text) is not None else None
 
 
 def docstring(name, signature, doc):

@@ -33,8 +33,8 @@
 PyMODINIT_FUNC PyInit__cext(void);
 
 /* The API version whose slots the extension uses (the bulk readers, List
- * and Dict: 8). */
-#define PF_CEXT_API_VERSION 8
+ * and Dict: 8; keyword calls: 10). */
+#define PF_CEXT_API_VERSION 10
 /* Calls with more arguments than this take the package's general path. */
 #define PF_CEXT_MAX_ARGS 8
 
@@ -55,6 +55,7 @@ static _Thread_local PyThreadState* pf_released __attribute__((tls_model("initia
 
 /* The package's functions that the fast paths defer to (see set_hooks). */
 static PyObject* pf_hook_call_general;   /* (func, args, False) -> result */
+static PyObject* pf_hook_call_kw;        /* (func, args, kwargs) -> result */
 static PyObject* pf_hook_call_failed;    /* (func) -> raises the error */
 static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
 static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
@@ -65,10 +66,9 @@ static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
  * __dlpack__, and the DLTensors in calls in progress -> their objects. */
 static PyObject* pf_tensor_types;
 static PyObject* pf_tensors_in_flight;
-/* The package's classes whose values cross by their fields: Object (and its
- * subclasses: Tensor, Module) as a handle with its own type code,
- * DataType and Device as the plain values they hold. */
-static PyObject* pf_object_type;
+/* The package's classes whose values cross by their fields: DataType and
+ * Device as the plain values they hold. (An Object crosses as its handle
+ * with its own type code: ObjectBase's fields, objects.h.) */
 static PyObject* pf_dtype_type;
 static PyObject* pf_device_type;
 
@@ -81,18 +81,34 @@ typedef struct {
   vectorcallfunc vectorcall;
   unsigned long long handle; /* PFFunctionHandle; 0 once released */
   PyObject* conversions;     /* the package's cache of parameters converted first */
+  Py_ssize_t fill;           /* positional calls with fewer arguments take defaults: the
+                                package's general path; PY_SSIZE_T_MAX until it looks */
 } PFCextFunction;
 
 static PyTypeObject pf_function_type;
 
-static PyObject* pf_call_general(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+/* The package's general path for a call: args[0 .. n) are positional, and
+ * the nkw values after them the keywords that kwnames names. */
+static PyObject* pf_call_general(PyObject* self, PyObject* const* args, Py_ssize_t n,
+                                 PyObject* kwnames, Py_ssize_t nkw) {
   PyObject* tuple = PyTuple_New(n);
   if (tuple == NULL) return NULL;
   for (Py_ssize_t i = 0; i < n; ++i) {
     Py_INCREF(args[i]);
     PyTuple_SET_ITEM(tuple, i, args[i]);
   }
-  PyObject* out = PyObject_CallFunctionObjArgs(pf_hook_call_general, self, tuple, Py_False, NULL);
+  PyObject* out;
+  if (nkw == 0) {
+    out = PyObject_CallFunctionObjArgs(pf_hook_call_general, self, tuple, Py_False, NULL);
+  } else {
+    PyObject* kwargs = PyDict_New();
+    int rc = kwargs == NULL ? -1 : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < nkw; ++i)
+      rc = PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[n + i]);
+    out = rc == 0 ? PyObject_CallFunctionObjArgs(pf_hook_call_kw, self, tuple, kwargs, NULL)
+                  : NULL;
+    Py_XDECREF(kwargs);
+  }
   Py_DECREF(tuple);
   return out;
 }
@@ -151,9 +167,10 @@ static PyObject* pf_dlpack_export(PyObject* x) {
 }
 
 static PyObject* pf_general_after_tensors(PyObject* self, PyObject* const* args, Py_ssize_t n,
-                                          PyObject** capsules, int tensors) {
+                                          PyObject* kwnames, Py_ssize_t nkw, PyObject** capsules,
+                                          int tensors) {
   for (int i = 0; i < tensors; ++i) Py_DECREF(capsules[i]);
-  return pf_call_general(self, args, n);
+  return pf_call_general(self, args, n, kwnames, nkw);
 }
 
 /* Records the tensor arguments as in flight (the package's table), so that
@@ -241,12 +258,12 @@ static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code)
     *code = kPFDevice;
     return 0;
   }
-  if (pf_object_type != NULL && PyObject_TypeCheck(x, (PyTypeObject*)pf_object_type)) {
+  if (PyObject_TypeCheck(x, &pf_object_base_type)) {
     /* A handle of 0 is a released Object: the general path says so. */
-    if (pf_int_field(x, "_handle", 1, INT64_MAX, &a) || pf_int_field(x, "_code", 0, INT32_MAX, &b))
-      return -1;
-    value->v_handle = (void*)(uintptr_t)a;
-    *code = (int)b;
+    const pf_cext_object* o = (const pf_cext_object*)x;
+    if (o->handle == 0) return -1;
+    value->v_handle = (void*)(uintptr_t)o->handle;
+    *code = o->code;
     return 0;
   }
   return -1;
@@ -263,25 +280,24 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
                                   PyObject* kwnames, pf_made* made) {
   PFCextFunction* f = (PFCextFunction*)self;
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
-    PyErr_Format(PyExc_TypeError, "Function.__call__() got an unexpected keyword argument '%U'",
-                 PyTuple_GET_ITEM(kwnames, 0));
-    return NULL;
-  }
-  if (n > PF_CEXT_MAX_ARGS || f->handle == 0) return pf_call_general(self, args, n);
+  /* Keyword arguments' values follow the positional ones in args: they are
+   * converted alike, and the library binds their names (FuncCallKw). */
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames), total = n + nkw;
+  if (total > PF_CEXT_MAX_ARGS || f->handle == 0 || (nkw == 0 && n < f->fill))
+    return pf_call_general(self, args, n, kwnames, nkw);
   PFValue values[PF_CEXT_MAX_ARGS];
   int codes[PF_CEXT_MAX_ARGS];
   PFByteArray arrays[PF_CEXT_MAX_ARGS];
   PyObject* capsules[PF_CEXT_MAX_ARGS]; /* of tensor arguments, NULL for others */
   int tensors = 0;
-  for (Py_ssize_t i = 0; i < n; ++i) {
+  for (Py_ssize_t i = 0; i < total; ++i) {
     PyObject* x = args[i];
     PyTypeObject* t = Py_TYPE(x);
     if (t == &PyLong_Type) {
       int overflow;
       values[i].v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
       if (overflow) /* the general path raises its OverflowError */
-        return pf_general_after_tensors(self, args, n, capsules, tensors);
+        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       codes[i] = kPFInt;
     } else if (t == &PyFloat_Type) {
       values[i].v_float64 = PyFloat_AS_DOUBLE(x);
@@ -298,13 +314,13 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
        * general path decides (and caches the answer). */
       if (f->conversions == NULL || !PyTuple_CheckExact(f->conversions) ||
           PyTuple_GET_SIZE(f->conversions) != 0)
-        return pf_general_after_tensors(self, args, n, capsules, tensors);
+        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       Py_ssize_t size;
       const char* s = PyUnicode_AsUTF8AndSize(x, &size);
       if (s == NULL || strlen(s) != (size_t)size) {
         /* A lone surrogate or a NUL: the general path raises its error. */
         PyErr_Clear();
-        return pf_general_after_tensors(self, args, n, capsules, tensors);
+        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       }
       values[i].v_str = s;
       codes[i] = kPFStr;
@@ -326,7 +342,8 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
         for (int j = 0; j < tensors; ++j) Py_DECREF(capsules[j]);
         return NULL;
       }
-      if (rc == 0) return pf_general_after_tensors(self, args, n, capsules, tensors);
+      if (rc == 0)
+        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       made->objects[made->n++] = values[i].v_handle;
     } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
       /* An Object, DataType or Device. */
@@ -335,17 +352,27 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
       if (capsules[tensors] == NULL) {
         /* The general path raises the export's error, or does better. */
         PyErr_Clear();
-        return pf_general_after_tensors(self, args, n, capsules, tensors);
+        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       }
       values[i].v_handle = PyCapsule_GetPointer(capsules[tensors], "dltensor");
       codes[i] = kPFDLTensorHandle;
       ++tensors;
     } else {
-      return pf_general_after_tensors(self, args, n, capsules, tensors);
+      return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
     }
   }
-  if (tensors && pf_tensors_enter(args, n, values, codes) != 0)
-    return pf_tensor_call_done(NULL, args, n, values, codes, capsules, tensors, NULL);
+  const char* names[PF_CEXT_MAX_ARGS];
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    Py_ssize_t size;
+    names[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kwnames, i), &size);
+    if (names[i] == NULL || strlen(names[i]) != (size_t)size) {
+      /* A lone surrogate or a NUL: the general path says what it is. */
+      PyErr_Clear();
+      return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
+    }
+  }
+  if (tensors && pf_tensors_enter(args, total, values, codes) != 0)
+    return pf_tensor_call_done(NULL, args, total, values, codes, capsules, tensors, NULL);
   PFValue ret;
   int ret_code, rc;
   void* handle = (void*)(uintptr_t)f->handle;
@@ -354,7 +381,9 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
   PyThreadState* outer = pf_released;
   PyThreadState* ts = PyEval_SaveThread();
   pf_released = ts;
-  rc = pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code);
+  rc = nkw == 0 ? pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code)
+                : pf_api->FuncCallKw(handle, values, codes, (int)n, names, values + n, codes + n,
+                                     (int)nkw, &ret, &ret_code);
   pf_released = outer;
   PyEval_RestoreThread(ts);
   PyObject* out;
@@ -370,7 +399,7 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
     out = pf_value(&ret, ret_code, 1);
   }
   if (!tensors) return out;
-  return pf_tensor_call_done(out, args, n, values, codes, capsules, tensors,
+  return pf_tensor_call_done(out, args, total, values, codes, capsules, tensors,
                              rc == 0 && ret_code == kPFDLTensorHandle ? ret.v_handle : NULL);
 }
 
@@ -395,7 +424,11 @@ static PyMemberDef pf_function_members[] = {
     {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
      "the PFFunctionHandle as an int; 0 once released"},
     {"_conversions", T_OBJECT, offsetof(PFCextFunction, conversions), 0,
-     "(position, kind) of the device and shape parameters, or None before they are looked up"},
+     "(position, kind, name) of the device, shape, list and dict parameters, or None before "
+     "they are looked up"},
+    {"_fill", T_PYSSIZET, offsetof(PFCextFunction, fill), 0,
+     "a positional call with fewer arguments than this takes the signature's defaults (the "
+     "general path); 0 without defaults; sys.maxsize before it is looked up"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -434,6 +467,7 @@ static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n)
   self->vectorcall = pf_function_vectorcall;
   self->handle = handle;
   self->conversions = NULL;
+  self->fill = PY_SSIZE_T_MAX;
   return (PyObject*)self;
 }
 
@@ -956,6 +990,7 @@ static const struct {
   const pf_hook_kind* kind;
 } pf_hooks[] = {
     {"call_general", &pf_hook_call_general, &pf_kind_callable},
+    {"call_kw", &pf_hook_call_kw, &pf_kind_callable},
     {"call_failed", &pf_hook_call_failed, &pf_kind_callable},
     {"decode_result", &pf_hook_decode_result, &pf_kind_callable},
     {"callback_args", &pf_hook_callback_args, &pf_kind_callable},
@@ -963,7 +998,6 @@ static const struct {
     {"record_exception", &pf_hook_record, &pf_kind_callable},
     {"tensor_types", &pf_tensor_types, &pf_kind_set},
     {"tensors_in_flight", &pf_tensors_in_flight, &pf_kind_dict},
-    {"object_type", &pf_object_type, &pf_kind_class},
     {"dtype_type", &pf_dtype_type, &pf_kind_class},
     {"device_type", &pf_device_type, &pf_kind_class},
 };
@@ -1025,7 +1059,8 @@ PyMODINIT_FUNC PyInit__cext(void) {
   } types[] = {{"FunctionBase", &pf_function_type}, {"Loan", &pf_loan_type},
                {"ObjectBase", &pf_object_base_type}, {"ArrayBase", &pf_array_base_type},
                {"MapBase", &pf_map_base_type}, {"ListBase", &pf_list_base_type},
-               {"DictBase", &pf_dict_base_type}};
+               {"DictBase", &pf_dict_base_type}, {"Field", &pf_field_type},
+               {"Method", &pf_method_type}};
   PyObject* m = PyModule_Create(&pf_module);
   if (m == NULL) return NULL;
   if (PyModule_AddFunctions(m, pf_container_methods) < 0) goto fail;

@@ -2,8 +2,9 @@
  * packedfunc._cext: what its source files share (private to the extension;
  * every symbol here is hidden: the extension is built with
  * -fvisibility=hidden). cext.c holds calls, callbacks, holds and the
- * module; containers.c the container types and the conversions of lists,
- * tuples and dicts.
+ * module; objects.c ObjectBase and the classes of registered object types
+ * (objects.h); containers.c the container types and the conversions of
+ * lists, tuples and dicts.
  */
 #ifndef PACKEDFUNC_CEXT_H_
 #define PACKEDFUNC_CEXT_H_
@@ -11,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "objects.h"
 #include "packedfunc/c_api.h"
 
 /* ---- cext.c ---- */
@@ -28,16 +30,15 @@ int pf_function_handle(PyObject* x, void** handle);
 
 /* ---- containers.c ---- */
 
-/* The compiled bases of packedfunc.Object and of the container classes
- * (Array, Map, List, Dict), which the module exports. */
-extern PyTypeObject pf_object_base_type;
+/* The compiled bases of the container classes (Array, Map, List, Dict),
+ * which the module exports; they derive from ObjectBase (objects.c). */
 extern PyTypeObject pf_array_base_type;
 extern PyTypeObject pf_map_base_type;
 extern PyTypeObject pf_list_base_type;
 extern PyTypeObject pf_dict_base_type;
 
 /* The module functions of containers.c (adopt_object, set_container_hooks,
- * should_track), added to the module beside cext.c's own. */
+ * should_track, refs_may_change), added to the module beside cext.c's own. */
 extern PyMethodDef pf_container_methods[];
 
 /* A list, tuple or dict argument (of exactly those types) as a new C

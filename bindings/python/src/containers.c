@@ -58,12 +58,14 @@ static PyObject* pf_hook_map_key;   /* (x) -> the str or int a Map may hold, or 
 static PyObject* pf_hook_raise;     /* () -> raises the thread's packedfunc error */
 static PyObject* pf_hook_track;     /* (wrapper) -> tracks it for the cycle collection */
 
-/* Set once a List or Dict wrapper was made: from then on every container
- * wrapper is tracked for the cycle collection, since items can be added
- * to a List or Dict after its wrappers were made. */
-static int pf_mutable_seen;
+/* Set once a List or Dict wrapper was made, or the package said that
+ * references may change (refs_may_change: a registered type with handle
+ * fields is in use): from then on every container wrapper is tracked for
+ * the cycle collection, since what the walk follows may change after the
+ * wrapper was made. */
+static int pf_refs_change;
 
-static int pf_should_track(void) { return pf_mutable_seen || pf_any_held(); }
+static int pf_should_track(void) { return pf_refs_change || pf_any_held(); }
 
 /* Raises the thread's packedfunc error as the package's exception; NULL. */
 static PyObject* pf_raise_last(void) {
@@ -98,113 +100,14 @@ static void pf_release(void* handle);
 /* ObjectBase                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The fields of packedfunc.Object (see _object.py): its handle (0 once
- * released), the type code it passes with, its object type index, and
- * what the collector was lent for one collection (_holds). */
-typedef struct {
-  PyObject_HEAD
-  unsigned long long handle;
-  int code;
-  unsigned int type_index;
-  PyObject* loan;
-  PyObject* weakrefs;
-} pf_object;
+/* The fields of packedfunc.Object (objects.h): its handle (0 once
+ * released), the type code it passes with, its object type index, what
+ * the collector was lent for one collection (_holds). ObjectBase
+ * (objects.c) releases the handle in its finalizer; the container bases
+ * here embed it first and dealloc through pf_object_dealloc_as. */
+typedef pf_cext_object pf_object;
 
 #define PF_HANDLE(self) ((void*)(uintptr_t)((pf_object*)(self))->handle)
-
-static int pf_object_traverse(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(((pf_object*)self)->loan);
-  return 0;
-}
-
-static int pf_object_clear(PyObject* self) {
-  Py_CLEAR(((pf_object*)self)->loan);
-  return 0;
-}
-
-/* Frees what every subtype holds; the package's __del__ released the
- * handle before. */
-static void pf_object_dealloc_as(PyObject* self, inquiry clear) {
-  PyObject_GC_UnTrack(self);
-  if (((pf_object*)self)->weakrefs != NULL) PyObject_ClearWeakRefs(self);
-  clear(self);
-  Py_TYPE(self)->tp_free(self);
-}
-
-static void pf_object_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_object_clear); }
-
-/* The package's shutdown state (_library.state), set by set_container_hooks,
- * and the names read from it and from a loan. */
-static PyObject* pf_state;
-static PyObject* pf_shutting_down_name;
-static PyObject* pf_give_back_name;
-
-/* 1 once the package's exit handler ran: from then on wrappers leak their
- * references instead of running finalizers in a half torn-down
- * interpreter (as with ctypes). An error reading it counts as 1. */
-static int pf_is_shutting_down(void) {
-  if (pf_state == NULL) return 0;
-  PyObject* v = PyObject_GetAttr(pf_state, pf_shutting_down_name);
-  int r = v == NULL ? -1 : PyObject_IsTrue(v);
-  Py_XDECREF(v);
-  if (r < 0) {
-    PyErr_Clear();
-    return 1;
-  }
-  return r;
-}
-
-/* What Object.__del__ does with ctypes, without its ctypes call: releases
- * the handle (once; without the GIL, as the release may run finalizers
- * that wait for other threads), then ends the collector's loan, if any
- * (_holds.give_back). Subclasses inherit it (the package defines no
- * __del__ with the extension). */
-static void pf_object_finalize(PyObject* self) {
-  pf_object* o = (pf_object*)self;
-  if (o->handle == 0) return;
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  if (!pf_is_shutting_down()) {
-    void* handle = PF_HANDLE(self);
-    o->handle = 0;
-    pf_release(handle);
-    PyObject* loan = o->loan; /* None (as _holds sets it) or NULL when none */
-    if (loan != NULL && loan != Py_None) {
-      o->loan = NULL;
-      PyObject* r = PyObject_CallMethodNoArgs(loan, pf_give_back_name);
-      if (r == NULL) PyErr_WriteUnraisable(self);
-      Py_XDECREF(r);
-      Py_DECREF(loan);
-    } else if (loan != NULL) {
-      o->loan = NULL;
-      Py_DECREF(loan);
-    }
-  }
-  PyErr_Restore(type, value, tb);
-}
-
-static PyMemberDef pf_object_members[] = {
-    {"_handle", T_ULONGLONG, offsetof(pf_object, handle), 0,
-     "the PFObjectHandle as an int; 0 once released"},
-    {"_code", T_INT, offsetof(pf_object, code), 0, "the type code it passes to C with"},
-    {"type_index", T_UINT, offsetof(pf_object, type_index), 0, "its PFObjectTypeIndex"},
-    {"_loan", T_OBJECT, offsetof(pf_object, loan), 0, "lent for this collection (_holds)"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-PyTypeObject pf_object_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.ObjectBase",
-    .tp_basicsize = sizeof(pf_object),
-    .tp_dealloc = pf_object_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled base of packedfunc.Object (private).",
-    .tp_traverse = pf_object_traverse,
-    .tp_clear = pf_object_clear,
-    .tp_weaklistoffset = offsetof(pf_object, weakrefs),
-    .tp_members = pf_object_members,
-    .tp_finalize = pf_object_finalize,
-};
 
 /* ------------------------------------------------------------------------ */
 /* Decoding values                                                          */
@@ -695,7 +598,7 @@ static PyObject* pf_adopt(PyTypeObject* cls, void* handle, unsigned int type_ind
     ((pf_map*)self)->size = (Py_ssize_t)size;
   } else if (PyObject_TypeCheck(self, &pf_list_base_type) ||
              PyObject_TypeCheck(self, &pf_dict_base_type)) {
-    pf_mutable_seen = 1;
+    pf_refs_change = 1;
   } else {
     container = 0;
   }
@@ -2114,7 +2017,7 @@ PyTypeObject pf_dict_base_type = {
 static const struct {
   const char* name;
   PyObject** slot;
-  int is_class; /* 1: a subclass of the base below; 0: a callable; 2: any object */
+  int is_class; /* 1: a subclass of the base below; 0: a callable */
   PyTypeObject* base;
 } pf_container_hooks[] = {
     {"array_class", &pf_array_cls, 1, &pf_array_base_type},
@@ -2122,7 +2025,6 @@ static const struct {
     {"list_class", &pf_list_cls, 1, &pf_list_base_type},
     {"dict_class", &pf_dict_cls, 1, &pf_dict_base_type},
     {"shape_class", &pf_shape_cls, 1, &pf_object_base_type},
-    {"state", &pf_state, 2, NULL},
     {"decode", &pf_hook_decode, 0, NULL},
     {"encode", &pf_hook_encode, 0, NULL},
     {"dict_key", &pf_hook_dict_key, 0, NULL},
@@ -2143,20 +2045,12 @@ static PyObject* pf_set_container_hooks(PyObject* module, PyObject* args, PyObje
     return NULL;
   if (pf_dims_name == NULL && (pf_dims_name = PyUnicode_InternFromString("_dims")) == NULL)
     return NULL;
-  if (pf_shutting_down_name == NULL &&
-      (pf_shutting_down_name = PyUnicode_InternFromString("shutting_down")) == NULL)
-    return NULL;
-  if (pf_give_back_name == NULL &&
-      (pf_give_back_name = PyUnicode_InternFromString("give_back")) == NULL)
-    return NULL;
   Py_ssize_t used = 0;
   for (size_t i = 0; i < sizeof pf_container_hooks / sizeof pf_container_hooks[0]; ++i) {
     PyObject* v = PyDict_GetItemString(kwargs, pf_container_hooks[i].name);
     if (v == NULL) continue;
     ++used;
-    int ok = pf_container_hooks[i].is_class == 2 /* any object */
-                 ? 1
-             : pf_container_hooks[i].is_class
+    int ok = pf_container_hooks[i].is_class
                  ? PyType_Check(v) && PyType_IsSubtype((PyTypeObject*)v, pf_container_hooks[i].base)
                  : PyCallable_Check(v);
     if (!ok) {
@@ -2182,6 +2076,14 @@ static PyObject* pf_should_track_py(PyObject* module, PyObject* unused) {
   return PyBool_FromLong(pf_should_track());
 }
 
+/* refs_may_change(): from now on every wrapper is tracked (see
+ * _holds.refs_may_change). */
+static PyObject* pf_refs_may_change_py(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  pf_refs_change = 1;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef pf_container_methods[] = {
     {"adopt_object", (PyCFunction)(void (*)(void))pf_adopt_object, METH_FASTCALL,
      "adopt_object(cls, handle, type_index) -> an Object taking over the reference"},
@@ -2189,5 +2091,7 @@ PyMethodDef pf_container_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "set_container_hooks(**the package's classes and functions)"},
     {"should_track", pf_should_track_py, METH_NOARGS,
      "should_track() -> whether container and function wrappers are tracked (_holds)"},
+    {"refs_may_change", pf_refs_may_change_py, METH_NOARGS,
+     "refs_may_change(): every wrapper is tracked from now on (_holds)"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,76 @@
+// The Node.js rows of the benchmarks: packedfunc's JavaScript binding
+// against koffi's own calls of the same C code (bench/bench_pylib.c).
+//
+//     node bench/bench_node.mjs [--json] [--quick] [--trials N]
+//
+// Rows (each a ratio taken trial by trial against a baseline in the same run):
+//   node_add       JS f(i, 2) of the packed C add (bench.add) vs koffi's
+//                  call of the raw C add (raw_add)             target <= 2x
+//   node_callback  C calling a JS callback, per call: bench.call_n(f, n)
+//                  vs koffi's own callback through raw_call_n   target <= 2x
+// bench/report.py runs it for `make bench` (and --quick in make test), with
+// $PACKEDFUNC_LIBRARY, $PACKEDFUNC_NODE_HELPER and $PF_BENCHLIB set.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import pf from '../bindings/node/index.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// koffi as the package has it (bindings/node/node_modules).
+const koffi = createRequire(path.join(ROOT, 'bindings', 'node', 'package.json'))('koffi');
+const args = process.argv.slice(2);
+const json = args.includes('--json');
+const quick = args.includes('--quick');
+const trialsAt = args.indexOf('--trials');
+const trials = trialsAt >= 0 ? Number(args[trialsAt + 1]) : (quick ? 3 : 15);
+const loops = quick ? 20000 : 400000;
+
+const lib = koffi.load(process.env.PF_BENCHLIB || path.join(ROOT, process.env.BUILD || 'build', 'bench', 'libpf_benchlib.so'));
+if (lib.func('int bench_init()')() !== 0) throw new Error('bench_init failed');
+const rawAdd = lib.func('int64_t raw_add(int64_t, int64_t)');
+const RawCb = koffi.proto('int64_t bench_node_cb(int64_t, int64_t)');
+const rawCallN = lib.func('int64_t raw_call_n(bench_node_cb*, int64_t)');
+const add = pf.getGlobalFunc('bench.add');
+const callN = pf.getGlobalFunc('bench.call_n');
+
+const perOp = (run, n) => {
+  const t0 = process.hrtime.bigint();
+  run(n);
+  return Number(process.hrtime.bigint() - t0) / n;
+};
+
+// Alternates trials of case and base (the order flipping each time).
+function measure(caseFn, baseFn, n) {
+  const a = [];
+  const b = [];
+  // Warm up enough for V8 to optimize both loops, also in a quick run.
+  caseFn(Math.max(50000, n / 10));
+  baseFn(Math.max(50000, n / 10));
+  for (let t = 0; t < trials; t++) {
+    if (t % 2) { a.push(perOp(caseFn, n)); b.push(perOp(baseFn, n)); } else { b.push(perOp(baseFn, n)); a.push(perOp(caseFn, n)); }
+  }
+  const spread = (v) => { const s = v.slice().sort((x, y) => x - y); return [s[s.length >> 1], s[0], s[s.length - 1]]; };
+  return [spread(a), spread(b), spread(a.map((x, i) => x / b[i]))];
+}
+
+let sink = 0;
+const cb = (x, y) => x + y;
+const rawCb = koffi.register(cb, koffi.pointer(RawCb));
+const packedCb = pf.convert(cb);
+const rows = [
+  ['node_add', 'JS f(i, 2) of a packed C add', "koffi's call of the raw C add (raw_add(i, 2))",
+    (n) => { for (let i = 0; i < n; i++) sink += add(i, 2); },
+    (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 2],
+  ['node_callback', 'C calls a JS callback, per call (bench.call_n)', "C calls koffi's own callback (raw_call_n)",
+    (n) => { sink += callN(packedCb, n); },
+    (n) => { sink += rawCallN(rawCb, n); }, 2],
+];
+for (const [id, what, baseline, caseFn, baseFn, target] of rows) {
+  const [ns, baseNs, ratio] = measure(caseFn, baseFn, loops);
+  const row = { id, what, base_id: `${id}_base`, baseline, ns, base_ns: baseNs, ratio, target, trials };
+  if (json) console.log(JSON.stringify(row));
+  else console.log(`${id.padEnd(16)} ${ns[0].toFixed(0).padStart(6)} ns  base ${baseNs[0].toFixed(0).padStart(6)} ns  ratio ${ratio[0].toFixed(2)}x (target <= ${target}x)`);
+}
+koffi.unregister(rawCb);
+if (sink === 0.5) console.log(sink);

@@ -1,0 +1,190 @@
+// Type declarations of packedfunc for Node.js (index.js, index.mjs).
+
+/** A value that crosses to C. */
+export type Value =
+  | number | bigint | boolean | string | null | undefined
+  | Uint8Array | ArrayBufferView | TensorArg
+  | DataType | Device | OpaqueHandle
+  | PackedFunction | ((...args: any[]) => any)
+  | PackedObject | Value[] | Map<string | number | bigint, Value> | { [key: string]: Value };
+
+/** A packed function: callable, with its metadata. */
+export interface PackedFunction {
+  (...args: Value[]): any;
+  readonly handle: number;
+  readonly name: string;
+  readonly signature: string | null;
+  readonly doc: string | null;
+  /** Records metadata (each field once). */
+  setInfo(info: { name?: string; signature?: string; doc?: string }): this;
+  /** The call on a worker thread; the event loop stays free for callbacks from C threads. */
+  callAsync(...args: Value[]): Promise<any>;
+  /** Releases the reference now (idempotent). */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+export const PackedFunction: { prototype: PackedFunction; [Symbol.hasInstance](x: unknown): boolean };
+
+/** A reference-counted packedfunc object other than a function. */
+export class PackedObject {
+  protected constructor();
+  readonly handle: number;
+  readonly typeIndex: number;
+  readonly typeName: string;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export class PackedArray extends PackedObject implements Iterable<any> {
+  readonly length: number;
+  at(index: number): any;
+  get(index: number): any;
+  toArray(): any[];
+  [Symbol.iterator](): Iterator<any>;
+}
+
+export class PackedMap extends PackedObject implements Iterable<[any, any]> {
+  readonly size: number;
+  get(key: string | number | bigint): any;
+  has(key: string | number | bigint): boolean;
+  keys(): IterableIterator<any>;
+  values(): IterableIterator<any>;
+  entries(): IterableIterator<[any, any]>;
+  toObject(): Record<string, any>;
+  toMap(): Map<any, any>;
+  [Symbol.iterator](): Iterator<[any, any]>;
+}
+
+export class Shape extends PackedObject implements Iterable<number | bigint> {
+  static of(dims: Iterable<number | bigint>): Shape;
+  readonly dims: readonly (number | bigint)[];
+  readonly length: number;
+  at(index: number): number | bigint | undefined;
+  toArray(): (number | bigint)[];
+  [Symbol.iterator](): Iterator<number | bigint>;
+}
+
+export class List extends PackedObject implements Iterable<any> {
+  static of(items?: Iterable<Value>): List;
+  readonly length: number;
+  get(index: number): any;
+  at(index: number): any;
+  set(index: number, value: Value): void;
+  push(...values: Value[]): number;
+  append(value: Value): void;
+  insert(index: number, value: Value): void;
+  pop(index?: number): any;
+  clear(): void;
+  toArray(): any[];
+  [Symbol.iterator](): Iterator<any>;
+}
+
+export class Dict extends PackedObject implements Iterable<[any, any]> {
+  static of(entries?: Map<any, Value> | [any, Value][] | Record<string, Value>): Dict;
+  readonly size: number;
+  get(key: Value): any;
+  has(key: Value): boolean;
+  set(key: Value, value: Value): this;
+  pop(key: Value): any;
+  delete(key: Value): boolean;
+  clear(): void;
+  keys(): IterableIterator<any>;
+  values(): IterableIterator<any>;
+  entries(): IterableIterator<[any, any]>;
+  toObject(): Record<string, any>;
+  toMap(): Map<any, any>;
+  [Symbol.iterator](): Iterator<[any, any]>;
+}
+
+/** A module: its functions are properties by their dotted names (mod.demo.add). */
+export class Module extends PackedObject {
+  readonly path: string | null;
+  readonly types: Record<string, ObjectClass>;
+  listFunctionNames(): string[];
+  get(name: string, options?: { queryImports?: boolean; allowMissing?: boolean }): PackedFunction;
+  exportGlobal(prefix?: string, options?: { override?: boolean; protected?: boolean }): string[];
+  [name: string]: any;
+}
+
+/** The class of a registered object type. */
+export interface ObjectClass {
+  new (...args: Value[]): PackedObject & Record<string, any>;
+  readonly typeKey: string;
+  readonly typeIndex: number;
+  readonly doc?: string;
+  [staticMethod: string]: any;
+}
+
+export class DataType {
+  constructor(dtype: string | DataType);
+  constructor(code: number, bits: number, lanes?: number);
+  readonly code: number;
+  readonly bits: number;
+  readonly lanes: number;
+  readonly itemsize: number;
+  equals(other: DataType | string): boolean;
+  toString(): string;
+}
+
+export class Device {
+  constructor(deviceType: string | number | Device, deviceId?: number);
+  readonly deviceType: number;
+  readonly deviceId: number;
+  readonly typeName: string;
+  equals(other: Device): boolean;
+  toString(): string;
+}
+
+export class OpaqueHandle {
+  constructor(address: bigint | number);
+  readonly address: bigint;
+}
+
+/** A tensor argument: a typed array with a shape and a dtype, made by tensor(). */
+export interface TensorArg {
+  readonly data: ArrayBufferView;
+  readonly shape: number[];
+  readonly dtype: DataType;
+}
+
+/** A C error of a kind that has no JavaScript class of its own. */
+export class PackedFuncError extends Error {
+  constructor(message: string, kind?: string);
+  kind: string;
+  cTraceback: string[];
+}
+export class FunctionNotFoundError extends PackedFuncError {}
+
+export function getGlobalFunc(name: string): PackedFunction;
+export function getGlobalFunc(name: string, options: { allowMissing: true }): PackedFunction | null;
+export function registerFunc<F extends (...args: any[]) => any>(
+  name: string, fn: F, options?: { override?: boolean; protected?: boolean }): F;
+export function removeGlobalFunc(name: string): void;
+export function listGlobalFuncNames(prefix?: string): string[];
+export function initApi<T extends object = Record<string, PackedFunction>>(prefix: string, target?: T): T;
+export function loadModule(path: string): Module;
+export function convert(value: Value): any;
+export function tensor(data: ArrayBufferView, shape?: number[], dtype?: string | DataType): TensorArg;
+export function getObjectType(key: string): ObjectClass;
+export function registerError(kind: string, cls: new (message: string) => Error): typeof cls;
+/** How long a C thread waits while the JavaScript thread is blocked in one synchronous call (-1: forever); returns the previous value. */
+export function setThreadCallTimeout(ms: number): number;
+/** How many JavaScript values C holds now. */
+export function heldCount(): number;
+export const libraryVersion: string;
+export const libraryPath: string;
+export const version: string;
+
+declare const pf: {
+  getGlobalFunc: typeof getGlobalFunc; registerFunc: typeof registerFunc;
+  removeGlobalFunc: typeof removeGlobalFunc; listGlobalFuncNames: typeof listGlobalFuncNames;
+  initApi: typeof initApi; loadModule: typeof loadModule; convert: typeof convert;
+  tensor: typeof tensor; getObjectType: typeof getObjectType; DataType: typeof DataType;
+  Device: typeof Device; OpaqueHandle: typeof OpaqueHandle; PackedFunction: typeof PackedFunction;
+  PackedObject: typeof PackedObject; PackedArray: typeof PackedArray; PackedMap: typeof PackedMap;
+  Shape: typeof Shape; List: typeof List; Dict: typeof Dict; Module: typeof Module;
+  PackedFuncError: typeof PackedFuncError; FunctionNotFoundError: typeof FunctionNotFoundError;
+  registerError: typeof registerError; setThreadCallTimeout: typeof setThreadCallTimeout;
+  heldCount: typeof heldCount; libraryVersion: string; libraryPath: string; version: string;
+};
+export default pf;

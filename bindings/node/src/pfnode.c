@@ -1,0 +1,596 @@
+/*
+ * pfnode — the C half of the Node.js package's callbacks (private to
+ * bindings/node; its symbols are not libpackedfunc's API).
+ *
+ * JavaScript runs on one thread, and koffi (the package's FFI) can enter
+ * it from C only through a callback pointer. A packed function called from
+ * C needs more than koffi gives: its result must be set with
+ * PFCFuncSetReturn on the thread that called it, a C thread other than
+ * the JavaScript thread must wait for the event loop without deadlocking
+ * a loop that is blocked in a synchronous call, and nothing may enter
+ * JavaScript once the loop is gone. So every JavaScript function that C
+ * can call is a host function (host.h) whose C function is
+ * pfnode_host_func below:
+ *
+ *  - On the JavaScript thread it copies the arguments into a slot of
+ *    memory that JavaScript reads through typed arrays, calls the one
+ *    JavaScript trampoline (a koffi callback, `int32 js_call(slot)`),
+ *    sets the result that JavaScript wrote into the slot, and reports the
+ *    status to the gate.
+ *  - On any other thread it queues a request, writes a byte to the wake
+ *    pipe (whose read end the event loop polls, through koffi.node.poll:
+ *    JavaScript then serves the queue through pfnode_serve, on its own
+ *    thread, with the same slots), and waits. No C thread ever blocks
+ *    inside koffi, so none is left there when the process exits. The result and the error are copied back to the
+ *    calling thread, which sets them there. A request whose JavaScript
+ *    thread stays blocked in one synchronous call into C (the counters in
+ *    pfnode_state say so) for longer than the configured timeout is
+ *    withdrawn and fails with a RuntimeError that says why, instead of
+ *    deadlocking; so does every request once pfnode_shutdown ran (process
+ *    exit).
+ *
+ * Finalizers of host functions (a JavaScript function that C no longer
+ * holds) reach JavaScript the same way: directly on the JavaScript thread,
+ * queued with a wake-up otherwise.
+ *
+ * No lock is held while user code (JavaScript, koffi, packedfunc calls)
+ * runs: g_lock guards the queue, the request states and the released
+ * keys only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <packedfunc/c_api.h>
+
+#define PFNODE_EXPORT __attribute__((visibility("default")))
+
+/* The layout version of everything JavaScript reads here (lib/library.js
+ * checks it). */
+#define PFNODE_ABI 1
+/* Callbacks nested on the JavaScript thread, at most. */
+#define PFNODE_MAX_DEPTH 128
+/* Arguments copied into a slot; more are read through the slot's pointers. */
+#define PFNODE_SLOT_ARGS 16
+
+/* One callback in progress on the JavaScript thread. JavaScript reads the
+ * arguments and writes the result and its flags; the offsets are mirrored
+ * in lib/callbacks.js (pfnode_slot_size() and PFNODE_ABI are checked). */
+typedef struct {
+  int32_t num_args;     /*  0 */
+  int32_t ret_code;     /*  4: written by JS; kPFNull for none */
+  int64_t key;          /*  8: the JavaScript function's key */
+  PFValue ret_value;    /* 16: written by JS */
+  int32_t ret_owned;    /* 24: JS hands its reference to the returned handle over */
+  int32_t on_js_thread; /* 28: 0 when served for another thread */
+  PFValue* args;        /* 32: the caller's arrays (for more than PFNODE_SLOT_ARGS) */
+  int* codes;           /* 40 */
+  PFByteArray ret_bytes; /* 48: a bytes result: ret_value points here */
+  PFValue values[PFNODE_SLOT_ARGS];      /* 64 */
+  int32_t value_codes[PFNODE_SLOT_ARGS]; /* 192 */
+} pfnode_slot;
+_Static_assert(sizeof(pfnode_slot) == 256, "pfnode_slot layout");
+
+/* What JavaScript and the waiting threads share; JavaScript writes the
+ * first two words around every synchronous call into C that may block. */
+typedef struct {
+  int32_t sync_depth;   /* synchronous calls into C in progress on the JS thread */
+  int32_t sync_returns; /* incremented as each returns: progress */
+  int32_t released;     /* keys waiting in the released list */
+  int32_t pending;      /* requests queued for the JS thread */
+} pfnode_shared;
+
+typedef int32_t (*js_call_fn)(int32_t slot);
+typedef void (*js_release_fn)(int64_t key);
+
+typedef struct pfnode_async pfnode_async;
+
+/* What koffi calls; each is described where it is defined. */
+PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_release_fn release);
+PFNODE_EXPORT int32_t pfnode_wake_fd(void);
+PFNODE_EXPORT int32_t pfnode_serve(void);
+PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret,
+                                   void* resource);
+PFNODE_EXPORT void pfnode_host_finalizer(void* resource);
+PFNODE_EXPORT void pfnode_tensor_deleter(DLManagedTensor* managed);
+PFNODE_EXPORT void* pfnode_tensor_deleter_address(void);
+PFNODE_EXPORT void* pfnode_slots(void);
+PFNODE_EXPORT int32_t pfnode_slot_size(void);
+PFNODE_EXPORT int32_t pfnode_max_depth(void);
+PFNODE_EXPORT void* pfnode_shared_state(void);
+PFNODE_EXPORT void* pfnode_host_func_address(void);
+PFNODE_EXPORT void* pfnode_host_finalizer_address(void);
+PFNODE_EXPORT int32_t pfnode_set_timeout_ms(int32_t ms);
+PFNODE_EXPORT void pfnode_shutdown(const char* message);
+PFNODE_EXPORT int32_t pfnode_async_size(void);
+PFNODE_EXPORT int32_t pfnode_call_async(pfnode_async* a);
+PFNODE_EXPORT void pfnode_async_clear(pfnode_async* a);
+
+enum { REQ_PENDING, REQ_RUNNING, REQ_DONE, REQ_CANCELLED };
+
+/* A call from another thread, on that thread's stack while it waits. */
+typedef struct request {
+  struct request* next;
+  int state;
+  pthread_cond_t cond;
+  int64_t key;
+  PFValue* args;
+  int* codes;
+  int num_args;
+  /* The outcome, copied on the JavaScript thread for the caller's. */
+  int status;
+  PFValue value;
+  int code;
+  void* owned; /* a copied str or bytes block (PFMemAlloc) or a handle reference */
+  char* err_kind;
+  char* err_msg;
+  char* err_tb;
+} request;
+
+typedef struct released_key {
+  struct released_key* next;
+  int64_t key;
+} released_key;
+
+static pthread_t g_js_thread;
+static int g_ready;
+static js_call_fn g_js_call;
+static js_release_fn g_js_release;
+static pfnode_slot g_slots[PFNODE_MAX_DEPTH];
+static int g_depth; /* JS thread only */
+static pfnode_shared g_shared;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static request* g_queue_head;
+static request* g_queue_tail;
+static released_key* g_released;
+static int g_wake_fds[2] = {-1, -1}; /* the wake pipe: read end polled by the event loop */
+static int g_wake_pending;            /* a byte is in the pipe */
+static int g_closed;
+static char g_closed_message[256] = "the Node.js event loop has exited";
+static atomic_int g_timeout_ms = 2000;
+
+static int on_js_thread(void) { return g_ready && pthread_equal(pthread_self(), g_js_thread); }
+
+static char* dup_text(const char* s) {
+  size_t n = strlen(s) + 1;
+  char* d = malloc(n);
+  if (d != NULL) memcpy(d, s, n);
+  return d;
+}
+
+/* ---- the JavaScript thread ------------------------------------------------ */
+
+/* Runs the JavaScript function `key` on this (the JavaScript) thread: its
+ * result goes to `ret` when `ret` is not NULL, else stays in the slot for
+ * the caller (serving another thread). Returns 0 or -1 (error recorded),
+ * and the slot's index through *slot_out (-1 when none was taken). */
+static int run_js(int64_t key, PFValue* args, int* codes, int n, PFRetValueHandle ret,
+                  int* slot_out) {
+  *slot_out = -1;
+  if (g_depth >= PFNODE_MAX_DEPTH)
+    return PFErrorSetFormat(kPFErrRuntimeError,
+                            "packedfunc (Node.js): JavaScript callbacks nested more than %d deep",
+                            PFNODE_MAX_DEPTH);
+  int index = g_depth++;
+  pfnode_slot* s = &g_slots[index];
+  s->num_args = n;
+  s->key = key;
+  s->ret_code = kPFNull;
+  s->ret_value.v_int64 = 0;
+  s->ret_owned = 0;
+  s->on_js_thread = ret != NULL;
+  s->args = args;
+  s->codes = codes;
+  for (int i = 0; i < n && i < PFNODE_SLOT_ARGS; ++i) {
+    s->values[i] = args[i];
+    s->value_codes[i] = codes[i];
+  }
+  int32_t status = g_js_call(index);
+  int rc;
+  if (status == 1) {
+    rc = 0;
+    if (ret != NULL && s->ret_code != kPFNull) {
+      int code = s->ret_code;
+      rc = PFCFuncSetReturn(ret, &s->ret_value, &code, 1) == 0 ? 0 : -1;
+    }
+  } else if (status == -1) {
+    rc = -1; /* JavaScript recorded the error */
+  } else {
+    /* koffi returns 0 when an exception escaped the trampoline. */
+    rc = PFErrorSetFormat(kPFErrRuntimeError,
+                          "packedfunc (Node.js): the JavaScript callback did not complete");
+  }
+  g_depth--;
+  if (ret != NULL && s->ret_owned && s->ret_code >= kPFFuncHandle &&
+      s->ret_code <= kPFObjectHandle) {
+    PFObjectFree(s->ret_value.v_handle);
+    s->ret_owned = 0;
+  }
+  *slot_out = index;
+  return rc;
+}
+
+/* Copies what JavaScript left in slot `index` (or the thread's error) into
+ * a request, so that its own thread can set it there. */
+static void take_outcome(request* r, int rc, int index) {
+  r->status = rc;
+  r->code = kPFNull;
+  r->owned = NULL;
+  if (rc != 0) {
+    r->err_kind = dup_text(PFErrorGetKind());
+    r->err_msg = dup_text(PFErrorGetMessage());
+    r->err_tb = dup_text(PFErrorGetTraceback());
+    if (index >= 0) {
+      pfnode_slot* s = &g_slots[index];
+      if (s->ret_owned && s->ret_code >= kPFFuncHandle && s->ret_code <= kPFObjectHandle)
+        PFObjectFree(s->ret_value.v_handle);
+    }
+    return;
+  }
+  pfnode_slot* s = &g_slots[index];
+  r->code = s->ret_code;
+  r->value = s->ret_value;
+  if (s->ret_code == kPFStr) {
+    size_t len = strlen(s->ret_value.v_str) + 1;
+    char* copy = PFMemAlloc(len);
+    if (copy == NULL) goto no_memory;
+    memcpy(copy, s->ret_value.v_str, len);
+    r->value.v_str = copy;
+    r->owned = copy;
+  } else if (s->ret_code == kPFBytes) {
+    const PFByteArray* b = s->ret_value.v_handle;
+    PFByteArray* copy = PFMemAlloc(sizeof(PFByteArray) + b->size + 1);
+    if (copy == NULL) goto no_memory;
+    char* data = (char*)(copy + 1);
+    if (b->size) memcpy(data, b->data, b->size);
+    copy->data = data;
+    copy->size = b->size;
+    r->value.v_handle = copy;
+    r->owned = copy;
+  } else if (s->ret_code >= kPFFuncHandle && s->ret_code <= kPFObjectHandle) {
+    if (!s->ret_owned && PFObjectRetain(s->ret_value.v_handle) != 0) goto failed;
+    r->owned = s->ret_value.v_handle;
+  }
+  return;
+no_memory:
+  PFErrorSet(kPFErrMemoryError, "packedfunc (Node.js): no memory for a callback's result");
+failed:
+  r->status = -1;
+  r->code = kPFNull;
+  r->err_kind = dup_text(PFErrorGetKind());
+  r->err_msg = dup_text(PFErrorGetMessage());
+  r->err_tb = dup_text(PFErrorGetTraceback());
+}
+
+/* Serves every request queued for the JavaScript thread and hands the
+ * released keys to JavaScript. Called by JavaScript (js_wake), and before a
+ * direct callback when requests wait. Returns how many requests it ran. */
+PFNODE_EXPORT int32_t pfnode_serve(void) {
+  if (!on_js_thread()) return -1;
+  int32_t served = 0;
+  char sink[64];
+  pthread_mutex_lock(&g_lock);
+  while (read(g_wake_fds[0], sink, sizeof(sink)) > 0) {
+  }
+  g_wake_pending = 0;
+  pthread_mutex_unlock(&g_lock);
+  for (;;) {
+    pthread_mutex_lock(&g_lock);
+    released_key* keys = g_released;
+    g_released = NULL;
+    g_shared.released = 0;
+    request* r = g_queue_head;
+    if (r != NULL) {
+      g_queue_head = r->next;
+      if (g_queue_head == NULL) g_queue_tail = NULL;
+      r->state = REQ_RUNNING;
+      g_shared.pending--;
+    }
+    pthread_mutex_unlock(&g_lock);
+    while (keys != NULL) {
+      released_key* next = keys->next;
+      g_js_release(keys->key);
+      free(keys);
+      keys = next;
+    }
+    if (r == NULL) break;
+    int index;
+    int rc = run_js(r->key, r->args, r->codes, r->num_args, NULL, &index);
+    take_outcome(r, rc, index);
+    pthread_mutex_lock(&g_lock);
+    r->state = REQ_DONE;
+    pthread_cond_signal(&r->cond);
+    pthread_mutex_unlock(&g_lock);
+    ++served;
+  }
+  return served;
+}
+
+/* ---- other threads ------------------------------------------------------- */
+
+/* Under g_lock: makes the event loop call pfnode_serve, with a byte in the
+ * wake pipe (one at a time: the loop reads them all). Returns 0, or -1
+ * when the pipe cannot be written. */
+static int wake_js_locked(void) {
+  if (g_wake_pending) return 0;
+  char byte = 1;
+  ssize_t n;
+  do {
+    n = write(g_wake_fds[1], &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1 && !(n < 0 && errno == EAGAIN)) return -1;
+  g_wake_pending = 1;
+  return 0;
+}
+
+/* Under g_lock: removes a pending request from the queue. */
+static void unqueue_locked(request* r) {
+  request** p = &g_queue_head;
+  request* prev = NULL;
+  while (*p != NULL && *p != r) {
+    prev = *p;
+    p = &(*p)->next;
+  }
+  if (*p == r) {
+    *p = r->next;
+    if (g_queue_tail == r) g_queue_tail = prev;
+    g_shared.pending--;
+  }
+  r->state = REQ_CANCELLED;
+}
+
+static void add_ms(struct timespec* t, int ms) {
+  t->tv_sec += ms / 1000;
+  t->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (t->tv_nsec >= 1000000000L) {
+    t->tv_sec += 1;
+    t->tv_nsec -= 1000000000L;
+  }
+}
+
+/* A call of JavaScript function `key` from a thread other than the
+ * JavaScript thread: queued for the event loop, waited for. */
+static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
+                                  PFRetValueHandle ret) {
+  request r;
+  memset(&r, 0, sizeof(r));
+  r.key = key;
+  r.args = args;
+  r.codes = codes;
+  r.num_args = n;
+  r.state = REQ_PENDING;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&r.cond, &attr);
+  pthread_condattr_destroy(&attr);
+
+  const char* refusal = NULL;
+  char message[512];
+  pthread_mutex_lock(&g_lock);
+  if (g_closed) {
+    snprintf(message, sizeof(message), "%s", g_closed_message);
+    refusal = message;
+  } else {
+    if (g_queue_tail) g_queue_tail->next = &r; else g_queue_head = &r;
+    g_queue_tail = &r;
+    g_shared.pending++;
+    if (wake_js_locked() != 0) {
+      unqueue_locked(&r);
+      refusal = "packedfunc (Node.js): cannot wake the JavaScript event loop (its pipe failed)";
+    }
+  }
+  /* Wait, 10 ms at a time, watching whether the JavaScript thread is stuck
+   * in one synchronous call (in C, so its event loop cannot run). */
+  int stuck_ms = 0;
+  int32_t last_returns = __atomic_load_n(&g_shared.sync_returns, __ATOMIC_RELAXED);
+  while (refusal == NULL && r.state != REQ_DONE) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    add_ms(&until, 10);
+    int err = pthread_cond_timedwait(&r.cond, &g_lock, &until);
+    if (r.state == REQ_DONE) break;
+    if (g_closed && r.state == REQ_PENDING) {
+      unqueue_locked(&r);
+      snprintf(message, sizeof(message), "%s", g_closed_message);
+      refusal = message;
+      break;
+    }
+    if (err != ETIMEDOUT || r.state != REQ_PENDING) continue;
+    int32_t depth = __atomic_load_n(&g_shared.sync_depth, __ATOMIC_RELAXED);
+    int32_t returns = __atomic_load_n(&g_shared.sync_returns, __ATOMIC_RELAXED);
+    stuck_ms = (depth > 0 && returns == last_returns) ? stuck_ms + 10 : 0;
+    last_returns = returns;
+    int limit = atomic_load(&g_timeout_ms);
+    if (limit >= 0 && stuck_ms >= limit) {
+      unqueue_locked(&r);
+      snprintf(message, sizeof(message),
+               "packedfunc (Node.js): a C thread called a JavaScript function while the "
+               "JavaScript thread was blocked in a synchronous call into C for %d ms, so "
+               "the event loop could not run it (a deadlock if that call waits for this "
+               "thread): call the outer function with callAsync(), or raise "
+               "setThreadCallTimeout()", stuck_ms);
+      refusal = message;
+    }
+  }
+  pthread_mutex_unlock(&g_lock);
+  pthread_cond_destroy(&r.cond);
+  if (refusal != NULL) return PFErrorSetFormat(kPFErrRuntimeError, "%s", refusal);
+
+  if (r.status != 0) {
+    PFErrorSet(r.err_kind ? r.err_kind : kPFErrRuntimeError,
+               r.err_msg ? r.err_msg : "packedfunc (Node.js): a JavaScript callback failed");
+    if (r.err_tb && r.err_tb[0]) PFErrorAppendTraceback(r.err_tb);
+    free(r.err_kind);
+    free(r.err_msg);
+    free(r.err_tb);
+    return -1;
+  }
+  int rc = 0;
+  if (r.code != kPFNull) rc = PFCFuncSetReturn(ret, &r.value, &r.code, 1) == 0 ? 0 : -1;
+  if (r.code == kPFStr || r.code == kPFBytes)
+    PFMemFree(r.owned);
+  else if (r.owned != NULL)
+    PFObjectFree(r.owned);
+  return rc;
+}
+
+/* ---- the host function and its finalizer ---------------------------------- */
+
+/* The C function of every JavaScript function that C can call (see the top). */
+PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret,
+                                   void* resource) {
+  PFHostCall* call = resource;
+  int64_t key = (int64_t)(intptr_t)call->resource_handle;
+  int rc;
+  if (on_js_thread()) {
+    if (__atomic_load_n(&g_shared.pending, __ATOMIC_RELAXED) > 0) pfnode_serve();
+    int index;
+    rc = run_js(key, args, codes, n, ret, &index);
+  } else {
+    rc = call_from_other_thread(key, args, codes, n, ret);
+  }
+  call->status = rc;
+  return rc;
+}
+
+/* The finalizer of a host function: JavaScript forgets the function. */
+PFNODE_EXPORT void pfnode_host_finalizer(void* resource) {
+  int64_t key = (int64_t)(intptr_t)resource;
+  if (on_js_thread()) {
+    if (!g_closed) g_js_release(key); /* the JS thread reads g_closed it wrote */
+    return;
+  }
+  released_key* k = malloc(sizeof(*k));
+  if (k == NULL) return; /* the function stays in JavaScript's table: a leak, not a crash */
+  k->key = key;
+  pthread_mutex_lock(&g_lock);
+  if (!g_closed) {
+    k->next = g_released;
+    g_released = k;
+    g_shared.released++;
+    (void)wake_js_locked();
+    k = NULL;
+  }
+  pthread_mutex_unlock(&g_lock);
+  free(k);
+}
+
+/* The deleter of a tensor object made over a JavaScript typed array: the
+ * DLManagedTensor (one PFMemAlloc block with its shape) is freed, and
+ * JavaScript lets the typed array go (manager_ctx is its key), as a host
+ * function's finalizer does. */
+PFNODE_EXPORT void pfnode_tensor_deleter(DLManagedTensor* managed) {
+  void* key = managed->manager_ctx;
+  PFMemFree(managed);
+  pfnode_host_finalizer(key);
+}
+
+PFNODE_EXPORT void* pfnode_tensor_deleter_address(void) { return (void*)pfnode_tensor_deleter; }
+
+/* ---- set-up, settings, shutdown ------------------------------------------- */
+
+/* Called once, on the JavaScript thread, with koffi's callback pointers.
+ * Returns PFNODE_ABI, or -1 when the wake pipe cannot be made. */
+PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_release_fn release) {
+  if (pipe(g_wake_fds) != 0) return -1;
+  for (int i = 0; i < 2; ++i) {
+    fcntl(g_wake_fds[i], F_SETFL, fcntl(g_wake_fds[i], F_GETFL) | O_NONBLOCK);
+    fcntl(g_wake_fds[i], F_SETFD, FD_CLOEXEC);
+  }
+  g_js_thread = pthread_self();
+  g_js_call = call;
+  g_js_release = release;
+  g_ready = 1;
+  return PFNODE_ABI;
+}
+
+/* The read end of the wake pipe, for the event loop to poll. */
+PFNODE_EXPORT int32_t pfnode_wake_fd(void) { return g_wake_fds[0]; }
+
+PFNODE_EXPORT void* pfnode_slots(void) { return g_slots; }
+PFNODE_EXPORT int32_t pfnode_slot_size(void) { return (int32_t)sizeof(pfnode_slot); }
+PFNODE_EXPORT int32_t pfnode_max_depth(void) { return PFNODE_MAX_DEPTH; }
+PFNODE_EXPORT void* pfnode_shared_state(void) { return &g_shared; }
+PFNODE_EXPORT void* pfnode_host_func_address(void) { return (void*)pfnode_host_func; }
+PFNODE_EXPORT void* pfnode_host_finalizer_address(void) { return (void*)pfnode_host_finalizer; }
+
+/* How long a call from another thread waits while the JavaScript thread is
+ * stuck in one synchronous call into C (negative: forever). Returns the
+ * previous value. */
+PFNODE_EXPORT int32_t pfnode_set_timeout_ms(int32_t ms) { return atomic_exchange(&g_timeout_ms, ms); }
+
+/* The process is exiting: every call from another thread that waits, and
+ * every later one, fails with `message`. */
+PFNODE_EXPORT void pfnode_shutdown(const char* message) {
+  pthread_mutex_lock(&g_lock);
+  g_closed = 1;
+  if (message != NULL) snprintf(g_closed_message, sizeof(g_closed_message), "%s", message);
+  for (request* r = g_queue_head; r != NULL; r = r->next) pthread_cond_signal(&r->cond);
+  released_key* keys = g_released;
+  g_released = NULL;
+  pthread_mutex_unlock(&g_lock);
+  while (keys != NULL) {
+    released_key* next = keys->next;
+    free(keys);
+    keys = next;
+  }
+}
+
+/* ---- calls made off the JavaScript thread (callAsync) --------------------- */
+
+/* One asynchronous call: koffi runs pfnode_call_async on a worker thread;
+ * what the call leaves in that thread's storage (a str or bytes result, an
+ * error) is copied here, for JavaScript to read on its own thread. The
+ * layout is mirrored in lib/function.js. */
+struct pfnode_async {
+  PFCallFrame frame;  /*  0: 40 bytes */
+  int32_t status;     /* 40 */
+  int32_t reserved;   /* 44 */
+  void* copy;         /* 48: a str or bytes result's copy (malloc) */
+  int64_t copy_size;  /* 56 */
+  char* err_kind;     /* 64 */
+  char* err_msg;      /* 72 */
+  char* err_tb;       /* 80 */
+};
+
+PFNODE_EXPORT int32_t pfnode_async_size(void) { return (int32_t)sizeof(pfnode_async); }
+
+PFNODE_EXPORT int32_t pfnode_call_async(pfnode_async* a) {
+  a->copy = NULL;
+  a->copy_size = 0;
+  a->err_kind = a->err_msg = a->err_tb = NULL;
+  a->status = PFFuncCallFrame(&a->frame);
+  if (a->status != 0) {
+    a->err_kind = dup_text(PFErrorGetKind());
+    a->err_msg = dup_text(PFErrorGetMessage());
+    a->err_tb = dup_text(PFErrorGetTraceback());
+  } else if (a->frame.ret_type_code == kPFStr) {
+    a->copy = dup_text(a->frame.ret_val.v_str);
+    a->copy_size = a->copy ? (int64_t)strlen(a->copy) : 0;
+  } else if (a->frame.ret_type_code == kPFBytes) {
+    const PFByteArray* b = a->frame.ret_val.v_handle;
+    a->copy = malloc(b->size ? b->size : 1);
+    if (a->copy && b->size) memcpy(a->copy, b->data, b->size);
+    a->copy_size = (int64_t)b->size;
+  }
+  return a->status;
+}
+
+/* Frees what pfnode_call_async copied. */
+PFNODE_EXPORT void pfnode_async_clear(pfnode_async* a) {
+  free(a->copy);
+  free(a->err_kind);
+  free(a->err_msg);
+  free(a->err_tb);
+  a->copy = NULL;
+  a->err_kind = a->err_msg = a->err_tb = NULL;
+}

@@ -1,0 +1,100 @@
+// Array, Map, Shape, List and Dict, and JavaScript arrays, plain objects
+// and Maps crossing as them.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { pf, testing } from '../test-support/fixtures.mjs';
+
+test('JavaScript arrays, plain objects and Maps cross as Arrays and Maps, nested', () => {
+  const arr = testing.echo([1, 'two', [3.5, null], { k: true }]);
+  assert.ok(arr instanceof pf.PackedArray);
+  assert.equal(arr.length, 4);
+  assert.equal(arr.at(-3), 'two');
+  assert.ok(arr.at(2) instanceof pf.PackedArray);
+  assert.deepEqual(arr.toArray(), [1, 'two', [3.5, null], { k: true }]);
+  assert.throws(() => arr.at(4), RangeError);
+  assert.equal(testing.object_type([1]), 'array');
+  const map = testing.echo(new Map([['a', 1], [7, 'seven']]));
+  assert.ok(map instanceof pf.PackedMap);
+  assert.equal(map.size, 2);
+  assert.equal(map.get('a'), 1);
+  assert.equal(map.get(7), 'seven');
+  assert.equal(map.get('missing'), undefined);
+  assert.equal(map.has(7), true);
+  assert.deepEqual([...map.keys()], ['a', 7]);
+  assert.deepEqual(testing.echo({ x: { y: [1, 2] } }).toObject(), { x: { y: [1, 2] } });
+  assert.equal(testing.map_get({ a: 1, b: 2 }, 'b'), 2);
+  assert.equal(JSON.stringify(testing.echo({ a: [1, { b: 'c' }] })), '{"a":[1,{"b":"c"}]}');
+});
+
+test('bad containers are errors naming the place', () => {
+  const self = [];
+  self.push(self);
+  assert.throws(() => testing.echo(self), /contains itself/);
+  let deep = [];
+  for (let i = 0; i < 1100; i++) deep = [deep];
+  assert.throws(() => testing.echo(deep), /nested more than 1000 deep/);
+  assert.throws(() => testing.echo(new Map([[{}, 1]])), /key must be a string or an integer/);
+  assert.throws(() => testing.echo([1, Symbol('s')]), /argument 0, item 1 has unsupported type symbol/);
+});
+
+test('containers hold functions and come back as themselves', () => {
+  const fns = testing.echo([(x) => x + 1, testing.add]);
+  assert.equal(fns.at(0)(1), 2);
+  assert.equal(fns.at(1)(2, 3), 5);
+  const again = testing.echo(fns);
+  assert.equal(again.handle, fns.handle);
+});
+
+test('Shape', () => {
+  const s = pf.getGlobalFunc('testing.typed_make_shape')(2, 3);
+  assert.ok(s instanceof pf.Shape);
+  assert.deepEqual(s.toArray(), [2, 3]);
+  assert.equal(pf.Shape.of([4, 5, 6]).length, 3);
+  assert.equal(pf.getGlobalFunc('testing.typed_array_size')([1, 2, 3]), 3);
+});
+
+test('List: a mutable sequence held by C', () => {
+  const list = pf.List.of([1, 'a']);
+  assert.ok(list instanceof pf.List);
+  list.push(2.5, [1, 2]);
+  list.insert(0, 'first');
+  assert.equal(list.length, 5);
+  assert.equal(list.get(-1).at(1), 2);
+  list.set(1, 10);
+  assert.deepEqual(list.pop().toArray(), [1, 2]);
+  assert.equal(list.pop(), 2.5);
+  assert.deepEqual(list.toArray(), ['first', 10, 'a']);
+  assert.throws(() => list.get(9), RangeError);
+  assert.equal(testing.object_type(list), 'list');
+  assert.equal(testing.echo(list).handle, list.handle);
+  list.clear();
+  assert.equal(list.length, 0);
+});
+
+test('Dict: a mutable mapping held by C', () => {
+  const d = pf.Dict.of({ a: 1, 2: 'two' });
+  d.set('b', [1, 2]);
+  d.set(null, 'none');
+  assert.equal(d.size, 4);
+  assert.equal(d.get('a'), 1);
+  assert.equal(d.get(2), 'two');
+  assert.equal(d.get(null), 'none');
+  assert.equal(d.has('zzz'), false);
+  assert.deepEqual(d.get('b').toArray(), [1, 2]);
+  assert.equal(d.pop('a'), 1);
+  assert.equal(d.delete('a'), false);
+  assert.deepEqual([...d.keys()], [2, 'b', null]);
+  assert.throws(() => d.pop('zzz'), (e) => e.kind === 'KeyError');
+  assert.equal(testing.object_type(d), 'dict');
+  d.clear();
+  assert.equal(d.size, 0);
+});
+
+test('convert gives what a value crosses as', () => {
+  assert.ok(pf.convert([1]) instanceof pf.PackedArray);
+  assert.ok(pf.convert({ a: 1 }) instanceof pf.PackedMap);
+  assert.ok(pf.convert(() => 1) instanceof pf.PackedFunction);
+  assert.equal(pf.convert('s'), 's');
+  assert.throws(() => pf.convert(Symbol('x')), TypeError);
+});

@@ -1,0 +1,92 @@
+// Lifetimes: handles released by dispose() / Symbol.dispose and by the
+// FinalizationRegistry, never twice; nothing leaks over 100k calls,
+// callbacks and objects; C threads that call JavaScript at exit get an
+// error, never a crash.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+
+import { pf, testing, testlib, DEMO_PLUGIN, ROOT } from '../test-support/fixtures.mjs';
+
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
+
+async function collect() {
+  for (let i = 0; i < 4; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve)); // finalization callbacks run between turns
+  }
+}
+
+test('dispose() and Symbol.dispose release once', () => {
+  const f = pf.getGlobalFunc('testing.add');
+  f[Symbol.dispose]();
+  f.dispose();
+  assert.throws(() => f(1, 2), /disposed/);
+  const a = pf.convert([1, 2]);
+  a.dispose();
+  a.dispose();
+  assert.throws(() => testing.echo(a), /disposed/);
+});
+
+test('no leak over 100k calls, callbacks and objects', async () => {
+  const alive = testlib.func('int64_t pft_tensors_alive()');
+  const held = pf.heldCount();
+  const tensors = alive();
+  const Counter = pf.loadModule(DEMO_PLUGIN).types['demo.Counter'];
+  const round = () => {
+    let sum = 0;
+    for (let i = 0; i < 100000; i++) sum += testing.add(i, 1); // calls
+    sum += testing.call_n((a, b) => a + b, 100000); // callbacks from C
+    for (let i = 0; i < 20000; i++) sum += testing.call((x) => x, i); // a host function per call
+    for (let i = 0; i < 20000; i++) {
+      const c = new Counter('c', i); // objects: half disposed, half left to the collector
+      sum += c.count;
+      if (i % 2) c.dispose();
+      const arr = testing.echo([i, 's', { k: i }]);
+      sum += arr.length;
+      if (i % 2) arr[Symbol.dispose]();
+      const t = testing.make_tensor(2);
+      sum += t.length;
+    }
+    return sum;
+  };
+  round();
+  await collect();
+  const rss0 = process.memoryUsage().rss;
+  round();
+  await collect();
+  const grown = process.memoryUsage().rss - rss0;
+  assert.equal(pf.heldCount(), held);
+  assert.equal(alive(), tensors);
+  assert.ok(grown < 64 * 1024 * 1024, `RSS grew by ${grown} bytes over a second round`);
+});
+
+test('C threads that call JavaScript while the process exits get an error, not a crash', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pf-node-exit-'));
+  const out = path.join(dir, 'errors.txt');
+  const script = path.join(dir, 'exit.mjs');
+  fs.writeFileSync(script, `
+    import { pf, testlib } from ${JSON.stringify(path.join(ROOT, 'bindings', 'node', 'test-support', 'fixtures.mjs'))};
+    import fs from 'node:fs';
+    pf.registerFunc('exiting.cb', (i) => i + 1);
+    const fd = fs.openSync(${JSON.stringify(out)}, 'w');
+    const start = testlib.func('int pft_start_exit_callers(const char*, int, int)');
+    const ok = testlib.func('int64_t pft_exit_callers_ok()');
+    if (start('exiting.cb', 4, fd) !== 0) throw new Error('no threads');
+    setTimeout(() => { console.log(ok() > 0 ? 'called' : 'not called'); }, 300);
+  `);
+  const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.signal, null, r.stderr);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), 'called');
+  const lines = fs.readFileSync(out, 'utf8').trim().split('\n');
+  assert.ok(lines.length >= 1);
+  for (const line of lines) assert.equal(line, 'RuntimeError: the Node.js event loop has exited');
+  fs.rmSync(dir, { recursive: true, force: true });
+});

@@ -1,0 +1,62 @@
+# The Node.js package (bindings/node); included by the Makefile, whose
+# variables it uses.
+#
+#   make node        bindings/node usable from the tree: its npm dependencies
+#                    (koffi, from the committed package-lock.json: npm ci),
+#                    its C helper and the shared library beside the package
+#   make test-node   node --test over bindings/node/test against this build;
+#                    its counts join the tally (part of make test)
+#   make demo-node   examples/demo.mjs on the demo plugin
+.PHONY: node test-node demo-node
+
+NODE ?= node
+NPM  ?= npm
+NODE_PKG := bindings/node
+
+# The package's C half (bindings/node/src/pfnode.c: callbacks from any
+# thread, see its header comment), a library of its own that links
+# libpackedfunc. Built like the library: same warnings, -Werror.
+NODE_HELPER     := $(BUILD)/node/libpfnode.so
+NODE_PKG_HELPER := $(NODE_PKG)/lib/native/libpfnode.so
+NODE_PKG_LIB    := $(NODE_PKG)/lib/native/$(SONAME)
+$(NODE_HELPER): $(NODE_PKG)/src/pfnode.c $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	  -lpthread -Wl,-rpath,'$$ORIGIN/../lib'
+
+# The tests' C fixture (beside tests/python/pf_testlib.c, which they load too).
+NODE_TESTLIB := $(BUILD)/node/libpf_nodetest.so
+$(NODE_TESTLIB): tests/node/pf_nodetest.c $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CC) $(CC) $(BASE) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $< -L$(BUILD)/lib -lpackedfunc \
+	  -lpthread -Wl,-rpath,'$$ORIGIN/../lib'
+
+# koffi, exactly as package-lock.json pins it (npm ci never rewrites the
+# lock); the stamp is newer than the lock file once installed.
+$(NODE_PKG)/node_modules/.package-lock.json: $(NODE_PKG)/package-lock.json $(NODE_PKG)/package.json
+	$(call quiet,NPM) cd $(NODE_PKG) && $(NPM) ci --no-audit --no-fund --loglevel=error >/dev/null
+	@touch $@
+
+# Copied beside the package under a temporary name and renamed, so that a
+# running process that has the old copy mapped is not disturbed.
+$(NODE_PKG_LIB): $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CP) cp -f $(SHARED) $@.tmp && mv -f $@.tmp $@
+$(NODE_PKG_HELPER): $(NODE_HELPER)
+	@mkdir -p $(@D)
+	$(call quiet,CP) cp -f $(NODE_HELPER) $@.tmp && mv -f $@.tmp $@
+
+node: lib $(NODE_PKG)/node_modules/.package-lock.json $(NODE_PKG_LIB) $(NODE_PKG_HELPER)
+
+NODE_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PACKEDFUNC_NODE_HELPER=$(abspath $(NODE_HELPER)) \
+                PF_TESTLIB=$(abspath $(PY_TESTLIB)) PF_NODETEST=$(abspath $(NODE_TESTLIB)) \
+                PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_BENCHLIB=$(abspath $(BUILD)/bench/libpf_benchlib.so)
+
+test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BUILD)/bench/libpf_benchlib.so
+	@$(NODE_TEST_ENV) NODE=$(NODE) tools/test-node.sh
+
+demo-node: node $(DEMO_PLUGIN)
+	@$(NODE) examples/demo.mjs $(DEMO_PLUGIN)
+
+# The benchmarks' Node.js rows (bench/bench_node.mjs) need the package.
+bench: node $(NODE_HELPER)

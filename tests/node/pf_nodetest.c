@@ -1,0 +1,248 @@
+/* The C side of the Node.js package's tests, beside tests/python/pf_testlib.c
+ * (which they load too): calls of a function from several C threads, a
+ * function looked up by name and called from C, and a reference released
+ * on another thread. Uses only the public API.
+ *
+ * pfn_init() registers every packed function under "nodetest." (override,
+ * so that calling it twice is harmless). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <packedfunc/c_api.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT int pfn_init(void);
+
+static int set_int(PFRetValueHandle ret, int64_t v) {
+  PFValue out = {.v_int64 = v};
+  int code = kPFInt;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+static void release_result(PFValue v, int code) {
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(v.v_handle);
+}
+
+/* ---- nodetest.call_in_threads(f, threads, n) ---- */
+
+typedef struct {
+  PFFunctionHandle f;
+  int64_t first, n;
+  int64_t sum;
+  int failed;
+  char kind[PF_ERROR_KIND_MAX];
+  char message[512];
+  char traceback[2048];
+} worker;
+
+static void* worker_main(void* p) {
+  worker* w = p;
+  for (int64_t i = w->first; i < w->first + w->n; ++i) {
+    PFValue arg = {.v_int64 = i}, out;
+    int code = kPFInt, out_code;
+    if (PFFuncCall(w->f, &arg, &code, 1, &out, &out_code) != 0) {
+      /* The error lives in this thread's storage: carry it to the caller. */
+      w->failed = 1;
+      snprintf(w->kind, sizeof(w->kind), "%s", PFErrorGetKind());
+      snprintf(w->message, sizeof(w->message), "%s", PFErrorGetMessage());
+      snprintf(w->traceback, sizeof(w->traceback), "%s", PFErrorGetTraceback());
+      return NULL;
+    }
+    if (out_code == kPFInt) w->sum += out.v_int64;
+    release_result(out, out_code);
+  }
+  return NULL;
+}
+
+/* Calls f(i) for i in 0 .. threads*n-1, split over `threads` new threads
+ * (at most 16), joins them and returns the sum of the int results; the
+ * first thread's error fails the call, with a traceback line naming it. */
+static int call_in_threads(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 3 || c[0] != kPFFuncHandle || c[1] != kPFInt || c[2] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.call_in_threads: expected (function, int, int)");
+  int64_t threads = a[1].v_int64, per = a[2].v_int64;
+  if (threads < 1 || threads > 16 || per < 0)
+    return PFErrorSetFormat(kPFErrValueError, "nodetest.call_in_threads: bad counts");
+  worker w[16];
+  pthread_t th[16];
+  memset(w, 0, sizeof(w));
+  int started = 0;
+  for (int i = 0; i < threads; ++i) {
+    w[i].f = a[0].v_handle;
+    w[i].first = i * per;
+    w[i].n = per;
+    if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0) break;
+    ++started;
+  }
+  int64_t sum = 0;
+  int bad = -1;
+  for (int i = 0; i < started; ++i) {
+    pthread_join(th[i], NULL);
+    sum += w[i].sum;
+    if (w[i].failed && bad < 0) bad = i;
+  }
+  if (started < threads)
+    return PFErrorSetFormat(kPFErrRuntimeError, "nodetest.call_in_threads: pthread_create failed");
+  if (bad >= 0) {
+    PFErrorSet(w[bad].kind, w[bad].message);
+    if (w[bad].traceback[0]) PFErrorAppendTraceback(w[bad].traceback);
+    PFErrorAppendTraceback("  in nodetest.call_in_threads (a worker thread)");
+    return -1;
+  }
+  return set_int(ret, sum);
+}
+
+/* ---- nodetest.call_global(name, args...) ---- */
+
+/* Looks `name` up in the global registry (PFFuncGetGlobal) and calls it
+ * with the other arguments: C finding a host's function by name. */
+static int call_global(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n < 1 || c[0] != kPFStr)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.call_global: expected (name, args...)");
+  PFFunctionHandle f = NULL;
+  if (PFFuncGetGlobal(a[0].v_str, &f) != 0) return -1;
+  if (f == NULL)
+    return PFErrorSetFormat(kPFErrKeyError, "nodetest.call_global: no function named '%s'", a[0].v_str);
+  PFValue out;
+  int code;
+  int rc = PFFuncCall(f, a + 1, c + 1, n - 1, &out, &code);
+  PFFuncFree(f);
+  if (rc != 0) {
+    PFErrorAppendTraceback("  in nodetest.call_global");
+    return -1;
+  }
+  rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  release_result(out, code);
+  return rc;
+}
+
+/* ---- nodetest.error_of(f, args...) ---- */
+
+/* Calls f(args...) and returns what C sees of its failure, "Kind: message"
+ * ("" when it succeeded): the error as a C caller reads it. */
+static int error_of(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n < 1 || c[0] != kPFFuncHandle)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.error_of: expected (function, args...)");
+  PFValue out;
+  int code;
+  char text[600] = "";
+  if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &out, &code) != 0)
+    snprintf(text, sizeof(text), "%s: %s", PFErrorGetKind(), PFErrorGetMessage());
+  else
+    release_result(out, code);
+  PFValue v = {.v_str = text};
+  int sc = kPFStr;
+  return PFCFuncSetReturn(ret, &v, &sc, 1);
+}
+
+/* ---- nodetest.release_in_thread(obj) ---- */
+
+static void* release_main(void* p) {
+  PFObjectFree(p);
+  return NULL;
+}
+
+/* Takes a reference to any object or function and drops it on a new
+ * thread, which it waits for: what remains of the object is released
+ * there (a host function's finalizer runs on that thread). */
+static int release_in_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)ret, (void)r;
+  if (n != 1 || (c[0] != kPFFuncHandle && c[0] != kPFObjectHandle))
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.release_in_thread: expected an object");
+  if (PFObjectRetain(a[0].v_handle) != 0) return -1;
+  pthread_t th;
+  if (pthread_create(&th, NULL, release_main, a[0].v_handle) != 0) {
+    PFObjectFree(a[0].v_handle);
+    return PFErrorSetFormat(kPFErrRuntimeError, "nodetest.release_in_thread: no thread");
+  }
+  pthread_join(th, NULL);
+  return 0;
+}
+
+/* ---- nodetest.make_tensor2d(rows, cols) ---- */
+
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[2];
+  float data[];
+} matrix;
+
+static void matrix_delete(DLManagedTensor* m) { free(m); }
+
+/* A new C-owned float32 tensor object of rows x cols, holding 0, 1, 2, ...
+ * in row-major order. */
+static int make_tensor2d(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2 || c[0] != kPFInt || c[1] != kPFInt || a[0].v_int64 < 0 || a[1].v_int64 < 0 ||
+      a[0].v_int64 * a[1].v_int64 > (1 << 24))
+    return PFErrorSetFormat(kPFErrValueError, "nodetest.make_tensor2d: expected two small ints");
+  int64_t count = a[0].v_int64 * a[1].v_int64;
+  matrix* m = calloc(1, sizeof(*m) + sizeof(float) * (size_t)count);
+  if (m == NULL) return PFErrorSetFormat(kPFErrMemoryError, "nodetest.make_tensor2d: no memory");
+  for (int64_t i = 0; i < count; ++i) m->data[i] = (float)i;
+  m->shape[0] = a[0].v_int64;
+  m->shape[1] = a[1].v_int64;
+  m->managed.dl_tensor = (DLTensor){m->data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, m->shape, NULL, 0};
+  m->managed.deleter = matrix_delete;
+  PFObjectHandle obj;
+  if (PFTensorCreateFromDLPack(&m->managed, &obj) != 0) return -1;
+  PFValue out = {.v_handle = obj};
+  int code = kPFObjectHandle;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFObjectFree(obj);
+  return rc;
+}
+
+/* ---- nodetest.tensor_sum(t) ---- */
+
+/* The sum of a float64, float32 or int32 CPU tensor (compact), as C reads it. */
+static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  DLTensor* t = NULL;
+  if (n == 1 && c[0] == kPFDLTensorHandle) t = a[0].v_handle;
+  if (n == 1 && c[0] == kPFObjectHandle && PFTensorGetDLTensor(a[0].v_handle, &t) != 0) return -1;
+  if (t == NULL) return PFErrorSetFormat(kPFErrTypeError, "nodetest.tensor_sum: expected a tensor");
+  int64_t count = 1;
+  for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];
+  const char* base = (const char*)t->data + t->byte_offset;
+  double sum = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (t->dtype.code == kDLFloat && t->dtype.bits == 64) sum += ((const double*)(const void*)base)[i];
+    else if (t->dtype.code == kDLFloat && t->dtype.bits == 32) sum += ((const float*)(const void*)base)[i];
+    else if (t->dtype.code == kDLInt && t->dtype.bits == 32) sum += ((const int32_t*)(const void*)base)[i];
+    else return PFErrorSetFormat(kPFErrTypeError, "nodetest.tensor_sum: unsupported dtype");
+  }
+  PFValue out = {.v_float64 = sum};
+  int code = kPFFloat;
+  return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+int pfn_init(void) {
+  static const struct {
+    const char* name;
+    PFPackedCFunc fn;
+  } table[] = {
+      {"nodetest.call_in_threads", call_in_threads},
+      {"nodetest.call_global", call_global},
+      {"nodetest.error_of", error_of},
+      {"nodetest.release_in_thread", release_in_thread},
+      {"nodetest.make_tensor2d", make_tensor2d},
+      {"nodetest.tensor_sum", tensor_sum},
+  };
+  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
+    int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
