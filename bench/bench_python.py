@@ -251,6 +251,7 @@ def main():
         ("py_object_new", "Python Pair(1, 2), a registered type with two int64 fields "
          "(C __init__)", "SlotsPair(1, 2), a Python __slots__ class setting the same fields",
          make(Pair), make(SlotsPair), 5.0 * obj_target, 1),
+    ]
     # Keyword calls: the library binds the names (PFFuncCallKw) and fills
     # lo from its default; the positional call of every parameter is the
     # fast path, untouched.
