@@ -74,11 +74,62 @@ static PyObject* floor_call_n(PyObject* m, PyObject* const* args, Py_ssize_t n) 
   return PyLong_FromLongLong(sum);
 }
 
+/* list_sum(lst): the sum of a list of ints, read in place: what any
+ * binding's passing of a list of ints to C costs at least. */
+static PyObject* floor_list_sum(PyObject* m, PyObject* const* args, Py_ssize_t n) {
+  (void)m;
+  if (n != 1 || !PyList_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "list_sum(list)");
+    return NULL;
+  }
+  PyObject* lst = args[0];
+  long long sum = 0;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); ++i) {
+    long long v = PyLong_AsLongLong(PyList_GET_ITEM(lst, i));
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    sum += v;
+  }
+  return PyLong_FromLongLong(sum);
+}
+
+/* list_echo(lst): a list of ints copied into a C int64 array, and a new
+ * list made from that array: what an echo of a list through C costs at
+ * least. */
+static PyObject* floor_list_echo(PyObject* m, PyObject* const* args, Py_ssize_t n) {
+  (void)m;
+  if (n != 1 || !PyList_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "list_echo(list)");
+    return NULL;
+  }
+  PyObject* lst = args[0];
+  Py_ssize_t size = PyList_GET_SIZE(lst);
+  int64_t* values = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(int64_t));
+  if (values == NULL) return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < size; ++i) {
+    values[i] = PyLong_AsLongLong(PyList_GET_ITEM(lst, i));
+    if (values[i] == -1 && PyErr_Occurred()) {
+      PyMem_Free(values);
+      return NULL;
+    }
+  }
+  PyObject* out = PyList_New(size);
+  for (Py_ssize_t i = 0; out != NULL && i < size; ++i) {
+    PyObject* x = PyLong_FromLongLong(values[i]);
+    if (x == NULL) Py_CLEAR(out);
+    else PyList_SET_ITEM(out, i, x);
+  }
+  PyMem_Free(values);
+  return out;
+}
+
 static PyMethodDef floor_methods[] = {
     {"add", (PyCFunction)(void (*)(void))floor_add, METH_FASTCALL, "add(a, b)"},
     {"noarg", (PyCFunction)(void (*)(void))floor_noarg, METH_FASTCALL, "noarg() -> 7"},
     {"strlen", (PyCFunction)(void (*)(void))floor_strlen, METH_FASTCALL, "strlen(s)"},
     {"call_n", (PyCFunction)(void (*)(void))floor_call_n, METH_FASTCALL, "call_n(f, n)"},
+    {"list_sum", (PyCFunction)(void (*)(void))floor_list_sum, METH_FASTCALL, "list_sum(lst)"},
+    {"list_echo", (PyCFunction)(void (*)(void))floor_list_echo, METH_FASTCALL,
+     "list_echo(lst) -> a copy made through a C array"},
     {NULL, NULL, 0, NULL},
 };
 

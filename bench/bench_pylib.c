@@ -86,22 +86,34 @@ static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   return ret_int(ret, sum);
 }
 
-/* array_sum(a): the sum of an Array of ints, read item by item through the
- * public readers, as a C consumer of a Python list reads it. */
+/* array_sum(a): the sum of an Array of ints, read through the public bulk
+ * reader a chunk at a time, as a C consumer of a Python list reads it. */
 static int array_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   (void)res;
   static const int t[] = {kPFObjectHandle};
   if (want("bench.array_sum", n, 1, c, t)) return -1;
   int64_t size, sum = 0;
   if (PFArrayGetSize(a[0].v_handle, &size) != 0) return -1;
-  for (int64_t i = 0; i < size; ++i) {
-    PFValue v;
-    int code;
-    if (PFArrayGetItem(a[0].v_handle, i, &v, &code) != 0) return -1;
-    if (code != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "bench.array_sum: item %lld is not an int", (long long)i);
-    sum += v.v_int64;
+  for (int64_t start = 0; start < size; start += 256) {
+    PFValue v[256];
+    int codes[256];
+    int64_t count = size - start < 256 ? size - start : 256;
+    if (PFArrayGetItems(a[0].v_handle, start, count, v, codes) != 0) return -1;
+    for (int64_t i = 0; i < count; ++i) {
+      if (codes[i] != kPFInt)
+        return PFErrorSetFormat(kPFErrTypeError, "bench.array_sum: item %lld is not an int",
+                                (long long)(start + i));
+      sum += v[i].v_int64;
+    }
   }
   return ret_int(ret, sum);
+}
+
+/* echo(x): its argument, as the result. */
+static int echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
+  (void)res;
+  if (n != 1) return PFErrorSetFormat(kPFErrTypeError, "bench.echo: expected 1 argument");
+  return PFCFuncSetReturn(ret, &a[0], &c[0], 1);
 }
 
 /* tensor_sum(t): the sum of a 1-d int64 tensor, the numpy counterpart. */
@@ -204,7 +216,7 @@ EXPORT int bench_init(void) {
     PFPackedCFunc fn;
   } fns[] = {{"bench.add", add},     {"bench.noarg", noarg},   {"bench.strlen", str_len},
              {"bench.first", first}, {"bench.call_n", call_n}, {"bench.array_sum", array_sum},
-             {"bench.tensor_sum", tensor_sum}, {"bench.make_array", make_array}};
+             {"bench.tensor_sum", tensor_sum}, {"bench.make_array", make_array}, {"bench.echo", echo}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(fns[i].fn, NULL, NULL, &f) != 0) return -1;

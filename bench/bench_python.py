@@ -10,7 +10,7 @@ trial, so that drifting machine load hits both sides alike. The rows and
 their targets depend on the backend in use (packedfunc.backend, chosen by
 $PACKEDFUNC_BACKEND); row ids end with it.
 
-    /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N] [--only PREFIX]
+    /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N] [--only PREFIX...]
 
 Needs $BUILD/bench/libpf_benchlib.so and the floor extension
 $BUILD/bench/pf_bench_floor*.so (built by `make bench`).
@@ -99,7 +99,8 @@ def main():
     ap.add_argument("--trials", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="short trials (a smoke run)")
     ap.add_argument("--json", action="store_true", help="one JSON object per row")
-    ap.add_argument("--only", metavar="PREFIX", help="run only the rows whose id starts so")
+    ap.add_argument("--only", nargs="*", default=(), metavar="PREFIX",
+                    help="run only the rows whose id starts with one of these")
     args = ap.parse_args()
     trials = 3 if args.quick else args.trials
     loops = 5000 if args.quick else 100000
@@ -129,23 +130,29 @@ def main():
     assert first(arr) == r_first(arr.ctypes.data) == 1.5
     assert call_n(packed_cb, 10) == r_call_n(raw_cb, 10) == 90
 
-    # Containers: 1,000 ints as a list (an Array built item by item, read
-    # in C through PFArrayGetItem) against the same ints as a numpy array
-    # (one DLTensor, read in place); and every item of a returned Array read
-    # in Python against a list comprehension over a list.
+    # Containers: 1,000 ints as a list (an Array, read in C through the bulk
+    # reader) against the same ints as a numpy array (one DLTensor, read in
+    # place) and against the floor reading the list itself; an echo of the
+    # list; a returned Array read in Python; a dict of 100 str -> int
+    # echoed, and a returned Map's items read in Python.
     n_items = 1000
-    array_sum, tensor_sum, make_array = (g("bench.array_sum"), g("bench.tensor_sum"),
-                                         g("bench.make_array"))
+    array_sum, tensor_sum, make_array, echo = (g("bench.array_sum"), g("bench.tensor_sum"),
+                                               g("bench.make_array"), g("bench.echo"))
     ints = list(range(n_items))
     ints_np = np.arange(n_items, dtype=np.int64)
     from_c = make_array(n_items)
+    n_entries = 100
+    str_ints = {"key%d" % i: i for i in range(n_entries)}
+    map_c = echo(str_ints)
     assert array_sum(ints) == tensor_sum(ints_np) == sum(ints)
     assert [x for x in from_c] == [x for x in ints]
+    assert list(echo(ints)) == ints and dict(map_c.items()) == str_ints
 
     n_cb = 20 if args.quick else 200  # callbacks per C call, for the per-callback rows
     floor = load_floor()
     assert floor.add(1, 2) == 3 and floor.noarg() == 7 and floor.strlen("hello") == 5
     assert floor.call_n(py_add, 10) == 90
+    assert floor.list_sum(ints) == sum(ints) and floor.list_echo(ints) == ints
 
     def per_callback(fn, cb):
         def run(n):
@@ -244,6 +251,7 @@ def main():
         ("py_object_new", "Python Pair(1, 2), a registered type with two int64 fields "
          "(C __init__)", "SlotsPair(1, 2), a Python __slots__ class setting the same fields",
          make(Pair), make(SlotsPair), 5.0 * obj_target, 1),
+    ]
     # Keyword calls: the library binds the names (PFFuncCallKw) and fills
     # lo from its default; the positional call of every parameter is the
     # fast path, untouched.
@@ -259,21 +267,66 @@ def main():
         ("py_roundtrip", "Python -> C -> Python callback, once",
          "raw ctypes doing the same", lambda n: [call_n(packed_cb, 1) for _ in range(n)],
          lambda n: [r_call_n(raw_cb, 1) for _ in range(n)], 0, 1),
-        # Per item. The list side is dominated by building the Array: a
-        # Python-level type check and a pack per item, then C's copy; the
-        # numpy side passes one pointer, so the ratio is large by design.
-        ("py_list_sum", "Python f(list of 1,000 ints), summed in C, per item (building the "
-         "Array dominates)", "f(numpy int64 array of the same ints), summed in C",
+        # Per item. The list side builds an Array (one C object) that C
+        # reads with the bulk reader; the numpy side passes one pointer.
+        ("py_list_sum", "Python f(list of 1,000 ints), summed in C, per item",
+         "f(numpy int64 array of the same ints), summed in C",
          loop(array_sum, ints), loop(tensor_sum, ints_np), 0, n_items),
-        # Per item. Each Array item is a ctypes call to PFArrayGetItem and
-        # a decode; the list comprehension only reads pointers.
-        ("py_array_read", "Python [x for x in arr] over a returned 1,000-item Array, per item "
-         "(one ctypes call per item dominates)", "[x for x in lst] over a Python list",
-         lambda n: [[x for x in from_c] for _ in range(n)],
-         lambda n: [[x for x in ints] for _ in range(n)], 0, n_items),
+    ]
+    cext = backend == "cext"
+
+    def each(it):
+        def run(n):
+            for _ in range(n):
+                for _x in it:
+                    pass
+        return run
+
+    def each_item(m):
+        def run(n):
+            for _ in range(n):
+                for _k, _v in m.items():
+                    pass
+        return run
+
+    def index(seq, i):
+        def run(n):
+            for _ in range(n):
+                seq[i]
+        return run
+
+    # The container targets (the issue "Containers at native speed"), per
+    # item or entry; held on the compiled backend, reported on ctypes.
+    rows += [
+        ("py_list_arg", "Python f(list of 1,000 ints), summed in C, per item",
+         "floor.list_sum(list): " + fastcall, loop(array_sum, ints),
+         loop(floor.list_sum, ints), 3.0 if cext else 0, n_items),
+        ("py_list_echo", "Python list(echo(list of 1,000 ints)): to C and back, read, per item",
+         "floor.list_echo(list): list -> C int64 array -> list, " + fastcall,
+         lambda n: [list(echo(ints)) for _ in range(n)], loop(floor.list_echo, ints),
+         2.0 if cext else 0, n_items),
+        ("py_list_echo_only", "Python echo(list of 1,000 ints), the Array not read, per item",
+         "floor.list_echo(list): list -> C int64 array -> list, " + fastcall,
+         loop(echo, ints), loop(floor.list_echo, ints), 0, n_items),
+        ("py_array_iter", "Python for x in arr: a returned 1,000-int Array, per item",
+         "for x in lst: a Python list", each(from_c), each(ints), 3.0 if cext else 0, n_items),
+        ("py_array_index", "Python arr[500] of a returned 1,000-int Array", "lst[500]",
+         index(from_c, 500), index(ints, 500), 3.0 if cext else 0, 1),
+        ("py_array_fresh", "Python list(make_array(1000)): a new Array each time, read, per "
+         "item", "floor.list_echo(list): list -> C int64 array -> list, " + fastcall,
+         lambda n: [list(make_array(n_items)) for _ in range(n)], loop(floor.list_echo, ints),
+         0, n_items),
+        ("py_dict_echo", "Python echo(dict of 100 str -> int), per entry", "dict(d)",
+         loop(echo, str_ints), loop(dict, str_ints), 20.0 if cext else 0, n_entries),
+        ("py_dict_echo_read", "Python dict(echo(dict of 100 str -> int)), read, per entry",
+         "dict(d)", lambda n: [dict(echo(str_ints)) for _ in range(n)], loop(dict, str_ints),
+         0, n_entries),
+        ("py_map_items", "Python for k, v in m.items(): a returned 100-entry Map, per entry",
+         "the same over a dict", each_item(map_c), each_item(str_ints), 3.0 if cext else 0,
+         n_entries),
     ]
     for rid, what, base, case_fn, base_fn, target, per in rows:
-        if args.only and not rid.startswith(args.only):
+        if args.only and not any(rid.startswith(p) for p in args.only):
             continue
         # Rows whose one operation holds many callbacks run fewer operations.
         ops = max(loops // per, 50)

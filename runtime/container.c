@@ -43,8 +43,11 @@ static int too_large(const char* where) {
 
 /* Checks one value that a container is to keep, as PFFuncCall checks an
  * argument, and counts what keeping it needs. */
-static int check_item(const char* where, const char* what, int64_t i, int code, const PFValue* v,
-                      store_need* need) {
+static inline int check_item(const char* where, const char* what, int64_t i, int code,
+                             const PFValue* v, store_need* need) {
+  /* A plain code (an int, a float...): any bits are valid, nothing to count
+   * (the common case, without the call). */
+  if ((unsigned)code < PF_PLAIN_PREFIX) return 0;
   if (pf_check_value(where, what, i, code, v) != 0) return -1;
   if (code == kPFDLTensorHandle)
     return PF_ERROR(kPFErrTypeError,
@@ -63,8 +66,10 @@ static int check_item(const char* where, const char* what, int64_t i, int code, 
 
 /* Copies a checked value into the container: str and bytes into its own
  * memory, a reference for a handle, everything else as it is. */
-static void store_item(store_cursor* cur, int code, const PFValue* in, PFValue* out) {
-  if (code == kPFStr) {
+static inline void store_item(store_cursor* cur, int code, const PFValue* in, PFValue* out) {
+  if ((unsigned)code < PF_PLAIN_PREFIX) {
+    *out = *in;
+  } else if (code == kPFStr) {
     size_t n = strlen(in->v_str) + 1;
     memcpy(cur->chars, in->v_str, n);
     out->v_str = cur->chars;
@@ -367,8 +372,12 @@ int PFMapCreate(const PFValue* keys, const int* key_codes, const PFValue* values
   for (size_t i = 0; i < n; ++i) {
     map_entry* e = &m->entries[i];
     e->key_code = key_codes[i];
+    const char* chars = cur.chars;
     store_item(&cur, key_codes[i], &keys[i], &e->key);
-    e->hash = hash_key(seed, e->key_code, &e->key);
+    /* A str key's length is what its copy took, less the NUL: no strlen. */
+    e->hash = e->key_code == kPFStr
+                  ? XXH3_64bits_withSeed(e->key.v_str, (size_t)(cur.chars - chars) - 1, seed)
+                  : hash_key(seed, e->key_code, &e->key);
     size_t j = (size_t)e->hash & m->mask;
     for (; m->slots[j] != 0; j = (j + 1) & m->mask) {
       const map_entry* o = &m->entries[m->slots[j] - 1];

@@ -250,6 +250,20 @@ static void dict_destroy(pf_object* o) {
   pf_free(d);
 }
 
+int pf_dict_children(pf_walk* w, const void* dict) {
+  pf_dict* d = (pf_dict*)dict;
+  pthread_rwlock_rdlock(&d->lock);
+  int st = pf_walk_spend(w, 2 * d->size);
+  for (int64_t i = 0; st == 0 && i < d->used; ++i) {
+    const dict_entry* e = &d->entries[i];
+    if (e->key_code == REMOVED) continue;
+    if (pf_code_is_handle(e->key_code)) st = pf_walk_held_child(w, e->key.v_handle);
+    if (st == 0 && pf_code_is_handle(e->value_code)) st = pf_walk_held_child(w, e->value.v_handle);
+  }
+  pthread_rwlock_unlock(&d->lock);
+  return st;
+}
+
 /* ---- setting entries ---- */
 
 /* Checks n keys and values, and makes the Dict's copies of them with their

@@ -204,13 +204,23 @@ static inline int pf_is_function(const void* h) {
  * object holds with pf_walk_child, after paying with pf_walk_spend for the
  * values it looks at; either returns -1 when the walk must stop (its
  * budget is spent, or memory ran out), and the type's function then
- * returns -1 at once. None runs user code or takes a lock. */
+ * returns -1 at once. None runs user code; only a List's and a Dict's take
+ * a lock (their own, shared with readers, for the report), and report
+ * with pf_walk_held_child. */
 typedef struct pf_walk pf_walk;
 PF_HIDDEN int pf_walk_spend(pf_walk* w, int64_t values);
 PF_HIDDEN int pf_walk_child(pf_walk* w, void* child);
+/* The same for a child that the caller reads under a lock, which another
+ * thread may release once it is unlocked: the walk takes a reference to
+ * it (atomic; it is dropped when the walk ends). */
+PF_HIDDEN int pf_walk_held_child(pf_walk* w, void* child);
 /* An Array's handle items; a Map's handle values (runtime/container.c). */
 PF_HIDDEN int pf_array_children(pf_walk* w, const void* array);
 PF_HIDDEN int pf_map_children(pf_walk* w, const void* map);
+/* A List's handle items (runtime/list.c); a Dict's handle keys and values
+ * (runtime/dict.c): what they hold at one moment, under their read lock. */
+PF_HIDDEN int pf_list_children(pf_walk* w, const void* list);
+PF_HIDDEN int pf_dict_children(pf_walk* w, const void* dict);
 /* A bound function's inner function and the constants it holds itself
  * (runtime/bind.c); nothing for any other function. */
 PF_HIDDEN int pf_bound_children(pf_walk* w, const pf_function* f);

@@ -165,6 +165,16 @@ static int splice(pf_list* l, const char* where, splice_at at, int64_t start, in
   return st;
 }
 
+int pf_list_children(pf_walk* w, const void* list) {
+  pf_list* l = (pf_list*)list;
+  pthread_rwlock_rdlock(&l->lock);
+  int st = pf_walk_spend(w, l->size);
+  for (int64_t i = 0; st == 0 && i < l->size; ++i)
+    if (pf_code_is_handle(l->codes[i])) st = pf_walk_held_child(w, l->values[i].v_handle);
+  pthread_rwlock_unlock(&l->lock);
+  return st;
+}
+
 int PFListCreate(const PFValue* values, const int* codes, int64_t size, PFObjectHandle* out) {
   static const char* const where = "PFListCreate";
   PF_CHECK_ARG(out);

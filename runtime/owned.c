@@ -11,6 +11,7 @@ typedef struct {
   int64_t edges_begin;  /* its references: edges[edges_begin .. edges_end) */
   int64_t edges_end;
   int owned;            /* freed when the caller's reference to the root goes */
+  int held;             /* the walk holds a reference to it (see node_of) */
 } walk_node;
 
 struct pf_walk {
@@ -22,7 +23,7 @@ struct pf_walk {
   int64_t num_edges, edges_cap;
   int64_t budget;   /* values that may still be looked at */
   int exhausted;    /* the budget ran out */
-  int64_t mutable_nodes; /* instances met whose references may change */
+  int64_t mutable_nodes; /* Lists, Dicts, instances met: their references may change */
 };
 
 static const char* const k_where = "PFObjectFindOwnedHosts";
@@ -66,8 +67,14 @@ static int grow_index(pf_walk* w) {
   return 0;
 }
 
-/* The position of obj among the nodes, added if new; -1 without memory. */
-static int64_t node_of(pf_walk* w, pf_object* obj) {
+/* The position of obj among the nodes, added if new; -1 without memory.
+ * With `hold`, a new node gets a reference of the walk's, dropped when the
+ * walk ends: an object reached through a List or Dict may be removed from
+ * it, and released, by another thread at any time. (Any other object is
+ * kept alive by what holds it: the root, which the caller holds, a node
+ * that the walk holds, or an instance's field, which no thread may write
+ * while the walk reads it: object_type.h, "Threads".) */
+static int64_t node_of(pf_walk* w, pf_object* obj, int hold) {
   size_t s = slot_of(w, obj);
   for (; w->index[s] != 0; s = (s + 1) & w->mask)
     if (w->nodes[w->index[s] - 1].obj == obj) return w->index[s] - 1;
@@ -77,8 +84,10 @@ static int64_t node_of(pf_walk* w, pf_object* obj) {
   int64_t i = w->num_nodes++;
   walk_node* n = &w->nodes[i];
   n->obj = obj;
+  n->held = hold;
+  if (hold) pf_object_retain(obj);
   n->count = atomic_load_explicit(&obj->ref_count, memory_order_acquire);
-  n->left = n->count;
+  n->left = n->count - hold;
   n->edges_begin = n->edges_end = 0;
   n->owned = 0;
   w->index[s] = i + 1;
@@ -96,9 +105,10 @@ int pf_walk_spend(pf_walk* w, int64_t values) {
   return -1;
 }
 
-int pf_walk_child(pf_walk* w, void* child) {
+/* Records one reference from the node being visited to `child`. */
+static int add_child(pf_walk* w, void* child, int hold) {
   if (pf_walk_spend(w, 1) != 0) return -1;
-  int64_t i = node_of(w, child);
+  int64_t i = node_of(w, child, hold);
   if (i < 0) return -1;
   int64_t* edges = room(w->edges, &w->edges_cap, sizeof(int64_t), w->num_edges + 1);
   if (edges == NULL) return -1;
@@ -107,6 +117,10 @@ int pf_walk_child(pf_walk* w, void* child) {
   return 0;
 }
 
+int pf_walk_child(pf_walk* w, void* child) { return add_child(w, child, 0); }
+
+int pf_walk_held_child(pf_walk* w, void* child) { return add_child(w, child, 1); }
+
 void pf_walk_mutable(pf_walk* w) { ++w->mutable_nodes; }
 
 /* Reports the references that one object holds, of the kinds followed. */
@@ -114,6 +128,9 @@ static int children(pf_walk* w, const pf_object* o) {
   switch (o->type_index) {
     case kPFObjectArray: return pf_array_children(w, o);
     case kPFObjectMap: return pf_map_children(w, o);
+    /* A List or Dict may hold a host later: it counts as reachable. */
+    case kPFObjectList: pf_walk_mutable(w); return pf_list_children(w, o);
+    case kPFObjectDict: pf_walk_mutable(w); return pf_dict_children(w, o);
     case kPFObjectFunction: return pf_bound_children(w, (const pf_function*)o);
     case kPFObjectClosure: return pf_closure_children(w, o);
     default: return o->type_index >= kPFObjectTypeRegisteredBegin ? pf_instance_children(w, o) : 0;
@@ -134,8 +151,9 @@ static int reach_all(pf_walk* w) {
 /* Marks the nodes that dropping the caller's reference to the root would
  * free: the root when that reference is its only one, then, as reference
  * counting would, each node whose every reference is held by freed nodes.
- * A cycle that holds itself (through fields of registered types) is never
- * freed so, nor is anything it holds: none of it is owned. */
+ * A cycle that holds itself (a List that holds itself, an instance whose
+ * field holds it back) is never freed so, nor is anything it holds: none
+ * of it is owned. */
 static int find_owned(pf_walk* w) {
   int64_t* stack = pf_malloc(sizeof(int64_t) * (size_t)w->num_nodes);
   if (stack == NULL) return pf_oom(k_where);
@@ -148,6 +166,8 @@ static int find_owned(pf_walk* w) {
     const walk_node* n = &w->nodes[stack[--top]];
     for (int64_t e = n->edges_begin; e < n->edges_end; ++e) {
       walk_node* c = &w->nodes[w->edges[e]];
+      /* Below zero only when the graph changed under the walk: then the
+       * counts differ at the end, and nothing is reported. */
       if (--c->left != 0) continue;
       c->owned = 1; /* each node reaches 0 once: the stack never overflows */
       stack[top++] = w->edges[e];
@@ -186,8 +206,8 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
                     (long long)cap);
   *num_owned = 0;
   if (num_reachable != NULL) *num_reachable = 0;
-  /* A root with more than the caller's reference outlives it: nothing is
-   * owned (find_owned). */
+  /* A root with more than the caller's reference outlives it (held from
+   * outside, or by a cycle through itself): nothing is owned (find_owned). */
   if (num_reachable == NULL &&
       atomic_load_explicit(&((pf_object*)root)->ref_count, memory_order_acquire) != 1)
     return 0;
@@ -200,7 +220,7 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
     pf_oom(k_where);
     goto done;
   }
-  if (node_of(&w, root) < 0 || (reach_all(&w) != 0 && !w.exhausted)) goto done;
+  if (node_of(&w, root, 0) < 0 || (reach_all(&w) != 0 && !w.exhausted)) goto done;
   rc = 0;
   if (w.exhausted) {
     if (num_reachable != NULL) *num_reachable = -1;
@@ -222,6 +242,11 @@ int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max
   if (num_reachable != NULL) *num_reachable = reachable + w.mutable_nodes;
   if (owned > 0 && counts_unchanged(&w)) *num_owned = owned;
 done:
+  /* The walk's own references go last: another thread may have released
+   * the others meanwhile, so that these run finalizers (keeping the
+   * error of a failed walk). */
+  for (int64_t i = 0; i < w.num_nodes; ++i)
+    if (w.nodes[i].held) pf_object_release_keeping_error(w.nodes[i].obj);
   pf_free(w.index);
   pf_free(w.nodes);
   pf_free(w.edges);

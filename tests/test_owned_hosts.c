@@ -1,8 +1,8 @@
 /* PFObjectFindOwnedHosts: which host objects and host functions one
- * reference alone keeps alive, through Arrays, Maps, bound functions,
- * closures and the handle fields of registered types (cycles among them
- * included); what it refuses; its budget; and allocation failure (main
- * installs an allocator that can be told to fail). */
+ * reference alone keeps alive, through Arrays, Maps, Lists, Dicts, bound
+ * functions, closures and the handle fields of registered types (cycles
+ * among them included); what it refuses; its budget; and allocation
+ * failure (main installs an allocator that can be told to fail). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +44,8 @@ static void t_free(void* p, void* ud) {
 }
 
 /* ---- helpers ---- */
+
+static atomic_int g_stop; /* tells the threads of a test to stop */
 
 static PFObjectHandle g_gate;  /* made in main */
 static atomic_int g_fins;      /* host finalizers run */
@@ -169,6 +171,167 @@ static void test_nested_shared_and_outside_references(void** state) {
   PFObjectFree(root);
 }
 
+/* A List of n object handles (the List takes its own references). */
+static PFObjectHandle list_of(int n, PFObjectHandle* items) {
+  PFObjectHandle a = array_of(n, items), l = NULL;
+  PFValue v[8];
+  int codes[8];
+  assert_pf_ok(PFArrayGetItems(a, 0, n, v, codes));
+  assert_pf_ok(PFListCreate(v, codes, n, &l));
+  PFObjectFree(a);
+  return l;
+}
+
+static void test_lists_and_dicts_are_followed(void** state) {
+  (void)state;
+  /* root = List[h1, Array[h2], d] where d = Dict{hk: h3, "s": List[h4]}:
+   * a Dict's object keys are followed as well as its values. */
+  PFObjectHandle h1 = host_object(g_gate, 1), h2 = host_object(g_gate, 2);
+  PFObjectHandle h3 = host_object(g_gate, 3), h4 = host_object(g_gate, 4);
+  PFObjectHandle hk = host_object(g_gate, 5);
+  PFObjectHandle arr = array_of(1, &h2);
+  PFObjectHandle inner = list_of(1, &h4);
+  PFValue keys[2] = {{.v_handle = hk}, {.v_str = "s"}};
+  PFValue vals[2] = {{.v_handle = h3}, {.v_handle = inner}};
+  int kc[2] = {kPFObjectHandle, kPFStr}, vc[2] = {kPFObjectHandle, kPFObjectHandle};
+  PFObjectHandle d = NULL;
+  assert_pf_ok(PFDictCreate(keys, kc, vals, vc, 2, &d));
+  PFObjectHandle items[3] = {h1, arr, d};
+  PFObjectHandle root = list_of(3, items);
+  PFObjectHandle mine[] = {h1, h2, h3, h4, hk, arr, inner, d};
+  for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); ++i) PFObjectFree(mine[i]);
+  intptr_t tags[16];
+  int64_t reachable;
+  assert_int_equal(find(root, tags, &reachable), 5);
+  for (int i = 0; i < 5; ++i) assert_int_equal(tags[i], i + 1);
+  /* Reachable counts the hosts and also the Lists and Dicts, whose items
+   * may change: 5 hosts, 2 Lists, 1 Dict. */
+  assert_int_equal(reachable, 8);
+  /* A List with no host in it still says that it may reach one later. */
+  PFObjectHandle empty = NULL;
+  assert_pf_ok(PFListCreate(NULL, NULL, 0, &empty));
+  assert_int_equal(find(empty, tags, &reachable), 0);
+  assert_int_equal(reachable, 1);
+  PFValue v = {.v_handle = host_object(g_gate, 6)};
+  assert_pf_ok(PFListAppend(empty, v, kPFObjectHandle));
+  PFObjectFree(v.v_handle);
+  assert_int_equal(find(empty, tags, &reachable), 1);
+  assert_int_equal(tags[0], 6);
+  /* Changes are seen by the next walk: the item went, and with it what it
+   * alone held. */
+  assert_pf_ok(PFListClear(empty));
+  assert_int_equal(find(empty, tags, &reachable), 0);
+  PFObjectFree(empty);
+  /* Another holder of the Dict: what it holds is not the root's alone. */
+  PFValue got;
+  int code;
+  assert_pf_ok(PFListGetItem(root, 2, &got, &code));
+  assert_int_equal(find(root, tags, &reachable), 2); /* h1, h2 */
+  PFObjectFree(got.v_handle);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(root);
+  assert_int_equal(atomic_load(&g_fins), before + 5);
+}
+
+static void test_cycles_of_lists_and_dicts(void** state) {
+  (void)state;
+  /* l = List[h, l]: a List that holds itself is never freed by releasing
+   * a reference to it, so nothing in it is owned by one. */
+  PFObjectHandle h = host_object(g_gate, 7);
+  PFObjectHandle l = list_of(1, &h);
+  PFObjectFree(h);
+  PFValue self = {.v_handle = l};
+  assert_pf_ok(PFListAppend(l, self, kPFObjectHandle));
+  intptr_t tags[16];
+  int64_t reachable;
+  assert_int_equal(find(l, tags, &reachable), 0);
+  assert_int_equal(reachable, 2);
+  int64_t owned = -7;
+  void* out[4];
+  assert_pf_ok(PFObjectFindOwnedHosts(l, g_gate, 1000, out, 4, &owned, NULL));
+  assert_int_equal(owned, 0);
+  /* root = Array[d] where d = Dict{"me": d, "h": h2}: d survives the root
+   * (it holds itself), so h2 is not the root's either; root's own h3 is. */
+  PFObjectHandle h2 = host_object(g_gate, 8), h3 = host_object(g_gate, 9);
+  PFValue key = {.v_str = "h"}, val = {.v_handle = h2};
+  int kc = kPFStr, vc = kPFObjectHandle;
+  PFObjectHandle d = NULL;
+  assert_pf_ok(PFDictCreate(&key, &kc, &val, &vc, 1, &d));
+  PFValue me = {.v_str = "me"}, dv = {.v_handle = d};
+  assert_pf_ok(PFDictSetItem(d, me, kPFStr, dv, kPFObjectHandle));
+  PFObjectHandle items[2] = {d, h3};
+  PFObjectHandle root = array_of(2, items);
+  PFObjectFree(d);
+  PFObjectFree(h2);
+  PFObjectFree(h3);
+  assert_int_equal(find(root, tags, &reachable), 1);
+  assert_int_equal(tags[0], 9);
+  assert_int_equal(reachable, 3); /* h2, h3 and the Dict */
+  /* Breaking the cycle makes the Dict, and h2, the root's alone. */
+  PFValue gone;
+  int gone_code;
+  assert_pf_ok(PFDictPop(d, me, kPFStr, &gone, &gone_code));
+  PFObjectFree(gone.v_handle);
+  assert_int_equal(find(root, tags, &reachable), 2);
+  assert_int_equal(tags[0], 8);
+  assert_int_equal(tags[1], 9);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(root);
+  assert_int_equal(atomic_load(&g_fins), before + 2);
+  /* Clearing breaks l's cycle (and releases h); l goes with our reference. */
+  before = atomic_load(&g_fins);
+  assert_pf_ok(PFListClear(l));
+  assert_int_equal(atomic_load(&g_fins), before + 1);
+  assert_int_equal(find(l, tags, &reachable), 0);
+  assert_int_equal(reachable, 1);
+  PFObjectFree(l);
+}
+
+/* Other threads change a List inside the graph while the walk runs: each
+ * answer is one of the true ones, never a crash (TSan: never a race). */
+static void* mutate_list(void* p) {
+  PFObjectHandle list = p;
+  while (!atomic_load(&g_stop)) {
+    PFValue v = {.v_handle = host_object(g_gate, 51)};
+    if (PFListAppend(list, v, kPFObjectHandle) != 0) abort();
+    PFObjectFree(v.v_handle);
+    PFValue out;
+    int code;
+    if (PFListPop(list, 0, &out, &code) != 0) abort();
+    PFObjectFree(out.v_handle);
+  }
+  return NULL;
+}
+
+static void test_lists_changing_under_the_walk(void** state) {
+  (void)state;
+  PFObjectHandle h = host_object(g_gate, 52);
+  PFObjectHandle list = list_of(1, &h);
+  PFObjectFree(h);
+  PFObjectHandle root = array_of(1, &list);
+  /* The mutating thread borrows the List through our reference (as a call
+   * in progress would): the walk may or may not see each item. */
+  atomic_store(&g_stop, 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, mutate_list, list), 0);
+  PFObjectFree(list);
+  for (int i = 0; i < 2000; ++i) {
+    void* out[16];
+    int64_t owned = -7, reachable = -7;
+    assert_pf_ok(PFObjectFindOwnedHosts(root, g_gate, 1 << 20, out, 16, &owned, &reachable));
+    assert_true(owned >= 0 && owned <= 2);
+    assert_true(reachable >= 2 && reachable <= 3); /* the List, and 1 or 2 hosts */
+    for (int64_t j = 0; j < owned; ++j)
+      assert_true(out[j] == (void*)51 || out[j] == (void*)52);
+  }
+  atomic_store(&g_stop, 1);
+  pthread_join(th, NULL);
+  intptr_t tags[16];
+  assert_int_equal(find(root, tags, NULL), 1);
+  assert_int_equal(tags[0], 51); /* the mutator popped 52 first, then its own */
+  PFObjectFree(root);
+}
+
 static int plain_fn(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)args, (void)codes, (void)n, (void)ret, (void)res;
   return 0;
@@ -281,7 +444,6 @@ static void test_bad_input(void** state) {
 
 /* Another thread takes and drops references into the graph while the
  * walk runs: every answer is one of the two true ones, never a crash. */
-static atomic_int g_stop;
 
 static void* churn(void* p) {
   PFObjectHandle inner = p;
@@ -326,7 +488,9 @@ static void test_allocation_failure(void** state) {
     items[i] = array_of(8, h);
     for (int j = 0; j < 8; ++j) PFObjectFree(h[j]);
   }
-  PFObjectHandle root = array_of(8, items);
+  /* A List at the root: the walk holds references to its items, which
+   * must go on every failure too. */
+  PFObjectHandle root = list_of(8, items);
   for (int i = 0; i < 8; ++i) PFObjectFree(items[i]);
   int failures = 0;
   for (long n = 1;; ++n) {
@@ -343,7 +507,7 @@ static void test_allocation_failure(void** state) {
     if (!fired) {
       assert_pf_ok(rc);
       assert_int_equal(owned, 64);
-      assert_int_equal(reachable, 64);
+      assert_int_equal(reachable, 65); /* and the List */
       break;
     }
     assert_pf_error(rc, "MemoryError", "PFObjectFindOwnedHosts");
@@ -481,6 +645,48 @@ static void test_cycles_through_fields(void** state) {
   PFObjectFree(self);
 }
 
+/* Cycles that pass through both a List and an instance's field: both kinds
+ * of reference are followed in one walk, and counted as reference counting
+ * would free. */
+static void test_cycles_through_lists_and_fields(void** state) {
+  (void)state;
+  intptr_t tags[16];
+  int64_t reachable;
+  /* node.o = l = List[h]: a chain, the node's alone once the caller lets
+   * the List go. */
+  PFObjectHandle node = new_of(&k_node), h = host_object(g_gate, 41);
+  PFObjectHandle l = list_of(1, &h);
+  PFObjectFree(h);
+  set(node, "o", l);
+  assert_int_equal(find(node, tags, &reachable), 0); /* the caller still holds l */
+  PFObjectFree(l);                                   /* l is now node's (borrowed below) */
+  assert_int_equal(find(node, tags, &reachable), 1);
+  assert_int_equal(tags[0], 41);
+  assert_int_equal(reachable, 3); /* h, the List, the node's fields */
+  /* l = List[h, node]: node and l hold each other. Reached from the
+   * caller's outer = List[node], nothing is owned: the cycle outlives
+   * outer. */
+  PFValue nv = {.v_handle = node};
+  assert_pf_ok(PFListAppend(l, nv, kPFObjectHandle));
+  PFObjectHandle outer = list_of(1, &node);
+  PFObjectFree(node);
+  assert_int_equal(find(outer, tags, &reachable), 0);
+  assert_int_equal(reachable, 4); /* h, two Lists, the node */
+  assert_int_equal(find(node, tags, NULL), 0); /* node: outer's and l's */
+  /* The List lets node go: the chain is outer's alone again. */
+  PFValue gone;
+  int gone_code;
+  assert_pf_ok(PFListPop(l, 1, &gone, &gone_code));
+  assert_ptr_equal(gone.v_handle, node);
+  PFObjectFree(gone.v_handle);
+  assert_int_equal(find(outer, tags, &reachable), 1);
+  assert_int_equal(tags[0], 41);
+  assert_int_equal(reachable, 4);
+  int before = atomic_load(&g_fins);
+  PFObjectFree(outer);
+  assert_int_equal(atomic_load(&g_fins), before + 1);
+}
+
 int main(void) {
   static const PFAllocator alloc = {t_malloc, t_realloc, t_free, NULL};
   if (PFSetAllocator(&alloc) != 0) return 1;
@@ -489,12 +695,16 @@ int main(void) {
       cmocka_unit_test(test_a_host_object_held_only_by_an_array),
       cmocka_unit_test(test_nested_shared_and_outside_references),
       cmocka_unit_test(test_functions_bound_functions_and_closures),
+      cmocka_unit_test(test_lists_and_dicts_are_followed),
+      cmocka_unit_test(test_cycles_of_lists_and_dicts),
+      cmocka_unit_test(test_lists_changing_under_the_walk),
       cmocka_unit_test(test_the_budget),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_counts_changing_under_the_walk),
       cmocka_unit_test(test_allocation_failure),
       cmocka_unit_test(test_fields_of_registered_types),
       cmocka_unit_test(test_cycles_through_fields),
+      cmocka_unit_test(test_cycles_through_lists_and_fields),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   PFObjectFree(g_gate);

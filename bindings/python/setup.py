@@ -84,12 +84,13 @@ def _include_dir():
 
 
 _include = _include_dir()
+# Every C file of src/ (as the Makefile compiles them), relative to here.
+_sources = sorted(os.path.relpath(p, HERE)
+                  for p in glob.glob(os.path.join(HERE, "src", "*.c")))
 _ext = []
-if _include is not None:
+if _include is not None and _sources:
     _ext.append(Extension(
-        "packedfunc._cext",
-        sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "src", "*.c"))),
-        include_dirs=[_include],
+        "packedfunc._cext", _sources, include_dirs=[_include, os.path.join(HERE, "src")],
         extra_compile_args=["-std=c11", "-fvisibility=hidden"],
         # A failed build leaves the pure-ctypes package.
         optional=True))

@@ -183,24 +183,35 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * docs/internals.md says why a collector needs this.
  *
  * The walk starts at `root` and follows the references that objects
- * hold: an Array's items, a Map's values, a bound function's inner
- * function and the constants it holds itself (PFFuncBind), a closure's
- * function (PFFuncToCFunction), and the objects in the handle fields
- * (func, array, map, shape, object, list, dict, tensor, obj<KEY>) of an
- * instance of a registered type (object_type.h). No other reference is
- * followed (a module's functions, a function's module, a pre-pack cache's
- * values, whatever a boxed object's payload or an extension value holds,
- * a List's or a Dict's items, which may change at any time under their
- * lock). An object counts as owned by the caller when dropping the
- * caller's reference to `root` would free it: `root` when the caller's is
- * its only reference, and any object whose every reference is held by
- * owned objects. An instance's fields may make cycles; a cycle that holds
- * itself is never freed by reference counting, so neither it nor
- * anything it holds is owned. Objects met only through references that
- * are not followed are never reported: an unknown reference errs on the
- * side of keeping things alive. The walk reads an instance's handle
- * fields as any reader of them does (object_type.h, "Threads"): no write
- * to them may run during the call.
+ * hold: an Array's items, a Map's values, a List's items, a Dict's keys
+ * and values, a bound function's inner function and the constants it
+ * holds itself (PFFuncBind), a closure's function (PFFuncToCFunction),
+ * and the objects in the handle fields (func, array, map, shape, object,
+ * list, dict, tensor, obj<KEY>) of an instance of a registered type
+ * (object_type.h). No other reference is followed (a module's functions,
+ * a function's module, a pre-pack cache's values, whatever a boxed
+ * object's payload or an extension value holds). An object counts as
+ * owned by the caller when dropping the caller's reference to `root`
+ * would free it: `root` when the caller's is its only reference, and any
+ * object whose every reference is held by owned objects. Lists, Dicts and
+ * instances' fields may make cycles (a List that holds itself, directly
+ * or through other Lists, Dicts and instances; an instance whose field
+ * holds it back); a cycle that holds itself is never freed by reference
+ * counting, so neither it nor anything it holds is owned. Objects met
+ * only through references that are not followed are never reported: an
+ * unknown reference errs on the side of keeping things alive.
+ *
+ * Lists and Dicts change at any time. The walk reads each one's items at
+ * one moment, under the container's read lock (held for that read only),
+ * and holds a reference of its own to each object it reached through one
+ * until it returns: another thread may remove an item and release it
+ * meanwhile, and then it is the walk's release that frees the object,
+ * running its finalizer on the calling thread before the call returns
+ * (only then does this call run user code). What it reports is as true as
+ * the rest of the answer (below) for a graph that no one else can reach,
+ * and may be out of date as soon as it returns for one that others can.
+ * The walk reads an instance's handle fields as any reader of them does
+ * (object_type.h, "Threads"): no write to them may run during the call.
  *
  * out[0 .. min(cap, *num_owned)) receives the payload (PFHostObjectCreate)
  * or resource_handle (PFFuncCreateFromHostCFunc) of each owned host object
@@ -212,11 +223,12 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  *
  * `num_reachable` may be NULL; otherwise it receives how many host
  * objects and host functions of `gate` the walk reached, owned or not,
- * plus how many instances with handle fields it reached (their fields may
- * come to hold one later). 0 means that root never reaches one (the other
- * references followed never change), so a collector can stop asking about
- * root. With NULL, the call returns at once when root has other
- * references.
+ * plus one for each List, Dict and instance with handle fields reached
+ * (its items or fields may come to hold one later). 0 means that root
+ * never reaches one, now or later (the references followed through
+ * Arrays, Maps and functions never change), so a collector can stop
+ * asking about root. With NULL, the call returns at once when root has
+ * other references.
  *
  * `max_values` bounds the work: the walk looks at that many values
  * (items, constants, references) at most; past it, the call gives up with
@@ -227,8 +239,10 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * object: so, for a reference that its holder alone can use (a Python
  * wrapper under the GIL). A call in progress that borrowed root (or an
  * object inside it) may take one at any time: the host must then still
- * treat a reported object as alive until its finalizer runs. Runs no user
- * code, takes no lock, reads the graph without changing it; thread-safe.
+ * treat a reported object as alive until its finalizer runs. Reads the
+ * graph without changing it; takes no lock but the read locks of the
+ * Lists and Dicts it meets, one at a time; runs no user code except the
+ * finalizers described above; thread-safe.
  * Errors: root not a live object, gate not a live gate, NULL num_owned,
  * NULL out with cap > 0 (TypeError); negative max_values or cap
  * (ValueError); MemoryError.

@@ -37,6 +37,9 @@ EXPORT int64_t pft_array_size(PFObjectHandle array);
 EXPORT int64_t pft_map_size(PFObjectHandle map);
 EXPORT PFObjectHandle pft_make_shape(int64_t a, int64_t b);
 EXPORT int64_t pft_shape_sum(PFObjectHandle shape);
+EXPORT int64_t pft_list_push(PFObjectHandle list, int64_t x);
+EXPORT int64_t pft_dict_size(PFObjectHandle dict);
+EXPORT PFObjectHandle pft_make_list(int64_t n);
 EXPORT double pft_clamp(double x, double lo, double hi);
 EXPORT double pft_mean(const DLTensor* x);
 
@@ -900,6 +903,91 @@ int64_t pft_shape_sum(PFObjectHandle shape) {
 
 int64_t pft_add(int64_t a, int64_t b) { return a + b; }
 
+/* ---- List and Dict, changed in C ---- */
+
+/* Appends x to a List (a typed `list` parameter); its new size, or -1. */
+int64_t pft_list_push(PFObjectHandle list, int64_t x) {
+  PFValue v = {.v_int64 = x};
+  int64_t size = -1;
+  if (PFListAppend(list, v, kPFInt) != 0 || PFListGetSize(list, &size) != 0) return -1;
+  return size;
+}
+
+/* The size of a Dict (a typed `dict` parameter), or -1. */
+int64_t pft_dict_size(PFObjectHandle dict) {
+  int64_t size = -1;
+  return PFDictGetSize(dict, &size) == 0 ? size : -1;
+}
+
+/* A new List of the ints 0 .. n-1 (a typed `list` result); NULL on error. */
+PFObjectHandle pft_make_list(int64_t n) {
+  PFObjectHandle out = NULL;
+  if (PFListCreate(NULL, NULL, 0, &out) != 0) return NULL;
+  for (int64_t i = 0; i < n; ++i) {
+    PFValue v = {.v_int64 = i};
+    if (PFListAppend(out, v, kPFInt) != 0) {
+      PFObjectFree(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
+/* testing.list_append(list, x): appends x to a List in C; returns the new
+ * size. */
+static int list_append(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.list_append", c, n, 2, 0, kPFObjectHandle)) return -1;
+  int64_t size;
+  if (PFListAppend(a[0].v_handle, a[1], c[1]) != 0) return -1;
+  if (PFListGetSize(a[0].v_handle, &size) != 0) return -1;
+  return set_int(ret, size);
+}
+
+/* testing.list_pop(list, i): removes and returns the item at i in C. */
+static int list_pop(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.list_pop", c, n, 2, 0, kPFObjectHandle) ||
+      want("testing.list_pop", c, n, 2, 1, kPFInt))
+    return -1;
+  PFValue v;
+  int code;
+  if (PFListPop(a[0].v_handle, a[1].v_int64, &v, &code) != 0) return -1;
+  int rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
+    PFObjectFree(v.v_handle);
+  return rc;
+}
+
+/* testing.dict_set(dict, key, value): sets an entry in C; returns the new
+ * size. */
+static int dict_set(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.dict_set", c, n, 3, 0, kPFObjectHandle)) return -1;
+  int64_t size;
+  if (PFDictSetItem(a[0].v_handle, a[1], c[1], a[2], c[2]) != 0) return -1;
+  if (PFDictGetSize(a[0].v_handle, &size) != 0) return -1;
+  return set_int(ret, size);
+}
+
+/* testing.dict_get(dict, key): the value of key as C's lookup finds it,
+ * or null when absent. */
+static int dict_get(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (want("testing.dict_get", c, n, 2, 0, kPFObjectHandle)) return -1;
+  PFValue v;
+  int code = kPFNull, found;
+  if (PFDictGetItem(a[0].v_handle, a[1], c[1], &v, &code, &found) != 0) return -1;
+  if (!found) {
+    v.v_handle = NULL;
+    code = kPFNull;
+  }
+  int rc = PFCFuncSetReturn(ret, &v, &code, 1);
+  if (found && (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle))
+    PFObjectFree(v.v_handle);
+  return rc;
+}
+
 /* Named parameters with defaults, and a constrained tensor (testing.clamp,
  * testing.mean): keyword calls and inspect.signature. */
 double pft_clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
@@ -1031,6 +1119,10 @@ int pft_init(void) {
       {"testing.call_each", call_each},
       {"testing.map_get", map_get},
       {"testing.object_type", object_type},
+      {"testing.list_append", list_append},
+      {"testing.list_pop", list_pop},
+      {"testing.dict_set", dict_set},
+      {"testing.dict_get", dict_get},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;
@@ -1058,6 +1150,9 @@ int pft_init(void) {
       {"testing.typed_array_size", (void*)pft_array_size, "int64(array)"},
       {"testing.typed_map_size", (void*)pft_map_size, "int64(map)"},
       {"testing.typed_make_shape", (void*)pft_make_shape, "shape(int64,int64)"},
+      {"testing.typed_list_push", (void*)pft_list_push, "int64(list,int64)"},
+      {"testing.typed_dict_size", (void*)pft_dict_size, "int64(dict)"},
+      {"testing.typed_make_list", (void*)pft_make_list, "list(int64)"},
       {"testing.clamp", (void*)pft_clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)"},
       {"testing.mean", (void*)pft_mean, "float64(x: tensor<float64, 1, contiguous>)"},
   };

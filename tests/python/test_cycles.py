@@ -100,8 +100,45 @@ def through_a_callback_argument(fn):
     return weakref.ref(h)
 
 
+def through_a_list(fn):
+    h = Holder()
+    h.link = pf.List([h, 1])
+    return weakref.ref(h)
+
+
+def through_a_dict(fn):
+    h = Holder()
+    h.link = pf.Dict({"self": h, 2: [h]})
+    return weakref.ref(h)
+
+
+def through_a_list_filled_later(fn):
+    # The wrapper exists before the List holds anything.
+    h = Holder()
+    h.link = pf.List()
+    h.link.append(h)
+    return weakref.ref(h)
+
+
+def through_a_list_that_c_filled(fn):
+    h = Holder()
+    h.link = pf.List()
+    fn("list_append")(h.link, h)
+    return weakref.ref(h)
+
+
+def through_a_dict_inside_an_array(fn):
+    h = Holder()
+    d = pf.Dict()
+    h.link = pf.Array([d])
+    fn("dict_set")(d, "h", h)
+    return weakref.ref(h)
+
+
 WAYS = [through_an_array, through_a_map, through_a_function, through_an_array_of_callbacks,
-        through_a_container_from_c, through_a_bound_function, through_a_callback_argument]
+        through_a_container_from_c, through_a_bound_function, through_a_callback_argument,
+        through_a_list, through_a_dict, through_a_list_filled_later, through_a_list_that_c_filled,
+        through_a_dict_inside_an_array]
 
 
 @pytest.mark.parametrize("make", WAYS, ids=lambda f: f.__name__)
@@ -113,6 +150,24 @@ def test_cycles_through_c_are_collected(fn, make):
     gc.collect()
     assert sum(w() is not None for w in watches) == 0
     assert live() == before
+
+
+def test_a_list_that_holds_itself_keeps_its_items_until_cleared(fn):
+    # C's rule: a List that holds itself outlives every wrapper, so nothing
+    # it holds is lent to the collector; clearing it breaks the cycle.
+    before = live()
+    h = Holder()
+    lst = pf.List([h])
+    lst.append(lst)
+    h.link = lst
+    held = weakref.ref(h)
+    del h, lst
+    for _ in range(2):
+        gc.collect()
+        assert held() is not None and held().link[0] is held()
+    held().link.clear()
+    gc.collect()
+    assert held() is None and live() == before
 
 
 # ---- the same through the fields of registered types (mod_pyobj.c's pyt.Holder,
@@ -145,6 +200,23 @@ def through_an_array_in_an_object_field(pyt):
     return weakref.ref(h)
 
 
+def through_a_list_in_an_object_field(pyt):
+    # A List (followed, though it changes) inside a field.
+    h = Holder()
+    h.link = pyt.Holder()
+    h.link.o = pf.List([h])
+    return weakref.ref(h)
+
+
+def through_an_instance_in_a_list(pyt):
+    # The List holds the instance; the instance's field holds h.
+    h = Holder()
+    inst = pyt.Holder()
+    h.link = pf.List([inst])
+    inst.o = h
+    return weakref.ref(h)
+
+
 def through_an_instance_in_an_array(pyt):
     # The Array holds the instance before the instance's field holds h.
     h = Holder()
@@ -164,7 +236,8 @@ def through_an_instance_in_an_instance(pyt):
 
 
 FIELD_WAYS = [through_an_object_field, through_a_func_field,
-              through_an_array_in_an_object_field, through_an_instance_in_an_array,
+              through_an_array_in_an_object_field, through_a_list_in_an_object_field,
+              through_an_instance_in_a_list, through_an_instance_in_an_array,
               through_an_instance_in_an_instance]
 
 
@@ -259,6 +332,9 @@ def test_everything_works_after_a_collection_that_kept_it(fn, echo):
 
     callback_function = pf.convert(callback)
     bound = echo.bind({0: thing})
+    # The wrappers keep the values they read (not the nested containers):
+    # one more reference each, from the first read on.
+    assert arr[0] is thing and m["t"] is thing
     counts, refs = live(), sys.getrefcount(thing)
     for _ in range(5):
         gc.collect()
@@ -269,7 +345,7 @@ def test_everything_works_after_a_collection_that_kept_it(fn, echo):
         assert live() == counts and sys.getrefcount(thing) == refs
     del arr, m, bound
     gc.collect()
-    assert sys.getrefcount(thing) == refs - 5
+    assert sys.getrefcount(thing) == refs - 7  # 5 holds, and what arr and m kept
 
 
 def test_finalizers_during_a_collection_see_everything_in_place(fn):

@@ -250,5 +250,7 @@ def test_every_grammar_type_has_a_python_annotation(pf):
     assert _signature.annotation("shape", False) is pf.Shape
     assert _signature.annotation("object", True) is pf.Object
     assert _signature.annotation("object", False) is object
-    assert _signature.annotation("list", True) is pf.Object
-    assert _signature.annotation("dict", False) is pf.Object
+    assert _signature.annotation("list", True) is pf.List
+    assert _signature.annotation("list", False) == typing.Union[list, tuple, pf.List]
+    assert _signature.annotation("dict", True) is pf.Dict
+    assert _signature.annotation("dict", False) == typing.Union[dict, pf.Dict]

@@ -148,7 +148,8 @@ def test_readme_type_table_matches_the_python_annotations(pf):
     # takes, then the result's class.
     import typing
     takes = {"array": typing.Union[list, tuple, pf.Array], "map": typing.Union[dict, pf.Map],
-             "shape": pf.Shape, "object": object, "list": pf.Object, "dict": pf.Object}
+             "shape": pf.Shape, "object": object, "list": typing.Union[list, tuple, pf.List],
+             "dict": typing.Union[dict, pf.Dict]}
     seen = set()
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]

@@ -93,6 +93,7 @@ __version__ = "0.1.0"
 from . import _backend, _library
 from . import _hostobj, _nesting  # noqa: F401 (they register conversions)
 from ._collections import Array, Map, Shape
+from ._mutable import Dict, List
 from ._callback import convert
 from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
@@ -114,7 +115,8 @@ library_path = _library.LIB_PATH
 backend = _backend.BACKEND
 
 __all__ = [
-    "Function", "Object", "Tensor", "Array", "Map", "Shape", "DataType", "Device",
+    "Function", "Object", "Tensor", "Array", "Map", "Shape", "List", "Dict", "DataType",
+    "Device",
     "from_dlpack",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",

@@ -1,26 +1,42 @@
-"""Containers: the classes Array, Map and Shape.
+"""Containers: the classes Array, Map and Shape, and what List and Dict
+share with them.
 
 An Array, Map or Shape coming from C is one of the classes below (list,
 tuple and dict become them in _nesting). Each owns one reference (as
-Object does), reads its items from C on access and converts each one then
-(a nested container as Array or Map, a function as Function, str and bytes
-copied out), and passes back to C as itself.
-Everything here is private; the package re-exports the three classes.
+Object does) and passes back to C as itself. A C Array or Map never
+changes, and the values it gives Python are owned copies (a str is a new
+str, a host object the very Python object): so a wrapper reads all its
+items with one bulk call (PFArrayGetItems, PFMapGetItems) the first time it
+needs them, and keeps the values. A value that holds a C reference of its
+own (a Function, an Object, a nested container) is not kept but read again
+at each access, so that no kept Python wrapper adds to the C reference
+counts that the cycle collection relies on (see _holds): its place holds
+_HOLE. Single reads (``arr[i]``, ``m[key]``) of a large container read one
+item in C until they add up to an eighth of its size.
+
+With the compiled backend the fast paths (len, indexing, iteration, ``in``,
+the kept values) are the extension's (_cext.ArrayBase, _cext.MapBase);
+with ctypes, the classes _ArrayBase and _MapBase here do the same in
+Python, with the same results and errors. Everything here is private; the
+package re-exports the three classes.
 """
 import collections.abc
 import ctypes
+import functools
 import numbers
 import operator
 import struct
 import typing
 
 from . import _signature
-from ._convert import (CODE, INT, INT64_MAX, INT64_MIN, STR, convert_value, decoders_get,
-                       register_encoder, register_object_type)
+from ._backend import cext as _cext
+from ._convert import (CODE, HANDLE, INT, INT64_MAX, INT64_MIN, MEMORY, P, STR, convert_value,
+                       decoders_get, encode, register_encoder, register_object_type)
 from ._errors import check_call
+from ._ffi import (PFArrayGetItems, PFArrayGetSize, PFMapGetItem, PFMapGetItemAt,
+                   PFMapGetItems, PFMapGetSize, PFShapeCreate, PFShapeGetData)
+from ._function import Function
 from ._holds import track
-from ._ffi import (PFArrayGetItem, PFArrayGetSize, PFMapGetItem, PFMapGetItemAt, PFMapGetSize,
-                   PFShapeCreate, PFShapeGetData)
 from ._library import OBJECT_TYPES
 from ._object import Object, encode_object
 
@@ -30,52 +46,12 @@ ARRAY_TYPE = OBJECT_TYPES["array"]
 MAP_TYPE = OBJECT_TYPES["map"]
 SHAPE_TYPE = OBJECT_TYPES["shape"]
 _MISSING = object()
+_HOLE = object()  # in a kept tuple: a value read again at each access
 
 
 # ---------------------------------------------------------------------------
-# C -> Python: reading items
+# Keys, values and errors, as both backends convert them
 # ---------------------------------------------------------------------------
-#
-# Each read takes its own _Scratch from a free list for the moment of the
-# read (list.pop and list.append are atomic under the GIL), so that no two
-# threads ever share one.
-
-# Where a _Scratch holds the item's PFValue, a key's PFValue, and their codes.
-_VALUE_OFF, _KEY_OFF, _CODE_OFF, _KEY_CODE_OFF = 0, 8, 16, 20
-
-
-class _Scratch:
-    """The memory a reader writes one item into, and pointers to its parts
-    for the C call."""
-
-    __slots__ = ("buf", "value", "key", "code", "key_code")
-
-    def __init__(self):
-        self.buf = buf = (ctypes.c_char * 24)()
-        self.value, self.key = byref(buf, _VALUE_OFF), byref(buf, _KEY_OFF)
-        self.code, self.key_code = byref(buf, _CODE_OFF), byref(buf, _KEY_CODE_OFF)
-
-
-_free_scratch = [_Scratch() for _ in range(4)]
-_take_scratch = _free_scratch.pop
-_give_scratch = _free_scratch.append
-
-
-def _take():
-    try:
-        return _take_scratch()
-    except IndexError:
-        return _Scratch()
-
-
-def _decode_item(buf, off, code, container):
-    dec = decoders_get(code)
-    if dec is None:
-        raise TypeError("packedfunc: a %s holds a value of unsupported type code %d"
-                        % (container, code))
-    # Borrowed from the container: a handle gets a reference of its own.
-    return dec(buf, off, True, None)
-
 
 def _int_key(key):
     """The int under which a dict finds `key` (not an int itself), or None
@@ -99,19 +75,111 @@ def _int_key(key):
         return None
 
 
-class _Container(Object):
-    """What Array and Map share: the size, read once (a C container never
-    changes), and tracking for the cycle collector."""
+def map_key(key):
+    """The str or int that a Map key equal to `key` is, as a dict would
+    find it (a subclass of str or int by its value), or None when no key
+    of a Map (str or int) can equal it."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    return _int_key(key)
 
-    __slots__ = ("_size",)
-    _TYPE_INDEX = _GET_SIZE = None  # set by each subclass
+
+def decode_item(addr, code, borrowed, container):
+    """The Python value of the PFValue at `addr` that a container gave
+    (`borrowed`: a handle gets a reference of its own; else its new
+    reference is taken over). The extension's hook for the types it does
+    not convert itself."""
+    dec = decoders_get(code)
+    if dec is None:
+        raise TypeError("packedfunc: a %s holds a value of unsupported type code %d"
+                        % (container, code))
+    return dec(MEMORY, addr, borrowed, None)
+
+
+def encode_item(x, pos):
+    """(code, the PFValue's 8 bytes as an int, what must outlive the C
+    call) for a value given to a List or Dict: the extension's hook for the
+    types it does not convert itself. Converted as an Array's item is (a
+    DLPack array becomes a tensor object: a container cannot keep a
+    borrowed DLTensor)."""
+    from ._nesting import _encode_item  # it imports this module
+    keep = []
+    code, raw = _encode_item(x, pos, [], keep)
+    return code, P.unpack(raw)[0], keep
+
+
+def keeps(x, code):
+    """Whether a container wrapper may keep the value x it read (of type
+    code `code`): not one that holds a C reference of its own (see the
+    module's docstring), nor a ctypes handle (which can be changed)."""
+    return code != HANDLE and not isinstance(x, (Object, Function))
+
+
+raise_last_error = functools.partial(check_call, -1)
+
+
+def _index_type_error(what, index):
+    return TypeError("%s indices must be integers or slices, not %s"
+                     % (what, type(index).__name__))
+
+
+# ---------------------------------------------------------------------------
+# ctypes: reading items in bulk
+# ---------------------------------------------------------------------------
+
+def read_items(handle, start, count, container, flags=None):
+    """The values of `count` items of an Array (or a snapshot) from
+    `start`, as a new list, read with one PFArrayGetItems call. With
+    `flags` (a list), appends whether each value may be kept (keeps)."""
+    if count <= 0:
+        return []
+    buf = (ctypes.c_char * (12 * count))()
+    check_call(PFArrayGetItems(handle, start, count, buf, byref(buf, 8 * count)))
+    codes = struct.unpack_from("=%di" % count, buf, 8 * count)
+    if codes.count(INT) == count:  # all ints: one unpack
+        if flags is not None:
+            flags.extend([True] * count)
+        return list(struct.unpack_from("=%dq" % count, buf))
+    out = []
+    for i, code in enumerate(codes):
+        x = _decode_at(buf, 8 * i, code, container)
+        out.append(x)
+        if flags is not None:
+            flags.append(keeps(x, code))
+    return out
+
+
+def _decode_at(buf, off, code, container):
+    """The value of the PFValue at `off` in `buf`, borrowed from a
+    container (a handle gets a reference of its own)."""
+    dec = decoders_get(code)
+    if dec is None:
+        raise TypeError("packedfunc: a %s holds a value of unsupported type code %d"
+                        % (container, code))
+    return dec(buf, off, True, None)
+
+
+def read_all(handle, container):
+    """Every value of an Array (or snapshot), as a new list."""
+    n = c_int64()
+    check_call(PFArrayGetSize(handle, byref(n)))
+    return read_items(handle, 0, n.value, container)
+
+
+class _ArrayBase(Object):
+    """The ctypes backend's fast paths of Array (see _cext.ArrayBase)."""
+
+    # The size; the kept values (a tuple, _HOLE where read at each access)
+    # and how many holes; single reads so far.
+    __slots__ = ("_size", "_items", "_holes", "_reads")
 
     @classmethod
-    def _adopt(cls, handle, type_index=None):
-        self = Object._adopt.__func__(cls, handle,
-                                      cls._TYPE_INDEX if type_index is None else type_index)
+    def _adopt(cls, handle, type_index=ARRAY_TYPE):
+        self = Object._adopt.__func__(cls, handle, type_index)
+        self._items, self._holes, self._reads = None, 0, 0
         n = c_int64()
-        check_call(cls._GET_SIZE(handle, byref(n)))
+        self._size = 0  # a handle is owned from here on, even if reading fails
+        check_call(PFArrayGetSize(handle, byref(n)))
         self._size = n.value
         track(self)  # it may hold Python objects that hold it (see _holds)
         return self
@@ -119,111 +187,148 @@ class _Container(Object):
     def __len__(self):
         return self._size
 
+    def _read(self):
+        flags = []
+        fresh = read_items(self._handle, 0, self._size, "Array", flags)
+        if self._items is None:
+            items = list(fresh)
+            holes = 0
+            for i, keep in enumerate(flags):
+                if not keep:
+                    items[i] = _HOLE
+                    holes += 1
+            self._items, self._holes = tuple(items), holes
+        return fresh
 
-class Array(_Container, collections.abc.Sequence):
-    """An immutable sequence of values held by packedfunc (a C Array).
+    def _values(self):
+        """Every value: the kept tuple when it has no hole, else a new
+        list."""
+        if self._items is None or self._holes:
+            fresh = self._read()
+            if self._holes:
+                return fresh
+        return self._items
 
-    A list or tuple passed to C arrives as one; an Array from C comes back
-    as one. It behaves as a read-only list: ``len``, indexing (negative
-    indices too), slicing (to a list), iteration, ``in``, ``index`` and
-    ``count``; it equals a list, tuple or Array with equal items. Items are
-    converted when read. ``Array(iterable)`` makes one.
-    """
-
-    __slots__ = ()
-    _TYPE_INDEX, _GET_SIZE = ARRAY_TYPE, PFArrayGetSize
-
-    def __new__(cls, iterable=()):
-        return convert_value(list(iterable))
-
-    def _item(self, i, sc):
-        check_call(PFArrayGetItem(self._handle, i, sc.value, sc.code))
-        buf = sc.buf
-        return _decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Array")
+    def _item(self, i):
+        if self._items is None:
+            self._reads += 1
+            if self._reads * 8 >= self._size:
+                self._read()
+        if self._items is not None:
+            x = self._items[i]
+            if x is not _HOLE:
+                return x
+        return read_items(self._handle, i, 1, "Array")[0]
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        i = operator.index(index)
+            return list(self._values()[index])
+        if not hasattr(type(index), "__index__"):
+            raise _index_type_error("Array", index)
+        i = index.__index__()
         n = self._size
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("Array index %d out of range (size %d)" % (index, n))
-        sc = _take()
-        try:
-            return self._item(i, sc)
-        finally:
-            _give_scratch(sc)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError("Array index %d out of range (size %d)" % (i, n))
+        return self._item(j)
 
     def __iter__(self):
-        # One scratch for the whole iteration: it is this generator's alone
-        # until it finishes (an abandoned one leaves it to the collector).
-        sc = _take()
-        for i in range(self._size):
-            yield self._item(i, sc)
-        _give_scratch(sc)
+        return iter(self._values())
 
-    def __eq__(self, other):
-        if not isinstance(other, (Array, list, tuple)):
-            return NotImplemented
-        return len(other) == self._size and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # equal to lists, which are not hashable
-
-    def __repr__(self):
-        if not self._handle:
-            return "<packedfunc.Array (released)>"
-        return "[" + ", ".join(map(repr, self)) + "]"
+    def __contains__(self, x):
+        return x in self._values()
 
 
-class Map(_Container, collections.abc.Mapping):
-    """An immutable mapping held by packedfunc (a C Map), with str or int
-    keys in insertion order.
+class _MapBase(Object):
+    """The ctypes backend's fast paths of Map (see _cext.MapBase)."""
 
-    A dict passed to C arrives as one; a Map from C comes back as one. It
-    behaves as a read-only dict: ``m[key]`` (KeyError when absent), ``get``,
-    ``in``, iteration over the keys, ``keys``, ``values``, ``items`` and
-    ``len``; it equals a dict or Map with equal items. Values are converted
-    when read. ``Map(mapping)`` makes one. A lookup finds what a dict
-    would: a number equal to an int key (``2.0``, ``True``) finds it, a
-    subclass of str or int looks up its value, and any other key (``2.5``,
-    an unhashable value) is simply absent.
-    """
+    # The size; the kept keys (tuple), (key, value) pairs (tuple, _HOLE
+    # for a value read at each access), key -> position (dict), holes and
+    # single reads.
+    __slots__ = ("_size", "_keys_kept", "_pairs_kept", "_index", "_holes", "_reads")
 
-    __slots__ = ()
-    _TYPE_INDEX, _GET_SIZE = MAP_TYPE, PFMapGetSize
+    @classmethod
+    def _adopt(cls, handle, type_index=MAP_TYPE):
+        self = Object._adopt.__func__(cls, handle, type_index)
+        self._keys_kept = self._pairs_kept = self._index = None
+        self._holes, self._reads = 0, 0
+        n = c_int64()
+        self._size = 0
+        check_call(PFMapGetSize(handle, byref(n)))
+        self._size = n.value
+        track(self)
+        return self
 
-    def __new__(cls, mapping=()):
-        return convert_value(dict(mapping))
+    def __len__(self):
+        return self._size
+
+    def _fill(self):
+        n = self._size
+        keys, values, flags = [], [], []
+        if n:
+            buf = (ctypes.c_char * (24 * n))()  # keys, values, key codes, value codes
+            check_call(PFMapGetItems(self._handle, 0, n, buf, byref(buf, 16 * n),
+                                     byref(buf, 8 * n), byref(buf, 20 * n)))
+            codes = struct.unpack_from("=%di" % (2 * n), buf, 16 * n)
+            for i in range(n):
+                kc, vc = codes[i], codes[n + i]
+                keys.append(_decode_at(buf, 8 * i, kc, "Map"))
+                x = _decode_at(buf, 8 * (n + i), vc, "Map")
+                values.append(x if keeps(x, vc) else _HOLE)
+        if self._index is None:
+            self._keys_kept = tuple(keys)
+            self._pairs_kept = tuple(zip(keys, values))
+            self._index = {k: i for i, k in enumerate(keys)}
+            self._holes = sum(x is _HOLE for x in values)  # not count(): == may raise
+
+    def _value_at(self, i):
+        x = self._pairs_kept[i][1]
+        if x is not _HOLE:
+            return x
+        buf = (ctypes.c_char * 24)()
+        check_call(PFMapGetItemAt(self._handle, i, buf, byref(buf, 16), byref(buf, 8),
+                                  byref(buf, 20)))
+        return _decode_at(buf, 8, CODE.unpack_from(buf, 20)[0], "Map")
 
     def _lookup(self, key):
         """The value of `key`, or _MISSING."""
-        if isinstance(key, str):
+        k = key if type(key) is str or type(key) is int else map_key(key)
+        if k is None:
+            return _MISSING
+        if self._index is None:
+            self._reads += 1
+            if self._reads * 8 < self._size:
+                # A large Map read at a few keys: looked up in C.
+                found = self._lookup_in_c(k)
+                if found is not None:
+                    return found[0]
+            self._fill()
+        i = self._index.get(k)
+        return _MISSING if i is None else self._value_at(i)
+
+    def _lookup_in_c(self, k):
+        """(value,) or (_MISSING,) from one PFMapGetItem, or None when the
+        key must be looked up in the kept index (a str that UTF-8 cannot
+        encode strictly, or with a NUL)."""
+        if type(k) is str:
             try:
-                # str's own encode: a subclass's key is its value.
-                data = str.encode(key, "utf-8", "surrogateescape")
+                data = k.encode("utf-8")
             except UnicodeEncodeError:
-                return _MISSING
+                return None
             if b"\0" in data:
-                return _MISSING  # no key of a Map holds a NUL
+                return None
             raw, code = ctypes.cast(ctypes.c_char_p(data), c_void_p).value or 0, STR
         else:
-            key = key if type(key) is int else _int_key(key)
-            if key is None or not INT64_MIN <= key <= INT64_MAX:
-                return _MISSING
-            raw, code = key & 0xFFFFFFFFFFFFFFFF, INT
-        sc = _take()
+            if not INT64_MIN <= k <= INT64_MAX:
+                return (_MISSING,)
+            raw, code = k & 0xFFFFFFFFFFFFFFFF, INT
+        buf = (ctypes.c_char * 12)()
         found = ctypes.c_int()
-        try:
-            # `data` lives until here, so the key's pointer stays valid.
-            check_call(PFMapGetItem(self._handle, raw, code, sc.value, sc.code, byref(found)))
-            if not found.value:
-                return _MISSING
-            buf = sc.buf
-            return _decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Map")
-        finally:
-            _give_scratch(sc)
+        # `data` lives until here, so the key's pointer stays valid.
+        check_call(PFMapGetItem(self._handle, raw, code, buf, byref(buf, 8), byref(found)))
+        if not found.value:
+            return (_MISSING,)
+        return (_decode_at(buf, 0, CODE.unpack_from(buf, 8)[0], "Map"),)
 
     def __getitem__(self, key):
         value = self._lookup(key)
@@ -238,51 +343,171 @@ class Map(_Container, collections.abc.Mapping):
     def __contains__(self, key):
         return self._lookup(key) is not _MISSING
 
-    def _entries(self, want_value=True):
-        for i in range(self._size):
-            sc = _take()
-            try:
-                check_call(PFMapGetItemAt(self._handle, i, sc.key, sc.key_code, sc.value,
-                                          sc.code))
-                buf = sc.buf
-                key = _decode_item(buf, _KEY_OFF, CODE.unpack_from(buf, _KEY_CODE_OFF)[0], "Map")
-                value = (_decode_item(buf, _VALUE_OFF, CODE.unpack_from(buf, _CODE_OFF)[0], "Map")
-                         if want_value else None)
-            finally:
-                _give_scratch(sc)
-            yield key, value
-
     def __iter__(self):
-        for key, _ in self._entries(False):
-            yield key
+        return iter(self._keys())
+
+    def _keys(self):
+        if self._index is None:
+            self._fill()
+        return self._keys_kept
+
+    def _pairs(self):
+        if self._index is None:
+            self._fill()
+        if not self._holes:
+            return self._pairs_kept
+        return [(k, self._value_at(i)) for i, (k, _) in enumerate(self._pairs_kept)]
+
+    def _values(self):
+        if self._index is None:
+            self._fill()
+        return [self._value_at(i) for i in range(self._size)]
+
+
+if _cext:
+    _ArrayBase, _MapBase = _cext.ArrayBase, _cext.MapBase  # noqa: F811
+
+
+# ---------------------------------------------------------------------------
+# The classes
+# ---------------------------------------------------------------------------
+
+class Array(_ArrayBase, Object, collections.abc.Sequence):
+    """An immutable sequence of values held by packedfunc (a C Array).
+
+    A list or tuple passed to C arrives as one; an Array from C comes back
+    as one. It behaves as a read-only list: ``len``, indexing (negative
+    indices too), slicing (to a list), iteration, ``in``, ``index`` and
+    ``count``; it equals a list, tuple, Array or List with equal items.
+    Items are converted the first time they are read, all at once, and
+    kept (a function, object or nested container is converted again at
+    each read). ``Array(iterable)`` makes one.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, iterable=()):
+        return convert_value(list(iterable))
+
+    if _cext:
+        @classmethod
+        def _adopt(cls, handle, type_index=ARRAY_TYPE):
+            return Object._adopt.__func__(cls, handle, type_index)
+
+    def __reversed__(self):
+        return reversed(self._values())
+
+    def index(self, value, start=0, stop=None):
+        values = self._values()
+        try:
+            return values.index(value, start, len(values) if stop is None else stop)
+        except ValueError:
+            raise ValueError("%r is not in Array" % (value,)) from None
+
+    def count(self, value):
+        return self._values().count(value)
+
+    def __eq__(self, other):
+        from ._mutable import List
+        if isinstance(other, List):
+            other = other._values()
+        elif not isinstance(other, (Array, list, tuple)):
+            return NotImplemented
+        if len(other) != len(self):
+            return False
+        mine = self._values()
+        theirs = other._values() if isinstance(other, Array) else other
+        return all(a is b or a == b for a, b in zip(mine, theirs))
+
+    __hash__ = None  # equal to lists, which are not hashable
+
+    def __repr__(self):
+        if not self._handle:
+            return "<packedfunc.Array (released)>"
+        return "[" + ", ".join(map(repr, self._values())) + "]"
+
+
+class Map(_MapBase, Object, collections.abc.Mapping):
+    """An immutable mapping held by packedfunc (a C Map), with str or int
+    keys in insertion order.
+
+    A dict passed to C arrives as one; a Map from C comes back as one. It
+    behaves as a read-only dict: ``m[key]`` (KeyError when absent), ``get``,
+    ``in``, iteration over the keys, ``keys``, ``values``, ``items`` and
+    ``len``; it equals a dict, Map or Dict with equal items. Entries are
+    converted the first time they are read, all at once, and kept (as
+    Array's). ``Map(mapping)`` makes one. A lookup finds what a dict
+    would: a number equal to an int key (``2.0``, ``True``) finds it, a
+    subclass of str or int looks up its value, and any other key (``2.5``,
+    an unhashable value) is simply absent.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, mapping=()):
+        return convert_value(dict(mapping))
+
+    if _cext:
+        @classmethod
+        def _adopt(cls, handle, type_index=MAP_TYPE):
+            return Object._adopt.__func__(cls, handle, type_index)
+
+    def keys(self):
+        return KeysView(self)
+
+    def values(self):
+        return ValuesView(self)
 
     def items(self):
-        return _ItemsView(self)
+        return ItemsView(self)
 
     def __eq__(self, other):
         if not isinstance(other, collections.abc.Mapping):
             return NotImplemented
-        if len(other) != self._size:
-            return False
-        for key, value in self._entries():
-            theirs = other.get(key, _MISSING)
-            if theirs is _MISSING or not theirs == value:
-                return False
-        return True
+        return mapping_equal(self._pairs(), len(self), other)
 
     __hash__ = None  # equal to dicts, which are not hashable
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Map (released)>"
-        return "{" + ", ".join("%r: %r" % kv for kv in self._entries()) + "}"
+        return "{" + ", ".join("%r: %r" % kv for kv in self._pairs()) + "}"
 
 
-class _ItemsView(collections.abc.ItemsView):
+def mapping_equal(pairs, size, other):
+    """Whether a mapping of these (key, value) pairs equals `other`."""
+    if len(other) != size:
+        return False
+    for key, value in pairs:
+        theirs = other.get(key, _MISSING)
+        if theirs is _MISSING or not (theirs is value or theirs == value):
+            return False
+    return True
+
+
+# Views of a Map or Dict over the pairs its _keys, _values and _pairs read
+# (at once, from one snapshot for a Dict): iterating one costs what
+# iterating a list costs.
+
+class KeysView(collections.abc.KeysView):
     __slots__ = ()
 
     def __iter__(self):
-        return self._mapping._entries()
+        return iter(self._mapping._keys())
+
+
+class ValuesView(collections.abc.ValuesView):
+    __slots__ = ()
+
+    def __iter__(self):
+        return iter(self._mapping._values())
+
+
+class ItemsView(collections.abc.ItemsView):
+    __slots__ = ()
+
+    def __iter__(self):
+        return iter(self._mapping._pairs())
 
 
 class Shape(Object, collections.abc.Sequence):
@@ -346,6 +571,12 @@ register_object_type("array", Array._adopt)
 register_object_type("map", Map._adopt)
 register_object_type("shape", Shape._adopt)
 
+if _cext:
+    _cext.set_container_hooks(array_class=Array, map_class=Map, shape_class=Shape,
+                              decode=decode_item,
+                              encode=encode_item, map_key=map_key,
+                              raise_last_error=raise_last_error, track=track)
+
 # The grammar's object types all pass as kPFObjectHandle: each names its
 # own Python type. Arguments take what converts to it.
 _signature.register_type_annotation(
@@ -354,7 +585,3 @@ _signature.register_type_annotation(
     "map", lambda result: Map if result else typing.Union[dict, Map])
 _signature.register_type_annotation("shape", lambda result: Shape)
 _signature.register_type_annotation("object", lambda result: Object if result else object)
-# The C library's mutable List and Dict: plain Objects until this binding
-# has classes of its own for them.
-_signature.register_type_annotation("list", lambda result: Object)
-_signature.register_type_annotation("dict", lambda result: Object)

@@ -147,8 +147,42 @@ PFMapGetItem = _fn("PFMapGetItem", c_int, [c_void_p, ctypes.c_uint64, c_int, c_v
                                            c_void_p, c_void_p], gil=True)
 PFMapGetItemAt = _fn("PFMapGetItemAt", c_int, [c_void_p, ctypes.c_int64, c_void_p, c_void_p,
                                                c_void_p, c_void_p], gil=True)
+PFArrayGetItems = _fn("PFArrayGetItems", c_int, [c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                                   c_void_p, c_void_p], gil=True)
+PFMapGetItems = _fn("PFMapGetItems", c_int, [c_void_p, ctypes.c_int64, ctypes.c_int64, c_void_p,
+                                               c_void_p, c_void_p, c_void_p], gil=True)
 PFShapeCreate = _fn("PFShapeCreate", c_int, [c_void_p, ctypes.c_int64, c_void_p], gil=True)
 PFShapeGetData = _fn("PFShapeGetData", c_int, [c_void_p, c_void_p, c_void_p], gil=True)
+
+# ---- Mutable containers: List, Dict ---------------------------------------
+
+# Each takes the container's lock, held briefly and never while user code
+# runs, so the GIL may be kept while it waits. Calls that may drop a
+# reference (a value replaced or removed, a cleared container) release it:
+# the release may run a finalizer. A PFValue passed by value is its 8
+# bytes as an unsigned 64-bit integer (see PFMapGetItem).
+_i64, _u64 = ctypes.c_int64, ctypes.c_uint64
+PFListCreate = _fn("PFListCreate", c_int, [c_void_p, c_void_p, _i64, c_void_p], gil=True)
+PFListGetSize = _fn("PFListGetSize", c_int, [c_void_p, c_void_p], gil=True)
+PFListGetItem = _fn("PFListGetItem", c_int, [c_void_p, _i64, c_void_p, c_void_p], gil=True)
+PFListSetItem = _fn("PFListSetItem", c_int, [c_void_p, _i64, _u64, c_int])
+PFListAppend = _fn("PFListAppend", c_int, [c_void_p, _u64, c_int], gil=True)
+PFListExtend = _fn("PFListExtend", c_int, [c_void_p, c_void_p, c_void_p, _i64], gil=True)
+PFListReplace = _fn("PFListReplace", c_int, [c_void_p, _i64, _i64, c_void_p, c_void_p, _i64])
+PFListPop = _fn("PFListPop", c_int, [c_void_p, _i64, c_void_p, c_void_p], gil=True)
+PFListClear = _fn("PFListClear", c_int, [c_void_p])
+PFListToArray = _fn("PFListToArray", c_int, [c_void_p, _i64, _i64, c_void_p], gil=True)
+PFDictCreate = _fn("PFDictCreate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p, _i64,
+                                           c_void_p], gil=True)
+PFDictGetSize = _fn("PFDictGetSize", c_int, [c_void_p, c_void_p], gil=True)
+PFDictGetItem = _fn("PFDictGetItem", c_int, [c_void_p, _u64, c_int, c_void_p, c_void_p,
+                                             c_void_p], gil=True)
+PFDictSetItem = _fn("PFDictSetItem", c_int, [c_void_p, _u64, c_int, _u64, c_int])
+PFDictUpdate = _fn("PFDictUpdate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                                           _i64])
+PFDictPop = _fn("PFDictPop", c_int, [c_void_p, _u64, c_int, c_void_p, c_void_p])
+PFDictClear = _fn("PFDictClear", c_int, [c_void_p])
+PFDictToArray = _fn("PFDictToArray", c_int, [c_void_p, c_void_p], gil=True)
 
 # ---- Functions --------------------------------------------------------------
 

@@ -407,9 +407,11 @@ def _fill_of(func):
 def _parameter_conversions(func):
     """(position, type, name) of the parameters in func's signature whose
     arguments a call converts first: a str at a `device` parameter becomes
-    a Device, a list or tuple at a `shape` parameter a Shape; () without
-    any, or without a signature. Cached as Function._conversions, which the
-    fast paths read: a function with any of them sends strings here."""
+    a Device, a list or tuple at a `shape` parameter a Shape, at a `list`
+    parameter a List, a dict at a `dict` parameter a Dict; () without any,
+    or without a signature. Cached as Function._conversions, which the
+    fast paths read: a function with any of them sends strings, lists,
+    tuples and dicts here."""
     try:
         parsed = _signature.parse(func._info()[1])
     except Exception:  # a released function: its call raises
@@ -417,16 +419,21 @@ def _parameter_conversions(func):
     if parsed is None:
         return ()
     return tuple((i, p.base, p.name) for i, p in enumerate(parsed[1])
-                 if p.base in ("device", "shape"))
+                 if p.base in ("device", "shape", "list", "dict"))
 
 
 def _convert_one(x, kind, what):
     from ._collections import Shape
+    from ._mutable import Dict, List
     try:
         if kind == "device" and isinstance(x, str):
             return Device(x)
         if kind == "shape" and isinstance(x, (list, tuple)):
             return Shape(x)
+        if kind == "list" and isinstance(x, (list, tuple)):
+            return List(x)  # a new List: C's changes are not seen by `x`
+        if kind == "dict" and isinstance(x, dict):
+            return Dict(x)
     except (TypeError, ValueError, OverflowError) as err:
         raise type(err)("packedfunc: %s: %s" % (what, err)) from None
     return x

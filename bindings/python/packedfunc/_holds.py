@@ -8,9 +8,9 @@ compiled backend, a record in the extension that owns a reference to the
 object.
 
 Python's cycle collector cannot see those references. A Python object X
-that holds a wrapper W (an Array, Map or Function) whose C object holds X
-back through a hold looks referenced from outside, and would never be
-collected. So at the start of every full collection (generation 2), for
+that holds a wrapper W (an Array, Map, List, Dict or Function) whose C
+object holds X back through a hold looks referenced from outside, and would
+never be collected. So at the start of every full collection (generation 2), for
 each wrapper W that may reach holds (see track), the binding asks C
 (PFObjectFindOwnedHosts) which holds W's reference alone keeps alive:
 those under W's C object when W holds the only reference to it, and that
@@ -36,7 +36,19 @@ Python also holds. Such cycles stay until that other reference goes.
 
 Only full collections lend: the work is proportional to the tracked
 wrappers, as a full collection's own work is to the live objects, and
-the frequent young collections pay nothing. Everything here is private.
+the frequent young collections pay nothing.
+
+Lists and Dicts change: the walk reads each one's items at one moment
+(C's rule, host.h), so a hold that C code puts into a List during a
+collection is not lent (it stays alive: the safe side), and one that C
+removes during it is given back or dropped as any other. The rule is the
+same for them as for Arrays and Maps: a List that holds itself (directly
+or through other Lists and Dicts) outlives any wrapper, so nothing it
+holds is lent. Wrappers are tracked once C holds a Python object or once
+a List or Dict has been seen (since then anything may gain a hold later):
+an Array that came from C before either, holding a List to which Python
+later adds an object that holds the Array, is not tracked, and that cycle
+stays. Everything here is private.
 """
 import ctypes
 import gc
@@ -216,34 +228,39 @@ _refs_change = [False]  # see refs_may_change
 
 
 def refs_may_change():
-    """A registered type with handle fields is in use: its instances'
-    fields may come to hold a Python object at any time, so a C object
-    made while C holds none may still come to reach one (an Array of such
-    instances). From now on every wrapper is tracked."""
+    """References that the walk follows may change from now on: a List or
+    Dict wrapper was made (items can be added to it at any time), or a
+    registered type with handle fields is in use (its instances' fields may
+    come to hold a Python object at any time). Either way a C object made
+    while C holds no Python object may still come to reach one (an Array
+    of such instances, of a List): from now on every wrapper is tracked.
+    The extension keeps its own flag, set here too (and by its own List
+    and Dict wrappers)."""
     _refs_change[0] = True
-
-
-def any_held():
-    """Whether C holds any Python object now, or may come to through a
-    wrapper made now (see refs_may_change)."""
-    if _refs_change[0]:
-        return True
     if _cext:
-        return _cext.live_count(OBJECT) > 0 or _cext.live_count(FUNCTION) > 0
-    return _counts[OBJECT] > 0 or _counts[FUNCTION] > 0
+        _cext.refs_may_change()
+
+
+def should_track():
+    """Whether new wrappers must be tracked: C holds some Python object
+    now, or may come to through a wrapper made now (see refs_may_change)."""
+    if _cext:
+        return _cext.should_track()
+    return _refs_change[0] or _counts[OBJECT] > 0 or _counts[FUNCTION] > 0
 
 
 _prune_at = [1024]  # the length of _unsorted at which dead references go
 
 
 def track(wrapper):
-    """Consider `wrapper` (an Array, Map or Function that owns a reference
-    to its C object, or an instance of a registered type with handle
-    fields) at full collections. Only when C holds some Python object: a
-    C object made while none is held can never reach one, as the
-    references that the walk follows never change, unless they pass
-    through the fields of registered types (see refs_may_change)."""
-    if any_held():
+    """Consider `wrapper` (an Array, Map, List, Dict or Function that owns
+    a reference to its C object, or an instance of a registered type with
+    handle fields) at full collections. Only when should_track(): a C
+    object made while C holds no Python object can never reach one, as
+    the references that the walk follows through Arrays, Maps and
+    functions never change, unless they pass through a List, a Dict or
+    the fields of registered types (see refs_may_change)."""
+    if should_track():
         _unsorted.append(weakref.ref(wrapper))
         if len(_unsorted) >= _prune_at[0]:
             _prune()

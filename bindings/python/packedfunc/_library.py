@@ -22,7 +22,9 @@ from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteAr
 # What this binding was written against. The library's major version must
 # match; its stable table must offer at least this API version.
 EXPECTED_MAJOR = 0
-EXPECTED_API_VERSION = 10  # 9: registered object types; 10: named parameters, tensors
+# 8: the bulk readers, List and Dict; 9: registered object types; 10: named
+# parameters, tensors.
+EXPECTED_API_VERSION = 10
 
 MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DLDataType),
            ("DLDevice", DLDevice), ("DLTensor", DLTensor), ("DLManagedTensor", DLManagedTensor),

@@ -68,17 +68,20 @@ class Object(_cext.ObjectBase if _cext else object):
     types (see :func:`get_class`).
     """
 
-    # With the extension, _handle, _code, type_index, _loan and _data are
-    # ObjectBase's fields, and ObjectBase's finalizer releases the handle.
+    # With the extension, _handle, _code, type_index, _loan, _data and the
+    # weak references are ObjectBase's fields (the containers' compiled
+    # bases derive from it), and ObjectBase's finalizer releases the handle.
     # _loan: what the collector was lent for this collection (see _holds).
     # _data: the address of a registered type's struct, else 0.
-    __slots__ = (("__weakref__",) if _cext else
-                 ("_handle", "_code", "type_index", "_loan", "_data", "__weakref__"))
+    __slots__ = () if _cext else ("_handle", "_code", "type_index", "_loan", "_data",
+                                  "__weakref__")
 
     @classmethod
     def _adopt(cls, handle, type_index):
         if _cext:
-            return _cext.ObjectBase._adopt(cls, handle, type_index, OBJECT)
+            # The type code is OBJECT, the loan None; a container reads its
+            # size and is tracked (_holds).
+            return _cext.adopt_object(cls, handle, type_index)
         self = object.__new__(cls)
         self._handle = handle
         self.type_index = type_index
@@ -96,7 +99,7 @@ class Object(_cext.ObjectBase if _cext else object):
         return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, self.type_index,
                                                            self._handle)
 
-    if not _cext:
+    if not _cext:  # the extension's ObjectBase does the same in C (tp_new, tp_finalize)
         def __new__(cls, *args, **kwargs):
             # A class of a registered object type makes an instance (see
             # _object_types); any other cannot be made from Python.

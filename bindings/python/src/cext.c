@@ -28,17 +28,17 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "objects.h"
-#include "packedfunc/c_api.h"
+#include "cext.h"
 
 PyMODINIT_FUNC PyInit__cext(void);
 
-/* The API version whose slots this file uses (ObjectFindOwnedHosts: 7). */
+/* The API version whose slots the extension uses (the bulk readers, List
+ * and Dict: 8; keyword calls: 10). */
 #define PF_CEXT_API_VERSION 10
 /* Calls with more arguments than this take the package's general path. */
 #define PF_CEXT_MAX_ARGS 8
 
-static const PFApi* pf_api;
+const PFApi* pf_api;
 
 /* 0 when an entry point got the `want` arguments that `usage` shows; else
  * -1 with a TypeError showing it. */
@@ -139,6 +139,11 @@ static inline PyObject* pf_value(PFValue* value, int code, int result) {
       return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
     }
     default: {
+      if (code == kPFObjectHandle) {
+        /* Containers convert in containers.c; any other object below. */
+        PyObject* out = pf_container_value(value->v_handle, result);
+        if (out != NULL || PyErr_Occurred()) return out;
+      }
       if (!result) return NULL;
       PyObject* addr = PyLong_FromVoidPtr(value);
       if (addr == NULL) return NULL;
@@ -264,8 +269,15 @@ static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code)
   return -1;
 }
 
-static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
-                                        PyObject* kwnames) {
+/* The C objects that a call made of its list, tuple and dict arguments,
+ * released when it returns. */
+typedef struct {
+  void* objects[PF_CEXT_MAX_ARGS];
+  int n;
+} pf_made;
+
+static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
+                                  PyObject* kwnames, pf_made* made) {
   PFCextFunction* f = (PFCextFunction*)self;
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   /* Keyword arguments' values follow the positional ones in args: they are
@@ -320,6 +332,19 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
     } else if (PyObject_TypeCheck(x, &pf_function_type) && ((PFCextFunction*)x)->handle) {
       values[i].v_handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
       codes[i] = kPFFuncHandle;
+    } else if ((t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) &&
+               f->conversions != NULL && PyTuple_CheckExact(f->conversions) &&
+               PyTuple_GET_SIZE(f->conversions) == 0) {
+      /* As an Array or Map (where no parameter turns it into a Shape,
+       * List or Dict: the general path decides those, as for strings). */
+      int rc = pf_container_arg(x, &values[i], &codes[i]);
+      if (rc < 0) {
+        for (int j = 0; j < tensors; ++j) Py_DECREF(capsules[j]);
+        return NULL;
+      }
+      if (rc == 0)
+        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
+      made->objects[made->n++] = values[i].v_handle;
     } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
       /* An Object, DataType or Device. */
     } else if (pf_tensor_types != NULL && PySet_Contains(pf_tensor_types, (PyObject*)t) == 1) {
@@ -378,6 +403,17 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
                              rc == 0 && ret_code == kPFDLTensorHandle ? ret.v_handle : NULL);
 }
 
+static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                        PyObject* kwnames) {
+  pf_made made;
+  made.n = 0;
+  PyObject* out = pf_function_call(self, args, nargsf, kwnames, &made);
+  /* The callee took references of its own to what it kept; ours hold
+   * nothing that only they keep alive (the items are the arguments'). */
+  for (int i = 0; i < made.n; ++i) pf_api->ObjectFree(made.objects[i]);
+  return out;
+}
+
 static void pf_function_dealloc(PyObject* self) {
   /* The package's __del__ released the handle; only our own fields go. */
   Py_CLEAR(((PFCextFunction*)self)->conversions);
@@ -388,8 +424,8 @@ static PyMemberDef pf_function_members[] = {
     {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
      "the PFFunctionHandle as an int; 0 once released"},
     {"_conversions", T_OBJECT, offsetof(PFCextFunction, conversions), 0,
-     "(position, kind, name) of the device and shape parameters, or None before they are "
-     "looked up"},
+     "(position, kind, name) of the device, shape, list and dict parameters, or None before "
+     "they are looked up"},
     {"_fill", T_PYSSIZET, offsetof(PFCextFunction, fill), 0,
      "a positional call with fewer arguments than this takes the signature's defaults (the "
      "general path); 0 without defaults; sys.maxsize before it is looked up"},
@@ -407,6 +443,12 @@ static PyTypeObject pf_function_type = {
     .tp_doc = "The compiled base of packedfunc.Function (private).",
     .tp_members = pf_function_members,
 };
+
+int pf_function_handle(PyObject* x, void** handle) {
+  if (!PyObject_TypeCheck(x, &pf_function_type) || ((PFCextFunction*)x)->handle == 0) return 0;
+  *handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
+  return 1;
+}
 
 /* adopt(cls, handle): a new instance of cls (a subclass of FunctionBase)
  * that takes over the reference `handle`. */
@@ -472,6 +514,8 @@ enum { PF_HOLD_OBJECT, PF_HOLD_FUNCTION, PF_HOLD_KINDS };
 /* How many holds of each kind C has (lent or not). Changed only with the
  * GIL held. */
 static Py_ssize_t pf_live[PF_HOLD_KINDS];
+
+int pf_any_held(void) { return pf_live[PF_HOLD_OBJECT] > 0 || pf_live[PF_HOLD_FUNCTION] > 0; }
 
 /* A new hold of x (a new reference to it), or NULL with MemoryError. Raw
  * memory: it is freed by finalizers, which take the GIL first anyway. */
@@ -727,6 +771,13 @@ static int pf_set_return(PFRetValueHandle ret, PyObject* r) {
     ba.size = (size_t)PyBytes_GET_SIZE(r);
     v.v_handle = &ba;
     code = kPFBytes;
+  } else if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) {
+    int rc = pf_container_arg(r, &v, &code);
+    if (rc < 0) return pf_record_raised();
+    if (rc == 0) goto general;
+    rc = pf_api->CFuncSetReturn(ret, &v, &code, 1); /* it takes its own reference */
+    pf_api->ObjectFree(v.v_handle);
+    return rc ? -1 : 0;
   } else {
     goto general;
   }
@@ -1006,10 +1057,13 @@ PyMODINIT_FUNC PyInit__cext(void) {
     const char* name;
     PyTypeObject* type;
   } types[] = {{"FunctionBase", &pf_function_type}, {"Loan", &pf_loan_type},
-               {"ObjectBase", &pf_object_base_type}, {"Field", &pf_field_type},
+               {"ObjectBase", &pf_object_base_type}, {"ArrayBase", &pf_array_base_type},
+               {"MapBase", &pf_map_base_type}, {"ListBase", &pf_list_base_type},
+               {"DictBase", &pf_dict_base_type}, {"Field", &pf_field_type},
                {"Method", &pf_method_type}};
   PyObject* m = PyModule_Create(&pf_module);
   if (m == NULL) return NULL;
+  if (PyModule_AddFunctions(m, pf_container_methods) < 0) goto fail;
   for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i) {
     if (PyType_Ready(types[i].type) < 0) goto fail;
     Py_INCREF(types[i].type);

@@ -186,24 +186,27 @@ static void pf_object_release(pf_cext_object* o) {
 
 static void pf_object_finalize(PyObject* self) { pf_object_release((pf_cext_object*)self); }
 
-static void pf_object_dealloc(PyObject* self) {
-  PyObject_GC_UnTrack(self);
-  /* Released already, unless a finalizer that resurrected it ran before and
-   * so ours will not run again. */
-  pf_object_release((pf_cext_object*)self);
-  Py_CLEAR(((pf_cext_object*)self)->loan);
-  Py_TYPE(self)->tp_free(self);
-}
-
-static int pf_object_traverse(PyObject* self, visitproc visit, void* arg) {
+int pf_object_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(((pf_cext_object*)self)->loan);
   return 0;
 }
 
-static int pf_object_clear(PyObject* self) {
+int pf_object_clear(PyObject* self) {
   Py_CLEAR(((pf_cext_object*)self)->loan);
   return 0;
 }
+
+void pf_object_dealloc_as(PyObject* self, inquiry clear) {
+  PyObject_GC_UnTrack(self);
+  /* Released already, unless a finalizer that resurrected it ran before and
+   * so ours will not run again. */
+  pf_object_release((pf_cext_object*)self);
+  if (((pf_cext_object*)self)->weakrefs != NULL) PyObject_ClearWeakRefs(self);
+  clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static void pf_object_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_object_clear); }
 
 /* The registered types whose instances are tracked for the collector
  * (_holds.track): those with handle fields, which the walk that finds the
@@ -505,6 +508,7 @@ PyTypeObject pf_object_base_type = {
     .tp_doc = "The compiled base of packedfunc.Object (private).",
     .tp_traverse = pf_object_traverse,
     .tp_clear = pf_object_clear,
+    .tp_weaklistoffset = offsetof(pf_cext_object, weakrefs),
     .tp_members = pf_object_members,
     .tp_getset = pf_object_getset,
     .tp_methods = pf_object_methods,
