@@ -17,7 +17,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-typedef int (*read_fn)(const char* fname, int index, const char* text, PFValue* v, int* code);
+typedef int (*read_fn)(const char* fname, const char* arg, const char* text, PFValue* v,
+                       int* code);
 
 static void fail(const char* what, const char* text, const char* detail) {
   fprintf(stderr, "fuzz_pf_json: %s\n  input: '%s'\n  %s\n", what, text, detail);
@@ -42,7 +43,7 @@ static char* print(PFValue v, int code) {
 static void check(read_fn read, const char* text) {
   PFValue v;
   int code = -1;
-  if (read("f", 0, text, &v, &code) != 0) {
+  if (read("f", "argument 0", text, &v, &code) != 0) {
     const char* kind = PFErrorGetKind();
     const char* msg = PFErrorGetMessage();
     if (strcmp(kind, kPFErrValueError) != 0 && strcmp(kind, kPFErrMemoryError) != 0)
@@ -56,7 +57,7 @@ static void check(read_fn read, const char* text) {
   char* once = print(v, code);
   PFObjectFree(v.v_handle);
   if (once[0] != '[' && once[0] != '{') fail("a container printed as no container", text, once);
-  if (read("f", 0, once, &v, &code) != 0)
+  if (read("f", "argument 0", once, &v, &code) != 0)
     fail("the printed text does not read back", once, PFErrorGetMessage());
   char* twice = print(v, code);
   PFObjectFree(v.v_handle);
