@@ -50,7 +50,8 @@ static int noarg_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, 
 
 static int strlen_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)res;
-  if (n != 1 || codes[0] != kPFStr) return PFErrorSetFormat(kPFErrTypeError, "strlen: expected str");
+  if (n != 1 || codes[0] != kPFStr)
+    return PFErrorSetFormat(kPFErrTypeError, "strlen: expected str");
   PFValue v = {.v_int64 = (int64_t)strlen(args[0].v_str)};
   int c = kPFInt;
   return PFCFuncSetReturn(ret, &v, &c, 1);
@@ -85,20 +86,20 @@ static void run_direct_noarg(long n) {
 
 /* The caller's loop of every add(i, 2) case, the same around each `call`
  * (an expression of args, codes, r and rc that returns a status). */
-#define ADD_LOOP(n, call)                \
-  do {                                   \
-    PFValue args[2];                     \
-    int codes[2] = {kPFInt, kPFInt};     \
-    PFValue r;                           \
-    int rc;                              \
-    int64_t s = 0;                       \
-    for (long i = 0; i < (n); ++i) {     \
-      args[0].v_int64 = i;               \
-      args[1].v_int64 = 2;               \
-      if ((call) != 0) die(#call);       \
-      s += r.v_int64;                    \
-    }                                    \
-    sink = s;                            \
+#define ADD_LOOP(n, call)            \
+  do {                               \
+    PFValue args[2];                 \
+    int codes[2] = {kPFInt, kPFInt}; \
+    PFValue r;                       \
+    int rc;                          \
+    int64_t s = 0;                   \
+    for (long i = 0; i < (n); ++i) { \
+      args[0].v_int64 = i;           \
+      args[1].v_int64 = 2;           \
+      if ((call) != 0) die(#call);   \
+      s += r.v_int64;                \
+    }                                \
+    sink = s;                        \
   } while (0)
 
 static void call2(PFFunctionHandle f, long n) {
@@ -223,8 +224,7 @@ static atomic_int two_go;
 static void (*two_body)(long); /* what the second thread runs */
 static void* two_worker(void* arg) {
   (void)arg;
-  while (!atomic_load(&two_go)) {
-  }
+  while (!atomic_load(&two_go)) {}
   two_body(two_n);
   return NULL;
 }
@@ -369,9 +369,16 @@ static const PFFieldDesc k_point_fields[] = {
     PF_FIELD(bench_point, x, "int64", kPFFieldWritable, NULL),
     PF_FIELD(bench_point, y, "int64", kPFFieldWritable, NULL),
 };
-static const PFObjectTypeDesc k_point = {PF_OBJECT_TYPE_DESC_ABI, "bench.Point", NULL,
-                                         sizeof(bench_point), NULL, NULL, k_point_fields, 2,
-                                         NULL, 0};
+static const PFObjectTypeDesc k_point = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "bench.Point",
+                                         NULL,
+                                         sizeof(bench_point),
+                                         NULL,
+                                         NULL,
+                                         k_point_fields,
+                                         2,
+                                         NULL,
+                                         0};
 static PFObjectHandle g_point;
 static const PFFieldInfo* g_point_y;
 
@@ -467,9 +474,10 @@ static void memory_per_function(int count) {
   }
   struct mallinfo2 after = mallinfo2();
   double per = (double)(after.uordblks - before.uordblks) / count;
-  printf("{\"id\": \"memory\", \"what\": \"heap bytes per registered function (%d names, "
-         "name length 19)\", \"bytes\": %.1f}\n",
-         count, per);
+  printf(
+      "{\"id\": \"memory\", \"what\": \"heap bytes per registered function (%d names, "
+      "name length 19)\", \"bytes\": %.1f}\n",
+      count, per);
   for (int i = 0; i < count; ++i) {
     char buf[64];
     snprintf(buf, sizeof buf, "bench.mem.fn%07d", i);
@@ -497,8 +505,8 @@ static const row k_rows[] = {
      "PFFuncCall of the packed add", run_packed_add, 1.5, 0, 2000000},
     {"typed_ffi", "typed int64(int64 x6), libffi path", run_typed_ffi, "raw_ffi",
      "a raw prepared ffi_call of the same function", run_raw_ffi, 1.5, 0, 1000000},
-    {"lookup_hot", "PFFuncGetGlobal (+PFFuncFree) of one name, 10,000 registered",
-     run_lookup_hot, "packed_add", "PFFuncCall of the packed add", run_packed_add, 5.0, 0, 1000000},
+    {"lookup_hot", "PFFuncGetGlobal (+PFFuncFree) of one name, 10,000 registered", run_lookup_hot,
+     "packed_add", "PFFuncCall of the packed add", run_packed_add, 5.0, 0, 1000000},
     {"lookup", "PFFuncGetGlobal (+PFFuncFree) of random names, 10,000 registered", run_lookup,
      "packed_add", "PFFuncCall of the packed add", run_packed_add, 5.0, 0, 1000000},
     {"lookup_2t", "PFFuncGetGlobal from 2 threads at once, per lookup", run_lookup_2threads,
@@ -513,13 +521,12 @@ static const row k_rows[] = {
     {"list_get", "PFListGetItem of an int (under the List's lock)", run_list_get, "array_get",
      "PFArrayGetItem of an int (no lock)", run_array_get, 0, 0, 2000000},
     {"list_get_2t", "PFListGetItem from 2 threads on one List at once, per read",
-     run_list_get_2threads, "list_get_1t", "the same from one thread", run_list_get, 0, 0,
-     1000000},
+     run_list_get_2threads, "list_get_1t", "the same from one thread", run_list_get, 0, 0, 1000000},
     {"field_get", "PFObjectGetField of an int64 field through its handle", run_field_get,
      "packed_add", "PFFuncCall of the packed add", run_packed_add, 1.0, 0, 2000000},
     {"kw_call", "PFFuncCallKw of typed clamp(1.5, hi=1.0), lo from its default", run_kw_call,
-     "positional_call", "PFFuncCall of the same clamp(1.5, 0.0, 1.0)", run_positional_call, 3.0,
-     0, 2000000},
+     "positional_call", "PFFuncCall of the same clamp(1.5, 0.0, 1.0)", run_positional_call, 3.0, 0,
+     2000000},
 };
 
 static void setup(void) {
@@ -564,8 +571,14 @@ int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "--count") == 0) {
     long n = atol(argv[3]);
     for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; ++i) {
-      if (strcmp(k_rows[i].id, argv[2]) == 0) { k_rows[i].run(n); return 0; }
-      if (strcmp(k_rows[i].base_id, argv[2]) == 0) { k_rows[i].base(n); return 0; }
+      if (strcmp(k_rows[i].id, argv[2]) == 0) {
+        k_rows[i].run(n);
+        return 0;
+      }
+      if (strcmp(k_rows[i].base_id, argv[2]) == 0) {
+        k_rows[i].base(n);
+        return 0;
+      }
     }
     fprintf(stderr, "bench_c: unknown case '%s'\n", argv[2]);
     return 2;

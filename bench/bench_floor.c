@@ -134,8 +134,15 @@ static PyMethodDef floor_methods[] = {
 };
 
 static struct PyModuleDef floor_module = {
-    PyModuleDef_HEAD_INIT, "pf_bench_floor", "The floor of bench_python.py.", -1,
-    floor_methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "pf_bench_floor",
+    "The floor of bench_python.py.",
+    -1,
+    floor_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit_pf_bench_floor(void) { return PyModule_Create(&floor_module); }

@@ -38,8 +38,11 @@ static PFObjectHandle matrix(float* data, int64_t* shape, int64_t rows, int64_t 
                              DLManagedTensor* managed) {
   shape[0] = rows;
   shape[1] = cols;
-  *managed = (DLManagedTensor){.dl_tensor = {.data = data, .device = {kDLCPU, 0}, .ndim = 2,
-                                             .dtype = {kDLFloat, 32, 1}, .shape = shape},
+  *managed = (DLManagedTensor){.dl_tensor = {.data = data,
+                                             .device = {kDLCPU, 0},
+                                             .ndim = 2,
+                                             .dtype = {kDLFloat, 32, 1},
+                                             .shape = shape},
                                .deleter = keep};
   PFObjectHandle o;
   if (PFTensorCreateFromDLPack(managed, &o) != 0) die("PFTensorCreateFromDLPack");
@@ -48,8 +51,8 @@ static PFObjectHandle matrix(float* data, int64_t* shape, int64_t rows, int64_t 
 
 static float xs[M * K], ws[K * N], ys[M * N];
 static int64_t x_shape[2] = {M, K};
-static DLTensor x_tensor = {.data = xs, .device = {kDLCPU, 0}, .ndim = 2,
-                            .dtype = {kDLFloat, 32, 1}, .shape = x_shape};
+static DLTensor x_tensor = {
+    .data = xs, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = x_shape};
 static PFFunctionHandle g_matmul, g_bound;
 static PFObjectHandle g_w;
 static volatile float g_sink;
@@ -84,8 +87,7 @@ static void run_naive(long n) {
 }
 
 static void measure(const char* id, const char* what, void (*run)(long), const char* base_id,
-                    const char* base_what, void (*base)(long), double target, int trials,
-                    long n) {
+                    const char* base_what, void (*base)(long), double target, int trials, long n) {
   bench_stats sa, sb, sr;
   bench_interleave(run, base, n, trials, &sa, &sb, &sr);
   bench_print_row(id, what, base_id, base_what, sa, sb, sr, target, trials, n, "");
@@ -112,13 +114,14 @@ static void bound_heap(int with_cache) {
   for (int i = 0; i < NFUNCS; ++i)
     if (PFFuncBind(g_matmul, 1, &pos, &v, &code, cache, &fns[i]) != 0) die("PFFuncBind");
   size_t held = heap_in_use() - before;
-  printf("{\"id\": \"bind_heap_%s\", \"what\": \"heap held by %d functions bound to one "
-         "%dx%d float32 weight (%.0f MB), %s\", \"bytes\": %zu}\n",
-         with_cache ? "cache" : "nocache", NFUNCS, BIG, BIG,
-         BIG * (double)BIG * sizeof(float) / (1 << 20),
-         with_cache ? "with a pre-pack cache (one packed copy)"
-                    : "without a cache (a packed copy each)",
-         held);
+  printf(
+      "{\"id\": \"bind_heap_%s\", \"what\": \"heap held by %d functions bound to one "
+      "%dx%d float32 weight (%.0f MB), %s\", \"bytes\": %zu}\n",
+      with_cache ? "cache" : "nocache", NFUNCS, BIG, BIG,
+      BIG * (double)BIG * sizeof(float) / (1 << 20),
+      with_cache ? "with a pre-pack cache (one packed copy)"
+                 : "without a cache (a packed copy each)",
+      held);
   fflush(stdout);
   for (int i = 0; i < NFUNCS; ++i) PFFuncFree(fns[i]);
   if (cache) PFObjectFree(cache);
@@ -145,11 +148,11 @@ int main(int argc, char** argv) {
   int trials = quick ? 3 : 15;
   long n = quick ? 2 : 40;
   measure("matmul_prepacked", "bound demo.matmul, w pre-packed once (8x512 @ 512x512 float32)",
-          run_bound, "matmul_unbound", "demo.matmul(x, w), w copied per call", run_unbound,
-          1.0, trials, n);
+          run_bound, "matmul_unbound", "demo.matmul(x, w), w copied per call", run_unbound, 1.0,
+          trials, n);
   measure("matmul_vs_naive", "bound demo.matmul, w pre-packed once (8x512 @ 512x512 float32)",
-          run_bound, "matmul_naive", "a plain C triple loop, no packedfunc call", run_naive,
-          1.0, trials, n);
+          run_bound, "matmul_naive", "a plain C triple loop, no packedfunc call", run_naive, 1.0,
+          trials, n);
   bound_heap(1);
   bound_heap(0);
   PFFuncFree(g_bound);

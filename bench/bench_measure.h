@@ -69,14 +69,14 @@ static void bench_interleave(void (*run)(long), void (*base)(long), long n, int 
 /* One row for bench/report.py. `extra` is "" or more JSON members, each
  * starting with ", ". */
 static void bench_print_row(const char* id, const char* what, const char* base_id,
-                            const char* base_what, bench_stats a, bench_stats b,
-                            bench_stats ratio, double target, int trials, long n,
-                            const char* extra) {
-  printf("{\"id\": \"%s\", \"what\": \"%s\", \"base_id\": \"%s\", \"baseline\": \"%s\", "
-         "\"ns\": [%.2f, %.2f, %.2f], \"base_ns\": [%.2f, %.2f, %.2f], "
-         "\"ratio\": [%.3f, %.3f, %.3f], \"target\": %.2f, \"trials\": %d, \"iters\": %ld%s}\n",
-         id, what, base_id, base_what, a.med, a.min, a.max, b.med, b.min, b.max, ratio.med,
-         ratio.min, ratio.max, target, trials, n, extra);
+                            const char* base_what, bench_stats a, bench_stats b, bench_stats ratio,
+                            double target, int trials, long n, const char* extra) {
+  printf(
+      "{\"id\": \"%s\", \"what\": \"%s\", \"base_id\": \"%s\", \"baseline\": \"%s\", "
+      "\"ns\": [%.2f, %.2f, %.2f], \"base_ns\": [%.2f, %.2f, %.2f], "
+      "\"ratio\": [%.3f, %.3f, %.3f], \"target\": %.2f, \"trials\": %d, \"iters\": %ld%s}\n",
+      id, what, base_id, base_what, a.med, a.min, a.max, b.med, b.min, b.max, ratio.med, ratio.min,
+      ratio.max, target, trials, n, extra);
   fflush(stdout);
 }
 

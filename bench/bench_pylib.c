@@ -26,7 +26,8 @@ static int ret_int(PFRetValueHandle ret, int64_t v) {
 }
 
 static int want(const char* fn, int n, int expect, const int* codes, const int* types) {
-  if (n != expect) return PFErrorSetFormat(kPFErrTypeError, "%s: expected %d arguments", fn, expect);
+  if (n != expect)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: expected %d arguments", fn, expect);
   for (int i = 0; i < n; ++i)
     if (codes[i] != types[i])
       return PFErrorSetFormat(kPFErrTypeError, "%s: argument %d must be %s", fn, i,
@@ -80,7 +81,8 @@ static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
     PFValue r;
     int rc;
     if (PFFuncCall(a[0].v_handle, args, codes, 2, &r, &rc) != 0) return -1;
-    if (rc != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "bench.call_n: callback must return int");
+    if (rc != kPFInt)
+      return PFErrorSetFormat(kPFErrTypeError, "bench.call_n: callback must return int");
     sum += r.v_int64;
   }
   return ret_int(ret, sum);
@@ -122,8 +124,10 @@ static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res
   static const int t[] = {kPFDLTensorHandle};
   if (want("bench.tensor_sum", n, 1, c, t)) return -1;
   const DLTensor* x = a[0].v_handle;
-  if (x->dtype.code != kDLInt || x->dtype.bits != 64 || x->ndim != 1 || (x->strides && x->strides[0] != 1))
-    return PFErrorSetFormat(kPFErrTypeError, "bench.tensor_sum: expected a compact 1-d int64 tensor");
+  if (x->dtype.code != kDLInt || x->dtype.bits != 64 || x->ndim != 1 ||
+      (x->strides && x->strides[0] != 1))
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "bench.tensor_sum: expected a compact 1-d int64 tensor");
   const int64_t* p = (const int64_t*)((const char*)x->data + x->byte_offset);
   int64_t sum = 0;
   for (int64_t i = 0; i < x->shape[0]; ++i) sum += p[i];
@@ -136,7 +140,8 @@ static int make_array(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res
   static const int t[] = {kPFInt};
   if (want("bench.make_array", n, 1, c, t)) return -1;
   int64_t size = a[0].v_int64;
-  if (size < 0 || size > 1 << 20) return PFErrorSetFormat(kPFErrValueError, "bench.make_array: bad size");
+  if (size < 0 || size > 1 << 20)
+    return PFErrorSetFormat(kPFErrValueError, "bench.make_array: bad size");
   PFValue* vals = malloc(sizeof(PFValue) * (size_t)(size ? size : 1));
   int* codes = malloc(sizeof(int) * (size_t)(size ? size : 1));
   if (vals == NULL || codes == NULL) {
@@ -192,9 +197,16 @@ static const PFMethodDesc k_pair_methods[] = {
     PF_METHOD_TYPED("__init__", pair_init, "void(obj<bench.Pair>,int64,int64)", NULL),
     PF_METHOD_TYPED("sum", pair_sum, "int64(obj<bench.Pair>)", NULL),
 };
-static const PFObjectTypeDesc k_pair_type = {
-    PF_OBJECT_TYPE_DESC_ABI, "bench.Pair", NULL, sizeof(BenchPair), NULL, NULL,
-    k_pair_fields, PF_COUNTOF(k_pair_fields), k_pair_methods, PF_COUNTOF(k_pair_methods)};
+static const PFObjectTypeDesc k_pair_type = {PF_OBJECT_TYPE_DESC_ABI,
+                                             "bench.Pair",
+                                             NULL,
+                                             sizeof(BenchPair),
+                                             NULL,
+                                             NULL,
+                                             k_pair_fields,
+                                             PF_COUNTOF(k_pair_fields),
+                                             k_pair_methods,
+                                             PF_COUNTOF(k_pair_methods)};
 
 EXPORT int64_t raw_add(int64_t a, int64_t b) { return a + b; }
 EXPORT int64_t raw_noarg(void) { return 7; }
@@ -214,9 +226,15 @@ EXPORT int bench_init(void) {
   static const struct {
     const char* name;
     PFPackedCFunc fn;
-  } fns[] = {{"bench.add", add},     {"bench.noarg", noarg},   {"bench.strlen", str_len},
-             {"bench.first", first}, {"bench.call_n", call_n}, {"bench.array_sum", array_sum},
-             {"bench.tensor_sum", tensor_sum}, {"bench.make_array", make_array}, {"bench.echo", echo}};
+  } fns[] = {{"bench.add", add},
+             {"bench.noarg", noarg},
+             {"bench.strlen", str_len},
+             {"bench.first", first},
+             {"bench.call_n", call_n},
+             {"bench.array_sum", array_sum},
+             {"bench.tensor_sum", tensor_sum},
+             {"bench.make_array", make_array},
+             {"bench.echo", echo}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(fns[i].fn, NULL, NULL, &f) != 0) return -1;

@@ -228,8 +228,8 @@ static void measure(const char* id, const char* what, void (*run)(long), const c
   bench_stats sa, sb, sr;
   bench_interleave(run, base, n, g_trials, &sa, &sb, &sr);
   char extra[96];
-  snprintf(extra, sizeof extra, ", \"per_second\": %.0f, \"base_per_second\": %.0f",
-           1e9 / sa.med, 1e9 / sb.med);
+  snprintf(extra, sizeof extra, ", \"per_second\": %.0f, \"base_per_second\": %.0f", 1e9 / sa.med,
+           1e9 / sb.med);
   bench_print_row(id, what, base_id, base_what, sa, sb, sr, target, g_trials, n, extra);
 }
 

@@ -6,10 +6,12 @@
 static float w_data[4] = {1, 2, 3, 4};
 static int64_t shape[2] = {2, 2};
 static void keep(DLManagedTensor* m) { (void)m; }
-static DLManagedTensor w_managed = {
-    .dl_tensor = {.data = w_data, .device = {kDLCPU, 0}, .ndim = 2,
-                  .dtype = {kDLFloat, 32, 1}, .shape = shape},
-    .deleter = keep};
+static DLManagedTensor w_managed = {.dl_tensor = {.data = w_data,
+                                                  .device = {kDLCPU, 0},
+                                                  .ndim = 2,
+                                                  .dtype = {kDLFloat, 32, 1},
+                                                  .shape = shape},
+                                    .deleter = keep};
 
 /* Usage: bind_matmul PATH/demo_plugin.so */
 int main(int argc, char** argv) {
@@ -37,8 +39,11 @@ int main(int argc, char** argv) {
   /* layer[0](x) is matmul(x, w): x = [[1, 1]] gives [[4, 6]]. */
   float x_data[2] = {1, 1};
   int64_t x_shape[2] = {1, 2};
-  DLTensor x = {.data = x_data, .device = {kDLCPU, 0}, .ndim = 2,
-                .dtype = {kDLFloat, 32, 1}, .shape = x_shape};
+  DLTensor x = {.data = x_data,
+                .device = {kDLCPU, 0},
+                .ndim = 2,
+                .dtype = {kDLFloat, 32, 1},
+                .shape = x_shape};
   PFValue arg = {.v_handle = &x}, out;
   int arg_code = kPFDLTensorHandle, out_code;
   DLTensor* y;
@@ -53,8 +58,8 @@ int main(int argc, char** argv) {
 
   int64_t entries, bytes, hits;
   PFPrePackCacheGetStats(cache, &entries, &bytes, &hits);
-  printf("cache: %lld packed copy, %lld bytes, %lld hits\n", (long long)entries,
-         (long long)bytes, (long long)hits);
+  printf("cache: %lld packed copy, %lld bytes, %lld hits\n", (long long)entries, (long long)bytes,
+         (long long)hits);
   for (int i = 0; i < 3; ++i) PFFuncFree(layer[i]);
   PFObjectFree(cache);
   PFFuncFree(matmul);

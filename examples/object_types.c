@@ -3,12 +3,12 @@
 
 #include <packedfunc/c_api.h>
 
-#define CHECK(call)                                   \
-  do {                                                \
-    if ((call) != 0) {                                \
-      fprintf(stderr, "%s\n", PFGetLastError());      \
-      return 1;                                       \
-    }                                                 \
+#define CHECK(call)                              \
+  do {                                           \
+    if ((call) != 0) {                           \
+      fprintf(stderr, "%s\n", PFGetLastError()); \
+      return 1;                                  \
+    }                                            \
   } while (0)
 
 int main(int argc, char** argv) {

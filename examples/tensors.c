@@ -56,8 +56,8 @@ int main(void) {
 
   double data[4] = {1, 2, 3, 4};
   int64_t shape[1] = {4};
-  DLTensor x = {.data = data, .device = {kDLCPU, 0}, .ndim = 1,
-                .dtype = {kDLFloat, 64, 1}, .shape = shape};
+  DLTensor x = {
+      .data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 64, 1}, .shape = shape};
   PFValue args[1] = {{.v_handle = &x}}, kw[1] = {{.v_float64 = 100}}, out;
   int codes[1] = {kPFDLTensorHandle}, kw_codes[1] = {kPFFloat}, out_code;
   const char* kw_names[1] = {"total"};
@@ -71,8 +71,8 @@ int main(void) {
   show("normalized(x, scale=100)",
        PFFuncCallKw(f, args, codes, 1, wrong, kw, kw_codes, 1, &out, &out_code), out);
   x.dtype.bits = 32;
-  show("normalized(float32 x)", PFFuncCallKw(f, args, codes, 1, NULL, NULL, NULL, 0, &out, &out_code),
-       out);
+  show("normalized(float32 x)",
+       PFFuncCallKw(f, args, codes, 1, NULL, NULL, NULL, 0, &out, &out_code), out);
   PFFuncFree(f);
   return 0;
 }

@@ -14,7 +14,9 @@
 #                                valgrind memcheck (part of make test)
 #   make soak [SOAK_OPS=1000000] the threaded soak tests, long, under ASan and TSan
 #                                and in Python; their short forms run with the suites
-.PHONY: test test-all test-c test-asan test-tsan test-abi test-install test-readme \
+#   make test-format             every C and C++ file as .clang-format lays it out
+#                                (part of make test)
+.PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme \
         test-python fuzz fuzz-short valgrind soak soak-python modules
 
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
@@ -31,8 +33,12 @@ test:
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
 
-test-all: lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
+test-all: test-format lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary
+
+# The layout check (tools/check-format.sh --fix rewrites what differs).
+test-format:
+	@tools/check-format.sh
 
 # ---- C tests ---------------------------------------------------------------------
 ASAN_TESTS := $(addprefix $(BUILD)/asan/tests/,$(TEST_NAMES))

@@ -164,8 +164,8 @@ static int change_error(change_outcome o, const char* where, const char* name, c
       return PF_ERROR(kPFErrRuntimeError, "%s: '%s' is protected and cannot be %s%s", where, name,
                       verb, tail);
     case CHANGE_EXISTS:
-      return PF_ERROR(kPFErrKeyError, "%s: a function named '%s' is already registered%s%s",
-                      where, name, hint, tail);
+      return PF_ERROR(kPFErrKeyError, "%s: a function named '%s' is already registered%s%s", where,
+                      name, hint, tail);
     case CHANGE_ABSENT:
       return PF_ERROR(kPFErrKeyError, "%s: no function named '%s' is registered", where, name);
     case CHANGE_NO_MEMORY:
@@ -174,8 +174,7 @@ static int change_error(change_outcome o, const char* where, const char* name, c
   return -1;
 }
 
-static int register_impl(const char* where, const char* name, PFFunctionHandle func,
-                         int flags) {
+static int register_impl(const char* where, const char* name, PFFunctionHandle func, int flags) {
   long n = check_name(where, name);
   if (n < 0) return -1;
   uint32_t ti = 0;
@@ -216,8 +215,7 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
   }
   write_unlock();
 
-  int rc =
-      change_error(outcome, where, name, "overridden", " (pass override to replace it)", "");
+  int rc = change_error(outcome, where, name, "overridden", " (pass override to replace it)", "");
   if (fresh != NULL) {
     if (rc != 0) drop = fresh->func;
     PFMemFree(fresh);
@@ -229,8 +227,7 @@ static int register_impl(const char* where, const char* name, PFFunctionHandle f
 }
 
 int PFFuncRegisterGlobal(const char* name, PFFunctionHandle func, int override) {
-  return register_impl("PFFuncRegisterGlobal", name, func,
-                       override ? kPFRegisterOverride : 0);
+  return register_impl("PFFuncRegisterGlobal", name, func, override ? kPFRegisterOverride : 0);
 }
 
 int PFFuncRegisterGlobalEx(const char* name, PFFunctionHandle func, int flags) {
@@ -375,8 +372,7 @@ int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags) {
     write_unlock();
     /* A refused name is the same as the entry made for it (still ours: on
      * a refusal none went into the table). */
-    if (outcome == CHANGE_NO_MEMORY)
-      rc = PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
+    if (outcome == CHANGE_NO_MEMORY) rc = PF_ERROR(kPFErrMemoryError, "%s: out of memory", where);
     else if (outcome != CHANGE_OK)
       rc = change_error(outcome, where, n ? fresh[bad]->name : prefix, "overridden", "",
                         "; nothing from the module was exported");
@@ -412,9 +408,7 @@ static void names_free(void* p) {
   if (tls_names == p) tls_names = NULL;
   PFMemFree(p);
 }
-static void names_make_key(void) {
-  names_key_ok = pthread_key_create(&names_key, names_free) == 0;
-}
+static void names_make_key(void) { names_key_ok = pthread_key_create(&names_key, names_free) == 0; }
 
 static int cmp_names(const void* a, const void* b) {
   return strcmp(*(const char* const*)a, *(const char* const*)b);
@@ -480,8 +474,7 @@ static int list_names(const char* where, const char* prefix, int* out_size,
   return 0;
 }
 
-int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size,
-                                    const char*** out_array) {
+int PFFuncListGlobalNamesWithPrefix(const char* prefix, int* out_size, const char*** out_array) {
   return list_names("PFFuncListGlobalNamesWithPrefix", prefix, out_size, out_array);
 }
 

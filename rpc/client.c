@@ -54,8 +54,7 @@ static void describe(pf_rpc_peer* p, const pf_rpc_route* r, char* buf, size_t ca
   pf_rpc_client* c = (pf_rpc_client*)p;
   if (r->endpoint >= 0 && r->endpoint < c->n)
     snprintf(buf, cap, "server %s", c->endpoints[r->endpoint]);
-  else
-    snprintf(buf, cap, "server #%d", r->endpoint);
+  else snprintf(buf, cap, "server #%d", r->endpoint);
 }
 
 static int pick(pf_rpc_peer* p, pf_rpc_route* out) {
@@ -324,8 +323,7 @@ static int open_socket(pf_rpc_client* c, int k, const PFRPCOptions* o, int64_t m
       set_opt(s, ZMQ_IMMEDIATE, &one, sizeof one, "immediate") != 0 ||
       set_opt(s, ZMQ_ROUTING_ID, rid, sizeof rid, "routing id") != 0 ||
       set_opt(s, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect, "reconnect") != 0 ||
-      set_opt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof reconnect_max, "reconnect") !=
-          0 ||
+      set_opt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof reconnect_max, "reconnect") != 0 ||
       set_opt(s, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb, "heartbeat") != 0 ||
       set_opt(s, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout, "heartbeat") != 0 ||
       set_opt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "max_message_size") != 0)
@@ -495,8 +493,7 @@ static int check_connect_options(const PFRPCOptions* o, int* timeout, int64_t* m
       check_key(o->client_secret_key, "client_secret_key") != 0)
     return -1;
   if (!zmq_has("curve"))
-    return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support",
-                    k_connect);
+    return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support", k_connect);
   return 0;
 }
 
@@ -525,8 +522,7 @@ static int client_new(int timeout, int n, pf_rpc_client** out) {
   c->monitors = calloc((size_t)n, sizeof *c->monitors);
   c->connected = calloc((size_t)n, sizeof *c->connected);
   c->pending = calloc((size_t)n, sizeof *c->pending);
-  if (!c->endpoints || !c->problem || !c->dealers || !c->monitors || !c->connected ||
-      !c->pending)
+  if (!c->endpoints || !c->problem || !c->dealers || !c->monitors || !c->connected || !c->pending)
     return PF_ERROR(kPFErrMemoryError, "%s: out of memory", k_connect);
   c->n = n;
   for (int k = 0; k < n; ++k) atomic_init(&c->connected[k], 0);
@@ -656,8 +652,7 @@ int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHan
   pf_rpc_route r;
   if (client_new(timeout, n, &c) != 0) return c ? connect_failed(c) : -1;
   if (split_endpoints(c, endpoints) != 0 || open_sockets(c, options, maxmsg) != 0 ||
-      start_housekeeper(c) != 0 || wait_for_server(c, endpoints, &r) != 0 ||
-      say_hello(c, &r) != 0)
+      start_housekeeper(c) != 0 || wait_for_server(c, endpoints, &r) != 0 || say_hello(c, &r) != 0)
     return connect_failed(c);
   PFObjectRetain(c->module);
   *out = c->module;

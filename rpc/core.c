@@ -233,7 +233,6 @@ static void release_msg(void* data, void* hint) {
   pf_rpc_msg_free(hint);
 }
 
-
 /* Whether a message is handed over to ZeroMQ rather than copied: a large
  * one, and every counted one (so that its bytes count until ZeroMQ lets
  * them go). */
@@ -336,7 +335,7 @@ static void post_buffer(pf_rpc_peer* p, const pf_rpc_route* r, msgpack_sbuffer* 
 }
 
 void pf_rpc_reply_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const char* kind,
-                             const char* msg) {
+                        const char* msg) {
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   pf_rpc_pack_error(&sb, id, kind, msg, "");
@@ -561,9 +560,7 @@ static void drop_matching(pf_rpc_peer* p, uint64_t scope, const pf_rpc_route* r)
 
 static void drop_scope(pf_rpc_peer* p, uint64_t scope) { drop_matching(p, scope, NULL); }
 
-void pf_rpc_drop_route_exports(pf_rpc_peer* p, const pf_rpc_route* r) {
-  drop_matching(p, 0, r);
-}
+void pf_rpc_drop_route_exports(pf_rpc_peer* p, const pf_rpc_route* r) { drop_matching(p, 0, r); }
 
 /* The message packed with context c failed, or will not be sent: undoes
  * every export it made. */
@@ -634,21 +631,21 @@ static void reply_last_error(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id)
  * releases whatever step it reached. */
 typedef struct {
   pf_rpc_peer* p;
-  pf_rpc_msg* in;          /* the request; its route is where the reply goes */
-  uint64_t scope;          /* a client's: the call whose callback this is */
+  pf_rpc_msg* in; /* the request; its route is where the reply goes */
+  uint64_t scope; /* a client's: the call whose callback this is */
   pf_rpc_parsed m;
-  msgpack_sbuffer reply;   /* the OK reply, as it is written */
+  msgpack_sbuffer reply; /* the OK reply, as it is written */
   msgpack_packer pk;
-  int depth;               /* requests served on this thread, this one included */
-  char target[96];         /* the callee, for messages */
-  PFFunctionHandle f;      /* the callee: a reference, or NULL */
+  int depth;          /* requests served on this thread, this one included */
+  char target[96];    /* the callee, for messages */
+  PFFunctionHandle f; /* the callee: a reference, or NULL */
   uint32_t nargs;
   PFValue* args;
   int* codes;
-  pf_rpc_arena arena;      /* what decoding the arguments made */
-  PFValue rv;              /* the result */
+  pf_rpc_arena arena; /* what decoding the arguments made */
+  PFValue rv;         /* the result */
   int rcode;
-  export_ctx exports;      /* the functions in the result */
+  export_ctx exports; /* the functions in the result */
 } serving;
 
 /* Parses the request into *s. Returns -1 when there is nothing to answer:
@@ -736,8 +733,8 @@ static int decode_args(serving* s) {
   if (s->args == NULL || s->codes == NULL) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
   import_ctx ic = {s->p, s->in->route};
   for (uint32_t i = 0; i < s->nargs; ++i) {
-    if (pf_rpc_unpack_value(&list->via.array.ptr[i], &s->arena, 0, 1, import_fn, &ic,
-                            &s->args[i], &s->codes[i]) != 0) {
+    if (pf_rpc_unpack_value(&list->via.array.ptr[i], &s->arena, 0, 1, import_fn, &ic, &s->args[i],
+                            &s->codes[i]) != 0) {
       char line[160];
       snprintf(line, sizeof line, "  while decoding argument %u of a call to %s", i, s->target);
       PFErrorAppendTraceback(line);
@@ -880,9 +877,10 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
         fresh(p, own, m.id);
         own = NULL;
       } else {
-        pf_rpc_reply_error(p, r, m.id, "RuntimeError",
-                    "rpc: a callback arrived for a call that is no longer in progress, or for a "
-                    "function that is no longer valid");
+        pf_rpc_reply_error(
+            p, r, m.id, "RuntimeError",
+            "rpc: a callback arrived for a call that is no longer in progress, or for a "
+            "function that is no longer valid");
       }
       break;
     }
@@ -936,7 +934,7 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
     if (pf_rpc_parse(m->data, m->size, &pm) == 0) {
       if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO)
         pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
-                    "rpc: a callback arrived for a call that is no longer in progress");
+                           "rpc: a callback arrived for a call that is no longer in progress");
       pf_rpc_parsed_free(&pm);
     }
     pf_rpc_msg_free(m);
@@ -1189,8 +1187,7 @@ static void add_user(pf_rpc_peer* p) {
 
 static int remote_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   remote_fn* f = res;
-  return pf_rpc_invoke(f->p, f->name, f->fid, f->has_route ? &f->route : NULL, args, codes, n,
-                       ret);
+  return pf_rpc_invoke(f->p, f->name, f->fid, f->has_route ? &f->route : NULL, args, codes, n, ret);
 }
 
 static void remote_free(void* res) {
@@ -1212,8 +1209,8 @@ static void remote_free(void* res) {
   pf_rpc_peer_release(p);
 }
 
-int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
-                       const pf_rpc_route* affinity, int release, PFFunctionHandle* out) {
+int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_route* affinity,
+                       int release, PFFunctionHandle* out) {
   remote_fn* f = calloc(1, sizeof *f);
   if (f == NULL || (name && (f->name = strdup(name)) == NULL)) {
     free(f);
@@ -1233,7 +1230,8 @@ int pf_rpc_make_remote(pf_rpc_peer* p, const char* name, uint64_t fid,
 
 void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
   pthread_mutex_lock(&p->mu);
-  if (p->closed_reason[0] == '\0') snprintf(p->closed_reason, sizeof p->closed_reason, "%s", reason);
+  if (p->closed_reason[0] == '\0')
+    snprintf(p->closed_reason, sizeof p->closed_reason, "%s", reason);
   atomic_store(&p->closed, 1);
   pf_rpc_waiter *w, *wtmp;
   HASH_ITER(hh, p->waiters, w, wtmp) fail_waiter(w, "ConnectionError", p->closed_reason);
@@ -1243,4 +1241,3 @@ void pf_rpc_peer_shutdown(pf_rpc_peer* p, const char* reason) {
   pthread_mutex_unlock(&p->mu);
   free_exports(all);
 }
-

@@ -190,8 +190,8 @@ typedef struct pf_rpc_waiter {
   pf_rpc_route route;
   pthread_cond_t cond;
   pf_rpc_msg *inbox, *inbox_tail;
-  int sent;     /* handed to the transport */
-  int failed;   /* set by the I/O thread: a timeout or a lost connection */
+  int sent;   /* handed to the transport */
+  int failed; /* set by the I/O thread: a timeout or a lost connection */
   int64_t deadline_ms;
   char fail_kind[32];
   char fail_msg[512];
@@ -305,8 +305,7 @@ PF_RPC_HIDDEN int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags);
  * an error reply. */
 PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* m,
                                    void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
-                                   void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*,
-                                                   const char*));
+                                   void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*));
 /* Marks a waiter's request as handed to the transport. */
 PF_RPC_HIDDEN void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t waiter_id);
 /* Whether a waiter still wants its request sent. */
@@ -338,8 +337,8 @@ PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m);
  * returns -1 with the error. `affinity` is the route a function id belongs
  * to (NULL for a name). `what` names the callee in errors. */
 PF_RPC_HIDDEN int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid,
-                                const pf_rpc_route* affinity, PFValue* args, int* codes,
-                                int nargs, PFRetValueHandle ret);
+                                const pf_rpc_route* affinity, PFValue* args, int* codes, int nargs,
+                                PFRetValueHandle ret);
 
 /* A remote function: calls `name` (as the functions of a client's module
  * do, with fid 0 and no affinity) or function `fid` of the peer. *out is a

@@ -357,8 +357,7 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
              "rpc: call refused: this client already has %d calls queued or running on server "
              "%.200s, its limit (max_calls_per_client); call again when some have returned",
              held, s->endpoint);
-  else
-    snprintf(msg, sizeof msg, "rpc: call refused: server %.200s is out of memory", s->endpoint);
+  else snprintf(msg, sizeof msg, "rpc: call refused: server %.200s is out of memory", s->endpoint);
   pf_rpc_reply_error(p, &m->route, id, refused, msg);
   pf_rpc_msg_free(m);
 }
@@ -428,8 +427,7 @@ static void on_event(pf_rpc_server* s) {
             ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "key not authorized" : "wrong keys or no keys");
     else if (ev == ZMQ_EVENT_ACCEPT_FAILED)
       logf_(s, "pf rpc %.*s: accepting a connection failed", len, addr);
-    else if (ev == ZMQ_EVENT_DISCONNECTED)
-      note_disconnect(s);
+    else if (ev == ZMQ_EVENT_DISCONNECTED) note_disconnect(s);
   }
   zmq_msg_close(&f1);
   zmq_msg_close(&f2);
@@ -457,8 +455,8 @@ static void on_zap(pf_rpc_server* s) {
   }
   if (n >= 2) {
     int ok = 0;
-    if (n >= 7 && zmq_msg_size(&parts[5]) == 5 && memcmp(zmq_msg_data(&parts[5]), "CURVE", 5) == 0 &&
-        zmq_msg_size(&parts[6]) == 32)
+    if (n >= 7 && zmq_msg_size(&parts[5]) == 5 &&
+        memcmp(zmq_msg_data(&parts[5]), "CURVE", 5) == 0 && zmq_msg_size(&parts[6]) == 32)
       for (int i = 0; i < s->nkeys && !ok; ++i)
         ok = memcmp(zmq_msg_data(&parts[6]), s->keys[i], 32) == 0;
     zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE);
@@ -478,8 +476,7 @@ static void on_zap(pf_rpc_server* s) {
 static int send_routed(pf_rpc_server* s, pf_rpc_msg* m) {
   if (zmq_send(s->router, m->route.ident, m->route.ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
     return zmq_errno();
-  while (pf_rpc_msg_send_part(m, s->router, ZMQ_DONTWAIT) < 0 && zmq_errno() == EINTR) {
-  }
+  while (pf_rpc_msg_send_part(m, s->router, ZMQ_DONTWAIT) < 0 && zmq_errno() == EINTR) {}
   return 0;
 }
 
@@ -530,8 +527,7 @@ static void send_out(pf_rpc_server* s) {
 static int reachable(pf_rpc_server* s, const pf_rpc_route* r) {
   if (zmq_send(s->router, r->ident, r->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
     return zmq_errno() != EHOSTUNREACH;
-  while (zmq_send(s->router, "", 0, ZMQ_DONTWAIT) < 0 && zmq_errno() == EINTR) {
-  }
+  while (zmq_send(s->router, "", 0, ZMQ_DONTWAIT) < 0 && zmq_errno() == EINTR) {}
   return 1;
 }
 
@@ -621,8 +617,7 @@ static void recv_in(pf_rpc_server* s) {
     if (!more) {
       pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &body);
       if (in) pf_rpc_dispatch(&s->base, in, fresh, log_bad);
-    } else
-      log_bad(&s->base, &r, "a message of several parts");
+    } else log_bad(&s->base, &r, "a message of several parts");
     zmq_msg_close(&body);
     while (more) {
       zmq_msg_t x;
@@ -710,8 +705,7 @@ static void server_close(pf_rpc_server* s) {
 
 static int opt(void* sock, int o, const void* v, size_t n, const char* what) {
   if (zmq_setsockopt(sock, o, v, n) != 0)
-    return PF_ERROR(kPFErrValueError, "PFRPCServe: option %s: %s", what,
-                    zmq_strerror(zmq_errno()));
+    return PF_ERROR(kPFErrValueError, "PFRPCServe: option %s: %s", what, zmq_strerror(zmq_errno()));
   return 0;
 }
 
@@ -723,31 +717,30 @@ static const char* const k_serve = "PFRPCServe";
 /* The options that can be refused before anything is acquired. */
 static int check_server_options(const PFRPCServerOptions* o) {
   if (o->num_workers < 0 || o->num_workers > 256)
-    return PF_ERROR(kPFErrValueError, "%s: option num_workers must be in [0, 256], got %d",
-                    k_serve, o->num_workers);
+    return PF_ERROR(kPFErrValueError, "%s: option num_workers must be in [0, 256], got %d", k_serve,
+                    o->num_workers);
   if (o->num_expose < 0 || (o->num_expose > 0 && o->expose == NULL))
     return PF_ERROR(kPFErrValueError, "%s: option expose/num_expose is inconsistent", k_serve);
   if (o->num_authorized_keys < 0 || (o->num_authorized_keys > 0 && o->authorized_keys == NULL))
     return PF_ERROR(kPFErrValueError,
                     "%s: option authorized_keys/num_authorized_keys is inconsistent", k_serve);
   if (o->num_authorized_keys > 0 && o->curve_secret_key == NULL)
-    return PF_ERROR(kPFErrValueError, "%s: option authorized_keys needs curve_secret_key",
-                    k_serve);
+    return PF_ERROR(kPFErrValueError, "%s: option authorized_keys needs curve_secret_key", k_serve);
   if (o->callback_timeout_ms < 0 || o->max_message_size < 0)
     return PF_ERROR(kPFErrValueError, "%s: negative callback_timeout_ms or max_message_size",
                     k_serve);
   if (o->max_calls_per_client < 0)
-    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)",
-                    k_serve, o->max_calls_per_client);
+    return PF_ERROR(kPFErrValueError, "%s: option max_calls_per_client is negative (%d)", k_serve,
+                    o->max_calls_per_client);
   if (o->max_workers_per_client < 0)
-    return PF_ERROR(kPFErrValueError, "%s: option max_workers_per_client is negative (%d)",
-                    k_serve, o->max_workers_per_client);
+    return PF_ERROR(kPFErrValueError, "%s: option max_workers_per_client is negative (%d)", k_serve,
+                    o->max_workers_per_client);
   if (o->max_callbacks_per_client < 0)
     return PF_ERROR(kPFErrValueError, "%s: option max_callbacks_per_client is negative (%d)",
                     k_serve, o->max_callbacks_per_client);
   if (o->max_exports_per_client < 0)
-    return PF_ERROR(kPFErrValueError, "%s: option max_exports_per_client is negative (%d)",
-                    k_serve, o->max_exports_per_client);
+    return PF_ERROR(kPFErrValueError, "%s: option max_exports_per_client is negative (%d)", k_serve,
+                    o->max_exports_per_client);
   for (int i = 0; i < o->num_expose; ++i)
     if (o->expose[i] == NULL)
       return PF_ERROR(kPFErrValueError, "%s: option expose[%d] is NULL", k_serve, i);
@@ -758,8 +751,7 @@ static int check_server_options(const PFRPCServerOptions* o) {
                       "%s: option curve_secret_key is not a CURVE key (40 characters of Z85)",
                       k_serve);
     if (!zmq_has("curve"))
-      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support",
-                      k_serve);
+      return PF_ERROR(kPFErrNotImplementedError, "%s: this ZeroMQ has no CURVE support", k_serve);
   }
   return 0;
 }
@@ -791,10 +783,10 @@ static int server_new(const PFRPCServerOptions* o, pf_rpc_server** out) {
       o->max_calls_per_client ? o->max_calls_per_client : PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT;
   s->max_workers = o->max_workers_per_client ? o->max_workers_per_client : s->nworkers;
   s->max_callbacks = o->max_callbacks_per_client ? o->max_callbacks_per_client
-                     : s->nworkers > 1               ? s->nworkers - 1
-                                                     : 1;
-  s->max_exports = o->max_exports_per_client ? o->max_exports_per_client
-                                             : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
+                     : s->nworkers > 1           ? s->nworkers - 1
+                                                 : 1;
+  s->max_exports =
+      o->max_exports_per_client ? o->max_exports_per_client : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
   s->max_queue_bytes = PF_RPC_SEND_QUEUE_BYTES;
   *out = s;
   return 0;
@@ -830,8 +822,8 @@ static int open_context(pf_rpc_server* s) {
   s->zap = zmq_socket(s->zctx, ZMQ_REP);
   if (s->zap == NULL || zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
       zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0)
-    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s",
-                    k_serve, zmq_strerror(zmq_errno()));
+    return PF_ERROR(kPFErrRuntimeError, "%s: cannot start the authentication handler: %s", k_serve,
+                    zmq_strerror(zmq_errno()));
   return 0;
 }
 
@@ -861,11 +853,10 @@ static int open_monitor(pf_rpc_server* s) {
   char addr[64];
   int zero = 0;
   snprintf(addr, sizeof addr, "inproc://pf-rpc-server-monitor-%p", (void*)s);
-  if (zmq_socket_monitor(s->router, addr,
-                         ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_DISCONNECTED |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
+  if (zmq_socket_monitor(
+          s->router, addr,
+          ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
       (s->monitor = zmq_socket(s->zctx, ZMQ_PAIR)) == NULL ||
       zmq_setsockopt(s->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
       zmq_connect(s->monitor, addr) != 0)
@@ -922,7 +913,8 @@ int PFRPCServe(const char* endpoint, const PFRPCServerOptions* o, PFRPCServerHan
 int PFRPCServerGetEndpoint(PFRPCServerHandle server, const char** out) {
   if (server == NULL)
     return PF_ERROR(kPFErrTypeError, "PFRPCServerGetEndpoint: argument 'server' is NULL");
-  if (out == NULL) return PF_ERROR(kPFErrTypeError, "PFRPCServerGetEndpoint: argument 'out' is NULL");
+  if (out == NULL)
+    return PF_ERROR(kPFErrTypeError, "PFRPCServerGetEndpoint: argument 'out' is NULL");
   *out = ((pf_rpc_server*)server)->endpoint;
   return 0;
 }

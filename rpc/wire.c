@@ -170,10 +170,8 @@ static int pack_mutable(msgpack_packer* pk, PFObjectHandle obj, uint32_t type, c
     int c;
     rc = PFArrayGetItem(snap, i, &v, &c);
     if (rc != 0) break;
-    if (is_list)
-      snprintf(sub, sizeof sub, "%s item %lld", path, (long long)i);
-    else
-      snprintf(sub, sizeof sub, "%s %s %lld", path, i % 2 ? "value" : "key", (long long)(i / 2));
+    if (is_list) snprintf(sub, sizeof sub, "%s item %lld", path, (long long)i);
+    else snprintf(sub, sizeof sub, "%s %s %lld", path, i % 2 ? "value" : "key", (long long)(i / 2));
     rc = pf_rpc_pack_value(pk, v, c, sub, depth + 1, exp, ctx);
   }
   PFObjectFree(snap);
@@ -188,8 +186,7 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
   switch (type) {
     case kPFObjectFunction: {
       uint64_t id = 0;
-      if (exp == NULL)
-        return PF_ERROR(kPFErrTypeError, "%s: a function cannot cross here", path);
+      if (exp == NULL) return PF_ERROR(kPFErrTypeError, "%s: a function cannot cross here", path);
       if (exp(ctx, obj, &id) != 0) return -1;
       char b[8];
       put_u64(b, id);
@@ -338,8 +335,8 @@ int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
     case kPFModuleHandle:
       return PF_ERROR(kPFErrTypeError, "%s: a module cannot cross to another process", path);
     default:
-      return PF_ERROR(kPFErrTypeError, "%s: type code %d cannot cross to another process",
-                      path, code);
+      return PF_ERROR(kPFErrTypeError, "%s: type code %d cannot cross to another process", path,
+                      code);
   }
 }
 
@@ -805,26 +802,76 @@ int pf_rpc_validate(const char* p, size_t n) {
       skip = t & 0x1f;
     } else {
       switch (t) {
-        case 0xc4: case 0xd9: need = 1; break;
-        case 0xc5: case 0xda: need = 2; break;
-        case 0xc6: case 0xdb: need = 4; break;
-        case 0xc7: need = 1; break;
-        case 0xc8: need = 2; break;
-        case 0xc9: need = 4; break;
-        case 0xca: skip = 4; break;
-        case 0xcb: skip = 8; break;
-        case 0xcc: case 0xd0: skip = 1; break;
-        case 0xcd: case 0xd1: skip = 2; break;
-        case 0xce: case 0xd2: skip = 4; break;
-        case 0xcf: case 0xd3: skip = 8; break;
-        case 0xd4: skip = 2; break;
-        case 0xd5: skip = 3; break;
-        case 0xd6: skip = 5; break;
-        case 0xd7: skip = 9; break;
-        case 0xd8: skip = 17; break;
-        case 0xdc: case 0xde: need = 2; container = 1; break;
-        case 0xdd: case 0xdf: need = 4; container = 1; break;
-        default: return PF_ERROR(kPFErrValueError, "rpc: invalid MessagePack byte 0x%02x", t);
+        case 0xc4:
+        case 0xd9:
+          need = 1;
+          break;
+        case 0xc5:
+        case 0xda:
+          need = 2;
+          break;
+        case 0xc6:
+        case 0xdb:
+          need = 4;
+          break;
+        case 0xc7:
+          need = 1;
+          break;
+        case 0xc8:
+          need = 2;
+          break;
+        case 0xc9:
+          need = 4;
+          break;
+        case 0xca:
+          skip = 4;
+          break;
+        case 0xcb:
+          skip = 8;
+          break;
+        case 0xcc:
+        case 0xd0:
+          skip = 1;
+          break;
+        case 0xcd:
+        case 0xd1:
+          skip = 2;
+          break;
+        case 0xce:
+        case 0xd2:
+          skip = 4;
+          break;
+        case 0xcf:
+        case 0xd3:
+          skip = 8;
+          break;
+        case 0xd4:
+          skip = 2;
+          break;
+        case 0xd5:
+          skip = 3;
+          break;
+        case 0xd6:
+          skip = 5;
+          break;
+        case 0xd7:
+          skip = 9;
+          break;
+        case 0xd8:
+          skip = 17;
+          break;
+        case 0xdc:
+        case 0xde:
+          need = 2;
+          container = 1;
+          break;
+        case 0xdd:
+        case 0xdf:
+          need = 4;
+          container = 1;
+          break;
+        default:
+          return PF_ERROR(kPFErrValueError, "rpc: invalid MessagePack byte 0x%02x", t);
       }
       if (need) {
         if (n - i < need) return PF_ERROR(kPFErrValueError, "rpc: truncated message");

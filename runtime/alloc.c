@@ -4,9 +4,18 @@
 
 #include "internal.h"
 
-static void* default_malloc(size_t n, void* ud) { (void)ud; return malloc(n); }
-static void* default_realloc(void* p, size_t n, void* ud) { (void)ud; return realloc(p, n); }
-static void default_free(void* p, void* ud) { (void)ud; free(p); }
+static void* default_malloc(size_t n, void* ud) {
+  (void)ud;
+  return malloc(n);
+}
+static void* default_realloc(void* p, size_t n, void* ud) {
+  (void)ud;
+  return realloc(p, n);
+}
+static void default_free(void* p, void* ud) {
+  (void)ud;
+  free(p);
+}
 
 static PFAllocator g_alloc = {default_malloc, default_realloc, default_free, NULL};
 static atomic_int g_alloc_used;

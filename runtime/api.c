@@ -15,15 +15,22 @@ int PFGetStructSize(const char* name, size_t* out) {
     const char* name;
     size_t size;
   } sizes[] = {
-      {"PFValue", sizeof(PFValue)},         {"PFByteArray", sizeof(PFByteArray)},
-      {"DLDataType", sizeof(DLDataType)},   {"DLDevice", sizeof(DLDevice)},
-      {"DLTensor", sizeof(DLTensor)},       {"DLManagedTensor", sizeof(DLManagedTensor)},
+      {"PFValue", sizeof(PFValue)},
+      {"PFByteArray", sizeof(PFByteArray)},
+      {"DLDataType", sizeof(DLDataType)},
+      {"DLDevice", sizeof(DLDevice)},
+      {"DLTensor", sizeof(DLTensor)},
+      {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFCallFrame", sizeof(PFCallFrame)},
       {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
-      {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)}, {"PFFieldDesc", sizeof(PFFieldDesc)},
-      {"PFMethodDesc", sizeof(PFMethodDesc)},         {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
-      {"PFFieldInfo", sizeof(PFFieldInfo)},           {"PFMethodInfo", sizeof(PFMethodInfo)},
-      {"PFTensorConstraint", sizeof(PFTensorConstraint)}, {"PFParamInfo", sizeof(PFParamInfo)},
+      {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)},
+      {"PFFieldDesc", sizeof(PFFieldDesc)},
+      {"PFMethodDesc", sizeof(PFMethodDesc)},
+      {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
+      {"PFFieldInfo", sizeof(PFFieldInfo)},
+      {"PFMethodInfo", sizeof(PFMethodInfo)},
+      {"PFTensorConstraint", sizeof(PFTensorConstraint)},
+      {"PFParamInfo", sizeof(PFParamInfo)},
       {"PFSignatureInfo", sizeof(PFSignatureInfo)},
   };
   PF_CHECK_ARG(name);
@@ -48,132 +55,132 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
 /* Every slot with its position; appending is the only allowed change. The
  * initializer below assigns each entry point to its typed slot, so a
  * signature change fails to compile under -Werror. */
-#define PF_API_SLOTS(X)                     \
-  X(FuncCreateFromCFunc, 0)                 \
-  X(FuncCall, 1)                            \
-  X(CFuncSetReturn, 2)                      \
-  X(FuncRetain, 3)                          \
-  X(FuncFree, 4)                            \
-  X(FuncRegisterGlobal, 5)                  \
-  X(FuncGetGlobal, 6)                       \
-  X(FuncRemoveGlobal, 7)                    \
-  X(FuncListGlobalNames, 8)                 \
-  X(GetLastError, 9)                        \
-  X(APISetLastError, 10)                    \
-  X(ErrorSet, 11)                           \
-  X(ErrorAppendTraceback, 12)               \
-  X(ErrorGetKind, 13)                       \
-  X(ErrorGetMessage, 14)                    \
-  X(ErrorGetTraceback, 15)                  \
-  X(ErrorClear, 16)                         \
-  X(TypeCodeName, 17)                       \
-  X(ObjectRetain, 18)                       \
-  X(ObjectFree, 19)                         \
-  X(ObjectGetTypeIndex, 20)                 \
-  X(ObjectCreateBoxed, 21)                  \
-  X(ObjectGetBoxedPayload, 22)              \
-  X(TensorCreateFromDLPack, 23)             \
-  X(TensorGetDLTensor, 24)                  \
-  X(TensorToDLPack, 25)                     \
-  X(FuncRegisterGlobalEx, 26)               \
-  X(FuncListGlobalNamesWithPrefix, 27)      \
-  X(RegistrySeal, 28)                       \
-  X(RegistryIsSealed, 29)                   \
-  X(EnvSetSignalChecker, 30)                \
-  X(EnvCheckSignals, 31)                    \
-  X(GetVersion, 32)                         \
-  X(GetStructSize, 33)                      \
-  X(FuncSetInfo, 34)                        \
-  X(FuncGetInfo, 35)                        \
-  X(FuncCreateFromTyped, 36)                \
-  X(FuncToCFunction, 37)                    \
-  X(ClosureCheckError, 38)                  \
-  X(ModLoadFromFile, 39)                    \
-  X(ModGetFunction, 40)                     \
-  X(ModImport, 41)                          \
-  X(ModListFunctionNames, 42)               \
-  X(ModExportGlobal, 43)                    \
-  X(ModFree, 44)                            \
-  X(ModLoadFromDescriptors, 45)             \
-  X(HostGateCreate, 46)                     \
-  X(HostGateClose, 47)                      \
-  X(FuncCreateFromHostCFunc, 48)            \
-  X(ErrorSetFormat, 49)                     \
-  X(SetAllocator, 50)                       \
-  X(MemAlloc, 51)                           \
-  X(MemRealloc, 52)                         \
-  X(MemFree, 53)                            \
-  X(SignatureTypeInfo, 54)                  \
-  X(ObjectTypeName, 55)                     \
-  X(HostObjectCreate, 56)                   \
-  X(HostObjectGetPayload, 57)               \
-  X(ArrayCreate, 58)                        \
-  X(ArrayGetSize, 59)                       \
-  X(ArrayGetItem, 60)                       \
-  X(MapCreate, 61)                          \
-  X(MapGetSize, 62)                         \
-  X(MapGetItem, 63)                         \
-  X(MapGetItemAt, 64)                       \
-  X(ShapeCreate, 65)                        \
-  X(ShapeGetData, 66)                       \
-  X(FuncBind, 67)                           \
-  X(FuncSetPrePack, 68)                     \
-  X(PrePackCacheCreate, 69)                 \
-  X(PrePackCacheGetStats, 70)               \
-  X(ModCreateFromFunctions, 71)             \
-  X(FuncCallFrame, 72)                      \
-  X(ObjectFindOwnedHosts, 73)             \
-  X(ArrayGetItems, 74)                    \
-  X(MapGetItems, 75)                      \
-  X(ListCreate, 76)                       \
-  X(ListGetSize, 77)                      \
-  X(ListGetItem, 78)                      \
-  X(ListSetItem, 79)                      \
-  X(ListAppend, 80)                       \
-  X(ListInsert, 81)                       \
-  X(ListExtend, 82)                       \
-  X(ListReplace, 83)                      \
-  X(ListPop, 84)                          \
-  X(ListClear, 85)                        \
-  X(ListToArray, 86)                      \
-  X(DictCreate, 87)                       \
-  X(DictGetSize, 88)                      \
-  X(DictGetItem, 89)                      \
-  X(DictSetItem, 90)                      \
-  X(DictUpdate, 91)                       \
-  X(DictPop, 92)                          \
-  X(DictClear, 93)                        \
-  X(DictToArray, 94)                      \
-  X(DataTypeFromString, 95)               \
-  X(DataTypeToString, 96)                 \
-  X(TensorCreateFromDLPackVersioned, 97)  \
-  X(TensorIsReadOnly, 98)                 \
-  X(TensorToDLPackVersioned, 99) \
-  /* Version 9. */ \
-  X(ObjectTypeRegister, 100) \
-  X(ObjectTypeFind, 101) \
-  X(ObjectTypeGetInfo, 102) \
-  X(ObjectTypeGetField, 103) \
-  X(ObjectTypeGetMethod, 104) \
-  X(ObjectTypeGetConstructor, 105) \
-  X(ObjectAlloc, 106) \
-  X(ObjectGetData, 107) \
-  X(ObjectIsInstance, 108) \
-  X(ObjectGetField, 109) \
-  X(ObjectSetField, 110) \
-  X(ObjectGetFieldByName, 111) \
-  X(ObjectSetFieldByName, 112) \
-  X(ObjectGetMethod, 113) \
-  X(ModListTypes, 114) \
-  /* Version 10. */ \
-  X(FuncCallKw, 115) \
-  X(FuncGetSignatureInfo, 116) \
-  X(SignatureParse, 117) \
-  X(SignatureInfoFree, 118) \
-  X(ArgGetTensor, 119) \
+#define PF_API_SLOTS(X)                  \
+  X(FuncCreateFromCFunc, 0)              \
+  X(FuncCall, 1)                         \
+  X(CFuncSetReturn, 2)                   \
+  X(FuncRetain, 3)                       \
+  X(FuncFree, 4)                         \
+  X(FuncRegisterGlobal, 5)               \
+  X(FuncGetGlobal, 6)                    \
+  X(FuncRemoveGlobal, 7)                 \
+  X(FuncListGlobalNames, 8)              \
+  X(GetLastError, 9)                     \
+  X(APISetLastError, 10)                 \
+  X(ErrorSet, 11)                        \
+  X(ErrorAppendTraceback, 12)            \
+  X(ErrorGetKind, 13)                    \
+  X(ErrorGetMessage, 14)                 \
+  X(ErrorGetTraceback, 15)               \
+  X(ErrorClear, 16)                      \
+  X(TypeCodeName, 17)                    \
+  X(ObjectRetain, 18)                    \
+  X(ObjectFree, 19)                      \
+  X(ObjectGetTypeIndex, 20)              \
+  X(ObjectCreateBoxed, 21)               \
+  X(ObjectGetBoxedPayload, 22)           \
+  X(TensorCreateFromDLPack, 23)          \
+  X(TensorGetDLTensor, 24)               \
+  X(TensorToDLPack, 25)                  \
+  X(FuncRegisterGlobalEx, 26)            \
+  X(FuncListGlobalNamesWithPrefix, 27)   \
+  X(RegistrySeal, 28)                    \
+  X(RegistryIsSealed, 29)                \
+  X(EnvSetSignalChecker, 30)             \
+  X(EnvCheckSignals, 31)                 \
+  X(GetVersion, 32)                      \
+  X(GetStructSize, 33)                   \
+  X(FuncSetInfo, 34)                     \
+  X(FuncGetInfo, 35)                     \
+  X(FuncCreateFromTyped, 36)             \
+  X(FuncToCFunction, 37)                 \
+  X(ClosureCheckError, 38)               \
+  X(ModLoadFromFile, 39)                 \
+  X(ModGetFunction, 40)                  \
+  X(ModImport, 41)                       \
+  X(ModListFunctionNames, 42)            \
+  X(ModExportGlobal, 43)                 \
+  X(ModFree, 44)                         \
+  X(ModLoadFromDescriptors, 45)          \
+  X(HostGateCreate, 46)                  \
+  X(HostGateClose, 47)                   \
+  X(FuncCreateFromHostCFunc, 48)         \
+  X(ErrorSetFormat, 49)                  \
+  X(SetAllocator, 50)                    \
+  X(MemAlloc, 51)                        \
+  X(MemRealloc, 52)                      \
+  X(MemFree, 53)                         \
+  X(SignatureTypeInfo, 54)               \
+  X(ObjectTypeName, 55)                  \
+  X(HostObjectCreate, 56)                \
+  X(HostObjectGetPayload, 57)            \
+  X(ArrayCreate, 58)                     \
+  X(ArrayGetSize, 59)                    \
+  X(ArrayGetItem, 60)                    \
+  X(MapCreate, 61)                       \
+  X(MapGetSize, 62)                      \
+  X(MapGetItem, 63)                      \
+  X(MapGetItemAt, 64)                    \
+  X(ShapeCreate, 65)                     \
+  X(ShapeGetData, 66)                    \
+  X(FuncBind, 67)                        \
+  X(FuncSetPrePack, 68)                  \
+  X(PrePackCacheCreate, 69)              \
+  X(PrePackCacheGetStats, 70)            \
+  X(ModCreateFromFunctions, 71)          \
+  X(FuncCallFrame, 72)                   \
+  X(ObjectFindOwnedHosts, 73)            \
+  X(ArrayGetItems, 74)                   \
+  X(MapGetItems, 75)                     \
+  X(ListCreate, 76)                      \
+  X(ListGetSize, 77)                     \
+  X(ListGetItem, 78)                     \
+  X(ListSetItem, 79)                     \
+  X(ListAppend, 80)                      \
+  X(ListInsert, 81)                      \
+  X(ListExtend, 82)                      \
+  X(ListReplace, 83)                     \
+  X(ListPop, 84)                         \
+  X(ListClear, 85)                       \
+  X(ListToArray, 86)                     \
+  X(DictCreate, 87)                      \
+  X(DictGetSize, 88)                     \
+  X(DictGetItem, 89)                     \
+  X(DictSetItem, 90)                     \
+  X(DictUpdate, 91)                      \
+  X(DictPop, 92)                         \
+  X(DictClear, 93)                       \
+  X(DictToArray, 94)                     \
+  X(DataTypeFromString, 95)              \
+  X(DataTypeToString, 96)                \
+  X(TensorCreateFromDLPackVersioned, 97) \
+  X(TensorIsReadOnly, 98)                \
+  X(TensorToDLPackVersioned, 99)         \
+  /* Version 9. */                       \
+  X(ObjectTypeRegister, 100)             \
+  X(ObjectTypeFind, 101)                 \
+  X(ObjectTypeGetInfo, 102)              \
+  X(ObjectTypeGetField, 103)             \
+  X(ObjectTypeGetMethod, 104)            \
+  X(ObjectTypeGetConstructor, 105)       \
+  X(ObjectAlloc, 106)                    \
+  X(ObjectGetData, 107)                  \
+  X(ObjectIsInstance, 108)               \
+  X(ObjectGetField, 109)                 \
+  X(ObjectSetField, 110)                 \
+  X(ObjectGetFieldByName, 111)           \
+  X(ObjectSetFieldByName, 112)           \
+  X(ObjectGetMethod, 113)                \
+  X(ModListTypes, 114)                   \
+  /* Version 10. */                      \
+  X(FuncCallKw, 115)                     \
+  X(FuncGetSignatureInfo, 116)           \
+  X(SignatureParse, 117)                 \
+  X(SignatureInfoFree, 118)              \
+  X(ArgGetTensor, 119)                   \
   X(TensorAlloc, 120)
 
-#define PF_API_PIN_(slot, index)                                     \
+#define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \
                  "PFApi slot " #slot " must stay at " #index);
 PF_API_SLOTS(PF_API_PIN_)

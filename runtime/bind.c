@@ -41,10 +41,8 @@ static void release_value(int code, PFValue* v) {
 static void binding_free(pf_binding* b, int num_kept) {
   if (b == NULL) return;
   for (int i = 0; i < num_kept; ++i) {
-    if (b->entries != NULL && b->entries[i] != NULL)
-      pf_pp_entry_release(b->cache, b->entries[i]);
-    else
-      release_value(b->codes[i], &b->values[i]);
+    if (b->entries != NULL && b->entries[i] != NULL) pf_pp_entry_release(b->cache, b->entries[i]);
+    else release_value(b->codes[i], &b->values[i]);
   }
   if (b->inner != NULL) PFFuncFree(b->inner);
   if (b->cache != NULL) PFObjectFree(b->cache);
@@ -172,8 +170,7 @@ static const PFAllocator k_hook_allocator = {hook_malloc, hook_realloc, hook_fre
  * *packed and, when 1, the packed value (owned by the caller from now on)
  * to *out and *out_code. No lock is held: the hook is user code. */
 static int run_prepack(const pf_prepack* pp, PFFunctionHandle func, int position,
-                       const PFValue* value, int code, PFValue* out, int* out_code,
-                       int* packed) {
+                       const PFValue* value, int code, PFValue* out, int* out_code, int* packed) {
   static const char* const where = "PFFuncBind";
   PFValue result;
   memset(&result, 0, sizeof(result));
@@ -184,7 +181,8 @@ static int run_prepack(const pf_prepack* pp, PFFunctionHandle func, int position
     if (pf_hot.err_gen == gen)
       return PF_ERROR(kPFErrRuntimeError,
                       "%s: the pre-pack hook of format '%s' failed on the constant at "
-                      "position %d without recording an error", where, pp->format, position);
+                      "position %d without recording an error",
+                      where, pp->format, position);
     return -1;
   }
   if (!is_packed) {
@@ -273,7 +271,8 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     if (arity >= 0 && positions[i] >= arity)
       return PF_ERROR(kPFErrValueError,
                       "%s: argument 'positions[%d]' is %d, out of range for signature "
-                      "%s with %d parameters", where, i, positions[i], sig, arity);
+                      "%s with %d parameters",
+                      where, i, positions[i], sig, arity);
   }
   for (int i = 0; i < num_bound; ++i) {
     if (pf_check_value(where, "bound value", i, type_codes[i], &values[i]) != 0) return -1;
@@ -281,7 +280,8 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
       return PF_ERROR(kPFErrTypeError,
                       "%s: bound value %d has type code tensor, a DLTensor* that is only "
                       "borrowed for a call, which a bound function cannot keep (bind a "
-                      "tensor object instead)", where, i);
+                      "tensor object instead)",
+                      where, i);
   }
   pf_binding* b = pf_calloc(1, sizeof(*b));
   if (b == NULL) return pf_oom(where);
@@ -308,8 +308,8 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
         if (rc < 0) goto fail;
       }
       if (rc == 1 && pp != NULL &&
-          run_prepack(pp, func, positions[kept], &values[kept], type_codes[kept],
-                      &b->values[kept], &b->codes[kept], &packed) != 0)
+          run_prepack(pp, func, positions[kept], &values[kept], type_codes[kept], &b->values[kept],
+                      &b->codes[kept], &packed) != 0)
         goto fail;
       if (packed) continue;
       b->codes[kept] = type_codes[kept];

@@ -20,7 +20,7 @@ typedef struct {
   ffi_closure* closure; /* from ffi_closure_alloc: libffi's executable memory */
   void* code;
   PFFunctionHandle func; /* a reference */
-  pf_siginfo* info; /* the signature, parsed: its canonical text for messages */
+  pf_siginfo* info;      /* the signature, parsed: its canonical text for messages */
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
@@ -53,10 +53,8 @@ int pf_closure_children(pf_walk* w, const void* closure) {
 static void describe(const pf_closure* c, char* buf, size_t n) {
   const char* name = NULL;
   PFFuncGetInfo(c->func, &name, NULL, NULL);
-  if (name)
-    snprintf(buf, n, "C function pointer %.200s over '%.200s'", c->info->pub.text, name);
-  else
-    snprintf(buf, n, "C function pointer %.200s", c->info->pub.text);
+  if (name) snprintf(buf, n, "C function pointer %.200s over '%.200s'", c->info->pub.text, name);
+  else snprintf(buf, n, "C function pointer %.200s", c->info->pub.text);
 }
 
 /* Keeps the calling thread's error as the closure's first error, unless one
@@ -104,10 +102,8 @@ static int c_to_packed(const pf_closure* c, int i, const void* p, PFValue* v, in
       return 0;
     describe(c, who, sizeof(who));
     const char* name = i < c->info->pub.num_params ? c->info->params[i].pub.name : NULL;
-    if (name)
-      snprintf(what, sizeof(what), "argument %d '%.100s'", i, name);
-    else
-      snprintf(what, sizeof(what), "argument %d", i);
+    if (name) snprintf(what, sizeof(what), "argument %d '%.100s'", i, name);
+    else snprintf(what, sizeof(what), "argument %d", i);
     return pf_tc_error(k, who, what, &c->sig.arg_tc[i], cv.t);
   }
   describe(c, who, sizeof(who));

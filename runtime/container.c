@@ -38,7 +38,8 @@ static int need_chars(store_need* need, size_t n) {
 static int too_large(const char* where) {
   return PF_ERROR(kPFErrValueError,
                   "%s: the values need more memory than any object can have "
-                  "(PTRDIFF_MAX bytes)", where);
+                  "(PTRDIFF_MAX bytes)",
+                  where);
 }
 
 /* Checks one value that a container is to keep, as PFFuncCall checks an
@@ -53,7 +54,8 @@ static inline int check_item(const char* where, const char* what, int64_t i, int
     return PF_ERROR(kPFErrTypeError,
                     "%s: %s %lld has type code tensor, a DLTensor* that is only borrowed "
                     "for a call, which a container cannot keep (store a tensor object "
-                    "instead)", where, what, (long long)i);
+                    "instead)",
+                    where, what, (long long)i);
   if (code == kPFStr) {
     if (need_chars(need, strlen(v->v_str) + 1) != 0) return too_large(where);
   } else if (code == kPFBytes) {
@@ -201,7 +203,8 @@ static int check_range(const char* where, int64_t start, int64_t count, int64_t 
   if (start < 0 || start > size || count > size - start)
     return PF_ERROR(kPFErrIndexError,
                     "%s: the range of start %lld and count %lld is out of range for %s of size "
-                    "%lld", where, (long long)start, (long long)count, what, (long long)size);
+                    "%lld",
+                    where, (long long)start, (long long)count, what, (long long)size);
   return 0;
 }
 
@@ -307,7 +310,8 @@ static const map_entry* map_find(const pf_map* m, int code, const PFValue* k) {
 static void map_destroy(pf_object* o) {
   pf_map* m = (pf_map*)o;
   /* Only values hold references: keys are str or int. */
-  for (int64_t i = 0; i < m->size; ++i) release_item(m->entries[i].value_code, &m->entries[i].value);
+  for (int64_t i = 0; i < m->size; ++i)
+    release_item(m->entries[i].value_code, &m->entries[i].value);
   pf_free(m);
 }
 
@@ -460,20 +464,20 @@ int PFMapGetItemAt(PFObjectHandle map, int64_t index, PFValue* key, int* key_cod
   return 0;
 }
 
-int PFMapGetItems(PFObjectHandle map, int64_t start, int64_t count, PFValue* keys,
-                  int* key_codes, PFValue* values, int* value_codes) {
+int PFMapGetItems(PFObjectHandle map, int64_t start, int64_t count, PFValue* keys, int* key_codes,
+                  PFValue* values, int* value_codes) {
   PF_CHECK_OBJECT(map, kPFObjectMap);
   const pf_map* m = map;
   if (count > 0) {
     if ((keys == NULL) != (key_codes == NULL))
       return null_with_count(__func__, keys == NULL ? "keys" : "key_codes", "count", count);
     if ((values == NULL) != (value_codes == NULL))
-      return null_with_count(__func__, values == NULL ? "values" : "value_codes", "count",
-                             count);
+      return null_with_count(__func__, values == NULL ? "values" : "value_codes", "count", count);
     if (keys == NULL && values == NULL)
       return PF_ERROR(kPFErrTypeError,
                       "%s: arguments 'keys' and 'values' are both NULL with count %lld: "
-                      "nothing to read", __func__, (long long)count);
+                      "nothing to read",
+                      __func__, (long long)count);
   }
   if (check_range(__func__, start, count, m->size, "a map") != 0) return -1;
   for (int64_t i = 0; i < count; ++i) {

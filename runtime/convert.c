@@ -46,8 +46,8 @@ static pf_conv to_double(int t, int code, const PFValue* v, double* d) {
   return pf_conv_ok;
 }
 
-pf_conv pf_packed_to_c(int t, const struct pf_type* obj, int code, const PFValue* v,
-                       pf_cvalue* out, int allow_null_str) {
+pf_conv pf_packed_to_c(int t, const struct pf_type* obj, int code, const PFValue* v, pf_cvalue* out,
+                       int allow_null_str) {
   pf_conv c;
   int64_t x;
   double d;
@@ -154,8 +154,8 @@ int pf_conv_error(pf_conv c, const char* who, const char* what, int t, const str
   return pf_conv_error_tc(c, who, what, t, obj, NULL, code, v);
 }
 
-int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t,
-                     const struct pf_type* obj, const pf_tc* tc, int code, const PFValue* v) {
+int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t, const struct pf_type* obj,
+                     const pf_tc* tc, int code, const PFValue* v) {
   char buf[40], tbuf[96];
   const char* want = pf_ctype_name(t, obj);
   if (t == pf_t_tensor && tc != NULL && tc->flags != 0) {
@@ -164,24 +164,26 @@ int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t,
   }
   /* A call's arguments or result: the caller's error, with no place (PF_ERROR in base.h). */
   if (c == pf_conv_dead)
-    return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: %s: expected %s, got %s handle that is not live", who, what,
-                            want, t == pf_t_func ? "a function" : "an object");
+    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s handle that is not live",
+                            who, what, want, t == pf_t_func ? "a function" : "an object");
   if (c == pf_conv_readonly)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected %s, got a read-only tensor object, whose data "
-                            "a DLTensor* argument could write", who, what, want);
+                            "a DLTensor* argument could write",
+                            who, what, want);
   if (c == pf_conv_object) {
     const char* got = PFObjectTypeName(((const pf_object*)v->v_handle)->type_index);
-    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
-                            want, got ? got : "another");
+    return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what, want,
+                            got ? got : "another");
   }
   if (c != pf_conv_range)
     return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s", who, what, want,
                             code_name(code, buf, sizeof(buf)));
   if (code == kPFFloat)
-    return PFErrorSetFormat(kPFErrValueError, "%s: %s: expected %s, got float %g, which is beyond "
-                            "its range of +-%g", who, what, want, v->v_float64, pf_ctypes[t].max);
+    return PFErrorSetFormat(kPFErrValueError,
+                            "%s: %s: expected %s, got float %g, which is beyond "
+                            "its range of +-%g",
+                            who, what, want, v->v_float64, pf_ctypes[t].max);
   long long x = code == kPFBool ? (v->v_int64 != 0) : (long long)v->v_int64;
   if (t == pf_t_bool)
     return PFErrorSetFormat(kPFErrValueError,
@@ -191,8 +193,10 @@ int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t,
     return PFErrorSetFormat(kPFErrValueError,
                             "%s: %s: expected %s, got int %lld, which a double cannot hold exactly",
                             who, what, want, x);
-  return PFErrorSetFormat(kPFErrValueError, "%s: %s: expected %s, got int %lld, which is out of "
-                          "its range [%lld, %llu]", who, what, want, x, (long long)pf_ctypes[t].lo,
+  return PFErrorSetFormat(kPFErrValueError,
+                          "%s: %s: expected %s, got int %lld, which is out of "
+                          "its range [%lld, %llu]",
+                          who, what, want, x, (long long)pf_ctypes[t].lo,
                           (unsigned long long)pf_ctypes[t].hi);
 }
 
@@ -200,12 +204,11 @@ int pf_conv_error_tc(pf_conv c, const char* who, const char* what, int t,
 
 int pf_c_to_packed(int t, const struct pf_type* obj, const pf_cvalue* c, PFValue* v, int* code) {
   switch (t) {
-#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)              \
-  case pf_t_##id:                                                           \
-    if ((uint64_t)(hi) > INT64_MAX && (uint64_t)c->member > INT64_MAX)      \
-      return -1;                                                            \
-    v->v_int64 = (int64_t)c->member;                                        \
-    *code = rcode;                                                          \
+#define INT_CASE_(id, name, ctype, member, ffi, rcode, lo, hi)                    \
+  case pf_t_##id:                                                                 \
+    if ((uint64_t)(hi) > INT64_MAX && (uint64_t)c->member > INT64_MAX) return -1; \
+    v->v_int64 = (int64_t)c->member;                                              \
+    *code = rcode;                                                                \
     return 0;
     PF_SIG_INT_TYPES(INT_CASE_)
 #undef INT_CASE_
@@ -226,8 +229,7 @@ int pf_c_to_packed(int t, const struct pf_type* obj, const pf_cvalue* c, PFValue
       return 0;
     case pf_t_bytes:
       if (c->by == NULL) break;
-      if ((c->by->data == NULL && c->by->size != 0) || c->by->size > PF_MAX_OBJECT_SIZE)
-        return -1;
+      if ((c->by->data == NULL && c->by->size != 0) || c->by->size > PF_MAX_OBJECT_SIZE) return -1;
       v->v_handle = (void*)c->by;
       *code = kPFBytes;
       return 0;
@@ -241,9 +243,15 @@ int pf_c_to_packed(int t, const struct pf_type* obj, const pf_cvalue* c, PFValue
        * function would return them. */
       v->v_handle = c->o;
       switch (((const pf_object*)c->o)->type_index) {
-        case kPFObjectFunction: *code = kPFFuncHandle; break;
-        case kPFObjectModule: *code = kPFModuleHandle; break;
-        default: *code = kPFObjectHandle; break;
+        case kPFObjectFunction:
+          *code = kPFFuncHandle;
+          break;
+        case kPFObjectModule:
+          *code = kPFModuleHandle;
+          break;
+        default:
+          *code = kPFObjectHandle;
+          break;
       }
       return 0;
     case pf_t_array:
@@ -271,7 +279,8 @@ int pf_c_to_packed_error(const char* who, const char* what, int t, const struct 
   if (t == pf_t_func)
     return PFErrorSetFormat(kPFErrTypeError,
                             "%s: %s: expected func, got a pointer that is not a live function "
-                            "handle", who, what);
+                            "handle",
+                            who, what);
   if (t == pf_t_obj && pf_is_object(c->o, 0)) {
     const char* got = PFObjectTypeName(((const pf_object*)c->o)->type_index);
     return PFErrorSetFormat(kPFErrTypeError, "%s: %s: expected %s, got %s object", who, what,
@@ -286,12 +295,13 @@ int pf_c_to_packed_error(const char* who, const char* what, int t, const struct 
                             "%s: %s: expected %s, got a pointer that is not a live %s handle", who,
                             what, pf_ctypes[t].name, pf_ctypes[t].name);
   if (t == pf_t_bytes && c->by->data == NULL)
-    return PFErrorSetFormat(kPFErrValueError, "%s: %s: bytes of size %zu with NULL data", who,
-                            what, c->by->size);
+    return PFErrorSetFormat(kPFErrValueError, "%s: %s: bytes of size %zu with NULL data", who, what,
+                            c->by->size);
   if (t == pf_t_bytes)
     return PFErrorSetFormat(kPFErrValueError,
                             "%s: %s: bytes of size %zu, larger than any object can be "
-                            "(PTRDIFF_MAX bytes)", who, what, c->by->size);
+                            "(PTRDIFF_MAX bytes)",
+                            who, what, c->by->size);
   return PFErrorSetFormat(kPFErrValueError,
                           "%s: %s: %s value %llu does not fit the int64 of a packed value", who,
                           what, pf_ctypes[t].name, (unsigned long long)c->u64);

@@ -55,13 +55,18 @@ static int key_code_ok(int code) {
 static void view_of(int code, const PFValue* k, key_view* out) {
   memset(out, 0, sizeof(*out));
   switch (code) {
-    case kPFInt: out->cls = K_NUM_INT; out->i = k->v_int64; break;
-    case kPFBool: out->cls = K_NUM_INT; out->i = k->v_int64 != 0; break;
+    case kPFInt:
+      out->cls = K_NUM_INT;
+      out->i = k->v_int64;
+      break;
+    case kPFBool:
+      out->cls = K_NUM_INT;
+      out->i = k->v_int64 != 0;
+      break;
     case kPFFloat: {
       double x = k->v_float64;
       /* In this range the conversion is defined; it is exact for a whole x. */
-      if (x >= -9223372036854775808.0 && x < 9223372036854775808.0 &&
-          (double)(int64_t)x == x) {
+      if (x >= -9223372036854775808.0 && x < 9223372036854775808.0 && (double)(int64_t)x == x) {
         out->cls = K_NUM_INT;
         out->i = (int64_t)x;
       } else {
@@ -70,7 +75,9 @@ static void view_of(int code, const PFValue* k, key_view* out) {
       }
       break;
     }
-    case kPFNull: out->cls = K_NULL; break;
+    case kPFNull:
+      out->cls = K_NULL;
+      break;
     case kPFDataType:
       out->cls = K_DTYPE;
       out->i = k->v_type.code | (int64_t)k->v_type.bits << 8 | (int64_t)k->v_type.lanes << 16;
@@ -80,8 +87,15 @@ static void view_of(int code, const PFValue* k, key_view* out) {
       out->i = (int64_t)((uint64_t)(uint32_t)k->v_device.device_type |
                          (uint64_t)(uint32_t)k->v_device.device_id << 32);
       break;
-    case kPFOpaqueHandle: out->cls = K_PTR; out->p = k->v_handle; break;
-    case kPFStr: out->cls = K_STR; out->p = k->v_str; out->n = strlen(k->v_str); break;
+    case kPFOpaqueHandle:
+      out->cls = K_PTR;
+      out->p = k->v_handle;
+      break;
+    case kPFStr:
+      out->cls = K_STR;
+      out->p = k->v_str;
+      out->n = strlen(k->v_str);
+      break;
     case kPFBytes: {
       const PFByteArray* b = k->v_handle;
       out->cls = K_BYTES;
@@ -89,41 +103,68 @@ static void view_of(int code, const PFValue* k, key_view* out) {
       out->n = b->size;
       break;
     }
-    default: out->cls = K_OBJECT; out->p = k->v_handle; break; /* the handle codes */
+    default:
+      out->cls = K_OBJECT;
+      out->p = k->v_handle;
+      break; /* the handle codes */
   }
 }
 
 static uint64_t hash_view(const key_view* k) {
   uint64_t seed = pf_hash_seed() + (uint64_t)k->cls * 0x9e3779b97f4a7c15ull;
   switch (k->cls) {
-    case K_NUM_FLOAT: return XXH3_64bits_withSeed(&k->d, sizeof(k->d), seed);
-    case K_STR: case K_BYTES: return XXH3_64bits_withSeed(k->p, k->n, seed);
-    case K_PTR: case K_OBJECT: return XXH3_64bits_withSeed(&k->p, sizeof(k->p), seed);
-    default: return XXH3_64bits_withSeed(&k->i, sizeof(k->i), seed);
+    case K_NUM_FLOAT:
+      return XXH3_64bits_withSeed(&k->d, sizeof(k->d), seed);
+    case K_STR:
+    case K_BYTES:
+      return XXH3_64bits_withSeed(k->p, k->n, seed);
+    case K_PTR:
+    case K_OBJECT:
+      return XXH3_64bits_withSeed(&k->p, sizeof(k->p), seed);
+    default:
+      return XXH3_64bits_withSeed(&k->i, sizeof(k->i), seed);
   }
 }
 
 static int view_equal(const key_view* a, const key_view* b) {
   if (a->cls != b->cls) return 0;
   switch (a->cls) {
-    case K_NUM_FLOAT: return a->d == b->d;
-    case K_STR: case K_BYTES: return a->n == b->n && (a->n == 0 || memcmp(a->p, b->p, a->n) == 0);
-    case K_NULL: return 1;
-    case K_PTR: case K_OBJECT: return a->p == b->p;
-    default: return a->i == b->i;
+    case K_NUM_FLOAT:
+      return a->d == b->d;
+    case K_STR:
+    case K_BYTES:
+      return a->n == b->n && (a->n == 0 || memcmp(a->p, b->p, a->n) == 0);
+    case K_NULL:
+      return 1;
+    case K_PTR:
+    case K_OBJECT:
+      return a->p == b->p;
+    default:
+      return a->i == b->i;
   }
 }
 
 /* A short text of a key for messages. */
 static const char* key_text(int code, const PFValue* k, char* buf, size_t n) {
   switch (code) {
-    case kPFStr: snprintf(buf, n, "'%.200s'", k->v_str); break;
-    case kPFInt: snprintf(buf, n, "%lld", (long long)k->v_int64); break;
-    case kPFBool: snprintf(buf, n, "%s", k->v_int64 ? "true" : "false"); break;
-    case kPFFloat: snprintf(buf, n, "%.17g", k->v_float64); break;
-    case kPFBytes: snprintf(buf, n, "bytes of size %zu", ((const PFByteArray*)k->v_handle)->size);
+    case kPFStr:
+      snprintf(buf, n, "'%.200s'", k->v_str);
       break;
-    default: snprintf(buf, n, "of type code %s", PFTypeCodeName(code)); break;
+    case kPFInt:
+      snprintf(buf, n, "%lld", (long long)k->v_int64);
+      break;
+    case kPFBool:
+      snprintf(buf, n, "%s", k->v_int64 ? "true" : "false");
+      break;
+    case kPFFloat:
+      snprintf(buf, n, "%.17g", k->v_float64);
+      break;
+    case kPFBytes:
+      snprintf(buf, n, "bytes of size %zu", ((const PFByteArray*)k->v_handle)->size);
+      break;
+    default:
+      snprintf(buf, n, "of type code %s", PFTypeCodeName(code));
+      break;
   }
   return buf;
 }
@@ -137,11 +178,12 @@ static int check_key(const char* where, int64_t i, int code, const PFValue* k, i
     if (name == NULL || code >= kPFExtBegin)
       return PF_ERROR(kPFErrTypeError,
                       "%s: key %lld has %s type code %d; a dict key has a built-in type code "
-                      "other than tensor", where, (long long)i, name ? "extension" : "unknown",
-                      code);
+                      "other than tensor",
+                      where, (long long)i, name ? "extension" : "unknown", code);
     return PF_ERROR(kPFErrTypeError,
                     "%s: key %lld has type code tensor, a DLTensor* that is only borrowed for a "
-                    "call, which a dict cannot keep (use a tensor object)", where, (long long)i);
+                    "call, which a dict cannot keep (use a tensor object)",
+                    where, (long long)i);
   }
   if (pf_check_value(where, "key", i, code, k) != 0) return -1;
   if (code == kPFFloat && isnan(k->v_float64)) {
@@ -286,7 +328,7 @@ static int make_entries(const char* where, const PFValue* keys, const int* key_c
     if (pf_kept_make(where, value_codes[i], &values[i], &e->value) != 0) goto fail;
     e->value_code = value_codes[i];
     continue;
-  fail: {
+  fail : {
     pf_saved_error err;
     pf_error_save(&err);
     for (int64_t j = 0; j <= i; ++j) drop_entry(&made[j]);
@@ -319,9 +361,8 @@ static int apply(pf_dict* d, const char* where, dict_entry* made, int64_t n, int
       e->key_code = e->value_code = kPFNull;
     } else if (refuse_repeats) {
       char text[256];
-      return PF_ERROR(kPFErrValueError, "%s: key %lld (%s) repeats key %lld", where,
-                      (long long)i, key_text(key_codes[i], &keys[i], text, sizeof(text)),
-                      (long long)pos);
+      return PF_ERROR(kPFErrValueError, "%s: key %lld (%s) repeats key %lld", where, (long long)i,
+                      key_text(key_codes[i], &keys[i], text, sizeof(text)), (long long)pos);
     } else {
       dict_entry* old = &d->entries[pos];
       PFValue v = old->value;
@@ -449,8 +490,7 @@ int PFDictGetItem(PFObjectHandle dict, PFValue key, int key_code, PFValue* out, 
   return 0;
 }
 
-int PFDictSetItem(PFObjectHandle dict, PFValue key, int key_code, PFValue value,
-                  int value_code) {
+int PFDictSetItem(PFObjectHandle dict, PFValue key, int key_code, PFValue value, int value_code) {
   PF_CHECK_OBJECT(dict, kPFObjectDict);
   return update(dict, __func__, &key, &key_code, &value, &value_code, 1);
 }

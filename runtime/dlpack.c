@@ -77,7 +77,8 @@ int PFTensorCreateFromDLPackVersioned(PFDLManagedTensorVersioned* managed, PFObj
     if (managed->deleter) managed->deleter(managed);
     return PF_ERROR(kPFErrValueError,
                     "%s: DLPack version %u.%u is not supported: this library reads major "
-                    "version %d", __func__, major, minor, PF_DLPACK_MAJOR_VERSION);
+                    "version %d",
+                    __func__, major, minor, PF_DLPACK_MAJOR_VERSION);
   }
   return tensor_wrap(__func__, NULL, managed, out);
 }
@@ -112,12 +113,14 @@ int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out) {
   if (t->flags & PF_DLPACK_FLAG_READ_ONLY)
     return PF_ERROR(kPFErrValueError,
                     "%s: the tensor is read-only, which a DLManagedTensor cannot say (its "
-                    "consumer would write it); use PFTensorToDLPackVersioned", __func__);
+                    "consumer would write it); use PFTensorToDLPackVersioned",
+                    __func__);
   if ((t->flags & PF_DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED) && t->dl->dtype.bits < 8)
     return PF_ERROR(kPFErrValueError,
                     "%s: the tensor's %u-bit elements are padded to bytes, which a "
                     "DLManagedTensor cannot say (its consumer would read them packed); use "
-                    "PFTensorToDLPackVersioned", __func__, (unsigned)t->dl->dtype.bits);
+                    "PFTensorToDLPackVersioned",
+                    __func__, (unsigned)t->dl->dtype.bits);
   DLManagedTensor* m = pf_malloc(sizeof(*m));
   if (m == NULL) return pf_oom(__func__);
   m->dl_tensor = *t->dl;

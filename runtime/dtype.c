@@ -4,8 +4,8 @@
 #include "internal.h"
 
 /* The codes 0 to 6, by the names KIND and SHORT use. */
-static const char* const k_kinds[] = {"int", "uint", "float", "handle", "bfloat", "complex",
-                                      "bool"};
+static const char* const k_kinds[] = {"int",    "uint",    "float", "handle",
+                                      "bfloat", "complex", "bool"};
 #define N_KINDS ((int)(sizeof(k_kinds) / sizeof(k_kinds[0])))
 
 /* The DLPack 1.1 float codes: the width in their name, the variant after
@@ -15,11 +15,16 @@ static const struct {
   int width; /* 8, 6 or 4: the digit after "float", "f" or "fp" */
   const char* variant;
 } k_floats[] = {
-    {kDLFloat8_e3m4, 8, "e3m4"},     {kDLFloat8_e4m3, 8, "e4m3"},
-    {kDLFloat8_e4m3b11fnuz, 8, "e4m3b11fnuz"}, {kDLFloat8_e4m3fn, 8, "e4m3fn"},
-    {kDLFloat8_e4m3fnuz, 8, "e4m3fnuz"}, {kDLFloat8_e5m2, 8, "e5m2"},
-    {kDLFloat8_e5m2fnuz, 8, "e5m2fnuz"}, {kDLFloat8_e8m0fnu, 8, "e8m0fnu"},
-    {kDLFloat6_e2m3fn, 6, "e2m3fn"}, {kDLFloat6_e3m2fn, 6, "e3m2fn"},
+    {kDLFloat8_e3m4, 8, "e3m4"},
+    {kDLFloat8_e4m3, 8, "e4m3"},
+    {kDLFloat8_e4m3b11fnuz, 8, "e4m3b11fnuz"},
+    {kDLFloat8_e4m3fn, 8, "e4m3fn"},
+    {kDLFloat8_e4m3fnuz, 8, "e4m3fnuz"},
+    {kDLFloat8_e5m2, 8, "e5m2"},
+    {kDLFloat8_e5m2fnuz, 8, "e5m2fnuz"},
+    {kDLFloat8_e8m0fnu, 8, "e8m0fnu"},
+    {kDLFloat6_e2m3fn, 6, "e2m3fn"},
+    {kDLFloat6_e3m2fn, 6, "e3m2fn"},
     {kDLFloat4_e2m1fn, 4, "e2m1fn"},
 };
 #define N_FLOATS ((int)(sizeof(k_floats) / sizeof(k_floats[0])))
@@ -36,7 +41,8 @@ static int starts(const char* s, const char* prefix, const char** rest) {
 static int bad_text(const char* text) {
   return PF_ERROR(kPFErrValueError,
                   "PFDataTypeFromString: cannot parse '%.100s' as a data type (expected e.g. "
-                  "'float32', 'int8x4', 'bool', 'bf16', 'float8_e4m3fn')", text);
+                  "'float32', 'int8x4', 'bool', 'bf16', 'float8_e4m3fn')",
+                  text);
 }
 
 /* Reads a decimal number of at most `max` at *s; -1 when there is none or
@@ -87,8 +93,7 @@ static int read_float_variant(const char* text, const char* s, int width, DLData
   return bad_text(text);
 }
 
-static int read_bits(const char* text, const char** s, long deflt, int required,
-                     uint8_t* bits) {
+static int read_bits(const char* text, const char** s, long deflt, int required, uint8_t* bits) {
   long b = read_number(s, 255);
   if (b == -2)
     return PF_ERROR(kPFErrValueError, "PFDataTypeFromString: '%.100s': the bits must be 0 to 255",
@@ -175,11 +180,10 @@ int PFDataTypeToString(DLDataType dtype, char* buf, size_t size) {
       if (k_floats[i].code == dtype.code && k_floats[i].width == dtype.bits)
         n = snprintf(text, sizeof(text), "float%d_%s", k_floats[i].width, k_floats[i].variant);
     if (n < 0)
-      n = snprintf(text, sizeof(text), "custom[%u]%u", (unsigned)dtype.code,
-                   (unsigned)dtype.bits);
+      n = snprintf(text, sizeof(text), "custom[%u]%u", (unsigned)dtype.code, (unsigned)dtype.bits);
   }
-  if (dtype.lanes > 1) n += snprintf(text + n, sizeof(text) - (size_t)n, "x%u",
-                                     (unsigned)dtype.lanes);
+  if (dtype.lanes > 1)
+    n += snprintf(text + n, sizeof(text) - (size_t)n, "x%u", (unsigned)dtype.lanes);
   if ((size_t)n + 1 > size)
     return PF_ERROR(kPFErrValueError,
                     "PFDataTypeToString: argument 'size' is %zu; the text '%s' needs %d bytes",

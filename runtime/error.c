@@ -61,7 +61,7 @@ static void set_msg_static(pf_thread_state* s, const char* kind, const char* msg
   pf_hot.err_gen++;
 }
 
-int (pf_oom)(const char* where) {
+int(pf_oom)(const char* where) {
   pf_thread_state* s = pf_tls();
   /* Formatted into the thread's own buffer: no allocation. (A message that
    * pf_error_save moved away still points there; a later pf_oom on the
@@ -71,11 +71,11 @@ int (pf_oom)(const char* where) {
   return -1;
 }
 
-int (pf_err_null_arg)(const char* fn, const char* arg) {
+int(pf_err_null_arg)(const char* fn, const char* arg) {
   return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is NULL", fn, arg);
 }
 
-int (pf_err_bad_object)(const char* fn, const char* arg, const void* h, uint32_t type) {
+int(pf_err_bad_object)(const char* fn, const char* arg, const void* h, uint32_t type) {
   if (h == NULL) return (pf_err_null_arg)(fn, arg);
   const char* name = type ? PFObjectTypeName(type) : "object";
   return PFErrorSetFormat(kPFErrTypeError, "%s: argument '%s' is not a live %s handle", fn, arg,
@@ -89,12 +89,11 @@ int pf_error_static(const char* kind, const char* msg) {
 
 static int valid_kind(const char* k) {
   size_t n = 0;
-  if (k == NULL || !((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
-    return 0;
+  if (k == NULL || !((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_')) return 0;
   for (; k[n]; ++n) {
     char c = k[n];
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '.'))
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.'))
       return 0;
   }
   return n < PF_ERROR_KIND_MAX;
@@ -181,7 +180,7 @@ void PFErrorAppendTraceback(const char* line) {
                (uintptr_t)line < (uintptr_t)s->tb + s->tb_cap;
   size_t off = inside ? (size_t)((uintptr_t)line - (uintptr_t)s->tb) : 0;
   if (n > PF_MAX_OBJECT_SIZE - 2 - s->tb_len) return; /* cannot be stored */
-  size_t need = s->tb_len + n + 2; /* line, '\n' when not first, NUL */
+  size_t need = s->tb_len + n + 2;                    /* line, '\n' when not first, NUL */
   if (need > s->tb_cap) {
     size_t cap = s->tb_cap ? s->tb_cap : 128;
     while (cap < need) cap = cap <= PF_MAX_OBJECT_SIZE / 2 ? cap * 2 : need;
@@ -212,8 +211,8 @@ void PFErrorClear(void) {
 const char* PFGetLastError(void) {
   pf_thread_state* s = pf_tls();
   if (s->kind[0] == '\0') return "";
-  char* full = s->tb_len ? format("%s: %s\n%s", s->kind, s->msg, s->tb)
-                         : format("%s: %s", s->kind, s->msg);
+  char* full =
+      s->tb_len ? format("%s: %s\n%s", s->kind, s->msg, s->tb) : format("%s: %s", s->kind, s->msg);
   if (full == NULL) return s->msg; /* out of memory: the message alone */
   pf_free(s->full);
   s->full = full;

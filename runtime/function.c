@@ -24,8 +24,7 @@ typedef struct {
 
 PF_NO_ASAN static inline uintptr_t slot_tag(const pf_ret_slot* s) { return s->tag; }
 
-int pf_check_value(const char* where, const char* what, int64_t index, int code,
-                   const PFValue* v) {
+int pf_check_value(const char* where, const char* what, int64_t index, int code, const PFValue* v) {
   if ((unsigned)code < kPFTypeCodeEnd) {
     pf_code_info info = pf_codes[code];
     if (info.kind != kPFValuePlain && v->v_handle == NULL)
@@ -43,7 +42,8 @@ int pf_check_value(const char* where, const char* what, int64_t index, int code,
       if (ba->size > PF_MAX_OBJECT_SIZE)
         return PF_ERROR(kPFErrValueError,
                         "%s: %s %lld is bytes of size %zu, larger than any object can be "
-                        "(PTRDIFF_MAX bytes)", where, what, (long long)index, ba->size);
+                        "(PTRDIFF_MAX bytes)",
+                        where, what, (long long)index, ba->size);
     }
     return 0;
   }
@@ -63,8 +63,8 @@ static void slot_release(pf_ret_slot* s, uintptr_t tag) {
   s->tag = tag;
 }
 
-__attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* value,
-                                                     int* type_code, int num_ret) {
+__attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* value, int* type_code,
+                                                     int num_ret) {
   static const char* const where = "PFCFuncSetReturn";
   if (s == NULL) return pf_err_null_arg(where, "ret");
   /* A NULL or forged handle is refused before anything else is read. */
@@ -74,7 +74,8 @@ __attribute__((noinline)) static int set_return_slow(pf_ret_slot* s, PFValue* va
   if (found != tag && !held)
     return PF_ERROR(kPFErrTypeError,
                     "%s: argument 'ret' is not the return handle of a call in progress "
-                    "on this thread", where);
+                    "on this thread",
+                    where);
   if (value == NULL) return pf_err_null_arg(where, "value");
   if (type_code == NULL) return pf_err_null_arg(where, "type_code");
   if (num_ret != 1)
@@ -238,9 +239,10 @@ __attribute__((noinline)) static int call_finish(pf_call_frame* fr, int rc, uint
  * storage of the current depth, so results of calls nested in this one go
  * one level deeper. A call without one touches no thread state but the
  * read of err_gen. */
-static inline __attribute__((always_inline)) int call_with_slot(
-    pf_function* f, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
-    int* ret_type_code, int bump) {
+static inline __attribute__((always_inline)) int call_with_slot(pf_function* f, PFValue* args,
+                                                                int* type_codes, int num_args,
+                                                                PFValue* ret_val,
+                                                                int* ret_type_code, int bump) {
   pf_call_frame fr;
   uintptr_t tag = pf_ret_tag();
   fr.slot.tag = tag;
@@ -276,9 +278,9 @@ static inline __attribute__((always_inline)) int call_with_slot(
  * each argument (one table lookup; a non-NULL str or tensor, or a live
  * object of the code's type, needs no more; anything else the full
  * check), then the call. */
-__attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
-                                                  int* type_codes, int num_args,
-                                                  PFValue* ret_val, int* ret_type_code) {
+__attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args, int* type_codes,
+                                                  int num_args, PFValue* ret_val,
+                                                  int* ret_type_code) {
   int bump = 0;
   for (int i = 0; i < num_args; ++i) {
     int c = type_codes[i];
@@ -301,8 +303,8 @@ __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
 
 /* PFFuncCall's body, inlined into both entry points. */
 static inline __attribute__((always_inline)) int func_call(PFFunctionHandle func, PFValue* args,
-                                                          int* type_codes, int num_args,
-                                                          PFValue* ret_val, int* ret_type_code) {
+                                                           int* type_codes, int num_args,
+                                                           PFValue* ret_val, int* ret_type_code) {
   if (__builtin_expect(!pf_is_function(func) || ret_val == NULL || ret_type_code == NULL, 0))
     return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
   if (num_args != 0) {
@@ -333,8 +335,8 @@ int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_ar
 
 int PFFuncCallFrame(PFCallFrame* frame) {
   if (__builtin_expect(frame == NULL, 0)) return pf_err_null_arg("PFFuncCallFrame", "frame");
-  return func_call(frame->func, frame->args, frame->type_codes, frame->num_args,
-                   &frame->ret_val, &frame->ret_type_code);
+  return func_call(frame->func, frame->args, frame->type_codes, frame->num_args, &frame->ret_val,
+                   &frame->ret_type_code);
 }
 
 /* ---- function objects ---- */
@@ -357,8 +359,8 @@ static void function_destroy(pf_object* o) {
   if (owner) pf_object_release(owner);
 }
 
-int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
-                          PFPackedCFuncFinalizer fin, PFFunctionHandle* out) {
+int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle, PFPackedCFuncFinalizer fin,
+                          PFFunctionHandle* out) {
   static const char* const where = "PFFuncCreateFromCFunc";
   if (func == NULL || out == NULL) {
     if (fin) fin(resource_handle);
@@ -403,8 +405,7 @@ static int already_set(const char* what) {
                   "PFFuncSetInfo: argument '%s': the function's %s is already set", what, what);
 }
 
-int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
-                  const char* doc) {
+int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature, const char* doc) {
   static const char* const where = "PFFuncSetInfo";
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   pf_function* f = func;
@@ -475,8 +476,8 @@ int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signatu
 int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInfo** out) {
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   PF_CHECK_ARG(out);
-  const pf_siginfo* info = atomic_load_explicit(&((pf_function*)func)->siginfo,
-                                                memory_order_acquire);
+  const pf_siginfo* info =
+      atomic_load_explicit(&((pf_function*)func)->siginfo, memory_order_acquire);
   *out = info ? &info->pub : NULL;
   return 0;
 }
@@ -516,10 +517,8 @@ __attribute__((cold)) static int kw_too_many(const pf_function* f, const pf_sigi
                                              int num_args) {
   int hi = info->pub.num_params, lo = info->pub.num_required;
   char takes[64];
-  if (lo == hi)
-    snprintf(takes, sizeof(takes), "%d positional argument%s", hi, hi == 1 ? "" : "s");
-  else
-    snprintf(takes, sizeof(takes), "from %d to %d positional arguments", lo, hi);
+  if (lo == hi) snprintf(takes, sizeof(takes), "%d positional argument%s", hi, hi == 1 ? "" : "s");
+  else snprintf(takes, sizeof(takes), "from %d to %d positional arguments", lo, hi);
   return PFErrorSetFormat(kPFErrTypeError, "%.200s() takes %s but %d %s given", kw_func_name(f),
                           takes, num_args, num_args == 1 ? "was" : "were");
 }
@@ -585,7 +584,8 @@ __attribute__((noinline)) static int call_kw_slow(PFFunctionHandle func, PFValue
       if (*p == *q) break;
     }
     if (j == n)
-      return PFErrorSetFormat(kPFErrTypeError, "%.200s() got an unexpected keyword argument '%.200s'",
+      return PFErrorSetFormat(kPFErrTypeError,
+                              "%.200s() got an unexpected keyword argument '%.200s'",
                               kw_func_name(f), name);
     if (given & (1u << j))
       return PFErrorSetFormat(kPFErrTypeError, "%.200s() got multiple values for argument '%.200s'",

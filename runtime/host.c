@@ -82,10 +82,10 @@ static pthread_mutex_t g_gates_lock = PTHREAD_MUTEX_INITIALIZER;
 static pf_host_gate* g_gates;
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static int g_fork_rc;
-static pf_gate_seat* g_seats; /* under g_gates_lock */
+static pf_gate_seat* g_seats;    /* under g_gates_lock */
 static pthread_key_t g_seat_key; /* frees a thread's seat when it exits */
 static int g_seat_key_ok;
-static atomic_int g_seats_on;    /* new seats are handed out */
+static atomic_int g_seats_on; /* new seats are handed out */
 static _Thread_local pf_gate_seat* t_seat __attribute__((tls_model("initial-exec")));
 
 /* This thread's calls through g in progress; with `shared_only`, only
@@ -336,8 +336,7 @@ int PFHostGateClose(PFObjectHandle gate, const char* message, int timeout_ms) {
       copy = (char*)k_default_message;
     }
     char* expected = NULL;
-    if (!atomic_compare_exchange_strong(&g->message, &expected, copy) &&
-        copy != k_default_message)
+    if (!atomic_compare_exchange_strong(&g->message, &expected, copy) && copy != k_default_message)
       pf_free(copy); /* another close came first: its message stays */
   }
   atomic_fetch_or(&g->state, GATE_CLOSED);
@@ -380,7 +379,8 @@ static int host_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, voi
   if (status == kPFHostPending)
     return PF_ERROR(kPFErrRuntimeError,
                     "host function '%s' did not complete: it returned without "
-                    "reporting success or failure", name ? name : "<anonymous>");
+                    "reporting success or failure",
+                    name ? name : "<anonymous>");
   return PF_ERROR(kPFErrRuntimeError, "host function '%s' reported status %d; expected 0 or -1",
                   name ? name : "<anonymous>", (int)status);
 }

@@ -58,8 +58,7 @@ typedef struct {
   _Atomic(pf_prepack*) prepack;
 } pf_function;
 
-PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index,
-                              void (*destroy)(pf_object*));
+PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index, void (*destroy)(pf_object*));
 /* Drops a reference; the last one destroys the object. A release made while
  * this thread is already destroying an object (a finalizer or destroy that
  * drops references) is queued and done after that destroy returns, by the
@@ -284,21 +283,22 @@ PF_HIDDEN uint64_t pf_mod_import_visits(void);
  *   "F: argument 'x' is not a live <object type> handle"  (type 0: "object") */
 /* Through the macros of the same names, each also records the place that
  * called it as the first traceback line, as PF_ERROR does. */
-PF_HIDDEN int (pf_err_null_arg)(const char* fn, const char* arg);
-PF_HIDDEN int (pf_err_bad_object)(const char* fn, const char* arg, const void* h, uint32_t type);
+PF_HIDDEN int(pf_err_null_arg)(const char* fn, const char* arg);
+PF_HIDDEN int(pf_err_bad_object)(const char* fn, const char* arg, const void* h, uint32_t type);
 #define PF_HERE_ "  File \"" __FILE__ "\", line " PF_STRINGIFY_(__LINE__) ", in "
-#define pf_err_null_arg(fn, arg) ((pf_err_null_arg)((fn), (arg)), pf_error_here_(PF_HERE_, __func__))
+#define pf_err_null_arg(fn, arg) \
+  ((pf_err_null_arg)((fn), (arg)), pf_error_here_(PF_HERE_, __func__))
 #define pf_err_bad_object(fn, arg, h, type) \
   ((pf_err_bad_object)((fn), (arg), (h), (type)), pf_error_here_(PF_HERE_, __func__))
 
 /* Return -1 from the entry point, with the error above, when `arg` is NULL /
  * is not a live object of `type` (0: any type). */
-#define PF_CHECK_ARG(arg)                                          \
-  do {                                                             \
-    if ((arg) == NULL) return pf_err_null_arg(__func__, #arg);     \
+#define PF_CHECK_ARG(arg)                                      \
+  do {                                                         \
+    if ((arg) == NULL) return pf_err_null_arg(__func__, #arg); \
   } while (0)
-#define PF_CHECK_OBJECT(h, type)                                                   \
-  do {                                                                             \
+#define PF_CHECK_OBJECT(h, type)                                                         \
+  do {                                                                                   \
     if (!pf_is_object((h), (type))) return pf_err_bad_object(__func__, #h, (h), (type)); \
   } while (0)
 
@@ -335,7 +335,7 @@ typedef struct {
   int msg_static; /* msg points to a string literal */
   char* tb;
   size_t tb_len, tb_cap;
-  char* full; /* PFGetLastError's composition */
+  char* full;        /* PFGetLastError's composition */
   char oom_msg[128]; /* pf_oom's message: recording it must not allocate */
   /* return storage, one buffer per call-nesting depth */
   pf_ret_buffer** ret;
@@ -365,7 +365,7 @@ PF_HIDDEN extern __thread pf_hot_state pf_hot __attribute__((tls_model("initial-
  * allocation; through the macro, the place that called it is then appended
  * as the first traceback line, as PF_ERROR does (that line is lost if the
  * traceback cannot grow). */
-PF_HIDDEN int (pf_oom)(const char* where);
+PF_HIDDEN int(pf_oom)(const char* where);
 #define pf_oom(where) ((pf_oom)(where), pf_error_here_(PF_HERE_, __func__))
 /* Records an error whose kind and message are string literals, without
  * allocating, and so without a traceback line (the traceback is an

@@ -54,10 +54,8 @@ int pf_kept_make(const char* where, int code, const PFValue* in, PFValue* out) {
 }
 
 void pf_kept_drop(int code, PFValue* v) {
-  if (code == kPFStr || code == kPFBytes)
-    pf_free(v->v_handle);
-  else if (pf_code_is_handle(code))
-    pf_object_release(v->v_handle);
+  if (code == kPFStr || code == kPFBytes) pf_free(v->v_handle);
+  else if (pf_code_is_handle(code)) pf_object_release(v->v_handle);
 }
 
 /* The calling thread's read storage, grown to at least n bytes; its old

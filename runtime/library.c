@@ -112,7 +112,8 @@ void pf_library_setup(void) {
  * mapped, so its span cannot belong to another library meanwhile. */
 static pf_library* find_library(const struct link_map* map, uintptr_t addr) {
   for (pf_library* l = g_libs; l != NULL; l = l->next)
-    if ((map ? l->map == map : addr - l->start < l->end - l->start) && pf_object_try_retain(&l->base))
+    if ((map ? l->map == map : addr - l->start < l->end - l->start) &&
+        pf_object_try_retain(&l->base))
       return l;
   return NULL;
 }

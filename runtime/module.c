@@ -60,10 +60,8 @@ static int resolve_name(const char* where, const char* name, char** out) {
     cand[dlen] = '/';
     memcpy(cand + dlen + 1, name, nlen + 1);
     int fd = open(cand, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd >= 0 && pf_elf_file_matches(fd))
-      *out = cand;
-    else
-      pf_free(cand);
+    if (fd >= 0 && pf_elf_file_matches(fd)) *out = cand;
+    else pf_free(cand);
     if (fd >= 0) close(fd);
   }
   pf_free(info);

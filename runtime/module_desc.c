@@ -62,7 +62,8 @@ static int check_descriptor(const char* where, const char* origin, size_t index,
                       "%s: module '%s': descriptor %zu has a %s function pointer %p "
                       "that is not in any loaded code",
                       where, origin, index, kind[i], code[i]);
-  if (is_type_descriptor(d)) return pf_module_check_type(where, origin, index, d->object_type, segs);
+  if (is_type_descriptor(d))
+    return pf_module_check_type(where, origin, index, d->object_type, segs);
   return 0;
 }
 
@@ -85,7 +86,10 @@ static int make_function(const char* where, const char* origin, size_t index,
   size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
   if (n == 0 || n > PF_NAME_MAX)
     return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu has a %s name", where,
-                    origin, index, d->name == NULL ? "NULL" : n == 0 ? "empty" : "too long");
+                    origin, index,
+                    d->name == NULL ? "NULL"
+                    : n == 0        ? "empty"
+                                    : "too long");
   const char* pack_format = d->abi >= 2 ? d->pack_format : NULL;
   PFPrePackFunc prepack = d->abi >= 2 ? d->prepack : NULL;
   if ((pack_format == NULL) != (prepack == NULL))

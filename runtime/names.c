@@ -4,7 +4,7 @@
 const char* PFTypeCodeName(int type_code) {
   switch (type_code) {
 #define PF_TYPE_CODE_CASE_(name, num, text, kind, otype) \
-  case name:                                              \
+  case name:                                             \
     return text;
     PF_TYPE_CODE_LIST(PF_TYPE_CODE_CASE_)
 #undef PF_TYPE_CODE_CASE_
@@ -24,8 +24,10 @@ const char* PFObjectTypeName(uint32_t type_index) {
       return pf_registered_type_name(type_index); /* a key, or NULL */
   }
 }
-#define PF_OBJECT_TYPE_DENSE_(name, index, text) \
-  _Static_assert(index >= 1 && index < kPFObjectTypeEnd, #name " is outside 1..kPFObjectTypeEnd-1");
+#define PF_OBJECT_TYPE_DENSE_(name, index, text)               \
+  _Static_assert(index >= 1 && index < kPFObjectTypeEnd, #name \
+                 " is outside "                                \
+                 "1..kPFObjectTypeEnd-1");
 PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_DENSE_)
 #undef PF_OBJECT_TYPE_DENSE_
 

@@ -12,10 +12,8 @@ static void release_slot(char* data, const pf_owned_slot* s) {
   void* p;
   memcpy(&p, data + s->offset, sizeof(p));
   if (p == NULL) return;
-  if (s->store == pf_store_str || s->store == pf_store_bytes)
-    pf_free(p);
-  else
-    pf_object_release(p); /* inside a destroy: queued, not recursed into */
+  if (s->store == pf_store_str || s->store == pf_store_bytes) pf_free(p);
+  else pf_object_release(p); /* inside a destroy: queued, not recursed into */
 }
 
 static void instance_destroy(pf_object* o) {
@@ -64,8 +62,8 @@ static int not_instance(const char* where, const void* obj) {
   if (!pf_is_object(obj, 0)) return pf_err_bad_object(where, "obj", obj, 0);
   const char* name = PFObjectTypeName(((const pf_object*)obj)->type_index);
   return PF_ERROR(kPFErrTypeError,
-                  "%s: argument 'obj' is a %s object, not an instance of a registered type",
-                  where, name ? name : "unknown");
+                  "%s: argument 'obj' is a %s object, not an instance of a registered type", where,
+                  name ? name : "unknown");
 }
 
 int PFObjectGetData(PFObjectHandle obj, void** out) {
@@ -88,8 +86,8 @@ int PFObjectIsInstance(PFObjectHandle obj, uint32_t type_index, int* out) {
     return 0;
   }
   if (type_index == 0 || type_index >= kPFObjectTypeEnd || PFObjectTypeName(type_index) == NULL)
-    return PF_ERROR(kPFErrKeyError, "%s: argument 'type_index' is %u, not an object type",
-                    __func__, (unsigned)type_index);
+    return PF_ERROR(kPFErrKeyError, "%s: argument 'type_index' is %u, not an object type", __func__,
+                    (unsigned)type_index);
   *out = ((const pf_object*)obj)->type_index == type_index;
   return 0;
 }
@@ -101,13 +99,14 @@ static int is_field(const pf_field* f) { return f != NULL && f->magic == PF_FIEL
 /* 1 when the instance's type is the field's type or descends from it. */
 static inline int has_field(const pf_instance* in, const pf_field* f) {
   const pf_type* t = in->type;
-  return t == f->owner || (t->info.depth > f->owner_depth && t->ancestors[f->owner_depth] == f->owner);
+  return t == f->owner ||
+         (t->info.depth > f->owner_depth && t->ancestors[f->owner_depth] == f->owner);
 }
 
 /* The first misuse of a field accessor's arguments; -1. */
 __attribute__((noinline, cold)) static int field_misuse(const char* where, const void* obj,
-                                                       const pf_field* f, const void* out,
-                                                       const void* out_code) {
+                                                        const pf_field* f, const void* out,
+                                                        const void* out_code) {
   if (!pf_is_instance(obj)) return not_instance(where, obj);
   if (f == NULL) return pf_err_null_arg(where, "field");
   if (!is_field(f))
@@ -115,8 +114,8 @@ __attribute__((noinline, cold)) static int field_misuse(const char* where, const
   if (!has_field(obj, f))
     return PF_ERROR(kPFErrTypeError,
                     "%s: field '%s' of %s is not a field of a %s object (not an instance of %s)",
-                    where, f->info.name, f->owner->info.key, ((const pf_instance*)obj)->type->info.key,
-                    f->owner->info.key);
+                    where, f->info.name, f->owner->info.key,
+                    ((const pf_instance*)obj)->type->info.key, f->owner->info.key);
   return pf_err_null_arg(where, out == NULL ? "out" : out_code == NULL ? "out_type_code" : "?");
 }
 
@@ -132,7 +131,9 @@ __attribute__((noinline)) static int field_read(const char* where, const pf_inst
   pf_cvalue c;
   int t = f->t;
   switch (f->store) {
-    case pf_store_plain: pf_cvalue_load(t, p, &c); break;
+    case pf_store_plain:
+      pf_cvalue_load(t, p, &c);
+      break;
     case pf_store_tensor: {
       void* o;
       memcpy(&o, p, sizeof(o));
@@ -146,7 +147,9 @@ __attribute__((noinline)) static int field_read(const char* where, const pf_inst
       *out_code = o ? kPFObjectHandle : kPFNull;
       return 0;
     }
-    default: memcpy(&c.p, p, sizeof(c.p)); break; /* str, bytes, the references */
+    default:
+      memcpy(&c.p, p, sizeof(c.p));
+      break; /* str, bytes, the references */
   }
   if (pf_c_to_packed(t, f->obj, &c, out, out_code) == 0) return 0;
   char what[PF_OBJECT_TYPE_KEY_MAX * 2 + 32];
@@ -200,9 +203,15 @@ static void store_plain(int t, const pf_cvalue* c, char* p) {
     PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
 #undef INT_STORE_
 #undef FLOAT_STORE_
-    case pf_t_dtype: memcpy(p, &c->dt, sizeof(DLDataType)); break;
-    case pf_t_device: memcpy(p, &c->dev, sizeof(DLDevice)); break;
-    default: memcpy(p, &c->p, sizeof(void*)); break; /* ptr */
+    case pf_t_dtype:
+      memcpy(p, &c->dt, sizeof(DLDataType));
+      break;
+    case pf_t_device:
+      memcpy(p, &c->dev, sizeof(DLDevice));
+      break;
+    default:
+      memcpy(p, &c->p, sizeof(void*));
+      break; /* ptr */
   }
 }
 
@@ -228,10 +237,8 @@ static void swap_owned(char* p, void* fresh, int store) {
   memcpy(&old, p, sizeof(old));
   memcpy(p, &fresh, sizeof(fresh));
   if (old == NULL) return;
-  if (store == pf_store_str || store == pf_store_bytes)
-    pf_free(old);
-  else
-    pf_object_release(old);
+  if (store == pf_store_str || store == pf_store_bytes) pf_free(old);
+  else pf_object_release(old);
 }
 
 /* What a write cannot take before conversion: a NULL pointer under a
@@ -246,8 +253,10 @@ static int check_pointer(const char* where, const char* what, int code, const PF
     return PF_ERROR(kPFErrTypeError, "%s: %s: got bytes of size %zu with NULL data", where, what,
                     ba->size);
   if (ba->size > PF_MAX_OBJECT_SIZE - sizeof(PFByteArray))
-    return PF_ERROR(kPFErrValueError, "%s: %s: got bytes of size %zu, larger than any object can "
-                    "be", where, what, ba->size);
+    return PF_ERROR(kPFErrValueError,
+                    "%s: %s: got bytes of size %zu, larger than any object can "
+                    "be",
+                    where, what, ba->size);
   return 0;
 }
 
@@ -269,9 +278,9 @@ static int field_write(const char* where, pf_instance* in, const pf_field* f, co
                       where, what);
     /* A tensor object, kept as the object: the field's value is its owner. */
     if (code != kPFNull && !(code == kPFObjectHandle && pf_is_object(v->v_handle, kPFObjectTensor)))
-      return pf_conv_error(code == kPFObjectHandle && pf_is_object(v->v_handle, 0)
-                               ? pf_conv_object
-                               : code == kPFObjectHandle ? pf_conv_dead : pf_conv_type,
+      return pf_conv_error(code == kPFObjectHandle && pf_is_object(v->v_handle, 0) ? pf_conv_object
+                           : code == kPFObjectHandle                               ? pf_conv_dead
+                                                                                   : pf_conv_type,
                            where, what, t, NULL, code, v);
     c.o = code == kPFNull ? NULL : v->v_handle;
   } else {
@@ -327,8 +336,7 @@ static int field_by_name(const char* where, PFObjectHandle obj, const char* name
   return 0;
 }
 
-int PFObjectGetFieldByName(PFObjectHandle obj, const char* name, PFValue* out,
-                           int* out_type_code) {
+int PFObjectGetFieldByName(PFObjectHandle obj, const char* name, PFValue* out, int* out_type_code) {
   const pf_field* f = NULL;
   if (field_by_name(__func__, obj, name, &f) != 0) return -1;
   return field_get(__func__, obj, f, out, out_type_code);
@@ -366,8 +374,8 @@ int PFObjectGetMethod(PFObjectHandle obj, const char* name, PFFunctionHandle* ou
 /* ---- the constructor ---- */
 
 /* A factory's result: an instance of the type, handed to the caller. */
-static int construct_by_factory(const pf_type* t, PFFunctionHandle init, PFValue* args,
-                                int* codes, int n, PFRetValueHandle ret) {
+static int construct_by_factory(const pf_type* t, PFFunctionHandle init, PFValue* args, int* codes,
+                                int n, PFRetValueHandle ret) {
   PFValue rv;
   int rc;
   if (PFFuncCall(init, args, codes, n, &rv, &rc) != 0) return -1;
@@ -434,8 +442,10 @@ int pf_type_construct(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
   const pf_method* init = (const pf_method*)t->info.init;
   if (init == NULL) {
     if (n != 0)
-      return PF_ERROR(kPFErrTypeError, "%s(): takes no arguments (the type has no __init__), "
-                      "got %d", t->info.key, n);
+      return PF_ERROR(kPFErrTypeError,
+                      "%s(): takes no arguments (the type has no __init__), "
+                      "got %d",
+                      t->info.key, n);
     pf_instance* in = instance_new(t->info.key, t);
     if (in == NULL) return -1;
     PFValue v = {.v_handle = in};

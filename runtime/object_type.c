@@ -29,7 +29,8 @@ _Static_assert(offsetof(PFMethodInfo, flags) == 24 && offsetof(PFMethodInfo, typ
                "PFMethodInfo's members keep their places");
 _Static_assert(offsetof(PFObjectTypeInfo, type_index) == 16 &&
                    offsetof(PFObjectTypeInfo, instance_size) == 40 &&
-                   offsetof(PFObjectTypeInfo, fields) == 48 && offsetof(PFObjectTypeInfo, init) == 64,
+                   offsetof(PFObjectTypeInfo, fields) == 48 &&
+                   offsetof(PFObjectTypeInfo, init) == 64,
                "PFObjectTypeInfo's members keep their places");
 #endif
 
@@ -165,8 +166,8 @@ int PFObjectTypeGetMethod(uint32_t type_index, const char* name, PFFunctionHandl
   if (t == NULL) return no_type(__func__, type_index);
   const pf_method* m = pf_type_find_method(t, name);
   if (m == NULL)
-    return PF_ERROR(kPFErrAttributeError, "%s: object type '%s' has no method '%.300s'",
-                    __func__, t->info.key, name);
+    return PF_ERROR(kPFErrAttributeError, "%s: object type '%s' has no method '%.300s'", __func__,
+                    t->info.key, name);
   if (pf_type_ready(__func__, t) != 0) return -1;
   PFFunctionHandle f = pf_method_function(m);
   pf_object_retain(f);
@@ -202,7 +203,8 @@ static int ready_one(const char* where, pf_type* t) {
   pf_object* lib = NULL;
   lock();
   int ready = atomic_load_explicit(&t->code, memory_order_relaxed) != NULL;
-  int dormant = !ready && (t->dormant || (t->weak_lib != NULL && !pf_object_try_retain(t->weak_lib)));
+  int dormant =
+      !ready && (t->dormant || (t->weak_lib != NULL && !pf_object_try_retain(t->weak_lib)));
   if (!ready && !dormant) lib = t->weak_lib;
   unlock();
   if (ready) return 0;
@@ -211,8 +213,8 @@ static int ready_one(const char* where, pf_type* t) {
   if (pf_type_code_build(where, t, lib, &code) != 0) return -1; /* it released lib */
   pf_type_code* expected = NULL;
   lock();
-  int won = atomic_compare_exchange_strong_explicit(&t->code, &expected, code,
-                                                    memory_order_release, memory_order_relaxed);
+  int won = atomic_compare_exchange_strong_explicit(&t->code, &expected, code, memory_order_release,
+                                                    memory_order_relaxed);
   if (won) t->weak_lib = NULL;
   unlock();
   if (!won) pf_type_code_free(code); /* another thread was first */
@@ -425,9 +427,10 @@ static int commit(const char* where, plan* p, pf_object* lib) {
   }
   unsigned count = atomic_load_explicit(&g_count, memory_order_relaxed);
   if (rc == 0 && added > PF_OBJECT_TYPE_MAX_REGISTERED - count)
-    rc = PF_ERROR(kPFErrRuntimeError, "%s: cannot register %u more object types: the process "
-                  "has %u of the %u it can have", where, added, count,
-                  (unsigned)PF_OBJECT_TYPE_MAX_REGISTERED);
+    rc = PF_ERROR(kPFErrRuntimeError,
+                  "%s: cannot register %u more object types: the process "
+                  "has %u of the %u it can have",
+                  where, added, count, (unsigned)PF_OBJECT_TYPE_MAX_REGISTERED);
   for (int k = 0; k < p->n && rc == 0; ++k) {
     int i = p->order[k];
     pf_type* old = p->existing[i];

@@ -17,8 +17,8 @@ typedef enum {
   pf_store_plain,
   pf_store_str,
   pf_store_bytes,
-  pf_store_ref,    /* func, array, map, shape, object, obj<KEY> */
-  pf_store_tensor  /* a tensor object: a reference */
+  pf_store_ref,   /* func, array, map, shape, object, obj<KEY> */
+  pf_store_tensor /* a tensor object: a reference */
 } pf_store;
 
 /* Fields the getter reads without the general conversion. */
@@ -31,12 +31,12 @@ typedef enum { pf_fast_none, pf_fast_int64, pf_fast_float64, pf_fast_bool } pf_f
 typedef struct {
   PFFieldInfo info;
   uint32_t magic;
-  uint8_t t;     /* its pf_ctype */
-  uint8_t store; /* pf_store */
-  uint8_t fast;  /* pf_fast */
-  int32_t owner_depth;   /* the declaring type's depth */
-  const pf_type* owner;  /* the declaring type */
-  const pf_type* obj;    /* obj<KEY>: KEY's type; else NULL */
+  uint8_t t;            /* its pf_ctype */
+  uint8_t store;        /* pf_store */
+  uint8_t fast;         /* pf_fast */
+  int32_t owner_depth;  /* the declaring type's depth */
+  const pf_type* owner; /* the declaring type */
+  const pf_type* obj;   /* obj<KEY>: KEY's type; else NULL */
 } pf_field;
 
 /* One method. Its code pointers change only while its type is dormant,
@@ -56,7 +56,7 @@ typedef struct {
 typedef struct {
   PFFunctionHandle* methods; /* by own index */
   PFFunctionHandle ctor;
-  pf_object* libs[2];        /* references kept for the process: the finalizer's library,
+  pf_object* libs[2]; /* references kept for the process: the finalizer's library,
                                 the module's library; NULL when none */
 } pf_type_code;
 
@@ -77,7 +77,7 @@ struct pf_type {
   int num_own_fields;
   pf_method* own_methods;
   int num_own_methods;
-  pf_owned_slot* owned;      /* every owning field, inherited ones too */
+  pf_owned_slot* owned; /* every owning field, inherited ones too */
   int num_owned;
   /* Set once, with release order, when the code is ready; never cleared. */
   _Atomic(pf_type_code*) code;

@@ -13,7 +13,9 @@
 
 /* ---- names ---- */
 
-static int is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_ident_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 static int is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 
 /* The length of the identifier at s, 0 when there is none. */
@@ -124,16 +126,17 @@ typedef struct {
 /* How a field of type `ct` lies in the struct; -1 for void. */
 static int layout_of(int ct, field_layout* out) {
   switch (ct) {
-#define INT_LAYOUT_(id, name, ctype, member, ffi, rcode, lo, hi)                         \
-  case pf_t_##id:                                                                         \
-    *out = (field_layout){sizeof(ctype), _Alignof(ctype), pf_store_plain,                 \
-                          ct == pf_t_int64 ? pf_fast_int64 : ct == pf_t_bool ? pf_fast_bool \
-                                                                            : pf_fast_none}; \
+#define INT_LAYOUT_(id, name, ctype, member, ffi, rcode, lo, hi)          \
+  case pf_t_##id:                                                         \
+    *out = (field_layout){sizeof(ctype), _Alignof(ctype), pf_store_plain, \
+                          ct == pf_t_int64  ? pf_fast_int64               \
+                          : ct == pf_t_bool ? pf_fast_bool                \
+                                            : pf_fast_none};              \
     return 0;
-#define FLOAT_LAYOUT_(id, name, ctype, member, ffi, max)                                  \
-  case pf_t_##id:                                                                         \
-    *out = (field_layout){sizeof(ctype), _Alignof(ctype), pf_store_plain,                 \
-                          ct == pf_t_float64 ? pf_fast_float64 : pf_fast_none};           \
+#define FLOAT_LAYOUT_(id, name, ctype, member, ffi, max)                        \
+  case pf_t_##id:                                                               \
+    *out = (field_layout){sizeof(ctype), _Alignof(ctype), pf_store_plain,       \
+                          ct == pf_t_float64 ? pf_fast_float64 : pf_fast_none}; \
     return 0;
     PF_SIG_INT_TYPES(INT_LAYOUT_)
     PF_SIG_FLOAT_TYPES(FLOAT_LAYOUT_)
@@ -145,15 +148,20 @@ static int layout_of(int ct, field_layout* out) {
     case pf_t_device:
       *out = (field_layout){sizeof(DLDevice), _Alignof(DLDevice), pf_store_plain, 0};
       return 0;
-    case pf_t_ptr: *out = (field_layout){sizeof(void*), _Alignof(void*), pf_store_plain, 0}; return 0;
-    case pf_t_str: *out = (field_layout){sizeof(char*), _Alignof(char*), pf_store_str, 0}; return 0;
+    case pf_t_ptr:
+      *out = (field_layout){sizeof(void*), _Alignof(void*), pf_store_plain, 0};
+      return 0;
+    case pf_t_str:
+      *out = (field_layout){sizeof(char*), _Alignof(char*), pf_store_str, 0};
+      return 0;
     case pf_t_bytes:
       *out = (field_layout){sizeof(PFByteArray*), _Alignof(PFByteArray*), pf_store_bytes, 0};
       return 0;
     case pf_t_tensor:
       *out = (field_layout){sizeof(void*), _Alignof(void*), pf_store_tensor, 0};
       return 0;
-    case pf_t_void: return -1;
+    case pf_t_void:
+      return -1;
     default: /* func, array, map, shape, object, obj<KEY> */
       *out = (field_layout){sizeof(void*), _Alignof(void*), pf_store_ref, 0};
       return 0;
@@ -164,8 +172,7 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
   const PFFieldDesc* fd = &d->fields[i];
   pf_field* f = &t->own_fields[i];
   const char* why = bad_name(fd->name, 0);
-  if (why != NULL)
-    return TYPE_ERROR(kPFErrValueError, "the name of field %d %s", i, why);
+  if (why != NULL) return TYPE_ERROR(kPFErrValueError, "the name of field %d %s", i, why);
   int oom = 0;
   f->info.name = dup_or_null(fd->name, &oom);
   f->info.doc = dup_or_null(fd->doc, &oom);
@@ -178,7 +185,8 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
   if (pf_sig_parse_type(at, fd->type, &ct, &obj) != 0) return -1;
   if (ct == pf_t_any)
     return PF_ERROR(kPFErrValueError, "%s: its type is any, which has no C type", at);
-  if (layout_of(ct, &lay) != 0) return PF_ERROR(kPFErrValueError, "%s: void is not a field type", at);
+  if (layout_of(ct, &lay) != 0)
+    return PF_ERROR(kPFErrValueError, "%s: void is not a field type", at);
   if ((fd->flags & ~kPFFieldWritable) != 0)
     return PF_ERROR(kPFErrValueError, "%s: unknown flag bits 0x%x", at,
                     (unsigned)(fd->flags & ~kPFFieldWritable));
@@ -221,9 +229,9 @@ static int method_signature(const char* where, pf_type* t, const PFMethodDesc* m
   if (pf_siginfo_parse(at, md->signature, &info) != 0) return -1;
   const pf_sig sig = info->sig;
   int is_static = (md->flags & kPFMethodStatic) != 0;
-  if (!is_static && (sig.num_args == 0 || !(sig.args[0] == pf_t_object ||
-                                            (sig.args[0] == pf_t_obj &&
-                                             names_self_or_ancestor(t, sig.arg_obj[0]))))) {
+  if (!is_static && (sig.num_args == 0 ||
+                     !(sig.args[0] == pf_t_object ||
+                       (sig.args[0] == pf_t_obj && names_self_or_ancestor(t, sig.arg_obj[0]))))) {
     pf_siginfo_free(info);
     return PF_ERROR(kPFErrValueError,
                     "%s: an instance method takes the object first: its first parameter must be "
@@ -259,8 +267,10 @@ static int build_method(const char* where, const PFObjectTypeDesc* d, pf_type* t
     return TYPE_ERROR(kPFErrValueError, "method '%s': unknown flag bits 0x%x", md->name,
                       (unsigned)(md->flags & ~kPFMethodStatic));
   if ((md->packed == NULL) == (md->typed == NULL))
-    return TYPE_ERROR(kPFErrValueError, "method '%s' needs exactly one of a packed and a typed "
-                      "function, it has %s", md->name, md->packed ? "both" : "neither");
+    return TYPE_ERROR(kPFErrValueError,
+                      "method '%s' needs exactly one of a packed and a typed "
+                      "function, it has %s",
+                      md->name, md->packed ? "both" : "neither");
   if (md->typed != NULL && md->signature == NULL)
     return TYPE_ERROR(kPFErrValueError, "typed method '%s' has no signature", md->name);
   if (md->signature != NULL && method_signature(where, t, md, m) != 0) return -1;
@@ -300,7 +310,8 @@ static int check_names(const char* where, pf_type* t) {
   if (e == NULL) return pf_oom(where);
   size_t k = 0;
   for (int i = 0; i < t->num_own_fields; ++i) e[k++] = (name_entry){t->own_fields[i].info.name, 0};
-  for (int i = 0; i < t->num_own_methods; ++i) e[k++] = (name_entry){t->own_methods[i].info.name, 1};
+  for (int i = 0; i < t->num_own_methods; ++i)
+    e[k++] = (name_entry){t->own_methods[i].info.name, 1};
   for (int i = 0; i < inh_f; ++i) e[k++] = (name_entry){p->info.fields[i]->name, 2};
   for (int i = 0; i < inh_m; ++i) e[k++] = (name_entry){p->info.methods[i]->name, 3};
   qsort(e, n, sizeof(*e), cmp_names);
@@ -310,8 +321,8 @@ static int check_names(const char* where, pf_type* t) {
     int override = e[i].kind == 1 && e[i + 1].kind == 3 &&
                    (i + 2 >= n || strcmp(e[i + 2].name, e[i].name) != 0);
     if (!override)
-      rc = TYPE_ERROR(kPFErrValueError, "the name '%s' is taken twice: by %s and by %s",
-                      e[i].name, k_kinds[e[i].kind], k_kinds[e[i + 1].kind]);
+      rc = TYPE_ERROR(kPFErrValueError, "the name '%s' is taken twice: by %s and by %s", e[i].name,
+                      k_kinds[e[i].kind], k_kinds[e[i + 1].kind]);
     ++i; /* an override is a pair */
   }
   pf_free(e);
@@ -363,10 +374,8 @@ static int build_tables(const char* where, pf_type* t) {
     const PFMethodInfo* m = &t->own_methods[i].info;
     int j = 0;
     while (j < inh_m && strcmp(methods[j]->name, m->name) != 0) ++j;
-    if (j < inh_m)
-      methods[j] = m; /* overrides in place */
-    else
-      methods[nm++] = m;
+    if (j < inh_m) methods[j] = m; /* overrides in place */
+    else methods[nm++] = m;
   }
   for (int i = 0; i < inh_o; ++i) owned[no++] = p->owned[i];
   for (int i = 0; i < t->num_own_fields; ++i)
@@ -454,8 +463,8 @@ const char* pf_type_differs(const pf_type* old, const pf_type* fresh, int same_c
   for (int i = 0; i < old->num_own_fields; ++i) {
     const PFFieldInfo* a = &old->own_fields[i].info;
     const PFFieldInfo* b = &fresh->own_fields[i].info;
-    if (strcmp(a->name, b->name) != 0 || strcmp(a->type, b->type) != 0 ||
-        a->offset != b->offset || a->flags != b->flags || !same_text(a->doc, b->doc)) {
+    if (strcmp(a->name, b->name) != 0 || strcmp(a->type, b->type) != 0 || a->offset != b->offset ||
+        a->flags != b->flags || !same_text(a->doc, b->doc)) {
       snprintf(why, sizeof(why), "its field '%s' differs", a->name);
       return why;
     }
@@ -463,9 +472,9 @@ const char* pf_type_differs(const pf_type* old, const pf_type* fresh, int same_c
   for (int i = 0; i < old->num_own_methods; ++i) {
     const pf_method* a = &old->own_methods[i];
     const pf_method* b = &fresh->own_methods[i];
-    if (strcmp(a->info.name, b->info.name) != 0 || !same_text(a->info.signature, b->info.signature) ||
-        a->info.flags != b->info.flags || !same_text(a->info.doc, b->info.doc) ||
-        (a->packed == NULL) != (b->packed == NULL) ||
+    if (strcmp(a->info.name, b->info.name) != 0 ||
+        !same_text(a->info.signature, b->info.signature) || a->info.flags != b->info.flags ||
+        !same_text(a->info.doc, b->info.doc) || (a->packed == NULL) != (b->packed == NULL) ||
         (same_code && (a->packed != b->packed || a->typed != b->typed))) {
       snprintf(why, sizeof(why), "its method '%s' differs%s", a->info.name,
                same_code ? " (its code too is compared: another copy of the library?)" : "");

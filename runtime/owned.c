@@ -6,23 +6,23 @@
 /* One object met by the walk. */
 typedef struct {
   pf_object* obj;
-  int_fast32_t count;   /* its reference count, read when it was reached */
-  int64_t left;         /* its references that would remain (see find_owned) */
-  int64_t edges_begin;  /* its references: edges[edges_begin .. edges_end) */
+  int_fast32_t count;  /* its reference count, read when it was reached */
+  int64_t left;        /* its references that would remain (see find_owned) */
+  int64_t edges_begin; /* its references: edges[edges_begin .. edges_end) */
   int64_t edges_end;
-  int owned;            /* freed when the caller's reference to the root goes */
-  int held;             /* the walk holds a reference to it (see node_of) */
+  int owned; /* freed when the caller's reference to the root goes */
+  int held;  /* the walk holds a reference to it (see node_of) */
 } walk_node;
 
 struct pf_walk {
   walk_node* nodes; /* in the order reached; nodes[0] is the root */
   int64_t num_nodes, nodes_cap;
-  int64_t* index;   /* open addressing by address: a node's position + 1, or 0 */
+  int64_t* index; /* open addressing by address: a node's position + 1, or 0 */
   size_t mask;
-  int64_t* edges;   /* node positions, per node in the order of nodes */
+  int64_t* edges; /* node positions, per node in the order of nodes */
   int64_t num_edges, edges_cap;
-  int64_t budget;   /* values that may still be looked at */
-  int exhausted;    /* the budget ran out */
+  int64_t budget;        /* values that may still be looked at */
+  int exhausted;         /* the budget ran out */
   int64_t mutable_nodes; /* Lists, Dicts, instances met: their references may change */
 };
 
@@ -126,14 +126,23 @@ void pf_walk_mutable(pf_walk* w) { ++w->mutable_nodes; }
 /* Reports the references that one object holds, of the kinds followed. */
 static int children(pf_walk* w, const pf_object* o) {
   switch (o->type_index) {
-    case kPFObjectArray: return pf_array_children(w, o);
-    case kPFObjectMap: return pf_map_children(w, o);
+    case kPFObjectArray:
+      return pf_array_children(w, o);
+    case kPFObjectMap:
+      return pf_map_children(w, o);
     /* A List or Dict may hold a host later: it counts as reachable. */
-    case kPFObjectList: pf_walk_mutable(w); return pf_list_children(w, o);
-    case kPFObjectDict: pf_walk_mutable(w); return pf_dict_children(w, o);
-    case kPFObjectFunction: return pf_bound_children(w, (const pf_function*)o);
-    case kPFObjectClosure: return pf_closure_children(w, o);
-    default: return o->type_index >= kPFObjectTypeRegisteredBegin ? pf_instance_children(w, o) : 0;
+    case kPFObjectList:
+      pf_walk_mutable(w);
+      return pf_list_children(w, o);
+    case kPFObjectDict:
+      pf_walk_mutable(w);
+      return pf_dict_children(w, o);
+    case kPFObjectFunction:
+      return pf_bound_children(w, (const pf_function*)o);
+    case kPFObjectClosure:
+      return pf_closure_children(w, o);
+    default:
+      return o->type_index >= kPFObjectTypeRegisteredBegin ? pf_instance_children(w, o) : 0;
   }
 }
 
@@ -190,8 +199,8 @@ static int counts_unchanged(const pf_walk* w) {
   return 1;
 }
 
-int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max_values,
-                           void** out, int64_t cap, int64_t* num_owned, int64_t* num_reachable) {
+int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max_values, void** out,
+                           int64_t cap, int64_t* num_owned, int64_t* num_reachable) {
   PF_CHECK_OBJECT(root, 0);
   PF_CHECK_OBJECT(gate, kPFObjectHostGate);
   PF_CHECK_ARG(num_owned);

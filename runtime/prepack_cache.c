@@ -27,7 +27,7 @@ struct pf_pp_entry {
   PFValue packed;
   int packed_code;
   size_t packed_bytes;
-  int ready;   /* the hook has run and `packed` is set */
+  int ready;    /* the hook has run and `packed` is set */
   int64_t refs; /* bound functions using the entry, and a packer */
 };
 
@@ -59,7 +59,7 @@ static pf_pp_cache_link g_caches = {&g_caches, &g_caches};
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static int g_fork_rc;
 
-#define CACHE_OF(l) ((pf_pp_cache*)((char*)(l) - offsetof(pf_pp_cache, link)))
+#define CACHE_OF(l) ((pf_pp_cache*)((char*)(l)-offsetof(pf_pp_cache, link)))
 
 static void fork_prepare(void) {
   pthread_mutex_lock(&g_caches_lock);
@@ -83,7 +83,9 @@ static void fork_child(void) {
   }
   pthread_mutex_init(&g_caches_lock, NULL);
 }
-static void fork_register(void) { g_fork_rc = pthread_atfork(fork_prepare, fork_parent, fork_child); }
+static void fork_register(void) {
+  g_fork_rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 static void cache_destroy(pf_object* o) {
   pf_pp_cache* c = (pf_pp_cache*)o;
@@ -157,9 +159,7 @@ static size_t tensor_bytes(const DLTensor* t, int* ok) {
   return n;
 }
 
-static const char* tensor_data(const DLTensor* t) {
-  return (const char*)t->data + t->byte_offset;
-}
+static const char* tensor_data(const DLTensor* t) { return (const char*)t->data + t->byte_offset; }
 
 /* The content hash of a tensor: dtype, shape and bytes. */
 static uint64_t tensor_hash(const DLTensor* t, size_t nbytes) {
@@ -186,15 +186,15 @@ static int same_tensor(const DLTensor* a, const DLTensor* b, size_t nbytes) {
 static size_t packed_size(PFValue v, int code) {
   DLTensor* t = NULL;
   if (code != kPFObjectHandle || !pf_is_object(v.v_handle, kPFObjectTensor)) return 0;
-  if (PFTensorGetDLTensor(v.v_handle, &t) != 0 || t->ndim < 0 ||
-      (t->ndim > 0 && t->shape == NULL))
+  if (PFTensorGetDLTensor(v.v_handle, &t) != 0 || t->ndim < 0 || (t->ndim > 0 && t->shape == NULL))
     return 0;
   uint64_t last = 0, stride = 1; /* in elements */
   for (int i = t->ndim - 1; i >= 0; --i) {
     int64_t d = t->shape[i];
     if (d <= 0) return 0;
     uint64_t s = stride;
-    if (t->strides != NULL) s = t->strides[i] < 0 ? -(uint64_t)t->strides[i] : (uint64_t)t->strides[i];
+    if (t->strides != NULL)
+      s = t->strides[i] < 0 ? -(uint64_t)t->strides[i] : (uint64_t)t->strides[i];
     uint64_t step;
     if (__builtin_mul_overflow(s, (uint64_t)(d - 1), &step) ||
         __builtin_add_overflow(last, step, &last) ||

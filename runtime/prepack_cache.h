@@ -24,9 +24,9 @@ typedef int (*pf_pp_run_fn)(const pf_prepack* pp, PFFunctionHandle func, int pos
  * constant on threads that are not packing wait for it, so that it runs
  * once. */
 PF_HIDDEN int pf_pp_cache_pack(PFPrePackCacheHandle cache, const pf_prepack* pp,
-                               PFFunctionHandle func, int position, const PFValue* value,
-                               int code, pf_pp_run_fn run, PFValue* out, int* out_code,
-                               int* packed, pf_pp_entry** entry);
+                               PFFunctionHandle func, int position, const PFValue* value, int code,
+                               pf_pp_run_fn run, PFValue* out, int* out_code, int* packed,
+                               pf_pp_entry** entry);
 
 /* Drops a user of an entry; the last one removes it and releases its
  * values (finalizers run, after the cache's lock is released). */

@@ -35,12 +35,13 @@ static ffi_type k_ffi_bytes = {sizeof(PFByteArray), _Alignof(PFByteArray), FFI_T
 
 #define INT_ROW_(id, name, ctype, member, ffi, rcode, lo, hi) \
   [pf_t_##id] = {name, &ffi, rcode, lo, hi, 0},
-#define FLOAT_ROW_(id, name, ctype, member, ffi, max) [pf_t_##id] = {name, &ffi, kPFFloat, 0, 0, max},
+#define FLOAT_ROW_(id, name, ctype, member, ffi, max) \
+  [pf_t_##id] = {name, &ffi, kPFFloat, 0, 0, max},
 #define OTHER_ROW_(id, name, member, ffi, rcode) [pf_t_##id] = {name, &ffi, rcode, 0, 0, 0},
 const pf_ctype_info pf_ctypes[pf_t_all] = {
     [pf_t_void] = {"void", &ffi_type_void, kPFNull, 0, 0, 0},
-    PF_SIG_INT_TYPES(INT_ROW_) PF_SIG_FLOAT_TYPES(FLOAT_ROW_) PF_SIG_OTHER_TYPES(OTHER_ROW_)
-    [pf_t_obj] = {"obj", &ffi_type_pointer, kPFObjectHandle, 0, 0, 0}};
+    PF_SIG_INT_TYPES(INT_ROW_) PF_SIG_FLOAT_TYPES(FLOAT_ROW_) PF_SIG_OTHER_TYPES(
+        OTHER_ROW_)[pf_t_obj] = {"obj", &ffi_type_pointer, kPFObjectHandle, 0, 0, 0}};
 #undef INT_ROW_
 #undef FLOAT_ROW_
 #undef OTHER_ROW_
@@ -54,7 +55,8 @@ int PFSignatureTypeInfo(int index, const char** name, int* type_code) {
   if (index < 0 || index >= pf_t_count)
     return PF_ERROR(kPFErrIndexError,
                     "PFSignatureTypeInfo: argument 'index' is %d; the signature types "
-                    "are numbered 0 to %d", index, pf_t_count - 1);
+                    "are numbered 0 to %d",
+                    index, pf_t_count - 1);
   if (name) *name = pf_ctypes[index].name;
   if (type_code) *type_code = pf_ctypes[index].result_code;
   return 0;
@@ -70,7 +72,6 @@ int pf_sig_prep_cif(const char* where, const pf_sig* sig, ffi_cif* cif, ffi_type
   return 0;
 }
 
-
 /* ---- the signature grammar ---- */
 
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -80,7 +81,7 @@ static int is_name_char(char c) {
 }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int hex_value(char c) {
-  return c >= '0' && c <= '9' ? c - '0'
+  return c >= '0' && c <= '9'   ? c - '0'
          : c >= 'a' && c <= 'f' ? c - 'a' + 10
          : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                 : -1;
@@ -117,9 +118,9 @@ static const struct {
   const char* name;
   uint8_t type;
 } k_devices[] = {
-    {"cpu", 1},   {"cuda", 2},  {"cuda_host", 3}, {"opencl", 4},     {"vulkan", 7},
-    {"metal", 8}, {"vpi", 9},   {"rocm", 10},     {"rocm_host", 11}, {"ext_dev", 12},
-    {"cuda_managed", 13}, {"oneapi", 14}, {"webgpu", 15}, {"hexagon", 16},
+    {"cpu", 1},           {"cuda", 2},    {"cuda_host", 3}, {"opencl", 4},     {"vulkan", 7},
+    {"metal", 8},         {"vpi", 9},     {"rocm", 10},     {"rocm_host", 11}, {"ext_dev", 12},
+    {"cuda_managed", 13}, {"oneapi", 14}, {"webgpu", 15},   {"hexagon", 16},
 };
 
 const char* pf_device_name(int device_type) {
@@ -204,8 +205,9 @@ static int read_tensor_constraint(const char* where, const char* text, size_t* p
       ++i;
       continue;
     }
-    return sig_error(where, text, i, "%s", part < 3 ? "expected ',' or '>' in the tensor type"
-                                                     : "expected '>' after the device type");
+    return sig_error(
+        where, text, i, "%s",
+        part < 3 ? "expected ',' or '>' in the tensor type" : "expected '>' after the device type");
   }
 }
 
@@ -263,8 +265,7 @@ static int read_obj_key(const char* where, const char* text, size_t* pos,
   i = skip_blanks(text, i + 1);
   size_t start = i, n = 0;
   while (is_key_char(text[start + n])) ++n;
-  if (n == 0)
-    return sig_error(where, text, start, "expected an object type key after 'obj<'");
+  if (n == 0) return sig_error(where, text, start, "expected an object type key after 'obj<'");
   const struct pf_type* t = pf_type_resolve(text + start, n);
   if (t == NULL)
     return sig_error(where, text, start, "unknown object type '%.*s' (not registered)",
@@ -306,8 +307,7 @@ static int read_type(const char* where, const char* text, size_t* pos, int* out,
   }
   if (n == 5 && memcmp(text + start, "float", 5) == 0)
     return sig_error(where, text, start, "'float' is ambiguous; write float32 or float64");
-  return sig_error(where, text, start, "unknown type '%.*s'", (int)(n > 40 ? 40 : n),
-                   text + start);
+  return sig_error(where, text, start, "unknown type '%.*s'", (int)(n > 40 ? 40 : n), text + start);
 }
 
 /* ---- default literals ---- */
@@ -319,15 +319,19 @@ unsigned char pf_sig_next_byte(const char* s, size_t* i) {
   if (c != '\\') return (unsigned char)c;
   char e = s[(*i)++];
   switch (e) {
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
+    case 'n':
+      return '\n';
+    case 't':
+      return '\t';
+    case 'r':
+      return '\r';
     case 'x': {
       int v = hex_value(s[*i]) * 16 + hex_value(s[*i + 1]);
       *i += 2;
       return (unsigned char)v;
     }
-    default: return (unsigned char)e; /* '"' or '\\' */
+    default:
+      return (unsigned char)e; /* '"' or '\\' */
   }
 }
 
@@ -391,17 +395,15 @@ static int read_string(const char* where, const char* text, size_t* pos, pf_pars
     if (c == '\0') return sig_error(where, text, i, "the string literal has no closing '\"'");
     if (c == '\\') {
       char e = text[i + 1];
-      if (e == '"' || e == '\\' || e == 'n' || e == 't' || e == 'r')
-        i += 2;
-      else if (e == 'x' && hex_value(text[i + 2]) >= 0 && hex_value(text[i + 3]) >= 0)
-        i += 4;
+      if (e == '"' || e == '\\' || e == 'n' || e == 't' || e == 'r') i += 2;
+      else if (e == 'x' && hex_value(text[i + 2]) >= 0 && hex_value(text[i + 3]) >= 0) i += 4;
       else
         return sig_error(where, text, i,
                          "unknown escape in a string literal (write \\\" \\\\ \\n \\t \\r or "
                          "\\xHH)");
     } else if (c < 0x20 || c > 0x7e) {
-      return sig_error(where, text, i, "byte 0x%02x in a string literal: write it as \\x%02x",
-                       c, c);
+      return sig_error(where, text, i, "byte 0x%02x in a string literal: write it as \\x%02x", c,
+                       c);
     } else {
       ++i;
     }
@@ -561,7 +563,8 @@ static int read_default(const char* where, const char* text, size_t* pos, pf_par
     if (!ok)
       return sig_error(where, text, at,
                        "the default %.*s is not a device (\"NAME\" or \"NAME:ID\", NAME one of "
-                       "cpu, cuda, ...)", len, text + at);
+                       "cpu, cuda, ...)",
+                       len, text + at);
     p->dval.v_device.device_type = (DLDeviceType)dev;
     p->dval.v_device.device_id = (int32_t)id;
     p->dcode = kPFDevice;
@@ -573,20 +576,39 @@ static int read_default(const char* where, const char* text, size_t* pos, pf_par
   static const PFByteArray k_dummy_bytes = {k_dummy, 0};
   v.v_int64 = 0;
   switch (p->lit) {
-    case pf_lit_int: code = kPFInt; v = p->dval; break;
-    case pf_lit_float: code = kPFFloat; v = p->dval; break;
-    case pf_lit_true: code = kPFBool; v.v_int64 = 1; break;
-    case pf_lit_false: code = kPFBool; break;
-    case pf_lit_null: code = kPFNull; break;
-    case pf_lit_str: code = kPFStr; v.v_str = k_dummy; break;
-    default: code = kPFBytes; v.v_handle = (void*)(uintptr_t)&k_dummy_bytes; break;
+    case pf_lit_int:
+      code = kPFInt;
+      v = p->dval;
+      break;
+    case pf_lit_float:
+      code = kPFFloat;
+      v = p->dval;
+      break;
+    case pf_lit_true:
+      code = kPFBool;
+      v.v_int64 = 1;
+      break;
+    case pf_lit_false:
+      code = kPFBool;
+      break;
+    case pf_lit_null:
+      code = kPFNull;
+      break;
+    case pf_lit_str:
+      code = kPFStr;
+      v.v_str = k_dummy;
+      break;
+    default:
+      code = kPFBytes;
+      v.v_handle = (void*)(uintptr_t)&k_dummy_bytes;
+      break;
   }
   pf_cvalue cv;
   if (p->t == pf_t_any) { /* any value: the literal's own */
     p->dcode = code;
     if (p->lit != pf_lit_str && p->lit != pf_lit_bytes) p->dval = v;
   } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
-      pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
+             pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
     return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
                      tname);
   if (p->lit == pf_lit_str) {
@@ -647,7 +669,8 @@ static int read_param(const char* where, const char* text, size_t* pos, pf_parse
   } else if (ps->n > 0 && ps->p[ps->n - 1].has_default) {
     return sig_error(where, text, at,
                      "parameter %d has no default but the one before it has: defaults are "
-                     "trailing", ps->n);
+                     "trailing",
+                     ps->n);
   }
   ps->n++;
   *pos = i;
@@ -707,7 +730,8 @@ int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
   if (sig->ret == pf_t_any)
     return PF_ERROR(kPFErrValueError,
                     "%s: bad signature \"%.200s\": the result is any, which has no C type (any "
-                    "describes a packed function's values: PFFuncSetInfo)", where, text);
+                    "describes a packed function's values: PFFuncSetInfo)",
+                    where, text);
   for (int k = 0; k < sig->num_args; ++k) {
     if (sig->args[k] != pf_t_any) continue;
     pf_parsed_sig ps; /* for the name: the text parsed before */
@@ -719,8 +743,8 @@ int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
     }
     return PF_ERROR(kPFErrValueError,
                     "%s: bad signature \"%.200s\": parameter %d%s%.*s%s is any, which has no C "
-                    "type (any describes a packed function's values: PFFuncSetInfo)", where, text,
-                    k, len ? " ('" : "", (int)len, name, len ? "')" : "");
+                    "type (any describes a packed function's values: PFFuncSetInfo)",
+                    where, text, k, len ? " ('" : "", (int)len, name, len ? "')" : "");
   }
   return 0;
 }

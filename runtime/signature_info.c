@@ -60,10 +60,18 @@ static void float_text(double d, int is_f32, char* buf, size_t n) {
 static void w_default(wbuf* w, const char* text, const pf_parsed_param* p) {
   char buf[64];
   switch (p->dcode) {
-    case kPFInt: snprintf(buf, sizeof(buf), "%lld", (long long)p->dval.v_int64); break;
-    case kPFFloat: float_text(p->dval.v_float64, p->t == pf_t_float32, buf, sizeof(buf)); break;
-    case kPFBool: snprintf(buf, sizeof(buf), "%s", p->dval.v_int64 ? "true" : "false"); break;
-    case kPFNull: snprintf(buf, sizeof(buf), "null"); break;
+    case kPFInt:
+      snprintf(buf, sizeof(buf), "%lld", (long long)p->dval.v_int64);
+      break;
+    case kPFFloat:
+      float_text(p->dval.v_float64, p->t == pf_t_float32, buf, sizeof(buf));
+      break;
+    case kPFBool:
+      snprintf(buf, sizeof(buf), "%s", p->dval.v_int64 ? "true" : "false");
+      break;
+    case kPFNull:
+      snprintf(buf, sizeof(buf), "null");
+      break;
     case kPFDataType: {
       char dt[PF_DTYPE_STRING_MAX];
       if (PFDataTypeToString(p->dval.v_type, dt, sizeof(dt)) != 0) dt[0] = '\0';

@@ -34,8 +34,7 @@ pf_conv pf_tc_check(const pf_tc* tc, const DLTensor* dl) {
   return pf_conv_ok;
 }
 
-int pf_tc_error(pf_conv c, const char* who, const char* what, const pf_tc* tc,
-                const DLTensor* dl) {
+int pf_tc_error(pf_conv c, const char* who, const char* what, const pf_tc* tc, const DLTensor* dl) {
   char want[96], dtype[PF_DTYPE_STRING_MAX], extra[200] = "";
   pf_tc_format(tc, want, sizeof(want));
   if (PFDataTypeToString(dl->dtype, dtype, sizeof(dtype)) != 0)
@@ -51,10 +50,8 @@ int pf_tc_error(pf_conv c, const char* who, const char* what, const pf_tc* tc,
   } else if ((tc->flags & kPFTensorCheckDevice) && c == pf_conv_tshape &&
              (int)dl->device.device_type != tc->device) {
     const char* d = pf_device_name(dl->device.device_type);
-    if (d != NULL)
-      snprintf(extra, sizeof(extra), " on %s:%d", d, (int)dl->device.device_id);
-    else
-      snprintf(extra, sizeof(extra), " on device type %d", (int)dl->device.device_type);
+    if (d != NULL) snprintf(extra, sizeof(extra), " on %s:%d", d, (int)dl->device.device_id);
+    else snprintf(extra, sizeof(extra), " on device type %d", (int)dl->device.device_type);
   }
   /* A call's argument: the caller's error, with no place (PF_ERROR in base.h). */
   return PFErrorSetFormat(c == pf_conv_tdtype ? kPFErrTypeError : kPFErrValueError,
@@ -135,8 +132,8 @@ int PFTensorAlloc(int ndim, const int64_t* shape, DLDataType dtype, uint32_t fla
                     (unsigned)(flags & ~kPFTensorAllocZero));
   if (dtype.bits == 0 || dtype.lanes == 0)
     return PF_ERROR(kPFErrValueError,
-                    "%s: argument 'dtype' has %u bits and %u lanes; both must be at least 1",
-                    where, (unsigned)dtype.bits, (unsigned)dtype.lanes);
+                    "%s: argument 'dtype' has %u bits and %u lanes; both must be at least 1", where,
+                    (unsigned)dtype.bits, (unsigned)dtype.lanes);
   for (int i = 0; i < ndim; ++i)
     if (shape[i] < 0)
       return PF_ERROR(kPFErrValueError, "%s: argument 'shape[%d]' is negative (%lld)", where, i,
@@ -151,7 +148,8 @@ int PFTensorAlloc(int ndim, const int64_t* shape, DLDataType dtype, uint32_t fla
       __builtin_add_overflow(bytes, head + PF_TENSOR_ALIGN, &total) || total > PF_MAX_OBJECT_SIZE)
     return PF_ERROR(kPFErrValueError,
                     "%s: a tensor of this shape and dtype is larger than any object can be "
-                    "(PTRDIFF_MAX bytes)", where);
+                    "(PTRDIFF_MAX bytes)",
+                    where);
   pf_alloc_tensor* t = pf_malloc(total);
   if (t == NULL) return pf_oom(where);
   memset(t, 0, head);

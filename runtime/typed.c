@@ -12,7 +12,7 @@ typedef void (*pf_fast_caller)(pf_fn fn, const PFValue* a, pf_cvalue* r);
 
 typedef struct {
   pf_fn fn;
-  pf_fast_caller fast; /* NULL: call through cif */
+  pf_fast_caller fast;   /* NULL: call through cif */
   PFFunctionHandle self; /* not a reference: the function owns this struct */
   pf_sig sig;
   ffi_cif cif;
@@ -58,6 +58,8 @@ static inline int obj_arg_ok(const PFValue* v, const pf_type* key) {
 #define PF_ST_b(call) r->b = call
 #define PF_ST_w(call) r->i32 = call
 
+/* The generated callers read as tables. */
+/* clang-format off */
 #define PF_HEAD(name) static void name(pf_fn fn, const PFValue* a, pf_cvalue* r)
 #define PF_FAST0(k)                                              \
   PF_HEAD(fast_##k) {                                            \
@@ -218,6 +220,7 @@ typedef struct {
   { PF_ENT0(k) PF_PATS1(PF_ENT1, k) PF_PATS2(PF_ENT2, k) PF_PATS3(PF_ENT3, k) PF_PATS4(PF_ENT4, k) }
 #define PF_FAST_MAX_ARGS 4
 static const pf_callers k_callers[5][31] = {PF_ROW(v), PF_ROW(i), PF_ROW(d), PF_ROW(b), PF_ROW(w)};
+/* clang-format on */
 #endif
 
 /* The callers for `sig` (see k_callers); NULL for what libffi and
@@ -227,16 +230,37 @@ static pf_callers pick_callers(const pf_sig* sig) {
 #ifdef PF_TYPED_FAST
   int rk;
   switch (sig->ret) {
-    case pf_t_void: rk = 0; break;
+    case pf_t_void:
+      rk = 0;
+      break;
     /* A reference result is a pointer in a register like any other; it
      * then goes through set_return, which hands the reference on. */
-    case pf_t_int64: case pf_t_uint64: case pf_t_ptr: case pf_t_str:
-    case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map:
-    case pf_t_shape: case pf_t_list: case pf_t_dict: case pf_t_object: case pf_t_obj: rk = 1; break;
-    case pf_t_float64: rk = 2; break;
-    case pf_t_bool: rk = 3; break;
-    case pf_t_int32: rk = 4; break;
-    default: return none;
+    case pf_t_int64:
+    case pf_t_uint64:
+    case pf_t_ptr:
+    case pf_t_str:
+    case pf_t_tensor:
+    case pf_t_func:
+    case pf_t_array:
+    case pf_t_map:
+    case pf_t_shape:
+    case pf_t_list:
+    case pf_t_dict:
+    case pf_t_object:
+    case pf_t_obj:
+      rk = 1;
+      break;
+    case pf_t_float64:
+      rk = 2;
+      break;
+    case pf_t_bool:
+      rk = 3;
+      break;
+    case pf_t_int32:
+      rk = 4;
+      break;
+    default:
+      return none;
   }
   if (sig->num_args > PF_FAST_MAX_ARGS) return none;
   /* The simple path takes exactly int64 and float64, whose packed codes
@@ -245,13 +269,30 @@ static pf_callers pick_callers(const pf_sig* sig) {
   int bits = 0;
   for (int i = 0; i < sig->num_args; ++i) {
     switch (sig->args[i]) {
-      case pf_t_int64: bits = bits << 1; break;
-      case pf_t_uint64: case pf_t_ptr: case pf_t_str: case pf_t_bytes:
-      case pf_t_tensor: case pf_t_func: case pf_t_array: case pf_t_map: case pf_t_shape:
-      case pf_t_list: case pf_t_dict:
-      case pf_t_object: case pf_t_obj: bits = bits << 1; simple = 0; break;
-      case pf_t_float64: bits = (bits << 1) | 1; break;
-      default: return none;
+      case pf_t_int64:
+        bits = bits << 1;
+        break;
+      case pf_t_uint64:
+      case pf_t_ptr:
+      case pf_t_str:
+      case pf_t_bytes:
+      case pf_t_tensor:
+      case pf_t_func:
+      case pf_t_array:
+      case pf_t_map:
+      case pf_t_shape:
+      case pf_t_list:
+      case pf_t_dict:
+      case pf_t_object:
+      case pf_t_obj:
+        bits = bits << 1;
+        simple = 0;
+        break;
+      case pf_t_float64:
+        bits = (bits << 1) | 1;
+        break;
+      default:
+        return none;
     }
   }
   pf_callers c = k_callers[rk][(1 << sig->num_args) - 1 + bits];
@@ -268,18 +309,16 @@ static void describe(const pf_typed* t, char* buf, size_t n) {
   const char* name = NULL;
   const char* sig = NULL;
   PFFuncGetInfo(t->self, &name, &sig, NULL);
-  if (name)
-    snprintf(buf, n, "typed function '%.200s' %s", name, sig ? sig : "");
-  else
-    snprintf(buf, n, "typed function %s", sig ? sig : "");
+  if (name) snprintf(buf, n, "typed function '%.200s' %s", name, sig ? sig : "");
+  else snprintf(buf, n, "typed function %s", sig ? sig : "");
 }
 
 static int arity_error(const pf_typed* t, int n) {
   char who[512];
   describe(t, who, sizeof(who));
   /* The call's arguments: the caller's error, with no place (PF_ERROR in base.h). */
-  return PFErrorSetFormat(kPFErrTypeError, "%s: takes %d argument%s, got %d", who,
-                          t->sig.num_args, t->sig.num_args == 1 ? "" : "s", n);
+  return PFErrorSetFormat(kPFErrTypeError, "%s: takes %d argument%s, got %d", who, t->sig.num_args,
+                          t->sig.num_args == 1 ? "" : "s", n);
 }
 
 /* "argument 2" or "argument 2 'lo'", for messages. */
@@ -287,18 +326,16 @@ static void arg_what(const pf_typed* t, int i, char* buf, size_t n) {
   const pf_siginfo* info =
       atomic_load_explicit(&((pf_function*)t->self)->siginfo, memory_order_acquire);
   const char* name = info && i < info->pub.num_params ? info->params[i].pub.name : NULL;
-  if (name)
-    snprintf(buf, n, "argument %d '%.100s'", i, name);
-  else
-    snprintf(buf, n, "argument %d", i);
+  if (name) snprintf(buf, n, "argument %d '%.100s'", i, name);
+  else snprintf(buf, n, "argument %d", i);
 }
 
 static int arg_error(const pf_typed* t, pf_conv c, int i, int code, const PFValue* v) {
   char who[512], what[128];
   describe(t, who, sizeof(who));
   arg_what(t, i, what, sizeof(what));
-  return pf_conv_error_tc(c, who, what, t->sig.args[i], t->sig.arg_obj[i], &t->sig.arg_tc[i],
-                          code, v);
+  return pf_conv_error_tc(c, who, what, t->sig.args[i], t->sig.arg_obj[i], &t->sig.arg_tc[i], code,
+                          v);
 }
 
 /* A tensor argument that does not meet its constraint. */
@@ -306,10 +343,8 @@ __attribute__((cold, noinline)) static int tensor_error(const pf_typed* t, pf_co
                                                         const DLTensor* dl) {
   char who[512], what[128];
   describe(t, who, sizeof(who));
-  if (i < 0)
-    snprintf(what, sizeof(what), "result");
-  else
-    arg_what(t, i, what, sizeof(what));
+  if (i < 0) snprintf(what, sizeof(what), "result");
+  else arg_what(t, i, what, sizeof(what));
   return pf_tc_error(c, who, what, i < 0 ? &t->sig.ret_tc : &t->sig.arg_tc[i], dl);
 }
 
@@ -333,18 +368,15 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
     describe(t, who, sizeof(who));
     pf_c_to_packed_error(who, "result", t->sig.ret, t->sig.ret_obj, r);
     /* A live object of the wrong type still came with a reference. */
-    if (pf_ctype_is_ref(t->sig.ret) && pf_is_object(r->o, 0))
-      pf_object_release_keeping_error(r->o);
+    if (pf_ctype_is_ref(t->sig.ret) && pf_is_object(r->o, 0)) pf_object_release_keeping_error(r->o);
     return -1;
   }
   if (!pf_code_is_handle(code)) return PFCFuncSetReturn(ret, &v, &code, 1);
   /* A func, array, map, shape or object: the C function handed us a
    * reference; the return slot takes its own. */
   int st = PFCFuncSetReturn(ret, &v, &code, 1);
-  if (st != 0)
-    pf_object_release_keeping_error(r->o);
-  else
-    pf_object_release(r->o);
+  if (st != 0) pf_object_release_keeping_error(r->o);
+  else pf_object_release(r->o);
   return st;
 }
 
@@ -389,8 +421,7 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     PFValue pv[PF_TYPED_MAX_ARGS];
     memcpy(pv, av, sizeof(PFValue) * (size_t)n);
     t->fast(t->fn, pv, &rv);
-  } else
-    call_ffi(t, av, &raw, &rv);
+  } else call_ffi(t, av, &raw, &rv);
   return typed_finish(t, ret, &rv);
 }
 
@@ -407,10 +438,10 @@ static int typed_call_obj(PFValue* args, int* codes, int n, PFRetValueHandle ret
     return typed_call_general(args, codes, n, ret, res);
   for (int i = 0; i < n; ++i) {
     int at = t->sig.args[i];
-    int ok = at == pf_t_int64   ? codes[i] == kPFInt
-             : at == pf_t_float64 ? codes[i] == kPFFloat
-                                  : codes[i] == kPFObjectHandle &&
-                                        obj_arg_ok(&args[i], t->sig.arg_obj[i]);
+    int ok = at == pf_t_int64 ? codes[i] == kPFInt
+             : at == pf_t_float64
+                 ? codes[i] == kPFFloat
+                 : codes[i] == kPFObjectHandle && obj_arg_ok(&args[i], t->sig.arg_obj[i]);
     if (__builtin_expect(!ok, 0)) return typed_call_general(args, codes, n, ret, res);
   }
   pf_cvalue rv;

@@ -30,33 +30,33 @@
  * type: it describes a packed function's parameter in metadata only, and
  * whatever needs a C type refuses it (pf_sig_refuse_any).
  */
-#define PF_SIG_INT_TYPES(X)                                                           \
-  X(int8, "int8", int8_t, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)             \
-  X(int16, "int16", int16_t, i16, ffi_type_sint16, kPFInt, INT16_MIN, INT16_MAX)      \
-  X(int32, "int32", int32_t, i32, ffi_type_sint32, kPFInt, INT32_MIN, INT32_MAX)      \
-  X(int64, "int64", int64_t, i64, ffi_type_sint64, kPFInt, INT64_MIN, INT64_MAX)      \
-  X(uint8, "uint8", uint8_t, u8, ffi_type_uint8, kPFInt, 0, UINT8_MAX)                \
-  X(uint16, "uint16", uint16_t, u16, ffi_type_uint16, kPFInt, 0, UINT16_MAX)          \
-  X(uint32, "uint32", uint32_t, u32, ffi_type_uint32, kPFInt, 0, UINT32_MAX)          \
-  X(uint64, "uint64", uint64_t, u64, ffi_type_uint64, kPFInt, 0, UINT64_MAX)          \
+#define PF_SIG_INT_TYPES(X)                                                      \
+  X(int8, "int8", int8_t, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)        \
+  X(int16, "int16", int16_t, i16, ffi_type_sint16, kPFInt, INT16_MIN, INT16_MAX) \
+  X(int32, "int32", int32_t, i32, ffi_type_sint32, kPFInt, INT32_MIN, INT32_MAX) \
+  X(int64, "int64", int64_t, i64, ffi_type_sint64, kPFInt, INT64_MIN, INT64_MAX) \
+  X(uint8, "uint8", uint8_t, u8, ffi_type_uint8, kPFInt, 0, UINT8_MAX)           \
+  X(uint16, "uint16", uint16_t, u16, ffi_type_uint16, kPFInt, 0, UINT16_MAX)     \
+  X(uint32, "uint32", uint32_t, u32, ffi_type_uint32, kPFInt, 0, UINT32_MAX)     \
+  X(uint64, "uint64", uint64_t, u64, ffi_type_uint64, kPFInt, 0, UINT64_MAX)     \
   X(bool, "bool", bool, b, ffi_type_uint8, kPFBool, 0, 1)
-#define PF_SIG_FLOAT_TYPES(X)                                  \
-  X(float32, "float32", float, f32, ffi_type_float, FLT_MAX)   \
+#define PF_SIG_FLOAT_TYPES(X)                                \
+  X(float32, "float32", float, f32, ffi_type_float, FLT_MAX) \
   X(float64, "float64", double, f64, ffi_type_double, DBL_MAX)
-#define PF_SIG_OTHER_TYPES(X)                                  \
-  X(str, "str", s, ffi_type_pointer, kPFStr)                   \
-  X(bytes, "bytes", by, ffi_type_pointer, kPFBytes)            \
-  X(ptr, "ptr", p, ffi_type_pointer, kPFOpaqueHandle)          \
-  X(tensor, "tensor", t, ffi_type_pointer, kPFDLTensorHandle)  \
-  X(dtype, "dtype", dt, pf_ffi_dtype, kPFDataType)             \
-  X(device, "device", dev, pf_ffi_device, kPFDevice)           \
-  X(func, "func", fn, ffi_type_pointer, kPFFuncHandle)         \
-  X(array, "array", o, ffi_type_pointer, kPFObjectHandle)      \
-  X(map, "map", o, ffi_type_pointer, kPFObjectHandle)          \
-  X(shape, "shape", o, ffi_type_pointer, kPFObjectHandle)      \
-  X(object, "object", o, ffi_type_pointer, kPFObjectHandle)    \
-  X(list, "list", o, ffi_type_pointer, kPFObjectHandle)        \
-  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)        \
+#define PF_SIG_OTHER_TYPES(X)                                 \
+  X(str, "str", s, ffi_type_pointer, kPFStr)                  \
+  X(bytes, "bytes", by, ffi_type_pointer, kPFBytes)           \
+  X(ptr, "ptr", p, ffi_type_pointer, kPFOpaqueHandle)         \
+  X(tensor, "tensor", t, ffi_type_pointer, kPFDLTensorHandle) \
+  X(dtype, "dtype", dt, pf_ffi_dtype, kPFDataType)            \
+  X(device, "device", dev, pf_ffi_device, kPFDevice)          \
+  X(func, "func", fn, ffi_type_pointer, kPFFuncHandle)        \
+  X(array, "array", o, ffi_type_pointer, kPFObjectHandle)     \
+  X(map, "map", o, ffi_type_pointer, kPFObjectHandle)         \
+  X(shape, "shape", o, ffi_type_pointer, kPFObjectHandle)     \
+  X(object, "object", o, ffi_type_pointer, kPFObjectHandle)   \
+  X(list, "list", o, ffi_type_pointer, kPFObjectHandle)       \
+  X(dict, "dict", o, ffi_type_pointer, kPFObjectHandle)       \
   X(any, "any", p, ffi_type_pointer, kPFNull)
 
 typedef enum {
@@ -64,13 +64,12 @@ typedef enum {
 #define PF_SIG_ENUM_INT_(id, name, ctype, member, ffi, rcode, lo, hi) pf_t_##id,
 #define PF_SIG_ENUM_FLOAT_(id, name, ctype, member, ffi, max) pf_t_##id,
 #define PF_SIG_ENUM_OTHER_(id, name, member, ffi, rcode) pf_t_##id,
-  PF_SIG_INT_TYPES(PF_SIG_ENUM_INT_)
-  PF_SIG_FLOAT_TYPES(PF_SIG_ENUM_FLOAT_)
-  PF_SIG_OTHER_TYPES(PF_SIG_ENUM_OTHER_)
+  PF_SIG_INT_TYPES(PF_SIG_ENUM_INT_) PF_SIG_FLOAT_TYPES(PF_SIG_ENUM_FLOAT_)
+      PF_SIG_OTHER_TYPES(PF_SIG_ENUM_OTHER_)
 #undef PF_SIG_ENUM_INT_
 #undef PF_SIG_ENUM_FLOAT_
 #undef PF_SIG_ENUM_OTHER_
-  pf_t_count, /* the named types: PFSignatureTypeInfo's table */
+          pf_t_count, /* the named types: PFSignatureTypeInfo's table */
   /* obj<KEY>: an instance of the registered type KEY (object_type.h),
    * passed as an object handle. Outside the named table: each use names
    * its type, which the signature keeps beside it. */
@@ -149,10 +148,10 @@ typedef union {
 /* Result of converting a packed value to a C value of a signature type. */
 typedef enum {
   pf_conv_ok = 0,
-  pf_conv_type,  /* the type code is not accepted for this type (TypeError) */
-  pf_conv_range, /* the value does not fit the type (ValueError) */
-  pf_conv_dead,  /* a handle that is not a live object (TypeError) */
-  pf_conv_object, /* a live object of another object type (TypeError) */
+  pf_conv_type,     /* the type code is not accepted for this type (TypeError) */
+  pf_conv_range,    /* the value does not fit the type (ValueError) */
+  pf_conv_dead,     /* a handle that is not a live object (TypeError) */
+  pf_conv_object,   /* a live object of another object type (TypeError) */
   pf_conv_readonly, /* a read-only tensor object for a (writable) tensor (TypeError) */
   pf_conv_tdtype,   /* a tensor of another dtype than its constraint's (TypeError) */
   pf_conv_tshape    /* a tensor of another rank, layout or device (ValueError) */
@@ -163,18 +162,18 @@ typedef enum {
  * transfers a reference, and a packed result of one carries a reference
  * out. */
 static inline int pf_ctype_is_ref(int t) {
-  return t == pf_t_func || t == pf_t_array || t == pf_t_map || t == pf_t_shape ||
-         t == pf_t_list || t == pf_t_dict || t == pf_t_object || t == pf_t_obj;
+  return t == pf_t_func || t == pf_t_array || t == pf_t_map || t == pf_t_shape || t == pf_t_list ||
+         t == pf_t_dict || t == pf_t_object || t == pf_t_obj;
 }
 /* The object type a value of type `t` must be (0: any object), for the
  * reference types other than func. */
 static inline uint32_t pf_ctype_object_type(int t) {
-  return t == pf_t_array ? kPFObjectArray
-         : t == pf_t_map ? kPFObjectMap
+  return t == pf_t_array   ? kPFObjectArray
+         : t == pf_t_map   ? kPFObjectMap
          : t == pf_t_shape ? kPFObjectShape
-         : t == pf_t_list ? kPFObjectList
-         : t == pf_t_dict ? kPFObjectDict
-                          : 0;
+         : t == pf_t_list  ? kPFObjectList
+         : t == pf_t_dict  ? kPFObjectDict
+                           : 0;
 }
 
 /* ---- signatures (runtime/signature.c) ---- */
@@ -319,9 +318,15 @@ static inline void pf_cvalue_load(int t, const void* p, pf_cvalue* out) {
     PF_SIG_FLOAT_TYPES(FLOAT_LOAD_)
 #undef INT_LOAD_
 #undef FLOAT_LOAD_
-    case pf_t_dtype: memcpy(&out->dt, p, sizeof(DLDataType)); break;
-    case pf_t_device: memcpy(&out->dev, p, sizeof(DLDevice)); break;
-    default: out->p = *(void* const*)p; break; /* the pointer-like types */
+    case pf_t_dtype:
+      memcpy(&out->dt, p, sizeof(DLDataType));
+      break;
+    case pf_t_device:
+      memcpy(&out->dev, p, sizeof(DLDevice));
+      break;
+    default:
+      out->p = *(void* const*)p;
+      break; /* the pointer-like types */
   }
 }
 
@@ -339,18 +344,21 @@ typedef union {
  * out->by points into `ret`. */
 static inline void pf_ffi_ret_load(int t, const pf_ffi_ret* ret, pf_cvalue* out) {
   switch (t) {
-    case pf_t_void: break;
-#define INT_LOAD_(id, name, ctype, member, ffi, rcode, lo, hi) \
-  case pf_t_##id:                                              \
-    if (sizeof(ctype) < sizeof(ffi_arg))                       \
-      out->member = (lo) < 0 ? (ctype)ret->sa : (ctype)ret->a; \
-    else                                                       \
-      out->member = ret->v.member;                             \
+    case pf_t_void:
+      break;
+#define INT_LOAD_(id, name, ctype, member, ffi, rcode, lo, hi)                                    \
+  case pf_t_##id:                                                                                 \
+    if (sizeof(ctype) < sizeof(ffi_arg)) out->member = (lo) < 0 ? (ctype)ret->sa : (ctype)ret->a; \
+    else out->member = ret->v.member;                                                             \
     break;
-    PF_SIG_INT_TYPES(INT_LOAD_)
+      PF_SIG_INT_TYPES(INT_LOAD_)
 #undef INT_LOAD_
-    case pf_t_bytes: out->by = &ret->ba; break;
-    default: *out = ret->v; break;
+    case pf_t_bytes:
+      out->by = &ret->ba;
+      break;
+    default:
+      *out = ret->v;
+      break;
   }
 }
 
@@ -358,14 +366,11 @@ static inline void pf_ffi_ret_load(int t, const pf_ffi_ret* ret, pf_cvalue* out)
  * (`ret`, at least an ffi_arg); a NULL bytes pointer stores empty bytes. */
 static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
   switch (t) {
-#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi) \
-  case pf_t_##id:                                               \
-    if (sizeof(ctype) >= sizeof(ffi_arg))                       \
-      memcpy(ret, &v->member, sizeof(ctype));                   \
-    else if ((lo) < 0)                                          \
-      *(ffi_sarg*)ret = v->member;                              \
-    else                                                        \
-      *(ffi_arg*)ret = v->member;                               \
+#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi)                   \
+  case pf_t_##id:                                                                 \
+    if (sizeof(ctype) >= sizeof(ffi_arg)) memcpy(ret, &v->member, sizeof(ctype)); \
+    else if ((lo) < 0) *(ffi_sarg*)ret = v->member;                               \
+    else *(ffi_arg*)ret = v->member;                                              \
     break;
 #define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
   case pf_t_##id:                                       \
@@ -375,15 +380,21 @@ static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
     PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
 #undef INT_STORE_
 #undef FLOAT_STORE_
-    case pf_t_dtype: memcpy(ret, &v->dt, sizeof(DLDataType)); break;
-    case pf_t_device: memcpy(ret, &v->dev, sizeof(DLDevice)); break;
+    case pf_t_dtype:
+      memcpy(ret, &v->dt, sizeof(DLDataType));
+      break;
+    case pf_t_device:
+      memcpy(ret, &v->dev, sizeof(DLDevice));
+      break;
     case pf_t_bytes: {
       PFByteArray ba = {NULL, 0};
       if (v->by) ba = *v->by;
       memcpy(ret, &ba, sizeof(ba));
       break;
     }
-    default: *(void**)ret = v->p; break; /* str, ptr, tensor and the references */
+    default:
+      *(void**)ret = v->p;
+      break; /* str, ptr, tensor and the references */
   }
 }
 

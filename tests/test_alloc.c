@@ -98,7 +98,8 @@ static void test_set_after_use_is_runtime_error(void** state) {
 }
 
 static void assert_begins(const char* s, const char* prefix) {
-  if (strncmp(s, prefix, strlen(prefix)) != 0) fail_msg("\"%s\" does not begin with \"%s\"", s, prefix);
+  if (strncmp(s, prefix, strlen(prefix)) != 0)
+    fail_msg("\"%s\" does not begin with \"%s\"", s, prefix);
 }
 
 static void test_mem_alloc_failure(void** state) {
@@ -128,13 +129,13 @@ static void test_mem_alloc_failure(void** state) {
 /* ---- failure injection ----------------------------------------------------- */
 
 /* Asserts that a failed step failed for lack of memory. */
-#define STEP(expr)                                                         \
-  do {                                                                     \
-    if ((expr) != 0) {                                                     \
-      if (strcmp(PFErrorGetKind(), "MemoryError") != 0)                    \
+#define STEP(expr)                                                                 \
+  do {                                                                             \
+    if ((expr) != 0) {                                                             \
+      if (strcmp(PFErrorGetKind(), "MemoryError") != 0)                            \
         fail_msg("%s failed with '%s', not MemoryError", #expr, PFGetLastError()); \
-      failed = 1;                                                          \
-    }                                                                      \
+      failed = 1;                                                                  \
+    }                                                                              \
   } while (0)
 
 static int long_string(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {

@@ -44,10 +44,10 @@
 
 /* ---- the fault-injecting allocator ---------------------------------------- */
 
-static atomic_long g_calls;    /* allocations since arming */
-static atomic_long g_fail_at;  /* 0: disarmed */
-static atomic_int g_fired;     /* the armed allocation was refused */
-static atomic_long g_live;     /* blocks handed out and not yet freed */
+static atomic_long g_calls;   /* allocations since arming */
+static atomic_long g_fail_at; /* 0: disarmed */
+static atomic_int g_fired;    /* the armed allocation was refused */
+static atomic_long g_live;    /* blocks handed out and not yet freed */
 
 static int should_fail(void) {
   long at = atomic_load(&g_fail_at);
@@ -154,9 +154,9 @@ static void pick_colliding_names(void) {
 }
 
 typedef struct {
-  int round;           /* varies string sizes so buffers must grow each time */
-  char* text;          /* a string argument of `round`-dependent length */
-  char* blob;          /* bytes with NUL inside, same length */
+  int round;  /* varies string sizes so buffers must grow each time */
+  char* text; /* a string argument of `round`-dependent length */
+  char* blob; /* bytes with NUL inside, same length */
   size_t len;
   PFFunctionHandle echo, fail, forward, typed_str, typed_add, got;
   PFObjectHandle closure, closure_fail, boxed, tensor;
@@ -170,7 +170,7 @@ typedef struct {
   PFModuleHandle mod, dep;
   PFFunctionHandle mod_fn;
   int registered[N_NAMES];
-  int failed_step;     /* index of the first failing step, or -1 */
+  int failed_step; /* index of the first failing step, or -1 */
   char failed_kind[PF_ERROR_KIND_MAX];
   char failed_msg[256];
 } work;
@@ -186,8 +186,7 @@ static int s_create(work* w) {
   if (PFFuncCreateFromCFunc(p_fail, NULL, count_fin, &w->fail) != 0) return -1;
   /* forward holds echo through its resource; the finalizer drops it. */
   if (PFFuncRetain(w->echo) != 0) return -1;
-  if (PFFuncCreateFromCFunc(p_forward, w->echo, release_func, &w->forward) != 0)
-    return -1;
+  if (PFFuncCreateFromCFunc(p_forward, w->echo, release_func, &w->forward) != 0) return -1;
   return 0;
 }
 
@@ -293,8 +292,11 @@ static int s_objects(work* w) {
   w->managed.deleter = managed_deleter;
   /* A CPU tensor over the blob, so that the pre-pack cache can share it. */
   w->tensor_shape[0] = (int64_t)w->len;
-  w->managed.dl_tensor = (DLTensor){.data = w->blob, .device = {kDLCPU, 0}, .ndim = 1,
-                                    .dtype = {kDLUInt, 8, 1}, .shape = w->tensor_shape};
+  w->managed.dl_tensor = (DLTensor){.data = w->blob,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 1,
+                                    .dtype = {kDLUInt, 8, 1},
+                                    .shape = w->tensor_shape};
   atomic_fetch_add(&g_fins_expected, 1);
   if (PFTensorCreateFromDLPack(&w->managed, &w->tensor) != 0) return -1;
   return PFTensorToDLPack(w->tensor, &w->exported);
@@ -306,8 +308,8 @@ static int s_containers(work* w) {
   int64_t dims[] = {w->round, 3};
   if (PFShapeCreate(dims, 2, &w->shape) != 0) return -1;
   PFByteArray ba = {w->blob, w->len};
-  PFValue v[] = {{.v_str = w->text}, {.v_handle = &ba}, {.v_handle = w->echo},
-                 {.v_handle = w->shape}};
+  PFValue v[] = {
+      {.v_str = w->text}, {.v_handle = &ba}, {.v_handle = w->echo}, {.v_handle = w->shape}};
   int c[] = {kPFStr, kPFBytes, kPFFuncHandle, kPFObjectHandle};
   if (PFArrayCreate(v, c, 4, &w->array) != 0) return -1;
   PFValue k[] = {{.v_str = w->text}, {.v_int64 = w->round}};
@@ -396,11 +398,11 @@ static int s_bind(work* w) {
 /* Modules from descriptor tables: the same building, lookup, import and
  * export code that PFModLoadFromFile uses, without a dlopen (this test
  * links the runtime statically, and a module file would bring its own). */
-static const PFFuncDescriptor k_d_echo = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                          "echo", p_echo, NULL, NULL, "Echoes."};
-static const PFFuncDescriptor k_d_add = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped, "add",
-                                         NULL, (void (*)(void))t_add, "int64(int64,int64)",
-                                         NULL};
+static const PFFuncDescriptor k_d_echo = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "echo", p_echo, NULL, NULL, "Echoes."};
+static const PFFuncDescriptor k_d_add = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped, "add", NULL,
+    (void (*)(void))t_add,  "int64(int64,int64)",   NULL};
 static const PFFuncDescriptor* const k_mod_table[] = {&k_d_echo, &k_d_add};
 static const PFFuncDescriptor* const k_dep_table[] = {&k_d_echo};
 
@@ -560,8 +562,8 @@ static long warm_up(int round) {
   work_init(&w, round);
   work_run(&w);
   if (w.failed_step >= 0)
-    fail_msg("clean workload failed at step %s: %s: %s", k_steps[w.failed_step].name,
-             w.failed_kind, w.failed_msg);
+    fail_msg("clean workload failed at step %s: %s: %s", k_steps[w.failed_step].name, w.failed_kind,
+             w.failed_msg);
   work_cleanup(&w);
   return atomic_load(&g_live);
 }

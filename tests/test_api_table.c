@@ -251,9 +251,12 @@ static void test_struct_sizes(void** state) {
     const char* name;
     size_t size;
   } want[] = {
-      {"PFValue", sizeof(PFValue)},   {"PFByteArray", sizeof(PFByteArray)},
-      {"DLDataType", sizeof(DLDataType)}, {"DLDevice", sizeof(DLDevice)},
-      {"DLTensor", sizeof(DLTensor)}, {"DLManagedTensor", sizeof(DLManagedTensor)},
+      {"PFValue", sizeof(PFValue)},
+      {"PFByteArray", sizeof(PFByteArray)},
+      {"DLDataType", sizeof(DLDataType)},
+      {"DLDevice", sizeof(DLDevice)},
+      {"DLTensor", sizeof(DLTensor)},
+      {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
       {"PFTensorConstraint", sizeof(PFTensorConstraint)},
       {"PFParamInfo", sizeof(PFParamInfo)},
@@ -277,7 +280,7 @@ static void test_struct_sizes(void** state) {
 
 static void test_type_code_names(void** state) {
   (void)state;
-  const char* names[] = {"int",    "float", "bool", "null",     "handle", "dtype", "device",
+  const char* names[] = {"int",    "float", "bool",  "null",     "handle", "dtype", "device",
                          "tensor", "str",   "bytes", "function", "module", "object"};
   assert_int_equal(sizeof(names) / sizeof(names[0]), kPFTypeCodeEnd);
   for (int c = 0; c < kPFTypeCodeEnd; ++c) assert_string_equal(PFTypeCodeName(c), names[c]);
@@ -316,7 +319,7 @@ static void test_object_type_names(void** state) {
   const uint32_t unknown[] = {0, kPFObjectTypeEnd, 64, UINT32_MAX};
   for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); ++i)
     assert_null(PFObjectTypeName(unknown[i]));
-  /* Every handle type code names an object type that exists (or 0: any). */
+    /* Every handle type code names an object type that exists (or 0: any). */
 #define CHECK_CODE_(name, num, text, kind, otype) \
   assert_true((kind) != kPFValueHandle || (otype) == 0 || PFObjectTypeName(otype) != NULL);
   PF_TYPE_CODE_LIST(CHECK_CODE_)

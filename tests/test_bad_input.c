@@ -48,22 +48,20 @@ static void test_call_bad_handles_and_outputs(void** state) {
                   "'func'", "NULL");
   assert_pf_error(PFFuncCall(boxed, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, "PFFuncCall",
                   "'func'");
-  assert_pf_error(PFFuncCall(g_zero_struct, NULL, NULL, 0, &rv, &rc), kPFErrTypeError,
-                  "PFFuncCall", "'func'");
-  assert_pf_error(PFFuncCall(g_junk_struct, NULL, NULL, 0, &rv, &rc), kPFErrTypeError,
-                  "PFFuncCall", "'func'");
+  assert_pf_error(PFFuncCall(g_zero_struct, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, "PFFuncCall",
+                  "'func'");
+  assert_pf_error(PFFuncCall(g_junk_struct, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, "PFFuncCall",
+                  "'func'");
   assert_pf_error(PFFuncCall(f, NULL, NULL, 0, NULL, &rc), kPFErrTypeError, "PFFuncCall",
                   "'ret_val'");
   assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, NULL), kPFErrTypeError, "PFFuncCall",
                   "'ret_type_code'");
   assert_pf_error(PFFuncCall(f, NULL, NULL, -1, &rv, &rc), kPFErrValueError, "PFFuncCall",
                   "'num_args'", "-1");
-  assert_pf_error(PFFuncCall(f, NULL, NULL, INT32_MIN, &rv, &rc), kPFErrValueError,
-                  "'num_args'");
+  assert_pf_error(PFFuncCall(f, NULL, NULL, INT32_MIN, &rv, &rc), kPFErrValueError, "'num_args'");
   int code = kPFInt;
   PFValue v = {.v_int64 = 1};
-  assert_pf_error(PFFuncCall(f, NULL, &code, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall",
-                  "'args'");
+  assert_pf_error(PFFuncCall(f, NULL, &code, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall", "'args'");
   assert_pf_error(PFFuncCall(f, &v, NULL, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall",
                   "'type_codes'");
   assert_int_equal(g_callee_calls, 0);
@@ -78,8 +76,7 @@ static void test_call_unknown_type_codes(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(counting_callee, NULL, NULL, &f));
-  const int bad[] = {kPFTypeCodeEnd, 13, 20, kPFExtBegin - 1, kPFExtEnd, 128, 1000, -1,
-                     INT32_MIN};
+  const int bad[] = {kPFTypeCodeEnd, 13, 20, kPFExtBegin - 1, kPFExtEnd, 128, 1000, -1, INT32_MIN};
   PFValue args[3] = {{.v_int64 = 1}, {.v_int64 = 2}, {.v_int64 = 3}};
   PFValue rv;
   int rc;
@@ -114,8 +111,8 @@ static void test_call_null_pointers_under_codes(void** state) {
   PFByteArray bad_bytes = {NULL, 5};
   PFValue a = {.v_handle = &bad_bytes};
   int c = kPFBytes;
-  assert_pf_error(PFFuncCall(f, &a, &c, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall",
-                  "argument 0", "NULL data");
+  assert_pf_error(PFFuncCall(f, &a, &c, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall", "argument 0",
+                  "NULL data");
   assert_int_equal(g_callee_calls, 0);
   assert_pf_ok(PFFuncFree(f));
 }
@@ -131,8 +128,8 @@ static void test_call_wrong_handle_kinds(void** state) {
   g_callee_calls = 0;
   PFValue a = {.v_handle = boxed};
   int c = kPFFuncHandle;
-  assert_pf_error(PFFuncCall(f, &a, &c, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall",
-                  "argument 0", "function");
+  assert_pf_error(PFFuncCall(f, &a, &c, 1, &rv, &rc), kPFErrTypeError, "PFFuncCall", "argument 0",
+                  "function");
   c = kPFModuleHandle;
   assert_pf_error(PFFuncCall(f, &a, &c, 1, &rv, &rc), kPFErrTypeError, "argument 0", "module");
   a.v_handle = g_zero_struct;
@@ -169,20 +166,20 @@ static int misuse_set_return(PFValue* args, int* codes, int n, PFRetValueHandle 
   int int_code = kPFInt;
   assert_pf_ok(PFCFuncSetReturn(ret, &five, &int_code, 1));
 
-  assert_pf_error(PFCFuncSetReturn(NULL, &five, &int_code, 1), kPFErrTypeError,
-                  "PFCFuncSetReturn", "'ret'", "NULL");
+  assert_pf_error(PFCFuncSetReturn(NULL, &five, &int_code, 1), kPFErrTypeError, "PFCFuncSetReturn",
+                  "'ret'", "NULL");
   assert_pf_error(PFCFuncSetReturn(g_zero_struct, &five, &int_code, 1), kPFErrTypeError,
                   "PFCFuncSetReturn", "'ret'");
   assert_pf_error(PFCFuncSetReturn(g_junk_struct, &five, &int_code, 1), kPFErrTypeError,
                   "PFCFuncSetReturn", "'ret'");
-  assert_pf_error(PFCFuncSetReturn(ret, NULL, &int_code, 1), kPFErrTypeError,
-                  "PFCFuncSetReturn", "'value'");
+  assert_pf_error(PFCFuncSetReturn(ret, NULL, &int_code, 1), kPFErrTypeError, "PFCFuncSetReturn",
+                  "'value'");
   assert_pf_error(PFCFuncSetReturn(ret, &five, NULL, 1), kPFErrTypeError, "PFCFuncSetReturn",
                   "'type_code'");
-  assert_pf_error(PFCFuncSetReturn(ret, &five, &int_code, 0), kPFErrValueError,
-                  "PFCFuncSetReturn", "'num_ret'", "0");
-  assert_pf_error(PFCFuncSetReturn(ret, &five, &int_code, 2), kPFErrValueError,
-                  "PFCFuncSetReturn", "'num_ret'", "2");
+  assert_pf_error(PFCFuncSetReturn(ret, &five, &int_code, 0), kPFErrValueError, "PFCFuncSetReturn",
+                  "'num_ret'", "0");
+  assert_pf_error(PFCFuncSetReturn(ret, &five, &int_code, 2), kPFErrValueError, "PFCFuncSetReturn",
+                  "'num_ret'", "2");
   const int bad_codes[] = {13, 63, 128, -1};
   for (size_t i = 0; i < 4; ++i) {
     assert_pf_error(PFCFuncSetReturn(ret, &five, (int*)&bad_codes[i], 1), kPFErrTypeError,
@@ -198,14 +195,14 @@ static int misuse_set_return(PFValue* args, int* codes, int n, PFRetValueHandle 
   PFByteArray bad_bytes = {NULL, 3};
   PFValue bv = {.v_handle = &bad_bytes};
   int bytes_code = kPFBytes;
-  assert_pf_error(PFCFuncSetReturn(ret, &bv, &bytes_code, 1), kPFErrTypeError,
-                  "PFCFuncSetReturn", "NULL data");
+  assert_pf_error(PFCFuncSetReturn(ret, &bv, &bytes_code, 1), kPFErrTypeError, "PFCFuncSetReturn",
+                  "NULL data");
   PFObjectHandle boxed = NULL;
   assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   PFValue hv = {.v_handle = boxed};
   int func_code = kPFFuncHandle;
-  assert_pf_error(PFCFuncSetReturn(ret, &hv, &func_code, 1), kPFErrTypeError,
-                  "PFCFuncSetReturn", "return value", "function");
+  assert_pf_error(PFCFuncSetReturn(ret, &hv, &func_code, 1), kPFErrTypeError, "PFCFuncSetReturn",
+                  "return value", "function");
   PFObjectFree(boxed);
   /* The handle of a call nested in this one, finished: its slot is not
    * this call's (a finished call's handle that lands on the very slot of
@@ -260,8 +257,7 @@ static void test_set_return_outside_any_call(void** state) {
 /* A callee that makes a nested call must not be able to set the nested
  * call's return after it finished, nor the outer one through a stale
  * handle of the inner one. */
-static int outer_uses_inner_ret(PFValue* args, int* codes, int n, PFRetValueHandle ret,
-                                void* res) {
+static int outer_uses_inner_ret(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)args;
   (void)codes;
   (void)n;
@@ -328,20 +324,20 @@ static void test_objects(void** state) {
   assert_pf_error(PFObjectFree(g_junk_struct), kPFErrTypeError, "PFObjectFree", "'obj'");
   assert_pf_error(PFObjectGetTypeIndex(NULL, &ti), kPFErrTypeError, "PFObjectGetTypeIndex",
                   "'obj'");
-  assert_pf_error(PFObjectGetTypeIndex(g_junk_struct, &ti), kPFErrTypeError,
-                  "PFObjectGetTypeIndex", "'obj'");
+  assert_pf_error(PFObjectGetTypeIndex(g_junk_struct, &ti), kPFErrTypeError, "PFObjectGetTypeIndex",
+                  "'obj'");
   PFObjectHandle boxed = NULL;
   assert_pf_ok(PFObjectCreateBoxed(&ti, NULL, &boxed));
   assert_pf_error(PFObjectGetTypeIndex(boxed, NULL), kPFErrTypeError, "PFObjectGetTypeIndex",
                   "'out'");
   assert_pf_error(PFObjectGetBoxedPayload(NULL, &payload), kPFErrTypeError,
                   "PFObjectGetBoxedPayload", "'obj'");
-  assert_pf_error(PFObjectGetBoxedPayload(boxed, NULL), kPFErrTypeError,
-                  "PFObjectGetBoxedPayload", "'out'");
+  assert_pf_error(PFObjectGetBoxedPayload(boxed, NULL), kPFErrTypeError, "PFObjectGetBoxedPayload",
+                  "'out'");
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(counting_callee, NULL, NULL, &f));
-  assert_pf_error(PFObjectGetBoxedPayload(f, &payload), kPFErrTypeError,
-                  "PFObjectGetBoxedPayload", "'obj'", "boxed");
+  assert_pf_error(PFObjectGetBoxedPayload(f, &payload), kPFErrTypeError, "PFObjectGetBoxedPayload",
+                  "'obj'", "boxed");
   assert_null(payload);
   assert_pf_error(PFObjectCreateBoxed(NULL, NULL, NULL), kPFErrTypeError, "PFObjectCreateBoxed",
                   "'out'");
@@ -354,11 +350,11 @@ static void test_tensors(void** state) {
   PFObjectHandle out = NULL;
   DLTensor* dl = NULL;
   DLManagedTensor* m = NULL;
-  assert_pf_error(PFTensorCreateFromDLPack(NULL, &out), kPFErrTypeError,
-                  "PFTensorCreateFromDLPack", "'managed'");
+  assert_pf_error(PFTensorCreateFromDLPack(NULL, &out), kPFErrTypeError, "PFTensorCreateFromDLPack",
+                  "'managed'");
   DLManagedTensor mt = {.dl_tensor = {.ndim = 0}};
-  assert_pf_error(PFTensorCreateFromDLPack(&mt, NULL), kPFErrTypeError,
-                  "PFTensorCreateFromDLPack", "'out'");
+  assert_pf_error(PFTensorCreateFromDLPack(&mt, NULL), kPFErrTypeError, "PFTensorCreateFromDLPack",
+                  "'out'");
   PFObjectHandle boxed = NULL;
   assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   assert_pf_error(PFTensorGetDLTensor(NULL, &dl), kPFErrTypeError, "PFTensorGetDLTensor",
@@ -391,8 +387,8 @@ static void test_registry_names_and_outputs(void** state) {
                   "'name'", "NULL");
   assert_pf_error(PFFuncRegisterGlobal("", f, 0), kPFErrValueError, "PFFuncRegisterGlobal",
                   "'name'", "empty");
-  assert_pf_error(PFFuncRegisterGlobal(long_name, f, 0), kPFErrValueError,
-                  "PFFuncRegisterGlobal", "'name'", "longer");
+  assert_pf_error(PFFuncRegisterGlobal(long_name, f, 0), kPFErrValueError, "PFFuncRegisterGlobal",
+                  "'name'", "longer");
   assert_pf_error(PFFuncRegisterGlobalEx(NULL, f, 0), kPFErrTypeError, "PFFuncRegisterGlobalEx",
                   "'name'");
   assert_pf_error(PFFuncRegisterGlobalEx("", f, 0), kPFErrValueError, "PFFuncRegisterGlobalEx",
@@ -400,14 +396,12 @@ static void test_registry_names_and_outputs(void** state) {
 
   assert_pf_error(PFFuncGetGlobal(NULL, &out), kPFErrTypeError, "PFFuncGetGlobal", "'name'");
   assert_pf_error(PFFuncGetGlobal("", &out), kPFErrValueError, "PFFuncGetGlobal", "'name'");
-  assert_pf_error(PFFuncGetGlobal(long_name, &out), kPFErrValueError, "PFFuncGetGlobal",
-                  "'name'");
+  assert_pf_error(PFFuncGetGlobal(long_name, &out), kPFErrValueError, "PFFuncGetGlobal", "'name'");
   assert_pf_error(PFFuncGetGlobal("bad.x", NULL), kPFErrTypeError, "PFFuncGetGlobal", "'out'");
 
   assert_pf_error(PFFuncRemoveGlobal(NULL), kPFErrTypeError, "PFFuncRemoveGlobal", "'name'");
   assert_pf_error(PFFuncRemoveGlobal(""), kPFErrValueError, "PFFuncRemoveGlobal", "'name'");
-  assert_pf_error(PFFuncRemoveGlobal(long_name), kPFErrValueError, "PFFuncRemoveGlobal",
-                  "'name'");
+  assert_pf_error(PFFuncRemoveGlobal(long_name), kPFErrValueError, "PFFuncRemoveGlobal", "'name'");
 
   int n = 0;
   const char** arr = NULL;
@@ -437,8 +431,8 @@ static void test_registry_non_functions(void** state) {
                   "PFFuncRegisterGlobal", "'func'");
   assert_pf_error(PFFuncRegisterGlobal("bad.func", g_junk_struct, 1), kPFErrTypeError,
                   "PFFuncRegisterGlobal", "'func'");
-  assert_pf_error(PFFuncRegisterGlobalEx("bad.func", boxed, kPFRegisterProtected),
-                  kPFErrTypeError, "PFFuncRegisterGlobalEx", "'func'");
+  assert_pf_error(PFFuncRegisterGlobalEx("bad.func", boxed, kPFRegisterProtected), kPFErrTypeError,
+                  "PFFuncRegisterGlobalEx", "'func'");
   PFFunctionHandle out = (PFFunctionHandle)(uintptr_t)1;
   assert_pf_ok(PFFuncGetGlobal("bad.func", &out));
   assert_null(out);
@@ -465,8 +459,7 @@ static void switch_free(void* p, void* ud) {
 }
 
 static int failing_hook(void* res, int position, PFValue value, int code,
-                        const PFAllocator* allocator, PFValue* out, int* out_code,
-                        int* is_packed) {
+                        const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
   (void)res, (void)position, (void)value, (void)code, (void)allocator, (void)out;
   (void)out_code, (void)is_packed;
   return PFErrorSetFormat(kPFErrValueError, "failing_hook: refused");
@@ -498,8 +491,8 @@ static void test_outputs_untouched_on_failure(void** state) {
                   "PFFuncBind", "'func'");
   assert_ptr_equal(out, mark);
   int bad_pos = -1;
-  assert_pf_error(PFFuncBind(f, 1, &bad_pos, &v, &code, NULL, &out), kPFErrValueError,
-                  "PFFuncBind", "positions[0]");
+  assert_pf_error(PFFuncBind(f, 1, &bad_pos, &v, &code, NULL, &out), kPFErrValueError, "PFFuncBind",
+                  "positions[0]");
   assert_ptr_equal(out, mark);
   assert_pf_error(PFFuncBind(hooked, 1, &pos, &v, &code, NULL, &out), kPFErrValueError,
                   "failing_hook: refused");
@@ -517,18 +510,16 @@ static void test_outputs_untouched_on_failure(void** state) {
   assert_ptr_equal(out, mark);
   PFValue keys[2] = {{.v_int64 = 3}, {.v_int64 = 3}};
   int codes[2] = {kPFInt, kPFInt};
-  assert_pf_error(PFMapCreate(keys, codes, keys, codes, 2, &out), kPFErrValueError,
-                  "PFMapCreate", "repeats");
+  assert_pf_error(PFMapCreate(keys, codes, keys, codes, 2, &out), kPFErrValueError, "PFMapCreate",
+                  "repeats");
   assert_ptr_equal(out, mark);
   assert_pf_error(PFShapeCreate(NULL, 1, &out), kPFErrTypeError, "PFShapeCreate");
   assert_ptr_equal(out, mark);
   void* fn = mark;
-  assert_pf_error(PFFuncToCFunction(f, "int64(", &out, &fn), kPFErrValueError,
-                  "bad signature");
+  assert_pf_error(PFFuncToCFunction(f, "int64(", &out, &fn), kPFErrValueError, "bad signature");
   assert_ptr_equal(out, mark);
   assert_ptr_equal(fn, mark);
-  assert_pf_error(PFModLoadFromFile("/nonexistent/packedfunc-test.so", &out),
-                  kPFErrRuntimeError);
+  assert_pf_error(PFModLoadFromFile("/nonexistent/packedfunc-test.so", &out), kPFErrRuntimeError);
   assert_ptr_equal(out, mark);
 
   /* Looking up and reading. */
@@ -587,14 +578,13 @@ static void test_struct_size_and_info(void** state) {
   PFObjectHandle boxed = NULL;
   assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   const char* name = NULL;
-  assert_pf_error(PFFuncSetInfo(NULL, "n", NULL, NULL), kPFErrTypeError, "PFFuncSetInfo",
-                  "'func'");
+  assert_pf_error(PFFuncSetInfo(NULL, "n", NULL, NULL), kPFErrTypeError, "PFFuncSetInfo", "'func'");
   assert_pf_error(PFFuncSetInfo(boxed, "n", NULL, NULL), kPFErrTypeError, "PFFuncSetInfo",
                   "'func'");
   assert_pf_error(PFFuncGetInfo(NULL, &name, NULL, NULL), kPFErrTypeError, "PFFuncGetInfo",
                   "'func'");
-  assert_pf_error(PFFuncGetInfo(g_junk_struct, &name, NULL, NULL), kPFErrTypeError,
-                  "PFFuncGetInfo", "'func'");
+  assert_pf_error(PFFuncGetInfo(g_junk_struct, &name, NULL, NULL), kPFErrTypeError, "PFFuncGetInfo",
+                  "'func'");
   assert_null(name);
   assert_pf_ok(PFObjectFree(boxed));
 }

@@ -265,8 +265,8 @@ static void test_signature(void** state) {
   /* Past the end of the signature. */
   int past = 3;
   PFFunctionHandle out = (PFFunctionHandle)0x1;
-  assert_pf_error(PFFuncBind(inner, 1, &past, &v, &code, NULL, &out), "ValueError",
-                  "PFFuncBind", "positions[0]", "is 3", "3 parameters");
+  assert_pf_error(PFFuncBind(inner, 1, &past, &v, &code, NULL, &out), "ValueError", "PFFuncBind",
+                  "positions[0]", "is 3", "3 parameters");
   assert_ptr_equal(out, (PFFunctionHandle)0x1); /* outputs are written only on success */
   PFFuncFree(full);
   PFFuncFree(bound);
@@ -289,15 +289,14 @@ static void test_bind_bad_input(void** state) {
   assert_pf_error(PFFuncBind(NULL, 1, pos, v, codes, NULL, &out), "TypeError", "PFFuncBind",
                   "'func'");
   assert_pf_error(PFFuncBind(boxed, 1, pos, v, codes, NULL, &out), "TypeError", "'func'");
-  assert_pf_error(PFFuncBind(inner, -1, pos, v, codes, NULL, &out), "ValueError",
-                  "'num_bound'", "-1");
-  assert_pf_error(PFFuncBind(inner, 1, NULL, v, codes, NULL, &out), "TypeError",
-                  "'positions'");
+  assert_pf_error(PFFuncBind(inner, -1, pos, v, codes, NULL, &out), "ValueError", "'num_bound'",
+                  "-1");
+  assert_pf_error(PFFuncBind(inner, 1, NULL, v, codes, NULL, &out), "TypeError", "'positions'");
   assert_pf_error(PFFuncBind(inner, 1, pos, NULL, codes, NULL, &out), "TypeError", "'values'");
   assert_pf_error(PFFuncBind(inner, 1, pos, v, NULL, NULL, &out), "TypeError", "'type_codes'");
   int neg[1] = {-2};
-  assert_pf_error(PFFuncBind(inner, 1, neg, v, codes, NULL, &out), "ValueError",
-                  "'positions[0]'", "negative");
+  assert_pf_error(PFFuncBind(inner, 1, neg, v, codes, NULL, &out), "ValueError", "'positions[0]'",
+                  "negative");
   int repeated[2] = {1, 1};
   assert_pf_error(PFFuncBind(inner, 2, repeated, v, codes, NULL, &out), "ValueError",
                   "'positions[1]'", "strictly increasing");
@@ -309,8 +308,8 @@ static void test_bind_bad_input(void** state) {
   /* A bad second value: the first (an object) must not stay retained. */
   PFValue bad[2] = {{.v_handle = boxed}, {.v_str = NULL}};
   int bad_codes[2] = {kPFObjectHandle, kPFStr};
-  assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
-                  "PFFuncBind", "bound value 1", "NULL");
+  assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError", "PFFuncBind",
+                  "bound value 1", "NULL");
   bad_codes[1] = 200;
   bad[1].v_int64 = 0;
   assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
@@ -321,8 +320,8 @@ static void test_bind_bad_input(void** state) {
                   "bound value 1", "not a live function");
   float data[2] = {1, 2};
   int64_t shape[1] = {2};
-  DLTensor t = {.data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1},
-                .shape = shape};
+  DLTensor t = {
+      .data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape};
   bad[1].v_handle = &t;
   bad_codes[1] = kPFDLTensorHandle;
   assert_pf_error(PFFuncBind(inner, 2, pos, bad, bad_codes, NULL, &out), "TypeError",
@@ -339,9 +338,9 @@ static void test_bind_bad_input(void** state) {
 typedef struct {
   int calls;
   int positions[8];
-  int mode;       /* 0: keep, 1: pack, 2: fail at fail_at, 3: fail silently, 4: bad code */
-  int fail_at;    /* call index that fails in mode 2 */
-  int bad_code;   /* the code mode 4 packs into */
+  int mode;        /* 0: keep, 1: pack, 2: fail at fail_at, 3: fail silently, 4: bad code */
+  int fail_at;     /* call index that fails in mode 2 */
+  int bad_code;    /* the code mode 4 packs into */
   atomic_int* fin; /* counts the finalizers of boxed packed values */
   const PFAllocator* allocator;
 } hook_state;
@@ -552,8 +551,11 @@ static PFObjectHandle make_tensor(const float* values, int n, int rows, atomic_i
   t->shape[0] = rows;
   t->shape[1] = n / rows;
   t->deleted = deleted;
-  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 2,
-                                    .dtype = {kDLFloat, 32, 1}, .shape = t->shape};
+  t->managed.dl_tensor = (DLTensor){.data = t->data,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 2,
+                                    .dtype = {kDLFloat, 32, 1},
+                                    .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = test_tensor_delete;
   PFObjectHandle o = NULL;
@@ -566,8 +568,8 @@ static PFObjectHandle make_tensor(const float* values, int n, int rows, atomic_i
 typedef struct {
   atomic_int calls;
   atomic_int packed_deleted;
-  int keep;  /* 1: leave constants as they are */
-  int fail;  /* 1: fail */
+  int keep; /* 1: leave constants as they are */
+  int fail; /* 1: fail */
 } cache_hook_state;
 
 static void packed_delete(DLManagedTensor* m) {
@@ -589,16 +591,19 @@ static int cache_hook(void* resource, int position, PFValue value, int code,
   DLTensor* src = NULL;
   if (PFTensorGetDLTensor(value.v_handle, &src) != 0) return -1;
   int n = (int)(src->shape[0] * src->shape[1]);
-  test_tensor* t = allocator->malloc_fn(sizeof(*t) + sizeof(float) * (size_t)n,
-                                        allocator->user_data);
+  test_tensor* t =
+      allocator->malloc_fn(sizeof(*t) + sizeof(float) * (size_t)n, allocator->user_data);
   if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "cache_hook: no memory");
   memset(t, 0, sizeof(*t));
   for (int i = 0; i < n; ++i) t->data[i] = 2 * ((const float*)src->data)[i];
   t->shape[0] = src->shape[0];
   t->shape[1] = src->shape[1];
   t->deleted = &h->packed_deleted;
-  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 2,
-                                    .dtype = {kDLFloat, 32, 1}, .shape = t->shape};
+  t->managed.dl_tensor = (DLTensor){.data = t->data,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 2,
+                                    .dtype = {kDLFloat, 32, 1},
+                                    .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = packed_delete;
   PFObjectHandle o = NULL;
@@ -819,8 +824,8 @@ static PFObjectHandle make_packed_tensor(DLDataType dt, int64_t n, unsigned char
   assert_non_null(t->data);
   memset(t->data, fill, nbytes);
   t->shape[0] = n;
-  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 1,
-                                    .dtype = dt, .shape = t->shape};
+  t->managed.dl_tensor =
+      (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = dt, .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = packed_tensor_delete;
   PFObjectHandle o = NULL;
@@ -837,8 +842,7 @@ static void packed_tensor_free_hooked(DLManagedTensor* m) {
 /* Packs a tensor into a copy of its packed bytes, inverted, of the same
  * dtype and shape, with memory from the hook's allocator. */
 static int subbyte_hook(void* resource, int position, PFValue value, int code,
-                        const PFAllocator* allocator, PFValue* out, int* out_code,
-                        int* is_packed) {
+                        const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
   (void)position, (void)code;
   atomic_fetch_add((atomic_int*)resource, 1);
   DLTensor* src = NULL;
@@ -852,11 +856,12 @@ static int subbyte_hook(void* resource, int position, PFValue value, int code,
     return PFErrorSetFormat(kPFErrMemoryError, "subbyte_hook: no memory");
   }
   memset(t, 0, sizeof(*t));
-  for (size_t i = 0; i < nbytes; ++i) data[i] = (unsigned char)~((const unsigned char*)src->data)[i];
+  for (size_t i = 0; i < nbytes; ++i)
+    data[i] = (unsigned char)~((const unsigned char*)src->data)[i];
   t->data = data;
   t->shape[0] = src->shape[0];
-  t->managed.dl_tensor = (DLTensor){.data = data, .device = {kDLCPU, 0}, .ndim = 1,
-                                    .dtype = src->dtype, .shape = t->shape};
+  t->managed.dl_tensor = (DLTensor){
+      .data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = src->dtype, .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = packed_tensor_free_hooked;
   PFObjectHandle o = NULL;
@@ -884,10 +889,10 @@ static void test_cache_subbyte_dtypes(void** state) {
     DLDataType dtype;
     int64_t n;
   } cases[] = {
-      {{kDLInt, 4, 1}, 3},                 /* 12 bits: 2 bytes, not 3 */
-      {{kDLUInt, 1, 1}, 9},                /* 9 bits: 2 bytes, not 9 */
-      {{TEST_DL_FLOAT4_E2M1FN, 4, 1}, 5},  /* 20 bits: 3 bytes, not 5 */
-      {{kDLInt, 4, 2}, 3},                 /* int4x2: 24 bits, 3 bytes */
+      {{kDLInt, 4, 1}, 3},                /* 12 bits: 2 bytes, not 3 */
+      {{kDLUInt, 1, 1}, 9},               /* 9 bits: 2 bytes, not 9 */
+      {{TEST_DL_FLOAT4_E2M1FN, 4, 1}, 5}, /* 20 bits: 3 bytes, not 5 */
+      {{kDLInt, 4, 2}, 3},                /* int4x2: 24 bits, 3 bytes */
   };
   enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
   PFFunctionHandle bound[NCASES][3];
@@ -922,8 +927,8 @@ static void test_cache_bad_input(void** state) {
   PFObjectHandle boxed = NULL;
   assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   int64_t n;
-  assert_pf_error(PFPrePackCacheGetStats(boxed, &n, &n, &n), "TypeError",
-                  "PFPrePackCacheGetStats", "'cache'");
+  assert_pf_error(PFPrePackCacheGetStats(boxed, &n, &n, &n), "TypeError", "PFPrePackCacheGetStats",
+                  "'cache'");
   assert_pf_error(PFPrePackCacheGetStats(NULL, &n, &n, &n), "TypeError", "'cache'");
   PFPrePackCacheHandle cache = NULL;
   assert_pf_ok(PFPrePackCacheCreate(&cache));
@@ -934,14 +939,22 @@ static void test_cache_bad_input(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_type_code), cmocka_unit_test(test_ownership),
-      cmocka_unit_test(test_nested_and_empty), cmocka_unit_test(test_bind_many_arguments),
-      cmocka_unit_test(test_inner_error),     cmocka_unit_test(test_signature),
-      cmocka_unit_test(test_bind_bad_input),  cmocka_unit_test(test_prepack_keep),
-      cmocka_unit_test(test_prepack_replace), cmocka_unit_test(test_prepack_hook_errors),
-      cmocka_unit_test(test_set_prepack_bad_input), cmocka_unit_test(test_cache_hit_and_miss),
-      cmocka_unit_test(test_cache_forced_collision), cmocka_unit_test(test_cache_non_sharing),
-      cmocka_unit_test(test_cache_bad_input), cmocka_unit_test(test_cache_subbyte_dtypes),
+      cmocka_unit_test(test_every_type_code),
+      cmocka_unit_test(test_ownership),
+      cmocka_unit_test(test_nested_and_empty),
+      cmocka_unit_test(test_bind_many_arguments),
+      cmocka_unit_test(test_inner_error),
+      cmocka_unit_test(test_signature),
+      cmocka_unit_test(test_bind_bad_input),
+      cmocka_unit_test(test_prepack_keep),
+      cmocka_unit_test(test_prepack_replace),
+      cmocka_unit_test(test_prepack_hook_errors),
+      cmocka_unit_test(test_set_prepack_bad_input),
+      cmocka_unit_test(test_cache_hit_and_miss),
+      cmocka_unit_test(test_cache_forced_collision),
+      cmocka_unit_test(test_cache_non_sharing),
+      cmocka_unit_test(test_cache_bad_input),
+      cmocka_unit_test(test_cache_subbyte_dtypes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,12 +21,26 @@ static int describe_args(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   for (int i = 0; i < n && at < sizeof(buf); ++i) {
     const char* sep = i ? "," : "";
     switch (codes[i]) {
-      case kPFInt: at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%lld", sep, (long long)args[i].v_int64); break;
-      case kPFFloat: at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%g", sep, args[i].v_float64); break;
-      case kPFStr: at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s'%s'", sep, args[i].v_str); break;
-      case kPFBytes: at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%sb%zu", sep, ((PFByteArray*)args[i].v_handle)->size); break;
-      case kPFNull: at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%snull", sep); break;
-      default: at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%s", sep, PFTypeCodeName(codes[i])); break;
+      case kPFInt:
+        at +=
+            (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%lld", sep, (long long)args[i].v_int64);
+        break;
+      case kPFFloat:
+        at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%g", sep, args[i].v_float64);
+        break;
+      case kPFStr:
+        at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s'%s'", sep, args[i].v_str);
+        break;
+      case kPFBytes:
+        at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%sb%zu", sep,
+                               ((PFByteArray*)args[i].v_handle)->size);
+        break;
+      case kPFNull:
+        at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%snull", sep);
+        break;
+      default:
+        at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%s", sep, PFTypeCodeName(codes[i]));
+        break;
     }
   }
   buf[at < sizeof(buf) ? at : sizeof(buf) - 1] = '\0';
@@ -82,7 +96,8 @@ static void test_python_errors(void** state) {
   (void)state;
   PFFunctionHandle f = typed_clamp("clamp");
   PFValue a[5] = {F(1), F(2), F(3), F(4), F(5)}, kw[3] = {F(1), F(2), F(3)}, rv = F(77);
-  int c[5] = {kPFFloat, kPFFloat, kPFFloat, kPFFloat, kPFFloat}, kc[3] = {kPFFloat, kPFFloat, kPFFloat};
+  int c[5] = {kPFFloat, kPFFloat, kPFFloat, kPFFloat, kPFFloat},
+      kc[3] = {kPFFloat, kPFFloat, kPFFloat};
   int rc = 99;
   const char* y[] = {"y"};
   const char* x[] = {"x"};
@@ -114,7 +129,8 @@ static void test_python_errors(void** state) {
 
   /* Counts and lists of names, as Python words them; no name metadata. */
   PFFunctionHandle g = NULL;
-  assert_pf_ok(PFFuncCreateFromTyped((void*)clamp, "float64(x: float64, lo: float64, hi: float64)", &g));
+  assert_pf_ok(
+      PFFuncCreateFromTyped((void*)clamp, "float64(x: float64, lo: float64, hi: float64)", &g));
   assert_pf_error(PFFuncCallKw(g, NULL, NULL, 0, NULL, NULL, NULL, 0, &rv, &rc), kPFErrTypeError,
                   "<anonymous>() missing 3 required positional arguments: 'x', 'lo', and 'hi'");
   assert_pf_error(PFFuncCallKw(g, a, c, 1, NULL, NULL, NULL, 0, &rv, &rc), kPFErrTypeError,
@@ -126,13 +142,15 @@ static void test_python_errors(void** state) {
                   "<anonymous>() takes 3 positional arguments but 4 were given");
   PFFuncFree(g);
   PFFunctionHandle h = NULL;
-  assert_pf_ok(PFFuncCreateFromTyped((void*)clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)", &h));
+  assert_pf_ok(PFFuncCreateFromTyped((void*)clamp,
+                                     "float64(x: float64, lo: float64 = 0, hi: float64 = 1)", &h));
   assert_pf_ok(PFFuncSetInfo(h, "one", NULL, NULL));
   PFFuncFree(h);
 
   /* Unnamed parameters take no keywords; a function without a signature
    * takes none at all. */
-  assert_pf_ok(PFFuncCreateFromTyped((void*)clamp, "float64(float64, float64 = 0, float64 = 1)", &g));
+  assert_pf_ok(
+      PFFuncCreateFromTyped((void*)clamp, "float64(float64, float64 = 0, float64 = 1)", &g));
   assert_pf_error(PFFuncCallKw(g, a, c, 1, x, kw, kc, 1, &rv, &rc), kPFErrTypeError,
                   "<anonymous>() got an unexpected keyword argument 'x'");
   assert_pf_ok(PFFuncCallKw(g, a, c, 2, NULL, NULL, NULL, 0, &rv, &rc)); /* defaults work */
@@ -154,8 +172,9 @@ static void test_packed_metadata(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(describe_args, NULL, NULL, &f));
-  assert_pf_ok(PFFuncSetInfo(f, "pk", "str(a: int64, s: str = \"d,e\\x41\", b: bytes = b\"\\x00\\x01\", "
-                                      "n: float64 = 2, p: ptr = null, t: dtype = \"i8\")",
+  assert_pf_ok(PFFuncSetInfo(f, "pk",
+                             "str(a: int64, s: str = \"d,e\\x41\", b: bytes = b\"\\x00\\x01\", "
+                             "n: float64 = 2, p: ptr = null, t: dtype = \"i8\")",
                              NULL));
   PFValue a = {.v_int64 = 7}, kw[2], rv;
   int c = kPFInt, kc[2], rc;
@@ -239,10 +258,8 @@ static void test_positional_is_pffunccall(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_keywords_and_defaults),
-      cmocka_unit_test(test_python_errors),
-      cmocka_unit_test(test_packed_metadata),
-      cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_keywords_and_defaults),    cmocka_unit_test(test_python_errors),
+      cmocka_unit_test(test_packed_metadata),          cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_positional_is_pffunccall),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,8 +109,7 @@ static void test_call_negative_count(void** state) {
   PFFunctionHandle f = make(p_echo);
   PFValue rv;
   int rc;
-  assert_pf_error(PFFuncCall(f, NULL, NULL, -1, &rv, &rc), kPFErrValueError, "num_args",
-                  "-1");
+  assert_pf_error(PFFuncCall(f, NULL, NULL, -1, &rv, &rc), kPFErrValueError, "num_args", "-1");
   PFFuncFree(f);
 }
 
@@ -135,8 +134,8 @@ static void test_call_unknown_type_code(void** state) {
 static void test_call_null_pointer_under_code(void** state) {
   (void)state;
   PFFunctionHandle f = make(p_echo);
-  const int codes[] = {kPFStr, kPFBytes, kPFDLTensorHandle, kPFFuncHandle, kPFModuleHandle,
-                       kPFObjectHandle};
+  const int codes[] = {kPFStr,        kPFBytes,        kPFDLTensorHandle,
+                       kPFFuncHandle, kPFModuleHandle, kPFObjectHandle};
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); ++i) {
     PFValue rv;
     int rc;
@@ -167,10 +166,10 @@ static void test_call_wrong_handle_kind(void** state) {
   assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   PFValue rv;
   int rc;
-  assert_pf_error(call1(f, kPFFuncHandle, (PFValue){.v_handle = boxed}, &rv, &rc),
-                  kPFErrTypeError, "argument 0", "not a live function handle");
-  assert_pf_error(call1(f, kPFModuleHandle, (PFValue){.v_handle = f}, &rv, &rc),
-                  kPFErrTypeError, "argument 0", "not a live module handle");
+  assert_pf_error(call1(f, kPFFuncHandle, (PFValue){.v_handle = boxed}, &rv, &rc), kPFErrTypeError,
+                  "argument 0", "not a live function handle");
+  assert_pf_error(call1(f, kPFModuleHandle, (PFValue){.v_handle = f}, &rv, &rc), kPFErrTypeError,
+                  "argument 0", "not a live module handle");
   /* A boxed object is fine where any object is expected. */
   assert_pf_ok(call1(f, kPFObjectHandle, (PFValue){.v_handle = boxed}, &rv, &rc));
   assert_int_equal(rc, kPFObjectHandle);
@@ -224,8 +223,12 @@ static void test_call_frame_bad_input(void** state) {
   PFFunctionHandle f = make(p_echo);
   PFValue args[1] = {{.v_int64 = 1}};
   int codes[1] = {kPFInt};
-  const PFCallFrame good = {.ret_val = {.v_int64 = 77}, .ret_type_code = kPFFloat,
-                            .num_args = 1, .func = f, .args = args, .type_codes = codes};
+  const PFCallFrame good = {.ret_val = {.v_int64 = 77},
+                            .ret_type_code = kPFFloat,
+                            .num_args = 1,
+                            .func = f,
+                            .args = args,
+                            .type_codes = codes};
   PFCallFrame fr = good;
   fr.func = NULL;
   assert_pf_error(PFFuncCallFrame(&fr), kPFErrTypeError, "'func'", "NULL");
@@ -414,8 +417,14 @@ static void test_typed_null_arguments(void** state) {
 static void test_typed_bad_signature(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
-  const char* bad[] = {"", "int64(int64,,int64)", "int64(int64", "float(int64)", "int64(void)",
-                       "int64(int64) x", "Int64()", "int64(\xff)"};
+  const char* bad[] = {"",
+                       "int64(int64,,int64)",
+                       "int64(int64",
+                       "float(int64)",
+                       "int64(void)",
+                       "int64(int64) x",
+                       "Int64()",
+                       "int64(\xff)"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i)
     assert_pf_error(PFFuncCreateFromTyped((void*)t_add, bad[i], &f), kPFErrValueError,
                     "PFFuncCreateFromTyped", "bad signature", "at position");
@@ -510,8 +519,7 @@ static void test_closure_bad_input(void** state) {
   assert_pf_error(PFFuncToCFunction(f, "int64(int64)", NULL, &fn), kPFErrTypeError,
                   "'out_closure'");
   assert_pf_error(PFFuncToCFunction(f, "int64(int64)", &c, NULL), kPFErrTypeError, "'out_fn'");
-  assert_pf_error(PFFuncToCFunction(f, "int64(nope)", &c, &fn), kPFErrValueError,
-                  "bad signature");
+  assert_pf_error(PFFuncToCFunction(f, "int64(nope)", &c, &fn), kPFErrValueError, "bad signature");
   assert_null(c);
   assert_pf_error(PFClosureCheckError(NULL), kPFErrTypeError, "'closure'");
   assert_pf_error(PFClosureCheckError(f), kPFErrTypeError, "'closure'");
@@ -559,8 +567,8 @@ static void test_create_null_func_runs_finalizer(void** state) {
   assert_pf_error(PFFuncCreateFromCFunc(NULL, &fins, pf_test_count_fin, &f), kPFErrTypeError,
                   "PFFuncCreateFromCFunc", "'func'");
   assert_int_equal(atomic_load(&fins), 1);
-  assert_pf_error(PFFuncCreateFromCFunc(p_echo, &fins, pf_test_count_fin, NULL),
-                  kPFErrTypeError, "'out'");
+  assert_pf_error(PFFuncCreateFromCFunc(p_echo, &fins, pf_test_count_fin, NULL), kPFErrTypeError,
+                  "'out'");
   assert_int_equal(atomic_load(&fins), 2);
   assert_null(f);
 }
@@ -745,8 +753,8 @@ static void test_registry_taken_name(void** state) {
   (void)state;
   PFFunctionHandle f = make(p_echo);
   assert_pf_ok(PFFuncRegisterGlobal("catalogue.taken", f, 0));
-  assert_pf_error(PFFuncRegisterGlobal("catalogue.taken", f, 0), kPFErrKeyError,
-                  "catalogue.taken", "already registered");
+  assert_pf_error(PFFuncRegisterGlobal("catalogue.taken", f, 0), kPFErrKeyError, "catalogue.taken",
+                  "already registered");
   assert_pf_ok(PFFuncRemoveGlobal("catalogue.taken"));
   PFFuncFree(f);
 }
@@ -754,8 +762,8 @@ static void test_registry_taken_name(void** state) {
 static void test_registry_unknown_flags(void** state) {
   (void)state;
   PFFunctionHandle f = make(p_echo);
-  assert_pf_error(PFFuncRegisterGlobalEx("catalogue.flags", f, 0x40), kPFErrValueError,
-                  "'flags'", "0x40");
+  assert_pf_error(PFFuncRegisterGlobalEx("catalogue.flags", f, 0x40), kPFErrValueError, "'flags'",
+                  "0x40");
   PFFuncFree(f);
 }
 
@@ -895,8 +903,14 @@ static void test_struct_size_unknown_name(void** state) {
   assert_pf_error(PFGetStructSize("PFValue", NULL), kPFErrTypeError, "'out'");
 }
 
-static void* never_malloc(size_t n, void* ud) { (void)n, (void)ud; return NULL; }
-static void* never_realloc(void* p, size_t n, void* ud) { (void)p, (void)n, (void)ud; return NULL; }
+static void* never_malloc(size_t n, void* ud) {
+  (void)n, (void)ud;
+  return NULL;
+}
+static void* never_realloc(void* p, size_t n, void* ud) {
+  (void)p, (void)n, (void)ud;
+  return NULL;
+}
 static void never_free(void* p, void* ud) { (void)p, (void)ud; }
 
 static void test_set_allocator_misuse(void** state) {

@@ -83,7 +83,8 @@ static int packed_fixed(PFValue* args, int* codes, int n, PFRetValueHandle ret, 
 static int packed_sum(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)res;
   double s = 0;
-  for (int i = 0; i < n; ++i) s += codes[i] == kPFFloat ? args[i].v_float64 : (double)args[i].v_int64;
+  for (int i = 0; i < n; ++i)
+    s += codes[i] == kPFFloat ? args[i].v_float64 : (double)args[i].v_int64;
   PFValue v = {.v_float64 = s};
   int c = kPFFloat;
   return PFCFuncSetReturn(ret, &v, &c, 1);
@@ -102,7 +103,8 @@ static void test_qsort_with_packed_comparator(void** state) {
   cmp_state s = {0, 0};
   PFFunctionHandle f = packed(packed_cmp, &s, NULL);
   PFObjectHandle cl = NULL;
-  int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
+  int (*cmp)(const void*, const void*) =
+      (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
   uint32_t ti = 0;
   assert_pf_ok(PFObjectGetTypeIndex(cl, &ti));
   assert_int_equal(ti, kPFObjectClosure);
@@ -130,7 +132,8 @@ static void test_qsort_with_typed_comparator(void** state) {
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromTyped((void*)c_cmp_i32, "int32(ptr,ptr)", &f));
   PFObjectHandle cl = NULL;
-  int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr, ptr)", &cl);
+  int (*cmp)(const void*, const void*) =
+      (int (*)(const void*, const void*))to_c(f, "int32(ptr, ptr)", &cl);
   int32_t xs[64];
   for (int i = 0; i < 64; ++i) xs[i] = (i * 37) % 64 - 32;
   qsort(xs, 64, sizeof(xs[0]), cmp);
@@ -146,7 +149,8 @@ static void test_qsort_comparator_fails(void** state) {
   PFFunctionHandle f = packed(packed_cmp, &s, NULL);
   assert_pf_ok(PFFuncSetInfo(f, "cmp", NULL, NULL));
   PFObjectHandle cl = NULL;
-  int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
+  int (*cmp)(const void*, const void*) =
+      (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
   int64_t xs[32];
   for (int i = 0; i < 32; ++i) xs[i] = 31 - i;
   qsort(xs, 32, sizeof(xs[0]), cmp); /* finishes: failed calls return 0 */
@@ -171,7 +175,8 @@ static void test_first_error_is_kept(void** state) {
   cmp_state s = {0, 1};
   PFFunctionHandle f = packed(packed_cmp, &s, NULL);
   PFObjectHandle cl = NULL;
-  int (*cmp)(const void*, const void*) = (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
+  int (*cmp)(const void*, const void*) =
+      (int (*)(const void*, const void*))to_c(f, "int32(ptr,ptr)", &cl);
   int64_t a = 1, b = 2;
   assert_int_equal(cmp(&a, &b), 0); /* fails: zero */
   assert_int_equal(cmp(&b, &a), 0); /* skipped while the error is kept */
@@ -193,14 +198,14 @@ static void test_echo_integers(void** state) {
   (void)state;
   PFFunctionHandle f = packed(packed_echo, NULL, NULL);
   PFObjectHandle cl[8];
-  int8_t (*e8)(int8_t) = (int8_t (*)(int8_t))to_c(f, "int8(int8)", &cl[0]);
-  int16_t (*e16)(int16_t) = (int16_t (*)(int16_t))to_c(f, "int16(int16)", &cl[1]);
-  int32_t (*e32)(int32_t) = (int32_t (*)(int32_t))to_c(f, "int32(int32)", &cl[2]);
-  int64_t (*e64)(int64_t) = (int64_t (*)(int64_t))to_c(f, "int64(int64)", &cl[3]);
-  uint8_t (*u8)(uint8_t) = (uint8_t (*)(uint8_t))to_c(f, "uint8(uint8)", &cl[4]);
-  uint16_t (*u16)(uint16_t) = (uint16_t (*)(uint16_t))to_c(f, "uint16(uint16)", &cl[5]);
-  uint32_t (*u32)(uint32_t) = (uint32_t (*)(uint32_t))to_c(f, "uint32(uint32)", &cl[6]);
-  uint64_t (*u64)(uint64_t) = (uint64_t (*)(uint64_t))to_c(f, "uint64(uint64)", &cl[7]);
+  int8_t (*e8)(int8_t) = (int8_t(*)(int8_t))to_c(f, "int8(int8)", &cl[0]);
+  int16_t (*e16)(int16_t) = (int16_t(*)(int16_t))to_c(f, "int16(int16)", &cl[1]);
+  int32_t (*e32)(int32_t) = (int32_t(*)(int32_t))to_c(f, "int32(int32)", &cl[2]);
+  int64_t (*e64)(int64_t) = (int64_t(*)(int64_t))to_c(f, "int64(int64)", &cl[3]);
+  uint8_t (*u8)(uint8_t) = (uint8_t(*)(uint8_t))to_c(f, "uint8(uint8)", &cl[4]);
+  uint16_t (*u16)(uint16_t) = (uint16_t(*)(uint16_t))to_c(f, "uint16(uint16)", &cl[5]);
+  uint32_t (*u32)(uint32_t) = (uint32_t(*)(uint32_t))to_c(f, "uint32(uint32)", &cl[6]);
+  uint64_t (*u64)(uint64_t) = (uint64_t(*)(uint64_t))to_c(f, "uint64(uint64)", &cl[7]);
   assert_int_equal(e8(INT8_MIN), INT8_MIN);
   assert_int_equal(g_seen_codes[0], kPFInt);
   assert_int_equal(e8(-1), -1);
@@ -216,7 +221,7 @@ static void test_echo_integers(void** state) {
   /* A uint64 argument beyond int64 cannot become a packed int. */
   assert_true(u64(UINT64_MAX) == 0);
   assert_pf_error(PFClosureCheckError(cl[7]), "ValueError", "argument 0",
-               "uint64 value 18446744073709551615 does not fit");
+                  "uint64 value 18446744073709551615 does not fit");
   for (int i = 0; i < 8; ++i) PFObjectFree(cl[i]);
   PFFuncFree(f);
 }
@@ -250,11 +255,11 @@ static void test_echo_pointers(void** state) {
   PFObjectHandle cs, cb, cp, ct, cf;
   const char* (*es)(const char*) = (const char* (*)(const char*))to_c(f, "str(str)", &cs);
   PFByteArray (*eby)(const PFByteArray*) =
-      (PFByteArray (*)(const PFByteArray*))to_c(f, "bytes(bytes)", &cb);
+      (PFByteArray(*)(const PFByteArray*))to_c(f, "bytes(bytes)", &cb);
   void* (*ep)(void*) = (void* (*)(void*))to_c(f, "ptr(ptr)", &cp);
-  DLTensor* (*et)(DLTensor*) = (DLTensor* (*)(DLTensor*))to_c(f, "tensor(tensor)", &ct);
+  DLTensor* (*et)(DLTensor*) = (DLTensor * (*)(DLTensor*)) to_c(f, "tensor(tensor)", &ct);
   PFFunctionHandle (*efn)(PFFunctionHandle) =
-      (PFFunctionHandle (*)(PFFunctionHandle))to_c(f, "func(func)", &cf);
+      (PFFunctionHandle(*)(PFFunctionHandle))to_c(f, "func(func)", &cf);
 
   const char* s = es("hello");
   assert_int_equal(g_seen_codes[0], kPFStr);
@@ -273,7 +278,8 @@ static void test_echo_pointers(void** state) {
   PFByteArray bad = {NULL, 5};
   out = eby(&bad);
   assert_int_equal(out.size, 0);
-  assert_pf_error(PFClosureCheckError(cb), "ValueError", "argument 0: bytes of size 5 with NULL data");
+  assert_pf_error(PFClosureCheckError(cb), "ValueError",
+                  "argument 0: bytes of size 5 with NULL data");
 
   int x = 0;
   assert_ptr_equal(ep(&x), &x);
@@ -297,7 +303,7 @@ static void test_echo_pointers(void** state) {
   int not_a_func = 0;
   assert_null(efn(&not_a_func));
   assert_pf_error(PFClosureCheckError(cf), "TypeError",
-               "argument 0: expected func, got a pointer that is not a live function handle");
+                  "argument 0: expected func, got a pointer that is not a live function handle");
   PFFuncFree(g);
   assert_int_equal(g_fin_runs, 1);
 
@@ -316,8 +322,8 @@ static void test_echo_dtype_device(void** state) {
   (void)state;
   PFFunctionHandle f = packed(packed_echo, NULL, NULL);
   PFObjectHandle c1, c2;
-  DLDataType (*edt)(DLDataType) = (DLDataType (*)(DLDataType))to_c(f, "dtype(dtype)", &c1);
-  DLDevice (*edv)(DLDevice) = (DLDevice (*)(DLDevice))to_c(f, "device(device)", &c2);
+  DLDataType (*edt)(DLDataType) = (DLDataType(*)(DLDataType))to_c(f, "dtype(dtype)", &c1);
+  DLDevice (*edv)(DLDevice) = (DLDevice(*)(DLDevice))to_c(f, "device(device)", &c2);
   DLDataType dt = edt((DLDataType){kDLBfloat, 16, 8});
   assert_int_equal(g_seen_codes[0], kPFDataType);
   assert_int_equal(dt.code, kDLBfloat);
@@ -356,7 +362,7 @@ static void test_many_args_and_void(void** state) {
   assert_int_equal(g_seen_codes[1], kPFFloat);
   assert_int_equal(PFClosureCheckError(cl), 0);
   PFObjectFree(cl);
-  int64_t (*none)(void) = (int64_t (*)(void))to_c(f, "int64()", &cl);
+  int64_t (*none)(void) = (int64_t(*)(void))to_c(f, "int64()", &cl);
   assert_true(none() == 0); /* echo of nothing is null: not an int64 */
   assert_pf_error(PFClosureCheckError(cl), "TypeError", "result: expected int64, got null");
   PFObjectFree(cl);
@@ -370,17 +376,17 @@ static void test_result_mismatch(void** state) {
   fixed_result r = {kPFStr, {.v_str = "text"}};
   PFFunctionHandle f = packed(packed_fixed, &r, NULL);
   PFObjectHandle cl;
-  int64_t (*geti)(void) = (int64_t (*)(void))to_c(f, "int64()", &cl);
+  int64_t (*geti)(void) = (int64_t(*)(void))to_c(f, "int64()", &cl);
   assert_true(geti() == 0);
   assert_pf_error(PFClosureCheckError(cl), "TypeError",
-               "C function pointer int64(): result: expected int64, got str");
+                  "C function pointer int64(): result: expected int64, got str");
 
   r.code = kPFInt;
   r.value.v_int64 = 5;
   assert_true(geti() == 5);
   PFObjectFree(cl);
 
-  int8_t (*get8)(void) = (int8_t (*)(void))to_c(f, "int8()", &cl);
+  int8_t (*get8)(void) = (int8_t(*)(void))to_c(f, "int8()", &cl);
   r.value.v_int64 = 300;
   assert_int_equal(get8(), 0);
   assert_pf_error(PFClosureCheckError(cl), "ValueError", "result: expected int8, got int 300");
@@ -389,7 +395,7 @@ static void test_result_mismatch(void** state) {
   /* A float result for an int is a TypeError; an int for a float widens. */
   r.code = kPFFloat;
   r.value.v_float64 = 2.5;
-  int32_t (*get32)(void) = (int32_t (*)(void))to_c(f, "int32()", &cl);
+  int32_t (*get32)(void) = (int32_t(*)(void))to_c(f, "int32()", &cl);
   assert_int_equal(get32(), 0);
   assert_pf_error(PFClosureCheckError(cl), "TypeError", "expected int32, got float");
   PFObjectFree(cl);
@@ -405,7 +411,7 @@ static void test_result_mismatch(void** state) {
   PFFunctionHandle g = packed(packed_echo, NULL, count_fin);
   r.code = kPFFuncHandle;
   r.value.v_handle = g;
-  geti = (int64_t (*)(void))to_c(f, "int64()", &cl);
+  geti = (int64_t(*)(void))to_c(f, "int64()", &cl);
   assert_true(geti() == 0);
   assert_pf_error(PFClosureCheckError(cl), "TypeError", "expected int64, got function");
   PFObjectFree(cl);
@@ -451,7 +457,7 @@ static void test_finalizer_does_not_replace_kept_error(void** state) {
   g_failing_fin_runs = 0;
   PFFunctionHandle f = packed(packed_doomed, NULL, NULL);
   PFObjectHandle cl;
-  int64_t (*geti)(void) = (int64_t (*)(void))to_c(f, "int64()", &cl);
+  int64_t (*geti)(void) = (int64_t(*)(void))to_c(f, "int64()", &cl);
   assert_true(geti() == 0);
   assert_int_equal(g_failing_fin_runs, 1);
   assert_pf_error(-1, "TypeError", "result: expected int64, got object"); /* the thread's */
@@ -490,7 +496,8 @@ static void test_bytes_argument_too_large(void** state) {
   (void)state;
   PFFunctionHandle f = packed(packed_bytes_size, NULL, NULL);
   PFObjectHandle cl;
-  int64_t (*size_of)(const PFByteArray*) = (int64_t (*)(const PFByteArray*))to_c(f, "int64(bytes)", &cl);
+  int64_t (*size_of)(const PFByteArray*) =
+      (int64_t(*)(const PFByteArray*))to_c(f, "int64(bytes)", &cl);
   char data[4] = "abc";
   PFByteArray ok = {data, 3};
   assert_true(size_of(&ok) == 3);
@@ -517,7 +524,8 @@ static void test_closure_owns_function(void** state) {
   g_fin_runs = 0;
   PFFunctionHandle f = packed(packed_sum, NULL, count_fin);
   PFObjectHandle cl;
-  double (*add)(double, double) = (double (*)(double, double))to_c(f, "float64(float64,float64)", &cl);
+  double (*add)(double, double) =
+      (double (*)(double, double))to_c(f, "float64(float64,float64)", &cl);
   PFFuncFree(f); /* the closure's reference keeps it alive */
   assert_int_equal(g_fin_runs, 0);
   assert_true(add(1.5, 2.0) == 3.5);
@@ -535,24 +543,25 @@ static void test_misuse(void** state) {
   PFObjectHandle cl = (PFObjectHandle)0x1;
   void* fp = (void*)0x1;
   assert_pf_error(PFFuncToCFunction(NULL, "int64()", &cl, &fp), "TypeError",
-               "PFFuncToCFunction: argument 'func' is NULL");
+                  "PFFuncToCFunction: argument 'func' is NULL");
   PFObjectHandle boxed = NULL;
   assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &boxed));
   assert_pf_error(PFFuncToCFunction(boxed, "int64()", &cl, &fp), "TypeError",
-               "argument 'func' is not a live function handle");
-  assert_pf_error(PFFuncToCFunction(f, NULL, &cl, &fp), "TypeError", "argument 'signature' is NULL");
+                  "argument 'func' is not a live function handle");
+  assert_pf_error(PFFuncToCFunction(f, NULL, &cl, &fp), "TypeError",
+                  "argument 'signature' is NULL");
   assert_pf_error(PFFuncToCFunction(f, "int64()", NULL, &fp), "TypeError",
-               "argument 'out_closure' is NULL");
+                  "argument 'out_closure' is NULL");
   assert_pf_error(PFFuncToCFunction(f, "int64()", &cl, NULL), "TypeError",
-               "argument 'out_fn' is NULL");
+                  "argument 'out_fn' is NULL");
   assert_pf_error(PFFuncToCFunction(f, "int64(int64", &cl, &fp), "ValueError",
-               "PFFuncToCFunction: bad signature \"int64(int64\" at position 11");
+                  "PFFuncToCFunction: bad signature \"int64(int64\" at position 11");
   assert_pf_error(PFFuncToCFunction(f, "int64(void)", &cl, &fp), "ValueError", "void is only");
   assert_ptr_equal(cl, (PFObjectHandle)0x1);
   assert_ptr_equal(fp, (void*)0x1);
 
   assert_pf_error(PFClosureCheckError(NULL), "TypeError",
-               "PFClosureCheckError: argument 'closure' is NULL");
+                  "PFClosureCheckError: argument 'closure' is NULL");
   assert_pf_error(PFClosureCheckError(f), "TypeError", "is not a live closure handle");
   assert_pf_error(PFClosureCheckError(boxed), "TypeError", "is not a live closure handle");
   /* A clean check leaves the thread's error alone. */
@@ -576,8 +585,8 @@ static int packed_add2(PFValue* args, int* codes, int n, PFRetValueHandle ret, v
   (void)codes;
   (void)n;
   (void)res;
-  if (args[0].v_int64 < 0) return PFErrorSetFormat(kPFErrValueError, "negative %lld",
-                                                   (long long)args[0].v_int64);
+  if (args[0].v_int64 < 0)
+    return PFErrorSetFormat(kPFErrValueError, "negative %lld", (long long)args[0].v_int64);
   PFValue v = {.v_int64 = args[0].v_int64 + args[1].v_int64};
   int c = kPFInt;
   return PFCFuncSetReturn(ret, &v, &c, 1);
@@ -599,7 +608,8 @@ static void test_threads_share_a_pointer(void** state) {
   (void)state;
   PFFunctionHandle f = packed(packed_add2, NULL, NULL);
   PFObjectHandle cl;
-  int64_t (*add)(int64_t, int64_t) = (int64_t (*)(int64_t, int64_t))to_c(f, "int64(int64,int64)", &cl);
+  int64_t (*add)(int64_t, int64_t) =
+      (int64_t(*)(int64_t, int64_t))to_c(f, "int64(int64,int64)", &cl);
   pthread_t th[2];
   worker_arg w[2] = {{add, 0}, {add, 0}};
   for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
@@ -634,7 +644,8 @@ static void test_concurrent_failures_keep_one_error(void** state) {
   (void)state;
   PFFunctionHandle f = packed(packed_add2, NULL, NULL);
   PFObjectHandle cl;
-  int64_t (*add)(int64_t, int64_t) = (int64_t (*)(int64_t, int64_t))to_c(f, "int64(int64,int64)", &cl);
+  int64_t (*add)(int64_t, int64_t) =
+      (int64_t(*)(int64_t, int64_t))to_c(f, "int64(int64,int64)", &cl);
   enum { N = 4 };
   pthread_t th[N];
   racer_arg r = {add, 200};

@@ -68,8 +68,8 @@ static void adder_fin(void* res) {
   atomic_fetch_add(&g_adder_fins, 1);
 }
 
-static const PFFuncDescriptor k_d_echo = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "echo",
-                                          pf_test_echo, NULL, NULL, NULL};
+static const PFFuncDescriptor k_d_echo = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "echo", pf_test_echo, NULL, NULL, NULL};
 static const PFFuncDescriptor* const k_table[] = {&k_d_echo};
 
 /* ==== Array ================================================================ */
@@ -105,8 +105,8 @@ static void test_array_every_type_code(void** state) {
       {.v_int64 = 0x1122334455667788},
       {.v_handle = &marker},
   };
-  int c[] = {kPFInt,   kPFFloat, kPFBool,       kPFNull,         kPFOpaqueHandle,
-             kPFDataType, kPFDevice, kPFStr,     kPFBytes,        kPFBytes,
+  int c[] = {kPFInt,        kPFFloat,        kPFBool,         kPFNull,     kPFOpaqueHandle,
+             kPFDataType,   kPFDevice,       kPFStr,          kPFBytes,    kPFBytes,
              kPFFuncHandle, kPFModuleHandle, kPFObjectHandle, kPFExtBegin, kPFExtEnd - 1};
   const int64_t n = (int64_t)(sizeof(c) / sizeof(c[0]));
   PFObjectHandle a = make_array(v, c, n);
@@ -170,8 +170,8 @@ static void test_array_empty(void** state) {
   assert_int_equal(array_size(a), 0);
   PFValue v;
   int c;
-  assert_pf_error(PFArrayGetItem(a, 0, &v, &c), kPFErrIndexError, "PFArrayGetItem",
-                  "'index' is 0", "size 0");
+  assert_pf_error(PFArrayGetItem(a, 0, &v, &c), kPFErrIndexError, "PFArrayGetItem", "'index' is 0",
+                  "size 0");
   assert_pf_ok(PFObjectFree(a));
 }
 
@@ -344,7 +344,7 @@ static uint64_t old_int_hash(uint64_t x) {
 }
 
 static uint64_t inverse_mod_2_64(uint64_t a) { /* a odd; Newton's iteration */
-  uint64_t x = a; /* right to 3 bits; each step doubles them */
+  uint64_t x = a;                              /* right to 3 bits; each step doubles them */
   for (int i = 0; i < 5; ++i) x *= 2 - a * x;
   return x;
 }
@@ -407,9 +407,10 @@ static void test_map_colliding_int_keys_cost_what_others_cost(void** state) {
   free(plain), free(chosen), free(v), free(kc);
   if (t_plain < 1000) t_plain = 1000; /* a clock too coarse to tell */
   if (t_chosen >= 5 * t_plain) {
-    print_error("a map of %d chosen int keys took %lld ns of CPU, of ordinary keys %lld ns "
-                "(ratio %.1f, want < 5)\n", N, (long long)t_chosen, (long long)t_plain,
-                (double)t_chosen / (double)t_plain);
+    print_error(
+        "a map of %d chosen int keys took %lld ns of CPU, of ordinary keys %lld ns "
+        "(ratio %.1f, want < 5)\n",
+        N, (long long)t_chosen, (long long)t_plain, (double)t_chosen / (double)t_plain);
     fail();
   }
 }
@@ -561,7 +562,8 @@ static int p_array_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* re
     PFValue v;
     int code;
     if (PFArrayGetItem(a[0].v_handle, i, &v, &code) != 0) return -1;
-    if (code != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "item %lld is not an int", (long long)i);
+    if (code != kPFInt)
+      return PFErrorSetFormat(kPFErrTypeError, "item %lld is not an int", (long long)i);
     sum += v.v_int64;
   }
   PFValue r = {.v_int64 = sum};
@@ -632,8 +634,8 @@ static void test_create_read_drop_cycles(void** state) {
     int64_t dims[] = {r, 2};
     PFObjectHandle shape = NULL;
     assert_pf_ok(PFShapeCreate(dims, 2, &shape));
-    PFValue v[] = {{.v_int64 = r}, {.v_str = text}, {.v_handle = &ba}, {.v_handle = f},
-                   {.v_handle = shape}};
+    PFValue v[] = {
+        {.v_int64 = r}, {.v_str = text}, {.v_handle = &ba}, {.v_handle = f}, {.v_handle = shape}};
     int c[] = {kPFInt, kPFStr, kPFBytes, kPFFuncHandle, kPFObjectHandle};
     PFObjectHandle a = make_array(v, c, 5);
     PFValue k[] = {{.v_str = "a"}, {.v_int64 = r}};
@@ -663,19 +665,22 @@ static void test_container_null_arguments(void** state) {
   PFValue v = {.v_int64 = 1};
   int c = kPFInt;
   PFObjectHandle out = NULL;
-  assert_pf_error(PFArrayCreate(&v, &c, 1, NULL), kPFErrTypeError, "PFArrayCreate: argument 'out' is NULL");
+  assert_pf_error(PFArrayCreate(&v, &c, 1, NULL), kPFErrTypeError,
+                  "PFArrayCreate: argument 'out' is NULL");
   assert_pf_error(PFArrayCreate(NULL, &c, 1, &out), kPFErrTypeError,
                   "PFArrayCreate: argument 'values' is NULL with size 1");
   assert_pf_error(PFArrayCreate(&v, NULL, 1, &out), kPFErrTypeError,
                   "PFArrayCreate: argument 'type_codes' is NULL with size 1");
   assert_pf_error(PFMapCreate(&v, &c, &v, &c, 1, NULL), kPFErrTypeError,
                   "PFMapCreate: argument 'out' is NULL");
-  assert_pf_error(PFMapCreate(NULL, &c, &v, &c, 1, &out), kPFErrTypeError, "'keys' is NULL with size 1");
+  assert_pf_error(PFMapCreate(NULL, &c, &v, &c, 1, &out), kPFErrTypeError,
+                  "'keys' is NULL with size 1");
   assert_pf_error(PFMapCreate(&v, NULL, &v, &c, 1, &out), kPFErrTypeError, "'key_codes' is NULL");
   assert_pf_error(PFMapCreate(&v, &c, NULL, &c, 1, &out), kPFErrTypeError, "'values' is NULL");
   assert_pf_error(PFMapCreate(&v, &c, &v, NULL, 1, &out), kPFErrTypeError, "'value_codes' is NULL");
   int64_t d = 1;
-  assert_pf_error(PFShapeCreate(&d, 1, NULL), kPFErrTypeError, "PFShapeCreate: argument 'out' is NULL");
+  assert_pf_error(PFShapeCreate(&d, 1, NULL), kPFErrTypeError,
+                  "PFShapeCreate: argument 'out' is NULL");
   assert_pf_error(PFShapeCreate(NULL, 2, &out), kPFErrTypeError,
                   "PFShapeCreate: argument 'dims' is NULL with ndim 2");
   /* The readers' outputs. */
@@ -686,9 +691,11 @@ static void test_container_null_arguments(void** state) {
   PFValue x;
   int xc, found;
   const int64_t* dims;
-  assert_pf_error(PFArrayGetSize(a, NULL), kPFErrTypeError, "PFArrayGetSize: argument 'out' is NULL");
+  assert_pf_error(PFArrayGetSize(a, NULL), kPFErrTypeError,
+                  "PFArrayGetSize: argument 'out' is NULL");
   assert_pf_error(PFArrayGetItem(a, 0, NULL, &xc), kPFErrTypeError, "argument 'out' is NULL");
-  assert_pf_error(PFArrayGetItem(a, 0, &x, NULL), kPFErrTypeError, "argument 'out_type_code' is NULL");
+  assert_pf_error(PFArrayGetItem(a, 0, &x, NULL), kPFErrTypeError,
+                  "argument 'out_type_code' is NULL");
   assert_pf_error(PFMapGetSize(m, NULL), kPFErrTypeError, "PFMapGetSize: argument 'out' is NULL");
   assert_pf_error(PFMapGetItem(m, v, kPFInt, NULL, &xc, &found), kPFErrTypeError, "'out' is NULL");
   assert_pf_error(PFMapGetItem(m, v, kPFInt, &x, NULL, &found), kPFErrTypeError,
@@ -698,7 +705,8 @@ static void test_container_null_arguments(void** state) {
   assert_pf_error(PFMapGetItemAt(m, 0, &x, NULL, &x, &xc), kPFErrTypeError, "'key_code' is NULL");
   assert_pf_error(PFMapGetItemAt(m, 0, &x, &xc, NULL, &xc), kPFErrTypeError, "'value' is NULL");
   assert_pf_error(PFMapGetItemAt(m, 0, &x, &xc, &x, NULL), kPFErrTypeError, "'value_code' is NULL");
-  assert_pf_error(PFShapeGetData(s, NULL, &n), kPFErrTypeError, "PFShapeGetData: argument 'dims' is NULL");
+  assert_pf_error(PFShapeGetData(s, NULL, &n), kPFErrTypeError,
+                  "PFShapeGetData: argument 'dims' is NULL");
   assert_pf_error(PFShapeGetData(s, &dims, NULL), kPFErrTypeError, "argument 'ndim' is NULL");
   assert_pf_ok(PFObjectFree(a));
   assert_pf_ok(PFObjectFree(m));
@@ -721,12 +729,12 @@ static void test_container_negative_or_huge_size(void** state) {
    * on them (size * sizeof must not wrap) and before the arrays are read. */
   const int64_t huge[] = {INT64_MAX, INT64_MAX / 8 + 1, (int64_t)(PTRDIFF_MAX / 16)};
   for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); ++i) {
-    assert_pf_error(PFArrayCreate(&v, &c, huge[i], &out), kPFErrValueError,
-                    "argument 'size' is", "more than any array can hold");
+    assert_pf_error(PFArrayCreate(&v, &c, huge[i], &out), kPFErrValueError, "argument 'size' is",
+                    "more than any array can hold");
     assert_pf_error(PFMapCreate(&v, &c, &v, &c, huge[i], &out), kPFErrValueError,
                     "more than any map can hold");
-    assert_pf_error(PFShapeCreate(&d, huge[i], &out), kPFErrValueError,
-                    "argument 'ndim' is", "more than any shape can hold");
+    assert_pf_error(PFShapeCreate(&d, huge[i], &out), kPFErrValueError, "argument 'ndim' is",
+                    "more than any shape can hold");
   }
   assert_null(out);
 }
@@ -751,13 +759,28 @@ static void test_container_bad_values(void** state) {
       {kPFExtEnd, {.v_int64 = 0}, kPFErrTypeError, "value 1 has unknown type code 128"},
       {kPFStr, {.v_str = NULL}, kPFErrTypeError, "value 1 has type code str but a NULL pointer"},
       {kPFBytes, {.v_handle = NULL}, kPFErrTypeError, "value 1 has type code bytes but a NULL"},
-      {kPFBytes, {.v_handle = &null_data}, kPFErrTypeError, "value 1 is bytes of size 3 with NULL data"},
+      {kPFBytes,
+       {.v_handle = &null_data},
+       kPFErrTypeError,
+       "value 1 is bytes of size 3 with NULL data"},
       {kPFBytes, {.v_handle = &too_large}, kPFErrValueError, "larger than any object can be"},
-      {kPFFuncHandle, {.v_handle = boxed}, kPFErrTypeError, "value 1 has type code function but is not a live function handle"},
+      {kPFFuncHandle,
+       {.v_handle = boxed},
+       kPFErrTypeError,
+       "value 1 has type code function but is not a live function handle"},
       {kPFModuleHandle, {.v_handle = f}, kPFErrTypeError, "is not a live module handle"},
-      {kPFObjectHandle, {.v_handle = g_not_an_object}, kPFErrTypeError, "is not a live object handle"},
-      {kPFObjectHandle, {.v_handle = NULL}, kPFErrTypeError, "has type code object but a NULL pointer"},
-      {kPFDLTensorHandle, {.v_handle = &t}, kPFErrTypeError, "value 1 has type code tensor, a DLTensor* that is only borrowed"},
+      {kPFObjectHandle,
+       {.v_handle = g_not_an_object},
+       kPFErrTypeError,
+       "is not a live object handle"},
+      {kPFObjectHandle,
+       {.v_handle = NULL},
+       kPFErrTypeError,
+       "has type code object but a NULL pointer"},
+      {kPFDLTensorHandle,
+       {.v_handle = &t},
+       kPFErrTypeError,
+       "value 1 has type code tensor, a DLTensor* that is only borrowed"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     /* The first value is fine and holds a reference: a failed create must
@@ -791,8 +814,8 @@ static void test_container_index_out_of_range(void** state) {
     snprintf(want, sizeof(want), "argument 'index' is %lld,", (long long)bad[i]);
     assert_pf_error(PFArrayGetItem(a, bad[i], &x, &xc), kPFErrIndexError, "PFArrayGetItem", want,
                     "out of range for an array of size 3");
-    assert_pf_error(PFMapGetItemAt(m, bad[i], &x, &xc, &x, &xc), kPFErrIndexError,
-                    "PFMapGetItemAt", want, "out of range for a map of size 3");
+    assert_pf_error(PFMapGetItemAt(m, bad[i], &x, &xc, &x, &xc), kPFErrIndexError, "PFMapGetItemAt",
+                    want, "out of range for a map of size 3");
   }
   assert_pf_ok(PFObjectFree(a));
   assert_pf_ok(PFObjectFree(m));
@@ -879,8 +902,10 @@ static void test_container_wrong_handle(void** state) {
   assert_pf_error(PFArrayGetSize(g_not_an_object, &n), kPFErrTypeError, "not a live array handle");
   assert_pf_error(PFMapGetSize(a, &n), kPFErrTypeError,
                   "PFMapGetSize: argument 'map' is not a live map handle");
-  assert_pf_error(PFMapGetItem(a, v, kPFInt, &x, &xc, &found), kPFErrTypeError, "not a live map handle");
-  assert_pf_error(PFMapGetItemAt(NULL, 0, &x, &xc, &x, &xc), kPFErrTypeError, "argument 'map' is NULL");
+  assert_pf_error(PFMapGetItem(a, v, kPFInt, &x, &xc, &found), kPFErrTypeError,
+                  "not a live map handle");
+  assert_pf_error(PFMapGetItemAt(NULL, 0, &x, &xc, &x, &xc), kPFErrTypeError,
+                  "argument 'map' is NULL");
   assert_pf_error(PFShapeGetData(a, &d, &n), kPFErrTypeError,
                   "PFShapeGetData: argument 'shape' is not a live shape handle");
   assert_pf_ok(PFObjectFree(a));
@@ -1268,7 +1293,8 @@ static void test_closure_container_types(void** state) {
   assert_pf_ok(PFFuncToCFunction(mk, "map(int64)", &cl, &fn));
   memcpy(&crange, &fn, sizeof(fn));
   assert_null(crange(5));
-  assert_pf_error(PFClosureCheckError(cl), kPFErrTypeError, "result: expected map, got array object");
+  assert_pf_error(PFClosureCheckError(cl), kPFErrTypeError,
+                  "result: expected map, got array object");
   PFObjectFree(cl);
 
   /* object(object) over echo: a function goes out and comes back. */
@@ -1315,7 +1341,6 @@ static void test_signature_type_info_lists_containers(void** state) {
   assert_string_equal(name, "func");
 }
 
-
 /* ==== bulk readers ========================================================== */
 
 /* PFArrayGetItems and PFMapGetItems read what the single-item readers
@@ -1344,8 +1369,7 @@ static void test_bulk_readers(void** state) {
   assert_pf_error(PFArrayGetItems(a, -1, 1, got, gc), kPFErrIndexError, "start -1");
   assert_pf_error(PFArrayGetItems(a, 5, 0, got, gc), kPFErrIndexError, "start 5");
   assert_pf_error(PFArrayGetItems(a, 1, INT64_MAX, got, gc), kPFErrIndexError, "size 4");
-  assert_pf_error(PFArrayGetItems(a, 0, -1, got, gc), kPFErrValueError,
-                  "'count' is negative (-1)");
+  assert_pf_error(PFArrayGetItems(a, 0, -1, got, gc), kPFErrValueError, "'count' is negative (-1)");
   assert_pf_error(PFArrayGetItems(a, 0, 1, NULL, gc), kPFErrTypeError,
                   "'values' is NULL with count 1");
   assert_pf_error(PFArrayGetItems(a, 0, 1, got, NULL), kPFErrTypeError,

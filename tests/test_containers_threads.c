@@ -52,8 +52,7 @@ static void* reader(void* p) {
       if (i % 2 == 1 && (code != kPFStr || strcmp(v.v_str, g_names[i]) != 0)) ++r->failures;
       PFValue key = {.v_str = g_names[i]}, out;
       int found = 0;
-      if (PFMapGetItem(r->map, key, kPFStr, &out, &code, &found) != 0 || !found ||
-          out.v_int64 != i)
+      if (PFMapGetItem(r->map, key, kPFStr, &out, &code, &found) != 0 || !found || out.v_int64 != i)
         ++r->failures;
     }
     PFValue fv, arg = {.v_int64 = round}, rv;
@@ -149,8 +148,8 @@ static void* maker(void* p) {
     PFValue out;
     int code, found = 0;
     if (m == NULL || PFMapGetItem(m, k[0], kPFInt, &out, &code, &found) != 0 || !found ||
-        code != kPFObjectHandle ||
-        PFArrayGetItem(out.v_handle, 2, &out, &code) != 0 || strcmp(out.v_str, text) != 0)
+        code != kPFObjectHandle || PFArrayGetItem(out.v_handle, 2, &out, &code) != 0 ||
+        strcmp(out.v_str, text) != 0)
       ++r->failures;
     PFObjectFree(m);
   }

@@ -381,30 +381,26 @@ static void test_dict_bad_input(void** state) {
                     "PFDictCreate: key 0");
   PFValue nan = fv(NAN);
   int fc = kPFFloat;
-  assert_pf_error(PFDictCreate(&nan, &fc, &v, &vc, 1, &out), kPFErrValueError,
-                  "key 0 is a NaN");
+  assert_pf_error(PFDictCreate(&nan, &fc, &v, &vc, 1, &out), kPFErrValueError, "key 0 is a NaN");
   int tc = kPFDLTensorHandle;
-  assert_pf_error(PFDictCreate(&k, &kc, &v, &tc, 1, &out), kPFErrTypeError, "value 0",
-                  "DLTensor*");
+  assert_pf_error(PFDictCreate(&k, &kc, &v, &tc, 1, &out), kPFErrTypeError, "value 0", "DLTensor*");
   assert_ptr_equal(out, (PFObjectHandle)0x1);
 
   PFObjectHandle d = empty_dict();
   set_int(d, k, kc, 5);
   assert_pf_error(PFDictGetSize(g_not_an_object, &got.v_int64), kPFErrTypeError,
                   "PFDictGetSize: argument 'dict' is not a live dict handle");
-  assert_pf_error(PFDictGetItem(d, k, kc, &got, &gc, NULL), kPFErrTypeError,
-                  "'found' is NULL");
+  assert_pf_error(PFDictGetItem(d, k, kc, &got, &gc, NULL), kPFErrTypeError, "'found' is NULL");
   assert_pf_error(PFDictGetItem(d, k, kc, &got, NULL, &found), kPFErrTypeError,
                   "'out_code' is NULL");
   assert_pf_error(PFDictGetItem(d, (PFValue){.v_str = NULL}, kPFStr, &got, &gc, &found),
                   kPFErrTypeError, "PFDictGetItem: key 0 has type code str but a NULL pointer");
-  assert_pf_error(PFDictGetItem(d, (PFValue){.v_handle = g_not_an_object}, kPFObjectHandle, &got,
-                                &gc, &found),
-                  kPFErrTypeError, "not a live object handle");
+  assert_pf_error(
+      PFDictGetItem(d, (PFValue){.v_handle = g_not_an_object}, kPFObjectHandle, &got, &gc, &found),
+      kPFErrTypeError, "not a live object handle");
   assert_pf_error(PFDictGetItem(d, k, kPFExtBegin, &got, &gc, &found), kPFErrTypeError,
                   "extension type code");
-  assert_pf_error(PFDictSetItem(d, nan, kPFFloat, v, vc), kPFErrValueError, "PFDictSetItem",
-                  "NaN");
+  assert_pf_error(PFDictSetItem(d, nan, kPFFloat, v, vc), kPFErrValueError, "PFDictSetItem", "NaN");
   assert_pf_error(PFDictSetItem(d, k, kc, v, 200), kPFErrTypeError, "value 0",
                   "unknown type code 200");
   assert_pf_error(PFDictPop(d, k, kc, NULL, &gc), kPFErrTypeError, "'out' is NULL");

@@ -77,8 +77,8 @@ static void* snapshot_reader(void* arg) {
     if (PFArrayGetItems(a, 0, n, v, c) != 0) return (void*)3;
     /* Every value of one update, in the keys' first order. */
     for (int64_t i = 0; i < WIDTH; ++i)
-      if (c[2 * i] != kPFStr || strcmp(v[2 * i].v_str, k_keys[i]) != 0 ||
-          c[2 * i + 1] != kPFStr || strcmp(v[2 * i + 1].v_str, v[1].v_str) != 0)
+      if (c[2 * i] != kPFStr || strcmp(v[2 * i].v_str, k_keys[i]) != 0 || c[2 * i + 1] != kPFStr ||
+          strcmp(v[2 * i + 1].v_str, v[1].v_str) != 0)
         return (void*)4;
     PFObjectFree(a);
     PFValue one;
@@ -144,11 +144,9 @@ static void* handle_reader(void* arg) {
       if (PFDictGetItem(g_dict, (PFValue){.v_int64 = i}, kPFInt, &v, &c, &found) != 0)
         return (void*)1;
       if (!found) continue;
-      for (volatile int spin = 0; spin < 50; ++spin) {
-      }
+      for (volatile int spin = 0; spin < 50; ++spin) {}
       void* payload = NULL;
-      if (PFObjectGetBoxedPayload(v.v_handle, &payload) != 0 || payload != &g_made)
-        return (void*)2;
+      if (PFObjectGetBoxedPayload(v.v_handle, &payload) != 0 || payload != &g_made) return (void*)2;
       PFObjectFree(v.v_handle);
       atomic_fetch_add(&g_reads, 1);
     }

@@ -69,8 +69,8 @@ static void test_versioned_in_and_out(void** state) {
   (void)state;
   atomic_store(&g_deleted, 0);
   PFObjectHandle t = NULL;
-  assert_pf_ok(PFTensorCreateFromDLPackVersioned(
-      make_versioned(1, 1, PF_DLPACK_FLAG_IS_COPIED, k_f32), &t));
+  assert_pf_ok(
+      PFTensorCreateFromDLPackVersioned(make_versioned(1, 1, PF_DLPACK_FLAG_IS_COPIED, k_f32), &t));
   int ro = -1;
   assert_pf_ok(PFTensorIsReadOnly(t, &ro));
   assert_int_equal(ro, 0);
@@ -124,8 +124,8 @@ static void test_read_only(void** state) {
   assert_pf_ok(PFTensorIsReadOnly(t, &ro));
   assert_int_equal(ro, 1);
   DLManagedTensor* legacy = (DLManagedTensor*)0x1;
-  assert_pf_error(PFTensorToDLPack(t, &legacy), kPFErrValueError, "PFTensorToDLPack",
-                  "read-only", "PFTensorToDLPackVersioned");
+  assert_pf_error(PFTensorToDLPack(t, &legacy), kPFErrValueError, "PFTensorToDLPack", "read-only",
+                  "PFTensorToDLPackVersioned");
   assert_ptr_equal(legacy, (DLManagedTensor*)0x1);
   PFDLManagedTensorVersioned* out = NULL;
   assert_pf_ok(PFTensorToDLPackVersioned(t, &out));
@@ -243,12 +243,9 @@ static void test_allocation_failures(void** state) {
 int main(void) {
   if (pf_fault_install() != 0) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_layout),
-      cmocka_unit_test(test_versioned_in_and_out),
-      cmocka_unit_test(test_read_only),
-      cmocka_unit_test(test_subbyte_padded),
-      cmocka_unit_test(test_bad_input),
-      cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_layout),    cmocka_unit_test(test_versioned_in_and_out),
+      cmocka_unit_test(test_read_only), cmocka_unit_test(test_subbyte_padded),
+      cmocka_unit_test(test_bad_input), cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

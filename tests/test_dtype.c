@@ -19,8 +19,8 @@ static DLDataType parse(const char* text) {
 static void assert_dtype(const char* text, int code, int bits, int lanes) {
   DLDataType dt = parse(text);
   if (dt.code != code || dt.bits != bits || dt.lanes != lanes)
-    fail_msg("'%s' parsed as {%u, %u, %u}, expected {%d, %d, %d}", text, dt.code, dt.bits,
-             dt.lanes, code, bits, lanes);
+    fail_msg("'%s' parsed as {%u, %u, %u}, expected {%d, %d, %d}", text, dt.code, dt.bits, dt.lanes,
+             code, bits, lanes);
 }
 
 static const char* text_of(DLDataType dt) {
@@ -133,21 +133,38 @@ static void test_round_trip_of_every_dtype(void** state) {
         DLDataType dt = {(uint8_t)code, (uint8_t)bits, (uint16_t)lanes[l]}, back = {0, 0, 0};
         assert_pf_ok(PFDataTypeToString(dt, buf, sizeof(buf)));
         assert_true(strlen(buf) < PF_DTYPE_STRING_MAX);
-        if (PFDataTypeFromString(buf, &back) != 0 || back.code != dt.code ||
-            back.bits != dt.bits || back.lanes != dt.lanes)
-          fail_msg("{%u, %u, %u} -> '%s' -> {%u, %u, %u}: %s", code, bits, lanes[l], buf,
-                   back.code, back.bits, back.lanes, PFGetLastError());
+        if (PFDataTypeFromString(buf, &back) != 0 || back.code != dt.code || back.bits != dt.bits ||
+            back.lanes != dt.lanes)
+          fail_msg("{%u, %u, %u} -> '%s' -> {%u, %u, %u}: %s", code, bits, lanes[l], buf, back.code,
+                   back.bits, back.lanes, PFGetLastError());
       }
 }
 
 static void test_bad_input(void** state) {
   (void)state;
   DLDataType dt = {1, 2, 3};
-  const char* bad[] = {"",          "float32 ",  " int8",        "Float32",     "int8x",
-                       "int8x0",    "int8y4",    "i",            "bf",          "fp8",
-                       "float8_",   "float8_e9", "float8_e4m3fn_x2", "float6_e2m1fn",
-                       "custom[]8", "custom[1]", "custom[256]8", "int8x4x4",    "float4_e2m1fn_",
-                       "int-8",     "uint8\n",   "bfloat16x"};
+  const char* bad[] = {"",
+                       "float32 ",
+                       " int8",
+                       "Float32",
+                       "int8x",
+                       "int8x0",
+                       "int8y4",
+                       "i",
+                       "bf",
+                       "fp8",
+                       "float8_",
+                       "float8_e9",
+                       "float8_e4m3fn_x2",
+                       "float6_e2m1fn",
+                       "custom[]8",
+                       "custom[1]",
+                       "custom[256]8",
+                       "int8x4x4",
+                       "float4_e2m1fn_",
+                       "int-8",
+                       "uint8\n",
+                       "bfloat16x"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
     if (PFDataTypeFromString(bad[i], &dt) != -1) fail_msg("'%s' was accepted", bad[i]);
     assert_string_equal(PFErrorGetKind(), kPFErrValueError);
@@ -179,10 +196,8 @@ static void test_bad_input(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dlpack_codes),
-      cmocka_unit_test(test_names),
-      cmocka_unit_test(test_canonical_text),
-      cmocka_unit_test(test_round_trip_of_every_dtype),
+      cmocka_unit_test(test_dlpack_codes),   cmocka_unit_test(test_names),
+      cmocka_unit_test(test_canonical_text), cmocka_unit_test(test_round_trip_of_every_dtype),
       cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

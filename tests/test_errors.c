@@ -129,9 +129,8 @@ static void test_setters_take_own_strings(void** state) {
   assert_string_equal(PFErrorGetKind(), "KeyError");
   assert_string_equal(PFErrorGetMessage(), "kind from the message");
   PFErrorSet(kPFErrValueError, "IndexError");
-  assert_int_equal(PFErrorSetFormat(PFErrorGetMessage(), "%s/%s", PFErrorGetKind(),
-                                    PFErrorGetMessage()),
-                   -1);
+  assert_int_equal(
+      PFErrorSetFormat(PFErrorGetMessage(), "%s/%s", PFErrorGetKind(), PFErrorGetMessage()), -1);
   assert_string_equal(PFErrorGetKind(), "IndexError");
   assert_string_equal(PFErrorGetMessage(), "ValueError/IndexError");
   /* An invalid kind taken from the message is kept in the new message. */
@@ -386,8 +385,7 @@ static void failing_fin(void* payload) {
 /* Sets as its return value an object whose only reference is then the
  * return slot's, so that dropping it runs failing_fin; then fails, with
  * an error (res != NULL) or without one. res: "boxed" or "func". */
-static int set_doomed_then_fail(PFValue* args, int* codes, int n, PFRetValueHandle ret,
-                                void* res) {
+static int set_doomed_then_fail(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)args;
   (void)codes;
   (void)n;
@@ -472,8 +470,8 @@ static void test_finalizer_does_not_hide_silent_failure(void** state) {
 
 /* Sets a result whose finalizer fails, replaces it with an int (which
  * runs the finalizer), then fails without recording an error. */
-static int replace_doomed_then_fail_silently(PFValue* args, int* codes, int n,
-                                             PFRetValueHandle ret, void* res) {
+static int replace_doomed_then_fail_silently(PFValue* args, int* codes, int n, PFRetValueHandle ret,
+                                             void* res) {
   (void)args;
   (void)codes;
   (void)n;
@@ -594,7 +592,8 @@ static void test_errors_are_per_thread(void** state) {
 static int origin_line;
 
 static int fails_with_origin(int x) {
-  origin_line = __LINE__; return PF_ERROR(kPFErrValueError, "fails_with_origin: bad x %d", x);
+  origin_line = __LINE__;
+  return PF_ERROR(kPFErrValueError, "fails_with_origin: bad x %d", x);
 }
 
 static void test_pf_error_records_its_origin(void** state) {
@@ -604,7 +603,8 @@ static void test_pf_error_records_its_origin(void** state) {
   assert_string_equal(PFErrorGetKind(), "ValueError");
   assert_string_equal(PFErrorGetMessage(), "fails_with_origin: bad x 7");
   char want[256];
-  snprintf(want, sizeof want, "  File \"%s\", line %d, in fails_with_origin", __FILE__, origin_line);
+  snprintf(want, sizeof want, "  File \"%s\", line %d, in fails_with_origin", __FILE__,
+           origin_line);
   assert_string_equal(PFErrorGetTraceback(), want);
   PFErrorClear();
 }
@@ -636,8 +636,9 @@ static void check_raised_in_(int rc, const char* kind, const char* begins, const
   if (rc != -1 || strcmp(PFErrorGetKind(), kind) != 0 ||
       strncmp(PFErrorGetMessage(), begins, strlen(begins)) != 0 ||
       strncmp(tb, want, strlen(want)) != 0 || strchr(tb, '\n') != NULL)
-    fail_msg("line %d: got %d, %s: %s\n  traceback \"%s\"\nwant -1, %s: %s...\n  traceback \"%s...\"",
-             line, rc, PFErrorGetKind(), PFErrorGetMessage(), tb, kind, begins, want);
+    fail_msg(
+        "line %d: got %d, %s: %s\n  traceback \"%s\"\nwant -1, %s: %s...\n  traceback \"%s...\"",
+        line, rc, PFErrorGetKind(), PFErrorGetMessage(), tb, kind, begins, want);
 }
 
 static int no_prepack(void* res, int position, PFValue value, int code,
@@ -755,8 +756,7 @@ static void test_library_errors_record_their_origin(void** state) {
   assert_pf_ok(PFHostGateCreate(&other));
   assert_pf_ok(PFHostObjectCreate(gate, NULL, NULL, &obj));
   assert_raised_in(PFHostObjectGetPayload(obj, other, &payload), kPFErrTypeError,
-                   "PFHostObjectGetPayload: argument 'obj' is a host object of another gate",
-                   host);
+                   "PFHostObjectGetPayload: argument 'obj' is a host object of another gate", host);
   assert_pf_ok(PFObjectFree(obj));
   assert_pf_ok(PFHostGateClose(other, "errors.origin: the host has gone", 0));
   assert_raised_in(PFFuncCreateFromHostCFunc(other, pf_test_echo, NULL, NULL, &g),
@@ -774,8 +774,8 @@ static void test_library_errors_record_their_origin(void** state) {
                    "PFModImport: importing module 'errors.origin.module'",
                    "runtime/module_import.c");
   assert_pf_ok(PFModFree(mod));
-  static const PFFuncDescriptor twice = {.abi = 1, .kind = kPFFuncDescriptorPacked,
-                                         .name = "errors.twice", .packed = pf_test_echo};
+  static const PFFuncDescriptor twice = {
+      .abi = 1, .kind = kPFFuncDescriptorPacked, .name = "errors.twice", .packed = pf_test_echo};
   const PFFuncDescriptor* const table[2] = {&twice, &twice};
   assert_raised_in(PFModLoadFromDescriptors(table, table + 2, &mod), kPFErrKeyError,
                    "PFModLoadFromDescriptors: module '<descriptor table>' registers the name",

@@ -18,12 +18,12 @@ static int answer(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
-static const PFFuncDescriptor k_aa = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "aa",
-                                      answer, NULL, NULL, NULL};
-static const PFFuncDescriptor k_mm = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "mm",
-                                      answer, NULL, NULL, NULL};
-static const PFFuncDescriptor k_zz = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "zz",
-                                      answer, NULL, NULL, NULL};
+static const PFFuncDescriptor k_aa = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "aa", answer, NULL, NULL, NULL};
+static const PFFuncDescriptor k_mm = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "mm", answer, NULL, NULL, NULL};
+static const PFFuncDescriptor k_zz = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "zz", answer, NULL, NULL, NULL};
 static const PFFuncDescriptor* const k_table[] = {&k_aa, &k_mm, &k_zz};
 
 static atomic_int g_done;

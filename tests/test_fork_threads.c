@@ -69,8 +69,7 @@ static _Alignas(16) unsigned char g_arena[8 << 20];
 static size_t g_arena_used; /* the child's only thread touches it */
 
 static void spin(void) {
-  for (volatile int i = 0; i < 20000; ++i) {
-  }
+  for (volatile int i = 0; i < 20000; ++i) {}
 }
 
 static void* arena_alloc(size_t n) {

@@ -195,8 +195,7 @@ static void test_close_without_message(void** state) {
 /* A host function that closes its own gate from inside a nested call:
  * resource = the gate. The outer calls are this thread's own, further up
  * its stack, and are not waited for. */
-static int host_close_own_gate(PFValue* args, int* codes, int n, PFRetValueHandle ret,
-                               void* res) {
+static int host_close_own_gate(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   PFHostCall* call = res;
   (void)codes;
   if (n > 0) { /* the outer call: call ourselves once more, with no argument */
@@ -286,8 +285,8 @@ static void test_close_times_out_while_another_thread_is_inside(void** state) {
   assert_int_equal(pthread_create(&th, NULL, call_blocker, &b), 0);
   while (!atomic_load(&b.entered)) pause_briefly();
 
-  assert_pf_error(PFHostGateClose(g, "bye", 0), "TimeoutError", "PFHostGateClose",
-                  "1 call(s)", "after 0 ms");
+  assert_pf_error(PFHostGateClose(g, "bye", 0), "TimeoutError", "PFHostGateClose", "1 call(s)",
+                  "after 0 ms");
   assert_pf_error(PFHostGateClose(g, "bye", 20), "TimeoutError", "after 20 ms");
   /* Closed all the same: a new call fails at once. */
   PFValue rv;
@@ -378,8 +377,7 @@ static int host_count_inside(PFValue* args, int* codes, int n, PFRetValueHandle 
   storm* st = call->resource_handle;
   atomic_fetch_add(st->inside, 1);
   if (atomic_load(st->closed)) atomic_fetch_add(st->ran_after_close, 1);
-  for (volatile int i = 0; i < 50; ++i) {
-  }
+  for (volatile int i = 0; i < 50; ++i) {}
   atomic_fetch_sub(st->inside, 1);
   call->status = 0;
   return 0;
@@ -521,8 +519,8 @@ static void test_bad_input(void** state) {
   assert_int_equal(atomic_load(&fin), 2);
 
   PFObjectHandle g = new_gate();
-  assert_pf_error(PFFuncCreateFromHostCFunc(g, NULL, &fin, pf_test_count_fin, &f),
-                  kPFErrTypeError, "argument 'func' is NULL");
+  assert_pf_error(PFFuncCreateFromHostCFunc(g, NULL, &fin, pf_test_count_fin, &f), kPFErrTypeError,
+                  "argument 'func' is NULL");
   assert_int_equal(atomic_load(&fin), 3);
   assert_pf_error(PFFuncCreateFromHostCFunc(g, host_mode, &fin, pf_test_count_fin, NULL),
                   kPFErrTypeError, "argument 'out' is NULL");
@@ -643,8 +641,8 @@ static void test_host_objects(void** state) {
   assert_pf_ok(PFHostObjectGetPayload(obj, g, &p));
   assert_ptr_equal(p, &g_obj_fins);
   /* A host recognizes its own objects only. */
-  assert_pf_error(PFHostObjectGetPayload(obj, other, &p), kPFErrTypeError,
-                  "PFHostObjectGetPayload", "another gate");
+  assert_pf_error(PFHostObjectGetPayload(obj, other, &p), kPFErrTypeError, "PFHostObjectGetPayload",
+                  "another gate");
   assert_pf_error(PFHostObjectGetPayload(g, g, &p), kPFErrTypeError,
                   "argument 'obj' is not a live host object handle");
   assert_pf_error(PFHostObjectGetPayload(obj, obj, &p), kPFErrTypeError,

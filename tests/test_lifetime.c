@@ -103,8 +103,7 @@ static void reentrant_fin(void* res) {
   PFFunctionHandle h = NULL;
   if (PFFuncGetGlobal("lifetime.reentrant.other", &h) == 0 && h != NULL) {
     PFFuncFree(h);
-    if (PFFuncRemoveGlobal("lifetime.reentrant.other") == 0)
-      atomic_fetch_add(&g_reentrant_fins, 1);
+    if (PFFuncRemoveGlobal("lifetime.reentrant.other") == 0) atomic_fetch_add(&g_reentrant_fins, 1);
   }
 }
 
@@ -177,8 +176,11 @@ static void counted_tensor_init(counted_tensor* t) {
   memset(t, 0, sizeof(*t));
   for (int i = 0; i < 4; ++i) t->data[i] = (float)i + 0.5f;
   t->shape[0] = 4;
-  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 1,
-                                    .dtype = {kDLFloat, 32, 1}, .shape = t->shape};
+  t->managed.dl_tensor = (DLTensor){.data = t->data,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 1,
+                                    .dtype = {kDLFloat, 32, 1},
+                                    .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = counted_deleter;
   atomic_init(&t->deleted, 0);
@@ -276,8 +278,7 @@ static void test_program_code_holds_no_library(void** state) {
 static void test_library_code_holds_its_library(void** state) {
   (void)state;
   PFFunctionHandle packed = NULL, typed = NULL;
-  assert_pf_ok(PFFuncCreateFromCFunc((PFPackedCFunc)(void (*)(void))ffi_call, NULL, NULL,
-                                     &packed));
+  assert_pf_ok(PFFuncCreateFromCFunc((PFPackedCFunc)(void (*)(void))ffi_call, NULL, NULL, &packed));
   pf_object* lib = lib_of(packed, 0);
   assert_non_null(lib);
   assert_null(lib_of(packed, 1));

@@ -68,10 +68,18 @@ static void test_list_every_type_code(void** state) {
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &f));
   int marker = 0;
-  PFValue v[] = {{.v_int64 = -42},        {.v_float64 = 2.5},      {.v_int64 = 1},
-                 {.v_int64 = 0},          {.v_handle = &marker},   {.v_type = {kDLFloat, 32, 4}},
-                 {.v_device = {kDLCUDA, 3}}, {.v_str = text},       {.v_handle = &bytes},
-                 {.v_handle = f},         {.v_handle = boxed},     {.v_int64 = 0x1122334455667788}};
+  PFValue v[] = {{.v_int64 = -42},
+                 {.v_float64 = 2.5},
+                 {.v_int64 = 1},
+                 {.v_int64 = 0},
+                 {.v_handle = &marker},
+                 {.v_type = {kDLFloat, 32, 4}},
+                 {.v_device = {kDLCUDA, 3}},
+                 {.v_str = text},
+                 {.v_handle = &bytes},
+                 {.v_handle = f},
+                 {.v_handle = boxed},
+                 {.v_int64 = 0x1122334455667788}};
   int c[] = {kPFInt,    kPFFloat, kPFBool,  kPFNull,       kPFOpaqueHandle, kPFDataType,
              kPFDevice, kPFStr,   kPFBytes, kPFFuncHandle, kPFObjectHandle, kPFExtBegin + 3};
   const int64_t n = (int64_t)(sizeof(c) / sizeof(c[0]));
@@ -158,10 +166,10 @@ static void test_list_python_semantics(void** state) {
   assert_ints(l, NULL, 0);
   for (int64_t i = 0; i < 5; ++i) assert_pf_ok(PFListAppend(l, iv(i), kPFInt));
   assert_ints(l, (int64_t[]){0, 1, 2, 3, 4}, 5);
-  assert_pf_ok(PFListInsert(l, 0, iv(-1), kPFInt));    /* front */
-  assert_pf_ok(PFListInsert(l, 6, iv(5), kPFInt));     /* end: the size */
-  assert_pf_ok(PFListInsert(l, -1, iv(45), kPFInt));   /* before the last */
-  assert_pf_ok(PFListInsert(l, -8, iv(-2), kPFInt));   /* -size: the front */
+  assert_pf_ok(PFListInsert(l, 0, iv(-1), kPFInt));  /* front */
+  assert_pf_ok(PFListInsert(l, 6, iv(5), kPFInt));   /* end: the size */
+  assert_pf_ok(PFListInsert(l, -1, iv(45), kPFInt)); /* before the last */
+  assert_pf_ok(PFListInsert(l, -8, iv(-2), kPFInt)); /* -size: the front */
   assert_ints(l, (int64_t[]){-2, -1, 0, 1, 2, 3, 4, 45, 5}, 9);
   assert_pf_ok(PFListSetItem(l, -1, iv(50), kPFInt));
   assert_pf_ok(PFListSetItem(l, 0, iv(-20), kPFInt));
@@ -286,15 +294,21 @@ static void test_list_finalizers_run_after_the_lock(void** state) {
     PFValue got;
     int code;
     switch (way) {
-      case 0: assert_pf_ok(PFListSetItem(g_reentrant_list, last, iv(0), kPFInt)); break;
+      case 0:
+        assert_pf_ok(PFListSetItem(g_reentrant_list, last, iv(0), kPFInt));
+        break;
       case 1:
         assert_pf_ok(PFListPop(g_reentrant_list, last, &got, &code));
         assert_int_equal(code, kPFObjectHandle);
         assert_int_equal(g_reentrant_fins, way);
         assert_pf_ok(PFObjectFree(got.v_handle));
         break;
-      case 2: assert_pf_ok(PFListReplace(g_reentrant_list, last, 1, NULL, NULL, 0)); break;
-      default: assert_pf_ok(PFListClear(g_reentrant_list)); break;
+      case 2:
+        assert_pf_ok(PFListReplace(g_reentrant_list, last, 1, NULL, NULL, 0));
+        break;
+      default:
+        assert_pf_ok(PFListClear(g_reentrant_list));
+        break;
     }
     assert_int_equal(g_reentrant_fins, way + 1);
   }
@@ -469,8 +483,7 @@ static void test_list_bad_input(void** state) {
   assert_pf_error(PFListExtend(l, NULL, &c, 1), kPFErrTypeError, "'values' is NULL with count 1");
   assert_pf_error(PFListReplace(l, -1, 0, &v, &c, 1), kPFErrValueError, "'start' is negative");
   assert_pf_error(PFListReplace(l, 0, -1, &v, &c, 1), kPFErrValueError, "'count' is negative");
-  assert_pf_error(PFListReplace(l, 0, 0, &v, &c, -1), kPFErrValueError,
-                  "'num_values' is negative");
+  assert_pf_error(PFListReplace(l, 0, 0, &v, &c, -1), kPFErrValueError, "'num_values' is negative");
   assert_pf_error(PFListReplace(l, 0, 0, &v, NULL, 1), kPFErrTypeError,
                   "'codes' is NULL with num_values 1");
   assert_pf_error(PFListToArray(l, -1, 1, &out), kPFErrValueError, "'start' is negative");
@@ -481,8 +494,7 @@ static void test_list_bad_input(void** state) {
   assert_pf_error(PFListExtend(l, two, two_c, 2), kPFErrTypeError, "PFListExtend", "value 1");
   assert_pf_error(PFListReplace(l, 0, 3, two, two_c, 2), kPFErrTypeError, "PFListReplace",
                   "value 1");
-  assert_pf_error(PFListAppend(l, v, kPFDLTensorHandle), kPFErrTypeError, "value 0",
-                  "DLTensor*");
+  assert_pf_error(PFListAppend(l, v, kPFDLTensorHandle), kPFErrTypeError, "value 0", "DLTensor*");
   assert_pf_error(PFListSetItem(l, 0, (PFValue){.v_handle = g_not_an_object}, kPFObjectHandle),
                   kPFErrTypeError, "value 0", "not a live object handle");
   assert_pf_error(PFListGetItem(l, 0, NULL, &gc), kPFErrTypeError, "'out' is NULL");

@@ -61,8 +61,7 @@ static void* snapshot_reader(void* arg) {
     if (PFListGetItem(g_list, -1, &one, &oc) != 0 || oc != kPFStr) return (void*)4;
     char copy[32];
     snprintf(copy, sizeof(copy), "%s", one.v_str);
-    for (volatile int spin = 0; spin < 50; ++spin) {
-    }
+    for (volatile int spin = 0; spin < 50; ++spin) {}
     if (strcmp(copy, one.v_str) != 0 || strncmp(copy, "gen-", 4) != 0) return (void*)5;
     atomic_fetch_add(&g_reads, 1);
   }
@@ -135,11 +134,9 @@ static void* handle_reader(void* arg) {
       if (PFListGetItem(g_list, i, &v, &c) != 0) return (void*)1;
       if (c != kPFObjectHandle) continue;
       void* payload = NULL;
-      for (volatile int spin = 0; spin < 50; ++spin) {
-      }
+      for (volatile int spin = 0; spin < 50; ++spin) {}
       /* Still alive: the read gave this thread its own reference. */
-      if (PFObjectGetBoxedPayload(v.v_handle, &payload) != 0 || payload != &g_made)
-        return (void*)2;
+      if (PFObjectGetBoxedPayload(v.v_handle, &payload) != 0 || payload != &g_made) return (void*)2;
       PFObjectFree(v.v_handle);
       atomic_fetch_add(&g_reads, 1);
     }

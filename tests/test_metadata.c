@@ -124,14 +124,21 @@ static void test_signature_is_checked_and_canonical(void** state) {
   assert_string_equal(sig, "float64(int32,uint8,bool)");
   assert_pf_ok(PFFuncFree(f));
 
-  static const char* const bad[] = {"int64(int64,,int64)", "float(int64)", "int64(void)",
-                                    "int64(int64", "int64 int64)", "int64(int64) x", "",
-                                    "(int64)", "Int64()", "int64(int64,)"};
+  static const char* const bad[] = {"int64(int64,,int64)",
+                                    "float(int64)",
+                                    "int64(void)",
+                                    "int64(int64",
+                                    "int64 int64)",
+                                    "int64(int64) x",
+                                    "",
+                                    "(int64)",
+                                    "Int64()",
+                                    "int64(int64,)"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
     f = make();
     /* All or nothing: the name given in the same call is not set either. */
-    assert_pf_error(PFFuncSetInfo(f, "meta.bad", bad[i], "doc"), kPFErrValueError,
-                    "PFFuncSetInfo", "bad signature");
+    assert_pf_error(PFFuncSetInfo(f, "meta.bad", bad[i], "doc"), kPFErrValueError, "PFFuncSetInfo",
+                    "bad signature");
     const char *name = "x", *doc = "x";
     sig = "x";
     assert_pf_ok(PFFuncGetInfo(f, &name, &sig, &doc));
@@ -159,8 +166,8 @@ static void test_signature_type_info(void** state) {
     assert_pf_ok(PFFuncFree(f));
     assert_non_null(PFTypeCodeName(code));
   }
-  assert_pf_error(PFSignatureTypeInfo(count, NULL, NULL), kPFErrIndexError,
-                  "PFSignatureTypeInfo", "'index'");
+  assert_pf_error(PFSignatureTypeInfo(count, NULL, NULL), kPFErrIndexError, "PFSignatureTypeInfo",
+                  "'index'");
   assert_pf_error(PFSignatureTypeInfo(-1, NULL, NULL), kPFErrIndexError, "'index'");
   assert_int_equal(count, 26); /* then array, map, shape, object, list, dict, any */
   assert_pf_ok(PFSignatureTypeInfo(1, &name, &code));

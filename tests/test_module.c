@@ -288,7 +288,7 @@ static void test_load_bad_path(void** state) {
   assert_pf_error(PFModLoadFromFile(mod_path("no_such_module.so"), &m), kPFErrRuntimeError,
                   "PFModLoadFromFile", "no_such_module.so",
                   "cannot open shared object file"); /* dlopen's own words */
-  assert_ptr_equal(m, &sentinel);                       /* untouched */
+  assert_ptr_equal(m, &sentinel);                    /* untouched */
   assert_pf_error(PFModLoadFromFile(NULL, &m), kPFErrTypeError, "PFModLoadFromFile", "'path'");
   assert_pf_error(PFModLoadFromFile(mod_path("mod_basic.so"), NULL), kPFErrTypeError, "'out'");
   assert_pf_error(PFModLoadFromFile("", &m), kPFErrValueError, "'path' is empty");
@@ -299,8 +299,8 @@ static void test_load_bad_path(void** state) {
 static void test_load_not_a_module(void** state) {
   (void)state;
   PFModuleHandle m = NULL;
-  assert_pf_error(PFModLoadFromFile(mod_path("mod_plain.so"), &m), kPFErrValueError,
-                  "mod_plain.so", "is not a packedfunc module");
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_plain.so"), &m), kPFErrValueError, "mod_plain.so",
+                  "is not a packedfunc module");
   assert_false(is_loaded("mod_plain.so")); /* closed again */
   /* Depending on a module does not make a library one. */
   assert_pf_error(PFModLoadFromFile(mod_path("mod_depends.so"), &m), kPFErrValueError,
@@ -313,8 +313,8 @@ static void test_load_not_a_module(void** state) {
 static void test_load_duplicate_name(void** state) {
   (void)state;
   PFModuleHandle m = NULL;
-  assert_pf_error(PFModLoadFromFile(mod_path("mod_dup.so"), &m), kPFErrKeyError,
-                  "mod_dup.so", "'dup.twice' twice");
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_dup.so"), &m), kPFErrKeyError, "mod_dup.so",
+                  "'dup.twice' twice");
   assert_null(m);
   assert_false(is_loaded("mod_dup.so"));
 }
@@ -516,15 +516,14 @@ static void test_load_fifo(void** state) {
   assert_int_equal(mkfifo(path, 0600), 0);
   child_load res;
   load_in_child(path, NULL, &res);
-  assert_child_error(&res, kPFErrRuntimeError, "cannot load", path, "a FIFO",
-                     "not a regular file");
+  assert_child_error(&res, kPFErrRuntimeError, "cannot load", path, "a FIFO", "not a regular file");
   remove_scratch((const char* const[]){"fifo.so", NULL});
   /* Other files that are not regular. */
   PFModuleHandle m = NULL;
   assert_pf_error(PFModLoadFromFile("/dev/zero", &m), kPFErrRuntimeError, "cannot load",
                   "a character device");
-  assert_pf_error(PFModLoadFromFile(PF_TEST_MODULE_DIR, &m), kPFErrRuntimeError,
-                  "cannot load", "a directory");
+  assert_pf_error(PFModLoadFromFile(PF_TEST_MODULE_DIR, &m), kPFErrRuntimeError, "cannot load",
+                  "a directory");
   assert_null(m);
 }
 
@@ -620,8 +619,8 @@ static void test_load_function_pointer_into_data(void** state) {
 
 /* Calls module function `name` with an int (when `with_int`) and an opaque
  * counter argument; returns the handle it returns. */
-static void* make_in_module(PFModuleHandle m, const char* name, int with_int,
-                            atomic_int* counter, int expect_code) {
+static void* make_in_module(PFModuleHandle m, const char* name, int with_int, atomic_int* counter,
+                            int expect_code) {
   PFFunctionHandle f = get(m, name, 0);
   assert_non_null(f);
   PFValue args[2];
@@ -740,12 +739,10 @@ static void test_bad_handles(void** state) {
   const char** names;
   assert_pf_error(PFModGetFunction(NULL, "add", 0, &out), kPFErrTypeError, "PFModGetFunction",
                   "'mod' is NULL");
-  assert_pf_error(PFModGetFunction(f, "add", 0, &out), kPFErrTypeError,
-                  "not a live module handle");
+  assert_pf_error(PFModGetFunction(f, "add", 0, &out), kPFErrTypeError, "not a live module handle");
   assert_pf_error(PFModGetFunction(m, NULL, 0, &out), kPFErrTypeError, "'name'");
   assert_pf_error(PFModGetFunction(m, "add", 0, NULL), kPFErrTypeError, "'out'");
-  assert_pf_error(PFModListFunctionNames(f, &n, &names), kPFErrTypeError,
-                  "PFModListFunctionNames");
+  assert_pf_error(PFModListFunctionNames(f, &n, &names), kPFErrTypeError, "PFModListFunctionNames");
   assert_pf_error(PFModListFunctionNames(m, NULL, &names), kPFErrTypeError, "'out_size'");
   assert_pf_error(PFModListFunctionNames(m, &n, NULL), kPFErrTypeError, "'out_array'");
   assert_pf_error(PFModImport(m, f), kPFErrTypeError, "PFModImport", "'dep'");
@@ -868,8 +865,8 @@ static void test_export_rollback_after_partial_register(void** state) {
   assert_pf_ok(PFFuncRegisterGlobal("ovr.add", old_add, 0));
   assert_pf_ok(PFFuncRegisterGlobalEx("ovr.neg", prot, kPFRegisterProtected));
   PFModuleHandle m = load("mod_other.so");
-  assert_pf_error(PFModExportGlobal(m, "ovr.", kPFRegisterOverride), kPFErrRuntimeError,
-                  "ovr.neg", "protected");
+  assert_pf_error(PFModExportGlobal(m, "ovr.", kPFRegisterOverride), kPFErrRuntimeError, "ovr.neg",
+                  "protected");
   PFFunctionHandle now = NULL;
   assert_pf_ok(PFFuncGetGlobal("ovr.add", &now));
   assert_ptr_equal(now, old_add);
@@ -941,18 +938,23 @@ static void test_load_self(void** state) {
 
 static void test_descriptor_errors(void** state) {
   (void)state;
-  static const PFFuncDescriptor ok = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "t.ok",
-                                      self_answer, NULL, NULL, NULL};
-  static const PFFuncDescriptor bad_abi = {99, kPFFuncDescriptorPacked, "t.abi", self_answer,
-                                           NULL, NULL, NULL};
-  static const PFFuncDescriptor bad_kind = {PF_FUNC_DESCRIPTOR_ABI, 7, "t.kind", self_answer,
-                                            NULL, NULL, NULL};
-  static const PFFuncDescriptor no_name = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                           "", self_answer, NULL, NULL, NULL};
-  static const PFFuncDescriptor no_fn = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                         "t.nofn", NULL, NULL, NULL, NULL};
-  static const PFFuncDescriptor no_sig = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped,
-                                          "t.nosig", NULL, (void (*)(void))self_sub, NULL, NULL};
+  static const PFFuncDescriptor ok = {
+      PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "t.ok", self_answer, NULL, NULL, NULL};
+  static const PFFuncDescriptor bad_abi = {
+      99, kPFFuncDescriptorPacked, "t.abi", self_answer, NULL, NULL, NULL};
+  static const PFFuncDescriptor bad_kind = {
+      PF_FUNC_DESCRIPTOR_ABI, 7, "t.kind", self_answer, NULL, NULL, NULL};
+  static const PFFuncDescriptor no_name = {
+      PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "", self_answer, NULL, NULL, NULL};
+  static const PFFuncDescriptor no_fn = {
+      PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "t.nofn", NULL, NULL, NULL, NULL};
+  static const PFFuncDescriptor no_sig = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorTyped,
+                                          "t.nosig",
+                                          NULL,
+                                          (void (*)(void))self_sub,
+                                          NULL,
+                                          NULL};
   PFModuleHandle m = NULL;
   const PFFuncDescriptor* t1[] = {&ok, &bad_abi};
   assert_pf_error(PFModLoadFromDescriptors(t1, t1 + 2, &m), kPFErrValueError,
@@ -990,8 +992,8 @@ static void test_descriptor_errors(void** state) {
   {
     char name[16];
     snprintf(name, sizeof(name), "t.%s", "stack");
-    PFFuncDescriptor d = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, name, self_answer,
-                          NULL, NULL, "doc"};
+    PFFuncDescriptor d = {
+        PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, name, self_answer, NULL, NULL, "doc"};
     const PFFuncDescriptor* t[] = {&d};
     assert_pf_ok(PFModLoadFromDescriptors(t, t + 1, &m));
     memset(name, 'x', sizeof(name) - 1);
@@ -1125,8 +1127,7 @@ static int second_arg(PFValue* args, int* codes, int n, PFRetValueHandle ret, vo
 
 /* Packs an int constant at position 1 into its double; leaves others. */
 static int double_int(void* res, int position, PFValue value, int code,
-                      const PFAllocator* allocator, PFValue* out, int* out_code,
-                      int* is_packed) {
+                      const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
   (void)res, (void)allocator;
   *is_packed = position == 1 && code == kPFInt;
   if (*is_packed) {
@@ -1138,11 +1139,24 @@ static int double_int(void* res, int position, PFValue value, int code,
 
 static void test_descriptor_prepack(void** state) {
   (void)state;
-  static const PFFuncDescriptor hooked = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                          "t.hooked", second_arg, NULL, NULL, NULL,
-                                          "t/doubled", double_int};
-  static const PFFuncDescriptor plain = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                         "t.plain", second_arg, NULL, NULL, NULL, NULL, NULL};
+  static const PFFuncDescriptor hooked = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorPacked,
+                                          "t.hooked",
+                                          second_arg,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          "t/doubled",
+                                          double_int};
+  static const PFFuncDescriptor plain = {PF_FUNC_DESCRIPTOR_ABI,
+                                         kPFFuncDescriptorPacked,
+                                         "t.plain",
+                                         second_arg,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         NULL};
   const PFFuncDescriptor* t[] = {&hooked, &plain};
   PFModuleHandle m = NULL;
   assert_pf_ok(PFModLoadFromDescriptors(t, t + 2, &m));
@@ -1168,15 +1182,33 @@ static void test_descriptor_prepack(void** state) {
   m = NULL;
 
   /* A format without a hook, a hook without a format, an empty format. */
-  static const PFFuncDescriptor no_hook = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                           "t.nohook", second_arg, NULL, NULL, NULL, "t/x",
+  static const PFFuncDescriptor no_hook = {PF_FUNC_DESCRIPTOR_ABI,
+                                           kPFFuncDescriptorPacked,
+                                           "t.nohook",
+                                           second_arg,
+                                           NULL,
+                                           NULL,
+                                           NULL,
+                                           "t/x",
                                            NULL};
-  static const PFFuncDescriptor no_format = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                             "t.noformat", second_arg, NULL, NULL, NULL, NULL,
+  static const PFFuncDescriptor no_format = {PF_FUNC_DESCRIPTOR_ABI,
+                                             kPFFuncDescriptorPacked,
+                                             "t.noformat",
+                                             second_arg,
+                                             NULL,
+                                             NULL,
+                                             NULL,
+                                             NULL,
                                              double_int};
   static const PFFuncDescriptor empty_format = {PF_FUNC_DESCRIPTOR_ABI,
-                                                kPFFuncDescriptorPacked, "t.empty", second_arg,
-                                                NULL, NULL, NULL, "", double_int};
+                                                kPFFuncDescriptorPacked,
+                                                "t.empty",
+                                                second_arg,
+                                                NULL,
+                                                NULL,
+                                                NULL,
+                                                "",
+                                                double_int};
   const PFFuncDescriptor* t1[] = {&no_hook};
   assert_pf_error(PFModLoadFromDescriptors(t1, t1 + 1, &m), kPFErrValueError, "t.nohook",
                   "pre-pack format but no hook");
@@ -1208,8 +1240,8 @@ static void test_descriptor_version_1(void** state) {
   _Static_assert(sizeof(descriptor_v1) == offsetof(PFFuncDescriptor, pack_format),
                  "version 1 is a prefix of the descriptor");
   long page = sysconf(_SC_PAGESIZE);
-  char* mem = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  char* mem =
+      mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(mem != MAP_FAILED);
   assert_int_equal(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
   descriptor_v1* d = (descriptor_v1*)(void*)(mem + page - sizeof(descriptor_v1));
@@ -1260,15 +1292,16 @@ static DLTensor make_tensor(void* data, int64_t* shape, int ndim, uint8_t code, 
 static void free_managed(DLManagedTensor* m) { free(m); }
 
 static PFObjectHandle float_matrix(const float* v, int64_t rows, int64_t cols) {
-  DLManagedTensor* m = calloc(1, sizeof(*m) + sizeof(int64_t) * 2 + sizeof(float) * (size_t)(rows * cols));
+  DLManagedTensor* m =
+      calloc(1, sizeof(*m) + sizeof(int64_t) * 2 + sizeof(float) * (size_t)(rows * cols));
   assert_non_null(m);
   int64_t* shape = (int64_t*)(void*)(m + 1);
   float* data = (float*)(void*)(shape + 2);
   shape[0] = rows;
   shape[1] = cols;
   memcpy(data, v, sizeof(float) * (size_t)(rows * cols));
-  m->dl_tensor = (DLTensor){.data = data, .device = {kDLCPU, 0}, .ndim = 2,
-                            .dtype = {kDLFloat, 32, 1}, .shape = shape};
+  m->dl_tensor = (DLTensor){
+      .data = data, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = shape};
   m->deleter = free_managed;
   PFObjectHandle o = NULL;
   assert_pf_ok(PFTensorCreateFromDLPack(m, &o));
@@ -1282,7 +1315,7 @@ static void test_demo_matmul(void** state) {
   PFModuleHandle m = NULL;
   assert_pf_ok(PFModLoadFromFile(PF_TEST_DEMO_PLUGIN, &m));
   PFFunctionHandle mm = get(m, "demo.matmul", 0);
-  float xv[6] = {1, 2, 3, 4, 5, 6};          /* 2 x 3 */
+  float xv[6] = {1, 2, 3, 4, 5, 6};                    /* 2 x 3 */
   float wv[12] = {1, 0, 0, 1, 0, 1, 0, 1, 2, 0, 1, 1}; /* 3 x 4 */
   const float want[8] = {7, 2, 3, 6, 16, 5, 6, 15};
   int64_t xs[2] = {2, 3};
@@ -1336,8 +1369,7 @@ static void test_demo_matmul(void** state) {
   assert_pf_ok(PFFuncBind(mm, 1, &pos, &wval, &wc, cache, &b));
   a[0].v_handle = &x;
   c[0] = kPFDLTensorHandle;
-  assert_pf_error(PFFuncCall(b, a, c, 1, &r, &rc), kPFErrValueError,
-                  "x is 2 x 3 and w is 2 x 2");
+  assert_pf_error(PFFuncCall(b, a, c, 1, &r, &rc), kPFErrValueError, "x is 2 x 3 and w is 2 x 2");
   PFFuncFree(b);
   PFObjectFree(wrong);
   /* Zero strides let a small tensor claim any shape: a copy of one that
@@ -1515,7 +1547,8 @@ static void test_cxx_module(void** state) {
   assert_string_equal(names[2], "cxx.scale");
   assert_string_equal(names[3], "cxx.sum");
   assert_string_equal(names[4], "cxx.sum2");
-  assert_string_equal(names[5], "cxx.total"); /* its tensor's constraint: tests/python/test_cxx.py */
+  assert_string_equal(names[5],
+                      "cxx.total"); /* its tensor's constraint: tests/python/test_cxx.py */
   /* packed */
   PFFunctionHandle sum = get(m, "cxx.sum", 0);
   assert_int_equal(call_ii(sum, 40, 2), 42);

@@ -29,8 +29,8 @@ static int answer(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* 
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
-static const PFFuncDescriptor k_fn = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                      "fork.answer", answer, NULL, NULL, NULL};
+static const PFFuncDescriptor k_fn = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "fork.answer", answer, NULL, NULL, NULL};
 static const PFFuncDescriptor* const k_table[] = {&k_fn};
 
 /* A chain long enough that a lookup through it holds the import lock for a
@@ -95,11 +95,9 @@ static void test_fork_while_threads_import(void** state) {
   int forks = under_valgrind ? FORKS_VALGRIND : FORKS;
   g_chain_len = under_valgrind ? CHAIN_VALGRIND : CHAIN;
   for (int i = 0; i < g_chain_len; ++i)
-    assert_pf_ok(i == g_chain_len - 1
-                     ? PFModLoadFromDescriptors(k_table, k_table + 1, &g_chain[i])
-                     : PFModLoadFromDescriptors(NULL, NULL, &g_chain[i]));
-  for (int i = 0; i + 1 < g_chain_len; ++i)
-    assert_pf_ok(PFModImport(g_chain[i], g_chain[i + 1]));
+    assert_pf_ok(i == g_chain_len - 1 ? PFModLoadFromDescriptors(k_table, k_table + 1, &g_chain[i])
+                                      : PFModLoadFromDescriptors(NULL, NULL, &g_chain[i]));
+  for (int i = 0; i + 1 < g_chain_len; ++i) assert_pf_ok(PFModImport(g_chain[i], g_chain[i + 1]));
   /* Modules for the children to import: made before, so that the child
    * only imports and looks up. */
   PFModuleHandle mine[FORKS];
@@ -111,7 +109,7 @@ static void test_fork_while_threads_import(void** state) {
     assert_int_equal(pthread_create(&threads[i], NULL, busy, NULL), 0);
   int hung = 0, failed = 0;
   for (int k = 0; k < forks && !hung; ++k) { /* one hang is enough to fail */
-    usleep(2000); /* let the threads get into the locks */
+    usleep(2000);                            /* let the threads get into the locks */
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
@@ -127,18 +125,16 @@ static void test_fork_while_threads_import(void** state) {
     close(fds[1]);
     int r = wait_with_deadline(pid, fds[0]);
     close(fds[0]);
-    if (r < 0)
-      hung++;
-    else if (r > 0)
-      failed++;
+    if (r < 0) hung++;
+    else if (r > 0) failed++;
   }
   atomic_store(&g_stop, 1);
   for (int i = 0; i < THREADS; ++i) pthread_join(threads[i], NULL);
   for (int i = 0; i < FORKS; ++i) PFModFree(mine[i]);
   for (int i = 0; i < g_chain_len; ++i) PFModFree(g_chain[i]);
   if (hung || failed)
-    fail_msg("a child hung (killed after %d s): %d; children that failed: %d",
-             DEADLINE_SECONDS, hung, failed);
+    fail_msg("a child hung (killed after %d s): %d; children that failed: %d", DEADLINE_SECONDS,
+             hung, failed);
 }
 
 int main(void) {

@@ -23,8 +23,8 @@ static int answer(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* 
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
-static const PFFuncDescriptor k_deep = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                        "graph.deep", answer, NULL, NULL, NULL};
+static const PFFuncDescriptor k_deep = {
+    PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, "graph.deep", answer, NULL, NULL, NULL};
 static const PFFuncDescriptor* const k_deep_table[] = {&k_deep};
 
 static PFModuleHandle empty_module(void) {
@@ -87,8 +87,8 @@ static void test_shared_dependencies_are_searched_once(void** state) {
 
   /* Closing a cycle from the bottom is refused, with the same bound. */
   before = pf_mod_import_visits();
-  assert_pf_error(PFModImport(mods[0][1], mods[LAYERS - 1][0]), kPFErrValueError,
-                  "PFModImport", "import cycle");
+  assert_pf_error(PFModImport(mods[0][1], mods[LAYERS - 1][0]), kPFErrValueError, "PFModImport",
+                  "import cycle");
   assert_true(pf_mod_import_visits() - before <= 2 * LAYERS);
 
   for (int k = 0; k < LAYERS; ++k)

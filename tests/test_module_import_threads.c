@@ -61,8 +61,7 @@ static void* import_arm(void* arg) {
     for (int k = 0; k < PAIRS; ++k) {
       int rc = PFModImport(g->m[k][a->side], g->m[k][1 - a->side]);
       g->rc[k][a->side] = rc;
-      g->cycle_error[k][a->side] =
-          rc != 0 && strstr(PFErrorGetMessage(), "import cycle") != NULL;
+      g->cycle_error[k][a->side] = rc != 0 && strstr(PFErrorGetMessage(), "import cycle") != NULL;
     }
     atomic_fetch_add(&g->arrived, 1);
   }

@@ -180,9 +180,16 @@ static const PFMethodDesc k_shape_methods[] = {
     PF_METHOD_TYPED("kind", shape_kind, "str(object)", NULL),
     PF_STATIC_METHOD_TYPED("count", shape_count, "int64()", "How many kinds."),
 };
-static const PFObjectTypeDesc k_shape = {
-    PF_OBJECT_TYPE_DESC_ABI, "t.Shape", NULL, sizeof(Shape), shape_fin, "A shape.",
-    k_shape_fields, PF_COUNTOF(k_shape_fields), k_shape_methods, PF_COUNTOF(k_shape_methods)};
+static const PFObjectTypeDesc k_shape = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "t.Shape",
+                                         NULL,
+                                         sizeof(Shape),
+                                         shape_fin,
+                                         "A shape.",
+                                         k_shape_fields,
+                                         PF_COUNTOF(k_shape_fields),
+                                         k_shape_methods,
+                                         PF_COUNTOF(k_shape_methods)};
 
 static const PFFieldDesc k_rect_fields[] = {
     PF_FIELD(Rect, w, "float64", kPFFieldWritable, "Width."),
@@ -193,22 +200,37 @@ static const PFMethodDesc k_rect_methods[] = {
     PF_METHOD_TYPED("area", rect_area, "float64(obj<t.Rect>)", "w * h."),
     {"scale", rect_scale, NULL, "float64(obj<t.Rect>,float64)", 0, "Scales it."},
 };
-static const PFObjectTypeDesc k_rect = {
-    PF_OBJECT_TYPE_DESC_ABI, "t.Rect", "t.Shape", sizeof(Rect), rect_fin, NULL,
-    k_rect_fields, PF_COUNTOF(k_rect_fields), k_rect_methods, PF_COUNTOF(k_rect_methods)};
+static const PFObjectTypeDesc k_rect = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "t.Rect",
+                                        "t.Shape",
+                                        sizeof(Rect),
+                                        rect_fin,
+                                        NULL,
+                                        k_rect_fields,
+                                        PF_COUNTOF(k_rect_fields),
+                                        k_rect_methods,
+                                        PF_COUNTOF(k_rect_methods)};
 
 static const PFFieldDesc k_square_fields[] = {
     PF_FIELD(Square, level, "int32", kPFFieldWritable, NULL),
 };
-static const PFObjectTypeDesc k_square = {
-    PF_OBJECT_TYPE_DESC_ABI, "t.Square", "t.Rect", sizeof(Square), NULL, NULL,
-    k_square_fields, 1, NULL, 0};
+static const PFObjectTypeDesc k_square = {PF_OBJECT_TYPE_DESC_ABI,
+                                          "t.Square",
+                                          "t.Rect",
+                                          sizeof(Square),
+                                          NULL,
+                                          NULL,
+                                          k_square_fields,
+                                          1,
+                                          NULL,
+                                          0};
 
 static uint32_t g_shape, g_rect, g_square;
 
 static int setup(void** state) {
   (void)state;
-  if (PFObjectTypeRegister(&k_shape, &g_shape) != 0 || PFObjectTypeRegister(&k_rect, &g_rect) != 0 ||
+  if (PFObjectTypeRegister(&k_shape, &g_shape) != 0 ||
+      PFObjectTypeRegister(&k_rect, &g_rect) != 0 ||
       PFObjectTypeRegister(&k_square, &g_square) != 0) {
     fprintf(stderr, "setup: %s\n", PFGetLastError());
     return -1;
@@ -300,11 +322,11 @@ static void test_register_again(void** state) {
 }
 
 /* Expects registering `d` to fail with `kind` and a message with `sub`. */
-#define assert_bad(d, kind, ...)                                            \
-  do {                                                                      \
-    uint32_t ix_ = 77;                                                      \
-    assert_pf_error(PFObjectTypeRegister((d), &ix_), kind, __VA_ARGS__);    \
-    assert_int_equal(ix_, 77);                                              \
+#define assert_bad(d, kind, ...)                                         \
+  do {                                                                   \
+    uint32_t ix_ = 77;                                                   \
+    assert_pf_error(PFObjectTypeRegister((d), &ix_), kind, __VA_ARGS__); \
+    assert_int_equal(ix_, 77);                                           \
   } while (0)
 
 typedef struct {
@@ -327,8 +349,8 @@ static void test_bad_descriptions(void** state) {
   PFFieldDesc f[3] = {PF_FIELD(Plain, a, "int64", 0, NULL), PF_FIELD(Plain, b, "int32", 0, NULL),
                       PF_FIELD(Plain, s, "str", 0, NULL)};
   PFMethodDesc m[1] = {PF_METHOD_TYPED("go", noop_typed, "void(obj<t.bad.Ok>)", NULL)};
-  const PFObjectTypeDesc ok = {PF_OBJECT_TYPE_DESC_ABI, "t.bad.Ok", NULL, sizeof(Plain), NULL,
-                               NULL, f, 3, m, 1};
+  const PFObjectTypeDesc ok = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.bad.Ok", NULL, sizeof(Plain), NULL, NULL, f, 3, m, 1};
   assert_pf_error(PFObjectTypeRegister(&ok, NULL), kPFErrTypeError, "'out_type_index' is NULL");
   PFObjectTypeDesc d = ok;
   d.abi = 2;
@@ -392,7 +414,9 @@ static void test_bad_descriptions(void** state) {
       {{"a", "int64 x", 0, 0, NULL}, kPFErrValueError, "unexpected text after the type"},
       {{"a", NULL, 0, 0, NULL}, kPFErrTypeError, "'type' is NULL"},
       {{"a", "int64", 4, 0, NULL}, kPFErrValueError, "offset 4 is not aligned for its type int64"},
-      {{"a", "int64", 16, 0, NULL}, kPFErrValueError, "its 8 bytes at offset 16 end past the instance size"},
+      {{"a", "int64", 16, 0, NULL},
+       kPFErrValueError,
+       "its 8 bytes at offset 16 end past the instance size"},
       {{"a", "int64", SIZE_MAX - 7, 0, NULL}, kPFErrValueError, "end past the instance size"},
       {{"a", "int32", 4, 0, NULL}, kPFErrValueError, "overlaps field"},
       {{"b", "int64", 0, 0, NULL}, kPFErrValueError, "overlaps field"},
@@ -416,15 +440,15 @@ static void test_bad_descriptions(void** state) {
   }
   /* A field over an inherited one. */
   PFFieldDesc over[1] = {{"z", "int32", offsetof(Shape, sides) + 4, 0, NULL}};
-  d = (PFObjectTypeDesc){PF_OBJECT_TYPE_DESC_ABI, "t.bad.Over", "t.Shape", sizeof(Rect), NULL,
-                         NULL, over, 1, NULL, 0};
+  d = (PFObjectTypeDesc){
+      PF_OBJECT_TYPE_DESC_ABI, "t.bad.Over", "t.Shape", sizeof(Rect), NULL, NULL, over, 1, NULL, 0};
   assert_bad(&d, kPFErrValueError, "overlaps field 'z'");
   over[0] = (PFFieldDesc){"sides", "int64", sizeof(Shape), 0, NULL};
   assert_bad(&d, kPFErrValueError, "the name 'sides' is taken twice", "an inherited field");
   /* A method named as an inherited field. */
   PFMethodDesc mm[1] = {PF_METHOD_TYPED("label", noop_typed, "void(object)", NULL)};
-  d = (PFObjectTypeDesc){PF_OBJECT_TYPE_DESC_ABI, "t.bad.Meth", "t.Shape", sizeof(Shape), NULL,
-                         NULL, NULL, 0, mm, 1};
+  d = (PFObjectTypeDesc){
+      PF_OBJECT_TYPE_DESC_ABI, "t.bad.Meth", "t.Shape", sizeof(Shape), NULL, NULL, NULL, 0, mm, 1};
   assert_bad(&d, kPFErrValueError, "the name 'label' is taken twice");
   /* Methods. */
   struct {
@@ -438,7 +462,8 @@ static void test_bad_descriptions(void** state) {
       {{"go", NULL, noop_typed, "void()", 0, NULL}, "takes the object first"},
       {{"go", NULL, noop_typed, "void(int64)", 0, NULL}, "takes the object first"},
       {{"go", noop_packed, NULL, "void(obj<t.Shape>)", 0, NULL}, "takes the object first"},
-      {{"__init__", NULL, noop_typed, "int64()", kPFMethodStatic, NULL}, "a static __init__ is a factory"},
+      {{"__init__", NULL, noop_typed, "int64()", kPFMethodStatic, NULL},
+       "a static __init__ is a factory"},
       {{"go", NULL, noop_typed, "void()", 2, NULL}, "unknown flag bits 0x2"},
       {{"go go", NULL, noop_typed, "void()", 0, NULL}, "the name of method 1 is not an identifier"},
   };
@@ -460,8 +485,8 @@ static void test_bad_descriptions(void** state) {
   for (int i = 0; i <= PF_OBJECT_TYPE_MAX_DEPTH; ++i) {
     snprintf(key, sizeof(key), "t.deep.T%d", i);
     snprintf(parent, sizeof(parent), "t.deep.T%d", i - 1);
-    d = (PFObjectTypeDesc){PF_OBJECT_TYPE_DESC_ABI, key, i ? parent : NULL, 8, NULL, NULL,
-                           NULL, 0, NULL, 0};
+    d = (PFObjectTypeDesc){
+        PF_OBJECT_TYPE_DESC_ABI, key, i ? parent : NULL, 8, NULL, NULL, NULL, 0, NULL, 0};
     reg(&d);
   }
   snprintf(key, sizeof(key), "t.deep.T%d", PF_OBJECT_TYPE_MAX_DEPTH + 1);
@@ -548,16 +573,34 @@ typedef struct {
 
 #define WF(m, t) PF_FIELD(All, m, t, kPFFieldWritable, NULL)
 static const PFFieldDesc k_all_fields[] = {
-    WF(i8, "int8"),       WF(i16, "int16"),     WF(i32, "int32"),   WF(i64, "int64"),
-    WF(u8, "uint8"),      WF(u16, "uint16"),    WF(u32, "uint32"),  WF(u64, "uint64"),
-    WF(f32, "float32"),   WF(f64, "float64"),   WF(b, "bool"),      WF(dt, "dtype"),
-    WF(dev, "device"),    WF(p, "ptr"),         WF(s, "str"),       WF(by, "bytes"),
-    WF(tensor, "tensor"), WF(fn, "func"),       WF(arr, "array"),   WF(map, "map"),
-    WF(shape, "shape"),   WF(obj, "object"),    WF(rect, " obj < t.Rect > "),
+    WF(i8, "int8"),
+    WF(i16, "int16"),
+    WF(i32, "int32"),
+    WF(i64, "int64"),
+    WF(u8, "uint8"),
+    WF(u16, "uint16"),
+    WF(u32, "uint32"),
+    WF(u64, "uint64"),
+    WF(f32, "float32"),
+    WF(f64, "float64"),
+    WF(b, "bool"),
+    WF(dt, "dtype"),
+    WF(dev, "device"),
+    WF(p, "ptr"),
+    WF(s, "str"),
+    WF(by, "bytes"),
+    WF(tensor, "tensor"),
+    WF(fn, "func"),
+    WF(arr, "array"),
+    WF(map, "map"),
+    WF(shape, "shape"),
+    WF(obj, "object"),
+    WF(rect, " obj < t.Rect > "),
     PF_FIELD(All, ro, "int64", 0, "read-only"),
 };
-static const PFObjectTypeDesc k_all = {PF_OBJECT_TYPE_DESC_ABI, "t.All", NULL, sizeof(All), NULL,
-                                       NULL, k_all_fields, PF_COUNTOF(k_all_fields), NULL, 0};
+static const PFObjectTypeDesc k_all = {
+    PF_OBJECT_TYPE_DESC_ABI,  "t.All", NULL, sizeof(All), NULL, NULL, k_all_fields,
+    PF_COUNTOF(k_all_fields), NULL,    0};
 
 static void set_ok(PFObjectHandle o, const char* name, PFValue v, int code) {
   const PFFieldInfo* f = NULL;
@@ -671,8 +714,8 @@ static void test_every_field_type(void** state) {
   static float buf[2];
   static int64_t tshape[1] = {2};
   DLManagedTensor* mt = calloc(1, sizeof(*mt));
-  mt->dl_tensor = (DLTensor){.data = buf, .device = {kDLCPU, 0}, .ndim = 1,
-                             .dtype = {kDLFloat, 32, 1}, .shape = tshape};
+  mt->dl_tensor = (DLTensor){
+      .data = buf, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = tshape};
   mt->deleter = (void (*)(DLManagedTensor*))free;
   PFObjectHandle tensor = NULL;
   assert_pf_ok(PFTensorCreateFromDLPack(mt, &tensor));
@@ -708,7 +751,10 @@ static void test_field_write_errors(void** state) {
     const char* kind;
     const char* sub;
   } cases[] = {
-      {"i64", {.v_str = "x"}, kPFStr, kPFErrTypeError,
+      {"i64",
+       {.v_str = "x"},
+       kPFStr,
+       kPFErrTypeError,
        "PFObjectSetFieldByName: field 'i64' of t.All: expected int64, got str"},
       {"i64", {.v_float64 = 1.0}, kPFFloat, kPFErrTypeError, "expected int64, got float"},
       {"i8", {.v_int64 = 128}, kPFInt, kPFErrValueError, "expected int8, got int 128"},
@@ -718,10 +764,16 @@ static void test_field_write_errors(void** state) {
       {"s", {.v_int64 = 1}, kPFInt, kPFErrTypeError, "expected str, got int"},
       {"s", {.v_str = NULL}, kPFStr, kPFErrTypeError, "type code str with a NULL pointer"},
       {"by", {.v_handle = NULL}, kPFBytes, kPFErrTypeError, "NULL pointer"},
-      {"fn", {.v_handle = g_not_a_function_ptr}, kPFFuncHandle, kPFErrTypeError,
+      {"fn",
+       {.v_handle = g_not_a_function_ptr},
+       kPFFuncHandle,
+       kPFErrTypeError,
        "a function handle that is not live"},
       {"arr", {.v_int64 = 0}, kPFInt, kPFErrTypeError, "expected array, got int"},
-      {"tensor", {.v_handle = &g_a_dltensor}, kPFDLTensorHandle, kPFErrTypeError,
+      {"tensor",
+       {.v_handle = &g_a_dltensor},
+       kPFDLTensorHandle,
+       kPFErrTypeError,
        "only borrowed for a call and cannot be kept"},
       {"tensor", {.v_int64 = 1}, kPFInt, kPFErrTypeError, "expected tensor, got int"},
       {"ro", {.v_int64 = 1}, kPFInt, kPFErrAttributeError, "field 'ro' of t.All is read-only"},
@@ -761,13 +813,15 @@ static void test_field_write_errors(void** state) {
   assert_pf_error(PFObjectGetField(shape, NULL, &out, &code), kPFErrTypeError, "'field' is NULL");
   const PFFieldInfo* sf = field(g_shape, "sides");
   assert_pf_error(PFObjectGetField(shape, sf, NULL, &code), kPFErrTypeError, "'out' is NULL");
-  assert_pf_error(PFObjectGetField(shape, sf, &out, NULL), kPFErrTypeError, "'out_type_code' is NULL");
+  assert_pf_error(PFObjectGetField(shape, sf, &out, NULL), kPFErrTypeError,
+                  "'out_type_code' is NULL");
   assert_pf_error(PFObjectGetField(NULL, sf, &out, &code), kPFErrTypeError, "'obj' is NULL");
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(noop_packed, NULL, NULL, &f));
   assert_pf_error(PFObjectGetField(f, sf, &out, &code), kPFErrTypeError, "is a function object");
   assert_pf_error(PFObjectGetFieldByName(f, "x", &out, &code), kPFErrTypeError);
-  assert_pf_error(PFObjectGetFieldByName(shape, NULL, &out, &code), kPFErrTypeError, "'name' is NULL");
+  assert_pf_error(PFObjectGetFieldByName(shape, NULL, &out, &code), kPFErrTypeError,
+                  "'name' is NULL");
   assert_pf_error(PFObjectSetField(shape, sf, vi(1), kPFInt), kPFErrAttributeError, "read-only");
   /* A parent's handle works on a child's instance. */
   PFObjectHandle sq = alloc(g_square);
@@ -787,8 +841,8 @@ typedef struct {
 static void test_release_chain_without_recursion(void** state) {
   (void)state;
   static const PFFieldDesc fields[] = {PF_FIELD(Link, next, "obj<t.Link>", kPFFieldWritable, NULL)};
-  static const PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI, "t.Link", NULL, sizeof(Link), NULL,
-                                     NULL, fields, 1, NULL, 0};
+  static const PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.Link", NULL, sizeof(Link), NULL, NULL, fields, 1, NULL, 0};
   uint32_t ix = reg(&d);
   const PFFieldInfo* next = field(ix, "next");
   PFObjectHandle head = NULL;
@@ -936,8 +990,8 @@ static void test_constructor(void** state) {
   PFObjectFree(sq);
   PFFuncFree(csq);
   /* No __init__: no arguments. */
-  static const PFObjectTypeDesc bare = {PF_OBJECT_TYPE_DESC_ABI, "t.Bare", NULL, 8, NULL,
-                                        "Bare.", NULL, 0, NULL, 0};
+  static const PFObjectTypeDesc bare = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.Bare", NULL, 8, NULL, "Bare.", NULL, 0, NULL, 0};
   uint32_t bix = reg(&bare);
   PFFunctionHandle cb = ctor(bix);
   assert_pf_ok(PFFuncGetInfo(cb, NULL, &sig, NULL));
@@ -949,8 +1003,8 @@ static void test_constructor(void** state) {
                   "t.Bare(): takes no arguments", "got 1");
   /* A failing packed __init__: its error, and the instance goes. */
   static const PFMethodDesc fm[] = {PF_METHOD_PACKED("__init__", failing_init, NULL)};
-  static const PFObjectTypeDesc failing = {PF_OBJECT_TYPE_DESC_ABI, "t.Failing", NULL, 8,
-                                           failing_fin, NULL, NULL, 0, fm, 1};
+  static const PFObjectTypeDesc failing = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.Failing", NULL, 8, failing_fin, NULL, NULL, 0, fm, 1};
   PFFunctionHandle cf = ctor(reg(&failing));
   assert_pf_ok(PFFuncGetInfo(cf, NULL, &sig, NULL));
   assert_null(sig);
@@ -960,8 +1014,8 @@ static void test_constructor(void** state) {
   /* A factory: a static __init__ whose result must be an instance. */
   static const PFMethodDesc fa[] = {
       PF_STATIC_METHOD_TYPED("__init__", factory, "obj<t.Fact>(int64)", "By factory.")};
-  static const PFObjectTypeDesc fact = {PF_OBJECT_TYPE_DESC_ABI, "t.Fact", "t.Rect",
-                                        sizeof(Rect), NULL, NULL, NULL, 0, fa, 1};
+  static const PFObjectTypeDesc fact = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.Fact", "t.Rect", sizeof(Rect), NULL, NULL, NULL, 0, fa, 1};
   uint32_t fix = reg(&fact);
   PFFunctionHandle cfa = ctor(fix);
   assert_pf_ok(PFFuncGetInfo(cfa, NULL, &sig, NULL));
@@ -1063,7 +1117,8 @@ static void test_grammar(void** state) {
   PFFuncFree(bound);
   /* The named grammar's table does not list obj (it names each type). */
   const char* name;
-  for (int i = 0; PFSignatureTypeInfo(i, &name, NULL) == 0; ++i) assert_string_not_equal(name, "obj");
+  for (int i = 0; PFSignatureTypeInfo(i, &name, NULL) == 0; ++i)
+    assert_string_not_equal(name, "obj");
   PFErrorClear();
   PFObjectFree(sq);
   PFObjectFree(shape);
@@ -1166,17 +1221,56 @@ static const PFFieldDesc k_node_fields[] = {
 static const PFMethodDesc k_node_methods[] = {
     PF_METHOD_TYPED("value_of", mod_node_value, "int64(obj<t.mod.Node>)", NULL)};
 /* The child is listed before its parent: the table's order does not matter. */
-static const PFObjectTypeDesc k_leaf = {PF_OBJECT_TYPE_DESC_ABI, "t.mod.Leaf", "t.mod.Node",
-                                        sizeof(Node), NULL, NULL, NULL, 0, NULL, 0};
-static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI, "t.mod.Node", NULL, sizeof(Node),
-                                        NULL, NULL, k_node_fields, 2, k_node_methods, 1};
-static const PFFuncDescriptor k_d_leaf = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorType, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, &k_leaf};
-static const PFFuncDescriptor k_d_node = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorType, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, &k_node};
-static const PFFuncDescriptor k_d_value = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped,
-                                           "t.mod.value", NULL, (void (*)(void))mod_node_value,
-                                           "int64(obj<t.mod.Leaf>)", NULL, NULL, NULL, NULL};
+static const PFObjectTypeDesc k_leaf = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "t.mod.Leaf",
+                                        "t.mod.Node",
+                                        sizeof(Node),
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        0,
+                                        NULL,
+                                        0};
+static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "t.mod.Node",
+                                        NULL,
+                                        sizeof(Node),
+                                        NULL,
+                                        NULL,
+                                        k_node_fields,
+                                        2,
+                                        k_node_methods,
+                                        1};
+static const PFFuncDescriptor k_d_leaf = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorType,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          &k_leaf};
+static const PFFuncDescriptor k_d_node = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorType,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          &k_node};
+static const PFFuncDescriptor k_d_value = {PF_FUNC_DESCRIPTOR_ABI,
+                                           kPFFuncDescriptorTyped,
+                                           "t.mod.value",
+                                           NULL,
+                                           (void (*)(void))mod_node_value,
+                                           "int64(obj<t.mod.Leaf>)",
+                                           NULL,
+                                           NULL,
+                                           NULL,
+                                           NULL};
 
 static void test_descriptor_tables(void** state) {
   (void)state;
@@ -1226,14 +1320,14 @@ static void test_descriptor_table_errors(void** state) {
   (void)state;
   PFModuleHandle m = NULL;
   /* Two types whose parents make a cycle: none is registered. */
-  static const PFObjectTypeDesc a = {PF_OBJECT_TYPE_DESC_ABI, "t.cyc.A", "t.cyc.B", 8, NULL, NULL,
-                                     NULL, 0, NULL, 0};
-  static const PFObjectTypeDesc b = {PF_OBJECT_TYPE_DESC_ABI, "t.cyc.B", "t.cyc.A", 8, NULL, NULL,
-                                     NULL, 0, NULL, 0};
-  static const PFObjectTypeDesc ok = {PF_OBJECT_TYPE_DESC_ABI, "t.cyc.Ok", NULL, 8, NULL, NULL,
-                                      NULL, 0, NULL, 0};
-  PFFuncDescriptor da = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorType, NULL, NULL, NULL,
-                         NULL, NULL, NULL, NULL, &a};
+  static const PFObjectTypeDesc a = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.cyc.A", "t.cyc.B", 8, NULL, NULL, NULL, 0, NULL, 0};
+  static const PFObjectTypeDesc b = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.cyc.B", "t.cyc.A", 8, NULL, NULL, NULL, 0, NULL, 0};
+  static const PFObjectTypeDesc ok = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.cyc.Ok", NULL, 8, NULL, NULL, NULL, 0, NULL, 0};
+  PFFuncDescriptor da = {
+      PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorType, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &a};
   PFFuncDescriptor db = da, dok = da;
   db.object_type = &b;
   dok.object_type = &ok;
@@ -1287,8 +1381,8 @@ static void test_descriptor_layout_2(void** state) {
   _Static_assert(sizeof(descriptor_v2) == offsetof(PFFuncDescriptor, object_type),
                  "layout 2 is a prefix of the descriptor");
   long page = sysconf(_SC_PAGESIZE);
-  char* mem = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  char* mem =
+      mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(mem != MAP_FAILED);
   assert_int_equal(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
   descriptor_v2* d = (descriptor_v2*)(void*)(mem + page - sizeof(descriptor_v2));
@@ -1312,7 +1406,7 @@ static void test_api_table_slots(void** state) {
   const PFApi* t = PFGetApiBase()->GetApi(PF_API_VERSION);
   assert_non_null(t);
   assert_true(PF_API_VERSION >= 9);
-#define SLOT(name, at)                 \
+#define SLOT(name, at)              \
   assert_true(t->name == PF##name); \
   assert_int_equal(offsetof(PFApi, name), (at) * sizeof(void*))
   SLOT(ObjectTypeRegister, 100);
@@ -1335,9 +1429,12 @@ static void test_api_table_slots(void** state) {
   const struct {
     const char* name;
     size_t size;
-  } sizes[] = {{"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)}, {"PFFieldDesc", sizeof(PFFieldDesc)},
-               {"PFMethodDesc", sizeof(PFMethodDesc)}, {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
-               {"PFFieldInfo", sizeof(PFFieldInfo)}, {"PFMethodInfo", sizeof(PFMethodInfo)}};
+  } sizes[] = {{"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)},
+               {"PFFieldDesc", sizeof(PFFieldDesc)},
+               {"PFMethodDesc", sizeof(PFMethodDesc)},
+               {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
+               {"PFFieldInfo", sizeof(PFFieldInfo)},
+               {"PFMethodInfo", sizeof(PFMethodInfo)}};
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
     size_t got = 0;
     assert_pf_ok(PFGetStructSize(sizes[i].name, &got));

@@ -126,9 +126,16 @@ static const PFMethodDesc k_methods[] = {
     PF_METHOD_TYPED("get", item_get, "int64(obj<fault.Item>)", "n."),
     PF_STATIC_METHOD_TYPED("twice", item_twice, "int64(int64)", NULL),
 };
-static const PFObjectTypeDesc k_item = {PF_OBJECT_TYPE_DESC_ABI, "fault.Item", NULL, sizeof(Item),
-                                        item_fin, "An item.", k_fields, PF_COUNTOF(k_fields),
-                                        k_methods, PF_COUNTOF(k_methods)};
+static const PFObjectTypeDesc k_item = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "fault.Item",
+                                        NULL,
+                                        sizeof(Item),
+                                        item_fin,
+                                        "An item.",
+                                        k_fields,
+                                        PF_COUNTOF(k_fields),
+                                        k_methods,
+                                        PF_COUNTOF(k_methods)};
 static uint32_t g_item;
 
 static void count_fin(void* p) {
@@ -259,14 +266,18 @@ static void reg_init(reg_work* r, long n) {
   r->desc = k_item;
   r->desc.key = r->key;
   r->desc.methods = r->methods;
-  r->child_desc = (PFObjectTypeDesc){PF_OBJECT_TYPE_DESC_ABI, r->child, r->key, sizeof(Item) + 8,
-                                     NULL, NULL, NULL, 0, NULL, 0};
+  r->child_desc = (PFObjectTypeDesc){
+      PF_OBJECT_TYPE_DESC_ABI, r->child, r->key, sizeof(Item) + 8, NULL, NULL, NULL, 0, NULL, 0};
   r->d_type = (PFFuncDescriptor){PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorType};
   r->d_type.object_type = &r->desc;
   r->d_child = r->d_type;
   r->d_child.object_type = &r->child_desc;
-  r->d_fn = (PFFuncDescriptor){PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped, "fault.get",
-                               NULL, (void (*)(void))item_get, r->sig};
+  r->d_fn = (PFFuncDescriptor){PF_FUNC_DESCRIPTOR_ABI,
+                               kPFFuncDescriptorTyped,
+                               "fault.get",
+                               NULL,
+                               (void (*)(void))item_get,
+                               r->sig};
 }
 
 /* Registers both ways; uses the types; -1 at the first failure. */

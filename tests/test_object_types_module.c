@@ -137,8 +137,7 @@ static void test_bad_type_description_fails_the_load(void** state) {
   const char* path = mod_path("mod_badtype.so");
   PFModuleHandle m = NULL;
   assert_pf_error(PFModLoadFromFile(path, &m), kPFErrValueError, "mod_badtype.so",
-                  "has an object type whose method function pointer",
-                  "is not in any loaded code");
+                  "has an object type whose method function pointer", "is not in any loaded code");
   assert_false(is_loaded(path));
   uint32_t found = 1;
   assert_pf_ok(PFObjectTypeFind("badtype.Bad", &found));

@@ -57,8 +57,16 @@ static void make_box_desc(box_desc* b, const char* key) {
   snprintf(b->bump_sig, sizeof(b->bump_sig), "int64(obj<%s>,int64)", key);
   b->methods[0] = (PFMethodDesc)PF_METHOD_TYPED("__init__", box_init, b->init_sig, NULL);
   b->methods[1] = (PFMethodDesc)PF_METHOD_TYPED("bump", box_bump, b->bump_sig, NULL);
-  b->desc = (PFObjectTypeDesc){PF_OBJECT_TYPE_DESC_ABI, b->key, NULL, sizeof(Box), NULL, NULL,
-                               k_box_fields, 2, b->methods, 2};
+  b->desc = (PFObjectTypeDesc){PF_OBJECT_TYPE_DESC_ABI,
+                               b->key,
+                               NULL,
+                               sizeof(Box),
+                               NULL,
+                               NULL,
+                               k_box_fields,
+                               2,
+                               b->methods,
+                               2};
 }
 
 static int under_valgrind(void) { return getenv("PF_UNDER_VALGRIND") != NULL; }
@@ -258,10 +266,8 @@ static void test_fork_while_threads_register(void** state) {
     close(fds[1]);
     int r = wait_with_deadline(pid, fds[0]);
     close(fds[0]);
-    if (r < 0)
-      hung++;
-    else if (r > 0)
-      failed++;
+    if (r < 0) hung++;
+    else if (r > 0) failed++;
     /* The parent goes on registering too. */
     char key[32];
     box_desc pb;

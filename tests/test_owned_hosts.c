@@ -47,8 +47,8 @@ static void t_free(void* p, void* ud) {
 
 static atomic_int g_stop; /* tells the threads of a test to stop */
 
-static PFObjectHandle g_gate;  /* made in main */
-static atomic_int g_fins;      /* host finalizers run */
+static PFObjectHandle g_gate; /* made in main */
+static atomic_int g_fins;     /* host finalizers run */
 
 static void count_fin(void* payload) {
   (void)payload;
@@ -321,8 +321,7 @@ static void test_lists_changing_under_the_walk(void** state) {
     assert_pf_ok(PFObjectFindOwnedHosts(root, g_gate, 1 << 20, out, 16, &owned, &reachable));
     assert_true(owned >= 0 && owned <= 2);
     assert_true(reachable >= 2 && reachable <= 3); /* the List, and 1 or 2 hosts */
-    for (int64_t j = 0; j < owned; ++j)
-      assert_true(out[j] == (void*)51 || out[j] == (void*)52);
+    for (int64_t j = 0; j < owned; ++j) assert_true(out[j] == (void*)51 || out[j] == (void*)52);
   }
   atomic_store(&g_stop, 1);
   pthread_join(th, NULL);
@@ -529,15 +528,31 @@ static const PFFieldDesc k_node_fields[] = {
     PF_FIELD(Node, o, "object", kPFFieldWritable, NULL),
     PF_FIELD(Node, f, "func", kPFFieldWritable, NULL),
 };
-static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI, "t.owned.Node", NULL,
-                                        sizeof(Node), NULL, NULL, k_node_fields, 3, NULL, 0};
+static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "t.owned.Node",
+                                        NULL,
+                                        sizeof(Node),
+                                        NULL,
+                                        NULL,
+                                        k_node_fields,
+                                        3,
+                                        NULL,
+                                        0};
 /* t.owned.Plain: no handle field. */
 typedef struct {
   int64_t n;
 } Plain;
 static const PFFieldDesc k_plain_fields[] = {PF_FIELD(Plain, n, "int64", kPFFieldWritable, NULL)};
-static const PFObjectTypeDesc k_plain = {PF_OBJECT_TYPE_DESC_ABI, "t.owned.Plain", NULL,
-                                         sizeof(Plain), NULL, NULL, k_plain_fields, 1, NULL, 0};
+static const PFObjectTypeDesc k_plain = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "t.owned.Plain",
+                                         NULL,
+                                         sizeof(Plain),
+                                         NULL,
+                                         NULL,
+                                         k_plain_fields,
+                                         1,
+                                         NULL,
+                                         0};
 
 static PFObjectHandle new_of(const PFObjectTypeDesc* d) {
   uint32_t ix = 0;
@@ -567,7 +582,7 @@ static void test_fields_of_registered_types(void** state) {
   set(node, "o", h);
   set(node, "f", f);
   assert_int_equal(find(node, tags, &reachable), 0); /* the caller still holds both */
-  assert_int_equal(reachable, 3);                   /* two hosts, and the node's fields */
+  assert_int_equal(reachable, 3);                    /* two hosts, and the node's fields */
   PFObjectFree(h);
   PFFuncFree(f);
   assert_int_equal(find(node, tags, &reachable), 2);
@@ -671,7 +686,7 @@ static void test_cycles_through_lists_and_fields(void** state) {
   PFObjectHandle outer = list_of(1, &node);
   PFObjectFree(node);
   assert_int_equal(find(outer, tags, &reachable), 0);
-  assert_int_equal(reachable, 4); /* h, two Lists, the node */
+  assert_int_equal(reachable, 4);              /* h, two Lists, the node */
   assert_int_equal(find(node, tags, NULL), 0); /* node: outer's and l's */
   /* The List lets node go: the chain is outer's alone again. */
   PFValue gone;

@@ -107,8 +107,8 @@ static void test_list(void** state) {
   run(&r, "list", NULL); /* nothing loaded: an empty registry */
   expect(&r, 0, "", "");
   /* Several modules, with prefixes for the ones after --prefix. */
-  run(&r, "--load", MODS "/mod_multi.so", "--prefix", "o.", "--load", MODS "/mod_other.so",
-      "list", NULL);
+  run(&r, "--load", MODS "/mod_multi.so", "--prefix", "o.", "--load", MODS "/mod_other.so", "list",
+      NULL);
   expect(&r, 0, "multi.one\nmulti.three\nmulti.two\no.add\no.neg\n", "");
 }
 
@@ -261,7 +261,7 @@ static void test_call_generic_parse(void** state) {
       {"echo", "false", "false\n"},
       {"echo", "null", "null\n"},
       {"echo", "hello world", "hello world\n"},
-      {"echo", "0x", "0x\n"},   /* not a number: a str */
+      {"echo", "0x", "0x\n"}, /* not a number: a str */
       {"echo", "1e", "1e\n"},
       {"echo", "", "\n"},
       {"echo", "True", "True\n"}, /* only lowercase is a bool */
@@ -289,7 +289,8 @@ static void test_call_generic_parse(void** state) {
   expect(&r, 1, "", NULL);
   assert_non_null(strstr(r.err, "pf: ValueError: "));
   run(&r, "--load", MODS "/mod_echo.so", "call", "echo_bool", "yes", NULL);
-  expect(&r, 1, "", "pf: ValueError: argument 0 of 'echo_bool' must be a bool (true or false), got 'yes'\n");
+  expect(&r, 1, "",
+         "pf: ValueError: argument 0 of 'echo_bool' must be a bool (true or false), got 'yes'\n");
   /* demo.fail raises ValueError with the message it is given. */
   run(&r, "--load", DEMO, "call", "demo.fail", "it broke", NULL);
   expect(&r, 1, "", "pf: ValueError: it broke\n");
@@ -349,7 +350,8 @@ static void test_call_json_arguments(void** state) {
     run_result r;
     run(&r, "--load", MODS "/mod_echo.so", "call", bad[i].fn, bad[i].arg, NULL);
     expect(&r, 1, "", NULL);
-    if (strstr(r.err, "pf: ValueError: argument 0 of '") == NULL || strstr(r.err, bad[i].err) == NULL)
+    if (strstr(r.err, "pf: ValueError: argument 0 of '") == NULL ||
+        strstr(r.err, bad[i].err) == NULL)
       fail_msg("pf call %s '%s' printed '%s', expected a ValueError with '%s'", bad[i].fn,
                bad[i].arg, r.err, bad[i].err);
   }
@@ -474,8 +476,8 @@ static void test_usage_errors(void** state) {
   const char* tail = "Try 'pf --help' for more information.\n";
   char want[512];
   run(&r, NULL);
-  snprintf(want, sizeof(want), "pf: missing command (list, describe, call, serve, stubgen or help)\n%s",
-           tail);
+  snprintf(want, sizeof(want),
+           "pf: missing command (list, describe, call, serve, stubgen or help)\n%s", tail);
   expect(&r, 2, "", want);
   run(&r, "frobnicate", NULL);
   snprintf(want, sizeof(want), "pf: unknown command 'frobnicate'\n%s", tail);
@@ -602,9 +604,10 @@ static void test_option_after_the_command(void** state) {
     expect(&r, 2, "", NULL);
     char want[256];
     const char* opt = lines[i][0][0] == 's' ? "--connect" : lines[i][1];
-    snprintf(want, sizeof want, "pf: '%.*s' is an option of pf, not of %s: options go before the "
-             "command (pf [OPTIONS] %s ...)\n", (int)strcspn(opt, "="), opt, lines[i][0],
-             lines[i][0]);
+    snprintf(want, sizeof want,
+             "pf: '%.*s' is an option of pf, not of %s: options go before the "
+             "command (pf [OPTIONS] %s ...)\n",
+             (int)strcspn(opt, "="), opt, lines[i][0], lines[i][0]);
     if (strncmp(r.err, want, strlen(want)) != 0)
       fail_msg("pf %s %s printed '%s', expected '%s'", lines[i][0], lines[i][1], r.err, want);
   }
@@ -623,8 +626,10 @@ static void test_stubgen_runs_the_python_generator(void** state) {
   snprintf(script, sizeof script, "%s/python", dir);
   FILE* f = fopen(script, "w");
   assert_non_null(f);
-  fputs("#!/bin/sh\necho \"$@\"\necho to-stderr >&2\n"
-        "case \"$3\" in usage) exit 2;; fail) exit 3;; esac\nexit 0\n", f);
+  fputs(
+      "#!/bin/sh\necho \"$@\"\necho to-stderr >&2\n"
+      "case \"$3\" in usage) exit 2;; fail) exit 3;; esac\nexit 0\n",
+      f);
   fclose(f);
   assert_int_equal(chmod(script, 0755), 0);
   assert_int_equal(setenv("PF_PYTHON", script, 1), 0);
@@ -705,7 +710,10 @@ static void test_secret_key_files(void** state) {
       {"k41", TXT(SERVER_SECRET "x\n"), "its key has 41 characters"},
       {"two", TXT(SERVER_SECRET "\n" SERVER_SECRET "\n"), "more follows the key (at byte 42)"},
       {"junk", TXT(SERVER_SECRET " junk\n"), "more follows the key (at byte 42)"},
-      {"nul", TXT(SERVER_SECRET "\n\0" "x"), "it holds a NUL byte"},
+      {"nul",
+       TXT(SERVER_SECRET "\n\0"
+                         "x"),
+       "it holds a NUL byte"},
       {"short", TXT("abc\n"), "its key has 3 characters"},
       {"split", TXT("JTKVSB%%)wK0E.X)V>+}o?pNm C{O&4W4b!Ni{Lh6\n"), "its key has 25 characters"},
       {"lead", TXT(" " SERVER_SECRET "\n"), "it begins with whitespace"},
@@ -716,14 +724,15 @@ static void test_secret_key_files(void** state) {
     char want[512];
     snprintf(want, sizeof want,
              "pf: ValueError: the key file '%s' must hold one CURVE key (40 characters of Z85) "
-             "and nothing else but trailing whitespace: %s\n", f, bad[i].why);
+             "and nothing else but trailing whitespace: %s\n",
+             f, bad[i].why);
     run_result r;
     run(&r, "serve", "--listen", "tcp://127.0.0.1:*", "--curve-secret-key", f, NULL);
     if (r.status != 1 || strcmp(r.err, want) != 0)
       print_error("pf serve --curve-secret-key (%s)\n", bad[i].name);
     expect(&r, 1, "", want);
-    run(&r, "--connect", "tcp://127.0.0.1:1", "--server-key", SERVER_PUBLIC,
-        "--client-secret-key", f, "list", NULL);
+    run(&r, "--connect", "tcp://127.0.0.1:1", "--server-key", SERVER_PUBLIC, "--client-secret-key",
+        f, "list", NULL);
     if (r.status != 1 || strcmp(r.err, want) != 0)
       print_error("pf --client-secret-key (%s)\n", bad[i].name);
     expect(&r, 1, "", want);
@@ -739,8 +748,13 @@ static void test_secret_key_files(void** state) {
   assert_non_null(strstr(r.err, "it is larger than"));
   /* Forty characters that are not Z85: the file is named too. */
   f = KEY_FILE("notz85", "JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh~\n");
-  char* argv[] = {(char*)"pf", (char*)"serve", (char*)"--listen", (char*)"bogus://x",
-                  (char*)"--curve-secret-key", (char*)f, NULL};
+  char* argv[] = {(char*)"pf",
+                  (char*)"serve",
+                  (char*)"--listen",
+                  (char*)"bogus://x",
+                  (char*)"--curve-secret-key",
+                  (char*)f,
+                  NULL};
   run_argv(&r, PF_TEST_CLI_REL, argv);
   expect(&r, 1, "", NULL);
   if (strstr(r.err, f) == NULL || strstr(r.err, "is not valid Z85") == NULL)
@@ -770,8 +784,10 @@ static void test_authorized_key_files(void** state) {
     const char* why;
   } bad[] = {
       {"nul", TXT("# one\n" SERVER_PUBLIC "\0junk\n"), "line 2: it holds a NUL byte"},
-      {"long", TXT("# one\n" SERVER_PUBLIC SERVER_PUBLIC SERVER_PUBLIC SERVER_PUBLIC SERVER_PUBLIC
-               SERVER_PUBLIC SERVER_PUBLIC "\n"), "line 2: not one CURVE public key"},
+      {"long",
+       TXT("# one\n" SERVER_PUBLIC SERVER_PUBLIC SERVER_PUBLIC SERVER_PUBLIC SERVER_PUBLIC
+               SERVER_PUBLIC SERVER_PUBLIC "\n"),
+       "line 2: not one CURVE public key"},
       {"two", TXT(SERVER_PUBLIC " " SERVER_PUBLIC "\n"), "line 1: not one CURVE public key"},
       {"none", TXT("# nobody\n\n"), "holds no key"},
   };
@@ -788,9 +804,15 @@ static void test_authorized_key_files(void** state) {
   }
   /* Forty characters that are not Z85, on line 3. */
   const char* f = KEY_FILE("notz85", "\n# x\nrq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf~\n");
-  char* argv[] = {(char*)"pf", (char*)"serve", (char*)"--listen", (char*)"bogus://x",
-                  (char*)"--curve-secret-key", (char*)secret, (char*)"--authorized-keys",
-                  (char*)f, NULL};
+  char* argv[] = {(char*)"pf",
+                  (char*)"serve",
+                  (char*)"--listen",
+                  (char*)"bogus://x",
+                  (char*)"--curve-secret-key",
+                  (char*)secret,
+                  (char*)"--authorized-keys",
+                  (char*)f,
+                  NULL};
   run_result r;
   run_argv(&r, PF_TEST_CLI_REL, argv);
   expect(&r, 1, "", NULL);
@@ -808,8 +830,9 @@ static void test_authorized_key_files(void** state) {
 static void test_odd_argv(void** state) {
   (void)state;
   /* No crash for any of these; each exits 0, 1 or 2. */
-  const char* odd[] = {"", "-", "--", "---", "-=", "--load=", "--prefix=", "call", "\xff\xfe",
-                       "0x", "-0x", "+", "1e", "nan", "-inf", "0x8000000000000000"};
+  const char* odd[] = {
+      "",         "-",  "--",  "---", "-=", "--load=", "--prefix=", "call",
+      "\xff\xfe", "0x", "-0x", "+",   "1e", "nan",     "-inf",      "0x8000000000000000"};
   size_t n = sizeof(odd) / sizeof(odd[0]);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
@@ -832,13 +855,12 @@ static void test_odd_argv(void** state) {
 /* The shipped (non-sanitized) binary works the same. */
 static void test_release_binary(void** state) {
   (void)state;
-  char* argv[] = {(char*)"pf", (char*)"--load", (char*)DEMO, (char*)"call", (char*)"demo.add",
-                  (char*)"2", (char*)"3", NULL};
+  char* argv[] = {(char*)"pf",       (char*)"--load", (char*)DEMO, (char*)"call",
+                  (char*)"demo.add", (char*)"2",      (char*)"3",  NULL};
   run_result r;
   run_argv(&r, PF_TEST_CLI_REL, argv);
   expect(&r, 0, "5\n", "");
-  char* argv2[] = {(char*)"pf", (char*)"--load", (char*)DEMO, (char*)"list", (char*)"demo.",
-                   NULL};
+  char* argv2[] = {(char*)"pf", (char*)"--load", (char*)DEMO, (char*)"list", (char*)"demo.", NULL};
   run_argv(&r, PF_TEST_CLI_REL, argv2);
   expect(&r, 0, NULL, "");
   assert_non_null(strstr(r.out, "demo.sort\n"));
@@ -846,18 +868,24 @@ static void test_release_binary(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_help),          cmocka_unit_test(test_list),
-      cmocka_unit_test(test_describe),      cmocka_unit_test(test_describe_type),
-      cmocka_unit_test(test_list_types),    cmocka_unit_test(test_call_values),
+      cmocka_unit_test(test_help),
+      cmocka_unit_test(test_list),
+      cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_describe_type),
+      cmocka_unit_test(test_list_types),
+      cmocka_unit_test(test_call_values),
       cmocka_unit_test(test_call_generic_parse),
       cmocka_unit_test(test_call_json_arguments),
       cmocka_unit_test(test_call_errors),
       cmocka_unit_test(test_call_keywords),
-      cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_usage_errors),
-      cmocka_unit_test(test_command_help),  cmocka_unit_test(test_option_after_the_command),
+      cmocka_unit_test(test_load_errors),
+      cmocka_unit_test(test_usage_errors),
+      cmocka_unit_test(test_command_help),
+      cmocka_unit_test(test_option_after_the_command),
       cmocka_unit_test_teardown(test_secret_key_files, remove_key_dir),
       cmocka_unit_test_teardown(test_authorized_key_files, remove_key_dir),
-      cmocka_unit_test(test_odd_argv),      cmocka_unit_test(test_release_binary),
+      cmocka_unit_test(test_odd_argv),
+      cmocka_unit_test(test_release_binary),
       cmocka_unit_test(test_stubgen_runs_the_python_generator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -104,10 +104,10 @@ static PFObjectHandle g_gate;
 static int g_key_kind[MAX_KEYS];
 static int64_t g_key_value[MAX_KEYS];
 static int g_next_key = 1;
-static int g_held;                  /* keys alive in the table */
-static char g_str_keep[128][32];    /* a str result stays alive in its slot (slotKeep) */
-static atomic_int g_off_thread;     /* stand-ins entered on another thread: must stay 0 */
-static PFFunctionHandle g_add;      /* JS_ADD, for JS_NEST */
+static int g_held;               /* keys alive in the table */
+static char g_str_keep[128][32]; /* a str result stays alive in its slot (slotKeep) */
+static atomic_int g_off_thread;  /* stand-ins entered on another thread: must stay 0 */
+static PFFunctionHandle g_add;   /* JS_ADD, for JS_NEST */
 
 static void note_thread(void) {
   if (!pthread_equal(pthread_self(), g_main)) atomic_fetch_add(&g_off_thread, 1);
@@ -192,7 +192,8 @@ static int32_t js_call(int32_t index) {
       return 1;
     }
     default:
-      PFErrorSet("RuntimeError", "packedfunc: the JavaScript function of this packed function was released");
+      PFErrorSet("RuntimeError",
+                 "packedfunc: the JavaScript function of this packed function was released");
       return -1;
   }
 }

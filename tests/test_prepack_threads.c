@@ -37,8 +37,8 @@ static void free_payload(void* p) { PFMemFree(p); }
 
 /* Packs into a boxed copy of the first float; yields a little so that
  * other binds arrive while it is packing. */
-static int hook(void* resource, int position, PFValue value, int code,
-                const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
+static int hook(void* resource, int position, PFValue value, int code, const PFAllocator* allocator,
+                PFValue* out, int* out_code, int* is_packed) {
   (void)position, (void)code;
   hook_state* h = resource;
   atomic_fetch_add(&h->calls, 1);
@@ -70,8 +70,11 @@ static PFObjectHandle make_tensor(void) {
   assert_non_null(t);
   for (int i = 0; i < 4; ++i) t->data[i] = (float)(i + 1);
   t->shape[0] = 4;
-  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 1,
-                                    .dtype = {kDLFloat, 32, 1}, .shape = t->shape};
+  t->managed.dl_tensor = (DLTensor){.data = t->data,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 1,
+                                    .dtype = {kDLFloat, 32, 1},
+                                    .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = own_delete;
   PFObjectHandle o = NULL;
@@ -166,10 +169,10 @@ static PFObjectHandle make_tensor_first(float first) {
 typedef struct {
   PFFunctionHandle func;
   PFPrePackCacheHandle cache;
-  int threads;                  /* binding threads that meet in the hooks */
-  PFObjectHandle nested_of[2];  /* per outer constant: the constant its hook binds */
+  int threads;                 /* binding threads that meet in the hooks */
+  PFObjectHandle nested_of[2]; /* per outer constant: the constant its hook binds */
   PFObjectHandle outer[2];
-  PFFunctionHandle nested[2];   /* what the outer calls bound */
+  PFFunctionHandle nested[2]; /* what the outer calls bound */
   atomic_int inside;
   atomic_int nested_done;
   atomic_int calls;
@@ -184,8 +187,7 @@ static int64_t now_ms(void) {
 }
 
 static int crossed_hook(void* resource, int position, PFValue value, int code,
-                        const PFAllocator* allocator, PFValue* out, int* out_code,
-                        int* is_packed) {
+                        const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
   crossed_state* c = resource;
   atomic_fetch_add(&c->calls, 1);
   if (!t_in_hook) {
@@ -285,15 +287,17 @@ static void test_crossed_hooks_do_not_deadlock(void** state) {
     assert_pf_ok(PFFuncSetPrePack(c->func, "threads/crossed", crossed_hook));
     assert_pf_ok(PFPrePackCacheCreate(&c->cache));
     c->threads = 2;
-    c->outer[0] = make_tensor_first(10.0f);  /* A */
-    c->outer[1] = make_tensor_first(20.0f);  /* B */
+    c->outer[0] = make_tensor_first(10.0f);     /* A */
+    c->outer[1] = make_tensor_first(20.0f);     /* B */
     c->nested_of[0] = make_tensor_first(20.0f); /* equal to B */
     c->nested_of[1] = make_tensor_first(10.0f); /* equal to A */
     crossed_worker* ws = calloc(2, sizeof(*ws));
     assert_non_null(ws);
     if (run_crossed(c, ws) != 0)
-      fail_msg("two threads binding through one cache with crossed hooks did not finish in "
-               "30 s: a deadlock (round %d)", round);
+      fail_msg(
+          "two threads binding through one cache with crossed hooks did not finish in "
+          "30 s: a deadlock (round %d)",
+          round);
     for (int i = 0; i < 2; ++i)
       if (ws[i].rc != 0) fail_msg("bind %d failed: %s", i, ws[i].error);
     /* Two outer binds and two nested ones: four hook runs; the outer

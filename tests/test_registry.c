@@ -70,8 +70,8 @@ static void test_register_taken_name_fails(void** state) {
   (void)state;
   PFFunctionHandle a = make_int_func(1), b = make_int_func(2);
   assert_pf_ok(PFFuncRegisterGlobal("reg.taken", a, 0));
-  assert_pf_error(PFFuncRegisterGlobal("reg.taken", b, 0), kPFErrKeyError,
-                  "PFFuncRegisterGlobal", "'reg.taken'", "already registered");
+  assert_pf_error(PFFuncRegisterGlobal("reg.taken", b, 0), kPFErrKeyError, "PFFuncRegisterGlobal",
+                  "'reg.taken'", "already registered");
   assert_int_equal(call_global("reg.taken"), 1); /* unchanged */
   /* The same function again is still a taken name. */
   assert_pf_error(PFFuncRegisterGlobal("reg.taken", a, 0), kPFErrKeyError, "'reg.taken'");
@@ -279,8 +279,8 @@ static void test_protected_names(void** state) {
   assert_pf_ok(PFFuncRegisterGlobalEx("prot.a", a, kPFRegisterProtected));
   assert_pf_error(PFFuncRegisterGlobalEx("prot.a", b, kPFRegisterOverride), kPFErrRuntimeError,
                   "PFFuncRegisterGlobalEx", "'prot.a'", "protected");
-  assert_pf_error(PFFuncRegisterGlobal("prot.a", b, 1), kPFErrRuntimeError,
-                  "PFFuncRegisterGlobal", "'prot.a'", "protected");
+  assert_pf_error(PFFuncRegisterGlobal("prot.a", b, 1), kPFErrRuntimeError, "PFFuncRegisterGlobal",
+                  "'prot.a'", "protected");
   assert_pf_error(PFFuncRemoveGlobal("prot.a"), kPFErrRuntimeError, "PFFuncRemoveGlobal",
                   "'prot.a'", "protected");
   assert_int_equal(call_global("prot.a"), 1);

@@ -70,15 +70,15 @@ static void on_alarm(int sig) {
 /* Runs one refused call with the allocator calling back into the registry:
  * it must return its error, and the error must have gone through the
  * allocator (else the test proves nothing). */
-#define REFUSED(call, ...)                          \
-  do {                                              \
-    long before_ = atomic_load(&g_reentries);       \
-    atomic_store(&g_armed, 1);                      \
-    alarm(HANG_SECONDS);                            \
-    int rc_ = (call);                               \
-    alarm(0);                                       \
-    atomic_store(&g_armed, 0);                      \
-    assert_pf_error(rc_, __VA_ARGS__);              \
+#define REFUSED(call, ...)                            \
+  do {                                                \
+    long before_ = atomic_load(&g_reentries);         \
+    atomic_store(&g_armed, 1);                        \
+    alarm(HANG_SECONDS);                              \
+    int rc_ = (call);                                 \
+    alarm(0);                                         \
+    atomic_store(&g_armed, 0);                        \
+    assert_pf_error(rc_, __VA_ARGS__);                \
     assert_true(atomic_load(&g_reentries) > before_); \
   } while (0)
 
@@ -105,8 +105,8 @@ static void test_register_and_remove_errors(void** state) {
 
   REFUSED(PFFuncRegisterGlobal("alloc.present", f, 0), kPFErrKeyError, "PFFuncRegisterGlobal",
           "already registered", "'alloc.present'");
-  REFUSED(PFFuncRegisterGlobal("alloc.protected", f, 1), kPFErrRuntimeError,
-          "PFFuncRegisterGlobal", "protected", "'alloc.protected'");
+  REFUSED(PFFuncRegisterGlobal("alloc.protected", f, 1), kPFErrRuntimeError, "PFFuncRegisterGlobal",
+          "protected", "'alloc.protected'");
   REFUSED(PFFuncRemoveGlobal("alloc.absent"), kPFErrKeyError, "PFFuncRemoveGlobal",
           "'alloc.absent'");
   REFUSED(PFFuncRemoveGlobal("alloc.protected"), kPFErrRuntimeError, "PFFuncRemoveGlobal",
@@ -150,14 +150,14 @@ static void test_sealed_errors(void** state) {
   (void)state;
   assert_pf_ok(PFRegistrySeal());
   PFFunctionHandle f = named("sealed");
-  REFUSED(PFFuncRegisterGlobal("alloc.sealed", f, 0), kPFErrRuntimeError,
-          "PFFuncRegisterGlobal", "sealed", "'alloc.sealed'");
-  REFUSED(PFFuncRemoveGlobal("alloc.present"), kPFErrRuntimeError, "PFFuncRemoveGlobal",
-          "sealed", "'alloc.present'");
+  REFUSED(PFFuncRegisterGlobal("alloc.sealed", f, 0), kPFErrRuntimeError, "PFFuncRegisterGlobal",
+          "sealed", "'alloc.sealed'");
+  REFUSED(PFFuncRemoveGlobal("alloc.present"), kPFErrRuntimeError, "PFFuncRemoveGlobal", "sealed",
+          "'alloc.present'");
   PFModuleHandle mod = NULL;
   assert_pf_ok(PFModCreateFromFunctions("alloc-test-sealed", &f, 1, &mod));
-  REFUSED(PFModExportGlobal(mod, "alloc.", 0), kPFErrRuntimeError, "PFModExportGlobal",
-          "sealed", "'alloc.sealed'");
+  REFUSED(PFModExportGlobal(mod, "alloc.", 0), kPFErrRuntimeError, "PFModExportGlobal", "sealed",
+          "'alloc.sealed'");
   assert_pf_ok(PFModFree(mod));
   assert_pf_ok(PFFuncFree(f));
 }

@@ -86,8 +86,7 @@ static void call_checked(PFFunctionHandle f, int nested) {
   int code = kPFInt, rc;
   if (PFFuncCall(f, &arg, &code, 1, &rv, &rc) != 0 || rc != kPFInt || rv.v_int64 <= 0)
     unexpected("call");
-  else
-    atomic_fetch_add(&g_calls, 1);
+  else atomic_fetch_add(&g_calls, 1);
 }
 
 static pthread_barrier_t g_start; /* so that the threads really overlap */
@@ -99,10 +98,8 @@ static void* worker(void* p) {
   char name[48];
   for (int it = 0; it < ITERS; ++it) {
     int op = rand_r(&seed) % 7;
-    if (rand_r(&seed) % 2)
-      snprintf(name, sizeof(name), "conc.shared.%d", rand_r(&seed) % NSHARED);
-    else
-      snprintf(name, sizeof(name), "conc.t%d.%d", tid, rand_r(&seed) % NOWN);
+    if (rand_r(&seed) % 2) snprintf(name, sizeof(name), "conc.shared.%d", rand_r(&seed) % NSHARED);
+    else snprintf(name, sizeof(name), "conc.t%d.%d", tid, rand_r(&seed) % NOWN);
     switch (op) {
       case 0: { /* override */
         PFFunctionHandle f = make_func();
@@ -170,8 +167,7 @@ static void test_stress(void** state) {
   for (int i = 0; i < NTHREADS; ++i) assert_int_equal(pthread_join(threads[i], NULL), 0);
   pthread_barrier_destroy(&g_start);
   if (atomic_load(&g_unexpected) != 0)
-    fail_msg("%ld unexpected results; first: %s", atomic_load(&g_unexpected),
-             g_first_unexpected);
+    fail_msg("%ld unexpected results; first: %s", atomic_load(&g_unexpected), g_first_unexpected);
   assert_true(atomic_load(&g_calls) > NTHREADS * ITERS / 10);
   print_message("%ld functions created, %ld calls\n", atomic_load(&g_created),
                 atomic_load(&g_calls));
@@ -227,8 +223,7 @@ static void test_one_hot_name(void** state) {
     assert_pf_ok(PFFuncRemoveGlobal("conc.hot"));
   }
   if (atomic_load(&g_unexpected) != 0)
-    fail_msg("%ld unexpected results; first: %s", atomic_load(&g_unexpected),
-             g_first_unexpected);
+    fail_msg("%ld unexpected results; first: %s", atomic_load(&g_unexpected), g_first_unexpected);
   assert_int_equal(atomic_load(&g_created) - created0, 300);
   assert_int_equal(atomic_load(&g_finalized), atomic_load(&g_created));
 }

@@ -59,8 +59,8 @@ static void test_seal(void** state) {
                   "PFFuncRegisterGlobal", "sealed", "'seal.new'");
   assert_pf_error(PFFuncRegisterGlobal("seal.kept", f, 1), kPFErrRuntimeError,
                   "PFFuncRegisterGlobal", "sealed", "'seal.kept'");
-  assert_pf_error(PFFuncRegisterGlobalEx("seal.new2", f, kPFRegisterProtected),
-                  kPFErrRuntimeError, "PFFuncRegisterGlobalEx", "sealed");
+  assert_pf_error(PFFuncRegisterGlobalEx("seal.new2", f, kPFRegisterProtected), kPFErrRuntimeError,
+                  "PFFuncRegisterGlobalEx", "sealed");
   assert_pf_error(PFFuncRemoveGlobal("seal.removable"), kPFErrRuntimeError, "PFFuncRemoveGlobal",
                   "sealed", "'seal.removable'");
 

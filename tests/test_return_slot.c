@@ -122,8 +122,7 @@ static int body_misuse(PFRetValueHandle ret, void* ctx) {
   int code = kPFInt;
   assert_pf_ok(set(ret, &five, &code, 1));
   /* NULL. */
-  assert_pf_error(set(NULL, &v, &code, 1), kPFErrTypeError, "PFCFuncSetReturn", "'ret'",
-                  "NULL");
+  assert_pf_error(set(NULL, &v, &code, 1), kPFErrTypeError, "PFCFuncSetReturn", "'ret'", "NULL");
   /* Forged: memory that is no handle, zeroed or full of pointers. */
   uintptr_t forged[16] = {0}, before[16];
   assert_pf_error(set(forged, &v, &code, 1), kPFErrTypeError, "PFCFuncSetReturn", "'ret'",
@@ -183,8 +182,8 @@ static void test_set_after_the_call_returned(void** state) {
   assert_non_null(g_kept);
   PFValue v = {.v_int64 = 2};
   int code = kPFInt;
-  assert_pf_error(pf_test_set_return_stale(g_kept, &v, &code), kPFErrTypeError,
-                  "PFCFuncSetReturn", "'ret'", "not the return handle of a call in progress");
+  assert_pf_error(pf_test_set_return_stale(g_kept, &v, &code), kPFErrTypeError, "PFCFuncSetReturn",
+                  "'ret'", "not the return handle of a call in progress");
   /* A value that would need the slot's storage is refused the same way. */
   v.v_str = "would be copied";
   code = kPFStr;
@@ -400,8 +399,8 @@ static void test_plain_calls_leave_the_error_alone(void** state) {
 static void test_argument_codes_checked_at_any_position(void** state) {
   (void)state;
   PFFunctionHandle f = make(pf_test_echo, NULL);
-  PFValue args[5] = {{.v_int64 = 1}, {.v_int64 = 2}, {.v_int64 = 3}, {.v_int64 = 4},
-                     {.v_int64 = 5}};
+  PFValue args[5] = {
+      {.v_int64 = 1}, {.v_int64 = 2}, {.v_int64 = 3}, {.v_int64 = 4}, {.v_int64 = 5}};
   int codes[5];
   PFValue rv;
   int rc;

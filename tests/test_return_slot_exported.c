@@ -80,8 +80,8 @@ static void test_stale_handle_through_the_exported_function(void** state) {
   assert_int_equal(rc, kPFNull);
   PFValue v = {.v_int64 = 1};
   int code = kPFInt;
-  assert_pf_error(pf_test_set_return_stale(g_kept, &v, &code), kPFErrTypeError,
-                  "PFCFuncSetReturn", "'ret'");
+  assert_pf_error(pf_test_set_return_stale(g_kept, &v, &code), kPFErrTypeError, "PFCFuncSetReturn",
+                  "'ret'");
   assert_pf_ok(PFFuncFree(keep));
 }
 

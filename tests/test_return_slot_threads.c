@@ -49,8 +49,7 @@ static void* try_foreign(void* arg) {
   return NULL;
 }
 
-static int p_hand_to_another_thread(PFValue* a, int* c, int n, PFRetValueHandle ret,
-                                    void* res) {
+static int p_hand_to_another_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res) {
   (void)a, (void)c, (void)n;
   foreign_try* t = res;
   t->ret = ret;

@@ -273,7 +273,8 @@ static int f_adders_then_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, 
   PFValue* vals = calloc((size_t)k + 1, sizeof *vals);
   int* codes = calloc((size_t)k + 1, sizeof *codes);
   for (int i = 0; i < k && st == 0; ++i) {
-    st = PFFuncCreateFromCFunc(adder, (void*)(intptr_t)i, adder_fin, (PFFunctionHandle*)&vals[i].v_handle);
+    st = PFFuncCreateFromCFunc(adder, (void*)(intptr_t)i, adder_fin,
+                               (PFFunctionHandle*)&vals[i].v_handle);
     codes[i] = kPFFuncHandle;
   }
   codes[k] = kPFObjectHandle;
@@ -503,11 +504,11 @@ static void test_lists_and_dicts(void** state) {
   PFValue iv[] = {{.v_int64 = 1}, {.v_str = "x"}, {.v_handle = &blob}};
   int ic[] = {kPFInt, kPFStr, kPFBytes};
   assert_pf_ok(PFListCreate(iv, ic, 3, &inner));
-  PFValue keys[] = {{.v_str = "list"}, {.v_int64 = 7}, {.v_float64 = 0.5}, {.v_int64 = 0},
-                    {.v_handle = &blob}};
+  PFValue keys[] = {
+      {.v_str = "list"}, {.v_int64 = 7}, {.v_float64 = 0.5}, {.v_int64 = 0}, {.v_handle = &blob}};
   int kc[] = {kPFStr, kPFInt, kPFFloat, kPFNull, kPFBytes};
-  PFValue vals[] = {{.v_handle = inner}, {.v_float64 = 0.25}, {.v_int64 = 1}, {.v_str = "nil"},
-                    {.v_int64 = 5}};
+  PFValue vals[] = {
+      {.v_handle = inner}, {.v_float64 = 0.25}, {.v_int64 = 1}, {.v_str = "nil"}, {.v_int64 = 5}};
   int vc[] = {kPFObjectHandle, kPFFloat, kPFBool, kPFStr, kPFInt};
   assert_pf_ok(PFDictCreate(keys, kc, vals, vc, 5, &dict));
   PFValue lv[] = {{.v_handle = dict}};
@@ -563,9 +564,9 @@ static void test_lists_and_dicts(void** state) {
   PFValue bk = {.v_str = "b"}, bv = {.v_handle = boxed};
   int bkc = kPFStr, bvc = kPFObjectHandle;
   assert_pf_ok(PFDictCreate(&bk, &bkc, &bv, &bvc, 1, &dict));
-  assert_pf_error(PFFuncCall(echo, &(PFValue){.v_handle = dict}, &(int){kPFObjectHandle}, 1, &rv,
-                             &rc),
-                  kPFErrTypeError, "argument 0 value 0", "boxed");
+  assert_pf_error(
+      PFFuncCall(echo, &(PFValue){.v_handle = dict}, &(int){kPFObjectHandle}, 1, &rv, &rc),
+      kPFErrTypeError, "argument 0 value 0", "boxed");
   PFObjectFree(dict);
   PFObjectFree(boxed);
   PFFuncFree(echo);
@@ -672,9 +673,8 @@ static void test_large_tensors(void** state) {
   PFObjectHandle objs[2];
   int64_t half[1] = {kBytes / 2 / 4};
   for (int i = 0; i < 2; ++i) {
-    mt[i] = (DLManagedTensor){{src + i * (kBytes / 2), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, half,
-                               NULL, 0},
-                              NULL, NULL};
+    mt[i] = (DLManagedTensor){
+        {src + i * (kBytes / 2), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, half, NULL, 0}, NULL, NULL};
     assert_pf_ok(PFTensorCreateFromDLPack(&mt[i], &objs[i]));
   }
   PFValue items[2] = {{.v_handle = objs[0]}, {.v_handle = objs[1]}};
@@ -744,8 +744,8 @@ static void test_what_cannot_cross(void** state) {
   assert_pf_ok(PFArrayCreate(iv, ic, 2, &arr));
   args[1].v_handle = arr;
   codes[1] = kPFObjectHandle;
-  assert_pf_error(PFFuncCall(echo, args, codes, 2, &rv, &rc), kPFErrTypeError,
-                  "argument 1 item 1", "boxed");
+  assert_pf_error(PFFuncCall(echo, args, codes, 2, &rv, &rc), kPFErrTypeError, "argument 1 item 1",
+                  "boxed");
   PFObjectFree(arr);
   PFObjectFree(boxed);
   /* A result that cannot cross back is the server's TypeError. */
@@ -813,8 +813,8 @@ static void test_remote_error(void** state) {
   assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrIndexError,
                   "t.fail: index 7 is out of range");
   const char* tb = PFErrorGetTraceback();
-  assert_non_null(strstr(tb, "tests/test_rpc.c"));  /* the server's own frame */
-  assert_non_null(strstr(tb, g_endpoint));          /* which server */
+  assert_non_null(strstr(tb, "tests/test_rpc.c")); /* the server's own frame */
+  assert_non_null(strstr(tb, g_endpoint));         /* which server */
   PFFuncFree(f);
   PFFunctionHandle add = fn("t.add");
   PFValue a = {.v_str = "x"};
@@ -1100,8 +1100,7 @@ static void test_callback_error_and_lifetime(void** state) {
   assert_pf_ok(PFFuncCreateFromCFunc(cb_times10, NULL, NULL, &cb));
   args[0].v_handle = cb;
   assert_pf_ok(PFFuncCall(keep, args, codes, 1, &rv, &rc));
-  assert_pf_error(PFFuncCall(call_kept, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError,
-                  "no longer");
+  assert_pf_error(PFFuncCall(call_kept, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError, "no longer");
   PFFuncFree(cb);
   PFFuncFree(keep);
   PFFuncFree(call_kept);
@@ -1256,8 +1255,8 @@ static void raw_call(raw_peer* r, int version, uint64_t id, const char* target) 
 
 /* Sends [V, CALL, id, 0, target, [args]] where the arguments are `nint`
  * ints and, with fid != 0, a function (this side's function id fid). */
-static int raw_call_args(void* sock, uint64_t id, const char* target, const int64_t* ints,
-                         int nint, uint64_t fid, int flags) {
+static int raw_call_args(void* sock, uint64_t id, const char* target, const int64_t* ints, int nint,
+                         uint64_t fid, int flags) {
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
@@ -1310,8 +1309,7 @@ static int raw_next(void* sock, raw_msg* out) {
     if (out->kind == 4 && up.data.via.array.size >= 6) {
       snprintf(out->err_kind, sizeof out->err_kind, "%.*s", (int)e[4].via.str.size,
                e[4].via.str.ptr);
-      snprintf(out->err_msg, sizeof out->err_msg, "%.*s", (int)e[5].via.str.size,
-               e[5].via.str.ptr);
+      snprintf(out->err_msg, sizeof out->err_msg, "%.*s", (int)e[5].via.str.size, e[5].via.str.ptr);
     }
   }
   msgpack_unpacked_destroy(&up);
@@ -1333,8 +1331,10 @@ static void raw_reply(raw_peer* r, uint64_t id, char* kind, char* msg, size_t ca
   assert_int_equal(o.via.array.ptr[2].via.u64, id);
   kind[0] = msg[0] = '\0';
   if (o.via.array.ptr[1].via.u64 == 4) {
-    snprintf(kind, cap, "%.*s", (int)o.via.array.ptr[4].via.str.size, o.via.array.ptr[4].via.str.ptr);
-    snprintf(msg, cap, "%.*s", (int)o.via.array.ptr[5].via.str.size, o.via.array.ptr[5].via.str.ptr);
+    snprintf(kind, cap, "%.*s", (int)o.via.array.ptr[4].via.str.size,
+             o.via.array.ptr[4].via.str.ptr);
+    snprintf(msg, cap, "%.*s", (int)o.via.array.ptr[5].via.str.size,
+             o.via.array.ptr[5].via.str.ptr);
   }
   msgpack_unpacked_destroy(&up);
 }
@@ -1453,8 +1453,7 @@ static void test_protocol_version_mismatch(void** state) {
   PFModuleHandle m = NULL;
   PFRPCOptions o = {0};
   o.timeout_ms = 10000;
-  assert_pf_error(PFRPCConnect(ep, &o, &m), kPFErrValueError, "protocol version mismatch",
-                  "99");
+  assert_pf_error(PFRPCConnect(ep, &o, &m), kPFErrValueError, "protocol version mismatch", "99");
   assert_raised_in("rpc/client.c");
   pthread_join(t, NULL);
   raw_close(&r);
@@ -1682,8 +1681,8 @@ static void test_unanswered_callbacks(void** state) {
       ++other;
     }
   }
-  print_message("%d calls refused, %d failed on a refused callback, %d callbacks wait\n",
-                refused, refused_cb, callbacks);
+  print_message("%d calls refused, %d failed on a refused callback, %d callbacks wait\n", refused,
+                refused_cb, callbacks);
   assert_int_equal(other, 0);
   assert_true(refused >= 1);
   assert_int_equal(refused + refused_cb, n - 3);
@@ -1943,8 +1942,8 @@ static void test_send_queue_bounded_in_bytes(void** state) {
 
 static void test_curve_accept_and_refuse(void** state) {
   (void)state;
-  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE],
-      csec[PF_RPC_KEY_SIZE], opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE], derived[PF_RPC_KEY_SIZE];
+  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE], csec[PF_RPC_KEY_SIZE],
+      opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE], derived[PF_RPC_KEY_SIZE];
   assert_pf_ok(PFRPCCurveKeypair(spub, ssec));
   assert_pf_ok(PFRPCCurveKeypair(cpub, csec));
   assert_pf_ok(PFRPCCurveKeypair(opub, osec));
@@ -2025,8 +2024,7 @@ static void test_connect_bad_arguments(void** state) {
                   "missing");
   o.client_public_key = NULL;
   o.max_message_size = -5;
-  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError,
-                  "max_message_size");
+  assert_pf_error(PFRPCConnect("tcp://127.0.0.1:1", &o, &m), kPFErrValueError, "max_message_size");
   assert_null(m);
 }
 
@@ -2234,8 +2232,8 @@ static void test_pf_serve_stops_with_deaf_client(void** state) {
   if (pid == 0) {
     child_hygiene(out);
     execl(PF_TEST_CLI_REL, "pf", "--load", PF_TEST_DEMO_PLUGIN, "serve", "--listen",
-          "tcp://127.0.0.1:*", "--expose", "demo.", "--workers", "2",
-          "--max-calls-per-client", "1000000", (char*)NULL);
+          "tcp://127.0.0.1:*", "--expose", "demo.", "--workers", "2", "--max-calls-per-client",
+          "1000000", (char*)NULL);
     _exit(127);
   }
   close(out[1]);
@@ -2265,8 +2263,7 @@ static void test_pf_serve_stops_with_deaf_client(void** state) {
     PFValue rv;
     int rc;
     int64_t c0 = now_ms();
-    ok = PFFuncCall(add, args, codes, 2, &rv, &rc) == 0 && rv.v_int64 == 42 &&
-         now_ms() - c0 < 2000;
+    ok = PFFuncCall(add, args, codes, 2, &rv, &rc) == 0 && rv.v_int64 == 42 && now_ms() - c0 < 2000;
     if (!ok) print_error("pf serve did not answer: %s\n", PFGetLastError());
   }
   PFFuncFree(add);
@@ -2301,8 +2298,8 @@ static void write_file(const char* path, const char* text) {
 
 static void test_pf_serve_with_curve_keys(void** state) {
   (void)state;
-  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE],
-      csec[PF_RPC_KEY_SIZE], opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE];
+  char spub[PF_RPC_KEY_SIZE], ssec[PF_RPC_KEY_SIZE], cpub[PF_RPC_KEY_SIZE], csec[PF_RPC_KEY_SIZE],
+      opub[PF_RPC_KEY_SIZE], osec[PF_RPC_KEY_SIZE];
   assert_pf_ok(PFRPCCurveKeypair(spub, ssec));
   assert_pf_ok(PFRPCCurveKeypair(cpub, csec));
   assert_pf_ok(PFRPCCurveKeypair(opub, osec));

@@ -34,8 +34,8 @@ static void reg(const char* name, PFPackedCFunc fn) {
 
 static int setup(void** state) {
   (void)state;
-  static const PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI, "rt.Obj", NULL, 8, NULL, NULL,
-                                     NULL, 0, NULL, 0};
+  static const PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, "rt.Obj", NULL, 8, NULL, NULL, NULL, 0, NULL, 0};
   if (PFObjectTypeRegister(&d, &g_type) != 0) return -1;
   reg("rt.make", make_one);
   reg("rt.echo", pf_test_echo);

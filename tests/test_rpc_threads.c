@@ -44,7 +44,7 @@ __attribute__((visibility("default"))) const char* __tsan_default_suppressions(v
 /* Each forked server knows its index (g_tag); its t.count returns
  * tag * 1e9 + its argument and reports each call it runs through a pipe,
  * so that the parent can count what every server ran. */
-static int g_tag = -1; /* in a child: its server index */
+static int g_tag = -1;    /* in a child: its server index */
 static int g_report = -1; /* in a child: a pipe to the parent */
 
 static int f_count(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
@@ -127,9 +127,7 @@ static int setup(void** state) {
   return 0;
 }
 
-static int calls_per_thread(void) {
-  return getenv("PF_UNDER_VALGRIND") ? 300 : 10000;
-}
+static int calls_per_thread(void) { return getenv("PF_UNDER_VALGRIND") ? 300 : 10000; }
 
 typedef struct {
   PFFunctionHandle f;

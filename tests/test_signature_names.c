@@ -73,26 +73,30 @@ static void test_named_and_defaults(void** state) {
   assert_canonical("float64(float64, float64 = 2)", "float64(float64,float64=2.0)");
   assert_canonical("void(int64: int64)", "void(int64:int64)");
   /* Floats: shortest, read back exactly; float32 to the same float. */
-  assert_canonical("void(a: float32 = 0.1, b: float64 = 0.1, c: float64 = 1e300, "
-                   "d: float64 = -inf, e: float64 = nan, f: float64 = 2.5e-3, g: float32 = inf, "
-                   "h: float64 = -0.0, i: float64 = 1, j: float64 = .5)",
-                   "void(a:float32=0.1,b:float64=0.1,c:float64=1e+300,d:float64=-inf,"
-                   "e:float64=nan,f:float64=0.0025,g:float32=inf,h:float64=-0.0,"
-                   "i:float64=1.0,j:float64=0.5)");
+  assert_canonical(
+      "void(a: float32 = 0.1, b: float64 = 0.1, c: float64 = 1e300, "
+      "d: float64 = -inf, e: float64 = nan, f: float64 = 2.5e-3, g: float32 = inf, "
+      "h: float64 = -0.0, i: float64 = 1, j: float64 = .5)",
+      "void(a:float32=0.1,b:float64=0.1,c:float64=1e+300,d:float64=-inf,"
+      "e:float64=nan,f:float64=0.0025,g:float32=inf,h:float64=-0.0,"
+      "i:float64=1.0,j:float64=0.5)");
   /* Integers: decimal, hex, the edges; true and false convert. */
-  assert_canonical("void(a: int64 = -9223372036854775808, b: int64 = 0x7fffffffffffffff, "
-                   "c: uint8 = 255, d: int8 = -0x80, e: int32 = true, f: bool = 0)",
-                   "void(a:int64=-9223372036854775808,b:int64=9223372036854775807,c:uint8=255,"
-                   "d:int8=-128,e:int32=1,f:bool=false)");
+  assert_canonical(
+      "void(a: int64 = -9223372036854775808, b: int64 = 0x7fffffffffffffff, "
+      "c: uint8 = 255, d: int8 = -0x80, e: int32 = true, f: bool = 0)",
+      "void(a:int64=-9223372036854775808,b:int64=9223372036854775807,c:uint8=255,"
+      "d:int8=-128,e:int32=1,f:bool=false)");
   /* Strings: escapes in, the canonical escapes out. */
-  assert_canonical("void(s: str = \"a\\\"b\\\\c\\n\\t\\r\\x41\\xc3\\xa9()\", "
-                   "b: bytes = b\"\\x00\\xFF,\")",
-                   "void(s:str=\"a\\\"b\\\\c\\n\\t\\rA\\xc3\\xa9()\",b:bytes=b\"\\x00\\xff,\")");
+  assert_canonical(
+      "void(s: str = \"a\\\"b\\\\c\\n\\t\\r\\x41\\xc3\\xa9()\", "
+      "b: bytes = b\"\\x00\\xFF,\")",
+      "void(s:str=\"a\\\"b\\\\c\\n\\t\\rA\\xc3\\xa9()\",b:bytes=b\"\\x00\\xff,\")");
   /* dtype, device, null. */
-  assert_canonical("void(d: dtype = \"f32\", e: device = \"cuda:1\", g: device = \"cpu\", "
-                   "p: ptr = null, t: tensor = null, o: object = null, l: list = null)",
-                   "void(d:dtype=\"float32\",e:device=\"cuda:1\",g:device=\"cpu:0\",p:ptr=null,"
-                   "t:tensor=null,o:object=null,l:list=null)");
+  assert_canonical(
+      "void(d: dtype = \"f32\", e: device = \"cuda:1\", g: device = \"cpu\", "
+      "p: ptr = null, t: tensor = null, o: object = null, l: list = null)",
+      "void(d:dtype=\"float32\",e:device=\"cuda:1\",g:device=\"cpu:0\",p:ptr=null,"
+      "t:tensor=null,o:object=null,l:list=null)");
 
   PFSignatureInfo* info = NULL;
   assert_pf_ok(PFSignatureParse(
@@ -151,10 +155,11 @@ static void test_floats_ignore_the_locale(void** state) {
 /* A constraint's parts, canonical, and as data. */
 static void test_tensor_constraints(void** state) {
   (void)state;
-  assert_canonical("tensor<float64, 1, contiguous>(x: tensor<float64,*,*>, y: tensor< *, 2 >, "
-                   "z: tensor<*>, w: tensor <i8x4,*,*,cpu>, v: tensor<*,*,contiguous>)",
-                   "tensor<float64,1,contiguous>(x:tensor<float64>,y:tensor<*,2>,z:tensor,"
-                   "w:tensor<int8x4,*,*,cpu>,v:tensor<*,*,contiguous>)");
+  assert_canonical(
+      "tensor<float64, 1, contiguous>(x: tensor<float64,*,*>, y: tensor< *, 2 >, "
+      "z: tensor<*>, w: tensor <i8x4,*,*,cpu>, v: tensor<*,*,contiguous>)",
+      "tensor<float64,1,contiguous>(x:tensor<float64>,y:tensor<*,2>,z:tensor,"
+      "w:tensor<int8x4,*,*,cpu>,v:tensor<*,*,contiguous>)");
   assert_canonical("void(tensor<bf16,0>,tensor<*,*,*,cuda_host>)",
                    "void(tensor<bfloat16,0>,tensor<*,*,*,cuda_host>)");
   PFSignatureInfo* info = NULL;
@@ -243,8 +248,8 @@ static void test_refusals(void** state) {
                     cases[i].why);
     assert_ptr_equal(info, (PFSignatureInfo*)(uintptr_t)1); /* untouched */
     PFFunctionHandle f = NULL;
-    assert_pf_error(PFFuncCreateFromTyped((void*)never_called, cases[i].text, &f),
-                    kPFErrValueError, "PFFuncCreateFromTyped: bad signature", cases[i].pos);
+    assert_pf_error(PFFuncCreateFromTyped((void*)never_called, cases[i].text, &f), kPFErrValueError,
+                    "PFFuncCreateFromTyped: bad signature", cases[i].pos);
     assert_pf_ok(PFFuncCreateFromCFunc(noop, NULL, NULL, &f));
     assert_pf_error(PFFuncSetInfo(f, "n", cases[i].text, NULL), kPFErrValueError,
                     "PFFuncSetInfo: bad signature");
@@ -271,10 +276,11 @@ static void test_refusals(void** state) {
   assert_pf_error(PFSignatureParse("void()", NULL), kPFErrTypeError, "'out' is NULL");
   /* Fields take any tensor: a constraint there is refused. */
   PFFieldDesc field = {"t", "tensor<float64>", 0, 0, NULL};
-  PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI, "sig.Fielded", NULL, 16, NULL, NULL, &field, 1,
-                        NULL, 0};
+  PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, "sig.Fielded", NULL, 16, NULL, NULL, &field, 1, NULL, 0};
   uint32_t ix = 0;
-  assert_pf_error(PFObjectTypeRegister(&d, &ix), kPFErrValueError, "a tensor field takes any tensor");
+  assert_pf_error(PFObjectTypeRegister(&d, &ix), kPFErrValueError,
+                  "a tensor field takes any tensor");
 }
 
 /* A function's own table, borrowed; none without a signature. */
@@ -306,8 +312,10 @@ static void test_function_signature_info(void** state) {
   PFFuncFree(b);
   PFFuncFree(f);
   assert_pf_ok(PFFuncCreateFromCFunc(noop, NULL, NULL, &f));
-  assert_pf_ok(PFFuncSetInfo(f, NULL, "void(x: tensor<float32,2>, s: str = \"a,b)\", "
-                                      "n: int64 = 3)", NULL));
+  assert_pf_ok(PFFuncSetInfo(f, NULL,
+                             "void(x: tensor<float32,2>, s: str = \"a,b)\", "
+                             "n: int64 = 3)",
+                             NULL));
   pos = 1;
   v.v_str = "q";
   code = kPFStr;
@@ -340,8 +348,16 @@ static void test_methods_keep_names(void** state) {
       PF_METHOD_TYPED("__init__", counter_init, "void(self: object, start: int64 = 10)", NULL),
       PF_METHOD_TYPED("add", counter_add, "int64(self: obj<sig.Counter>, by: int64 = 1)", NULL),
   };
-  static const PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI, "sig.Counter", NULL, sizeof(counter),
-                                     NULL, NULL, fields, 1, methods, 2};
+  static const PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI,
+                                     "sig.Counter",
+                                     NULL,
+                                     sizeof(counter),
+                                     NULL,
+                                     NULL,
+                                     fields,
+                                     1,
+                                     methods,
+                                     2};
   uint32_t ix = 0;
   assert_pf_ok(PFObjectTypeRegister(&d, &ix));
   const PFObjectTypeInfo* ti = NULL;
@@ -404,11 +420,13 @@ static void test_closure_takes_names(void** state) {
 static void test_any_is_metadata_only(void** state) {
   (void)state;
   PFSignatureInfo* info = NULL;
-  assert_pf_ok(PFSignatureParse("any(x: any, n: any = 2, f: any = 0.5, s: any = \"a\", "
-                                "b: any = b\"\\x01\", t: any = true, z: any = null)",
-                                &info));
-  assert_string_equal(info->text, "any(x:any,n:any=2,f:any=0.5,s:any=\"a\",b:any=b\"\\x01\","
-                                  "t:any=true,z:any=null)");
+  assert_pf_ok(
+      PFSignatureParse("any(x: any, n: any = 2, f: any = 0.5, s: any = \"a\", "
+                       "b: any = b\"\\x01\", t: any = true, z: any = null)",
+                       &info));
+  assert_string_equal(info->text,
+                      "any(x:any,n:any=2,f:any=0.5,s:any=\"a\",b:any=b\"\\x01\","
+                      "t:any=true,z:any=null)");
   const PFParamInfo* const* p = info->params;
   assert_string_equal(p[0]->type, "any");
   assert_int_equal(p[0]->type_code, kPFNull);
@@ -446,8 +464,8 @@ static void test_any_is_metadata_only(void** state) {
                   "PFFuncToCFunction: bad signature", "parameter 0 is any");
   PFFuncFree(f);
   PFFieldDesc field = {"v", "any", 0, 0, NULL};
-  PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI, "sig.AnyField", NULL, 16, NULL, NULL, &field, 1,
-                        NULL, 0};
+  PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, "sig.AnyField", NULL, 16, NULL, NULL, &field, 1, NULL, 0};
   uint32_t ix = 0;
   assert_pf_error(PFObjectTypeRegister(&d, &ix), kPFErrValueError, "field 'v'",
                   "any, which has no C type");

@@ -138,7 +138,8 @@ static void check_id_call(PFFunctionHandle f, int i) {
     violation("call of a looked-up function failed", rc, kPFInt);
     return;
   }
-  if (rv.v_int64 / ID_SCALE != i) violation("name resolved to another name's function", rv.v_int64 / ID_SCALE, i);
+  if (rv.v_int64 / ID_SCALE != i)
+    violation("name resolved to another name's function", rv.v_int64 / ID_SCALE, i);
 }
 
 static void* worker(void* arg) {
@@ -149,9 +150,13 @@ static void* worker(void* arg) {
     int i = (int)((r >> 8) % N_NAMES);
     const char* name = g_names[i];
     switch (r % 16) {
-      case 0: case 1: { /* register, or override */
+      case 0:
+      case 1: { /* register, or override */
         PFFunctionHandle f = make_id_func(i);
-        if (f == NULL) { violation("create failed", 0, 0); break; }
+        if (f == NULL) {
+          violation("create failed", 0, 0);
+          break;
+        }
         int st = PFFuncRegisterGlobal(name, f, (int)((r >> 20) & 1));
         if (st != 0 && strcmp(PFErrorGetKind(), kPFErrKeyError) != 0)
           violation("register failed other than KeyError", st, 0);
@@ -164,9 +169,15 @@ static void* worker(void* arg) {
           violation("remove failed other than KeyError", st, 0);
         break;
       }
-      case 3: case 4: case 5: case 6: { /* look up and call */
+      case 3:
+      case 4:
+      case 5:
+      case 6: { /* look up and call */
         PFFunctionHandle f = NULL;
-        if (PFFuncGetGlobal(name, &f) != 0) { violation("lookup failed", 0, 0); break; }
+        if (PFFuncGetGlobal(name, &f) != 0) {
+          violation("lookup failed", 0, 0);
+          break;
+        }
         if (f != NULL) {
           check_id_call(f, i);
           PFFuncFree(f);
@@ -186,7 +197,8 @@ static void* worker(void* arg) {
         PFFuncFree(f);
         break;
       }
-      case 8: case 9: { /* typed call */
+      case 8:
+      case 9: { /* typed call */
         int64_t x = (int64_t)(r >> 40), y = (int64_t)((r >> 12) & 0xffff);
         PFValue a[2] = {{.v_int64 = x}, {.v_int64 = y}}, rv;
         int c[2] = {kPFInt, kPFInt}, rc;
@@ -203,7 +215,10 @@ static void* worker(void* arg) {
       case 11: { /* thread-local errors and return storage */
         PFValue a = {.v_int64 = (int64_t)op}, rv;
         int c = kPFInt, rc;
-        if (PFFuncCall(g_fail, &a, &c, 1, &rv, &rc) != -1) { violation("fail succeeded", 0, 0); break; }
+        if (PFFuncCall(g_fail, &a, &c, 1, &rv, &rc) != -1) {
+          violation("fail succeeded", 0, 0);
+          break;
+        }
         char want[64];
         snprintf(want, sizeof(want), "soak failure %ld", op);
         if (strcmp(PFErrorGetKind(), kPFErrIndexError) != 0 ||
@@ -245,7 +260,10 @@ static void* worker(void* arg) {
         break;
       }
       case 13: { /* shared object references */
-        if (PFObjectRetain(g_boxed) != 0) { violation("retain failed", 0, 0); break; }
+        if (PFObjectRetain(g_boxed) != 0) {
+          violation("retain failed", 0, 0);
+          break;
+        }
         void* p = NULL;
         if (PFObjectGetBoxedPayload(g_boxed, &p) != 0 || p != (void*)&g_serial)
           violation("payload wrong", 0, 0);

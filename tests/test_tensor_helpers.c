@@ -41,7 +41,8 @@ static int call1(PFFunctionHandle f, PFValue v, int code, PFValue* rv, int* rc) 
 static void test_typed_constraints(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
-  assert_pf_ok(PFFuncCreateFromTyped((void*)sum1, "float64(x: tensor<float64, 1, contiguous>)", &f));
+  assert_pf_ok(
+      PFFuncCreateFromTyped((void*)sum1, "float64(x: tensor<float64, 1, contiguous>)", &f));
   assert_pf_ok(PFFuncSetInfo(f, "sum1", NULL, NULL));
   double d[4] = {1, 2, 3, 4};
   int64_t n4 = 4, n22[2] = {2, 2}, s2 = 2;
@@ -63,8 +64,9 @@ static void test_typed_constraints(void** state) {
   assert_string_equal(PFErrorGetTraceback(), "");
   DLTensor t2 = make(d, n22, 2, kDLFloat, 64);
   v.v_handle = &t2;
-  assert_pf_error(call1(f, v, kPFDLTensorHandle, &rv, &rc), kPFErrValueError,
-                  "argument 0 'x': expected tensor<float64,1,contiguous>, got float64 tensor of rank 2");
+  assert_pf_error(
+      call1(f, v, kPFDLTensorHandle, &rv, &rc), kPFErrValueError,
+      "argument 0 'x': expected tensor<float64,1,contiguous>, got float64 tensor of rank 2");
   t.strides = &s2;
   t.shape = &s2;
   v.v_handle = &t;
@@ -99,11 +101,13 @@ static void test_typed_constraints(void** state) {
   int oc[1];
   v.v_handle = &t3;
   DLTensor* got = NULL;
-  assert_pf_ok(PFArgGetTensor(&v, (int[]){kPFDLTensorHandle}, 1, 0, "tensor<*,3,contiguous>", &got));
+  assert_pf_ok(
+      PFArgGetTensor(&v, (int[]){kPFDLTensorHandle}, 1, 0, "tensor<*,3,contiguous>", &got));
   DLTensor te = make(d, z, 2, kDLFloat, 64);
   te.strides = zs;
   v.v_handle = &te;
-  assert_pf_ok(PFArgGetTensor(&v, (int[]){kPFDLTensorHandle}, 1, 0, "tensor<*,*,contiguous>", &got));
+  assert_pf_ok(
+      PFArgGetTensor(&v, (int[]){kPFDLTensorHandle}, 1, 0, "tensor<*,*,contiguous>", &got));
   (void)out, (void)oc;
 }
 
@@ -158,7 +162,8 @@ static void test_arg_get_tensor(void** state) {
   DLTensor* out = NULL;
   assert_pf_ok(PFArgGetTensor(args, codes, 4, 0, NULL, &out));
   assert_ptr_equal(out, &t);
-  assert_pf_ok(PFArgGetTensor(args, codes, 4, 1, " tensor < float32 , 2 , contiguous , cpu > ", &out));
+  assert_pf_ok(
+      PFArgGetTensor(args, codes, 4, 1, " tensor < float32 , 2 , contiguous , cpu > ", &out));
   assert_ptr_equal(out, view);
   /* Refusals about the argument: no place. */
   out = (DLTensor*)(uintptr_t)1;
@@ -223,7 +228,8 @@ static void test_tensor_alloc(void** state) {
   int64_t shape[3] = {2, 3, 5};
   PFObjectHandle obj = NULL;
   DLTensor* t = NULL;
-  assert_pf_ok(PFTensorAlloc(3, shape, (DLDataType){kDLFloat, 64, 1}, kPFTensorAllocZero, &obj, &t));
+  assert_pf_ok(
+      PFTensorAlloc(3, shape, (DLDataType){kDLFloat, 64, 1}, kPFTensorAllocZero, &obj, &t));
   shape[0] = 99; /* the shape was copied */
   assert_int_equal(t->ndim, 3);
   assert_int_equal(t->shape[0], 2);
@@ -348,13 +354,16 @@ static int fault_work(void) {
                              "t: tensor<float32,2,contiguous> = null, f: float32 = 0.1)",
                              &info)) != 0)
     goto out;
-  if ((rc = PFFuncCreateFromTyped((void*)clamp3, "float64(x: float64, lo: float64 = 0, "
-                                  "hi: float64 = 1)", &f)) != 0)
+  if ((rc = PFFuncCreateFromTyped((void*)clamp3,
+                                  "float64(x: float64, lo: float64 = 0, "
+                                  "hi: float64 = 1)",
+                                  &f)) != 0)
     goto out;
   if ((rc = PFFuncCallKw(f, &a, &c, 1, &hi, &kw, &c, 1, &rv, &code)) != 0) goto out;
   if (rv.v_float64 != 2) return PFErrorSetFormat(kPFErrRuntimeError, "wrong result");
   if ((rc = PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &p)) != 0) goto out;
-  if ((rc = PFFuncSetInfo(p, "echo", "str(s: str = \"default\", n: int64 = 1)", NULL)) != 0) goto out;
+  if ((rc = PFFuncSetInfo(p, "echo", "str(s: str = \"default\", n: int64 = 1)", NULL)) != 0)
+    goto out;
   if ((rc = PFFuncCallKw(p, NULL, NULL, 0, NULL, NULL, NULL, 0, &rv, &code)) != 0) goto out;
   if (code != kPFStr || strcmp(rv.v_str, "default") != 0)
     return PFErrorSetFormat(kPFErrRuntimeError, "wrong default");
@@ -364,7 +373,8 @@ static int fault_work(void) {
     int ic = kPFInt;
     if ((rc = PFFuncBind(p, 1, &pos, &one, &ic, NULL, &b)) != 0) goto out;
   }
-  if ((rc = PFTensorAlloc(2, shape, (DLDataType){kDLFloat, 32, 1}, kPFTensorAllocZero, &t, NULL)) != 0)
+  if ((rc = PFTensorAlloc(2, shape, (DLDataType){kDLFloat, 32, 1}, kPFTensorAllocZero, &t, NULL)) !=
+      0)
     goto out;
 out:
   PFObjectFree(t);
@@ -383,12 +393,9 @@ static void test_allocation_failures(void** state) {
 int main(void) {
   if (pf_fault_install() != 0) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_typed_constraints),
-      cmocka_unit_test(test_results_and_closures),
-      cmocka_unit_test(test_arg_get_tensor),
-      cmocka_unit_test(test_tensor_alloc),
-      cmocka_unit_test(test_packed_tensor_in_and_out),
-      cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_typed_constraints),        cmocka_unit_test(test_results_and_closures),
+      cmocka_unit_test(test_arg_get_tensor),           cmocka_unit_test(test_tensor_alloc),
+      cmocka_unit_test(test_packed_tensor_in_and_out), cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

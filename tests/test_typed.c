@@ -72,7 +72,9 @@ static bool is_neg(int64_t x) { return x < 0; }
 static int32_t cmp_mixed(double a, double b, int64_t bias, void* p) {
   return (int32_t)((a < b ? -1 : a > b ? 1 : 0) + bias + (p ? 100 : 0));
 }
-static double mix4(double a, int64_t b, double c, int64_t d) { return a * (double)b + c - (double)d; }
+static double mix4(double a, int64_t b, double c, int64_t d) {
+  return a * (double)b + c - (double)d;
+}
 static void* ptr_plus(void* p, int64_t k) { return p ? (char*)p + k : NULL; }
 static uint64_t u64_id(uint64_t x) { return x; }
 static uint64_t u64_max(void) { return UINT64_MAX; }
@@ -168,7 +170,7 @@ static void test_signature_errors(void** state) {
     PFFunctionHandle f = (PFFunctionHandle)0x1;
     int st = PFFuncCreateFromTyped(FN(add_i64), cases[i].sig, &f);
     assert_pf_error(st, "ValueError", "PFFuncCreateFromTyped: bad signature", cases[i].pos,
-                 cases[i].detail);
+                    cases[i].detail);
     assert_ptr_equal(f, (PFFunctionHandle)0x1); /* untouched on failure */
   }
   /* The example from the header, word for word. */
@@ -201,7 +203,7 @@ static void test_signature_arg_limit(void** state) {
   sig[strlen(sig) - 1] = '\0';
   strcat(sig, ",int64)"); /* 17 arguments */
   assert_pf_error(PFFuncCreateFromTyped(FN(sum16), sig, &f), "ValueError", "more than 16 arguments",
-               "at position 102");
+                  "at position 102");
 }
 
 static void test_blanks_alias_and_metadata(void** state) {
@@ -219,8 +221,9 @@ static void test_blanks_alias_and_metadata(void** state) {
   PFValue a[2] = {F(1.5), H(NULL)}, rv;
   int c[2] = {kPFFloat, kPFStr}, rc;
   a[1].v_str = "x";
-  assert_pf_error(call(f, 2, a, c, &rv, &rc), "TypeError",
-               "typed function 'mul' float64(float64,float64): argument 1: expected float64, got str");
+  assert_pf_error(
+      call(f, 2, a, c, &rv, &rc), "TypeError",
+      "typed function 'mul' float64(float64,float64): argument 1: expected float64, got str");
   c[1] = kPFFloat;
   a[1] = F(4);
   assert_pf_ok(call(f, 2, a, c, &rv, &rc));
@@ -238,11 +241,11 @@ static void test_null_arguments(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
   assert_pf_error(PFFuncCreateFromTyped(NULL, "int64()", &f), "TypeError",
-               "PFFuncCreateFromTyped: argument 'fn' is NULL");
+                  "PFFuncCreateFromTyped: argument 'fn' is NULL");
   assert_pf_error(PFFuncCreateFromTyped(FN(answer), NULL, &f), "TypeError",
-               "PFFuncCreateFromTyped: argument 'signature' is NULL");
+                  "PFFuncCreateFromTyped: argument 'signature' is NULL");
   assert_pf_error(PFFuncCreateFromTyped(FN(answer), "int64()", NULL), "TypeError",
-               "PFFuncCreateFromTyped: argument 'out' is NULL");
+                  "PFFuncCreateFromTyped: argument 'out' is NULL");
   assert_null(f);
 }
 
@@ -273,8 +276,8 @@ static void test_add_both_paths(void** state) {
 static void test_simple_path_code_mismatch(void** state) {
   (void)state;
   PFFunctionHandle f = typed(FN(mul_f64), "float64(float64,float64)");
-  const int cases[4][2] = {{kPFFloat, kPFFloat}, {kPFInt, kPFFloat}, {kPFFloat, kPFInt},
-                           {kPFInt, kPFInt}};
+  const int cases[4][2] = {
+      {kPFFloat, kPFFloat}, {kPFInt, kPFFloat}, {kPFFloat, kPFInt}, {kPFInt, kPFInt}};
   for (int k = 0; k < 4; ++k) {
     PFValue a[2];
     int c[2] = {cases[k][0], cases[k][1]};
@@ -387,7 +390,7 @@ static void test_arity(void** state) {
   PFValue a[3] = {I(1), I(2), I(3)}, rv;
   int c[3] = {kPFInt, kPFInt, kPFInt}, rc;
   assert_pf_error(call(f, 3, a, c, &rv, &rc), "TypeError",
-               "typed function int64(int64,int64): takes 2 arguments, got 3");
+                  "typed function int64(int64,int64): takes 2 arguments, got 3");
   assert_pf_error(call(f, 1, a, c, &rv, &rc), "TypeError", "takes 2 arguments, got 1");
   assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "TypeError", "got 0");
   PFFuncFree(f);
@@ -434,7 +437,7 @@ static void test_integer_ranges(void** state) {
       a = I(bad[k]);
       snprintf(got, sizeof(got), "got int %lld,", (long long)bad[k]);
       assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", cases[i].sig, "argument 0", want,
-                   got, cases[i].range);
+                      got, cases[i].range);
     }
     /* A float is never truncated into an integer. */
     a = F(1.0);
@@ -495,12 +498,12 @@ static void test_uint64(void** state) {
   assert_true(rv.v_int64 == INT64_MAX);
   a = I(-1);
   assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected uint64, got int -1",
-               "[0, 18446744073709551615]");
+                  "[0, 18446744073709551615]");
   PFFuncFree(f);
 
   f = typed(FN(u64_max), "uint64()");
   assert_pf_error(call_both(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-               "result: uint64 value 18446744073709551615 does not fit the int64");
+                  "result: uint64 value 18446744073709551615 does not fit the int64");
   PFFuncFree(f);
 }
 
@@ -528,7 +531,7 @@ static void test_floats(void** state) {
   assert_true(rv.v_float64 == 0.0);
   a = F(1e39);
   assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected float32, got float 1e+39",
-               "beyond its range");
+                  "beyond its range");
   a = F(-1e300);
   assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected float32");
   /* Ints widen when a double holds them exactly. */
@@ -563,7 +566,7 @@ static void test_floats(void** state) {
   assert_true(rv.v_float64 == 9007199254740992.0);
   aa[0] = I(((int64_t)1 << 53) + 1);
   assert_pf_error(call(f, 2, aa, cc, &rv, &rc), "ValueError", "argument 0", "expected float64",
-               "got int 9007199254740993", "cannot hold exactly");
+                  "got int 9007199254740993", "cannot hold exactly");
   aa[0] = I(INT64_MAX);
   assert_pf_error(call(f, 2, aa, cc, &rv, &rc), "ValueError", "cannot hold exactly");
   aa[0] = I(INT64_MIN); /* -2^63 is exact */
@@ -587,7 +590,7 @@ static void test_bool(void** state) {
   assert_int_equal(rv.v_int64, 1);
   a = I(2);
   assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "ValueError", "expected bool, got int 2",
-               "only 0 and 1");
+                  "only 0 and 1");
   a = F(1.0);
   c = kPFFloat;
   assert_pf_error(call(f, 1, &a, &c, &rv, &rc), "TypeError", "expected bool, got float");
@@ -605,7 +608,7 @@ static void test_str(void** state) {
   assert_int_equal(rc, kPFStr);
   assert_string_equal(rv.v_str, "ello");
   assert_true(rv.v_str != a.v_str + 1); /* copied */
-  a.v_str = ""; /* the C function returns NULL: null */
+  a.v_str = "";                         /* the C function returns NULL: null */
   assert_pf_ok(call(f, 1, &a, &c, &rv, &rc));
   assert_int_equal(rc, kPFNull);
   c = kPFNull; /* a str argument is never NULL */
@@ -654,7 +657,7 @@ static void test_bytes(void** state) {
 
   f = typed(FN(bad_bytes), "bytes()");
   assert_pf_error(call(f, 0, NULL, NULL, &rv, &rc), "ValueError",
-               "result: bytes of size 3 with NULL data");
+                  "result: bytes of size 3 with NULL data");
   PFFuncFree(f);
 }
 
@@ -687,8 +690,8 @@ static void test_tensor(void** state) {
   (void)state;
   int64_t shape[2] = {2, 3};
   float data[6] = {0};
-  DLTensor t = {.data = data, .device = {kDLCPU, 0}, .ndim = 2,
-                .dtype = {kDLFloat, 32, 1}, .shape = shape};
+  DLTensor t = {
+      .data = data, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = shape};
   PFFunctionHandle f = typed(FN(same_tensor), "tensor(tensor)");
   assert_int_equal(pf_typed_path(f), 1);
   PFValue a = H(&t), rv;
@@ -757,7 +760,8 @@ static void test_dtype_device(void** state) {
   assert_pf_ok(call(f, 3, aa, cc, &rv, &rc));
   assert_int_equal(rv.v_int64, 2 * 1000000 + 64 * 10000 + 100 + 10 + 3 + 5);
   cc[1] = kPFDataType;
-  assert_pf_error(call(f, 3, aa, cc, &rv, &rc), "TypeError", "argument 1: expected device, got dtype");
+  assert_pf_error(call(f, 3, aa, cc, &rv, &rc), "TypeError",
+                  "argument 1: expected device, got dtype");
   PFFuncFree(f);
 }
 

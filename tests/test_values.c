@@ -129,26 +129,39 @@ static void test_every_code_reaches_callee(void** state) {
   assert_pf_ok(PFObjectCreateBoxed(&seen, NULL, &boxed));
   float data[2] = {1, 2};
   int64_t shape[1] = {2};
-  DLTensor tensor = {.data = data, .device = {kDLCPU, 0}, .ndim = 1,
-                     .dtype = {kDLFloat, 32, 1}, .shape = shape};
+  DLTensor tensor = {
+      .data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape};
   PFByteArray bytes = {.data = "a\0b", .size = 3};
   int marker;
   PFValue args[14] = {{.v_int64 = 0}}; /* all 8 bytes defined: compared below */
   int codes[14];
   int n = 0;
-  args[n].v_int64 = -9; codes[n++] = kPFInt;
-  args[n].v_float64 = 2.25; codes[n++] = kPFFloat;
-  args[n].v_int64 = 1; codes[n++] = kPFBool;
-  args[n].v_int64 = 0; codes[n++] = kPFNull;
-  args[n].v_handle = &marker; codes[n++] = kPFOpaqueHandle;
-  args[n].v_type = (DLDataType){kDLInt, 8, 1}; codes[n++] = kPFDataType;
-  args[n].v_device = (DLDevice){kDLCPU, 5}; codes[n++] = kPFDevice;
-  args[n].v_handle = &tensor; codes[n++] = kPFDLTensorHandle;
-  args[n].v_str = "text"; codes[n++] = kPFStr;
-  args[n].v_handle = &bytes; codes[n++] = kPFBytes;
-  args[n].v_handle = other; codes[n++] = kPFFuncHandle;
-  args[n].v_handle = boxed; codes[n++] = kPFObjectHandle;
-  args[n].v_int64 = 0x0123456789abcdefLL; codes[n++] = kPFExtBegin + 1;
+  args[n].v_int64 = -9;
+  codes[n++] = kPFInt;
+  args[n].v_float64 = 2.25;
+  codes[n++] = kPFFloat;
+  args[n].v_int64 = 1;
+  codes[n++] = kPFBool;
+  args[n].v_int64 = 0;
+  codes[n++] = kPFNull;
+  args[n].v_handle = &marker;
+  codes[n++] = kPFOpaqueHandle;
+  args[n].v_type = (DLDataType){kDLInt, 8, 1};
+  codes[n++] = kPFDataType;
+  args[n].v_device = (DLDevice){kDLCPU, 5};
+  codes[n++] = kPFDevice;
+  args[n].v_handle = &tensor;
+  codes[n++] = kPFDLTensorHandle;
+  args[n].v_str = "text";
+  codes[n++] = kPFStr;
+  args[n].v_handle = &bytes;
+  codes[n++] = kPFBytes;
+  args[n].v_handle = other;
+  codes[n++] = kPFFuncHandle;
+  args[n].v_handle = boxed;
+  codes[n++] = kPFObjectHandle;
+  args[n].v_int64 = 0x0123456789abcdefLL;
+  codes[n++] = kPFExtBegin + 1;
   PFValue rv;
   int rc = -1;
   assert_pf_ok(PFFuncCall(f, args, codes, n, &rv, &rc));
@@ -185,8 +198,8 @@ static void test_dltensor_pointer(void** state) {
   (void)state;
   float data[4] = {1, 2, 3, 4.5f};
   int64_t shape[1] = {4};
-  DLTensor t = {.data = data, .device = {kDLCPU, 0}, .ndim = 1,
-                .dtype = {kDLFloat, 32, 1}, .shape = shape};
+  DLTensor t = {
+      .data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape};
   DLTensor* seen = NULL;
   PFFunctionHandle f = make(tensor_sum, &seen);
   PFValue rv;
@@ -332,8 +345,7 @@ static void test_bytes(void** state) {
   static const char nul_data[] = {'a', '\0', 'b', '\0', '\0', 'c'};
   char big[1000];
   for (size_t i = 0; i < sizeof(big); ++i) big[i] = (char)(i * 7);
-  PFByteArray cases[] = {
-      {nul_data, sizeof(nul_data)}, {"", 0}, {NULL, 0}, {big, sizeof(big)}};
+  PFByteArray cases[] = {{nul_data, sizeof(nul_data)}, {"", 0}, {NULL, 0}, {big, sizeof(big)}};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     PFFunctionHandle f = make(bytes_check, &cases[i]);
     PFValue rv;
@@ -407,7 +419,8 @@ static void test_bytes_return_too_large(void** state) {
     assert_int_equal(rv.v_int64, 5);
     assert_int_equal(b.status, -1);
     assert_string_equal(b.kind, cases[i].kind);
-    if (strstr(b.msg, cases[i].text) == NULL) fail_msg("message '%s' lacks '%s'", b.msg, cases[i].text);
+    if (strstr(b.msg, cases[i].text) == NULL)
+      fail_msg("message '%s' lacks '%s'", b.msg, cases[i].text);
     if (cases[i].kind[0] == 'V') {
       char expect[96];
       snprintf(expect, sizeof(expect), "PFCFuncSetReturn: return value 0 is bytes of size %zu",
@@ -453,8 +466,7 @@ static int make_func(PFValue* args, int* codes, int n, PFRetValueHandle ret, voi
   (void)codes;
   (void)n;
   PFFunctionHandle counted = NULL;
-  if (PFFuncCreateFromCFunc(pf_test_echo, resource, pf_test_count_fin, &counted) != 0)
-    return -1;
+  if (PFFuncCreateFromCFunc(pf_test_echo, resource, pf_test_count_fin, &counted) != 0) return -1;
   PFValue v = {.v_handle = counted};
   int code = kPFFuncHandle;
   int st = PFCFuncSetReturn(ret, &v, &code, 1);
@@ -577,8 +589,11 @@ static void test_tensor_object_round_trip(void** state) {
   (void)state;
   double data[3] = {6.5, 1, 2};
   int64_t shape[1] = {3};
-  DLManagedTensor m = {.dl_tensor = {.data = data, .device = {kDLCPU, 0}, .ndim = 1,
-                                     .dtype = {kDLFloat, 64, 1}, .shape = shape},
+  DLManagedTensor m = {.dl_tensor = {.data = data,
+                                     .device = {kDLCPU, 0},
+                                     .ndim = 1,
+                                     .dtype = {kDLFloat, 64, 1},
+                                     .shape = shape},
                        .deleter = count_deleter};
   atomic_store(&g_tensor_deleted, 0);
   PFObjectHandle tensor = NULL;

@@ -16,9 +16,9 @@ declare -A GROUPS_=(
   # the demo.
   [python]="python3 python3-numpy python3-dev"
   # Every test: C (cmocka, sanitizers, the fuzzers' clang, valgrind, the ABI
-  # check's g++) and Python (pytest, hypothesis, a venv for the install test,
+  # check's g++, the layout check's clang-format) and Python (pytest, hypothesis, a venv for the install test,
   # mypy for the generated stubs).
-  [test]="g++ libcmocka-dev clang libclang-rt-14-dev valgrind python3-pytest
+  [test]="g++ libcmocka-dev clang libclang-rt-14-dev clang-format-14 valgrind python3-pytest
           python3-hypothesis python3-venv python3-setuptools python3-pip python3-mypy"
   # The benchmarks: callgrind counts and the chart.
   [bench]="valgrind python3-matplotlib"

@@ -126,10 +126,8 @@ static int put_text(FILE* out, const char* text, int col, int indent) {
  * its description at HELP_COLUMN, beside the names when they leave room,
  * else below them. */
 static void put_description(FILE* out, int col, const char* help) {
-  if (col <= HELP_COLUMN - 2)
-    fprintf(out, "%*s", HELP_COLUMN - col, "");
-  else
-    fprintf(out, "\n%*s", HELP_COLUMN, "");
+  if (col <= HELP_COLUMN - 2) fprintf(out, "%*s", HELP_COLUMN - col, "");
+  else fprintf(out, "\n%*s", HELP_COLUMN, "");
   put_text(out, help, HELP_COLUMN, HELP_COLUMN);
   fputc('\n', out);
 }
@@ -138,7 +136,8 @@ static void put_options(FILE* out) {
   fputs("Options (before the command):\n", out);
   for (int k = 0; k < OPT_COUNT; ++k) {
     const pf_option* o = &k_options[k];
-    int col = o->alias ? fprintf(out, "  %s, %s", o->alias, o->name) : fprintf(out, "  %s", o->name);
+    int col =
+        o->alias ? fprintf(out, "  %s, %s", o->alias, o->name) : fprintf(out, "  %s", o->name);
     if (o->value) col += fprintf(out, " %s", o->value);
     put_description(out, col, o->help);
   }
@@ -279,12 +278,18 @@ static arg_kind kind_of_type(const char* t, size_t n) {
   for (int i = 0; PFSignatureTypeInfo(i, &name, &code) == 0; ++i) {
     if (strlen(name) != n || memcmp(name, t, n) != 0) continue;
     switch (code) {
-      case kPFInt: return ARG_INT;
-      case kPFFloat: return ARG_FLOAT;
-      case kPFBool: return ARG_BOOL;
-      case kPFStr: return ARG_STR;
-      case kPFBytes: return ARG_BYTES;
-      default: return ARG_AUTO;
+      case kPFInt:
+        return ARG_INT;
+      case kPFFloat:
+        return ARG_FLOAT;
+      case kPFBool:
+        return ARG_BOOL;
+      case kPFStr:
+        return ARG_STR;
+      case kPFBytes:
+        return ARG_BYTES;
+      default:
+        return ARG_AUTO;
     }
   }
   return ARG_AUTO;
@@ -319,8 +324,8 @@ static int keyword_arg(int named, const char* s, size_t* name_len, const char** 
  * `bytes` is this argument's PFByteArray storage. A container (from JSON
  * text) is a new reference that the caller releases after the call.
  * Returns 0, or -1 with a packedfunc error recorded. */
-static int convert_arg(const char* fname, const char* arg, const char* s, arg_kind kind,
-                       PFValue* v, int* code, PFByteArray* bytes) {
+static int convert_arg(const char* fname, const char* arg, const char* s, arg_kind kind, PFValue* v,
+                       int* code, PFByteArray* bytes) {
   int64_t i;
   double x;
   int r;
@@ -343,8 +348,7 @@ static int convert_arg(const char* fname, const char* arg, const char* s, arg_ki
         return 0;
       }
       return PFErrorSetFormat(kPFErrValueError,
-                              "%s of '%s' must be a bool (true or false), got '%s'",
-                              arg, fname, s);
+                              "%s of '%s' must be a bool (true or false), got '%s'", arg, fname, s);
     case ARG_INT:
       r = parse_int(s, &i);
       if (r == 1) {
@@ -352,8 +356,8 @@ static int convert_arg(const char* fname, const char* arg, const char* s, arg_ki
         *code = kPFInt;
         return 0;
       }
-      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be an integer%s, got '%s'",
-                              arg, fname, r < 0 ? " within the int64 range" : "", s);
+      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be an integer%s, got '%s'", arg,
+                              fname, r < 0 ? " within the int64 range" : "", s);
     case ARG_FLOAT:
       r = parse_int(s, &i);
       if (r == 1) {
@@ -367,8 +371,8 @@ static int convert_arg(const char* fname, const char* arg, const char* s, arg_ki
         *code = kPFFloat;
         return 0;
       }
-      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be a number%s, got '%s'",
-                              arg, fname, r < 0 ? " within the float64 range" : "", s);
+      return PFErrorSetFormat(kPFErrValueError, "%s of '%s' must be a number%s, got '%s'", arg,
+                              fname, r < 0 ? " within the float64 range" : "", s);
     case ARG_SHAPE:
       return pf_json_read_shape(fname, arg, s, v, code);
     case ARG_AUTO:
@@ -382,14 +386,12 @@ static int convert_arg(const char* fname, const char* arg, const char* s, arg_ki
     return 0;
   }
   if (r < 0)
-    return PFErrorSetFormat(kPFErrValueError,
-                            "%s of '%s' ('%s') is an integer outside the int64 range",
-                            arg, fname, s);
+    return PFErrorSetFormat(
+        kPFErrValueError, "%s of '%s' ('%s') is an integer outside the int64 range", arg, fname, s);
   r = parse_float(s, &x);
   if (r < 0)
-    return PFErrorSetFormat(kPFErrValueError,
-                            "%s of '%s' ('%s') is a number outside the float64 range",
-                            arg, fname, s);
+    return PFErrorSetFormat(
+        kPFErrValueError, "%s of '%s' ('%s') is a number outside the float64 range", arg, fname, s);
   if (r == 1) {
     v->v_float64 = x;
     *code = kPFFloat;
@@ -444,8 +446,9 @@ static PFFunctionHandle lookup(FILE* err, const char* name) {
     return NULL;
   }
   if (f == NULL) {
-    PFErrorSetFormat(kPFErrKeyError, g_remote ? "no function named '%s' is exposed by the server"
-                                              : "no function named '%s' is registered",
+    PFErrorSetFormat(kPFErrKeyError,
+                     g_remote ? "no function named '%s' is exposed by the server"
+                              : "no function named '%s' is registered",
                      name);
     report_error(err);
   }
@@ -530,8 +533,7 @@ static int cmd_describe(FILE* out, FILE* err, const char* name) {
     if (f == NULL && PFObjectTypeFind(name, &type) != 0) return report_error(err);
     if (f == NULL && type != 0) return describe_type(out, err, type);
     if (f == NULL) {
-      PFErrorSetFormat(kPFErrKeyError, "no function or object type named '%s' is registered",
-                       name);
+      PFErrorSetFormat(kPFErrKeyError, "no function or object type named '%s' is registered", name);
       return report_error(err);
     }
     PFFuncFree(f);
@@ -584,8 +586,10 @@ static int cmd_call(FILE* out, FILE* err, const char* name, int nargs, char** ar
           if (strcmp(info->params[k]->name, kw_names[nkw]) == 0) kind = kind_of_param(info, k);
         ++nkw;
       } else if (nkw > 0) {
-        status = command_error(err, "call", "call: positional argument '%s' follows a keyword "
-                               "argument (NAME=VALUE arguments come last)", argv[i]);
+        status = command_error(err, "call",
+                               "call: positional argument '%s' follows a keyword "
+                               "argument (NAME=VALUE arguments come last)",
+                               argv[i]);
         break;
       } else {
         snprintf(what, sizeof(what), "argument %d", i);
@@ -606,10 +610,8 @@ static int cmd_call(FILE* out, FILE* err, const char* name, int nargs, char** ar
                    ? PFFuncCallKw(f, vals, codes, npos, (const char* const*)kw_names, vals + npos,
                                   codes + npos, nkw, &ret, &ret_code)
                    : PFFuncCall(f, vals, codes, npos, &ret, &ret_code);
-      if (rc != 0)
-        status = report_error(err);
-      else
-        print_result(out, ret, ret_code);
+      if (rc != 0) status = report_error(err);
+      else print_result(out, ret, ret_code);
     }
     /* The containers that JSON arguments became (only they are handles). */
     for (int i = 0; i < npos + nkw; ++i)
@@ -671,7 +673,8 @@ static int load_rpc(FILE* err, rpc_api* api) {
   fputs("pf: RuntimeError: remote functions are not available in this build\n", err);
   return -1;
 #else
-  void* lib = dlopen("libpackedfunc_rpc.so." PF_STRINGIFY_(PF_VERSION_MAJOR), RTLD_NOW | RTLD_LOCAL);
+  void* lib =
+      dlopen("libpackedfunc_rpc.so." PF_STRINGIFY_(PF_VERSION_MAJOR), RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     fprintf(err, "pf: RuntimeError: cannot load the remote-function library: %s\n", dlerror());
     return -1;
@@ -748,7 +751,8 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
       status = unknown_argument(err, "serve", argv[i]);
     }
   }
-  if (status < 0 && listen == NULL) status = usage_error(err, "%s", "serve needs --listen ENDPOINT");
+  if (status < 0 && listen == NULL)
+    status = usage_error(err, "%s", "serve needs --listen ENDPOINT");
   if (status < 0 && authorized_file != NULL && key_file == NULL)
     status = usage_error(err, "%s", "--authorized-keys needs --curve-secret-key FILE");
   rpc_api api;
@@ -797,7 +801,8 @@ static int cmd_serve(FILE* err, int nargs, char** argv) {
     } else {
       fprintf(err, "pf serve: listening on %s (%d workers; %s%s%s%s)\n", ep, (int)workers,
               nexpose ? "exposing names that begin with" : "exposing nothing: use --expose PREFIX",
-              nexpose ? " '" : "", nexpose ? expose[0] : "", nexpose ? (nexpose > 1 ? "' and more" : "'") : "");
+              nexpose ? " '" : "", nexpose ? expose[0] : "",
+              nexpose ? (nexpose > 1 ? "' and more" : "'") : "");
       fflush(err);
       int sig = 0;
       sigwait(&set, &sig);
@@ -853,12 +858,9 @@ static const char* list_args(int nargs, char** args, int* types, int* extra) {
   const char* prefix = NULL;
   *types = *extra = 0;
   for (int k = 0; k < nargs; ++k) {
-    if (strcmp(args[k], "--types") == 0 && !*types)
-      *types = 1;
-    else if (prefix == NULL)
-      prefix = args[k];
-    else
-      *extra = 1;
+    if (strcmp(args[k], "--types") == 0 && !*types) *types = 1;
+    else if (prefix == NULL) prefix = args[k];
+    else *extra = 1;
   }
   return prefix;
 }
@@ -955,25 +957,33 @@ static const pf_command k_commands[] = {
      "Arguments of `call`: each ARG becomes an int (decimal or 0x hex, within\n"
      "int64), a float (3.5, 1e-3, inf, nan), a bool (true, false), null (null),\n"
      "a container when it begins with [ or { (JSON: [1, \"a\"] is an array,\n"
-     "{\"k\": 1.5} a map; keys may also be integers; nested up to "
-     PF_STRINGIFY_(PF_JSON_MAX_DEPTH) " levels),\n"
-     "or else a str. A function with a signature (a typed function) gets each\n"
-     "argument converted by the signature's type instead: \"3\" is 3.0 for a\n"
-     "float64 parameter, and stays the text \"3\" for a str parameter; a\n"
-     "shape parameter takes a JSON list of ints, such as [2, 3].\n"
-     "\n"
-     "When the signature names its parameters, an ARG NAME=VALUE passes VALUE\n"
-     "(read by that parameter's type) by keyword, after the positional ARGs:\n"
-     "  pf call clamp 1.5 hi=1\n"
-     "The library matches the names and fills the defaults of the parameters\n"
-     "left out, with Python's errors (\"clamp() got an unexpected keyword\n"
-     "argument 'y'\"). To pass text with \"=\" positionally to such a function,\n"
-     "name its parameter: text=a=b.\n"
-     "\n"
-     "Results print as: an int or float in decimal (floats with enough digits\n"
-     "to read back exactly), true/false, null, a str as is, bytes as b'...',\n"
-     "an array or shape as [...] and a map as {...} (JSON-style, strings\n"
-     "quoted), other values as <kind ...>.\n",
+     "{\"k\": 1.5} a map; keys may also be integers; nested up to " PF_STRINGIFY_(
+         PF_JSON_MAX_DEPTH) " levels),\n"
+                            "or else a str. A function with a signature (a typed function) gets "
+                            "each\n"
+                            "argument converted by the signature's type instead: \"3\" is 3.0 for "
+                            "a\n"
+                            "float64 parameter, and stays the text \"3\" for a str parameter; a\n"
+                            "shape parameter takes a JSON list of ints, such as [2, 3].\n"
+                            "\n"
+                            "When the signature names its parameters, an ARG NAME=VALUE passes "
+                            "VALUE\n"
+                            "(read by that parameter's type) by keyword, after the positional "
+                            "ARGs:\n"
+                            "  pf call clamp 1.5 hi=1\n"
+                            "The library matches the names and fills the defaults of the "
+                            "parameters\n"
+                            "left out, with Python's errors (\"clamp() got an unexpected keyword\n"
+                            "argument 'y'\"). To pass text with \"=\" positionally to such a "
+                            "function,\n"
+                            "name its parameter: text=a=b.\n"
+                            "\n"
+                            "Results print as: an int or float in decimal (floats with enough "
+                            "digits\n"
+                            "to read back exactly), true/false, null, a str as is, bytes as "
+                            "b'...',\n"
+                            "an array or shape as [...] and a map as {...} (JSON-style, strings\n"
+                            "quoted), other values as <kind ...>.\n",
      1, -1, "call needs a function NAME", 1, 0, 1, 0, run_call, NULL},
     {"serve",
      "--listen ENDPOINT [--expose PREFIX]... [--workers N]\n"
@@ -1023,12 +1033,13 @@ static const pf_command* find_command(const char* name) {
 }
 
 static void put_usage(FILE* out) {
-  fputs("usage: pf [OPTIONS] COMMAND [ARGS]\n"
-        "\n"
-        "List, describe, call and serve packedfunc functions from the shell.\n"
-        "\n"
-        "Commands:\n",
-        out);
+  fputs(
+      "usage: pf [OPTIONS] COMMAND [ARGS]\n"
+      "\n"
+      "List, describe, call and serve packedfunc functions from the shell.\n"
+      "\n"
+      "Commands:\n",
+      out);
   for (int k = 0; k < NUM_COMMANDS; ++k) {
     const pf_command* c = &k_commands[k];
     int col = fprintf(out, "  %s ", c->name);
@@ -1092,7 +1103,9 @@ static void command_names(char* buf, size_t cap) {
   buf[0] = '\0';
   for (int k = 0; k < NUM_COMMANDS && used < cap; ++k)
     used += (size_t)snprintf(buf + used, cap - used, "%s%s",
-                             k == 0 ? "" : k == NUM_COMMANDS - 1 ? " or " : ", ",
+                             k == 0                  ? ""
+                             : k == NUM_COMMANDS - 1 ? " or "
+                                                     : ", ",
                              k_commands[k].name);
 }
 
@@ -1132,8 +1145,7 @@ typedef struct {
 /* Parses the options of pf (before the command) into *o; returns the index
  * of the command in argv, with *status -1, or *status an exit status (help,
  * version, a usage error). */
-static int parse_options(int argc, char** argv, FILE* out, FILE* err, pf_options* o,
-                         int* status) {
+static int parse_options(int argc, char** argv, FILE* out, FILE* err, pf_options* o, int* status) {
   const char* prefix = "";
   int i = 1;
   *status = -1;
@@ -1142,9 +1154,9 @@ static int parse_options(int argc, char** argv, FILE* out, FILE* err, pf_options
     int k = -1;
     for (int j = 0; j < OPT_COUNT && k < 0; ++j) {
       const pf_option* opt = &k_options[j];
-      if (opt->value != NULL ? option_value(argc, argv, &i, opt->name, &v) != 0
-                             : strcmp(argv[i], opt->name) == 0 ||
-                                   (opt->alias && strcmp(argv[i], opt->alias) == 0))
+      if (opt->value != NULL
+              ? option_value(argc, argv, &i, opt->name, &v) != 0
+              : strcmp(argv[i], opt->name) == 0 || (opt->alias && strcmp(argv[i], opt->alias) == 0))
         k = j;
     }
     switch (k) {
@@ -1213,8 +1225,13 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
   int status;
   int i = parse_options(argc, argv, out, err, &o, &status);
   const pf_command* cmd = NULL;
-  cmd_args a = {out, err, i < argc ? argc - i - 1 : 0, argv + (i < argc ? i + 1 : argc),
-                o.loads, o.prefixes, o.num_loads};
+  cmd_args a = {out,
+                err,
+                i < argc ? argc - i - 1 : 0,
+                argv + (i < argc ? i + 1 : argc),
+                o.loads,
+                o.prefixes,
+                o.num_loads};
   if (status >= 0) {
     /* done: help, version or a usage error */
   } else if (i >= argc) {
@@ -1233,8 +1250,7 @@ int pf_cli_main(int argc, char** argv, FILE* out, FILE* err) {
     if (load_module(err, o.loads[k], o.prefixes[k]) != PF_EXIT_OK) status = PF_EXIT_ERROR;
   rpc_api api;
   if (status < 0 && o.connect_to != NULL)
-    status = connect_remote(err, &api, o.connect_to, o.timeout_ms, o.server_key,
-                            o.client_key_file);
+    status = connect_remote(err, &api, o.connect_to, o.timeout_ms, o.server_key, o.client_key_file);
   if (status < 0) status = cmd->run(&a);
   if (g_remote != NULL) {
     api.disconnect(g_remote);

@@ -34,8 +34,8 @@ typedef struct {
 
 static int json_error(const json_parser* j, const char* what) {
   return PFErrorSetFormat(kPFErrValueError,
-                          "%s of '%s' is not valid JSON: %s at offset %d of '%.200s'",
-                          j->arg, j->fname, what, (int)(j->p - j->text), j->text);
+                          "%s of '%s' is not valid JSON: %s at offset %d of '%.200s'", j->arg,
+                          j->fname, what, (int)(j->p - j->text), j->text);
 }
 
 static void json_items_free(json_items* it) {
@@ -81,7 +81,7 @@ static int hex4(const char* p, unsigned* out) {
   unsigned x = 0;
   for (int i = 0; i < 4; ++i) {
     char c = p[i];
-    int d = c >= '0' && c <= '9' ? c - '0'
+    int d = c >= '0' && c <= '9'   ? c - '0'
             : c >= 'a' && c <= 'f' ? c - 'a' + 10
             : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                    : -1;
@@ -98,7 +98,8 @@ static int json_string(json_parser* j, char** out) {
   /* The UTF-8 text is never longer than its JSON spelling: an escape of k
    * characters writes at most k bytes. */
   char* buf = malloc(strlen(start) + 1);
-  if (buf == NULL) return PFErrorSetFormat(kPFErrMemoryError, "out of memory reading a JSON argument");
+  if (buf == NULL)
+    return PFErrorSetFormat(kPFErrMemoryError, "out of memory reading a JSON argument");
   size_t n = 0;
   for (;;) {
     unsigned char c = (unsigned char)*j->p;
@@ -133,7 +134,8 @@ static int json_string(json_parser* j, char** out) {
     j->p += 6;
     if (u >= 0xd800 && u < 0xdc00) {
       unsigned lo;
-      if (j->p[0] != '\\' || j->p[1] != 'u' || !hex4(j->p + 2, &lo) || lo < 0xdc00 || lo >= 0xe000) {
+      if (j->p[0] != '\\' || j->p[1] != 'u' || !hex4(j->p + 2, &lo) || lo < 0xdc00 ||
+          lo >= 0xe000) {
         free(buf);
         return json_error(j, "a lone surrogate in a string");
       }
@@ -272,10 +274,11 @@ static int json_object(json_parser* j, int depth, PFValue* v, int* code) {
         kc = kPFStr;
       } else if (*j->p == '-' || (*j->p >= '0' && *j->p <= '9')) {
         st = json_number(j, &k, &kc);
-        if (st == 0 && kc != kPFInt) st = json_error(j, "a key that is neither a string nor an integer");
+        if (st == 0 && kc != kPFInt)
+          st = json_error(j, "a key that is neither a string nor an integer");
       } else {
-        st = json_error(j, *j->p ? "expected a key (a string or an integer)"
-                                 : "expected a key, found the end");
+        st = json_error(
+            j, *j->p ? "expected a key (a string or an integer)" : "expected a key, found the end");
       }
       if (st == 0) st = json_items_push(&keys, k, kc, owned);
       if (st != 0) break;
@@ -320,8 +323,10 @@ static int json_value(json_parser* j, int depth, PFValue* v, int* code, char** o
   if (depth > PF_JSON_MAX_DEPTH)
     return json_error(j, "nested deeper than " PF_STRINGIFY_(PF_JSON_MAX_DEPTH) " levels");
   switch (*j->p) {
-    case '[': return json_list(j, depth, v, code);
-    case '{': return json_object(j, depth, v, code);
+    case '[':
+      return json_list(j, depth, v, code);
+    case '{':
+      return json_object(j, depth, v, code);
     case '"':
       if (json_string(j, owned) != 0) return -1;
       v->v_str = *owned;
@@ -342,8 +347,10 @@ static int json_value(json_parser* j, int depth, PFValue* v, int* code, char** o
       }
       return json_error(j, "unexpected word");
     }
-    case '\0': return json_error(j, "expected a value, found the end");
-    default: return json_number(j, v, code);
+    case '\0':
+      return json_error(j, "expected a value, found the end");
+    default:
+      return json_number(j, v, code);
   }
 }
 
@@ -384,9 +391,9 @@ int pf_json_read_shape(const char* fname, const char* arg, const char* text, PFV
     if (it.c[i] != kPFInt)
       st = PFErrorSetFormat(kPFErrValueError,
                             "%s of '%s' must be a shape, a list of integers; item %zu is "
-                            "not an integer", arg, fname, i);
-    else
-      dims[i] = it.v[i].v_int64;
+                            "not an integer",
+                            arg, fname, i);
+    else dims[i] = it.v[i].v_int64;
   }
   PFObjectHandle shape = NULL;
   if (st == 0) st = PFShapeCreate(dims, (int64_t)it.n, &shape);
@@ -430,18 +437,12 @@ static void print_bytes(FILE* out, const PFByteArray* b) {
   fputs("b'", out);
   for (size_t i = 0; i < b->size; ++i) {
     unsigned char c = (unsigned char)b->data[i];
-    if (c == '\\' || c == '\'')
-      fprintf(out, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", out);
-    else if (c == '\r')
-      fputs("\\r", out);
-    else if (c == '\t')
-      fputs("\\t", out);
-    else if (c < 0x20 || c >= 0x7f)
-      fprintf(out, "\\x%02x", c);
-    else
-      fputc(c, out);
+    if (c == '\\' || c == '\'') fprintf(out, "\\%c", c);
+    else if (c == '\n') fputs("\\n", out);
+    else if (c == '\r') fputs("\\r", out);
+    else if (c == '\t') fputs("\\t", out);
+    else if (c < 0x20 || c >= 0x7f) fprintf(out, "\\x%02x", c);
+    else fputc(c, out);
   }
   fputs("'", out);
 }
@@ -450,18 +451,12 @@ static void print_bytes(FILE* out, const PFByteArray* b) {
 static void print_json_string(FILE* out, const char* str) {
   fputc('"', out);
   for (const unsigned char* p = (const unsigned char*)str; *p; ++p) {
-    if (*p == '"' || *p == '\\')
-      fprintf(out, "\\%c", *p);
-    else if (*p == '\n')
-      fputs("\\n", out);
-    else if (*p == '\r')
-      fputs("\\r", out);
-    else if (*p == '\t')
-      fputs("\\t", out);
-    else if (*p < 0x20)
-      fprintf(out, "\\u%04x", *p);
-    else
-      fputc(*p, out);
+    if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+    else if (*p == '\n') fputs("\\n", out);
+    else if (*p == '\r') fputs("\\r", out);
+    else if (*p == '\t') fputs("\\t", out);
+    else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+    else fputc(*p, out);
   }
   fputc('"', out);
 }
@@ -486,10 +481,8 @@ static void print_value(FILE* out, PFValue v, int code, int depth) {
       fputs("null", out);
       break;
     case kPFStr:
-      if (depth == 0)
-        fputs(v.v_str, out);
-      else
-        print_json_string(out, v.v_str);
+      if (depth == 0) fputs(v.v_str, out);
+      else print_json_string(out, v.v_str);
       break;
     case kPFBytes:
       print_bytes(out, v.v_handle);

@@ -32,8 +32,7 @@ int pf_json_read(const char* fname, const char* arg, const char* text, PFValue* 
 
 /* As pf_json_read, for a shape parameter: `text` must be a JSON list of
  * integers ("[2, 3]"), and *v is a new reference to a Shape. */
-int pf_json_read_shape(const char* fname, const char* arg, const char* text, PFValue* v,
-                       int* code);
+int pf_json_read_shape(const char* fname, const char* arg, const char* text, PFValue* v, int* code);
 
 /* Prints `v` (of type `code`, borrowed: nothing is released) as pf shows a
  * result: an int or float in decimal (floats with the fewest digits that

@@ -25,20 +25,14 @@ int pf_key_read_file(FILE* err, const char* path, char key[PF_RPC_KEY_SIZE]) {
   while (len < n && !is_blank((unsigned char)buf[len])) ++len;
   for (rest = len; rest < n && is_blank((unsigned char)buf[rest]);) ++rest;
   char why[64];
-  if (n > PF_KEY_FILE_MAX)
-    snprintf(why, sizeof why, "it is larger than %d bytes", PF_KEY_FILE_MAX);
-  else if (memchr(buf, '\0', n) != NULL)
-    snprintf(why, sizeof why, "it holds a NUL byte");
-  else if (n == 0)
-    snprintf(why, sizeof why, "it is empty");
+  if (n > PF_KEY_FILE_MAX) snprintf(why, sizeof why, "it is larger than %d bytes", PF_KEY_FILE_MAX);
+  else if (memchr(buf, '\0', n) != NULL) snprintf(why, sizeof why, "it holds a NUL byte");
+  else if (n == 0) snprintf(why, sizeof why, "it is empty");
   else if (len == 0)
     snprintf(why, sizeof why, rest == n ? "it holds only whitespace" : "it begins with whitespace");
-  else if (len != PF_RPC_KEY_SIZE - 1)
-    snprintf(why, sizeof why, "its key has %zu characters", len);
-  else if (rest < n)
-    snprintf(why, sizeof why, "more follows the key (at byte %zu)", rest + 1);
-  else
-    why[0] = '\0';
+  else if (len != PF_RPC_KEY_SIZE - 1) snprintf(why, sizeof why, "its key has %zu characters", len);
+  else if (rest < n) snprintf(why, sizeof why, "more follows the key (at byte %zu)", rest + 1);
+  else why[0] = '\0';
   if (why[0] != '\0') {
     fprintf(err,
             "pf: ValueError: the key file '%s' must hold one CURVE key (40 characters of Z85) "
@@ -99,8 +93,7 @@ int pf_key_read_authorized(FILE* err, const char* path, pf_key_list* out) {
   while (why == NULL && read_line(f, line, sizeof line, &len, &nul) == 0) {
     ++lineno;
     if (!nul && (len == 0 || line[0] == '#')) continue;
-    if (nul)
-      why = "it holds a NUL byte";
+    if (nul) why = "it holds a NUL byte";
     else if (len != PF_RPC_KEY_SIZE - 1 || strcspn(line, " \t\n\r\v\f") != len)
       why = "not one CURVE public key (40 characters of Z85, then only whitespace)";
     else if (out->count == PF_MAX_AUTHORIZED_KEYS)
@@ -114,8 +107,7 @@ int pf_key_read_authorized(FILE* err, const char* path, pf_key_list* out) {
   int failed = ferror(f);
   fclose(f);
   if (why != NULL || failed) {
-    if (failed)
-      fprintf(err, "pf: ValueError: cannot read the authorized keys '%s'\n", path);
+    if (failed) fprintf(err, "pf: ValueError: cannot read the authorized keys '%s'\n", path);
     else
       fprintf(err, "pf: ValueError: the authorized-keys file '%s' line %d: %s\n", path, lineno,
               why);
@@ -133,12 +125,11 @@ int pf_key_read_authorized(FILE* err, const char* path, pf_key_list* out) {
 int pf_key_check(FILE* err, int (*public_key)(const char*, char*), const char* path, int line,
                  const char* key) {
   char pub[PF_RPC_KEY_SIZE];
-  if (public_key(key, pub) == 0 || strcmp(PFErrorGetKind(), kPFErrValueError) != 0)
-    return 0;
+  if (public_key(key, pub) == 0 || strcmp(PFErrorGetKind(), kPFErrValueError) != 0) return 0;
   if (line > 0)
-    fprintf(err, "pf: ValueError: the authorized-keys file '%s' line %d: the key is not valid Z85\n",
+    fprintf(err,
+            "pf: ValueError: the authorized-keys file '%s' line %d: the key is not valid Z85\n",
             path, line);
-  else
-    fprintf(err, "pf: ValueError: the key file '%s': the key is not valid Z85\n", path);
+  else fprintf(err, "pf: ValueError: the key file '%s': the key is not valid Z85\n", path);
   return -1;
 }

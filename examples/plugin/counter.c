@@ -72,16 +72,22 @@ static const PFMethodDesc k_base_methods[] = {
     PF_METHOD_TYPED("describe", base_describe, "str(obj<demo.Base>)", "Says what it is."),
 };
 
-static const PFObjectTypeDesc k_base_type = {
-    PF_OBJECT_TYPE_DESC_ABI, "demo.Base", NULL, sizeof(DemoBase), NULL,
-    "A named thing.", k_base_fields, PF_COUNTOF(k_base_fields),
-    k_base_methods, PF_COUNTOF(k_base_methods)};
+static const PFObjectTypeDesc k_base_type = {PF_OBJECT_TYPE_DESC_ABI,
+                                             "demo.Base",
+                                             NULL,
+                                             sizeof(DemoBase),
+                                             NULL,
+                                             "A named thing.",
+                                             k_base_fields,
+                                             PF_COUNTOF(k_base_fields),
+                                             k_base_methods,
+                                             PF_COUNTOF(k_base_methods)};
 PF_REGISTER_OBJECT_TYPE(k_base_type);
 
 /* ---- demo.Counter ---- */
 
 typedef struct {
-  DemoBase base;      /* first: a Counter is a Base */
+  DemoBase base; /* first: a Counter is a Base */
   int64_t count;
   int64_t step;
   PFObjectHandle tag; /* object: any object a host attaches, owned by the instance */
@@ -142,8 +148,14 @@ static const PFMethodDesc k_counter_methods[] = {
     PF_STATIC_METHOD_TYPED("max_step", counter_max_step, "int64()", "The largest sensible step."),
 };
 
-static const PFObjectTypeDesc k_counter_type = {
-    PF_OBJECT_TYPE_DESC_ABI, "demo.Counter", "demo.Base", sizeof(DemoCounter), NULL,
-    "A Base that counts.", k_counter_fields, PF_COUNTOF(k_counter_fields),
-    k_counter_methods, PF_COUNTOF(k_counter_methods)};
+static const PFObjectTypeDesc k_counter_type = {PF_OBJECT_TYPE_DESC_ABI,
+                                                "demo.Counter",
+                                                "demo.Base",
+                                                sizeof(DemoCounter),
+                                                NULL,
+                                                "A Base that counts.",
+                                                k_counter_fields,
+                                                PF_COUNTOF(k_counter_fields),
+                                                k_counter_methods,
+                                                PF_COUNTOF(k_counter_methods)};
 PF_REGISTER_OBJECT_TYPE(k_counter_type);

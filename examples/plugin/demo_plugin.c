@@ -75,10 +75,8 @@ static int demo_reverse(PFValue* args, int* codes, int n, PFRetValueHandle ret, 
   PFByteArray ba = {out, len};
   PFValue v;
   int code = codes[0];
-  if (is_str)
-    v.v_str = out;
-  else
-    v.v_handle = &ba;
+  if (is_str) v.v_str = out;
+  else v.v_handle = &ba;
   int rc = PFCFuncSetReturn(ret, &v, &code, 1); /* copies */
   PFMemFree(out);
   return rc;
@@ -88,13 +86,11 @@ PF_REGISTER_PACKED("demo.reverse", demo_reverse,
 
 /* ---- callbacks ---- */
 
-static int demo_call_n_times(PFValue* args, int* codes, int n, PFRetValueHandle ret,
-                             void* res) {
+static int demo_call_n_times(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)res;
   if (n != 2 || codes[0] != kPFFuncHandle || codes[1] != kPFInt)
     return PFErrorSetFormat(kPFErrTypeError,
-                            "demo.call_n_times: expected (function, int), got %d argument(s)",
-                            n);
+                            "demo.call_n_times: expected (function, int), got %d argument(s)", n);
   int64_t times = args[1].v_int64;
   if (times < 0)
     return PFErrorSetFormat(kPFErrValueError,
@@ -111,8 +107,7 @@ static int demo_call_n_times(PFValue* args, int* codes, int n, PFRetValueHandle 
       return -1;
     }
     if (out_code != kPFInt && out_code != kPFBool) {
-      if (out_code == kPFFuncHandle || out_code == kPFModuleHandle ||
-          out_code == kPFObjectHandle)
+      if (out_code == kPFFuncHandle || out_code == kPFModuleHandle || out_code == kPFObjectHandle)
         PFObjectFree(out.v_handle);
       return PFErrorSetFormat(kPFErrTypeError,
                               "demo.call_n_times: the callback returned %s for i=%lld; "
@@ -208,8 +203,8 @@ static int demo_fill(PFValue* args, int* codes, int n, PFRetValueHandle ret, voi
     }
   } else {
     return PFErrorSetFormat(kPFErrTypeError,
-                            "%s: dtype %s is not supported (float32, float64, int32, int64)",
-                            where, dtype_text(dt));
+                            "%s: dtype %s is not supported (float32, float64, int32, int64)", where,
+                            dtype_text(dt));
   }
   return 0;
 }
@@ -237,8 +232,7 @@ static int demo_sort(PFValue* args, int* codes, int n, PFRetValueHandle ret, voi
   (void)res, (void)ret;
   DLTensor* t = NULL;
   if (n != 2 || codes[1] != kPFFuncHandle)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: expected (tensor, comparator function)",
-                            where);
+    return PFErrorSetFormat(kPFErrTypeError, "%s: expected (tensor, comparator function)", where);
   if (contiguous_arg(where, "(tensor, comparator function)", args, codes, n, &t) != 0) return -1;
   int64_t count;
   if (check_tensor(where, t, &count) != 0) return -1;
@@ -291,10 +285,8 @@ typedef struct {
 
 static void demo_matrix_delete(DLManagedTensor* m) {
   demo_matrix* mat = m->manager_ctx;
-  if (mat->allocator)
-    mat->allocator->free_fn(mat, mat->allocator->user_data);
-  else
-    PFMemFree(mat);
+  if (mat->allocator) mat->allocator->free_fn(mat, mat->allocator->user_data);
+  else PFMemFree(mat);
 }
 
 /* The bytes of rows x cols float32 elements, or a ValueError when that
@@ -319,8 +311,8 @@ static int demo_matrix_new(const char* where, int64_t rows, int64_t cols, int by
   if (__builtin_add_overflow(bytes, sizeof(demo_matrix), &bytes))
     return PFErrorSetFormat(kPFErrValueError, "%s: a %lld x %lld matrix is too large", where,
                             (long long)rows, (long long)cols);
-  demo_matrix* m = allocator ? allocator->malloc_fn(bytes, allocator->user_data)
-                             : PFMemAlloc(bytes);
+  demo_matrix* m =
+      allocator ? allocator->malloc_fn(bytes, allocator->user_data) : PFMemAlloc(bytes);
   if (m == NULL) return PFErrorSetFormat(kPFErrMemoryError, "%s: out of memory", where);
   memset(m, 0, sizeof(*m));
   m->allocator = allocator;
@@ -328,8 +320,11 @@ static int demo_matrix_new(const char* where, int64_t rows, int64_t cols, int by
   m->shape[1] = cols;
   m->strides[0] = by_column ? 1 : cols;
   m->strides[1] = by_column ? rows : 1;
-  m->managed.dl_tensor = (DLTensor){.data = m->data, .device = {kDLCPU, 0}, .ndim = 2,
-                                    .dtype = {kDLFloat, 32, 1}, .shape = m->shape,
+  m->managed.dl_tensor = (DLTensor){.data = m->data,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 2,
+                                    .dtype = {kDLFloat, 32, 1},
+                                    .shape = m->shape,
                                     .strides = m->strides};
   m->managed.manager_ctx = m;
   m->managed.deleter = demo_matrix_delete;
@@ -349,18 +344,16 @@ static int matrix_arg(const char* where, const char* name, int index, PFValue v,
     PFTensorGetDLTensor(v.v_handle, &t);
   else if (PFArgGetTensor(&v, &code, 1, 0, NULL, &t) != 0)
     return PFErrorSetFormat(PFErrorGetKind(), "%s: argument %d (%s) must be a tensor, got %s",
-                            where, index, name,
-                            PFTypeCodeName(code) ? PFTypeCodeName(code) : "?");
+                            where, index, name, PFTypeCodeName(code) ? PFTypeCodeName(code) : "?");
   if (t->device.device_type != kDLCPU || t->ndim != 2 || t->dtype.code != kDLFloat ||
       t->dtype.bits != 32 || t->dtype.lanes != 1)
     return PFErrorSetFormat(kPFErrValueError,
                             "%s: argument %d (%s) must be a 2-D float32 CPU tensor, got a "
                             "%d-D %s tensor",
                             where, index, name, (int)t->ndim, dtype_text(t->dtype));
-  if (t->shape[0] < 0 || t->shape[1] < 0 ||
-      (t->shape[0] > 0 && t->shape[1] > 0 && t->data == NULL))
-    return PFErrorSetFormat(kPFErrValueError, "%s: argument %d (%s) is malformed", where,
-                            index, name);
+  if (t->shape[0] < 0 || t->shape[1] < 0 || (t->shape[0] > 0 && t->shape[1] > 0 && t->data == NULL))
+    return PFErrorSetFormat(kPFErrValueError, "%s: argument %d (%s) is malformed", where, index,
+                            name);
   *out = t;
   return 0;
 }
@@ -405,8 +398,8 @@ static float* matrix_scratch(const char* where, const DLTensor* t, int by_column
 
 /* y[i][j] = sum over k of x[i][k] * w[k][j], with x stored row by row and
  * w column by column: both operands of the inner loop are contiguous. */
-static void matmul_kernel(const float* x, const float* w_by_column, float* y, int64_t m,
-                          int64_t k, int64_t n) {
+static void matmul_kernel(const float* x, const float* w_by_column, float* y, int64_t m, int64_t k,
+                          int64_t n) {
   for (int64_t i = 0; i < m; ++i) {
     const float* xr = x + i * k;
     for (int64_t j = 0; j < n; ++j) {
@@ -429,8 +422,7 @@ static int demo_matmul(PFValue* args, int* codes, int n, PFRetValueHandle ret, v
   static const char* const where = "demo.matmul";
   (void)res;
   if (n != 2)
-    return PFErrorSetFormat(kPFErrTypeError, "%s: expected 2 arguments (x, w), got %d", where,
-                            n);
+    return PFErrorSetFormat(kPFErrTypeError, "%s: expected 2 arguments (x, w), got %d", where, n);
   const DLTensor *x, *w;
   if (matrix_arg(where, "x", 0, args[0], codes[0], &x) != 0 ||
       matrix_arg(where, "w", 1, args[1], codes[1], &w) != 0)
@@ -501,8 +493,7 @@ static int demo_matmul_prepack(void* res, int position, PFValue value, int code,
   *is_packed = 1;
   return 0;
 }
-PF_REGISTER_PREPACKED("demo.matmul", demo_matmul, "demo.matmul/column-major",
-                      demo_matmul_prepack,
+PF_REGISTER_PREPACKED("demo.matmul", demo_matmul, "demo.matmul/column-major", demo_matmul_prepack,
                       "matmul(x, w): the float32 matrix product x @ w, as a new tensor. "
                       "Bind a constant w (Function.bind) to have it stored column by column "
                       "once, the layout the inner loop reads, instead of on every call.");

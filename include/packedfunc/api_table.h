@@ -56,8 +56,7 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  */
 typedef struct PFApi {
   /* Version 1. */
-  int (*FuncCreateFromCFunc)(PFPackedCFunc, void*, PFPackedCFuncFinalizer,
-                             PFFunctionHandle*);
+  int (*FuncCreateFromCFunc)(PFPackedCFunc, void*, PFPackedCFuncFinalizer, PFFunctionHandle*);
   int (*FuncCall)(PFFunctionHandle, PFValue*, int*, int, PFValue*, int*);
   int (*CFuncSetReturn)(PFRetValueHandle, PFValue*, int*, int);
   int (*FuncRetain)(PFFunctionHandle);
@@ -104,8 +103,8 @@ typedef struct PFApi {
   int (*ModListFunctionNames)(PFModuleHandle, int*, const char***);
   int (*ModExportGlobal)(PFModuleHandle, const char*, int);
   int (*ModFree)(PFModuleHandle);
-  int (*ModLoadFromDescriptors)(const PFFuncDescriptor* const*,
-                                const PFFuncDescriptor* const*, PFModuleHandle*);
+  int (*ModLoadFromDescriptors)(const PFFuncDescriptor* const*, const PFFuncDescriptor* const*,
+                                PFModuleHandle*);
   /* Version 2. Host functions. */
   int (*HostGateCreate)(PFObjectHandle*);
   int (*HostGateClose)(PFObjectHandle, const char*, int);
@@ -144,8 +143,8 @@ typedef struct PFApi {
   /* Version 6. Calls with one frame. */
   int (*FuncCallFrame)(PFCallFrame*);
   /* Version 7. Host cycle collectors. */
-  int (*ObjectFindOwnedHosts)(PFObjectHandle, PFObjectHandle, int64_t, void**, int64_t,
-                              int64_t*, int64_t*);
+  int (*ObjectFindOwnedHosts)(PFObjectHandle, PFObjectHandle, int64_t, void**, int64_t, int64_t*,
+                              int64_t*);
   /* Version 8. Bulk readers of Array and Map; List and Dict. */
   int (*ArrayGetItems)(PFObjectHandle, int64_t, int64_t, PFValue*, int*);
   int (*MapGetItems)(PFObjectHandle, int64_t, int64_t, PFValue*, int*, PFValue*, int*);
@@ -194,8 +193,8 @@ typedef struct PFApi {
   int (*ObjectGetMethod)(PFObjectHandle, const char*, PFFunctionHandle*);
   int (*ModListTypes)(PFModuleHandle, int*, const uint32_t**);
   /* Version 10. Keyword calls, signatures as data, tensor helpers. */
-  int (*FuncCallKw)(PFFunctionHandle, PFValue*, int*, int, const char* const*, PFValue*, int*,
-                    int, PFValue*, int*);
+  int (*FuncCallKw)(PFFunctionHandle, PFValue*, int*, int, const char* const*, PFValue*, int*, int,
+                    PFValue*, int*);
   int (*FuncGetSignatureInfo)(PFFunctionHandle, const PFSignatureInfo**);
   int (*SignatureParse)(const char*, PFSignatureInfo**);
   void (*SignatureInfoFree)(PFSignatureInfo*);

@@ -75,21 +75,23 @@ PF_EXPORT int PFGetVersion(int* major, int* minor, int* patch);
 #define kPFValuePointer 1
 #define kPFValueHandle 2
 
-#define PF_TYPE_CODE_LIST(X)                                                   \
-  X(kPFInt, 0, "int", kPFValuePlain, 0)                                        \
-  X(kPFFloat, 1, "float", kPFValuePlain, 0)                                    \
-  X(kPFBool, 2, "bool", kPFValuePlain, 0)                                      \
-  X(kPFNull, 3, "null", kPFValuePlain, 0)                                      \
-  X(kPFOpaqueHandle, 4, "handle", kPFValuePlain, 0)                            \
-  X(kPFDataType, 5, "dtype", kPFValuePlain, 0)                                 \
-  X(kPFDevice, 6, "device", kPFValuePlain, 0)                                  \
-  X(kPFDLTensorHandle, 7, "tensor", kPFValuePointer, 0)                        \
-  X(kPFStr, 8, "str", kPFValuePointer, 0)                                      \
-  X(kPFBytes, 9, "bytes", kPFValuePointer, 0)                                  \
-  X(kPFFuncHandle, 10, "function", kPFValueHandle, kPFObjectFunction)          \
-  X(kPFModuleHandle, 11, "module", kPFValueHandle, kPFObjectModule)            \
+#define PF_TYPE_CODE_LIST(X)                                          \
+  X(kPFInt, 0, "int", kPFValuePlain, 0)                               \
+  X(kPFFloat, 1, "float", kPFValuePlain, 0)                           \
+  X(kPFBool, 2, "bool", kPFValuePlain, 0)                             \
+  X(kPFNull, 3, "null", kPFValuePlain, 0)                             \
+  X(kPFOpaqueHandle, 4, "handle", kPFValuePlain, 0)                   \
+  X(kPFDataType, 5, "dtype", kPFValuePlain, 0)                        \
+  X(kPFDevice, 6, "device", kPFValuePlain, 0)                         \
+  X(kPFDLTensorHandle, 7, "tensor", kPFValuePointer, 0)               \
+  X(kPFStr, 8, "str", kPFValuePointer, 0)                             \
+  X(kPFBytes, 9, "bytes", kPFValuePointer, 0)                         \
+  X(kPFFuncHandle, 10, "function", kPFValueHandle, kPFObjectFunction) \
+  X(kPFModuleHandle, 11, "module", kPFValueHandle, kPFObjectModule)   \
   X(kPFObjectHandle, 12, "object", kPFValueHandle, 0)
 
+/* The X-macro lines stay as written. */
+/* clang-format off */
 typedef enum {
 #define PF_TYPE_CODE_ENUM_(name, num, text, kind, otype) name = num,
   PF_TYPE_CODE_LIST(PF_TYPE_CODE_ENUM_)
@@ -105,12 +107,12 @@ typedef enum {
   kPFExtBegin = 64,
   kPFExtEnd = 128
 } PFTypeCode;
+/* clang-format on */
 
 /* The name of a type code ("int", "str", ...), "ext" for a code in the
  * extension range, or NULL for an unknown code. The string is static.
  * Thread-safe. Sets no error. */
 PF_EXPORT const char* PFTypeCodeName(int type_code);
-
 
 /* ------------------------------------------------------------------------ */
 /* Values and handles                                                        */
@@ -165,6 +167,8 @@ typedef void* PFRetValueHandle;
   X(kPFObjectList, 12, "list")                  \
   X(kPFObjectDict, 13, "dict")
 
+/* The X-macro lines stay as written. */
+/* clang-format off */
 typedef enum {
 #define PF_OBJECT_TYPE_ENUM_(name, index, text) name = index,
   PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_ENUM_)
@@ -174,6 +178,7 @@ typedef enum {
   kPFObjectTypeEnd = 1 PF_OBJECT_TYPE_LIST(PF_OBJECT_TYPE_COUNT_)
 #undef PF_OBJECT_TYPE_COUNT_
 } PFObjectTypeIndex;
+/* clang-format on */
 
 /* The name of an object type index ("function", "tensor", ...), the key
  * of a registered type's index ("mylib.Counter": object_type.h), or NULL
@@ -255,7 +260,7 @@ PF_EXPORT int PFErrorSetFormat(const char* kind, const char* fmt, ...)
  * it was called with (their number, their conversion) or about the result
  * it converts. (PFSetAllocator's refusal before the first allocation has
  * no place either: recording one would allocate.) */
-#define PF_ERROR(kind, ...)             \
+#define PF_ERROR(kind, ...)               \
   (PFErrorSetFormat((kind), __VA_ARGS__), \
    pf_error_here_("  File \"" __FILE__ "\", line " PF_STRINGIFY_(__LINE__) ", in ", __func__))
 #define PF_STRINGIFY_(x) PF_STRINGIFY2_(x)

@@ -83,8 +83,7 @@ PF_EXPORT int PFArrayGetSize(PFObjectHandle array, int64_t* out);
  * Errors: array not a live Array, NULL out or out_type_code (TypeError);
  * index < 0 or >= the size (IndexError naming the index and the size).
  * Thread-safe. */
-PF_EXPORT int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out,
-                             int* out_type_code);
+PF_EXPORT int PFArrayGetItem(PFObjectHandle array, int64_t index, PFValue* out, int* out_type_code);
 
 /* Creates a Map of `size` entries: keys[i] (type code key_codes[i]) maps to
  * values[i] (type code value_codes[i]). Keys are kPFStr or kPFInt; a str
@@ -140,8 +139,8 @@ PF_EXPORT int PFMapGetItemAt(PFObjectHandle map, int64_t index, PFValue* key, in
  * (TypeError); count < 0 (ValueError); start < 0, or start + count past the
  * size (IndexError naming start, count and the size). Nothing is written
  * on error. Thread-safe. */
-PF_EXPORT int PFArrayGetItems(PFObjectHandle array, int64_t start, int64_t count,
-                              PFValue* values, int* codes);
+PF_EXPORT int PFArrayGetItems(PFObjectHandle array, int64_t start, int64_t count, PFValue* values,
+                              int* codes);
 
 /* Reads `count` entries of a Map, from position `start` on, in the order
  * PFMapGetItemAt gives them: entry start + i goes to keys[i], key_codes[i],
@@ -327,8 +326,7 @@ PF_EXPORT int PFListClear(PFObjectHandle list);
  * end"). Its values are the Array's own (see Array above), read with
  * PFArrayGetItems. Errors: list not a live List, NULL out (TypeError);
  * start or count negative (ValueError); MemoryError. Thread-safe. */
-PF_EXPORT int PFListToArray(PFObjectHandle list, int64_t start, int64_t count,
-                            PFObjectHandle* out);
+PF_EXPORT int PFListToArray(PFObjectHandle list, int64_t start, int64_t count, PFObjectHandle* out);
 
 /* Creates a Dict of `size` entries: keys[i] (type code key_codes[i]) maps
  * to values[i] (type code value_codes[i]), in that order. A key equal to an

@@ -21,8 +21,8 @@ extern "C" {
  * function that sets no value returns null. `resource_handle` is the
  * pointer given at creation.
  */
-typedef int (*PFPackedCFunc)(PFValue* args, int* type_codes, int num_args,
-                             PFRetValueHandle ret, void* resource_handle);
+typedef int (*PFPackedCFunc)(PFValue* args, int* type_codes, int num_args, PFRetValueHandle ret,
+                             void* resource_handle);
 
 /* Releases the resource_handle of a packed C function. Runs exactly once:
  * when the function's last reference goes, or at once when the create call
@@ -40,8 +40,7 @@ typedef void (*PFPackedCFuncFinalizer)(void* resource_handle);
  * release it with PFFuncFree. Errors: NULL func or out (TypeError), then the
  * finalizer has run; allocation (MemoryError). Thread-safe. */
 PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
-                                    PFPackedCFuncFinalizer fin,
-                                    PFFunctionHandle* out);
+                                    PFPackedCFuncFinalizer fin, PFFunctionHandle* out);
 
 /*
  * Calls a function. `args`/`type_codes` hold num_args entries, borrowed for
@@ -77,8 +76,8 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * or bytes argument or result, or a handle argument or result, takes a
  * longer path.
  */
-PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
-                         int num_args, PFValue* ret_val, int* ret_type_code);
+PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
+                         PFValue* ret_val, int* ret_type_code);
 
 /*
  * PFFuncCall with all its parameters in one struct: for hosts whose
@@ -96,12 +95,12 @@ PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes,
  * Thread-safe as PFFuncCall is. Layout: fixed (pinned by the library).
  */
 typedef struct PFCallFrame {
-  PFValue ret_val;        /* out */
-  int32_t ret_type_code;  /* out */
-  int32_t num_args;       /* in */
-  PFFunctionHandle func;  /* in */
-  PFValue* args;          /* in: num_args values */
-  int* type_codes;        /* in: num_args codes */
+  PFValue ret_val;       /* out */
+  int32_t ret_type_code; /* out */
+  int32_t num_args;      /* in */
+  PFFunctionHandle func; /* in */
+  PFValue* args;         /* in: num_args values */
+  int* type_codes;       /* in: num_args codes */
 } PFCallFrame;
 PF_EXPORT int PFFuncCallFrame(PFCallFrame* frame);
 
@@ -132,8 +131,7 @@ PF_EXPORT int PFFuncCallFrame(PFCallFrame* frame);
  * Cost: a plain value (a code of value kind kPFValuePlain) into a handle
  * that holds no string or reference is a few compares and two stores.
  */
-PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value,
-                               int* type_code, int num_ret);
+PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret);
 
 /* Adds a reference to a function. Errors: NULL or not a function
  * (TypeError). Thread-safe. */
@@ -162,15 +160,15 @@ PF_EXPORT int PFFuncFree(PFFunctionHandle func);
  * function (TypeError); a field that is already set, a signature outside
  * the grammar or with a default that does not convert (ValueError, naming
  * the position); MemoryError. On any error nothing is set. Thread-safe. */
-PF_EXPORT int PFFuncSetInfo(PFFunctionHandle func, const char* name,
-                            const char* signature, const char* doc);
+PF_EXPORT int PFFuncSetInfo(PFFunctionHandle func, const char* name, const char* signature,
+                            const char* doc);
 
 /* Reads a function's metadata. Each out may be NULL; an unset field reads
  * as NULL. A signature is in canonical form (see PFFuncSetInfo). The
  * strings are borrowed and live as long as the function.
  * Errors: not a function (TypeError). Thread-safe. */
-PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name,
-                            const char** signature, const char** doc);
+PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char** signature,
+                            const char** doc);
 
 /* A function's signature as data (signature.h): its parameters' names,
  * types, defaults and tensor constraints, parsed once when the signature
@@ -227,8 +225,8 @@ PF_EXPORT int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInf
  * PFFuncCall.
  */
 PF_EXPORT int PFFuncCallKw(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
-                           const char* const* kw_names, PFValue* kw_args, int* kw_codes,
-                           int num_kw, PFValue* ret_val, int* ret_type_code);
+                           const char* const* kw_names, PFValue* kw_args, int* kw_codes, int num_kw,
+                           PFValue* ret_val, int* ret_type_code);
 
 /* ------------------------------------------------------------------------ */
 /* Binding constants (partial application)                                   */
@@ -289,8 +287,8 @@ PF_EXPORT int PFPrePackCacheCreate(PFPrePackCacheHandle* out);
  * whole bytes; other packed values count 0) and the number of binds that found
  * their constant already packed (*hits, since creation). Each out may be
  * NULL. Thread-safe. Errors: cache not a live pre-pack cache (TypeError). */
-PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entries,
-                                     int64_t* bytes, int64_t* hits);
+PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entries, int64_t* bytes,
+                                     int64_t* hits);
 
 /*
  * Creates a function that calls `func` with `num_bound` constants inserted

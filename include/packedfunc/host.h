@@ -247,9 +247,9 @@ PF_EXPORT int PFHostObjectGetPayload(PFObjectHandle obj, PFObjectHandle gate, vo
  * NULL out with cap > 0 (TypeError); negative max_values or cap
  * (ValueError); MemoryError.
  */
-PF_EXPORT int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate,
-                                     int64_t max_values, void** out, int64_t cap,
-                                     int64_t* num_owned, int64_t* num_reachable);
+PF_EXPORT int PFObjectFindOwnedHosts(PFObjectHandle root, PFObjectHandle gate, int64_t max_values,
+                                     void** out, int64_t cap, int64_t* num_owned,
+                                     int64_t* num_reachable);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -175,8 +175,8 @@ PF_EXPORT int PFModCreateFromFunctions(const char* origin, const PFFunctionHandl
  * Errors: mod not a live module, NULL name or out (TypeError);
  * MemoryError (a search that has more than a few dozen modules pending at
  * once needs a buffer). */
-PF_EXPORT int PFModGetFunction(PFModuleHandle mod, const char* name,
-                               int query_imports, PFFunctionHandle* out);
+PF_EXPORT int PFModGetFunction(PFModuleHandle mod, const char* name, int query_imports,
+                               PFFunctionHandle* out);
 
 /* Makes `dep` an import of `mod`: PFModGetFunction(mod, ..., 1) then also
  * searches dep, and mod holds a reference to dep as long as mod lives.
@@ -192,8 +192,7 @@ PF_EXPORT int PFModImport(PFModuleHandle mod, PFModuleHandle dep);
  * strings belong to the module and stay valid as long as the module handle
  * lives; they never change.
  * Errors: mod not a live module, NULL outputs (TypeError). */
-PF_EXPORT int PFModListFunctionNames(PFModuleHandle mod, int* out_size,
-                                     const char*** out_array);
+PF_EXPORT int PFModListFunctionNames(PFModuleHandle mod, int* out_size, const char*** out_array);
 
 /*
  * Registers each of the module's own functions globally under prefix +
@@ -211,8 +210,7 @@ PF_EXPORT int PFModListFunctionNames(PFModuleHandle mod, int* out_size,
  * 'prefix'); a taken name (KeyError); a protected name or a sealed registry
  * (RuntimeError); MemoryError. Thread-safe.
  */
-PF_EXPORT int PFModExportGlobal(PFModuleHandle mod, const char* prefix,
-                                int flags);
+PF_EXPORT int PFModExportGlobal(PFModuleHandle mod, const char* prefix, int flags);
 
 /* Drops a reference to a module; see "Lifetime" above for when its library
  * is unloaded. NULL is a no-op that returns 0.
@@ -323,11 +321,10 @@ typedef struct PFFuncDescriptor {
  * typed signature (ValueError); an object type that PFObjectTypeRegister
  * would refuse (its error); MemoryError. Thread-safe. */
 PF_EXPORT int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
-                                       const PFFuncDescriptor* const* end,
-                                       PFModuleHandle* out);
+                                       const PFFuncDescriptor* const* end, PFModuleHandle* out);
 
-#if (defined(__GNUC__) || defined(__clang__)) &&                                   \
-    ((defined(__cplusplus) && __cplusplus >= 201103L) ||                              \
+#if (defined(__GNUC__) || defined(__clang__)) &&                                           \
+    ((defined(__cplusplus) && __cplusplus >= 201103L) ||                                   \
      (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L && \
       !defined(__GNUC_GNU_INLINE__)))
 
@@ -357,10 +354,10 @@ extern const PFFuncDescriptor* const __stop_pf_functions[]
 #define PF_ACCESSOR_DEF_ATTR_ __attribute__((visibility("default")))
 #define PF_ACCESSOR_USE_ATTR_ __attribute__((weak))
 #endif
-PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
-    const PFFuncDescriptor* const** begin, const PFFuncDescriptor* const** end);
-PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
-    const PFFuncDescriptor* const** begin, const PFFuncDescriptor* const** end) {
+PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(const PFFuncDescriptor* const** begin,
+                                                        const PFFuncDescriptor* const** end);
+PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(const PFFuncDescriptor* const** begin,
+                                                        const PFFuncDescriptor* const** end) {
   *begin = __start_pf_functions;
   *end = __stop_pf_functions;
 }
@@ -376,60 +373,53 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
 /* The pointer entries are 8-byte objects: no compiler pads or over-aligns
  * them, so the section is a plain array. */
 #if defined(__cplusplus)
-#define PF_ACCESSOR_USE_(id)                                                         \
-  __attribute__((used)) static void (*const PF_CAT_(pf_accessor_use_, id))(          \
-      const PFFuncDescriptor* const**, const PFFuncDescriptor* const**) =            \
-      &PFModuleDescriptorsV1
+#define PF_ACCESSOR_USE_(id)                                                \
+  __attribute__((used)) static void (*const PF_CAT_(pf_accessor_use_, id))( \
+      const PFFuncDescriptor* const**, const PFFuncDescriptor* const**) = &PFModuleDescriptorsV1
 #else
-#define PF_ACCESSOR_USE_(id)                                                         \
-  extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**,                 \
-                                    const PFFuncDescriptor* const**)                 \
-      PF_ACCESSOR_USE_ATTR_
+#define PF_ACCESSOR_USE_(id)                                         \
+  extern void PFModuleDescriptorsV1(const PFFuncDescriptor* const**, \
+                                    const PFFuncDescriptor* const**) PF_ACCESSOR_USE_ATTR_
 #endif
 /* A descriptor is a static const aggregate initialized by position, and
  * its entry a const pointer to it in the section: both mean the same in C
  * and C++ (no compound literals, no designated initializers). */
-#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot)    \
-  PF_ACCESSOR_USE_(id);                                                              \
-  static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                      \
-      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot}; \
-  __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor*      \
-      const PF_CAT_(pf_descriptor_entry_, id) = &PF_CAT_(pf_descriptor_, id)
+#define PF_REGISTER_AT_(id, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot)            \
+  PF_ACCESSOR_USE_(id);                                                                        \
+  static const PFFuncDescriptor PF_CAT_(pf_descriptor_, id) = {                                \
+      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed_fn, typed_fn, sig, doc, fmt, pp, ot};         \
+  __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const PF_CAT_( \
+      pf_descriptor_entry_, id) = &PF_CAT_(pf_descriptor_, id)
 #define PF_REGISTER_(...) PF_REGISTER_AT_(__VA_ARGS__)
 
-#define PF_REGISTER_PACKED_2_(name, fn)                                                 \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL, NULL, \
-               NULL, NULL)
-#define PF_REGISTER_PACKED_3_(name, fn, doc)                                           \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc, NULL, \
-               NULL, NULL)
-#define PF_REGISTER_TYPED_3_(name, fn, sig)                                  \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
-               (void (*)(void))(fn), sig, NULL, NULL, NULL, NULL)
-#define PF_REGISTER_TYPED_4_(name, fn, sig, doc)                             \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL,            \
-               (void (*)(void))(fn), sig, doc, NULL, NULL, NULL)
-#define PF_REGISTER_PREPACKED_4_(name, fn, fmt, pp)                          \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
-               NULL, fmt, pp, NULL)
-#define PF_REGISTER_PREPACKED_5_(name, fn, fmt, pp, doc)                     \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, \
-               doc, fmt, pp, NULL)
-#define PF_REGISTER_PACKED_SIG_3_(name, fn, sig)                             \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, NULL, \
+#define PF_REGISTER_PACKED_2_(name, fn) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL, NULL, NULL, NULL)
+#define PF_REGISTER_PACKED_3_(name, fn, doc) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc, NULL, NULL, NULL)
+#define PF_REGISTER_TYPED_3_(name, fn, sig)                                                        \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL, (void (*)(void))(fn), sig, NULL, \
                NULL, NULL, NULL)
-#define PF_REGISTER_PACKED_SIG_4_(name, fn, sig, doc)                        \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, doc, \
+#define PF_REGISTER_TYPED_4_(name, fn, sig, doc)                                                  \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorTyped, name, NULL, (void (*)(void))(fn), sig, doc, \
                NULL, NULL, NULL)
+#define PF_REGISTER_PREPACKED_4_(name, fn, fmt, pp) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, NULL, fmt, pp, NULL)
+#define PF_REGISTER_PREPACKED_5_(name, fn, fmt, pp, doc) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, NULL, doc, fmt, pp, NULL)
+#define PF_REGISTER_PACKED_SIG_3_(name, fn, sig) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, NULL, NULL, NULL, NULL)
+#define PF_REGISTER_PACKED_SIG_4_(name, fn, sig, doc) \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, doc, NULL, NULL, NULL)
 #define PF_PICK_3_(a, b, c, d, ...) d
 #define PF_PICK_4_(a, b, c, d, e, ...) e
 #define PF_PICK_5_(a, b, c, d, e, f, ...) f
 
 /* PF_REGISTER_PACKED(name, fn [, doc]): registers the PFPackedCFunc `fn`
  * (type-checked) under `name`. Use at file scope, followed by `;`. */
-#define PF_REGISTER_PACKED(...)                                        \
+#define PF_REGISTER_PACKED(...)                                         \
   PF_PICK_3_(__VA_ARGS__, PF_REGISTER_PACKED_3_, PF_REGISTER_PACKED_2_, \
-             PF_REGISTER_PACKED_needs_2_or_3_arguments)(__VA_ARGS__)
+             PF_REGISTER_PACKED_needs_2_or_3_arguments)                 \
+  (__VA_ARGS__)
 
 /* PF_REGISTER_TYPED(name, fn, signature [, doc]): registers the plain C
  * function `fn`, whose C prototype `signature` must describe (the runtime
@@ -441,27 +431,30 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
  *     PF_REGISTER_TYPED("mylib.clamp", clamp,
  *                       "float64(x: float64, lo: float64 = 0, hi: float64 = 1)");
  */
-#define PF_REGISTER_TYPED(...)                                           \
-  PF_PICK_4_(__VA_ARGS__, PF_REGISTER_TYPED_4_, PF_REGISTER_TYPED_3_,     \
-             PF_REGISTER_TYPED_needs_3_or_4_arguments, )(__VA_ARGS__)
+#define PF_REGISTER_TYPED(...)                                        \
+  PF_PICK_4_(__VA_ARGS__, PF_REGISTER_TYPED_4_, PF_REGISTER_TYPED_3_, \
+             PF_REGISTER_TYPED_needs_3_or_4_arguments, )              \
+  (__VA_ARGS__)
 
 /* PF_REGISTER_PACKED_SIG(name, fn, signature [, doc]): registers the
  * PFPackedCFunc `fn` with a signature kept as metadata (PFFuncSetInfo):
  * names, defaults and types that hosts read and keyword calls
  * (PFFuncCallKw) use, while `fn` stays a packed function that checks its
  * own arguments. */
-#define PF_REGISTER_PACKED_SIG(...)                                               \
-  PF_PICK_4_(__VA_ARGS__, PF_REGISTER_PACKED_SIG_4_, PF_REGISTER_PACKED_SIG_3_,    \
-             PF_REGISTER_PACKED_SIG_needs_3_or_4_arguments, )(__VA_ARGS__)
+#define PF_REGISTER_PACKED_SIG(...)                                             \
+  PF_PICK_4_(__VA_ARGS__, PF_REGISTER_PACKED_SIG_4_, PF_REGISTER_PACKED_SIG_3_, \
+             PF_REGISTER_PACKED_SIG_needs_3_or_4_arguments, )                   \
+  (__VA_ARGS__)
 
 /* PF_REGISTER_PREPACKED(name, fn, pack_format, prepack [, doc]): registers
  * the PFPackedCFunc `fn` with its pre-pack hook `prepack` (a PFPrePackFunc,
  * type-checked), which produces the layout `pack_format`, a non-empty
  * string literal: loading gives the function the hook, so PFFuncBind packs
  * the constants bound to it (function.h, "Binding constants"). */
-#define PF_REGISTER_PREPACKED(...)                                               \
-  PF_PICK_5_(__VA_ARGS__, PF_REGISTER_PREPACKED_5_, PF_REGISTER_PREPACKED_4_,     \
-             PF_REGISTER_PREPACKED_needs_4_or_5_arguments, , )(__VA_ARGS__)
+#define PF_REGISTER_PREPACKED(...)                                            \
+  PF_PICK_5_(__VA_ARGS__, PF_REGISTER_PREPACKED_5_, PF_REGISTER_PREPACKED_4_, \
+             PF_REGISTER_PREPACKED_needs_4_or_5_arguments, , )                \
+  (__VA_ARGS__)
 
 /* PF_REGISTER_OBJECT_TYPE(desc): registers the object type that the
  * PFObjectTypeDesc variable `desc` (static const, at file scope, with
@@ -478,9 +471,9 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(
  *         "Counts.", counter_fields, PF_COUNTOF(counter_fields), NULL, 0};
  *     PF_REGISTER_OBJECT_TYPE(counter_type);
  */
-#define PF_REGISTER_OBJECT_TYPE(desc)                                                      \
-  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorType, NULL, NULL, NULL, NULL, NULL, NULL, \
-               NULL, &(desc))
+#define PF_REGISTER_OBJECT_TYPE(desc)                                                          \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorType, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+               &(desc))
 
 /* PF_MODULE_LOAD_SELF(&mod): a module of the functions registered in the
  * program or library that this expression is compiled into (its own

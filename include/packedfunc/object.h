@@ -40,8 +40,7 @@ typedef void (*PFObjectFinalizer)(void* payload);
  * NULL; it runs exactly once, when the last reference goes, or at once if
  * this call fails. *out is a new reference.
  * Errors: NULL out (TypeError), allocation (MemoryError). */
-PF_EXPORT int PFObjectCreateBoxed(void* payload, PFObjectFinalizer fin,
-                                  PFObjectHandle* out);
+PF_EXPORT int PFObjectCreateBoxed(void* payload, PFObjectFinalizer fin, PFObjectHandle* out);
 
 /* Reads a boxed object's payload (borrowed; lives as long as the object).
  * Errors: NULL arguments (TypeError), not a boxed object (TypeError). */
@@ -100,8 +99,7 @@ typedef struct PFDLManagedTensorVersioned {
  * last reference goes, or at once if this call fails. The tensor is
  * writable. *out is a new reference. Errors: NULL arguments (TypeError),
  * allocation (MemoryError). */
-PF_EXPORT int PFTensorCreateFromDLPack(DLManagedTensor* managed,
-                                       PFObjectHandle* out);
+PF_EXPORT int PFTensorCreateFromDLPack(DLManagedTensor* managed, PFObjectHandle* out);
 
 /* As PFTensorCreateFromDLPack, from a versioned managed tensor: its
  * deleter (which may be NULL) runs exactly once, when the object's last
@@ -142,8 +140,7 @@ PF_EXPORT int PFTensorToDLPack(PFObjectHandle tensor, DLManagedTensor** out);
  * (never IS_COPIED: the data is shared). The consumer calls its deleter
  * once. Errors: NULL arguments or not a tensor (TypeError), MemoryError.
  * Thread-safe. */
-PF_EXPORT int PFTensorToDLPackVersioned(PFObjectHandle tensor,
-                                        PFDLManagedTensorVersioned** out);
+PF_EXPORT int PFTensorToDLPackVersioned(PFObjectHandle tensor, PFDLManagedTensorVersioned** out);
 
 #ifdef __cplusplus
 } /* extern "C" */

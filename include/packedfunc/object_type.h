@@ -171,11 +171,12 @@ extern "C" {
 
 /* One field of a description. */
 typedef struct PFFieldDesc {
-  const char* name;   /* an identifier ([A-Za-z_][A-Za-z0-9_]*), at most PF_OBJECT_TYPE_KEY_MAX bytes */
-  const char* type;   /* a type of the grammar (table above), e.g. "int64", "obj<mylib.Base>" */
-  size_t offset;      /* of its bytes in the struct (offsetof), aligned for its type */
-  uint32_t flags;     /* 0 (read-only to hosts) or kPFFieldWritable */
-  const char* doc;    /* NULL, or its docstring */
+  const char*
+      name; /* an identifier ([A-Za-z_][A-Za-z0-9_]*), at most PF_OBJECT_TYPE_KEY_MAX bytes */
+  const char* type; /* a type of the grammar (table above), e.g. "int64", "obj<mylib.Base>" */
+  size_t offset;    /* of its bytes in the struct (offsetof), aligned for its type */
+  uint32_t flags;   /* 0 (read-only to hosts) or kPFFieldWritable */
+  const char* doc;  /* NULL, or its docstring */
 } PFFieldDesc;
 
 /* One method of a description: exactly one of `packed` and `typed`. */
@@ -195,18 +196,18 @@ typedef struct PFMethodDesc {
 /* A type to register. Read during registration only: everything is
  * copied. */
 typedef struct PFObjectTypeDesc {
-  uint32_t abi;                 /* PF_OBJECT_TYPE_DESC_ABI */
-  const char* key;              /* unique: identifiers joined by '.', e.g. "mylib.Counter";
+  uint32_t abi;                /* PF_OBJECT_TYPE_DESC_ABI */
+  const char* key;             /* unique: identifiers joined by '.', e.g. "mylib.Counter";
                                    at most PF_OBJECT_TYPE_KEY_MAX bytes */
-  const char* parent;           /* NULL, or the key of a registered type */
-  size_t instance_size;         /* sizeof the struct; at least the parent's, at most
+  const char* parent;          /* NULL, or the key of a registered type */
+  size_t instance_size;        /* sizeof the struct; at least the parent's, at most
                                    PF_OBJECT_TYPE_MAX_SIZE */
-  PFObjectFinalizer finalizer;  /* NULL, or called with the struct when an instance
+  PFObjectFinalizer finalizer; /* NULL, or called with the struct when an instance
                                    goes, before the parent's finalizer */
-  const char* doc;              /* NULL, or the type's docstring */
-  const PFFieldDesc* fields;    /* num_fields entries (NULL when 0) */
+  const char* doc;             /* NULL, or the type's docstring */
+  const PFFieldDesc* fields;   /* num_fields entries (NULL when 0) */
   int num_fields;
-  const PFMethodDesc* methods;  /* num_methods entries (NULL when 0) */
+  const PFMethodDesc* methods; /* num_methods entries (NULL when 0) */
   int num_methods;
 } PFObjectTypeDesc;
 
@@ -216,7 +217,8 @@ typedef struct PFObjectTypeDesc {
   { #member, (type), offsetof(Struct, member), (flags), (doc) }
 /* PF_METHOD_PACKED(name, fn, doc) and PF_METHOD_TYPED(name, fn, signature,
  * doc): a method's PFMethodDesc; PF_STATIC_METHOD_TYPED is a static one. */
-#define PF_METHOD_PACKED(name, fn, doc) { (name), (fn), NULL, NULL, 0u, (doc) }
+#define PF_METHOD_PACKED(name, fn, doc) \
+  { (name), (fn), NULL, NULL, 0u, (doc) }
 #define PF_METHOD_TYPED(name, fn, sig, doc) \
   { (name), NULL, (void (*)(void))(fn), (sig), 0u, (doc) }
 #define PF_STATIC_METHOD_TYPED(name, fn, sig, doc) \
@@ -231,12 +233,12 @@ typedef struct PFObjectTypeDesc {
  * in later versions; read it through the pointer. */
 typedef struct PFFieldInfo {
   const char* name;
-  const char* type;     /* the canonical type, e.g. "int64", "obj<mylib.Base>" */
-  const char* doc;      /* NULL when none */
-  size_t offset;        /* in the struct */
-  size_t size;          /* of its bytes (the storage rule's C type) */
-  uint32_t flags;       /* kPFFieldWritable or 0 */
-  uint32_t type_index;  /* the type that declared it */
+  const char* type;    /* the canonical type, e.g. "int64", "obj<mylib.Base>" */
+  const char* doc;     /* NULL when none */
+  size_t offset;       /* in the struct */
+  size_t size;         /* of its bytes (the storage rule's C type) */
+  uint32_t flags;      /* kPFFieldWritable or 0 */
+  uint32_t type_index; /* the type that declared it */
 } PFFieldInfo;
 
 /* What PFObjectTypeGetInfo reports of one method (owned by the runtime,
@@ -258,16 +260,16 @@ typedef struct PFMethodInfo {
  * place of the method it overrides, and so each name appears once. */
 typedef struct PFObjectTypeInfo {
   const char* key;
-  const char* doc;              /* NULL when none */
+  const char* doc; /* NULL when none */
   uint32_t type_index;
-  uint32_t parent_index;        /* 0 for a type without a parent */
-  int32_t depth;                /* the number of ancestors */
+  uint32_t parent_index; /* 0 for a type without a parent */
+  int32_t depth;         /* the number of ancestors */
   int32_t num_fields;
   int32_t num_methods;
   size_t instance_size;
   const PFFieldInfo* const* fields;   /* num_fields entries */
   const PFMethodInfo* const* methods; /* num_methods entries */
-  const PFMethodInfo* init;     /* the __init__ method (own or inherited), or NULL */
+  const PFMethodInfo* init;           /* the __init__ method (own or inherited), or NULL */
 } PFObjectTypeInfo;
 
 /*
@@ -331,8 +333,7 @@ PF_EXPORT int PFObjectTypeGetInfo(uint32_t type_index, const PFObjectTypeInfo** 
  * Errors: NULL name or out (TypeError); an index that is not a registered
  * type (KeyError); no such field (AttributeError naming the type and the
  * name). Thread-safe. */
-PF_EXPORT int PFObjectTypeGetField(uint32_t type_index, const char* name,
-                                   const PFFieldInfo** out);
+PF_EXPORT int PFObjectTypeGetField(uint32_t type_index, const char* name, const PFFieldInfo** out);
 
 /* The method `name` of a registered type (own or inherited, the override
  * when there is one), unbound: a function that takes the object first
@@ -342,8 +343,7 @@ PF_EXPORT int PFObjectTypeGetField(uint32_t type_index, const char* name,
  * type (KeyError); no such method (AttributeError naming the type and the
  * name); a dormant type, or one whose ancestor is dormant (RuntimeError
  * naming the type: its module was unloaded); MemoryError. Thread-safe. */
-PF_EXPORT int PFObjectTypeGetMethod(uint32_t type_index, const char* name,
-                                    PFFunctionHandle* out);
+PF_EXPORT int PFObjectTypeGetMethod(uint32_t type_index, const char* name, PFFunctionHandle* out);
 
 /* The type's constructor (see "The constructor" above), a function: a new
  * reference (PFFuncFree). Makes the type's code ready.

@@ -15,7 +15,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /* Flags for PFFuncRegisterGlobalEx. */
-#define kPFRegisterOverride 1 /* replace a function of the same name */
+#define kPFRegisterOverride 1  /* replace a function of the same name */
 #define kPFRegisterProtected 2 /* this name can't be overridden or removed */
 
 /* Longest registry name, in bytes, without the terminating NUL. */
@@ -31,14 +31,12 @@ extern "C" {
  * (TypeError/ValueError); taken name (KeyError); protected name or sealed
  * registry (RuntimeError); MemoryError. Thread-safe.
  */
-PF_EXPORT int PFFuncRegisterGlobal(const char* name, PFFunctionHandle func,
-                                   int override);
+PF_EXPORT int PFFuncRegisterGlobal(const char* name, PFFunctionHandle func, int override);
 
 /* As PFFuncRegisterGlobal with kPFRegister* flags. kPFRegisterProtected
  * marks the name so that later register, override and remove calls on it
  * fail. */
-PF_EXPORT int PFFuncRegisterGlobalEx(const char* name, PFFunctionHandle func,
-                                     int flags);
+PF_EXPORT int PFFuncRegisterGlobalEx(const char* name, PFFunctionHandle func, int flags);
 
 /* Looks a name up. On a hit *out is a new reference (release it with
  * PFFuncFree), so a concurrent override or removal cannot free the function

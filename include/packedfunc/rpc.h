@@ -199,8 +199,7 @@ typedef struct {
  * protocol version (ValueError naming both versions); MemoryError. On error
  * nothing is left running. Thread-safe: connections are independent.
  */
-PF_EXPORT int PFRPCConnect(const char* endpoints, const PFRPCOptions* options,
-                           PFModuleHandle* out);
+PF_EXPORT int PFRPCConnect(const char* endpoints, const PFRPCOptions* options, PFModuleHandle* out);
 
 /*
  * Closes the connection behind a module made by PFRPCConnect, explicitly

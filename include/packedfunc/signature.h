@@ -246,12 +246,12 @@ typedef struct PFParamInfo {
  * their own. Owned by the runtime; members may be appended in later
  * versions. */
 typedef struct PFSignatureInfo {
-  const char* text;                  /* the canonical text */
-  int32_t num_params;                /* 0 .. PF_TYPED_MAX_ARGS */
-  int32_t num_required;              /* the parameters before the first default */
-  int32_t named;                     /* 1 when the parameters are named, else 0 */
-  const PFParamInfo* result;         /* the result (type "void" for none) */
-  const PFParamInfo* const* params;  /* num_params entries, in order */
+  const char* text;                 /* the canonical text */
+  int32_t num_params;               /* 0 .. PF_TYPED_MAX_ARGS */
+  int32_t num_required;             /* the parameters before the first default */
+  int32_t named;                    /* 1 when the parameters are named, else 0 */
+  const PFParamInfo* result;        /* the result (type "void" for none) */
+  const PFParamInfo* const* params; /* num_params entries, in order */
 } PFSignatureInfo;
 
 /* Parses a signature text (the grammar above) into a new PFSignatureInfo,

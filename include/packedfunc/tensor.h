@@ -69,10 +69,10 @@ extern "C" {
  * PFTensorAlloc makes (numpy's limit). */
 #define PF_TENSOR_MAX_NDIM 64
 
-#define kPFTensorCheckDtype 1u    /* dtype is set */
-#define kPFTensorCheckNdim 2u     /* ndim is set */
-#define kPFTensorContiguous 4u    /* compact row-major */
-#define kPFTensorCheckDevice 8u   /* device_type is set */
+#define kPFTensorCheckDtype 1u  /* dtype is set */
+#define kPFTensorCheckNdim 2u   /* ndim is set */
+#define kPFTensorContiguous 4u  /* compact row-major */
+#define kPFTensorCheckDevice 8u /* device_type is set */
 
 typedef struct PFTensorConstraint {
   uint32_t flags;      /* kPFTensorCheck* and kPFTensorContiguous bits; 0: any tensor */
@@ -112,8 +112,8 @@ typedef struct PFTensorConstraint {
  * naming the position, as a bad signature). *out is written only on
  * success. Thread-safe; allocates nothing unless it records an error.
  */
-PF_EXPORT int PFArgGetTensor(const PFValue* args, const int* type_codes, int num_args,
-                             int index, const char* constraint, DLTensor** out);
+PF_EXPORT int PFArgGetTensor(const PFValue* args, const int* type_codes, int num_args, int index,
+                             const char* constraint, DLTensor** out);
 
 /* ------------------------------------------------------------------------ */
 /* New tensors                                                               */

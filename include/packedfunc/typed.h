@@ -61,8 +61,7 @@ extern "C" {
  * Thread-safe; the function may be called from any thread (as thread-safe
  * as `fn` itself).
  */
-PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature,
-                                    PFFunctionHandle* out);
+PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out);
 
 /*
  * Turns any function (a packed C function, a typed function, a host

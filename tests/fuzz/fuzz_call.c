@@ -27,14 +27,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-#define CHECK(cond, ...)                                            \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      fprintf(stderr, "fuzz_call: check failed: %s\n  ", #cond);   \
-      fprintf(stderr, __VA_ARGS__);                                 \
-      fprintf(stderr, "\n  last error: %s\n", PFGetLastError());   \
-      abort();                                                      \
-    }                                                               \
+#define CHECK(cond, ...)                                         \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      fprintf(stderr, "fuzz_call: check failed: %s\n  ", #cond); \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, "\n  last error: %s\n", PFGetLastError()); \
+      abort();                                                   \
+    }                                                            \
   } while (0)
 
 #define MAX_ARGS 48
@@ -69,10 +69,14 @@ static _Alignas(16) unsigned char g_fake[64]; /* memory that is not an object */
 static char g_long_str[300];
 static char g_input_str[24];
 static const PFByteArray g_bytes[] = {
-    {NULL, 0}, {"a\0b", 3}, {g_long_str, sizeof(g_long_str) - 1}, {NULL, 5} /* refused by PFFuncCall */,
+    {NULL, 0},
+    {"a\0b", 3},
+    {g_long_str, sizeof(g_long_str) - 1},
+    {NULL, 5} /* refused by PFFuncCall */,
     {"\xff\xfe", 2},
     /* Sizes no object can have: refused before any arithmetic on them. */
-    {"x", SIZE_MAX}, {"x", (size_t)PTRDIFF_MAX + 1}};
+    {"x", SIZE_MAX},
+    {"x", (size_t)PTRDIFF_MAX + 1}};
 static DLManagedTensor g_managed;
 
 /* ---- packed functions ---------------------------------------------------- */
@@ -115,9 +119,16 @@ static int f_inspect(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res)
           "inspect: argument %d has code %d", i, code);
     uint32_t ti = 0;
     switch (code) {
-      case kPFStr: CHECK(a[i].v_str != NULL, "NULL str"); (void)strlen(a[i].v_str); break;
-      case kPFBytes: CHECK(a[i].v_handle != NULL, "NULL bytes"); break;
-      case kPFDLTensorHandle: CHECK(a[i].v_handle != NULL, "NULL tensor"); break;
+      case kPFStr:
+        CHECK(a[i].v_str != NULL, "NULL str");
+        (void)strlen(a[i].v_str);
+        break;
+      case kPFBytes:
+        CHECK(a[i].v_handle != NULL, "NULL bytes");
+        break;
+      case kPFDLTensorHandle:
+        CHECK(a[i].v_handle != NULL, "NULL tensor");
+        break;
       case kPFFuncHandle:
         CHECK(PFObjectGetTypeIndex(a[i].v_handle, &ti) == 0 && ti == kPFObjectFunction,
               "argument %d is not a function", i);
@@ -129,7 +140,8 @@ static int f_inspect(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res)
       case kPFObjectHandle:
         CHECK(PFObjectGetTypeIndex(a[i].v_handle, &ti) == 0, "argument %d is not an object", i);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   PFValue v = {.v_int64 = n};
@@ -202,7 +214,12 @@ static typed_def g_typed[] = {
     {"func(func)", (void*)t_func, FN, 1, {FN}, NULL, NULL},
     {"int64(tensor)", (void*)t_ndim, I64, 1, {T}, NULL, NULL},
     {"float64(int8,int16,int32,int64,uint8,uint16,uint32,uint64,float32,float64,bool)",
-     (void*)t_many, F64, 11, {I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, B}, "many", NULL},
+     (void*)t_many,
+     F64,
+     11,
+     {I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, B},
+     "many",
+     NULL},
     {"bool(bool)", (void*)t_not, B, 1, {B}, NULL, NULL},
     {"uint32(uint32,uint8,int16)", (void*)t_bits, U32, 3, {U32, U8, I16}, NULL, NULL},
 };
@@ -222,8 +239,7 @@ static void setup(void) {
       fprintf(stderr, "fuzz_call: cannot create %s: %s\n", g_typed[i].sig, PFGetLastError());
       abort();
     }
-    if (g_typed[i].name && PFFuncSetInfo(g_typed[i].h, g_typed[i].name, NULL, NULL) != 0)
-      abort();
+    if (g_typed[i].name && PFFuncSetInfo(g_typed[i].h, g_typed[i].name, NULL, NULL) != 0) abort();
   }
   if (PFObjectCreateBoxed(g_fake, NULL, &g_boxed) != 0) abort();
   g_tensor2 = (DLTensor){g_tensor_data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, g_shape, NULL, 0};
@@ -237,13 +253,26 @@ static void setup(void) {
 
 /* ---- decoding one argument ------------------------------------------------ */
 
-static const int64_t k_ints[16] = {
-    0, 1, -1, 2, 127, 128, -129, 255, 65535, 65536, INT32_MAX, (int64_t)INT32_MAX + 1,
-    (int64_t)UINT32_MAX + 1, INT64_MAX, INT64_MIN, ((int64_t)1 << 53) + 1};
+static const int64_t k_ints[16] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   127,
+                                   128,
+                                   -129,
+                                   255,
+                                   65535,
+                                   65536,
+                                   INT32_MAX,
+                                   (int64_t)INT32_MAX + 1,
+                                   (int64_t)UINT32_MAX + 1,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   ((int64_t)1 << 53) + 1};
 
 static int decode_code(reader* r) {
-  static const int k_odd[8] = {-1, kPFTypeCodeEnd, 14, kPFExtBegin - 1, kPFExtEnd, 255,
-                               INT_MAX, INT_MIN};
+  static const int k_odd[8] = {-1,  kPFTypeCodeEnd, 14,     kPFExtBegin - 1, kPFExtEnd,
+                               255, INT_MAX,        INT_MIN};
   uint8_t c = rd8(r);
   if (c < 3 * kPFTypeCodeEnd) return c % kPFTypeCodeEnd;
   if (c < 3 * kPFTypeCodeEnd + 8) return kPFExtBegin + (c - 3 * kPFTypeCodeEnd) * 9;
@@ -313,12 +342,14 @@ static int arg_invalid(int code, PFValue v) {
       v.v_handle == NULL)
     return 1;
   if (is_handle_code(code)) {
-    uint32_t want = code == kPFFuncHandle ? kPFObjectFunction
-                    : code == kPFModuleHandle ? kPFObjectModule : 0;
+    uint32_t want = code == kPFFuncHandle     ? kPFObjectFunction
+                    : code == kPFModuleHandle ? kPFObjectModule
+                                              : 0;
     void* h = v.v_handle;
-    uint32_t ti = h == g_boxed ? kPFObjectBoxed
+    uint32_t ti = h == g_boxed        ? kPFObjectBoxed
                   : h == g_tensor_obj ? kPFObjectTensor
-                  : h == g_fake ? 0 : kPFObjectFunction;
+                  : h == g_fake       ? 0
+                                      : kPFObjectFunction;
     if (ti == 0 || (want != 0 && ti != want)) return 1;
   }
   if (code == kPFBytes && ((const PFByteArray*)v.v_handle)->data == NULL &&
@@ -355,17 +386,25 @@ static int int_exact_double(int64_t x, double* out) {
 /* Converts a packed argument to C type t as the table in c_api.h says. */
 static int model_convert(int t, int code, PFValue v, cval* out) {
   static const int64_t lo[] = {INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN, 0, 0, 0, 0};
-  static const int64_t hi[] = {INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX,
+  static const int64_t hi[] = {INT8_MAX,  INT16_MAX,  INT32_MAX,  INT64_MAX,
                                UINT8_MAX, UINT16_MAX, UINT32_MAX, INT64_MAX};
   switch (t) {
-    case I8: case I16: case I32: case I64: case U8: case U16: case U32: case U64: {
+    case I8:
+    case I16:
+    case I32:
+    case I64:
+    case U8:
+    case U16:
+    case U32:
+    case U64: {
       if (code != kPFInt && code != kPFBool) return M_TYPE;
       int64_t x = code == kPFBool ? v.v_int64 != 0 : v.v_int64;
       if (x < lo[t] || x > hi[t]) return M_RANGE;
       out->i = x;
       return M_OK;
     }
-    case F32: case F64: {
+    case F32:
+    case F64: {
       double d;
       if (code == kPFFloat) d = v.v_float64;
       else if (code == kPFInt || code == kPFBool) {
@@ -399,8 +438,7 @@ static int model_convert(int t, int code, PFValue v, cval* out) {
     case T:
       if (code == kPFNull) out->p = NULL;
       else if (code == kPFDLTensorHandle) out->p = v.v_handle;
-      else if (code == kPFObjectHandle && v.v_handle == g_tensor_obj)
-        out->p = &g_managed.dl_tensor;
+      else if (code == kPFObjectHandle && v.v_handle == g_tensor_obj) out->p = &g_managed.dl_tensor;
       else return M_TYPE;
       return M_OK;
     case DT:
@@ -426,8 +464,11 @@ static int same_double(double a, double b) {
 static void expect_value(const char* who, int code, PFValue v, PFValue rv, int rc) {
   CHECK(rc == code, "%s: result code %d, expected %d", who, rc, code);
   switch (code) {
-    case kPFNull: break;
-    case kPFStr: CHECK(strcmp(rv.v_str, v.v_str) == 0, "%s: str result differs", who); break;
+    case kPFNull:
+      break;
+    case kPFStr:
+      CHECK(strcmp(rv.v_str, v.v_str) == 0, "%s: str result differs", who);
+      break;
     case kPFBytes: {
       const PFByteArray* a = rv.v_handle;
       const PFByteArray* b = v.v_handle;
@@ -438,7 +479,9 @@ static void expect_value(const char* who, int code, PFValue v, PFValue rv, int r
     case kPFDataType:
       CHECK(memcmp(&rv.v_type, &v.v_type, sizeof(DLDataType)) == 0, "%s: dtype differs", who);
       break;
-    case kPFFloat: CHECK(same_double(rv.v_float64, v.v_float64), "%s: float differs", who); break;
+    case kPFFloat:
+      CHECK(same_double(rv.v_float64, v.v_float64), "%s: float differs", who);
+      break;
     default:
       CHECK(rv.v_int64 == v.v_int64, "%s: value 0x%llx, expected 0x%llx", who,
             (unsigned long long)rv.v_int64, (unsigned long long)v.v_int64);
@@ -455,39 +498,85 @@ static int model_typed_result(int which, const cval* cv, PFValue* out, int* code
   const typed_def* d = &g_typed[which];
   out->v_int64 = 0;
   switch (which) {
-    case 0: out->v_int64 = t_add(cv[0].i, cv[1].i); break;
-    case 1: out->v_int64 = t_mix((int8_t)cv[0].i, (uint16_t)cv[1].i, cv[2].b); break;
-    case 2: out->v_float64 = t_fl(cv[0].d, cv[1].f); break;
-    case 3: out->v_str = cv[0].p; break;
-    case 4: out->v_handle = (void*)cv[0].p; break; /* PFFuncCall refused {NULL, n > 0} */
-    case 5: out->v_int64 = (int64_t)t_u64(cv[0].u); break;
-    case 6: break;
-    case 7: out->v_handle = (void*)cv[0].p; break;
-    case 8: out->v_type = t_dtype(cv[0].dt); break;
-    case 9: out->v_device = t_device(cv[0].dv); break;
-    case 10: out->v_handle = (void*)cv[0].p; break;
-    case 11: out->v_int64 = t_ndim((DLTensor*)cv[0].p); break;
-    case 12:
-      out->v_float64 = t_many((int8_t)cv[0].i, (int16_t)cv[1].i, (int32_t)cv[2].i, cv[3].i,
-                              (uint8_t)cv[4].i, (uint16_t)cv[5].i, (uint32_t)cv[6].i, cv[7].u,
-                              cv[8].f, cv[9].d, cv[10].b);
+    case 0:
+      out->v_int64 = t_add(cv[0].i, cv[1].i);
       break;
-    case 13: out->v_int64 = t_not(cv[0].b); break;
+    case 1:
+      out->v_int64 = t_mix((int8_t)cv[0].i, (uint16_t)cv[1].i, cv[2].b);
+      break;
+    case 2:
+      out->v_float64 = t_fl(cv[0].d, cv[1].f);
+      break;
+    case 3:
+      out->v_str = cv[0].p;
+      break;
+    case 4:
+      out->v_handle = (void*)cv[0].p;
+      break; /* PFFuncCall refused {NULL, n > 0} */
+    case 5:
+      out->v_int64 = (int64_t)t_u64(cv[0].u);
+      break;
+    case 6:
+      break;
+    case 7:
+      out->v_handle = (void*)cv[0].p;
+      break;
+    case 8:
+      out->v_type = t_dtype(cv[0].dt);
+      break;
+    case 9:
+      out->v_device = t_device(cv[0].dv);
+      break;
+    case 10:
+      out->v_handle = (void*)cv[0].p;
+      break;
+    case 11:
+      out->v_int64 = t_ndim((DLTensor*)cv[0].p);
+      break;
+    case 12:
+      out->v_float64 =
+          t_many((int8_t)cv[0].i, (int16_t)cv[1].i, (int32_t)cv[2].i, cv[3].i, (uint8_t)cv[4].i,
+                 (uint16_t)cv[5].i, (uint32_t)cv[6].i, cv[7].u, cv[8].f, cv[9].d, cv[10].b);
+      break;
+    case 13:
+      out->v_int64 = t_not(cv[0].b);
+      break;
     default:
       out->v_int64 = t_bits((uint32_t)cv[0].i, (uint8_t)cv[1].i, (int16_t)cv[2].i);
       break;
   }
   switch (d->ret) {
-    case VOID: *code = kPFNull; break;
-    case F64: case F32: *code = kPFFloat; break;
-    case B: *code = kPFBool; break;
-    case S: *code = out->v_str ? kPFStr : kPFNull; break;
-    case BY: *code = kPFBytes; break;
-    case P: *code = out->v_handle ? kPFOpaqueHandle : kPFNull; break;
-    case DT: *code = kPFDataType; break;
-    case DV: *code = kPFDevice; break;
-    case FN: *code = out->v_handle ? kPFFuncHandle : kPFNull; break;
-    default: *code = kPFInt; break;
+    case VOID:
+      *code = kPFNull;
+      break;
+    case F64:
+    case F32:
+      *code = kPFFloat;
+      break;
+    case B:
+      *code = kPFBool;
+      break;
+    case S:
+      *code = out->v_str ? kPFStr : kPFNull;
+      break;
+    case BY:
+      *code = kPFBytes;
+      break;
+    case P:
+      *code = out->v_handle ? kPFOpaqueHandle : kPFNull;
+      break;
+    case DT:
+      *code = kPFDataType;
+      break;
+    case DV:
+      *code = kPFDevice;
+      break;
+    case FN:
+      *code = out->v_handle ? kPFFuncHandle : kPFNull;
+      break;
+    default:
+      *code = kPFInt;
+      break;
   }
   return M_OK;
 }
@@ -496,8 +585,8 @@ static void expect_error(int st, const char* kind, const char* frag) {
   CHECK(st == -1, "expected a %s, got status %d", kind, st);
   CHECK(strcmp(PFErrorGetKind(), kind) == 0, "expected kind %s, got %s (%s)", kind,
         PFErrorGetKind(), PFErrorGetMessage());
-  CHECK(frag == NULL || strstr(PFErrorGetMessage(), frag) != NULL,
-        "message '%s' lacks '%s'", PFErrorGetMessage(), frag);
+  CHECK(frag == NULL || strstr(PFErrorGetMessage(), frag) != NULL, "message '%s' lacks '%s'",
+        PFErrorGetMessage(), frag);
 }
 
 /* ---- the target ---------------------------------------------------------- */
@@ -540,8 +629,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int rc = -7;
   int st;
   if (via_frame) {
-    PFCallFrame frame = {.ret_val = {.v_int64 = 0}, .ret_type_code = rc, .num_args = n,
-                         .func = fn, .args = pa, .type_codes = pc};
+    PFCallFrame frame = {.ret_val = {.v_int64 = 0},
+                         .ret_type_code = rc,
+                         .num_args = n,
+                         .func = fn,
+                         .args = pa,
+                         .type_codes = pc};
     st = PFFuncCallFrame(&frame);
     rv = frame.ret_val;
     rc = frame.ret_type_code;

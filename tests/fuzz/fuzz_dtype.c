@@ -38,12 +38,11 @@ static int same(DLDataType a, DLDataType b) {
 
 /* The canonical text of dt, which must parse back to dt. */
 static void check_round_trip(DLDataType dt, char* text) {
-  CHECK(PFDataTypeToString(dt, text, PF_DTYPE_STRING_MAX) == 0, "{%u,%u,%u}: %s", dt.code,
-        dt.bits, dt.lanes, PFGetLastError());
+  CHECK(PFDataTypeToString(dt, text, PF_DTYPE_STRING_MAX) == 0, "{%u,%u,%u}: %s", dt.code, dt.bits,
+        dt.lanes, PFGetLastError());
   CHECK(strlen(text) < PF_DTYPE_STRING_MAX, "too long: %s", text);
   DLDataType back = {0, 0, 0};
-  CHECK(PFDataTypeFromString(text, &back) == 0, "'%s' does not parse: %s", text,
-        PFGetLastError());
+  CHECK(PFDataTypeFromString(text, &back) == 0, "'%s' does not parse: %s", text, PFGetLastError());
   CHECK(same(back, dt), "'%s' parses to {%u,%u,%u}, not {%u,%u,%u}", text, back.code, back.bits,
         back.lanes, dt.code, dt.bits, dt.lanes);
 }
@@ -59,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   DLDataType dt = {7, 7, 7};
   int rc = PFDataTypeFromString(text, &dt);
   if (rc == 0) {
-    CHECK(strspn(text, "abcdefghijklmnopqrstuvwxyz0123456789_[]") == strlen(text),
-          "accepted '%s'", text);
+    CHECK(strspn(text, "abcdefghijklmnopqrstuvwxyz0123456789_[]") == strlen(text), "accepted '%s'",
+          text);
     CHECK(dt.lanes >= 1, "'%s' has 0 lanes", text);
     check_round_trip(dt, canon);
     check_round_trip(dt, canon2);

@@ -34,14 +34,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-#define CHECK(cond, ...)                                                 \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
       fprintf(stderr, "fuzz_object_type: check failed: %s\n  ", #cond); \
-      fprintf(stderr, __VA_ARGS__);                                      \
-      fprintf(stderr, "\n");                                             \
-      abort();                                                           \
-    }                                                                    \
+      fprintf(stderr, __VA_ARGS__);                                     \
+      fprintf(stderr, "\n");                                            \
+      abort();                                                          \
+    }                                                                   \
   } while (0)
 
 static void never_called(void) { abort(); }
@@ -118,8 +118,7 @@ static void directive(char** w, int k, desc_buf* d, int* n) {
 static int parse(char* text, desc_buf* d) {
   int n = 0;
   char* save = NULL;
-  for (char* line = strtok_r(text, "\n", &save); line != NULL;
-       line = strtok_r(NULL, "\n", &save)) {
+  for (char* line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
     char* w[6];
     int k = words(line, w, 6);
     if (k > 0) directive(w, k, d, &n);
@@ -175,11 +174,13 @@ static void exercise_instance(uint32_t ix, const PFObjectTypeInfo* ti, PFObjectH
   PFObjectHandle o = NULL;
   CHECK(PFObjectAlloc(ix, &o) == 0, "alloc: %s", PFGetLastError());
   PFByteArray ba = {"b\0y", 3};
-  const PFValue vals[] = {
-      {.v_int64 = 1},     {.v_int64 = -5},  {.v_float64 = 2.5},         {.v_int64 = 1},
-      {.v_str = "fuzz"},  {.v_handle = &ba}, {.v_handle = boxed},       {.v_handle = NULL},
-      {.v_handle = o},    {.v_type = {kDLFloat, 32, 1}},               {.v_device = {kDLCPU, 0}}};
-  const int codes[] = {kPFInt,  kPFInt,  kPFFloat, kPFBool,         kPFStr,     kPFBytes,
+  const PFValue vals[] = {{.v_int64 = 1},           {.v_int64 = -5},
+                          {.v_float64 = 2.5},       {.v_int64 = 1},
+                          {.v_str = "fuzz"},        {.v_handle = &ba},
+                          {.v_handle = boxed},      {.v_handle = NULL},
+                          {.v_handle = o},          {.v_type = {kDLFloat, 32, 1}},
+                          {.v_device = {kDLCPU, 0}}};
+  const int codes[] = {kPFInt,          kPFInt,  kPFFloat,        kPFBool,     kPFStr,   kPFBytes,
                        kPFObjectHandle, kPFNull, kPFOpaqueHandle, kPFDataType, kPFDevice};
   for (int i = 0; i < ti->num_fields; ++i) {
     const PFFieldInfo* f = ti->fields[i];

@@ -115,8 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--load") == 0 && i + 1 < argc && argv[i + 1][0] != '\0')
       argv[++i] = bad_path;
-    else if (strncmp(argv[i], "--load=", 7) == 0 && argv[i][7] != '\0')
-      argv[i] = bad_opt;
+    else if (strncmp(argv[i], "--load=", 7) == 0 && argv[i][7] != '\0') argv[i] = bad_opt;
   }
 
   char* text = NULL;

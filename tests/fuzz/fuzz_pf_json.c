@@ -17,8 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-typedef int (*read_fn)(const char* fname, const char* arg, const char* text, PFValue* v,
-                       int* code);
+typedef int (*read_fn)(const char* fname, const char* arg, const char* text, PFValue* v, int* code);
 
 static void fail(const char* what, const char* text, const char* detail) {
   fprintf(stderr, "fuzz_pf_json: %s\n  input: '%s'\n  %s\n", what, text, detail);

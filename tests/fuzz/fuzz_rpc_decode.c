@@ -17,13 +17,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-#define CHECK(cond, ...)                \
-  do {                                  \
-    if (!(cond)) {                      \
-      fprintf(stderr, __VA_ARGS__);     \
-      fprintf(stderr, "\n");            \
-      abort();                          \
-    }                                   \
+#define CHECK(cond, ...)            \
+  do {                              \
+    if (!(cond)) {                  \
+      fprintf(stderr, __VA_ARGS__); \
+      fprintf(stderr, "\n");        \
+      abort();                      \
+    }                               \
   } while (0)
 
 static int stub(PFValue* a, int* c, int n, PFRetValueHandle r, void* res) {
@@ -48,9 +48,9 @@ static int export_stub(void* ctx, PFFunctionHandle f, uint64_t* id) {
 
 static void check_error(const char* where) {
   const char* k = PFErrorGetKind();
-  CHECK(strcmp(k, "ValueError") == 0 || strcmp(k, "TypeError") == 0 ||
-            strcmp(k, "MemoryError") == 0,
-        "%s failed with kind '%s': %s", where, k, PFErrorGetMessage());
+  CHECK(
+      strcmp(k, "ValueError") == 0 || strcmp(k, "TypeError") == 0 || strcmp(k, "MemoryError") == 0,
+      "%s failed with kind '%s': %s", where, k, PFErrorGetMessage());
 }
 
 /* Decodes one value, packs it, and checks that the packed form is stable. */
@@ -104,8 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_error("pf_rpc_parse");
     return 0;
   }
-  if (st == 0 && m.kind == PF_RPC_CALL && m.nrest == 2 &&
-      m.rest[1].type == MSGPACK_OBJECT_ARRAY) {
+  if (st == 0 && m.kind == PF_RPC_CALL && m.nrest == 2 && m.rest[1].type == MSGPACK_OBJECT_ARRAY) {
     for (uint32_t i = 0; i < m.rest[1].via.array.size; ++i)
       round_trip(&m.rest[1].via.array.ptr[i], 1);
   } else if (st == 0 && m.kind == PF_RPC_OK && m.nrest == 1) {

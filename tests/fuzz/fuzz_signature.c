@@ -28,14 +28,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (!(cond)) {                                                    \
       fprintf(stderr, "fuzz_signature: check failed: %s\n  ", #cond); \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-      abort();                                                         \
-    }                                                                  \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      abort();                                                        \
+    }                                                                 \
   } while (0)
 
 static void never_called(void) {}
@@ -48,9 +48,9 @@ static int noop_packed(PFValue* a, int* c, int n, PFRetValueHandle r, void* res)
 /* ---- the reference recognizer ---------------------------------------- */
 
 static const char* const k_types[] = {
-    "int8",  "int16",   "int32",   "int64", "uint8", "uint16", "uint32", "uint64", "float32",
-    "float64", "bool", "str", "bytes", "ptr", "tensor", "dtype", "device", "func",
-    "array", "map", "shape", "object", "list", "dict",
+    "int8",    "int16",   "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "bool",  "str",   "bytes", "ptr",    "tensor", "dtype",
+    "device",  "func",    "array", "map",   "shape", "object", "list",   "dict",
 };
 
 /* The runtime also takes '\r' as a blank, so that CRLF text parses. */
@@ -113,8 +113,8 @@ static int recognize(const char* s, char* canon) {
 
 static void check_rejected(int rc, const char* entry, const char* text) {
   CHECK(rc == -1, "%s accepted \"%s\"", entry, text);
-  CHECK(strcmp(PFErrorGetKind(), kPFErrValueError) == 0, "%s(\"%s\"): kind %s, message %s",
-        entry, text, PFErrorGetKind(), PFErrorGetMessage());
+  CHECK(strcmp(PFErrorGetKind(), kPFErrValueError) == 0, "%s(\"%s\"): kind %s, message %s", entry,
+        text, PFErrorGetKind(), PFErrorGetMessage());
   /* The documented shape: `ENTRY: bad signature "TEXT" at position N: ...`
    * (the runtime quotes at most 200 bytes of the text). */
   const char* msg = PFErrorGetMessage();
@@ -153,8 +153,7 @@ static void check_extended(const char* text, PFFunctionHandle f) {
   CHECK(n >= sizeof(again) || strcmp(again, sig) == 0, "table of %s spells %s", sig, again);
   /* The canonical text parses to itself. */
   PFSignatureInfo* info2 = NULL;
-  CHECK(PFSignatureParse(sig, &info2) == 0, "canonical \"%s\" rejected: %s", sig,
-        PFGetLastError());
+  CHECK(PFSignatureParse(sig, &info2) == 0, "canonical \"%s\" rejected: %s", sig, PFGetLastError());
   CHECK(strcmp(info2->text, sig) == 0, "canonical \"%s\" reparsed as \"%s\"", sig, info2->text);
   PFSignatureInfoFree(info2);
   /* As metadata of a packed function, and in a keyword call of nothing. */
@@ -220,8 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   void* fn = NULL;
   rc = PFFuncToCFunction(target, text, &closure, &fn);
   if (valid || extended) {
-    CHECK(rc == 0 && closure != NULL && fn != NULL, "PFFuncToCFunction rejected \"%s\": %s",
-          text, PFGetLastError());
+    CHECK(rc == 0 && closure != NULL && fn != NULL, "PFFuncToCFunction rejected \"%s\": %s", text,
+          PFGetLastError());
     CHECK(PFClosureCheckError(closure) == 0, "fresh closure has an error");
     PFObjectFree(closure);
   } else {

@@ -8,8 +8,12 @@ static int64_t fine(int64_t a) { return a; }
 PF_REGISTER_TYPED("badcode.fine", fine, "int64(int64)");
 
 static const char not_code[64] = "this is data, not code";
-static const PFFuncDescriptor bad_code = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                          "badcode.data", (PFPackedCFunc)(uintptr_t)not_code,
-                                          NULL, NULL, NULL};
+static const PFFuncDescriptor bad_code = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorPacked,
+                                          "badcode.data",
+                                          (PFPackedCFunc)(uintptr_t)not_code,
+                                          NULL,
+                                          NULL,
+                                          NULL};
 __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const bad_entry =
     &bad_code;

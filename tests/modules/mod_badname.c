@@ -7,8 +7,12 @@
 static int64_t fine(int64_t a) { return a; }
 PF_REGISTER_TYPED("badname.fine", fine, "int64(int64)");
 
-static const PFFuncDescriptor bad_name = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorTyped,
-                                          (const char*)(uintptr_t)0x1000, NULL,
-                                          (void (*)(void))fine, "int64(int64)", NULL};
+static const PFFuncDescriptor bad_name = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorTyped,
+                                          (const char*)(uintptr_t)0x1000,
+                                          NULL,
+                                          (void (*)(void))fine,
+                                          "int64(int64)",
+                                          NULL};
 __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const bad_entry =
     &bad_name;

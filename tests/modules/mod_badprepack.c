@@ -11,8 +11,13 @@ static int fine(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* re
 PF_REGISTER_PACKED("badprepack.fine", fine);
 
 static const char not_code[64] = "this is data, not code";
-static const PFFuncDescriptor bad_hook = {PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked,
-                                          "badprepack.hook", fine, NULL, NULL, NULL,
+static const PFFuncDescriptor bad_hook = {PF_FUNC_DESCRIPTOR_ABI,
+                                          kPFFuncDescriptorPacked,
+                                          "badprepack.hook",
+                                          fine,
+                                          NULL,
+                                          NULL,
+                                          NULL,
                                           "badprepack/layout",
                                           (PFPrePackFunc)(uintptr_t)not_code};
 __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const bad_entry =

@@ -37,8 +37,7 @@ static int call_global(PFValue* args, int* codes, int n, PFRetValueHandle ret, v
   PFFunctionHandle f = NULL;
   if (PFFuncGetGlobal(args[0].v_str, &f) != 0) return -1;
   if (f == NULL)
-    return PFErrorSetFormat(kPFErrKeyError, "call_global: no global function '%s'",
-                            args[0].v_str);
+    return PFErrorSetFormat(kPFErrKeyError, "call_global: no global function '%s'", args[0].v_str);
   PFValue out;
   int code;
   int rc = PFFuncCall(f, NULL, NULL, 0, &out, &code);

@@ -15,7 +15,8 @@ namespace cxx_fixture {
 int sum(PFValue* args, int* codes, int n, PFRetValueHandle ret, void*) {
   int64_t s = 0;
   for (int i = 0; i < n; ++i) {
-    if (codes[i] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "cxx.sum: argument %d is not an int", i);
+    if (codes[i] != kPFInt)
+      return PFErrorSetFormat(kPFErrTypeError, "cxx.sum: argument %d is not an int", i);
     s += args[i].v_int64;
   }
   PFValue v;
@@ -29,7 +30,8 @@ double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi 
 
 // Typed, with a constrained tensor parameter: the sum of a float64 vector.
 double total(DLTensor* x, double scale) {
-  const double* v = reinterpret_cast<const double*>(static_cast<const char*>(x->data) + x->byte_offset);
+  const double* v =
+      reinterpret_cast<const double*>(static_cast<const char*>(x->data) + x->byte_offset);
   double s = 0;
   for (int64_t i = 0; i < x->shape[0]; ++i) s += v[i];
   return s * scale;
@@ -60,7 +62,8 @@ PF_REGISTER_TYPED("cxx.clamp", cxx_fixture::clamp,
                   "float64(x: float64, lo: float64 = 0, hi: float64 = 1)", "Clamps x.");
 PF_REGISTER_TYPED("cxx.scale", cxx_fixture::Scaler::scale, "int64(x: int64, by: int64 = 2)");
 PF_REGISTER_TYPED("cxx.total", cxx_fixture::total,
-                  "float64(x: tensor<float64, 1, contiguous>, scale: float64 = 1)", "Sums x, times scale.");
+                  "float64(x: tensor<float64, 1, contiguous>, scale: float64 = 1)",
+                  "Sums x, times scale.");
 
 static const PFFieldDesc k_counter_fields[] = {
     PF_FIELD(cxx_fixture::Counter, count, "int64", kPFFieldWritable, "The count."),
@@ -71,8 +74,14 @@ static const PFMethodDesc k_counter_methods[] = {
     PF_METHOD_TYPED("add", cxx_fixture::counter_add, "int64(self: obj<cxx.Counter>, by: int64 = 1)",
                     "Adds."),
 };
-static const PFObjectTypeDesc k_counter = {
-    PF_OBJECT_TYPE_DESC_ABI, "cxx.Counter", nullptr, sizeof(cxx_fixture::Counter), nullptr,
-    "A counter from C++.", k_counter_fields, PF_COUNTOF(k_counter_fields), k_counter_methods,
-    PF_COUNTOF(k_counter_methods)};
+static const PFObjectTypeDesc k_counter = {PF_OBJECT_TYPE_DESC_ABI,
+                                           "cxx.Counter",
+                                           nullptr,
+                                           sizeof(cxx_fixture::Counter),
+                                           nullptr,
+                                           "A counter from C++.",
+                                           k_counter_fields,
+                                           PF_COUNTOF(k_counter_fields),
+                                           k_counter_methods,
+                                           PF_COUNTOF(k_counter_methods)};
 PF_REGISTER_OBJECT_TYPE(k_counter);

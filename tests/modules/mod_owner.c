@@ -49,8 +49,11 @@ static int make_tensor(PFValue* args, int* codes, int n, PFRetValueHandle ret, v
   for (int64_t i = 0; i < len; ++i) t->data[i] = (double)i;
   t->shape[0] = len;
   t->deleted = counter_arg(args, codes, n, 1);
-  t->managed.dl_tensor = (DLTensor){.data = t->data, .device = {kDLCPU, 0}, .ndim = 1,
-                                    .dtype = {kDLFloat, 64, 1}, .shape = t->shape};
+  t->managed.dl_tensor = (DLTensor){.data = t->data,
+                                    .device = {kDLCPU, 0},
+                                    .ndim = 1,
+                                    .dtype = {kDLFloat, 64, 1},
+                                    .shape = t->shape};
   t->managed.manager_ctx = t;
   t->managed.deleter = owned_tensor_delete;
   PFObjectHandle obj = NULL;
@@ -76,8 +79,7 @@ static void count_fin(void* res) {
 static int make_function(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
   (void)res;
   PFFunctionHandle f = NULL;
-  if (PFFuncCreateFromCFunc(answer, counter_arg(args, codes, n, 0), count_fin, &f) != 0)
-    return -1;
+  if (PFFuncCreateFromCFunc(answer, counter_arg(args, codes, n, 0), count_fin, &f) != 0) return -1;
   return return_object(ret, f, kPFFuncHandle);
 }
 PF_REGISTER_PACKED("owner.function", make_function, "A function made at run time.");

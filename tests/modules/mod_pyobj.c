@@ -33,12 +33,12 @@ typedef struct {
 
 #define W kPFFieldWritable
 static const PFFieldDesc k_scalar_fields[] = {
-    PF_FIELD(Scalars, i8, "int8", W, NULL),       PF_FIELD(Scalars, i16, "int16", W, NULL),
-    PF_FIELD(Scalars, i32, "int32", W, NULL),     PF_FIELD(Scalars, i64, "int64", W, NULL),
-    PF_FIELD(Scalars, u8, "uint8", W, NULL),      PF_FIELD(Scalars, u16, "uint16", W, NULL),
-    PF_FIELD(Scalars, u32, "uint32", W, NULL),    PF_FIELD(Scalars, u64, "uint64", W, NULL),
-    PF_FIELD(Scalars, f32, "float32", W, NULL),   PF_FIELD(Scalars, f64, "float64", W, NULL),
-    PF_FIELD(Scalars, b, "bool", W, "A flag."),   PF_FIELD(Scalars, ro, "int64", 0, "Fixed."),
+    PF_FIELD(Scalars, i8, "int8", W, NULL),     PF_FIELD(Scalars, i16, "int16", W, NULL),
+    PF_FIELD(Scalars, i32, "int32", W, NULL),   PF_FIELD(Scalars, i64, "int64", W, NULL),
+    PF_FIELD(Scalars, u8, "uint8", W, NULL),    PF_FIELD(Scalars, u16, "uint16", W, NULL),
+    PF_FIELD(Scalars, u32, "uint32", W, NULL),  PF_FIELD(Scalars, u64, "uint64", W, NULL),
+    PF_FIELD(Scalars, f32, "float32", W, NULL), PF_FIELD(Scalars, f64, "float64", W, NULL),
+    PF_FIELD(Scalars, b, "bool", W, "A flag."), PF_FIELD(Scalars, ro, "int64", 0, "Fixed."),
 };
 
 /* Sets ro (read-only to hosts), as C code may. */
@@ -48,9 +48,16 @@ static const PFMethodDesc k_scalar_methods[] = {
     PF_METHOD_TYPED("set_ro", scalars_set_ro, "void(obj<pyt.Scalars>,int64)", "Sets ro."),
 };
 
-static const PFObjectTypeDesc k_scalars = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Scalars", NULL, sizeof(Scalars), NULL, "One of each number.",
-    k_scalar_fields, PF_COUNTOF(k_scalar_fields), k_scalar_methods, PF_COUNTOF(k_scalar_methods)};
+static const PFObjectTypeDesc k_scalars = {PF_OBJECT_TYPE_DESC_ABI,
+                                           "pyt.Scalars",
+                                           NULL,
+                                           sizeof(Scalars),
+                                           NULL,
+                                           "One of each number.",
+                                           k_scalar_fields,
+                                           PF_COUNTOF(k_scalar_fields),
+                                           k_scalar_methods,
+                                           PF_COUNTOF(k_scalar_methods)};
 PF_REGISTER_OBJECT_TYPE(k_scalars);
 
 /* ---- pyt.Point: every field writable, no constructor: copyable ---- */
@@ -71,9 +78,16 @@ static const PFFieldDesc k_point_fields[] = {
 static const PFMethodDesc k_point_methods[] = {
     PF_METHOD_TYPED("norm2", point_norm2, "float64(obj<pyt.Point>)", "x*x + y*y."),
 };
-static const PFObjectTypeDesc k_point = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Point", NULL, sizeof(Point), NULL, "A point.",
-    k_point_fields, PF_COUNTOF(k_point_fields), k_point_methods, PF_COUNTOF(k_point_methods)};
+static const PFObjectTypeDesc k_point = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "pyt.Point",
+                                         NULL,
+                                         sizeof(Point),
+                                         NULL,
+                                         "A point.",
+                                         k_point_fields,
+                                         PF_COUNTOF(k_point_fields),
+                                         k_point_methods,
+                                         PF_COUNTOF(k_point_methods)};
 PF_REGISTER_OBJECT_TYPE(k_point);
 
 static PFObjectHandle make_point(double x, double y) {
@@ -104,15 +118,20 @@ typedef struct {
 } Holder;
 
 static const PFFieldDesc k_holder_fields[] = {
-    PF_FIELD(Holder, s, "str", W, NULL),       PF_FIELD(Holder, by, "bytes", W, NULL),
-    PF_FIELD(Holder, p, "ptr", W, NULL),       PF_FIELD(Holder, dt, "dtype", W, NULL),
-    PF_FIELD(Holder, dev, "device", W, NULL),  PF_FIELD(Holder, t, "tensor", W, NULL),
-    PF_FIELD(Holder, f, "func", W, NULL),      PF_FIELD(Holder, o, "object", W, NULL),
-    PF_FIELD(Holder, pt, "obj<pyt.Point>", W, NULL), PF_FIELD(Holder, shp, "shape", W, NULL),
+    PF_FIELD(Holder, s, "str", W, NULL),
+    PF_FIELD(Holder, by, "bytes", W, NULL),
+    PF_FIELD(Holder, p, "ptr", W, NULL),
+    PF_FIELD(Holder, dt, "dtype", W, NULL),
+    PF_FIELD(Holder, dev, "device", W, NULL),
+    PF_FIELD(Holder, t, "tensor", W, NULL),
+    PF_FIELD(Holder, f, "func", W, NULL),
+    PF_FIELD(Holder, o, "object", W, NULL),
+    PF_FIELD(Holder, pt, "obj<pyt.Point>", W, NULL),
+    PF_FIELD(Holder, shp, "shape", W, NULL),
 };
 static const PFObjectTypeDesc k_holder = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Holder", NULL, sizeof(Holder), NULL, NULL,
-    k_holder_fields, PF_COUNTOF(k_holder_fields), NULL, 0};
+    PF_OBJECT_TYPE_DESC_ABI,     "pyt.Holder", NULL, sizeof(Holder), NULL, NULL, k_holder_fields,
+    PF_COUNTOF(k_holder_fields), NULL,         0};
 PF_REGISTER_OBJECT_TYPE(k_holder);
 
 /* ---- pyt.Base and pyt.Child: inheritance, an override, a callback ---- */
@@ -176,18 +195,32 @@ static const PFMethodDesc k_base_methods[] = {
     {"visit", base_visit, NULL, NULL, 0, "Calls F with the object."},
     PF_STATIC_METHOD_TYPED("twice", base_twice, "int64(int64)", "2*x."),
 };
-static const PFObjectTypeDesc k_base = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Base", NULL, sizeof(Base), base_fin, "A base.",
-    k_base_fields, PF_COUNTOF(k_base_fields), k_base_methods, PF_COUNTOF(k_base_methods)};
+static const PFObjectTypeDesc k_base = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "pyt.Base",
+                                        NULL,
+                                        sizeof(Base),
+                                        base_fin,
+                                        "A base.",
+                                        k_base_fields,
+                                        PF_COUNTOF(k_base_fields),
+                                        k_base_methods,
+                                        PF_COUNTOF(k_base_methods)};
 PF_REGISTER_OBJECT_TYPE(k_base);
 
 static const PFFieldDesc k_child_fields[] = {PF_FIELD(Child, extra, "int64", W, NULL)};
 static const PFMethodDesc k_child_methods[] = {
     PF_METHOD_TYPED("who", child_who, "str(obj<pyt.Child>)", "Says which, differently."),
 };
-static const PFObjectTypeDesc k_child = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Child", "pyt.Base", sizeof(Child), NULL, "A child.",
-    k_child_fields, PF_COUNTOF(k_child_fields), k_child_methods, PF_COUNTOF(k_child_methods)};
+static const PFObjectTypeDesc k_child = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "pyt.Child",
+                                         "pyt.Base",
+                                         sizeof(Child),
+                                         NULL,
+                                         "A child.",
+                                         k_child_fields,
+                                         PF_COUNTOF(k_child_fields),
+                                         k_child_methods,
+                                         PF_COUNTOF(k_child_methods)};
 PF_REGISTER_OBJECT_TYPE(k_child);
 
 static int64_t child_extra(PFObjectHandle c) { return ((Child*)data_of(c))->extra; }
@@ -221,9 +254,16 @@ static const PFFieldDesc k_made_fields[] = {PF_FIELD(Made, v, "int64", W, NULL)}
 static const PFMethodDesc k_made_methods[] = {
     PF_STATIC_METHOD_TYPED("__init__", made_new, "obj<pyt.Made>(int64)", "Makes one of 10*V."),
 };
-static const PFObjectTypeDesc k_made = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Made", NULL, sizeof(Made), NULL, NULL,
-    k_made_fields, PF_COUNTOF(k_made_fields), k_made_methods, PF_COUNTOF(k_made_methods)};
+static const PFObjectTypeDesc k_made = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "pyt.Made",
+                                        NULL,
+                                        sizeof(Made),
+                                        NULL,
+                                        NULL,
+                                        k_made_fields,
+                                        PF_COUNTOF(k_made_fields),
+                                        k_made_methods,
+                                        PF_COUNTOF(k_made_methods)};
 PF_REGISTER_OBJECT_TYPE(k_made);
 
 typedef struct {
@@ -240,9 +280,16 @@ static const PFFieldDesc k_loose_fields[] = {PF_FIELD(Loose, nargs, "int64", W, 
 static const PFMethodDesc k_loose_methods[] = {
     {"__init__", loose_init, NULL, NULL, 0, "Counts its arguments."},
 };
-static const PFObjectTypeDesc k_loose = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Loose", NULL, sizeof(Loose), NULL, NULL,
-    k_loose_fields, PF_COUNTOF(k_loose_fields), k_loose_methods, PF_COUNTOF(k_loose_methods)};
+static const PFObjectTypeDesc k_loose = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "pyt.Loose",
+                                         NULL,
+                                         sizeof(Loose),
+                                         NULL,
+                                         NULL,
+                                         k_loose_fields,
+                                         PF_COUNTOF(k_loose_fields),
+                                         k_loose_methods,
+                                         PF_COUNTOF(k_loose_methods)};
 PF_REGISTER_OBJECT_TYPE(k_loose);
 
 /* ---- pyt.Bound, pyt.Sub: types for register_object, pyt.Late: unused ---- */
@@ -257,19 +304,32 @@ static const PFFieldDesc k_bound_fields[] = {PF_FIELD(Bound, n, "int64", W, NULL
 static const PFMethodDesc k_bound_methods[] = {
     PF_METHOD_TYPED("get", bound_get, "int64(obj<pyt.Bound>)", "n."),
 };
-static const PFObjectTypeDesc k_bound = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Bound", NULL, sizeof(Bound), NULL, "Bound in Python.",
-    k_bound_fields, PF_COUNTOF(k_bound_fields), k_bound_methods, PF_COUNTOF(k_bound_methods)};
+static const PFObjectTypeDesc k_bound = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "pyt.Bound",
+                                         NULL,
+                                         sizeof(Bound),
+                                         NULL,
+                                         "Bound in Python.",
+                                         k_bound_fields,
+                                         PF_COUNTOF(k_bound_fields),
+                                         k_bound_methods,
+                                         PF_COUNTOF(k_bound_methods)};
 PF_REGISTER_OBJECT_TYPE(k_bound);
 
-static const PFObjectTypeDesc k_bound_sub = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.BoundSub", "pyt.Bound", sizeof(Bound), NULL, NULL,
-    NULL, 0, NULL, 0};
+static const PFObjectTypeDesc k_bound_sub = {PF_OBJECT_TYPE_DESC_ABI,
+                                             "pyt.BoundSub",
+                                             "pyt.Bound",
+                                             sizeof(Bound),
+                                             NULL,
+                                             NULL,
+                                             NULL,
+                                             0,
+                                             NULL,
+                                             0};
 PF_REGISTER_OBJECT_TYPE(k_bound_sub);
 
 static const PFObjectTypeDesc k_late = {
-    PF_OBJECT_TYPE_DESC_ABI, "pyt.Late", "pyt.Base", sizeof(Base), NULL, NULL,
-    NULL, 0, NULL, 0};
+    PF_OBJECT_TYPE_DESC_ABI, "pyt.Late", "pyt.Base", sizeof(Base), NULL, NULL, NULL, 0, NULL, 0};
 PF_REGISTER_OBJECT_TYPE(k_late);
 
 /* Echoes any object: an instance comes back as itself. */

@@ -38,7 +38,14 @@ static const PFMethodDesc k_methods[] = {
     PF_METHOD_TYPED("__init__", thing_init, "void(obj<mt.Thing>,int64)", NULL),
     PF_METHOD_TYPED("get", thing_get, "int64(obj<mt.Thing>)", "Its value."),
 };
-static const PFObjectTypeDesc k_thing = {
-    PF_OBJECT_TYPE_DESC_ABI, "mt.Thing", NULL, sizeof(Thing), thing_fin, "A thing.",
-    k_fields, PF_COUNTOF(k_fields), k_methods, PF_COUNTOF(k_methods)};
+static const PFObjectTypeDesc k_thing = {PF_OBJECT_TYPE_DESC_ABI,
+                                         "mt.Thing",
+                                         NULL,
+                                         sizeof(Thing),
+                                         thing_fin,
+                                         "A thing.",
+                                         k_fields,
+                                         PF_COUNTOF(k_fields),
+                                         k_methods,
+                                         PF_COUNTOF(k_methods)};
 PF_REGISTER_OBJECT_TYPE(k_thing);

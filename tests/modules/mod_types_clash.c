@@ -18,7 +18,7 @@ static const PFFieldDesc k_fields[] = {
     PF_FIELD(Thing, note, "str", kPFFieldWritable, NULL),
     PF_FIELD(Thing, extra, "int64", 0, NULL),
 };
-static const PFObjectTypeDesc k_thing = {PF_OBJECT_TYPE_DESC_ABI, "mt.Thing", NULL,
-                                         sizeof(Thing), NULL, "A thing.", k_fields,
-                                         PF_COUNTOF(k_fields), NULL, 0};
+static const PFObjectTypeDesc k_thing = {
+    PF_OBJECT_TYPE_DESC_ABI, "mt.Thing", NULL, sizeof(Thing), NULL, "A thing.", k_fields,
+    PF_COUNTOF(k_fields),    NULL,       0};
 PF_REGISTER_OBJECT_TYPE(k_thing);

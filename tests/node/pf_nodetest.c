@@ -65,7 +65,8 @@ static void* worker_main(void* p) {
 static int call_in_threads(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
   if (n != 3 || c[0] != kPFFuncHandle || c[1] != kPFInt || c[2] != kPFInt)
-    return PFErrorSetFormat(kPFErrTypeError, "nodetest.call_in_threads: expected (function, int, int)");
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "nodetest.call_in_threads: expected (function, int, int)");
   int64_t threads = a[1].v_int64, per = a[2].v_int64;
   if (threads < 1 || threads > 16 || per < 0)
     return PFErrorSetFormat(kPFErrValueError, "nodetest.call_in_threads: bad counts");
@@ -109,7 +110,8 @@ static int call_global(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r)
   PFFunctionHandle f = NULL;
   if (PFFuncGetGlobal(a[0].v_str, &f) != 0) return -1;
   if (f == NULL)
-    return PFErrorSetFormat(kPFErrKeyError, "nodetest.call_global: no function named '%s'", a[0].v_str);
+    return PFErrorSetFormat(kPFErrKeyError, "nodetest.call_global: no function named '%s'",
+                            a[0].v_str);
   PFValue out;
   int code;
   int rc = PFFuncCall(f, a + 1, c + 1, n - 1, &out, &code);
@@ -136,8 +138,7 @@ static int error_of(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   char text[600] = "";
   if (PFFuncCall(a[0].v_handle, a + 1, c + 1, n - 1, &out, &code) != 0)
     snprintf(text, sizeof(text), "%s: %s", PFErrorGetKind(), PFErrorGetMessage());
-  else
-    release_result(out, code);
+  else release_result(out, code);
   PFValue v = {.v_str = text};
   int sc = kPFStr;
   return PFCFuncSetReturn(ret, &v, &sc, 1);
@@ -215,9 +216,12 @@ static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) 
   const char* base = (const char*)t->data + t->byte_offset;
   double sum = 0;
   for (int64_t i = 0; i < count; ++i) {
-    if (t->dtype.code == kDLFloat && t->dtype.bits == 64) sum += ((const double*)(const void*)base)[i];
-    else if (t->dtype.code == kDLFloat && t->dtype.bits == 32) sum += ((const float*)(const void*)base)[i];
-    else if (t->dtype.code == kDLInt && t->dtype.bits == 32) sum += ((const int32_t*)(const void*)base)[i];
+    if (t->dtype.code == kDLFloat && t->dtype.bits == 64)
+      sum += ((const double*)(const void*)base)[i];
+    else if (t->dtype.code == kDLFloat && t->dtype.bits == 32)
+      sum += ((const float*)(const void*)base)[i];
+    else if (t->dtype.code == kDLInt && t->dtype.bits == 32)
+      sum += ((const int32_t*)(const void*)base)[i];
     else return PFErrorSetFormat(kPFErrTypeError, "nodetest.tensor_sum: unsupported dtype");
   }
   PFValue out = {.v_float64 = sum};

@@ -67,7 +67,8 @@ static int want(const char* fn, int* codes, int n, int need, int i, int code) {
 /* testing.echo(x): returns its argument as it came (the identity). */
 static int echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
-  if (n != 1) return PFErrorSetFormat(kPFErrTypeError, "testing.echo: expected 1 argument, got %d", n);
+  if (n != 1)
+    return PFErrorSetFormat(kPFErrTypeError, "testing.echo: expected 1 argument, got %d", n);
   return PFCFuncSetReturn(ret, &a[0], &c[0], 1);
 }
 
@@ -87,7 +88,8 @@ static int nargs(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
 /* testing.add(a, b): int + int. */
 static int add(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
-  if (n != 2) return PFErrorSetFormat(kPFErrTypeError, "testing.add: expected 2 arguments, got %d", n);
+  if (n != 2)
+    return PFErrorSetFormat(kPFErrTypeError, "testing.add: expected 2 arguments, got %d", n);
   if (want("testing.add", c, n, 2, 0, kPFInt) || want("testing.add", c, n, 2, 1, kPFInt)) return -1;
   return set_int(ret, a[0].v_int64 + a[1].v_int64);
 }
@@ -102,7 +104,8 @@ static int bytes_len(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
 /* testing.raise_error(kind, message): fails with that kind. */
 static int raise_error(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)ret, (void)r;
-  if (want("testing.raise_error", c, n, 2, 0, kPFStr) || want("testing.raise_error", c, n, 2, 1, kPFStr))
+  if (want("testing.raise_error", c, n, 2, 0, kPFStr) ||
+      want("testing.raise_error", c, n, 2, 1, kPFStr))
     return -1;
   PFErrorSet(a[0].v_str, a[1].v_str);
   return -1;
@@ -170,7 +173,8 @@ static int call_via_closure(PFValue* a, int* c, int n, PFRetValueHandle ret, voi
  * results; the C side of the callback benchmark. */
 static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
-  if (want("testing.call_n", c, n, 2, 0, kPFFuncHandle) || want("testing.call_n", c, n, 2, 1, kPFInt))
+  if (want("testing.call_n", c, n, 2, 0, kPFFuncHandle) ||
+      want("testing.call_n", c, n, 2, 1, kPFInt))
     return -1;
   int64_t sum = 0;
   int codes[2] = {kPFInt, kPFInt};
@@ -178,7 +182,9 @@ static int call_n(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
     PFValue args[2] = {{.v_int64 = i}, {.v_int64 = i}}, out;
     int code;
     if (PFFuncCall(a[0].v_handle, args, codes, 2, &out, &code) != 0) return -1;
-    if (code != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "testing.call_n: callback returned %s", PFTypeCodeName(code));
+    if (code != kPFInt)
+      return PFErrorSetFormat(kPFErrTypeError, "testing.call_n: callback returned %s",
+                              PFTypeCodeName(code));
     sum += out.v_int64;
   }
   return set_int(ret, sum);
@@ -307,8 +313,7 @@ static int release_kept(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
+  while (nanosleep(&ts, &ts) != 0) {}
 }
 
 /* testing.sleep_ms(ms): sleeps without touching Python. */
@@ -349,7 +354,8 @@ static void owned_deleter(DLManagedTensor* self) {
 /* A new C-owned float64 tensor object 0, 1, ..., len-1. */
 static int new_owned_tensor(int64_t len, PFObjectHandle* obj) {
   if (len < 0 || len > (1 << 24))
-    return PFErrorSetFormat(kPFErrValueError, "testing.make_tensor: bad length %lld", (long long)len);
+    return PFErrorSetFormat(kPFErrValueError, "testing.make_tensor: bad length %lld",
+                            (long long)len);
   owned_tensor* t = calloc(1, sizeof(*t) + sizeof(double) * (size_t)len);
   if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "testing.make_tensor: out of memory");
   for (int64_t i = 0; i < len; ++i) t->data[i] = (double)i;
@@ -386,7 +392,8 @@ int64_t pft_tensors_alive(void) { return atomic_load(&g_tensors_alive); }
  * float64, float32 or int64 tensor on the CPU (any strides). */
 static int fill(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)ret, (void)r;
-  if (want("testing.fill", c, n, 2, 0, kPFDLTensorHandle) || want("testing.fill", c, n, 2, 1, kPFFloat))
+  if (want("testing.fill", c, n, 2, 0, kPFDLTensorHandle) ||
+      want("testing.fill", c, n, 2, 1, kPFFloat))
     return -1;
   DLTensor* t = a[0].v_handle;
   if (t->device.device_type != kDLCPU)
@@ -434,8 +441,8 @@ static int tensor_info(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r)
 /* testing.borrowed_tensor(): a DLTensor* into static storage (borrowed). */
 static double g_static_data[3] = {1.5, 2.5, 3.5};
 static int64_t g_static_shape[1] = {3};
-static DLTensor g_static_tensor = {g_static_data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1},
-                                   g_static_shape, NULL, 0};
+static DLTensor g_static_tensor = {g_static_data,  {kDLCPU, 0}, 1, {kDLFloat, 64, 1},
+                                   g_static_shape, NULL,        0};
 static int borrowed_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)a, (void)c, (void)n, (void)r;
   PFValue out = {.v_handle = &g_static_tensor};
@@ -718,7 +725,8 @@ static int release_in_thread(PFValue* a, int* c, int n, PFRetValueHandle ret, vo
   (void)ret, (void)r;
   if (want("testing.release_in_thread", c, n, 1, 0, kPFInt)) return -1;
   PFObjectHandle obj = take_held(a[0].v_int64);
-  if (obj == NULL) return PFErrorSetFormat(kPFErrValueError, "testing.release_in_thread: empty slot");
+  if (obj == NULL)
+    return PFErrorSetFormat(kPFErrValueError, "testing.release_in_thread: empty slot");
   pthread_t th;
   if (pthread_create(&th, NULL, release_main, obj) != 0) {
     PFObjectFree(obj);
@@ -784,7 +792,8 @@ static int make_device_tensor(PFValue* a, int* c, int n, PFRetValueHandle ret, v
   (void)r;
   if (want("testing.make_device_tensor", c, n, 1, 0, kPFDevice)) return -1;
   device_tensor* t = calloc(1, sizeof(*t));
-  if (t == NULL) return PFErrorSetFormat(kPFErrMemoryError, "testing.make_device_tensor: out of memory");
+  if (t == NULL)
+    return PFErrorSetFormat(kPFErrMemoryError, "testing.make_device_tensor: out of memory");
   t->shape[0] = 2;
   t->shape[1] = 3;
   DLTensor* d = &t->managed.dl_tensor;
@@ -829,13 +838,15 @@ static int call_each(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
     int code;
     if (PFArrayGetItem(a[0].v_handle, done, &f, &code) != 0) goto out;
     if (code != kPFFuncHandle) {
-      PFErrorSetFormat(kPFErrTypeError, "testing.call_each: item %lld is %s, not a function", (long long)done, PFTypeCodeName(code));
+      PFErrorSetFormat(kPFErrTypeError, "testing.call_each: item %lld is %s, not a function",
+                       (long long)done, PFTypeCodeName(code));
       goto out;
     }
     if (PFFuncCall(f.v_handle, a + 1, c + 1, n - 1, &vals[done], &codes[done]) != 0) goto out;
     if (codes[done] == kPFStr || codes[done] == kPFBytes) {
       codes[done] = kPFNull;
-      PFErrorSetFormat(kPFErrTypeError, "testing.call_each: item %lld returned a str or bytes", (long long)done);
+      PFErrorSetFormat(kPFErrTypeError, "testing.call_each: item %lld returned a str or bytes",
+                       (long long)done);
       goto out;
     }
   }
@@ -1060,8 +1071,7 @@ static int wsum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
 static void free_boxed_double(void* p) { PFMemFree(p); }
 
 static int wsum_prepack(void* r, int position, PFValue value, int code,
-                        const PFAllocator* allocator, PFValue* out, int* out_code,
-                        int* is_packed) {
+                        const PFAllocator* allocator, PFValue* out, int* out_code, int* is_packed) {
   (void)r;
   atomic_fetch_add(&g_prepack_calls, 1);
   if (position != 1) {
@@ -1078,7 +1088,6 @@ static int wsum_prepack(void* r, int position, PFValue value, int code,
   *is_packed = 1;
   return 0;
 }
-
 
 int pft_init(void) {
   static const struct {
@@ -1160,8 +1169,8 @@ int pft_init(void) {
     PFFunctionHandle f;
     if (PFFuncCreateFromTyped(typed[i].fn, typed[i].signature, &f) != 0) return -1;
     /* Named as a module's function is: keyword-call errors say clamp(). */
-    int named = strcmp(typed[i].name, "testing.clamp") == 0 ||
-                strcmp(typed[i].name, "testing.mean") == 0;
+    int named =
+        strcmp(typed[i].name, "testing.clamp") == 0 || strcmp(typed[i].name, "testing.mean") == 0;
     int rc = named ? PFFuncSetInfo(f, typed[i].name + 8, NULL, NULL) : 0;
     if (rc == 0) rc = PFFuncRegisterGlobal(typed[i].name, f, 1);
     PFFuncFree(f);
@@ -1170,9 +1179,9 @@ int pft_init(void) {
   {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(kw_args, NULL, NULL, &f) != 0) return -1;
-    int rc = PFFuncSetInfo(f, "testing.kw_args",
-                           "array(a: int64, b: str = \"z\", c: device = \"cpu\", d: any = null)",
-                           NULL);
+    int rc =
+        PFFuncSetInfo(f, "testing.kw_args",
+                      "array(a: int64, b: str = \"z\", c: device = \"cpu\", d: any = null)", NULL);
     if (rc == 0) rc = PFFuncRegisterGlobal("testing.kw_args", f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;

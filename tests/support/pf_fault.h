@@ -91,18 +91,17 @@ static inline long pf_fault_walk(int (*work)(void), const char* name) {
     pf_fault_disarm();
     int fired = atomic_load(&pf_fault_fired_);
     if (rc != 0) {
-      if (!fired) fail_msg("%s: N=%ld failed without a refused allocation: %s", name, n,
-                           PFGetLastError());
+      if (!fired)
+        fail_msg("%s: N=%ld failed without a refused allocation: %s", name, n, PFGetLastError());
       if (strcmp(PFErrorGetKind(), kPFErrMemoryError) != 0)
-        fail_msg("%s: N=%ld failed with %s (expected a MemoryError)", name, n,
-                 PFGetLastError());
+        fail_msg("%s: N=%ld failed with %s (expected a MemoryError)", name, n, PFGetLastError());
     }
     PFErrorClear();
     if (work() != 0) fail_msg("%s: clean run after N=%ld failed: %s", name, n, PFGetLastError());
     long live = atomic_load(&pf_fault_live_);
     if (live != baseline)
-      fail_msg("%s: after failing allocation %ld, %ld runtime blocks live, expected %ld", name,
-               n, live, baseline);
+      fail_msg("%s: after failing allocation %ld, %ld runtime blocks live, expected %ld", name, n,
+               live, baseline);
     if (!fired) break;
   }
   return n - 1;

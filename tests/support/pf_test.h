@@ -19,8 +19,8 @@
   pf_test_check_error_((rc), (const char* const[]){__VA_ARGS__, NULL}, __FILE__, __LINE__)
 
 /* kind_and_subs: the kind, then the substrings, then NULL. */
-static inline void pf_test_check_error_(int rc, const char* const* kind_and_subs,
-                                        const char* file, int line) {
+static inline void pf_test_check_error_(int rc, const char* const* kind_and_subs, const char* file,
+                                        int line) {
   const char* kind = kind_and_subs[0];
   const char* const* subs = kind_and_subs + 1;
   if (rc != -1) {
@@ -48,9 +48,7 @@ static inline void pf_test_check_ok_(int rc, const char* text, const char* file,
 
 /* A finalizer that counts its runs in the atomic_int its resource points
  * at. Use one counter per function under test. */
-static inline void pf_test_count_fin(void* resource) {
-  atomic_fetch_add((atomic_int*)resource, 1);
-}
+static inline void pf_test_count_fin(void* resource) { atomic_fetch_add((atomic_int*)resource, 1); }
 
 /* Packed function: returns its first argument unchanged (or null). */
 static inline int pf_test_echo(PFValue* args, int* codes, int n, PFRetValueHandle ret,

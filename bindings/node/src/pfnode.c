@@ -64,16 +64,16 @@
  * arguments and writes the result and its flags; the offsets are mirrored
  * in lib/callbacks.js (pfnode_slot_size() and PFNODE_ABI are checked). */
 typedef struct {
-  int32_t num_args;     /*  0 */
-  int32_t ret_code;     /*  4: written by JS; kPFNull for none */
-  int64_t key;          /*  8: the JavaScript function's key */
-  PFValue ret_value;    /* 16: written by JS */
-  int32_t ret_owned;    /* 24: JS hands its reference to the returned handle over */
-  int32_t on_js_thread; /* 28: 0 when served for another thread */
-  PFValue* args;        /* 32: the caller's arrays (for more than PFNODE_SLOT_ARGS) */
-  int* codes;           /* 40 */
-  PFByteArray ret_bytes; /* 48: a bytes result: ret_value points here */
-  PFValue values[PFNODE_SLOT_ARGS];      /* 64 */
+  int32_t num_args;                 /*  0 */
+  int32_t ret_code;                 /*  4: written by JS; kPFNull for none */
+  int64_t key;                      /*  8: the JavaScript function's key */
+  PFValue ret_value;                /* 16: written by JS */
+  int32_t ret_owned;                /* 24: JS hands its reference to the returned handle over */
+  int32_t on_js_thread;             /* 28: 0 when served for another thread */
+  PFValue* args;                    /* 32: the caller's arrays (for more than PFNODE_SLOT_ARGS) */
+  int* codes;                       /* 40 */
+  PFByteArray ret_bytes;            /* 48: a bytes result: ret_value points here */
+  PFValue values[PFNODE_SLOT_ARGS]; /* 64 */
   int32_t value_codes[PFNODE_SLOT_ARGS]; /* 192 */
 } pfnode_slot;
 _Static_assert(sizeof(pfnode_slot) == 256, "pfnode_slot layout");
@@ -153,7 +153,7 @@ static request* g_queue_head;
 static request* g_queue_tail;
 static released_key* g_released;
 static int g_wake_fds[2] = {-1, -1}; /* the wake pipe: read end polled by the event loop */
-static int g_wake_pending;            /* a byte is in the pipe */
+static int g_wake_pending;           /* a byte is in the pipe */
 static int g_closed;
 static char g_closed_message[256] = "the Node.js event loop has exited";
 static atomic_int g_timeout_ms = 2000;
@@ -290,8 +290,7 @@ PFNODE_EXPORT int32_t pfnode_serve(void) {
   int32_t served = 0;
   char sink[64];
   pthread_mutex_lock(&g_lock);
-  while (read(g_wake_fds[0], sink, sizeof(sink)) > 0) {
-  }
+  while (read(g_wake_fds[0], sink, sizeof(sink)) > 0) {}
   g_wake_pending = 0;
   pthread_mutex_unlock(&g_lock);
   for (;;) {
@@ -392,7 +391,8 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
     snprintf(message, sizeof(message), "%s", g_closed_message);
     refusal = message;
   } else {
-    if (g_queue_tail) g_queue_tail->next = &r; else g_queue_head = &r;
+    if (g_queue_tail) g_queue_tail->next = &r;
+    else g_queue_head = &r;
     g_queue_tail = &r;
     count_add(&g_shared.pending, 1);
     if (wake_js_locked() != 0) {
@@ -429,7 +429,8 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
                "JavaScript thread was blocked in a synchronous call into C for %d ms, so "
                "the event loop could not run it (a deadlock if that call waits for this "
                "thread): call the outer function with callAsync(), or raise "
-               "setThreadCallTimeout()", stuck_ms);
+               "setThreadCallTimeout()",
+               stuck_ms);
       refusal = message;
     }
   }
@@ -448,10 +449,8 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
   }
   int rc = 0;
   if (r.code != kPFNull) rc = PFCFuncSetReturn(ret, &r.value, &r.code, 1) == 0 ? 0 : -1;
-  if (r.code == kPFStr || r.code == kPFBytes)
-    PFMemFree(r.owned);
-  else if (r.owned != NULL)
-    PFObjectFree(r.owned);
+  if (r.code == kPFStr || r.code == kPFBytes) PFMemFree(r.owned);
+  else if (r.owned != NULL) PFObjectFree(r.owned);
   return rc;
 }
 
@@ -538,7 +537,9 @@ PFNODE_EXPORT void* pfnode_host_finalizer_address(void) { return (void*)pfnode_h
 /* How long a call from another thread waits while the JavaScript thread is
  * stuck in one synchronous call into C (negative: forever). Returns the
  * previous value. */
-PFNODE_EXPORT int32_t pfnode_set_timeout_ms(int32_t ms) { return atomic_exchange(&g_timeout_ms, ms); }
+PFNODE_EXPORT int32_t pfnode_set_timeout_ms(int32_t ms) {
+  return atomic_exchange(&g_timeout_ms, ms);
+}
 
 /* The process is exiting: every call from another thread that waits, and
  * every later one, fails with `message`. */
@@ -564,14 +565,14 @@ PFNODE_EXPORT void pfnode_shutdown(const char* message) {
  * error) is copied here, for JavaScript to read on its own thread. The
  * layout is mirrored in lib/function.js. */
 struct pfnode_async {
-  PFCallFrame frame;  /*  0: 40 bytes */
-  int32_t status;     /* 40 */
-  int32_t reserved;   /* 44 */
-  void* copy;         /* 48: a str or bytes result's copy (malloc) */
-  int64_t copy_size;  /* 56 */
-  char* err_kind;     /* 64 */
-  char* err_msg;      /* 72 */
-  char* err_tb;       /* 80 */
+  PFCallFrame frame; /*  0: 40 bytes */
+  int32_t status;    /* 40 */
+  int32_t reserved;  /* 44 */
+  void* copy;        /* 48: a str or bytes result's copy (malloc) */
+  int64_t copy_size; /* 56 */
+  char* err_kind;    /* 64 */
+  char* err_msg;     /* 72 */
+  char* err_tb;      /* 80 */
 };
 
 PFNODE_EXPORT int32_t pfnode_async_size(void) { return (int32_t)sizeof(pfnode_async); }

@@ -54,13 +54,13 @@ static int pf_expect_args(Py_ssize_t n, Py_ssize_t want, const char* usage) {
 static _Thread_local PyThreadState* pf_released __attribute__((tls_model("initial-exec")));
 
 /* The package's functions that the fast paths defer to (see set_hooks). */
-static PyObject* pf_hook_call_general;   /* (func, args, False) -> result */
-static PyObject* pf_hook_call_kw;        /* (func, args, kwargs) -> result */
-static PyObject* pf_hook_call_failed;    /* (func) -> raises the error */
-static PyObject* pf_hook_decode_result;  /* (address, code) -> value */
-static PyObject* pf_hook_callback_args;  /* (fn, args address, codes bytes, n) -> result */
-static PyObject* pf_hook_set_return;     /* (ret address, value) -> status */
-static PyObject* pf_hook_record;         /* (exception, skip_frames) -> -1 */
+static PyObject* pf_hook_call_general;  /* (func, args, False) -> result */
+static PyObject* pf_hook_call_kw;       /* (func, args, kwargs) -> result */
+static PyObject* pf_hook_call_failed;   /* (func) -> raises the error */
+static PyObject* pf_hook_decode_result; /* (address, code) -> value */
+static PyObject* pf_hook_callback_args; /* (fn, args address, codes bytes, n) -> result */
+static PyObject* pf_hook_set_return;    /* (ret address, value) -> status */
+static PyObject* pf_hook_record;        /* (exception, skip_frames) -> -1 */
 /* The package's tables that the fast path reads and writes (with the GIL):
  * the set of types whose values cross as borrowed DLTensors through their
  * __dlpack__, and the DLTensors in calls in progress -> their objects. */
@@ -77,8 +77,7 @@ static PyObject* pf_device_type;
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   unsigned long long handle; /* PFFunctionHandle; 0 once released */
   PyObject* conversions;     /* the package's cache of parameters converted first */
   Py_ssize_t fill;           /* positional calls with fewer arguments take defaults: the
@@ -105,8 +104,7 @@ static PyObject* pf_call_general(PyObject* self, PyObject* const* args, Py_ssize
     int rc = kwargs == NULL ? -1 : 0;
     for (Py_ssize_t i = 0; rc == 0 && i < nkw; ++i)
       rc = PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[n + i]);
-    out = rc == 0 ? PyObject_CallFunctionObjArgs(pf_hook_call_kw, self, tuple, kwargs, NULL)
-                  : NULL;
+    out = rc == 0 ? PyObject_CallFunctionObjArgs(pf_hook_call_kw, self, tuple, kwargs, NULL) : NULL;
     Py_XDECREF(kwargs);
   }
   Py_DECREF(tuple);
@@ -218,8 +216,7 @@ static PyObject* pf_tensor_call_done(PyObject* out, PyObject* const* args, Py_ss
 /* An int attribute of x, within [lo, hi]; 0, or -1 (no exception left)
  * when it is missing, not an int or out of range: the general path then
  * decides, and raises what the package raises. */
-static int pf_int_field(PyObject* x, const char* name, long long lo, long long hi,
-                        long long* out) {
+static int pf_int_field(PyObject* x, const char* name, long long lo, long long hi, long long* out) {
   PyObject* v = PyObject_GetAttrString(x, name);
   if (v == NULL) {
     PyErr_Clear();
@@ -239,8 +236,8 @@ static int pf_int_field(PyObject* x, const char* name, long long lo, long long h
 static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code) {
   long long a, b, c;
   if ((PyObject*)t == pf_dtype_type) {
-    if (pf_int_field(x, "type_code", 0, UINT8_MAX, &a) || pf_int_field(x, "bits", 0, UINT8_MAX, &b) ||
-        pf_int_field(x, "lanes", 0, UINT16_MAX, &c))
+    if (pf_int_field(x, "type_code", 0, UINT8_MAX, &a) ||
+        pf_int_field(x, "bits", 0, UINT8_MAX, &b) || pf_int_field(x, "lanes", 0, UINT16_MAX, &c))
       return -1;
     value->v_int64 = 0;
     value->v_type.code = (uint8_t)a;
@@ -342,8 +339,7 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
         for (int j = 0; j < tensors; ++j) Py_DECREF(capsules[j]);
         return NULL;
       }
-      if (rc == 0)
-        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
+      if (rc == 0) return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       made->objects[made->n++] = values[i].v_handle;
     } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
       /* An Object, DataType or Device. */
@@ -433,8 +429,7 @@ static PyMemberDef pf_function_members[] = {
 };
 
 static PyTypeObject pf_function_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.FunctionBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.FunctionBase",
     .tp_basicsize = sizeof(PFCextFunction),
     .tp_dealloc = pf_function_dealloc,
     .tp_vectorcall_offset = offsetof(PFCextFunction, vectorcall),
@@ -555,8 +550,7 @@ static void pf_hold_release(void* hold) {
  * The collector sees them as the Loan's (tp_traverse); clearing or
  * freeing it gives them back, as give_back() does. */
 typedef struct {
-  PyObject_HEAD
-  pf_hold** holds;
+  PyObject_HEAD pf_hold** holds;
   Py_ssize_t n, cap;
 } PFCextLoan;
 
@@ -570,10 +564,8 @@ static void pf_loan_give_back_all(PFCextLoan* loan) {
   loan->n = loan->cap = 0;
   Py_ssize_t dead = 0;
   for (Py_ssize_t i = 0; i < n; ++i) {
-    if (holds[i]->state == PF_DEAD)
-      holds[dead++] = holds[i];
-    else
-      holds[i]->state = PF_HELD;
+    if (holds[i]->state == PF_DEAD) holds[dead++] = holds[i];
+    else holds[i]->state = PF_HELD;
   }
   for (Py_ssize_t i = 0; i < dead; ++i) {
     PyObject* x = holds[i]->obj;
@@ -650,8 +642,7 @@ static PyMethodDef pf_loan_methods[] = {
 static PySequenceMethods pf_loan_as_sequence = {.sq_length = pf_loan_length};
 
 static PyTypeObject pf_loan_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.Loan",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.Loan",
     .tp_basicsize = sizeof(PFCextLoan),
     .tp_dealloc = pf_loan_dealloc,
     .tp_as_sequence = &pf_loan_as_sequence,
@@ -722,8 +713,7 @@ static int pf_record_raised(void) {
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
-    PyObject* out = value == NULL ? NULL
-                                  : PyObject_CallFunction(pf_hook_record, "Oi", value, 0);
+    PyObject* out = value == NULL ? NULL : PyObject_CallFunction(pf_hook_record, "Oi", value, 0);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
@@ -782,7 +772,7 @@ static int pf_set_return(PFRetValueHandle ret, PyObject* r) {
     goto general;
   }
   return pf_api->CFuncSetReturn(ret, &v, &code, 1) ? -1 : 0;
-general: {
+general : {
   PyObject* out = PyObject_CallFunction(pf_hook_set_return, "NO", PyLong_FromVoidPtr(ret), r);
   if (out == NULL) return pf_record_raised();
   long rc = PyLong_AsLong(out);
@@ -825,17 +815,15 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   }
   int resumed = own != NULL;
   PyGILState_STATE gil = PyGILState_UNLOCKED;
-  if (resumed)
-    PyEval_RestoreThread(own);
-  else
-    gil = PyGILState_Ensure();
+  if (resumed) PyEval_RestoreThread(own);
+  else gil = PyGILState_Ensure();
   PyObject* fn = ((pf_hold*)call->resource_handle)->obj; /* alive, held or lent */
   PyObject* stack[PF_CEXT_MAX_ARGS];
   PyObject* r = NULL;
   int i = 0, native = n <= PF_CEXT_MAX_ARGS, status;
   for (; native && i < n; ++i) {
-    stack[i] = codes[i] == kPFInt ? PyLong_FromLongLong(args[i].v_int64)
-                                  : pf_value(&args[i], codes[i], 0);
+    stack[i] =
+        codes[i] == kPFInt ? PyLong_FromLongLong(args[i].v_int64) : pf_value(&args[i], codes[i], 0);
     if (stack[i] == NULL) native = 0;
   }
   if (native) {
@@ -1047,19 +1035,25 @@ static PyMethodDef pf_methods[] = {
 };
 
 static struct PyModuleDef pf_module = {
-    PyModuleDef_HEAD_INIT, "packedfunc._cext",
-    "The compiled fast path of packedfunc (private; see the package).", -1, pf_methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "packedfunc._cext",
+    "The compiled fast path of packedfunc (private; see the package).",
+    -1,
+    pf_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__cext(void) {
   static const struct {
     const char* name;
     PyTypeObject* type;
-  } types[] = {{"FunctionBase", &pf_function_type}, {"Loan", &pf_loan_type},
+  } types[] = {{"FunctionBase", &pf_function_type},  {"Loan", &pf_loan_type},
                {"ObjectBase", &pf_object_base_type}, {"ArrayBase", &pf_array_base_type},
-               {"MapBase", &pf_map_base_type}, {"ListBase", &pf_list_base_type},
-               {"DictBase", &pf_dict_base_type}, {"Field", &pf_field_type},
+               {"MapBase", &pf_map_base_type},       {"ListBase", &pf_list_base_type},
+               {"DictBase", &pf_dict_base_type},     {"Field", &pf_field_type},
                {"Method", &pf_method_type}};
   PyObject* m = PyModule_Create(&pf_module);
   if (m == NULL) return NULL;

@@ -50,13 +50,13 @@ static PyObject* pf_map_cls;
 static PyObject* pf_list_cls;
 static PyObject* pf_dict_cls;
 static PyObject* pf_shape_cls;
-static PyObject* pf_dims_name; /* "_dims", Shape's slot of its dimensions */
-static PyObject* pf_hook_decode;    /* (address, code, borrowed, container) -> value */
-static PyObject* pf_hook_encode;    /* (x, pos) -> (code, raw int, keep) */
-static PyObject* pf_hook_dict_key;  /* (x, pos, lookup) -> (code, raw int, keep) or None */
-static PyObject* pf_hook_map_key;   /* (x) -> the str or int a Map may hold, or None */
-static PyObject* pf_hook_raise;     /* () -> raises the thread's packedfunc error */
-static PyObject* pf_hook_track;     /* (wrapper) -> tracks it for the cycle collection */
+static PyObject* pf_dims_name;     /* "_dims", Shape's slot of its dimensions */
+static PyObject* pf_hook_decode;   /* (address, code, borrowed, container) -> value */
+static PyObject* pf_hook_encode;   /* (x, pos) -> (code, raw int, keep) */
+static PyObject* pf_hook_dict_key; /* (x, pos, lookup) -> (code, raw int, keep) or None */
+static PyObject* pf_hook_map_key;  /* (x) -> the str or int a Map may hold, or None */
+static PyObject* pf_hook_raise;    /* () -> raises the thread's packedfunc error */
+static PyObject* pf_hook_track;    /* (wrapper) -> tracks it for the cycle collection */
 
 /* Set once a List or Dict wrapper was made, or the package said that
  * references may change (refs_may_change: a registered type with handle
@@ -120,8 +120,7 @@ static PyObject* pf_adopt(PyTypeObject* cls, void* handle, unsigned int type_ind
  * own), or given by a List's or Dict's reader (0: a handle's new reference
  * is taken over). *cache is set to 0 for a value that holds a C reference
  * of its own, which a cache must not keep (see the top). */
-static PyObject* pf_decode(PFValue* v, int code, int borrowed, const char* container,
-                           int* cache) {
+static PyObject* pf_decode(PFValue* v, int code, int borrowed, const char* container, int* cache) {
   *cache = 1;
   switch (code) {
     case kPFInt:
@@ -179,8 +178,8 @@ static PyObject* pf_read_items(void* array, int64_t start, int64_t count, const 
   PyObject* out = NULL;
   if (pf_api->ArrayGetItems(array, start, count, v, c) != 0) {
     pf_raise_last();
-  } else if ((out = as_tuple ? PyTuple_New((Py_ssize_t)count)
-                             : PyList_New((Py_ssize_t)count)) != NULL) {
+  } else if ((out = as_tuple ? PyTuple_New((Py_ssize_t)count) : PyList_New((Py_ssize_t)count)) !=
+             NULL) {
     /* Both kinds are filled in place: ob_item of a new tuple or list. */
     PyObject** slots = as_tuple ? ((PyTupleObject*)out)->ob_item : ((PyListObject*)out)->ob_item;
     for (int64_t i = 0; i < count; ++i) {
@@ -210,8 +209,7 @@ static PyObject* pf_read_all(void* array, const char* container) {
  * reference to others, whose finalizers may wait for a thread that needs
  * the GIL: so without it. */
 static void pf_release(void* handle) {
-  Py_BEGIN_ALLOW_THREADS
-  pf_api->ObjectFree(handle);
+  Py_BEGIN_ALLOW_THREADS pf_api->ObjectFree(handle);
   Py_END_ALLOW_THREADS
 }
 
@@ -358,8 +356,7 @@ static int pf_enc_plain(PyObject* x, PFValue* v, int* code, PFByteArray* ba) {
 static int pf_enc_container(pf_enc* e, PyObject* x, void** out, int depth);
 
 /* pf_enc_plain, and lists, tuples and dicts as nested containers. */
-static int pf_enc_value(pf_enc* e, PyObject* x, PFValue* v, int* code, PFByteArray* ba,
-                        int depth) {
+static int pf_enc_value(pf_enc* e, PyObject* x, PFValue* v, int* code, PFByteArray* ba, int depth) {
   PyTypeObject* t = Py_TYPE(x);
   if (t != &PyList_Type && t != &PyTuple_Type && t != &PyDict_Type)
     return pf_enc_plain(x, v, code, ba);
@@ -550,28 +547,33 @@ static int pf_enc_dict_key(pf_enc* e, PyObject* x, PFValue* v, int* code, PFByte
 /* The package's class for an object type index, if it is a container's. */
 static PyObject* pf_class_of(unsigned int type_index) {
   switch (type_index) {
-    case kPFObjectArray: return pf_array_cls;
-    case kPFObjectMap: return pf_map_cls;
-    case kPFObjectList: return pf_list_cls;
-    case kPFObjectDict: return pf_dict_cls;
-    default: return NULL;
+    case kPFObjectArray:
+      return pf_array_cls;
+    case kPFObjectMap:
+      return pf_map_cls;
+    case kPFObjectList:
+      return pf_list_cls;
+    case kPFObjectDict:
+      return pf_dict_cls;
+    default:
+      return NULL;
   }
 }
 
 typedef struct {
   pf_object base;
-  Py_ssize_t size;   /* the number of items, read once */
-  PyObject* items;   /* the values (PF_HOLE where read at each access), or NULL */
-  Py_ssize_t holes;  /* how many holes items has */
-  Py_ssize_t reads;  /* single reads before items was made */
+  Py_ssize_t size;  /* the number of items, read once */
+  PyObject* items;  /* the values (PF_HOLE where read at each access), or NULL */
+  Py_ssize_t holes; /* how many holes items has */
+  Py_ssize_t reads; /* single reads before items was made */
 } pf_array;
 
 typedef struct {
   pf_object base;
   Py_ssize_t size;
-  PyObject* keys;    /* tuple of keys (str or int), or NULL before the first read */
-  PyObject* pairs;   /* tuple of (key, value), holes as (key, PF_HOLE) */
-  PyObject* index;   /* dict: key -> position */
+  PyObject* keys;  /* tuple of keys (str or int), or NULL before the first read */
+  PyObject* pairs; /* tuple of (key, value), holes as (key, PF_HOLE) */
+  PyObject* index; /* dict: key -> position */
   Py_ssize_t holes, reads;
 } pf_map;
 
@@ -694,7 +696,6 @@ static void pf_array_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_arr
 
 static Py_ssize_t pf_array_length(PyObject* self) { return ((pf_array*)self)->size; }
 
-
 /* Reads every item with one call: a new tuple of the values. Makes the
  * cache when there is none yet: that tuple itself when it has no hole,
  * else a copy with holes. */
@@ -791,8 +792,7 @@ static PyObject* pf_array_subscript(PyObject* self, PyObject* key) {
     }
     if (i < 0) i += a->size;
     if (i >= 0 && i < a->size) return pf_array_item(a, i);
-    return PyErr_Format(PyExc_IndexError, "Array index %S out of range (size %zd)", key,
-                        a->size);
+    return PyErr_Format(PyExc_IndexError, "Array index %S out of range (size %zd)", key, a->size);
   }
   if (PySlice_Check(key)) {
     PyObject* values = pf_array_values(a);
@@ -807,10 +807,10 @@ static PyObject* pf_array_subscript(PyObject* self, PyObject* key) {
   PyObject* obj;
   if (pf_index_of(key, "Array", &i, &obj) != 0) return NULL;
   Py_ssize_t j = i < 0 ? i + a->size : i;
-  PyObject* out = j >= 0 && j < a->size
-                      ? pf_array_item(a, j)
-                      : PyErr_Format(PyExc_IndexError, "Array index %S out of range (size %zd)",
-                                     obj, a->size);
+  PyObject* out =
+      j >= 0 && j < a->size
+          ? pf_array_item(a, j)
+          : PyErr_Format(PyExc_IndexError, "Array index %S out of range (size %zd)", obj, a->size);
   Py_DECREF(obj);
   return out;
 }
@@ -853,8 +853,7 @@ static PyMappingMethods pf_array_as_mapping = {
 };
 
 PyTypeObject pf_array_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.ArrayBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.ArrayBase",
     .tp_basicsize = sizeof(pf_array),
     .tp_base = &pf_object_base_type,
     .tp_dealloc = pf_array_dealloc,
@@ -1051,10 +1050,8 @@ static int pf_map_contains(PyObject* self, PyObject* key) {
 
 static PyObject* pf_map_get(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   if (n < 1 || n > 2) {
-    if (n == 0)
-      PyErr_SetString(PyExc_TypeError, "get expected at least 1 argument, got 0");
-    else
-      PyErr_Format(PyExc_TypeError, "get expected at most 2 arguments, got %zd", n);
+    if (n == 0) PyErr_SetString(PyExc_TypeError, "get expected at least 1 argument, got 0");
+    else PyErr_Format(PyExc_TypeError, "get expected at most 2 arguments, got %zd", n);
     return NULL;
   }
   PyObject* out = pf_map_lookup((pf_map*)self, args[0]);
@@ -1129,8 +1126,7 @@ static PyMappingMethods pf_map_as_mapping = {
 };
 
 PyTypeObject pf_map_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.MapBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.MapBase",
     .tp_basicsize = sizeof(pf_map),
     .tp_base = &pf_object_base_type,
     .tp_dealloc = pf_map_dealloc,
@@ -1183,8 +1179,7 @@ static int pf_raw_values(PyObject* source, PFValue** v, int** c, int64_t* n) {
   int64_t size;
   int is_map = PyObject_TypeCheck(source, &pf_map_base_type);
   if (!is_map && !PyObject_TypeCheck(source, &pf_array_base_type)) {
-    PyErr_Format(PyExc_TypeError, "expected an Array or Map, not %.200s",
-                 Py_TYPE(source)->tp_name);
+    PyErr_Format(PyExc_TypeError, "expected an Array or Map, not %.200s", Py_TYPE(source)->tp_name);
     return -1;
   }
   void* h = PF_HANDLE(source);
@@ -1321,10 +1316,8 @@ static int pf_list_ass_subscript(PyObject* self, PyObject* key, PyObject* value)
       pf_enc_done(&e);
       return -1;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = pf_api->ListSetItem(PF_HANDLE(self), i, v, code);
-    Py_END_ALLOW_THREADS
-    pf_enc_done(&e);
+    Py_BEGIN_ALLOW_THREADS rc = pf_api->ListSetItem(PF_HANDLE(self), i, v, code);
+    Py_END_ALLOW_THREADS pf_enc_done(&e);
   }
   if (rc != 0) {
     pf_list_index_error("list assignment index out of range");
@@ -1375,11 +1368,9 @@ static PyObject* pf_list_put(PyObject* self, PyObject* items, const char* what, 
   if (pf_enc_items(&e, items, &r, what) == 0) {
     int64_t n = PySequence_Fast_GET_SIZE(items);
     void* h = PF_HANDLE(self);
-    Py_BEGIN_ALLOW_THREADS
-    rc = kind == 'e' ? pf_api->ListExtend(h, r.v, r.c, n)
-                     : pf_api->ListReplace(h, start, count, r.v, r.c, n);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) pf_raise_last();
+    Py_BEGIN_ALLOW_THREADS rc = kind == 'e' ? pf_api->ListExtend(h, r.v, r.c, n)
+                                            : pf_api->ListReplace(h, start, count, r.v, r.c, n);
+    Py_END_ALLOW_THREADS if (rc != 0) pf_raise_last();
   }
   PyMem_Free(r.heap);
   pf_enc_done(&e);
@@ -1441,10 +1432,8 @@ static PyObject* pf_list_extend(PyObject* self, PyObject* iterable) {
     int rc = pf_raw_values(source, &v, &c, &n);
     if (rc == 0) {
       void* h = PF_HANDLE(self);
-      Py_BEGIN_ALLOW_THREADS
-      rc = pf_api->ListExtend(h, v, c, n);
-      Py_END_ALLOW_THREADS
-      PyMem_Free(v);
+      Py_BEGIN_ALLOW_THREADS rc = pf_api->ListExtend(h, v, c, n);
+      Py_END_ALLOW_THREADS PyMem_Free(v);
       if (rc != 0) pf_raise_last();
     }
     Py_DECREF(source);
@@ -1483,8 +1472,7 @@ static PyObject* pf_list_pop(PyObject* self, PyObject* const* args, Py_ssize_t n
   int code, cache;
   if (pf_api->ListPop(PF_HANDLE(self), i, &v, &code) != 0) {
     int64_t size = 1;
-    if (pf_error_is("IndexError") && pf_api->ListGetSize(PF_HANDLE(self), &size) != 0)
-      size = 1;
+    if (pf_error_is("IndexError") && pf_api->ListGetSize(PF_HANDLE(self), &size) != 0) size = 1;
     pf_list_index_error(size == 0 ? "pop from empty list" : "pop index out of range");
     return NULL;
   }
@@ -1495,10 +1483,8 @@ static PyObject* pf_list_clear(PyObject* self, PyObject* unused) {
   (void)unused;
   int rc;
   void* h = PF_HANDLE(self);
-  Py_BEGIN_ALLOW_THREADS
-  rc = pf_api->ListClear(h);
-  Py_END_ALLOW_THREADS
-  if (rc != 0) return pf_raise_last();
+  Py_BEGIN_ALLOW_THREADS rc = pf_api->ListClear(h);
+  Py_END_ALLOW_THREADS if (rc != 0) return pf_raise_last();
   Py_RETURN_NONE;
 }
 
@@ -1536,12 +1522,9 @@ static PyObject* pf_list_assign_from(PyObject* self, PyObject* const* args, Py_s
   }
   int rc;
   void* h = PF_HANDLE(self);
-  Py_BEGIN_ALLOW_THREADS
-  rc = pf_api->ListReplace(h, 0, INT64_MAX, pv, pc, m);
-  Py_END_ALLOW_THREADS
-  if (rc != 0) {
-    pf_raise_last();
-  } else {
+  Py_BEGIN_ALLOW_THREADS rc = pf_api->ListReplace(h, 0, INT64_MAX, pv, pc, m);
+  Py_END_ALLOW_THREADS if (rc != 0) { pf_raise_last(); }
+  else {
     Py_INCREF(Py_None);
     out = Py_None;
   }
@@ -1578,10 +1561,8 @@ static PyObject* pf_list_from_values(PyObject* cls, PyObject* values) {
   void* out = NULL;
   PyObject* self = NULL;
   if (pf_enc_items(&e, seq, &r, "List") == 0) {
-    if (pf_api->ListCreate(r.v, r.c, PySequence_Fast_GET_SIZE(seq), &out) != 0)
-      pf_raise_last();
-    else
-      self = pf_adopt((PyTypeObject*)cls, out, kPFObjectList);
+    if (pf_api->ListCreate(r.v, r.c, PySequence_Fast_GET_SIZE(seq), &out) != 0) pf_raise_last();
+    else self = pf_adopt((PyTypeObject*)cls, out, kPFObjectList);
   }
   PyMem_Free(r.heap);
   pf_enc_done(&e);
@@ -1624,8 +1605,7 @@ static PyMappingMethods pf_list_as_mapping = {
 static void pf_mutable_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_object_clear); }
 
 PyTypeObject pf_list_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.ListBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.ListBase",
     .tp_basicsize = sizeof(pf_object),
     .tp_base = &pf_object_base_type,
     .tp_dealloc = pf_mutable_dealloc,
@@ -1696,18 +1676,17 @@ static int pf_dict_remove(PyObject* self, PyObject* key, PyObject** out) {
   if (rc == 1) {
     void* h = PF_HANDLE(self);
     Py_BEGIN_ALLOW_THREADS /* the key is released after the Dict's lock */
-    rc = pf_api->DictPop(h, k, kc, &v, &vc);
-    Py_END_ALLOW_THREADS
-    if (rc == 0) {
+        rc = pf_api->DictPop(h, k, kc, &v, &vc);
+    Py_END_ALLOW_THREADS if (rc == 0) {
       rc = 1;
-      if (out == NULL)
-        pf_release_value(&v, vc);
-      else if ((*out = pf_decode(&v, vc, 0, "Dict", &cache)) == NULL)
-        rc = -1;
-    } else if (pf_error_is("KeyError")) {
+      if (out == NULL) pf_release_value(&v, vc);
+      else if ((*out = pf_decode(&v, vc, 0, "Dict", &cache)) == NULL) rc = -1;
+    }
+    else if (pf_error_is("KeyError")) {
       pf_api->ErrorClear();
       rc = 0;
-    } else {
+    }
+    else {
       rc = pf_raise_last_int();
     }
   }
@@ -1730,9 +1709,8 @@ static int pf_dict_ass_subscript(PyObject* self, PyObject* key, PyObject* value)
       pf_enc_any(&e, value, &v, &vc, &vb, "the value given to Dict.__setitem__") == 0) {
     void* h = PF_HANDLE(self);
     Py_BEGIN_ALLOW_THREADS /* the value replaced is released after the lock */
-    rc = pf_api->DictSetItem(h, k, kc, v, vc);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) pf_raise_last();
+        rc = pf_api->DictSetItem(h, k, kc, v, vc);
+    Py_END_ALLOW_THREADS if (rc != 0) pf_raise_last();
   }
   pf_enc_done(&e);
   return rc;
@@ -1815,10 +1793,8 @@ static PyObject* pf_dict_iter(PyObject* self) {
 
 static PyObject* pf_dict_get(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   if (n < 1 || n > 2) {
-    if (n == 0)
-      PyErr_SetString(PyExc_TypeError, "get expected at least 1 argument, got 0");
-    else
-      PyErr_Format(PyExc_TypeError, "get expected at most 2 arguments, got %zd", n);
+    if (n == 0) PyErr_SetString(PyExc_TypeError, "get expected at least 1 argument, got 0");
+    else PyErr_Format(PyExc_TypeError, "get expected at most 2 arguments, got %zd", n);
     return NULL;
   }
   PyObject* out = NULL;
@@ -1831,10 +1807,8 @@ static PyObject* pf_dict_get(PyObject* self, PyObject* const* args, Py_ssize_t n
 
 static PyObject* pf_dict_pop(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   if (n < 1 || n > 2) {
-    if (n == 0)
-      PyErr_SetString(PyExc_TypeError, "pop expected at least 1 argument, got 0");
-    else
-      PyErr_Format(PyExc_TypeError, "pop expected at most 2 arguments, got %zd", n);
+    if (n == 0) PyErr_SetString(PyExc_TypeError, "pop expected at least 1 argument, got 0");
+    else PyErr_Format(PyExc_TypeError, "pop expected at most 2 arguments, got %zd", n);
     return NULL;
   }
   PyObject* out = NULL;
@@ -1852,10 +1826,8 @@ static PyObject* pf_dict_clear(PyObject* self, PyObject* unused) {
   (void)unused;
   int rc;
   void* h = PF_HANDLE(self);
-  Py_BEGIN_ALLOW_THREADS
-  rc = pf_api->DictClear(h);
-  Py_END_ALLOW_THREADS
-  if (rc != 0) return pf_raise_last();
+  Py_BEGIN_ALLOW_THREADS rc = pf_api->DictClear(h);
+  Py_END_ALLOW_THREADS if (rc != 0) return pf_raise_last();
   Py_RETURN_NONE;
 }
 
@@ -1873,12 +1845,11 @@ static int pf_enc_pairs(pf_enc* e, PyObject* pairs, pf_room* r, const char* what
     }
     char pos[96];
     PyOS_snprintf(pos, sizeof pos, "key %zd given to %s", i, what);
-    if (pf_enc_dict_key(e, PyTuple_GET_ITEM(pair, 0), &r->v[n + i], &r->c[n + i], &r->b[n + i],
-                        0, pos) != 1)
+    if (pf_enc_dict_key(e, PyTuple_GET_ITEM(pair, 0), &r->v[n + i], &r->c[n + i], &r->b[n + i], 0,
+                        pos) != 1)
       return -1;
     PyOS_snprintf(pos, sizeof pos, "value %zd given to %s", i, what);
-    if (pf_enc_any(e, PyTuple_GET_ITEM(pair, 1), &r->v[i], &r->c[i], &r->b[i], pos) != 0)
-      return -1;
+    if (pf_enc_any(e, PyTuple_GET_ITEM(pair, 1), &r->v[i], &r->c[i], &r->b[i], pos) != 0) return -1;
   }
   return 0;
 }
@@ -1898,10 +1869,8 @@ static PyObject* pf_dict_update_pairs(PyObject* self, PyObject* pairs) {
   if (pf_enc_pairs(&e, pairs, &r, "Dict.update") == 0) {
     int64_t n = PySequence_Fast_GET_SIZE(pairs);
     void* h = PF_HANDLE(self);
-    Py_BEGIN_ALLOW_THREADS
-    rc = pf_api->DictUpdate(h, r.v + n, r.c + n, r.v, r.c, n);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) pf_raise_last();
+    Py_BEGIN_ALLOW_THREADS rc = pf_api->DictUpdate(h, r.v + n, r.c + n, r.v, r.c, n);
+    Py_END_ALLOW_THREADS if (rc != 0) pf_raise_last();
   }
   PyMem_Free(r.heap);
   pf_enc_done(&e);
@@ -1994,8 +1963,7 @@ static PyMappingMethods pf_dict_as_mapping = {
 };
 
 PyTypeObject pf_dict_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.DictBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.DictBase",
     .tp_basicsize = sizeof(pf_object),
     .tp_base = &pf_object_base_type,
     .tp_dealloc = pf_mutable_dealloc,

@@ -36,11 +36,11 @@
 static const PFApi* pf_oapi;
 
 /* The package's functions (see _bind). */
-static PyObject* pf_hook_decode;  /* (address of a PFValue, code) -> value; owns its handle */
-static PyObject* pf_hook_encode;  /* (value, what, field type) -> (code, bits, keep) */
-static PyObject* pf_hook_raise;   /* () -> raises the thread's packedfunc error */
-static PyObject* pf_hook_track;   /* (wrapper) -> None: _holds.track */
-static PyObject* pf_hook_failed;  /* (Function) -> raises the error of its failed call */
+static PyObject* pf_hook_decode; /* (address of a PFValue, code) -> value; owns its handle */
+static PyObject* pf_hook_encode; /* (value, what, field type) -> (code, bits, keep) */
+static PyObject* pf_hook_raise;  /* () -> raises the thread's packedfunc error */
+static PyObject* pf_hook_track;  /* (wrapper) -> None: _holds.track */
+static PyObject* pf_hook_failed; /* (Function) -> raises the error of its failed call */
 static PyObject* pf_str_pf_type; /* "__pf_type__" */
 /* Set at exit: from then on nothing is released (as the package's
  * Object.__del__ does after its exit handler). */
@@ -63,8 +63,7 @@ static PyObject* pf_raise_last(void) {
 /* Drops a reference without the GIL: it may be the last, and run a
  * finalizer that calls back into Python or waits for another thread. */
 static void pf_free_released(void* handle) {
-  Py_BEGIN_ALLOW_THREADS
-  pf_oapi->ObjectFree(handle);
+  Py_BEGIN_ALLOW_THREADS pf_oapi->ObjectFree(handle);
   Py_END_ALLOW_THREADS
 }
 
@@ -339,8 +338,7 @@ static PyObject* pf_object_adopt(PyObject* unused, PyObject* const* args, Py_ssi
  * of a registered type, taking over the reference `handle`: the wrapper
  * that is alive already (the reference is then dropped: that wrapper holds
  * one, so no finalizer runs), or a new cls instance. */
-static PyObject* pf_object_adopt_instance(PyObject* unused, PyObject* const* args,
-                                          Py_ssize_t n) {
+static PyObject* pf_object_adopt_instance(PyObject* unused, PyObject* const* args, Py_ssize_t n) {
   (void)unused;
   if (n != 3) {
     PyErr_SetString(PyExc_TypeError, "_cext.ObjectBase._adopt_instance(cls, handle, type_index)");
@@ -393,7 +391,8 @@ static PyObject* pf_object_bind(PyObject* unused, PyObject* arg) {
                  PF_OBJECTS_API_VERSION);
     return NULL;
   }
-  if (pf_str_pf_type == NULL && (pf_str_pf_type = PyUnicode_InternFromString("__pf_type__")) == NULL)
+  if (pf_str_pf_type == NULL &&
+      (pf_str_pf_type = PyUnicode_InternFromString("__pf_type__")) == NULL)
     return NULL;
   pf_oapi = api;
   Py_RETURN_NONE;
@@ -459,8 +458,7 @@ static PyMemberDef pf_object_members[] = {
 
 static PyGetSetDef pf_object_getset[] = {
     {"_data", pf_object_get_data, NULL,
-     "the address of a registered type's struct as an int; 0 otherwise, or once released",
-     NULL},
+     "the address of a registered type's struct as an int; 0 otherwise, or once released", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -470,8 +468,10 @@ static PyObject* pf_object_track_type(PyObject* unused, PyObject* arg) {
   if (ti == (unsigned long)-1 && PyErr_Occurred()) return NULL;
   if (ti < kPFObjectTypeRegisteredBegin ||
       ti - kPFObjectTypeRegisteredBegin >= PF_OBJECT_TYPE_MAX_REGISTERED) {
-    PyErr_Format(PyExc_ValueError, "_cext.ObjectBase._track_type: %lu is not a registered "
-                 "type's index", ti);
+    PyErr_Format(PyExc_ValueError,
+                 "_cext.ObjectBase._track_type: %lu is not a registered "
+                 "type's index",
+                 ti);
     return NULL;
   }
   pf_tracked_types[ti - kPFObjectTypeRegisteredBegin] = 1;
@@ -497,8 +497,7 @@ static PyMethodDef pf_object_methods[] = {
 };
 
 PyTypeObject pf_object_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.ObjectBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.ObjectBase",
     .tp_basicsize = sizeof(pf_cext_object),
     .tp_dealloc = pf_object_dealloc,
     .tp_finalize = pf_object_finalize,
@@ -525,10 +524,14 @@ PyTypeObject pf_object_base_type = {
  * the hook's value owns it. */
 static PyObject* pf_field_value(PFValue* v, int code) {
   switch (code) {
-    case kPFInt: return PyLong_FromLongLong(v->v_int64);
-    case kPFFloat: return PyFloat_FromDouble(v->v_float64);
-    case kPFBool: return PyBool_FromLong(v->v_int64 != 0);
-    case kPFNull: Py_RETURN_NONE;
+    case kPFInt:
+      return PyLong_FromLongLong(v->v_int64);
+    case kPFFloat:
+      return PyFloat_FromDouble(v->v_float64);
+    case kPFBool:
+      return PyBool_FromLong(v->v_int64 != 0);
+    case kPFNull:
+      Py_RETURN_NONE;
     case kPFStr:
       return PyUnicode_DecodeUTF8(v->v_str, (Py_ssize_t)strlen(v->v_str), "surrogateescape");
     case kPFBytes: {
@@ -540,7 +543,8 @@ static PyObject* pf_field_value(PFValue* v, int code) {
     case kPFObjectHandle:
       if (pf_oapi->ObjectRetain(v->v_handle) != 0) return pf_raise_last();
       break;
-    default: break;
+    default:
+      break;
   }
   PyObject* addr = PyLong_FromVoidPtr(v);
   if (addr == NULL) {
@@ -555,10 +559,14 @@ static PyObject* pf_field_value(PFValue* v, int code) {
  * through the decode hook, which takes over a handle (a new reference). */
 static PyObject* pf_result_value(PFValue* v, int code) {
   switch (code) {
-    case kPFInt: return PyLong_FromLongLong(v->v_int64);
-    case kPFFloat: return PyFloat_FromDouble(v->v_float64);
-    case kPFBool: return PyBool_FromLong(v->v_int64 != 0);
-    case kPFNull: Py_RETURN_NONE;
+    case kPFInt:
+      return PyLong_FromLongLong(v->v_int64);
+    case kPFFloat:
+      return PyFloat_FromDouble(v->v_float64);
+    case kPFBool:
+      return PyBool_FromLong(v->v_int64 != 0);
+    case kPFNull:
+      Py_RETURN_NONE;
     case kPFStr:
       return PyUnicode_DecodeUTF8(v->v_str, (Py_ssize_t)strlen(v->v_str), "surrogateescape");
     default: {
@@ -624,7 +632,8 @@ static int pf_field_encode(PyObject* x, PyObject* what, PyObject* ctype, PFValue
       ((bits = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 1))) == (unsigned long long)-1 &&
        PyErr_Occurred())) {
     if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_SystemError, "packedfunc: the encode hook returned no (code, bits, keep)");
+      PyErr_SetString(PyExc_SystemError,
+                      "packedfunc: the encode hook returned no (code, bits, keep)");
     Py_DECREF(r);
     return -1;
   }
@@ -639,17 +648,16 @@ static int pf_field_encode(PyObject* x, PyObject* what, PyObject* ctype, PFValue
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  PyObject_HEAD
-  const PFFieldInfo* info; /* the field's handle, valid for the process */
-  PyTypeObject* owner;     /* the class it is on */
-  PyObject* name;          /* __name__ */
-  PyObject* qualname;      /* __qualname__, "Counter.count" */
-  PyObject* doc;           /* __doc__ */
-  PyObject* ctype;         /* its type in the signature grammar, "int64" */
-  PyObject* what;          /* how messages name it: "field 'count' of demo.Counter" */
-  int fast;                /* a struct format character: read in place; 0: through C */
-  int writable;            /* kPFFieldWritable */
-  int refs;                /* it holds a reference: a write may release one */
+  PyObject_HEAD const PFFieldInfo* info; /* the field's handle, valid for the process */
+  PyTypeObject* owner;                   /* the class it is on */
+  PyObject* name;                        /* __name__ */
+  PyObject* qualname;                    /* __qualname__, "Counter.count" */
+  PyObject* doc;                         /* __doc__ */
+  PyObject* ctype;                       /* its type in the signature grammar, "int64" */
+  PyObject* what;                        /* how messages name it: "field 'count' of demo.Counter" */
+  int fast;     /* a struct format character: read in place; 0: through C */
+  int writable; /* kPFFieldWritable */
+  int refs;     /* it holds a reference: a write may release one */
 } pf_field;
 
 static int pf_field_check(pf_field* f, PyObject* obj) {
@@ -681,7 +689,8 @@ static PyObject* pf_field_get(PyObject* self, PyObject* obj, PyObject* type) {
       memcpy(&x, p, sizeof x);
       return PyFloat_FromDouble(x);
     }
-    case '?': return PyBool_FromLong(*(const _Bool*)p);
+    case '?':
+      return PyBool_FromLong(*(const _Bool*)p);
     case 'i': {
       int32_t x;
       memcpy(&x, p, sizeof x);
@@ -702,14 +711,17 @@ static PyObject* pf_field_get(PyObject* self, PyObject* obj, PyObject* type) {
       memcpy(&x, p, sizeof x);
       return PyLong_FromLong(x);
     }
-    case 'b': return PyLong_FromLong(*(const int8_t*)p);
-    case 'B': return PyLong_FromLong(*(const uint8_t*)p);
+    case 'b':
+      return PyLong_FromLong(*(const int8_t*)p);
+    case 'B':
+      return PyLong_FromLong(*(const uint8_t*)p);
     case 'f': {
       float x;
       memcpy(&x, p, sizeof x);
       return PyFloat_FromDouble(x);
     }
-    default: break;
+    default:
+      break;
   }
   PFValue v;
   int code;
@@ -743,8 +755,7 @@ static int pf_field_set(PyObject* self, PyObject* obj, PyObject* value) {
     if (pf_oapi->ObjectGetField(handle, f->info, &ov, &oc) == 0 && oc != kPFNull &&
         pf_oapi->ObjectRetain(ov.v_handle) == 0)
       old = ov.v_handle;
-    else
-      pf_oapi->ErrorClear();
+    else pf_oapi->ErrorClear();
   }
   int rc = pf_oapi->ObjectSetField(handle, f->info, v, code);
   Py_XDECREF(keep);
@@ -771,8 +782,8 @@ static PyObject* pf_field_new(PyTypeObject* type, PyObject* args, PyObject* kwar
     PyErr_SetString(PyExc_TypeError, "_cext.Field takes positional arguments only");
     return NULL;
   }
-  if (!PyArg_ParseTuple(args, "OO!UOUCp:Field", &addr, &PyType_Type, &owner, &qualname, &doc,
-                        &what, &fast, &refs))
+  if (!PyArg_ParseTuple(args, "OO!UOUCp:Field", &addr, &PyType_Type, &owner, &qualname, &doc, &what,
+                        &fast, &refs))
     return NULL;
   const PFFieldInfo* info = PyLong_AsVoidPtr(addr);
   if (info == NULL) {
@@ -858,8 +869,7 @@ static PyGetSetDef pf_field_getset[] = {
 };
 
 PyTypeObject pf_field_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.Field",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.Field",
     .tp_basicsize = sizeof(pf_field),
     .tp_dealloc = pf_field_dealloc,
     .tp_repr = pf_field_repr,
@@ -879,16 +889,15 @@ PyTypeObject pf_field_type = {
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
-  PyObject* func;          /* the unbound Function: the object first */
-  void* fhandle;           /* its PackedFunc: a reference of the Method's own */
-  PyTypeObject* owner;     /* the class it is on */
-  PyObject* name;          /* __name__ */
-  PyObject* qualname;      /* __qualname__ */
-  PyObject* doc;           /* __doc__ */
-  PyObject* signature;     /* __signature__: an inspect.Signature, self first */
-  int discard;             /* __init__: the result is dropped (None) */
+  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject* func;      /* the unbound Function: the object first */
+  void* fhandle;       /* its PackedFunc: a reference of the Method's own */
+  PyTypeObject* owner; /* the class it is on */
+  PyObject* name;      /* __name__ */
+  PyObject* qualname;  /* __qualname__ */
+  PyObject* doc;       /* __doc__ */
+  PyObject* signature; /* __signature__: an inspect.Signature, self first */
+  int discard;         /* __init__: the result is dropped (None) */
 } pf_method;
 
 static PyObject* pf_method_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
@@ -997,8 +1006,7 @@ static void pf_method_dealloc(PyObject* self) {
   if (m->fhandle != NULL && !pf_exiting) {
     void* f = m->fhandle;
     m->fhandle = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    pf_oapi->FuncFree(f);
+    Py_BEGIN_ALLOW_THREADS pf_oapi->FuncFree(f);
     Py_END_ALLOW_THREADS
   }
   pf_method_clear(self);
@@ -1024,8 +1032,7 @@ static PyMemberDef pf_method_members[] = {
 };
 
 PyTypeObject pf_method_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "packedfunc._cext.Method",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.Method",
     .tp_basicsize = sizeof(pf_method),
     .tp_dealloc = pf_method_dealloc,
     .tp_vectorcall_offset = offsetof(pf_method, vectorcall),

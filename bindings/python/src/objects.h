@@ -14,14 +14,13 @@
 
 /* An Object's fields that C reads (the rest are the package's slots). */
 typedef struct {
-  PyObject_HEAD
-  unsigned long long handle; /* PFObjectHandle; 0 once released */
-  int code;                  /* the type code it passes to C with */
-  unsigned int type_index;   /* its PFObjectTypeIndex */
-  PyObject* loan;            /* what the collector was lent (see _holds), or NULL */
-  char* data;                /* the struct of a registered type's instance, else NULL */
-  int in_map;                /* 1 while the identity map holds it */
-  PyObject* weakrefs;        /* its weak references (ObjectBase's, for every subtype) */
+  PyObject_HEAD unsigned long long handle; /* PFObjectHandle; 0 once released */
+  int code;                                /* the type code it passes to C with */
+  unsigned int type_index;                 /* its PFObjectTypeIndex */
+  PyObject* loan;                          /* what the collector was lent (see _holds), or NULL */
+  char* data;         /* the struct of a registered type's instance, else NULL */
+  int in_map;         /* 1 while the identity map holds it */
+  PyObject* weakrefs; /* its weak references (ObjectBase's, for every subtype) */
 } pf_cext_object;
 
 extern PyTypeObject pf_object_base_type;
