@@ -284,6 +284,10 @@ __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
   int bump = 0;
   for (int i = 0; i < num_args; ++i) {
     int c = type_codes[i];
+    if (c == kPFStr && args[i].v_str != NULL) { /* the most common, first */
+      bump = 1;
+      continue;
+    }
     if ((unsigned)c < kPFTypeCodeEnd) {
       uint8_t kind = pf_codes[c].kind;
       if (kind == kPFValuePlain) continue;
