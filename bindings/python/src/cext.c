@@ -77,7 +77,8 @@ static PyObject* pf_device_type;
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
   unsigned long long handle; /* PFFunctionHandle; 0 once released */
   PyObject* conversions;     /* the package's cache of parameters converted first */
   Py_ssize_t fill;           /* positional calls with fewer arguments take defaults: the
@@ -550,7 +551,8 @@ static void pf_hold_release(void* hold) {
  * The collector sees them as the Loan's (tp_traverse); clearing or
  * freeing it gives them back, as give_back() does. */
 typedef struct {
-  PyObject_HEAD pf_hold** holds;
+  PyObject_HEAD
+  pf_hold** holds;
   Py_ssize_t n, cap;
 } PFCextLoan;
 

@@ -122,21 +122,9 @@ static PyObject* pf_adopt(PyTypeObject* cls, void* handle, unsigned int type_ind
  * of its own, which a cache must not keep (see the top). */
 static PyObject* pf_decode(PFValue* v, int code, int borrowed, const char* container, int* cache) {
   *cache = 1;
+  PyObject* simple;
+  if (pf_simple_value(v, code, &simple)) return simple;
   switch (code) {
-    case kPFInt:
-      return PyLong_FromLongLong(v->v_int64);
-    case kPFFloat:
-      return PyFloat_FromDouble(v->v_float64);
-    case kPFBool:
-      return PyBool_FromLong(v->v_int64 != 0);
-    case kPFNull:
-      Py_RETURN_NONE;
-    case kPFStr:
-      return PyUnicode_DecodeUTF8(v->v_str, (Py_ssize_t)strlen(v->v_str), "surrogateescape");
-    case kPFBytes: {
-      const PFByteArray* ba = v->v_handle;
-      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
-    }
     case kPFObjectHandle: {
       PyObject* out = pf_container_value(v->v_handle, !borrowed);
       if (out != NULL || PyErr_Occurred()) {

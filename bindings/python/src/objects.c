@@ -523,21 +523,9 @@ PyTypeObject pf_object_base_type = {
  * reference is taken here, under the GIL that also orders the writes, and
  * the hook's value owns it. */
 static PyObject* pf_field_value(PFValue* v, int code) {
+  PyObject* simple;
+  if (pf_simple_value(v, code, &simple)) return simple;
   switch (code) {
-    case kPFInt:
-      return PyLong_FromLongLong(v->v_int64);
-    case kPFFloat:
-      return PyFloat_FromDouble(v->v_float64);
-    case kPFBool:
-      return PyBool_FromLong(v->v_int64 != 0);
-    case kPFNull:
-      Py_RETURN_NONE;
-    case kPFStr:
-      return PyUnicode_DecodeUTF8(v->v_str, (Py_ssize_t)strlen(v->v_str), "surrogateescape");
-    case kPFBytes: {
-      const PFByteArray* ba = v->v_handle;
-      return PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
-    }
     case kPFFuncHandle:
     case kPFModuleHandle:
     case kPFObjectHandle:
@@ -558,23 +546,11 @@ static PyObject* pf_field_value(PFValue* v, int code) {
 /* A Python value for a call's result: the plain types here, the others
  * through the decode hook, which takes over a handle (a new reference). */
 static PyObject* pf_result_value(PFValue* v, int code) {
-  switch (code) {
-    case kPFInt:
-      return PyLong_FromLongLong(v->v_int64);
-    case kPFFloat:
-      return PyFloat_FromDouble(v->v_float64);
-    case kPFBool:
-      return PyBool_FromLong(v->v_int64 != 0);
-    case kPFNull:
-      Py_RETURN_NONE;
-    case kPFStr:
-      return PyUnicode_DecodeUTF8(v->v_str, (Py_ssize_t)strlen(v->v_str), "surrogateescape");
-    default: {
-      PyObject* addr = PyLong_FromVoidPtr(v);
-      if (addr == NULL) return NULL;
-      return PyObject_CallFunction(pf_hook_decode, "Ni", addr, code);
-    }
-  }
+  PyObject* simple;
+  if (code != kPFBytes && pf_simple_value(v, code, &simple)) return simple;
+  PyObject* addr = PyLong_FromVoidPtr(v);
+  if (addr == NULL) return NULL;
+  return PyObject_CallFunction(pf_hook_decode, "Ni", addr, code);
 }
 
 /* Raises the error of a failed call of `func` (a Function), as its own
@@ -648,16 +624,17 @@ static int pf_field_encode(PyObject* x, PyObject* what, PyObject* ctype, PFValue
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  PyObject_HEAD const PFFieldInfo* info; /* the field's handle, valid for the process */
-  PyTypeObject* owner;                   /* the class it is on */
-  PyObject* name;                        /* __name__ */
-  PyObject* qualname;                    /* __qualname__, "Counter.count" */
-  PyObject* doc;                         /* __doc__ */
-  PyObject* ctype;                       /* its type in the signature grammar, "int64" */
-  PyObject* what;                        /* how messages name it: "field 'count' of demo.Counter" */
-  int fast;     /* a struct format character: read in place; 0: through C */
-  int writable; /* kPFFieldWritable */
-  int refs;     /* it holds a reference: a write may release one */
+  PyObject_HEAD
+  const PFFieldInfo* info; /* the field's handle, valid for the process */
+  PyTypeObject* owner;     /* the class it is on */
+  PyObject* name;          /* __name__ */
+  PyObject* qualname;      /* __qualname__, "Counter.count" */
+  PyObject* doc;           /* __doc__ */
+  PyObject* ctype;         /* its type in the signature grammar, "int64" */
+  PyObject* what;          /* how messages name it: "field 'count' of demo.Counter" */
+  int fast;                /* a struct format character: read in place; 0: through C */
+  int writable;            /* kPFFieldWritable */
+  int refs;                /* it holds a reference: a write may release one */
 } pf_field;
 
 static int pf_field_check(pf_field* f, PyObject* obj) {
@@ -889,7 +866,8 @@ PyTypeObject pf_field_type = {
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
   PyObject* func;      /* the unbound Function: the object first */
   void* fhandle;       /* its PackedFunc: a reference of the Method's own */
   PyTypeObject* owner; /* the class it is on */

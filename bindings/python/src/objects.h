@@ -11,16 +11,20 @@
 #define PACKEDFUNC_CEXT_OBJECTS_H_
 
 #include <Python.h>
+#include <string.h>
+
+#include "packedfunc/c_api.h"
 
 /* An Object's fields that C reads (the rest are the package's slots). */
 typedef struct {
-  PyObject_HEAD unsigned long long handle; /* PFObjectHandle; 0 once released */
-  int code;                                /* the type code it passes to C with */
-  unsigned int type_index;                 /* its PFObjectTypeIndex */
-  PyObject* loan;                          /* what the collector was lent (see _holds), or NULL */
-  char* data;         /* the struct of a registered type's instance, else NULL */
-  int in_map;         /* 1 while the identity map holds it */
-  PyObject* weakrefs; /* its weak references (ObjectBase's, for every subtype) */
+  PyObject_HEAD
+  unsigned long long handle; /* PFObjectHandle; 0 once released */
+  int code;                  /* the type code it passes to C with */
+  unsigned int type_index;   /* its PFObjectTypeIndex */
+  PyObject* loan;            /* what the collector was lent (see _holds), or NULL */
+  char* data;                /* the struct of a registered type's instance, else NULL */
+  int in_map;                /* 1 while the identity map holds it */
+  PyObject* weakrefs;        /* its weak references (ObjectBase's, for every subtype) */
 } pf_cext_object;
 
 extern PyTypeObject pf_object_base_type;
@@ -36,5 +40,36 @@ extern PyTypeObject pf_method_type;
 int pf_object_traverse(PyObject* self, visitproc visit, void* arg);
 int pf_object_clear(PyObject* self);
 void pf_object_dealloc_as(PyObject* self, inquiry clear);
+
+/* The Python value of a PFValue of a plain type, str or bytes: 1 with
+ * *out set (NULL with an exception on failure), or 0 for any other code,
+ * which the caller converts itself. One place for what every reader of a
+ * value (fields, results, container items) does alike. */
+static inline int pf_simple_value(const PFValue* v, int code, PyObject** out) {
+  switch (code) {
+    case kPFInt:
+      *out = PyLong_FromLongLong(v->v_int64);
+      return 1;
+    case kPFFloat:
+      *out = PyFloat_FromDouble(v->v_float64);
+      return 1;
+    case kPFBool:
+      *out = PyBool_FromLong(v->v_int64 != 0);
+      return 1;
+    case kPFNull:
+      *out = Py_NewRef(Py_None);
+      return 1;
+    case kPFStr:
+      *out = PyUnicode_DecodeUTF8(v->v_str, (Py_ssize_t)strlen(v->v_str), "surrogateescape");
+      return 1;
+    case kPFBytes: {
+      const PFByteArray* ba = (const PFByteArray*)v->v_handle;
+      *out = PyBytes_FromStringAndSize(ba->size ? ba->data : "", (Py_ssize_t)ba->size);
+      return 1;
+    }
+    default:
+      return 0;
+  }
+}
 
 #endif /* PACKEDFUNC_CEXT_OBJECTS_H_ */
