@@ -592,7 +592,7 @@ static void test_errors_are_per_thread(void** state) {
 static int origin_line;
 
 static int fails_with_origin(int x) {
-  origin_line = __LINE__;
+  origin_line = __LINE__ + 1; /* the next line's */
   return PF_ERROR(kPFErrValueError, "fails_with_origin: bad x %d", x);
 }
 
