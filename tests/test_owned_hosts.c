@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -45,7 +46,8 @@ static void t_free(void* p, void* ud) {
 
 /* ---- helpers ---- */
 
-static atomic_int g_stop; /* tells the threads of a test to stop */
+static atomic_int g_stop;   /* tells the threads of a test to stop */
+static atomic_int g_rounds; /* the list mutator's finished rounds */
 
 static PFObjectHandle g_gate; /* made in main */
 static atomic_int g_fins;     /* host finalizers run */
@@ -299,6 +301,7 @@ static void* mutate_list(void* p) {
     int code;
     if (PFListPop(list, 0, &out, &code) != 0) abort();
     PFObjectFree(out.v_handle);
+    atomic_fetch_add(&g_rounds, 1);
   }
   return NULL;
 }
@@ -312,6 +315,7 @@ static void test_lists_changing_under_the_walk(void** state) {
   /* The mutating thread borrows the List through our reference (as a call
    * in progress would): the walk may or may not see each item. */
   atomic_store(&g_stop, 0);
+  atomic_store(&g_rounds, 0);
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, mutate_list, list), 0);
   PFObjectFree(list);
@@ -323,6 +327,9 @@ static void test_lists_changing_under_the_walk(void** state) {
     assert_true(reachable >= 2 && reachable <= 3); /* the List, and 1 or 2 hosts */
     for (int64_t j = 0; j < owned; ++j) assert_true(out[j] == (void*)51 || out[j] == (void*)52);
   }
+  /* At least one round (valgrind runs one thread at a time, and may not
+   * have run the mutator yet), so that 52 has gone. */
+  while (atomic_load(&g_rounds) == 0) sched_yield();
   atomic_store(&g_stop, 1);
   pthread_join(th, NULL);
   intptr_t tags[16];
