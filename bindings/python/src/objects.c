@@ -547,7 +547,7 @@ static PyObject* pf_field_value(PFValue* v, int code) {
  * through the decode hook, which takes over a handle (a new reference). */
 static PyObject* pf_result_value(PFValue* v, int code) {
   PyObject* simple;
-  if (code != kPFBytes && pf_simple_value(v, code, &simple)) return simple;
+  if (pf_simple_value(v, code, &simple)) return simple;
   PyObject* addr = PyLong_FromVoidPtr(v);
   if (addr == NULL) return NULL;
   return PyObject_CallFunction(pf_hook_decode, "Ni", addr, code);
