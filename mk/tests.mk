@@ -8,8 +8,9 @@
 #   make test-python             pytest over tests/python against this build, once
 #                                with the compiled extension and once with ctypes
 #   make fuzz [FUZZ_SECONDS=60]  every libFuzzer target in tests/fuzz for that long
-#   make fuzz-short              every target for FUZZ_SHORT_SECONDS from its seed
-#                                corpus (part of make test)
+#   make fuzz-short              every target on its committed seeds, then
+#                                FUZZ_SHORT_RUNS inputs from FUZZ_SEED: the
+#                                same inputs every run (part of make test)
 #   make valgrind                every C test, built without sanitizers, under
 #                                valgrind memcheck (part of make test)
 #   make soak [SOAK_OPS=1000000] the threaded soak tests, long, under ASan and TSan
@@ -183,8 +184,9 @@ test-python: python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) $(BUILD)/python
 # scratch corpus under $(BUILD)/fuzz/work, crashes to $(BUILD)/fuzz/artifacts;
 # the committed seeds in tests/fuzz/corpus stay small. A crash becomes a
 # regression test in the C suite and its input a seed.
-FUZZ_SECONDS       ?= 60
-FUZZ_SHORT_SECONDS ?= 8
+FUZZ_SECONDS    ?= 60
+FUZZ_SHORT_RUNS ?= 20000
+FUZZ_SEED       ?= 1
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BINS  := $(addprefix $(BUILD)/fuzz/bin/fuzz_,$(FUZZ_NAMES))
 
@@ -208,9 +210,9 @@ $(BUILD)/fuzz/bin/fuzz_pf_json: tests/fuzz/fuzz_pf_json.c $(BUILD)/fuzz/obj/tool
 	  $(BUILD)/fuzz/obj/tools/pf_json.o $(BUILD)/fuzz/libpackedfunc.a $(LIBS) -lm
 
 fuzz: $(FUZZ_BINS)
-	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) work $(FUZZ_NAMES)
+	@tests/fuzz/run.sh $(BUILD) explore $(FUZZ_SECONDS) $(FUZZ_NAMES)
 fuzz-short: $(FUZZ_BINS)
-	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SHORT_SECONDS) short $(FUZZ_NAMES)
+	@tests/fuzz/run.sh $(BUILD) replay $(FUZZ_SHORT_RUNS) $(FUZZ_SEED) $(FUZZ_NAMES)
 
 # ---- valgrind --------------------------------------------------------------------------
 # Each test, plain flavour, under memcheck: any error, or a definite or indirect

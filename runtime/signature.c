@@ -655,10 +655,10 @@ static int read_param(const char* where, const char* text, size_t* pos, pf_parse
     p->name_len = n;
     i = skip_blanks(text, after + 1);
   }
-  size_t type_at = i;
+  p->type_at = i;
   if (read_type(where, text, &i, &p->t, &p->obj, &p->tc) != 0) return -1;
   if (p->t == pf_t_void)
-    return sig_error(where, text, type_at,
+    return sig_error(where, text, p->type_at,
                      "void is only allowed as the return type (write () for no arguments)");
   if (ps->n == PF_TYPED_MAX_ARGS)
     return sig_error(where, text, at, "more than %d arguments", PF_TYPED_MAX_ARGS);
@@ -683,6 +683,7 @@ int pf_sig_read(const char* where, const char* text, pf_parsed_sig* ps) {
   memset(&ps->ret, 0, sizeof(ps->ret));
   ps->n = 0;
   ps->named = 0;
+  ps->ret.type_at = i;
   if (read_type(where, text, &i, &ps->ret.t, &ps->ret.obj, &ps->ret.tc) != 0) return -1;
   i = skip_blanks(text, i);
   if (text[i] != '(')
@@ -727,26 +728,19 @@ void pf_sig_of(const pf_parsed_sig* ps, pf_sig* out) {
 }
 
 int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
-  if (sig->ret == pf_t_any)
-    return PF_ERROR(kPFErrValueError,
-                    "%s: bad signature \"%.200s\": the result is any, which has no C type (any "
-                    "describes a packed function's values: PFFuncSetInfo)",
-                    where, text);
-  for (int k = 0; k < sig->num_args; ++k) {
-    if (sig->args[k] != pf_t_any) continue;
-    pf_parsed_sig ps; /* for the name: the text parsed before */
-    const char* name = "";
-    size_t len = 0;
-    if (pf_sig_read(where, text, &ps) == 0 && ps.p[k].name_len) {
-      name = text + ps.p[k].name_at;
-      len = ps.p[k].name_len;
-    }
-    return PF_ERROR(kPFErrValueError,
-                    "%s: bad signature \"%.200s\": parameter %d%s%.*s%s is any, which has no C "
-                    "type (any describes a packed function's values: PFFuncSetInfo)",
-                    where, text, k, len ? " ('" : "", (int)len, name, len ? "')" : "");
-  }
-  return 0;
+  int k = sig->ret == pf_t_any ? -1 : 0;
+  while (k >= 0 && k < sig->num_args && sig->args[k] != pf_t_any) ++k;
+  if (k == sig->num_args) return 0;
+  /* The text parsed before: read again for the position and the name. */
+  pf_parsed_sig ps;
+  if (pf_sig_read(where, text, &ps) != 0) return -1;
+  static const char why[] =
+      "which has no C type (any describes a packed function's values: PFFuncSetInfo)";
+  if (k < 0) return sig_error(where, text, ps.ret.type_at, "the result is any, %s", why);
+  const pf_parsed_param* p = &ps.p[k];
+  if (p->name_len == 0) return sig_error(where, text, p->type_at, "parameter %d is any, %s", k, why);
+  return sig_error(where, text, p->type_at, "parameter %d ('%.*s') is any, %s", k,
+                   (int)p->name_len, text + p->name_at, why);
 }
 
 int pf_sig_parse(const char* where, const char* text, pf_sig* out) {

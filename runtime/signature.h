@@ -24,6 +24,7 @@ typedef struct {
   int t;
   const struct pf_type* obj;
   pf_tc tc;
+  size_t type_at;           /* where the type's text starts */
   size_t name_at, name_len; /* name_len 0: unnamed */
   int has_default;
   size_t default_at, default_end; /* the literal's text */

@@ -457,6 +457,13 @@ static void test_any_is_metadata_only(void** state) {
                   "parameter 1 ('b') is any, which has no C type");
   assert_pf_error(PFFuncCreateFromTyped((void*)never_called, "any(int64)", &f), kPFErrValueError,
                   "the result is any, which has no C type");
+  /* Like every refusal of a text, it says where: the type's position. */
+  assert_pf_error(PFFuncCreateFromTyped((void*)never_called, "int64(a: int64, b: any = 1)", &f),
+                  kPFErrValueError, "\"int64(a: int64, b: any = 1)\" at position 19: parameter 1");
+  assert_pf_error(PFFuncCreateFromTyped((void*)never_called, "void(any\n)", &f), kPFErrValueError,
+                  "at position 5: parameter 0 is any");
+  assert_pf_error(PFFuncCreateFromTyped((void*)never_called, " any(int64)", &f), kPFErrValueError,
+                  "at position 1: the result is any");
   assert_pf_ok(PFFuncCreateFromCFunc(noop, NULL, NULL, &f));
   PFObjectHandle closure = NULL;
   void* fn = NULL;
