@@ -738,9 +738,10 @@ int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
       "which has no C type (any describes a packed function's values: PFFuncSetInfo)";
   if (k < 0) return sig_error(where, text, ps.ret.type_at, "the result is any, %s", why);
   const pf_parsed_param* p = &ps.p[k];
-  if (p->name_len == 0) return sig_error(where, text, p->type_at, "parameter %d is any, %s", k, why);
-  return sig_error(where, text, p->type_at, "parameter %d ('%.*s') is any, %s", k,
-                   (int)p->name_len, text + p->name_at, why);
+  if (p->name_len == 0)
+    return sig_error(where, text, p->type_at, "parameter %d is any, %s", k, why);
+  return sig_error(where, text, p->type_at, "parameter %d ('%.*s') is any, %s", k, (int)p->name_len,
+                   text + p->name_at, why);
 }
 
 int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
