@@ -21,9 +21,11 @@
 
 const {
   koffi, api, helperApi, JsCall, JsRelease, Block, allocBlock, scratch, DLTensor,
-  TYPE_CODES, OBJECT_TYPES, REGISTERED_BEGIN, HELPER_ABI, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
+  TYPE_CODES, OBJECT_TYPES, REGISTERED_BEGIN, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
 } = require('./library.js');
 const { checkCall, lastError, recordException, PackedFuncError } = require('./errors.js');
+const net = require('node:net');
+
 const { DataType, Device, OpaqueHandle } = require('./types.js');
 
 const INT = TYPE_CODES.int;
@@ -612,6 +614,12 @@ function tensorObjectFrom(x) {
   const mem = api.PFMemAlloc(size);
   if (!mem) throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
   const key = keep(t.data);
+  const ref = helperApi.refCreate(ENV, key);
+  if (!ref) {
+    held.delete(key);
+    api.PFMemFree(mem);
+    throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
+  }
   const jb = new JsBlock(size);
   writePtr(jb, 0, t.data.length ? Number(koffi.address(t.data)) : 0);
   jb.i32[2] = 1;
@@ -620,7 +628,7 @@ function tensorObjectFrom(x) {
   jb.u8[21] = t.dtype.bits;
   jb.u16[11] = t.dtype.lanes;
   writePtr(jb, 24, mem + 64);
-  writePtr(jb, 48, key); // manager_ctx
+  writePtr(jb, 48, ref); // manager_ctx
   writePtr(jb, 56, TENSOR_DELETER);
   for (let i = 0; i < ndim; i++) writeInt(jb, 64 + 8 * i, t.shape[i]);
   koffi.encode(mem, 'uint8_t', Array.from(jb.u8.subarray(0, size)), size);
@@ -863,18 +871,22 @@ function keep(value) {
   return key;
 }
 
-// The one gate of this process's JavaScript: closed at exit.
+// This evaluation's gate (closed when its thread exits) and its state in
+// the C helper, its env: C reaches the JavaScript functions made here on
+// this thread, through this evaluation's trampolines (see src/pfnode.c).
 checkCall(api.PFHostGateCreate(scratch.addr));
 const GATE = readPtr(scratch, 0);
-const HOST_FUNC = helperApi.hostFunc();
-const HOST_FINALIZER = helperApi.hostFinalizer();
 const TENSOR_DELETER = helperApi.tensorDeleter();
+const jsCallPtr = koffi.register(jsCall, koffi.pointer(JsCall));
+const jsReleasePtr = koffi.register(jsRelease, koffi.pointer(JsRelease));
+const ENV = helperApi.init(jsCallPtr, jsReleasePtr, GATE);
+if (!ENV) throw new Error('packedfunc: the C helper cannot start (no memory, or its wake pipe failed)');
 
 // A new host function (an owned reference) that calls fn; with a context,
 // released after the call (C keeps its own reference if it keeps it).
 function hostFunction(fn, ctx) {
   const key = keep(fn);
-  checkCall(api.PFFuncCreateFromHostCFunc(GATE, HOST_FUNC, key, HOST_FINALIZER, scratch.addr));
+  checkCall(helperApi.funcCreate(ENV, key, scratch.addr)); // on failure the key was handed back
   const h = readPtr(scratch, 0);
   if (ctx) ctx.release.push(h);
   return h;
@@ -893,9 +905,9 @@ function convertFunction(fn) {
 //   32 args  40 codes  48 ret_bytes {data, size}  64 values[16]  192 codes[16]
 const SLOT_SIZE = 256;
 const SLOT_ARGS = 16;
-const slots = new Block(helperApi.slots(), SLOT_SIZE * helperApi.maxDepth());
+const slots = new Block(helperApi.slots(ENV), SLOT_SIZE * helperApi.maxDepth());
 const slotKeep = new Array(helperApi.maxDepth()).fill(null);
-const shared = new Int32Array(koffi.view(helperApi.shared(), 16));
+const shared = new Int32Array(koffi.view(helperApi.shared(ENV), 16));
 
 function slotArgs(off, n, copies) {
   const args = new Array(n);
@@ -1004,26 +1016,29 @@ function jsRelease(key) {
   held.delete(typeof key === 'bigint' ? Number(key) : key);
 }
 
-const jsCallPtr = koffi.register(jsCall, koffi.pointer(JsCall));
-const jsReleasePtr = koffi.register(jsRelease, koffi.pointer(JsRelease));
-if (helperApi.init(jsCallPtr, jsReleasePtr) !== HELPER_ABI) {
-  throw new Error('packedfunc: the C helper does not match this package, or its wake pipe failed');
-}
-// Other threads' calls wake the event loop through the helper's pipe. The
-// poll does not keep the process alive (as no handle of koffi's does): C
+// Other threads' calls wake the event loop through the helper's wake pipe,
+// read by a socket of Node.js's own (which owns the descriptor): Node.js
+// closes it when this thread ends, even when a worker thread is terminated
+// and no JavaScript runs at its end, where a handle of koffi's would be
+// closed after koffi is gone. It does not keep the process alive: C
 // threads that call JavaScript need the program to be running.
-const wakePoll = koffi.node.poll(helperApi.wakeFd(), { readable: true }, () => helperApi.serve());
-wakePoll.unref();
+const wakeSocket = new net.Socket({ fd: helperApi.wakeFd(ENV), readable: true, writable: false });
+wakeSocket.on('data', () => helperApi.serve(ENV));
+wakeSocket.on('error', () => {}); // the calls that wait then time out with their own message
+wakeSocket.unref();
 
-// At exit, JavaScript functions stop being callable from C: a C thread that
-// calls one afterwards gets a RuntimeError with this message, instead of
-// entering a JavaScript engine that is going away.
+// When this thread exits (the process, or a worker thread: 'exit' is its
+// own), the JavaScript functions made here stop being callable from C: a C
+// thread that calls one afterwards gets a RuntimeError with this message,
+// instead of entering a JavaScript engine that is going away. A worker
+// that is terminated has no 'exit' event: the helper does the same when
+// its thread ends.
 const EXIT_MESSAGE = 'the Node.js event loop has exited';
 process.on('exit', () => {
   shuttingDown = true;
   try {
-    wakePoll.stop();
-    helperApi.shutdown(EXIT_MESSAGE);
+    wakeSocket.destroy();
+    helperApi.shutdown(ENV, EXIT_MESSAGE);
     api.PFHostGateClose(GATE, EXIT_MESSAGE, 1000);
   } catch { /* nothing more can be done at exit */ }
 });
@@ -1033,7 +1048,7 @@ process.on('exit', () => {
 // event loop cannot run the function) before it fails; -1: forever.
 function setThreadCallTimeout(ms) {
   if (!Number.isInteger(ms) || ms < -1 || ms > 2 ** 31 - 1) throw new RangeError('setThreadCallTimeout: expected an integer >= -1');
-  return helperApi.setTimeout(ms);
+  return helperApi.setTimeout(ENV, ms);
 }
 
 // How many JavaScript values C holds now (functions and typed arrays).
