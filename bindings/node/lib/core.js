@@ -940,6 +940,9 @@ function setResult(index, off, r) {
     return;
   }
   if (typeof r === 'object' && typeof r.then === 'function') {
+    // Its rejection is handled here: the caller gets this TypeError, and
+    // a dropped Promise's rejection must not end the process afterwards.
+    Promise.resolve(r).catch(() => {});
     throw new TypeError('packedfunc: a JavaScript function called from C returned a Promise; C needs ' +
       'the value itself (make the function synchronous)');
   }
