@@ -23,7 +23,7 @@ const {
   koffi, api, helperApi, JsCall, JsRelease, Block, allocBlock, scratch, DLTensor,
   TYPE_CODES, OBJECT_TYPES, REGISTERED_BEGIN, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
 } = require('./library.js');
-const { checkCall, lastError, recordException, PackedFuncError } = require('./errors.js');
+const { checkCall, lastError, recordException, PackedFuncError, nameArg } = require('./errors.js');
 const net = require('node:net');
 
 const { DataType, Device, OpaqueHandle } = require('./types.js');
@@ -717,6 +717,9 @@ Object.defineProperties(functionProto, {
 });
 
 functionProto.setInfo = function setInfo({ name = null, signature = null, doc = null } = {}) {
+  for (const [what, text] of [['name', name], ['signature', signature], ['doc', doc]]) {
+    if (text !== null) nameArg('setInfo', text, what);
+  }
   checkCall(api.PFFuncSetInfo(liveHandle(this, 'the function'), name, signature, doc));
   this[kState].info = undefined;
   this[kState].ints = undefined;
@@ -1147,11 +1150,12 @@ class PackedMap extends PackedObject {
     this.size = readInt(scratch, 0);
   }
 
-  _lookup(key) {
+  _lookup(key, where) {
     let raw;
     let code;
     let bytes = null; // alive until the lookup returns
     if (typeof key === 'string') {
+      nameArg(where, key, 'key');
       bytes = Buffer.from(`${key}\0`, 'utf8');
       raw = koffi.address(bytes);
       code = STR;
@@ -1170,9 +1174,9 @@ class PackedMap extends PackedObject {
     return { value: scratchItem(0, 8) };
   }
 
-  get(key) { const r = this._lookup(key); return r === undefined ? undefined : r.value; }
+  get(key) { const r = this._lookup(key, 'PackedMap.get'); return r === undefined ? undefined : r.value; }
 
-  has(key) { return this._lookup(key) !== undefined; }
+  has(key) { return this._lookup(key, 'PackedMap.has') !== undefined; }
 
   * entries() {
     for (let i = 0; i < this.size; i++) {
@@ -1418,6 +1422,7 @@ class Module extends PackedObject {
   get(name, { queryImports = true, allowMissing = false } = {}) {
     let f = this._cache.get(name);
     if (f !== undefined) return f;
+    nameArg('Module.get', name);
     checkCall(api.PFModGetFunction(liveHandle(this, 'the module'), name, queryImports ? 1 : 0, scratch.addr));
     const h = readPtr(scratch, 0);
     if (!h) {
@@ -1432,6 +1437,7 @@ class Module extends PackedObject {
 
   // Registers each of the module's functions globally as prefix + name.
   exportGlobal(prefix = '', { override = false, protected: prot = false } = {}) {
+    nameArg('Module.exportGlobal', prefix, 'prefix');
     checkCall(api.PFModExportGlobal(liveHandle(this, 'the module'), prefix, (override ? 1 : 0) | (prot ? 2 : 0)));
     return this.listFunctionNames().map((n) => prefix + n);
   }
@@ -1568,6 +1574,7 @@ adoptRegistered = (h, index) => {
 
 // The class of the registered object type `key` ("demo.Counter").
 function getObjectType(key) {
+  nameArg('getObjectType', key, 'key');
   checkCall(api.PFObjectTypeFind(key, scratch.addr));
   const index = scratch.u32[0];
   if (!index) {

@@ -60,3 +60,20 @@ test('registered object types are JavaScript classes with fields and methods', (
   assert.throws(() => c.count, /disposed/);
   assert.throws(() => pf.getObjectType('demo.Nope'), pf.FunctionNotFoundError);
 });
+
+test('a name with a NUL character is refused with a RangeError, never cut at the NUL', () => {
+  const plugin = pf.loadModule(DEMO_PLUGIN);
+  const nul = (where) => (e) => e instanceof RangeError && e.message.includes(where) && /NUL character/.test(e.message);
+  assert.throws(() => plugin.get('demo.add\0x'), nul('Module.get'));
+  assert.throws(() => plugin.exportGlobal('nodenul.\0evil.'), nul('Module.exportGlobal'));
+  assert.deepEqual(pf.listGlobalFuncNames('nodenul.'), []);
+  assert.throws(() => pf.getObjectType('demo.Counter\0x'), nul('getObjectType'));
+  const m = pf.convert({ a: 1 });
+  assert.throws(() => m.get('a\0b'), nul('PackedMap.get'));
+  assert.throws(() => m.has('a\0b'), nul('PackedMap.has'));
+  const f = pf.convert((x) => x);
+  for (const field of ['name', 'signature', 'doc']) {
+    assert.throws(() => f.setInfo({ [field]: 'f\0g' }), nul('setInfo'));
+  }
+  assert.equal(f.name, '');
+});
