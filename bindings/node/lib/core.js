@@ -25,6 +25,7 @@ const {
 } = require('./library.js');
 const { checkCall, lastError, recordException, PackedFuncError, nameArg } = require('./errors.js');
 const net = require('node:net');
+const { markAsUntransferable } = require('node:worker_threads');
 
 const { DataType, Device, OpaqueHandle } = require('./types.js');
 
@@ -170,12 +171,66 @@ function arenaAlloc(ctx, size) {
 // call returns, references to drop after it (host functions and containers
 // made for the call).
 function newCtx(frame) {
-  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null };
+  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null };
 }
 
 function releaseCtx(ctx) {
   for (const h of ctx.release) api.PFObjectFree(h);
   ctx.release.length = 0;
+  if (ctx.copies !== null) copyBack(ctx);
+}
+
+// ---- memory that C uses: pinned or copied -------------------------------------------
+//
+// A typed array's memory that C reads during a call, or keeps in a tensor
+// object, stays valid whatever JavaScript does meanwhile. A buffer that
+// could be transferred away (postMessage, structuredClone) is pinned:
+// marked untransferable, for good (a transfer then copies it instead), as
+// soon as JavaScript may run while C uses it: at once for a tensor object
+// and for callAsync, when a callback runs for a synchronous call. A buffer
+// that can shrink (a resizable ArrayBuffer) cannot be pinned: C gets a
+// copy, written back after the call if C changed it.
+
+function pin(x) {
+  if (!(x.buffer instanceof SharedArrayBuffer)) markAsUntransferable(x.buffer);
+}
+
+// The address of typed array x's memory for a call (0 when empty).
+function viewAddress(x, ctx) {
+  if (x.byteLength === 0) return 0;
+  if (x.buffer.resizable) {
+    const copy = x.slice();
+    ctx.keep.push(copy);
+    if (ctx.copies === null) ctx.copies = [];
+    ctx.copies.push([x, copy, copy.slice()]);
+    return Number(koffi.address(copy));
+  }
+  ctx.keep.push(x);
+  return Number(koffi.address(x));
+}
+
+function pinKept(ctx) {
+  for (const x of ctx.keep) if (ArrayBuffer.isView(x)) pin(x);
+}
+
+function bytesOf(x) { return new Uint8Array(x.buffer, x.byteOffset, x.byteLength); }
+
+function copyBack(ctx) {
+  for (const [x, copy, sent] of ctx.copies) {
+    if (Buffer.compare(bytesOf(copy), bytesOf(sent)) === 0) continue;
+    const n = Math.min(x.length, copy.length); // the array may have shrunk meanwhile
+    if (n) x.set(copy.subarray(0, n));
+  }
+  ctx.copies = null;
+}
+
+// The contexts of the synchronous calls in progress whose memory is not
+// pinned yet: a callback pins it before any JavaScript runs (jsCall).
+const unpinnedCalls = [];
+
+function pinCallsInProgress() {
+  for (const ctx of unpinnedCalls) pinKept(ctx);
+  unpinnedCalls.length = 0;
 }
 
 // ---- JavaScript -> C ----------------------------------------------------------------
@@ -243,7 +298,7 @@ function writeDLTensor(t, ctx) {
   const ndim = t.shape.length;
   const room = arenaAlloc(ctx, 48 + 8 * ndim);
   const { blk, off, addr } = room;
-  writePtr(blk, off, t.data.length ? Number(koffi.address(t.data)) : 0);
+  writePtr(blk, off, viewAddress(t.data, ctx));
   blk.i32[(off + 8) >> 2] = 1; // kDLCPU
   blk.i32[(off + 12) >> 2] = 0;
   blk.i32[(off + 16) >> 2] = ndim;
@@ -254,7 +309,6 @@ function writeDLTensor(t, ctx) {
   writePtr(blk, off + 32, 0); // strides: compact
   writePtr(blk, off + 40, 0); // byte_offset
   for (let i = 0; i < ndim; i++) writeInt(blk, off + 48 + 8 * i, t.shape[i]);
-  ctx.keep.push(t.data);
   return addr;
 }
 
@@ -311,9 +365,8 @@ function encode(x, blk, off, ctx, pos) {
   if (ArrayBuffer.isView(x)) {
     if (x instanceof Uint8Array && x.shape === undefined) {
       const room = arenaAlloc(ctx, 16);
-      writePtr(room.blk, room.off, x.length ? Number(koffi.address(x)) : 0);
+      writePtr(room.blk, room.off, viewAddress(x, ctx));
       writePtr(room.blk, room.off + 8, x.length);
-      ctx.keep.push(x);
       writePtr(blk, off, room.addr);
       return BYTES;
     }
@@ -605,15 +658,18 @@ function writeBack(copies) {
   }
 }
 
-// A new tensor object over a typed array's memory (no copy): C may keep it;
-// the array stays alive until C's last reference goes.
+// A new tensor object over a typed array's memory: C may keep it; the
+// array stays alive until C's last reference goes, its buffer pinned (a
+// resizable one is copied instead, see viewAddress).
 function tensorObjectFrom(x) {
   const t = x instanceof TensorArg ? x : new TensorArg(x);
   const ndim = t.shape.length;
   const size = 64 + 8 * ndim;
+  const data = t.data.buffer.resizable ? t.data.slice() : t.data;
+  pin(data);
   const mem = api.PFMemAlloc(size);
   if (!mem) throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
-  const key = keep(t.data);
+  const key = keep(data);
   const ref = helperApi.refCreate(ENV, key);
   if (!ref) {
     held.delete(key);
@@ -621,7 +677,7 @@ function tensorObjectFrom(x) {
     throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
   }
   const jb = new JsBlock(size);
-  writePtr(jb, 0, t.data.length ? Number(koffi.address(t.data)) : 0);
+  writePtr(jb, 0, data.length ? Number(koffi.address(data)) : 0);
   jb.i32[2] = 1;
   jb.i32[4] = ndim;
   jb.u8[20] = t.dtype.code;
@@ -773,6 +829,7 @@ function callFunction(st, args) {
         i32[codes + i] = encode(x, blk, fr.valuesOff + 8 * i, ctx, i);
       }
     }
+    if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
     shared[0]++;
     let rc;
     try {
@@ -780,6 +837,7 @@ function callFunction(st, args) {
     } finally {
       shared[0]--;
       shared[1]++;
+      if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
     }
     if (rc !== 0) throw lastError(levelOf(st));
     const code = i32[(base + 8) >> 2];
@@ -827,6 +885,7 @@ functionProto.callAsync = function callAsync(...args) {
       writePtr(blk, 16, h);
       blk.i32[3] = n;
       for (let i = 0; i < n; i++) blk.i32[(fr.codesOff >> 2) + i] = encode(args[i], blk, fr.valuesOff + 8 * i, ctx, i);
+      pinKept(ctx); // JavaScript runs while the call does
     } catch (err) {
       releaseCtx(ctx);
       api.PFMemFree(blk.addr);
@@ -998,6 +1057,7 @@ function setResult(index, off, r) {
 // Returns 1 (done), or -1 after recording the error; never throws.
 function jsCall(index) {
   const off = index * SLOT_SIZE;
+  if (unpinnedCalls.length !== 0) pinCallsInProgress();
   try {
     const fn = held.get(readInt(slots, off + 8));
     if (typeof fn !== 'function') throw new PackedFuncError('packedfunc: the JavaScript function of this packed function was released', 'RuntimeError');
