@@ -1503,11 +1503,18 @@ class Module extends PackedObject {
   }
 
   // The classes of the object types that the module registered, by key.
+  // Each class keeps the module loaded (its types go with it).
   get types() {
     checkCall(api.PFModListTypes(liveHandle(this, 'the module'), scratch.addr, scratch.addr + 8));
     const n = scratch.i32[0];
     const out = {};
-    if (n) for (const idx of koffi.decode(readPtr(scratch, 8), 'uint32_t', n)) out[api.PFObjectTypeName(idx)] = objectClass(idx);
+    if (n) {
+      for (const idx of koffi.decode(readPtr(scratch, 8), 'uint32_t', n)) {
+        const cls = objectClass(idx);
+        classModule.set(cls, this);
+        out[api.PFObjectTypeName(idx)] = cls;
+      }
+    }
     return out;
   }
 }
@@ -1543,7 +1550,11 @@ registerObjectType(OBJECT_TYPES.module, (h, i) => {
 
 // ---- registered object types -----------------------------------------------------------------
 
-const classes = new Map(); // type index -> class
+// Classes by type index, held weakly (an instance holds its class), so
+// that a module whose classes are all gone can be unloaded; the module
+// of a class from Module.types, held as long as the class is.
+const classes = new Map(); // type index -> WeakRef of its class
+const classModule = new WeakMap(); // class -> its Module
 
 function readTypeInfo(index) {
   checkCall(api.PFObjectTypeGetInfo(index, scratch.addr));
@@ -1564,7 +1575,7 @@ function typeFunction(getter) {
 // type's constructor, whose fields are properties and whose methods are
 // methods (static methods static).
 function objectClass(index) {
-  let cls = classes.get(index);
+  let cls = classes.get(index)?.deref();
   if (cls !== undefined) return cls;
   const t = readTypeInfo(index);
   const parent = t.parent_index ? objectClass(t.parent_index) : PackedObject;
@@ -1617,7 +1628,7 @@ function objectClass(index) {
       });
     }
   }
-  classes.set(index, cls);
+  classes.set(index, new WeakRef(cls));
   return cls;
 }
 
