@@ -255,6 +255,24 @@ static int sum_after(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return set_float(ret, sum);
 }
 
+/* nodetest.long_string(n): a str result of n 'x' characters (up to 2^31),
+ * longer than JavaScript's longest string for large n. */
+static int long_string(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > ((int64_t)1 << 31))
+    return PFErrorSetFormat(kPFErrValueError, "nodetest.long_string: expected a length");
+  size_t len = (size_t)a[0].v_int64;
+  char* text = malloc(len + 1);
+  if (text == NULL) return PFErrorSetFormat(kPFErrMemoryError, "nodetest.long_string: no memory");
+  memset(text, 'x', len);
+  text[len] = '\0';
+  PFValue out = {.v_str = text};
+  int code = kPFStr;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  free(text);
+  return rc;
+}
+
 /* nodetest.codes(x, y=2.5): the type codes its arguments arrived with, as
  * "int,float": its signature names float64 parameters, which a host
  * passes an integer-valued number to as a float. */
@@ -290,6 +308,7 @@ int pfn_init(void) {
       {"nodetest.make_tensor2d", make_tensor2d},
       {"nodetest.tensor_sum", tensor_sum},
       {"nodetest.sum_after", sum_after},
+      {"nodetest.long_string", long_string},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;

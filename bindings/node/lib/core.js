@@ -509,7 +509,7 @@ function decode(blk, off, code, borrowed, copies) {
     case FLOAT: return blk.f64[off >> 3];
     case BOOL: return blk.i32[off >> 2] !== 0;
     case NULL: return null;
-    case STR: return koffi.decode.string(readPtr(blk, off));
+    case STR: return cString(readPtr(blk, off), api.strlen(readPtr(blk, off)));
     case BYTES: {
       const ba = readPtr(blk, off);
       const size = Number(koffi.decode.uint64(ba + 8));
@@ -532,6 +532,17 @@ function decode(blk, off, code, borrowed, copies) {
 }
 
 function readPtrAt(addr) { return Number(koffi.decode.uint64(addr)); }
+
+// The C string of `size` bytes at ptr as a JavaScript string: one longer
+// than V8's longest string is a RangeError (V8 would abort the process).
+const { MAX_STRING_LENGTH } = require('node:buffer').constants;
+function cString(ptr, size) {
+  if (size > MAX_STRING_LENGTH) {
+    throw new RangeError(`packedfunc: a string result of ${size} bytes is longer than the longest ` +
+      `JavaScript string (${MAX_STRING_LENGTH} characters)`);
+  }
+  return koffi.decode.string(ptr, size);
+}
 
 // ---- tensors ---------------------------------------------------------------------------
 
@@ -903,7 +914,7 @@ functionProto.callAsync = function callAsync(...args) {
           throw lastError(levelOf(f));
         }
         const code = blk.i32[2];
-        if (code === STR) resolve(koffi.decode.string(readPtr(blk, 48)));
+        if (code === STR) resolve(cString(readPtr(blk, 48), readInt(blk, 56)));
         else if (code === BYTES) {
           const n2 = readInt(blk, 56);
           resolve(n2 ? new Uint8Array(koffi.view(readPtr(blk, 48), n2)).slice() : new Uint8Array(0));

@@ -155,6 +155,9 @@ const api = {
   // ---- memory ----
   PFMemAlloc: L.func(`${P} PFMemAlloc(size_t size)`),
   PFMemFree: L.func(`void PFMemFree(${P} ptr)`),
+  // The C library's, found through libpackedfunc's dependencies: a C
+  // string's length before it becomes a JavaScript string.
+  strlen: L.func(`size_t strlen(${P} s)`),
   // ---- data types ----
   PFDataTypeFromString: L.func(`int PFDataTypeFromString(const char* text, ${P} out)`),
   PFDataTypeToString: L.func(`int PFDataTypeToString(uint32_t dtype, ${P} buf, size_t size)`),
