@@ -6,9 +6,10 @@
  * the event loop does, and counts itself as blocked in C around its own
  * blocking waits as callFunction does (the shared state's first two words).
  *
- * The helper is compiled into the test (mk/node.mk); it keeps process-wide
- * state that only pfnode_shutdown ends, so the tests run in order and the
- * shutdown test comes last. Neither node nor koffi is needed. */
+ * The helper is compiled into the test (mk/node.mk). Its state is per
+ * env (one evaluation of the package); the main env lives until
+ * pfnode_shutdown, so the tests run in order and its shutdown test comes
+ * last. Neither node nor koffi is needed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,17 +31,18 @@
 
 typedef int32_t (*js_call_fn)(int32_t slot);
 typedef void (*js_release_fn)(int64_t key);
-int32_t pfnode_init(js_call_fn call, js_release_fn release);
-int32_t pfnode_wake_fd(void);
-int32_t pfnode_serve(void);
-int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* resource);
-void pfnode_host_finalizer(void* resource);
-void* pfnode_slots(void);
+typedef struct pfnode_env pfnode_env;
+int32_t pfnode_abi(void);
+pfnode_env* pfnode_init(js_call_fn call, js_release_fn release, PFObjectHandle gate);
+int32_t pfnode_wake_fd(pfnode_env* env);
+int32_t pfnode_serve(pfnode_env* env);
+int pfnode_func_create(pfnode_env* env, int64_t key, PFFunctionHandle* out);
+void* pfnode_slots(pfnode_env* env);
 int32_t pfnode_slot_size(void);
 int32_t pfnode_max_depth(void);
-void* pfnode_shared_state(void);
-int32_t pfnode_set_timeout_ms(int32_t ms);
-void pfnode_shutdown(const char* message);
+void* pfnode_shared_state(pfnode_env* env);
+int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
+void pfnode_shutdown(pfnode_env* env, const char* message);
 int32_t pfnode_async_size(void);
 
 /* lib/core.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
@@ -98,6 +100,8 @@ enum { JS_NONE, JS_ADD, JS_FAIL, JS_ESCAPE, JS_STR, JS_MAKE, JS_CONST, JS_NEST }
 #define MAX_KEYS 512
 
 static pthread_t g_main;
+static pfnode_env* g_env;
+static int g_wake_fd; /* the env's wake pipe, ours to close */
 static js_slot* g_slots;
 static js_shared* g_shared;
 static PFObjectHandle g_gate;
@@ -134,9 +138,7 @@ static PFFunctionHandle host_function(int kind, int64_t value) {
   int key = new_key(kind, value);
   if (key < 0) return NULL;
   PFFunctionHandle f = NULL;
-  if (PFFuncCreateFromHostCFunc(g_gate, pfnode_host_func, (void*)(intptr_t)key,
-                                pfnode_host_finalizer, &f) != 0)
-    return NULL;
+  if (pfnode_func_create(g_env, key, &f) != 0) return NULL;
   return f;
 }
 
@@ -218,8 +220,8 @@ static void event_loop(atomic_int* done, int target, void (*direct)(int round)) 
   double deadline = now_ms() + 60000;
   int round = 0;
   while (atomic_load(done) < target) {
-    struct pollfd p = {.fd = pfnode_wake_fd(), .events = POLLIN};
-    if (poll(&p, 1, 10) > 0) assert_true(pfnode_serve() >= 0);
+    struct pollfd p = {.fd = g_wake_fd, .events = POLLIN};
+    if (poll(&p, 1, 10) > 0) assert_true(pfnode_serve(g_env) >= 0);
     if (direct != NULL) direct(round++);
     assert_true(now_ms() < deadline);
   }
@@ -278,22 +280,25 @@ static void start(worker* w) { assert_int_equal(pthread_create(&w->thread, NULL,
 static int group_setup(void** state) {
   (void)state;
   g_main = pthread_self();
-  if (pfnode_init(js_call, js_release) != 1) return -1;
+  if (pfnode_abi() != 2 || PFHostGateCreate(&g_gate) != 0) return -1;
+  g_env = pfnode_init(js_call, js_release, g_gate);
+  if (g_env == NULL) return -1;
   if (pfnode_slot_size() != (int32_t)sizeof(js_slot) || pfnode_max_depth() > 128 ||
       pfnode_async_size() != (int32_t)sizeof(js_async))
     return -1;
-  g_slots = pfnode_slots();
-  g_shared = pfnode_shared_state();
-  if (PFHostGateCreate(&g_gate) != 0) return -1;
+  g_wake_fd = pfnode_wake_fd(g_env);
+  g_slots = pfnode_slots(g_env);
+  g_shared = pfnode_shared_state(g_env);
   g_add = host_function(JS_ADD, 0);
   return g_add == NULL ? -1 : 0;
 }
 
 static int group_teardown(void** state) {
   (void)state;
-  PFFuncFree(g_add);
+  PFFuncFree(g_add); /* the env's last hold: freed */
   PFHostGateClose(g_gate, "test over", 1000);
   PFObjectFree(g_gate);
+  close(g_wake_fd);
   return 0;
 }
 
@@ -392,7 +397,7 @@ static void test_threads_call_javascript(void** state) {
     pthread_join(w[i].thread, NULL);
     assert_int_equal(w[i].bad, 0);
   }
-  pfnode_serve(); /* the last finalizers' keys */
+  pfnode_serve(g_env); /* the last finalizers' keys */
   PFFuncFree(g_str_fn);
   PFFuncFree(g_make_fn);
   PFFuncFree(g_fail_fn);
@@ -423,7 +428,7 @@ static void test_error_reaches_thread(void** state) {
 static void test_timeout_when_javascript_is_blocked(void** state) {
   (void)state;
   const int timeout = 150;
-  int32_t previous = pfnode_set_timeout_ms(timeout);
+  int32_t previous = pfnode_set_timeout_ms(g_env, timeout);
   /* Blocked in C: callFunction's shared[0]++ around PFFuncCallFrame. */
   __atomic_fetch_add(&g_shared->sync_depth, 1, __ATOMIC_RELAXED);
   worker w = {.func = g_add, .arg = 9};
@@ -438,10 +443,10 @@ static void test_timeout_when_javascript_is_blocked(void** state) {
   assert_true(w.elapsed_ms >= timeout);
   assert_true(w.elapsed_ms < timeout + 10000); /* generous: a loaded machine */
   /* The request was withdrawn: nothing left to serve. */
-  assert_int_equal(pfnode_serve(), 0);
+  assert_int_equal(pfnode_serve(g_env), 0);
 
   /* Not in C, just not serving yet: the caller waits past the timeout. */
-  pfnode_set_timeout_ms(20);
+  pfnode_set_timeout_ms(g_env, 20);
   atomic_int done = 0;
   worker slow = {.func = g_add, .arg = 11, .done = &done};
   start(&slow);
@@ -450,7 +455,7 @@ static void test_timeout_when_javascript_is_blocked(void** state) {
   pthread_join(slow.thread, NULL);
   assert_int_equal(slow.rc, 0);
   assert_int_equal(slow.bad, 0);
-  assert_int_equal(pfnode_set_timeout_ms(previous), 20);
+  assert_int_equal(pfnode_set_timeout_ms(g_env, previous), 20);
 }
 
 /* callAsync: pfnode_call_async on a worker thread, whose function calls
@@ -529,6 +534,123 @@ static void test_call_async(void** state) {
   PFFuncFree(bytes_fn);
 }
 
+/* ---- other envs: a second evaluation in this thread, and a worker ---- */
+
+/* A stand-in for another evaluation's trampoline: its functions return
+ * tag * 1000 + key * 100 + their first argument, so that a call that
+ * reached the wrong env shows. */
+typedef struct {
+  pfnode_env* env;
+  js_slot* slots;
+  int64_t tag;
+  atomic_int released; /* keys handed back */
+} other_js;
+
+static other_js g_second = {.tag = 2}, g_worker = {.tag = 3};
+
+static int32_t other_call(other_js* o, int32_t index) {
+  js_slot* s = &o->slots[index];
+  int64_t a0 = s->num_args > 0 && s->value_codes[0] == kPFInt ? s->values[0].v_int64 : 0;
+  s->ret_owned = 0;
+  s->ret_value.v_int64 = o->tag * 1000 + s->key * 100 + a0;
+  s->ret_code = kPFInt;
+  return 1;
+}
+static int32_t second_call(int32_t index) { return other_call(&g_second, index); }
+static void second_release(int64_t key) { (void)key, atomic_fetch_add(&g_second.released, 1); }
+static int32_t worker_call(int32_t index) { return other_call(&g_worker, index); }
+static void worker_release(int64_t key) { (void)key, atomic_fetch_add(&g_worker.released, 1); }
+
+/* A second env on this thread: its key 1 (g_add's key too) reaches its
+ * own trampoline, directly and from a C thread; its shutdown leaves the
+ * first env alone, and it is freed with its last function. */
+static void test_second_env_in_the_same_thread(void** state) {
+  (void)state;
+  g_second.env = pfnode_init(second_call, second_release, g_gate);
+  assert_non_null(g_second.env);
+  g_second.slots = pfnode_slots(g_second.env);
+  int fd = pfnode_wake_fd(g_second.env);
+  PFFunctionHandle f = NULL, g = NULL;
+  assert_pf_ok(pfnode_func_create(g_second.env, 1, &f));
+  assert_pf_ok(pfnode_func_create(g_second.env, 2, &g));
+  int64_t r = 0;
+  assert_pf_ok(call_int(f, 5, 0, &r));
+  assert_int_equal(r, 2105);
+  assert_pf_ok(call_int(g_add, 5, 1, &r));
+  assert_int_equal(r, 6);
+
+  /* From a C thread: served by the second env's loop. */
+  worker w = {.func = f, .arg = 7};
+  start(&w);
+  double deadline = now_ms() + 60000;
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  while (poll(&p, 1, 10) == 0) assert_true(now_ms() < deadline);
+  assert_int_equal(pfnode_serve(g_second.env), 1);
+  pthread_join(w.thread, NULL);
+  assert_int_equal(w.rc, 0);
+  assert_int_equal(w.bad, 1); /* one_call expects arg + 1: it got 2107 */
+
+  PFFuncFree(g); /* finalized on its thread: handed back at once */
+  assert_int_equal(atomic_load(&g_second.released), 1);
+  pfnode_shutdown(g_second.env, "second env gone");
+  close(fd);
+  worker later = {.func = f, .arg = 8};
+  start(&later);
+  pthread_join(later.thread, NULL);
+  assert_int_equal(later.rc, -1);
+  assert_string_equal(later.message, "second env gone");
+  assert_pf_ok(call_int(g_add, 1, 1, &r)); /* the first env is untouched */
+  assert_int_equal(r, 2);
+  PFFuncFree(f); /* the env's last hold: freed (ASan and valgrind check) */
+  assert_int_equal(atomic_load(&g_second.released), 1);
+}
+
+/* A worker thread's env: its function, called on the main thread, runs
+ * on the worker; the worker ends without shutting down (a terminated
+ * Node.js worker), and calls then fail instead of waiting. */
+static PFFunctionHandle g_worker_fn;
+static atomic_int g_worker_stage;
+
+static void* worker_thread(void* p) {
+  (void)p;
+  g_worker.env = pfnode_init(worker_call, worker_release, g_gate);
+  if (g_worker.env == NULL) return NULL;
+  g_worker.slots = pfnode_slots(g_worker.env);
+  int fd = pfnode_wake_fd(g_worker.env);
+  if (pfnode_func_create(g_worker.env, 1, &g_worker_fn) != 0) g_worker_fn = NULL;
+  atomic_store(&g_worker_stage, 1);
+  double deadline = now_ms() + 60000;
+  while (atomic_load(&g_worker_stage) == 1 && now_ms() < deadline) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, 10) > 0) pfnode_serve(g_worker.env);
+  }
+  close(fd); /* as Node.js closes its socket; no pfnode_shutdown */
+  return NULL;
+}
+
+static void test_worker_env_ends_with_its_thread(void** state) {
+  (void)state;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, worker_thread, NULL), 0);
+  double deadline = now_ms() + 60000;
+  while (atomic_load(&g_worker_stage) == 0) {
+    assert_true(now_ms() < deadline);
+    sleep_ms(1);
+  }
+  assert_non_null(g_worker_fn);
+  int64_t r = 0;
+  assert_pf_ok(call_int(g_worker_fn, 4, 0, &r)); /* from the main thread: run on the worker */
+  assert_int_equal(r, 3104);
+  atomic_store(&g_worker_stage, 2);
+  pthread_join(t, NULL);
+  assert_pf_error(call_int(g_worker_fn, 4, 0, &r), "RuntimeError",
+                  "the Node.js event loop has exited");
+  assert_pf_ok(call_int(g_add, 2, 2, &r)); /* the main env is untouched */
+  assert_int_equal(r, 4);
+  PFFuncFree(g_worker_fn); /* the env's last hold: freed */
+  assert_int_equal(atomic_load(&g_worker.released), 0);
+}
+
 /* After pfnode_shutdown (process exit), a call that waits and every later
  * call from a C thread fail with the shutdown's message; keys released
  * from other threads are dropped, not leaked. Runs last. */
@@ -551,7 +673,7 @@ static void test_shutdown(void** state) {
   double deadline = now_ms() + 30000;
   while (__atomic_load_n(&g_shared->pending, __ATOMIC_RELAXED) == 0 && now_ms() < deadline)
     sleep_ms(1);
-  pfnode_shutdown(kMessage);
+  pfnode_shutdown(g_env, kMessage);
   pthread_join(waiting.thread, NULL);
   assert_int_equal(waiting.rc, -1);
   assert_string_equal(waiting.kind, "RuntimeError");
@@ -564,7 +686,7 @@ static void test_shutdown(void** state) {
   assert_int_equal(later.rc, -1);
   assert_string_equal(later.kind, "RuntimeError");
   assert_string_equal(later.message, kMessage);
-  assert_int_equal(pfnode_serve(), 0);
+  assert_int_equal(pfnode_serve(g_env), -1); /* not a live JavaScript thread any more */
   assert_int_equal(atomic_load(&g_off_thread), 0);
 }
 
@@ -575,6 +697,8 @@ int main(void) {
       cmocka_unit_test(test_error_reaches_thread),
       cmocka_unit_test(test_timeout_when_javascript_is_blocked),
       cmocka_unit_test(test_call_async),
+      cmocka_unit_test(test_second_env_in_the_same_thread),
+      cmocka_unit_test(test_worker_env_ends_with_its_thread),
       cmocka_unit_test(test_shutdown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

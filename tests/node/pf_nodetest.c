@@ -202,31 +202,75 @@ static int make_tensor2d(PFValue* a, int* c, int n, PFRetValueHandle ret, void* 
   return rc;
 }
 
-/* ---- nodetest.tensor_sum(t) ---- */
+/* ---- nodetest.tensor_sum(t), nodetest.sum_after(t, f) ---- */
 
-/* The sum of a float64, float32 or int32 CPU tensor (compact), as C reads it. */
-static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
-  (void)r;
+/* The sum of a float64, float32 or int32 CPU tensor (compact), as C reads
+ * it: a tensor argument, or a tensor object. */
+static int sum_of(const char* where, PFValue a, int code, double* sum) {
   DLTensor* t = NULL;
-  if (n == 1 && c[0] == kPFDLTensorHandle) t = a[0].v_handle;
-  if (n == 1 && c[0] == kPFObjectHandle && PFTensorGetDLTensor(a[0].v_handle, &t) != 0) return -1;
-  if (t == NULL) return PFErrorSetFormat(kPFErrTypeError, "nodetest.tensor_sum: expected a tensor");
+  if (code == kPFDLTensorHandle) t = a.v_handle;
+  if (code == kPFObjectHandle && PFTensorGetDLTensor(a.v_handle, &t) != 0) return -1;
+  if (t == NULL) return PFErrorSetFormat(kPFErrTypeError, "%s: expected a tensor", where);
   int64_t count = 1;
   for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];
   const char* base = (const char*)t->data + t->byte_offset;
-  double sum = 0;
+  *sum = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (t->dtype.code == kDLFloat && t->dtype.bits == 64)
-      sum += ((const double*)(const void*)base)[i];
+      *sum += ((const double*)(const void*)base)[i];
     else if (t->dtype.code == kDLFloat && t->dtype.bits == 32)
-      sum += ((const float*)(const void*)base)[i];
+      *sum += ((const float*)(const void*)base)[i];
     else if (t->dtype.code == kDLInt && t->dtype.bits == 32)
-      sum += ((const int32_t*)(const void*)base)[i];
-    else return PFErrorSetFormat(kPFErrTypeError, "nodetest.tensor_sum: unsupported dtype");
+      *sum += ((const int32_t*)(const void*)base)[i];
+    else return PFErrorSetFormat(kPFErrTypeError, "%s: unsupported dtype", where);
   }
-  PFValue out = {.v_float64 = sum};
+  return 0;
+}
+
+static int set_float(PFRetValueHandle ret, double v) {
+  PFValue out = {.v_float64 = v};
   int code = kPFFloat;
   return PFCFuncSetReturn(ret, &out, &code, 1);
+}
+
+static int tensor_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  double sum;
+  if (n != 1) return PFErrorSetFormat(kPFErrTypeError, "nodetest.tensor_sum: expected a tensor");
+  if (sum_of("nodetest.tensor_sum", a[0], c[0], &sum) != 0) return -1;
+  return set_float(ret, sum);
+}
+
+/* Calls f() (which may move or shrink the tensor's memory from
+ * JavaScript), then sums the tensor: its memory must still be there. */
+static int sum_after(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 2 || c[1] != kPFFuncHandle)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.sum_after: expected (tensor, function)");
+  PFValue out;
+  int code;
+  if (PFFuncCall(a[1].v_handle, NULL, NULL, 0, &out, &code) != 0) return -1;
+  double sum;
+  if (sum_of("nodetest.sum_after", a[0], c[0], &sum) != 0) return -1;
+  return set_float(ret, sum);
+}
+
+/* nodetest.long_string(n): a str result of n 'x' characters (up to 2^31),
+ * longer than JavaScript's longest string for large n. */
+static int long_string(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > ((int64_t)1 << 31))
+    return PFErrorSetFormat(kPFErrValueError, "nodetest.long_string: expected a length");
+  size_t len = (size_t)a[0].v_int64;
+  char* text = malloc(len + 1);
+  if (text == NULL) return PFErrorSetFormat(kPFErrMemoryError, "nodetest.long_string: no memory");
+  memset(text, 'x', len);
+  text[len] = '\0';
+  PFValue out = {.v_str = text};
+  int code = kPFStr;
+  int rc = PFCFuncSetReturn(ret, &out, &code, 1);
+  free(text);
+  return rc;
 }
 
 /* nodetest.codes(x, y=2.5): the type codes its arguments arrived with, as
@@ -263,6 +307,8 @@ int pfn_init(void) {
       {"nodetest.release_in_thread", release_in_thread},
       {"nodetest.make_tensor2d", make_tensor2d},
       {"nodetest.tensor_sum", tensor_sum},
+      {"nodetest.sum_after", sum_after},
+      {"nodetest.long_string", long_string},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;

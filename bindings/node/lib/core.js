@@ -21,9 +21,12 @@
 
 const {
   koffi, api, helperApi, JsCall, JsRelease, Block, allocBlock, scratch, DLTensor,
-  TYPE_CODES, OBJECT_TYPES, REGISTERED_BEGIN, HELPER_ABI, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
+  TYPE_CODES, OBJECT_TYPES, REGISTERED_BEGIN, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
 } = require('./library.js');
-const { checkCall, lastError, recordException, PackedFuncError } = require('./errors.js');
+const { checkCall, lastError, recordException, PackedFuncError, nameArg } = require('./errors.js');
+const net = require('node:net');
+const { markAsUntransferable } = require('node:worker_threads');
+
 const { DataType, Device, OpaqueHandle } = require('./types.js');
 
 const INT = TYPE_CODES.int;
@@ -168,12 +171,66 @@ function arenaAlloc(ctx, size) {
 // call returns, references to drop after it (host functions and containers
 // made for the call).
 function newCtx(frame) {
-  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null };
+  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null };
 }
 
 function releaseCtx(ctx) {
   for (const h of ctx.release) api.PFObjectFree(h);
   ctx.release.length = 0;
+  if (ctx.copies !== null) copyBack(ctx);
+}
+
+// ---- memory that C uses: pinned or copied -------------------------------------------
+//
+// A typed array's memory that C reads during a call, or keeps in a tensor
+// object, stays valid whatever JavaScript does meanwhile. A buffer that
+// could be transferred away (postMessage, structuredClone) is pinned:
+// marked untransferable, for good (a transfer then copies it instead), as
+// soon as JavaScript may run while C uses it: at once for a tensor object
+// and for callAsync, when a callback runs for a synchronous call. A buffer
+// that can shrink (a resizable ArrayBuffer) cannot be pinned: C gets a
+// copy, written back after the call if C changed it.
+
+function pin(x) {
+  if (!(x.buffer instanceof SharedArrayBuffer)) markAsUntransferable(x.buffer);
+}
+
+// The address of typed array x's memory for a call (0 when empty).
+function viewAddress(x, ctx) {
+  if (x.byteLength === 0) return 0;
+  if (x.buffer.resizable) {
+    const copy = x.slice();
+    ctx.keep.push(copy);
+    if (ctx.copies === null) ctx.copies = [];
+    ctx.copies.push([x, copy, copy.slice()]);
+    return Number(koffi.address(copy));
+  }
+  ctx.keep.push(x);
+  return Number(koffi.address(x));
+}
+
+function pinKept(ctx) {
+  for (const x of ctx.keep) if (ArrayBuffer.isView(x)) pin(x);
+}
+
+function bytesOf(x) { return new Uint8Array(x.buffer, x.byteOffset, x.byteLength); }
+
+function copyBack(ctx) {
+  for (const [x, copy, sent] of ctx.copies) {
+    if (Buffer.compare(bytesOf(copy), bytesOf(sent)) === 0) continue;
+    const n = Math.min(x.length, copy.length); // the array may have shrunk meanwhile
+    if (n) x.set(copy.subarray(0, n));
+  }
+  ctx.copies = null;
+}
+
+// The contexts of the synchronous calls in progress whose memory is not
+// pinned yet: a callback pins it before any JavaScript runs (jsCall).
+const unpinnedCalls = [];
+
+function pinCallsInProgress() {
+  for (const ctx of unpinnedCalls) pinKept(ctx);
+  unpinnedCalls.length = 0;
 }
 
 // ---- JavaScript -> C ----------------------------------------------------------------
@@ -241,7 +298,7 @@ function writeDLTensor(t, ctx) {
   const ndim = t.shape.length;
   const room = arenaAlloc(ctx, 48 + 8 * ndim);
   const { blk, off, addr } = room;
-  writePtr(blk, off, t.data.length ? Number(koffi.address(t.data)) : 0);
+  writePtr(blk, off, viewAddress(t.data, ctx));
   blk.i32[(off + 8) >> 2] = 1; // kDLCPU
   blk.i32[(off + 12) >> 2] = 0;
   blk.i32[(off + 16) >> 2] = ndim;
@@ -252,7 +309,6 @@ function writeDLTensor(t, ctx) {
   writePtr(blk, off + 32, 0); // strides: compact
   writePtr(blk, off + 40, 0); // byte_offset
   for (let i = 0; i < ndim; i++) writeInt(blk, off + 48 + 8 * i, t.shape[i]);
-  ctx.keep.push(t.data);
   return addr;
 }
 
@@ -309,9 +365,8 @@ function encode(x, blk, off, ctx, pos) {
   if (ArrayBuffer.isView(x)) {
     if (x instanceof Uint8Array && x.shape === undefined) {
       const room = arenaAlloc(ctx, 16);
-      writePtr(room.blk, room.off, x.length ? Number(koffi.address(x)) : 0);
+      writePtr(room.blk, room.off, viewAddress(x, ctx));
       writePtr(room.blk, room.off + 8, x.length);
-      ctx.keep.push(x);
       writePtr(blk, off, room.addr);
       return BYTES;
     }
@@ -454,7 +509,7 @@ function decode(blk, off, code, borrowed, copies) {
     case FLOAT: return blk.f64[off >> 3];
     case BOOL: return blk.i32[off >> 2] !== 0;
     case NULL: return null;
-    case STR: return koffi.decode.string(readPtr(blk, off));
+    case STR: return cString(readPtr(blk, off), api.strlen(readPtr(blk, off)));
     case BYTES: {
       const ba = readPtr(blk, off);
       const size = Number(koffi.decode.uint64(ba + 8));
@@ -477,6 +532,17 @@ function decode(blk, off, code, borrowed, copies) {
 }
 
 function readPtrAt(addr) { return Number(koffi.decode.uint64(addr)); }
+
+// The C string of `size` bytes at ptr as a JavaScript string: one longer
+// than V8's longest string is a RangeError (V8 would abort the process).
+const { MAX_STRING_LENGTH } = require('node:buffer').constants;
+function cString(ptr, size) {
+  if (size > MAX_STRING_LENGTH) {
+    throw new RangeError(`packedfunc: a string result of ${size} bytes is longer than the longest ` +
+      `JavaScript string (${MAX_STRING_LENGTH} characters)`);
+  }
+  return koffi.decode.string(ptr, size);
+}
 
 // ---- tensors ---------------------------------------------------------------------------
 
@@ -603,24 +669,33 @@ function writeBack(copies) {
   }
 }
 
-// A new tensor object over a typed array's memory (no copy): C may keep it;
-// the array stays alive until C's last reference goes.
+// A new tensor object over a typed array's memory: C may keep it; the
+// array stays alive until C's last reference goes, its buffer pinned (a
+// resizable one is copied instead, see viewAddress).
 function tensorObjectFrom(x) {
   const t = x instanceof TensorArg ? x : new TensorArg(x);
   const ndim = t.shape.length;
   const size = 64 + 8 * ndim;
+  const data = t.data.buffer.resizable ? t.data.slice() : t.data;
+  pin(data);
   const mem = api.PFMemAlloc(size);
   if (!mem) throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
-  const key = keep(t.data);
+  const key = keep(data);
+  const ref = helperApi.refCreate(ENV, key);
+  if (!ref) {
+    held.delete(key);
+    api.PFMemFree(mem);
+    throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
+  }
   const jb = new JsBlock(size);
-  writePtr(jb, 0, t.data.length ? Number(koffi.address(t.data)) : 0);
+  writePtr(jb, 0, data.length ? Number(koffi.address(data)) : 0);
   jb.i32[2] = 1;
   jb.i32[4] = ndim;
   jb.u8[20] = t.dtype.code;
   jb.u8[21] = t.dtype.bits;
   jb.u16[11] = t.dtype.lanes;
   writePtr(jb, 24, mem + 64);
-  writePtr(jb, 48, key); // manager_ctx
+  writePtr(jb, 48, ref); // manager_ctx
   writePtr(jb, 56, TENSOR_DELETER);
   for (let i = 0; i < ndim; i++) writeInt(jb, 64 + 8 * i, t.shape[i]);
   koffi.encode(mem, 'uint8_t', Array.from(jb.u8.subarray(0, size)), size);
@@ -709,6 +784,9 @@ Object.defineProperties(functionProto, {
 });
 
 functionProto.setInfo = function setInfo({ name = null, signature = null, doc = null } = {}) {
+  for (const [what, text] of [['name', name], ['signature', signature], ['doc', doc]]) {
+    if (text !== null) nameArg('setInfo', text, what);
+  }
   checkCall(api.PFFuncSetInfo(liveHandle(this, 'the function'), name, signature, doc));
   this[kState].info = undefined;
   this[kState].ints = undefined;
@@ -762,6 +840,7 @@ function callFunction(st, args) {
         i32[codes + i] = encode(x, blk, fr.valuesOff + 8 * i, ctx, i);
       }
     }
+    if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
     shared[0]++;
     let rc;
     try {
@@ -769,6 +848,7 @@ function callFunction(st, args) {
     } finally {
       shared[0]--;
       shared[1]++;
+      if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
     }
     if (rc !== 0) throw lastError(levelOf(st));
     const code = i32[(base + 8) >> 2];
@@ -816,6 +896,7 @@ functionProto.callAsync = function callAsync(...args) {
       writePtr(blk, 16, h);
       blk.i32[3] = n;
       for (let i = 0; i < n; i++) blk.i32[(fr.codesOff >> 2) + i] = encode(args[i], blk, fr.valuesOff + 8 * i, ctx, i);
+      pinKept(ctx); // JavaScript runs while the call does
     } catch (err) {
       releaseCtx(ctx);
       api.PFMemFree(blk.addr);
@@ -833,7 +914,7 @@ functionProto.callAsync = function callAsync(...args) {
           throw lastError(levelOf(f));
         }
         const code = blk.i32[2];
-        if (code === STR) resolve(koffi.decode.string(readPtr(blk, 48)));
+        if (code === STR) resolve(cString(readPtr(blk, 48), readInt(blk, 56)));
         else if (code === BYTES) {
           const n2 = readInt(blk, 56);
           resolve(n2 ? new Uint8Array(koffi.view(readPtr(blk, 48), n2)).slice() : new Uint8Array(0));
@@ -863,18 +944,22 @@ function keep(value) {
   return key;
 }
 
-// The one gate of this process's JavaScript: closed at exit.
+// This evaluation's gate (closed when its thread exits) and its state in
+// the C helper, its env: C reaches the JavaScript functions made here on
+// this thread, through this evaluation's trampolines (see src/pfnode.c).
 checkCall(api.PFHostGateCreate(scratch.addr));
 const GATE = readPtr(scratch, 0);
-const HOST_FUNC = helperApi.hostFunc();
-const HOST_FINALIZER = helperApi.hostFinalizer();
 const TENSOR_DELETER = helperApi.tensorDeleter();
+const jsCallPtr = koffi.register(jsCall, koffi.pointer(JsCall));
+const jsReleasePtr = koffi.register(jsRelease, koffi.pointer(JsRelease));
+const ENV = helperApi.init(jsCallPtr, jsReleasePtr, GATE);
+if (!ENV) throw new Error('packedfunc: the C helper cannot start (no memory, or its wake pipe failed)');
 
 // A new host function (an owned reference) that calls fn; with a context,
 // released after the call (C keeps its own reference if it keeps it).
 function hostFunction(fn, ctx) {
   const key = keep(fn);
-  checkCall(api.PFFuncCreateFromHostCFunc(GATE, HOST_FUNC, key, HOST_FINALIZER, scratch.addr));
+  checkCall(helperApi.funcCreate(ENV, key, scratch.addr)); // on failure the key was handed back
   const h = readPtr(scratch, 0);
   if (ctx) ctx.release.push(h);
   return h;
@@ -893,9 +978,9 @@ function convertFunction(fn) {
 //   32 args  40 codes  48 ret_bytes {data, size}  64 values[16]  192 codes[16]
 const SLOT_SIZE = 256;
 const SLOT_ARGS = 16;
-const slots = new Block(helperApi.slots(), SLOT_SIZE * helperApi.maxDepth());
+const slots = new Block(helperApi.slots(ENV), SLOT_SIZE * helperApi.maxDepth());
 const slotKeep = new Array(helperApi.maxDepth()).fill(null);
-const shared = new Int32Array(koffi.view(helperApi.shared(), 16));
+const shared = new Int32Array(koffi.view(helperApi.shared(ENV), 16));
 
 function slotArgs(off, n, copies) {
   const args = new Array(n);
@@ -928,6 +1013,9 @@ function setResult(index, off, r) {
     return;
   }
   if (typeof r === 'object' && typeof r.then === 'function') {
+    // Its rejection is handled here: the caller gets this TypeError, and
+    // a dropped Promise's rejection must not end the process afterwards.
+    Promise.resolve(r).catch(() => {});
     throw new TypeError('packedfunc: a JavaScript function called from C returned a Promise; C needs ' +
       'the value itself (make the function synchronous)');
   }
@@ -980,6 +1068,7 @@ function setResult(index, off, r) {
 // Returns 1 (done), or -1 after recording the error; never throws.
 function jsCall(index) {
   const off = index * SLOT_SIZE;
+  if (unpinnedCalls.length !== 0) pinCallsInProgress();
   try {
     const fn = held.get(readInt(slots, off + 8));
     if (typeof fn !== 'function') throw new PackedFuncError('packedfunc: the JavaScript function of this packed function was released', 'RuntimeError');
@@ -1004,26 +1093,29 @@ function jsRelease(key) {
   held.delete(typeof key === 'bigint' ? Number(key) : key);
 }
 
-const jsCallPtr = koffi.register(jsCall, koffi.pointer(JsCall));
-const jsReleasePtr = koffi.register(jsRelease, koffi.pointer(JsRelease));
-if (helperApi.init(jsCallPtr, jsReleasePtr) !== HELPER_ABI) {
-  throw new Error('packedfunc: the C helper does not match this package, or its wake pipe failed');
-}
-// Other threads' calls wake the event loop through the helper's pipe. The
-// poll does not keep the process alive (as no handle of koffi's does): C
+// Other threads' calls wake the event loop through the helper's wake pipe,
+// read by a socket of Node.js's own (which owns the descriptor): Node.js
+// closes it when this thread ends, even when a worker thread is terminated
+// and no JavaScript runs at its end, where a handle of koffi's would be
+// closed after koffi is gone. It does not keep the process alive: C
 // threads that call JavaScript need the program to be running.
-const wakePoll = koffi.node.poll(helperApi.wakeFd(), { readable: true }, () => helperApi.serve());
-wakePoll.unref();
+const wakeSocket = new net.Socket({ fd: helperApi.wakeFd(ENV), readable: true, writable: false });
+wakeSocket.on('data', () => helperApi.serve(ENV));
+wakeSocket.on('error', () => {}); // the calls that wait then time out with their own message
+wakeSocket.unref();
 
-// At exit, JavaScript functions stop being callable from C: a C thread that
-// calls one afterwards gets a RuntimeError with this message, instead of
-// entering a JavaScript engine that is going away.
+// When this thread exits (the process, or a worker thread: 'exit' is its
+// own), the JavaScript functions made here stop being callable from C: a C
+// thread that calls one afterwards gets a RuntimeError with this message,
+// instead of entering a JavaScript engine that is going away. A worker
+// that is terminated has no 'exit' event: the helper does the same when
+// its thread ends.
 const EXIT_MESSAGE = 'the Node.js event loop has exited';
 process.on('exit', () => {
   shuttingDown = true;
   try {
-    wakePoll.stop();
-    helperApi.shutdown(EXIT_MESSAGE);
+    wakeSocket.destroy();
+    helperApi.shutdown(ENV, EXIT_MESSAGE);
     api.PFHostGateClose(GATE, EXIT_MESSAGE, 1000);
   } catch { /* nothing more can be done at exit */ }
 });
@@ -1033,7 +1125,7 @@ process.on('exit', () => {
 // event loop cannot run the function) before it fails; -1: forever.
 function setThreadCallTimeout(ms) {
   if (!Number.isInteger(ms) || ms < -1 || ms > 2 ** 31 - 1) throw new RangeError('setThreadCallTimeout: expected an integer >= -1');
-  return helperApi.setTimeout(ms);
+  return helperApi.setTimeout(ENV, ms);
 }
 
 // How many JavaScript values C holds now (functions and typed arrays).
@@ -1129,11 +1221,12 @@ class PackedMap extends PackedObject {
     this.size = readInt(scratch, 0);
   }
 
-  _lookup(key) {
+  _lookup(key, where) {
     let raw;
     let code;
     let bytes = null; // alive until the lookup returns
     if (typeof key === 'string') {
+      nameArg(where, key, 'key');
       bytes = Buffer.from(`${key}\0`, 'utf8');
       raw = koffi.address(bytes);
       code = STR;
@@ -1152,9 +1245,9 @@ class PackedMap extends PackedObject {
     return { value: scratchItem(0, 8) };
   }
 
-  get(key) { const r = this._lookup(key); return r === undefined ? undefined : r.value; }
+  get(key) { const r = this._lookup(key, 'PackedMap.get'); return r === undefined ? undefined : r.value; }
 
-  has(key) { return this._lookup(key) !== undefined; }
+  has(key) { return this._lookup(key, 'PackedMap.has') !== undefined; }
 
   * entries() {
     for (let i = 0; i < this.size; i++) {
@@ -1400,6 +1493,7 @@ class Module extends PackedObject {
   get(name, { queryImports = true, allowMissing = false } = {}) {
     let f = this._cache.get(name);
     if (f !== undefined) return f;
+    nameArg('Module.get', name);
     checkCall(api.PFModGetFunction(liveHandle(this, 'the module'), name, queryImports ? 1 : 0, scratch.addr));
     const h = readPtr(scratch, 0);
     if (!h) {
@@ -1414,16 +1508,24 @@ class Module extends PackedObject {
 
   // Registers each of the module's functions globally as prefix + name.
   exportGlobal(prefix = '', { override = false, protected: prot = false } = {}) {
+    nameArg('Module.exportGlobal', prefix, 'prefix');
     checkCall(api.PFModExportGlobal(liveHandle(this, 'the module'), prefix, (override ? 1 : 0) | (prot ? 2 : 0)));
     return this.listFunctionNames().map((n) => prefix + n);
   }
 
   // The classes of the object types that the module registered, by key.
+  // Each class keeps the module loaded (its types go with it).
   get types() {
     checkCall(api.PFModListTypes(liveHandle(this, 'the module'), scratch.addr, scratch.addr + 8));
     const n = scratch.i32[0];
     const out = {};
-    if (n) for (const idx of koffi.decode(readPtr(scratch, 8), 'uint32_t', n)) out[api.PFObjectTypeName(idx)] = objectClass(idx);
+    if (n) {
+      for (const idx of koffi.decode(readPtr(scratch, 8), 'uint32_t', n)) {
+        const cls = objectClass(idx);
+        classModule.set(cls, this);
+        out[api.PFObjectTypeName(idx)] = cls;
+      }
+    }
     return out;
   }
 }
@@ -1459,7 +1561,11 @@ registerObjectType(OBJECT_TYPES.module, (h, i) => {
 
 // ---- registered object types -----------------------------------------------------------------
 
-const classes = new Map(); // type index -> class
+// Classes by type index, held weakly (an instance holds its class), so
+// that a module whose classes are all gone can be unloaded; the module
+// of a class from Module.types, held as long as the class is.
+const classes = new Map(); // type index -> WeakRef of its class
+const classModule = new WeakMap(); // class -> its Module
 
 function readTypeInfo(index) {
   checkCall(api.PFObjectTypeGetInfo(index, scratch.addr));
@@ -1480,7 +1586,7 @@ function typeFunction(getter) {
 // type's constructor, whose fields are properties and whose methods are
 // methods (static methods static).
 function objectClass(index) {
-  let cls = classes.get(index);
+  let cls = classes.get(index)?.deref();
   if (cls !== undefined) return cls;
   const t = readTypeInfo(index);
   const parent = t.parent_index ? objectClass(t.parent_index) : PackedObject;
@@ -1533,7 +1639,7 @@ function objectClass(index) {
       });
     }
   }
-  classes.set(index, cls);
+  classes.set(index, new WeakRef(cls));
   return cls;
 }
 
@@ -1550,6 +1656,7 @@ adoptRegistered = (h, index) => {
 
 // The class of the registered object type `key` ("demo.Counter").
 function getObjectType(key) {
+  nameArg('getObjectType', key, 'key');
   checkCall(api.PFObjectTypeFind(key, scratch.addr));
   const index = scratch.u32[0];
   if (!index) {

@@ -217,7 +217,17 @@ function checkCall(rc, level) {
   return rc;
 }
 
+// A name (of a function, a type, a key, a prefix) that goes to C as a
+// NUL-terminated UTF-8 string: a NUL would cut it, so it is refused, as is
+// a lone surrogate, which UTF-8 cannot encode.
+function nameArg(where, name, what = 'name') {
+  if (typeof name !== 'string') throw new TypeError(`${where}: ${what} must be a string, not ${typeof name}`);
+  if (name.includes('\0')) throw new RangeError(`${where}: ${what} '${name.slice(0, 60)}' contains a NUL character`);
+  if (!name.isWellFormed()) throw new RangeError(`${where}: ${what} contains a lone surrogate, which UTF-8 cannot encode`);
+  return name;
+}
+
 module.exports = {
   PackedFuncError, FunctionNotFoundError, registerError, recordException, lastError, checkCall,
-  kindOf, spliceStack, isOwnFrame,
+  kindOf, spliceStack, isOwnFrame, nameArg,
 };

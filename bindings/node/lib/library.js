@@ -7,10 +7,30 @@
 // package was written against, and the numbers of its type codes and object
 // types are read from it: nothing here restates a number the library can
 // report. Everything here is private.
+//
+// The package may be evaluated more than once in one process: in worker
+// threads, by test runners that evaluate modules once per test file, and
+// as two installed copies. Every evaluation shares the one runtime (so one
+// registry, as Python's does): a libpackedfunc already loaded in the
+// process is used, never a second copy; and the koffi types declared here
+// are anonymous, so that a second evaluation over the same koffi declares
+// them again without a clash.
 
 const fs = require('node:fs');
 const path = require('node:path');
-const koffi = require('koffi');
+// One koffi for every evaluation of the package in a thread: a callback of
+// one koffi cannot run inside a call made through another (it would run
+// JavaScript on that koffi's own stack), so a call through one evaluation
+// that reaches a function of another needs both on the same koffi. The
+// first evaluation leaves its koffi on a built-in module's object, which
+// every later one in the thread sees (Jest's sandboxes included); a koffi
+// of another major version is not shared.
+const KOFFI_KEY = Symbol.for('packedfunc.koffi');
+const koffiHolder = require('node:module');
+const KOFFI_MAJOR = require('../package.json').dependencies.koffi.split('.')[0];
+const koffi = koffiHolder[KOFFI_KEY]?.version?.split('.')[0] === KOFFI_MAJOR
+  ? koffiHolder[KOFFI_KEY] : require('koffi');
+if (koffiHolder[KOFFI_KEY] === undefined) koffiHolder[KOFFI_KEY] = koffi;
 
 const LIB_FILES = ['libpackedfunc.so.0', 'libpackedfunc.so'];
 const HELPER_FILE = 'libpfnode.so';
@@ -22,7 +42,7 @@ const ROOT = path.resolve(PKG_DIR, '..', '..');
 const EXPECTED_MAJOR = 0;
 const EXPECTED_API_VERSION = 9;
 // The layout version of the helper's shared memory (PFNODE_ABI).
-const HELPER_ABI = 1;
+const HELPER_ABI = 2;
 
 function buildDirs() {
   const dirs = [];
@@ -59,9 +79,52 @@ function loadFirst(what, list, hint) {
   throw new Error(`packedfunc: cannot find ${what}. Looked in:\n${tried.join('\n')}\n${hint}`);
 }
 
+// The file of the libpackedfunc this process has loaded already (by
+// another evaluation or copy of the package, or by C code), or null: the
+// process's memory map names it.
+function loadedLibrary() {
+  let maps;
+  try {
+    maps = fs.readFileSync('/proc/self/maps', 'utf8');
+  } catch {
+    return null;
+  }
+  for (const line of maps.split('\n')) {
+    const at = line.indexOf('/');
+    if (at >= 0 && /^libpackedfunc\.so(\.[0-9]+)*$/.test(path.basename(line.slice(at)))) return line.slice(at);
+  }
+  return null;
+}
+
+function sameFile(a, b) {
+  try {
+    const sa = fs.statSync(a);
+    const sb = fs.statSync(b);
+    return sa.dev === sb.dev && sa.ino === sb.ino;
+  } catch {
+    return false;
+  }
+}
+
+// The library: the one the process has, else the first candidate. Two
+// copies of the runtime in one process would have two registries, and the
+// helper would bind to the first: an explicit choice of another file is
+// refused with the reason.
+function loadLibrary(list, hint) {
+  const loaded = loadedLibrary();
+  if (loaded === null) return loadFirst('the shared library libpackedfunc.so.0', list, hint);
+  const env = process.env.PACKEDFUNC_LIBRARY;
+  if (env && !sameFile(env, loaded)) {
+    throw new Error(`packedfunc: PACKEDFUNC_LIBRARY names ${env}, but this process has already loaded ` +
+      `${loaded}, and one process can use only one copy of the runtime (a second copy would have a ` +
+      'registry of its own): unset PACKEDFUNC_LIBRARY, or name that file');
+  }
+  return loadFirst('the shared library libpackedfunc.so.0', [['already loaded in this process', loaded]], hint);
+}
+
 const HINT = 'Build it with `make node` at the root of the packedfunc source tree (which also ' +
   'copies it beside the package), or set PACKEDFUNC_LIBRARY to the library\'s path.';
-const core = loadFirst('the shared library libpackedfunc.so.0',
+const core = loadLibrary(
   candidates('PACKEDFUNC_LIBRARY', LIB_FILES, LIB_FILES.map((f) => path.join('lib', f))), HINT);
 const helper = loadFirst(`the package's C helper ${HELPER_FILE}`,
   candidates('PACKEDFUNC_NODE_HELPER', [HELPER_FILE], [path.join('node', HELPER_FILE)]),
@@ -92,6 +155,9 @@ const api = {
   // ---- memory ----
   PFMemAlloc: L.func(`${P} PFMemAlloc(size_t size)`),
   PFMemFree: L.func(`void PFMemFree(${P} ptr)`),
+  // The C library's, found through libpackedfunc's dependencies: a C
+  // string's length before it becomes a JavaScript string.
+  strlen: L.func(`size_t strlen(${P} s)`),
   // ---- data types ----
   PFDataTypeFromString: L.func(`int PFDataTypeFromString(const char* text, ${P} out)`),
   PFDataTypeToString: L.func(`int PFDataTypeToString(uint32_t dtype, ${P} buf, size_t size)`),
@@ -159,21 +225,24 @@ const api = {
 };
 
 // The helper: callbacks from any thread (see src/pfnode.c).
-const JsCall = koffi.proto('int32_t pfnode_js_call(int32_t slot)');
-const JsRelease = koffi.proto('void pfnode_js_release(int64_t key)');
+// Every entry point but the first three takes this evaluation's env (an
+// address, see pfnode_init).
+const JsCall = koffi.proto('int32_t (int32_t slot)');
+const JsRelease = koffi.proto('void (int64_t key)');
 const helperApi = {
-  init: H.func('int32_t pfnode_init(pfnode_js_call* call, pfnode_js_release* release)'),
-  wakeFd: H.func('int32_t pfnode_wake_fd()'),
-  serve: H.func('int32_t pfnode_serve()'),
-  slots: H.func(`${P} pfnode_slots()`),
+  abi: H.func('int32_t pfnode_abi()'),
+  init: H.func('pfnode_init', P, [koffi.pointer(JsCall), koffi.pointer(JsRelease), P]),
+  wakeFd: H.func(`int32_t pfnode_wake_fd(${P} env)`),
+  serve: H.func(`int32_t pfnode_serve(${P} env)`),
+  funcCreate: H.func(`int pfnode_func_create(${P} env, int64_t key, ${P} out)`),
+  refCreate: H.func(`${P} pfnode_ref_create(${P} env, int64_t key)`),
+  slots: H.func(`${P} pfnode_slots(${P} env)`),
   slotSize: H.func('int32_t pfnode_slot_size()'),
   maxDepth: H.func('int32_t pfnode_max_depth()'),
-  shared: H.func(`${P} pfnode_shared_state()`),
-  hostFunc: H.func(`${P} pfnode_host_func_address()`),
-  hostFinalizer: H.func(`${P} pfnode_host_finalizer_address()`),
+  shared: H.func(`${P} pfnode_shared_state(${P} env)`),
   tensorDeleter: H.func(`${P} pfnode_tensor_deleter_address()`),
-  setTimeout: H.func('int32_t pfnode_set_timeout_ms(int32_t ms)'),
-  shutdown: H.func('void pfnode_shutdown(const char* message)'),
+  setTimeout: H.func(`int32_t pfnode_set_timeout_ms(${P} env, int32_t ms)`),
+  shutdown: H.func(`void pfnode_shutdown(${P} env, const char* message)`),
   asyncSize: H.func('int32_t pfnode_async_size()'),
   callAsync: H.func(`int32_t pfnode_call_async(${P} a)`),
   asyncClear: H.func(`void pfnode_async_clear(${P} a)`),
@@ -223,7 +292,7 @@ function checkLibrary() {
       `needs major version ${EXPECTED_MAJOR}`);
   }
   const base = api.PFGetApiBase();
-  const getApi = koffi.decode(koffi.decode.uint64(base), koffi.proto(`${P} pf_get_api(uint32_t)`));
+  const getApi = koffi.decode(koffi.decode.uint64(base), koffi.proto(`${P} (uint32_t)`));
   if (!getApi(EXPECTED_API_VERSION)) {
     throw new Error(`packedfunc: ${core.path} does not provide API version ${EXPECTED_API_VERSION}: ` +
       `${api.PFErrorGetMessage()}`);
@@ -234,22 +303,22 @@ function checkLibrary() {
 // The structs whose layout the package relies on: its koffi mirrors (for
 // those it decodes with koffi) or its own offsets (for those it reads
 // through typed arrays), against the sizes the library reports.
-const DLDataType = koffi.struct('DLDataType', { code: 'uint8_t', bits: 'uint8_t', lanes: 'uint16_t' });
-const DLDevice = koffi.struct('DLDevice', { device_type: 'int32_t', device_id: 'int32_t' });
-const DLTensor = koffi.struct('DLTensor', {
+const DLDataType = koffi.struct({ code: 'uint8_t', bits: 'uint8_t', lanes: 'uint16_t' });
+const DLDevice = koffi.struct({ device_type: 'int32_t', device_id: 'int32_t' });
+const DLTensor = koffi.struct({
   data: P, device: DLDevice, ndim: 'int32_t', dtype: DLDataType,
   shape: P, strides: P, byte_offset: 'uint64_t',
 });
-const DLManagedTensor = koffi.struct('DLManagedTensor', { dl_tensor: DLTensor, manager_ctx: P, deleter: P });
-const PFFieldInfo = koffi.struct('PFFieldInfo', {
+const DLManagedTensor = koffi.struct({ dl_tensor: DLTensor, manager_ctx: P, deleter: P });
+const PFFieldInfo = koffi.struct({
   name: 'const char*', type: 'const char*', doc: 'const char*',
   offset: 'size_t', size: 'size_t', flags: 'uint32_t', type_index: 'uint32_t',
 });
-const PFMethodInfo = koffi.struct('PFMethodInfo', {
+const PFMethodInfo = koffi.struct({
   name: 'const char*', signature: 'const char*', doc: 'const char*',
   flags: 'uint32_t', type_index: 'uint32_t',
 });
-const PFObjectTypeInfo = koffi.struct('PFObjectTypeInfo', {
+const PFObjectTypeInfo = koffi.struct({
   key: 'const char*', doc: 'const char*', type_index: 'uint32_t', parent_index: 'uint32_t',
   depth: 'int32_t', num_fields: 'int32_t', num_methods: 'int32_t', instance_size: 'size_t',
   fields: P, methods: P, init: P,
@@ -305,7 +374,10 @@ const OBJECT_TYPES = names(api.PFObjectTypeName, 1, 64,
   ['function', 'module', 'tensor', 'array', 'map', 'shape', 'list', 'dict'], 'object types');
 const REGISTERED_BEGIN = 1024;
 
-if (helperApi.slotSize() !== 256) throw new Error('packedfunc: the C helper has another slot layout');
+if (helperApi.abi() !== HELPER_ABI || helperApi.slotSize() !== 256) {
+  throw new Error(`packedfunc: the C helper ${helper.path} does not match this package (layout version ` +
+    `${helperApi.abi()}, this package's ${HELPER_ABI})`);
+}
 
 module.exports = {
   koffi, api, helperApi, JsCall, JsRelease, Block, allocBlock, scratch,

@@ -4,18 +4,11 @@
 // private; index.js re-exports these functions.
 
 const { koffi, api, scratch } = require('./library.js');
-const { checkCall, lastError, FunctionNotFoundError } = require('./errors.js');
+const { checkCall, lastError, FunctionNotFoundError, nameArg } = require('./errors.js');
 const core = require('./core.js');
 
 const REGISTER_OVERRIDE = 1; // kPFRegisterOverride
 const REGISTER_PROTECTED = 2; // kPFRegisterProtected
-
-function nameArg(where, name, what = 'name') {
-  if (typeof name !== 'string') throw new TypeError(`${where}: ${what} must be a string, not ${typeof name}`);
-  if (name.includes('\0')) throw new RangeError(`${where}: ${what} '${name.slice(0, 60)}' contains a NUL character`);
-  if (!name.isWellFormed()) throw new RangeError(`${where}: ${what} contains a lone surrogate, which UTF-8 cannot encode`);
-  return name;
-}
 
 // The global function registered under `name`, as a callable
 // PackedFunction; a FunctionNotFoundError naming it when missing (null

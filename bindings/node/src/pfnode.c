@@ -18,25 +18,39 @@
  *    sets the result that JavaScript wrote into the slot, and reports the
  *    status to the gate.
  *  - On any other thread it queues a request, writes a byte to the wake
- *    pipe (whose read end the event loop polls, through koffi.node.poll:
- *    JavaScript then serves the queue through pfnode_serve, on its own
- *    thread, with the same slots), and waits. No C thread ever blocks
- *    inside koffi, so none is left there when the process exits. The result and the error are copied back to the
+ *    pipe (a socket pair whose read end the event loop reads, through a
+ *    Node.js socket, which Node.js closes itself when a worker thread
+ *    ends: JavaScript then serves the queue through pfnode_serve, on its
+ *    own thread, with the same slots), and waits. No C thread ever blocks
+ *    inside koffi, so none is left there when the process exits. The
+ *    result and the error are copied back to the
  *    calling thread, which sets them there. A request whose JavaScript
  *    thread stays blocked in one synchronous call into C (the counters in
  *    pfnode_state say so) for longer than the configured timeout is
  *    withdrawn and fails with a RuntimeError that says why, instead of
- *    deadlocking; so does every request once pfnode_shutdown ran (process
- *    exit).
+ *    deadlocking; so does every request once pfnode_shutdown ran (the
+ *    thread's exit).
  *
  * Finalizers of host functions (a JavaScript function that C no longer
  * holds) reach JavaScript the same way: directly on the JavaScript thread,
  * queued with a wake-up otherwise.
  *
+ * Every evaluation of the package (the main thread's, each worker
+ * thread's, and a second one in the same thread, as test runners that
+ * reload modules make) has its own state, a pfnode_env: its JavaScript
+ * thread, trampolines, slots, queue, wake pipe and gate. Each function
+ * made for JavaScript carries its env (a pfnode_ref, its resource), so C
+ * reaches the thread and the evaluation that made it and no other, and
+ * shutting one env down (its thread exits) leaves the others alone. An env
+ * is freed when its JavaScript side has shut down and the last function or
+ * tensor that refers to it is gone.
+ *
  * No lock is held while user code (JavaScript, koffi, packedfunc calls)
- * runs: g_lock guards the queue, the request states and the released
- * keys only.
+ * runs: an env's lock guards its queue, its request states and its
+ * released keys only.
  */
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -45,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +69,7 @@
 
 /* The layout version of everything JavaScript reads here (lib/library.js
  * checks it). */
-#define PFNODE_ABI 1
+#define PFNODE_ABI 2
 /* Callbacks nested on the JavaScript thread, at most. */
 #define PFNODE_MAX_DEPTH 128
 /* Arguments copied into a slot; more are read through the slot's pointers. */
@@ -92,24 +107,26 @@ typedef int32_t (*js_call_fn)(int32_t slot);
 typedef void (*js_release_fn)(int64_t key);
 
 typedef struct pfnode_async pfnode_async;
+typedef struct pfnode_env pfnode_env;
 
 /* What koffi calls; each is described where it is defined. */
-PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_release_fn release);
-PFNODE_EXPORT int32_t pfnode_wake_fd(void);
-PFNODE_EXPORT int32_t pfnode_serve(void);
+PFNODE_EXPORT int32_t pfnode_abi(void);
+PFNODE_EXPORT pfnode_env* pfnode_init(js_call_fn call, js_release_fn release, PFObjectHandle gate);
+PFNODE_EXPORT int32_t pfnode_wake_fd(pfnode_env* env);
+PFNODE_EXPORT int32_t pfnode_serve(pfnode_env* env);
+PFNODE_EXPORT int pfnode_func_create(pfnode_env* env, int64_t key, PFFunctionHandle* out);
+PFNODE_EXPORT void* pfnode_ref_create(pfnode_env* env, int64_t key);
 PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret,
                                    void* resource);
 PFNODE_EXPORT void pfnode_host_finalizer(void* resource);
 PFNODE_EXPORT void pfnode_tensor_deleter(DLManagedTensor* managed);
 PFNODE_EXPORT void* pfnode_tensor_deleter_address(void);
-PFNODE_EXPORT void* pfnode_slots(void);
+PFNODE_EXPORT void* pfnode_slots(pfnode_env* env);
 PFNODE_EXPORT int32_t pfnode_slot_size(void);
 PFNODE_EXPORT int32_t pfnode_max_depth(void);
-PFNODE_EXPORT void* pfnode_shared_state(void);
-PFNODE_EXPORT void* pfnode_host_func_address(void);
-PFNODE_EXPORT void* pfnode_host_finalizer_address(void);
-PFNODE_EXPORT int32_t pfnode_set_timeout_ms(int32_t ms);
-PFNODE_EXPORT void pfnode_shutdown(const char* message);
+PFNODE_EXPORT void* pfnode_shared_state(pfnode_env* env);
+PFNODE_EXPORT int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
+PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message);
 PFNODE_EXPORT int32_t pfnode_async_size(void);
 PFNODE_EXPORT int32_t pfnode_call_async(pfnode_async* a);
 PFNODE_EXPORT void pfnode_async_clear(pfnode_async* a);
@@ -140,25 +157,39 @@ typedef struct released_key {
   int64_t key;
 } released_key;
 
-static pthread_t g_js_thread;
-static int g_ready;
-static js_call_fn g_js_call;
-static js_release_fn g_js_release;
-static pfnode_slot g_slots[PFNODE_MAX_DEPTH];
-static int g_depth; /* JS thread only */
-static pfnode_shared g_shared;
+/* One evaluation of the package (see the top). The JavaScript thread alone
+ * touches js_thread, the trampolines, the slots and depth; `lock` guards
+ * the queue, the request states, the released keys, the wake pipe's state
+ * and `closed`. */
+struct pfnode_env {
+  pfnode_slot slots[PFNODE_MAX_DEPTH];
+  pfnode_shared shared;
+  pthread_t js_thread;
+  js_call_fn js_call;
+  js_release_fn js_release;
+  PFObjectHandle gate; /* borrowed: JavaScript keeps it for the env's life */
+  int depth;           /* JS thread only */
+  pthread_mutex_t lock;
+  request* queue_head;
+  request* queue_tail;
+  released_key* released;
+  int wake_fds[2];  /* the wake pipe (a socket pair): [0] the event loop's, [1] ours */
+  int wake_pending; /* a byte is in the pipe */
+  int closed;
+  char closed_message[256];
+  atomic_int timeout_ms;
+  atomic_int refs; /* JavaScript's (until pfnode_shutdown) and one per pfnode_ref */
+  struct pfnode_env* next_on_thread; /* the thread's envs not shut down (thread_envs) */
+};
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static request* g_queue_head;
-static request* g_queue_tail;
-static released_key* g_released;
-static int g_wake_fds[2] = {-1, -1}; /* the wake pipe: read end polled by the event loop */
-static int g_wake_pending;           /* a byte is in the pipe */
-static int g_closed;
-static char g_closed_message[256] = "the Node.js event loop has exited";
-static atomic_int g_timeout_ms = 2000;
+/* The resource of a function made for JavaScript, and the manager_ctx of
+ * a tensor over JavaScript memory: which env, which JavaScript value. */
+typedef struct {
+  pfnode_env* env;
+  int64_t key;
+} pfnode_ref;
 
-/* The counters in g_shared change under g_lock, but the JavaScript thread
+/* The counters in env->shared change under env->lock, but the JavaScript thread
  * reads `pending` without it (pfnode_host_func: serve first when requests
  * wait), so every access is atomic; relaxed, as a stale value only delays
  * serving to the next wake-up. */
@@ -169,7 +200,51 @@ static void count_set(int32_t* counter, int32_t value) {
   __atomic_store_n(counter, value, __ATOMIC_RELAXED);
 }
 
-static int on_js_thread(void) { return g_ready && pthread_equal(pthread_self(), g_js_thread); }
+/* Whether this is env's JavaScript thread and JavaScript may still run
+ * there. `closed` is read without the lock: only the JavaScript thread
+ * writes it, and another thread's stale read is false either way (a
+ * recycled thread id belongs to a thread that never set it). */
+static int on_js_thread(pfnode_env* env) {
+  return pthread_equal(pthread_self(), env->js_thread) &&
+         !__atomic_load_n(&env->closed, __ATOMIC_RELAXED);
+}
+
+/* The read end of the wake pipe belongs to the event loop (pfnode_wake_fd),
+ * which closes it. */
+static void env_release(pfnode_env* env) {
+  if (atomic_fetch_sub(&env->refs, 1) != 1) return;
+  close(env->wake_fds[1]);
+  pthread_mutex_destroy(&env->lock);
+  free(env);
+}
+
+/* The envs of each thread that are not shut down, so that a thread that
+ * ends without JavaScript's goodbye (a worker terminated: its 'exit' event
+ * does not run) shuts them down as it ends. */
+static pthread_key_t g_thread_envs;
+static pthread_once_t g_thread_envs_once = PTHREAD_ONCE_INIT;
+static int g_thread_envs_ok;
+
+static void thread_ended(void* list) {
+  for (pfnode_env* env = list; env != NULL;) {
+    pfnode_env* next = env->next_on_thread;
+    env->next_on_thread = NULL;
+    pthread_setspecific(g_thread_envs, next);
+    pfnode_shutdown(env, NULL);
+    env = next;
+  }
+}
+
+/* The helper stays loaded for the life of the process: koffi unloads the
+ * libraries a worker thread loaded when the worker ends, and thread_ended
+ * runs after that. (Compiled into a program, as tests/test_pfnode_threads.c
+ * does, it cannot be loaded again, and needs not be.) */
+static void thread_envs_init(void) {
+  Dl_info self;
+  if (dladdr((void*)thread_ended, &self) != 0 && self.dli_fname != NULL)
+    (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NODELETE);
+  g_thread_envs_ok = pthread_key_create(&g_thread_envs, thread_ended) == 0;
+}
 
 static char* dup_text(const char* s) {
   size_t n = strlen(s) + 1;
@@ -184,15 +259,15 @@ static char* dup_text(const char* s) {
  * result goes to `ret` when `ret` is not NULL, else stays in the slot for
  * the caller (serving another thread). Returns 0 or -1 (error recorded),
  * and the slot's index through *slot_out (-1 when none was taken). */
-static int run_js(int64_t key, PFValue* args, int* codes, int n, PFRetValueHandle ret,
-                  int* slot_out) {
+static int run_js(pfnode_env* env, int64_t key, PFValue* args, int* codes, int n,
+                  PFRetValueHandle ret, int* slot_out) {
   *slot_out = -1;
-  if (g_depth >= PFNODE_MAX_DEPTH)
+  if (env->depth >= PFNODE_MAX_DEPTH)
     return PFErrorSetFormat(kPFErrRuntimeError,
                             "packedfunc (Node.js): JavaScript callbacks nested more than %d deep",
                             PFNODE_MAX_DEPTH);
-  int index = g_depth++;
-  pfnode_slot* s = &g_slots[index];
+  int index = env->depth++;
+  pfnode_slot* s = &env->slots[index];
   s->num_args = n;
   s->key = key;
   s->ret_code = kPFNull;
@@ -205,7 +280,7 @@ static int run_js(int64_t key, PFValue* args, int* codes, int n, PFRetValueHandl
     s->values[i] = args[i];
     s->value_codes[i] = codes[i];
   }
-  int32_t status = g_js_call(index);
+  int32_t status = env->js_call(index);
   int rc;
   if (status == 1) {
     rc = 0;
@@ -220,7 +295,7 @@ static int run_js(int64_t key, PFValue* args, int* codes, int n, PFRetValueHandl
     rc = PFErrorSetFormat(kPFErrRuntimeError,
                           "packedfunc (Node.js): the JavaScript callback did not complete");
   }
-  g_depth--;
+  env->depth--;
   if (ret != NULL && s->ret_owned && s->ret_code >= kPFFuncHandle &&
       s->ret_code <= kPFObjectHandle) {
     PFObjectFree(s->ret_value.v_handle);
@@ -232,7 +307,7 @@ static int run_js(int64_t key, PFValue* args, int* codes, int n, PFRetValueHandl
 
 /* Copies what JavaScript left in slot `index` (or the thread's error) into
  * a request, so that its own thread can set it there. */
-static void take_outcome(request* r, int rc, int index) {
+static void take_outcome(pfnode_env* env, request* r, int rc, int index) {
   r->status = rc;
   r->code = kPFNull;
   r->owned = NULL;
@@ -241,13 +316,13 @@ static void take_outcome(request* r, int rc, int index) {
     r->err_msg = dup_text(PFErrorGetMessage());
     r->err_tb = dup_text(PFErrorGetTraceback());
     if (index >= 0) {
-      pfnode_slot* s = &g_slots[index];
+      pfnode_slot* s = &env->slots[index];
       if (s->ret_owned && s->ret_code >= kPFFuncHandle && s->ret_code <= kPFObjectHandle)
         PFObjectFree(s->ret_value.v_handle);
     }
     return;
   }
-  pfnode_slot* s = &g_slots[index];
+  pfnode_slot* s = &env->slots[index];
   r->code = s->ret_code;
   r->value = s->ret_value;
   if (s->ret_code == kPFStr) {
@@ -285,41 +360,41 @@ failed:
 /* Serves every request queued for the JavaScript thread and hands the
  * released keys to JavaScript. Called by JavaScript (js_wake), and before a
  * direct callback when requests wait. Returns how many requests it ran. */
-PFNODE_EXPORT int32_t pfnode_serve(void) {
-  if (!on_js_thread()) return -1;
+PFNODE_EXPORT int32_t pfnode_serve(pfnode_env* env) {
+  if (env == NULL || !on_js_thread(env)) return -1;
   int32_t served = 0;
   char sink[64];
-  pthread_mutex_lock(&g_lock);
-  while (read(g_wake_fds[0], sink, sizeof(sink)) > 0) {}
-  g_wake_pending = 0;
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_lock(&env->lock);
+  while (read(env->wake_fds[0], sink, sizeof(sink)) > 0) {}
+  env->wake_pending = 0;
+  pthread_mutex_unlock(&env->lock);
   for (;;) {
-    pthread_mutex_lock(&g_lock);
-    released_key* keys = g_released;
-    g_released = NULL;
-    count_set(&g_shared.released, 0);
-    request* r = g_queue_head;
+    pthread_mutex_lock(&env->lock);
+    released_key* keys = env->released;
+    env->released = NULL;
+    count_set(&env->shared.released, 0);
+    request* r = env->queue_head;
     if (r != NULL) {
-      g_queue_head = r->next;
-      if (g_queue_head == NULL) g_queue_tail = NULL;
+      env->queue_head = r->next;
+      if (env->queue_head == NULL) env->queue_tail = NULL;
       r->state = REQ_RUNNING;
-      count_add(&g_shared.pending, -1);
+      count_add(&env->shared.pending, -1);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&env->lock);
     while (keys != NULL) {
       released_key* next = keys->next;
-      g_js_release(keys->key);
+      env->js_release(keys->key);
       free(keys);
       keys = next;
     }
     if (r == NULL) break;
     int index;
-    int rc = run_js(r->key, r->args, r->codes, r->num_args, NULL, &index);
-    take_outcome(r, rc, index);
-    pthread_mutex_lock(&g_lock);
+    int rc = run_js(env, r->key, r->args, r->codes, r->num_args, NULL, &index);
+    take_outcome(env, r, rc, index);
+    pthread_mutex_lock(&env->lock);
     r->state = REQ_DONE;
     pthread_cond_signal(&r->cond);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&env->lock);
     ++served;
   }
   return served;
@@ -327,24 +402,24 @@ PFNODE_EXPORT int32_t pfnode_serve(void) {
 
 /* ---- other threads ------------------------------------------------------- */
 
-/* Under g_lock: makes the event loop call pfnode_serve, with a byte in the
+/* Under env->lock: makes the event loop call pfnode_serve, with a byte in the
  * wake pipe (one at a time: the loop reads them all). Returns 0, or -1
  * when the pipe cannot be written. */
-static int wake_js_locked(void) {
-  if (g_wake_pending) return 0;
+static int wake_js_locked(pfnode_env* env) {
+  if (env->wake_pending) return 0;
   char byte = 1;
   ssize_t n;
   do {
-    n = write(g_wake_fds[1], &byte, 1);
+    n = send(env->wake_fds[1], &byte, 1, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n != 1 && !(n < 0 && errno == EAGAIN)) return -1;
-  g_wake_pending = 1;
+  env->wake_pending = 1;
   return 0;
 }
 
-/* Under g_lock: removes a pending request from the queue. */
-static void unqueue_locked(request* r) {
-  request** p = &g_queue_head;
+/* Under env->lock: removes a pending request from the queue. */
+static void unqueue_locked(pfnode_env* env, request* r) {
+  request** p = &env->queue_head;
   request* prev = NULL;
   while (*p != NULL && *p != r) {
     prev = *p;
@@ -352,8 +427,8 @@ static void unqueue_locked(request* r) {
   }
   if (*p == r) {
     *p = r->next;
-    if (g_queue_tail == r) g_queue_tail = prev;
-    count_add(&g_shared.pending, -1);
+    if (env->queue_tail == r) env->queue_tail = prev;
+    count_add(&env->shared.pending, -1);
   }
   r->state = REQ_CANCELLED;
 }
@@ -369,7 +444,7 @@ static void add_ms(struct timespec* t, int ms) {
 
 /* A call of JavaScript function `key` from a thread other than the
  * JavaScript thread: queued for the event loop, waited for. */
-static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
+static int call_from_other_thread(pfnode_env* env, int64_t key, PFValue* args, int* codes, int n,
                                   PFRetValueHandle ret) {
   request r;
   memset(&r, 0, sizeof(r));
@@ -386,44 +461,44 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
 
   const char* refusal = NULL;
   char message[512];
-  pthread_mutex_lock(&g_lock);
-  if (g_closed) {
-    snprintf(message, sizeof(message), "%s", g_closed_message);
+  pthread_mutex_lock(&env->lock);
+  if (env->closed) {
+    snprintf(message, sizeof(message), "%s", env->closed_message);
     refusal = message;
   } else {
-    if (g_queue_tail) g_queue_tail->next = &r;
-    else g_queue_head = &r;
-    g_queue_tail = &r;
-    count_add(&g_shared.pending, 1);
-    if (wake_js_locked() != 0) {
-      unqueue_locked(&r);
+    if (env->queue_tail) env->queue_tail->next = &r;
+    else env->queue_head = &r;
+    env->queue_tail = &r;
+    count_add(&env->shared.pending, 1);
+    if (wake_js_locked(env) != 0) {
+      unqueue_locked(env, &r);
       refusal = "packedfunc (Node.js): cannot wake the JavaScript event loop (its pipe failed)";
     }
   }
   /* Wait, 10 ms at a time, watching whether the JavaScript thread is stuck
    * in one synchronous call (in C, so its event loop cannot run). */
   int stuck_ms = 0;
-  int32_t last_returns = __atomic_load_n(&g_shared.sync_returns, __ATOMIC_RELAXED);
+  int32_t last_returns = __atomic_load_n(&env->shared.sync_returns, __ATOMIC_RELAXED);
   while (refusal == NULL && r.state != REQ_DONE) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     add_ms(&until, 10);
-    int err = pthread_cond_timedwait(&r.cond, &g_lock, &until);
+    int err = pthread_cond_timedwait(&r.cond, &env->lock, &until);
     if (r.state == REQ_DONE) break;
-    if (g_closed && r.state == REQ_PENDING) {
-      unqueue_locked(&r);
-      snprintf(message, sizeof(message), "%s", g_closed_message);
+    if (env->closed && r.state == REQ_PENDING) {
+      unqueue_locked(env, &r);
+      snprintf(message, sizeof(message), "%s", env->closed_message);
       refusal = message;
       break;
     }
     if (err != ETIMEDOUT || r.state != REQ_PENDING) continue;
-    int32_t depth = __atomic_load_n(&g_shared.sync_depth, __ATOMIC_RELAXED);
-    int32_t returns = __atomic_load_n(&g_shared.sync_returns, __ATOMIC_RELAXED);
+    int32_t depth = __atomic_load_n(&env->shared.sync_depth, __ATOMIC_RELAXED);
+    int32_t returns = __atomic_load_n(&env->shared.sync_returns, __ATOMIC_RELAXED);
     stuck_ms = (depth > 0 && returns == last_returns) ? stuck_ms + 10 : 0;
     last_returns = returns;
-    int limit = atomic_load(&g_timeout_ms);
+    int limit = atomic_load(&env->timeout_ms);
     if (limit >= 0 && stuck_ms >= limit) {
-      unqueue_locked(&r);
+      unqueue_locked(env, &r);
       snprintf(message, sizeof(message),
                "packedfunc (Node.js): a C thread called a JavaScript function while the "
                "JavaScript thread was blocked in a synchronous call into C for %d ms, so "
@@ -434,7 +509,7 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
       refusal = message;
     }
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&env->lock);
   pthread_cond_destroy(&r.cond);
   if (refusal != NULL) return PFErrorSetFormat(kPFErrRuntimeError, "%s", refusal);
 
@@ -460,102 +535,168 @@ static int call_from_other_thread(int64_t key, PFValue* args, int* codes, int n,
 PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret,
                                    void* resource) {
   PFHostCall* call = resource;
-  int64_t key = (int64_t)(intptr_t)call->resource_handle;
+  const pfnode_ref* ref = call->resource_handle;
+  pfnode_env* env = ref->env;
   int rc;
-  if (on_js_thread()) {
-    if (__atomic_load_n(&g_shared.pending, __ATOMIC_RELAXED) > 0) pfnode_serve();
+  if (on_js_thread(env)) {
+    if (__atomic_load_n(&env->shared.pending, __ATOMIC_RELAXED) > 0) pfnode_serve(env);
     int index;
-    rc = run_js(key, args, codes, n, ret, &index);
+    rc = run_js(env, ref->key, args, codes, n, ret, &index);
   } else {
-    rc = call_from_other_thread(key, args, codes, n, ret);
+    rc = call_from_other_thread(env, ref->key, args, codes, n, ret);
   }
   call->status = rc;
   return rc;
 }
 
-/* The finalizer of a host function: JavaScript forgets the function. */
-PFNODE_EXPORT void pfnode_host_finalizer(void* resource) {
-  int64_t key = (int64_t)(intptr_t)resource;
-  if (on_js_thread()) {
-    if (!g_closed) g_js_release(key); /* the JS thread reads g_closed it wrote */
+/* Hands `key` back to env's JavaScript: at once on its thread, else queued
+ * with a wake-up; dropped once env has shut down. */
+static void release_key(pfnode_env* env, int64_t key) {
+  if (on_js_thread(env)) {
+    env->js_release(key);
     return;
   }
   released_key* k = malloc(sizeof(*k));
-  if (k == NULL) return; /* the function stays in JavaScript's table: a leak, not a crash */
+  if (k == NULL) return; /* the value stays in JavaScript's table: a leak, not a crash */
   k->key = key;
-  pthread_mutex_lock(&g_lock);
-  if (!g_closed) {
-    k->next = g_released;
-    g_released = k;
-    count_add(&g_shared.released, 1);
-    (void)wake_js_locked();
+  pthread_mutex_lock(&env->lock);
+  if (!env->closed) {
+    k->next = env->released;
+    env->released = k;
+    count_add(&env->shared.released, 1);
+    (void)wake_js_locked(env);
     k = NULL;
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&env->lock);
   free(k);
+}
+
+/* The finalizer of a host function: JavaScript forgets the function, and
+ * the function's hold on its env goes. */
+PFNODE_EXPORT void pfnode_host_finalizer(void* resource) {
+  pfnode_ref* ref = resource;
+  pfnode_env* env = ref->env;
+  release_key(env, ref->key);
+  free(ref);
+  env_release(env);
+}
+
+/* A reference to the JavaScript value `key` of env, holding env: the
+ * resource of a host function, the manager_ctx of a tensor over JavaScript
+ * memory. NULL when there is no memory. */
+PFNODE_EXPORT void* pfnode_ref_create(pfnode_env* env, int64_t key) {
+  pfnode_ref* ref = malloc(sizeof(*ref));
+  if (ref == NULL) return NULL;
+  ref->env = env;
+  ref->key = key;
+  atomic_fetch_add(&env->refs, 1);
+  return ref;
+}
+
+/* A new host function (*out, a new reference) on env's gate that calls the
+ * JavaScript function `key`. Returns 0, or -1 with the error set; on
+ * failure JavaScript is handed `key` back, as by the finalizer. */
+PFNODE_EXPORT int pfnode_func_create(pfnode_env* env, int64_t key, PFFunctionHandle* out) {
+  pfnode_ref* ref = pfnode_ref_create(env, key);
+  if (ref == NULL) {
+    release_key(env, key);
+    return PFErrorSetFormat(kPFErrMemoryError, "packedfunc (Node.js): no memory for a function");
+  }
+  return PFFuncCreateFromHostCFunc(env->gate, pfnode_host_func, ref, pfnode_host_finalizer, out);
 }
 
 /* The deleter of a tensor object made over a JavaScript typed array: the
  * DLManagedTensor (one PFMemAlloc block with its shape) is freed, and
- * JavaScript lets the typed array go (manager_ctx is its key), as a host
- * function's finalizer does. */
+ * JavaScript lets the typed array go (manager_ctx is its pfnode_ref), as a
+ * host function's finalizer does. */
 PFNODE_EXPORT void pfnode_tensor_deleter(DLManagedTensor* managed) {
-  void* key = managed->manager_ctx;
+  void* ref = managed->manager_ctx;
   PFMemFree(managed);
-  pfnode_host_finalizer(key);
+  pfnode_host_finalizer(ref);
 }
 
 PFNODE_EXPORT void* pfnode_tensor_deleter_address(void) { return (void*)pfnode_tensor_deleter; }
 
 /* ---- set-up, settings, shutdown ------------------------------------------- */
 
-/* Called once, on the JavaScript thread, with koffi's callback pointers.
- * Returns PFNODE_ABI, or -1 when the wake pipe cannot be made. */
-PFNODE_EXPORT int32_t pfnode_init(js_call_fn call, js_release_fn release) {
-  if (pipe(g_wake_fds) != 0) return -1;
-  for (int i = 0; i < 2; ++i) {
-    fcntl(g_wake_fds[i], F_SETFL, fcntl(g_wake_fds[i], F_GETFL) | O_NONBLOCK);
-    fcntl(g_wake_fds[i], F_SETFD, FD_CLOEXEC);
+/* PFNODE_ABI, for JavaScript to check before it calls anything else. */
+PFNODE_EXPORT int32_t pfnode_abi(void) { return PFNODE_ABI; }
+
+/* A new env for the calling (JavaScript) thread, with koffi's callback
+ * pointers and the gate its functions are made on (borrowed: JavaScript
+ * keeps it). Returns NULL when there is no memory or the wake pipe cannot
+ * be made. */
+PFNODE_EXPORT pfnode_env* pfnode_init(js_call_fn call, js_release_fn release, PFObjectHandle gate) {
+  pthread_once(&g_thread_envs_once, thread_envs_init);
+  if (!g_thread_envs_ok) return NULL;
+  pfnode_env* env = calloc(1, sizeof(*env));
+  if (env == NULL) return NULL;
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, env->wake_fds) != 0) {
+    free(env);
+    return NULL;
   }
-  g_js_thread = pthread_self();
-  g_js_call = call;
-  g_js_release = release;
-  g_ready = 1;
-  return PFNODE_ABI;
+  for (int i = 0; i < 2; ++i) {
+    fcntl(env->wake_fds[i], F_SETFL, fcntl(env->wake_fds[i], F_GETFL) | O_NONBLOCK);
+    fcntl(env->wake_fds[i], F_SETFD, FD_CLOEXEC);
+  }
+  pthread_mutex_init(&env->lock, NULL);
+  env->js_thread = pthread_self();
+  env->js_call = call;
+  env->js_release = release;
+  env->gate = gate;
+  snprintf(env->closed_message, sizeof(env->closed_message), "%s",
+           "the Node.js event loop has exited");
+  atomic_init(&env->timeout_ms, 2000);
+  atomic_init(&env->refs, 1);
+  env->next_on_thread = pthread_getspecific(g_thread_envs);
+  pthread_setspecific(g_thread_envs, env);
+  return env;
 }
 
-/* The read end of the wake pipe, for the event loop to poll. */
-PFNODE_EXPORT int32_t pfnode_wake_fd(void) { return g_wake_fds[0]; }
+/* The read end of env's wake pipe, for the event loop to poll: the caller
+ * owns it from then on and closes it (Node.js does, with the handle that
+ * reads it, even when a worker thread is terminated). Call it once. */
+PFNODE_EXPORT int32_t pfnode_wake_fd(pfnode_env* env) { return env->wake_fds[0]; }
 
-PFNODE_EXPORT void* pfnode_slots(void) { return g_slots; }
+PFNODE_EXPORT void* pfnode_slots(pfnode_env* env) { return env->slots; }
 PFNODE_EXPORT int32_t pfnode_slot_size(void) { return (int32_t)sizeof(pfnode_slot); }
 PFNODE_EXPORT int32_t pfnode_max_depth(void) { return PFNODE_MAX_DEPTH; }
-PFNODE_EXPORT void* pfnode_shared_state(void) { return &g_shared; }
-PFNODE_EXPORT void* pfnode_host_func_address(void) { return (void*)pfnode_host_func; }
-PFNODE_EXPORT void* pfnode_host_finalizer_address(void) { return (void*)pfnode_host_finalizer; }
+PFNODE_EXPORT void* pfnode_shared_state(pfnode_env* env) { return &env->shared; }
 
-/* How long a call from another thread waits while the JavaScript thread is
- * stuck in one synchronous call into C (negative: forever). Returns the
+/* How long a call from another thread waits while env's JavaScript thread
+ * is stuck in one synchronous call into C (negative: forever). Returns the
  * previous value. */
-PFNODE_EXPORT int32_t pfnode_set_timeout_ms(int32_t ms) {
-  return atomic_exchange(&g_timeout_ms, ms);
+PFNODE_EXPORT int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms) {
+  return atomic_exchange(&env->timeout_ms, ms);
 }
 
-/* The process is exiting: every call from another thread that waits, and
- * every later one, fails with `message`. */
-PFNODE_EXPORT void pfnode_shutdown(const char* message) {
-  pthread_mutex_lock(&g_lock);
-  g_closed = 1;
-  if (message != NULL) snprintf(g_closed_message, sizeof(g_closed_message), "%s", message);
-  for (request* r = g_queue_head; r != NULL; r = r->next) pthread_cond_signal(&r->cond);
-  released_key* keys = g_released;
-  g_released = NULL;
-  pthread_mutex_unlock(&g_lock);
+/* env's JavaScript thread is exiting (on its own thread, after it stopped
+ * reading the wake pipe): every call from another thread that waits, and
+ * every later one, fails with `message` (NULL: "the Node.js event loop has
+ * exited"), and JavaScript's hold on env goes. Other envs are not
+ * affected. Call it once; a thread that ends calls it for its envs that
+ * are left. */
+PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message) {
+  pfnode_env* first = pthread_getspecific(g_thread_envs);
+  pfnode_env** link = &first;
+  while (*link != NULL && *link != env) link = &(*link)->next_on_thread;
+  if (*link == env) {
+    *link = env->next_on_thread;
+    pthread_setspecific(g_thread_envs, first);
+  }
+  pthread_mutex_lock(&env->lock);
+  __atomic_store_n(&env->closed, 1, __ATOMIC_RELAXED);
+  if (message != NULL) snprintf(env->closed_message, sizeof(env->closed_message), "%s", message);
+  for (request* r = env->queue_head; r != NULL; r = r->next) pthread_cond_signal(&r->cond);
+  released_key* keys = env->released;
+  env->released = NULL;
+  pthread_mutex_unlock(&env->lock);
   while (keys != NULL) {
     released_key* next = keys->next;
     free(keys);
     keys = next;
   }
+  env_release(env);
 }
 
 /* ---- calls made off the JavaScript thread (callAsync) --------------------- */

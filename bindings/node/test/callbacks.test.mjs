@@ -95,3 +95,17 @@ test('a JavaScript function released on another C thread is forgotten', async ()
   testing.release_kept();
   assert.equal(pf.heldCount(), before);
 });
+
+test('a Promise that C refuses is handled: its rejection does not end the process', async () => {
+  const unhandled = [];
+  const listener = (reason) => unhandled.push(reason);
+  process.on('unhandledRejection', listener);
+  try {
+    const boom = new Error('async boom');
+    assert.throws(() => testing.call(async () => { throw boom; }), /returned a Promise/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', listener);
+  }
+});

@@ -1,6 +1,7 @@
 // Calling C from JavaScript: functions by name, values both ways.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 
 import { pf, testing } from '../test-support/fixtures.mjs';
@@ -109,4 +110,23 @@ test('calls with many arguments, and nested calls', () => {
   assert.equal(testing.nargs(...args), 40);
   const inner = (x) => testing.call((y) => y + 1, x) * 2;
   assert.equal(testing.call(inner, 20), 42);
+});
+
+test('a C string result longer than JavaScript\'s longest string is a RangeError, not an abort', () => {
+  // In a child process: the abort it replaces would end the runner.
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `
+    import { constants } from 'node:buffer';
+    import { nt } from ${JSON.stringify(new URL('../test-support/fixtures.mjs', import.meta.url).pathname)};
+    const n = constants.MAX_STRING_LENGTH + 1;
+    // (callAsync reads its result's length the same way: one such case,
+    // of a gigabyte's copies, is enough for the suite's time.)
+    try { nt.long_string(n); console.log('no error'); } catch (e) { console.log(e.constructor.name, e.message); }
+    console.log(nt.long_string(3), await nt.long_string.callAsync(4));
+  `], { encoding: 'utf8', timeout: 120000 });
+  assert.equal(r.signal, null, `the process died of ${r.signal}: ${r.stderr.slice(0, 500)}`);
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.trim().split('\n');
+  assert.equal(lines.length, 2);
+  assert.match(lines[0], /^RangeError packedfunc: a string result of \d+ bytes is longer than the longest JavaScript string/);
+  assert.equal(lines[1], 'xxx xxxx');
 });

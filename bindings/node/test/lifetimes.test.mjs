@@ -90,3 +90,38 @@ test('C threads that call JavaScript while the process exits get an error, not a
   for (const line of lines) assert.equal(line, 'RuntimeError: the Node.js event loop has exited');
   fs.rmSync(dir, { recursive: true, force: true });
 });
+
+// Not collected by itself: the package holds a JavaScript function that C
+// holds strongly (it cannot see C's references), so a function or an
+// object that reaches itself through one stays. The guide says so and how
+// to break the cycle; this checks what it says.
+test('a cycle through C stays until it is broken as the guide says', async () => {
+  const held = pf.heldCount();
+  let fRef;
+  {
+    const f = pf.convert((n) => (n > 0 ? testing.call(f, n - 1) : 'done'));
+    assert.equal(f(3), 'done');
+    assert.equal(pf.heldCount(), held + 1);
+    fRef = new WeakRef(f);
+  }
+  await collect(); // f is out of scope, but reaches itself through C
+  assert.ok(fRef.deref() !== undefined);
+  assert.equal(pf.heldCount(), held + 1);
+  fRef.deref().dispose(); // enough
+  assert.equal(pf.heldCount(), held);
+
+  const { 'demo.Counter': Counter } = pf.loadModule(DEMO_PLUGIN).types;
+  let cRef;
+  {
+    const c = new Counter('cyclic', 0);
+    c.tag = { onClick: () => c.increment() };
+    assert.equal(c.tag.get('onClick')(), 1);
+    cRef = new WeakRef(c);
+  }
+  await collect(); // c is out of scope, but reaches itself through C
+  assert.equal(pf.heldCount(), held + 1);
+  cRef.deref().tag = null; // enough
+  await collect();
+  assert.equal(pf.heldCount(), held);
+  assert.equal(cRef.deref(), undefined);
+});

@@ -2,6 +2,7 @@
 // JavaScript.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 
 import { pf, testing, DEMO_PLUGIN } from '../test-support/fixtures.mjs';
 
@@ -59,4 +60,35 @@ test('registered object types are JavaScript classes with fields and methods', (
   c.dispose();
   assert.throws(() => c.count, /disposed/);
   assert.throws(() => pf.getObjectType('demo.Nope'), pf.FunctionNotFoundError);
+});
+
+test('a name with a NUL character is refused with a RangeError, never cut at the NUL', () => {
+  const plugin = pf.loadModule(DEMO_PLUGIN);
+  const nul = (where) => (e) => e instanceof RangeError && e.message.includes(where) && /NUL character/.test(e.message);
+  assert.throws(() => plugin.get('demo.add\0x'), nul('Module.get'));
+  assert.throws(() => plugin.exportGlobal('nodenul.\0evil.'), nul('Module.exportGlobal'));
+  assert.deepEqual(pf.listGlobalFuncNames('nodenul.'), []);
+  assert.throws(() => pf.getObjectType('demo.Counter\0x'), nul('getObjectType'));
+  const m = pf.convert({ a: 1 });
+  assert.throws(() => m.get('a\0b'), nul('PackedMap.get'));
+  assert.throws(() => m.has('a\0b'), nul('PackedMap.has'));
+  const f = pf.convert((x) => x);
+  for (const field of ['name', 'signature', 'doc']) {
+    assert.throws(() => f.setInfo({ [field]: 'f\0g' }), nul('setInfo'));
+  }
+  assert.equal(f.name, '');
+});
+
+test('a class keeps its module loaded: the guide\'s destructuring of types survives a GC', () => {
+  // In a child process of its own, so that no other wrapper of the demo
+  // plugin keeps it loaded.
+  const r = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', `
+    import { pf } from ${JSON.stringify(new URL('../test-support/fixtures.mjs', import.meta.url).pathname)};
+    const { 'demo.Counter': Counter } = pf.loadModule(${JSON.stringify(DEMO_PLUGIN)}).types;
+    for (let i = 0; i < 3; i++) { globalThis.gc(); await new Promise((resolve) => setImmediate(resolve)); }
+    const c = new Counter('clicks', 10);
+    console.log(c.increment());
+  `], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), '11');
 });
