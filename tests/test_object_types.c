@@ -934,6 +934,70 @@ static void test_methods(void** state) {
   PFFuncFree(c);
 }
 
+/* An instance method's object is checked, packed and typed methods alike:
+ * NULL, a value that is not an object, an object of another type and an
+ * instance of an ancestor are TypeErrors naming the method's type and what
+ * was given; an instance of a descendant passes. (Before: NULL reached the
+ * C function, and a packed method of t.Rect wrote past a t.Shape.) */
+static void test_methods_check_their_object(void** state) {
+  (void)state;
+  static const char* const names[] = {"scale", "area", "kind", "__init__"};
+  PFObjectHandle shape = alloc(g_shape), square = alloc(g_square), boxed = NULL;
+  atomic_int fins = 0;
+  assert_pf_ok(PFObjectCreateBoxed(&fins, pf_test_count_fin, &boxed));
+  PFValue a[3] = {vh(NULL), {.v_float64 = 2.0}, {.v_float64 = 2.0}}, rv = vi(77);
+  int c[3] = {kPFNull, kPFFloat, kPFFloat}, rc = 99;
+  for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); ++k) {
+    PFFunctionHandle f = NULL;
+    assert_pf_ok(PFObjectTypeGetMethod(g_rect, names[k], &f));
+    int n = k == 0 ? 2 : k == 3 ? 3 : 1;
+    const char* key = k == 2 ? "t.Shape" : "t.Rect";
+    char want[64];
+    snprintf(want, sizeof(want), "expected obj<%s>", key);
+    a[0] = vh(NULL), c[0] = kPFNull;
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, names[k], want, "got null");
+    a[0] = vi(5), c[0] = kPFInt;
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, want, "got int");
+    a[0] = vh(boxed), c[0] = kPFObjectHandle;
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, want, "got boxed object");
+    if (k != 2) { /* kind is t.Shape's: a t.Shape is its own */
+      a[0] = vh(shape);
+      assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, want,
+                      "got t.Shape object");
+    }
+    a[0] = vh(g_not_an_object); /* PFFuncCall's own check */
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, "not a live object");
+    /* Nothing is written on error; a descendant's instance passes. */
+    assert_int_equal(rc, 99);
+    if (k != 3) {
+      a[0] = vh(square);
+      assert_pf_ok(PFFuncCall(f, a, c, n, &rv, &rc));
+      rc = 99;
+    }
+    PFFuncFree(f);
+  }
+  /* The bound form checks the same (PFFuncBind of an unbound method). */
+  PFFunctionHandle scale = NULL, bound = NULL;
+  assert_pf_ok(PFObjectTypeGetMethod(g_rect, "scale", &scale));
+  int pos = 0, oc = kPFObjectHandle;
+  PFValue sv = vh(shape);
+  assert_pf_error(PFFuncCall(scale, NULL, NULL, 0, &rv, &rc), kPFErrTypeError,
+                  "method 't.Rect.scale': takes the object (obj<t.Rect>) first, got no arguments");
+  assert_pf_ok(PFFuncBind(scale, 1, &pos, &sv, &oc, NULL, &bound));
+  assert_pf_error(PFFuncCall(bound, &a[1], &c[1], 1, &rv, &rc), kPFErrTypeError,
+                  "expected obj<t.Rect>, got t.Shape object");
+  PFFuncFree(bound);
+  PFFuncFree(scale);
+  /* A static method takes no object. */
+  PFFunctionHandle count = NULL;
+  assert_pf_ok(PFObjectTypeGetMethod(g_rect, "count", &count));
+  assert_int_equal(call(count, 0, NULL, NULL, &rc).v_int64, 3);
+  PFFuncFree(count);
+  PFObjectFree(boxed);
+  PFObjectFree(square);
+  PFObjectFree(shape);
+}
+
 /* ---- the constructor ---- */
 
 static atomic_int g_failing_fins;
@@ -1452,6 +1516,7 @@ int main(void) {
       cmocka_unit_test(test_field_write_errors),
       cmocka_unit_test(test_release_chain_without_recursion),
       cmocka_unit_test(test_methods),
+      cmocka_unit_test(test_methods_check_their_object),
       cmocka_unit_test(test_constructor),
       cmocka_unit_test(test_grammar),
       cmocka_unit_test(test_obj_args_fast_path),

@@ -97,7 +97,16 @@ extern "C" {
  * object comes first; PFObjectGetMethod: bound to one instance, through
  * PFFuncBind), with metadata: the name "KEY.NAME", the signature (a typed
  * method's canonical one, or the one given for a packed method) and the
- * doc.
+ * doc. An instance method's function checks its first argument before the
+ * method's code runs, packed and typed methods alike: it must be an
+ * instance of the method's type or of a descendant (so a method declared
+ * with `object`, or with an ancestor's obj<KEY>, still gets only instances
+ * of its own type); null, another type code, an object of another type or
+ * an instance of an ancestor is a TypeError naming both types, e.g.
+ * "method 'mylib.Counter.reset': argument 0 (the object): expected
+ * obj<mylib.Counter>, got mylib.Base object". The check compares the
+ * object's type index with the method's type, and walks the parent chain
+ * only when they differ.
  *
  * The constructor. A method named "__init__" makes the type constructible
  * with arguments (the nearest one, own or inherited, is used):

@@ -374,6 +374,37 @@ def test_typed_parameters_check_the_type(mod, demo):
 
 
 # ---------------------------------------------------------------------------
+# Unbound methods check their object
+# ---------------------------------------------------------------------------
+
+def test_an_unbound_method_refuses_what_is_not_its_instance(mod, demo):
+    # In C, for typed (increment) and packed (reset) methods alike: None
+    # crashed, and a packed method of a child wrote past a parent's struct.
+    base = demo.Base("b")
+    for bad, got in ((None, "null"), (base, "demo.Base object"),
+                     (mod.pyt.Base(1), "pyt.Base object"), (pf.List([1]), "list object"),
+                     (5, "int")):
+        with pytest.raises(TypeError, match=r"typed function 'demo.Counter.increment' "
+                                            r"int64\(obj<demo.Counter>\): argument 0: expected "
+                                            r"obj<demo.Counter>, got " + got):
+            demo.Counter.increment.function(bad)
+        with pytest.raises(TypeError, match=r"method 'demo.Counter.reset': argument 0 \(the "
+                                            r"object\): expected obj<demo.Counter>, got " + got):
+            demo.Counter.reset.function(bad, 3)
+    with pytest.raises(TypeError, match=r"takes the object \(obj<demo.Counter>\) first, got no "
+                                        r"arguments"):
+        demo.Counter.reset.function()
+    assert base.describe() == demo.Base.describe.function(base)  # untouched
+    # A descendant's instance is one of its ancestors'.
+    child = mod.pyt.Child(1)
+    assert mod.pyt.Base.who.function(child) == "base"
+    assert mod.pyt.Base.visit.function(child, lambda o: o is child)
+    c = demo.Counter("c", 1)
+    assert demo.Counter.increment.function(c) == 2 and demo.Counter.reset.function(c, 7) is None
+    assert c.count == 7
+
+
+# ---------------------------------------------------------------------------
 # Pickling and copying
 # ---------------------------------------------------------------------------
 
