@@ -133,6 +133,11 @@ __attribute__((noinline)) static int field_read(const char* where, const pf_inst
   switch (f->store) {
     case pf_store_plain:
       pf_cvalue_load(t, p, &c);
+      if (t == pf_t_dtype && c.dt.code == 0 && c.dt.bits == 0 && c.dt.lanes == 0) {
+        out->v_handle = NULL; /* a zeroed struct's dtype: no data type (no lanes) */
+        *out_code = kPFNull;
+        return 0;
+      }
       break;
     case pf_store_tensor: {
       void* o;
@@ -283,6 +288,8 @@ static int field_write(const char* where, pf_instance* in, const pf_field* f, co
                                                                                    : pf_conv_type,
                            where, what, t, NULL, code, v);
     c.o = code == kPFNull ? NULL : v->v_handle;
+  } else if (t == pf_t_dtype && code == kPFNull) {
+    memset(&c.dt, 0, sizeof(c.dt)); /* what a zero dtype reads as */
   } else {
     pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, 1);
     if (k != pf_conv_ok) return pf_conv_error(k, where, what, t, f->obj, code, v);

@@ -737,6 +737,67 @@ static void test_every_field_type(void** state) {
   assert_int_equal(atomic_load(&fins), 2);
 }
 
+/* A zeroed instance with a field of every type of the grammar (read from
+ * PFSignatureTypeInfo, so a type added to the grammar is covered; void and
+ * any are no field types) and obj<KEY>: every field reads as a value, or
+ * null, and takes back what it read. (Before: a zero dtype read as a
+ * DLDataType that no host can represent, and could not be written.) */
+static void test_zeroed_instance_round_trips(void** state) {
+  (void)state;
+  PFFieldDesc fields[64];
+  char names[64][8];
+  int n = 0;
+  const char* type = NULL;
+  for (int i = 0; PFSignatureTypeInfo(i, &type, NULL) == 0; ++i) {
+    if (strcmp(type, "void") == 0 || strcmp(type, "any") == 0) continue;
+    assert_true(n < 63);
+    snprintf(names[n], sizeof(names[n]), "f%d", n);
+    fields[n] = (PFFieldDesc){names[n], type, 16 * (size_t)n, kPFFieldWritable, NULL};
+    ++n;
+  }
+  PFErrorClear();
+  assert_true(n >= 20);
+  snprintf(names[n], sizeof(names[n]), "f%d", n);
+  fields[n] = (PFFieldDesc){names[n], "obj<t.Rect>", 16 * (size_t)n, kPFFieldWritable, NULL};
+  ++n;
+  PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.Zeroed", NULL, 16 * (size_t)n, NULL, NULL, fields, n, NULL, 0};
+  uint32_t ix = reg(&d);
+  PFObjectHandle o = alloc(ix);
+  const PFObjectTypeInfo* ti = info(ix);
+  for (int k = 0; k < n; ++k) {
+    const PFFieldInfo* f = ti->fields[k];
+    PFValue v, again;
+    int code = -1, code2 = -1;
+    if (PFObjectGetField(o, f, &v, &code) != 0)
+      fail_msg("field %s (%s) of a zeroed instance: %s", f->name, f->type, PFGetLastError());
+    if (PFObjectSetField(o, f, v, code) != 0)
+      fail_msg("field %s (%s) takes back what it read (%s): %s", f->name, f->type,
+               PFTypeCodeName(code), PFGetLastError());
+    assert_pf_ok(PFObjectGetField(o, f, &again, &code2));
+    assert_int_equal(code2, code);
+    assert_memory_equal(&again, &v, sizeof(v));
+  }
+  /* The zero dtype is null, both ways; any other dtype is itself. */
+  PFValue v;
+  int code;
+  const PFFieldInfo* dt = NULL;
+  for (int k = 0; k < n; ++k)
+    if (strcmp(ti->fields[k]->type, "dtype") == 0) dt = ti->fields[k];
+  assert_non_null(dt);
+  assert_pf_ok(PFObjectGetField(o, dt, &v, &code));
+  assert_int_equal(code, kPFNull);
+  DLDataType i8 = {kDLInt, 8, 1};
+  assert_pf_ok(PFObjectSetField(o, dt, (PFValue){.v_type = i8}, kPFDataType));
+  assert_pf_ok(PFObjectGetField(o, dt, &v, &code));
+  assert_int_equal(code, kPFDataType);
+  assert_int_equal(v.v_type.bits, 8);
+  assert_pf_ok(PFObjectSetField(o, dt, (PFValue){.v_handle = NULL}, kPFNull));
+  assert_pf_ok(PFObjectGetField(o, dt, &v, &code));
+  assert_int_equal(code, kPFNull);
+  PFObjectFree(o);
+}
+
 static void test_field_write_errors(void** state) {
   (void)state;
   uint32_t ix;
@@ -1513,6 +1574,7 @@ int main(void) {
       cmocka_unit_test(test_bad_descriptions),
       cmocka_unit_test(test_alloc_and_data),
       cmocka_unit_test(test_every_field_type),
+      cmocka_unit_test(test_zeroed_instance_round_trips),
       cmocka_unit_test(test_field_write_errors),
       cmocka_unit_test(test_release_chain_without_recursion),
       cmocka_unit_test(test_methods),

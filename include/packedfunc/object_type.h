@@ -58,7 +58,10 @@ extern "C" {
  *   int8 .. int64,          the C type (int64_t, ...)  as a typed function's
  *   uint8 .. uint64,                                   result and argument of that
  *   float32, float64, bool                             type (range-checked)
- *   dtype, device           DLDataType, DLDevice       kPFDataType, kPFDevice
+ *   dtype, device           DLDataType, DLDevice       kPFDataType, kPFDevice; the
+ *                                                      zero dtype (no lanes, as a
+ *                                                      zeroed struct has) is null,
+ *                                                      and null writes it
  *   ptr                     void*, never dereferenced  kPFOpaqueHandle; null is NULL
  *   str                     char*, owned (below)       kPFStr; null is NULL
  *   bytes                   PFByteArray*, owned        kPFBytes; null is NULL

@@ -429,6 +429,31 @@ def test_a_type_whose_fields_are_its_state_pickles_and_copies(mod):
     assert (deep.s, deep.dt) == ("s", pf.DataType("int8"))
 
 
+def test_a_zeroed_instance_reads_copies_and_takes_back_every_field(mod):
+    # pyt.Every has a field v_TYPE of every type of the grammar (and
+    # obj<KEY>), all writable. Before, a zero dtype could not be read, so
+    # copy, pickle and repr failed.
+    from packedfunc._signature import SIGNATURE_TYPES
+    names = ["v_" + t for t in SIGNATURE_TYPES if t not in ("void", "any")] + ["v_obj"]
+    e = mod.pyt.Every()
+    values = {name: getattr(e, name) for name in names}
+    assert values["v_dtype"] is None and values["v_str"] is None and values["v_int8"] == 0
+    text = repr(e)
+    assert text.startswith("pyt.Every(v_int8=0, ") and "Error" not in text
+    assert "v_dtype=None" in text
+    for name in names:
+        setattr(e, name, values[name])  # writing back what was read
+        assert getattr(e, name) == values[name], name
+    for q in (copy.copy(e), copy.deepcopy(e), pickle.loads(pickle.dumps(e))):
+        assert type(q) is mod.pyt.Every and not pf.same_as(q, e)
+        assert {name: getattr(q, name) for name in names} == values
+    # A dtype set and cleared again.
+    e.v_dtype = pf.DataType("int8")
+    assert e.v_dtype == pf.DataType("int8") and copy.copy(e).v_dtype == pf.DataType("int8")
+    e.v_dtype = None
+    assert e.v_dtype is None
+
+
 def test_other_types_refuse_to_pickle_or_copy(mod, demo):
     c = demo.Counter("c", 1)
     for act in (pickle.dumps, copy.copy, copy.deepcopy):
