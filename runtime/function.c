@@ -576,12 +576,12 @@ __attribute__((noinline)) static int call_kw_slow(PFFunctionHandle func, PFValue
     const char* name = kw_names[k];
     if (name == NULL) return kw_misuse(kw_names, kw_args, kw_codes, num_kw);
     /* Names are compared 8 bytes at a time: most are that short. */
-    int long_name;
-    uint64_t key = pf_name_key(name, &long_name);
+    int has_rest;
+    uint64_t key = pf_name_key(name, &has_rest);
     int j = info->pub.named ? 0 : n;
     for (; j < n; ++j) {
       if (info->name_keys[j] != key) continue;
-      if (!long_name) break;
+      if (!has_rest) break; /* both shorter than 8 bytes, and equal */
       const char* p = info->params[j].pub.name + 8;
       const char* q = name + 8;
       while (*p == *q && *p != '\0') ++p, ++q;

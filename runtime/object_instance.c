@@ -133,6 +133,11 @@ __attribute__((noinline)) static int field_read(const char* where, const pf_inst
   switch (f->store) {
     case pf_store_plain:
       pf_cvalue_load(t, p, &c);
+      if (t == pf_t_dtype && c.dt.code == 0 && c.dt.bits == 0 && c.dt.lanes == 0) {
+        out->v_handle = NULL; /* a zeroed struct's dtype: no data type (no lanes) */
+        *out_code = kPFNull;
+        return 0;
+      }
       break;
     case pf_store_tensor: {
       void* o;
@@ -283,6 +288,8 @@ static int field_write(const char* where, pf_instance* in, const pf_field* f, co
                                                                                    : pf_conv_type,
                            where, what, t, NULL, code, v);
     c.o = code == kPFNull ? NULL : v->v_handle;
+  } else if (t == pf_t_dtype && code == kPFNull) {
+    memset(&c.dt, 0, sizeof(c.dt)); /* what a zero dtype reads as */
   } else {
     pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, 1);
     if (k != pf_conv_ok) return pf_conv_error(k, where, what, t, f->obj, code, v);
@@ -435,6 +442,30 @@ static int construct_by_init(const pf_type* t, PFFunctionHandle init, PFValue* a
     pf_free(c);
   }
   return st;
+}
+
+int pf_self_error(const char* who, const char* what, const pf_type* t, int code, const PFValue* v) {
+  pf_conv c = code != kPFObjectHandle        ? pf_conv_type
+              : pf_is_object(v->v_handle, 0) ? pf_conv_object
+                                             : pf_conv_dead;
+  return pf_conv_error(c, who, what, pf_t_obj, t, code, v);
+}
+
+__attribute__((cold, noinline)) static int method_self_error(const pf_method* m, PFValue* args,
+                                                             int* codes, int n) {
+  char who[PF_OBJECT_TYPE_KEY_MAX * 2 + 16];
+  snprintf(who, sizeof(who), "method '%s.%s'", m->owner->info.key, m->info.name);
+  if (n < 1)
+    return PFErrorSetFormat(kPFErrTypeError, "%s: takes the object (%s) first, got no arguments",
+                            who, m->owner->sig_name);
+  return pf_self_error(who, "argument 0 (the object)", m->owner, codes[0], args);
+}
+
+int pf_method_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  const pf_method* m = res;
+  if (__builtin_expect(n < 1 || codes[0] != kPFObjectHandle || !pf_obj_arg_ok(args, m->owner), 0))
+    return method_self_error(m, args, codes, n);
+  return m->packed(args, codes, n, ret, NULL);
 }
 
 int pf_type_construct(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {

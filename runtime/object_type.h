@@ -116,6 +116,18 @@ static inline int pf_type_is_a(const pf_type* a, const pf_type* t) {
   return a == t || (a->info.depth > d && a->ancestors[d] == t);
 }
 
+/* 1 when `v` is a live instance of `t` or of a descendant: first the
+ * object header's magic and type index against t's (one 8-byte compare),
+ * then the parent chain. */
+static inline int pf_obj_arg_ok(const PFValue* v, const pf_type* t) {
+  const pf_object* o = v->v_handle;
+  if (o == NULL) return 0;
+  uint64_t head;
+  memcpy(&head, o, sizeof(head));
+  if (head == PF_OBJECT_HEAD_(t->info.type_index)) return 1;
+  return pf_is_instance(o) && pf_type_is_a(((const pf_instance*)o)->type, t);
+}
+
 /* ---- the table (runtime/object_type.c) ---- */
 
 /* The registered type of an index, or NULL. Lock-free. */
@@ -176,12 +188,27 @@ PF_HIDDEN const char* pf_type_differs(const pf_type* old, const pf_type* fresh, 
 PF_HIDDEN int pf_type_code_build(const char* where, const pf_type* t, pf_object* lib,
                                  pf_type_code** out);
 PF_HIDDEN void pf_type_code_free(pf_type_code* c);
+/* PFFuncCreateFromTyped for an instance method of `self_type`: its first
+ * argument must be an instance of that type or of a descendant (an
+ * `object` or ancestor's obj<KEY> first parameter included), else a
+ * TypeError (pf_self_error); the signature's text stays as given.
+ * (runtime/typed.c) */
+PF_HIDDEN int pf_typed_create_method(const char* where, void* fn, const char* signature,
+                                     const pf_type* self_type, PFFunctionHandle* out);
 
 /* ---- instances (runtime/object_instance.c) ---- */
 
 /* 1 when `h` is a live object that is an instance of `t` (or a
  * descendant). */
 PF_HIDDEN int pf_object_is_a(const void* h, const pf_type* t);
+/* The TypeError of an instance method of `t` called with `v` (code
+ * `code`) first, which is not an instance of `t`: "WHO: WHAT: expected
+ * obj<KEY>, got ...", naming what was given. */
+PF_HIDDEN int pf_self_error(const char* who, const char* what, const pf_type* t, int code,
+                            const PFValue* v);
+/* The packed function of a packed instance method: checks the object,
+ * then calls the method's code; its resource is the pf_method. */
+PF_HIDDEN int pf_method_call(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res);
 /* The constructor's packed function; its resource is the type. */
 PF_HIDDEN int pf_type_construct(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res);
 

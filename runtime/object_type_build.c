@@ -499,12 +499,20 @@ void pf_type_code_free(pf_type_code* c) {
   pf_error_restore(&e);
 }
 
+/* An instance method checks its object before its code runs: a typed one
+ * as its first argument's conversion, a packed one in pf_method_call. */
 static int make_method(const char* where, const pf_type* t, const pf_method* m,
                        PFFunctionHandle* out) {
   PFFunctionHandle f = NULL;
-  int rc = m->typed ? PFFuncCreateFromTyped((void*)(uintptr_t)pf_code_addr(m->typed),
-                                            m->info.signature, &f)
-                    : PFFuncCreateFromCFunc(m->packed, NULL, NULL, &f);
+  int is_static = (m->info.flags & kPFMethodStatic) != 0;
+  void* typed = m->typed ? (void*)(uintptr_t)pf_code_addr(m->typed) : NULL;
+  int rc = typed && is_static ? PFFuncCreateFromTyped(typed, m->info.signature, &f)
+           : typed            ? pf_typed_create_method(where, typed, m->info.signature, t, &f)
+           : is_static        ? PFFuncCreateFromCFunc(m->packed, NULL, NULL, &f)
+                       : PFFuncCreateFromCFunc(pf_method_call, (void*)(uintptr_t)m, NULL, &f);
+  /* pf_method_call runs the method's code: keep its library loaded. */
+  if (rc == 0 && !typed && !is_static)
+    rc = pf_object_hold_code(f, pf_code_addr((void (*)(void))m->packed), where);
   size_t n = strlen(t->info.key) + strlen(m->info.name) + 2;
   char* name = rc == 0 ? pf_malloc(n) : NULL;
   if (rc == 0 && name == NULL) rc = pf_oom(where);

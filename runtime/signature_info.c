@@ -187,9 +187,9 @@ static void lay_out(wbuf* w, const char* text, const pf_parsed_sig* ps, pf_sigin
   info->pub.named = ps->named;
   info->pub.result = &info->result.pub;
   for (int k = 0; k < ps->n; ++k) {
-    int long_name;
+    int has_rest;
     info->ptrs[k] = &info->params[k].pub;
-    info->name_keys[k] = ps->named ? pf_name_key(info->params[k].pub.name, &long_name) : 0;
+    info->name_keys[k] = ps->named ? pf_name_key(info->params[k].pub.name, &has_rest) : 0;
   }
   info->pub.params = info->ptrs;
 }

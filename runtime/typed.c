@@ -14,22 +14,13 @@ typedef struct {
   pf_fn fn;
   pf_fast_caller fast;   /* NULL: call through cif */
   PFFunctionHandle self; /* not a reference: the function owns this struct */
+  /* An instance method's type, whose instance its first argument must be
+   * (then sig.args[0] is obj<that type>); NULL for other functions. */
+  const pf_type* self_type;
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
 } pf_typed;
-
-/* An obj<KEY> argument that needs no conversion: a live instance of KEY
- * itself (the object header's magic and type index, one 8-byte compare),
- * or of a type descending from it. */
-static inline int obj_arg_ok(const PFValue* v, const pf_type* key) {
-  const pf_object* o = v->v_handle;
-  if (o == NULL) return 0;
-  uint64_t head;
-  memcpy(&head, o, sizeof(head));
-  if (head == PF_OBJECT_HEAD_(key->info.type_index)) return 1;
-  return pf_is_instance(o) && pf_type_is_a(((const pf_instance*)o)->type, key);
-}
 
 /*
  * The fast path. On LP64 targets whose C ABI passes a pointer exactly as an
@@ -190,7 +181,7 @@ PF_PK_ALL(d)
 #define PF_PK_OBJ1(k)                                                                  \
   PF_PK_HEAD(packed_##k##_O) {                                                         \
     if (__builtin_expect(n != 1 || codes[0] != kPFObjectHandle ||                      \
-                             !obj_arg_ok(&a[0], ((const pf_typed*)res)->sig.arg_obj[0]), \
+                             !pf_obj_arg_ok(&a[0], ((const pf_typed*)res)->sig.arg_obj[0]), \
                          0))                                                           \
       PF_PK_OTHER;                                                                     \
     PF_PK_ST_##k(((PF_RT_##k(*)(PF_TY_I))PF_PK_FN)(PF_AV_I(0)))                        \
@@ -338,6 +329,15 @@ static int arg_error(const pf_typed* t, pf_conv c, int i, int code, const PFValu
                           v);
 }
 
+/* A method's object that is not an instance of its type. */
+__attribute__((cold, noinline)) static int self_error(const pf_typed* t, int code,
+                                                      const PFValue* v) {
+  char who[512], what[128];
+  describe(t, who, sizeof(who));
+  arg_what(t, 0, what, sizeof(what));
+  return pf_self_error(who, what, t->self_type, code, v);
+}
+
 /* A tensor argument that does not meet its constraint. */
 __attribute__((cold, noinline)) static int tensor_error(const pf_typed* t, pf_conv c, int i,
                                                         const DLTensor* dl) {
@@ -396,6 +396,8 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
                                                         PFRetValueHandle ret, void* res) {
   const pf_typed* t = res;
   if (__builtin_expect(n != t->sig.num_args, 0)) return arity_error(t, n);
+  if (t->self_type != NULL && !(codes[0] == kPFObjectHandle && pf_obj_arg_ok(args, t->self_type)))
+    return self_error(t, codes[0], args);
   pf_cvalue av[PF_TYPED_MAX_ARGS];
   for (int i = 0; i < n; ++i) {
     int at = t->sig.args[i], code = codes[i];
@@ -428,7 +430,7 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
 /* The obj<KEY> path: a typed function with a direct cast whose arguments
  * are all int64, float64 or obj<KEY> (a method taking int64 and float64),
  * when at least one is obj<KEY>. A call whose int64 and float64 codes match
- * exactly and whose every obj<KEY> passes obj_arg_ok goes straight to the
+ * exactly and whose every obj<KEY> passes pf_obj_arg_ok goes straight to the
  * direct cast; any other call, a None included, takes typed_call_general
  * and its errors. A single obj<KEY> with a void, int64 or float64 result
  * has its own packed function (PF_PK_OBJ1). */
@@ -441,7 +443,7 @@ static int typed_call_obj(PFValue* args, int* codes, int n, PFRetValueHandle ret
     int ok = at == pf_t_int64 ? codes[i] == kPFInt
              : at == pf_t_float64
                  ? codes[i] == kPFFloat
-                 : codes[i] == kPFObjectHandle && obj_arg_ok(&args[i], t->sig.arg_obj[i]);
+                 : codes[i] == kPFObjectHandle && pf_obj_arg_ok(&args[i], t->sig.arg_obj[i]);
     if (__builtin_expect(!ok, 0)) return typed_call_general(args, codes, n, ret, res);
   }
   pf_cvalue rv;
@@ -471,11 +473,10 @@ static PFPackedCFunc pick_obj_entry(const pf_sig* sig) {
 
 static void typed_free(void* res) { pf_free(res); }
 
-int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out) {
-  static const char* const where = "PFFuncCreateFromTyped";
-  PF_CHECK_ARG(fn);
-  PF_CHECK_ARG(signature);
-  PF_CHECK_ARG(out);
+/* PFFuncCreateFromTyped, and for an instance method of `self_type` (not
+ * NULL) one whose first argument must be an instance of that type. */
+static int create_typed(const char* where, void* fn, const char* signature,
+                        const pf_type* self_type, PFFunctionHandle* out) {
   pf_siginfo* info = NULL;
   if (pf_siginfo_parse(where, signature, &info) != 0) return -1;
   if (pf_sig_refuse_any(where, signature, &info->sig) != 0) {
@@ -489,6 +490,11 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
   }
   t->fn = (pf_fn)fn;
   t->sig = info->sig;
+  t->self_type = self_type;
+  if (self_type != NULL) { /* `object`, or obj<an ancestor>: both one pointer */
+    t->sig.args[0] = pf_t_obj;
+    t->sig.arg_obj[0] = self_type;
+  }
   if (pf_sig_prep_cif(where, &t->sig, &t->cif, t->atypes) != 0) {
     pf_siginfo_free(info);
     pf_free(t);
@@ -518,6 +524,19 @@ int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out
   }
   *out = f;
   return 0;
+}
+
+int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionHandle* out) {
+  static const char* const where = "PFFuncCreateFromTyped";
+  PF_CHECK_ARG(fn);
+  PF_CHECK_ARG(signature);
+  PF_CHECK_ARG(out);
+  return create_typed(where, fn, signature, NULL, out);
+}
+
+int pf_typed_create_method(const char* where, void* fn, const char* signature,
+                           const pf_type* self_type, PFFunctionHandle* out) {
+  return create_typed(where, fn, signature, self_type, out);
 }
 
 static pf_typed* typed_of(PFFunctionHandle func) {

@@ -211,15 +211,16 @@ PF_HIDDEN void pf_siginfo_free(pf_siginfo* info);
  * ValueError naming `where`, the text and the first such position: a typed
  * C function, a C function pointer and a field need C types. */
 PF_HIDDEN int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig);
-/* The first 8 bytes of a name, NUL-padded, as one integer; *long_name set
- * when the name is longer (then the rest must be compared too). A keyword
- * matches a parameter when their keys are equal and, for a long name, the
- * rest is. */
-static inline uint64_t pf_name_key(const char* s, int* long_name) {
+/* The first 8 bytes of a name, NUL-padded, as one integer; *has_rest set
+ * when the name fills all 8 (then what follows must be compared too, even
+ * when it is empty: "interval" and "interval_ms" have one key). A keyword
+ * matches a parameter when their keys are equal and, when the keyword has
+ * a rest, the rests are equal. */
+static inline uint64_t pf_name_key(const char* s, int* has_rest) {
   uint64_t k = 0;
   int i = 0;
   for (; i < 8 && s[i] != '\0'; ++i) k |= (uint64_t)(unsigned char)s[i] << (8 * i);
-  *long_name = i == 8 && s[8] != '\0';
+  *has_rest = i == 8;
   return k;
 }
 /* The canonical text of `info` without the parameters whose bits are set

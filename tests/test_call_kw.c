@@ -256,11 +256,106 @@ static void test_positional_is_pffunccall(void** state) {
   PFFuncFree(f);
 }
 
+/* A keyword binds only the parameter of exactly its name: names are
+ * compared 8 bytes at a time, and a name of exactly 8 bytes once bound a
+ * longer parameter that starts with it. Names of 7, 8, 9, 15, 16 and 17
+ * bytes, each a prefix of the longer ones, in both orders; then each name
+ * alone, where every other is unexpected. */
+static const char k_prefix_text[] = "abcdefghijklmnopq";
+static const int k_prefix_lens[] = {7, 8, 9, 15, 16, 17};
+#define NUM_PREFIXES ((int)(sizeof(k_prefix_lens) / sizeof(k_prefix_lens[0])))
+
+/* "str(NAME: int64 = 0, ...)" of the names `order` lists (indices into
+ * k_prefix_lens), into buf. */
+static void prefix_signature(const int* order, int n, char* buf, size_t cap) {
+  size_t at = (size_t)snprintf(buf, cap, "str(");
+  for (int i = 0; i < n; ++i)
+    at += (size_t)snprintf(buf + at, cap - at, "%s%.*s: int64 = 0", i ? ", " : "",
+                           k_prefix_lens[order[i]], k_prefix_text);
+  snprintf(buf + at, cap - at, ")");
+}
+
+static void test_names_sharing_a_prefix(void** state) {
+  (void)state;
+  static const int orders[2][NUM_PREFIXES] = {{0, 1, 2, 3, 4, 5}, {5, 4, 3, 2, 1, 0}};
+  char sig[512], name[32], want[64];
+  PFValue kw = {.v_int64 = 5}, rv;
+  int kc = kPFInt, rc;
+  const char* names[] = {name};
+  for (int o = 0; o < 2; ++o) {
+    PFFunctionHandle f = NULL;
+    prefix_signature(orders[o], NUM_PREFIXES, sig, sizeof(sig));
+    assert_pf_ok(PFFuncCreateFromCFunc(describe_args, NULL, NULL, &f));
+    assert_pf_ok(PFFuncSetInfo(f, "kw", sig, NULL));
+    for (int k = 0; k < NUM_PREFIXES; ++k) {
+      snprintf(name, sizeof(name), "%.*s", k_prefix_lens[k], k_prefix_text);
+      size_t at = 0;
+      for (int j = 0; j < NUM_PREFIXES; ++j)
+        at += (size_t)snprintf(want + at, sizeof(want) - at, "%s%d", j ? "," : "",
+                               orders[o][j] == k ? 5 : 0);
+      assert_pf_ok(PFFuncCallKw(f, NULL, NULL, 0, names, &kw, &kc, 1, &rv, &rc));
+      assert_string_equal(rv.v_str, want);
+    }
+    PFFuncFree(f);
+  }
+  for (int only = 0; only < NUM_PREFIXES; ++only) {
+    PFFunctionHandle f = NULL;
+    prefix_signature(&only, 1, sig, sizeof(sig));
+    assert_pf_ok(PFFuncCreateFromCFunc(describe_args, NULL, NULL, &f));
+    assert_pf_ok(PFFuncSetInfo(f, "kw", sig, NULL));
+    for (int k = 0; k < NUM_PREFIXES; ++k) {
+      snprintf(name, sizeof(name), "%.*s", k_prefix_lens[k], k_prefix_text);
+      if (k == only) {
+        assert_pf_ok(PFFuncCallKw(f, NULL, NULL, 0, names, &kw, &kc, 1, &rv, &rc));
+        assert_string_equal(rv.v_str, "5");
+        continue;
+      }
+      char msg[96];
+      snprintf(msg, sizeof(msg), "kw() got an unexpected keyword argument '%s'", name);
+      assert_pf_error(PFFuncCallKw(f, NULL, NULL, 0, names, &kw, &kc, 1, &rv, &rc), kPFErrTypeError,
+                      msg);
+    }
+    PFFuncFree(f);
+  }
+}
+
+static int64_t interval_pair(int64_t interval_ms, int64_t interval) {
+  return interval_ms * 1000 + interval;
+}
+
+/* The case, on a typed function. */
+static void test_eight_byte_keyword_is_not_a_prefix(void** state) {
+  (void)state;
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateFromTyped((void*)interval_pair,
+                                     "int64(interval_ms: int64 = 0, interval: int64 = 0)", &f));
+  assert_pf_ok(PFFuncSetInfo(f, "pair", NULL, NULL));
+  PFValue kw = {.v_int64 = 5}, rv;
+  int kc = kPFInt, rc;
+  const char* interval[] = {"interval"};
+  assert_pf_ok(PFFuncCallKw(f, NULL, NULL, 0, interval, &kw, &kc, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  PFFuncFree(f);
+  assert_pf_ok(PFFuncCreateFromTyped((void*)interval_pair,
+                                     "int64(interval_ms: int64 = 0, position_x: int64 = 0)", &f));
+  assert_pf_ok(PFFuncSetInfo(f, "pair", NULL, NULL));
+  const char* position[] = {"position"};
+  assert_pf_error(PFFuncCallKw(f, NULL, NULL, 0, interval, &kw, &kc, 1, &rv, &rc), kPFErrTypeError,
+                  "pair() got an unexpected keyword argument 'interval'");
+  assert_pf_error(PFFuncCallKw(f, NULL, NULL, 0, position, &kw, &kc, 1, &rv, &rc), kPFErrTypeError,
+                  "pair() got an unexpected keyword argument 'position'");
+  PFFuncFree(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_keywords_and_defaults),    cmocka_unit_test(test_python_errors),
-      cmocka_unit_test(test_packed_metadata),          cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_keywords_and_defaults),
+      cmocka_unit_test(test_python_errors),
+      cmocka_unit_test(test_packed_metadata),
+      cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_positional_is_pffunccall),
+      cmocka_unit_test(test_names_sharing_a_prefix),
+      cmocka_unit_test(test_eight_byte_keyword_is_not_a_prefix),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -737,6 +737,67 @@ static void test_every_field_type(void** state) {
   assert_int_equal(atomic_load(&fins), 2);
 }
 
+/* A zeroed instance with a field of every type of the grammar (read from
+ * PFSignatureTypeInfo, so a type added to the grammar is covered; void and
+ * any are no field types) and obj<KEY>: every field reads as a value, or
+ * null, and takes back what it read. (Before: a zero dtype read as a
+ * DLDataType that no host can represent, and could not be written.) */
+static void test_zeroed_instance_round_trips(void** state) {
+  (void)state;
+  PFFieldDesc fields[64];
+  char names[64][8];
+  int n = 0;
+  const char* type = NULL;
+  for (int i = 0; PFSignatureTypeInfo(i, &type, NULL) == 0; ++i) {
+    if (strcmp(type, "void") == 0 || strcmp(type, "any") == 0) continue;
+    assert_true(n < 63);
+    snprintf(names[n], sizeof(names[n]), "f%d", n);
+    fields[n] = (PFFieldDesc){names[n], type, 16 * (size_t)n, kPFFieldWritable, NULL};
+    ++n;
+  }
+  PFErrorClear();
+  assert_true(n >= 20);
+  snprintf(names[n], sizeof(names[n]), "f%d", n);
+  fields[n] = (PFFieldDesc){names[n], "obj<t.Rect>", 16 * (size_t)n, kPFFieldWritable, NULL};
+  ++n;
+  PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, "t.Zeroed", NULL, 16 * (size_t)n, NULL, NULL, fields, n, NULL, 0};
+  uint32_t ix = reg(&d);
+  PFObjectHandle o = alloc(ix);
+  const PFObjectTypeInfo* ti = info(ix);
+  for (int k = 0; k < n; ++k) {
+    const PFFieldInfo* f = ti->fields[k];
+    PFValue v, again;
+    int code = -1, code2 = -1;
+    if (PFObjectGetField(o, f, &v, &code) != 0)
+      fail_msg("field %s (%s) of a zeroed instance: %s", f->name, f->type, PFGetLastError());
+    if (PFObjectSetField(o, f, v, code) != 0)
+      fail_msg("field %s (%s) takes back what it read (%s): %s", f->name, f->type,
+               PFTypeCodeName(code), PFGetLastError());
+    assert_pf_ok(PFObjectGetField(o, f, &again, &code2));
+    assert_int_equal(code2, code);
+    assert_memory_equal(&again, &v, sizeof(v));
+  }
+  /* The zero dtype is null, both ways; any other dtype is itself. */
+  PFValue v;
+  int code;
+  const PFFieldInfo* dt = NULL;
+  for (int k = 0; k < n; ++k)
+    if (strcmp(ti->fields[k]->type, "dtype") == 0) dt = ti->fields[k];
+  assert_non_null(dt);
+  assert_pf_ok(PFObjectGetField(o, dt, &v, &code));
+  assert_int_equal(code, kPFNull);
+  DLDataType i8 = {kDLInt, 8, 1};
+  assert_pf_ok(PFObjectSetField(o, dt, (PFValue){.v_type = i8}, kPFDataType));
+  assert_pf_ok(PFObjectGetField(o, dt, &v, &code));
+  assert_int_equal(code, kPFDataType);
+  assert_int_equal(v.v_type.bits, 8);
+  assert_pf_ok(PFObjectSetField(o, dt, (PFValue){.v_handle = NULL}, kPFNull));
+  assert_pf_ok(PFObjectGetField(o, dt, &v, &code));
+  assert_int_equal(code, kPFNull);
+  PFObjectFree(o);
+}
+
 static void test_field_write_errors(void** state) {
   (void)state;
   uint32_t ix;
@@ -932,6 +993,70 @@ static void test_methods(void** state) {
   PFFuncFree(kind);
   PFFuncFree(area);
   PFFuncFree(c);
+}
+
+/* An instance method's object is checked, packed and typed methods alike:
+ * NULL, a value that is not an object, an object of another type and an
+ * instance of an ancestor are TypeErrors naming the method's type and what
+ * was given; an instance of a descendant passes. (Before: NULL reached the
+ * C function, and a packed method of t.Rect wrote past a t.Shape.) */
+static void test_methods_check_their_object(void** state) {
+  (void)state;
+  static const char* const names[] = {"scale", "area", "kind", "__init__"};
+  PFObjectHandle shape = alloc(g_shape), square = alloc(g_square), boxed = NULL;
+  atomic_int fins = 0;
+  assert_pf_ok(PFObjectCreateBoxed(&fins, pf_test_count_fin, &boxed));
+  PFValue a[3] = {vh(NULL), {.v_float64 = 2.0}, {.v_float64 = 2.0}}, rv = vi(77);
+  int c[3] = {kPFNull, kPFFloat, kPFFloat}, rc = 99;
+  for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); ++k) {
+    PFFunctionHandle f = NULL;
+    assert_pf_ok(PFObjectTypeGetMethod(g_rect, names[k], &f));
+    int n = k == 0 ? 2 : k == 3 ? 3 : 1;
+    const char* key = k == 2 ? "t.Shape" : "t.Rect";
+    char want[64];
+    snprintf(want, sizeof(want), "expected obj<%s>", key);
+    a[0] = vh(NULL), c[0] = kPFNull;
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, names[k], want, "got null");
+    a[0] = vi(5), c[0] = kPFInt;
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, want, "got int");
+    a[0] = vh(boxed), c[0] = kPFObjectHandle;
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, want, "got boxed object");
+    if (k != 2) { /* kind is t.Shape's: a t.Shape is its own */
+      a[0] = vh(shape);
+      assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, want,
+                      "got t.Shape object");
+    }
+    a[0] = vh(g_not_an_object); /* PFFuncCall's own check */
+    assert_pf_error(PFFuncCall(f, a, c, n, &rv, &rc), kPFErrTypeError, "not a live object");
+    /* Nothing is written on error; a descendant's instance passes. */
+    assert_int_equal(rc, 99);
+    if (k != 3) {
+      a[0] = vh(square);
+      assert_pf_ok(PFFuncCall(f, a, c, n, &rv, &rc));
+      rc = 99;
+    }
+    PFFuncFree(f);
+  }
+  /* The bound form checks the same (PFFuncBind of an unbound method). */
+  PFFunctionHandle scale = NULL, bound = NULL;
+  assert_pf_ok(PFObjectTypeGetMethod(g_rect, "scale", &scale));
+  int pos = 0, oc = kPFObjectHandle;
+  PFValue sv = vh(shape);
+  assert_pf_error(PFFuncCall(scale, NULL, NULL, 0, &rv, &rc), kPFErrTypeError,
+                  "method 't.Rect.scale': takes the object (obj<t.Rect>) first, got no arguments");
+  assert_pf_ok(PFFuncBind(scale, 1, &pos, &sv, &oc, NULL, &bound));
+  assert_pf_error(PFFuncCall(bound, &a[1], &c[1], 1, &rv, &rc), kPFErrTypeError,
+                  "expected obj<t.Rect>, got t.Shape object");
+  PFFuncFree(bound);
+  PFFuncFree(scale);
+  /* A static method takes no object. */
+  PFFunctionHandle count = NULL;
+  assert_pf_ok(PFObjectTypeGetMethod(g_rect, "count", &count));
+  assert_int_equal(call(count, 0, NULL, NULL, &rc).v_int64, 3);
+  PFFuncFree(count);
+  PFObjectFree(boxed);
+  PFObjectFree(square);
+  PFObjectFree(shape);
 }
 
 /* ---- the constructor ---- */
@@ -1449,9 +1574,11 @@ int main(void) {
       cmocka_unit_test(test_bad_descriptions),
       cmocka_unit_test(test_alloc_and_data),
       cmocka_unit_test(test_every_field_type),
+      cmocka_unit_test(test_zeroed_instance_round_trips),
       cmocka_unit_test(test_field_write_errors),
       cmocka_unit_test(test_release_chain_without_recursion),
       cmocka_unit_test(test_methods),
+      cmocka_unit_test(test_methods_check_their_object),
       cmocka_unit_test(test_constructor),
       cmocka_unit_test(test_grammar),
       cmocka_unit_test(test_obj_args_fast_path),

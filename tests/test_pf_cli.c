@@ -407,6 +407,37 @@ static void test_call_errors(void** state) {
   expect(&r, 1, "", "pf: KeyError: no function named 'no.such' is registered\n");
 }
 
+/* A keyword binds only the parameter of exactly its name, whichever
+ * names share its first bytes (tests/modules/mod_echo.c: kw_prefixes). */
+static void test_call_keyword_prefixes(void** state) {
+  (void)state;
+  static const char* const names[] = {"abcdefg",         "abcdefgh",         "abcdefghi",
+                                      "abcdefghijklmno", "abcdefghijklmnop", "abcdefghijklmnopq"};
+  run_result r;
+  char arg[32], want[128];
+  for (int rev = 0; rev < 2; ++rev) {
+    for (int k = 0; k < 6; ++k) {
+      snprintf(arg, sizeof(arg), "%s=5", names[k]);
+      int at = rev ? 5 - k : k;
+      snprintf(want, sizeof(want), "[%d, %d, %d, %d, %d, %d]\n", 5 * (at == 0), 5 * (at == 1),
+               5 * (at == 2), 5 * (at == 3), 5 * (at == 4), 5 * (at == 5));
+      run(&r, "--load", MODS "/mod_echo.so", "call", rev ? "kw_prefixes_rev" : "kw_prefixes", arg,
+          NULL);
+      expect(&r, 0, want, "");
+    }
+  }
+  static const char* const strangers[] = {"interval", "position", "abcdefgh", "abcdefghijklmnop"};
+  for (int k = 0; k < 4; ++k) {
+    snprintf(arg, sizeof(arg), "%s=5", strangers[k]);
+    snprintf(want, sizeof(want),
+             "pf: TypeError: kw_longer() got an unexpected keyword argument "
+             "'%s'\n",
+             strangers[k]);
+    run(&r, "--load", MODS "/mod_echo.so", "call", "kw_longer", arg, NULL);
+    expect(&r, 1, "", want);
+  }
+}
+
 /* NAME=VALUE arguments: keywords, bound by the library (PFFuncCallKw),
  * each read by its parameter's type; defaults fill the rest. */
 static void test_call_keywords(void** state) {
@@ -878,6 +909,7 @@ int main(void) {
       cmocka_unit_test(test_call_json_arguments),
       cmocka_unit_test(test_call_errors),
       cmocka_unit_test(test_call_keywords),
+      cmocka_unit_test(test_call_keyword_prefixes),
       cmocka_unit_test(test_load_errors),
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_command_help),

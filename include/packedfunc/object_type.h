@@ -58,7 +58,10 @@ extern "C" {
  *   int8 .. int64,          the C type (int64_t, ...)  as a typed function's
  *   uint8 .. uint64,                                   result and argument of that
  *   float32, float64, bool                             type (range-checked)
- *   dtype, device           DLDataType, DLDevice       kPFDataType, kPFDevice
+ *   dtype, device           DLDataType, DLDevice       kPFDataType, kPFDevice; the
+ *                                                      zero dtype (no lanes, as a
+ *                                                      zeroed struct has) is null,
+ *                                                      and null writes it
  *   ptr                     void*, never dereferenced  kPFOpaqueHandle; null is NULL
  *   str                     char*, owned (below)       kPFStr; null is NULL
  *   bytes                   PFByteArray*, owned        kPFBytes; null is NULL
@@ -97,7 +100,16 @@ extern "C" {
  * object comes first; PFObjectGetMethod: bound to one instance, through
  * PFFuncBind), with metadata: the name "KEY.NAME", the signature (a typed
  * method's canonical one, or the one given for a packed method) and the
- * doc.
+ * doc. An instance method's function checks its first argument before the
+ * method's code runs, packed and typed methods alike: it must be an
+ * instance of the method's type or of a descendant (so a method declared
+ * with `object`, or with an ancestor's obj<KEY>, still gets only instances
+ * of its own type); null, another type code, an object of another type or
+ * an instance of an ancestor is a TypeError naming both types, e.g.
+ * "method 'mylib.Counter.reset': argument 0 (the object): expected
+ * obj<mylib.Counter>, got mylib.Base object". The check compares the
+ * object's type index with the method's type, and walks the parent chain
+ * only when they differ.
  *
  * The constructor. A method named "__init__" makes the type constructible
  * with arguments (the nearest one, own or inherited, is used):

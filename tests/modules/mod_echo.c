@@ -76,3 +76,19 @@ static int args_of(PFValue* args, int* codes, int n, PFRetValueHandle ret, void*
 }
 PF_REGISTER_PACKED_SIG("args_of", args_of,
                        "array(text: str, n: int64 = 1, sep: str = \"a=b\", items: any = null)");
+
+/* Parameter names that share their first bytes (7, 8, 9, 15, 16 and 17
+ * bytes, each a prefix of the longer ones), in both orders, and names
+ * longer than their 8-byte prefixes alone: a keyword binds only the
+ * parameter of exactly its name. */
+PF_REGISTER_PACKED_SIG("kw_prefixes", args_of,
+                       "array(abcdefg: int64 = 0, abcdefgh: int64 = 0, abcdefghi: int64 = 0, "
+                       "abcdefghijklmno: int64 = 0, abcdefghijklmnop: int64 = 0, "
+                       "abcdefghijklmnopq: int64 = 0)");
+PF_REGISTER_PACKED_SIG("kw_prefixes_rev", args_of,
+                       "array(abcdefghijklmnopq: int64 = 0, abcdefghijklmnop: int64 = 0, "
+                       "abcdefghijklmno: int64 = 0, abcdefghi: int64 = 0, abcdefgh: int64 = 0, "
+                       "abcdefg: int64 = 0)");
+PF_REGISTER_PACKED_SIG("kw_longer", args_of,
+                       "array(interval_ms: int64 = 0, position_x: int64 = 0, "
+                       "abcdefghijklmnopq: int64 = 0)");

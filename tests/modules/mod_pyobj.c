@@ -134,6 +134,49 @@ static const PFObjectTypeDesc k_holder = {
     PF_COUNTOF(k_holder_fields), NULL,         0};
 PF_REGISTER_OBJECT_TYPE(k_holder);
 
+/* ---- pyt.Every: a field of every type of the grammar, named v_TYPE, all
+ * writable, no constructor: a zeroed instance reads, copies and takes back
+ * every field ---- */
+
+typedef struct {
+  int8_t v_int8;
+  int16_t v_int16;
+  int32_t v_int32;
+  int64_t v_int64;
+  uint8_t v_uint8;
+  uint16_t v_uint16;
+  uint32_t v_uint32;
+  uint64_t v_uint64;
+  bool v_bool;
+  float v_float32;
+  double v_float64;
+  char* v_str;
+  PFByteArray* v_bytes;
+  void* v_ptr;
+  PFObjectHandle v_tensor;
+  DLDataType v_dtype;
+  DLDevice v_device;
+  PFObjectHandle v_func, v_array, v_map, v_shape, v_object, v_list, v_dict, v_obj;
+} Every;
+
+#define EVERY(member, type) PF_FIELD(Every, member, type, W, NULL)
+static const PFFieldDesc k_every_fields[] = {
+    EVERY(v_int8, "int8"),          EVERY(v_int16, "int16"),     EVERY(v_int32, "int32"),
+    EVERY(v_int64, "int64"),        EVERY(v_uint8, "uint8"),     EVERY(v_uint16, "uint16"),
+    EVERY(v_uint32, "uint32"),      EVERY(v_uint64, "uint64"),   EVERY(v_bool, "bool"),
+    EVERY(v_float32, "float32"),    EVERY(v_float64, "float64"), EVERY(v_str, "str"),
+    EVERY(v_bytes, "bytes"),        EVERY(v_ptr, "ptr"),         EVERY(v_tensor, "tensor"),
+    EVERY(v_dtype, "dtype"),        EVERY(v_device, "device"),   EVERY(v_func, "func"),
+    EVERY(v_array, "array"),        EVERY(v_map, "map"),         EVERY(v_shape, "shape"),
+    EVERY(v_object, "object"),      EVERY(v_list, "list"),       EVERY(v_dict, "dict"),
+    EVERY(v_obj, "obj<pyt.Point>"),
+};
+#undef EVERY
+static const PFObjectTypeDesc k_every = {
+    PF_OBJECT_TYPE_DESC_ABI,    "pyt.Every", NULL, sizeof(Every), NULL, NULL, k_every_fields,
+    PF_COUNTOF(k_every_fields), NULL,        0};
+PF_REGISTER_OBJECT_TYPE(k_every);
+
 /* ---- pyt.Base and pyt.Child: inheritance, an override, a callback ---- */
 
 static atomic_llong g_live; /* Bases made by __init__ and not yet finalized */

@@ -4,12 +4,14 @@ defaults and annotations; register_func publishes a Python function's own
 signature."""
 import gc
 import inspect
+import os
 import typing
 
 import numpy as np
 import pytest
 
 import packedfunc as pf
+from conftest import ROOT
 
 
 @pytest.fixture
@@ -227,3 +229,34 @@ def test_extension_binds_plain_keywords_itself(fn):
         assert seen == [{"d": [1]}]
     finally:
         _backend.cext.set_hooks(call_kw=_function._call_kw)
+
+
+# Names that share their first bytes: 7, 8, 9, 15, 16 and 17 bytes, each a
+# prefix of the longer ones (tests/modules/mod_echo.c), in both orders.
+PREFIXES = ["abcdefg", "abcdefgh", "abcdefghi", "abcdefghijklmno", "abcdefghijklmnop",
+            "abcdefghijklmnopq"]
+
+
+@pytest.fixture(scope="module")
+def echo_module():
+    module_dir = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(
+        ROOT, os.environ.get("BUILD", "build"), "modules")
+    return pf.load_module(os.path.join(module_dir, "mod_echo.so"))
+
+
+@pytest.mark.parametrize("name", PREFIXES)
+@pytest.mark.parametrize("func,order", [("kw_prefixes", PREFIXES),
+                                        ("kw_prefixes_rev", PREFIXES[::-1])])
+def test_a_keyword_binds_only_its_own_name(echo_module, func, order, name):
+    f = getattr(echo_module, func)
+    assert list(f(**{name: 5})) == [5 if p == name else 0 for p in order]
+
+
+@pytest.mark.parametrize("name", ["interval", "position", "abcdefgh", "abcdefghijklmnop"])
+def test_a_keyword_is_not_a_prefix_of_a_longer_name(echo_module, name):
+    f = echo_module.kw_longer  # (interval_ms, position_x, abcdefghijklmnopq)
+    with pytest.raises(TypeError,
+                       match=r"^kw_longer\(\) got an unexpected keyword argument '%s'$" % name):
+        f(**{name: 5})
+    with pytest.raises(TypeError, match="unexpected keyword argument '%s'" % name):
+        f(1, **{name: 5})  # with a positional argument too

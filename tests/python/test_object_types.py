@@ -374,6 +374,37 @@ def test_typed_parameters_check_the_type(mod, demo):
 
 
 # ---------------------------------------------------------------------------
+# Unbound methods check their object
+# ---------------------------------------------------------------------------
+
+def test_an_unbound_method_refuses_what_is_not_its_instance(mod, demo):
+    # In C, for typed (increment) and packed (reset) methods alike: None
+    # crashed, and a packed method of a child wrote past a parent's struct.
+    base = demo.Base("b")
+    for bad, got in ((None, "null"), (base, "demo.Base object"),
+                     (mod.pyt.Base(1), "pyt.Base object"), (pf.List([1]), "list object"),
+                     (5, "int")):
+        with pytest.raises(TypeError, match=r"typed function 'demo.Counter.increment' "
+                                            r"int64\(obj<demo.Counter>\): argument 0: expected "
+                                            r"obj<demo.Counter>, got " + got):
+            demo.Counter.increment.function(bad)
+        with pytest.raises(TypeError, match=r"method 'demo.Counter.reset': argument 0 \(the "
+                                            r"object\): expected obj<demo.Counter>, got " + got):
+            demo.Counter.reset.function(bad, 3)
+    with pytest.raises(TypeError, match=r"takes the object \(obj<demo.Counter>\) first, got no "
+                                        r"arguments"):
+        demo.Counter.reset.function()
+    assert base.describe() == demo.Base.describe.function(base)  # untouched
+    # A descendant's instance is one of its ancestors'.
+    child = mod.pyt.Child(1)
+    assert mod.pyt.Base.who.function(child) == "base"
+    assert mod.pyt.Base.visit.function(child, lambda o: o is child)
+    c = demo.Counter("c", 1)
+    assert demo.Counter.increment.function(c) == 2 and demo.Counter.reset.function(c, 7) is None
+    assert c.count == 7
+
+
+# ---------------------------------------------------------------------------
 # Pickling and copying
 # ---------------------------------------------------------------------------
 
@@ -396,6 +427,31 @@ def test_a_type_whose_fields_are_its_state_pickles_and_copies(mod):
     assert deep.pt is not p and deep.pt.x == 1.5  # copies of them
     assert deep.o is not h.o and deep.o.items == [1] and deep.o.items is not h.o.items
     assert (deep.s, deep.dt) == ("s", pf.DataType("int8"))
+
+
+def test_a_zeroed_instance_reads_copies_and_takes_back_every_field(mod):
+    # pyt.Every has a field v_TYPE of every type of the grammar (and
+    # obj<KEY>), all writable. Before, a zero dtype could not be read, so
+    # copy, pickle and repr failed.
+    from packedfunc._signature import SIGNATURE_TYPES
+    names = ["v_" + t for t in SIGNATURE_TYPES if t not in ("void", "any")] + ["v_obj"]
+    e = mod.pyt.Every()
+    values = {name: getattr(e, name) for name in names}
+    assert values["v_dtype"] is None and values["v_str"] is None and values["v_int8"] == 0
+    text = repr(e)
+    assert text.startswith("pyt.Every(v_int8=0, ") and "Error" not in text
+    assert "v_dtype=None" in text
+    for name in names:
+        setattr(e, name, values[name])  # writing back what was read
+        assert getattr(e, name) == values[name], name
+    for q in (copy.copy(e), copy.deepcopy(e), pickle.loads(pickle.dumps(e))):
+        assert type(q) is mod.pyt.Every and not pf.same_as(q, e)
+        assert {name: getattr(q, name) for name in names} == values
+    # A dtype set and cleared again.
+    e.v_dtype = pf.DataType("int8")
+    assert e.v_dtype == pf.DataType("int8") and copy.copy(e).v_dtype == pf.DataType("int8")
+    e.v_dtype = None
+    assert e.v_dtype is None
 
 
 def test_other_types_refuse_to_pickle_or_copy(mod, demo):
