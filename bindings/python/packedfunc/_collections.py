@@ -26,6 +26,7 @@ import functools
 import numbers
 import operator
 import struct
+import threading
 import typing
 
 from . import _signature
@@ -116,6 +117,31 @@ def keeps(x, code):
 
 
 raise_last_error = functools.partial(check_call, -1)
+
+
+def not_equal(self, other):
+    """__ne__ of a container: the negation of its __eq__ (the compiled
+    base's own comparison, by handle, would answer otherwise)."""
+    eq = self.__eq__(other)
+    return eq if eq is NotImplemented else not eq
+
+
+_repr_active = threading.local()  # .handles: the containers being repr'd
+
+
+def guarded_repr(self, fill, body):
+    """body() as the repr of container self, or `fill` ("[...]") where
+    self recurs inside it: a List's items are new wrappers of the same
+    handle, so the guard is on the handle, not the wrapper."""
+    active = _repr_active.__dict__.setdefault("handles", set())
+    handle = self._handle
+    if handle in active:
+        return fill
+    active.add(handle)
+    try:
+        return body()
+    finally:
+        active.discard(handle)
 
 
 def _index_type_error(what, index):
@@ -419,12 +445,14 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
         theirs = other._values() if isinstance(other, Array) else other
         return all(a is b or a == b for a, b in zip(mine, theirs))
 
+    __ne__ = not_equal
     __hash__ = None  # equal to lists, which are not hashable
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Array (released)>"
-        return "[" + ", ".join(map(repr, self._values())) + "]"
+        return guarded_repr(self, "[...]",
+                            lambda: "[" + ", ".join(map(repr, self._values())) + "]")
 
 
 class Map(_MapBase, Object, collections.abc.Mapping):
@@ -466,12 +494,17 @@ class Map(_MapBase, Object, collections.abc.Mapping):
             return NotImplemented
         return mapping_equal(self._pairs(), len(self), other)
 
+    __ne__ = not_equal
     __hash__ = None  # equal to dicts, which are not hashable
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Map (released)>"
-        return "{" + ", ".join("%r: %r" % kv for kv in self._pairs()) + "}"
+        return guarded_repr(self, "{...}", lambda: "{" + pairs_repr(self._pairs()) + "}")
+
+
+def pairs_repr(pairs):
+    return ", ".join("%r: %r" % kv for kv in pairs)
 
 
 def mapping_equal(pairs, size, other):
@@ -558,6 +591,8 @@ class Shape(Object, collections.abc.Sequence):
         if isinstance(other, tuple):
             return self._dims == other
         return NotImplemented
+
+    __ne__ = not_equal
 
     def __hash__(self):
         return hash(self._dims)

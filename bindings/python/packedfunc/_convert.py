@@ -296,15 +296,21 @@ _hooked_types = set()  # the types given an exact encoder below
 _HOOKED_TYPES_MAX = 64
 
 
-def _through_value_hook(x, pos, then):
-    """then(v, where) for v = x.__packedfunc_value__(), where naming v in
-    messages as the hook's result; TypeError when v is x, has the hook
-    itself, or (through a container) leads back to x."""
-    t = type(x)
+def hook_ids():
+    """The ids of the values whose __packedfunc_value__ result is being
+    converted on this thread (a result that leads back to one is refused)."""
     ids = getattr(_hooks_active, "ids", None)
     if ids is None:
         ids = _hooks_active.ids = set()
-    if id(x) in ids:
+    return ids
+
+
+def value_hook_result(x, pos):
+    """x.__packedfunc_value__(), checked: TypeError when it is x, has the
+    hook itself, or x's own result is being converted (a result that leads
+    back to x)."""
+    t = type(x)
+    if id(x) in hook_ids():
         raise TypeError("packedfunc: %s (%s): its __packedfunc_value__() result contains the "
                         "value itself, which cannot cross to C" % (what(pos), t.__qualname__))
     value = t.__packedfunc_value__(x)
@@ -316,7 +322,20 @@ def _through_value_hook(x, pos, then):
         raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned a %s, which has "
                         "__packedfunc_value__ itself (the hook is applied once)"
                         % (what(pos), t.__qualname__, type(value).__qualname__))
-    where = "%s (%s.__packedfunc_value__()'s result)" % (what(pos), t.__qualname__)
+    return value
+
+
+def hook_result_name(name, t):
+    """How messages name the result of t's hook on the value named `name`."""
+    return "%s (%s.__packedfunc_value__()'s result)" % (name, t.__qualname__)
+
+
+def _through_value_hook(x, pos, then):
+    """then(v, where) for v = value_hook_result(x, pos), where naming v in
+    messages as the hook's result; x's id is in hook_ids() meanwhile."""
+    value = value_hook_result(x, pos)
+    where = hook_result_name(what(pos), type(x))
+    ids = hook_ids()
     ids.add(id(x))
     try:
         return then(value, where)

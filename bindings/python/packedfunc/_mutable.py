@@ -40,7 +40,8 @@ import typing
 from . import _holds, _signature
 from ._backend import cext as _cext
 from ._collections import (INT64_MAX, INT64_MIN, Array, ItemsView, KeysView, Map, ValuesView,
-                           _index_type_error, encode_item, mapping_equal, read_all, read_items)
+                           _index_type_error, encode_item, guarded_repr, mapping_equal, not_equal,
+                           pairs_repr, read_all)
 from ._convert import (CODE, FUNC, INT, MODULE, OBJECT, decoders_get, register_encoder,
                        register_object_type, what)
 from ._errors import check_call, last_error
@@ -618,12 +619,14 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
         mine = self._values()
         return len(mine) == len(theirs) and all(a is b or a == b for a, b in zip(mine, theirs))
 
+    __ne__ = not_equal
     __hash__ = None  # mutable, and equal to lists
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.List (released)>"
-        return "List([" + ", ".join(map(repr, self._values())) + "])"
+        return guarded_repr(self, "[...]",
+                            lambda: "List([" + ", ".join(map(repr, self._values())) + "])")
 
 
 def _pairs_of(other, kwargs):
@@ -735,12 +738,13 @@ class Dict(_DictBase, Object, collections.abc.MutableMapping):
         pairs = self._pairs()
         return mapping_equal(pairs, len(pairs), other)
 
+    __ne__ = not_equal
     __hash__ = None  # mutable, and equal to dicts
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Dict (released)>"
-        return "Dict({" + ", ".join("%r: %r" % kv for kv in self._pairs()) + "})"
+        return guarded_repr(self, "{...}", lambda: "Dict({" + pairs_repr(self._pairs()) + "})")
 
 
 _ABSENT = object()
