@@ -119,6 +119,16 @@ def keeps(x, code):
 raise_last_error = functools.partial(check_call, -1)
 
 
+def _live(self):
+    """The handle of a container that an operation uses, read after the
+    operation converted its arguments (whose __index__ or hooks may have
+    released it: x.__del__()); ValueError once released."""
+    handle = self._handle
+    if not handle:
+        raise ValueError("packedfunc: the %s was released" % type(self).__name__)
+    return handle
+
+
 def not_equal(self, other):
     """__ne__ of a container: the negation of its __eq__ (the compiled
     base's own comparison, by handle, would answer otherwise)."""
@@ -215,7 +225,7 @@ class _ArrayBase(Object):
 
     def _read(self):
         flags = []
-        fresh = read_items(self._handle, 0, self._size, "Array", flags)
+        fresh = read_items(_live(self), 0, self._size, "Array", flags)
         if self._items is None:
             items = list(fresh)
             holes = 0
@@ -244,7 +254,7 @@ class _ArrayBase(Object):
             x = self._items[i]
             if x is not _HOLE:
                 return x
-        return read_items(self._handle, i, 1, "Array")[0]
+        return read_items(_live(self), i, 1, "Array")[0]
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -293,7 +303,7 @@ class _MapBase(Object):
         keys, values, flags = [], [], []
         if n:
             buf = (ctypes.c_char * (24 * n))()  # keys, values, key codes, value codes
-            check_call(PFMapGetItems(self._handle, 0, n, buf, byref(buf, 16 * n),
+            check_call(PFMapGetItems(_live(self), 0, n, buf, byref(buf, 16 * n),
                                      byref(buf, 8 * n), byref(buf, 20 * n)))
             codes = struct.unpack_from("=%di" % (2 * n), buf, 16 * n)
             for i in range(n):
@@ -312,7 +322,7 @@ class _MapBase(Object):
         if x is not _HOLE:
             return x
         buf = (ctypes.c_char * 24)()
-        check_call(PFMapGetItemAt(self._handle, i, buf, byref(buf, 16), byref(buf, 8),
+        check_call(PFMapGetItemAt(_live(self), i, buf, byref(buf, 16), byref(buf, 8),
                                   byref(buf, 20)))
         return _decode_at(buf, 8, CODE.unpack_from(buf, 20)[0], "Map")
 
@@ -351,7 +361,7 @@ class _MapBase(Object):
         buf = (ctypes.c_char * 12)()
         found = ctypes.c_int()
         # `data` lives until here, so the key's pointer stays valid.
-        check_call(PFMapGetItem(self._handle, raw, code, buf, byref(buf, 8), byref(found)))
+        check_call(PFMapGetItem(_live(self), raw, code, buf, byref(buf, 8), byref(found)))
         if not found.value:
             return (_MISSING,)
         return (_decode_at(buf, 0, CODE.unpack_from(buf, 8)[0], "Map"),)
@@ -397,6 +407,22 @@ if _cext:
 # ---------------------------------------------------------------------------
 # The classes
 # ---------------------------------------------------------------------------
+
+class MappingViews:
+    """keys(), values() and items() of a Map or Dict: views over the pairs
+    its _keys, _values and _pairs read (see KeysView)."""
+
+    __slots__ = ()
+
+    def keys(self):
+        return KeysView(self)
+
+    def values(self):
+        return ValuesView(self)
+
+    def items(self):
+        return ItemsView(self)
+
 
 class Array(_ArrayBase, Object, collections.abc.Sequence):
     """An immutable sequence of values held by packedfunc (a C Array).
@@ -455,7 +481,7 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
                             lambda: "[" + ", ".join(map(repr, self._values())) + "]")
 
 
-class Map(_MapBase, Object, collections.abc.Mapping):
+class Map(_MapBase, Object, MappingViews, collections.abc.Mapping):
     """An immutable mapping held by packedfunc (a C Map), with str or int
     keys in insertion order.
 
@@ -479,15 +505,6 @@ class Map(_MapBase, Object, collections.abc.Mapping):
         @classmethod
         def _adopt(cls, handle, type_index=MAP_TYPE):
             return Object._adopt.__func__(cls, handle, type_index)
-
-    def keys(self):
-        return KeysView(self)
-
-    def values(self):
-        return ValuesView(self)
-
-    def items(self):
-        return ItemsView(self)
 
     def __eq__(self, other):
         if not isinstance(other, collections.abc.Mapping):

@@ -36,19 +36,11 @@ if ctypes.sizeof(c_void_p) != 8:  # pragma: no cover
     raise ImportError("packedfunc: only 64-bit platforms are supported")
 
 # Type codes, by name, as the library numbers them.
-INT = TYPE_CODES["int"]
-FLOAT = TYPE_CODES["float"]
-BOOL = TYPE_CODES["bool"]
-NULL = TYPE_CODES["null"]
-HANDLE = TYPE_CODES["handle"]
-DTYPE = TYPE_CODES["dtype"]
-DEVICE = TYPE_CODES["device"]
-TENSOR = TYPE_CODES["tensor"]
-STR = TYPE_CODES["str"]
-BYTES = TYPE_CODES["bytes"]
-FUNC = TYPE_CODES["function"]
-MODULE = TYPE_CODES["module"]
-OBJECT = TYPE_CODES["object"]
+(INT, FLOAT, BOOL, NULL, HANDLE, DTYPE, DEVICE, TENSOR, STR, BYTES, FUNC, MODULE,
+ OBJECT) = (TYPE_CODES[name] for name in ("int", "float", "bool", "null", "handle", "dtype",
+                                          "device", "tensor", "str", "bytes", "function",
+                                          "module", "object"))
+HANDLE_CODES = (FUNC, MODULE, OBJECT)  # the codes whose value is a reference
 
 Q = struct.Struct("=q")
 D = struct.Struct("=d")

@@ -16,11 +16,11 @@ import sys
 
 from ._collections import Array, Map
 from ._containers import CONTAINER_KINDS, register_container
-from ._convert import (CONVERT, D, FLOAT, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q, encode,
-                       hook_ids, hook_result_name, value_hook_result, what)
+from ._convert import (CONVERT, D, FLOAT, HANDLE_CODES, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q,
+                       encode, hook_ids, hook_result_name, value_hook_result, what)
 from ._errors import check_call
-from ._ffi import PFArrayCreate, PFMapCreate
-from ._library import OBJECT_TYPES
+from ._ffi import PFArrayCreate, PFMapCreate, PFObjectFree, PFObjectRetain
+from ._library import OBJECT_TYPES, state
 from ._object import Object, Tensor, tensor_object_from
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
@@ -78,10 +78,29 @@ class _Path:
         return name if self.hooked is None else hook_result_name(name, self.hooked)
 
 
+
+
+class _Held:
+    """A reference of the conversion's own to the handle of an item (a
+    Function's or Object's, borrowed from it), dropped with `keep`: user
+    code that runs later in the conversion (a hook, __index__) may release
+    that object (x.__del__())."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle):
+        check_call(PFObjectRetain(handle))
+        self.handle = handle
+
+    def __del__(self):
+        if not state.shutting_down:
+            PFObjectFree(self.handle)
+
+
 def _encode_item(x, pos, stack, keep):
-    """(code, 8 bytes) of an item that is not a list, tuple or dict. A
-    DLPack array becomes a tensor object: a container cannot keep a
-    borrowed DLTensor."""
+    """(code, 8 bytes) of an item that is not a list, tuple or dict, its
+    handle held (_Held). A DLPack array becomes a tensor object: a
+    container cannot keep a borrowed DLTensor."""
     numpy = sys.modules.get("numpy")
     try:
         if (hasattr(x, "__dlpack__") and not isinstance(x, Object)
@@ -89,7 +108,10 @@ def _encode_item(x, pos, stack, keep):
             t = Tensor._adopt(tensor_object_from(x, _path(pos, stack)).value, TENSOR_TYPE)
             keep.append(t)
             return OBJECT, P.pack(t._handle)
-        return encode(x, pos, keep)
+        code, raw = encode(x, pos, keep)
+        if code in HANDLE_CODES:
+            keep.append(_Held(P.unpack(raw)[0]))
+        return code, raw
     except (TypeError, ValueError, OverflowError) as err:
         # Encoding again, with the item's path as its name, gives the same
         # error in words that say where the item is.
