@@ -2,20 +2,23 @@
 converts its arguments, sequences changed while their items convert,
 failed assignments, self-containing containers, hooks nested deep, and
 the comparison operators. Run on both backends (see conftest)."""
+import numbers
+
 import pytest
 
 import packedfunc as pf
 
 
 class Releaser:
-    """Crosses as `value`; releases `victim` (x.__del__(), as documented)
-    when it is converted."""
+    """Crosses as `value`; releases `victim` (x.__del__(), as documented;
+    None: nothing) when it is converted."""
 
     def __init__(self, victim, value=5):
         self.victim, self.value = victim, value
 
     def __packedfunc_value__(self):
-        self.victim.__del__()
+        if self.victim is not None:
+            self.victim.__del__()
         return self.value
 
 
@@ -99,9 +102,35 @@ def test_dict_released_by_its_own_operation_says_so():
         _released(lambda: op(pf.Dict({1: 2})))
 
 
-def test_array_released_by_its_own_index_says_so():
+class ReleasingKey:
+    """A number equal to 1 (a Map finds the key 1 under it); releases
+    `victim` when the Map asks for its real part."""
+
+    imag = 0
+
+    def __init__(self, victim):
+        self.victim = victim
+
+    @property
+    def real(self):
+        self.victim.__del__()
+        return 1
+
+    def __eq__(self, other):
+        return other == 1
+
+    def __hash__(self):
+        return hash(1)
+
+
+numbers.Number.register(ReleasingKey)
+
+
+def test_array_and_map_released_by_their_own_key_say_so():
     a = pf.convert(list(range(100)))
     _released(lambda: a[ReleasingIndex(a)])
+    m = pf.convert({i: i for i in range(100)})
+    _released(lambda: m[ReleasingKey(m)])
 
 
 # ---- a sequence changed while its items convert -------------------------------
@@ -212,12 +241,8 @@ def test_failed_update_changes_nothing():
 
 # ---- hooks nested deep: the nesting limit, never a RecursionError ----------------
 
-class Hooked:
-    def __init__(self, value):
-        self.value = value
-
-    def __packedfunc_value__(self):
-        return self.value
+def Hooked(value):
+    return Releaser(None, value)
 
 
 def _hook_chain(levels):

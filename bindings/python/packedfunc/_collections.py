@@ -408,6 +408,14 @@ if _cext:
 # The classes
 # ---------------------------------------------------------------------------
 
+def adopt_as(type_index):
+    """The _adopt of a container class on the extension: the compiled
+    base makes the wrapper (objects of `type_index` by default) and reads
+    what it needs."""
+    return classmethod(lambda cls, handle, type_index=type_index:
+                       Object._adopt.__func__(cls, handle, type_index))
+
+
 class MappingViews:
     """keys(), values() and items() of a Map or Dict: views over the pairs
     its _keys, _values and _pairs read (see KeysView)."""
@@ -442,9 +450,7 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
         return convert_value(list(iterable))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=ARRAY_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(ARRAY_TYPE)
 
     def __reversed__(self):
         return reversed(self._values())
@@ -502,9 +508,7 @@ class Map(_MapBase, Object, MappingViews, collections.abc.Mapping):
         return convert_value(dict(mapping))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=MAP_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(MAP_TYPE)
 
     def __eq__(self, other):
         if not isinstance(other, collections.abc.Mapping):

@@ -40,8 +40,8 @@ import typing
 from . import _holds, _signature
 from ._backend import cext as _cext
 from ._collections import (INT64_MAX, INT64_MIN, Array, Map, MappingViews, _index_type_error,
-                           _live, encode_item, guarded_repr, mapping_equal, not_equal, pairs_repr,
-                           read_all)
+                           _live, adopt_as, encode_item, guarded_repr, mapping_equal, not_equal,
+                           pairs_repr, read_all)
 from ._convert import (CODE, HANDLE_CODES, INT, decoders_get, register_encoder,
                        register_object_type, what)
 from ._errors import check_call, last_error
@@ -542,9 +542,7 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
         return cls._from_values(list(iterable))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=LIST_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(LIST_TYPE)
 
     def _set_slice(self, index, values):
         values = list(values)
@@ -678,9 +676,7 @@ class Dict(_DictBase, Object, MappingViews, collections.abc.MutableMapping):
         return cls._from_pairs(_pairs_of(mapping, kwargs))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=DICT_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(DICT_TYPE)
 
     @classmethod
     def fromkeys(cls, keys, value=None):
