@@ -26,6 +26,7 @@ import functools
 import numbers
 import operator
 import struct
+import threading
 import typing
 
 from . import _signature
@@ -118,6 +119,41 @@ def keeps(x, code):
 raise_last_error = functools.partial(check_call, -1)
 
 
+def _live(self):
+    """The handle of a container that an operation uses, read after the
+    operation converted its arguments (whose __index__ or hooks may have
+    released it: x.__del__()); ValueError once released."""
+    handle = self._handle
+    if not handle:
+        raise ValueError("packedfunc: the %s was released" % type(self).__name__)
+    return handle
+
+
+def not_equal(self, other):
+    """__ne__ of a container: the negation of its __eq__ (the compiled
+    base's own comparison, by handle, would answer otherwise)."""
+    eq = self.__eq__(other)
+    return eq if eq is NotImplemented else not eq
+
+
+_repr_active = threading.local()  # .handles: the containers being repr'd
+
+
+def guarded_repr(self, fill, body):
+    """body() as the repr of container self, or `fill` ("[...]") where
+    self recurs inside it: a List's items are new wrappers of the same
+    handle, so the guard is on the handle, not the wrapper."""
+    active = _repr_active.__dict__.setdefault("handles", set())
+    handle = self._handle
+    if handle in active:
+        return fill
+    active.add(handle)
+    try:
+        return body()
+    finally:
+        active.discard(handle)
+
+
 def _index_type_error(what, index):
     return TypeError("%s indices must be integers or slices, not %s"
                      % (what, type(index).__name__))
@@ -189,7 +225,7 @@ class _ArrayBase(Object):
 
     def _read(self):
         flags = []
-        fresh = read_items(self._handle, 0, self._size, "Array", flags)
+        fresh = read_items(_live(self), 0, self._size, "Array", flags)
         if self._items is None:
             items = list(fresh)
             holes = 0
@@ -218,7 +254,7 @@ class _ArrayBase(Object):
             x = self._items[i]
             if x is not _HOLE:
                 return x
-        return read_items(self._handle, i, 1, "Array")[0]
+        return read_items(_live(self), i, 1, "Array")[0]
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -267,7 +303,7 @@ class _MapBase(Object):
         keys, values, flags = [], [], []
         if n:
             buf = (ctypes.c_char * (24 * n))()  # keys, values, key codes, value codes
-            check_call(PFMapGetItems(self._handle, 0, n, buf, byref(buf, 16 * n),
+            check_call(PFMapGetItems(_live(self), 0, n, buf, byref(buf, 16 * n),
                                      byref(buf, 8 * n), byref(buf, 20 * n)))
             codes = struct.unpack_from("=%di" % (2 * n), buf, 16 * n)
             for i in range(n):
@@ -286,7 +322,7 @@ class _MapBase(Object):
         if x is not _HOLE:
             return x
         buf = (ctypes.c_char * 24)()
-        check_call(PFMapGetItemAt(self._handle, i, buf, byref(buf, 16), byref(buf, 8),
+        check_call(PFMapGetItemAt(_live(self), i, buf, byref(buf, 16), byref(buf, 8),
                                   byref(buf, 20)))
         return _decode_at(buf, 8, CODE.unpack_from(buf, 20)[0], "Map")
 
@@ -325,7 +361,7 @@ class _MapBase(Object):
         buf = (ctypes.c_char * 12)()
         found = ctypes.c_int()
         # `data` lives until here, so the key's pointer stays valid.
-        check_call(PFMapGetItem(self._handle, raw, code, buf, byref(buf, 8), byref(found)))
+        check_call(PFMapGetItem(_live(self), raw, code, buf, byref(buf, 8), byref(found)))
         if not found.value:
             return (_MISSING,)
         return (_decode_at(buf, 0, CODE.unpack_from(buf, 8)[0], "Map"),)
@@ -372,6 +408,30 @@ if _cext:
 # The classes
 # ---------------------------------------------------------------------------
 
+def adopt_as(type_index):
+    """The _adopt of a container class on the extension: the compiled
+    base makes the wrapper (objects of `type_index` by default) and reads
+    what it needs."""
+    return classmethod(lambda cls, handle, type_index=type_index:
+                       Object._adopt.__func__(cls, handle, type_index))
+
+
+class MappingViews:
+    """keys(), values() and items() of a Map or Dict: views over the pairs
+    its _keys, _values and _pairs read (see KeysView)."""
+
+    __slots__ = ()
+
+    def keys(self):
+        return KeysView(self)
+
+    def values(self):
+        return ValuesView(self)
+
+    def items(self):
+        return ItemsView(self)
+
+
 class Array(_ArrayBase, Object, collections.abc.Sequence):
     """An immutable sequence of values held by packedfunc (a C Array).
 
@@ -390,9 +450,7 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
         return convert_value(list(iterable))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=ARRAY_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(ARRAY_TYPE)
 
     def __reversed__(self):
         return reversed(self._values())
@@ -419,15 +477,17 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
         theirs = other._values() if isinstance(other, Array) else other
         return all(a is b or a == b for a, b in zip(mine, theirs))
 
+    __ne__ = not_equal
     __hash__ = None  # equal to lists, which are not hashable
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Array (released)>"
-        return "[" + ", ".join(map(repr, self._values())) + "]"
+        return guarded_repr(self, "[...]",
+                            lambda: "[" + ", ".join(map(repr, self._values())) + "]")
 
 
-class Map(_MapBase, Object, collections.abc.Mapping):
+class Map(_MapBase, Object, MappingViews, collections.abc.Mapping):
     """An immutable mapping held by packedfunc (a C Map), with str or int
     keys in insertion order.
 
@@ -448,30 +508,24 @@ class Map(_MapBase, Object, collections.abc.Mapping):
         return convert_value(dict(mapping))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=MAP_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
-
-    def keys(self):
-        return KeysView(self)
-
-    def values(self):
-        return ValuesView(self)
-
-    def items(self):
-        return ItemsView(self)
+        _adopt = adopt_as(MAP_TYPE)
 
     def __eq__(self, other):
         if not isinstance(other, collections.abc.Mapping):
             return NotImplemented
         return mapping_equal(self._pairs(), len(self), other)
 
+    __ne__ = not_equal
     __hash__ = None  # equal to dicts, which are not hashable
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Map (released)>"
-        return "{" + ", ".join("%r: %r" % kv for kv in self._pairs()) + "}"
+        return guarded_repr(self, "{...}", lambda: "{" + pairs_repr(self._pairs()) + "}")
+
+
+def pairs_repr(pairs):
+    return ", ".join("%r: %r" % kv for kv in pairs)
 
 
 def mapping_equal(pairs, size, other):
@@ -558,6 +612,8 @@ class Shape(Object, collections.abc.Sequence):
         if isinstance(other, tuple):
             return self._dims == other
         return NotImplemented
+
+    __ne__ = not_equal
 
     def __hash__(self):
         return hash(self._dims)

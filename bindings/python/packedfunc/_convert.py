@@ -36,19 +36,11 @@ if ctypes.sizeof(c_void_p) != 8:  # pragma: no cover
     raise ImportError("packedfunc: only 64-bit platforms are supported")
 
 # Type codes, by name, as the library numbers them.
-INT = TYPE_CODES["int"]
-FLOAT = TYPE_CODES["float"]
-BOOL = TYPE_CODES["bool"]
-NULL = TYPE_CODES["null"]
-HANDLE = TYPE_CODES["handle"]
-DTYPE = TYPE_CODES["dtype"]
-DEVICE = TYPE_CODES["device"]
-TENSOR = TYPE_CODES["tensor"]
-STR = TYPE_CODES["str"]
-BYTES = TYPE_CODES["bytes"]
-FUNC = TYPE_CODES["function"]
-MODULE = TYPE_CODES["module"]
-OBJECT = TYPE_CODES["object"]
+(INT, FLOAT, BOOL, NULL, HANDLE, DTYPE, DEVICE, TENSOR, STR, BYTES, FUNC, MODULE,
+ OBJECT) = (TYPE_CODES[name] for name in ("int", "float", "bool", "null", "handle", "dtype",
+                                          "device", "tensor", "str", "bytes", "function",
+                                          "module", "object"))
+HANDLE_CODES = (FUNC, MODULE, OBJECT)  # the codes whose value is a reference
 
 Q = struct.Struct("=q")
 D = struct.Struct("=d")
@@ -296,15 +288,21 @@ _hooked_types = set()  # the types given an exact encoder below
 _HOOKED_TYPES_MAX = 64
 
 
-def _through_value_hook(x, pos, then):
-    """then(v, where) for v = x.__packedfunc_value__(), where naming v in
-    messages as the hook's result; TypeError when v is x, has the hook
-    itself, or (through a container) leads back to x."""
-    t = type(x)
+def hook_ids():
+    """The ids of the values whose __packedfunc_value__ result is being
+    converted on this thread (a result that leads back to one is refused)."""
     ids = getattr(_hooks_active, "ids", None)
     if ids is None:
         ids = _hooks_active.ids = set()
-    if id(x) in ids:
+    return ids
+
+
+def value_hook_result(x, pos):
+    """x.__packedfunc_value__(), checked: TypeError when it is x, has the
+    hook itself, or x's own result is being converted (a result that leads
+    back to x)."""
+    t = type(x)
+    if id(x) in hook_ids():
         raise TypeError("packedfunc: %s (%s): its __packedfunc_value__() result contains the "
                         "value itself, which cannot cross to C" % (what(pos), t.__qualname__))
     value = t.__packedfunc_value__(x)
@@ -316,7 +314,20 @@ def _through_value_hook(x, pos, then):
         raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned a %s, which has "
                         "__packedfunc_value__ itself (the hook is applied once)"
                         % (what(pos), t.__qualname__, type(value).__qualname__))
-    where = "%s (%s.__packedfunc_value__()'s result)" % (what(pos), t.__qualname__)
+    return value
+
+
+def hook_result_name(name, t):
+    """How messages name the result of t's hook on the value named `name`."""
+    return "%s (%s.__packedfunc_value__()'s result)" % (name, t.__qualname__)
+
+
+def _through_value_hook(x, pos, then):
+    """then(v, where) for v = value_hook_result(x, pos), where naming v in
+    messages as the hook's result; x's id is in hook_ids() meanwhile."""
+    value = value_hook_result(x, pos)
+    where = hook_result_name(what(pos), type(x))
+    ids = hook_ids()
     ids.add(id(x))
     try:
         return then(value, where)

@@ -39,9 +39,10 @@ import typing
 
 from . import _holds, _signature
 from ._backend import cext as _cext
-from ._collections import (INT64_MAX, INT64_MIN, Array, ItemsView, KeysView, Map, ValuesView,
-                           _index_type_error, encode_item, mapping_equal, read_all, read_items)
-from ._convert import (CODE, FUNC, INT, MODULE, OBJECT, decoders_get, register_encoder,
+from ._collections import (INT64_MAX, INT64_MIN, Array, Map, MappingViews, _index_type_error,
+                           _live, adopt_as, encode_item, guarded_repr, mapping_equal, not_equal,
+                           pairs_repr, read_all)
+from ._convert import (CODE, HANDLE_CODES, INT, decoders_get, register_encoder,
                        register_object_type, what)
 from ._errors import check_call, last_error
 from ._ffi import (PFArrayGetItems, PFArrayGetSize, PFDictClear, PFDictCreate, PFDictGetItem,
@@ -58,7 +59,6 @@ c_void_p, byref, c_int64, c_int = ctypes.c_void_p, ctypes.byref, ctypes.c_int64,
 
 LIST_TYPE = OBJECT_TYPES["list"]
 DICT_TYPE = OBJECT_TYPES["dict"]
-_HANDLE_CODES = (FUNC, MODULE, OBJECT)
 
 
 # ---------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def _owned_value(buf, off, code):
 
 def _drop_value(buf, off, code):
     """Releases a value a reader gave that nobody wants (a removed item)."""
-    if code in _HANDLE_CODES:
+    if code in HANDLE_CODES:
         PFObjectFree(struct.unpack_from("=Q", buf, off)[0])
 
 
@@ -173,18 +173,18 @@ def _raw(source):
     `source`, which the caller keeps."""
     n = c_int64()
     if isinstance(source, Map):
-        check_call(PFMapGetSize(source._handle, byref(n)))
+        check_call(PFMapGetSize(_live(source), byref(n)))
         n = n.value
         buf = (ctypes.c_char * (24 * n or 1))()
-        check_call(PFMapGetItems(source._handle, 0, n, buf, byref(buf, 16 * n),
+        check_call(PFMapGetItems(_live(source), 0, n, buf, byref(buf, 16 * n),
                                  byref(buf, 8 * n), byref(buf, 20 * n)))
         return bytes(buf[:16 * n]), bytes(buf[16 * n:24 * n]), n
     if not isinstance(source, Array):
         raise TypeError("expected an Array or Map, not %s" % type(source).__name__)
-    check_call(PFArrayGetSize(source._handle, byref(n)))
+    check_call(PFArrayGetSize(_live(source), byref(n)))
     n = n.value
     buf = (ctypes.c_char * (12 * n or 1))()
-    check_call(PFArrayGetItems(source._handle, 0, n, buf, byref(buf, 8 * n)))
+    check_call(PFArrayGetItems(_live(source), 0, n, buf, byref(buf, 8 * n)))
     return bytes(buf[:8 * n]), bytes(buf[8 * n:12 * n]), n
 
 
@@ -204,31 +204,40 @@ def _read_snapshot(snapshot_call, container):
         PFObjectFree(a.value)
 
 
-class _ListBase(Object):
-    """The ctypes backend's List operations (see _cext.ListBase)."""
+class _MutableBase(Object):
+    """What the ctypes backend's List and Dict share: their object type
+    index and size call (_TYPE, _GET_SIZE, set by each)."""
 
     __slots__ = ()
 
     @classmethod
-    def _adopt(cls, handle, type_index=LIST_TYPE):
-        self = Object._adopt.__func__(cls, handle, type_index)
+    def _adopt(cls, handle, type_index=None):
+        self = Object._adopt.__func__(cls, handle,
+                                      cls._TYPE if type_index is None else type_index)
         _holds.refs_may_change()
         _holds.track(self)
         return self
 
     def __len__(self):
         n = c_int64()
-        check_call(PFListGetSize(self._handle, byref(n)))
+        check_call(self._GET_SIZE(_live(self), byref(n)))
         return n.value
 
+
+class _ListBase(_MutableBase):
+    """The ctypes backend's List operations (see _cext.ListBase)."""
+
+    __slots__ = ()
+    _TYPE, _GET_SIZE = LIST_TYPE, PFListGetSize
+
     def _read(self, start, count):
-        return _read_snapshot(lambda out: PFListToArray(self._handle, start, count, out), "List")
+        return _read_snapshot(lambda out: PFListToArray(_live(self), start, count, out), "List")
 
     def _values(self):
         return self._read(0, INT64_MAX)
 
     def _snapshot(self):
-        return _snapshot_array(lambda out: PFListToArray(self._handle, 0, INT64_MAX, out))
+        return _snapshot_array(lambda out: PFListToArray(_live(self), 0, INT64_MAX, out))
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -236,8 +245,9 @@ class _ListBase(Object):
             if step == 1:
                 return self._read(start, max(stop - start, 0))
             return self._values()[index]
+        i = _item_index(index)
         buf = (ctypes.c_char * 12)()
-        if PFListGetItem(self._handle, _item_index(index), buf, byref(buf, 8)):
+        if PFListGetItem(_live(self), i, buf, byref(buf, 8)):
             _raise_index_error("list index out of range")
         return _owned_value(buf, 0, CODE.unpack_from(buf, 8)[0])
 
@@ -246,14 +256,15 @@ class _ListBase(Object):
             return self._set_slice(index, value)
         i = _item_index(index)
         code, raw, keep = encode_item(value, "the value given to List.__setitem__")
-        if PFListSetItem(self._handle, i, raw & _U64, code):
+        if PFListSetItem(_live(self), i, raw & _U64, code):
             _raise_index_error("list assignment index out of range")
 
     def __delitem__(self, index):
         if isinstance(index, slice):
             return self._del_slice(index)
+        i = _item_index(index)
         buf = (ctypes.c_char * 12)()
-        if PFListPop(self._handle, _item_index(index), buf, byref(buf, 8)):
+        if PFListPop(_live(self), i, buf, byref(buf, 8)):
             _raise_index_error("list assignment index out of range")
         _drop_value(buf, 0, CODE.unpack_from(buf, 8)[0])
 
@@ -266,7 +277,7 @@ class _ListBase(Object):
     def append(self, value):
         """Adds value at the end."""
         code, raw, keep = encode_item(value, "the value given to List.append")
-        check_call(PFListAppend(self._handle, raw & _U64, code))
+        check_call(PFListAppend(_live(self), raw & _U64, code))
 
     def insert(self, index, value):
         """Inserts value before index (clipped, as list.insert)."""
@@ -280,7 +291,7 @@ class _ListBase(Object):
         if isinstance(values, (Array, _ListBase)):
             source = values if isinstance(values, Array) else values._snapshot()
             vals, codes, n = _raw(source)
-            check_call(PFListExtend(self._handle, vals, codes, n))
+            check_call(PFListExtend(_live(self), vals, codes, n))
             return
         self._put(list(values), "List.extend", None, None)
 
@@ -291,15 +302,16 @@ class _ListBase(Object):
         vals, codes, keep = _encode_all(list(values), what_for)
         n = len(values)
         if start is None:
-            check_call(PFListExtend(self._handle, vals if n else None, codes if n else None, n))
+            check_call(PFListExtend(_live(self), vals if n else None, codes if n else None, n))
         else:
-            check_call(PFListReplace(self._handle, start, count, vals if n else None,
+            check_call(PFListReplace(_live(self), start, count, vals if n else None,
                                      codes if n else None, n))
 
     def pop(self, index=-1):
         """Removes and returns the item at index (the last by default)."""
+        i = _arg_index(index)
         buf = (ctypes.c_char * 12)()
-        if PFListPop(self._handle, _arg_index(index), buf, byref(buf, 8)):
+        if PFListPop(_live(self), i, buf, byref(buf, 8)):
             exc = last_error()
             if isinstance(exc, IndexError):
                 raise IndexError("pop from empty list" if len(self) == 0
@@ -309,7 +321,7 @@ class _ListBase(Object):
 
     def clear(self):
         """Removes every item."""
-        check_call(PFListClear(self._handle))
+        check_call(PFListClear(_live(self)))
 
     def _assign_from(self, array, order):
         vals, codes, n = _raw(array)
@@ -320,7 +332,7 @@ class _ListBase(Object):
         v = b"".join(vals[8 * j:8 * j + 8] for j in order)
         c = b"".join(codes[4 * j:4 * j + 4] for j in order)
         m = len(order)
-        check_call(PFListReplace(self._handle, 0, INT64_MAX, v if m else None, c if m else None,
+        check_call(PFListReplace(_live(self), 0, INT64_MAX, v if m else None, c if m else None,
                                  m))
 
     @classmethod
@@ -352,22 +364,11 @@ def _not_an_index(x):
     raise TypeError("'%s' object cannot be interpreted as an integer" % type(x).__name__)
 
 
-class _DictBase(Object):
+class _DictBase(_MutableBase):
     """The ctypes backend's Dict operations (see _cext.DictBase)."""
 
     __slots__ = ()
-
-    @classmethod
-    def _adopt(cls, handle, type_index=DICT_TYPE):
-        self = Object._adopt.__func__(cls, handle, type_index)
-        _holds.refs_may_change()
-        _holds.track(self)
-        return self
-
-    def __len__(self):
-        n = c_int64()
-        check_call(PFDictGetSize(self._handle, byref(n)))
-        return n.value
+    _TYPE, _GET_SIZE = DICT_TYPE, PFDictGetSize
 
     def _lookup(self, key, want_value):
         """(found, value) of a key."""
@@ -377,10 +378,10 @@ class _DictBase(Object):
         code, raw, keep = k
         found = c_int()
         if not want_value:
-            check_call(PFDictGetItem(self._handle, raw & _U64, code, None, None, byref(found)))
+            check_call(PFDictGetItem(_live(self), raw & _U64, code, None, None, byref(found)))
             return bool(found.value), None
         buf = (ctypes.c_char * 12)()
-        check_call(PFDictGetItem(self._handle, raw & _U64, code, buf, byref(buf, 8),
+        check_call(PFDictGetItem(_live(self), raw & _U64, code, buf, byref(buf, 8),
                                  byref(found)))
         if not found.value:
             return False, None
@@ -393,7 +394,7 @@ class _DictBase(Object):
             return False, None
         code, raw, keep = k
         buf = (ctypes.c_char * 12)()
-        if PFDictPop(self._handle, raw & _U64, code, buf, byref(buf, 8)):
+        if PFDictPop(_live(self), raw & _U64, code, buf, byref(buf, 8)):
             exc = last_error()
             if isinstance(exc, KeyError):
                 return False, None
@@ -409,7 +410,7 @@ class _DictBase(Object):
     def __setitem__(self, key, value):
         kcode, kraw, kkeep = dict_key(key, "the key given to Dict.__setitem__", False)
         vcode, vraw, vkeep = encode_item(value, "the value given to Dict.__setitem__")
-        check_call(PFDictSetItem(self._handle, kraw & _U64, kcode, vraw & _U64, vcode))
+        check_call(PFDictSetItem(_live(self), kraw & _U64, kcode, vraw & _U64, vcode))
 
     def __delitem__(self, key):
         found, _ = self._remove(key)
@@ -442,10 +443,10 @@ class _DictBase(Object):
 
     def clear(self):
         """Removes every entry."""
-        check_call(PFDictClear(self._handle))
+        check_call(PFDictClear(_live(self)))
 
     def _entries(self):
-        return _read_snapshot(lambda out: PFDictToArray(self._handle, out), "Dict")
+        return _read_snapshot(lambda out: PFDictToArray(_live(self), out), "Dict")
 
     def _keys(self):
         return self._entries()[0::2]
@@ -458,7 +459,7 @@ class _DictBase(Object):
         return list(zip(e[0::2], e[1::2]))
 
     def _snapshot(self):
-        return _snapshot_array(lambda out: PFDictToArray(self._handle, out))
+        return _snapshot_array(lambda out: PFDictToArray(_live(self), out))
 
     def _update(self, pairs):
         n = len(pairs)
@@ -475,7 +476,7 @@ class _DictBase(Object):
             keep.append((kk, vk))
         if not n:
             return
-        check_call(PFDictUpdate(self._handle, struct.pack("=%dQ" % n, *keys),
+        check_call(PFDictUpdate(_live(self), struct.pack("=%dQ" % n, *keys),
                                 struct.pack("=%di" % n, *kcodes), struct.pack("=%dQ" % n, *vals),
                                 struct.pack("=%di" % n, *vcodes), n))
 
@@ -541,9 +542,7 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
         return cls._from_values(list(iterable))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=LIST_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(LIST_TYPE)
 
     def _set_slice(self, index, values):
         values = list(values)
@@ -555,7 +554,9 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
         if len(values) != len(positions):
             raise ValueError("attempt to assign sequence of size %d to extended slice of size %d"
                              % (len(values), len(positions)))
-        for i, x in zip(positions, values):
+        # Every value converted (and held, by a List of them) before any is
+        # written: a value that cannot cross changes nothing.
+        for i, x in zip(positions, List(values)._values()):
             self[i] = x
 
     def _del_slice(self, index):
@@ -618,12 +619,14 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
         mine = self._values()
         return len(mine) == len(theirs) and all(a is b or a == b for a, b in zip(mine, theirs))
 
+    __ne__ = not_equal
     __hash__ = None  # mutable, and equal to lists
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.List (released)>"
-        return "List([" + ", ".join(map(repr, self._values())) + "])"
+        return guarded_repr(self, "[...]",
+                            lambda: "List([" + ", ".join(map(repr, self._values())) + "])")
 
 
 def _pairs_of(other, kwargs):
@@ -649,7 +652,7 @@ def _pairs_of(other, kwargs):
     return pairs
 
 
-class Dict(_DictBase, Object, collections.abc.MutableMapping):
+class Dict(_DictBase, Object, MappingViews, collections.abc.MutableMapping):
     """A mutable mapping held by packedfunc (a C Dict), shared with C, with
     its entries in insertion order.
 
@@ -673,23 +676,12 @@ class Dict(_DictBase, Object, collections.abc.MutableMapping):
         return cls._from_pairs(_pairs_of(mapping, kwargs))
 
     if _cext:
-        @classmethod
-        def _adopt(cls, handle, type_index=DICT_TYPE):
-            return Object._adopt.__func__(cls, handle, type_index)
+        _adopt = adopt_as(DICT_TYPE)
 
     @classmethod
     def fromkeys(cls, keys, value=None):
         """A new Dict of these keys, each with value."""
         return cls._from_pairs([(k, value) for k in keys])
-
-    def keys(self):
-        return KeysView(self)
-
-    def values(self):
-        return ValuesView(self)
-
-    def items(self):
-        return ItemsView(self)
 
     def update(self, other=(), **kwargs):
         """Sets the entries of other (a mapping or (key, value) pairs) and
@@ -735,12 +727,13 @@ class Dict(_DictBase, Object, collections.abc.MutableMapping):
         pairs = self._pairs()
         return mapping_equal(pairs, len(pairs), other)
 
+    __ne__ = not_equal
     __hash__ = None  # mutable, and equal to dicts
 
     def __repr__(self):
         if not self._handle:
             return "<packedfunc.Dict (released)>"
-        return "Dict({" + ", ".join("%r: %r" % kv for kv in self._pairs()) + "})"
+        return guarded_repr(self, "{...}", lambda: "Dict({" + pairs_repr(self._pairs()) + "})")
 
 
 _ABSENT = object()

@@ -5,8 +5,10 @@ keys), recursively. The conversion walks the value with an explicit stack,
 never by recursion, so that a deep value costs no Python frames; a
 container nested deeper than MAX_DEPTH levels, or one that contains itself,
 is a ValueError naming where. A container met twice (not a cycle: the same
-list in two places) becomes one C object, shared. Everything here is
-private.
+list in two places) becomes one C object, shared. An item with
+__packedfunc_value__ whose result is a container is converted on the same
+stack, so hook results count in the same nesting budget and cost no
+Python frames either. Everything here is private.
 """
 import ctypes
 import struct
@@ -14,11 +16,11 @@ import sys
 
 from ._collections import Array, Map
 from ._containers import CONTAINER_KINDS, register_container
-from ._convert import (CONVERT, D, FLOAT, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q, encode,
-                       what)
+from ._convert import (CONVERT, D, FLOAT, HANDLE_CODES, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q,
+                       encode, hook_ids, hook_result_name, value_hook_result, what)
 from ._errors import check_call
-from ._ffi import PFArrayCreate, PFMapCreate
-from ._library import OBJECT_TYPES
+from ._ffi import PFArrayCreate, PFMapCreate, PFObjectFree, PFObjectRetain
+from ._library import OBJECT_TYPES, state
 from ._object import Object, Tensor, tensor_object_from
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
@@ -40,20 +42,65 @@ _VALS = 4       # the 8 bytes of each item converted, or None
 _CODES = 5      # the type code of each item converted
 _KEY_VALS = 6   # the same for a dict's keys (None for a list or tuple)
 _KEY_CODES = 7
+_HOOKED = 8     # the item whose __packedfunc_value__ result this is, or None
 
 
-def _path(pos, stack):
-    """How a message names the item being converted: the value's own name
-    (see _convert.what), then the index or key at each level."""
-    where = "".join("[%r]" % (lv[_NEXT] if lv[_KEYS] is None else lv[_KEYS][lv[_NEXT]])
-                    for lv in stack)
-    return what(pos) + (" at " + where if where else "")
+def _at(name, where):
+    return name + (" at " + where if where else "")
+
+
+def _path(pos, stack, item=True):
+    """How a message names the item being converted (item False: the
+    container stack[-1] itself): the value's own name (see _convert.what),
+    then the index or key at each level, and a hook's result as such."""
+    name, where = what(pos), ""
+    last = len(stack) - 1
+    for k, lv in enumerate(stack):
+        if lv[_HOOKED] is not None:
+            name, where = hook_result_name(_at(name, where), type(lv[_HOOKED])), ""
+        if item or k < last:
+            where += "[%r]" % (lv[_NEXT] if lv[_KEYS] is None else lv[_KEYS][lv[_NEXT]])
+    return _at(name, where)
+
+
+class _Path:
+    """_path(pos, stack) (with `hooked`, the name of that type's hook
+    result there) as a name that messages format only when they are made,
+    while the stack is as it was: a hook deep down costs no path."""
+
+    __slots__ = ("pos", "stack", "hooked")
+
+    def __init__(self, pos, stack, hooked=None):
+        self.pos, self.stack, self.hooked = pos, stack, hooked
+
+    def __str__(self):
+        name = _path(self.pos, self.stack)
+        return name if self.hooked is None else hook_result_name(name, self.hooked)
+
+
+
+
+class _Held:
+    """A reference of the conversion's own to the handle of an item (a
+    Function's or Object's, borrowed from it), dropped with `keep`: user
+    code that runs later in the conversion (a hook, __index__) may release
+    that object (x.__del__())."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle):
+        check_call(PFObjectRetain(handle))
+        self.handle = handle
+
+    def __del__(self):
+        if not state.shutting_down:
+            PFObjectFree(self.handle)
 
 
 def _encode_item(x, pos, stack, keep):
-    """(code, 8 bytes) of an item that is not a list, tuple or dict. A
-    DLPack array becomes a tensor object: a container cannot keep a
-    borrowed DLTensor."""
+    """(code, 8 bytes) of an item that is not a list, tuple or dict, its
+    handle held (_Held). A DLPack array becomes a tensor object: a
+    container cannot keep a borrowed DLTensor."""
     numpy = sys.modules.get("numpy")
     try:
         if (hasattr(x, "__dlpack__") and not isinstance(x, Object)
@@ -61,7 +108,10 @@ def _encode_item(x, pos, stack, keep):
             t = Tensor._adopt(tensor_object_from(x, _path(pos, stack)).value, TENSOR_TYPE)
             keep.append(t)
             return OBJECT, P.pack(t._handle)
-        return encode(x, pos, keep)
+        code, raw = encode(x, pos, keep)
+        if code in HANDLE_CODES:
+            keep.append(_Held(P.unpack(raw)[0]))
+        return code, raw
     except (TypeError, ValueError, OverflowError) as err:
         # Encoding again, with the item's path as its name, gives the same
         # error in words that say where the item is.
@@ -72,9 +122,10 @@ def _encode_item(x, pos, stack, keep):
         raise
 
 
-def _push(x, pos, stack, active, keep):
-    """Stack a level for container x, with its keys encoded (a dict's)
-    or its items all encoded at once (a list of plain ints or floats)."""
+def _push(x, pos, stack, active, keep, hooked=None):
+    """Stack a level for container x (the __packedfunc_value__ result of
+    `hooked`, if not None), with its keys encoded (a dict's) or its items
+    all encoded at once (a list of plain ints or floats)."""
     if id(x) in active:
         raise ValueError("packedfunc: %s contains itself (a %s that is its own item, "
                          "directly or not), which cannot cross to C"
@@ -86,11 +137,12 @@ def _push(x, pos, stack, active, keep):
         items = list(x.items())
         n = len(items)
         keys = [k for k, _ in items]
-        lv = [x, keys, [v for _, v in items], 0, [None] * n, [0] * n, [None] * n, [0] * n]
+        lv = [x, keys, [v for _, v in items], 0, [None] * n, [0] * n, [None] * n, [0] * n,
+              hooked]
         stack.append(lv)
         for i, k in enumerate(keys):
             lv[_NEXT] = i
-            name = "%s, dict key %d" % (_path(pos, stack[:-1]), i)
+            name = "%s, dict key %d" % (_path(pos, stack, False), i)
             # A subclass's key is its value, whatever its __str__ or
             # __int__ say (str.__str__ and int.__index__ copy it out).
             if isinstance(k, str):
@@ -105,7 +157,7 @@ def _push(x, pos, stack, active, keep):
     else:
         items = list(x)
         n = len(items)
-        lv = [x, None, items, 0, [None] * n, [0] * n, None, None]
+        lv = [x, None, items, 0, [None] * n, [0] * n, None, None, hooked]
         stack.append(lv)
         # A list of plain ints or floats, packed at once.
         if n and all(type(v) is int for v in items):
@@ -120,6 +172,18 @@ def _push(x, pos, stack, active, keep):
             lv[_CODES] = [FLOAT] * n
             lv[_NEXT] = n
     active.add(id(x))
+    if hooked is not None:
+        hook_ids().add(id(hooked))
+
+
+def _pop(stack, active):
+    """Unstack the innermost level; its container and hooked item are no
+    longer on the path."""
+    lv = stack.pop()
+    active.discard(id(lv[_CONTAINER]))
+    if lv[_HOOKED] is not None:
+        hook_ids().discard(id(lv[_HOOKED]))
+    return lv
 
 
 def _create(lv):
@@ -144,7 +208,15 @@ def _from_python(root, pos):
     done = {}    # id(container) -> its Array or Map, converted already
     active = set()  # ids of the containers being converted (the path)
     stack = []
-    _push(root, pos, stack, active, keep)
+    try:
+        _push(root, pos, stack, active, keep)
+        return _convert_stack(pos, stack, active, keep, done)
+    finally:
+        while stack:  # after an error: off the path, hooked items too
+            _pop(stack, active)
+
+
+def _convert_stack(pos, stack, active, keep, done):
     while True:
         lv = stack[-1]
         items, vals, codes = lv[_ITEMS], lv[_VALS], lv[_CODES]
@@ -163,6 +235,14 @@ def _from_python(root, pos):
                     _push(x, pos, stack, active, keep)
                     break
                 code, raw = OBJECT, P.pack(made._handle)
+            elif hasattr(t, "__packedfunc_value__"):
+                lv[_NEXT] = i
+                value = value_hook_result(x, _Path(pos, stack))
+                if isinstance(value, CONTAINER_KINDS):
+                    keep.append(value)  # its id stays its own in `done`
+                    _push(value, pos, stack, active, keep, x)
+                    break
+                code, raw = _encode_item(value, _Path(pos, stack, t), [], keep)
             else:
                 lv[_NEXT] = i
                 code, raw = _encode_item(x, pos, stack, keep)
@@ -170,8 +250,7 @@ def _from_python(root, pos):
             i += 1
         else:
             made = _create(lv)
-            stack.pop()
-            active.discard(id(lv[_CONTAINER]))
+            _pop(stack, active)
             done[id(lv[_CONTAINER])] = made
             if not stack:
                 return made

@@ -67,8 +67,13 @@ static int pf_refs_change;
 
 static int pf_should_track(void) { return pf_refs_change || pf_any_held(); }
 
-/* Raises the thread's packedfunc error as the package's exception; NULL. */
+/* Raises the thread's packedfunc error as the package's exception; NULL.
+ * An exception already set (pf_live: a released container) stands. */
 static PyObject* pf_raise_last(void) {
+  if (PyErr_Occurred()) {
+    pf_api->ErrorClear();
+    return NULL;
+  }
   if (pf_hook_raise == NULL) {
     PyErr_Format(PyExc_RuntimeError, "packedfunc: %s", pf_api->ErrorGetMessage());
     return NULL;
@@ -108,6 +113,17 @@ static void pf_release(void* handle);
 typedef pf_cext_object pf_object;
 
 #define PF_HANDLE(self) ((void*)(uintptr_t)((pf_object*)(self))->handle)
+
+/* The handle of a container that an operation uses, read after the
+ * operation converted its arguments (whose __index__ or hooks may have
+ * released it: x.__del__()). Once released: NULL with ValueError, which
+ * the C call refusing NULL leaves in place (pf_raise_last). */
+static void* pf_live(PyObject* self) {
+  void* h = PF_HANDLE(self);
+  if (h == NULL)
+    PyErr_Format(PyExc_ValueError, "packedfunc: the %s was released", Py_TYPE(self)->tp_name);
+  return h;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Decoding values                                                          */
@@ -245,17 +261,37 @@ static void* pf_memo_get(const pf_enc* e, PyObject* x) {
   return NULL;
 }
 
-/* Records `handle`, made for x, as made (and met); -1 with MemoryError
- * (the handle is then released). */
-static int pf_memo_put(pf_enc* e, PyObject* x, void* handle) {
+/* Records a reference of the encoding's own, released by pf_enc_done; -1
+ * with MemoryError (the reference is then released). */
+static int pf_made_add(pf_enc* e, void* handle) {
   if (e->num_made == e->made_cap) {
     Py_ssize_t cap = e->made_cap ? 2 * e->made_cap : 8;
     void** made = PyMem_Realloc(e->made, (size_t)cap * sizeof(void*));
-    if (made == NULL) goto oom;
+    if (made == NULL) {
+      pf_api->ObjectFree(handle);
+      PyErr_NoMemory();
+      return -1;
+    }
     e->made = made;
     e->made_cap = cap;
   }
   e->made[e->num_made++] = handle;
+  return 0;
+}
+
+/* Holds the handle of a value just encoded (a Function's or Object's,
+ * borrowed from a Python object) until the operation ends: user code that
+ * runs later in it (a hook, __index__) may release that object. 0 or -1. */
+static int pf_enc_hold(pf_enc* e, const PFValue* v, int code) {
+  if (code != kPFFuncHandle && code != kPFModuleHandle && code != kPFObjectHandle) return 0;
+  if (pf_api->ObjectRetain(v->v_handle) != 0) return pf_raise_last_int();
+  return pf_made_add(e, v->v_handle);
+}
+
+/* Records `handle`, made for x, as made (and met); -1 with MemoryError
+ * (the handle is then released). */
+static int pf_memo_put(pf_enc* e, PyObject* x, void* handle) {
+  if (pf_made_add(e, handle) != 0) return -1;
   if ((e->memo_used + 1) * 2 > (e->memo == NULL ? 0 : e->memo_mask + 1)) {
     size_t cap = e->memo == NULL ? 16 : 2 * (e->memo_mask + 1);
     pf_memo_slot* memo = PyMem_Calloc(cap, sizeof(pf_memo_slot));
@@ -281,10 +317,6 @@ static int pf_memo_put(pf_enc* e, PyObject* x, void* handle) {
   e->memo[s].handle = handle;
   ++e->memo_used;
   return 0;
-oom:
-  pf_api->ObjectFree(handle);
-  PyErr_NoMemory();
-  return -1;
 }
 
 /* A str as UTF-8 without NUL: 1 with v set, 0 for one that the package
@@ -404,6 +436,17 @@ static int pf_enc_map_key(PyObject* k, PFValue* v, int* code) {
   return overflow ? 0 : 1;
 }
 
+/* An item of a nested container: pf_enc_value, with an int (the common
+ * case) inline. */
+static inline int pf_enc_nested(pf_enc* e, PyObject* x, PFValue* v, int* code, PFByteArray* ba,
+                                int depth) {
+  if (!Py_IS_TYPE(x, &PyLong_Type)) return pf_enc_value(e, x, v, code, ba, depth);
+  int overflow;
+  v->v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
+  *code = kPFInt;
+  return !overflow;
+}
+
 /* A new Array (list, tuple) or Map (dict) in *out for x: 1, 0 (the
  * package's path must convert it; no exception) or -1 (an exception). No
  * Python code runs meanwhile, so x cannot change under the loop. */
@@ -416,15 +459,7 @@ static int pf_enc_container(pf_enc* e, PyObject* x, void** out, int depth) {
     PyObject** items = PySequence_Fast_ITEMS(x);
     if (pf_room_take(&r, n) != 0) return -1;
     for (Py_ssize_t i = 0; i < n && rc == 1; ++i) {
-      PyObject* item = items[i];
-      if (Py_IS_TYPE(item, &PyLong_Type)) { /* the common case, inline */
-        int overflow;
-        r.v[i].v_int64 = PyLong_AsLongLongAndOverflow(item, &overflow);
-        r.c[i] = kPFInt;
-        if (overflow) rc = 0;
-      } else {
-        rc = pf_enc_value(e, item, &r.v[i], &r.c[i], &r.b[i], depth);
-      }
+      rc = pf_enc_nested(e, items[i], &r.v[i], &r.c[i], &r.b[i], depth);
     }
     if (rc == 1 && pf_api->ArrayCreate(r.v, r.c, n, out) != 0) {
       /* Refused by C (a size no object can have...): the package's path
@@ -441,14 +476,7 @@ static int pf_enc_container(pf_enc* e, PyObject* x, void** out, int depth) {
     while (rc == 1 && PyDict_Next(x, &pos, &k, &val)) {
       rc = pf_enc_map_key(k, &kv[i], &kc[i]);
       if (rc != 1) break;
-      if (Py_IS_TYPE(val, &PyLong_Type)) { /* the common case, inline */
-        int overflow;
-        r.v[i].v_int64 = PyLong_AsLongLongAndOverflow(val, &overflow);
-        r.c[i] = kPFInt;
-        if (overflow) rc = 0;
-      } else {
-        rc = pf_enc_value(e, val, &r.v[i], &r.c[i], &r.b[i], depth);
-      }
+      rc = pf_enc_nested(e, val, &r.v[i], &r.c[i], &r.b[i], depth);
       ++i;
     }
     if (rc == 1 && pf_api->MapCreate(kv, kc, r.v, r.c, n, out) != 0) {
@@ -498,7 +526,8 @@ static int pf_enc_answer(pf_enc* e, PyObject* answer, PFValue* v, int* code) {
 static int pf_enc_any(pf_enc* e, PyObject* x, PFValue* v, int* code, PFByteArray* ba,
                       const char* pos) {
   int rc = pf_enc_value(e, x, v, code, ba, 0);
-  if (rc != 0) return rc < 0 ? -1 : 0;
+  if (rc != 0) return rc < 0 ? -1 : pf_enc_hold(e, v, *code);
+  /* The package's answer holds what it encoded (encode_item). */
   PyObject* answer = PyObject_CallFunction(pf_hook_encode, "Os", x, pos);
   if (answer == NULL) return -1;
   rc = pf_enc_answer(e, answer, v, code);
@@ -518,7 +547,7 @@ static int pf_enc_dict_key(pf_enc* e, PyObject* x, PFValue* v, int* code, PFByte
      * Array or a List...). */
   } else {
     int rc = pf_enc_plain(x, v, code, ba);
-    if (rc != 0) return rc;
+    if (rc != 0) return rc < 0 ? -1 : pf_enc_hold(e, v, *code) == 0 ? 1 : -1;
   }
   PyObject* answer =
       PyObject_CallFunction(pf_hook_dict_key, "OsO", x, pos, lookup ? Py_True : Py_False);
@@ -666,6 +695,34 @@ static PyObject* pf_adopt_object(PyObject* module, PyObject* const* args, Py_ssi
   return pf_adopt((PyTypeObject*)args[0], handle, (unsigned int)ti);
 }
 
+/* The slots a container base shares with the others: len and `in`
+ * (sequence), subscripts (mapping), iteration, its methods, a GC'd type
+ * that Python classes derive from. `ass`: its item assignment, or NULL. */
+#define PF_CONTAINER_BASE(name, Name, object, ass, dealloc, traverse, clear)     \
+  static PySequenceMethods pf_##name##_as_sequence = {                           \
+      .sq_length = pf_##name##_length,                                           \
+      .sq_contains = pf_##name##_contains,                                       \
+  };                                                                             \
+  static PyMappingMethods pf_##name##_as_mapping = {                             \
+      .mp_length = pf_##name##_length,                                           \
+      .mp_subscript = pf_##name##_subscript,                                     \
+      .mp_ass_subscript = ass,                                                   \
+  };                                                                             \
+  PyTypeObject pf_##name##_base_type = {                                         \
+      PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext." Name "Base",  \
+      .tp_basicsize = sizeof(object),                                            \
+      .tp_base = &pf_object_base_type,                                           \
+      .tp_dealloc = dealloc,                                                     \
+      .tp_as_sequence = &pf_##name##_as_sequence,                                \
+      .tp_as_mapping = &pf_##name##_as_mapping,                                  \
+      .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, \
+      .tp_doc = "The compiled base of packedfunc." Name " (private).",           \
+      .tp_traverse = traverse,                                                   \
+      .tp_clear = clear,                                                         \
+      .tp_iter = pf_##name##_iter,                                               \
+      .tp_methods = pf_##name##_methods,                                         \
+  }
+
 /* ------------------------------------------------------------------------ */
 /* ArrayBase                                                                */
 /* ------------------------------------------------------------------------ */
@@ -692,7 +749,7 @@ static PyObject* pf_array_read(pf_array* a) {
   char small[64];
   char* keep = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n);
   if (keep == NULL) return PyErr_NoMemory();
-  PyObject* fresh = pf_read_items(PF_HANDLE(a), 0, n, "Array", keep, 1);
+  PyObject* fresh = pf_read_items(pf_live((PyObject*)a), 0, n, "Array", keep, 1);
   if (fresh != NULL && a->items == NULL) {
     Py_ssize_t holes = 0;
     for (Py_ssize_t i = 0; i < n; ++i) holes += !keep[i];
@@ -746,7 +803,7 @@ static PyObject* pf_array_item(pf_array* a, Py_ssize_t i) {
       return x;
     }
   }
-  PyObject* one = pf_read_items(PF_HANDLE(a), i, 1, "Array", NULL, 1);
+  PyObject* one = pf_read_items(pf_live((PyObject*)a), i, 1, "Array", NULL, 1);
   if (one == NULL) return NULL;
   PyObject* x = PyTuple_GET_ITEM(one, 0);
   Py_INCREF(x);
@@ -830,30 +887,8 @@ static PyMethodDef pf_array_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PySequenceMethods pf_array_as_sequence = {
-    .sq_length = pf_array_length,
-    .sq_contains = pf_array_contains,
-};
-
-static PyMappingMethods pf_array_as_mapping = {
-    .mp_length = pf_array_length,
-    .mp_subscript = pf_array_subscript,
-};
-
-PyTypeObject pf_array_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.ArrayBase",
-    .tp_basicsize = sizeof(pf_array),
-    .tp_base = &pf_object_base_type,
-    .tp_dealloc = pf_array_dealloc,
-    .tp_as_sequence = &pf_array_as_sequence,
-    .tp_as_mapping = &pf_array_as_mapping,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled base of packedfunc.Array (private).",
-    .tp_traverse = pf_array_traverse,
-    .tp_clear = pf_array_clear,
-    .tp_iter = pf_array_iter,
-    .tp_methods = pf_array_methods,
-};
+PF_CONTAINER_BASE(array, "Array", pf_array, NULL, pf_array_dealloc, pf_array_traverse,
+                  pf_array_clear);
 
 /* ------------------------------------------------------------------------ */
 /* MapBase                                                                  */
@@ -898,7 +933,7 @@ static int pf_map_fill(pf_map* m) {
   PyObject *keys = NULL, *pairs = NULL, *index = NULL;
   Py_ssize_t holes = 0;
   int rc = -1;
-  if (pf_api->MapGetItems(PF_HANDLE(m), 0, n, v, c, v + n, c + n) != 0) {
+  if (pf_api->MapGetItems(pf_live((PyObject*)m), 0, n, v, c, v + n, c + n) != 0) {
     pf_raise_last();
     goto done;
   }
@@ -963,7 +998,7 @@ static PyObject* pf_map_value_at(pf_map* m, Py_ssize_t i) {
   }
   PFValue k, v;
   int kc, vc, cache;
-  if (pf_api->MapGetItemAt(PF_HANDLE(m), i, &k, &kc, &v, &vc) != 0) return pf_raise_last();
+  if (pf_api->MapGetItemAt(pf_live((PyObject*)m), i, &k, &kc, &v, &vc) != 0) return pf_raise_last();
   return pf_decode(&v, vc, 1, "Map", &cache);
 }
 
@@ -997,7 +1032,7 @@ static PyObject* pf_map_lookup(pf_map* m, PyObject* key) {
     }
     if (rc < 0) goto done;
     if (rc == 1) {
-      if (pf_api->MapGetItem(PF_HANDLE(m), kv, kc, &v, &vc, &found) != 0) {
+      if (pf_api->MapGetItem(pf_live((PyObject*)m), kv, kc, &v, &vc, &found) != 0) {
         pf_raise_last();
         goto done;
       }
@@ -1036,12 +1071,16 @@ static int pf_map_contains(PyObject* self, PyObject* key) {
   return 1;
 }
 
+/* -1 with dict's TypeError unless a method `name` got 1 or 2 arguments. */
+static int pf_one_or_two(const char* name, Py_ssize_t n) {
+  if (n == 1 || n == 2) return 0;
+  if (n == 0) PyErr_Format(PyExc_TypeError, "%s expected at least 1 argument, got 0", name);
+  else PyErr_Format(PyExc_TypeError, "%s expected at most 2 arguments, got %zd", name, n);
+  return -1;
+}
+
 static PyObject* pf_map_get(PyObject* self, PyObject* const* args, Py_ssize_t n) {
-  if (n < 1 || n > 2) {
-    if (n == 0) PyErr_SetString(PyExc_TypeError, "get expected at least 1 argument, got 0");
-    else PyErr_Format(PyExc_TypeError, "get expected at most 2 arguments, got %zd", n);
-    return NULL;
-  }
+  if (pf_one_or_two("get", n) != 0) return NULL;
   PyObject* out = pf_map_lookup((pf_map*)self, args[0]);
   if (out != NULL || PyErr_Occurred()) return out;
   out = n == 2 ? args[1] : Py_None;
@@ -1103,30 +1142,7 @@ static PyMethodDef pf_map_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PySequenceMethods pf_map_as_sequence = {
-    .sq_length = pf_map_length,
-    .sq_contains = pf_map_contains,
-};
-
-static PyMappingMethods pf_map_as_mapping = {
-    .mp_length = pf_map_length,
-    .mp_subscript = pf_map_subscript,
-};
-
-PyTypeObject pf_map_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.MapBase",
-    .tp_basicsize = sizeof(pf_map),
-    .tp_base = &pf_object_base_type,
-    .tp_dealloc = pf_map_dealloc,
-    .tp_as_sequence = &pf_map_as_sequence,
-    .tp_as_mapping = &pf_map_as_mapping,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled base of packedfunc.Map (private).",
-    .tp_traverse = pf_map_traverse,
-    .tp_clear = pf_map_clear,
-    .tp_iter = pf_map_iter,
-    .tp_methods = pf_map_methods,
-};
+PF_CONTAINER_BASE(map, "Map", pf_map, NULL, pf_map_dealloc, pf_map_traverse, pf_map_clear);
 
 /* ------------------------------------------------------------------------ */
 /* ListBase and DictBase: shared                                            */
@@ -1144,8 +1160,8 @@ static void pf_release_value(PFValue* v, int code) {
 static void* pf_snapshot_of(PyObject* self) {
   void* out = NULL;
   int rc = PyObject_TypeCheck(self, &pf_list_base_type)
-               ? pf_api->ListToArray(PF_HANDLE(self), 0, INT64_MAX, &out)
-               : pf_api->DictToArray(PF_HANDLE(self), &out);
+               ? pf_api->ListToArray(pf_live(self), 0, INT64_MAX, &out)
+               : pf_api->DictToArray(pf_live(self), &out);
   if (rc != 0) {
     pf_raise_last();
     return NULL;
@@ -1160,6 +1176,17 @@ static PyObject* pf_mutable_snapshot(PyObject* self, PyObject* unused) {
   return a == NULL ? NULL : pf_adopt((PyTypeObject*)pf_array_cls, a, kPFObjectArray);
 }
 
+/* clear(): removes every item (ListClear) or entry (DictClear), without
+ * the GIL (the references dropped may run finalizers). */
+static PyObject* pf_mutable_clear(PyObject* self, PyObject* unused) {
+  (void)unused;
+  int rc, list = PyObject_TypeCheck(self, &pf_list_base_type);
+  void* h = pf_live(self);
+  Py_BEGIN_ALLOW_THREADS rc = list ? pf_api->ListClear(h) : pf_api->DictClear(h);
+  Py_END_ALLOW_THREADS if (rc != 0) return pf_raise_last();
+  Py_RETURN_NONE;
+}
+
 /* The raw values of an Array, Map (keys then values) or of a snapshot, to
  * make a new List or Dict from: *n values at *v (heap, PyMem_Free), borrowed
  * from `source`. 0, or -1 with an exception. */
@@ -1170,7 +1197,7 @@ static int pf_raw_values(PyObject* source, PFValue** v, int** c, int64_t* n) {
     PyErr_Format(PyExc_TypeError, "expected an Array or Map, not %.200s", Py_TYPE(source)->tp_name);
     return -1;
   }
-  void* h = PF_HANDLE(source);
+  void* h = pf_live(source);
   if ((is_map ? pf_api->MapGetSize(h, &size) : pf_api->ArrayGetSize(h, &size)) != 0)
     return pf_raise_last_int();
   int64_t total = is_map ? 2 * size : size;
@@ -1200,14 +1227,14 @@ static int pf_mutable_traverse(PyObject* self, visitproc visit, void* arg) {
 
 static Py_ssize_t pf_list_length(PyObject* self) {
   int64_t n;
-  if (pf_api->ListGetSize(PF_HANDLE(self), &n) != 0) return pf_raise_last_int();
+  if (pf_api->ListGetSize(pf_live(self), &n) != 0) return pf_raise_last_int();
   return (Py_ssize_t)n;
 }
 
 /* The values of the items [start, start + count) (clipped), in a new list. */
 static PyObject* pf_list_read(PyObject* self, int64_t start, int64_t count) {
   void* a = NULL;
-  if (pf_api->ListToArray(PF_HANDLE(self), start, count, &a) != 0) return pf_raise_last();
+  if (pf_api->ListToArray(pf_live(self), start, count, &a) != 0) return pf_raise_last();
   PyObject* out = pf_read_all(a, "List");
   pf_release(a);
   return out;
@@ -1272,7 +1299,7 @@ static PyObject* pf_list_subscript(PyObject* self, PyObject* key) {
   }
   PFValue v;
   int code, cache;
-  if (pf_api->ListGetItem(PF_HANDLE(self), i, &v, &code) != 0) {
+  if (pf_api->ListGetItem(pf_live(self), i, &v, &code) != 0) {
     pf_list_index_error("list index out of range");
     return NULL;
   }
@@ -1292,7 +1319,7 @@ static int pf_list_ass_subscript(PyObject* self, PyObject* key, PyObject* value)
   if (value == NULL) {
     PFValue out;
     int code;
-    rc = pf_api->ListPop(PF_HANDLE(self), i, &out, &code);
+    rc = pf_api->ListPop(pf_live(self), i, &out, &code);
     if (rc == 0) pf_release_value(&out, code);
   } else {
     pf_enc e;
@@ -1304,7 +1331,8 @@ static int pf_list_ass_subscript(PyObject* self, PyObject* key, PyObject* value)
       pf_enc_done(&e);
       return -1;
     }
-    Py_BEGIN_ALLOW_THREADS rc = pf_api->ListSetItem(PF_HANDLE(self), i, v, code);
+    void* h = pf_live(self);
+    Py_BEGIN_ALLOW_THREADS rc = pf_api->ListSetItem(h, i, v, code);
     Py_END_ALLOW_THREADS pf_enc_done(&e);
   }
   if (rc != 0) {
@@ -1344,26 +1372,43 @@ static int pf_enc_items(pf_enc* e, PyObject* seq, pf_room* r, const char* what) 
   return 0;
 }
 
+/* What an operation that writes many values encodes them into: the
+ * encoding (with what it holds) and the room for the values. */
+typedef struct {
+  pf_enc e;
+  pf_room r;
+} pf_batch;
+
+static void pf_batch_init(pf_batch* b) {
+  memset(&b->e, 0, sizeof(b->e));
+  b->r.heap = NULL;
+}
+
+/* Ends a batch: None after rc 0, else NULL (the error is raised). */
+static PyObject* pf_batch_done(pf_batch* b, int rc) {
+  PyMem_Free(b->r.heap);
+  pf_enc_done(&b->e);
+  if (rc != 0) return NULL;
+  Py_RETURN_NONE;
+}
+
 /* Runs a List call that takes `n` encoded values, `items` (a list or
  * tuple). kind: 'e' ListExtend, 'r' ListReplace(start, count). */
 static PyObject* pf_list_put(PyObject* self, PyObject* items, const char* what, int kind,
                              int64_t start, int64_t count) {
-  pf_enc e;
-  pf_room r;
-  memset(&e, 0, sizeof(e));
-  r.heap = NULL;
+  pf_batch b;
+  pf_batch_init(&b);
   int rc = -1;
-  if (pf_enc_items(&e, items, &r, what) == 0) {
+  if (pf_enc_items(&b.e, items, &b.r, what) == 0) {
     int64_t n = PySequence_Fast_GET_SIZE(items);
-    void* h = PF_HANDLE(self);
-    Py_BEGIN_ALLOW_THREADS rc = kind == 'e' ? pf_api->ListExtend(h, r.v, r.c, n)
-                                            : pf_api->ListReplace(h, start, count, r.v, r.c, n);
+    PFValue* v = b.r.v;
+    int* c = b.r.c;
+    void* h = pf_live(self);
+    Py_BEGIN_ALLOW_THREADS rc = kind == 'e' ? pf_api->ListExtend(h, v, c, n)
+                                            : pf_api->ListReplace(h, start, count, v, c, n);
     Py_END_ALLOW_THREADS if (rc != 0) pf_raise_last();
   }
-  PyMem_Free(r.heap);
-  pf_enc_done(&e);
-  if (rc != 0) return NULL;
-  Py_RETURN_NONE;
+  return pf_batch_done(&b, rc);
 }
 
 static PyObject* pf_list_append(PyObject* self, PyObject* x) {
@@ -1373,7 +1418,7 @@ static PyObject* pf_list_append(PyObject* self, PyObject* x) {
   int code, rc = -1;
   PFByteArray ba;
   if (pf_enc_any(&e, x, &v, &code, &ba, "the value given to List.append") == 0) {
-    rc = pf_api->ListAppend(PF_HANDLE(self), v, code); /* drops nothing: keeps the GIL */
+    rc = pf_api->ListAppend(pf_live(self), v, code); /* drops nothing: keeps the GIL */
     if (rc != 0) pf_raise_last();
   }
   pf_enc_done(&e);
@@ -1419,7 +1464,7 @@ static PyObject* pf_list_extend(PyObject* self, PyObject* iterable) {
     int64_t n;
     int rc = pf_raw_values(source, &v, &c, &n);
     if (rc == 0) {
-      void* h = PF_HANDLE(self);
+      void* h = pf_live(self);
       Py_BEGIN_ALLOW_THREADS rc = pf_api->ListExtend(h, v, c, n);
       Py_END_ALLOW_THREADS PyMem_Free(v);
       if (rc != 0) pf_raise_last();
@@ -1428,7 +1473,10 @@ static PyObject* pf_list_extend(PyObject* self, PyObject* iterable) {
     if (rc != 0) return NULL;
     Py_RETURN_NONE;
   }
-  PyObject* seq = PySequence_Fast(iterable, "List.extend: argument must be iterable");
+  /* A list is copied first: an item's conversion (a hook) may change it. */
+  PyObject* seq = PyList_Check(iterable)
+                      ? PyList_GetSlice(iterable, 0, PY_SSIZE_T_MAX)
+                      : PySequence_Fast(iterable, "List.extend: argument must be iterable");
   if (seq == NULL) return NULL;
   PyObject* out = pf_list_put(self, seq, "List.extend", 'e', 0, 0);
   Py_DECREF(seq);
@@ -1458,22 +1506,13 @@ static PyObject* pf_list_pop(PyObject* self, PyObject* const* args, Py_ssize_t n
   if (n == 1 && pf_ssize_arg(args[0], &i) != 0) return NULL;
   PFValue v;
   int code, cache;
-  if (pf_api->ListPop(PF_HANDLE(self), i, &v, &code) != 0) {
+  if (pf_api->ListPop(pf_live(self), i, &v, &code) != 0) {
     int64_t size = 1;
     if (pf_error_is("IndexError") && pf_api->ListGetSize(PF_HANDLE(self), &size) != 0) size = 1;
     pf_list_index_error(size == 0 ? "pop from empty list" : "pop index out of range");
     return NULL;
   }
   return pf_decode(&v, code, 0, "List", &cache);
-}
-
-static PyObject* pf_list_clear(PyObject* self, PyObject* unused) {
-  (void)unused;
-  int rc;
-  void* h = PF_HANDLE(self);
-  Py_BEGIN_ALLOW_THREADS rc = pf_api->ListClear(h);
-  Py_END_ALLOW_THREADS if (rc != 0) return pf_raise_last();
-  Py_RETURN_NONE;
 }
 
 /* _assign_from(array, order): the List's items become array[order[0]],
@@ -1509,7 +1548,7 @@ static PyObject* pf_list_assign_from(PyObject* self, PyObject* const* args, Py_s
     pc[i] = c[j];
   }
   int rc;
-  void* h = PF_HANDLE(self);
+  void* h = pf_live(self);
   Py_BEGIN_ALLOW_THREADS rc = pf_api->ListReplace(h, 0, INT64_MAX, pv, pc, m);
   Py_END_ALLOW_THREADS if (rc != 0) { pf_raise_last(); }
   else {
@@ -1542,18 +1581,15 @@ static PyObject* pf_list_from_array(PyObject* cls, PyObject* source) {
 static PyObject* pf_list_from_values(PyObject* cls, PyObject* values) {
   PyObject* seq = PySequence_Fast(values, "List: argument must be iterable");
   if (seq == NULL) return NULL;
-  pf_enc e;
-  pf_room r;
-  memset(&e, 0, sizeof(e));
-  r.heap = NULL;
+  pf_batch b;
+  pf_batch_init(&b);
   void* out = NULL;
   PyObject* self = NULL;
-  if (pf_enc_items(&e, seq, &r, "List") == 0) {
-    if (pf_api->ListCreate(r.v, r.c, PySequence_Fast_GET_SIZE(seq), &out) != 0) pf_raise_last();
+  if (pf_enc_items(&b.e, seq, &b.r, "List") == 0) {
+    if (pf_api->ListCreate(b.r.v, b.r.c, PySequence_Fast_GET_SIZE(seq), &out) != 0) pf_raise_last();
     else self = pf_adopt((PyTypeObject*)cls, out, kPFObjectList);
   }
-  PyMem_Free(r.heap);
-  pf_enc_done(&e);
+  Py_XDECREF(pf_batch_done(&b, 0));
   Py_DECREF(seq);
   return self;
 }
@@ -1565,7 +1601,7 @@ static PyMethodDef pf_list_methods[] = {
     {"extend", pf_list_extend, METH_O, "extend(iterable): appends its items, as one change"},
     {"pop", (PyCFunction)(void (*)(void))pf_list_pop, METH_FASTCALL,
      "pop(index=-1): removes and returns the item at index"},
-    {"clear", pf_list_clear, METH_NOARGS, "clear(): removes every item"},
+    {"clear", pf_mutable_clear, METH_NOARGS, "clear(): removes every item"},
     {"_values", pf_list_values, METH_NOARGS, "the values now, as a new list"},
     {"_snapshot", pf_mutable_snapshot, METH_NOARGS, "an Array of the items now"},
     {"_replace", (PyCFunction)(void (*)(void))pf_list_replace, METH_FASTCALL,
@@ -1579,33 +1615,10 @@ static PyMethodDef pf_list_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PySequenceMethods pf_list_as_sequence = {
-    .sq_length = pf_list_length,
-    .sq_contains = pf_list_contains,
-};
-
-static PyMappingMethods pf_list_as_mapping = {
-    .mp_length = pf_list_length,
-    .mp_subscript = pf_list_subscript,
-    .mp_ass_subscript = pf_list_ass_subscript,
-};
-
 static void pf_mutable_dealloc(PyObject* self) { pf_object_dealloc_as(self, pf_object_clear); }
 
-PyTypeObject pf_list_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.ListBase",
-    .tp_basicsize = sizeof(pf_object),
-    .tp_base = &pf_object_base_type,
-    .tp_dealloc = pf_mutable_dealloc,
-    .tp_as_sequence = &pf_list_as_sequence,
-    .tp_as_mapping = &pf_list_as_mapping,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled base of packedfunc.List (private).",
-    .tp_traverse = pf_mutable_traverse,
-    .tp_clear = pf_object_clear,
-    .tp_iter = pf_list_iter,
-    .tp_methods = pf_list_methods,
-};
+PF_CONTAINER_BASE(list, "List", pf_object, pf_list_ass_subscript, pf_mutable_dealloc,
+                  pf_mutable_traverse, pf_object_clear);
 
 /* ------------------------------------------------------------------------ */
 /* DictBase                                                                 */
@@ -1613,7 +1626,7 @@ PyTypeObject pf_list_base_type = {
 
 static Py_ssize_t pf_dict_length(PyObject* self) {
   int64_t n;
-  if (pf_api->DictGetSize(PF_HANDLE(self), &n) != 0) return pf_raise_last_int();
+  if (pf_api->DictGetSize(pf_live(self), &n) != 0) return pf_raise_last_int();
   return (Py_ssize_t)n;
 }
 
@@ -1627,7 +1640,7 @@ static int pf_dict_lookup(PyObject* self, PyObject* key, PyObject** out) {
   PFByteArray ba;
   int rc = pf_enc_dict_key(&e, key, &k, &kc, &ba, 1, "the key given to a Dict lookup");
   if (rc == 1) {
-    rc = pf_api->DictGetItem(PF_HANDLE(self), k, kc, out ? &v : NULL, out ? &vc : NULL, &found);
+    rc = pf_api->DictGetItem(pf_live(self), k, kc, out ? &v : NULL, out ? &vc : NULL, &found);
     if (rc != 0) {
       rc = pf_raise_last_int();
     } else if (!found) {
@@ -1662,7 +1675,7 @@ static int pf_dict_remove(PyObject* self, PyObject* key, PyObject** out) {
   PFByteArray ba;
   int rc = pf_enc_dict_key(&e, key, &k, &kc, &ba, 1, "the key given to a Dict removal");
   if (rc == 1) {
-    void* h = PF_HANDLE(self);
+    void* h = pf_live(self);
     Py_BEGIN_ALLOW_THREADS /* the key is released after the Dict's lock */
         rc = pf_api->DictPop(h, k, kc, &v, &vc);
     Py_END_ALLOW_THREADS if (rc == 0) {
@@ -1695,7 +1708,7 @@ static int pf_dict_ass_subscript(PyObject* self, PyObject* key, PyObject* value)
   PFByteArray kb, vb;
   if (pf_enc_dict_key(&e, key, &k, &kc, &kb, 0, "the key given to Dict.__setitem__") == 1 &&
       pf_enc_any(&e, value, &v, &vc, &vb, "the value given to Dict.__setitem__") == 0) {
-    void* h = PF_HANDLE(self);
+    void* h = pf_live(self);
     Py_BEGIN_ALLOW_THREADS /* the value replaced is released after the lock */
         rc = pf_api->DictSetItem(h, k, kc, v, vc);
     Py_END_ALLOW_THREADS if (rc != 0) pf_raise_last();
@@ -1780,11 +1793,7 @@ static PyObject* pf_dict_iter(PyObject* self) {
 }
 
 static PyObject* pf_dict_get(PyObject* self, PyObject* const* args, Py_ssize_t n) {
-  if (n < 1 || n > 2) {
-    if (n == 0) PyErr_SetString(PyExc_TypeError, "get expected at least 1 argument, got 0");
-    else PyErr_Format(PyExc_TypeError, "get expected at most 2 arguments, got %zd", n);
-    return NULL;
-  }
+  if (pf_one_or_two("get", n) != 0) return NULL;
   PyObject* out = NULL;
   int rc = pf_dict_lookup(self, args[0], &out);
   if (rc != 0) return rc == 1 ? out : NULL;
@@ -1794,11 +1803,7 @@ static PyObject* pf_dict_get(PyObject* self, PyObject* const* args, Py_ssize_t n
 }
 
 static PyObject* pf_dict_pop(PyObject* self, PyObject* const* args, Py_ssize_t n) {
-  if (n < 1 || n > 2) {
-    if (n == 0) PyErr_SetString(PyExc_TypeError, "pop expected at least 1 argument, got 0");
-    else PyErr_Format(PyExc_TypeError, "pop expected at most 2 arguments, got %zd", n);
-    return NULL;
-  }
+  if (pf_one_or_two("pop", n) != 0) return NULL;
   PyObject* out = NULL;
   int rc = pf_dict_remove(self, args[0], &out);
   if (rc != 0) return rc == 1 ? out : NULL;
@@ -1808,15 +1813,6 @@ static PyObject* pf_dict_pop(PyObject* self, PyObject* const* args, Py_ssize_t n
   }
   Py_INCREF(args[1]);
   return args[1];
-}
-
-static PyObject* pf_dict_clear(PyObject* self, PyObject* unused) {
-  (void)unused;
-  int rc;
-  void* h = PF_HANDLE(self);
-  Py_BEGIN_ALLOW_THREADS rc = pf_api->DictClear(h);
-  Py_END_ALLOW_THREADS if (rc != 0) return pf_raise_last();
-  Py_RETURN_NONE;
 }
 
 /* Encodes (key, value) pairs (a list or tuple of pairs) into room r: keys
@@ -1849,21 +1845,18 @@ static PyObject* pf_dict_update_pairs(PyObject* self, PyObject* pairs) {
     PyErr_SetString(PyExc_TypeError, "_update(pairs: list or tuple)");
     return NULL;
   }
-  pf_enc e;
-  pf_room r;
-  memset(&e, 0, sizeof(e));
-  r.heap = NULL;
+  pf_batch b;
+  pf_batch_init(&b);
   int rc = -1;
-  if (pf_enc_pairs(&e, pairs, &r, "Dict.update") == 0) {
+  if (pf_enc_pairs(&b.e, pairs, &b.r, "Dict.update") == 0) {
     int64_t n = PySequence_Fast_GET_SIZE(pairs);
-    void* h = PF_HANDLE(self);
-    Py_BEGIN_ALLOW_THREADS rc = pf_api->DictUpdate(h, r.v + n, r.c + n, r.v, r.c, n);
+    PFValue* v = b.r.v;
+    int* c = b.r.c;
+    void* h = pf_live(self);
+    Py_BEGIN_ALLOW_THREADS rc = pf_api->DictUpdate(h, v + n, c + n, v, c, n);
     Py_END_ALLOW_THREADS if (rc != 0) pf_raise_last();
   }
-  PyMem_Free(r.heap);
-  pf_enc_done(&e);
-  if (rc != 0) return NULL;
-  Py_RETURN_NONE;
+  return pf_batch_done(&b, rc);
 }
 
 /* _from_array(source): a new Dict of a Map's entries or of a Dict's
@@ -1925,7 +1918,7 @@ static PyMethodDef pf_dict_methods[] = {
     {"pop", (PyCFunction)(void (*)(void))pf_dict_pop, METH_FASTCALL,
      "pop(key[, default]) -> removes key and returns its value (default, if given, "
      "when absent)"},
-    {"clear", pf_dict_clear, METH_NOARGS, "clear(): removes every entry"},
+    {"clear", pf_mutable_clear, METH_NOARGS, "clear(): removes every entry"},
     {"_keys", pf_dict_keys, METH_NOARGS, "the keys now, as a new list"},
     {"_values", pf_dict_values, METH_NOARGS, "the values now, as a new list"},
     {"_pairs", pf_dict_pairs, METH_NOARGS, "the (key, value) pairs now, as a new list"},
@@ -1939,31 +1932,8 @@ static PyMethodDef pf_dict_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PySequenceMethods pf_dict_as_sequence = {
-    .sq_length = pf_dict_length,
-    .sq_contains = pf_dict_contains,
-};
-
-static PyMappingMethods pf_dict_as_mapping = {
-    .mp_length = pf_dict_length,
-    .mp_subscript = pf_dict_subscript,
-    .mp_ass_subscript = pf_dict_ass_subscript,
-};
-
-PyTypeObject pf_dict_base_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "packedfunc._cext.DictBase",
-    .tp_basicsize = sizeof(pf_object),
-    .tp_base = &pf_object_base_type,
-    .tp_dealloc = pf_mutable_dealloc,
-    .tp_as_sequence = &pf_dict_as_sequence,
-    .tp_as_mapping = &pf_dict_as_mapping,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled base of packedfunc.Dict (private).",
-    .tp_traverse = pf_mutable_traverse,
-    .tp_clear = pf_object_clear,
-    .tp_iter = pf_dict_iter,
-    .tp_methods = pf_dict_methods,
-};
+PF_CONTAINER_BASE(dict, "Dict", pf_object, pf_dict_ass_subscript, pf_mutable_dealloc,
+                  pf_mutable_traverse, pf_object_clear);
 
 /* ------------------------------------------------------------------------ */
 /* Module functions                                                         */
