@@ -6,7 +6,8 @@ array viewing its memory when numpy can view it (read-only when the tensor
 is), else as a Tensor. A borrowed DLTensor (kPFDLTensorHandle) comes as the
 very object that Python passed in the same call chain, or as a private
 copy. Anything with ``__dlpack__`` goes to C as a borrowed DLTensor, or,
-when its export is read-only, as a read-only tensor object. Everything here
+when its export is read-only (or it is a read-only numpy array, which
+numpy 1.x cannot export), as a read-only tensor object. Everything here
 is private; the package re-exports Object and Tensor.
 
 DLPack both ways, as the Python array API's DLPack protocol says: a
@@ -271,8 +272,7 @@ class Tensor(Object):
                 raise BufferError("packedfunc: Tensor.__dlpack__: %s (the consumer passed no "
                                   "max_version of (1, 0) or newer)" % err) from None
             name = _NAME_DLTENSOR
-        return PyCapsule_New(managed.value, ctypes.addressof(name),
-                             ctypes.cast(_capsule_destructor, c_void_p).value)
+        return _new_capsule(managed, name)
 
     def numpy(self):
         """A numpy array sharing this tensor's memory (no copy); read-only
@@ -343,6 +343,13 @@ def _capsule_destructor(capsule_addr):
         pass
 
 
+def _new_capsule(managed, name):
+    """A capsule named `name` of a managed tensor that Tensor.__dlpack__
+    made: its destructor runs the deleter unless a consumer took it."""
+    return PyCapsule_New(managed.value, ctypes.addressof(name),
+                         ctypes.cast(_capsule_destructor, c_void_p).value)
+
+
 # Types whose __dlpack__ takes no max_version (DLPack before 1.0: numpy
 # 1.x), found by asking: they are asked without it from then on.
 _legacy_types = set()
@@ -368,11 +375,40 @@ def _call_dlpack(x, pos):
     try:
         capsule = x.__dlpack__()
     except Exception as err:
-        raise _cannot_export(x, pos, err) from err
+        capsule = _read_only_capsule(x, pos, err)
     if (t not in _legacy_types and hasattr(t, "__dlpack__")
             and len(_legacy_types) < _LEGACY_TYPES_MAX):
         _legacy_types.add(t)
     return capsule
+
+
+def _read_only_capsule(x, pos, err):
+    """A "dltensor_versioned" capsule with the read-only flag for a
+    read-only numpy array, which numpy before 2.0 cannot export (DLPack 0.x
+    cannot say read-only); for anything else, x's export error `err`, as
+    _cannot_export says. A writable alias of x's memory, which keeps x
+    alive, exports it unversioned to a tensor object, whose versioned
+    export says read-only: all the deleters on the way are C's."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(x, numpy.ndarray) or x.flags.writeable:
+        raise _cannot_export(x, pos, err) from err
+    iface = dict(x.__array_interface__)
+    iface["data"] = (iface["data"][0], False)
+    holder = _ArrayInterface(iface)
+    holder.owner = x
+    alias = numpy.asarray(holder)
+    try:
+        legacy = alias.view(x.dtype).__dlpack__()
+    except Exception as why:  # strides that DLPack cannot say, say
+        raise _cannot_export(x, pos, why) from why
+    writable = _take_over(legacy, PyCapsule_GetPointer(legacy, b"dltensor"), None)
+    managed = c_void_p()
+    try:
+        check_call(PFTensorToDLPackVersioned(writable, byref(managed)))
+    finally:
+        PFObjectFree(writable)
+    PFDLManagedTensorVersioned.from_address(managed.value).flags |= DLPACK_FLAG_READ_ONLY
+    return _new_capsule(managed, _NAME_VERSIONED)
 
 
 def dlpack_export(x, pos):
