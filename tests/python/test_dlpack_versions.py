@@ -264,6 +264,35 @@ def test_a_capsule_nobody_took_frees_its_export(testlib):
     assert testlib.pft_tensors_alive() == before
 
 
+def test_a_consumers_error_is_kept_and_the_capsule_still_frees_its_export(testlib,
+                                                                          monkeypatch):
+    # numpy 1.24 cannot take a bfloat16 tensor: it raises its own error and
+    # drops the capsule, whose destructor runs while that error is pending.
+    ignored = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    gc.collect()
+    before = testlib.pft_tensors_alive()
+    t = pf.from_dlpack(Producer(pf.get_global_func("testing.make_tensor")(4), dtype=(4, 16, 1)))
+    serial = EXPORTS.serial
+    for _ in range(3):
+        if pf.backend == "cext":  # numpy's own error, as itself
+            with pytest.raises(RuntimeError, match="Unsupported dtype in DLTensor"):
+                np.from_dlpack(t)
+        else:
+            # A ctypes callback cannot leave an exception pending: numpy
+            # returns without one (SystemError), and its own error goes to
+            # sys.unraisablehook rather than nowhere.
+            with pytest.raises(SystemError):
+                np.from_dlpack(t)
+            assert "Unsupported dtype" in str(ignored.pop().exc_value)
+    assert ignored == []
+    del t
+    gc.collect()
+    # Each destructor ran its deleter: the export and the C tensor are freed.
+    assert serial not in EXPORTS.live
+    assert testlib.pft_tensors_alive() == before
+
+
 def test_a_taken_capsule_is_not_freed_by_its_destructor(testlib):
     gc.collect()
     before = testlib.pft_tensors_alive()

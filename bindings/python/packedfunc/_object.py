@@ -34,7 +34,7 @@ from ._errors import check_call
 from ._holds import give_back
 from ._ffi import (PF_GET_API_BASE_ADDRESS, PFObjectFree, PFTensorCreateFromDLPack,
                    PFTensorCreateFromDLPackVersioned, PFTensorGetDLTensor, PFTensorIsReadOnly,
-                   PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer,
+                   PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer, PyErr_Occurred,
                    PyCapsule_GetPointerAt, PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New,
                    PyCapsule_SetName, keep_forever)
 from ._library import OBJECT_TYPES, is_shutting_down, state
@@ -320,9 +320,20 @@ def from_dlpack(x):
 @keep_forever
 @ctypes.CFUNCTYPE(None, c_void_p)
 def _capsule_destructor(capsule_addr):
-    # Runs when a capsule from Tensor.__dlpack__ dies. A consumer renames
+    # Runs when a capsule from Tensor.__dlpack__ dies, without the
+    # extension (whose destructor does the same in C). A consumer renames
     # the capsule ("used_...") and takes over the deleter; otherwise we run
-    # it here.
+    # it here. A consumer that fails drops the capsule with its own error
+    # pending, under which no Python code can run: the error is taken
+    # first, so that the deleter runs. A ctypes callback cannot return
+    # with an exception pending, so the consumer then returns without one
+    # (SystemError); raising the error at the end hands it to
+    # sys.unraisablehook rather than to nowhere.
+    pending = None
+    try:
+        PyErr_Occurred()
+    except BaseException as err:
+        pending = err
     try:
         if is_shutting_down():
             return
@@ -341,11 +352,15 @@ def _capsule_destructor(capsule_addr):
             DLPACK_DELETER(deleter)(managed_addr)
     except BaseException:  # never raise into the interpreter's dealloc
         pass
+    if pending is not None:
+        raise pending
 
 
 def _new_capsule(managed, name):
     """A capsule named `name` of a managed tensor that Tensor.__dlpack__
     made: its destructor runs the deleter unless a consumer took it."""
+    if _cext:
+        return _cext.dlpack_capsule(managed.value, name is _NAME_VERSIONED)
     return PyCapsule_New(managed.value, ctypes.addressof(name),
                          ctypes.cast(_capsule_destructor, c_void_p).value)
 
