@@ -63,7 +63,7 @@ def test_readme_python_example_runs(scratch):
         "Hello, Python!",
         "14",
         "30",
-        "TypeError: typed function 'demo.add' int64(int64,int64): argument 1: "
+        "TypeError: typed function 'demo.add' int64(a:int64,b:int64): argument 1 'b': "
         "expected int64, got str",
         "KeyError 'missing' raised in fails",
         "[1.5 1.5 1.5]",

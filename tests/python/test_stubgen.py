@@ -59,8 +59,8 @@ def test_the_demo_plugins_stub():
     text = stubgen.generate_module(DEMO_PLUGIN)
     compile(text, "demo_plugin.pyi", "exec")
     for want in [
-        # unnamed parameters are positional only
-        "    def add(arg0: int, arg1: int, /) -> int:\n",
+        # named parameters, which calls may pass by keyword
+        "    def add(a: int, b: int) -> int:\n",
         # a subclass, a read-only field, a method without a signature, a static one
         '    class Counter(demo.Base):\n        """A Base that counts."""\n',
         "        @property\n        def name(self) -> str:\n",
@@ -156,7 +156,7 @@ BAD_ERRORS = ['Argument 2 to "add" of "demo" has incompatible type "str"; expect
               'Property "name" defined in "Base" is read-only',
               'Incompatible types in assignment (expression has type "int", variable has type '
               '"str")',
-              'Too few arguments for "greet" of "demo"']
+              'Missing positional argument "name" in call to "greet" of "demo"']
 
 
 @pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes",
