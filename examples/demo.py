@@ -42,13 +42,13 @@ def main():
     section("What it contains (name, signature, doc)")
     for name in plugin.list_function_names():
         f = plugin[name]  # by full name; plugin.demo.add is the same function
-        print("  %-17s %-25s %s" % (name, f.signature or "(packed)",
+        print("  %-17s %-28s %s" % (name, f.signature or "(packed)",
                                     textwrap.shorten(f.doc or "", 40, placeholder=" ...")))
 
     section("Calling C from Python")
     demo = plugin.demo  # functions named "demo.*" are attributes of plugin.demo
     print("demo.add(40, 2)          =", demo.add(40, 2))
-    print("demo.hypot(3, 4)         =", demo.hypot(3, 4))
+    print("demo.hypot(3, y=4)       =", demo.hypot(3, y=4))  # by keyword, too
     print("demo.greet('world')      =", repr(demo.greet("world")))
     print("demo.reverse('stressed') =", repr(demo.reverse("stressed")))
     print("inspect.signature(demo.hypot):", inspect.signature(demo.hypot))

@@ -116,7 +116,7 @@ static void test_describe(void** state) {
   (void)state;
   run_result r;
   run(&r, "--load", DEMO, "describe", "demo.add", NULL);
-  expect(&r, 0, "name: demo.add\nsignature: int64(int64,int64)\ndoc: Adds two integers.\n", "");
+  expect(&r, 0, "name: demo.add\nsignature: int64(a:int64,b:int64)\ndoc: Adds two integers.\n", "");
   run(&r, "--load", MODS "/mod_multi.so", "describe", "multi.two", NULL);
   expect(&r, 0, "name: multi.two\nsignature: int64()\ndoc: (none)\n", "");
   run(&r, "--load", MODS "/mod_multi.so", "describe", "multi.one", NULL);
@@ -149,13 +149,13 @@ static void test_describe_type(void** state) {
          "  tag: object, writable\n"
          "    Anything attached to it.\n"
          "methods:\n"
-         "  __init__: void(obj<demo.Counter>,str,int64)\n"
+         "  __init__: void(self:obj<demo.Counter>,name:str,start:int64)\n"
          "    Makes a Counter named NAME that starts at START.\n"
-         "  describe: str(obj<demo.Counter>)\n"
+         "  describe: str(self:obj<demo.Counter>)\n"
          "    Says what it is.\n"
-         "  increment: int64(obj<demo.Counter>)\n"
+         "  increment: int64(self:obj<demo.Counter>)\n"
          "    Adds step to the count and returns it.\n"
-         "  add: int64(obj<demo.Counter>,int64)\n"
+         "  add: int64(self:obj<demo.Counter>,n:int64)\n"
          "    Adds N steps and returns the count.\n"
          "  reset: (packed: any arguments)\n"
          "    Sets the count to its argument (default 0).\n"
@@ -472,7 +472,8 @@ static void test_call_keywords(void** state) {
   /* Without named parameters NAME=VALUE is an ordinary argument. */
   run(&r, "--load", MODS "/mod_echo.so", "call", "echo", "a=b", NULL);
   expect(&r, 0, "a=b\n", "");
-  run(&r, "--load", DEMO, "call", "demo.greet", "x=1", NULL);
+  /* With them, text with "=" is passed by naming its parameter. */
+  run(&r, "--load", DEMO, "call", "demo.greet", "name=x=1", NULL);
   expect(&r, 0, "Hello, x=1!\n", "");
 }
 
@@ -579,7 +580,7 @@ static void test_command_help(void** state) {
       {"serve", "usage: pf [OPTIONS] serve --listen ENDPOINT", "--curve-secret-key FILE"},
       {"help", "usage: pf [OPTIONS] help [COMMAND]\n", "print this help"},
       {"stubgen", "usage: pf [OPTIONS] stubgen (MODULE.so | --registry PREFIX)",
-       "python3 -m packedfunc.stubgen"},
+       "PYTHON -m packedfunc.stubgen"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     const char* cmd = cases[i].cmd;
@@ -686,6 +687,91 @@ static void test_stubgen_runs_the_python_generator(void** state) {
   assert_non_null(strstr(r.err, "pf: stubgen: cannot run"));
   assert_int_equal(unsetenv("PF_PYTHON"), 0);
   assert_int_equal(unlink(script), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
+/* A script DIR/NAME that stands for a Python: it answers pf's probe
+ * (-c CODE) with exit status `probe`, and otherwise prints its name and
+ * arguments. */
+static void fake_python(const char* dir, const char* name, int probe) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE* f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\n[ \"$1\" = -c ] && exit %d\necho %s \"$@\"\n", probe, name);
+  fclose(f);
+  assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* Sets (value) or unsets (NULL) an environment variable. */
+static void set_env(const char* name, const char* value) {
+  assert_int_equal(value ? setenv(name, value, 1) : unsetenv(name), 0);
+}
+
+/* `pf stubgen` runs a Python that can import packedfunc: $PF_PYTHON, else
+ * $PYTHON, else the first of python3 (on PATH) and /usr/bin/python3 that
+ * can; when the one named cannot, or none can, it says how to choose. */
+static void test_stubgen_chooses_a_python_that_has_packedfunc(void** state) {
+  (void)state;
+  char dir[] = "/tmp/pf_pythons_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  fake_python(dir, "with", 0);
+  fake_python(dir, "without", 1);
+  fake_python(dir, "python3", 1);
+  char with[64], without[64], path[4096], package[4096];
+  snprintf(with, sizeof with, "%s/with", dir);
+  snprintf(without, sizeof without, "%s/without", dir);
+  snprintf(path, sizeof path, "%s:%s", dir, getenv("PATH"));
+  assert_non_null(getcwd(package, sizeof package - 32)); /* the repository */
+  strcat(package, "/bindings/python");
+  char* saved_path = strdup(getenv("PATH"));
+  char* saved_pythonpath = getenv("PYTHONPATH") ? strdup(getenv("PYTHONPATH")) : NULL;
+  set_env("PF_PYTHON", NULL);
+  run_result r;
+  set_env("PYTHON", with);
+  run(&r, "stubgen", "m.so", NULL);
+  expect(&r, 0, "with -m packedfunc.stubgen m.so\n", NULL);
+  set_env("PF_PYTHON", without); /* PF_PYTHON first, and it is not passed over */
+  run(&r, "stubgen", "m.so", NULL);
+  expect(&r, 1, "", NULL);
+  char want[512];
+  snprintf(want, sizeof want,
+           "pf: stubgen: %s (PF_PYTHON) cannot import packedfunc: set PF_PYTHON (or PYTHON) "
+           "to a Python that can, or make packedfunc importable (install it, or add its "
+           "bindings/python to PYTHONPATH)\n",
+           without);
+  assert_string_equal(r.err, want);
+  /* Neither set: python3 on PATH (here one without packedfunc), then
+   * /usr/bin/python3, which finds the package on PYTHONPATH and runs the
+   * generator, which refuses the missing module. */
+  set_env("PF_PYTHON", NULL);
+  set_env("PYTHON", NULL);
+  set_env("PATH", path);
+  set_env("PYTHONPATH", package);
+  run(&r, "stubgen", MODS "/absent.so", NULL);
+  expect(&r, 1, "", NULL);
+  assert_non_null(strstr(r.err, "python -m packedfunc.stubgen: FileNotFoundError"));
+  /* And none that can (unless Debian's Python has packedfunc installed). */
+  set_env("PYTHONPATH", dir);
+  if (system("/usr/bin/python3 -c 'import packedfunc' 2>/dev/null") != 0) {
+    run(&r, "stubgen", "m.so", NULL);
+    expect(&r, 1, "", NULL);
+    assert_string_equal(r.err,
+                        "pf: stubgen: no Python that can import packedfunc (tried python3, "
+                        "/usr/bin/python3): set PF_PYTHON (or PYTHON) to a Python that can, or "
+                        "make packedfunc importable (install it, or add its bindings/python to "
+                        "PYTHONPATH)\n");
+  }
+  set_env("PATH", saved_path);
+  set_env("PYTHONPATH", saved_pythonpath);
+  free(saved_path);
+  free(saved_pythonpath);
+  static const char* const fakes[] = {"with", "without", "python3"};
+  for (size_t i = 0; i < sizeof fakes / sizeof fakes[0]; ++i) {
+    char file[128];
+    snprintf(file, sizeof file, "%s/%s", dir, fakes[i]);
+    assert_int_equal(unlink(file), 0);
+  }
   assert_int_equal(rmdir(dir), 0);
 }
 
@@ -919,6 +1005,7 @@ int main(void) {
       cmocka_unit_test(test_odd_argv),
       cmocka_unit_test(test_release_binary),
       cmocka_unit_test(test_stubgen_runs_the_python_generator),
+      cmocka_unit_test(test_stubgen_chooses_a_python_that_has_packedfunc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <math.h>
 #include <spawn.h>
@@ -890,14 +891,71 @@ static int run_call(const cmd_args* a) {
 
 static int run_serve(const cmd_args* a) { return cmd_serve(a->err, a->nargs, a->args); }
 
-/* `pf stubgen ARG...` runs `$PF_PYTHON -m packedfunc.stubgen` (python3
- * without PF_PYTHON) with pf's --prefix/--load options, then ARG..., on
- * pf's streams, and exits as it does (2 for its usage errors, 1 for any
- * other failure). */
 extern char** environ;
+
+/* How to choose a Python for `pf stubgen`, for its errors. */
+#define PF_CHOOSE_PYTHON                                                                    \
+  "set PF_PYTHON (or PYTHON) to a Python that can, or make packedfunc importable (install " \
+  "it, or add its bindings/python to PYTHONPATH)"
+
+/* Whether `python` finds the packedfunc package (without importing it, on
+ * no stream of pf's): 1 yes, 0 no, or -1 after printing that it cannot be
+ * run. */
+static int python_has_packedfunc(FILE* err, const char* python, const char* source) {
+  char* argv[] = {(char*)python, (char*)"-c",
+                  (char*)"import importlib.util, sys\n"
+                         "sys.exit(importlib.util.find_spec('packedfunc') is None)",
+                  NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  for (int fd = 0; fd <= 2; ++fd)
+    posix_spawn_file_actions_addopen(&fa, fd, "/dev/null", fd ? O_WRONLY : O_RDONLY, 0);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, python, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    if (source != NULL)
+      fprintf(err, "pf: stubgen: cannot run %s (%s): %s; " PF_CHOOSE_PYTHON "\n", python, source,
+              strerror(rc));
+    return -1;
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR) return 0;
+  return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+}
+
+/* The Python that `pf stubgen` runs: $PF_PYTHON, else $PYTHON, else the
+ * first of python3 (on PATH) and /usr/bin/python3 that finds packedfunc
+ * (the first on PATH may be another install of Python); NULL after
+ * printing why none will do. */
+static const char* stubgen_python(FILE* err) {
+  static const char* const chosen[] = {"PF_PYTHON", "PYTHON"};
+  for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; ++i) {
+    const char* python = getenv(chosen[i]);
+    if (python == NULL || python[0] == '\0') continue;
+    int has = python_has_packedfunc(err, python, chosen[i]);
+    if (has == 0)
+      fprintf(err, "pf: stubgen: %s (%s) cannot import packedfunc: " PF_CHOOSE_PYTHON "\n", python,
+              chosen[i]);
+    return has == 1 ? python : NULL;
+  }
+  static const char* const fallbacks[] = {"python3", "/usr/bin/python3"};
+  for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; ++i)
+    if (python_has_packedfunc(err, fallbacks[i], NULL) == 1) return fallbacks[i];
+  fprintf(err,
+          "pf: stubgen: no Python that can import packedfunc (tried python3, /usr/bin/python3): "
+          "" PF_CHOOSE_PYTHON "\n");
+  return NULL;
+}
+
+/* `pf stubgen ARG...` runs `PYTHON -m packedfunc.stubgen` (stubgen_python
+ * chooses it) with pf's --prefix/--load options, then ARG..., on pf's
+ * streams, and exits as it does (2 for its usage errors, 1 for any other
+ * failure). */
 static int run_stubgen(const cmd_args* a) {
-  const char* python = getenv("PF_PYTHON");
-  if (python == NULL || python[0] == '\0') python = "python3";
+  const char* python = stubgen_python(a->err);
+  if (python == NULL) return PF_EXIT_ERROR;
   size_t cap = 4 + 4 * (size_t)a->num_loads + (size_t)a->nargs;
   char** argv = calloc(cap, sizeof(*argv));
   if (argv == NULL) {
@@ -927,8 +985,7 @@ static int run_stubgen(const cmd_args* a) {
   posix_spawn_file_actions_destroy(&fa);
   free(argv);
   if (rc != 0) {
-    fprintf(a->err, "pf: stubgen: cannot run %s (set PF_PYTHON to a Python with packedfunc): %s\n",
-            python, strerror(rc));
+    fprintf(a->err, "pf: stubgen: cannot run %s: %s\n", python, strerror(rc));
     return PF_EXIT_ERROR;
   }
   int wstatus = 0;
@@ -1012,11 +1069,12 @@ static const pf_command k_commands[] = {
     {"stubgen", "(MODULE.so | --registry PREFIX) [-o FILE.pyi] [ARG...]",
      "write Python type stubs (.pyi) of a module's, or of\n"
      "the registered, functions and object types",
-     "`pf stubgen ARG...` runs `python3 -m packedfunc.stubgen ARG...` (the\n"
-     "Python package's stub generator, which knows the Python types; the\n"
-     "environment variable PF_PYTHON names another interpreter), after the\n"
-     "--prefix and --load options given to pf, and exits as it does;\n"
-     "`python3 -m packedfunc.stubgen --help` lists every ARG.\n",
+     "`pf stubgen ARG...` runs `PYTHON -m packedfunc.stubgen ARG...` (the\n"
+     "Python package's stub generator, which knows the Python types), after\n"
+     "the --prefix and --load options given to pf, and exits as it does.\n"
+     "PYTHON is $PF_PYTHON, else $PYTHON, else the first of python3 (on\n"
+     "PATH) and /usr/bin/python3 that can import packedfunc;\n"
+     "`PYTHON -m packedfunc.stubgen --help` lists every ARG.\n",
      0, -1, NULL, -1, 1, 0, 1, run_stubgen, NULL},
     {"help", "[COMMAND]",
      "print this help, or the help of COMMAND (as\n"

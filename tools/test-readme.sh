@@ -9,8 +9,8 @@
 #    "$ command" line runs (stdout and stderr together) and prints the lines
 #    that follow it. KIND "pf" runs in a scratch directory where build/ is
 #    this build and pf is on PATH; KIND "install" runs where packedfunc is
-#    installed into a scratch prefix (pkg-config, pf) and demo_plugin.c is
-#    copied. The Python examples are checked by tests/python/test_readme.py.
+#    installed into a scratch prefix (pkg-config, pf) and the demo plugin's
+#    sources (examples/plugin/*.c) are copied. The Python examples are checked by tests/python/test_readme.py.
 set -euo pipefail
 BUILD=${BUILD:-build}
 ROOT=$(pwd)
@@ -76,7 +76,7 @@ fi
 if grep -q '<!-- session: install -->' $DOCS; then
   make --no-print-directory -s install PREFIX="$tmp/prefix" >/dev/null
   mkdir -p "$tmp/plugin"
-  cp examples/plugin/demo_plugin.c "$tmp/plugin/"
+  cp examples/plugin/*.c "$tmp/plugin/"
   export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
   run_session '<!-- session: install -->' "$tmp/plugin" "$tmp/prefix/bin" || status=1
 fi

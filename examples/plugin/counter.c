@@ -68,8 +68,9 @@ static const PFFieldDesc k_base_fields[] = {
 };
 
 static const PFMethodDesc k_base_methods[] = {
-    PF_METHOD_TYPED("__init__", base_init, "void(obj<demo.Base>,str)", "Makes a Base named NAME."),
-    PF_METHOD_TYPED("describe", base_describe, "str(obj<demo.Base>)", "Says what it is."),
+    PF_METHOD_TYPED("__init__", base_init, "void(self: obj<demo.Base>, name: str)",
+                    "Makes a Base named NAME."),
+    PF_METHOD_TYPED("describe", base_describe, "str(self: obj<demo.Base>)", "Says what it is."),
 };
 
 static const PFObjectTypeDesc k_base_type = {PF_OBJECT_TYPE_DESC_ABI,
@@ -137,13 +138,15 @@ static const PFFieldDesc k_counter_fields[] = {
 };
 
 static const PFMethodDesc k_counter_methods[] = {
-    PF_METHOD_TYPED("__init__", counter_init, "void(obj<demo.Counter>,str,int64)",
+    PF_METHOD_TYPED("__init__", counter_init,
+                    "void(self: obj<demo.Counter>, name: str, start: int64)",
                     "Makes a Counter named NAME that starts at START."),
-    PF_METHOD_TYPED("increment", counter_increment, "int64(obj<demo.Counter>)",
+    PF_METHOD_TYPED("increment", counter_increment, "int64(self: obj<demo.Counter>)",
                     "Adds step to the count and returns it."),
-    PF_METHOD_TYPED("add", counter_add, "int64(obj<demo.Counter>,int64)",
+    PF_METHOD_TYPED("add", counter_add, "int64(self: obj<demo.Counter>, n: int64)",
                     "Adds N steps and returns the count."),
-    PF_METHOD_TYPED("describe", counter_describe, "str(obj<demo.Counter>)", "Says what it is."),
+    PF_METHOD_TYPED("describe", counter_describe, "str(self: obj<demo.Counter>)",
+                    "Says what it is."),
     {"reset", counter_reset, NULL, NULL, 0, "Sets the count to its argument (default 0)."},
     PF_STATIC_METHOD_TYPED("max_step", counter_max_step, "int64()", "The largest sensible step."),
 };

@@ -24,10 +24,10 @@ _Static_assert(sizeof(double) == sizeof(int64_t), "demo.sort sorts 8-byte elemen
 /* ---- math: typed functions, converted by their signatures ---- */
 
 static int64_t demo_add(int64_t a, int64_t b) { return a + b; }
-PF_REGISTER_TYPED("demo.add", demo_add, "int64(int64,int64)", "Adds two integers.");
+PF_REGISTER_TYPED("demo.add", demo_add, "int64(a: int64, b: int64)", "Adds two integers.");
 
 static double demo_hypot(double x, double y) { return hypot(x, y); }
-PF_REGISTER_TYPED("demo.hypot", demo_hypot, "float64(float64,float64)",
+PF_REGISTER_TYPED("demo.hypot", demo_hypot, "float64(x: float64, y: float64)",
                   "The length of the vector (x, y), without overflow.");
 
 /* ---- strings ---- */
@@ -39,7 +39,7 @@ static const char* demo_greet(const char* name) {
   snprintf(buf, sizeof(buf), "Hello, %s!", name);
   return buf;
 }
-PF_REGISTER_TYPED("demo.greet", demo_greet, "str(str)", "Returns 'Hello, NAME!'.");
+PF_REGISTER_TYPED("demo.greet", demo_greet, "str(name: str)", "Returns 'Hello, NAME!'.");
 
 /* Length of the UTF-8 sequence that starts with byte c (1 for a stray
  * continuation byte, so malformed text is still reversed byte by byte). */

@@ -210,11 +210,10 @@ def test_tensor_that_cannot_be_exported_is_refused_alike(fn):
     with pytest.raises(TypeError, match=r"argument 0 \(NoExport\) cannot be exported"):
         fn("echo")(NoExport())
     fn("echo")(np.arange(3))  # the fast path now knows numpy arrays
-    ro = np.arange(3, dtype=np.int64)
-    ro.flags.writeable = False  # numpy refuses to export it
+    odd = np.zeros(3, dtype=[("a", "<i8"), ("b", "u1")])["a"]  # numpy refuses to export it
     with pytest.raises(TypeError, match=r"argument 0 \(ndarray\) cannot be exported through "
-                                        r"DLPack: Cannot export readonly array"):
-        fn("echo")(ro)
+                                        r"DLPack: .*strides"):
+        fn("echo")(odd)
 
 
 def test_callback_count_goes_back_after_release():

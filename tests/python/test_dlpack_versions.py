@@ -118,6 +118,44 @@ def test_a_read_only_argument_never_reaches_c_as_writable(fn, testlib):
     assert a.tolist() == [9.0] * 3
 
 
+def test_a_read_only_tensor_that_reached_python_goes_back_as_one(fn, testlib):
+    # numpy 1.24 refuses to export a read-only array (DLPack 0.x cannot say
+    # read-only): such an array crosses to C as a read-only tensor object,
+    # whichever way it goes (an argument, a callback's result, an item,
+    # from_dlpack), viewing the same memory.
+    gc.collect()
+    alive = testlib.pft_tensors_alive()
+    c_owned = pf.from_dlpack(Producer(fn("make_tensor")(3), read_only=True))
+    back = fn("echo")(c_owned)
+    assert not back.flags.writeable and back.tolist() == [0.0, 1.0, 2.0]
+    plain = np.arange(4.0)
+    plain.flags.writeable = False
+    refs = sys.getrefcount(plain)
+    for ro, where in ((back, c_owned.data_ptr), (back[1:], c_owned.data_ptr + 8),
+                      (plain, plain.ctypes.data)):
+        assert fn("type_name")(ro) == "object"
+        with pytest.raises(TypeError, match="read-only tensor object"):
+            fn("typed_ndim")(ro)
+        again = fn("echo")(ro)
+        assert not again.flags.writeable and again.ctypes.data == where
+        assert again.tolist() == ro.tolist()
+        assert fn("call")(lambda x: x, ro).ctypes.data == where  # an identity callback
+        t = pf.from_dlpack(ro)
+        assert t.read_only and t.data_ptr == where and t.shape == ro.shape
+        item = pf.List([ro])[0]
+        assert not item.flags.writeable and item.ctypes.data == where
+    del back, c_owned, t, again, item, ro
+    gc.collect()
+    assert testlib.pft_tensors_alive() == alive  # every crossing released its tensor
+    assert sys.getrefcount(plain) == refs  # and its array
+    # What numpy cannot export even writable is refused, naming the argument.
+    fields = np.zeros(3, dtype=[("a", "<f8"), ("b", "u1")])["a"]  # 9-byte strides
+    fields.flags.writeable = False
+    with pytest.raises(TypeError, match=r"argument 0 \(ndarray\) cannot be exported through "
+                       "DLPack: .*strides"):
+        fn("type_name")(fields)
+
+
 def test_padded_sub_byte_elements_cross_as_a_tensor_object(fn):
     # A DLTensor* cannot say that 4-bit elements are padded to bytes: the
     # tensor object (which keeps the flag) crosses instead.
@@ -223,6 +261,35 @@ def test_a_capsule_nobody_took_frees_its_export(testlib):
     assert testlib.pft_tensors_alive() == before + 1  # the exports hold it
     del caps  # their destructors run the deleters
     gc.collect()
+    assert testlib.pft_tensors_alive() == before
+
+
+def test_a_consumers_error_is_kept_and_the_capsule_still_frees_its_export(testlib,
+                                                                          monkeypatch):
+    # numpy 1.24 cannot take a bfloat16 tensor: it raises its own error and
+    # drops the capsule, whose destructor runs while that error is pending.
+    ignored = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    gc.collect()
+    before = testlib.pft_tensors_alive()
+    t = pf.from_dlpack(Producer(pf.get_global_func("testing.make_tensor")(4), dtype=(4, 16, 1)))
+    serial = EXPORTS.serial
+    for _ in range(3):
+        if pf.backend == "cext":  # numpy's own error, as itself
+            with pytest.raises(RuntimeError, match="Unsupported dtype in DLTensor"):
+                np.from_dlpack(t)
+        else:
+            # A ctypes callback cannot leave an exception pending: numpy
+            # returns without one (SystemError), and its own error goes to
+            # sys.unraisablehook rather than nowhere.
+            with pytest.raises(SystemError):
+                np.from_dlpack(t)
+            assert "Unsupported dtype" in str(ignored.pop().exc_value)
+    assert ignored == []
+    del t
+    gc.collect()
+    # Each destructor ran its deleter: the export and the C tensor are freed.
+    assert serial not in EXPORTS.live
     assert testlib.pft_tensors_alive() == before
 
 

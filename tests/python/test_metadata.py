@@ -34,7 +34,7 @@ def with_signature(pf, text):
 def test_typed_c_function_fields(demo):
     f = demo.hypot
     assert f.name == "demo.hypot"
-    assert f.signature == "float64(float64,float64)"
+    assert f.signature == "float64(x:float64,y:float64)"
     assert f.doc == "The length of the vector (x, y), without overflow."
     assert f.__name__ == "demo.hypot"
 
@@ -48,7 +48,7 @@ def test_packed_c_function_fields(demo):
 
 def test_doc_shows_doc_name_and_signature(demo):
     assert demo.add.__doc__ == ("Adds two integers.\n\n"
-                                "name: demo.add\nsignature: int64(int64,int64)")
+                                "name: demo.add\nsignature: int64(a:int64,b:int64)")
     assert demo.fail.__doc__ == ("fail([message]): always raises ValueError with the "
                                  "message.\n\nname: demo.fail")
 
@@ -68,9 +68,9 @@ def test_the_class_keeps_its_docstring(pf):
 
 def test_help_shows_name_signature_and_doc(demo):
     text = pydoc.render_doc(demo.hypot, renderer=pydoc.plaintext)
-    assert "demo.hypot(arg0: float, arg1: float, /) -> float" in text
+    assert "demo.hypot(x: float, y: float) -> float" in text
     assert "The length of the vector (x, y), without overflow." in text
-    assert "signature: float64(float64,float64)" in text
+    assert "signature: float64(x:float64,y:float64)" in text
     text = pydoc.render_doc(demo.fill, renderer=pydoc.plaintext)
     assert "demo.fill(*args)" in text
     assert "fill(tensor, value)" in text
@@ -79,12 +79,16 @@ def test_help_shows_name_signature_and_doc(demo):
 # ---- inspect.signature ---------------------------------------------------------------
 
 def test_inspect_signature_of_typed_functions(demo):
-    assert str(inspect.signature(demo.add)) == "(arg0: int, arg1: int, /) -> int"
-    assert str(inspect.signature(demo.hypot)) == "(arg0: float, arg1: float, /) -> float"
-    assert str(inspect.signature(demo.greet)) == "(arg0: str, /) -> str"
+    # The demo's signatures name their parameters (keywords, too); unnamed
+    # ones are positional only (test_keywords.py).
+    assert str(inspect.signature(demo.add)) == "(a: int, b: int) -> int"
+    assert str(inspect.signature(demo.hypot)) == "(x: float, y: float) -> float"
+    assert str(inspect.signature(demo.greet)) == "(name: str) -> str"
     sig = inspect.signature(demo.add)
-    assert [p.kind for p in sig.parameters.values()] == [inspect.Parameter.POSITIONAL_ONLY] * 2
-    sig.bind(1, 2)  # binds as the call does
+    assert [p.kind for p in sig.parameters.values()] == \
+        [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2
+    sig.bind(1, b=2)  # binds as the call does
+    assert demo.add(1, b=2) == 3
     with pytest.raises(TypeError):
         sig.bind(1)
 

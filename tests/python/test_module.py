@@ -176,7 +176,7 @@ def test_c_errors_keep_their_kind(plugin):
     assert str(info.value).startswith("from C")
     with pytest.raises(TypeError) as info:
         plugin.demo.add(1, "two")
-    assert "argument 1: expected int64, got str" in str(info.value)
+    assert "argument 1 'b': expected int64, got str" in str(info.value)
 
 
 def test_callbacks_comparators_and_tensors(pf, plugin):

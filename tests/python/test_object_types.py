@@ -131,7 +131,7 @@ def test_an_instance_is_made_by_its_constructor(demo):
     assert c.count == 0
     assert repr(c).startswith("demo.Counter(name='clicks', id=")
     assert {"name", "count", "step", "increment", "describe", "max_step"} <= set(dir(c))
-    with pytest.raises(TypeError, match="argument 1: expected str, got int"):
+    with pytest.raises(TypeError, match="argument 1 'name': expected str, got int"):
         demo.Counter(1, 2)
     with pytest.raises(TypeError):
         demo.Counter("a", 1, x=2)
@@ -158,9 +158,9 @@ def test_constructors_of_every_kind(mod):
 
 def test_signatures_and_help(mod, demo):
     Counter = demo.Counter
-    assert str(inspect.signature(Counter)) == "(arg1: str, arg2: int, /) -> None"
+    assert str(inspect.signature(Counter)) == "(name: str, start: int) -> None"
     assert str(inspect.signature(Counter.increment)) == "(self, /) -> int"
-    assert str(inspect.signature(Counter("a", 1).add)) == "(arg1: int, /) -> int"
+    assert str(inspect.signature(Counter("a", 1).add)) == "(n: int) -> int"
     assert str(inspect.signature(Counter.reset)) == "(self, /, *args)"
     assert str(inspect.signature(Counter.max_step)) == "() -> int"
     assert str(inspect.signature(mod.pyt.Made)) == "(arg0: int, /) -> None"

@@ -63,7 +63,7 @@ def test_readme_python_example_runs(scratch):
         "Hello, Python!",
         "14",
         "30",
-        "TypeError: typed function 'demo.add' int64(int64,int64): argument 1: "
+        "TypeError: typed function 'demo.add' int64(a:int64,b:int64): argument 1 'b': "
         "expected int64, got str",
         "KeyError 'missing' raised in fails",
         "[1.5 1.5 1.5]",
@@ -72,24 +72,11 @@ def test_readme_python_example_runs(scratch):
     assert r.stderr == ""
 
 
-def test_readme_modules_example_prints_what_it_shows(scratch):
-    r = run_python(block_after("<!-- python: modules -->", "python"), scratch)
+@pytest.mark.parametrize("name", ["modules", "object-types", "register-object", "bind"])
+def test_readme_python_block_prints_what_it_shows(name, scratch):
+    r = run_python(block_after("<!-- python: %s -->" % name, "python"), scratch)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == block_after("<!-- python-output: modules -->")
-    assert r.stderr == ""
-
-
-def test_readme_object_types_example_prints_what_it_shows(scratch):
-    r = run_python(block_after("<!-- python: object-types -->", "python"), scratch)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == block_after("<!-- python-output: object-types -->")
-    assert r.stderr == ""
-
-
-def test_readme_bind_example_prints_what_it_shows(scratch):
-    r = run_python(block_after("<!-- python: bind -->", "python"), scratch)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == block_after("<!-- python-output: bind -->")
+    assert r.stdout == block_after("<!-- python-output: %s -->" % name)
     assert r.stderr == ""
 
 

@@ -5,6 +5,7 @@ with mypy (Debian's python3-mypy), which reports a wrong call."""
 import os
 import subprocess
 import sys
+import typing
 
 import pytest
 
@@ -58,8 +59,8 @@ def test_the_demo_plugins_stub():
     text = stubgen.generate_module(DEMO_PLUGIN)
     compile(text, "demo_plugin.pyi", "exec")
     for want in [
-        # unnamed parameters are positional only
-        "    def add(arg0: int, arg1: int, /) -> int:\n",
+        # named parameters, which calls may pass by keyword
+        "    def add(a: int, b: int) -> int:\n",
         # a subclass, a read-only field, a method without a signature, a static one
         '    class Counter(demo.Base):\n        """A Base that counts."""\n',
         "        @property\n        def name(self) -> str:\n",
@@ -155,7 +156,7 @@ BAD_ERRORS = ['Argument 2 to "add" of "demo" has incompatible type "str"; expect
               'Property "name" defined in "Base" is read-only',
               'Incompatible types in assignment (expression has type "int", variable has type '
               '"str")',
-              'Too few arguments for "greet" of "demo"']
+              'Missing positional argument "name" in call to "greet" of "demo"']
 
 
 @pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes",
@@ -179,3 +180,58 @@ def test_the_stubs_type_check_a_program(tmp_path):
     assert not [e for e in errors if not e.startswith("bad.py:")], r.stdout + r.stderr
     got = [(int(e.split(":")[1]), e.split(": error: ")[1].rsplit("  [", 1)[0]) for e in errors]
     assert got == list(enumerate(BAD_ERRORS, start=6)), r.stdout + r.stderr
+
+
+# Functions named as the names that annotations use.
+SHADOWED = """
+import typing
+import numpy
+if typing.TYPE_CHECKING:
+    import shadow
+n: int = shadow.int(1, "a", 2.5, True, b"x")
+s: str = shadow.str.int(numpy.zeros(2), lambda: None)
+shadow.typing(1, 2)
+shadow.bool(object())
+shadow.int(1, 2, 2.5, True, b"x")
+"""
+
+
+@pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes",
+                    reason="backend-independent; runs in the cext pass")
+def test_names_that_annotations_use_do_not_shadow_them(tmp_path, unique_name):
+    r = subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("mypy is not installed (Debian: python3-mypy)")
+    import numpy
+    prefix = unique_name()
+
+    def every_type(i: int, s: str, x: float, b: bool, raw: bytes) -> int:
+        return i
+
+    def arrays(a: numpy.ndarray, f: typing.Callable) -> str:
+        return ""
+
+    def anything(*args):
+        return None
+
+    for name, f in (("int", every_type), ("str.int", arrays), ("typing", anything),
+                    ("bool", lambda o: o), ("builtins", every_type), ("numpy", arrays),
+                    ("packedfunc", every_type), ("typing_", every_type), ("float", arrays),
+                    ("bytes", every_type), ("object", arrays), ("Callable", arrays)):
+        packedfunc.register_func("%s.%s" % (prefix, name), f)
+    text = stubgen.generate_registry(prefix)
+    (tmp_path / "shadow.pyi").write_text(text)
+    (tmp_path / "prog.py").write_text(SHADOWED)
+    r = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull,
+                        "--follow-imports=silent", "--no-error-summary", "--hide-error-context",
+                        "prog.py"],
+                       env=dict(ENV, MYPYPATH=ENV["PYTHONPATH"]), cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=300)
+    errors = [line.split(": error: ")[1].rsplit("  [", 1)[0] for line in r.stdout.splitlines()
+              if ": error: " in line]
+    assert errors == ['Argument 2 to "int" has incompatible type "int"; expected "str"'], \
+        r.stdout + r.stderr + text
+    # Spelt so: builtins and typing are the stub's own names here.
+    assert "\ndef int(i: builtins_.int, s: builtins_.str" in text, text
+    assert "\nimport builtins as builtins_\nimport numpy as numpy_\nimport typing as typing__\n" \
+        in text, text

@@ -25,7 +25,7 @@ test('an error raised by C code has its C source lines in cTraceback and the sta
   const demo = pf.loadModule(DEMO_PLUGIN).demo;
   assert.throws(() => demo.add(1, 'two'), (e) => {
     assert.ok(e instanceof TypeError);
-    assert.equal(e.message, "typed function 'demo.add' int64(int64,int64): argument 1: expected int64, got str");
+    assert.equal(e.message, "typed function 'demo.add' int64(a:int64,b:int64): argument 1 'b': expected int64, got str");
     return true;
   });
   assert.throws(() => testing.call(42), (e) => e instanceof TypeError && /testing\.call: argument 0 must be function/.test(e.message));

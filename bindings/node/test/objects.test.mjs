@@ -16,7 +16,7 @@ test('the demo plugin: functions as properties by their dotted names', () => {
   assert.equal(demo.greet('Node'), 'Hello, Node!');
   assert.equal(demo.reverse('stressed'), 'desserts');
   assert.equal(plugin.get('demo.add'), demo.add);
-  assert.equal(demo.add.signature, 'int64(int64,int64)');
+  assert.equal(demo.add.signature, 'int64(a:int64,b:int64)');
   assert.equal(demo.add.doc, 'Adds two integers.');
   assert.equal(demo.call_n_times((i) => i * i, 4), 14);
   const a = new BigInt64Array([5n, 3n, 9n, 1n]);

@@ -355,6 +355,10 @@ PyCapsule_SetName = _py("PyCapsule_SetName", c_int, [ctypes.py_object, c_void_p]
 # capsule being destroyed must not be given a new reference.
 PyCapsule_IsValidAt = _py("PyCapsule_IsValid", c_int, [c_void_p, c_char_p])
 PyCapsule_GetPointerAt = _py("PyCapsule_GetPointer", c_void_p, [c_void_p, c_char_p])
+# Raises the pending exception, if any, as ctypes raises one that a call of
+# the Python C API leaves: how a ctypes callback takes over the exception
+# it was entered with (see _object._capsule_destructor).
+PyErr_Occurred = _py("PyErr_Occurred", c_void_p, [])
 # Raises the exception of a signal handler (KeyboardInterrupt for Ctrl-C).
 PyErr_CheckSignals = _py("PyErr_CheckSignals", c_int, [])
 # A frame object that is not running and has no caller (f_back is None),

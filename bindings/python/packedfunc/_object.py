@@ -6,7 +6,8 @@ array viewing its memory when numpy can view it (read-only when the tensor
 is), else as a Tensor. A borrowed DLTensor (kPFDLTensorHandle) comes as the
 very object that Python passed in the same call chain, or as a private
 copy. Anything with ``__dlpack__`` goes to C as a borrowed DLTensor, or,
-when its export is read-only, as a read-only tensor object. Everything here
+when its export is read-only (or it is a read-only numpy array, which
+numpy 1.x cannot export), as a read-only tensor object. Everything here
 is private; the package re-exports Object and Tensor.
 
 DLPack both ways, as the Python array API's DLPack protocol says: a
@@ -33,7 +34,7 @@ from ._errors import check_call
 from ._holds import give_back
 from ._ffi import (PF_GET_API_BASE_ADDRESS, PFObjectFree, PFTensorCreateFromDLPack,
                    PFTensorCreateFromDLPackVersioned, PFTensorGetDLTensor, PFTensorIsReadOnly,
-                   PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer,
+                   PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer, PyErr_Occurred,
                    PyCapsule_GetPointerAt, PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New,
                    PyCapsule_SetName, keep_forever)
 from ._library import OBJECT_TYPES, is_shutting_down, state
@@ -271,8 +272,7 @@ class Tensor(Object):
                 raise BufferError("packedfunc: Tensor.__dlpack__: %s (the consumer passed no "
                                   "max_version of (1, 0) or newer)" % err) from None
             name = _NAME_DLTENSOR
-        return PyCapsule_New(managed.value, ctypes.addressof(name),
-                             ctypes.cast(_capsule_destructor, c_void_p).value)
+        return _new_capsule(managed, name)
 
     def numpy(self):
         """A numpy array sharing this tensor's memory (no copy); read-only
@@ -320,9 +320,20 @@ def from_dlpack(x):
 @keep_forever
 @ctypes.CFUNCTYPE(None, c_void_p)
 def _capsule_destructor(capsule_addr):
-    # Runs when a capsule from Tensor.__dlpack__ dies. A consumer renames
+    # Runs when a capsule from Tensor.__dlpack__ dies, without the
+    # extension (whose destructor does the same in C). A consumer renames
     # the capsule ("used_...") and takes over the deleter; otherwise we run
-    # it here.
+    # it here. A consumer that fails drops the capsule with its own error
+    # pending, under which no Python code can run: the error is taken
+    # first, so that the deleter runs. A ctypes callback cannot return
+    # with an exception pending, so the consumer then returns without one
+    # (SystemError); raising the error at the end hands it to
+    # sys.unraisablehook rather than to nowhere.
+    pending = None
+    try:
+        PyErr_Occurred()
+    except BaseException as err:
+        pending = err
     try:
         if is_shutting_down():
             return
@@ -341,6 +352,17 @@ def _capsule_destructor(capsule_addr):
             DLPACK_DELETER(deleter)(managed_addr)
     except BaseException:  # never raise into the interpreter's dealloc
         pass
+    if pending is not None:
+        raise pending
+
+
+def _new_capsule(managed, name):
+    """A capsule named `name` of a managed tensor that Tensor.__dlpack__
+    made: its destructor runs the deleter unless a consumer took it."""
+    if _cext:
+        return _cext.dlpack_capsule(managed.value, name is _NAME_VERSIONED)
+    return PyCapsule_New(managed.value, ctypes.addressof(name),
+                         ctypes.cast(_capsule_destructor, c_void_p).value)
 
 
 # Types whose __dlpack__ takes no max_version (DLPack before 1.0: numpy
@@ -368,11 +390,40 @@ def _call_dlpack(x, pos):
     try:
         capsule = x.__dlpack__()
     except Exception as err:
-        raise _cannot_export(x, pos, err) from err
+        capsule = _read_only_capsule(x, pos, err)
     if (t not in _legacy_types and hasattr(t, "__dlpack__")
             and len(_legacy_types) < _LEGACY_TYPES_MAX):
         _legacy_types.add(t)
     return capsule
+
+
+def _read_only_capsule(x, pos, err):
+    """A "dltensor_versioned" capsule with the read-only flag for a
+    read-only numpy array, which numpy before 2.0 cannot export (DLPack 0.x
+    cannot say read-only); for anything else, x's export error `err`, as
+    _cannot_export says. A writable alias of x's memory, which keeps x
+    alive, exports it unversioned to a tensor object, whose versioned
+    export says read-only: all the deleters on the way are C's."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(x, numpy.ndarray) or x.flags.writeable:
+        raise _cannot_export(x, pos, err) from err
+    iface = dict(x.__array_interface__)
+    iface["data"] = (iface["data"][0], False)
+    holder = _ArrayInterface(iface)
+    holder.owner = x
+    alias = numpy.asarray(holder)
+    try:
+        legacy = alias.view(x.dtype).__dlpack__()
+    except Exception as why:  # strides that DLPack cannot say, say
+        raise _cannot_export(x, pos, why) from why
+    writable = _take_over(legacy, PyCapsule_GetPointer(legacy, b"dltensor"), None)
+    managed = c_void_p()
+    try:
+        check_call(PFTensorToDLPackVersioned(writable, byref(managed)))
+    finally:
+        PFObjectFree(writable)
+    PFDLManagedTensorVersioned.from_address(managed.value).flags |= DLPACK_FLAG_READ_ONLY
+    return _new_capsule(managed, _NAME_VERSIONED)
 
 
 def dlpack_export(x, pos):

@@ -41,6 +41,7 @@ import ctypes
 import inspect
 import keyword
 import math
+import re
 import sys
 import typing
 
@@ -74,6 +75,11 @@ for _name, _mirror in (("PFObjectTypeInfo", PFObjectTypeInfo), ("PFFieldInfo", P
 _GRAMMAR = list(_signature.SIGNATURE_TYPES)
 
 _INDENT = "    "
+# A module name in an annotation, as _Writer.name marks it, until _render
+# knows which names the stub defines; and the names that a stub defines.
+_MARK = "\x00"
+_MARKED = re.compile(_MARK + r"([\w.]+)" + _MARK + r"\.(\w+)")
+_DEFINED = re.compile(r"^\s*(?:def|class)\s+(\w+)", re.M)
 
 
 def _text(raw):
@@ -89,11 +95,15 @@ class _Writer:
 
     def __init__(self, type_names):
         self.lines = []
-        self.imports = set()
         self.type_names = type_names  # object type key -> the stub's class path
 
     def emit(self, depth=0, text=""):
         self.lines.append((_INDENT * depth + text) if text else "")
+
+    def name(self, module, attr):
+        """module.attr in an annotation, marked: _render spells the module
+        (builtins: nothing) so that no name the stub defines shadows it."""
+        return "%s%s%s.%s" % (_MARK, module, _MARK, attr)
 
     # ---- annotations ----
 
@@ -102,24 +112,18 @@ class _Writer:
         if t is None or t is type(None):
             return "None"
         if t is collections.abc.Callable:
-            self.imports.add("typing")
-            return "typing.Callable[..., typing.Any]"
+            return "%s[..., %s]" % (self.name("typing", "Callable"), self.name("typing", "Any"))
         if typing.get_origin(t) is typing.Union:
-            self.imports.add("typing")
-            return "typing.Union[%s]" % ", ".join(self.python_type(a) for a in typing.get_args(t))
-        if isinstance(t, type):
+            return "%s[%s]" % (self.name("typing", "Union"),
+                               ", ".join(self.python_type(a) for a in typing.get_args(t)))
+        if isinstance(t, type) and t is not inspect.Parameter.empty:
             mod = t.__module__
-            if mod == "builtins":
-                return t.__qualname__
             if mod.startswith("packedfunc.") or mod == "packedfunc":
                 import packedfunc
                 if getattr(packedfunc, t.__name__, None) is t:
-                    self.imports.add("packedfunc")
-                    return "packedfunc." + t.__name__
-            self.imports.add(mod)
-            return "%s.%s" % (mod, t.__qualname__)
-        self.imports.add("typing")
-        return "typing.Any"
+                    return self.name("packedfunc", t.__name__)
+            return self.name(mod, t.__qualname__)
+        return self.name("typing", "Any")
 
     def param_type(self, p, result):
         """Stub text for a PFParamInfo's type."""
@@ -128,15 +132,13 @@ class _Writer:
             path = self.type_names.get(key)
             if path is not None:
                 return path
-            self.imports.add("packedfunc")
-            return "packedfunc.Object"
+            return self.name("packedfunc", "Object")
         name = _GRAMMAR[p.type_index]
         text = self.python_type(_signature.annotation(name, result))
         if name == "void":
             return "None"
         if p.tensor.flags:  # the constraint, for readers and tools
-            self.imports.add("typing")
-            text = "typing.Annotated[%s, %s]" % (text, _string(_text(p.type)))
+            text = "%s[%s, %s]" % (self.name("typing", "Annotated"), text, _string(_text(p.type)))
         return text
 
 
@@ -218,8 +220,8 @@ def _def(w, depth, name, info, doc, kind, static=False):
     if info is not None:
         params = _params(w, info, skip_first=bool(first) and not static)
     if params is None:
-        w.imports.add("typing")
-        params, result = ["*args: typing.Any"], "typing.Any"
+        result = w.name("typing", "Any")
+        params = ["*args: " + result]
         if info is not None:
             doc = (doc + "\n\n" if doc else "") + "signature: " + _text(info.text)
     else:
@@ -275,8 +277,7 @@ def _class(w, depth, name, index):
     else:
         parent = None
     if parent is None:
-        w.imports.add("packedfunc")
-        parent = "packedfunc.Object"
+        parent = w.name("packedfunc", "Object")
     w.emit(depth, "class %s(%s):" % (name, parent))
     _docstring(w, depth + 1, _text(t.doc) or "The object type %s." % key)
     own = lambda member: member.type_index == index  # noqa: E731 (inherited ones: the parent's)
@@ -389,8 +390,39 @@ def _render(what, usage, functions, types):
     for name, why in skipped:
         head.append("# Left out: %r (%s)." % (name, why))
     head += ["", "from __future__ import annotations", ""]
-    head += ["import %s" % m for m in sorted(w.imports)]
-    return "\n".join(head + w.lines).rstrip() + "\n"
+    body = "\n".join(w.lines)
+    defined = set(_DEFINED.findall(body))
+    shadowed = lambda module, attr: module != "builtins" or attr in defined  # noqa: E731
+    spelt, imports = _module_names({m for m, a in _MARKED.findall(body) if shadowed(m, a)},
+                                   defined)
+    head += imports
+    body = _MARKED.sub(lambda m: (spelt[m.group(1)] if shadowed(*m.groups()) else "")
+                       + m.group(2), body)
+    return "\n".join(head + [body]).rstrip() + "\n"
+
+
+def _module_names(modules, defined):
+    """How annotations spell each module so that no name the stub defines
+    (a function `int`, a class `typing`) shadows it: {module: prefix} and
+    the import lines. A builtin is spelt bare unless the stub defines its
+    name (then builtins is imported, as any module); a module is imported
+    under its own name unless the stub defines that, else under that name
+    with underscores added."""
+    taken = set(defined)
+    aliases = {}
+    for m in sorted(modules):
+        alias = m
+        if m.split(".")[0] in taken:
+            alias = m.replace(".", "_") + "_"
+            while alias in taken:
+                alias += "_"
+        aliases[m] = alias
+        taken.add(alias.split(".")[0])
+    spelt = {m: a + "." for m, a in aliases.items()}
+    lines = []
+    for m, alias in sorted(aliases.items()):
+        lines.append("import %s" % m if alias == m else "import %s as %s" % (m, alias))
+    return spelt, lines
 
 
 def generate_module(module):

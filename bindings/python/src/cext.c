@@ -165,6 +165,49 @@ static PyObject* pf_dlpack_export(PyObject* x) {
   return capsule;
 }
 
+/* The destructor of the capsules that dlpack_capsule makes: runs the
+ * managed tensor's deleter unless a consumer took the capsule over (renamed
+ * it). A consumer that fails drops the capsule with its own error pending,
+ * which is kept. Nothing is freed once the interpreter is finalizing, as
+ * elsewhere in the package. */
+static void pf_capsule_destructor(PyObject* capsule) {
+#if PY_VERSION_HEX >= 0x030D0000
+  if (Py_IsFinalizing()) return;
+#else
+  if (_Py_IsFinalizing()) return;
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* pending = PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+#endif
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    DLManagedTensor* m = PyCapsule_GetPointer(capsule, "dltensor");
+    if (m->deleter != NULL) m->deleter(m);
+  } else if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    PFDLManagedTensorVersioned* m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (m->deleter != NULL) m->deleter(m);
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(pending);
+#else
+  PyErr_Restore(type, value, traceback);
+#endif
+}
+
+/* dlpack_capsule(address, versioned): a capsule of a managed tensor that
+ * Tensor.__dlpack__ made ("dltensor_versioned" or "dltensor"). */
+static PyObject* pf_dlpack_capsule(PyObject* module, PyObject* const* args, Py_ssize_t n) {
+  (void)module;
+  if (pf_expect_args(n, 2, "dlpack_capsule(address, versioned)") != 0) return NULL;
+  void* managed = PyLong_AsVoidPtr(args[0]);
+  int versioned = PyObject_IsTrue(args[1]);
+  if (PyErr_Occurred()) return NULL;
+  return PyCapsule_New(managed, versioned ? "dltensor_versioned" : "dltensor",
+                       pf_capsule_destructor);
+}
+
 static PyObject* pf_general_after_tensors(PyObject* self, PyObject* const* args, Py_ssize_t n,
                                           PyObject* kwnames, Py_ssize_t nkw, PyObject** capsules,
                                           int tensors) {
@@ -1031,6 +1074,8 @@ static PyMethodDef pf_methods[] = {
      "host_object_value(gate, handle) -> (found, object)"},
     {"owned_holds", (PyCFunction)(void (*)(void))pf_owned_holds, METH_FASTCALL,
      "owned_holds(handle, gate, max_values, sort) -> (addresses, reachable)"},
+    {"dlpack_capsule", (PyCFunction)(void (*)(void))pf_dlpack_capsule, METH_FASTCALL,
+     "dlpack_capsule(address, versioned) -> a DLPack capsule of a managed tensor"},
     {"live_count", pf_live_count, METH_O,
      "live_count(kind) -> the number of holds of that kind that C has through this module"},
     {NULL, NULL, 0, NULL},
