@@ -189,7 +189,7 @@ static void recv_all(pf_rpc_client* c, int k) {
     r.endpoint = k;
     if (!more) {
       pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &msg);
-      if (in) pf_rpc_dispatch(&c->base, in, NULL, NULL);
+      if (in) pf_rpc_dispatch(&c->base, in, NULL);
     }
     zmq_msg_close(&msg);
     while (more) { /* a multi-part message is not ours: drop it whole */

@@ -645,7 +645,9 @@ typedef struct {
   pf_rpc_arena arena; /* what decoding the arguments made */
   PFValue rv;         /* the result */
   int rcode;
-  export_ctx exports; /* the functions in the result */
+  export_ctx exports;      /* the functions in the result */
+  pf_rpc_served_fn served; /* called before the reply is posted, or NULL */
+  void* served_arg;
 } serving;
 
 /* Parses the request into *s. Returns -1 when there is nothing to answer:
@@ -661,6 +663,7 @@ static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t sc
   s->exports.route = in->route;
   s->exports.scope = p->is_server ? 0 : scope;
   int st = pf_rpc_parse(in->data, in->size, &s->m);
+  if (st < 0) pf_rpc_note_bad(p, &in->route, PFErrorGetMessage());
   if (st > 0) pf_rpc_parsed_free(&s->m);
   if (st != 0) return -1;
   msgpack_sbuffer_init(&s->reply);
@@ -777,6 +780,7 @@ static int answer_call(serving* s) {
 /* Releases what serving the request acquired, then posts the reply: the
  * one written (status 0), or the error on this thread. */
 static void serving_end(serving* s, int status) {
+  if (s->served != NULL) s->served(s->served_arg);
   PFFuncFree(s->f);
   free(s->args);
   free(s->codes);
@@ -800,28 +804,41 @@ static void serving_end(serving* s, int status) {
 
 /* Serves one request (HELLO or CALL) and posts its reply. `scope`, on a
  * client, is the call of its own that the request is a callback of. */
-static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
+static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope, pf_rpc_served_fn served,
+                         void* served_arg) {
   serving s;
-  if (serving_begin(&s, p, in, scope) != 0) return;
+  if (serving_begin(&s, p, in, scope) != 0) {
+    if (served != NULL) served(served_arg);
+    return;
+  }
+  s.served = served;
+  s.served_arg = served_arg;
   serving_end(&s, s.m.kind == PF_RPC_HELLO ? answer_hello(&s) : answer_call(&s));
 }
 
-void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m) { serve_scoped(p, m, 0); }
+void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m, pf_rpc_served_fn served, void* served_arg) {
+  serve_scoped(p, m, 0, served, served_arg);
+}
 
 /* ---- dispatching what arrives ---- */
 
+void pf_rpc_note_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why) {
+  if (p->log_bad != NULL) p->log_bad(p, r, why);
+}
+
 void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
-                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
-                     void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
+                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t)) {
   const pf_rpc_route* r = &in->route;
   if (in->size == 0) { /* a probe */
     pf_rpc_msg_free(in);
     return;
   }
-  pf_rpc_parsed m;
-  int st = pf_rpc_parse(in->data, in->size, &m);
+  /* Only the header: the rest is decoded by the thread that takes the
+   * message, within the bounds of the connection it came from. */
+  pf_rpc_header m;
+  int st = pf_rpc_peek(in->data, in->size, &m);
   if (st < 0) {
-    if (log_bad) log_bad(p, r, PFErrorGetMessage());
+    pf_rpc_note_bad(p, r, PFErrorGetMessage());
     pf_rpc_msg_free(in);
     return;
   }
@@ -840,7 +857,6 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       if (w != NULL && pf_rpc_route_eq(&w->route, r)) fail_waiter(w, "ValueError", msg);
       pthread_mutex_unlock(&p->mu);
     }
-    pf_rpc_parsed_free(&m);
     pf_rpc_msg_free(in);
     return;
   }
@@ -859,12 +875,11 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       pthread_mutex_lock(&p->mu);
       if (m.parent != 0) {
         done = deliver(p, m.parent, own);
-      } else if (!p->is_server && m.kind == PF_RPC_CALL && m.nrest >= 1 &&
-                 m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+      } else if (!p->is_server && m.kind == PF_RPC_CALL && m.has_first_uint) {
         /* A callback from a thread of the server that serves no call of
          * ours: the client thread whose call passed the function serves it. */
         pf_rpc_export* e = NULL;
-        uint64_t fid = m.rest[0].via.u64;
+        uint64_t fid = m.first_uint;
         HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
         if (e != NULL && pf_rpc_route_eq(&e->route, r)) done = deliver(p, e->scope, own);
       }
@@ -885,8 +900,8 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       break;
     }
     case PF_RPC_RELEASE:
-      if (m.nrest == 1 && m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        uint64_t fid = m.rest[0].via.u64;
+      if (m.nrest == 1 && m.has_first_uint) {
+        uint64_t fid = m.first_uint;
         pf_rpc_export* e = NULL;
         pthread_mutex_lock(&p->mu);
         HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
@@ -903,11 +918,9 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       }
       break;
     default:
-      if (log_bad) log_bad(p, r, "a message of an unknown kind");
+      pf_rpc_note_bad(p, r, "a message of an unknown kind");
       break;
   }
-  /* m points into the message's bytes: free it first. */
-  pf_rpc_parsed_free(&m);
   pf_rpc_msg_free(own);
 }
 
@@ -930,13 +943,11 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
   /* Requests that came for this call after it ended are answered. */
   for (pf_rpc_msg* m = left; m != NULL;) {
     pf_rpc_msg* next = m->next;
-    pf_rpc_parsed pm;
-    if (pf_rpc_parse(m->data, m->size, &pm) == 0) {
-      if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO)
-        pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
-                           "rpc: a callback arrived for a call that is no longer in progress");
-      pf_rpc_parsed_free(&pm);
-    }
+    pf_rpc_header pm;
+    if (pf_rpc_peek(m->data, m->size, &pm) == 0 &&
+        (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO))
+      pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
+                         "rpc: a callback arrived for a call that is no longer in progress");
     pf_rpc_msg_free(m);
     m = next;
   }
@@ -1149,13 +1160,14 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     }
     pf_rpc_parsed pm;
     if (pf_rpc_parse(m->data, m->size, &pm) != 0) {
+      pf_rpc_note_bad(p, &m->route, PFErrorGetMessage());
       pf_rpc_msg_free(m);
       continue;
     }
     if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO) {
       /* A callback (or a nested call) while we wait: serve it here. */
       pf_rpc_parsed_free(&pm);
-      serve_scoped(p, m, p->is_server ? 0 : id);
+      serve_scoped(p, m, p->is_server ? 0 : id, NULL, NULL);
       pf_rpc_msg_free(m);
       continue;
     }

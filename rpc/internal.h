@@ -113,6 +113,24 @@ typedef struct {
 PF_RPC_HIDDEN int pf_rpc_parse(const char* data, size_t n, pf_rpc_parsed* out);
 PF_RPC_HIDDEN void pf_rpc_parsed_free(pf_rpc_parsed* p);
 
+/* A message's header, read without decoding the rest (what the I/O
+ * threads need to route a message): its version, kind, id and parent, how
+ * many elements follow, and the first of them when it is a non-negative
+ * integer (a function id). */
+typedef struct {
+  int64_t version;
+  int kind;
+  uint64_t id, parent;
+  uint32_t nrest;
+  int has_first_uint;
+  uint64_t first_uint;
+} pf_rpc_header;
+/* Reads the header of a message in time independent of its size. Returns
+ * 0, 1 for a header of another version, or -1 with a ValueError. The rest
+ * of the message is not checked: pf_rpc_parse does that where the message
+ * is decoded. */
+PF_RPC_HIDDEN int pf_rpc_peek(const char* data, size_t n, pf_rpc_header* out);
+
 /* Writes the header of a message. */
 PF_RPC_HIDDEN void pf_rpc_pack_header(msgpack_packer* pk, int kind, uint64_t id, uint64_t parent,
                                       uint32_t nrest);
@@ -256,6 +274,9 @@ struct pf_rpc_peer {
   /* A server's, under mu: counts message `m`, about to be queued, in the
    * tally of its client. NULL on a client. */
   void (*count_post)(pf_rpc_peer* p, pf_rpc_msg* m);
+  /* A server's: a malformed message from `r` was dropped (any thread, no
+   * lock held). NULL on a client. */
+  void (*log_bad)(pf_rpc_peer* p, const pf_rpc_route* r, const char* why);
   void (*destroy)(pf_rpc_peer* p);
 };
 
@@ -299,13 +320,14 @@ PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
  * reference to it, and its bytes stay counted, until ZeroMQ lets it go. */
 PF_RPC_HIDDEN int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags);
 
-/* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
- * parent, and replies, go to their waiter; fresh requests go to
- * `fresh(p, m, id)` (the server's work queues; id is the request's), or get
- * an error reply. */
+/* The I/O thread's side: message `m` (taken) arrived from m->route; only
+ * its header is read here. Requests with a parent, and replies, go to
+ * their waiter; fresh requests go to `fresh(p, m, id)` (the server's work
+ * queues; id is the request's), or get an error reply. */
 PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* m,
-                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
-                                   void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*));
+                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t));
+/* A malformed message from `r` was dropped: tells the peer's log_bad. */
+PF_RPC_HIDDEN void pf_rpc_note_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why);
 /* Marks a waiter's request as handed to the transport. */
 PF_RPC_HIDDEN void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t waiter_id);
 /* Whether a waiter still wants its request sent. */
@@ -329,8 +351,13 @@ PF_RPC_HIDDEN void pf_rpc_drop_exports(pf_rpc_peer* p, const uint64_t* ids, uint
 /* Releases every export to route `r`: its client is gone. */
 PF_RPC_HIDDEN void pf_rpc_drop_route_exports(pf_rpc_peer* p, const pf_rpc_route* r);
 
-/* Serves one request (a fresh one, on a worker) and posts its reply. */
-PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m);
+/* Serves one request (a fresh one, on a worker) and posts its reply;
+ * `served(served_arg)`, when not NULL, is called once before the reply is
+ * posted (or when there is none), so that whoever counts the request stops
+ * counting it before the client can send the next one. */
+typedef void (*pf_rpc_served_fn)(void* arg);
+PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m, pf_rpc_served_fn served,
+                                void* served_arg);
 
 /* Calls `target` (a name, or the id of a function the peer exported when
  * name is NULL) on the peer, from inside a packed function: sets `ret`, or

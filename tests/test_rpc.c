@@ -2378,6 +2378,228 @@ static void test_pf_serve_with_curve_keys(void** state) {
   rmdir(dir);
 }
 
+/* ---- hostile peers, round two (issue 32) ---- */
+
+/* Starts a server on 127.0.0.1 exposing "t." with `so` (expose is set
+ * here) and copies its endpoint into `endpoint`. */
+static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, size_t cap) {
+  static const char* const expose[] = {"t."};
+  so->expose = expose;
+  so->num_expose = 1;
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  snprintf(endpoint, cap, "%s", ep);
+  return s;
+}
+
+/* A connection to `endpoint` and its t.add, made within `limit_ms`. */
+static PFFunctionHandle prompt_connect_add(const char* endpoint, int64_t limit_ms,
+                                           PFModuleHandle* m) {
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  int64_t t0 = now_ms();
+  assert_pf_ok(PFRPCConnect(endpoint, &co, m));
+  int64_t took = now_ms() - t0;
+  if (took >= limit_ms) print_error("connecting took %lld ms\n", (long long)took);
+  assert_true(took < limit_ms);
+  PFFunctionHandle add = NULL;
+  assert_pf_ok(PFModGetFunction(*m, "t.add", 0, &add));
+  return add;
+}
+
+static void close_add(PFFunctionHandle add, PFModuleHandle m) {
+  PFFuncFree(add);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+}
+
+static int64_t slow_limit(int64_t ms) { return getenv("PF_UNDER_VALGRIND") ? 8 * ms : ms; }
+
+/* A client that keeps exactly its limit of calls in flight (a new one as
+ * each reply arrives) is never refused: the worker stops counting a call
+ * before its reply goes out. */
+static void test_calls_at_their_limit_are_not_refused(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  so.max_calls_per_client = 8;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  const int64_t ints[2] = {40, 2};
+  const int total = 2000;
+  int sent = 0, ok = 0, refused = 0, other = 0;
+  for (; sent < so.max_calls_per_client; ++sent)
+    assert_true(raw_call_args(r.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
+  raw_msg rm;
+  while (ok + refused + other < total && raw_next(r.sock, &rm) == 0) {
+    if (rm.kind == 3) ++ok;
+    else if (rm.kind == 4 && strstr(rm.err_msg, "max_calls_per_client") != NULL) ++refused;
+    else ++other;
+    if (sent < total)
+      assert_true(raw_call_args(r.sock, (uint64_t)++sent, "t.add", ints, 2, 0, 0) >= 0);
+  }
+  print_message("%d replies, %d refusals, %d others\n", ok, refused, other);
+  assert_int_equal(refused, 0);
+  assert_int_equal(other, 0);
+  assert_int_equal(ok, total);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* Opens a raw client that calls t.apply with a function of its own `n`
+ * times and never answers the callbacks; returns how many callbacks came
+ * within `ms`. */
+static int open_unanswering(raw_peer* r, const char* endpoint, int n, int first_id, int ms) {
+  raw_open(r, ZMQ_DEALER, endpoint, 0);
+  for (int i = 0; i < n; ++i)
+    assert_true(raw_call_args(r->sock, (uint64_t)(first_id + i), "t.apply", NULL, 0, 77, 0) >= 0);
+  int tmo = 100, callbacks = 0;
+  zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  raw_msg rm;
+  int64_t t0 = now_ms();
+  while (now_ms() - t0 < ms)
+    if (raw_next(r->sock, &rm) == 0 && rm.kind == 2) ++callbacks;
+  return callbacks;
+}
+
+/* Two clients that never answer their callbacks (each within its own
+ * max_callbacks_per_client) leave a worker for everyone else. */
+static void test_unanswered_callbacks_of_two_clients_leave_a_worker(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 4;
+  so.callback_timeout_ms = 20000;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer a, b;
+  int na = open_unanswering(&a, endpoint, 6, 1, 300);
+  int nb = open_unanswering(&b, endpoint, 6, 1, 300);
+  print_message("callbacks waiting: %d and %d\n", na, nb);
+  assert_true(na + nb <= so.num_workers - 1);
+  PFModuleHandle m = NULL;
+  const int64_t limit = slow_limit(2000);
+  PFFunctionHandle add = prompt_connect_add(endpoint, limit, &m);
+  prompt_adds(add, 10, limit);
+  close_add(add, m);
+  int64_t took = timed_stop(s, 10000, NULL);
+  assert_true(took >= 0 && took < limit);
+  raw_close(&a);
+  raw_close(&b);
+}
+
+/* A client that goes away while a worker waits for its callback frees
+ * that worker at once, not at the callback timeout: with one worker,
+ * another client is served promptly. */
+static void test_callback_into_a_gone_client_fails_at_once(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  so.callback_timeout_ms = 20000;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  assert_int_equal(open_unanswering(&r, endpoint, 1, 1, 300), 1);
+  raw_close(&r);
+  PFModuleHandle m = NULL;
+  const int64_t limit = slow_limit(3000);
+  PFFunctionHandle add = prompt_connect_add(endpoint, limit, &m);
+  prompt_adds(add, 3, limit);
+  close_add(add, m);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* A request of `n` MessagePack items (nils) to a name that is not served:
+ * costly to decode, cheap to route. */
+static char* dense_request(uint64_t id, uint32_t n, size_t* size) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, id);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, 9);
+  msgpack_pack_str_body(&pk, "t.missing", 9);
+  msgpack_pack_array(&pk, n);
+  char* buf = malloc(sb.size + n);
+  assert_non_null(buf);
+  memcpy(buf, sb.data, sb.size);
+  memset(buf + sb.size, 0xc0, n);
+  *size = sb.size + n;
+  msgpack_sbuffer_destroy(&sb);
+  return buf;
+}
+
+/* Large messages of dense items from one client do not delay another
+ * client's small calls: the I/O thread reads only their headers, and the
+ * decoding happens on the workers that client may hold. */
+static void test_large_messages_do_not_stall_other_clients(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 4;
+  so.max_workers_per_client = 2;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  PFModuleHandle m = NULL;
+  const int64_t limit = slow_limit(500);
+  PFFunctionHandle add = prompt_connect_add(endpoint, slow_limit(2000), &m);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  const int count = 10;
+  for (int i = 0; i < count; ++i) {
+    size_t size = 0;
+    char* big = dense_request((uint64_t)i + 1, 4u << 20, &size);
+    assert_true(zmq_send(r.sock, big, size, 0) >= 0);
+    free(big);
+  }
+  int64_t t0 = now_ms();
+  while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
+  /* Every large request is answered in the end (KeyError). */
+  raw_msg rm;
+  for (int i = 0; i < count; ++i) {
+    assert_int_equal(raw_next(r.sock, &rm), 0);
+    assert_int_equal(rm.kind, 4);
+  }
+  close_add(add, m);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+static atomic_int g_bad_lines;
+static void count_bad_log(void* user, const char* line) {
+  (void)user;
+  if (strstr(line, "malformed") != NULL) atomic_fetch_add(&g_bad_lines, 1);
+}
+
+/* Malformed messages do not write a log line each: a few, then a summary
+ * of how many more were dropped. */
+static void test_malformed_messages_log_is_bounded(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.log = count_bad_log;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  atomic_store(&g_bad_lines, 0);
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) assert_true(zmq_send(r.sock, "\xc1", 1, 0) == 1);
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 5, "t.add");
+  raw_msg rm;
+  assert_int_equal(raw_next(r.sock, &rm), 0); /* after the garbage was handled */
+  int lines = atomic_load(&g_bad_lines);
+  print_message("%d malformed messages, %d log lines\n", n, lines);
+  assert_true(lines >= 1 && lines <= 20);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -2420,6 +2642,13 @@ int main(void) {
       cmocka_unit_test(test_pf_serve_and_connect),
       cmocka_unit_test(test_pf_serve_with_curve_keys),
       cmocka_unit_test(test_pf_serve_stops_with_deaf_client),
+      cmocka_unit_test(test_calls_at_their_limit_are_not_refused),
+      cmocka_unit_test(test_unanswered_callbacks_of_two_clients_leave_a_worker),
+      cmocka_unit_test(test_callback_into_a_gone_client_fails_at_once),
+      cmocka_unit_test(test_large_messages_do_not_stall_other_clients),
+      cmocka_unit_test(test_malformed_messages_log_is_bounded),
   };
+  /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
+  if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));
   return cmocka_run_group_tests(tests, setup, teardown);
 }

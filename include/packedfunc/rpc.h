@@ -70,8 +70,9 @@
  * no other thread does (so a lone caller's round trip crosses no thread of
  * this library), and otherwise sleeps until its reply is handed to it; a
  * housekeeping thread per connection follows it while nobody calls. A
- * server runs one I/O thread, which never blocks on a client, and its
- * workers (see "Fairness" at PFRPCServe). No user code runs while a lock
+ * server runs one I/O thread, which never blocks on a client and reads
+ * only the header of each message (a message is decoded by the worker
+ * that runs its call), and its workers (see "Fairness" at PFRPCServe). No user code runs while a lock
  * of this library is held.
  */
 #ifndef PACKEDFUNC_RPC_H_
@@ -243,9 +244,11 @@ typedef void* PFRPCServerHandle;
 
 /* Receives the server's log lines: one line (without a newline) per
  * connection problem (a failed CURVE handshake, a malformed message that
- * could not be answered), never one per call. Called on the server's I/O
- * thread with no lock of this library held; the line is borrowed for the
- * call. */
+ * could not be answered), never one per call. Malformed messages get a
+ * line each for the first 10 of every 5 seconds, and the rest one line
+ * that counts them when those 5 seconds end. Called on one of the
+ * server's threads (its I/O thread or a worker) with no lock of this
+ * library held; the line is borrowed for the call. */
 typedef void (*PFRPCLogFunc)(void* user_data, const char* line);
 
 /* Options of a server. Zero-initialize, then set what you need; the strings
@@ -318,6 +321,8 @@ typedef struct {
  *     beyond it is refused at once, without running, with a RuntimeError
  *     "rpc: call refused: this client already has N calls queued or
  *     running on server E, its limit (max_calls_per_client); ...";
+ *     a call stops counting before its reply is sent, so a client that
+ *     sends its next call when a reply arrives is never refused;
  *   - its calls hold at most max_workers_per_client workers at once (all of
  *     them by default); the rest of its calls wait in its queue;
  *   - at most max_callbacks_per_client threads of the server (num_workers -
@@ -327,6 +332,12 @@ typedef struct {
  *     usually becomes the call's error. So a client that never answers its
  *     callbacks holds at most that many workers, each for at most
  *     callback_timeout_ms, and the other workers keep serving the others;
+ *   - across all clients together, at most num_workers - 1 threads (1 with
+ *     a single worker) wait for callbacks at once; a callback beyond it
+ *     fails at once the same way ("rpc: callback refused: N callbacks into
+ *     clients already wait for their replies on server E, the most that
+ *     leaves a worker for other calls"), so that a few clients that do not
+ *     answer never hold every worker between them;
  *   - it holds at most max_exports_per_client functions of the server
  *     (PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT by default): a result or a
  *     callback argument that would pass one more fails with a RuntimeError
@@ -363,7 +374,10 @@ typedef struct {
  * PF_RPC_CLIENT_GONE_MS; the log says so. A client that reconnects within
  * that time (ZeroMQ reconnects by itself) keeps them; after it, calling
  * one fails with a RuntimeError saying that the function is no longer
- * valid.
+ * valid. A callback into a client whose connection drops fails within a
+ * fraction of a second with ConnectionError ("... the client is gone"),
+ * not at callback_timeout_ms, so the thread that waited for it goes back
+ * to work.
  *
  * Errors: NULL endpoint or out (TypeError); bad options (ValueError naming
  * the field); an endpoint that cannot be bound (RuntimeError with ZeroMQ's
