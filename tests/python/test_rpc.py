@@ -115,6 +115,20 @@ def test_remote_error_keeps_kind_and_server(remote, server):
     assert server.endpoint in text
 
 
+@pytest.mark.parametrize("kind", ["StopIteration", "StopAsyncIteration", "GeneratorExit"])
+def test_remote_control_flow_kinds_arrive_as_runtime_error(testlib, kind):
+    # A remote StopIteration would end map() silently: kinds that change
+    # control flow arrive as a RuntimeError naming the kind.
+    server = rpc.serve("tcp://127.0.0.1:*", expose=["testing.raise_error"], workers=1)
+    try:
+        with rpc.connect(server.endpoint, timeout=20) as mod:
+            fail = mod["testing.raise_error"]
+            with pytest.raises(RuntimeError, match=kind + r": no item after 3"):
+                list(map(lambda x: fail(kind, "no item after %d" % x), [3, 4]))
+    finally:
+        server.stop()
+
+
 def test_opaque_handle_cannot_cross(remote):
     import ctypes
     with pytest.raises(TypeError, match="argument 0.*opaque handle"):
