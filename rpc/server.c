@@ -32,6 +32,7 @@ typedef struct client_calls {
   pf_rpc_route route;
   pf_rpc_msg *head, *tail;
   int queued, running, callbacks, exports;
+  long long queued_bytes; /* the bytes of its queued calls */
   int ready, held;
   pf_rpc_tally* tally;
   int64_t unreachable_since; /* I/O thread: first found unreachable (0: reachable) */
@@ -91,6 +92,8 @@ typedef struct {
    * many may: fewer than the workers, so that a few clients that do not
    * answer their callbacks never hold every worker between them. */
   int callbacks, max_callbacks_total;
+  /* The bytes of the calls queued for all clients (under base.mu). */
+  long long queued_bytes;
   long long max_queue_bytes;
   /* The I/O thread's: when to sweep for unreachable clients next, and until
    * when to sweep often (after a connection dropped). */
@@ -359,12 +362,26 @@ static void callback_leave(pf_rpc_peer* p, const pf_rpc_route* r) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* Under the lock: whether a call of `size` bytes fits in the bytes that
+ * may wait in the queues: its client's (one call always fits in an empty
+ * queue) and all clients' together (0, or why not). */
+static const char* bytes_refusal(pf_rpc_server* s, client_calls* c, long long size) {
+  if (c->queued_bytes > 0 && c->queued_bytes + size > PF_RPC_QUEUED_BYTES_PER_CLIENT)
+    return "this client's calls waiting for a worker already hold PF_RPC_QUEUED_BYTES_PER_CLIENT "
+           "bytes";
+  if (s->queued_bytes > 0 && s->queued_bytes + size > PF_RPC_QUEUED_BYTES)
+    return "the calls waiting for a worker already hold PF_RPC_QUEUED_BYTES bytes";
+  return NULL;
+}
+
 /* A fresh request (the I/O thread): into its client's queue, or refused at
- * once when the client has max_calls calls queued or running. */
+ * once when the client has max_calls calls queued or running, or when its
+ * bytes do not fit (see bytes_refusal). */
 static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
   pf_rpc_server* s = (pf_rpc_server*)p;
-  const char* refused = NULL;
+  const char *refused = NULL, *full = NULL;
   int held = 0;
+  long long size = (long long)m->size;
   pthread_mutex_lock(&p->mu);
   client_calls* c = client_of(s, &m->route);
   if (c == NULL) {
@@ -373,12 +390,17 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
     refused = "RuntimeError";
     held = c->queued + c->running;
     forget_if_idle(s, c);
+  } else if ((full = bytes_refusal(s, c, size)) != NULL) {
+    refused = "RuntimeError";
+    forget_if_idle(s, c);
   } else {
     m->next = NULL;
     if (c->tail) c->tail->next = m;
     else c->head = m;
     c->tail = m;
     c->queued++;
+    c->queued_bytes += size;
+    s->queued_bytes += size;
     make_ready(s, c);
     if (c->ready) pthread_cond_signal(&s->work_cond);
   }
@@ -390,6 +412,11 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
              "rpc: call refused: this client already has %d calls queued or running on server "
              "%.200s, its limit (max_calls_per_client); call again when some have returned",
              held, s->endpoint);
+  else if (full != NULL)
+    snprintf(msg, sizeof msg,
+             "rpc: call refused: a call of %lld bytes does not fit on server %.200s: %s; call "
+             "again when some have returned",
+             size, s->endpoint, full);
   else snprintf(msg, sizeof msg, "rpc: call refused: server %.200s is out of memory", s->endpoint);
   pf_rpc_reply_error(p, &m->route, id, refused, msg);
   pf_rpc_msg_free(m);
@@ -465,6 +492,8 @@ static void* worker(void* arg) {
     c->head = m->next;
     if (c->head == NULL) c->tail = NULL;
     c->queued--;
+    c->queued_bytes -= (long long)m->size;
+    s->queued_bytes -= (long long)m->size;
     c->running++;
     make_ready(s, c);
     if (s->ready != NULL) pthread_cond_signal(&s->work_cond); /* more for another worker */

@@ -2512,9 +2512,10 @@ static void test_callback_into_a_gone_client_fails_at_once(void** state) {
   assert_pf_ok(PFRPCServerStop(s));
 }
 
-/* A request of `n` MessagePack items (nils) to a name that is not served:
- * costly to decode, cheap to route. */
-static char* dense_request(uint64_t id, uint32_t n, size_t* size) {
+/* A request to a name that is not served, of about `n` bytes: `n`
+ * MessagePack items (nils; costly to decode, cheap to route) or, with
+ * !dense, one bytes argument (cheap to decode too). */
+static char* big_request(uint64_t id, uint32_t n, int dense, size_t* size) {
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
@@ -2526,14 +2527,29 @@ static char* dense_request(uint64_t id, uint32_t n, size_t* size) {
   msgpack_pack_uint64(&pk, 0);
   msgpack_pack_str(&pk, 9);
   msgpack_pack_str_body(&pk, "t.missing", 9);
-  msgpack_pack_array(&pk, n);
+  if (dense) {
+    msgpack_pack_array(&pk, n);
+  } else {
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_bin(&pk, n);
+  }
   char* buf = malloc(sb.size + n);
   assert_non_null(buf);
   memcpy(buf, sb.data, sb.size);
-  memset(buf + sb.size, 0xc0, n);
+  memset(buf + sb.size, dense ? 0xc0 : 0, n);
   *size = sb.size + n;
   msgpack_sbuffer_destroy(&sb);
   return buf;
+}
+
+/* Sends `count` big requests (ids first_id...) on `sock`. */
+static void send_big_requests(void* sock, int first_id, int count, uint32_t n, int dense) {
+  for (int i = 0; i < count; ++i) {
+    size_t size = 0;
+    char* big = big_request((uint64_t)(first_id + i), n, dense, &size);
+    assert_true(zmq_send(sock, big, size, 0) >= 0);
+    free(big);
+  }
 }
 
 /* Large messages of dense items from one client do not delay another
@@ -2552,12 +2568,7 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
   raw_peer r;
   raw_open(&r, ZMQ_DEALER, endpoint, 0);
   const int count = 10;
-  for (int i = 0; i < count; ++i) {
-    size_t size = 0;
-    char* big = dense_request((uint64_t)i + 1, 4u << 20, &size);
-    assert_true(zmq_send(r.sock, big, size, 0) >= 0);
-    free(big);
-  }
+  send_big_requests(r.sock, 1, count, 4u << 20, 1);
   int64_t t0 = now_ms();
   while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
   /* Every large request is answered in the end (KeyError). */
@@ -2567,6 +2578,43 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
     assert_int_equal(rm.kind, 4);
   }
   close_add(add, m);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* The calls that wait for a worker are bounded in bytes, not only in
+ * number: a client that queues large calls behind a running one gets the
+ * calls beyond PF_RPC_QUEUED_BYTES_PER_CLIENT refused at once. */
+static void test_queued_calls_bounded_in_bytes(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  assert_true(raw_call_args(r.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
+  const int count = 40;
+  const uint32_t each = 4u << 20;
+  send_big_requests(r.sock, 2, count, each, 0);
+  /* The refusals come while the worker is blocked; the rest after. */
+  int refused = 0, others = 0, quiet = (int)slow_limit(2000);
+  zmq_setsockopt(r.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
+  raw_msg rm;
+  while (raw_next(r.sock, &rm) == 0) {
+    if (rm.kind == 4 && strstr(rm.err_msg, "PF_RPC_QUEUED_BYTES_PER_CLIENT") != NULL) {
+      if (refused == 0) print_message("refused: %s\n", rm.err_msg);
+      ++refused;
+    } else {
+      ++others;
+    }
+  }
+  assert_int_equal(write(g_gate[1], "x", 1), 1);
+  while (refused + others < count + 1 && raw_next(r.sock, &rm) == 0) ++others;
+  print_message("%d of %d large calls refused\n", refused, count);
+  const int fit = (int)(PF_RPC_QUEUED_BYTES_PER_CLIENT / each);
+  assert_true(refused >= count - fit - 1 && refused <= count - fit + 1);
+  assert_int_equal(refused + others, count + 1);
   raw_close(&r);
   assert_pf_ok(PFRPCServerStop(s));
 }
@@ -2647,6 +2695,7 @@ int main(void) {
       cmocka_unit_test(test_callback_into_a_gone_client_fails_at_once),
       cmocka_unit_test(test_large_messages_do_not_stall_other_clients),
       cmocka_unit_test(test_malformed_messages_log_is_bounded),
+      cmocka_unit_test(test_queued_calls_bounded_in_bytes),
   };
   /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
   if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));

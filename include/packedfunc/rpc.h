@@ -116,6 +116,13 @@ extern "C" {
  * unless told otherwise (PFRPCServerOptions.max_calls_per_client). */
 #define PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT 64
 
+/* The bytes of the calls of one client that wait in a server's queue for
+ * a worker, and of the calls of all clients together: a call beyond either
+ * is refused at once (see "Fairness" at PFRPCServe). One call always fits
+ * in a queue that is empty. */
+#define PF_RPC_QUEUED_BYTES_PER_CLIENT ((int64_t)64 << 20)
+#define PF_RPC_QUEUED_BYTES ((int64_t)1 << 30)
+
 /* The messages a server queues to one client (ZeroMQ's send high-water
  * mark) while the client does not read them; beyond it, messages to that
  * client are dropped (see "Clients that do not read" at PFRPCServe). */
@@ -323,6 +330,11 @@ typedef struct {
  *     running on server E, its limit (max_calls_per_client); ...";
  *     a call stops counting before its reply is sent, so a client that
  *     sends its next call when a reply arrives is never refused;
+ *   - the calls of a client that wait for a worker hold at most
+ *     PF_RPC_QUEUED_BYTES_PER_CLIENT bytes, and those of all clients
+ *     PF_RPC_QUEUED_BYTES (a call always fits in a queue that is empty);
+ *     a call beyond it is refused at once with a RuntimeError "rpc: call
+ *     refused: a call of N bytes does not fit on server E: ...";
  *   - its calls hold at most max_workers_per_client workers at once (all of
  *     them by default); the rest of its calls wait in its queue;
  *   - at most max_callbacks_per_client threads of the server (num_workers -
