@@ -650,6 +650,20 @@ typedef struct {
   void* served_arg;
 } serving;
 
+/* A request that does not parse (the error is on this thread): one whose
+ * header reads gets the error as its reply; anything else is dropped and
+ * logged. */
+static void refuse_unreadable(pf_rpc_peer* p, pf_rpc_msg* in) {
+  pf_rpc_header h;
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
+  int readable = pf_rpc_peek(in->data, in->size, &h) == 0;
+  pf_rpc_error_restore(&e);
+  if (readable && (h.kind == PF_RPC_CALL || h.kind == PF_RPC_HELLO))
+    reply_last_error(p, &in->route, h.id);
+  else pf_rpc_note_bad(p, &in->route, PFErrorGetMessage());
+}
+
 /* Parses the request into *s. Returns -1 when there is nothing to answer:
  * the dispatcher has checked the message, and answered another version. */
 static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
@@ -663,7 +677,7 @@ static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t sc
   s->exports.route = in->route;
   s->exports.scope = p->is_server ? 0 : scope;
   int st = pf_rpc_parse(in->data, in->size, &s->m);
-  if (st < 0) pf_rpc_note_bad(p, &in->route, PFErrorGetMessage());
+  if (st < 0) refuse_unreadable(p, in);
   if (st > 0) pf_rpc_parsed_free(&s->m);
   if (st != 0) return -1;
   msgpack_sbuffer_init(&s->reply);
@@ -1104,6 +1118,17 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   return rc;
 }
 
+/* Whether a message that did not parse (its error on this thread, kept)
+ * is a reply, whose call then fails with that error. */
+static int unreadable_reply(const pf_rpc_msg* m) {
+  pf_rpc_header h;
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
+  int st = pf_rpc_peek(m->data, m->size, &h);
+  pf_rpc_error_restore(&e);
+  return st == 0 && (h.kind == PF_RPC_OK || h.kind == PF_RPC_ERROR);
+}
+
 /* Sends the call of `name` or `fid` to `route` and waits for its reply,
  * serving the requests that come for it meanwhile. */
 static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char* what,
@@ -1160,9 +1185,15 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     }
     pf_rpc_parsed pm;
     if (pf_rpc_parse(m->data, m->size, &pm) != 0) {
-      pf_rpc_note_bad(p, &m->route, PFErrorGetMessage());
+      /* A reply that cannot be decoded ends the call with why. */
+      int reply = unreadable_reply(m);
+      if (!reply) pf_rpc_note_bad(p, &m->route, PFErrorGetMessage());
       pf_rpc_msg_free(m);
-      continue;
+      if (!reply) continue;
+      char line[300];
+      snprintf(line, sizeof line, "  while decoding the reply to the remote call of %s", what);
+      PFErrorAppendTraceback(line);
+      break;
     }
     if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO) {
       /* A callback (or a nested call) while we wait: serve it here. */

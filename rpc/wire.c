@@ -776,12 +776,22 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
 
 /* ---- validation ---- */
 
+/* What decoding costs, in bytes, as pf_rpc_validate estimates it: each
+ * item is a msgpack_object, each container a packedfunc object with a
+ * value per item (and the arrays that build it), each str, bin and ext a
+ * copy with its allocation. */
+#define PF_RPC_COST_ITEM 24
+#define PF_RPC_COST_CONTAINER 128
+#define PF_RPC_COST_PER_ITEM 32
+#define PF_RPC_COST_BLOCK 32
+
 int pf_rpc_validate(const char* p, size_t n) {
   /* pending[d]: items still to read at depth d. */
   uint64_t pending[PF_RPC_MAX_DEPTH + 8];
   int depth = 0;
   pending[0] = 1;
   size_t i = 0;
+  uint64_t cost = 0;
   while (depth >= 0) {
     if (pending[depth] == 0) {
       --depth;
@@ -790,6 +800,7 @@ int pf_rpc_validate(const char* p, size_t n) {
     pending[depth]--;
     if (i >= n) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
     uint8_t t = (uint8_t)p[i++];
+    cost += PF_RPC_COST_ITEM;
     uint64_t skip = 0, items = 0;
     int container = 0;
     size_t need = 0;
@@ -893,12 +904,20 @@ int pf_rpc_validate(const char* p, size_t n) {
       if (depth + 1 >= PF_RPC_MAX_DEPTH + 8)
         return PF_ERROR(kPFErrValueError, "rpc: message nested too deep");
       pending[++depth] = items;
+      cost += PF_RPC_COST_CONTAINER + PF_RPC_COST_PER_ITEM * items;
     } else {
       if (skip > n - i) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
       i += skip;
+      if (skip > 0) cost += skip + PF_RPC_COST_BLOCK;
     }
   }
   if (i != n) return PF_ERROR(kPFErrValueError, "rpc: %zu bytes after the message", n - i);
+  if (cost > (uint64_t)PF_RPC_DECODE_FACTOR * n + PF_RPC_DECODE_SLACK)
+    return PF_ERROR(kPFErrValueError,
+                    "rpc: a message of %zu bytes would take about %llu bytes to decode, more "
+                    "than %d times its size (PF_RPC_DECODE_FACTOR): it holds too many small "
+                    "items; send many numbers as a tensor or bytes",
+                    n, (unsigned long long)cost, PF_RPC_DECODE_FACTOR);
   return 0;
 }
 

@@ -255,6 +255,33 @@ static int f_bytes(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return st;
 }
 
+/* t.empty_maps(n): an array of n empty maps (one map, n times): one
+ * byte each on the wire, far more to decode. */
+static int f_empty_maps(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > (1 << 22))
+    return PFErrorSetFormat(kPFErrTypeError, "t.empty_maps: one int in [0, 2^22]");
+  PFObjectHandle map = NULL, arr = NULL;
+  if (PFMapCreate(NULL, NULL, NULL, NULL, 0, &map) != 0) return -1;
+  PFValue* vals = calloc((size_t)a[0].v_int64 + 1, sizeof *vals);
+  int* codes = calloc((size_t)a[0].v_int64 + 1, sizeof *codes);
+  for (int64_t i = 0; vals && codes && i < a[0].v_int64; ++i) {
+    vals[i].v_handle = map;
+    codes[i] = kPFObjectHandle;
+  }
+  int st = vals && codes ? PFArrayCreate(vals, codes, a[0].v_int64, &arr) : -1;
+  if (st == 0) {
+    PFValue v = {.v_handle = arr};
+    int code = kPFObjectHandle;
+    st = PFCFuncSetReturn(ret, &v, &code, 1);
+  }
+  PFObjectFree(arr);
+  PFObjectFree(map);
+  free(vals);
+  free(codes);
+  return st;
+}
+
 /* t.handle(): returns an opaque handle, which cannot cross back. */
 static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)a, (void)c, (void)n, (void)r;
@@ -336,6 +363,7 @@ static int setup(void** state) {
   reg("t.kept_tensor_sum", f_kept_tensor_sum);
   reg("t.block", f_block);
   reg("t.handle", f_handle);
+  reg("t.empty_maps", f_empty_maps);
   reg("t.sleep_ms", f_sleep_ms);
   reg("t.bytes", f_bytes);
   reg("t.adders_then_boxed", f_adders_then_boxed);
@@ -2619,6 +2647,125 @@ static void test_queued_calls_bounded_in_bytes(void** state) {
   assert_pf_ok(PFRPCServerStop(s));
 }
 
+/* A message whose decoding would take far more memory than its size
+ * (empty maps, a byte each) is refused on either side, with a ValueError,
+ * before it is decoded. */
+static void test_decoding_is_bounded_by_the_message_size(void** state) {
+  (void)state;
+  /* A request: refused with an error reply. */
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  size_t size = 0;
+  char* req = big_request(3, 2u << 20, 1, &size);
+  memset(req + size - (2u << 20), 0x80, 2u << 20); /* empty maps, not nils */
+  assert_true(zmq_send(r.sock, req, size, 0) >= 0);
+  free(req);
+  raw_msg rm;
+  assert_int_equal(raw_next(r.sock, &rm), 0);
+  print_message("request: %s: %s\n", rm.err_kind, rm.err_msg);
+  assert_int_equal(rm.kind, 4);
+  assert_string_equal(rm.err_kind, "ValueError");
+  assert_non_null(strstr(rm.err_msg, "times its size"));
+  raw_close(&r);
+  /* A reply: the call fails, and the connection goes on. */
+  PFFunctionHandle f = fn("t.empty_maps");
+  PFValue arg = {.v_int64 = 1 << 20}, rv;
+  int code = kPFInt, rc;
+  assert_pf_error(PFFuncCall(f, &arg, &code, 1, &rv, &rc), kPFErrValueError, "times its size");
+  arg.v_int64 = 1000;
+  assert_pf_ok(PFFuncCall(f, &arg, &code, 1, &rv, &rc));
+  PFObjectFree(rv.v_handle);
+  PFFuncFree(f);
+}
+
+/* A fake server that answers HELLO (with no functions), then sends
+ * `count` requests and never reads the client's replies. */
+typedef struct {
+  raw_peer r;
+  int count;
+  atomic_int done;
+} flooder;
+static void* flood_client(void* arg) {
+  flooder* f = arg;
+  zmq_msg_t id, body;
+  zmq_msg_init(&id);
+  zmq_msg_init(&body);
+  if (zmq_msg_recv(&id, f->r.sock, 0) >= 0 && zmq_msg_recv(&body, f->r.sock, 0) >= 0) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+    msgpack_pack_int(&pk, 3);
+    msgpack_pack_uint64(&pk, 1);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_array(&pk, 0);
+    zmq_send(f->r.sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+    zmq_send(f->r.sock, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    for (int i = 0; i < f->count; ++i) {
+      if (zmq_send(f->r.sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE) < 0) break;
+      char req[64];
+      msgpack_sbuffer_init(&sb);
+      msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+      msgpack_pack_array(&pk, 6);
+      msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+      msgpack_pack_int(&pk, 2);
+      msgpack_pack_uint64(&pk, (uint64_t)i + 100);
+      msgpack_pack_uint64(&pk, 0);
+      msgpack_pack_str(&pk, 1);
+      msgpack_pack_str_body(&pk, "x", 1);
+      msgpack_pack_array(&pk, 0);
+      memcpy(req, sb.data, sb.size);
+      zmq_send(f->r.sock, req, sb.size, 0);
+      msgpack_sbuffer_destroy(&sb);
+    }
+  }
+  zmq_msg_close(&id);
+  zmq_msg_close(&body);
+  atomic_store(&f->done, 1);
+  return NULL;
+}
+
+/* A server that sends requests and never reads the replies grows an idle
+ * client by a bounded amount: the replies it cannot send are dropped. */
+static void test_client_replies_to_a_deaf_server_are_bounded(void** state) {
+  (void)state;
+  flooder f = {.count = 100000};
+  raw_open(&f.r, ZMQ_ROUTER, "tcp://127.0.0.1:*", 1);
+  int one = 1, tmo = 20000;
+  zmq_setsockopt(f.r.sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  zmq_setsockopt(f.r.sock, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+  char endpoint[128];
+  size_t len = sizeof endpoint;
+  assert_int_equal(zmq_getsockopt(f.r.sock, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, flood_client, &f), 0);
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  int64_t base = memory_in_use(), peak = 0;
+  while (!atomic_load(&f.done)) {
+    sleep_ms(20);
+    int64_t grown = memory_in_use() - base;
+    if (grown > peak) peak = grown;
+  }
+  pthread_join(t, NULL);
+  for (int i = 0; i < 25; ++i) { /* the client takes in what is left */
+    sleep_ms(20);
+    int64_t grown = memory_in_use() - base;
+    if (grown > peak) peak = grown;
+  }
+  print_message("the client grew by at most %lld MiB over %d requests\n", (long long)(peak >> 20),
+                f.count);
+  assert_true(peak < ((int64_t)48 << 20));
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  raw_close(&f.r);
+}
+
 static atomic_int g_bad_lines;
 static void count_bad_log(void* user, const char* line) {
   (void)user;
@@ -2696,6 +2843,8 @@ int main(void) {
       cmocka_unit_test(test_large_messages_do_not_stall_other_clients),
       cmocka_unit_test(test_malformed_messages_log_is_bounded),
       cmocka_unit_test(test_queued_calls_bounded_in_bytes),
+      cmocka_unit_test(test_decoding_is_bounded_by_the_message_size),
+      cmocka_unit_test(test_client_replies_to_a_deaf_server_are_bounded),
   };
   /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
   if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));

@@ -62,7 +62,11 @@
  * never sends a request twice: a call that failed with ConnectionError may
  * or may not have run on the server, and never ran twice. Both sides survive
  * the other's death: the client reconnects by itself when a server comes
- * back on the same endpoint.
+ * back on the same endpoint. A client, too, assumes a hostile server: it
+ * queues at most PF_RPC_SEND_QUEUE messages per server that no call of its
+ * own waits for (replies to the server's requests, releases) while the
+ * server does not read them, and drops the rest; and it refuses a reply
+ * that would take too much memory to decode (PF_RPC_DECODE_FACTOR).
  *
  * Threads. Every entry point is thread-safe. Remote functions may be called
  * from any number of threads at once. A connection's sockets belong to one
@@ -111,6 +115,17 @@ extern "C" {
  * ones are refused by the transport (the connection that sent one is
  * dropped). */
 #define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
+
+/* Decoding a message takes memory: about 24 bytes for each MessagePack
+ * item, more for each container. Either side refuses a message whose
+ * decoding would take more than PF_RPC_DECODE_FACTOR times its size plus
+ * PF_RPC_DECODE_SLACK bytes (a request with a ValueError reply, a reply
+ * by failing its call with a ValueError "rpc: a message of N bytes would
+ * take about M bytes to decode, ..."), so that a message of a few
+ * megabytes of empty containers cannot take gigabytes. Arrays of numbers
+ * of any size pass; many numbers cross best as a tensor or bytes. */
+#define PF_RPC_DECODE_FACTOR 64
+#define PF_RPC_DECODE_SLACK ((int64_t)16 << 20)
 
 /* The calls one client may have queued or running on a server at once,
  * unless told otherwise (PFRPCServerOptions.max_calls_per_client). */
