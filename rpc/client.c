@@ -249,11 +249,11 @@ static void client_poll(pf_rpc_peer* p, pf_rpc_waiter* w) {
   for (;;) {
     /* Deadlines first: a waiter that has just expired must not wait
      * through another poll (nor get a reply that comes during it). */
-    int wait_ms = pf_rpc_expire(p, 1000);
+    int wait_ms = pf_rpc_expire(p, PF_RPC_SIGNAL_CHECK_MS);
     pthread_mutex_lock(&p->mu);
     int done = w->inbox != NULL || w->failed || atomic_load(&p->closed);
     pthread_mutex_unlock(&p->mu);
-    if (done) break;
+    if (done || pf_rpc_check_interrupt(p, w)) break;
     io_pass(c, wait_ms);
   }
   /* Replies this thread queued while it polled (errors for stray

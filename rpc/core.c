@@ -456,7 +456,7 @@ typedef struct {
 static void unlink_export(pf_rpc_peer* p, pf_rpc_export* e) {
   HASH_DEL(p->exports, e);
   p->num_exports--;
-  if (p->count_export != NULL) p->count_export(p, &e->route, -1);
+  if (p->count_export != NULL) p->count_export(p, &e->route, -1, NULL, 0);
 }
 
 /* Releases exports taken out of the table, chained by hh.next; runs
@@ -495,30 +495,33 @@ static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
   e->route = c->route;
   e->scope = c->scope;
   e->id = atomic_fetch_add(&p->next_id, 1);
-  int held = 0, full = 0;
+  /* A server counts exports per client and per address (count_export);
+   * a client's live only for its calls, of which it has few at once. */
+  int refused = 0, full = 0;
+  char why[300] = "";
   pthread_mutex_lock(&p->mu);
-  if (p->num_exports >= PF_RPC_MAX_EXPORTS) full = 1;
-  else if (p->count_export != NULL) held = p->count_export(p, &e->route, +1);
-  if (!full && held == 0) {
+  if (p->count_export == NULL && p->num_exports >= PF_RPC_MAX_EXPORTS) full = 1;
+  else if (p->count_export != NULL) refused = p->count_export(p, &e->route, +1, why, sizeof why);
+  if (!full && !refused) {
     HASH_ADD(hh, p->exports, id, sizeof e->id, e);
     p->num_exports++;
   }
   pthread_mutex_unlock(&p->mu);
-  if (full || held != 0) {
+  if (full || refused) {
     PFFuncFree(func);
     free(e);
     if (full)
       return PF_ERROR(kPFErrRuntimeError,
                       "rpc: too many functions passed to the other side are alive (%d)",
                       PF_RPC_MAX_EXPORTS);
-    if (held < 0) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
+    if (why[0] == '\0')
+      return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
     char where[300];
     p->describe_route(p, &c->route, where, sizeof where);
     return PF_ERROR(kPFErrRuntimeError,
-                    "rpc: cannot pass a function to %s: it already holds %d functions of this "
-                    "server, its limit (max_exports_per_client); a function passed to a client "
-                    "is held until the client releases it",
-                    where, held);
+                    "rpc: cannot pass a function to %s: %s; a function passed to a client is "
+                    "held until the client releases it",
+                    where, why);
   }
   c->ids[c->n++] = e->id;
   *id = e->id;
@@ -945,6 +948,7 @@ static void waiter_init(pf_rpc_peer* p, pf_rpc_waiter* w, uint64_t id, const pf_
   w->id = id;
   w->route = *r;
   w->deadline_ms = pf_rpc_now_ms() + p->timeout_ms;
+  w->next_signal_check_ms = w->deadline_ms - p->timeout_ms + PF_RPC_SIGNAL_CHECK_MS;
   pthread_cond_init(&w->cond, NULL);
 }
 
@@ -966,6 +970,31 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
     m = next;
   }
   pthread_cond_destroy(&w->cond);
+}
+
+int pf_rpc_check_interrupt(pf_rpc_peer* p, pf_rpc_waiter* w) {
+  /* Not before the call has waited a while: a quick call never asks. */
+  int64_t now = pf_rpc_now_ms();
+  if (now < w->next_signal_check_ms) return 0;
+  w->next_signal_check_ms = now + PF_RPC_SIGNAL_CHECK_MS;
+  if (PFEnvCheckSignals() == 0) return 0;
+  pthread_mutex_lock(&p->mu);
+  if (!w->interrupted && !w->failed) {
+    w->interrupted = 1;
+    pf_rpc_error_save(&w->interrupt);
+    fail_waiter(w, w->interrupt.kind, "interrupted");
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 1;
+}
+
+/* The error of a waiter that failed: the host's, when a signal
+ * interrupted it (kept whole, as the signal checker recorded it), else its
+ * kind and message. Returns -1. */
+static int waiter_error(pf_rpc_waiter* w, const char* what) {
+  if (w->interrupted) return pf_rpc_error_restore(&w->interrupt);
+  if (what == NULL) return PF_ERROR(w->fail_kind, "%s", w->fail_msg);
+  return PF_ERROR(w->fail_kind, "rpc: calling %s: %s", what, w->fail_msg);
 }
 
 /* Waits for waiter w's next message, or its failure (NULL); `out`, when
@@ -992,13 +1021,25 @@ static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg
       continue;
     }
     /* The I/O thread enforces the deadline; this bound only keeps a waiter
-     * from outliving a connection that was torn down under it. */
+     * from outliving a connection that was torn down under it, and a
+     * client's from missing a signal. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    if (p->is_server) {
+      ts.tv_sec += 1;
+    } else {
+      ts.tv_nsec += PF_RPC_SIGNAL_CHECK_MS * 1000000L;
+      ts.tv_sec += ts.tv_nsec / 1000000000L;
+      ts.tv_nsec %= 1000000000L;
+    }
     pthread_cond_timedwait(&w->cond, &p->mu, &ts);
     if (w->inbox == NULL && !w->failed && atomic_load(&p->closed))
       fail_waiter(w, "ConnectionError", p->closed_reason);
+    if (w->inbox == NULL && !w->failed && !p->is_server) {
+      pthread_mutex_unlock(&p->mu);
+      pf_rpc_check_interrupt(p, w);
+      pthread_mutex_lock(&p->mu);
+    }
   }
   /* Once failed, the call is over even if mail came at the same time:
    * waiter_remove answers or drops what is left in the inbox. */
@@ -1025,11 +1066,9 @@ int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
   pthread_mutex_unlock(&p->mu);
   pf_rpc_msg* got = waiter_next_post(p, &w, m);
-  int rc = 0;
-  if (got == NULL) rc = PF_ERROR(w.fail_kind, "%s", w.fail_msg);
   waiter_remove(p, &w);
   *reply = got;
-  return rc;
+  return got == NULL ? waiter_error(&w, NULL) : 0;
 }
 
 /* Turns a reply (parsed from `src`) into the call's result or error. */
@@ -1175,12 +1214,12 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   pthread_mutex_lock(&p->mu);
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
   pthread_mutex_unlock(&p->mu);
-  int rc = -1;
+  int rc = -1, waited_in_vain = 0;
   for (;;) {
     pf_rpc_msg* m = waiter_next_post(p, &w, out);
     out = NULL;
-    if (m == NULL) {
-      rc = PF_ERROR(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
+    if (m == NULL) { /* the error is set below, once the call is over */
+      waited_in_vain = 1;
       break;
     }
     pf_rpc_parsed pm;
@@ -1209,6 +1248,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   }
   waiter_remove(p, &w);
   if (!p->is_server) drop_scope(p, id);
+  if (waited_in_vain) rc = waiter_error(&w, what);
   return rc;
 }
 

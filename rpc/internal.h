@@ -213,7 +213,16 @@ typedef struct pf_rpc_waiter {
   int64_t deadline_ms;
   char fail_kind[32];
   char fail_msg[512];
+  /* A client's call that a signal interrupted (PFEnvCheckSignals failed
+   * while it waited): the host's error, kept for the caller. */
+  int interrupted;
+  pf_rpc_saved_error interrupt;
+  int64_t next_signal_check_ms; /* the waiting thread's own */
 } pf_rpc_waiter;
+
+/* How often a client's thread that waits for a reply asks the host
+ * whether a signal came (PFEnvCheckSignals), in milliseconds. */
+#define PF_RPC_SIGNAL_CHECK_MS 100
 
 /* A function this side exported: callable by its id from `route`. A client
  * exports for the duration of one call (scope = the waiter's id); a server
@@ -266,11 +275,12 @@ struct pf_rpc_peer {
   int (*callback_enter)(pf_rpc_peer* p, const pf_rpc_route* r);
   void (*callback_leave)(pf_rpc_peer* p, const pf_rpc_route* r);
   /* A server's, under mu: counts a function exported to the client at `r`
-   * (delta +1) or released (-1). Refuses an export beyond the client's
-   * limit by returning the number it holds (recording nothing: the caller
-   * records the error once the lock is released), or -1 when out of
-   * memory; else returns 0. NULL on a client. */
-  int (*count_export)(pf_rpc_peer* p, const pf_rpc_route* r, int delta);
+   * (delta +1) or released (-1). Returns 0, or -1 when the export is
+   * refused: `why` (cap bytes) then says why, after "cannot pass a
+   * function to CLIENT: ", or is empty when out of memory (recording
+   * nothing: the caller records the error once the lock is released).
+   * NULL on a client. */
+  int (*count_export)(pf_rpc_peer* p, const pf_rpc_route* r, int delta, char* why, size_t cap);
   /* A server's, under mu: counts message `m`, about to be queued, in the
    * tally of its client. NULL on a client. */
   void (*count_post)(pf_rpc_peer* p, pf_rpc_msg* m);
@@ -281,6 +291,11 @@ struct pf_rpc_peer {
 };
 
 PF_RPC_HIDDEN int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms);
+/* Asks the host whether a signal came for the thread that waits on w (no
+ * lock held), at most once per PF_RPC_SIGNAL_CHECK_MS and not in the
+ * call's first PF_RPC_SIGNAL_CHECK_MS; if so, w fails with the host's error, kept in w, and 1 is
+ * returned. */
+PF_RPC_HIDDEN int pf_rpc_check_interrupt(pf_rpc_peer* p, pf_rpc_waiter* w);
 /* Under p->mu: gives the I/O role up and wakes the waiters, one of which
  * may take it. */
 PF_RPC_HIDDEN void pf_rpc_role_released(pf_rpc_peer* p);

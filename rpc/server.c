@@ -27,8 +27,18 @@
  * max_workers, its queued bytes under the bound), and in the held list
  * while it waits for its queued bytes to drain (to be ready, or to be
  * forgotten). */
+/* The clients at one network address (one peer, however many connections
+ * it opens): how many records point here, and the functions of the
+ * server they hold together. */
+typedef struct peer_host {
+  UT_hash_handle hh; /* keyed by addr */
+  char addr[64];
+  int clients, exports;
+} peer_host;
+
 typedef struct client_calls {
   UT_hash_handle hh; /* keyed by the ROUTER identity, route.ident */
+  peer_host* host;   /* NULL until its first call says where it is */
   pf_rpc_route route;
   pf_rpc_msg *head, *tail;
   int queued, running, callbacks, exports;
@@ -85,9 +95,10 @@ typedef struct {
   int io_started;
   pthread_cond_t work_cond; /* under base.mu */
   client_calls* clients;    /* under base.mu */
+  peer_host* hosts;         /* under base.mu */
   client_calls *ready, *ready_tail;
   client_calls* held;
-  int max_calls, max_workers, max_callbacks, max_exports;
+  int max_calls, max_workers, max_callbacks, max_exports, max_exports_host;
   /* Threads waiting for callbacks into any client (under base.mu), and how
    * many may: fewer than the workers, so that a few clients that do not
    * answer their callbacks never hold every worker between them. */
@@ -226,6 +237,33 @@ static int make_ready(pf_rpc_server* s, client_calls* c) {
   return 1;
 }
 
+/* Under the lock: the record of the address `addr` (made if need be, NULL
+ * when out of memory), which client c now counts in. */
+static void join_host(pf_rpc_server* s, client_calls* c, const char* addr) {
+  peer_host* h = NULL;
+  size_t len = strnlen(addr, sizeof h->addr - 1);
+  HASH_FIND(hh, s->hosts, addr, len, h);
+  if (h == NULL) {
+    if ((h = calloc(1, sizeof *h)) == NULL) return;
+    memcpy(h->addr, addr, len);
+    HASH_ADD(hh, s->hosts, addr, len, h);
+  }
+  h->clients++;
+  h->exports += c->exports;
+  c->host = h;
+}
+
+/* Under the lock: client c no longer counts in its address's record. */
+static void leave_host(pf_rpc_server* s, client_calls* c) {
+  peer_host* h = c->host;
+  if (h == NULL) return;
+  c->host = NULL;
+  h->exports -= c->exports;
+  if (--h->clients > 0) return;
+  HASH_DEL(s->hosts, h);
+  free(h);
+}
+
 static void client_free(client_calls* c) {
   for (pf_rpc_msg* m = c->head; m;) {
     pf_rpc_msg* next = m->next;
@@ -247,6 +285,7 @@ static void forget_if_idle(pf_rpc_server* s, client_calls* c) {
     return;
   }
   HASH_DEL(s->clients, c);
+  leave_host(s, c);
   client_free(c);
 }
 
@@ -266,26 +305,40 @@ static client_calls* client_of(pf_rpc_server* s, const pf_rpc_route* r) {
   return c;
 }
 
-/* count_export: one function more (or fewer) held by the client at r. */
-static int count_export(pf_rpc_peer* p, const pf_rpc_route* r, int delta) {
+/* count_export: one function more (or fewer) held by the client at r,
+ * within its limit and its address's. */
+static int count_export(pf_rpc_peer* p, const pf_rpc_route* r, int delta, char* why, size_t cap) {
   pf_rpc_server* s = (pf_rpc_server*)p;
   client_calls* c = NULL;
   if (delta < 0) {
     HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
     if (c != NULL) {
       c->exports--;
+      if (c->host != NULL) c->host->exports--;
       forget_if_idle(s, c);
     }
     return 0;
   }
-  if ((c = client_of(s, r)) == NULL) return -1;
-  if (c->exports >= s->max_exports) {
-    int held = c->exports;
-    forget_if_idle(s, c);
-    return held;
+  if ((c = client_of(s, r)) == NULL) {
+    why[0] = '\0';
+    return -1;
   }
-  c->exports++;
-  return 0;
+  if (c->exports >= s->max_exports) {
+    snprintf(why, cap,
+             "it already holds %d functions of this server, its limit (max_exports_per_client)",
+             c->exports);
+  } else if (c->host != NULL && c->host->exports >= s->max_exports_host) {
+    snprintf(why, cap,
+             "the clients at its address %s already hold %d functions of this server, their "
+             "limit (PF_RPC_EXPORTS_PER_ADDRESS times max_exports_per_client)",
+             c->host->addr, c->host->exports);
+  } else {
+    c->exports++;
+    if (c->host != NULL) c->host->exports++;
+    return 0;
+  }
+  forget_if_idle(s, c);
+  return -1;
 }
 
 /* count_post: a message to a client counts in its tally until it is
@@ -382,8 +435,12 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
   const char *refused = NULL, *full = NULL;
   int held = 0;
   long long size = (long long)m->size;
+  /* Where the client is: its connection's peer address (ZeroMQ's
+   * metadata of the message), read before the lock. */
+  const char* addr = m->has_zmsg ? zmq_msg_gets(&m->zmsg, "Peer-Address") : NULL;
   pthread_mutex_lock(&p->mu);
   client_calls* c = client_of(s, &m->route);
+  if (c != NULL && c->host == NULL && addr != NULL) join_host(s, c, addr);
   if (c == NULL) {
     refused = "MemoryError";
   } else if (c->queued + c->running >= s->max_calls) {
@@ -791,6 +848,7 @@ static void server_free(pf_rpc_server* s) {
   client_calls *c, *tmp;
   HASH_ITER(hh, s->clients, c, tmp) {
     HASH_DEL(s->clients, c);
+    leave_host(s, c);
     client_free(c);
   }
   pthread_cond_destroy(&s->work_cond);
@@ -919,6 +977,9 @@ static int server_new(const PFRPCServerOptions* o, pf_rpc_server** out) {
                      : s->nworkers > 1           ? s->nworkers - 1
                                                  : 1;
   s->max_callbacks_total = s->nworkers > 1 ? s->nworkers - 1 : 1;
+  s->max_exports_host = PF_RPC_EXPORTS_PER_ADDRESS * (o->max_exports_per_client
+                                                          ? o->max_exports_per_client
+                                                          : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT);
   s->max_exports =
       o->max_exports_per_client ? o->max_exports_per_client : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
   s->max_queue_bytes = PF_RPC_SEND_QUEUE_BYTES;

@@ -290,13 +290,28 @@ static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
-/* t.adders_then_boxed(n): an array of n adders, then a boxed object,
- * which cannot cross: the result fails to pack after n exports. */
+/* An array of k adders, then (with boxed) a boxed object, which cannot
+ * cross: the result then fails to pack after k exports. */
+static int adders_array(int k, int boxed, PFRetValueHandle ret);
+
+/* t.adders_then_boxed(n): n adders and a boxed object. */
 static int f_adders_then_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
   if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > 1000)
     return PFErrorSetFormat(kPFErrTypeError, "t.adders_then_boxed: one int in [0, 1000]");
-  int k = (int)a[0].v_int64, st = 0;
+  return adders_array((int)a[0].v_int64, 1, ret);
+}
+
+/* t.adders(n): n adders. */
+static int f_adders(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > 4096)
+    return PFErrorSetFormat(kPFErrTypeError, "t.adders: one int in [0, 4096]");
+  return adders_array((int)a[0].v_int64, 0, ret);
+}
+
+static int adders_array(int k, int boxed, PFRetValueHandle ret) {
+  int st = 0;
   PFValue* vals = calloc((size_t)k + 1, sizeof *vals);
   int* codes = calloc((size_t)k + 1, sizeof *codes);
   for (int i = 0; i < k && st == 0; ++i) {
@@ -305,9 +320,9 @@ static int f_adders_then_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, 
     codes[i] = kPFFuncHandle;
   }
   codes[k] = kPFObjectHandle;
-  if (st == 0) st = PFObjectCreateBoxed(NULL, NULL, (PFObjectHandle*)&vals[k].v_handle);
+  if (st == 0 && boxed) st = PFObjectCreateBoxed(NULL, NULL, (PFObjectHandle*)&vals[k].v_handle);
   PFObjectHandle arr = NULL;
-  if (st == 0) st = PFArrayCreate(vals, codes, k + 1, &arr);
+  if (st == 0) st = PFArrayCreate(vals, codes, k + boxed, &arr);
   if (st == 0) {
     PFValue v = {.v_handle = arr};
     int code = kPFObjectHandle;
@@ -367,6 +382,7 @@ static int setup(void** state) {
   reg("t.sleep_ms", f_sleep_ms);
   reg("t.bytes", f_bytes);
   reg("t.adders_then_boxed", f_adders_then_boxed);
+  reg("t.adders", f_adders);
   reg("t.adder_after_gate", f_adder_after_gate);
   reg("hidden.secret", f_echo);
   PFFunctionHandle mul = NULL;
@@ -2766,6 +2782,58 @@ static void test_client_replies_to_a_deaf_server_are_bounded(void** state) {
   raw_close(&f.r);
 }
 
+/* Many connections from one address cannot take the room for functions
+ * that clients at other addresses need: the clients at one address hold
+ * at most PF_RPC_EXPORTS_PER_ADDRESS times max_exports_per_client, and a
+ * server has no limit across addresses for them to fill. */
+static void test_exports_bounded_per_address(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 2;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  enum { kConns = 64 };
+  const int64_t each = PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
+  void* ctx = zmq_ctx_new();
+  void* socks[kConns];
+  int ok = 0, refused = 0;
+  for (int i = 0; i < kConns; ++i) {
+    int zero = 0, tmo = 20000;
+    socks[i] = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(socks[i], ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(socks[i], ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(socks[i], endpoint), 0);
+    assert_true(raw_call_args(socks[i], 1, "t.adders", &each, 1, 0, 0) >= 0);
+    raw_msg rm;
+    assert_int_equal(raw_next(socks[i], &rm), 0);
+    if (rm.kind == 3) {
+      ++ok;
+    } else {
+      assert_non_null(strstr(rm.err_msg, "PF_RPC_EXPORTS_PER_ADDRESS"));
+      if (refused++ == 0) print_message("refused: %s\n", rm.err_msg);
+    }
+  }
+  print_message("%d connections from 127.0.0.1 got %lld functions each, %d were refused\n", ok,
+                (long long)each, refused);
+  assert_int_equal(ok, PF_RPC_EXPORTS_PER_ADDRESS);
+  /* A client at another address gets functions back. */
+  char other[160];
+  snprintf(other, sizeof other, "tcp://127.0.0.2:0;%s", endpoint + strlen("tcp://"));
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(other, &co, &m));
+  PFFunctionHandle make = NULL;
+  assert_pf_ok(PFModGetFunction(m, "t.make_adder", 0, &make));
+  PFFuncFree(make_adder_on(make, 1));
+  PFFuncFree(make);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  for (int i = 0; i < kConns; ++i) zmq_close(socks[i]);
+  zmq_ctx_term(ctx);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
 static atomic_int g_bad_lines;
 static void count_bad_log(void* user, const char* line) {
   (void)user;
@@ -2845,6 +2913,7 @@ int main(void) {
       cmocka_unit_test(test_queued_calls_bounded_in_bytes),
       cmocka_unit_test(test_decoding_is_bounded_by_the_message_size),
       cmocka_unit_test(test_client_replies_to_a_deaf_server_are_bounded),
+      cmocka_unit_test(test_exports_bounded_per_address),
   };
   /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
   if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));

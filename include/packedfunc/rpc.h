@@ -55,7 +55,10 @@
  * traceback lines, followed by one line naming the server
  * ("  on server tcp://HOST:PORT"). A call that gets no reply within its
  * timeout fails with kind "TimeoutError", at the timeout (not when the
- * reply comes); a reply that arrives after its call failed is dropped,
+ * reply comes); a call interrupted by a signal (the host's signal checker,
+ * PFEnvCheckSignals, which a client's waiting thread asks about ten times
+ * a second, fails) fails at once with the host's error (Python's
+ * KeyboardInterrupt for Ctrl-C); a reply that arrives after its call failed is dropped,
  * never handed to that call or to another one. A call to a server that is
  * unreachable, or that dies or drops the connection while the call is in
  * flight, fails with kind "ConnectionError" within the timeout. The library
@@ -151,6 +154,12 @@ extern "C" {
 /* The functions of a server that one client may hold at once, unless told
  * otherwise (PFRPCServerOptions.max_exports_per_client). */
 #define PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT 1024
+
+/* The functions of a server that the clients at one network address (one
+ * peer, however many connections it opens) may hold together: this many
+ * times max_exports_per_client. A server has no limit across addresses, so
+ * that no peer can take the room of another. */
+#define PF_RPC_EXPORTS_PER_ADDRESS 16
 
 /* How long a server goes on holding the functions it passed to a client
  * that it cannot reach any more (see "Clients that go away" at
@@ -369,7 +378,13 @@ typedef struct {
  *     (PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT by default): a result or a
  *     callback argument that would pass one more fails with a RuntimeError
  *     "rpc: cannot pass a function to client ...: it already holds N
- *     functions of this server, its limit (max_exports_per_client); ...".
+ *     functions of this server, its limit (max_exports_per_client); ...";
+ *     and the clients at one network address (one peer, however many
+ *     connections it opens) hold at most PF_RPC_EXPORTS_PER_ADDRESS times
+ *     that together ("... the clients at its address A already hold N
+ *     functions of this server, their limit (PF_RPC_EXPORTS_PER_ADDRESS
+ *     times max_exports_per_client) ..."). There is no limit across
+ *     addresses, which a few peers could fill for everyone.
  * Calls nested inside a callback (a client's call made while it serves the
  * server's callback) run on the thread that waits for that callback and
  * count against none of these limits.
