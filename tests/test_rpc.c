@@ -2438,9 +2438,10 @@ static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, si
   return s;
 }
 
-/* A connection to `endpoint` and its t.add, made within `limit_ms`. */
-static PFFunctionHandle prompt_connect_add(const char* endpoint, int64_t limit_ms,
-                                           PFModuleHandle* m) {
+/* A connection to `endpoint` and its function `name`, made within
+ * `limit_ms`. */
+static PFFunctionHandle prompt_connect_fn(const char* endpoint, const char* name, int64_t limit_ms,
+                                          PFModuleHandle* m) {
   PFRPCOptions co = {0};
   co.timeout_ms = 10000;
   int64_t t0 = now_ms();
@@ -2448,18 +2449,23 @@ static PFFunctionHandle prompt_connect_add(const char* endpoint, int64_t limit_m
   int64_t took = now_ms() - t0;
   if (took >= limit_ms) print_error("connecting took %lld ms\n", (long long)took);
   assert_true(took < limit_ms);
-  PFFunctionHandle add = NULL;
-  assert_pf_ok(PFModGetFunction(*m, "t.add", 0, &add));
-  return add;
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(*m, name, 0, &f));
+  return f;
 }
 
-static void close_add(PFFunctionHandle add, PFModuleHandle m) {
-  PFFuncFree(add);
+static void close_fn(PFFunctionHandle f, PFModuleHandle m) {
+  PFFuncFree(f);
   assert_pf_ok(PFRPCDisconnect(m));
   PFModFree(m);
 }
 
 static int64_t slow_limit(int64_t ms) { return getenv("PF_UNDER_VALGRIND") ? 8 * ms : ms; }
+/* A count of rounds, smaller under valgrind (which runs one thread at a
+ * time, some fifty times slower). */
+static int slow_count(int n, int under_valgrind) {
+  return getenv("PF_UNDER_VALGRIND") ? under_valgrind : n;
+}
 
 /* A client that keeps exactly its limit of calls in flight (a new one as
  * each reply arrives) is never refused: the worker stops counting a call
@@ -2474,7 +2480,7 @@ static void test_calls_at_their_limit_are_not_refused(void** state) {
   raw_peer r;
   raw_open(&r, ZMQ_DEALER, endpoint, 0);
   const int64_t ints[2] = {40, 2};
-  const int total = 2000;
+  const int total = slow_count(2000, 400);
   int sent = 0, ok = 0, refused = 0, other = 0;
   for (; sent < so.max_calls_per_client; ++sent)
     assert_true(raw_call_args(r.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
@@ -2526,9 +2532,9 @@ static void test_unanswered_callbacks_of_two_clients_leave_a_worker(void** state
   assert_true(na + nb <= so.num_workers - 1);
   PFModuleHandle m = NULL;
   const int64_t limit = slow_limit(2000);
-  PFFunctionHandle add = prompt_connect_add(endpoint, limit, &m);
+  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", limit, &m);
   prompt_adds(add, 10, limit);
-  close_add(add, m);
+  close_fn(add, m);
   int64_t took = timed_stop(s, 10000, NULL);
   assert_true(took >= 0 && took < limit);
   raw_close(&a);
@@ -2550,9 +2556,9 @@ static void test_callback_into_a_gone_client_fails_at_once(void** state) {
   raw_close(&r);
   PFModuleHandle m = NULL;
   const int64_t limit = slow_limit(3000);
-  PFFunctionHandle add = prompt_connect_add(endpoint, limit, &m);
+  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", limit, &m);
   prompt_adds(add, 3, limit);
-  close_add(add, m);
+  close_fn(add, m);
   assert_pf_ok(PFRPCServerStop(s));
 }
 
@@ -2608,11 +2614,11 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
   PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
   PFModuleHandle m = NULL;
   const int64_t limit = slow_limit(500);
-  PFFunctionHandle add = prompt_connect_add(endpoint, slow_limit(2000), &m);
+  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", slow_limit(2000), &m);
   raw_peer r;
   raw_open(&r, ZMQ_DEALER, endpoint, 0);
-  const int count = 10;
-  send_big_requests(r.sock, 1, count, 4u << 20, 1);
+  const int count = slow_count(10, 4);
+  send_big_requests(r.sock, 1, count, slow_count(4 << 20, 1 << 20), 1);
   int64_t t0 = now_ms();
   while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
   /* Every large request is answered in the end (KeyError). */
@@ -2621,7 +2627,7 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
     assert_int_equal(raw_next(r.sock, &rm), 0);
     assert_int_equal(rm.kind, 4);
   }
-  close_add(add, m);
+  close_fn(add, m);
   raw_close(&r);
   assert_pf_ok(PFRPCServerStop(s));
 }
@@ -2748,7 +2754,7 @@ static void* flood_client(void* arg) {
  * client by a bounded amount: the replies it cannot send are dropped. */
 static void test_client_replies_to_a_deaf_server_are_bounded(void** state) {
   (void)state;
-  flooder f = {.count = 100000};
+  flooder f = {.count = slow_count(100000, 20000)};
   raw_open(&f.r, ZMQ_ROUTER, "tcp://127.0.0.1:*", 1);
   int one = 1, tmo = 20000;
   zmq_setsockopt(f.r.sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
@@ -2790,10 +2796,13 @@ static void test_exports_bounded_per_address(void** state) {
   (void)state;
   PFRPCServerOptions so = {0};
   so.num_workers = 2;
+  /* Under valgrind, a smaller limit per client (and so per address). */
+  so.max_exports_per_client = slow_count(0, 32);
   char endpoint[128];
   PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
   enum { kConns = 64 };
-  const int64_t each = PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
+  const int64_t each =
+      so.max_exports_per_client ? so.max_exports_per_client : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
   void* ctx = zmq_ctx_new();
   void* socks[kConns];
   int ok = 0, refused = 0;
@@ -2819,16 +2828,10 @@ static void test_exports_bounded_per_address(void** state) {
   /* A client at another address gets functions back. */
   char other[160];
   snprintf(other, sizeof other, "tcp://127.0.0.2:0;%s", endpoint + strlen("tcp://"));
-  PFRPCOptions co = {0};
-  co.timeout_ms = 10000;
   PFModuleHandle m = NULL;
-  assert_pf_ok(PFRPCConnect(other, &co, &m));
-  PFFunctionHandle make = NULL;
-  assert_pf_ok(PFModGetFunction(m, "t.make_adder", 0, &make));
+  PFFunctionHandle make = prompt_connect_fn(other, "t.make_adder", 10000, &m);
   PFFuncFree(make_adder_on(make, 1));
-  PFFuncFree(make);
-  assert_pf_ok(PFRPCDisconnect(m));
-  PFModFree(m);
+  close_fn(make, m);
   for (int i = 0; i < kConns; ++i) zmq_close(socks[i]);
   zmq_ctx_term(ctx);
   assert_pf_ok(PFRPCServerStop(s));
