@@ -9,8 +9,11 @@
  *                  of the same bytes (DEALER to ROUTER, one thread each);
  *   rpc_tensor     a 1 MB float32 tensor there and back (echo), against the raw
  *                  transfer of the same bytes both ways;
- *   rpc_2servers   calls per second from 4 client threads with 2 servers,
- *                  against the same with 1 server (reported, no target).
+ *   rpc_8servers   calls per second from 8 client threads with 8 server
+ *                  processes behind one connection (calls spread evenly),
+ *                  against the same with 1 server (reported, no target: on
+ *                  a machine with fewer cores than servers it measures the
+ *                  spreading's cost more than its gain).
  *
  * Output: one JSON object per row, as bench_c.c prints them, for
  * bench/report.py. --quick runs short trials (the test command runs it).
@@ -210,13 +213,16 @@ static void* hammer(void* p) {
   return NULL;
 }
 
+#define NSERVERS 8
+#define NCALLERS 8
+
 static void threads_on(PFFunctionHandle f, long n) {
-  pthread_t th[4];
-  thread_arg arg = {f, n / 4 + 1};
-  for (int i = 0; i < 4; ++i) pthread_create(&th[i], NULL, hammer, &arg);
-  for (int i = 0; i < 4; ++i) pthread_join(th[i], NULL);
+  pthread_t th[NCALLERS];
+  thread_arg arg = {f, n / NCALLERS + 1};
+  for (int i = 0; i < NCALLERS; ++i) pthread_create(&th[i], NULL, hammer, &arg);
+  for (int i = 0; i < NCALLERS; ++i) pthread_join(th[i], NULL);
 }
-static void two_servers(long n) { threads_on(g_add2, n); }
+static void many_servers(long n) { threads_on(g_add2, n); }
 static void one_server(long n) { threads_on(g_add, n); }
 
 /* ---- measuring ---- */
@@ -239,9 +245,11 @@ int main(int argc, char** argv) {
   if (quick) g_trials = 3;
   signal(SIGPIPE, SIG_IGN);
   for (size_t i = 0; i < sizeof g_tensor_data; ++i) g_tensor_data[i] = (uint8_t)(i * 7);
-  char rpc1[128], raw1[128], rpc2[128], raw2[128];
-  pid_t s1 = start_server(rpc1, raw1);
-  pid_t s2 = start_server(rpc2, raw2);
+  char rpc_eps[NSERVERS][128], raw_eps[NSERVERS][128];
+  pid_t pids[NSERVERS];
+  for (int i = 0; i < NSERVERS; ++i) pids[i] = start_server(rpc_eps[i], raw_eps[i]);
+  const char* rpc1 = rpc_eps[0];
+  const char* raw1 = raw_eps[0];
   msgpack_sbuffer_init(&g_add_req);
   msgpack_sbuffer_init(&g_add_rep);
   msgpack_sbuffer_init(&g_t_req);
@@ -252,9 +260,10 @@ int main(int argc, char** argv) {
   PFRPCOptions o = {0};
   o.timeout_ms = 60000;
   if (PFRPCConnect(rpc1, &o, &m1) != 0) die("connect");
-  char both[300];
-  snprintf(both, sizeof both, "%s,%s", rpc1, rpc2);
-  if (PFRPCConnect(both, &o, &m2) != 0) die("connect both");
+  char all[NSERVERS * 130] = "";
+  for (int i = 0; i < NSERVERS; ++i)
+    snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? "," : "", rpc_eps[i]);
+  if (PFRPCConnect(all, &o, &m2) != 0) die("connect to all");
   if (PFModGetFunction(m1, "bench.add", 0, &g_add) != 0 || g_add == NULL ||
       PFModGetFunction(m1, "bench.echo", 0, &g_echo) != 0 || g_echo == NULL ||
       PFModGetFunction(m2, "bench.add", 0, &g_add2) != 0 || g_add2 == NULL)
@@ -268,7 +277,7 @@ int main(int argc, char** argv) {
           (long)(2000 * scale));
   measure("rpc_tensor", "1 MB float32 tensor round trip (echo)", run_tensor, "zmq_tensor",
           "raw ZeroMQ round trip of the same bytes", raw_tensor, 1.3, (long)(100 * scale) + 5);
-  measure("rpc_2servers", "calls from 4 threads, 2 servers (ns per call)", two_servers,
+  measure("rpc_8servers", "calls from 8 threads, 8 server processes (ns per call)", many_servers,
           "rpc_1server", "the same with 1 server", one_server, 0, (long)(8000 * scale));
 
   PFFuncFree(g_add);
@@ -280,9 +289,9 @@ int main(int argc, char** argv) {
   PFModFree(m2);
   zmq_close(g_raw);
   zmq_ctx_term(ctx);
-  kill(s1, SIGKILL);
-  kill(s2, SIGKILL);
-  waitpid(s1, NULL, 0);
-  waitpid(s2, NULL, 0);
+  for (int i = 0; i < NSERVERS; ++i) {
+    kill(pids[i], SIGKILL);
+    waitpid(pids[i], NULL, 0);
+  }
   return 0;
 }

@@ -20,7 +20,17 @@
 
 typedef struct {
   pf_rpc_msg *head, *tail;
+  int unasked; /* messages no call of ours waits for: replies, releases */
 } msg_queue;
+
+/* The messages no call waits for (replies to the server's requests,
+ * releases) that a connection queues to one server while the server does
+ * not read them; beyond it they are dropped, so that a server that sends
+ * requests and never reads the replies cannot grow the client without
+ * bound. */
+#define PF_RPC_CLIENT_UNASKED PF_RPC_SEND_QUEUE
+/* How many messages one pass of I/O takes in. */
+#define PF_RPC_CLIENT_RECV_BATCH 256
 
 typedef struct pf_rpc_client {
   pf_rpc_peer base;
@@ -101,6 +111,11 @@ static void client_destroy(pf_rpc_peer* p) { client_free((pf_rpc_client*)p); }
 /* ---- the I/O thread ---- */
 
 static void queue_push(msg_queue* q, pf_rpc_msg* m) {
+  if (m->waiter_id == 0 && q->unasked >= PF_RPC_CLIENT_UNASKED) {
+    pf_rpc_msg_free(m);
+    return;
+  }
+  q->unasked += m->waiter_id == 0;
   m->next = NULL;
   if (q->tail) q->tail->next = m;
   else q->head = m;
@@ -120,6 +135,7 @@ static void flush(pf_rpc_client* c, int k) {
     }
     q->head = m->next;
     if (q->head == NULL) q->tail = NULL;
+    q->unasked -= m->waiter_id == 0;
     pf_rpc_msg_free(m);
   }
 }
@@ -175,8 +191,10 @@ static void move_out(pf_rpc_client* c) {
   }
 }
 
-static void recv_all(pf_rpc_client* c, int k) {
-  for (;;) {
+/* Takes in up to PF_RPC_CLIENT_RECV_BATCH messages: the replies that
+ * requests among them make are queued (and bounded) before more come in. */
+static void recv_batch(pf_rpc_client* c, int k) {
+  for (int taken = 0; taken < PF_RPC_CLIENT_RECV_BATCH; ++taken) {
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, c->dealers[k], ZMQ_DONTWAIT) < 0) {
@@ -189,7 +207,7 @@ static void recv_all(pf_rpc_client* c, int k) {
     r.endpoint = k;
     if (!more) {
       pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &msg);
-      if (in) pf_rpc_dispatch(&c->base, in, NULL, NULL);
+      if (in) pf_rpc_dispatch(&c->base, in, NULL);
     }
     zmq_msg_close(&msg);
     while (more) { /* a multi-part message is not ours: drop it whole */
@@ -220,7 +238,7 @@ static void io_pass(pf_rpc_client* c, int timeout_ms) {
   for (int k = 0; k < c->n; ++k) {
     if (c->items[2 + 2 * k].revents & ZMQ_POLLIN) drain_events(c, k);
     flush(c, k);
-    if (c->items[1 + 2 * k].revents & ZMQ_POLLIN) recv_all(c, k);
+    if (c->items[1 + 2 * k].revents & ZMQ_POLLIN) recv_batch(c, k);
   }
 }
 
@@ -231,11 +249,11 @@ static void client_poll(pf_rpc_peer* p, pf_rpc_waiter* w) {
   for (;;) {
     /* Deadlines first: a waiter that has just expired must not wait
      * through another poll (nor get a reply that comes during it). */
-    int wait_ms = pf_rpc_expire(p, 1000);
+    int wait_ms = pf_rpc_expire(p, PF_RPC_SIGNAL_CHECK_MS);
     pthread_mutex_lock(&p->mu);
     int done = w->inbox != NULL || w->failed || atomic_load(&p->closed);
     pthread_mutex_unlock(&p->mu);
-    if (done) break;
+    if (done || pf_rpc_check_interrupt(p, w)) break;
     io_pass(c, wait_ms);
   }
   /* Replies this thread queued while it polled (errors for stray

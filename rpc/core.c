@@ -456,7 +456,7 @@ typedef struct {
 static void unlink_export(pf_rpc_peer* p, pf_rpc_export* e) {
   HASH_DEL(p->exports, e);
   p->num_exports--;
-  if (p->count_export != NULL) p->count_export(p, &e->route, -1);
+  if (p->count_export != NULL) p->count_export(p, &e->route, -1, NULL, 0);
 }
 
 /* Releases exports taken out of the table, chained by hh.next; runs
@@ -495,30 +495,33 @@ static int export_fn(void* vctx, PFFunctionHandle func, uint64_t* id) {
   e->route = c->route;
   e->scope = c->scope;
   e->id = atomic_fetch_add(&p->next_id, 1);
-  int held = 0, full = 0;
+  /* A server counts exports per client and per address (count_export);
+   * a client's live only for its calls, of which it has few at once. */
+  int refused = 0, full = 0;
+  char why[300] = "";
   pthread_mutex_lock(&p->mu);
-  if (p->num_exports >= PF_RPC_MAX_EXPORTS) full = 1;
-  else if (p->count_export != NULL) held = p->count_export(p, &e->route, +1);
-  if (!full && held == 0) {
+  if (p->count_export == NULL && p->num_exports >= PF_RPC_MAX_EXPORTS) full = 1;
+  else if (p->count_export != NULL) refused = p->count_export(p, &e->route, +1, why, sizeof why);
+  if (!full && !refused) {
     HASH_ADD(hh, p->exports, id, sizeof e->id, e);
     p->num_exports++;
   }
   pthread_mutex_unlock(&p->mu);
-  if (full || held != 0) {
+  if (full || refused) {
     PFFuncFree(func);
     free(e);
     if (full)
       return PF_ERROR(kPFErrRuntimeError,
                       "rpc: too many functions passed to the other side are alive (%d)",
                       PF_RPC_MAX_EXPORTS);
-    if (held < 0) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
+    if (why[0] == '\0')
+      return PF_ERROR(kPFErrMemoryError, "rpc: out of memory exporting a function");
     char where[300];
     p->describe_route(p, &c->route, where, sizeof where);
     return PF_ERROR(kPFErrRuntimeError,
-                    "rpc: cannot pass a function to %s: it already holds %d functions of this "
-                    "server, its limit (max_exports_per_client); a function passed to a client "
-                    "is held until the client releases it",
-                    where, held);
+                    "rpc: cannot pass a function to %s: %s; a function passed to a client is "
+                    "held until the client releases it",
+                    where, why);
   }
   c->ids[c->n++] = e->id;
   *id = e->id;
@@ -645,8 +648,24 @@ typedef struct {
   pf_rpc_arena arena; /* what decoding the arguments made */
   PFValue rv;         /* the result */
   int rcode;
-  export_ctx exports; /* the functions in the result */
+  export_ctx exports;      /* the functions in the result */
+  pf_rpc_served_fn served; /* called before the reply is posted, or NULL */
+  void* served_arg;
 } serving;
+
+/* A request that does not parse (the error is on this thread): one whose
+ * header reads gets the error as its reply; anything else is dropped and
+ * logged. */
+static void refuse_unreadable(pf_rpc_peer* p, pf_rpc_msg* in) {
+  pf_rpc_header h;
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
+  int readable = pf_rpc_peek(in->data, in->size, &h) == 0;
+  pf_rpc_error_restore(&e);
+  if (readable && (h.kind == PF_RPC_CALL || h.kind == PF_RPC_HELLO))
+    reply_last_error(p, &in->route, h.id);
+  else pf_rpc_note_bad(p, &in->route, PFErrorGetMessage());
+}
 
 /* Parses the request into *s. Returns -1 when there is nothing to answer:
  * the dispatcher has checked the message, and answered another version. */
@@ -661,6 +680,7 @@ static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t sc
   s->exports.route = in->route;
   s->exports.scope = p->is_server ? 0 : scope;
   int st = pf_rpc_parse(in->data, in->size, &s->m);
+  if (st < 0) refuse_unreadable(p, in);
   if (st > 0) pf_rpc_parsed_free(&s->m);
   if (st != 0) return -1;
   msgpack_sbuffer_init(&s->reply);
@@ -777,6 +797,7 @@ static int answer_call(serving* s) {
 /* Releases what serving the request acquired, then posts the reply: the
  * one written (status 0), or the error on this thread. */
 static void serving_end(serving* s, int status) {
+  if (s->served != NULL) s->served(s->served_arg);
   PFFuncFree(s->f);
   free(s->args);
   free(s->codes);
@@ -800,28 +821,41 @@ static void serving_end(serving* s, int status) {
 
 /* Serves one request (HELLO or CALL) and posts its reply. `scope`, on a
  * client, is the call of its own that the request is a callback of. */
-static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope) {
+static void serve_scoped(pf_rpc_peer* p, pf_rpc_msg* in, uint64_t scope, pf_rpc_served_fn served,
+                         void* served_arg) {
   serving s;
-  if (serving_begin(&s, p, in, scope) != 0) return;
+  if (serving_begin(&s, p, in, scope) != 0) {
+    if (served != NULL) served(served_arg);
+    return;
+  }
+  s.served = served;
+  s.served_arg = served_arg;
   serving_end(&s, s.m.kind == PF_RPC_HELLO ? answer_hello(&s) : answer_call(&s));
 }
 
-void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m) { serve_scoped(p, m, 0); }
+void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m, pf_rpc_served_fn served, void* served_arg) {
+  serve_scoped(p, m, 0, served, served_arg);
+}
 
 /* ---- dispatching what arrives ---- */
 
+void pf_rpc_note_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why) {
+  if (p->log_bad != NULL) p->log_bad(p, r, why);
+}
+
 void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
-                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
-                     void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*)) {
+                     void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t)) {
   const pf_rpc_route* r = &in->route;
   if (in->size == 0) { /* a probe */
     pf_rpc_msg_free(in);
     return;
   }
-  pf_rpc_parsed m;
-  int st = pf_rpc_parse(in->data, in->size, &m);
+  /* Only the header: the rest is decoded by the thread that takes the
+   * message, within the bounds of the connection it came from. */
+  pf_rpc_header m;
+  int st = pf_rpc_peek(in->data, in->size, &m);
   if (st < 0) {
-    if (log_bad) log_bad(p, r, PFErrorGetMessage());
+    pf_rpc_note_bad(p, r, PFErrorGetMessage());
     pf_rpc_msg_free(in);
     return;
   }
@@ -840,7 +874,6 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       if (w != NULL && pf_rpc_route_eq(&w->route, r)) fail_waiter(w, "ValueError", msg);
       pthread_mutex_unlock(&p->mu);
     }
-    pf_rpc_parsed_free(&m);
     pf_rpc_msg_free(in);
     return;
   }
@@ -859,12 +892,11 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       pthread_mutex_lock(&p->mu);
       if (m.parent != 0) {
         done = deliver(p, m.parent, own);
-      } else if (!p->is_server && m.kind == PF_RPC_CALL && m.nrest >= 1 &&
-                 m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+      } else if (!p->is_server && m.kind == PF_RPC_CALL && m.has_first_uint) {
         /* A callback from a thread of the server that serves no call of
          * ours: the client thread whose call passed the function serves it. */
         pf_rpc_export* e = NULL;
-        uint64_t fid = m.rest[0].via.u64;
+        uint64_t fid = m.first_uint;
         HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
         if (e != NULL && pf_rpc_route_eq(&e->route, r)) done = deliver(p, e->scope, own);
       }
@@ -885,8 +917,8 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       break;
     }
     case PF_RPC_RELEASE:
-      if (m.nrest == 1 && m.rest[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        uint64_t fid = m.rest[0].via.u64;
+      if (m.nrest == 1 && m.has_first_uint) {
+        uint64_t fid = m.first_uint;
         pf_rpc_export* e = NULL;
         pthread_mutex_lock(&p->mu);
         HASH_FIND(hh, p->exports, &fid, sizeof fid, e);
@@ -903,11 +935,9 @@ void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* in,
       }
       break;
     default:
-      if (log_bad) log_bad(p, r, "a message of an unknown kind");
+      pf_rpc_note_bad(p, r, "a message of an unknown kind");
       break;
   }
-  /* m points into the message's bytes: free it first. */
-  pf_rpc_parsed_free(&m);
   pf_rpc_msg_free(own);
 }
 
@@ -918,6 +948,7 @@ static void waiter_init(pf_rpc_peer* p, pf_rpc_waiter* w, uint64_t id, const pf_
   w->id = id;
   w->route = *r;
   w->deadline_ms = pf_rpc_now_ms() + p->timeout_ms;
+  w->next_signal_check_ms = w->deadline_ms - p->timeout_ms + PF_RPC_SIGNAL_CHECK_MS;
   pthread_cond_init(&w->cond, NULL);
 }
 
@@ -930,17 +961,40 @@ static void waiter_remove(pf_rpc_peer* p, pf_rpc_waiter* w) {
   /* Requests that came for this call after it ended are answered. */
   for (pf_rpc_msg* m = left; m != NULL;) {
     pf_rpc_msg* next = m->next;
-    pf_rpc_parsed pm;
-    if (pf_rpc_parse(m->data, m->size, &pm) == 0) {
-      if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO)
-        pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
-                           "rpc: a callback arrived for a call that is no longer in progress");
-      pf_rpc_parsed_free(&pm);
-    }
+    pf_rpc_header pm;
+    if (pf_rpc_peek(m->data, m->size, &pm) == 0 &&
+        (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO))
+      pf_rpc_reply_error(p, &m->route, pm.id, "RuntimeError",
+                         "rpc: a callback arrived for a call that is no longer in progress");
     pf_rpc_msg_free(m);
     m = next;
   }
   pthread_cond_destroy(&w->cond);
+}
+
+int pf_rpc_check_interrupt(pf_rpc_peer* p, pf_rpc_waiter* w) {
+  /* Not before the call has waited a while: a quick call never asks. */
+  int64_t now = pf_rpc_now_ms();
+  if (now < w->next_signal_check_ms) return 0;
+  w->next_signal_check_ms = now + PF_RPC_SIGNAL_CHECK_MS;
+  if (PFEnvCheckSignals() == 0) return 0;
+  pthread_mutex_lock(&p->mu);
+  if (!w->interrupted && !w->failed) {
+    w->interrupted = 1;
+    pf_rpc_error_save(&w->interrupt);
+    fail_waiter(w, w->interrupt.kind, "interrupted");
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 1;
+}
+
+/* The error of a waiter that failed: the host's, when a signal
+ * interrupted it (kept whole, as the signal checker recorded it), else its
+ * kind and message. Returns -1. */
+static int waiter_error(pf_rpc_waiter* w, const char* what) {
+  if (w->interrupted) return pf_rpc_error_restore(&w->interrupt);
+  if (what == NULL) return PF_ERROR(w->fail_kind, "%s", w->fail_msg);
+  return PF_ERROR(w->fail_kind, "rpc: calling %s: %s", what, w->fail_msg);
 }
 
 /* Waits for waiter w's next message, or its failure (NULL); `out`, when
@@ -967,13 +1021,25 @@ static pf_rpc_msg* waiter_next_post(pf_rpc_peer* p, pf_rpc_waiter* w, pf_rpc_msg
       continue;
     }
     /* The I/O thread enforces the deadline; this bound only keeps a waiter
-     * from outliving a connection that was torn down under it. */
+     * from outliving a connection that was torn down under it, and a
+     * client's from missing a signal. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    if (p->is_server) {
+      ts.tv_sec += 1;
+    } else {
+      ts.tv_nsec += PF_RPC_SIGNAL_CHECK_MS * 1000000L;
+      ts.tv_sec += ts.tv_nsec / 1000000000L;
+      ts.tv_nsec %= 1000000000L;
+    }
     pthread_cond_timedwait(&w->cond, &p->mu, &ts);
     if (w->inbox == NULL && !w->failed && atomic_load(&p->closed))
       fail_waiter(w, "ConnectionError", p->closed_reason);
+    if (w->inbox == NULL && !w->failed && !p->is_server) {
+      pthread_mutex_unlock(&p->mu);
+      pf_rpc_check_interrupt(p, w);
+      pthread_mutex_lock(&p->mu);
+    }
   }
   /* Once failed, the call is over even if mail came at the same time:
    * waiter_remove answers or drops what is left in the inbox. */
@@ -1000,11 +1066,9 @@ int pf_rpc_request_raw(pf_rpc_peer* p, const pf_rpc_route* r, uint64_t id, const
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
   pthread_mutex_unlock(&p->mu);
   pf_rpc_msg* got = waiter_next_post(p, &w, m);
-  int rc = 0;
-  if (got == NULL) rc = PF_ERROR(w.fail_kind, "%s", w.fail_msg);
   waiter_remove(p, &w);
   *reply = got;
-  return rc;
+  return got == NULL ? waiter_error(&w, NULL) : 0;
 }
 
 /* Turns a reply (parsed from `src`) into the call's result or error. */
@@ -1093,6 +1157,17 @@ int pf_rpc_invoke(pf_rpc_peer* p, const char* name, uint64_t fid, const pf_rpc_r
   return rc;
 }
 
+/* Whether a message that did not parse (its error on this thread, kept)
+ * is a reply, whose call then fails with that error. */
+static int unreadable_reply(const pf_rpc_msg* m) {
+  pf_rpc_header h;
+  pf_rpc_saved_error e;
+  pf_rpc_error_save(&e);
+  int st = pf_rpc_peek(m->data, m->size, &h);
+  pf_rpc_error_restore(&e);
+  return st == 0 && (h.kind == PF_RPC_OK || h.kind == PF_RPC_ERROR);
+}
+
 /* Sends the call of `name` or `fid` to `route` and waits for its reply,
  * serving the requests that come for it meanwhile. */
 static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char* what,
@@ -1139,23 +1214,30 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   pthread_mutex_lock(&p->mu);
   HASH_ADD(hh, p->waiters, id, sizeof w.id, &w);
   pthread_mutex_unlock(&p->mu);
-  int rc = -1;
+  int rc = -1, waited_in_vain = 0;
   for (;;) {
     pf_rpc_msg* m = waiter_next_post(p, &w, out);
     out = NULL;
-    if (m == NULL) {
-      rc = PF_ERROR(w.fail_kind, "rpc: calling %s: %s", what, w.fail_msg);
+    if (m == NULL) { /* the error is set below, once the call is over */
+      waited_in_vain = 1;
       break;
     }
     pf_rpc_parsed pm;
     if (pf_rpc_parse(m->data, m->size, &pm) != 0) {
+      /* A reply that cannot be decoded ends the call with why. */
+      int reply = unreadable_reply(m);
+      if (!reply) pf_rpc_note_bad(p, &m->route, PFErrorGetMessage());
       pf_rpc_msg_free(m);
-      continue;
+      if (!reply) continue;
+      char line[300];
+      snprintf(line, sizeof line, "  while decoding the reply to the remote call of %s", what);
+      PFErrorAppendTraceback(line);
+      break;
     }
     if (pm.kind == PF_RPC_CALL || pm.kind == PF_RPC_HELLO) {
       /* A callback (or a nested call) while we wait: serve it here. */
       pf_rpc_parsed_free(&pm);
-      serve_scoped(p, m, p->is_server ? 0 : id);
+      serve_scoped(p, m, p->is_server ? 0 : id, NULL, NULL);
       pf_rpc_msg_free(m);
       continue;
     }
@@ -1166,6 +1248,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   }
   waiter_remove(p, &w);
   if (!p->is_server) drop_scope(p, id);
+  if (waited_in_vain) rc = waiter_error(&w, what);
   return rc;
 }
 

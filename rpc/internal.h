@@ -113,6 +113,24 @@ typedef struct {
 PF_RPC_HIDDEN int pf_rpc_parse(const char* data, size_t n, pf_rpc_parsed* out);
 PF_RPC_HIDDEN void pf_rpc_parsed_free(pf_rpc_parsed* p);
 
+/* A message's header, read without decoding the rest (what the I/O
+ * threads need to route a message): its version, kind, id and parent, how
+ * many elements follow, and the first of them when it is a non-negative
+ * integer (a function id). */
+typedef struct {
+  int64_t version;
+  int kind;
+  uint64_t id, parent;
+  uint32_t nrest;
+  int has_first_uint;
+  uint64_t first_uint;
+} pf_rpc_header;
+/* Reads the header of a message in time independent of its size. Returns
+ * 0, 1 for a header of another version, or -1 with a ValueError. The rest
+ * of the message is not checked: pf_rpc_parse does that where the message
+ * is decoded. */
+PF_RPC_HIDDEN int pf_rpc_peek(const char* data, size_t n, pf_rpc_header* out);
+
 /* Writes the header of a message. */
 PF_RPC_HIDDEN void pf_rpc_pack_header(msgpack_packer* pk, int kind, uint64_t id, uint64_t parent,
                                       uint32_t nrest);
@@ -195,7 +213,16 @@ typedef struct pf_rpc_waiter {
   int64_t deadline_ms;
   char fail_kind[32];
   char fail_msg[512];
+  /* A client's call that a signal interrupted (PFEnvCheckSignals failed
+   * while it waited): the host's error, kept for the caller. */
+  int interrupted;
+  pf_rpc_saved_error interrupt;
+  int64_t next_signal_check_ms; /* the waiting thread's own */
 } pf_rpc_waiter;
+
+/* How often a client's thread that waits for a reply asks the host
+ * whether a signal came (PFEnvCheckSignals), in milliseconds. */
+#define PF_RPC_SIGNAL_CHECK_MS 100
 
 /* A function this side exported: callable by its id from `route`. A client
  * exports for the duration of one call (scope = the waiter's id); a server
@@ -248,18 +275,27 @@ struct pf_rpc_peer {
   int (*callback_enter)(pf_rpc_peer* p, const pf_rpc_route* r);
   void (*callback_leave)(pf_rpc_peer* p, const pf_rpc_route* r);
   /* A server's, under mu: counts a function exported to the client at `r`
-   * (delta +1) or released (-1). Refuses an export beyond the client's
-   * limit by returning the number it holds (recording nothing: the caller
-   * records the error once the lock is released), or -1 when out of
-   * memory; else returns 0. NULL on a client. */
-  int (*count_export)(pf_rpc_peer* p, const pf_rpc_route* r, int delta);
+   * (delta +1) or released (-1). Returns 0, or -1 when the export is
+   * refused: `why` (cap bytes) then says why, after "cannot pass a
+   * function to CLIENT: ", or is empty when out of memory (recording
+   * nothing: the caller records the error once the lock is released).
+   * NULL on a client. */
+  int (*count_export)(pf_rpc_peer* p, const pf_rpc_route* r, int delta, char* why, size_t cap);
   /* A server's, under mu: counts message `m`, about to be queued, in the
    * tally of its client. NULL on a client. */
   void (*count_post)(pf_rpc_peer* p, pf_rpc_msg* m);
+  /* A server's: a malformed message from `r` was dropped (any thread, no
+   * lock held). NULL on a client. */
+  void (*log_bad)(pf_rpc_peer* p, const pf_rpc_route* r, const char* why);
   void (*destroy)(pf_rpc_peer* p);
 };
 
 PF_RPC_HIDDEN int pf_rpc_peer_init(pf_rpc_peer* p, int is_server, int timeout_ms);
+/* Asks the host whether a signal came for the thread that waits on w (no
+ * lock held), at most once per PF_RPC_SIGNAL_CHECK_MS and not in the
+ * call's first PF_RPC_SIGNAL_CHECK_MS; if so, w fails with the host's error, kept in w, and 1 is
+ * returned. */
+PF_RPC_HIDDEN int pf_rpc_check_interrupt(pf_rpc_peer* p, pf_rpc_waiter* w);
 /* Under p->mu: gives the I/O role up and wakes the waiters, one of which
  * may take it. */
 PF_RPC_HIDDEN void pf_rpc_role_released(pf_rpc_peer* p);
@@ -299,13 +335,14 @@ PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
  * reference to it, and its bytes stay counted, until ZeroMQ lets it go. */
 PF_RPC_HIDDEN int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags);
 
-/* The I/O thread's side: message `m` (taken) arrived from m->route. Requests with a
- * parent, and replies, go to their waiter; fresh requests go to
- * `fresh(p, m, id)` (the server's work queues; id is the request's), or get
- * an error reply. */
+/* The I/O thread's side: message `m` (taken) arrived from m->route; only
+ * its header is read here. Requests with a parent, and replies, go to
+ * their waiter; fresh requests go to `fresh(p, m, id)` (the server's work
+ * queues; id is the request's), or get an error reply. */
 PF_RPC_HIDDEN void pf_rpc_dispatch(pf_rpc_peer* p, pf_rpc_msg* m,
-                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t),
-                                   void (*log_bad)(pf_rpc_peer*, const pf_rpc_route*, const char*));
+                                   void (*fresh)(pf_rpc_peer*, pf_rpc_msg*, uint64_t));
+/* A malformed message from `r` was dropped: tells the peer's log_bad. */
+PF_RPC_HIDDEN void pf_rpc_note_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why);
 /* Marks a waiter's request as handed to the transport. */
 PF_RPC_HIDDEN void pf_rpc_mark_sent(pf_rpc_peer* p, uint64_t waiter_id);
 /* Whether a waiter still wants its request sent. */
@@ -329,8 +366,13 @@ PF_RPC_HIDDEN void pf_rpc_drop_exports(pf_rpc_peer* p, const uint64_t* ids, uint
 /* Releases every export to route `r`: its client is gone. */
 PF_RPC_HIDDEN void pf_rpc_drop_route_exports(pf_rpc_peer* p, const pf_rpc_route* r);
 
-/* Serves one request (a fresh one, on a worker) and posts its reply. */
-PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m);
+/* Serves one request (a fresh one, on a worker) and posts its reply;
+ * `served(served_arg)`, when not NULL, is called once before the reply is
+ * posted (or when there is none), so that whoever counts the request stops
+ * counting it before the client can send the next one. */
+typedef void (*pf_rpc_served_fn)(void* arg);
+PF_RPC_HIDDEN void pf_rpc_serve(pf_rpc_peer* p, pf_rpc_msg* m, pf_rpc_served_fn served,
+                                void* served_arg);
 
 /* Calls `target` (a name, or the id of a function the peer exported when
  * name is NULL) on the peer, from inside a packed function: sets `ret`, or

@@ -27,11 +27,22 @@
  * max_workers, its queued bytes under the bound), and in the held list
  * while it waits for its queued bytes to drain (to be ready, or to be
  * forgotten). */
+/* The clients at one network address (one peer, however many connections
+ * it opens): how many records point here, and the functions of the
+ * server they hold together. */
+typedef struct peer_host {
+  UT_hash_handle hh; /* keyed by addr */
+  char addr[64];
+  int clients, exports;
+} peer_host;
+
 typedef struct client_calls {
   UT_hash_handle hh; /* keyed by the ROUTER identity, route.ident */
+  peer_host* host;   /* NULL until its first call says where it is */
   pf_rpc_route route;
   pf_rpc_msg *head, *tail;
   int queued, running, callbacks, exports;
+  long long queued_bytes; /* the bytes of its queued calls */
   int ready, held;
   pf_rpc_tally* tally;
   int64_t unreachable_since; /* I/O thread: first found unreachable (0: reachable) */
@@ -46,6 +57,11 @@ typedef struct client_calls {
 /* How often, at most, the log tells of messages dropped for clients that
  * do not read. */
 #define PF_RPC_DROP_LOG_MS 5000
+/* How many malformed messages the log tells of one by one in each period
+ * of PF_RPC_BAD_LOG_MS; the others are counted, and summed up in one line
+ * when the period ends. */
+#define PF_RPC_BAD_LOG_BURST 10
+#define PF_RPC_BAD_LOG_MS 5000
 /* How often the I/O thread looks at the clients whose queued bytes are
  * draining, while there are any. */
 #define PF_RPC_HELD_CHECK_MS 20
@@ -54,6 +70,11 @@ typedef struct client_calls {
  * (until PF_RPC_CLIENT_GONE_MS has passed, and while one is unreachable),
  * else every PF_RPC_SWEEP_IDLE_MS. */
 #define PF_RPC_SWEEP_MS 500
+/* After a connection drops, how often and for how long the server looks
+ * for callbacks that wait for a client that is gone (ZeroMQ lets its
+ * routing id go shortly after the event). */
+#define PF_RPC_PROBE_MS 50
+#define PF_RPC_PROBE_FOR_MS 2000
 #define PF_RPC_SWEEP_IDLE_MS 60000
 
 typedef struct {
@@ -74,17 +95,32 @@ typedef struct {
   int io_started;
   pthread_cond_t work_cond; /* under base.mu */
   client_calls* clients;    /* under base.mu */
+  peer_host* hosts;         /* under base.mu */
   client_calls *ready, *ready_tail;
   client_calls* held;
-  int max_calls, max_workers, max_callbacks, max_exports;
+  int max_calls, max_workers, max_callbacks, max_exports, max_exports_host;
+  /* Threads waiting for callbacks into any client (under base.mu), and how
+   * many may: fewer than the workers, so that a few clients that do not
+   * answer their callbacks never hold every worker between them. */
+  int callbacks, max_callbacks_total;
+  /* The bytes of the calls queued for all clients (under base.mu). */
+  long long queued_bytes;
   long long max_queue_bytes;
   /* The I/O thread's: when to sweep for unreachable clients next, and until
    * when to sweep often (after a connection dropped). */
   int64_t next_sweep_ms, sweep_often_until_ms;
+  /* The I/O thread's: when to look next, and until when, for callbacks
+   * that wait for a client whose connection dropped. */
+  int64_t next_probe_ms, probe_until_ms;
   atomic_int stop;    /* workers: finish the call in hand, then exit */
   atomic_int io_stop; /* the I/O thread: exit */
   PFRPCLogFunc log;
   void* log_user;
+  /* Malformed messages in the current period of the log (under base.mu):
+   * when it began, how many were told of, and how many not yet. */
+  int64_t bad_period_ms;
+  int bad_said;
+  long long bad_unsaid;
   /* Messages dropped for clients that do not read (I/O thread only). */
   int64_t dropped, drop_logged_ms;
 } pf_rpc_server;
@@ -201,6 +237,33 @@ static int make_ready(pf_rpc_server* s, client_calls* c) {
   return 1;
 }
 
+/* Under the lock: the record of the address `addr` (made if need be, NULL
+ * when out of memory), which client c now counts in. */
+static void join_host(pf_rpc_server* s, client_calls* c, const char* addr) {
+  peer_host* h = NULL;
+  size_t len = strnlen(addr, sizeof h->addr - 1);
+  HASH_FIND(hh, s->hosts, addr, len, h);
+  if (h == NULL) {
+    if ((h = calloc(1, sizeof *h)) == NULL) return;
+    memcpy(h->addr, addr, len);
+    HASH_ADD(hh, s->hosts, addr, len, h);
+  }
+  h->clients++;
+  h->exports += c->exports;
+  c->host = h;
+}
+
+/* Under the lock: client c no longer counts in its address's record. */
+static void leave_host(pf_rpc_server* s, client_calls* c) {
+  peer_host* h = c->host;
+  if (h == NULL) return;
+  c->host = NULL;
+  h->exports -= c->exports;
+  if (--h->clients > 0) return;
+  HASH_DEL(s->hosts, h);
+  free(h);
+}
+
 static void client_free(client_calls* c) {
   for (pf_rpc_msg* m = c->head; m;) {
     pf_rpc_msg* next = m->next;
@@ -222,6 +285,7 @@ static void forget_if_idle(pf_rpc_server* s, client_calls* c) {
     return;
   }
   HASH_DEL(s->clients, c);
+  leave_host(s, c);
   client_free(c);
 }
 
@@ -241,26 +305,40 @@ static client_calls* client_of(pf_rpc_server* s, const pf_rpc_route* r) {
   return c;
 }
 
-/* count_export: one function more (or fewer) held by the client at r. */
-static int count_export(pf_rpc_peer* p, const pf_rpc_route* r, int delta) {
+/* count_export: one function more (or fewer) held by the client at r,
+ * within its limit and its address's. */
+static int count_export(pf_rpc_peer* p, const pf_rpc_route* r, int delta, char* why, size_t cap) {
   pf_rpc_server* s = (pf_rpc_server*)p;
   client_calls* c = NULL;
   if (delta < 0) {
     HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
     if (c != NULL) {
       c->exports--;
+      if (c->host != NULL) c->host->exports--;
       forget_if_idle(s, c);
     }
     return 0;
   }
-  if ((c = client_of(s, r)) == NULL) return -1;
-  if (c->exports >= s->max_exports) {
-    int held = c->exports;
-    forget_if_idle(s, c);
-    return held;
+  if ((c = client_of(s, r)) == NULL) {
+    why[0] = '\0';
+    return -1;
   }
-  c->exports++;
-  return 0;
+  if (c->exports >= s->max_exports) {
+    snprintf(why, cap,
+             "it already holds %d functions of this server, its limit (max_exports_per_client)",
+             c->exports);
+  } else if (c->host != NULL && c->host->exports >= s->max_exports_host) {
+    snprintf(why, cap,
+             "the clients at its address %s already hold %d functions of this server, their "
+             "limit (PF_RPC_EXPORTS_PER_ADDRESS times max_exports_per_client)",
+             c->host->addr, c->host->exports);
+  } else {
+    c->exports++;
+    if (c->host != NULL) c->host->exports++;
+    return 0;
+  }
+  forget_if_idle(s, c);
+  return -1;
 }
 
 /* count_post: a message to a client counts in its tally until it is
@@ -300,12 +378,22 @@ static int callback_enter(pf_rpc_peer* p, const pf_rpc_route* r) {
   pf_rpc_server* s = (pf_rpc_server*)p;
   pthread_mutex_lock(&p->mu);
   client_calls* c = client_of(s, r);
-  int held = c == NULL ? -1 : c->callbacks;
-  if (c != NULL && held < s->max_callbacks) c->callbacks++;
-  else if (c != NULL) forget_if_idle(s, c);
+  int held = c == NULL ? -1 : c->callbacks, total = s->callbacks;
+  int room = c != NULL && held < s->max_callbacks && total < s->max_callbacks_total;
+  if (room) {
+    c->callbacks++;
+    s->callbacks++;
+  } else if (c != NULL) {
+    forget_if_idle(s, c);
+  }
   pthread_mutex_unlock(&p->mu);
   if (held < 0) return PF_ERROR(kPFErrMemoryError, "rpc: out of memory");
-  if (held < s->max_callbacks) return 0;
+  if (room) return 0;
+  if (held < s->max_callbacks)
+    return PF_ERROR(kPFErrRuntimeError,
+                    "rpc: callback refused: %d callbacks into clients already wait for their "
+                    "replies on server %.200s, the most that leaves a worker for other calls",
+                    total, s->endpoint);
   char hex[40];
   ident_hex(r, hex, sizeof hex);
   return PF_ERROR(kPFErrRuntimeError,
@@ -319,6 +407,7 @@ static void callback_leave(pf_rpc_peer* p, const pf_rpc_route* r) {
   pthread_mutex_lock(&p->mu);
   client_calls* c = NULL;
   HASH_FIND(hh, s->clients, r->ident, r->ident_len, c);
+  s->callbacks--;
   if (c != NULL) {
     c->callbacks--;
     forget_if_idle(s, c);
@@ -326,19 +415,40 @@ static void callback_leave(pf_rpc_peer* p, const pf_rpc_route* r) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* Under the lock: whether a call of `size` bytes fits in the bytes that
+ * may wait in the queues: its client's (one call always fits in an empty
+ * queue) and all clients' together (0, or why not). */
+static const char* bytes_refusal(pf_rpc_server* s, client_calls* c, long long size) {
+  if (c->queued_bytes > 0 && c->queued_bytes + size > PF_RPC_QUEUED_BYTES_PER_CLIENT)
+    return "this client's calls waiting for a worker already hold PF_RPC_QUEUED_BYTES_PER_CLIENT "
+           "bytes";
+  if (s->queued_bytes > 0 && s->queued_bytes + size > PF_RPC_QUEUED_BYTES)
+    return "the calls waiting for a worker already hold PF_RPC_QUEUED_BYTES bytes";
+  return NULL;
+}
+
 /* A fresh request (the I/O thread): into its client's queue, or refused at
- * once when the client has max_calls calls queued or running. */
+ * once when the client has max_calls calls queued or running, or when its
+ * bytes do not fit (see bytes_refusal). */
 static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
   pf_rpc_server* s = (pf_rpc_server*)p;
-  const char* refused = NULL;
+  const char *refused = NULL, *full = NULL;
   int held = 0;
+  long long size = (long long)m->size;
+  /* Where the client is: its connection's peer address (ZeroMQ's
+   * metadata of the message), read before the lock. */
+  const char* addr = m->has_zmsg ? zmq_msg_gets(&m->zmsg, "Peer-Address") : NULL;
   pthread_mutex_lock(&p->mu);
   client_calls* c = client_of(s, &m->route);
+  if (c != NULL && c->host == NULL && addr != NULL) join_host(s, c, addr);
   if (c == NULL) {
     refused = "MemoryError";
   } else if (c->queued + c->running >= s->max_calls) {
     refused = "RuntimeError";
     held = c->queued + c->running;
+    forget_if_idle(s, c);
+  } else if ((full = bytes_refusal(s, c, size)) != NULL) {
+    refused = "RuntimeError";
     forget_if_idle(s, c);
   } else {
     m->next = NULL;
@@ -346,6 +456,8 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
     else c->head = m;
     c->tail = m;
     c->queued++;
+    c->queued_bytes += size;
+    s->queued_bytes += size;
     make_ready(s, c);
     if (c->ready) pthread_cond_signal(&s->work_cond);
   }
@@ -357,16 +469,67 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
              "rpc: call refused: this client already has %d calls queued or running on server "
              "%.200s, its limit (max_calls_per_client); call again when some have returned",
              held, s->endpoint);
+  else if (full != NULL)
+    snprintf(msg, sizeof msg,
+             "rpc: call refused: a call of %lld bytes does not fit on server %.200s: %s; call "
+             "again when some have returned",
+             size, s->endpoint, full);
   else snprintf(msg, sizeof msg, "rpc: call refused: server %.200s is out of memory", s->endpoint);
   pf_rpc_reply_error(p, &m->route, id, refused, msg);
   pf_rpc_msg_free(m);
 }
 
+/* Says how many malformed messages went unmentioned in the period that
+ * ended, if it has ended and there were any (no lock held). */
+static void bad_summary(pf_rpc_server* s, int64_t now) {
+  long long unsaid = 0;
+  pthread_mutex_lock(&s->base.mu);
+  if (now - s->bad_period_ms >= PF_RPC_BAD_LOG_MS) {
+    unsaid = s->bad_unsaid;
+    s->bad_unsaid = 0;
+    s->bad_said = 0;
+    s->bad_period_ms = now;
+  }
+  pthread_mutex_unlock(&s->base.mu);
+  if (unsaid > 0)
+    logf_(s, "pf rpc %s: dropped %lld more malformed message(s) in the last %d s", s->endpoint,
+          unsaid, PF_RPC_BAD_LOG_MS / 1000);
+}
+
+/* log_bad: the first PF_RPC_BAD_LOG_BURST malformed messages of a period
+ * get a line each, the rest one line at the period's end. */
 static void log_bad(pf_rpc_peer* p, const pf_rpc_route* r, const char* why) {
+  pf_rpc_server* s = (pf_rpc_server*)p;
+  if (s->log == NULL) return;
+  bad_summary(s, pf_rpc_now_ms());
+  pthread_mutex_lock(&p->mu);
+  int say = s->bad_said < PF_RPC_BAD_LOG_BURST;
+  if (say) s->bad_said++;
+  else s->bad_unsaid++;
+  pthread_mutex_unlock(&p->mu);
+  if (!say) return;
   char hex[40];
   ident_hex(r, hex, sizeof hex);
-  logf_((pf_rpc_server*)p, "pf rpc %s: dropped a malformed message from client %s: %s",
-        ((pf_rpc_server*)p)->endpoint, hex, why);
+  logf_(s, "pf rpc %s: dropped a malformed message from client %s: %s", s->endpoint, hex, why);
+}
+
+/* A call a worker runs, until its reply is about to go out. */
+typedef struct {
+  pf_rpc_server* s;
+  client_calls* c;
+} running_call;
+
+/* The call stops counting before its reply is posted: a client that sends
+ * its next call as soon as a reply arrives is never over its limit. The
+ * record may be forgotten here; the worker does not touch it again. */
+static void call_served(void* arg) {
+  running_call* rc = arg;
+  pf_rpc_server* s = rc->s;
+  pthread_mutex_lock(&s->base.mu);
+  rc->c->running--;
+  if (make_ready(s, rc->c)) pthread_cond_signal(&s->work_cond);
+  forget_if_idle(s, rc->c);
+  pthread_mutex_unlock(&s->base.mu);
 }
 
 /* A worker takes the first ready client's oldest call, and puts the client
@@ -386,16 +549,16 @@ static void* worker(void* arg) {
     c->head = m->next;
     if (c->head == NULL) c->tail = NULL;
     c->queued--;
+    c->queued_bytes -= (long long)m->size;
+    s->queued_bytes -= (long long)m->size;
     c->running++;
     make_ready(s, c);
     if (s->ready != NULL) pthread_cond_signal(&s->work_cond); /* more for another worker */
     pthread_mutex_unlock(&s->base.mu);
-    pf_rpc_serve(&s->base, m);
+    running_call rc = {s, c};
+    pf_rpc_serve(&s->base, m, call_served, &rc);
     pf_rpc_msg_free(m);
     pthread_mutex_lock(&s->base.mu);
-    c->running--;
-    if (make_ready(s, c)) pthread_cond_signal(&s->work_cond);
-    forget_if_idle(s, c);
   }
   pthread_mutex_unlock(&s->base.mu);
   return NULL;
@@ -407,6 +570,8 @@ static void* worker(void* arg) {
  * on, whether they can still be reached: see sweep_gone. */
 static void note_disconnect(pf_rpc_server* s) {
   int64_t now = pf_rpc_now_ms();
+  s->next_probe_ms = now;
+  s->probe_until_ms = now + PF_RPC_PROBE_FOR_MS;
   s->sweep_often_until_ms = now + PF_RPC_CLIENT_GONE_MS + 2 * PF_RPC_SWEEP_MS;
   if (s->next_sweep_ms > now + PF_RPC_SWEEP_MS) s->next_sweep_ms = now + PF_RPC_SWEEP_MS;
 }
@@ -573,10 +738,34 @@ static int sweep_gone(pf_rpc_server* s, int64_t now) {
   return pending;
 }
 
+/* The I/O thread, after a connection dropped: the callbacks that wait
+ * for a client that cannot be reached any more fail now, rather than at
+ * their timeout, so that the threads waiting for them go back to work. */
+static void fail_gone_waiters(pf_rpc_server* s) {
+  pthread_mutex_lock(&s->base.mu);
+  size_t n = HASH_COUNT(s->base.waiters), k = 0;
+  pf_rpc_route* routes = n ? malloc(n * sizeof *routes) : NULL;
+  pf_rpc_waiter *w, *tmp;
+  HASH_ITER(hh, s->base.waiters, w, tmp) {
+    if (routes != NULL && w->sent && !w->failed) routes[k++] = w->route;
+  }
+  pthread_mutex_unlock(&s->base.mu);
+  for (size_t i = 0; i < k; ++i)
+    if (!reachable(s, &routes[i])) pf_rpc_fail_route(&s->base, &routes[i], 0, "the client is gone");
+  free(routes);
+}
+
 /* The I/O thread's periodic work, when it is due; returns the time until
  * it is due next, at most `cap` ms. */
 static int housekeeping(pf_rpc_server* s, int cap) {
   int64_t now = pf_rpc_now_ms();
+  if (s->log != NULL) bad_summary(s, now);
+  int probing = now < s->probe_until_ms;
+  if (probing && now >= s->next_probe_ms) {
+    fail_gone_waiters(s);
+    s->next_probe_ms = now + PF_RPC_PROBE_MS;
+  }
+  if (probing && s->next_probe_ms - now < cap) cap = (int)(s->next_probe_ms - now);
   if (now >= s->next_sweep_ms) {
     int pending = atomic_load(&s->base.closed) ? 0 : sweep_gone(s, now);
     int often = pending || now < s->sweep_often_until_ms;
@@ -616,7 +805,7 @@ static void recv_in(pf_rpc_server* s) {
     more = zmq_msg_more(&body);
     if (!more) {
       pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &body);
-      if (in) pf_rpc_dispatch(&s->base, in, fresh, log_bad);
+      if (in) pf_rpc_dispatch(&s->base, in, fresh);
     } else log_bad(&s->base, &r, "a message of several parts");
     zmq_msg_close(&body);
     while (more) {
@@ -659,6 +848,7 @@ static void server_free(pf_rpc_server* s) {
   client_calls *c, *tmp;
   HASH_ITER(hh, s->clients, c, tmp) {
     HASH_DEL(s->clients, c);
+    leave_host(s, c);
     client_free(c);
   }
   pthread_cond_destroy(&s->work_cond);
@@ -775,6 +965,7 @@ static int server_new(const PFRPCServerOptions* o, pf_rpc_server** out) {
   s->base.callback_leave = callback_leave;
   s->base.count_export = count_export;
   s->base.count_post = count_post;
+  s->base.log_bad = log_bad;
   s->base.destroy = server_destroy;
   s->log = o->log;
   s->log_user = o->log_user_data;
@@ -785,6 +976,10 @@ static int server_new(const PFRPCServerOptions* o, pf_rpc_server** out) {
   s->max_callbacks = o->max_callbacks_per_client ? o->max_callbacks_per_client
                      : s->nworkers > 1           ? s->nworkers - 1
                                                  : 1;
+  s->max_callbacks_total = s->nworkers > 1 ? s->nworkers - 1 : 1;
+  s->max_exports_host = PF_RPC_EXPORTS_PER_ADDRESS * (o->max_exports_per_client
+                                                          ? o->max_exports_per_client
+                                                          : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT);
   s->max_exports =
       o->max_exports_per_client ? o->max_exports_per_client : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
   s->max_queue_bytes = PF_RPC_SEND_QUEUE_BYTES;

@@ -776,12 +776,22 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
 
 /* ---- validation ---- */
 
+/* What decoding costs, in bytes, as pf_rpc_validate estimates it: each
+ * item is a msgpack_object, each container a packedfunc object with a
+ * value per item (and the arrays that build it), each str, bin and ext a
+ * copy with its allocation. */
+#define PF_RPC_COST_ITEM 24
+#define PF_RPC_COST_CONTAINER 128
+#define PF_RPC_COST_PER_ITEM 32
+#define PF_RPC_COST_BLOCK 32
+
 int pf_rpc_validate(const char* p, size_t n) {
   /* pending[d]: items still to read at depth d. */
   uint64_t pending[PF_RPC_MAX_DEPTH + 8];
   int depth = 0;
   pending[0] = 1;
   size_t i = 0;
+  uint64_t cost = 0;
   while (depth >= 0) {
     if (pending[depth] == 0) {
       --depth;
@@ -790,6 +800,7 @@ int pf_rpc_validate(const char* p, size_t n) {
     pending[depth]--;
     if (i >= n) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
     uint8_t t = (uint8_t)p[i++];
+    cost += PF_RPC_COST_ITEM;
     uint64_t skip = 0, items = 0;
     int container = 0;
     size_t need = 0;
@@ -893,12 +904,20 @@ int pf_rpc_validate(const char* p, size_t n) {
       if (depth + 1 >= PF_RPC_MAX_DEPTH + 8)
         return PF_ERROR(kPFErrValueError, "rpc: message nested too deep");
       pending[++depth] = items;
+      cost += PF_RPC_COST_CONTAINER + PF_RPC_COST_PER_ITEM * items;
     } else {
       if (skip > n - i) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
       i += skip;
+      if (skip > 0) cost += skip + PF_RPC_COST_BLOCK;
     }
   }
   if (i != n) return PF_ERROR(kPFErrValueError, "rpc: %zu bytes after the message", n - i);
+  if (cost > (uint64_t)PF_RPC_DECODE_FACTOR * n + PF_RPC_DECODE_SLACK)
+    return PF_ERROR(kPFErrValueError,
+                    "rpc: a message of %zu bytes would take about %llu bytes to decode, more "
+                    "than %d times its size (PF_RPC_DECODE_FACTOR): it holds too many small "
+                    "items; send many numbers as a tensor or bytes",
+                    n, (unsigned long long)cost, PF_RPC_DECODE_FACTOR);
   return 0;
 }
 
@@ -906,6 +925,50 @@ static int as_u64(const msgpack_object* o, uint64_t* out) {
   if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) return -1;
   *out = o->via.u64;
   return 0;
+}
+
+/* Reads a non-negative integer at p[*i] (any of MessagePack's integer
+ * forms, as msgpack-c reads them: a signed one that is not negative is a
+ * positive integer). Returns 0, or -1 when there is none. */
+static int peek_uint(const char* p, size_t n, size_t* i, uint64_t* out) {
+  if (*i >= n) return -1;
+  uint8_t t = (uint8_t)p[(*i)++];
+  if (t <= 0x7f) {
+    *out = t;
+    return 0;
+  }
+  static const uint8_t widths[8] = {1, 2, 4, 8, 1, 2, 4, 8}; /* 0xcc..0xd3 */
+  if (t < 0xcc || t > 0xd3) return -1;
+  size_t w = widths[t - 0xcc];
+  if (n - *i < w) return -1;
+  uint64_t v = 0;
+  for (size_t k = 0; k < w; ++k) v = (v << 8) | (uint8_t)p[*i + k];
+  *i += w;
+  if (t >= 0xd0 && (v >> (8 * w - 1)) != 0) return -1; /* negative */
+  *out = v;
+  return 0;
+}
+
+int pf_rpc_peek(const char* data, size_t n, pf_rpc_header* out) {
+  memset(out, 0, sizeof *out);
+  size_t i = 0;
+  uint64_t items = 0, ver = 0, kind = 0;
+  uint8_t t = n > 0 ? (uint8_t)data[i++] : 0;
+  if (t >= 0x90 && t <= 0x9f) {
+    items = t & 0x0f;
+  } else if ((t == 0xdc && n >= 3) || (t == 0xdd && n >= 5)) {
+    size_t w = t == 0xdc ? 2 : 4;
+    for (size_t k = 0; k < w; ++k) items = (items << 8) | (uint8_t)data[i + k];
+    i += w;
+  }
+  if (items < 4 || peek_uint(data, n, &i, &ver) != 0 || peek_uint(data, n, &i, &kind) != 0 ||
+      peek_uint(data, n, &i, &out->id) != 0 || peek_uint(data, n, &i, &out->parent) != 0)
+    return PF_ERROR(kPFErrValueError, "rpc: a message without a valid header");
+  out->version = (int64_t)(ver > 1000000 ? 1000000 : ver);
+  out->kind = (int)(kind > 100 ? 0 : kind);
+  out->nrest = (uint32_t)(items - 4);
+  out->has_first_uint = out->nrest > 0 && peek_uint(data, n, &i, &out->first_uint) == 0;
+  return out->version == PF_RPC_PROTOCOL_VERSION ? 0 : 1;
 }
 
 int pf_rpc_parse(const char* data, size_t n, pf_rpc_parsed* out) {

@@ -255,6 +255,33 @@ static int f_bytes(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return st;
 }
 
+/* t.empty_maps(n): an array of n empty maps (one map, n times): one
+ * byte each on the wire, far more to decode. */
+static int f_empty_maps(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > (1 << 22))
+    return PFErrorSetFormat(kPFErrTypeError, "t.empty_maps: one int in [0, 2^22]");
+  PFObjectHandle map = NULL, arr = NULL;
+  if (PFMapCreate(NULL, NULL, NULL, NULL, 0, &map) != 0) return -1;
+  PFValue* vals = calloc((size_t)a[0].v_int64 + 1, sizeof *vals);
+  int* codes = calloc((size_t)a[0].v_int64 + 1, sizeof *codes);
+  for (int64_t i = 0; vals && codes && i < a[0].v_int64; ++i) {
+    vals[i].v_handle = map;
+    codes[i] = kPFObjectHandle;
+  }
+  int st = vals && codes ? PFArrayCreate(vals, codes, a[0].v_int64, &arr) : -1;
+  if (st == 0) {
+    PFValue v = {.v_handle = arr};
+    int code = kPFObjectHandle;
+    st = PFCFuncSetReturn(ret, &v, &code, 1);
+  }
+  PFObjectFree(arr);
+  PFObjectFree(map);
+  free(vals);
+  free(codes);
+  return st;
+}
+
 /* t.handle(): returns an opaque handle, which cannot cross back. */
 static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)a, (void)c, (void)n, (void)r;
@@ -263,13 +290,28 @@ static int f_handle(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return PFCFuncSetReturn(ret, &v, &code, 1);
 }
 
-/* t.adders_then_boxed(n): an array of n adders, then a boxed object,
- * which cannot cross: the result fails to pack after n exports. */
+/* An array of k adders, then (with boxed) a boxed object, which cannot
+ * cross: the result then fails to pack after k exports. */
+static int adders_array(int k, int boxed, PFRetValueHandle ret);
+
+/* t.adders_then_boxed(n): n adders and a boxed object. */
 static int f_adders_then_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   (void)r;
   if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > 1000)
     return PFErrorSetFormat(kPFErrTypeError, "t.adders_then_boxed: one int in [0, 1000]");
-  int k = (int)a[0].v_int64, st = 0;
+  return adders_array((int)a[0].v_int64, 1, ret);
+}
+
+/* t.adders(n): n adders. */
+static int f_adders(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n != 1 || c[0] != kPFInt || a[0].v_int64 < 0 || a[0].v_int64 > 4096)
+    return PFErrorSetFormat(kPFErrTypeError, "t.adders: one int in [0, 4096]");
+  return adders_array((int)a[0].v_int64, 0, ret);
+}
+
+static int adders_array(int k, int boxed, PFRetValueHandle ret) {
+  int st = 0;
   PFValue* vals = calloc((size_t)k + 1, sizeof *vals);
   int* codes = calloc((size_t)k + 1, sizeof *codes);
   for (int i = 0; i < k && st == 0; ++i) {
@@ -278,9 +320,9 @@ static int f_adders_then_boxed(PFValue* a, int* c, int n, PFRetValueHandle ret, 
     codes[i] = kPFFuncHandle;
   }
   codes[k] = kPFObjectHandle;
-  if (st == 0) st = PFObjectCreateBoxed(NULL, NULL, (PFObjectHandle*)&vals[k].v_handle);
+  if (st == 0 && boxed) st = PFObjectCreateBoxed(NULL, NULL, (PFObjectHandle*)&vals[k].v_handle);
   PFObjectHandle arr = NULL;
-  if (st == 0) st = PFArrayCreate(vals, codes, k + 1, &arr);
+  if (st == 0) st = PFArrayCreate(vals, codes, k + boxed, &arr);
   if (st == 0) {
     PFValue v = {.v_handle = arr};
     int code = kPFObjectHandle;
@@ -336,9 +378,11 @@ static int setup(void** state) {
   reg("t.kept_tensor_sum", f_kept_tensor_sum);
   reg("t.block", f_block);
   reg("t.handle", f_handle);
+  reg("t.empty_maps", f_empty_maps);
   reg("t.sleep_ms", f_sleep_ms);
   reg("t.bytes", f_bytes);
   reg("t.adders_then_boxed", f_adders_then_boxed);
+  reg("t.adders", f_adders);
   reg("t.adder_after_gate", f_adder_after_gate);
   reg("hidden.secret", f_echo);
   PFFunctionHandle mul = NULL;
@@ -2378,6 +2422,452 @@ static void test_pf_serve_with_curve_keys(void** state) {
   rmdir(dir);
 }
 
+/* ---- hostile peers, round two (issue 32) ---- */
+
+/* Starts a server on 127.0.0.1 exposing "t." with `so` (expose is set
+ * here) and copies its endpoint into `endpoint`. */
+static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, size_t cap) {
+  static const char* const expose[] = {"t."};
+  so->expose = expose;
+  so->num_expose = 1;
+  PFRPCServerHandle s = NULL;
+  const char* ep = NULL;
+  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", so, &s));
+  assert_pf_ok(PFRPCServerGetEndpoint(s, &ep));
+  snprintf(endpoint, cap, "%s", ep);
+  return s;
+}
+
+/* A connection to `endpoint` and its function `name`, made within
+ * `limit_ms`. */
+static PFFunctionHandle prompt_connect_fn(const char* endpoint, const char* name, int64_t limit_ms,
+                                          PFModuleHandle* m) {
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  int64_t t0 = now_ms();
+  assert_pf_ok(PFRPCConnect(endpoint, &co, m));
+  int64_t took = now_ms() - t0;
+  if (took >= limit_ms) print_error("connecting took %lld ms\n", (long long)took);
+  assert_true(took < limit_ms);
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(*m, name, 0, &f));
+  return f;
+}
+
+static void close_fn(PFFunctionHandle f, PFModuleHandle m) {
+  PFFuncFree(f);
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+}
+
+static int64_t slow_limit(int64_t ms) { return getenv("PF_UNDER_VALGRIND") ? 8 * ms : ms; }
+/* A count of rounds, smaller under valgrind (which runs one thread at a
+ * time, some fifty times slower). */
+static int slow_count(int n, int under_valgrind) {
+  return getenv("PF_UNDER_VALGRIND") ? under_valgrind : n;
+}
+
+/* A client that keeps exactly its limit of calls in flight (a new one as
+ * each reply arrives) is never refused: the worker stops counting a call
+ * before its reply goes out. */
+static void test_calls_at_their_limit_are_not_refused(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  so.max_calls_per_client = 8;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  const int64_t ints[2] = {40, 2};
+  const int total = slow_count(2000, 400);
+  int sent = 0, ok = 0, refused = 0, other = 0;
+  for (; sent < so.max_calls_per_client; ++sent)
+    assert_true(raw_call_args(r.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
+  raw_msg rm;
+  while (ok + refused + other < total && raw_next(r.sock, &rm) == 0) {
+    if (rm.kind == 3) ++ok;
+    else if (rm.kind == 4 && strstr(rm.err_msg, "max_calls_per_client") != NULL) ++refused;
+    else ++other;
+    if (sent < total)
+      assert_true(raw_call_args(r.sock, (uint64_t)++sent, "t.add", ints, 2, 0, 0) >= 0);
+  }
+  print_message("%d replies, %d refusals, %d others\n", ok, refused, other);
+  assert_int_equal(refused, 0);
+  assert_int_equal(other, 0);
+  assert_int_equal(ok, total);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* Opens a raw client that calls t.apply with a function of its own `n`
+ * times and never answers the callbacks; returns how many callbacks came
+ * within `ms`. */
+static int open_unanswering(raw_peer* r, const char* endpoint, int n, int first_id, int ms) {
+  raw_open(r, ZMQ_DEALER, endpoint, 0);
+  for (int i = 0; i < n; ++i)
+    assert_true(raw_call_args(r->sock, (uint64_t)(first_id + i), "t.apply", NULL, 0, 77, 0) >= 0);
+  int tmo = 100, callbacks = 0;
+  zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  raw_msg rm;
+  int64_t t0 = now_ms();
+  while (now_ms() - t0 < ms)
+    if (raw_next(r->sock, &rm) == 0 && rm.kind == 2) ++callbacks;
+  return callbacks;
+}
+
+/* Two clients that never answer their callbacks (each within its own
+ * max_callbacks_per_client) leave a worker for everyone else. */
+static void test_unanswered_callbacks_of_two_clients_leave_a_worker(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 4;
+  so.callback_timeout_ms = 20000;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer a, b;
+  int na = open_unanswering(&a, endpoint, 6, 1, 300);
+  int nb = open_unanswering(&b, endpoint, 6, 1, 300);
+  print_message("callbacks waiting: %d and %d\n", na, nb);
+  assert_true(na + nb <= so.num_workers - 1);
+  PFModuleHandle m = NULL;
+  const int64_t limit = slow_limit(2000);
+  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", limit, &m);
+  prompt_adds(add, 10, limit);
+  close_fn(add, m);
+  int64_t took = timed_stop(s, 10000, NULL);
+  assert_true(took >= 0 && took < limit);
+  raw_close(&a);
+  raw_close(&b);
+}
+
+/* A client that goes away while a worker waits for its callback frees
+ * that worker at once, not at the callback timeout: with one worker,
+ * another client is served promptly. */
+static void test_callback_into_a_gone_client_fails_at_once(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  so.callback_timeout_ms = 20000;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  assert_int_equal(open_unanswering(&r, endpoint, 1, 1, 300), 1);
+  raw_close(&r);
+  PFModuleHandle m = NULL;
+  const int64_t limit = slow_limit(3000);
+  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", limit, &m);
+  prompt_adds(add, 3, limit);
+  close_fn(add, m);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* A request to a name that is not served, of about `n` bytes: `n`
+ * MessagePack items (nils; costly to decode, cheap to route) or, with
+ * !dense, one bytes argument (cheap to decode too). */
+static char* big_request(uint64_t id, uint32_t n, int dense, size_t* size) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 6);
+  msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(&pk, 2);
+  msgpack_pack_uint64(&pk, id);
+  msgpack_pack_uint64(&pk, 0);
+  msgpack_pack_str(&pk, 9);
+  msgpack_pack_str_body(&pk, "t.missing", 9);
+  if (dense) {
+    msgpack_pack_array(&pk, n);
+  } else {
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_bin(&pk, n);
+  }
+  char* buf = malloc(sb.size + n);
+  assert_non_null(buf);
+  memcpy(buf, sb.data, sb.size);
+  memset(buf + sb.size, dense ? 0xc0 : 0, n);
+  *size = sb.size + n;
+  msgpack_sbuffer_destroy(&sb);
+  return buf;
+}
+
+/* Sends `count` big requests (ids first_id...) on `sock`. */
+static void send_big_requests(void* sock, int first_id, int count, uint32_t n, int dense) {
+  for (int i = 0; i < count; ++i) {
+    size_t size = 0;
+    char* big = big_request((uint64_t)(first_id + i), n, dense, &size);
+    assert_true(zmq_send(sock, big, size, 0) >= 0);
+    free(big);
+  }
+}
+
+/* Large messages of dense items from one client do not delay another
+ * client's small calls: the I/O thread reads only their headers, and the
+ * decoding happens on the workers that client may hold. */
+static void test_large_messages_do_not_stall_other_clients(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 4;
+  so.max_workers_per_client = 2;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  PFModuleHandle m = NULL;
+  const int64_t limit = slow_limit(500);
+  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", slow_limit(2000), &m);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  const int count = slow_count(10, 4);
+  send_big_requests(r.sock, 1, count, slow_count(4 << 20, 1 << 20), 1);
+  int64_t t0 = now_ms();
+  while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
+  /* Every large request is answered in the end (KeyError). */
+  raw_msg rm;
+  for (int i = 0; i < count; ++i) {
+    assert_int_equal(raw_next(r.sock, &rm), 0);
+    assert_int_equal(rm.kind, 4);
+  }
+  close_fn(add, m);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* The calls that wait for a worker are bounded in bytes, not only in
+ * number: a client that queues large calls behind a running one gets the
+ * calls beyond PF_RPC_QUEUED_BYTES_PER_CLIENT refused at once. */
+static void test_queued_calls_bounded_in_bytes(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  assert_true(raw_call_args(r.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
+  const int count = 40;
+  const uint32_t each = 4u << 20;
+  send_big_requests(r.sock, 2, count, each, 0);
+  /* The refusals come while the worker is blocked; the rest after. */
+  int refused = 0, others = 0, quiet = (int)slow_limit(2000);
+  zmq_setsockopt(r.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
+  raw_msg rm;
+  while (raw_next(r.sock, &rm) == 0) {
+    if (rm.kind == 4 && strstr(rm.err_msg, "PF_RPC_QUEUED_BYTES_PER_CLIENT") != NULL) {
+      if (refused == 0) print_message("refused: %s\n", rm.err_msg);
+      ++refused;
+    } else {
+      ++others;
+    }
+  }
+  assert_int_equal(write(g_gate[1], "x", 1), 1);
+  while (refused + others < count + 1 && raw_next(r.sock, &rm) == 0) ++others;
+  print_message("%d of %d large calls refused\n", refused, count);
+  const int fit = (int)(PF_RPC_QUEUED_BYTES_PER_CLIENT / each);
+  assert_true(refused >= count - fit - 1 && refused <= count - fit + 1);
+  assert_int_equal(refused + others, count + 1);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+/* A message whose decoding would take far more memory than its size
+ * (empty maps, a byte each) is refused on either side, with a ValueError,
+ * before it is decoded. */
+static void test_decoding_is_bounded_by_the_message_size(void** state) {
+  (void)state;
+  /* A request: refused with an error reply. */
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  size_t size = 0;
+  char* req = big_request(3, 2u << 20, 1, &size);
+  memset(req + size - (2u << 20), 0x80, 2u << 20); /* empty maps, not nils */
+  assert_true(zmq_send(r.sock, req, size, 0) >= 0);
+  free(req);
+  raw_msg rm;
+  assert_int_equal(raw_next(r.sock, &rm), 0);
+  print_message("request: %s: %s\n", rm.err_kind, rm.err_msg);
+  assert_int_equal(rm.kind, 4);
+  assert_string_equal(rm.err_kind, "ValueError");
+  assert_non_null(strstr(rm.err_msg, "times its size"));
+  raw_close(&r);
+  /* A reply: the call fails, and the connection goes on. */
+  PFFunctionHandle f = fn("t.empty_maps");
+  /* 250,000 is past the bound already (each map costs 152 bytes, 88
+   * over it), and packs in time under valgrind. */
+  PFValue arg = {.v_int64 = slow_count(1 << 20, 250000)}, rv;
+  int code = kPFInt, rc;
+  assert_pf_error(PFFuncCall(f, &arg, &code, 1, &rv, &rc), kPFErrValueError, "times its size");
+  arg.v_int64 = 1000;
+  assert_pf_ok(PFFuncCall(f, &arg, &code, 1, &rv, &rc));
+  PFObjectFree(rv.v_handle);
+  PFFuncFree(f);
+}
+
+/* A fake server that answers HELLO (with no functions), then sends
+ * `count` requests and never reads the client's replies. */
+typedef struct {
+  raw_peer r;
+  int count;
+  atomic_int done;
+} flooder;
+static void* flood_client(void* arg) {
+  flooder* f = arg;
+  zmq_msg_t id, body;
+  zmq_msg_init(&id);
+  zmq_msg_init(&body);
+  if (zmq_msg_recv(&id, f->r.sock, 0) >= 0 && zmq_msg_recv(&body, f->r.sock, 0) >= 0) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+    msgpack_pack_int(&pk, 3);
+    msgpack_pack_uint64(&pk, 1);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_array(&pk, 0);
+    zmq_send(f->r.sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+    zmq_send(f->r.sock, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    for (int i = 0; i < f->count; ++i) {
+      if (zmq_send(f->r.sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE) < 0) break;
+      char req[64];
+      msgpack_sbuffer_init(&sb);
+      msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+      msgpack_pack_array(&pk, 6);
+      msgpack_pack_int(&pk, PF_RPC_PROTOCOL_VERSION);
+      msgpack_pack_int(&pk, 2);
+      msgpack_pack_uint64(&pk, (uint64_t)i + 100);
+      msgpack_pack_uint64(&pk, 0);
+      msgpack_pack_str(&pk, 1);
+      msgpack_pack_str_body(&pk, "x", 1);
+      msgpack_pack_array(&pk, 0);
+      memcpy(req, sb.data, sb.size);
+      zmq_send(f->r.sock, req, sb.size, 0);
+      msgpack_sbuffer_destroy(&sb);
+    }
+  }
+  zmq_msg_close(&id);
+  zmq_msg_close(&body);
+  atomic_store(&f->done, 1);
+  return NULL;
+}
+
+/* A server that sends requests and never reads the replies grows an idle
+ * client by a bounded amount: the replies it cannot send are dropped. */
+static void test_client_replies_to_a_deaf_server_are_bounded(void** state) {
+  (void)state;
+  flooder f = {.count = slow_count(100000, 20000)};
+  raw_open(&f.r, ZMQ_ROUTER, "tcp://127.0.0.1:*", 1);
+  int one = 1, tmo = 20000;
+  zmq_setsockopt(f.r.sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  zmq_setsockopt(f.r.sock, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+  char endpoint[128];
+  size_t len = sizeof endpoint;
+  assert_int_equal(zmq_getsockopt(f.r.sock, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, flood_client, &f), 0);
+  PFRPCOptions co = {0};
+  co.timeout_ms = 10000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  int64_t base = memory_in_use(), peak = 0;
+  while (!atomic_load(&f.done)) {
+    sleep_ms(20);
+    int64_t grown = memory_in_use() - base;
+    if (grown > peak) peak = grown;
+  }
+  pthread_join(t, NULL);
+  for (int i = 0; i < 25; ++i) { /* the client takes in what is left */
+    sleep_ms(20);
+    int64_t grown = memory_in_use() - base;
+    if (grown > peak) peak = grown;
+  }
+  print_message("the client grew by at most %lld MiB over %d requests\n", (long long)(peak >> 20),
+                f.count);
+  assert_true(peak < ((int64_t)48 << 20));
+  assert_pf_ok(PFRPCDisconnect(m));
+  PFModFree(m);
+  raw_close(&f.r);
+}
+
+/* Many connections from one address cannot take the room for functions
+ * that clients at other addresses need: the clients at one address hold
+ * at most PF_RPC_EXPORTS_PER_ADDRESS times max_exports_per_client, and a
+ * server has no limit across addresses for them to fill. */
+static void test_exports_bounded_per_address(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 2;
+  /* Under valgrind, a smaller limit per client (and so per address). */
+  so.max_exports_per_client = slow_count(0, 32);
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  enum { kConns = 64 };
+  const int64_t each =
+      so.max_exports_per_client ? so.max_exports_per_client : PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT;
+  void* ctx = zmq_ctx_new();
+  void* socks[kConns];
+  int ok = 0, refused = 0;
+  for (int i = 0; i < kConns; ++i) {
+    int zero = 0, tmo = 20000;
+    socks[i] = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(socks[i], ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(socks[i], ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(socks[i], endpoint), 0);
+    assert_true(raw_call_args(socks[i], 1, "t.adders", &each, 1, 0, 0) >= 0);
+    raw_msg rm;
+    assert_int_equal(raw_next(socks[i], &rm), 0);
+    if (rm.kind == 3) {
+      ++ok;
+    } else {
+      assert_non_null(strstr(rm.err_msg, "PF_RPC_EXPORTS_PER_ADDRESS"));
+      if (refused++ == 0) print_message("refused: %s\n", rm.err_msg);
+    }
+  }
+  print_message("%d connections from 127.0.0.1 got %lld functions each, %d were refused\n", ok,
+                (long long)each, refused);
+  assert_int_equal(ok, PF_RPC_EXPORTS_PER_ADDRESS);
+  /* A client at another address gets functions back. */
+  char other[160];
+  snprintf(other, sizeof other, "tcp://127.0.0.2:0;%s", endpoint + strlen("tcp://"));
+  PFModuleHandle m = NULL;
+  PFFunctionHandle make = prompt_connect_fn(other, "t.make_adder", 10000, &m);
+  PFFuncFree(make_adder_on(make, 1));
+  close_fn(make, m);
+  for (int i = 0; i < kConns; ++i) zmq_close(socks[i]);
+  zmq_ctx_term(ctx);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
+static atomic_int g_bad_lines;
+static void count_bad_log(void* user, const char* line) {
+  (void)user;
+  if (strstr(line, "malformed") != NULL) atomic_fetch_add(&g_bad_lines, 1);
+}
+
+/* Malformed messages do not write a log line each: a few, then a summary
+ * of how many more were dropped. */
+static void test_malformed_messages_log_is_bounded(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.log = count_bad_log;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  atomic_store(&g_bad_lines, 0);
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) assert_true(zmq_send(r.sock, "\xc1", 1, 0) == 1);
+  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 5, "t.add");
+  raw_msg rm;
+  assert_int_equal(raw_next(r.sock, &rm), 0); /* after the garbage was handled */
+  int lines = atomic_load(&g_bad_lines);
+  print_message("%d malformed messages, %d log lines\n", n, lines);
+  assert_true(lines >= 1 && lines <= 20);
+  raw_close(&r);
+  assert_pf_ok(PFRPCServerStop(s));
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -2420,6 +2910,17 @@ int main(void) {
       cmocka_unit_test(test_pf_serve_and_connect),
       cmocka_unit_test(test_pf_serve_with_curve_keys),
       cmocka_unit_test(test_pf_serve_stops_with_deaf_client),
+      cmocka_unit_test(test_calls_at_their_limit_are_not_refused),
+      cmocka_unit_test(test_unanswered_callbacks_of_two_clients_leave_a_worker),
+      cmocka_unit_test(test_callback_into_a_gone_client_fails_at_once),
+      cmocka_unit_test(test_large_messages_do_not_stall_other_clients),
+      cmocka_unit_test(test_malformed_messages_log_is_bounded),
+      cmocka_unit_test(test_queued_calls_bounded_in_bytes),
+      cmocka_unit_test(test_decoding_is_bounded_by_the_message_size),
+      cmocka_unit_test(test_client_replies_to_a_deaf_server_are_bounded),
+      cmocka_unit_test(test_exports_bounded_per_address),
   };
+  /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
+  if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));
   return cmocka_run_group_tests(tests, setup, teardown);
 }

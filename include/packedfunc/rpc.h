@@ -55,14 +55,21 @@
  * traceback lines, followed by one line naming the server
  * ("  on server tcp://HOST:PORT"). A call that gets no reply within its
  * timeout fails with kind "TimeoutError", at the timeout (not when the
- * reply comes); a reply that arrives after its call failed is dropped,
+ * reply comes); a call interrupted by a signal (the host's signal checker,
+ * PFEnvCheckSignals, which a client's waiting thread asks about ten times
+ * a second, fails) fails at once with the host's error (Python's
+ * KeyboardInterrupt for Ctrl-C); a reply that arrives after its call failed is dropped,
  * never handed to that call or to another one. A call to a server that is
  * unreachable, or that dies or drops the connection while the call is in
  * flight, fails with kind "ConnectionError" within the timeout. The library
  * never sends a request twice: a call that failed with ConnectionError may
  * or may not have run on the server, and never ran twice. Both sides survive
  * the other's death: the client reconnects by itself when a server comes
- * back on the same endpoint.
+ * back on the same endpoint. A client, too, assumes a hostile server: it
+ * queues at most PF_RPC_SEND_QUEUE messages per server that no call of its
+ * own waits for (replies to the server's requests, releases) while the
+ * server does not read them, and drops the rest; and it refuses a reply
+ * that would take too much memory to decode (PF_RPC_DECODE_FACTOR).
  *
  * Threads. Every entry point is thread-safe. Remote functions may be called
  * from any number of threads at once. A connection's sockets belong to one
@@ -70,8 +77,9 @@
  * no other thread does (so a lone caller's round trip crosses no thread of
  * this library), and otherwise sleeps until its reply is handed to it; a
  * housekeeping thread per connection follows it while nobody calls. A
- * server runs one I/O thread, which never blocks on a client, and its
- * workers (see "Fairness" at PFRPCServe). No user code runs while a lock
+ * server runs one I/O thread, which never blocks on a client and reads
+ * only the header of each message (a message is decoded by the worker
+ * that runs its call), and its workers (see "Fairness" at PFRPCServe). No user code runs while a lock
  * of this library is held.
  */
 #ifndef PACKEDFUNC_RPC_H_
@@ -111,9 +119,27 @@ extern "C" {
  * dropped). */
 #define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
 
+/* Decoding a message takes memory: about 24 bytes for each MessagePack
+ * item, more for each container. Either side refuses a message whose
+ * decoding would take more than PF_RPC_DECODE_FACTOR times its size plus
+ * PF_RPC_DECODE_SLACK bytes (a request with a ValueError reply, a reply
+ * by failing its call with a ValueError "rpc: a message of N bytes would
+ * take about M bytes to decode, ..."), so that a message of a few
+ * megabytes of empty containers cannot take gigabytes. Arrays of numbers
+ * of any size pass; many numbers cross best as a tensor or bytes. */
+#define PF_RPC_DECODE_FACTOR 64
+#define PF_RPC_DECODE_SLACK ((int64_t)16 << 20)
+
 /* The calls one client may have queued or running on a server at once,
  * unless told otherwise (PFRPCServerOptions.max_calls_per_client). */
 #define PF_RPC_DEFAULT_MAX_CALLS_PER_CLIENT 64
+
+/* The bytes of the calls of one client that wait in a server's queue for
+ * a worker, and of the calls of all clients together: a call beyond either
+ * is refused at once (see "Fairness" at PFRPCServe). One call always fits
+ * in a queue that is empty. */
+#define PF_RPC_QUEUED_BYTES_PER_CLIENT ((int64_t)64 << 20)
+#define PF_RPC_QUEUED_BYTES ((int64_t)1 << 30)
 
 /* The messages a server queues to one client (ZeroMQ's send high-water
  * mark) while the client does not read them; beyond it, messages to that
@@ -128,6 +154,12 @@ extern "C" {
 /* The functions of a server that one client may hold at once, unless told
  * otherwise (PFRPCServerOptions.max_exports_per_client). */
 #define PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT 1024
+
+/* The functions of a server that the clients at one network address (one
+ * peer, however many connections it opens) may hold together: this many
+ * times max_exports_per_client. A server has no limit across addresses, so
+ * that no peer can take the room of another. */
+#define PF_RPC_EXPORTS_PER_ADDRESS 16
 
 /* How long a server goes on holding the functions it passed to a client
  * that it cannot reach any more (see "Clients that go away" at
@@ -243,9 +275,11 @@ typedef void* PFRPCServerHandle;
 
 /* Receives the server's log lines: one line (without a newline) per
  * connection problem (a failed CURVE handshake, a malformed message that
- * could not be answered), never one per call. Called on the server's I/O
- * thread with no lock of this library held; the line is borrowed for the
- * call. */
+ * could not be answered), never one per call. Malformed messages get a
+ * line each for the first 10 of every 5 seconds, and the rest one line
+ * that counts them when those 5 seconds end. Called on one of the
+ * server's threads (its I/O thread or a worker) with no lock of this
+ * library held; the line is borrowed for the call. */
 typedef void (*PFRPCLogFunc)(void* user_data, const char* line);
 
 /* Options of a server. Zero-initialize, then set what you need; the strings
@@ -318,6 +352,13 @@ typedef struct {
  *     beyond it is refused at once, without running, with a RuntimeError
  *     "rpc: call refused: this client already has N calls queued or
  *     running on server E, its limit (max_calls_per_client); ...";
+ *     a call stops counting before its reply is sent, so a client that
+ *     sends its next call when a reply arrives is never refused;
+ *   - the calls of a client that wait for a worker hold at most
+ *     PF_RPC_QUEUED_BYTES_PER_CLIENT bytes, and those of all clients
+ *     PF_RPC_QUEUED_BYTES (a call always fits in a queue that is empty);
+ *     a call beyond it is refused at once with a RuntimeError "rpc: call
+ *     refused: a call of N bytes does not fit on server E: ...";
  *   - its calls hold at most max_workers_per_client workers at once (all of
  *     them by default); the rest of its calls wait in its queue;
  *   - at most max_callbacks_per_client threads of the server (num_workers -
@@ -327,11 +368,23 @@ typedef struct {
  *     usually becomes the call's error. So a client that never answers its
  *     callbacks holds at most that many workers, each for at most
  *     callback_timeout_ms, and the other workers keep serving the others;
+ *   - across all clients together, at most num_workers - 1 threads (1 with
+ *     a single worker) wait for callbacks at once; a callback beyond it
+ *     fails at once the same way ("rpc: callback refused: N callbacks into
+ *     clients already wait for their replies on server E, the most that
+ *     leaves a worker for other calls"), so that a few clients that do not
+ *     answer never hold every worker between them;
  *   - it holds at most max_exports_per_client functions of the server
  *     (PF_RPC_DEFAULT_MAX_EXPORTS_PER_CLIENT by default): a result or a
  *     callback argument that would pass one more fails with a RuntimeError
  *     "rpc: cannot pass a function to client ...: it already holds N
- *     functions of this server, its limit (max_exports_per_client); ...".
+ *     functions of this server, its limit (max_exports_per_client); ...";
+ *     and the clients at one network address (one peer, however many
+ *     connections it opens) hold at most PF_RPC_EXPORTS_PER_ADDRESS times
+ *     that together ("... the clients at its address A already hold N
+ *     functions of this server, their limit (PF_RPC_EXPORTS_PER_ADDRESS
+ *     times max_exports_per_client) ..."). There is no limit across
+ *     addresses, which a few peers could fill for everyone.
  * Calls nested inside a callback (a client's call made while it serves the
  * server's callback) run on the thread that waits for that callback and
  * count against none of these limits.
@@ -363,7 +416,10 @@ typedef struct {
  * PF_RPC_CLIENT_GONE_MS; the log says so. A client that reconnects within
  * that time (ZeroMQ reconnects by itself) keeps them; after it, calling
  * one fails with a RuntimeError saying that the function is no longer
- * valid.
+ * valid. A callback into a client whose connection drops fails within a
+ * fraction of a second with ConnectionError ("... the client is gone"),
+ * not at callback_timeout_ms, so the thread that waited for it goes back
+ * to work.
  *
  * Errors: NULL endpoint or out (TypeError); bad options (ValueError naming
  * the field); an endpoint that cannot be bound (RuntimeError with ZeroMQ's

@@ -2,8 +2,10 @@
 the tests on 127.0.0.1 (in this process, and `pf serve` processes)."""
 import os
 import re
+import signal
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -113,6 +115,39 @@ def test_remote_error_keeps_kind_and_server(remote, server):
     assert "index 7 is out of range" in str(info.value)
     text = "".join(__import__("traceback").format_exception(info.value))
     assert server.endpoint in text
+
+
+@pytest.mark.parametrize("kind", ["StopIteration", "StopAsyncIteration", "GeneratorExit"])
+def test_remote_control_flow_kinds_arrive_as_runtime_error(testlib, kind):
+    # A remote StopIteration would end map() silently: kinds that change
+    # control flow arrive as a RuntimeError naming the kind.
+    server = rpc.serve("tcp://127.0.0.1:*", expose=["testing.raise_error"], workers=1)
+    try:
+        with rpc.connect(server.endpoint, timeout=20) as mod:
+            fail = mod["testing.raise_error"]
+            with pytest.raises(RuntimeError, match=kind + r": no item after 3"):
+                list(map(lambda x: fail(kind, "no item after %d" % x), [3, 4]))
+    finally:
+        server.stop()
+
+
+def test_ctrl_c_interrupts_a_remote_call(server):
+    # The wait for a reply checks for signals, as a local call does:
+    # Ctrl-C arrives within a fraction of a second, not at the timeout.
+    _wake_sleepers.clear()
+    with rpc.connect(server.endpoint, timeout=8) as mod:
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                mod["pyrpc.sleep"](6)
+            took = time.monotonic() - t0
+        finally:
+            timer.cancel()
+            _wake_sleepers.set()
+        assert took < 3
+        assert mod["pyrpc.add"](40, 2) == 42  # the connection goes on
 
 
 def test_opaque_handle_cannot_cross(remote):

@@ -98,25 +98,39 @@ def kind_of(exc_type):
     return "RuntimeError"
 
 
+# Exception classes that change control flow where they are raised:
+# a StopIteration out of a function that map() or a generator calls ends the
+# iteration silently. An error of such a kind from C (or a remote server)
+# is a RuntimeError that names the kind; one that a Python callback raised
+# still comes back as the very object.
+_CONTROL_FLOW = (StopIteration, StopAsyncIteration)
+
+
+def _raisable(cls):
+    """Whether an error of C may be raised as an instance of cls."""
+    return issubclass(cls, Exception) and not issubclass(cls, _CONTROL_FLOW)
+
+
 def class_of(kind):
     """The exception class for an error kind: its registered class, else the
     built-in exception of that name; RuntimeError when unknown, or when that
-    class is not an Exception subclass."""
+    class is not an Exception subclass or changes control flow."""
     cls = _kind_to_class.get(kind) or _builtin_exception(kind)
-    return cls if cls is not None and issubclass(cls, Exception) else RuntimeError
+    return cls if cls is not None and _raisable(cls) else RuntimeError
 
 
 def _new_exception(kind, msg):
     """(A new exception for a C error, its message): of its kind's class
     (see class_of) with the message as its one argument. An unknown kind is
-    a RuntimeError; a kind that names a class outside Exception, or one
+    a RuntimeError; a kind that names a class outside Exception or one that
+    changes control flow (StopIteration, StopAsyncIteration), or one
     that cannot be made from a message alone (UnicodeDecodeError, a
     registered class that refuses), is a RuntimeError whose message names
     the kind."""
     cls = _kind_to_class.get(kind) or _builtin_exception(kind)
     if cls is None:
         return RuntimeError(msg), msg
-    if issubclass(cls, Exception):
+    if _raisable(cls):
         try:
             exc = cls(msg)
         except Exception:
