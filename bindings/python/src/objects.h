@@ -18,13 +18,17 @@
 /* An Object's fields that C reads (the rest are the package's slots). */
 typedef struct {
   PyObject_HEAD
-  unsigned long long handle; /* PFObjectHandle; 0 once released */
-  int code;                  /* the type code it passes to C with */
-  unsigned int type_index;   /* its PFObjectTypeIndex */
-  PyObject* loan;            /* what the collector was lent (see _holds), or NULL */
-  char* data;                /* the struct of a registered type's instance, else NULL */
-  int in_map;                /* 1 while the identity map holds it */
-  PyObject* weakrefs;        /* its weak references (ObjectBase's, for every subtype) */
+  unsigned long long handle;   /* PFObjectHandle; 0 once released */
+  int code;                    /* the type code it passes to C with */
+  unsigned int type_index;     /* its PFObjectTypeIndex */
+  PyObject* loan;              /* what the collector was lent (see _holds), or NULL */
+  char* data;                  /* the struct of a registered type's instance, else NULL */
+  int in_map;                  /* 1 while the identity map holds it */
+  PyObject* weakrefs;          /* its weak references (ObjectBase's, for every subtype) */
+  unsigned int pins;           /* operations in progress that took it (pf_object_pin) */
+  unsigned long long deferred; /* its handle, released by hand while pinned, until the last unpin */
+  PyThreadState* owner;        /* the thread whose call holds this instance (pf_instances_lock) */
+  unsigned int depth;          /* how many of that thread's calls hold it */
 } pf_cext_object;
 
 extern PyTypeObject pf_object_base_type;
@@ -40,6 +44,25 @@ extern PyTypeObject pf_method_type;
 int pf_object_traverse(PyObject* self, visitproc visit, void* arg);
 int pf_object_clear(PyObject* self);
 void pf_object_dealloc_as(PyObject* self, inquiry clear);
+
+/* An operation that took an Object (an ObjectBase) holds it until it ends,
+ * whatever user code runs meanwhile (a hook, __index__, another thread):
+ * it pins the Object before anything else runs, and unpins it at its end.
+ * A release while pinned (__del__ by hand) marks the Object released at
+ * once, and the last unpin releases its handle. Both with the GIL held. */
+static inline void pf_object_pin(PyObject* o) { ++((pf_cext_object*)o)->pins; }
+void pf_object_unpin(PyObject* o);
+
+/* A call that passes instances of registered types to C holds each of
+ * them for its thread while C runs: a method, or a field access from
+ * another thread, waits until it is done (object_type.h leaves that
+ * serialization to hosts). pf_instances_lock waits, with the GIL released,
+ * until no other thread holds any instance among objs[0 .. n) (all at
+ * once, so that two calls cannot each hold one that the other waits
+ * for), then holds them; objects of other types are skipped. A thread's
+ * own calls (a callback of the method) pass. Both need the GIL. */
+void pf_instances_lock(PyObject* const* objs, Py_ssize_t n);
+void pf_instances_unlock(PyObject* const* objs, Py_ssize_t n);
 
 /* The Python value of a PFValue of a plain type, str or bytes: 1 with
  * *out set (NULL with an exception on failure), or 0 for any other code,
