@@ -232,8 +232,9 @@ static int pf_int_field(PyObject* x, const char* name, long long lo, long long h
   return 0;
 }
 
-/* Object, DataType and Device arguments: 0 with the value and code set, or
- * -1 for the general path (a released Object, a value it refuses). */
+/* Object, DataType and Device arguments: 0 with the value and code set (1
+ * for an Object), or -1 for the general path (a released Object, a value
+ * it refuses). */
 static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code) {
   long long a, b, c;
   if ((PyObject*)t == pf_dtype_type) {
@@ -262,7 +263,7 @@ static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code)
     if (o->handle == 0) return -1;
     value->v_handle = (void*)(uintptr_t)o->handle;
     *code = o->code;
-    return 0;
+    return 1;
   }
   return -1;
 }
@@ -290,7 +291,7 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
   int codes[PF_CEXT_MAX_ARGS];
   PFByteArray arrays[PF_CEXT_MAX_ARGS];
   PyObject* capsules[PF_CEXT_MAX_ARGS]; /* of tensor arguments, NULL for others */
-  int tensors = 0;
+  int tensors = 0, kind;
   for (Py_ssize_t i = 0; i < total; ++i) {
     PyObject* x = args[i];
     PyTypeObject* t = Py_TYPE(x);
@@ -345,10 +346,10 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
       }
       if (rc == 0) return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       made->objects[made->n++] = values[i].v_handle;
-    } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
+    } else if ((kind = pf_field_arg(x, t, &values[i], &codes[i])) >= 0) {
       /* An Object, DataType or Device. An Object is held until the call
        * returns, whatever the conversions after it run. */
-      if (PyObject_TypeCheck(x, &pf_object_base_type)) {
+      if (kind == 1) {
         pf_object_pin(x);
         made->pinned[made->npinned++] = x;
       }
@@ -458,9 +459,7 @@ int pf_function_handle(PyObject* x, void** handle) {
   return 1;
 }
 
-Py_ssize_t pf_function_fill(PyObject* x) {
-  return PyObject_TypeCheck(x, &pf_function_type) ? ((PFCextFunction*)x)->fill : PY_SSIZE_T_MAX;
-}
+Py_ssize_t pf_function_fill(PyObject* x) { return ((PFCextFunction*)x)->fill; }
 
 /* adopt(cls, handle): a new instance of cls (a subclass of FunctionBase)
  * that takes over the reference `handle`. */

@@ -28,9 +28,9 @@ int pf_any_held(void);
  * released; else 0. Borrowed: valid while x lives. */
 int pf_function_handle(PyObject* x, void** handle);
 
-/* A Function's _fill (see FunctionBase): a positional call with fewer
- * arguments takes the signature's defaults; PY_SSIZE_T_MAX for anything
- * else, or before it is looked up. */
+/* The _fill of x, a Function (see FunctionBase): a positional call with
+ * fewer arguments takes the signature's defaults; PY_SSIZE_T_MAX before
+ * it is looked up. */
 Py_ssize_t pf_function_fill(PyObject* x);
 
 /* ---- containers.c ---- */

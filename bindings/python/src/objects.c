@@ -193,9 +193,7 @@ static void pf_object_release(pf_cext_object* o) {
   pf_object_drop(o, handle);
 }
 
-void pf_object_unpin(PyObject* self) {
-  pf_cext_object* o = (pf_cext_object*)self;
-  if (--o->pins != 0 || o->deferred == 0) return;
+void pf_object_release_deferred(pf_cext_object* o) {
   unsigned long long handle = o->deferred;
   o->deferred = 0;
   if (!pf_exiting) pf_object_drop(o, handle);
@@ -215,21 +213,7 @@ static pthread_cond_t pf_hold_cv = PTHREAD_COND_INITIALIZER;
 static unsigned long pf_hold_gen;    /* under pf_hold_mu */
 static unsigned int pf_hold_waiters; /* with the GIL */
 
-static int pf_is_instance(PyObject* x) {
-  return PyObject_TypeCheck(x, &pf_object_base_type) &&
-         ((pf_cext_object*)x)->type_index >= kPFObjectTypeRegisteredBegin;
-}
-
-static int pf_held_elsewhere(PyObject* const* objs, Py_ssize_t n, const PyThreadState* me) {
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    const pf_cext_object* o = (const pf_cext_object*)objs[i];
-    if (pf_is_instance(objs[i]) && o->owner != NULL && o->owner != me) return 1;
-  }
-  return 0;
-}
-
-void pf_instances_lock(PyObject* const* objs, Py_ssize_t n) {
-  PyThreadState* me = PyThreadState_Get();
+void pf_instances_wait(PyObject* const* objs, Py_ssize_t n, const PyThreadState* me) {
   while (pf_held_elsewhere(objs, n, me)) {
     pthread_mutex_lock(&pf_hold_mu);
     unsigned long gen = pf_hold_gen;
@@ -242,30 +226,14 @@ void pf_instances_lock(PyObject* const* objs, Py_ssize_t n) {
     PyEval_RestoreThread(ts);
     --pf_hold_waiters;
   }
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (!pf_is_instance(objs[i])) continue;
-    pf_cext_object* o = (pf_cext_object*)objs[i];
-    o->owner = me;
-    ++o->depth;
-  }
 }
 
-void pf_instances_unlock(PyObject* const* objs, Py_ssize_t n) {
-  int freed = 0;
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (!pf_is_instance(objs[i])) continue;
-    pf_cext_object* o = (pf_cext_object*)objs[i];
-    if (--o->depth == 0) {
-      o->owner = NULL;
-      freed = 1;
-    }
-  }
-  if (freed && pf_hold_waiters != 0) {
-    pthread_mutex_lock(&pf_hold_mu);
-    ++pf_hold_gen;
-    pthread_cond_broadcast(&pf_hold_cv);
-    pthread_mutex_unlock(&pf_hold_mu);
-  }
+void pf_instances_wake(void) {
+  if (pf_hold_waiters == 0) return;
+  pthread_mutex_lock(&pf_hold_mu);
+  ++pf_hold_gen;
+  pthread_cond_broadcast(&pf_hold_cv);
+  pthread_mutex_unlock(&pf_hold_mu);
 }
 
 static void pf_object_finalize(PyObject* self) { pf_object_release((pf_cext_object*)self); }
@@ -566,22 +534,29 @@ static PyObject* pf_object_track_type(PyObject* unused, PyObject* arg) {
 /* _lock_instances(objects) and _unlock_instances(objects): the package's
  * general call path holds the instances among its arguments as the fast
  * path does (pf_instances_lock). `objects` is a list. */
+/* 0 when `arg` is a list of Objects; else -1 with a TypeError. */
+static int pf_check_objects(PyObject* arg) {
+  if (PyList_CheckExact(arg)) {
+    Py_ssize_t i = 0;
+    while (i < PyList_GET_SIZE(arg) &&
+           PyObject_TypeCheck(PyList_GET_ITEM(arg, i), &pf_object_base_type))
+      ++i;
+    if (i == PyList_GET_SIZE(arg)) return 0;
+  }
+  PyErr_SetString(PyExc_TypeError, "_cext.ObjectBase: a list of Objects is needed");
+  return -1;
+}
+
 static PyObject* pf_object_lock_instances(PyObject* unused, PyObject* arg) {
   (void)unused;
-  if (!PyList_CheckExact(arg)) {
-    PyErr_SetString(PyExc_TypeError, "_cext.ObjectBase._lock_instances takes a list");
-    return NULL;
-  }
+  if (pf_check_objects(arg) != 0) return NULL;
   pf_instances_lock(PySequence_Fast_ITEMS(arg), PyList_GET_SIZE(arg));
   Py_RETURN_NONE;
 }
 
 static PyObject* pf_object_unlock_instances(PyObject* unused, PyObject* arg) {
   (void)unused;
-  if (!PyList_CheckExact(arg)) {
-    PyErr_SetString(PyExc_TypeError, "_cext.ObjectBase._unlock_instances takes a list");
-    return NULL;
-  }
+  if (pf_check_objects(arg) != 0) return NULL;
   pf_instances_unlock(PySequence_Fast_ITEMS(arg), PyList_GET_SIZE(arg));
   Py_RETURN_NONE;
 }
@@ -1056,15 +1031,9 @@ static PyObject* pf_method_new(PyTypeObject* type, PyObject* args, PyObject* kwa
   if (!PyArg_ParseTuple(args, "OO!UUOOp:Method", &func, &PyType_Type, &owner, &name, &qualname,
                         &doc, &signature, &discard))
     return NULL;
-  if (!PyCallable_Check(func)) {
-    PyErr_SetString(PyExc_TypeError, "_cext.Method: func must be callable");
-    return NULL;
-  }
-  PyObject* h = PyObject_GetAttrString(func, "_handle");
-  void* fhandle = h == NULL ? NULL : PyLong_AsVoidPtr(h);
-  Py_XDECREF(h);
-  if (fhandle == NULL) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cext.Method: a released Function");
+  void* fhandle = NULL;
+  if (!pf_function_handle(func, &fhandle)) {
+    PyErr_SetString(PyExc_TypeError, "_cext.Method: func must be a Function, not released");
     return NULL;
   }
   if (pf_oapi->FuncRetain(fhandle) != 0) return pf_raise_last();

@@ -51,7 +51,11 @@ void pf_object_dealloc_as(PyObject* self, inquiry clear);
  * A release while pinned (__del__ by hand) marks the Object released at
  * once, and the last unpin releases its handle. Both with the GIL held. */
 static inline void pf_object_pin(PyObject* o) { ++((pf_cext_object*)o)->pins; }
-void pf_object_unpin(PyObject* o);
+void pf_object_release_deferred(pf_cext_object* o);
+static inline void pf_object_unpin(PyObject* self) {
+  pf_cext_object* o = (pf_cext_object*)self;
+  if (--o->pins == 0 && o->deferred != 0) pf_object_release_deferred(o);
+}
 
 /* A call that passes instances of registered types to C holds each of
  * them for its thread while C runs: a method, or a field access from
@@ -59,10 +63,49 @@ void pf_object_unpin(PyObject* o);
  * serialization to hosts). pf_instances_lock waits, with the GIL released,
  * until no other thread holds any instance among objs[0 .. n) (all at
  * once, so that two calls cannot each hold one that the other waits
- * for), then holds them; objects of other types are skipped. A thread's
- * own calls (a callback of the method) pass. Both need the GIL. */
-void pf_instances_lock(PyObject* const* objs, Py_ssize_t n);
-void pf_instances_unlock(PyObject* const* objs, Py_ssize_t n);
+ * for), then holds them; Objects of other types are skipped. A thread's
+ * own calls (a callback of the method) pass. objs are Objects (ObjectBase
+ * or a subtype); both need the GIL. Inline: every method call holds its
+ * instance, and the common case is a few loads and stores. */
+static inline int pf_is_instance(const pf_cext_object* o) {
+  return o->type_index >= kPFObjectTypeRegisteredBegin;
+}
+
+static inline int pf_held_elsewhere(PyObject* const* objs, Py_ssize_t n, const PyThreadState* me) {
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const pf_cext_object* o = (const pf_cext_object*)objs[i];
+    if (pf_is_instance(o) && o->owner != NULL && o->owner != me) return 1;
+  }
+  return 0;
+}
+
+/* Waits until pf_held_elsewhere is false (out of line: the rare case). */
+void pf_instances_wait(PyObject* const* objs, Py_ssize_t n, const PyThreadState* me);
+/* Wakes the waiters, if any (after an instance was let go). */
+void pf_instances_wake(void);
+
+static inline void pf_instances_lock(PyObject* const* objs, Py_ssize_t n) {
+  PyThreadState* me = PyThreadState_Get();
+  if (pf_held_elsewhere(objs, n, me)) pf_instances_wait(objs, n, me);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    pf_cext_object* o = (pf_cext_object*)objs[i];
+    if (!pf_is_instance(o)) continue;
+    o->owner = me;
+    ++o->depth;
+  }
+}
+
+static inline void pf_instances_unlock(PyObject* const* objs, Py_ssize_t n) {
+  int freed = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    pf_cext_object* o = (pf_cext_object*)objs[i];
+    if (pf_is_instance(o) && --o->depth == 0) {
+      o->owner = NULL;
+      freed = 1;
+    }
+  }
+  if (freed) pf_instances_wake();
+}
 
 /* The Python value of a PFValue of a plain type, str or bytes: 1 with
  * *out set (NULL with an exception on failure), or 0 for any other code,
