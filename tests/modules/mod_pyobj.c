@@ -402,14 +402,12 @@ static const PFMethodDesc k_dog_methods[] = {
     PF_METHOD_TYPED("learn", dog_learn, "int64(self: obj<pyt.Dog>, n: int64 = 1)", NULL),
     PF_METHOD_TYPED("watch", dog_watch, "int64(self: obj<pyt.Dog>, ms: int64)", NULL),
 };
-static const PFObjectTypeDesc k_dog = {PF_OBJECT_TYPE_DESC_ABI,
-                                       "pyt.Dog",
-                                       NULL,
-                                       sizeof(Dog),
-                                       dog_fin,
-                                       NULL,
-                                       k_dog_fields,
-                                       PF_COUNTOF(k_dog_fields),
-                                       k_dog_methods,
-                                       PF_COUNTOF(k_dog_methods)};
+static const PFObjectTypeDesc k_dog = {.abi = PF_OBJECT_TYPE_DESC_ABI,
+                                       .key = "pyt.Dog",
+                                       .instance_size = sizeof(Dog),
+                                       .finalizer = dog_fin,
+                                       .fields = k_dog_fields,
+                                       .num_fields = PF_COUNTOF(k_dog_fields),
+                                       .methods = k_dog_methods,
+                                       .num_methods = PF_COUNTOF(k_dog_methods)};
 PF_REGISTER_OBJECT_TYPE(k_dog);
