@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include "packedfunc/c_api.h"
 
@@ -381,3 +383,74 @@ static PFObjectHandle echo_object(PFObjectHandle o) {
   return o;
 }
 PF_REGISTER_TYPED("pyt.echo", echo_object, "object(object)");
+
+/* ---- pyt.Dog: defaults, hand releases while a call converts, a method
+ * that reads a str field while another thread writes it ---- */
+
+typedef struct {
+  int64_t age;
+  int64_t tricks;
+  char* name;
+} Dog;
+
+static atomic_llong g_dog_fins;     /* Dogs finalized */
+static atomic_llong g_dog_watching; /* watch() calls that have read the name */
+
+static void dog_fin(void* data) {
+  (void)data;
+  atomic_fetch_add(&g_dog_fins, 1);
+}
+
+static void dog_init(PFObjectHandle self, int64_t age) { ((Dog*)data_of(self))->age = age; }
+
+/* Adds n tricks; returns them, plus 1000 per Dog finalized so far (so that
+ * a caller sees whether this one was freed before it ran). */
+static int64_t dog_learn(PFObjectHandle self, int64_t n) {
+  Dog* d = data_of(self);
+  d->tricks += n;
+  return d->tricks + 1000 * atomic_load(&g_dog_fins);
+}
+
+/* Reads the name, then for up to `ms` milliseconds watches whether another
+ * thread replaces it, and reads what it read again (freed memory if it was
+ * replaced). Its length, or -1 when the name changed while it ran. */
+static int64_t dog_watch(PFObjectHandle self, int64_t ms) {
+  Dog* d = data_of(self);
+  const char* seen = __atomic_load_n(&d->name, __ATOMIC_ACQUIRE);
+  size_t len = seen != NULL ? strlen(seen) : 0;
+  atomic_fetch_add(&g_dog_watching, 1);
+  int changed = 0;
+  for (int64_t i = 0; i < ms && !changed; ++i) {
+    struct timespec t = {0, 1000000};
+    nanosleep(&t, NULL);
+    changed = __atomic_load_n(&d->name, __ATOMIC_ACQUIRE) != seen;
+  }
+  size_t again = seen != NULL ? strlen(seen) : 0;
+  return changed || again != len ? -1 : (int64_t)len;
+}
+
+static int64_t dog_fins(void) { return atomic_load(&g_dog_fins); }
+static int64_t dog_watching(void) { return atomic_load(&g_dog_watching); }
+PF_REGISTER_TYPED("pyt.dog_fins", dog_fins, "int64()");
+PF_REGISTER_TYPED("pyt.dog_watching", dog_watching, "int64()");
+PF_REGISTER_TYPED("pyt.dog_learn", dog_learn, "int64(dog: obj<pyt.Dog>, n: int64)");
+
+static const PFFieldDesc k_dog_fields[] = {
+    PF_FIELD(Dog, age, "int64", W, NULL),
+    PF_FIELD(Dog, tricks, "int64", W, NULL),
+    PF_FIELD(Dog, name, "str", W, NULL),
+};
+static const PFMethodDesc k_dog_methods[] = {
+    PF_METHOD_TYPED("__init__", dog_init, "void(self: obj<pyt.Dog>, age: int64 = 3)", NULL),
+    PF_METHOD_TYPED("learn", dog_learn, "int64(self: obj<pyt.Dog>, n: int64 = 1)", NULL),
+    PF_METHOD_TYPED("watch", dog_watch, "int64(self: obj<pyt.Dog>, ms: int64)", NULL),
+};
+static const PFObjectTypeDesc k_dog = {.abi = PF_OBJECT_TYPE_DESC_ABI,
+                                       .key = "pyt.Dog",
+                                       .instance_size = sizeof(Dog),
+                                       .finalizer = dog_fin,
+                                       .fields = k_dog_fields,
+                                       .num_fields = PF_COUNTOF(k_dog_fields),
+                                       .methods = k_dog_methods,
+                                       .num_methods = PF_COUNTOF(k_dog_methods)};
+PF_REGISTER_OBJECT_TYPE(k_dog);

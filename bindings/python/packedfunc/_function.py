@@ -33,6 +33,7 @@ from ._ffi import (PFFuncCall, PFFuncCallFrame, PFFuncCallKw, PFFuncFree, PFFunc
                    PFFuncRetain, PFFuncSetInfo)
 from ._backend import cext as _cext
 from ._library import state as _state
+from ._object import lock_instances, unlock_instances
 from ._types import Device
 
 byref = ctypes.byref
@@ -365,7 +366,8 @@ def _call_general(func, args, plan):
             pack_args(args, fr, keep, tensors)
             for i in range(0, len(tensors), 2):
                 tensors_in_flight[tensors[i]] = tensors[i + 1]
-            if PFFuncCall(func._hb, fr.args, fr.type_codes, n, fr.ret_val, fr.ret_type_code):
+            if _c_call(keep, PFFuncCall, func._hb, fr.args, fr.type_codes, n, fr.ret_val,
+                       fr.ret_type_code):
                 _call_failed(func)
             v, c = _ret_unpack(mv, 0)
             if c == _INT:
@@ -384,6 +386,20 @@ def _call_general(func, args, plan):
     except BaseException as exc:
         _for_caller(exc)
         raise
+
+
+def _c_call(keep, entry, *args):
+    """entry(*args), a call into C, holding for this thread the instances
+    of registered types among what the call took (`keep`: see
+    _holds.Held) while C runs."""
+    instances = _holds.instances_in(keep)
+    if not instances:
+        return entry(*args)
+    lock_instances(instances)
+    try:
+        return entry(*args)
+    finally:
+        unlock_instances(instances)
 
 
 # Function._fill before the signature is looked up: every positional call
@@ -513,9 +529,9 @@ def _call_kw(func, args, kwargs):
             except IndexError:
                 names_type = ctypes.c_char_p * nkw
             # func._hb is None once released: a NULL function, which C refuses.
-            if PFFuncCallKw(func._hb, fr.args, fr.type_codes, n, names_type(*names),
-                            byref(fr.buf, _VALS_OFF + 8 * n), byref(fr.buf, codes_off + 4 * n),
-                            nkw, fr.ret_val, fr.ret_type_code):
+            if _c_call(keep, PFFuncCallKw, func._hb, fr.args, fr.type_codes, n,
+                       names_type(*names), byref(fr.buf, _VALS_OFF + 8 * n),
+                       byref(fr.buf, codes_off + 4 * n), nkw, fr.ret_val, fr.ret_type_code):
                 _call_failed(func)
             v, c = _ret_unpack(mv, 0)
             if c == _INT:
@@ -576,7 +592,9 @@ Function.__signature__ = _PerInstance(_function_signature, None)
 # ---- conversions ------------------------------------------------------------
 
 def _encode(x, pos, keep):
-    return FUNC, live_handle(x, pos)
+    raw = live_handle(x, pos)
+    keep.append(_holds.Held(x._handle))  # until the call ends (see Held)
+    return FUNC, raw
 
 
 def _decode_function(mem, off, borrowed, copies):

@@ -59,7 +59,8 @@ import weakref
 
 from ._backend import cext as _cext
 from ._errors import check_call
-from ._ffi import PFErrorClear, PFHostGateCreate, PFObjectFindOwnedHosts
+from ._ffi import (PFErrorClear, PFHostGateCreate, PFObjectFindOwnedHosts, PFObjectFree,
+                   PFObjectRetain)
 from ._library import state
 
 c_void_p, c_int64, byref = ctypes.c_void_p, ctypes.c_int64, ctypes.byref
@@ -213,6 +214,37 @@ class _Loan:
 
 
 Loan = _cext.Loan if _cext else _Loan
+
+
+# ---------------------------------------------------------------------------
+# What an operation holds
+# ---------------------------------------------------------------------------
+
+class Held:
+    """A reference of an operation's own to an object that it took (a
+    Function's or an Object's handle), so that user code that runs
+    before the operation ends (a conversion's hook, ``__index__``,
+    another thread) cannot free it by releasing the Python wrapper by
+    hand: the operation keeps it in its `keep` list until it ends.
+    `instance`: the wrapper when it is an instance of a registered type,
+    which the call holds for its thread (see lock_instances)."""
+
+    __slots__ = ("handle", "instance")
+
+    def __init__(self, handle, instance=None):
+        self.handle, self.instance = 0, instance
+        check_call(PFObjectRetain(handle))
+        self.handle = handle
+
+    def __del__(self):
+        if self.handle and not state.shutting_down:
+            PFObjectFree(self.handle)
+
+
+def instances_in(keep):
+    """The instances of registered types among the objects that an
+    operation holds (see Held), for lock_instances."""
+    return [k.instance for k in keep if type(k) is Held and k.instance is not None]
 
 
 # ---------------------------------------------------------------------------

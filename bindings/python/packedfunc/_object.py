@@ -23,6 +23,7 @@ took the capsule over.
 import atexit
 import ctypes
 import sys
+import threading
 import types
 
 from . import _signature
@@ -31,8 +32,9 @@ from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle
                        tensors_in_flight, what)
 from ._backend import cext as _cext
 from ._errors import check_call
-from ._holds import give_back
-from ._ffi import (PF_GET_API_BASE_ADDRESS, PFObjectFree, PFTensorCreateFromDLPack,
+from ._holds import Held, give_back
+from ._ffi import (OBJECT_TYPE_REGISTERED_BEGIN, PF_GET_API_BASE_ADDRESS, PFObjectFree,
+                   PFTensorCreateFromDLPack,
                    PFTensorCreateFromDLPackVersioned, PFTensorGetDLTensor, PFTensorIsReadOnly,
                    PFTensorToDLPack, PFTensorToDLPackVersioned, PyCapsule_GetPointer, PyErr_Occurred,
                    PyCapsule_GetPointerAt, PyCapsule_IsValid, PyCapsule_IsValidAt, PyCapsule_New,
@@ -130,6 +132,51 @@ class Object(_cext.ObjectBase if _cext else object):
 
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
+
+
+# The binding's own state of an Object, read through its base class's
+# descriptors, never by attribute lookup: a registered type's fields and
+# methods may have any name (a field "_handle" or "type_index"), and
+# shadow these in its class.
+_STATE = (_cext.ObjectBase if _cext else Object).__dict__
+handle_of = _STATE["_handle"].__get__
+code_of = _STATE["_code"].__get__
+type_index_of = _STATE["type_index"].__get__
+data_of = _STATE["_data"].__get__
+
+
+if _cext:
+    lock_instances = _cext.ObjectBase._lock_instances
+    unlock_instances = _cext.ObjectBase._unlock_instances
+else:
+    # With ctypes: id(wrapper) -> [thread ident, depth] of the thread whose
+    # call holds it (as objects.c's pf_instances_lock). The condition's
+    # lock is held only over the table, never while user code runs.
+    _owners = {}
+    _owners_changed = threading.Condition(threading.Lock())
+
+    def lock_instances(objs):
+        """Waits until no other thread's call holds any of the instances
+        `objs` (a list), then holds them all for this thread."""
+        me = threading.get_ident()
+        with _owners_changed:
+            while any(o is not None and o[0] != me for o in map(_owners.get, map(id, objs))):
+                _owners_changed.wait()
+            for x in objs:
+                o = _owners.get(id(x))
+                if o is None:
+                    _owners[id(x)] = [me, 1]
+                else:
+                    o[1] += 1
+
+    def unlock_instances(objs):
+        with _owners_changed:
+            for x in objs:
+                o = _owners[id(x)]
+                o[1] -= 1
+                if not o[1]:
+                    del _owners[id(x)]
+            _owners_changed.notify_all()
 
 
 #: What _object_types sets with ctypes: new(cls, args, kwargs), an instance
@@ -601,7 +648,11 @@ def _tensor_annotation(result):
 # ---------------------------------------------------------------------------
 
 def encode_object(x, pos, keep):
-    return x._code, live_handle(x, pos)
+    handle = handle_of(x)
+    if not handle:
+        live_handle(x, pos)  # raises: the object was released
+    keep.append(Held(handle, x if type_index_of(x) >= OBJECT_TYPE_REGISTERED_BEGIN else None))
+    return code_of(x), P.pack(handle)
 
 
 def _encode_tensor(x, pos, keep):

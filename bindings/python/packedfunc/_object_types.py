@@ -40,10 +40,11 @@ from ._ffi import (FIELD_WRITABLE, METHOD_STATIC, OBJECT_TYPE_REGISTERED_BEGIN, 
                    PFObjectRetain, PFObjectSetField, PFObjectTypeFind, PFObjectTypeGetConstructor,
                    PFObjectTypeGetInfo, PFObjectTypeGetMethod)
 from ._function import Function, _call_failed
-from ._holds import refs_may_change, track
+from ._holds import Held, refs_may_change, track
 from ._library import LIB_PATH, OBJECT_TYPES
 from ._mirrors import PFFieldInfo, PFMethodInfo, PFObjectTypeInfo
-from ._object import Object, from_dlpack, hooks as _object_hooks
+from ._object import (Object, data_of, from_dlpack, handle_of, hooks as _object_hooks,
+                      lock_instances, unlock_instances)
 from ._types import Device
 
 c_void_p, c_uint32, byref = ctypes.c_void_p, ctypes.c_uint32, ctypes.byref
@@ -485,7 +486,7 @@ class _Field:
     def _check(self, obj):
         if not isinstance(obj, self.__objclass__):
             raise _no_apply(self.__name__, self.__objclass__, obj)
-        if not obj._data:
+        if not data_of(obj):
             raise ValueError("packedfunc: the %s was released" % type(obj).__name__)
 
     def __get__(self, obj, owner=None):
@@ -494,15 +495,21 @@ class _Field:
         try:
             self._check(obj)
             if self._unpack is not None:
-                return self._unpack(MEMORY, obj._data + self._offset)[0]
+                return self._unpack(MEMORY, data_of(obj) + self._offset)[0]
             buf = _scratch()
-            with _field_lock:
-                check_call(PFObjectGetField(obj._handle, self._address, buf, byref(buf, 8)))
-                code = _CODE.unpack_from(buf, 8)[0]
-                if code not in (FUNC, MODULE, OBJECT):
-                    return decode(buf, 0, code)  # copied out under the lock
-                check_call(PFObjectRetain(P.unpack_from(buf, 0)[0]))
-                raw = bytes(buf)
+            instance = [obj]
+            lock_instances(instance)  # not while a call of another thread holds it
+            try:
+                with _field_lock:
+                    check_call(PFObjectGetField(handle_of(obj), self._address, buf,
+                                                byref(buf, 8)))
+                    code = _CODE.unpack_from(buf, 8)[0]
+                    if code not in (FUNC, MODULE, OBJECT):
+                        return decode(buf, 0, code)  # copied out under the lock
+                    check_call(PFObjectRetain(P.unpack_from(buf, 0)[0]))
+                    raw = bytes(buf)
+            finally:
+                unlock_instances(instance)
             return decode(raw, 0, code)  # owns the reference taken above
         except BaseException as exc:
             for_caller(exc)
@@ -511,20 +518,28 @@ class _Field:
     def __set__(self, obj, value):
         try:
             self._check(obj)
+            # The write holds the instance from here on: the value's
+            # conversion may run user code that releases it.
+            held = Held(handle_of(obj))
             code, bits, keep = NULL, 0, None
             if self.writable:  # else C refuses it, whatever the value
                 code, bits, keep = _encode_field(value, self._what, self.type)
-            handle, old = obj._handle, None
+            handle, old = held.handle, None
             buf = _scratch()
-            with _field_lock:
-                if self._refs and self.writable:
-                    if PFObjectGetField(handle, self._address, buf, byref(buf, 8)) == 0:
-                        if _CODE.unpack_from(buf, 8)[0] != NULL:
-                            old = P.unpack_from(buf, 0)[0]
-                            PFObjectRetain(old)
-                rc = PFObjectSetField(handle, self._address, bits, code)
-                err = last_error() if rc else None
-            del keep
+            instance = [obj]
+            lock_instances(instance)  # not while a call of another thread holds it
+            try:
+                with _field_lock:
+                    if self._refs and self.writable:
+                        if PFObjectGetField(handle, self._address, buf, byref(buf, 8)) == 0:
+                            if _CODE.unpack_from(buf, 8)[0] != NULL:
+                                old = P.unpack_from(buf, 0)[0]
+                                PFObjectRetain(old)
+                    rc = PFObjectSetField(handle, self._address, bits, code)
+                    err = last_error() if rc else None
+            finally:
+                unlock_instances(instance)
+            del keep, held
             if old is not None:
                 PFObjectFree(old)  # without the GIL: it may be the last reference
             if err is not None:

@@ -275,8 +275,9 @@ static int pf_int_field(PyObject* x, const char* name, long long lo, long long h
   return 0;
 }
 
-/* Object, DataType and Device arguments: 0 with the value and code set, or
- * -1 for the general path (a released Object, a value it refuses). */
+/* Object, DataType and Device arguments: 0 with the value and code set (1
+ * for an Object), or -1 for the general path (a released Object, a value
+ * it refuses). */
 static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code) {
   long long a, b, c;
   if ((PyObject*)t == pf_dtype_type) {
@@ -305,16 +306,19 @@ static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code)
     if (o->handle == 0) return -1;
     value->v_handle = (void*)(uintptr_t)o->handle;
     *code = o->code;
-    return 0;
+    return 1;
   }
   return -1;
 }
 
 /* The C objects that a call made of its list, tuple and dict arguments,
- * released when it returns. */
+ * released when it returns; and the Objects it took, pinned until it
+ * returns (pf_object_pin). */
 typedef struct {
   void* objects[PF_CEXT_MAX_ARGS];
   int n;
+  PyObject* pinned[PF_CEXT_MAX_ARGS];
+  int npinned;
 } pf_made;
 
 static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
@@ -330,7 +334,7 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
   int codes[PF_CEXT_MAX_ARGS];
   PFByteArray arrays[PF_CEXT_MAX_ARGS];
   PyObject* capsules[PF_CEXT_MAX_ARGS]; /* of tensor arguments, NULL for others */
-  int tensors = 0;
+  int tensors = 0, kind;
   for (Py_ssize_t i = 0; i < total; ++i) {
     PyObject* x = args[i];
     PyTypeObject* t = Py_TYPE(x);
@@ -385,8 +389,13 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
       }
       if (rc == 0) return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
       made->objects[made->n++] = values[i].v_handle;
-    } else if (pf_field_arg(x, t, &values[i], &codes[i]) == 0) {
-      /* An Object, DataType or Device. */
+    } else if ((kind = pf_field_arg(x, t, &values[i], &codes[i])) >= 0) {
+      /* An Object, DataType or Device. An Object is held until the call
+       * returns, whatever the conversions after it run. */
+      if (kind == 1) {
+        pf_object_pin(x);
+        made->pinned[made->npinned++] = x;
+      }
     } else if (pf_tensor_types != NULL && PySet_Contains(pf_tensor_types, (PyObject*)t) == 1) {
       capsules[tensors] = pf_dlpack_export(x);
       if (capsules[tensors] == NULL) {
@@ -418,6 +427,7 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
   void* handle = (void*)(uintptr_t)f->handle;
   /* Other Python threads run, and C threads can call back in, while the
    * callee runs. The arguments stay alive: the caller holds them. */
+  if (made->npinned) pf_instances_lock(made->pinned, made->npinned);
   PyThreadState* outer = pf_released;
   PyThreadState* ts = PyEval_SaveThread();
   pf_released = ts;
@@ -426,6 +436,7 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
                                      (int)nkw, &ret, &ret_code);
   pf_released = outer;
   PyEval_RestoreThread(ts);
+  if (made->npinned) pf_instances_unlock(made->pinned, made->npinned);
   PyObject* out;
   if (rc != 0) {
     out = PyObject_CallOneArg(pf_hook_call_failed, self);
@@ -447,10 +458,12 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
                                         PyObject* kwnames) {
   pf_made made;
   made.n = 0;
+  made.npinned = 0;
   PyObject* out = pf_function_call(self, args, nargsf, kwnames, &made);
   /* The callee took references of its own to what it kept; ours hold
    * nothing that only they keep alive (the items are the arguments'). */
   for (int i = 0; i < made.n; ++i) pf_api->ObjectFree(made.objects[i]);
+  for (int i = 0; i < made.npinned; ++i) pf_object_unpin(made.pinned[i]);
   return out;
 }
 
@@ -488,6 +501,8 @@ int pf_function_handle(PyObject* x, void** handle) {
   *handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
   return 1;
 }
+
+Py_ssize_t pf_function_fill(PyObject* x) { return ((PFCextFunction*)x)->fill; }
 
 /* adopt(cls, handle): a new instance of cls (a subclass of FunctionBase)
  * that takes over the reference `handle`. */

@@ -28,6 +28,11 @@ int pf_any_held(void);
  * released; else 0. Borrowed: valid while x lives. */
 int pf_function_handle(PyObject* x, void** handle);
 
+/* The _fill of x, a Function (see FunctionBase): a positional call with
+ * fewer arguments takes the signature's defaults; PY_SSIZE_T_MAX before
+ * it is looked up. */
+Py_ssize_t pf_function_fill(PyObject* x);
+
 /* ---- containers.c ---- */
 
 /* The compiled bases of the container classes (Array, Map, List, Dict),

@@ -24,10 +24,11 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "objects.h"
+#include "cext.h"
 #include "packedfunc/c_api.h"
 
 /* The API version whose slots this file uses (registered object types: 9). */
@@ -158,17 +159,11 @@ static void pf_forget(pf_cext_object* o, unsigned long long handle) {
   pf_live_remove((void*)(uintptr_t)handle, (PyObject*)o);
 }
 
-/* Releases the handle once (nothing after the exit handler ran), then
- * gives back what the collector was lent for it. Keeps the caller's
- * exception. */
-static void pf_object_release(pf_cext_object* o) {
-  unsigned long long handle = o->handle;
-  if (handle == 0 || pf_exiting) return;
+/* Releases the handle, then gives back what the collector was lent for
+ * it. Keeps the caller's exception. */
+static void pf_object_drop(pf_cext_object* o, unsigned long long handle) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  o->handle = 0;
-  o->data = NULL;
-  pf_forget(o, handle);
   pf_free_released((void*)(uintptr_t)handle);
   /* After the release: the holds that it destroyed are dropped, the
    * others go back to C (as _holds.give_back). */
@@ -181,6 +176,64 @@ static void pf_object_release(pf_cext_object* o) {
     Py_DECREF(loan);
   }
   PyErr_Restore(type, value, tb);
+}
+
+/* Releases the handle once (nothing after the exit handler ran): at once,
+ * or, while an operation holds the Object (pinned), at its end. */
+static void pf_object_release(pf_cext_object* o) {
+  unsigned long long handle = o->handle;
+  if (handle == 0 || pf_exiting) return;
+  o->handle = 0;
+  o->data = NULL;
+  pf_forget(o, handle);
+  if (o->pins != 0) {
+    o->deferred = handle;
+    return;
+  }
+  pf_object_drop(o, handle);
+}
+
+void pf_object_release_deferred(pf_cext_object* o) {
+  unsigned long long handle = o->deferred;
+  o->deferred = 0;
+  if (!pf_exiting) pf_object_drop(o, handle);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Holding instances for a thread's call                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A thread that waits sleeps on one condition for all instances: each
+ * release that a waiter may be waiting for advances the generation. The
+ * owners and the count of waiters change only with the GIL held; the
+ * mutex is held for no more than a read or a wake-up, never with user
+ * code, and never while waiting for the GIL. */
+static pthread_mutex_t pf_hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pf_hold_cv = PTHREAD_COND_INITIALIZER;
+static unsigned long pf_hold_gen;    /* under pf_hold_mu */
+static unsigned int pf_hold_waiters; /* with the GIL */
+
+void pf_instances_wait(PyObject* const* objs, Py_ssize_t n, const PyThreadState* me) {
+  while (pf_held_elsewhere(objs, n, me)) {
+    pthread_mutex_lock(&pf_hold_mu);
+    unsigned long gen = pf_hold_gen;
+    pthread_mutex_unlock(&pf_hold_mu);
+    ++pf_hold_waiters;
+    PyThreadState* ts = PyEval_SaveThread();
+    pthread_mutex_lock(&pf_hold_mu);
+    while (pf_hold_gen == gen) pthread_cond_wait(&pf_hold_cv, &pf_hold_mu);
+    pthread_mutex_unlock(&pf_hold_mu);
+    PyEval_RestoreThread(ts);
+    --pf_hold_waiters;
+  }
+}
+
+void pf_instances_wake(void) {
+  if (pf_hold_waiters == 0) return;
+  pthread_mutex_lock(&pf_hold_mu);
+  ++pf_hold_gen;
+  pthread_cond_broadcast(&pf_hold_cv);
+  pthread_mutex_unlock(&pf_hold_mu);
 }
 
 static void pf_object_finalize(PyObject* self) { pf_object_release((pf_cext_object*)self); }
@@ -478,6 +531,36 @@ static PyObject* pf_object_track_type(PyObject* unused, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+/* _lock_instances(objects) and _unlock_instances(objects): the package's
+ * general call path holds the instances among its arguments as the fast
+ * path does (pf_instances_lock). `objects` is a list. */
+/* 0 when `arg` is a list of Objects; else -1 with a TypeError. */
+static int pf_check_objects(PyObject* arg) {
+  if (PyList_CheckExact(arg)) {
+    Py_ssize_t i = 0;
+    while (i < PyList_GET_SIZE(arg) &&
+           PyObject_TypeCheck(PyList_GET_ITEM(arg, i), &pf_object_base_type))
+      ++i;
+    if (i == PyList_GET_SIZE(arg)) return 0;
+  }
+  PyErr_SetString(PyExc_TypeError, "_cext.ObjectBase: a list of Objects is needed");
+  return -1;
+}
+
+static PyObject* pf_object_lock_instances(PyObject* unused, PyObject* arg) {
+  (void)unused;
+  if (pf_check_objects(arg) != 0) return NULL;
+  pf_instances_lock(PySequence_Fast_ITEMS(arg), PyList_GET_SIZE(arg));
+  Py_RETURN_NONE;
+}
+
+static PyObject* pf_object_unlock_instances(PyObject* unused, PyObject* arg) {
+  (void)unused;
+  if (pf_check_objects(arg) != 0) return NULL;
+  pf_instances_unlock(PySequence_Fast_ITEMS(arg), PyList_GET_SIZE(arg));
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef pf_object_methods[] = {
     {"_bind", pf_object_bind, METH_O | METH_STATIC, "_bind(api_base_address)"},
     {"_set_hooks", (PyCFunction)(void (*)(void))pf_object_set_hooks, METH_FASTCALL | METH_STATIC,
@@ -491,6 +574,10 @@ static PyMethodDef pf_object_methods[] = {
      "_adopt_instance(cls, handle, type_index) -> the wrapper alive, or a new cls"},
     {"_live_count", pf_object_live_count, METH_NOARGS | METH_STATIC,
      "_live_count() -> how many instances of registered types have a wrapper"},
+    {"_lock_instances", pf_object_lock_instances, METH_O | METH_STATIC,
+     "_lock_instances(list): holds its instances for this thread's call"},
+    {"_unlock_instances", pf_object_unlock_instances, METH_O | METH_STATIC,
+     "_unlock_instances(list): lets them go"},
     {"_exiting", pf_object_exiting, METH_NOARGS | METH_STATIC,
      "_exiting(): nothing is released from now on"},
     {NULL, NULL, 0, NULL},
@@ -518,29 +605,26 @@ PyTypeObject pf_object_base_type = {
 /* Values of fields                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* A Python value for a field's PFValue: the plain types here, the others
- * through the decode hook. A handle is borrowed from the instance: a
- * reference is taken here, under the GIL that also orders the writes, and
- * the hook's value owns it. */
-static PyObject* pf_field_value(PFValue* v, int code) {
-  PyObject* simple;
-  if (pf_simple_value(v, code, &simple)) return simple;
+/* A field's PFValue, read with the instance held (pf_instances_lock): 1
+ * with *out the Python value of a plain type (NULL with an exception), or
+ * 0 once a handle is retained here (then pf_result_value converts it and
+ * owns that reference), or -1 with an exception. The value is borrowed
+ * from the instance: it is read before the instance is let go. */
+static int pf_field_take(PFValue* v, int code, PyObject** out) {
+  if (pf_simple_value(v, code, out)) return 1;
   switch (code) {
     case kPFFuncHandle:
     case kPFModuleHandle:
     case kPFObjectHandle:
-      if (pf_oapi->ObjectRetain(v->v_handle) != 0) return pf_raise_last();
+      if (pf_oapi->ObjectRetain(v->v_handle) != 0) {
+        *out = pf_raise_last();
+        return -1;
+      }
       break;
     default:
       break;
   }
-  PyObject* addr = PyLong_FromVoidPtr(v);
-  if (addr == NULL) {
-    if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle)
-      pf_free_released(v->v_handle);
-    return NULL;
-  }
-  return PyObject_CallFunction(pf_hook_decode, "Ni", addr, code);
+  return 0;
 }
 
 /* A Python value for a call's result: the plain types here, the others
@@ -702,9 +786,13 @@ static PyObject* pf_field_get(PyObject* self, PyObject* obj, PyObject* type) {
   }
   PFValue v;
   int code;
-  if (pf_oapi->ObjectGetField((void*)(uintptr_t)o->handle, f->info, &v, &code) != 0)
-    return pf_raise_last();
-  return pf_field_value(&v, code);
+  PyObject* out = NULL;
+  pf_instances_lock(&obj, 1);
+  int rc = pf_oapi->ObjectGetField((void*)(uintptr_t)o->handle, f->info, &v, &code);
+  int taken = rc == 0 ? pf_field_take(&v, code, &out) : -1;
+  pf_instances_unlock(&obj, 1);
+  if (rc != 0) return pf_raise_last();
+  return taken != 0 ? out : pf_result_value(&v, code);
 }
 
 static int pf_field_set(PyObject* self, PyObject* obj, PyObject* value) {
@@ -714,18 +802,24 @@ static int pf_field_set(PyObject* self, PyObject* obj, PyObject* value) {
     PyErr_Format(PyExc_AttributeError, "packedfunc: %U cannot be deleted", f->what);
     return -1;
   }
+  /* The write holds the instance from here on: the value's conversion may
+   * run user code that releases it (it then goes after the write). */
   void* handle = (void*)(uintptr_t)((pf_cext_object*)obj)->handle;
+  pf_object_pin(obj);
   PFValue v = {.v_int64 = 0};
   int code = kPFNull;
   PFByteArray ba;
   PyObject* keep = NULL;
   /* A read-only field: C says so, whatever the value. */
-  if (f->writable && pf_field_encode(value, f->what, f->ctype, &v, &code, &ba, &keep) < 0)
+  if (f->writable && pf_field_encode(value, f->what, f->ctype, &v, &code, &ba, &keep) < 0) {
+    pf_object_unpin(obj);
     return -1;
+  }
   /* A field that holds a reference: the old value is held here across the
    * write, so that the write cannot run its finalizer with the GIL held;
    * it is released afterwards without the GIL. */
   void* old = NULL;
+  pf_instances_lock(&obj, 1);
   if (f->refs && f->writable) {
     PFValue ov;
     int oc;
@@ -735,6 +829,7 @@ static int pf_field_set(PyObject* self, PyObject* obj, PyObject* value) {
     else pf_oapi->ErrorClear();
   }
   int rc = pf_oapi->ObjectSetField(handle, f->info, v, code);
+  pf_instances_unlock(&obj, 1);
   Py_XDECREF(keep);
   if (old != NULL) {
     /* Keeps this thread's error (of a failed write) across the release. */
@@ -744,11 +839,9 @@ static int pf_field_set(PyObject* self, PyObject* obj, PyObject* value) {
       pf_free_released(old);
     }
   }
-  if (rc != 0) {
-    pf_raise_last();
-    return -1;
-  }
-  return 0;
+  if (rc != 0) pf_raise_last();
+  pf_object_unpin(obj);
+  return rc != 0 ? -1 : 0;
 }
 
 /* Field(info_address, owner, qualname, doc, what, fast, refs) */
@@ -893,16 +986,23 @@ static PyObject* pf_method_vectorcall(PyObject* self, PyObject* const* args, siz
     return NULL;
   }
   PyObject* r;
-  const pf_cext_object* self_obj = (const pf_cext_object*)args[0];
-  if (n == 1 && self_obj->handle != 0 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
-    /* The instance alone (a call such as c.increment()): called here, as
-     * the Function's own call would, without converting arguments. */
+  PyObject* obj = args[0];
+  const pf_cext_object* self_obj = (const pf_cext_object*)obj;
+  if (n == 1 && self_obj->handle != 0 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
+      pf_function_fill(m->func) <= 1) {
+    /* The instance alone (a call such as c.increment()), and no default
+     * to take: called here, as the Function's own call would, without
+     * converting arguments, holding the instance as it does. */
     PFValue v = {.v_handle = (void*)(uintptr_t)self_obj->handle}, ret;
     int code = self_obj->code, ret_code, rc;
+    pf_object_pin(obj);
+    pf_instances_lock(&obj, 1);
     PyThreadState* ts = PyEval_SaveThread();
     rc = pf_oapi->FuncCall(m->fhandle, &v, &code, 1, &ret, &ret_code);
     PyEval_RestoreThread(ts);
+    pf_instances_unlock(&obj, 1);
     r = rc != 0 ? pf_call_failed(m->func) : pf_result_value(&ret, ret_code);
+    pf_object_unpin(obj);
   } else {
     r = PyObject_Vectorcall(m->func, args, nargsf, kwnames);
   }
@@ -931,15 +1031,9 @@ static PyObject* pf_method_new(PyTypeObject* type, PyObject* args, PyObject* kwa
   if (!PyArg_ParseTuple(args, "OO!UUOOp:Method", &func, &PyType_Type, &owner, &name, &qualname,
                         &doc, &signature, &discard))
     return NULL;
-  if (!PyCallable_Check(func)) {
-    PyErr_SetString(PyExc_TypeError, "_cext.Method: func must be callable");
-    return NULL;
-  }
-  PyObject* h = PyObject_GetAttrString(func, "_handle");
-  void* fhandle = h == NULL ? NULL : PyLong_AsVoidPtr(h);
-  Py_XDECREF(h);
-  if (fhandle == NULL) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cext.Method: a released Function");
+  void* fhandle = NULL;
+  if (!pf_function_handle(func, &fhandle)) {
+    PyErr_SetString(PyExc_TypeError, "_cext.Method: func must be a Function, not released");
     return NULL;
   }
   if (pf_oapi->FuncRetain(fhandle) != 0) return pf_raise_last();
