@@ -17,7 +17,7 @@
 #                                and in Python; their short forms run with the suites
 #   make test-format             every C and C++ file as .clang-format lays it out
 #                                (part of make test)
-.PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme \
+.PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-wheel test-readme \
         test-python fuzz fuzz-short valgrind soak soak-python modules
 
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
@@ -34,7 +34,7 @@ test:
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
 
-test-all: test-format lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
+test-all: test-format lib test-abi test-install test-wheel test-readme test-c test-python test-node fuzz-short valgrind bench-quick
 	@tools/run-c-tests.sh --summary
 
 # The layout check (tools/check-format.sh --fix rewrites what differs).
@@ -146,6 +146,11 @@ test-abi: $(SHARED)
 # pkg-config alone, against the shared and then the static library.
 test-install: lib
 	@tools/test-install.sh
+
+# make wheel's wheel as a new user meets it, in a plain venv with nothing
+# of the build tree around (tools/test-wheel.sh says what it checks).
+test-wheel: wheel | $(call DEPS_STAMP,test)
+	@PYTHON=$(PYTHON) tools/test-wheel.sh $(BUILD)/wheel/dist/packedfunc-$(VERSION)-*.whl
 
 # The README's C example is examples/quickstart.c, word for word, and runs;
 # its sessions run pf and the installed tree.

@@ -10,7 +10,7 @@ constraints), and each object type's description (PFObjectTypeGetInfo:
 fields, methods, constructor, parent). Parameter and result types are the
 Python types the binding converts each C type to (the annotations that
 ``inspect.signature`` shows); a constrained tensor is
-``Annotated[numpy.ndarray, "tensor<float64,1,contiguous>"]``. A function
+``Annotated[numpy.ndarray[Any, numpy.dtype[Any]], "tensor<float64,1,contiguous>"]``. A function
 without a signature takes ``*args: Any``. Dotted names nest as they read
 on a Module (``plugin.demo.add`` is the function "demo.add"): each
 namespace is a class of static methods, and an object type "demo.Counter"
@@ -117,6 +117,11 @@ class _Writer:
                     self.imports.add("packedfunc")
                     return "packedfunc." + t.__name__
             self.imports.add(mod)
+            if t.__name__ == "ndarray" and mod == "numpy":
+                # A generic class: mypy --strict refuses it bare. Any
+                # shape, any element type (a constraint says which).
+                self.imports.add("typing")
+                return "numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]"
             return "%s.%s" % (mod, t.__qualname__)
         self.imports.add("typing")
         return "typing.Any"
