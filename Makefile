@@ -234,14 +234,6 @@ python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so $(PY_PKG_HEADERS) $(PY_P
 	@cmp -s $(BUILD)/python/cext/_cext.so $(PY_CEXT) || \
 	  { cp -f $(BUILD)/python/cext/_cext.so $(PY_CEXT).tmp && mv -f $(PY_CEXT).tmp $(PY_CEXT); }
 
-# make wheel: dist/packedfunc-VERSION-TAGS.whl, which `pip install` puts
-# into any venv, offline: the package with its libraries, every non-glibc
-# library they load (renamed, found through $ORIGIN), the pf program
-# behind a `pf` console script, and _cext compiled for $(PYTHON)
-# (tools/build-wheel.sh; docs/building.md says what the tags mean).
-wheel: python $(PF_TOOL)
-	$(call quiet,WHEEL) PYTHON=$(PYTHON) tools/build-wheel.sh dist $(PF_TOOL)
-
 # make demo builds the library, the demo plugin and the Python package, then
 # runs examples/demo.py on them; README.md shows what it prints
 # (tests/python/test_readme.py checks that it still does).
@@ -265,7 +257,7 @@ install: lib $(PF_TOOL)
 clean:
 	rm -rf $(BUILD)
 
-include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk
+include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk mk/wheel.mk
 
 # The header dependencies the compiler wrote (none before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
