@@ -15,9 +15,9 @@
 
 # Built once into $(BUILD)/wheel/dist, again when what it holds changes.
 WHEEL_STAMP  := $(BUILD)/wheel/built
-WHEEL_INPUTS := $(SHARED) $(RPC_SHARED) $(PF_TOOL) $(BUILD)/python/cext/_cext.so $(PY_PKG_HEADERS) \
-                $(PY_PKG_DLPACK) $(PY_PKG_LDSCRIPT) $(PY_PKG_PC) \
-                $(wildcard bindings/python/packedfunc/*.py bindings/python/*.py bindings/python/*.toml) \
+WHEEL_INPUTS := $(SHARED) $(RPC_SHARED) $(PF_TOOL) $(PY_PKG_HEADERS) $(PY_PKG_DLPACK) $(PY_PKG_LDSCRIPT) \
+                $(PY_PKG_PC) $(wildcard bindings/python/src/* bindings/python/packedfunc/*.py \
+                                        bindings/python/*.py bindings/python/*.toml) \
                 tools/build-wheel.sh tools/bundle-libs.sh
 $(WHEEL_STAMP): $(WHEEL_INPUTS) | python
 	$(call quiet,WHEEL) PYTHON=$(PYTHON) tools/build-wheel.sh $(PF_TOOL) && touch $@

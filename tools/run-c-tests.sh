@@ -64,7 +64,7 @@ for t in "$@"; do
   rc=$(cat "$t.rc")
   if [[ $under_valgrind -eq 1 ]]; then
     if [[ $rc -eq 0 ]]; then rm -f "$t".valgrind.*.log
-    else out=$(cat "$t.out" "$t".valgrind.*.log | tail -n 80); fi
+    else out=$(tail -n 30 "$t.out"; cat "$t".valgrind.*.log | tail -n 50); fi
   else
     out=$(cat "$t.out")
     passed=$(grep -oE '\[  PASSED  \] [0-9]+' <<<"$out" | awk '{s+=$NF} END {print s+0}')
