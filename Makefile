@@ -5,6 +5,7 @@
 #   make test             every test: C under ASan+UBSan, concurrency under TSan,
 #                         the ABI, install, README, Python, fuzzers, valgrind
 #   make python           bindings/python importable from the tree
+#   make wheel            dist/packedfunc-*.whl: pip installs it into any venv
 #   make bench            the benchmarks (bench/results.md, bench/results.png)
 #   make install PREFIX=  headers, libraries, pkg-config file, pf
 #   make clean
@@ -47,7 +48,7 @@ LIBS    := -lffi -lxxhash -ldl -lpthread
 DEPFLAGS = -MMD -MP
 
 .DEFAULT_GOAL := all
-.PHONY: all lib python demo install clean deps
+.PHONY: all lib python wheel demo install clean deps
 
 # ---- quiet rules ------------------------------------------------------------------
 # A build command starts with $(call quiet,TAG): unless V=1, that prints
@@ -220,7 +221,16 @@ PY_PKG_PC_SED = -e 's|@PREFIX@|$${pcfiledir}/..|' -e 's|@LIBDIR@|$${prefix}|' \
 $(PY_PKG_DIR)/pkgconfig/%.pc: %.pc.in $(HEADER)
 	@mkdir -p $(@D)
 	$(call quiet,GEN) sed $(PY_PKG_PC_SED) $< > $@.tmp && mv -f $@.tmp $@
-python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so $(PY_PKG_HEADERS) $(PY_PKG_LDSCRIPT) $(PY_PKG_PC)
+# The headers include <dlpack/dlpack.h>: the package ships the copy it was
+# built against (Debian's libdlpack-dev), so that a plugin builds against
+# the package alone.
+PY_PKG_DLPACK := $(PY_PKG_DIR)/include/dlpack/dlpack.h
+$(PY_PKG_DLPACK): | $(call DEPS_STAMP,build)
+	@mkdir -p $(@D)
+	$(call quiet,CP) cp -f "$$(printf '#include <dlpack/dlpack.h>\n' | $(CC) -E -x c - | \
+	  sed -n 's|^# [0-9]* "\(.*/dlpack/dlpack\.h\)".*|\1|p' | head -n 1)" $@.tmp && mv -f $@.tmp $@
+python: lib $(PY_PKG_LIB) $(BUILD)/python/cext/_cext.so $(PY_PKG_HEADERS) $(PY_PKG_DLPACK) $(PY_PKG_LDSCRIPT) \
+        $(PY_PKG_PC)
 	@cmp -s $(BUILD)/python/cext/_cext.so $(PY_CEXT) || \
 	  { cp -f $(BUILD)/python/cext/_cext.so $(PY_CEXT).tmp && mv -f $(PY_CEXT).tmp $(PY_CEXT); }
 
@@ -247,7 +257,7 @@ install: lib $(PF_TOOL)
 clean:
 	rm -rf $(BUILD)
 
-include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk
+include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk mk/wheel.mk
 
 # The header dependencies the compiler wrote (none before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

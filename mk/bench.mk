@@ -32,4 +32,4 @@ bench-quick:
 	@$(MAKE) --no-print-directory bench QUICK=1
 bench: $(BUILD)/bench/bench_c $(BUILD)/bench/bench_matmul $(BUILD)/bench/libpf_benchlib.so \
        $(BENCH_FLOOR) $(DEMO_PLUGIN) python
-	$(if $(QUICK),$(Q))$(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)
+	$(if $(QUICK),$(Q))$(RUN) $(PYTHON) bench/report.py --build $(BUILD) $(if $(QUICK),--quick --out $(BUILD)/bench)

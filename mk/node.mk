@@ -53,7 +53,7 @@ NODE_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PACKEDFUNC_NODE_HELPER=$
                 PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_BENCHLIB=$(abspath $(BUILD)/bench/libpf_benchlib.so)
 
 test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BUILD)/bench/libpf_benchlib.so
-	@$(NODE_TEST_ENV) NODE=$(NODE) tools/test-node.sh
+	@$(RUN) env $(NODE_TEST_ENV) NODE=$(NODE) tools/test-node.sh
 
 demo-node: node $(DEMO_PLUGIN)
 	@$(NODE) examples/demo.mjs $(DEMO_PLUGIN)

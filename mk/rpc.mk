@@ -56,9 +56,8 @@ install-rpc: $(RPC_SHARED) $(RPC_STATIC)
 # Only PFRPC-prefixed symbols leave the library, each declared in rpc.h;
 # every declared entry point is exported; the soname carries the major
 # version; the header compiles as C++.
-test-all: test-rpc-abi
 test-rpc-abi: $(RPC_SHARED)
-	@tools/check-abi-rpc.sh $(RPC_SHARED) $(RPC_SONAME)
+	@$(RUN) tools/check-abi-rpc.sh $(RPC_SHARED) $(RPC_SONAME)
 
 # ---- tests ---------------------------------------------------------------------------
 # The C tests link both archives of their flavour, so that the test, the
@@ -86,7 +85,7 @@ $(BUILD)/fuzz/bin/fuzz_rpc_%: tests/fuzz/fuzz_rpc_%.c $(BUILD)/fuzz/libpackedfun
 
 # The Python tests find the library through PF_RPC_LIBRARY.
 PY_TEST_ENV += PF_RPC_LIBRARY=$(abspath $(RPC_SHARED)) PF_TEST_CLI_REL=$(abspath $(PF_TOOL))
-test-python: $(RPC_SHARED) $(PF_TOOL)
+$(PY_SUITES): $(RPC_SHARED) $(PF_TOOL)
 
 # ---- benchmarks ----------------------------------------------------------------------
 # bench/bench_rpc.c (remote calls against raw ZeroMQ between the same two

@@ -18,7 +18,7 @@
 #   make test-format             every C and C++ file as .clang-format lays it out
 #                                (part of make test)
 .PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme \
-        test-python fuzz fuzz-short valgrind soak soak-python modules
+        test-python test-python-cext test-python-ctypes fuzz fuzz-short valgrind soak soak-python modules
 
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRCS))
@@ -29,26 +29,41 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
+# make test runs the suites of TEST_SUITES, TEST_JOBS at a time (the
+# machine's cores): first it builds what all of them need at once (make -j,
+# with RUN=true: each suite's command starts with $(RUN), and `true` runs
+# nothing), then tools/run-suites.sh runs each suite as its own make, its
+# output in $(BUILD)/suites/SUITE.log, printed whole and in this order,
+# each with its time; a failed suite stops it. The longest suites come
+# first, so that the short ones fill the other cores meanwhile.
+TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
+               valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node bench-quick
+TEST_JOBS   ?= $(shell nproc)
+RUN         ?=
+
 test:
 	@tools/install-deps.sh build python test bench
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
-	@$(MAKE) --no-print-directory test-all $(if $(V),,V=0)
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) $(TEST_SUITES) RUN=true $(if $(V),,V=0)
+	@MAKE="$(MAKE)" V=$(or $(V),0) tools/run-suites.sh $(TEST_JOBS) $(TEST_SUITES)
+	@tools/run-c-tests.sh --summary
 
-test-all: test-format lib test-abi test-install test-readme test-c test-python test-node fuzz-short valgrind bench-quick
+# Every suite, one after the other.
+test-all: $(TEST_SUITES)
 	@tools/run-c-tests.sh --summary
 
 # The layout check (tools/check-format.sh --fix rewrites what differs).
 test-format:
-	@tools/check-format.sh
+	@$(RUN) tools/check-format.sh
 
 # ---- C tests ---------------------------------------------------------------------
 ASAN_TESTS := $(addprefix $(BUILD)/asan/tests/,$(TEST_NAMES))
 TSAN_TESTS := $(addprefix $(BUILD)/tsan/tests/,$(TSAN_NAMES))
 
 test-asan: $(ASAN_TESTS)
-	@tools/run-c-tests.sh test-asan $(ASAN_TESTS)
+	@$(RUN) tools/run-c-tests.sh test-asan $(ASAN_TESTS)
 test-tsan: $(TSAN_TESTS)
-	@tools/run-c-tests.sh test-tsan $(TSAN_TESTS)
+	@$(RUN) tools/run-c-tests.sh test-tsan $(TSAN_TESTS)
 test-c: test-asan test-tsan
 
 # ---- fixture modules and the sanitized shared runtime ----------------------------
@@ -140,17 +155,17 @@ $(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_N
 # or on the header's list of deliberate exceptions; the soname carries the
 # major version; the header compiles as C++.
 test-abi: $(SHARED)
-	@tools/check-abi.sh $(SHARED) $(SONAME)
+	@$(RUN) tools/check-abi.sh $(SHARED) $(SONAME)
 
 # Installs into a scratch prefix and builds a program outside the tree with
 # pkg-config alone, against the shared and then the static library.
-test-install: lib
-	@tools/test-install.sh
+test-install: lib $(PF_TOOL)
+	@$(RUN) tools/test-install.sh
 
 # The README's C example is examples/quickstart.c, word for word, and runs;
 # its sessions run pf and the installed tree.
 test-readme: lib $(DEMO_PLUGIN) $(PF_TOOL)
-	@tools/test-readme.sh
+	@$(RUN) tools/test-readme.sh
 
 # ---- Python ---------------------------------------------------------------------------
 # make test-python builds the tests' C library and runs pytest on tests/python
@@ -175,9 +190,15 @@ $(BUILD)/python/cext-clang/_cext.so: $(PY_CEXT_SRCS) | $(call DEPS_STAMP,test)
 	@mkdir -p $(@D)
 	$(call quiet,CC) clang $(PY_CEXT_FLAGS) $(CFLAGS) $(DEPFLAGS) -shared -o $@ $(PY_CEXT_SRCS)
 
-test-python: python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) $(BUILD)/python/cext-clang/_cext.so \
-             | $(call DEPS_STAMP,test)
-	@$(PY_TEST_ENV) PYTHON=$(PYTHON) tools/test-python.sh $(PY_BACKENDS)
+# make test runs the backends as two suites, test-python-cext and
+# test-python-ctypes, side by side.
+PY_SUITES := test-python $(addprefix test-python-,$(PY_BACKENDS))
+$(PY_SUITES): python $(PY_TESTLIB) $(DEMO_PLUGIN) $(MOD_FIXTURES) $(BUILD)/python/cext-clang/_cext.so \
+              | $(call DEPS_STAMP,test)
+test-python:
+	@$(RUN) env $(PY_TEST_ENV) PYTHON=$(PYTHON) tools/test-python.sh $(PY_BACKENDS)
+$(addprefix test-python-,$(PY_BACKENDS)): test-python-%:
+	@$(RUN) env $(PY_TEST_ENV) PYTHON=$(PYTHON) tools/test-python.sh $*
 
 # ---- fuzzing -------------------------------------------------------------------------
 # The fuzz targets link the fuzz flavour. New inputs that a run finds go to a
@@ -212,7 +233,7 @@ $(BUILD)/fuzz/bin/fuzz_pf_json: tests/fuzz/fuzz_pf_json.c $(BUILD)/fuzz/obj/tool
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(BUILD) explore $(FUZZ_SECONDS) $(FUZZ_NAMES)
 fuzz-short: $(FUZZ_BINS)
-	@tests/fuzz/run.sh $(BUILD) replay $(FUZZ_SHORT_RUNS) $(FUZZ_SEED) $(FUZZ_NAMES)
+	@$(RUN) tests/fuzz/run.sh $(BUILD) replay $(FUZZ_SHORT_RUNS) $(FUZZ_SEED) $(FUZZ_NAMES)
 
 # ---- valgrind --------------------------------------------------------------------------
 # Each test, plain flavour, under memcheck: any error, or a definite or indirect
@@ -224,9 +245,11 @@ VALGRIND    := valgrind -q --error-exitcode=99 --leak-check=full \
 # The soak test's operation count under valgrind, which runs threads one at a time.
 VALGRIND_SOAK_OPS ?= 20000
 
+# Its programs run TEST_JOBS at a time (each is one process at a time
+# under valgrind).
 valgrind: $(PLAIN_TESTS)
-	@PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) PF_UNDER_VALGRIND=1 VALGRIND="$(VALGRIND)" \
-	  tools/run-c-tests.sh --valgrind valgrind $(PLAIN_TESTS)
+	@$(RUN) env PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) PF_UNDER_VALGRIND=1 VALGRIND="$(VALGRIND)" \
+	  PF_TEST_JOBS=$(TEST_JOBS) tools/run-c-tests.sh --valgrind valgrind $(PLAIN_TESTS)
 
 # ---- soak --------------------------------------------------------------------------------
 SOAK_OPS ?= 1000000

@@ -12,9 +12,11 @@ declare -A GROUPS_=(
   # The library, the pf command and the plugins.
   [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev libxxhash-dev
            libzmq3-dev libmsgpack-dev"
-  # The Python binding (python3-dev: the headers of its compiled fast path) and
-  # the demo.
-  [python]="python3 python3-numpy python3-dev"
+  # The Python binding (python3-dev: the headers of its compiled fast path),
+  # the demo, and its wheel (make wheel: pip, setuptools and wheel build it,
+  # patchelf makes it self-contained).
+  [python]="python3 python3-numpy python3-dev python3-pip python3-setuptools python3-wheel
+            patchelf"
   # Every test: C (cmocka, sanitizers, the fuzzers' clang, valgrind, the ABI
   # check's g++, the layout check's clang-format) and Python (pytest, hypothesis, a venv for the install test,
   # mypy for the generated stubs).

@@ -14,7 +14,6 @@ BUILD=${BUILD:-build}
 NODE=${NODE:-node}
 mkdir -p "$BUILD/node"
 log=$BUILD/node/node-test.log
-start=$SECONDS
 printf '%-20s ' test-node
 
 dots() {
@@ -34,7 +33,7 @@ failed=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$log" | tail -n 1)
 passed=${passed:-0} failed=${failed:-0}
 if [[ $rc -ne 0 && $failed -eq 0 ]]; then failed=1; fi
 tools/run-c-tests.sh --add "$passed" "$failed"
-echo "  $passed passed, $failed failed ($((SECONDS - start))s)"
+echo "  $passed passed, $failed failed"
 if [[ $rc -ne 0 ]]; then
   # The reports of the tests that failed, without the passing ones.
   awk '/^not ok /{p = 1} /^ok /{p = 0} p' "$log"

@@ -30,11 +30,15 @@ dots() {
 status=0
 for backend in "$@"; do
   log=$BUILD/python/pytest-$backend.log
-  start=$SECONDS
   printf '%-20s ' "test-python $backend"
-  PACKEDFUNC_BACKEND=$backend "$PYTHON" -m pytest -p no:cacheprovider --tb=short tests/python \
+  # Its own temporary directory, outside the tree: the backends may run
+  # side by side.
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/pf-pytest-$backend.XXXXXX")
+  PACKEDFUNC_BACKEND=$backend "$PYTHON" -m pytest -p no:cacheprovider --tb=short --durations=20 \
+    --basetemp="$tmp" tests/python \
     2>&1 | tee "$log" | dots
   rc=${PIPESTATUS[0]}
+  rm -rf "$tmp"
   summary=$(tail -n 1 "$log")
   passed=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+')
   failed=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{s+=$1} END {print s+0}')
@@ -42,12 +46,15 @@ for backend in "$@"; do
   tools/run-c-tests.sh --add "${passed:-0}" "$failed"
   # "==== 700 passed, 3 skipped in 80.12s (0:01:20) ====" -> "700 passed, 3 skipped"
   counts=$(sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s( \([0-9:]+\))?$//' <<<"$summary")
-  echo "  $counts ($((SECONDS - start))s)"
+  echo "  $counts"
   if [[ $rc -ne 0 ]]; then
-    # Without the session header and the progress lines.
+    # Without the session header, the progress lines and the slowest
+    # tests' durations (which stay in the log, to find the slow ones).
     awk -v p="$progress" 'h == 0 && /test session starts/ {h = 1; next}
                           h == 1 {if ($0 == "") h = 2; next}
-                          $0 !~ p' "$log"
+                          /^=+ slowest [0-9]+ durations =+$/ {d = 1; next}
+                          d == 1 && /^=/ {d = 0}
+                          d == 0 && $0 !~ p' "$log"
     echo "FAIL [test-python $backend] pytest exited $rc; its output: $log"
     status=$rc
   fi

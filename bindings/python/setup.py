@@ -6,7 +6,8 @@ Everything else is in pyproject.toml.
 
 The libraries are libpackedfunc and libpackedfunc_rpc, which `make python`
 at the root of the source tree builds and copies into packedfunc/, with the
-toolchain files beside them: the public headers (include/packedfunc/*.h),
+toolchain files beside them: the public headers (include/packedfunc/*.h,
+and DLPack's include/dlpack/dlpack.h, which they include),
 the linker scripts libpackedfunc.so and libpackedfunc_rpc.so (for
 -lpackedfunc) and the pkg-config files (pkgconfig/*.pc). They are not built
 here: their build is the Makefile's (with its checks of the Debian packages
@@ -48,9 +49,15 @@ def _constant(module, name):
 LIBRARIES = (_constant("_ffi", "_LIB_FILES")[0], _constant("rpc", "_SONAME"))
 # What a plugin builds against (see the Makefile's `python` target), as
 # package_data patterns; each must match at least one file.
-TOOLCHAIN = ("include/packedfunc/c_api.h", "include/packedfunc/*.h",
+TOOLCHAIN = ("include/packedfunc/c_api.h", "include/packedfunc/*.h", "include/dlpack/dlpack.h",
              "libpackedfunc.so", "libpackedfunc_rpc.so",
              "pkgconfig/packedfunc.pc", "pkgconfig/packedfunc-rpc.pc")
+# What a wheel of `make wheel` adds (tools/build-wheel.sh stages them):
+# the pf program and the libraries the package's ELF files load, other
+# than glibc's. A package built straight from bindings/python has neither
+# (its libraries load the system's); the marker for type checkers is
+# always there.
+OPTIONAL = ("bin/pf", "_libs/*.so*", "py.typed")
 
 
 class BuildPyWithLibraries(build_py):
@@ -95,5 +102,5 @@ if _include is not None and _sources:
         # A failed build leaves the pure-ctypes package.
         optional=True))
 
-setup(ext_modules=_ext, package_data={"packedfunc": list(LIBRARIES + TOOLCHAIN)},
+setup(ext_modules=_ext, package_data={"packedfunc": list(LIBRARIES + TOOLCHAIN + OPTIONAL)},
       cmdclass={"build_py": BuildPyWithLibraries})

@@ -372,7 +372,9 @@ def _tensor_kinds(fn):
 @pytest.mark.parametrize("kind", ["numpy argument", "versioned argument", "read-only argument",
                                   "from_dlpack of a versioned export", "versioned export, taken",
                                   "unversioned export, dropped"])
-def test_no_leak_over_100000_tensor_conversions(kind, fn, testlib):
+def test_no_leak_over_5000_tensor_conversions(kind, fn, testlib):
+    # The export counts are exact, and a block leaked per conversion is
+    # 5000 more than the bound: 5000 conversions find what 100000 did.
     gc.collect()
     alive = testlib.pft_tensors_alive()
     EXPORTS.record = False
@@ -382,7 +384,7 @@ def test_no_leak_over_100000_tensor_conversions(kind, fn, testlib):
             cycle()
         gc.collect()
         blocks, exports = sys.getallocatedblocks(), EXPORTS.alive()
-        for _ in range(100000):
+        for _ in range(5000):
             cycle()
         gc.collect()
         assert EXPORTS.alive() == exports  # every producer's export was deleted

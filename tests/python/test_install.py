@@ -47,18 +47,19 @@ _NOT_INHERITED = ("PACKEDFUNC_LIBRARY", "PF_RPC_LIBRARY", "PYTHONPATH", "BUILD",
                   "PACKEDFUNC_BACKEND", "LD_LIBRARY_PATH")
 
 
-def _venv(tmp_path):
+def _venv(tmp_path, system_site_packages=True):
     try:
         import ensurepip  # noqa: F401  (python3-venv provides pip for venvs)
     except ImportError:
         pytest.skip("python3-venv is not installed, so venvs have no pip")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+    subprocess.run([sys.executable, "-m", "venv", str(venv)]
+                   + ["--system-site-packages"] * system_site_packages,
                    check=True, capture_output=True, timeout=300)
     return venv
 
 
-def _pip_install(tmp_path, venv, build_env=None, without=()):
+def _pip_install(tmp_path, venv, build_env=None, without=(), isolation=False):
     """pip-installs a copy of bindings/python (without the files named in
     `without`) into `venv`; returns the completed process and the env."""
     # Build from a copy, so that the build leaves nothing in the tree.
@@ -66,8 +67,9 @@ def _pip_install(tmp_path, venv, build_env=None, without=()):
     shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns(
         "build", "*.egg-info", "__pycache__", "_cext*.so", *without))
     env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation",
-                        "--no-index", "--quiet", str(src)], env=dict(env, **(build_env or {})),
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index", "--quiet", str(src)]
+                       + ["--no-build-isolation"] * (not isolation),
+                       env=dict(env, **(build_env or {})),
                        capture_output=True, text=True, timeout=600)
     return r, env
 
@@ -122,6 +124,42 @@ def test_pip_install_without_the_libraries_fails_and_says_what_to_run(tmp_path, 
         assert (lib in text) == (lib in without), text
     site = list(venv.glob("lib/python*/site-packages/packedfunc"))
     assert site == [], "a package was installed"
+
+
+@pytest.mark.parametrize("isolation", [True, False], ids=["isolated", "no-build-isolation"])
+def test_pip_install_in_a_plain_venv_fails_and_says_what_to_run(tmp_path, isolation):
+    # A venv without the system's packages has setuptools but no wheel
+    # package, and pip's isolated build sees neither. Before, pip went on
+    # to download setuptools (isolated) or failed with setuptools'
+    # "invalid command 'bdist_wheel'" (not isolated).
+    venv = _venv(tmp_path, system_site_packages=False)
+    r, _ = _pip_install(tmp_path, venv, isolation=isolation)
+    text = r.stdout + r.stderr
+    assert r.returncode != 0, text
+    assert "make wheel && pip install dist/packedfunc-*.whl" in text, text
+    assert "bdist_wheel" not in text and "Traceback" not in text, text
+    assert "Could not find a version" not in text, text
+
+
+def test_a_stub_with_a_tensor_passes_mypy_strict(tmp_path):
+    # numpy.ndarray is generic: bare, mypy --strict refused the stub
+    # ("Missing type parameters for generic type").
+    r = subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("mypy is not installed (Debian: python3-mypy)")
+    from packedfunc import stubgen
+    plugin = os.path.join(os.environ.get("PF_TEST_MODULE_DIR")
+                          or os.path.join(ROOT, os.environ.get("BUILD", "build"), "modules"),
+                          "mod_cxx.so")
+    (tmp_path / "mod_cxx.pyi").write_text(stubgen.generate_module(plugin))
+    (tmp_path / "prog.py").write_text(
+        "import typing\nimport numpy\nif typing.TYPE_CHECKING:\n    import mod_cxx\n"
+        "x: float = mod_cxx.cxx.total(numpy.zeros(3))\n")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                        "--cache-dir", os.devnull, "--follow-imports=silent", "prog.py",
+                        "mod_cxx.pyi"], env=dict(os.environ, MYPYPATH=PKG_SRC),
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 # ---------------------------------------------------------------------------

@@ -38,7 +38,8 @@ def test_a_module_stub_has_names_defaults_annotations_and_docstrings():
         '    def clamp(x: float, lo: float = 0.0, hi: float = 1.0) -> float:\n'
         '        """Clamps x."""\n',
         # a tensor's constraint
-        "    def total(x: typing.Annotated[numpy.ndarray, 'tensor<float64,1,contiguous>'], "
+        "    def total(x: typing.Annotated[numpy.ndarray[typing.Any, numpy.dtype[typing.Any]], "
+        "'tensor<float64,1,contiguous>'], "
         "scale: float = 1.0) -> float:\n",
         # packed: its metadata signature, or any arguments without one
         "    def sum2(a: int, b: int = 40) -> int:\n        ...\n",

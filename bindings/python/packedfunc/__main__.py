@@ -1,8 +1,11 @@
 """python -m packedfunc --cflags --libs: the flags to build a C plugin or
 program against this package, as pkg-config prints them (one line, in the
 order asked for). A program built with them runs without LD_LIBRARY_PATH:
---libs has an rpath to the library's directory."""
+--libs has an rpath to the library's directory.
+
+run_pf is the wheel's `pf` console script."""
 import argparse
+import os
 import sys
 
 from . import __version__, _toolchain
@@ -40,6 +43,19 @@ def main(argv=None):
         words.extend(_ITEMS[name][1]())
     print(" ".join(words))
     return 0
+
+
+def run_pf():
+    """The `pf` console script: runs the pf program that the wheel ships
+    (packedfunc/bin/pf, the one `make install` installs, which finds the
+    package's libraries through its rpath) with this process's arguments.
+    Its `pf stubgen` runs this Python unless PF_PYTHON says otherwise."""
+    program = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "pf")
+    if not os.access(program, os.X_OK):
+        sys.exit("pf: this packedfunc has no pf program (%s): the wheel of `make wheel` "
+                 "ships it; from a source tree, run build/bin/pf" % program)
+    os.environ.setdefault("PF_PYTHON", sys.executable)
+    os.execv(program, ["pf"] + sys.argv[1:])
 
 
 if __name__ == "__main__":

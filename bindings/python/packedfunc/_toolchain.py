@@ -20,8 +20,9 @@ def get_include():
     ``-I`` it. The package's own copy of the headers; in a source tree
     without one (before `make python`), the tree's ``include``.
 
-    The headers include ``<dlpack/dlpack.h>``, which comes from the system
-    (Debian: libdlpack-dev)."""
+    The headers include ``<dlpack/dlpack.h>``: the package ships the copy
+    it was built against beside them (a source tree before `make python`
+    has none: it comes from the system, Debian's libdlpack-dev)."""
     own = os.path.join(_HERE, "include")
     tree = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "include"))
     for d in (own, tree):

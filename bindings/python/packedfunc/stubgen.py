@@ -10,7 +10,7 @@ constraints), and each object type's description (PFObjectTypeGetInfo:
 fields, methods, constructor, parent). Parameter and result types are the
 Python types the binding converts each C type to (the annotations that
 ``inspect.signature`` shows); a constrained tensor is
-``Annotated[numpy.ndarray, "tensor<float64,1,contiguous>"]``. A function
+``Annotated[numpy.ndarray[Any, numpy.dtype[Any]], "tensor<float64,1,contiguous>"]``. A function
 without a signature takes ``*args: Any``. Dotted names nest as they read
 on a Module (``plugin.demo.add`` is the function "demo.add"): each
 namespace is a class of static methods, and an object type "demo.Counter"
@@ -122,6 +122,12 @@ class _Writer:
                 import packedfunc
                 if getattr(packedfunc, t.__name__, None) is t:
                     return self.name("packedfunc", t.__name__)
+            if t.__name__ == "ndarray" and mod == "numpy":
+                # A generic class: mypy --strict refuses it bare. Any
+                # shape, any element type (a constraint says which).
+                any_ = self.name("typing", "Any")
+                return "%s[%s, %s[%s]]" % (self.name(mod, "ndarray"), any_,
+                                           self.name(mod, "dtype"), any_)
             return self.name(mod, t.__qualname__)
         return self.name("typing", "Any")
 
