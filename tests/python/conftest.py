@@ -10,6 +10,15 @@ import os
 import sys
 
 import pytest
+from hypothesis import settings
+
+# The test command is deterministic: hypothesis draws its examples from a
+# seed fixed by each test's source, not a random one, and keeps no example
+# database between runs. Open-ended exploration is a run with
+# HYPOTHESIS_PROFILE=explore.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))

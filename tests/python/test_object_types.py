@@ -385,8 +385,8 @@ def test_an_unbound_method_refuses_what_is_not_its_instance(mod, demo):
                      (mod.pyt.Base(1), "pyt.Base object"), (pf.List([1]), "list object"),
                      (5, "int")):
         with pytest.raises(TypeError, match=r"typed function 'demo.Counter.increment' "
-                                            r"int64\(obj<demo.Counter>\): argument 0: expected "
-                                            r"obj<demo.Counter>, got " + got):
+                                            r"int64\(self:obj<demo.Counter>\): argument 0 "
+                                            r"'self': expected obj<demo.Counter>, got " + got):
             demo.Counter.increment.function(bad)
         with pytest.raises(TypeError, match=r"method 'demo.Counter.reset': argument 0 \(the "
                                             r"object\): expected obj<demo.Counter>, got " + got):
