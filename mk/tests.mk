@@ -132,7 +132,7 @@ $(BUILD)/asan/tests/test_object_types_module: tests/test_object_types_module.c $
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  $(ASAN_SHARED_LINK) -lcmocka $(LIBS)
-$(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS)
+$(BUILD)/asan/tests/test_pf_cli: tests/test_pf_cli.c $(ASAN_PF_TOOL) $(PF_TOOL) $(MODULE_TEST_NEEDS) python
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(SAN_ASAN) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
 	  $(call CLI_TEST_DEFS,$(ASAN_PF_TOOL)) -o $@ $< -lcmocka
@@ -145,7 +145,7 @@ $(BUILD)/plain/tests/test_object_types_module: tests/test_object_types_module.c 
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) -o $@ $< \
 	  -L$(BUILD)/lib -lpackedfunc -Wl,-rpath,$(abspath $(BUILD)/lib) -lcmocka $(LIBS)
-$(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS)
+$(BUILD)/plain/tests/test_pf_cli: tests/test_pf_cli.c $(PF_TOOL) $(MODULE_TEST_NEEDS) python
 	@mkdir -p $(@D)
 	$(call quiet,CC) $(CC) $(BASE) $(plain_FLAGS) $(DEPFLAGS) -Itests $(MODULE_TEST_DEFS) \
 	  $(call CLI_TEST_DEFS,$(PF_TOOL)) -o $@ $< -lcmocka
