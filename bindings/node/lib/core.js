@@ -891,12 +891,14 @@ functionProto.callAsync = function callAsync(...args) {
   const ctx = newCtx(fr);
   ctx.fn = this;
   const f = this;
+  let loan = [];
   return new Promise((resolve, reject) => {
     try {
       writePtr(blk, 16, h);
       blk.i32[3] = n;
       for (let i = 0; i < n; i++) blk.i32[(fr.codesOff >> 2) + i] = encode(args[i], blk, fr.valuesOff + 8 * i, ctx, i);
       pinKept(ctx); // JavaScript runs while the call does
+      loan = lend(args, ctx);
     } catch (err) {
       releaseCtx(ctx);
       api.PFMemFree(blk.addr);
@@ -904,6 +906,7 @@ functionProto.callAsync = function callAsync(...args) {
       return;
     }
     helperApi.callAsync.async(blk.addr, (ioErr, rc) => {
+      endLoan(loan);
       try {
         if (ioErr) throw ioErr;
         if (rc !== 0) {
@@ -1168,10 +1171,59 @@ class PackedObject {
 }
 
 registerObjectEncoder(PackedObject, (x, blk, off, ctx, pos) => {
-  writePtr(blk, off, liveHandle(x, pos));
+  writePtr(blk, off, freeHandle(x, what(pos)));
   return x instanceof Module ? MODULE : OBJECT;
 });
 registerObjectType(OBJECT_TYPES.tensor, (h) => adoptTensor(h));
+
+// ---- instances lent to a call off the JavaScript thread ------------------------------
+//
+// object_type.h leaves serializing an instance to hosts. While a callAsync
+// call that took a registered instance runs on a worker thread, C may read
+// any of its fields; JavaScript must not free what C reads (a field write
+// frees the value it replaces) nor read what the call may be replacing,
+// and the event loop must never wait for the call. So until the call ends
+// the instance is lent to it: a field write, a field read through C (str,
+// bytes, handles) and any call that takes the instance throw at once.
+
+const lent = new Map(); // handle -> callAsync calls running with it
+const COPIED = new Set([INT, FLOAT, BOOL, NULL, HANDLE, DTYPE, DEVICE]); // field values read whole
+
+function inUse(x, where) {
+  return new PackedFuncError(`packedfunc: ${where}: the ${x.typeName} instance is in use by a ` +
+    'callAsync call that has not ended (await it first)');
+}
+
+// x's handle, for an operation that reads or changes what C may be using.
+function freeHandle(x, where) {
+  const h = liveHandle(x, where);
+  if (lent.size !== 0 && lent.has(h)) throw inUse(x, where);
+  return h;
+}
+
+// Lends the registered instances among args to a call until endLoan(); the
+// call holds a reference to each, so that a dispose() meanwhile frees it
+// only when the call ends. The handles to give back.
+function lend(args, ctx) {
+  const hs = [];
+  for (const x of args) {
+    if (!(x instanceof PackedObject) || x.typeIndex < REGISTERED_BEGIN) continue;
+    const h = x[kHandle];
+    checkCall(api.PFObjectRetain(h));
+    ctx.release.push(h);
+    lent.set(h, (lent.get(h) ?? 0) + 1);
+    hs.push(h);
+  }
+  return hs;
+}
+
+function endLoan(hs) {
+  for (const h of hs) {
+    const n = lent.get(h) - 1;
+    if (n) lent.set(h, n);
+    else lent.delete(h);
+  }
+}
 
 // Reads one item that a reader wrote at scratch[off] (value) and
 // scratch[codeOff] (code), borrowed from the container.
@@ -1614,11 +1666,15 @@ function objectClass(index) {
       configurable: true,
       get() {
         checkCall(api.PFObjectGetField(liveHandle(this, key), f.ptr, scratch.addr, scratch.addr + 8));
+        const code = scratch.i32[2];
+        // A str, bytes or handle points into the instance; the others are copies.
+        if (!COPIED.has(code)) freeHandle(this, `field '${f.name}' of ${key}`);
         return scratchItem(0, 8);
       },
       set(v) {
         if (!writable) throw new TypeError(`packedfunc: field '${f.name}' of ${key} is read-only`);
-        withValue(v, `field '${f.name}'`, (raw, code) => api.PFObjectSetField(liveHandle(this, key), f.ptr, raw, code));
+        const where = `field '${f.name}' of ${key}`;
+        withValue(v, `field '${f.name}'`, (raw, code) => api.PFObjectSetField(freeHandle(this, where), f.ptr, raw, code));
       },
     });
   }
