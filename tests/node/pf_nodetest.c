@@ -391,3 +391,29 @@ int pfn_init_note(void) {
   }
   return 0;
 }
+
+/* nodetest.note_call(note, f): calls f() (a callback that may write the
+ * note from JavaScript while this call waits for it), then returns the
+ * length of the note's text. Registered by pfn_init_note_call(). */
+
+EXPORT int pfn_init_note_call(void);
+
+static int64_t note_call(PFObjectHandle note, PFFunctionHandle f) {
+  PFValue out;
+  int code;
+  if (PFFuncCall(f, NULL, NULL, 0, &out, &code) != 0) return -1;
+  release_result(out, code);
+  void* data = NULL;
+  if (PFObjectGetData(note, &data) != 0) return -2;
+  const char* text = ((Note*)data)->text;
+  return text != NULL ? (int64_t)strlen(text) : 0;
+}
+
+int pfn_init_note_call(void) {
+  PFFunctionHandle f;
+  if (PFFuncCreateFromTyped((void*)note_call, "int64(note: obj<nodetest.Note>, f: func)", &f) != 0)
+    return -1;
+  int rc = PFFuncRegisterGlobal("nodetest.note_call", f, 1);
+  PFFuncFree(f);
+  return rc;
+}

@@ -891,7 +891,7 @@ functionProto.callAsync = function callAsync(...args) {
   const ctx = newCtx(fr);
   ctx.fn = this;
   const f = this;
-  let loan = [];
+  let loan = null;
   return new Promise((resolve, reject) => {
     try {
       writePtr(blk, 16, h);
@@ -899,6 +899,7 @@ functionProto.callAsync = function callAsync(...args) {
       for (let i = 0; i < n; i++) blk.i32[(fr.codesOff >> 2) + i] = encode(args[i], blk, fr.valuesOff + 8 * i, ctx, i);
       pinKept(ctx); // JavaScript runs while the call does
       loan = lend(args, ctx);
+      blk.i32[11] = loan.id; // pfnode_async.loan
     } catch (err) {
       releaseCtx(ctx);
       api.PFMemFree(blk.addr);
@@ -906,7 +907,7 @@ functionProto.callAsync = function callAsync(...args) {
       return;
     }
     helperApi.callAsync.async(blk.addr, (ioErr, rc) => {
-      endLoan(loan);
+      if (loan !== null) endLoan(loan);
       try {
         if (ioErr) throw ioErr;
         if (rc !== 0) {
@@ -977,7 +978,7 @@ function convertFunction(fn) {
 }
 
 // The callback slots of the C helper (src/pfnode.c, pfnode_slot):
-//   0 num_args  4 ret_code  8 key  16 ret_value  24 ret_owned  28 on_js_thread
+//   0 num_args  4 ret_code  8 key  16 ret_value  24 ret_owned  28 loan
 //   32 args  40 codes  48 ret_bytes {data, size}  64 values[16]  192 codes[16]
 const SLOT_SIZE = 256;
 const SLOT_ARGS = 16;
@@ -1072,6 +1073,8 @@ function setResult(index, off, r) {
 function jsCall(index) {
   const off = index * SLOT_SIZE;
   if (unpinnedCalls.length !== 0) pinCallsInProgress();
+  const outerLoan = waitingLoan;
+  waitingLoan = slots.i32[(off + 28) >> 2] || outerLoan; // a callback on this thread: the same wait
   try {
     const fn = held.get(readInt(slots, off + 8));
     if (typeof fn !== 'function') throw new PackedFuncError('packedfunc: the JavaScript function of this packed function was released', 'RuntimeError');
@@ -1089,6 +1092,8 @@ function jsCall(index) {
     return 1;
   } catch (err) {
     return recordException(err);
+  } finally {
+    waitingLoan = outerLoan;
   }
 }
 
@@ -1184,9 +1189,13 @@ registerObjectType(OBJECT_TYPES.tensor, (h) => adoptTensor(h));
 // frees the value it replaces) nor read what the call may be replacing,
 // and the event loop must never wait for the call. So until the call ends
 // the instance is lent to it: a field write, a field read through C (str,
-// bytes, handles) and any call that takes the instance throw at once.
+// bytes, handles) and any call that takes the instance throw at once;
+// except in a callback that the call's own thread waits for (the helper
+// tells its loan), as a method's callback may use the method's instance.
 
-const lent = new Map(); // handle -> callAsync calls running with it
+const lent = new Map(); // handle -> the loan of the callAsync call that runs with it
+let lastLoan = 0;
+let waitingLoan = 0; // the loan whose call waits for the callback running now
 const COPIED = new Set([INT, FLOAT, BOOL, NULL, HANDLE, DTYPE, DEVICE]); // field values read whole
 
 function inUse(x, where) {
@@ -1197,32 +1206,31 @@ function inUse(x, where) {
 // x's handle, for an operation that reads or changes what C may be using.
 function freeHandle(x, where) {
   const h = liveHandle(x, where);
-  if (lent.size !== 0 && lent.has(h)) throw inUse(x, where);
+  if (lent.size !== 0 && lent.has(h) && lent.get(h) !== waitingLoan) throw inUse(x, where);
   return h;
 }
 
-// Lends the registered instances among args to a call until endLoan(); the
+// Lends the registered instances among args to a call until endLoan() (an
+// instance that a call waiting for this callback lent stays with it); the
 // call holds a reference to each, so that a dispose() meanwhile frees it
-// only when the call ends. The handles to give back.
+// only when the call ends. The loan's number and its handles.
 function lend(args, ctx) {
-  const hs = [];
-  for (const x of args) {
-    if (!(x instanceof PackedObject) || x.typeIndex < REGISTERED_BEGIN) continue;
+  const objs = args.filter((x) => x instanceof PackedObject && x.typeIndex >= REGISTERED_BEGIN);
+  for (const x of objs) if (lent.has(x[kHandle])) throw inUse(x, 'callAsync');
+  const loan = { id: lastLoan = (lastLoan % 0x7fffffff) + 1, handles: [] };
+  for (const x of objs) {
     const h = x[kHandle];
+    if (lent.has(h)) continue; // given twice
     checkCall(api.PFObjectRetain(h));
     ctx.release.push(h);
-    lent.set(h, (lent.get(h) ?? 0) + 1);
-    hs.push(h);
+    lent.set(h, loan.id);
+    loan.handles.push(h);
   }
-  return hs;
+  return loan;
 }
 
-function endLoan(hs) {
-  for (const h of hs) {
-    const n = lent.get(h) - 1;
-    if (n) lent.set(h, n);
-    else lent.delete(h);
-  }
+function endLoan(loan) {
+  for (const h of loan.handles) lent.delete(h);
 }
 
 // Reads one item that a reader wrote at scratch[off] (value) and

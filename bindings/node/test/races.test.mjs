@@ -8,7 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { pf, nodetest } from '../test-support/fixtures.mjs';
 
-if (nodetest.func('int pfn_init_note()')() !== 0) throw new Error('pfn_init_note failed');
+for (const init of ['pfn_init_note', 'pfn_init_note_call']) {
+  if (nodetest.func(`int ${init}()`)() !== 0) throw new Error(`${init} failed`);
+}
 const Note = pf.getObjectType('nodetest.Note');
 const nt = pf.initApi('nodetest');
 
@@ -61,4 +63,34 @@ test('a failed callAsync frees its instances', async () => {
   await assert.rejects(nt.note_watch.callAsync(note, 'x'), TypeError);
   note.text = 'e';
   assert.equal(note.text, 'e');
+});
+
+test('a callback that the callAsync call waits for may use the instance the call took', async () => {
+  const note = new Note();
+  note.text = 'f';
+  const seen = [];
+  let beside;
+  const n = await nt.note_call.callAsync(note, () => {
+    seen.push(note.text);
+    note.text = 'g'.repeat(7); // the call's thread waits for this callback
+    seen.push(nt.note_watch(note, 0));
+    beside = assert.rejects(nt.note_watch.callAsync(note, 0), IN_USE); // would run beside the call
+    return 0;
+  });
+  await beside;
+  assert.deepEqual(seen, ['f', 7]);
+  assert.equal(n, 7);
+});
+
+test('a callback of another C thread may not use an instance that a callAsync call took', async () => {
+  const note = new Note();
+  note.text = 'h';
+  const { call } = await watching(note);
+  try {
+    // call_in_threads runs the callback from its own threads, not the watching call's.
+    await assert.rejects(nt.call_in_threads.callAsync(() => { note.text = 'i'; return 1; }, 1, 1), IN_USE);
+  } finally {
+    nt.note_go(1);
+  }
+  assert.equal(await call, 1);
 });
