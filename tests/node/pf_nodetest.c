@@ -319,3 +319,101 @@ int pfn_init(void) {
   }
   return 0;
 }
+
+/* ---- nodetest.Note: a str field that a method reads while JavaScript
+ * runs (callAsync) ----
+ *
+ * pfn_init_note() registers the type and its functions. watch(note, ms)
+ * copies the text, counts itself started, waits until nodetest.note_go(1)
+ * (or ms milliseconds), then compares the text it read first with its
+ * copy: its length, or -1 when the text changed (it was freed meanwhile:
+ * the allocator reuses a freed block's first bytes). */
+
+#include <stdatomic.h>
+#include <time.h>
+
+EXPORT int pfn_init_note(void);
+
+typedef struct {
+  char* text;
+} Note;
+
+static atomic_llong g_note_started;
+static atomic_int g_note_go;
+
+static int64_t note_watch(PFObjectHandle self, int64_t ms) {
+  void* data = NULL;
+  if (PFObjectGetData(self, &data) != 0) return -2;
+  const char* seen = __atomic_load_n(&((Note*)data)->text, __ATOMIC_ACQUIRE);
+  char copy[256] = "";
+  if (seen != NULL) snprintf(copy, sizeof(copy), "%s", seen);
+  atomic_fetch_add(&g_note_started, 1);
+  for (int64_t i = 0; i < ms && !atomic_load(&g_note_go); ++i) {
+    struct timespec t = {0, 1000000};
+    nanosleep(&t, NULL);
+  }
+  if (seen == NULL) return 0;
+  return strncmp(seen, copy, sizeof(copy)) != 0 ? -1 : (int64_t)strlen(copy);
+}
+
+static int64_t note_started(void) { return atomic_load(&g_note_started); }
+static void note_go(int64_t go) { atomic_store(&g_note_go, go != 0); }
+
+int pfn_init_note(void) {
+  static const PFFieldDesc fields[] = {PF_FIELD(Note, text, "str", kPFFieldWritable, NULL)};
+  static const PFMethodDesc methods[] = {
+      PF_METHOD_TYPED("watch", note_watch, "int64(self: obj<nodetest.Note>, ms: int64)", NULL),
+  };
+  static const PFObjectTypeDesc desc = {.abi = PF_OBJECT_TYPE_DESC_ABI,
+                                        .key = "nodetest.Note",
+                                        .instance_size = sizeof(Note),
+                                        .fields = fields,
+                                        .num_fields = PF_COUNTOF(fields),
+                                        .methods = methods,
+                                        .num_methods = PF_COUNTOF(methods)};
+  uint32_t index; /* registering it again (a second load) gives the same index */
+  if (PFObjectTypeRegister(&desc, &index) != 0) return -1;
+  static const struct {
+    const char* name;
+    void* fn;
+    const char* sig;
+  } typed[] = {
+      {"nodetest.note_watch", (void*)note_watch, "int64(note: obj<nodetest.Note>, ms: int64)"},
+      {"nodetest.note_started", (void*)note_started, "int64()"},
+      {"nodetest.note_go", (void*)note_go, "void(go: int64)"},
+  };
+  for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); ++i) {
+    PFFunctionHandle f;
+    if (PFFuncCreateFromTyped(typed[i].fn, typed[i].sig, &f) != 0) return -1;
+    int rc = PFFuncRegisterGlobal(typed[i].name, f, 1);
+    PFFuncFree(f);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
+
+/* nodetest.note_call(note, f): calls f() (a callback that may write the
+ * note from JavaScript while this call waits for it), then returns the
+ * length of the note's text. Registered by pfn_init_note_call(). */
+
+EXPORT int pfn_init_note_call(void);
+
+static int64_t note_call(PFObjectHandle note, PFFunctionHandle f) {
+  PFValue out;
+  int code;
+  if (PFFuncCall(f, NULL, NULL, 0, &out, &code) != 0) return -1;
+  release_result(out, code);
+  void* data = NULL;
+  if (PFObjectGetData(note, &data) != 0) return -2;
+  const char* text = ((Note*)data)->text;
+  return text != NULL ? (int64_t)strlen(text) : 0;
+}
+
+int pfn_init_note_call(void) {
+  PFFunctionHandle f;
+  if (PFFuncCreateFromTyped((void*)note_call, "int64(note: obj<nodetest.Note>, f: func)", &f) != 0)
+    return -1;
+  int rc = PFFuncRegisterGlobal("nodetest.note_call", f, 1);
+  PFFuncFree(f);
+  return rc;
+}

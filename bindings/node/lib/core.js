@@ -891,12 +891,15 @@ functionProto.callAsync = function callAsync(...args) {
   const ctx = newCtx(fr);
   ctx.fn = this;
   const f = this;
+  let loan = null;
   return new Promise((resolve, reject) => {
     try {
       writePtr(blk, 16, h);
       blk.i32[3] = n;
       for (let i = 0; i < n; i++) blk.i32[(fr.codesOff >> 2) + i] = encode(args[i], blk, fr.valuesOff + 8 * i, ctx, i);
       pinKept(ctx); // JavaScript runs while the call does
+      loan = lend(args, ctx);
+      blk.i32[11] = loan.id; // pfnode_async.loan
     } catch (err) {
       releaseCtx(ctx);
       api.PFMemFree(blk.addr);
@@ -904,6 +907,7 @@ functionProto.callAsync = function callAsync(...args) {
       return;
     }
     helperApi.callAsync.async(blk.addr, (ioErr, rc) => {
+      if (loan !== null) endLoan(loan);
       try {
         if (ioErr) throw ioErr;
         if (rc !== 0) {
@@ -974,7 +978,7 @@ function convertFunction(fn) {
 }
 
 // The callback slots of the C helper (src/pfnode.c, pfnode_slot):
-//   0 num_args  4 ret_code  8 key  16 ret_value  24 ret_owned  28 on_js_thread
+//   0 num_args  4 ret_code  8 key  16 ret_value  24 ret_owned  28 loan
 //   32 args  40 codes  48 ret_bytes {data, size}  64 values[16]  192 codes[16]
 const SLOT_SIZE = 256;
 const SLOT_ARGS = 16;
@@ -1069,6 +1073,8 @@ function setResult(index, off, r) {
 function jsCall(index) {
   const off = index * SLOT_SIZE;
   if (unpinnedCalls.length !== 0) pinCallsInProgress();
+  const outerLoan = waitingLoan;
+  waitingLoan = slots.i32[(off + 28) >> 2] || outerLoan; // a callback on this thread: the same wait
   try {
     const fn = held.get(readInt(slots, off + 8));
     if (typeof fn !== 'function') throw new PackedFuncError('packedfunc: the JavaScript function of this packed function was released', 'RuntimeError');
@@ -1086,6 +1092,8 @@ function jsCall(index) {
     return 1;
   } catch (err) {
     return recordException(err);
+  } finally {
+    waitingLoan = outerLoan;
   }
 }
 
@@ -1168,10 +1176,62 @@ class PackedObject {
 }
 
 registerObjectEncoder(PackedObject, (x, blk, off, ctx, pos) => {
-  writePtr(blk, off, liveHandle(x, pos));
+  writePtr(blk, off, freeHandle(x, what(pos)));
   return x instanceof Module ? MODULE : OBJECT;
 });
 registerObjectType(OBJECT_TYPES.tensor, (h) => adoptTensor(h));
+
+// ---- instances lent to a call off the JavaScript thread ------------------------------
+//
+// object_type.h leaves serializing an instance to hosts. While a callAsync
+// call that took a registered instance runs on a worker thread, C may read
+// any of its fields; JavaScript must not free what C reads (a field write
+// frees the value it replaces) nor read what the call may be replacing,
+// and the event loop must never wait for the call. So until the call ends
+// the instance is lent to it: a field write, a field read through C (str,
+// bytes, handles) and any call that takes the instance throw at once;
+// except in a callback that the call's own thread waits for (the helper
+// tells its loan), as a method's callback may use the method's instance.
+
+const lent = new Map(); // handle -> the loan of the callAsync call that runs with it
+let lastLoan = 0;
+let waitingLoan = 0; // the loan whose call waits for the callback running now
+const COPIED = new Set([INT, FLOAT, BOOL, NULL, HANDLE, DTYPE, DEVICE]); // field values read whole
+
+function inUse(x, where) {
+  return new PackedFuncError(`packedfunc: ${where}: the ${x.typeName} instance is in use by a ` +
+    'callAsync call that has not ended (await it first)');
+}
+
+// x's handle, for an operation that reads or changes what C may be using.
+function freeHandle(x, where) {
+  const h = liveHandle(x, where);
+  if (lent.size !== 0 && lent.has(h) && lent.get(h) !== waitingLoan) throw inUse(x, where);
+  return h;
+}
+
+// Lends the registered instances among args to a call until endLoan() (an
+// instance that a call waiting for this callback lent stays with it); the
+// call holds a reference to each, so that a dispose() meanwhile frees it
+// only when the call ends. The loan's number and its handles.
+function lend(args, ctx) {
+  const objs = args.filter((x) => x instanceof PackedObject && x.typeIndex >= REGISTERED_BEGIN);
+  for (const x of objs) if (lent.has(x[kHandle])) throw inUse(x, 'callAsync');
+  const loan = { id: lastLoan = (lastLoan % 0x7fffffff) + 1, handles: [] };
+  for (const x of objs) {
+    const h = x[kHandle];
+    if (lent.has(h)) continue; // given twice
+    checkCall(api.PFObjectRetain(h));
+    ctx.release.push(h);
+    lent.set(h, loan.id);
+    loan.handles.push(h);
+  }
+  return loan;
+}
+
+function endLoan(loan) {
+  for (const h of loan.handles) lent.delete(h);
+}
 
 // Reads one item that a reader wrote at scratch[off] (value) and
 // scratch[codeOff] (code), borrowed from the container.
@@ -1614,11 +1674,15 @@ function objectClass(index) {
       configurable: true,
       get() {
         checkCall(api.PFObjectGetField(liveHandle(this, key), f.ptr, scratch.addr, scratch.addr + 8));
+        const code = scratch.i32[2];
+        // A str, bytes or handle points into the instance; the others are copies.
+        if (!COPIED.has(code)) freeHandle(this, `field '${f.name}' of ${key}`);
         return scratchItem(0, 8);
       },
       set(v) {
         if (!writable) throw new TypeError(`packedfunc: field '${f.name}' of ${key} is read-only`);
-        withValue(v, `field '${f.name}'`, (raw, code) => api.PFObjectSetField(liveHandle(this, key), f.ptr, raw, code));
+        const where = `field '${f.name}' of ${key}`;
+        withValue(v, `field '${f.name}'`, (raw, code) => api.PFObjectSetField(freeHandle(this, where), f.ptr, raw, code));
       },
     });
   }

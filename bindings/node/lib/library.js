@@ -42,7 +42,7 @@ const ROOT = path.resolve(PKG_DIR, '..', '..');
 const EXPECTED_MAJOR = 0;
 const EXPECTED_API_VERSION = 9;
 // The layout version of the helper's shared memory (PFNODE_ABI).
-const HELPER_ABI = 2;
+const HELPER_ABI = 3;
 
 function buildDirs() {
   const dirs = [];

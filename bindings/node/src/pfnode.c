@@ -69,7 +69,7 @@
 
 /* The layout version of everything JavaScript reads here (lib/library.js
  * checks it). */
-#define PFNODE_ABI 2
+#define PFNODE_ABI 3
 /* Callbacks nested on the JavaScript thread, at most. */
 #define PFNODE_MAX_DEPTH 128
 /* Arguments copied into a slot; more are read through the slot's pointers. */
@@ -84,7 +84,8 @@ typedef struct {
   int64_t key;                      /*  8: the JavaScript function's key */
   PFValue ret_value;                /* 16: written by JS */
   int32_t ret_owned;                /* 24: JS hands its reference to the returned handle over */
-  int32_t on_js_thread;             /* 28: 0 when served for another thread */
+  int32_t loan;                     /* 28: the callAsync call whose thread waits (its
+                                       loan, see pfnode_async), or 0 */
   PFValue* args;                    /* 32: the caller's arrays (for more than PFNODE_SLOT_ARGS) */
   int* codes;                       /* 40 */
   PFByteArray ret_bytes;            /* 48: a bytes result: ret_value points here */
@@ -133,6 +134,10 @@ PFNODE_EXPORT void pfnode_async_clear(pfnode_async* a);
 
 enum { REQ_PENDING, REQ_RUNNING, REQ_DONE, REQ_CANCELLED };
 
+/* The loan of the callAsync call that this thread runs (pfnode_call_async),
+ * or 0: a callback it waits for may use the instances lent to the call. */
+static _Thread_local int32_t tl_loan;
+
 /* A call from another thread, on that thread's stack while it waits. */
 typedef struct request {
   struct request* next;
@@ -142,6 +147,7 @@ typedef struct request {
   PFValue* args;
   int* codes;
   int num_args;
+  int32_t loan; /* the callAsync call this thread runs (tl_loan), or 0 */
   /* The outcome, copied on the JavaScript thread for the caller's. */
   int status;
   PFValue value;
@@ -259,7 +265,7 @@ static char* dup_text(const char* s) {
  * result goes to `ret` when `ret` is not NULL, else stays in the slot for
  * the caller (serving another thread). Returns 0 or -1 (error recorded),
  * and the slot's index through *slot_out (-1 when none was taken). */
-static int run_js(pfnode_env* env, int64_t key, PFValue* args, int* codes, int n,
+static int run_js(pfnode_env* env, int64_t key, PFValue* args, int* codes, int n, int32_t loan,
                   PFRetValueHandle ret, int* slot_out) {
   *slot_out = -1;
   if (env->depth >= PFNODE_MAX_DEPTH)
@@ -273,7 +279,7 @@ static int run_js(pfnode_env* env, int64_t key, PFValue* args, int* codes, int n
   s->ret_code = kPFNull;
   s->ret_value.v_int64 = 0;
   s->ret_owned = 0;
-  s->on_js_thread = ret != NULL;
+  s->loan = loan;
   s->args = args;
   s->codes = codes;
   for (int i = 0; i < n && i < PFNODE_SLOT_ARGS; ++i) {
@@ -389,7 +395,7 @@ PFNODE_EXPORT int32_t pfnode_serve(pfnode_env* env) {
     }
     if (r == NULL) break;
     int index;
-    int rc = run_js(env, r->key, r->args, r->codes, r->num_args, NULL, &index);
+    int rc = run_js(env, r->key, r->args, r->codes, r->num_args, r->loan, NULL, &index);
     take_outcome(env, r, rc, index);
     pthread_mutex_lock(&env->lock);
     r->state = REQ_DONE;
@@ -452,6 +458,7 @@ static int call_from_other_thread(pfnode_env* env, int64_t key, PFValue* args, i
   r.args = args;
   r.codes = codes;
   r.num_args = n;
+  r.loan = tl_loan;
   r.state = REQ_PENDING;
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -541,7 +548,7 @@ PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueH
   if (on_js_thread(env)) {
     if (__atomic_load_n(&env->shared.pending, __ATOMIC_RELAXED) > 0) pfnode_serve(env);
     int index;
-    rc = run_js(env, ref->key, args, codes, n, ret, &index);
+    rc = run_js(env, ref->key, args, codes, n, 0, ret, &index);
   } else {
     rc = call_from_other_thread(env, ref->key, args, codes, n, ret);
   }
@@ -708,7 +715,7 @@ PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message) {
 struct pfnode_async {
   PFCallFrame frame; /*  0: 40 bytes */
   int32_t status;    /* 40 */
-  int32_t reserved;  /* 44 */
+  int32_t loan;      /* 44: written by JavaScript, nonzero: the instances lent to the call */
   void* copy;        /* 48: a str or bytes result's copy (malloc) */
   int64_t copy_size; /* 56 */
   char* err_kind;    /* 64 */
@@ -722,7 +729,10 @@ PFNODE_EXPORT int32_t pfnode_call_async(pfnode_async* a) {
   a->copy = NULL;
   a->copy_size = 0;
   a->err_kind = a->err_msg = a->err_tb = NULL;
+  int32_t outer = tl_loan;
+  tl_loan = a->loan;
   a->status = PFFuncCallFrame(&a->frame);
+  tl_loan = outer;
   if (a->status != 0) {
     a->err_kind = dup_text(PFErrorGetKind());
     a->err_msg = dup_text(PFErrorGetMessage());
