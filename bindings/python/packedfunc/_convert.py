@@ -438,13 +438,14 @@ def live_handle(x, pos):
 tensors_in_flight = {}
 
 
-def pack_args(args, fr, keep, tensors):
+def pack_args(args, fr, keep, tensors, label=None):
     """Encode `args` into the Frame `fr` (see _frames); (DLTensor address, object) pairs
-    of tensor arguments are appended to `tensors`, flat."""
+    of tensor arguments are appended to `tensors`, flat. label(i) names argument i in
+    errors (default: its position)."""
     mv = fr.mem
     codes_off = fr.codes_off
     for i, x in enumerate(args):
-        code, raw = encode(x, i, keep)
+        code, raw = encode(x, i if label is None else label(i), keep)
         if code == TENSOR:
             tensors.append(P.unpack(raw)[0])
             tensors.append(x)

@@ -17,9 +17,9 @@ import inspect
 import sys
 
 from . import _holds, _signature
-from ._convert import (CODE as _CODE, FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES,
-                       TENSOR, VALS_OFF as _VALS_OFF, decode as _decode,
-                       decoders_get as _decoders_get, encode as _encode_value, live_handle,
+from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR,
+                       VALS_OFF as _VALS_OFF, decode as _decode, decoders_get as _decoders_get,
+                       live_handle,
                        pack_args, register_decoder, register_encoder, register_fallback,
                        register_object_type, tensors_in_flight)
 from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST,
@@ -360,32 +360,39 @@ def _call_general(func, args, plan):
                 fr = _Frame()
         else:
             fr = _Frame(n)
-        keep, tensors = [], []
-        mv = fr.mem
-        try:
-            pack_args(args, fr, keep, tensors)
-            for i in range(0, len(tensors), 2):
-                tensors_in_flight[tensors[i]] = tensors[i + 1]
-            if _c_call(keep, PFFuncCall, func._hb, fr.args, fr.type_codes, n, fr.ret_val,
-                       fr.ret_type_code):
-                _call_failed(func)
-            v, c = _ret_unpack(mv, 0)
-            if c == _INT:
-                return v
-            if c == TENSOR:
-                addr = v & 0xFFFFFFFFFFFFFFFF
-                for i in range(0, len(tensors), 2):
-                    if tensors[i] == addr:
-                        return tensors[i + 1]  # an argument coming back: itself
-            return _decode(mv, RET_OFF, c)
-        finally:
-            for i in range(0, len(tensors), 2):
-                tensors_in_flight.pop(tensors[i], None)
-            if fr.capacity == MAX_FAST:
-                _give_frame(fr)
+        return _run(func, fr, args, None, PFFuncCall, n, fr.ret_val, fr.ret_type_code)
     except BaseException as exc:
         _for_caller(exc)
         raise
+
+
+def _run(func, fr, values, label, entry, *rest):
+    """Packs `values` into the frame `fr` (label: as pack_args's), calls
+    entry(func, fr.args, fr.type_codes, *rest) into C, and returns the
+    result; the frame goes back to the pool, whatever happens."""
+    keep, tensors = [], []
+    mv = fr.mem
+    try:
+        pack_args(values, fr, keep, tensors, label)
+        for i in range(0, len(tensors), 2):
+            tensors_in_flight[tensors[i]] = tensors[i + 1]
+        # func._hb is None once released: a NULL function, which C refuses.
+        if _c_call(keep, entry, func._hb, fr.args, fr.type_codes, *rest):
+            _call_failed(func)
+        v, c = _ret_unpack(mv, 0)
+        if c == _INT:
+            return v
+        if c == TENSOR:
+            addr = v & 0xFFFFFFFFFFFFFFFF
+            for i in range(0, len(tensors), 2):
+                if tensors[i] == addr:
+                    return tensors[i + 1]  # an argument coming back: itself
+        return _decode(mv, RET_OFF, c)
+    finally:
+        for i in range(0, len(tensors), 2):
+            tensors_in_flight.pop(tensors[i], None)
+        if fr.capacity == MAX_FAST:
+            _give_frame(fr)
 
 
 def _c_call(keep, entry, *args):
@@ -506,47 +513,16 @@ def _call_kw(func, args, kwargs):
                 fr = _take_frame()
             except IndexError:
                 fr = _Frame()
-        keep, tensors = [], []
-        mv = fr.mem
+        values = list(args)
+        values.extend(kwargs.values())
         try:
-            codes_off = fr.codes_off
-            values = list(args)
-            values.extend(kwargs.values())
-            for i, x in enumerate(values):
-                code, raw = _encode_value(x, i if i < n else "argument '%s'" % names[i - n].decode(
-                    "utf-8", "surrogateescape"), keep)
-                if code == TENSOR:
-                    tensors.append(P.unpack(raw)[0])
-                    tensors.append(x)
-                off = _VALS_OFF + 8 * i
-                mv[off:off + 8] = raw
-                mv[codes_off + 4 * i:codes_off + 4 * i + 4] = _CODE.pack(code)
-            fr.plan = None  # the codes no longer match any plan
-            for i in range(0, len(tensors), 2):
-                tensors_in_flight[tensors[i]] = tensors[i + 1]
-            try:
-                names_type = _NAME_ARRAYS[nkw]
-            except IndexError:
-                names_type = ctypes.c_char_p * nkw
-            # func._hb is None once released: a NULL function, which C refuses.
-            if _c_call(keep, PFFuncCallKw, func._hb, fr.args, fr.type_codes, n,
-                       names_type(*names), byref(fr.buf, _VALS_OFF + 8 * n),
-                       byref(fr.buf, codes_off + 4 * n), nkw, fr.ret_val, fr.ret_type_code):
-                _call_failed(func)
-            v, c = _ret_unpack(mv, 0)
-            if c == _INT:
-                return v
-            if c == TENSOR:
-                addr = v & 0xFFFFFFFFFFFFFFFF
-                for i in range(0, len(tensors), 2):
-                    if tensors[i] == addr:
-                        return tensors[i + 1]  # an argument coming back: itself
-            return _decode(mv, RET_OFF, c)
-        finally:
-            for i in range(0, len(tensors), 2):
-                tensors_in_flight.pop(tensors[i], None)
-            if fr.capacity == MAX_FAST:
-                _give_frame(fr)
+            names_type = _NAME_ARRAYS[nkw]
+        except IndexError:
+            names_type = ctypes.c_char_p * nkw
+        return _run(func, fr, values, lambda i: i if i < n else "argument '%s'" % names[
+            i - n].decode("utf-8", "surrogateescape"), PFFuncCallKw, n, names_type(*names),
+            byref(fr.buf, _VALS_OFF + 8 * n), byref(fr.buf, fr.codes_off + 4 * n), nkw,
+            fr.ret_val, fr.ret_type_code)
     except BaseException as exc:
         _for_caller(exc)
         raise
