@@ -46,7 +46,7 @@ void pfnode_shutdown(pfnode_env* env, const char* message);
 int32_t pfnode_async_size(void);
 
 /* lib/core.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
- * 28 on_js_thread 32 args 40 codes 48 ret_bytes 64 values[16] 192 codes[16]" */
+ * 28 loan 32 args 40 codes 48 ret_bytes 64 values[16] 192 codes[16]" */
 #define SLOT_ARGS 16
 typedef struct {
   int32_t num_args;
@@ -54,7 +54,7 @@ typedef struct {
   int64_t key;
   PFValue ret_value;
   int32_t ret_owned;
-  int32_t on_js_thread;
+  int32_t loan; /* the callAsync call whose thread waits, or 0 */
   PFValue* args;
   int* codes;
   PFByteArray ret_bytes;
@@ -80,7 +80,7 @@ typedef struct {
 typedef struct {
   PFCallFrame frame;
   int32_t status;
-  int32_t reserved;
+  int32_t loan; /* nonzero: the instances lent to the call (JavaScript's) */
   void* copy;
   int64_t copy_size;
   char* err_kind;
@@ -280,7 +280,7 @@ static void start(worker* w) { assert_int_equal(pthread_create(&w->thread, NULL,
 static int group_setup(void** state) {
   (void)state;
   g_main = pthread_self();
-  if (pfnode_abi() != 2 || PFHostGateCreate(&g_gate) != 0) return -1;
+  if (pfnode_abi() != 3 || PFHostGateCreate(&g_gate) != 0) return -1;
   g_env = pfnode_init(js_call, js_release, g_gate);
   if (g_env == NULL) return -1;
   if (pfnode_slot_size() != (int32_t)sizeof(js_slot) || pfnode_max_depth() > 128 ||
