@@ -131,3 +131,11 @@ def test_a_cycle_through_a_field_named_handle_is_collected(mod):
         del n, box
         gc.collect()
     assert mod.pyt.names_alive() == alive
+
+
+def test_a_released_instance_is_refused_naming_the_argument(mod):
+    n = mod.pyt.Names()
+    n.__del__()
+    with pytest.raises(ValueError, match=r"packedfunc: argument 0: the Names was released"):
+        mod.pyt.echo(n)
+    assert repr(n) == "<pyt.Names (released)>"

@@ -27,8 +27,8 @@ import threading
 import types
 
 from . import _signature
-from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle, register_decoder,
-                       register_encoder, register_fallback, register_object_type,
+from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, register_decoder,
+                       register_encoder, register_fallback, register_object_type, released,
                        tensors_in_flight, what)
 from ._backend import cext as _cext
 from ._errors import check_call
@@ -662,7 +662,7 @@ def _tensor_annotation(result):
 def encode_object(x, pos, keep):
     handle = handle_of(x)
     if not handle:
-        live_handle(x, pos)  # raises: the object was released
+        raise released(x, pos)
     keep.append(Held(handle, x if type_index_of(x) >= OBJECT_TYPE_REGISTERED_BEGIN else None))
     return code_of(x), P.pack(handle)
 
