@@ -454,3 +454,75 @@ static const PFObjectTypeDesc k_dog = {.abi = PF_OBJECT_TYPE_DESC_ABI,
                                        .methods = k_dog_methods,
                                        .num_methods = PF_COUNTOF(k_dog_methods)};
 PF_REGISTER_OBJECT_TYPE(k_dog);
+
+/* ---- pyt.Names: members named as the binding's own attributes (fields
+ * type_index, _handle, _data, _code, _loan; methods handle, _adopt);
+ * pyt.DunderMethod, pyt.DunderField: names Python keeps for itself ---- */
+
+typedef struct {
+  int64_t type_index;
+  PFObjectHandle _handle;
+  char* _data;
+  int32_t _code;
+  double _loan;
+} Names;
+
+static atomic_llong g_names_alive; /* Names initialized and not yet finalized */
+
+static void names_fin(void* data) {
+  (void)data;
+  atomic_fetch_sub(&g_names_alive, 1);
+}
+
+static void names_init(PFObjectHandle self) {
+  ((Names*)data_of(self))->type_index = 7;
+  atomic_fetch_add(&g_names_alive, 1);
+}
+
+static int64_t names_handle(PFObjectHandle self) { return ((Names*)data_of(self))->_code; }
+static int64_t names_adopt(PFObjectHandle self, int64_t n) {
+  return ((Names*)data_of(self))->type_index + n;
+}
+static int64_t names_alive(void) { return atomic_load(&g_names_alive); }
+PF_REGISTER_TYPED("pyt.names_alive", names_alive, "int64()");
+
+static const PFFieldDesc k_names_fields[] = {
+    PF_FIELD(Names, type_index, "int64", W, NULL), PF_FIELD(Names, _handle, "object", W, NULL),
+    PF_FIELD(Names, _data, "str", W, NULL),        PF_FIELD(Names, _code, "int32", W, NULL),
+    PF_FIELD(Names, _loan, "float64", W, NULL),
+};
+static const PFMethodDesc k_names_methods[] = {
+    PF_METHOD_TYPED("__init__", names_init, "void(self: obj<pyt.Names>)", NULL),
+    PF_METHOD_TYPED("handle", names_handle, "int64(self: obj<pyt.Names>)", "_code."),
+    PF_METHOD_TYPED("_adopt", names_adopt, "int64(self: obj<pyt.Names>, n: int64)", NULL),
+};
+static const PFObjectTypeDesc k_names = {.abi = PF_OBJECT_TYPE_DESC_ABI,
+                                         .key = "pyt.Names",
+                                         .instance_size = sizeof(Names),
+                                         .finalizer = names_fin,
+                                         .fields = k_names_fields,
+                                         .num_fields = PF_COUNTOF(k_names_fields),
+                                         .methods = k_names_methods,
+                                         .num_methods = PF_COUNTOF(k_names_methods)};
+PF_REGISTER_OBJECT_TYPE(k_names);
+
+static const PFMethodDesc k_dunder_methods[] = {
+    PF_METHOD_TYPED("__class__", names_handle, "int64(self: obj<pyt.DunderMethod>)", NULL),
+};
+static const PFObjectTypeDesc k_dunder_method = {.abi = PF_OBJECT_TYPE_DESC_ABI,
+                                                 .key = "pyt.DunderMethod",
+                                                 .instance_size = sizeof(Names),
+                                                 .methods = k_dunder_methods,
+                                                 .num_methods = PF_COUNTOF(k_dunder_methods)};
+PF_REGISTER_OBJECT_TYPE(k_dunder_method);
+
+/* Not PF_FIELD: the member it names is not called __dict__. */
+static const PFFieldDesc k_dunder_fields[] = {
+    {"__dict__", "int32", offsetof(Names, _code), W, NULL},
+};
+static const PFObjectTypeDesc k_dunder_field = {.abi = PF_OBJECT_TYPE_DESC_ABI,
+                                                .key = "pyt.DunderField",
+                                                .instance_size = sizeof(Names),
+                                                .fields = k_dunder_fields,
+                                                .num_fields = PF_COUNTOF(k_dunder_fields)};
+PF_REGISTER_OBJECT_TYPE(k_dunder_field);

@@ -428,8 +428,13 @@ def live_handle(x, pos):
     """The handle of a Function or Object argument; ValueError naming the
     argument once it was released."""
     if not x._handle:
-        raise ValueError("packedfunc: %s: the %s was released" % (what(pos), type(x).__name__))
+        raise released(x, pos)
     return P.pack(x._handle)
+
+
+def released(x, pos):
+    """The ValueError of argument x, released."""
+    return ValueError("packedfunc: %s: the %s was released" % (what(pos), type(x).__name__))
 
 
 # DLTensor* we passed to C in calls still in progress -> the Python object,

@@ -332,11 +332,22 @@ def _owned(handle, sort):
         out, cap = (c_void_p * n)(), n
 
 
+def _own(wrapper, name):
+    """The descriptor of the binding's own attribute `name` of a wrapper:
+    the base-most class's, which a registered type's field or method of
+    that name (in its class, derived from it) cannot shadow."""
+    for k in reversed(type(wrapper).__mro__):
+        d = k.__dict__.get(name)
+        if d is not None:
+            return d
+    raise AttributeError(name)
+
+
 def _lend_to(wrapper, payloads):
     loan = Loan()
     loan.lend(payloads)
     if len(loan):
-        wrapper._loan = loan
+        _own(wrapper, "_loan").__set__(wrapper, loan)
         _lenders.append(weakref.ref(wrapper))
 
 
@@ -349,12 +360,13 @@ def _lend_all():
     for batch, sort in ((unsorted, True), (_reaching, False)):
         for ref in batch:
             w = ref()
-            if w is None or not w._handle:
+            handle = None if w is None else _own(w, "_handle").__get__(w)
+            if not handle:
                 continue  # gone
-            if w._loan is not None:  # lent already (never, as collections do not nest)
+            if _own(w, "_loan").__get__(w) is not None:  # lent already (never, as collections do not nest)
                 reaching.append(ref)
                 continue
-            payloads, reachable = _owned(w._handle, sort)
+            payloads, reachable = _owned(handle, sort)
             # Asked for the first time: one that reaches no hold never
             # will; one too large to walk (-1) never will be lent from.
             if reachable is None or reachable > 0:
@@ -378,9 +390,13 @@ def _give_back_all():
 def give_back(wrapper):
     """Ends the wrapper's loan, if any: after its C object was released
     (its __del__), or at the end of the collection."""
-    loan = getattr(wrapper, "_loan", None)  # unset when its _adopt failed half-way
+    slot = _own(wrapper, "_loan")
+    try:
+        loan = slot.__get__(wrapper)
+    except AttributeError:
+        return  # unset when its _adopt failed half-way
     if loan is not None:
-        wrapper._loan = None
+        slot.__set__(wrapper, None)
         loan.give_back()
 
 

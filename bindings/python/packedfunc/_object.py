@@ -27,8 +27,8 @@ import threading
 import types
 
 from . import _signature
-from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, live_handle, register_decoder,
-                       register_encoder, register_fallback, register_object_type,
+from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, register_decoder,
+                       register_encoder, register_fallback, register_object_type, released,
                        tensors_in_flight, what)
 from ._backend import cext as _cext
 from ._errors import check_call
@@ -65,7 +65,9 @@ class Object(_cext.ObjectBase if _cext else object):
     object type...).
 
     Owns one reference, released when collected; can be passed back to C.
-    ``type_index`` is its PFObjectTypeIndex. Two Objects are equal when
+    ``type_index`` is its PFObjectTypeIndex (of an instance whose type has
+    a member of that name, ``Object.type_index.__get__(obj)``; as for
+    ``handle``). Two Objects are equal when
     they hold the same C object (see also :func:`same_as`). Instances of
     registered object types are instances of subclasses made for their
     types (see :func:`get_class`).
@@ -85,22 +87,16 @@ class Object(_cext.ObjectBase if _cext else object):
             # The type code is OBJECT, the loan None; a container reads its
             # size and is tracked (_holds).
             return _cext.adopt_object(cls, handle, type_index)
-        self = object.__new__(cls)
-        self._handle = handle
-        self.type_index = type_index
-        self._code = OBJECT  # the type code it passes to C with
-        self._loan = None
-        self._data = 0
-        return self
+        return init_state(object.__new__(cls), handle, type_index, 0)
 
     @property
     def handle(self):
         """The PFObjectHandle as an int (borrowed)."""
-        return self._handle
+        return handle_of(self)
 
     def __repr__(self):
-        return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, self.type_index,
-                                                           self._handle)
+        return "<packedfunc.%s type_index=%d at 0x%x>" % (type(self).__name__, type_index_of(self),
+                                                           handle_of(self))
 
     if not _cext:  # the extension's ObjectBase does the same in C (tp_new, tp_finalize)
         def __new__(cls, *args, **kwargs):
@@ -113,17 +109,20 @@ class Object(_cext.ObjectBase if _cext else object):
         def __eq__(self, other):
             if not isinstance(other, Object):
                 return NotImplemented
-            return self._handle == other._handle
+            return handle_of(self) == handle_of(other)
 
         def __hash__(self):
-            return hash(self._handle)
+            return hash(handle_of(self))
 
         def __del__(self):
-            handle = self._handle  # idempotent, as Function.__del__
+            try:
+                handle = handle_of(self)  # idempotent, as Function.__del__
+            except AttributeError:
+                return  # its _wrap failed before it held anything
             if handle and not state.shutting_down:
-                self._handle = 0
-                if self._data:
-                    self._data = 0
+                _set_handle(self, 0)
+                if data_of(self):
+                    _set_data(self, 0)
                     hooks.forget(self, handle)  # out of the identity map, first
                 PFObjectFree(handle)
                 # After the release: the holds that it destroyed are dropped,
@@ -134,15 +133,28 @@ class Object(_cext.ObjectBase if _cext else object):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
 
 
-# The binding's own state of an Object, read through its base class's
-# descriptors, never by attribute lookup: a registered type's fields and
-# methods may have any name (a field "_handle" or "type_index"), and
-# shadow these in its class.
+# The binding's own state of an Object, read and written through its base
+# class's descriptors, never by attribute lookup: a registered type's
+# fields and methods may have any name (a field "_handle" or "type_index"),
+# and shadow these in its class. (Its own methods are looked up the same
+# way: Object.handle, not obj.handle.)
 _STATE = (_cext.ObjectBase if _cext else Object).__dict__
 handle_of = _STATE["_handle"].__get__
 code_of = _STATE["_code"].__get__
 type_index_of = _STATE["type_index"].__get__
 data_of = _STATE["_data"].__get__
+if not _cext:
+    _set_handle = _STATE["_handle"].__set__
+    _set_data = _STATE["_data"].__set__
+
+    def init_state(obj, handle, type_index, data):
+        """obj (a new Object, with ctypes) given its state; returns it."""
+        _set_handle(obj, handle)
+        _STATE["type_index"].__set__(obj, type_index)
+        _STATE["_code"].__set__(obj, OBJECT)  # the type code it passes to C with
+        _STATE["_loan"].__set__(obj, None)
+        _set_data(obj, data)
+        return obj
 
 
 if _cext:
@@ -650,7 +662,7 @@ def _tensor_annotation(result):
 def encode_object(x, pos, keep):
     handle = handle_of(x)
     if not handle:
-        live_handle(x, pos)  # raises: the object was released
+        raise released(x, pos)
     keep.append(Held(handle, x if type_index_of(x) >= OBJECT_TYPE_REGISTERED_BEGIN else None))
     return code_of(x), P.pack(handle)
 

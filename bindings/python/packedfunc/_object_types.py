@@ -44,7 +44,9 @@ from ._holds import Held, refs_may_change, track
 from ._library import LIB_PATH, OBJECT_TYPES
 from ._mirrors import PFFieldInfo, PFMethodInfo, PFObjectTypeInfo
 from ._object import (Object, data_of, from_dlpack, handle_of, hooks as _object_hooks,
-                      lock_instances, unlock_instances)
+                      lock_instances, type_index_of, unlock_instances)
+if not _cext:
+    from ._object import init_state
 from ._types import Device
 
 c_void_p, c_uint32, byref = ctypes.c_void_p, ctypes.c_uint32, ctypes.byref
@@ -246,6 +248,7 @@ def _add_members(cls, spec):
     fields and methods its type declares (own or overriding), __init__ and,
     for a root type, the instance protocol (repr, pickling). Returns the
     methods to sign (see _sign) once the class is published."""
+    _check_names(spec)
     own = cls.__dict__
     factory = None
     if spec.init is not None and spec.init.static:
@@ -267,6 +270,20 @@ def _add_members(cls, spec):
         if name not in own or name == "__pf_type__":
             setattr(cls, name, value)
     return unsigned
+
+
+def _check_names(spec):
+    """TypeError when one of the type's own members has a name that Python
+    keeps for itself (__class__, __dict__...: any __*__ but __init__, the
+    constructor). Any other name works: the binding's own state is read
+    through Object's descriptors, which a member cannot shadow."""
+    members = [("field", f.name) for f in spec.own_fields()] + [
+        ("method", m.name) for m in spec.methods if m.declared_by == spec.index]
+    for kind, name in members:
+        if name != "__init__" and name.startswith("__") and name.endswith("__"):
+            raise TypeError("packedfunc: the object type %s cannot have a Python class: its %s "
+                            "name %r is one that Python keeps for itself (__*__)"
+                            % (spec.key, kind, name))
 
 
 def _sign(unsigned):
@@ -438,7 +455,7 @@ def _is_opaque(value, keep):
     """Whether encoding `value` made an opaque host object of it (the
     encoder table's last fallback, which keeps the new object's wrapper)."""
     return not isinstance(value, Object) and any(
-        isinstance(k, Object) and k.type_index == _HOST_OBJECT for k in keep)
+        isinstance(k, Object) and type_index_of(k) == _HOST_OBJECT for k in keep)
 
 
 def _make_field(cls, spec, f):
@@ -563,8 +580,8 @@ class _Field:
 
 @reprlib.recursive_repr()
 def _repr(self):
-    spec = spec_of(self.type_index)
-    if not self._handle:
+    spec = spec_of(type_index_of(self))
+    if not handle_of(self):
         return "<%s (released)>" % spec.key
     parts = []
     for f in spec.fields:
@@ -577,12 +594,12 @@ def _repr(self):
 
 
 def _reduce(self):
-    spec = spec_of(self.type_index)
+    spec = spec_of(type_index_of(self))
     if spec.copy_refusal is not None:
         raise TypeError("packedfunc: %s cannot be pickled or copied: %s (an instance is "
                         "copied from its fields when every field is writable and its "
                         "constructor takes no arguments)" % (spec.key, spec.copy_refusal))
-    if not self._handle:
+    if not handle_of(self):
         raise ValueError("packedfunc: the %s was released" % type(self).__name__)
     state = {f.name: getattr(self, f.name) for f in spec.fields}
     # A class bound to the type is found again by its key (in the process
@@ -679,8 +696,9 @@ def same_as(a, b):
     items)."""
     if a is b:
         return True
-    if isinstance(a, Object) and isinstance(b, Object) or (
-            isinstance(a, Function) and isinstance(b, Function)):
+    if isinstance(a, Object) and isinstance(b, Object):
+        return handle_of(a) != 0 and handle_of(a) == handle_of(b)
+    if isinstance(a, Function) and isinstance(b, Function):
         return a._handle != 0 and a._handle == b._handle
     return False
 
@@ -722,13 +740,7 @@ def _wrap(cls, handle, type_index):
         err = last_error()
         PFObjectFree(handle)
         raise err
-    obj = object.__new__(cls)
-    obj._handle = handle
-    obj.type_index = type_index
-    obj._code = OBJECT
-    obj._loan = None
-    obj._data = data.value
-    return obj
+    return init_state(object.__new__(cls), handle, type_index, data.value)
 
 
 def _adopt_instance(cls, handle, type_index):
