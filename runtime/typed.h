@@ -363,40 +363,59 @@ static inline void pf_ffi_ret_load(int t, const pf_ffi_ret* ret, pf_cvalue* out)
   }
 }
 
-/* Stores `v` as a closure's result of type `t` where libffi expects it
- * (`ret`, at least an ffi_arg); a NULL bytes pointer stores empty bytes. */
-static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
+/* Stores the C value `c` of type `t` at `p` as its C type: the inverse of
+ * pf_cvalue_load (a field of a registered type, or a result as wide as
+ * its type). */
+static inline void pf_cvalue_store(int t, const pf_cvalue* c, void* p) {
   switch (t) {
-#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi)                   \
-  case pf_t_##id:                                                                 \
-    if (sizeof(ctype) >= sizeof(ffi_arg)) memcpy(ret, &v->member, sizeof(ctype)); \
-    else if ((lo) < 0) *(ffi_sarg*)ret = v->member;                               \
-    else *(ffi_arg*)ret = v->member;                                              \
+#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                               \
+    memcpy(p, &c->member, sizeof(ctype));                       \
     break;
 #define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
   case pf_t_##id:                                       \
-    memcpy(ret, &v->member, sizeof(ctype));             \
+    memcpy(p, &c->member, sizeof(ctype));               \
     break;
     PF_SIG_INT_TYPES(INT_STORE_)
     PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
 #undef INT_STORE_
 #undef FLOAT_STORE_
     case pf_t_dtype:
-      memcpy(ret, &v->dt, sizeof(DLDataType));
+      memcpy(p, &c->dt, sizeof(DLDataType));
       break;
     case pf_t_device:
-      memcpy(ret, &v->dev, sizeof(DLDevice));
+      memcpy(p, &c->dev, sizeof(DLDevice));
       break;
+    default:
+      memcpy(p, &c->p, sizeof(void*));
+      break; /* the pointer-like types */
+  }
+}
+
+/* Stores `v` as a closure's result of type `t` where libffi expects it
+ * (`ret`, at least an ffi_arg): an integral result narrower than an ffi_arg
+ * widened to a whole one; bytes as a PFByteArray by value, a NULL bytes
+ * pointer as empty bytes; any other as pf_cvalue_store does. */
+static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
+  switch (t) {
+#define INT_WIDEN_(id, name, ctype, member, ffi, rcode, lo, hi) \
+  case pf_t_##id:                                               \
+    if (sizeof(ctype) >= sizeof(ffi_arg)) break;                \
+    if ((lo) < 0) *(ffi_sarg*)ret = v->member;                  \
+    else *(ffi_arg*)ret = v->member;                            \
+    return;
+    PF_SIG_INT_TYPES(INT_WIDEN_)
+#undef INT_WIDEN_
     case pf_t_bytes: {
       PFByteArray ba = {NULL, 0};
       if (v->by) ba = *v->by;
       memcpy(ret, &ba, sizeof(ba));
-      break;
+      return;
     }
     default:
-      *(void**)ret = v->p;
-      break; /* str, ptr, tensor and the references */
+      break;
   }
+  pf_cvalue_store(t, v, ret);
 }
 
 /* ---- typed functions (runtime/typed.c) ---- */
