@@ -299,66 +299,61 @@ static void run_raw_add(long n) {
 #define N_ITEMS 1000
 static PFObjectHandle g_array, g_list;
 
-static void run_array_items_one_by_one(long n) {
+typedef int (*item_getter)(PFObjectHandle, int64_t, PFValue*, int*);
+
+/* Reads `count` items of `h` one call each, `get` ("what") item j % N_ITEMS
+ * for the j-th. Always inlined, so each row calls its getter directly. */
+static inline __attribute__((always_inline)) void read_items(item_getter get, const char* what,
+                                                             PFObjectHandle h, long count) {
   int64_t s = 0;
-  for (long k = 0; k < n; ++k)
-    for (int64_t i = 0; i < N_ITEMS; ++i) {
+  for (long left = count; left > 0; left -= N_ITEMS) {
+    int64_t m = left < N_ITEMS ? left : N_ITEMS;
+    for (int64_t i = 0; i < m; ++i) {
       PFValue v;
       int c;
-      if (PFArrayGetItem(g_array, i, &v, &c) != 0) die("PFArrayGetItem");
+      if (get(h, i, &v, &c) != 0) die(what);
       s += v.v_int64;
     }
+  }
   sink = s;
 }
 
-static void run_array_items_bulk(long n) {
+static void run_array_items_one_by_one(long n) {
+  read_items(PFArrayGetItem, "PFArrayGetItem", g_array, n * N_ITEMS);
+}
+
+/* Reads the N_ITEMS items of array `a` in one call; returns item k % N_ITEMS,
+ * for the caller's sum. */
+static inline int64_t read_all(PFObjectHandle a, long k) {
   static PFValue v[N_ITEMS];
   static int c[N_ITEMS];
+  if (PFArrayGetItems(a, 0, N_ITEMS, v, c) != 0) die("PFArrayGetItems");
+  return v[k % N_ITEMS].v_int64;
+}
+
+static void run_array_items_bulk(long n) {
   int64_t s = 0;
-  for (long k = 0; k < n; ++k) {
-    if (PFArrayGetItems(g_array, 0, N_ITEMS, v, c) != 0) die("PFArrayGetItems");
-    s += v[k % N_ITEMS].v_int64;
-  }
+  for (long k = 0; k < n; ++k) s += read_all(g_array, k);
   sink = s;
 }
 
 static void run_list_items_one_by_one(long n) {
-  int64_t s = 0;
-  for (long k = 0; k < n; ++k)
-    for (int64_t i = 0; i < N_ITEMS; ++i) {
-      PFValue v;
-      int c;
-      if (PFListGetItem(g_list, i, &v, &c) != 0) die("PFListGetItem");
-      s += v.v_int64;
-    }
-  sink = s;
+  read_items(PFListGetItem, "PFListGetItem", g_list, n * N_ITEMS);
 }
 
 /* A List read as a binding converts one: a snapshot, its items, release. */
 static void run_list_items_snapshot(long n) {
-  static PFValue v[N_ITEMS];
-  static int c[N_ITEMS];
   int64_t s = 0;
   for (long k = 0; k < n; ++k) {
     PFObjectHandle a = NULL;
-    if (PFListToArray(g_list, 0, INT64_MAX, &a) != 0 || PFArrayGetItems(a, 0, N_ITEMS, v, c) != 0)
-      die("PFListToArray");
+    if (PFListToArray(g_list, 0, INT64_MAX, &a) != 0) die("PFListToArray");
+    s += read_all(a, k);
     PFObjectFree(a);
-    s += v[k % N_ITEMS].v_int64;
   }
   sink = s;
 }
 
-static void run_list_get(long n) {
-  int64_t s = 0;
-  for (long i = 0; i < n; ++i) {
-    PFValue v;
-    int c;
-    if (PFListGetItem(g_list, i % N_ITEMS, &v, &c) != 0) die("PFListGetItem");
-    s += v.v_int64;
-  }
-  sink = s;
-}
+static void run_list_get(long n) { read_items(PFListGetItem, "PFListGetItem", g_list, n); }
 
 /* A field of a registered type read through its handle: what a host's
  * attribute read costs in C, beside a packed call. */
@@ -393,16 +388,7 @@ static void run_field_get(long n) {
   sink = s;
 }
 
-static void run_array_get(long n) {
-  int64_t s = 0;
-  for (long i = 0; i < n; ++i) {
-    PFValue v;
-    int c;
-    if (PFArrayGetItem(g_array, i % N_ITEMS, &v, &c) != 0) die("PFArrayGetItem");
-    s += v.v_int64;
-  }
-  sink = s;
-}
+static void run_array_get(long n) { read_items(PFArrayGetItem, "PFArrayGetItem", g_array, n); }
 
 static void run_list_get_2threads(long n) { run_two(run_list_get, run_list_get, n); }
 

@@ -133,16 +133,9 @@ static PyMethodDef floor_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef floor_module = {
-    PyModuleDef_HEAD_INIT,
-    "pf_bench_floor",
-    "The floor of bench_python.py.",
-    -1,
-    floor_methods,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
-};
+/* The fields not named are NULL. */
+static struct PyModuleDef floor_module = {PyModuleDef_HEAD_INIT, .m_name = "pf_bench_floor",
+                                          .m_doc = "The floor of bench_python.py.", .m_size = -1,
+                                          .m_methods = floor_methods};
 
 PyMODINIT_FUNC PyInit_pf_bench_floor(void) { return PyModule_Create(&floor_module); }

@@ -450,9 +450,7 @@ int PFDictGetSize(PFObjectHandle dict, int64_t* out) {
   PF_CHECK_OBJECT(dict, kPFObjectDict);
   PF_CHECK_ARG(out);
   pf_dict* d = dict;
-  pthread_rwlock_rdlock(&d->lock);
-  *out = d->size;
-  pthread_rwlock_unlock(&d->lock);
+  *out = pf_kept_size(&d->lock, &d->size);
   return 0;
 }
 

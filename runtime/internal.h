@@ -436,6 +436,13 @@ PF_HIDDEN uint64_t pf_hash_seed(void);
  * lock while holding another's, or run user code under it, so the lock is
  * never taken twice by a thread. -1 with a MemoryError naming `where`. */
 PF_HIDDEN int pf_kept_lock_init(pthread_rwlock_t* lock, const char* where);
+/* The size of a List or Dict, `*size` read under its read lock `lock`. */
+static inline int64_t pf_kept_size(pthread_rwlock_t* lock, const int64_t* size) {
+  pthread_rwlock_rdlock(lock);
+  int64_t n = *size;
+  pthread_rwlock_unlock(lock);
+  return n;
+}
 /* The most items a List or Dict holds: as for the immutable containers, a
  * count above it cannot describe arrays that exist, and below it no size
  * computed from it wraps. */

@@ -208,9 +208,39 @@ int PFListGetSize(PFObjectHandle list, int64_t* out) {
   PF_CHECK_OBJECT(list, kPFObjectList);
   PF_CHECK_ARG(out);
   pf_list* l = list;
-  pthread_rwlock_rdlock(&l->lock);
-  *out = l->size;
+  *out = pf_kept_size(&l->lock, &l->size);
+  return 0;
+}
+
+/* Copies item `index` out to the caller (pf_kept_read); with `pop`, also
+ * removes it from the list and drops the list's own copy. Inlined, so that
+ * each caller's constant `pop` leaves a reader no step of pop's. */
+static inline __attribute__((always_inline)) int take_item(pf_list* l, const char* who,
+                                                           int64_t index, int pop, PFValue* out,
+                                                           int* out_code) {
+  int64_t i;
+  PFValue v, kept = {.v_int64 = 0};
+  int code = kPFNull;
+  if (pop) pthread_rwlock_wrlock(&l->lock);
+  else pthread_rwlock_rdlock(&l->lock);
+  int st = resolve(who, index, l->size, 0, &i);
+  if (st == 0) {
+    code = l->codes[i];
+    /* The caller's copy first: if it fails, the item stays. */
+    st = pf_kept_read(who, code, &l->values[i], &v);
+  }
+  if (st == 0 && pop) {
+    kept = l->values[i];
+    int64_t tail = l->size - i - 1;
+    memmove(l->values + i, l->values + i + 1, (size_t)tail * sizeof(PFValue));
+    memmove(l->codes + i, l->codes + i + 1, (size_t)tail * sizeof(int));
+    l->size--;
+  }
   pthread_rwlock_unlock(&l->lock);
+  if (st != 0) return -1;
+  if (pop) pf_kept_drop(code, &kept); /* the caller holds its own reference now */
+  *out = v;
+  *out_code = code;
   return 0;
 }
 
@@ -218,21 +248,7 @@ int PFListGetItem(PFObjectHandle list, int64_t index, PFValue* out, int* out_cod
   PF_CHECK_OBJECT(list, kPFObjectList);
   PF_CHECK_ARG(out);
   PF_CHECK_ARG(out_code);
-  pf_list* l = list;
-  int64_t i;
-  PFValue v;
-  int code = kPFNull;
-  pthread_rwlock_rdlock(&l->lock);
-  int st = resolve(__func__, index, l->size, 0, &i);
-  if (st == 0) {
-    code = l->codes[i];
-    st = pf_kept_read(__func__, code, &l->values[i], &v);
-  }
-  pthread_rwlock_unlock(&l->lock);
-  if (st != 0) return -1;
-  *out = v;
-  *out_code = code;
-  return 0;
+  return take_item(list, __func__, index, 0, out, out_code);
 }
 
 int PFListSetItem(PFObjectHandle list, int64_t index, PFValue value, int code) {
@@ -277,30 +293,7 @@ int PFListPop(PFObjectHandle list, int64_t index, PFValue* out, int* out_code) {
   PF_CHECK_OBJECT(list, kPFObjectList);
   PF_CHECK_ARG(out);
   PF_CHECK_ARG(out_code);
-  pf_list* l = list;
-  int64_t i;
-  PFValue v, kept;
-  int code = kPFNull;
-  pthread_rwlock_wrlock(&l->lock);
-  int st = resolve(__func__, index, l->size, 0, &i);
-  if (st == 0) {
-    code = l->codes[i];
-    kept = l->values[i];
-    /* The caller's copy first: if it fails, the item stays. */
-    st = pf_kept_read(__func__, code, &kept, &v);
-  }
-  if (st == 0) {
-    int64_t tail = l->size - i - 1;
-    memmove(l->values + i, l->values + i + 1, (size_t)tail * sizeof(PFValue));
-    memmove(l->codes + i, l->codes + i + 1, (size_t)tail * sizeof(int));
-    l->size--;
-  }
-  pthread_rwlock_unlock(&l->lock);
-  if (st != 0) return -1;
-  pf_kept_drop(code, &kept); /* the caller holds its own reference now */
-  *out = v;
-  *out_code = code;
-  return 0;
+  return take_item(list, __func__, index, 1, out, out_code);
 }
 
 int PFListClear(PFObjectHandle list) {

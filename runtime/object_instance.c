@@ -193,33 +193,6 @@ int PFObjectGetField(PFObjectHandle obj, const PFFieldInfo* field, PFValue* out,
   return field_get("PFObjectGetField", obj, (const pf_field*)field, out, out_type_code);
 }
 
-/* Stores a converted plain value as its C type. */
-static void store_plain(int t, const pf_cvalue* c, char* p) {
-  switch (t) {
-#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi) \
-  case pf_t_##id:                                               \
-    memcpy(p, &c->member, sizeof(ctype));                       \
-    break;
-#define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
-  case pf_t_##id:                                       \
-    memcpy(p, &c->member, sizeof(ctype));               \
-    break;
-    PF_SIG_INT_TYPES(INT_STORE_)
-    PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
-#undef INT_STORE_
-#undef FLOAT_STORE_
-    case pf_t_dtype:
-      memcpy(p, &c->dt, sizeof(DLDataType));
-      break;
-    case pf_t_device:
-      memcpy(p, &c->dev, sizeof(DLDevice));
-      break;
-    default:
-      memcpy(p, &c->p, sizeof(void*));
-      break; /* ptr */
-  }
-}
-
 /* Replaces the pointer at p with `fresh`, then frees or releases the old
  * one. */
 int pf_instance_children(pf_walk* w, const void* obj) {
@@ -296,7 +269,7 @@ static int field_write(const char* where, pf_instance* in, const pf_field* f, co
   }
   switch (f->store) {
     case pf_store_plain:
-      store_plain(t, &c, p);
+      pf_cvalue_store(t, &c, p);
       return 0;
     case pf_store_str: {
       char* s = c.s ? pf_strdup(c.s) : NULL;

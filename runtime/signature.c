@@ -415,6 +415,20 @@ static int read_string(const char* where, const char* text, size_t* pos, pf_pars
   return 0;
 }
 
+/* Sets p to the integer literal text[start, end), of magnitude v (over:
+ * it overflowed a uint64), negative when neg; refuses one that does not
+ * fit an int64. On success *pos = end. */
+static int int_literal(const char* where, const char* text, size_t start, size_t end, uint64_t v,
+                       int over, int neg, pf_parsed_param* p, size_t* pos) {
+  if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+    return sig_error(where, text, start, "the integer %.*s does not fit an int64",
+                     (int)(end - start > 40 ? 40 : end - start), text + start);
+  p->lit = pf_lit_int;
+  p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
+  *pos = end;
+  return 0;
+}
+
 /* Reads a number at text[*pos] into p (pf_lit_int with dval.v_int64, or
  * pf_lit_float with dval.v_float64). */
 static int read_number(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
@@ -440,13 +454,7 @@ static int read_number(const char* where, const char* text, size_t* pos, pf_pars
     }
     if (i == digits || is_name_char(text[i]) || text[i] == '.')
       return sig_error(where, text, start, "malformed number");
-    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
-      return sig_error(where, text, start, "the integer %.*s does not fit an int64",
-                       (int)(i - start > 40 ? 40 : i - start), text + start);
-    p->lit = pf_lit_int;
-    p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
-    *pos = i;
-    return 0;
+    return int_literal(where, text, start, i, v, over, neg, p, pos);
   }
   int is_float = 0;
   size_t mant = 0;
@@ -476,13 +484,7 @@ static int read_number(const char* where, const char* text, size_t* pos, pf_pars
       if (v > (UINT64_MAX - d) / 10) over = 1;
       v = v * 10 + d;
     }
-    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg)
-      return sig_error(where, text, start, "the integer %.*s does not fit an int64",
-                       (int)(i - start > 40 ? 40 : i - start), text + start);
-    p->lit = pf_lit_int;
-    p->dval.v_int64 = neg ? (int64_t)(0 - v) : (int64_t)v;
-    *pos = i;
-    return 0;
+    return int_literal(where, text, start, i, v, over, neg, p, pos);
   }
   char buf[128];
   if (i - start >= sizeof(buf))

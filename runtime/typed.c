@@ -214,6 +214,16 @@ static const pf_callers k_callers[5][31] = {PF_ROW(v), PF_ROW(i), PF_ROW(d), PF_
 /* clang-format on */
 #endif
 
+#ifdef PF_TYPED_FAST
+/* Whether a value of type `t` is one 64-bit word in a general register,
+ * as an int64 is: int64, uint64, and the pointers (ptr, str, tensor and
+ * the references). */
+static int in_word(int t) {
+  return t == pf_t_int64 || t == pf_t_uint64 || t == pf_t_ptr || t == pf_t_str ||
+         t == pf_t_tensor || pf_ctype_is_ref(t);
+}
+#endif
+
 /* The callers for `sig` (see k_callers); NULL for what libffi and
  * typed_call_general do instead. */
 static pf_callers pick_callers(const pf_sig* sig) {
@@ -223,23 +233,6 @@ static pf_callers pick_callers(const pf_sig* sig) {
   switch (sig->ret) {
     case pf_t_void:
       rk = 0;
-      break;
-    /* A reference result is a pointer in a register like any other; it
-     * then goes through set_return, which hands the reference on. */
-    case pf_t_int64:
-    case pf_t_uint64:
-    case pf_t_ptr:
-    case pf_t_str:
-    case pf_t_tensor:
-    case pf_t_func:
-    case pf_t_array:
-    case pf_t_map:
-    case pf_t_shape:
-    case pf_t_list:
-    case pf_t_dict:
-    case pf_t_object:
-    case pf_t_obj:
-      rk = 1;
       break;
     case pf_t_float64:
       rk = 2;
@@ -251,7 +244,11 @@ static pf_callers pick_callers(const pf_sig* sig) {
       rk = 4;
       break;
     default:
-      return none;
+      /* A reference result is a pointer in a register like any other; it
+       * then goes through set_return, which hands the reference on. */
+      if (!in_word(sig->ret)) return none;
+      rk = 1;
+      break;
   }
   if (sig->num_args > PF_FAST_MAX_ARGS) return none;
   /* The simple path takes exactly int64 and float64, whose packed codes
@@ -259,31 +256,16 @@ static pf_callers pick_callers(const pf_sig* sig) {
   int simple = sig->ret == pf_t_void || sig->ret == pf_t_int64 || sig->ret == pf_t_float64;
   int bits = 0;
   for (int i = 0; i < sig->num_args; ++i) {
-    switch (sig->args[i]) {
-      case pf_t_int64:
-        bits = bits << 1;
-        break;
-      case pf_t_uint64:
-      case pf_t_ptr:
-      case pf_t_str:
-      case pf_t_bytes:
-      case pf_t_tensor:
-      case pf_t_func:
-      case pf_t_array:
-      case pf_t_map:
-      case pf_t_shape:
-      case pf_t_list:
-      case pf_t_dict:
-      case pf_t_object:
-      case pf_t_obj:
-        bits = bits << 1;
-        simple = 0;
-        break;
-      case pf_t_float64:
-        bits = (bits << 1) | 1;
-        break;
-      default:
-        return none;
+    int t = sig->args[i];
+    if (t == pf_t_float64) {
+      bits = (bits << 1) | 1;
+    } else if (t == pf_t_int64) {
+      bits = bits << 1;
+    } else if (in_word(t) || t == pf_t_bytes) { /* bytes: a pointer to its PFByteArray */
+      bits = bits << 1;
+      simple = 0;
+    } else {
+      return none;
     }
   }
   pf_callers c = k_callers[rk][(1 << sig->num_args) - 1 + bits];

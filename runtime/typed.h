@@ -363,40 +363,57 @@ static inline void pf_ffi_ret_load(int t, const pf_ffi_ret* ret, pf_cvalue* out)
   }
 }
 
-/* Stores `v` as a closure's result of type `t` where libffi expects it
- * (`ret`, at least an ffi_arg); a NULL bytes pointer stores empty bytes. */
-static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
+/* Stores the C value `c` of type `t` at `p` as its C type: the inverse of
+ * pf_cvalue_load (a field of a registered type). With `ffi_ret` (a
+ * constant at each caller, so the other branch goes), stores it as libffi
+ * expects a closure's result (`p`, at least an ffi_arg): an integral result
+ * narrower than an ffi_arg widened to a whole one, and bytes as a
+ * PFByteArray by value, a NULL bytes pointer as empty bytes. */
+static inline void pf_cvalue_store_as(int t, const pf_cvalue* c, void* p, int ffi_ret) {
   switch (t) {
-#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi)                   \
-  case pf_t_##id:                                                                 \
-    if (sizeof(ctype) >= sizeof(ffi_arg)) memcpy(ret, &v->member, sizeof(ctype)); \
-    else if ((lo) < 0) *(ffi_sarg*)ret = v->member;                               \
-    else *(ffi_arg*)ret = v->member;                                              \
+#define INT_STORE_(id, name, ctype, member, ffi, rcode, lo, hi)                             \
+  case pf_t_##id:                                                                           \
+    if (!ffi_ret || sizeof(ctype) >= sizeof(ffi_arg)) memcpy(p, &c->member, sizeof(ctype)); \
+    else if ((lo) < 0) *(ffi_sarg*)p = c->member;                                           \
+    else *(ffi_arg*)p = c->member;                                                          \
     break;
 #define FLOAT_STORE_(id, name, ctype, member, ffi, max) \
   case pf_t_##id:                                       \
-    memcpy(ret, &v->member, sizeof(ctype));             \
+    memcpy(p, &c->member, sizeof(ctype));               \
     break;
     PF_SIG_INT_TYPES(INT_STORE_)
     PF_SIG_FLOAT_TYPES(FLOAT_STORE_)
 #undef INT_STORE_
 #undef FLOAT_STORE_
     case pf_t_dtype:
-      memcpy(ret, &v->dt, sizeof(DLDataType));
+      memcpy(p, &c->dt, sizeof(DLDataType));
       break;
     case pf_t_device:
-      memcpy(ret, &v->dev, sizeof(DLDevice));
+      memcpy(p, &c->dev, sizeof(DLDevice));
       break;
-    case pf_t_bytes: {
-      PFByteArray ba = {NULL, 0};
-      if (v->by) ba = *v->by;
-      memcpy(ret, &ba, sizeof(ba));
+    case pf_t_bytes:
+      if (ffi_ret) {
+        PFByteArray ba = {NULL, 0};
+        if (c->by) ba = *c->by;
+        memcpy(p, &ba, sizeof(ba));
+        break;
+      }
+      memcpy(p, &c->p, sizeof(void*));
       break;
-    }
     default:
-      *(void**)ret = v->p;
+      memcpy(p, &c->p, sizeof(void*));
       break; /* str, ptr, tensor and the references */
   }
+}
+
+static inline void pf_cvalue_store(int t, const pf_cvalue* c, void* p) {
+  pf_cvalue_store_as(t, c, p, 0);
+}
+
+/* Stores `v` as a closure's result of type `t` where libffi expects it
+ * (`ret`, at least an ffi_arg): see pf_cvalue_store_as. */
+static inline void pf_ffi_ret_store(int t, const pf_cvalue* v, void* ret) {
+  pf_cvalue_store_as(t, v, ret, 1);
 }
 
 /* ---- typed functions (runtime/typed.c) ---- */

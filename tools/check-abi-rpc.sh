@@ -7,23 +7,13 @@
 #  - the header compiles as C++.
 #   tools/check-abi-rpc.sh SHARED_LIBRARY SONAME
 set -euo pipefail
-lib=$1 soname=$2
+source "$(dirname "$0")/check-abi.sh"  # fail, check_exports
+check=test-rpc-abi lib=$1 soname=$2
 header=include/packedfunc/rpc.h
-status=0
-fail() { echo "test-rpc-abi: $*"; status=1; }
-
-exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^$' | sort -u)
 declared=$(sed -n 's/^PF_EXPORT [^(]*[ *]\(PFRPC[A-Za-z0-9_]*\)(.*/\1/p' "$header" | sort -u)
 [ -n "$declared" ] || fail "no entry points found in $header"
-bad=$(grep -v '^PFRPC' <<<"$exported" || true)
-[ -z "$bad" ] || fail "non-PFRPC symbols exported: $(echo $bad)"
-for s in $(comm -23 <(echo "$exported") <(echo "$declared")); do
-  fail "$s is exported but not declared in $header"
-done
-for s in $(comm -13 <(echo "$exported") <(echo "$declared")); do
-  fail "$s is declared in $header but not exported"
-done
-readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || fail "soname is not $soname"
+check_exports "$lib" "$soname" PFRPC "$declared" "not declared in $header" \
+  "is declared in $header but not exported"
 readelf -d "$lib" | grep -q 'NEEDED.*\[libpackedfunc.so.0\]' || fail "does not need libpackedfunc.so.0"
 printf '#include <packedfunc/rpc.h>\nint main(void){return PFRPCServerStop(0);}\n' | \
   g++ -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -fsyntax-only - \

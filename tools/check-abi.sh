@@ -10,27 +10,38 @@
 # (Each slot's signature is checked by the compiler: runtime/api.c assigns
 # every entry point to its typed slot, under -Werror.)
 #   tools/check-abi.sh SHARED_LIBRARY SONAME
+# tools/check-abi-rpc.sh sources this file for its functions only.
 set -euo pipefail
-lib=$1 soname=$2
-header=include/packedfunc/api_table.h
 status=0
-fail() { echo "test-abi: $*"; status=1; }
+fail() { echo "$check: $*"; status=1; }
 
-exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^$' | sort -u)
+# check_exports LIB SONAME PREFIX EXPECTED UNEXPECTED UNEXPORTED: LIB exports
+# only PREFIX-ed symbols, exactly the sorted names of EXPECTED, and its soname
+# is SONAME; sets $exported. A symbol it exports but EXPECTED lacks fails as
+# "<symbol> is exported but UNEXPECTED", one it lacks as "<symbol> UNEXPORTED".
+check_exports() {
+  local lib=$1 soname=$2 prefix=$3 expected=$4 unexpected=$5 unexported=$6 s bad
+  exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^$' | sort -u)
+  bad=$(grep -v "^$prefix" <<<"$exported" || true)
+  [ -z "$bad" ] || fail "non-$prefix symbols exported: $(echo $bad)"
+  for s in $(comm -23 <(grep "^$prefix" <<<"$exported") <(echo "$expected")); do
+    fail "$s is exported but $unexpected"
+  done
+  for s in $(comm -13 <(echo "$exported") <(echo "$expected")); do
+    fail "$s $unexported"
+  done
+  readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || fail "soname is not $soname"
+}
+
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+check=test-abi lib=$1 soname=$2
+header=include/packedfunc/api_table.h
 slots=$(sed -n 's/^ *X(\([A-Za-z0-9_]*\), *[0-9]*).*/PF\1/p' runtime/api.c | sort -u)
 excluded=$(sed -n 's/.*PF_API_EXCLUDED(\(PF[A-Za-z0-9_]*\)).*/\1/p' "$header" | sort -u)
 [ -n "$slots" ] || fail "no slots found in runtime/api.c"
-
-bad=$(grep -v '^PF' <<<"$exported" || true)
-[ -z "$bad" ] || fail "non-PF symbols exported: $(echo $bad)"
-for s in $(comm -23 <(grep '^PF' <<<"$exported") <(sort -u <(echo "$slots"; echo "$excluded"))); do
-  fail "$s is exported but neither a PFApi slot nor listed with PF_API_EXCLUDED in $header"
-done
-for s in $(comm -13 <(echo "$exported") <(sort -u <(echo "$slots"; echo "$excluded"))); do
-  fail "$s is a PFApi slot or exception but the library does not export it"
-done
-
-readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || fail "soname is not $soname"
+check_exports "$lib" "$soname" PF "$(sort -u <(echo "$slots"; echo "$excluded"))" \
+  "neither a PFApi slot nor listed with PF_API_EXCLUDED in $header" \
+  "is a PFApi slot or exception but the library does not export it"
 printf '#include <packedfunc/c_api.h>\nint main(void){return PFGetApiBase()==0;}\n' | \
   g++ -x c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -fsyntax-only - \
   || fail "the header does not compile as C++"

@@ -1234,10 +1234,11 @@ function endLoan(loan) {
 }
 
 // Reads one item that a reader wrote at scratch[off] (value) and
-// scratch[codeOff] (code), borrowed from the container.
-function scratchItem(off, codeOff) {
+// scratch[codeOff] (code): borrowed from the container, or with borrowed
+// false a new reference (List and Dict hand out their own).
+function scratchItem(off, codeOff, borrowed = true) {
   const code = scratch.i32[codeOff >> 2];
-  return code === INT ? readInt(scratch, off) : decode(scratch, off, code, true, null);
+  return code === INT ? readInt(scratch, off) : decode(scratch, off, code, borrowed, null);
 }
 
 // A value as the 8 bytes of a PFValue passed by value, and its code.
@@ -1369,27 +1370,18 @@ class Shape extends PackedObject {
 // A mutable, thread-safe sequence held by packedfunc (a C List).
 class List extends PackedObject {
   static of(items = []) {
-    const ctx = newCtx(null);
-    try {
+    return createContainer((ctx) => {
       const arr = Array.from(items);
       const [jb, codesOff] = encodeItems(arr, ctx, 'List.of', 'item');
-      checkCall(api.PFListCreate(jb.addr, jb.addr + codesOff, arr.length, scratch.addr));
-      return adoptObject(readPtr(scratch, 0));
-    } finally {
-      releaseCtx(ctx);
-    }
+      return api.PFListCreate(jb.addr, jb.addr + codesOff, arr.length, scratch.addr);
+    });
   }
 
-  get length() {
-    checkCall(api.PFListGetSize(liveHandle(this, 'the list'), scratch.addr));
-    return readInt(scratch, 0);
-  }
+  get length() { return readSize(api.PFListGetSize, this, 'the list'); }
 
   get(i) {
     checkCall(api.PFListGetItem(liveHandle(this, 'the list'), i, scratch.addr, scratch.addr + 8));
-    const code = scratch.i32[2];
-    const r = code === INT ? readInt(scratch, 0) : decode(scratch, 0, code, false, null); // a new reference
-    return r;
+    return scratchItem(0, 8, false);
   }
 
   at(i) { return this.get(i); }
@@ -1404,8 +1396,7 @@ class List extends PackedObject {
 
   pop(i = -1) {
     checkCall(api.PFListPop(liveHandle(this, 'the list'), i, scratch.addr, scratch.addr + 8));
-    const code = scratch.i32[2];
-    return code === INT ? readInt(scratch, 0) : decode(scratch, 0, code, false, null);
+    return scratchItem(0, 8, false);
   }
 
   clear() { checkCall(api.PFListClear(liveHandle(this, 'the list'))); }
@@ -1415,6 +1406,24 @@ class List extends PackedObject {
   toArray() { return Array.from(this, toJS); }
 
   toJSON() { return this.toArray(); }
+}
+
+// Adopts the container that `create(ctx)` makes, its handle written to
+// scratch; the references made in ctx for its items are dropped after.
+function createContainer(create) {
+  const ctx = newCtx(null);
+  try {
+    checkCall(create(ctx));
+    return adoptObject(readPtr(scratch, 0));
+  } finally {
+    releaseCtx(ctx);
+  }
+}
+
+// The size of a List or Dict, read by `getSize` (PFListGetSize, PFDictGetSize).
+function readSize(getSize, obj, what) {
+  checkCall(getSize(liveHandle(obj, what), scratch.addr));
+  return readInt(scratch, 0);
 }
 
 // Calls `call(raw, code)` with a value passed by value; the references made
@@ -1428,22 +1437,15 @@ function withValue(value, pos, call) {
 // any plain type, in insertion order.
 class Dict extends PackedObject {
   static of(entries = {}) {
-    const ctx = newCtx(null);
-    try {
+    return createContainer((ctx) => {
       const [keys, values] = mapEntries(entries instanceof Map ? entries : (Array.isArray(entries) ? new Map(entries) : entries), 'Dict.of');
       const [kb, kc] = encodeItems(keys, ctx, 'Dict.of', 'key');
       const [vb, vc] = encodeItems(values, ctx, 'Dict.of', 'value');
-      checkCall(api.PFDictCreate(kb.addr, kb.addr + kc, vb.addr, vb.addr + vc, keys.length, scratch.addr));
-      return adoptObject(readPtr(scratch, 0));
-    } finally {
-      releaseCtx(ctx);
-    }
+      return api.PFDictCreate(kb.addr, kb.addr + kc, vb.addr, vb.addr + vc, keys.length, scratch.addr);
+    });
   }
 
-  get size() {
-    checkCall(api.PFDictGetSize(liveHandle(this, 'the dict'), scratch.addr));
-    return readInt(scratch, 0);
-  }
+  get size() { return readSize(api.PFDictGetSize, this, 'the dict'); }
 
   get(key) {
     const [raw, code, ctx] = valueArg(key, 'Dict key');
@@ -1451,8 +1453,7 @@ class Dict extends PackedObject {
       checkCall(api.PFDictGetItem(liveHandle(this, 'the dict'), raw, code, scratch.addr, scratch.addr + 8, scratch.addr + 16));
     } finally { releaseCtx(ctx); }
     if (!scratch.i32[4]) return undefined;
-    const c = scratch.i32[2];
-    return c === INT ? readInt(scratch, 0) : decode(scratch, 0, c, false, null);
+    return scratchItem(0, 8, false);
   }
 
   has(key) { return this.get(key) !== undefined || this._hasNull(key); }
@@ -1478,8 +1479,7 @@ class Dict extends PackedObject {
     try {
       checkCall(api.PFDictPop(liveHandle(this, 'the dict'), raw, code, scratch.addr, scratch.addr + 8));
     } finally { releaseCtx(ctx); }
-    const c = scratch.i32[2];
-    return c === INT ? readInt(scratch, 0) : decode(scratch, 0, c, false, null);
+    return scratchItem(0, 8, false);
   }
 
   delete(key) {
