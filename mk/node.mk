@@ -7,7 +7,14 @@
 #   make test-node   node --test over bindings/node/test against this build;
 #                    its counts join the tally (part of make test)
 #   make demo-node   examples/demo.mjs on the demo plugin
-.PHONY: node test-node demo-node
+#   make node-pack   dist/packedfunc-VERSION.tgz, which `npm install` puts
+#                    into any project: the package with this build's
+#                    library and helper, and every non-glibc library they
+#                    load, found through $ORIGIN (tools/build-node-pack.sh)
+#   make test-node-pack  that tarball as a new user meets it, installed into
+#                    an empty project with nothing of the build tree around
+#                    (tools/test-node-pack.sh; part of make test)
+.PHONY: node test-node demo-node node-pack test-node-pack
 
 NODE ?= node
 NPM  ?= npm
@@ -57,6 +64,21 @@ test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BU
 
 demo-node: node $(DEMO_PLUGIN)
 	@$(NODE) examples/demo.mjs $(DEMO_PLUGIN)
+
+# Built once into $(BUILD)/node/pack/dist, again when what it holds changes.
+NODE_PACK       := $(BUILD)/node/pack/dist/packedfunc-$(VERSION).tgz
+NODE_PACK_STAMP := $(BUILD)/node/pack/built
+$(NODE_PACK_STAMP): $(SHARED) $(NODE_HELPER) $(wildcard $(NODE_PKG)/*.js $(NODE_PKG)/*.mjs $(NODE_PKG)/*.ts \
+                    $(NODE_PKG)/*.mts $(NODE_PKG)/*.json $(NODE_PKG)/*.md $(NODE_PKG)/lib/*.js $(NODE_PKG)/lib/*/*.js) \
+                    tools/build-node-pack.sh tools/bundle-libs.sh
+	$(call quiet,NPM) NODE=$(NODE) NPM=$(NPM) tools/build-node-pack.sh $(SHARED) $(NODE_HELPER) $(VERSION) && touch $@
+node-pack: $(NODE_PACK_STAMP)
+	@mkdir -p dist && cp -f $(NODE_PACK) dist/ && echo dist/$(notdir $(NODE_PACK))
+
+# The install test takes koffi from npm's cache, where `make node`'s npm ci
+# left it (the registry when it is not there).
+test-node-pack: $(NODE_PACK_STAMP) node $(DEMO_PLUGIN) | $(call DEPS_STAMP,test)
+	@$(RUN) env NODE=$(NODE) NPM=$(NPM) tools/test-node-pack.sh $(NODE_PACK) $(DEMO_PLUGIN)
 
 # The benchmarks' Node.js rows (bench/bench_node.mjs) need the package.
 bench: node $(NODE_HELPER)

@@ -37,7 +37,7 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 # each with its time; a failed suite stops it. The longest suites come
 # first, so that the short ones fill the other cores meanwhile.
 TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
-               valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node bench-quick
+               valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack bench-quick
 TEST_JOBS   ?= $(shell nproc)
 RUN         ?=
 
