@@ -1,4 +1,11 @@
 // Type declarations of packedfunc for Node.js (index.js, index.mjs).
+//
+// They describe the CommonJS module (index.js): `require('packedfunc')` and
+// `import pf = require('packedfunc')` give its object, which has no
+// `default`. TypeScript models `import pf from 'packedfunc'` from an ES
+// module (under module NodeNext, or with esModuleInterop) as that same
+// object, which is what index.mjs's default export is; the named imports
+// are its properties.
 
 /** A value that crosses to C. */
 export type Value =
@@ -174,17 +181,3 @@ export function heldCount(): number;
 export const libraryVersion: string;
 export const libraryPath: string;
 export const version: string;
-
-declare const pf: {
-  getGlobalFunc: typeof getGlobalFunc; registerFunc: typeof registerFunc;
-  removeGlobalFunc: typeof removeGlobalFunc; listGlobalFuncNames: typeof listGlobalFuncNames;
-  initApi: typeof initApi; loadModule: typeof loadModule; convert: typeof convert;
-  tensor: typeof tensor; getObjectType: typeof getObjectType; DataType: typeof DataType;
-  Device: typeof Device; OpaqueHandle: typeof OpaqueHandle; PackedFunction: typeof PackedFunction;
-  PackedObject: typeof PackedObject; PackedArray: typeof PackedArray; PackedMap: typeof PackedMap;
-  Shape: typeof Shape; List: typeof List; Dict: typeof Dict; Module: typeof Module;
-  PackedFuncError: typeof PackedFuncError; FunctionNotFoundError: typeof FunctionNotFoundError;
-  registerError: typeof registerError; setThreadCallTimeout: typeof setThreadCallTimeout;
-  heldCount: typeof heldCount; libraryVersion: string; libraryPath: string; version: string;
-};
-export default pf;

@@ -1,6 +1,6 @@
-// The TypeScript declarations (index.d.ts) are true: a program using the
-// package type-checks under --strict, the misuses in
-// test-support/types/misuses.mts are refused, and every name the package
+// The TypeScript declarations (index.d.ts) are true: programs using the
+// package (ES module and CommonJS) type-check under --strict, the misuses in
+// test-support/types/misuses.{mts,cts} are refused, and every name the package
 // exports is declared (and nothing declared is missing).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
