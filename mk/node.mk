@@ -12,8 +12,9 @@
 #                    library and helper, and every non-glibc library they
 #                    load, found through $ORIGIN (tools/build-node-pack.sh)
 #   make test-node-pack  that tarball as a new user meets it, installed into
-#                    an empty project with nothing of the build tree around
-#                    (tools/test-node-pack.sh; part of make test)
+#                    an empty project with nothing of the build tree around,
+#                    and the declarations `pf stubgen --lang ts` writes,
+#                    checked by tsc (tools/test-node-pack.sh; part of make test)
 .PHONY: node test-node demo-node node-pack test-node-pack
 
 NODE ?= node
@@ -76,9 +77,14 @@ node-pack: $(NODE_PACK_STAMP)
 	@mkdir -p dist && cp -f $(NODE_PACK) dist/ && echo dist/$(notdir $(NODE_PACK))
 
 # The install test takes koffi from npm's cache, where `make node`'s npm ci
-# left it (the registry when it is not there).
-test-node-pack: $(NODE_PACK_STAMP) node $(DEMO_PLUGIN) | $(call DEPS_STAMP,test)
-	@$(RUN) env NODE=$(NODE) NPM=$(NPM) tools/test-node-pack.sh $(NODE_PACK) $(DEMO_PLUGIN)
+# left it (the registry when it is not there), tsc from the package's
+# devDependencies; pf writes the declarations with this tree's Python package.
+# TypeScript declarations of these modules must type-check too.
+NODE_PACK_TS_MODULES := $(addprefix $(MOD_DIR)/,mod_types.so mod_cxx.so mod_echo.so)
+test-node-pack: $(NODE_PACK_STAMP) node python $(PF_TOOL) $(DEMO_PLUGIN) $(NODE_PACK_TS_MODULES) \
+                | $(call DEPS_STAMP,test)
+	@$(RUN) env NODE=$(NODE) NPM=$(NPM) PYTHON=$(PYTHON) tools/test-node-pack.sh $(NODE_PACK) $(DEMO_PLUGIN) $(PF_TOOL) \
+	  $(NODE_PACK_TS_MODULES)
 
 # The benchmarks' Node.js rows (bench/bench_node.mjs) need the package.
 bench: node $(NODE_HELPER)

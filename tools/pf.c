@@ -1066,12 +1066,14 @@ static const pf_command k_commands[] = {
      "beyond a limit fails at once with a RuntimeError\n"
      "that names the limit",
      NULL, 0, -1, NULL, -1, 1, 0, 0, run_serve, NULL},
-    {"stubgen", "(MODULE.so | --registry PREFIX) [-o FILE.pyi] [ARG...]",
+    {"stubgen", "(MODULE.so | --registry PREFIX) [--lang ts] [-o FILE] [ARG...]",
      "write Python type stubs (.pyi) of a module's, or of\n"
-     "the registered, functions and object types",
+     "the registered, functions and object types; with\n"
+     "--lang ts, a module's TypeScript declarations (.d.ts)",
      "`pf stubgen ARG...` runs `PYTHON -m packedfunc.stubgen ARG...` (the\n"
-     "Python package's stub generator, which knows the Python types), after\n"
-     "the --prefix and --load options given to pf, and exits as it does.\n"
+     "Python package's stub generator, which knows the Python types and the\n"
+     "Node.js package's: --lang ts), after the --prefix and --load options\n"
+     "given to pf, and exits as it does.\n"
      "PYTHON is $PF_PYTHON, else $PYTHON, else the first of python3 (on\n"
      "PATH) and /usr/bin/python3 that can import packedfunc;\n"
      "`PYTHON -m packedfunc.stubgen --help` lists every ARG.\n",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The npm tarball as a new user meets it (make test-node-pack, part of make
 # test):
-#   tools/test-node-pack.sh TARBALL DEMO_PLUGIN
+#   tools/test-node-pack.sh TARBALL DEMO_PLUGIN PF MODULE...
 # installs TARBALL (make node-pack's) with `npm install` into an empty
 # project outside the source tree, with nothing of the build tree on PATH,
 # LD_LIBRARY_PATH or in the environment; checks that every ELF file in it
@@ -9,17 +9,27 @@
 # both, calls a registered function and the demo plugin (a copy without
 # its RUNPATH) and checks that no library the process maps comes from
 # outside the project and the system; runs the guide's Node.js example as
-# the guide prints it.
+# the guide prints it; checks that npm does not pack the source directory
+# unbundled; and type-checks with tsc --strict --noEmit programs
+# that use the package (ES module and CommonJS) and the declarations that
+# `PF stubgen --lang ts` writes for DEMO_PLUGIN and each MODULE: correct
+# uses compile, wrong ones do not.
 # koffi comes from npm's cache, where `make node`'s npm ci left it (from
-# the registry when it is not there).
+# the registry when it is not there); tsc from bindings/node/node_modules.
+# PF runs this tree's Python package (bindings/python).
 set -euo pipefail
 tarball=$(realpath "$1")
 demo=$(realpath "$2")
+pf=$(realpath "$3")
+shift 3
+modules=()
+for m in "$@"; do modules+=("$(realpath "$m")"); done
 src=$(realpath "$(dirname "$0")/..")
 NODE=${NODE:-node}
 NPM=${NPM:-npm}
 node_dir=$(dirname "$(command -v "$NODE")")
 npm_cache=$("$NPM" config get cache)
+tsc=$src/bindings/node/node_modules/typescript/bin/tsc
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 app=$root/app
@@ -100,4 +110,89 @@ got=$(run "$NODE" example.mjs)
 [[ $got == "$(block '<!-- node-output -->')" ]] ||
   fail "the guide's example prints, installed from the tarball:"$'\n'"$got"
 
-printf '%-20s %s\n' test-node-pack "$(basename "$tarball") in an empty project: its libraries, ESM, CommonJS, the guide's example OK"
+# The source directory, whose lib/native holds no bundled libraries, is
+# not packed (npm pack and npm publish run prepack): make node-pack is.
+mkdir "$root/unbundled"
+cp "$src/bindings/node/package.json" "$root/unbundled/"
+out=$(cd "$root/unbundled" && clean "$NPM" pack --dry-run --ignore-scripts=false --cache "$npm_cache" \
+        --logs-dir "$root/npm-logs" 2>&1) && fail "npm pack packs the unbundled source directory: $out"
+grep -qF 'packedfunc: make the tarball with make node-pack at the root of the source tree' <<<"$out" ||
+  fail "npm pack of the source directory fails without saying why: $out"
+
+# TypeScript: the declarations of the plugin and the modules, and
+# programs that use them with the package's own, from an ES module and
+# from CommonJS.
+# (pf for the plugin; the Python module it runs for the others, which is
+# quicker.)
+PYTHONPATH=$src/bindings/python "$pf" stubgen --lang ts "$demo" -o demo_plugin.d.ts ||
+  fail "pf stubgen --lang ts $demo failed"
+declared=('"demo_plugin.d.ts"')
+for so in "${modules[@]}"; do
+  name=$(basename "$so" .so)
+  PYTHONPATH=$src/bindings/python "${PYTHON:-python3}" -m packedfunc.stubgen --lang ts "$so" -o "$name.d.ts" ||
+    fail "python -m packedfunc.stubgen --lang ts $so failed"
+  declared+=("\"$name.d.ts\"")
+done
+tsconfig() {
+  local files
+  files=$(printf '%s, ' "$@")
+  cat <<JSON
+{
+  "compilerOptions": {
+    "strict": true, "noEmit": true, "skipLibCheck": false, "types": [],
+    "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
+    "lib": ["ES2022", "ESNext.Disposable"]
+  },
+  "files": [${files%, }]
+}
+JSON
+}
+cat > good.mts <<'TS'
+import pf from 'packedfunc';
+import { loadModule } from 'packedfunc';
+import type { LoadedModule } from './demo_plugin.js';
+
+const plugin = pf.loadModule<LoadedModule>('./build/examples/demo_plugin.so');
+const sum: number | bigint = plugin.demo.add(40, 2);
+const hello: string = plugin.demo.greet('TypeScript');
+const later: Promise<number> = plugin.demo.hypot.callAsync(3, 4);
+const untyped: unknown = plugin.demo.call_n_times((i: number) => i, 3);
+const { 'demo.Counter': Counter } = plugin.types;
+const c = new Counter('clicks', 10);
+const next: number | bigint = c.increment();
+c.step = 2;
+c.tag = { sizes: [2, 3] };
+const name: string = c.name;
+const max: number | bigint = Counter.max_step();
+const key: string = Counter.typeKey;
+const same: LoadedModule = loadModule<LoadedModule>('./build/examples/demo_plugin.so');
+void [sum, hello, later, untyped, next, name, max, key, same];
+TS
+cat > good.cts <<'TS'
+import pf = require('packedfunc');
+import type { LoadedModule } from './demo_plugin.js';
+
+const plugin = pf.loadModule<LoadedModule>('./build/examples/demo_plugin.so');
+const hello: string = plugin.demo.greet('CommonJS');
+const c = new plugin.types['demo.Counter']('clicks', 10);
+void [hello, c.add(2)];
+TS
+tsconfig '"good.mts"' '"good.cts"' "${declared[@]}" > tsconfig.json
+run "$NODE" "$tsc" -p tsconfig.json >/dev/null
+cat > bad.mts <<'TS'
+import pf from 'packedfunc';
+import type { LoadedModule } from './demo_plugin.js';
+
+const plugin = pf.loadModule<LoadedModule>('./build/examples/demo_plugin.so');
+plugin.demo.add(1, 'two');
+new plugin.types['demo.Counter'](1, 2);
+TS
+tsconfig '"bad.mts"' > tsconfig.json
+out=$(clean "$NODE" "$tsc" -p tsconfig.json 2>&1) && fail "tsc passes a wrong call: $out"
+for line in \
+  "bad.mts(5,20): error TS2345: Argument of type 'string' is not assignable to parameter of type 'number | bigint'." \
+  "bad.mts(6,34): error TS2345: Argument of type 'number' is not assignable to parameter of type 'string'."; do
+  grep -qF "$line" <<<"$out" || fail "tsc's report of the wrong calls lacks: $line"$'\n'"$out"
+done
+
+printf '%-20s %s\n' test-node-pack "$(basename "$tarball") in an empty project: its libraries, ESM, CommonJS, the guide's example, tsc OK"

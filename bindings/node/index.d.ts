@@ -15,9 +15,13 @@ export type Value =
   | PackedFunction | ((...args: any[]) => any)
   | PackedObject | Value[] | Map<string | number | bigint, Value> | { [key: string]: Value };
 
-/** A packed function: callable, with its metadata. */
-export interface PackedFunction {
-  (...args: Value[]): any;
+/**
+ * A packed function whose parameters and result are known: A, the
+ * parameters as a tuple, R the result (the declarations that `pf stubgen
+ * --lang ts` writes for a module's functions). PackedFunction is any one.
+ */
+export interface TypedFunction<A extends unknown[], R> {
+  (...args: A): R;
   readonly handle: number;
   readonly name: string;
   readonly signature: string | null;
@@ -25,11 +29,13 @@ export interface PackedFunction {
   /** Records metadata (each field once). */
   setInfo(info: { name?: string; signature?: string; doc?: string }): this;
   /** The call on a worker thread; the event loop stays free for callbacks from C threads. */
-  callAsync(...args: Value[]): Promise<any>;
+  callAsync(...args: A): Promise<R>;
   /** Releases the reference now (idempotent). */
   dispose(): void;
   [Symbol.dispose](): void;
 }
+/** A packed function: callable, with its metadata. */
+export interface PackedFunction extends TypedFunction<Value[], any> {}
 export const PackedFunction: { prototype: PackedFunction; [Symbol.hasInstance](x: unknown): boolean };
 
 /** A reference-counted packedfunc object other than a function. */
@@ -103,10 +109,13 @@ export class Dict extends PackedObject implements Iterable<[any, any]> {
   [Symbol.iterator](): Iterator<[any, any]>;
 }
 
-/** A module: its functions are properties by their dotted names (mod.demo.add). */
-export class Module extends PackedObject {
+/**
+ * A module: its functions are properties by their dotted names (mod.demo.add).
+ * Types: its object types' classes by key (those `pf stubgen --lang ts` declares).
+ */
+export class Module<Types extends object = Record<string, ObjectClass>> extends PackedObject {
   readonly path: string | null;
-  readonly types: Record<string, ObjectClass>;
+  readonly types: Types;
   listFunctionNames(): string[];
   get(name: string, options?: { queryImports?: boolean; allowMissing?: boolean }): PackedFunction;
   exportGlobal(prefix?: string, options?: { override?: boolean; protected?: boolean }): string[];
@@ -147,6 +156,17 @@ export class OpaqueHandle {
   readonly address: bigint;
 }
 
+/** A tensor result: a typed array over the tensor's memory, with its layout. */
+export type TensorView = (
+  Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array |
+  Float32Array | Float64Array | BigInt64Array | BigUint64Array
+) & {
+  readonly shape: number[];
+  readonly dtype: DataType;
+  readonly device: Device;
+  readonly strides: number[];
+};
+
 /** A tensor argument: a typed array with a shape and a dtype, made by tensor(). */
 export interface TensorArg {
   readonly data: ArrayBufferView;
@@ -169,7 +189,8 @@ export function registerFunc<F extends (...args: any[]) => any>(
 export function removeGlobalFunc(name: string): void;
 export function listGlobalFuncNames(prefix?: string): string[];
 export function initApi<T extends object = Record<string, PackedFunction>>(prefix: string, target?: T): T;
-export function loadModule(path: string): Module;
+/** M: the module's type, as `pf stubgen --lang ts` declares it (LoadedModule). */
+export function loadModule<M extends Module<object> = Module>(path: string): M;
 export function convert(value: Value): any;
 export function tensor(data: ArrayBufferView, shape?: number[], dtype?: string | DataType): TensorArg;
 export function getObjectType(key: string): ObjectClass;

@@ -431,9 +431,11 @@ def _module_names(modules, defined):
     return spelt, lines
 
 
-def generate_module(module):
-    """The stub text (str) of a Module's own functions and the object types
-    it registered; `module` is a Module or the path of one to load."""
+def module_contents(module):
+    """(what, functions, types) of a Module's own functions and the object
+    types it registered: a description ("the packedfunc module PATH"),
+    {name: Function} and {key: type index}; `module` is a Module or the
+    path of one to load."""
     from ._module import Module, load_module
     if not isinstance(module, Module):
         module = load_module(module)
@@ -442,7 +444,14 @@ def generate_module(module):
     size, arr = ctypes.c_int(), ctypes.POINTER(ctypes.c_uint32)()
     check_call(PFModListTypes(module.handle, byref(size), byref(arr)))
     types = {_text(PFObjectTypeName(arr[i])): arr[i] for i in range(size.value)}
-    return _render("the packedfunc module %s" % (module.path or "(not from a file)"),
+    return "the packedfunc module %s" % (module.path or "(not from a file)"), functions, types
+
+
+def generate_module(module):
+    """The stub text (str) of a Module's own functions and the object types
+    it registered; `module` is a Module or the path of one to load."""
+    what, functions, types = module_contents(module)
+    return _render(what,
                    ["A program type-checks against it by importing it for the type checker",
                     "only: `if typing.TYPE_CHECKING: import NAME` (NAME.pyi on its path),",
                     "`else: NAME = packedfunc.load_module(PATH)`."],
@@ -497,6 +506,9 @@ def main(argv=None):
                         help="the module (shared library) to describe")
     parser.add_argument("-o", "--output", metavar="FILE.pyi",
                         help="where to write the stubs (default: standard output)")
+    parser.add_argument("--lang", choices=("py", "ts"), default="py",
+                        help="py: Python stubs (.pyi, the default); ts: TypeScript declarations "
+                             "(.d.ts) of a module for the Node.js package")
     parser.add_argument("--registry", metavar="PREFIX",
                         help="describe the registered functions and object types named "
                              "PREFIX.NAME instead of a module ('' for all)")
@@ -514,6 +526,8 @@ def main(argv=None):
         parser.error("give either MODULE.so or --registry PREFIX")
     if args.module is not None and (args.loads or args.imports):
         parser.error("--load and --import go with --registry")
+    if args.lang == "ts" and args.registry is not None:
+        parser.error("--lang ts describes a module (MODULE.so), not the registry")
     from ._module import load_module
     import importlib
     try:
@@ -521,8 +535,13 @@ def main(argv=None):
             load_module(path).export_global(prefix)
         for name in args.imports:
             importlib.import_module(name)
-        text = (generate_module(args.module) if args.module is not None
-                else generate_registry(args.registry))
+        if args.lang == "ts":
+            from ._stubgen_ts import generate_module as generate_ts
+            text = generate_ts(args.module)
+        elif args.module is not None:
+            text = generate_module(args.module)
+        else:
+            text = generate_registry(args.registry)
     except Exception as err:  # a usage error of the tool: one line, no traceback
         print("python -m packedfunc.stubgen: %s: %s" % (type(err).__name__, err),
               file=sys.stderr)
