@@ -187,12 +187,15 @@ const plugin = pf.loadModule<LoadedModule>('./build/examples/demo_plugin.so');
 plugin.demo.add(1, 'two');
 new plugin.types['demo.Counter'](1, 2);
 TS
-tsconfig '"bad.mts"' > tsconfig.json
+# The guide's TypeScript example, with its one wrong call.
+block '<!-- node-ts-example -->' > guide.mts
+[[ -s guide.mts ]] || fail "docs/guide.md has no <!-- node-ts-example --> block"
+tsconfig '"bad.mts"' '"guide.mts"' "${declared[0]}" > tsconfig.json
 out=$(clean "$NODE" "$tsc" -p tsconfig.json 2>&1) && fail "tsc passes a wrong call: $out"
-for line in \
-  "bad.mts(5,20): error TS2345: Argument of type 'string' is not assignable to parameter of type 'number | bigint'." \
-  "bad.mts(6,34): error TS2345: Argument of type 'number' is not assignable to parameter of type 'string'."; do
-  grep -qF "$line" <<<"$out" || fail "tsc's report of the wrong calls lacks: $line"$'\n'"$out"
-done
+at=$(awk "/'two'/ {print NR \",\" index(\$0, \"'two'\")}" guide.mts)
+want="bad.mts(5,20): error TS2345: Argument of type 'string' is not assignable to parameter of type 'number | bigint'.
+bad.mts(6,34): error TS2345: Argument of type 'number' is not assignable to parameter of type 'string'.
+guide.mts($at): error TS2345: Argument of type 'string' is not assignable to parameter of type 'number | bigint'."
+[[ $out == "$want" ]] || fail "tsc's report of the wrong calls:"$'\n'"$out"$'\n'"not:"$'\n'"$want"
 
 printf '%-20s %s\n' test-node-pack "$(basename "$tarball") in an empty project: its libraries, ESM, CommonJS, the guide's example, tsc OK"
