@@ -25,8 +25,9 @@ from .stubgen import _GRAMMAR, _Parsed, _function_info, _text, _type_info, modul
 _INDENT = "  "
 _INT = "number | bigint"
 # The Node.js package's conversions: (argument, result) type for a value
-# of each type code (lib/core.js, encode and decode), and for the grammar's
-# types that share a code (the containers) or have none of their own.
+# of each type code (what its encoder takes and its decoder gives), and
+# for the grammar's types that share a code (the containers) or have none
+# of their own.
 _BY_CODE = {
     "int": (_INT, _INT), "float": ("number", "number"), "bool": ("boolean", "boolean"),
     "null": ("null | undefined", "null"), "handle": ("pf.OpaqueHandle | null", "pf.OpaqueHandle"),
