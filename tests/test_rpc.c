@@ -1272,12 +1272,20 @@ typedef struct {
   void* sock;
 } raw_peer;
 
+/* A socket of `ctx` that drops what it has not sent when closed and waits
+ * at most `rcv_tmo_ms` for a message. */
+static void* raw_socket(void* ctx, int type, int rcv_tmo_ms) {
+  void* sock = zmq_socket(ctx, type);
+  assert_non_null(sock);
+  int zero = 0;
+  zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sock, ZMQ_RCVTIMEO, &rcv_tmo_ms, sizeof rcv_tmo_ms);
+  return sock;
+}
+
 static void raw_open(raw_peer* r, int type, const char* endpoint, int bind) {
   r->ctx = zmq_ctx_new();
-  r->sock = zmq_socket(r->ctx, type);
-  int zero = 0, tmo = 10000;
-  zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  r->sock = raw_socket(r->ctx, type, 10000);
   assert_int_equal(bind ? zmq_bind(r->sock, endpoint) : zmq_connect(r->sock, endpoint), 0);
 }
 static void raw_close(raw_peer* r) {
@@ -2448,6 +2456,21 @@ static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, si
   return s;
 }
 
+/* A server of its own (start_server) and a raw DEALER connected to it. */
+typedef struct {
+  PFRPCServerHandle server;
+  char endpoint[128];
+  raw_peer peer;
+} raw_rig;
+static void rig_open(raw_rig* g, PFRPCServerOptions* so) {
+  g->server = start_server(so, g->endpoint, sizeof g->endpoint);
+  raw_open(&g->peer, ZMQ_DEALER, g->endpoint, 0);
+}
+static void rig_close(raw_rig* g) {
+  raw_close(&g->peer);
+  assert_pf_ok(PFRPCServerStop(g->server));
+}
+
 /* A connection to `endpoint` and its function `name`, made within
  * `limit_ms`. */
 static PFFunctionHandle prompt_connect_fn(const char* endpoint, const char* name, int64_t limit_ms,
@@ -2485,29 +2508,26 @@ static void test_calls_at_their_limit_are_not_refused(void** state) {
   PFRPCServerOptions so = {0};
   so.num_workers = 1;
   so.max_calls_per_client = 8;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  raw_rig g;
+  rig_open(&g, &so);
   const int64_t ints[2] = {40, 2};
   const int total = slow_count(2000, 400);
   int sent = 0, ok = 0, refused = 0, other = 0;
   for (; sent < so.max_calls_per_client; ++sent)
-    assert_true(raw_call_args(r.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
+    assert_true(raw_call_args(g.peer.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
   raw_msg rm;
-  while (ok + refused + other < total && raw_next(r.sock, &rm) == 0) {
+  while (ok + refused + other < total && raw_next(g.peer.sock, &rm) == 0) {
     if (rm.kind == 3) ++ok;
     else if (rm.kind == 4 && strstr(rm.err_msg, "max_calls_per_client") != NULL) ++refused;
     else ++other;
     if (sent < total)
-      assert_true(raw_call_args(r.sock, (uint64_t)++sent, "t.add", ints, 2, 0, 0) >= 0);
+      assert_true(raw_call_args(g.peer.sock, (uint64_t)++sent, "t.add", ints, 2, 0, 0) >= 0);
   }
   print_message("%d replies, %d refusals, %d others\n", ok, refused, other);
   assert_int_equal(refused, 0);
   assert_int_equal(other, 0);
   assert_int_equal(ok, total);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
 }
 
 /* Opens a raw client that calls t.apply with a function of its own `n`
@@ -2620,26 +2640,23 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
   PFRPCServerOptions so = {0};
   so.num_workers = 4;
   so.max_workers_per_client = 2;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_rig g;
+  rig_open(&g, &so);
   PFModuleHandle m = NULL;
   const int64_t limit = slow_limit(500);
-  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", slow_limit(2000), &m);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  PFFunctionHandle add = prompt_connect_fn(g.endpoint, "t.add", slow_limit(2000), &m);
   const int count = slow_count(10, 4);
-  send_big_requests(r.sock, 1, count, slow_count(4 << 20, 1 << 20), 1);
+  send_big_requests(g.peer.sock, 1, count, slow_count(4 << 20, 1 << 20), 1);
   int64_t t0 = now_ms();
   while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
   /* Every large request is answered in the end (KeyError). */
   raw_msg rm;
   for (int i = 0; i < count; ++i) {
-    assert_int_equal(raw_next(r.sock, &rm), 0);
+    assert_int_equal(raw_next(g.peer.sock, &rm), 0);
     assert_int_equal(rm.kind, 4);
   }
   close_fn(add, m);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
 }
 
 /* The calls that wait for a worker are bounded in bytes, not only in
@@ -2649,19 +2666,17 @@ static void test_queued_calls_bounded_in_bytes(void** state) {
   (void)state;
   PFRPCServerOptions so = {0};
   so.num_workers = 1;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
-  assert_true(raw_call_args(r.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
+  raw_rig g;
+  rig_open(&g, &so);
+  assert_true(raw_call_args(g.peer.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
   const int count = 40;
   const uint32_t each = 4u << 20;
-  send_big_requests(r.sock, 2, count, each, 0);
+  send_big_requests(g.peer.sock, 2, count, each, 0);
   /* The refusals come while the worker is blocked; the rest after. */
   int refused = 0, others = 0, quiet = (int)slow_limit(2000);
-  zmq_setsockopt(r.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
+  zmq_setsockopt(g.peer.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
   raw_msg rm;
-  while (raw_next(r.sock, &rm) == 0) {
+  while (raw_next(g.peer.sock, &rm) == 0) {
     if (rm.kind == 4 && strstr(rm.err_msg, "PF_RPC_QUEUED_BYTES_PER_CLIENT") != NULL) {
       if (refused == 0) print_message("refused: %s\n", rm.err_msg);
       ++refused;
@@ -2670,13 +2685,12 @@ static void test_queued_calls_bounded_in_bytes(void** state) {
     }
   }
   assert_int_equal(write(g_gate[1], "x", 1), 1);
-  while (refused + others < count + 1 && raw_next(r.sock, &rm) == 0) ++others;
+  while (refused + others < count + 1 && raw_next(g.peer.sock, &rm) == 0) ++others;
   print_message("%d of %d large calls refused\n", refused, count);
   const int fit = (int)(PF_RPC_QUEUED_BYTES_PER_CLIENT / each);
   assert_true(refused >= count - fit - 1 && refused <= count - fit + 1);
   assert_int_equal(refused + others, count + 1);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
 }
 
 /* A message whose decoding would take far more memory than its size
@@ -2819,10 +2833,7 @@ static void test_exports_bounded_per_address(void** state) {
   void* socks[kConns];
   int ok = 0, refused = 0;
   for (int i = 0; i < kConns; ++i) {
-    int zero = 0, tmo = 20000;
-    socks[i] = zmq_socket(ctx, ZMQ_DEALER);
-    zmq_setsockopt(socks[i], ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(socks[i], ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    socks[i] = raw_socket(ctx, ZMQ_DEALER, 20000);
     assert_int_equal(zmq_connect(socks[i], endpoint), 0);
     assert_true(raw_call_args(socks[i], 1, "t.adders", &each, 1, 0, 0) >= 0);
     raw_msg rm;
@@ -2861,21 +2872,18 @@ static void test_malformed_messages_log_is_bounded(void** state) {
   (void)state;
   PFRPCServerOptions so = {0};
   so.log = count_bad_log;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  raw_rig g;
+  rig_open(&g, &so);
   atomic_store(&g_bad_lines, 0);
   const int n = 2000;
-  for (int i = 0; i < n; ++i) assert_true(zmq_send(r.sock, "\xc1", 1, 0) == 1);
-  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 5, "t.add");
+  for (int i = 0; i < n; ++i) assert_true(zmq_send(g.peer.sock, "\xc1", 1, 0) == 1);
+  raw_call(&g.peer, PF_RPC_PROTOCOL_VERSION, 5, "t.add");
   raw_msg rm;
-  assert_int_equal(raw_next(r.sock, &rm), 0); /* after the garbage was handled */
+  assert_int_equal(raw_next(g.peer.sock, &rm), 0); /* after the garbage was handled */
   int lines = atomic_load(&g_bad_lines);
   print_message("%d malformed messages, %d log lines\n", n, lines);
   assert_true(lines >= 1 && lines <= 20);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
 }
 
 int main(void) {
