@@ -1338,6 +1338,75 @@ static int raw_call_args(void* sock, uint64_t id, const char* target, const int6
   return rc;
 }
 
+/* Packs a 1-d float32 tensor of n elements, as a peer would: its bytes
+ * inline (from `data`) or, with `flags` PF_RPC_TENSOR_FRAME, in a side
+ * frame (the ext ends after the shape). */
+static void pack_raw_tensor(msgpack_packer* pk, uint32_t n, const uint8_t* data, unsigned flags) {
+  uint8_t hdr[17] = {(uint8_t)flags, kDLFloat, 32, 1, 0, 1, 0, 0, 0};
+  for (int i = 0; i < 8; ++i) hdr[9 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+  size_t inline_bytes = (flags & PF_RPC_TENSOR_FRAME) ? 0 : 4 * (size_t)n;
+  msgpack_pack_ext(pk, sizeof hdr + inline_bytes, PF_RPC_EXT_TENSOR);
+  msgpack_pack_ext_body(pk, hdr, sizeof hdr);
+  if (inline_bytes) msgpack_pack_ext_body(pk, data, inline_bytes);
+}
+
+/* Starts a message [V, kind, id, 0, ...] of 4 + nrest elements. */
+static void pack_raw_header(msgpack_packer* pk, int kind, uint64_t id, uint32_t nrest) {
+  msgpack_pack_array(pk, 4 + nrest);
+  msgpack_pack_int(pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(pk, kind);
+  msgpack_pack_uint64(pk, id);
+  msgpack_pack_uint64(pk, 0);
+}
+
+/* Sends `body` and then `nsides` side frames of the given sizes (the
+ * bytes of `fill`, which holds at least the largest). */
+static void send_frames(void* sock, const msgpack_sbuffer* body, const size_t* sizes, int nsides,
+                        const uint8_t* fill) {
+  assert_true(zmq_send(sock, body->data, body->size, nsides ? ZMQ_SNDMORE : 0) >= 0);
+  for (int i = 0; i < nsides; ++i)
+    assert_true(zmq_send(sock, fill, sizes[i], i + 1 < nsides ? ZMQ_SNDMORE : 0) >= 0);
+}
+
+/* Sends CALL `target` with one float32 tensor of n elements (inline, or
+ * with `flags`) as its argument, then side frames as send_frames. */
+static void raw_tensor_call(void* sock, uint64_t id, const char* target, uint32_t n,
+                            const uint8_t* data, unsigned flags, const size_t* sizes, int nsides) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pack_raw_header(&pk, PF_RPC_CALL, id, 2);
+  msgpack_pack_str(&pk, strlen(target));
+  msgpack_pack_str_body(&pk, target, strlen(target));
+  msgpack_pack_array(&pk, 1);
+  pack_raw_tensor(&pk, n, data, flags);
+  send_frames(sock, &sb, sizes, nsides, data);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* Receives one message whole: its frames' count, and the size and bytes
+ * of frame k into *size and *data (malloc) when k is below the count. */
+static int recv_frames(void* sock, int k, size_t* size, uint8_t** data) {
+  int count = 0, more = 1;
+  *data = NULL;
+  while (more) {
+    zmq_msg_t zm;
+    zmq_msg_init(&zm);
+    assert_true(zmq_msg_recv(&zm, sock, 0) >= 0);
+    if (count == k) {
+      *size = zmq_msg_size(&zm);
+      *data = malloc(*size ? *size : 1);
+      assert_non_null(*data);
+      memcpy(*data, zmq_msg_data(&zm), *size);
+    }
+    more = zmq_msg_more(&zm);
+    zmq_msg_close(&zm);
+    ++count;
+  }
+  return count;
+}
+
 /* One message received by a raw peer: its kind, and for an ERROR its kind
  * and message. Returns 0, or -1 when nothing came in time. */
 typedef struct {
@@ -2657,11 +2726,10 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
   rig_close(&g);
 }
 
-/* The calls that wait for a worker are bounded in bytes, not only in
- * number: a client that queues large calls behind a running one gets the
- * calls beyond PF_RPC_QUEUED_BYTES_PER_CLIENT refused at once. */
-static void test_queued_calls_bounded_in_bytes(void** state) {
-  (void)state;
+/* Queues 40 calls of 4 MiB (inline bytes, or a tensor in a side frame)
+ * behind a running one on a server of one worker, and checks that those
+ * beyond PF_RPC_QUEUED_BYTES_PER_CLIENT are refused at once. */
+static void check_queued_bytes_bound(int in_side_frames) {
   PFRPCServerOptions so = {0};
   so.num_workers = 1;
   raw_rig g;
@@ -2669,7 +2737,17 @@ static void test_queued_calls_bounded_in_bytes(void** state) {
   assert_true(raw_call_args(g.peer.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
   const int count = 40;
   const uint32_t each = 4u << 20;
-  send_big_requests(g.peer.sock, 2, count, each, 0);
+  if (in_side_frames) {
+    uint8_t* fill = calloc(1, each);
+    assert_non_null(fill);
+    const size_t size = each;
+    for (int i = 0; i < count; ++i)
+      raw_tensor_call(g.peer.sock, (uint64_t)(2 + i), "t.missing", each / 4, fill,
+                      PF_RPC_TENSOR_FRAME, &size, 1);
+    free(fill);
+  } else {
+    send_big_requests(g.peer.sock, 2, count, each, 0);
+  }
   /* The refusals come while the worker is blocked; the rest after. */
   int refused = 0, others = 0, quiet = (int)slow_limit(2000);
   zmq_setsockopt(g.peer.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
@@ -2689,6 +2767,20 @@ static void test_queued_calls_bounded_in_bytes(void** state) {
   assert_true(refused >= count - fit - 1 && refused <= count - fit + 1);
   assert_int_equal(refused + others, count + 1);
   rig_close(&g);
+}
+
+/* The calls that wait for a worker are bounded in bytes, not only in
+ * number: a client that queues large calls behind a running one gets the
+ * calls beyond PF_RPC_QUEUED_BYTES_PER_CLIENT refused at once. */
+static void test_queued_calls_bounded_in_bytes(void** state) {
+  (void)state;
+  check_queued_bytes_bound(0);
+}
+
+/* The bytes of a call's side frames count as well as its body's. */
+static void test_queued_calls_count_their_side_frames(void** state) {
+  (void)state;
+  check_queued_bytes_bound(1);
 }
 
 /* A message whose decoding would take far more memory than its size
@@ -2885,75 +2977,6 @@ static void test_malformed_messages_log_is_bounded(void** state) {
 }
 
 /* ---- side frames: large tensor objects cross without a copy ---- */
-
-/* Packs a 1-d float32 tensor of n elements, as a peer would: its bytes
- * inline (from `data`) or, with `flags` PF_RPC_TENSOR_FRAME, in a side
- * frame (the ext ends after the shape). */
-static void pack_raw_tensor(msgpack_packer* pk, uint32_t n, const uint8_t* data, unsigned flags) {
-  uint8_t hdr[17] = {(uint8_t)flags, kDLFloat, 32, 1, 0, 1, 0, 0, 0};
-  for (int i = 0; i < 8; ++i) hdr[9 + i] = (uint8_t)((uint64_t)n >> (8 * i));
-  size_t inline_bytes = (flags & PF_RPC_TENSOR_FRAME) ? 0 : 4 * (size_t)n;
-  msgpack_pack_ext(pk, sizeof hdr + inline_bytes, PF_RPC_EXT_TENSOR);
-  msgpack_pack_ext_body(pk, hdr, sizeof hdr);
-  if (inline_bytes) msgpack_pack_ext_body(pk, data, inline_bytes);
-}
-
-/* Starts a message [V, kind, id, 0, ...] of 4 + nrest elements. */
-static void pack_raw_header(msgpack_packer* pk, int kind, uint64_t id, uint32_t nrest) {
-  msgpack_pack_array(pk, 4 + nrest);
-  msgpack_pack_int(pk, PF_RPC_PROTOCOL_VERSION);
-  msgpack_pack_int(pk, kind);
-  msgpack_pack_uint64(pk, id);
-  msgpack_pack_uint64(pk, 0);
-}
-
-/* Sends `body` and then `nsides` side frames of the given sizes (the
- * bytes of `fill`, which holds at least the largest). */
-static void send_frames(void* sock, const msgpack_sbuffer* body, const size_t* sizes, int nsides,
-                        const uint8_t* fill) {
-  assert_true(zmq_send(sock, body->data, body->size, nsides ? ZMQ_SNDMORE : 0) >= 0);
-  for (int i = 0; i < nsides; ++i)
-    assert_true(zmq_send(sock, fill, sizes[i], i + 1 < nsides ? ZMQ_SNDMORE : 0) >= 0);
-}
-
-/* Sends CALL `target` with one float32 tensor of n elements (inline, or
- * with `flags`) as its argument, then side frames as send_frames. */
-static void raw_tensor_call(void* sock, uint64_t id, const char* target, uint32_t n,
-                            const uint8_t* data, unsigned flags, const size_t* sizes, int nsides) {
-  msgpack_sbuffer sb;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  pack_raw_header(&pk, PF_RPC_CALL, id, 2);
-  msgpack_pack_str(&pk, strlen(target));
-  msgpack_pack_str_body(&pk, target, strlen(target));
-  msgpack_pack_array(&pk, 1);
-  pack_raw_tensor(&pk, n, data, flags);
-  send_frames(sock, &sb, sizes, nsides, data);
-  msgpack_sbuffer_destroy(&sb);
-}
-
-/* Receives one message whole: its frames' count, and the size and bytes
- * of frame k into *size and *data (malloc) when k is below the count. */
-static int recv_frames(void* sock, int k, size_t* size, uint8_t** data) {
-  int count = 0, more = 1;
-  *data = NULL;
-  while (more) {
-    zmq_msg_t zm;
-    zmq_msg_init(&zm);
-    assert_true(zmq_msg_recv(&zm, sock, 0) >= 0);
-    if (count == k) {
-      *size = zmq_msg_size(&zm);
-      *data = malloc(*size ? *size : 1);
-      assert_non_null(*data);
-      memcpy(*data, zmq_msg_data(&zm), *size);
-    }
-    more = zmq_msg_more(&zm);
-    zmq_msg_close(&zm);
-    ++count;
-  }
-  return count;
-}
 
 /* A tensor object of 64 KiB or more in a result goes out in a side frame
  * of its own, the bytes of the tensor as they are; a smaller one stays in
@@ -3216,6 +3239,7 @@ int main(void) {
       cmocka_unit_test(test_side_frame_tensor_is_released),
       cmocka_unit_test(test_malformed_side_frames_in_a_request),
       cmocka_unit_test(test_malformed_side_frames_in_a_reply),
+      cmocka_unit_test(test_queued_calls_count_their_side_frames),
   };
   /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
   if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));
