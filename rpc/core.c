@@ -209,34 +209,44 @@ pf_rpc_msg* pf_rpc_msg_recv_rest(const pf_rpc_route* r, zmq_msg_t* body, void* s
     drop_rest(sock, body);
     return NULL;
   }
+  /* The socket's max_message_size bounds each frame; this, all of them. */
+  int64_t max = -1;
+  size_t len = sizeof max;
   if (more) {
     m->side = malloc(PF_RPC_MAX_SIDE_FRAMES * sizeof *m->side);
-    if (m->side == NULL) {
+    if (m->side == NULL || zmq_getsockopt(sock, ZMQ_MAXMSGSIZE, &max, &len) != 0) {
       drop_rest(sock, &m->zmsg);
       pf_rpc_msg_free(m);
       return NULL;
     }
   }
   while (more) {
-    if (m->nside == PF_RPC_MAX_SIDE_FRAMES) {
-      *why = "a message of more than PF_RPC_MAX_SIDE_FRAMES side frames";
+    const char* bad = NULL;
+    if (m->nside < PF_RPC_MAX_SIDE_FRAMES) {
+      pf_rpc_side* f = &m->side[m->nside];
+      memset(f, 0, sizeof *f);
+      zmq_msg_init(&f->zmsg);
+      if (zmq_msg_recv(&f->zmsg, sock, 0) < 0) { /* only when the socket closes */
+        zmq_msg_close(&f->zmsg);
+        pf_rpc_msg_free(m);
+        return NULL;
+      }
+      m->nside++;
+      f->data = zmq_msg_data(&f->zmsg);
+      f->size = zmq_msg_size(&f->zmsg);
+      m->side_bytes += f->size;
+      more = zmq_msg_more(&f->zmsg);
+      if (max >= 0 && pf_rpc_msg_bytes(m) > (size_t)max)
+        bad = "a message larger than max_message_size in all its frames";
+    } else {
+      bad = "a message of more than PF_RPC_MAX_SIDE_FRAMES side frames";
+    }
+    if (bad != NULL) {
+      *why = bad;
       drop_rest(sock, &m->side[m->nside - 1].zmsg);
       pf_rpc_msg_free(m);
       return NULL;
     }
-    pf_rpc_side* f = &m->side[m->nside];
-    memset(f, 0, sizeof *f);
-    zmq_msg_init(&f->zmsg);
-    if (zmq_msg_recv(&f->zmsg, sock, 0) < 0) { /* only when the socket closes */
-      zmq_msg_close(&f->zmsg);
-      pf_rpc_msg_free(m);
-      return NULL;
-    }
-    m->nside++;
-    f->data = zmq_msg_data(&f->zmsg);
-    f->size = zmq_msg_size(&f->zmsg);
-    m->side_bytes += f->size;
-    more = zmq_msg_more(&f->zmsg);
   }
   return m;
 }

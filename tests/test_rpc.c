@@ -3184,6 +3184,44 @@ static void test_malformed_side_frames_in_a_reply(void** state) {
   raw_close(&f.r);
 }
 
+static atomic_int g_too_large_lines;
+static void count_too_large(void* user, const char* line) {
+  (void)user;
+  if (strstr(line, "larger than max_message_size in all its frames") != NULL)
+    atomic_fetch_add(&g_too_large_lines, 1);
+}
+
+/* max_message_size bounds a message's frames together, not only each:
+ * side frames each under it but together over it drop the message whole,
+ * with a log line, and the connection goes on. */
+static void test_side_frames_bounded_by_max_message_size(void** state) {
+  (void)state;
+  enum { kElems = 192 * 1024 }; /* 768 KiB */
+  PFRPCServerOptions so = {0};
+  so.max_message_size = 1 << 20;
+  so.log = count_too_large;
+  atomic_store(&g_too_large_lines, 0);
+  raw_rig g;
+  rig_open(&g, &so);
+  uint8_t* fill = calloc(4, kElems);
+  assert_non_null(fill);
+  const size_t two[2] = {4 * kElems, 4 * kElems};
+  raw_tensor_call(g.peer.sock, 1, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, two, 2);
+  raw_tensor_call(g.peer.sock, 2, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, two, 1);
+  size_t size = 0;
+  uint8_t* body = NULL;
+  assert_int_equal(recv_frames(g.peer.sock, 0, &size, &body), 2); /* call 2's echo */
+  msgpack_unpacked up;
+  msgpack_unpacked_init(&up);
+  assert_int_equal(msgpack_unpack_next(&up, (const char*)body, size, NULL), MSGPACK_UNPACK_SUCCESS);
+  assert_int_equal(up.data.via.array.ptr[2].via.u64, 2);
+  msgpack_unpacked_destroy(&up);
+  free(body);
+  assert_int_equal(atomic_load(&g_too_large_lines), 1);
+  free(fill);
+  rig_close(&g);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -3240,6 +3278,7 @@ int main(void) {
       cmocka_unit_test(test_malformed_side_frames_in_a_request),
       cmocka_unit_test(test_malformed_side_frames_in_a_reply),
       cmocka_unit_test(test_queued_calls_count_their_side_frames),
+      cmocka_unit_test(test_side_frames_bounded_by_max_message_size),
   };
   /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
   if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));

@@ -126,7 +126,8 @@ extern "C" {
 
 /* The largest message either side accepts, unless told otherwise: larger
  * ones are refused by the transport (the connection that sent one is
- * dropped). */
+ * dropped); a message whose frames are each within it but together larger
+ * is dropped whole. */
 #define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
 
 /* Decoding a message takes memory: about 24 bytes for each MessagePack
