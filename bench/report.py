@@ -257,18 +257,28 @@ def run(args, progress=lambda: None):
 
 
 def rpc_rows(build, quick):
-    """The remote-function rows (bench_rpc.c): wall-clock ratios against raw
-    ZeroMQ between the same two processes, and calls per second with one and
-    eight servers. No callgrind counts: most of the time is in the kernel and
-    in other threads and processes."""
+    """The remote-function rows (bench_rpc.c): wall-clock ratios against a
+    floor on raw ZeroMQ and msgpack-c between the same two processes (mean,
+    median and 99th percentile round trips, 4 calling threads, a 64 MiB
+    tensor's echo), and calls per second with one and eight servers. No
+    callgrind counts: most of the time is in the kernel and in other threads
+    and processes."""
     bench = os.path.join(build, "bench", "bench_rpc")
     if not os.path.exists(bench):
         return []
     rows = run_json([bench] + (["--quick"] if quick else []))
+    tensor_mib = 64
     for r in rows:
         if r["id"] == "rpc_8servers":
             r["what"] += (f": {r['per_second']:.0f} calls/s with 8 servers, "
                           f"{r['base_per_second']:.0f} with 1")
+        elif r["id"] == "rpc_add_4threads":
+            r["what"] += (f": {r['per_second']:.0f} calls/s, the floor "
+                          f"{r['base_per_second']:.0f} (target: at least 0.85x its calls/s)")
+        elif r["id"] == "rpc_tensor":  # both ways per round trip
+            r["what"] += (f": {2 * tensor_mib * 1e9 / r['ns'][0]:.0f} MiB/s, the floor "
+                          f"{2 * tensor_mib * 1e9 / r['base_ns'][0]:.0f} "
+                          "(target: at least 0.95x its bandwidth)")
     return rows
 
 

@@ -201,21 +201,14 @@ static void recv_batch(pf_rpc_client* c, int k) {
       zmq_msg_close(&msg);
       return;
     }
-    int more = zmq_msg_more(&msg);
     pf_rpc_route r;
     memset(&r, 0, sizeof r);
     r.endpoint = k;
-    if (!more) {
-      pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &msg);
-      if (in) pf_rpc_dispatch(&c->base, in, NULL);
-    }
+    const char* why = NULL;
+    pf_rpc_msg* in = pf_rpc_msg_recv_rest(&r, &msg, c->dealers[k], &why);
     zmq_msg_close(&msg);
-    while (more) { /* a multi-part message is not ours: drop it whole */
-      zmq_msg_init(&msg);
-      if (zmq_msg_recv(&msg, c->dealers[k], 0) < 0) more = 0;
-      else more = zmq_msg_more(&msg);
-      zmq_msg_close(&msg);
-    }
+    if (in) pf_rpc_dispatch(&c->base, in, NULL);
+    else if (why) pf_rpc_note_bad(&c->base, &r, why);
   }
 }
 

@@ -126,6 +126,9 @@ static pf_rpc_msg* msg_shell(const pf_rpc_route* r) {
   m->counted = 0;
   m->exports = NULL;
   m->nexports = 0;
+  m->side = NULL;
+  m->nside = 0;
+  m->side_bytes = 0;
   return m;
 }
 
@@ -164,6 +167,18 @@ pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb) {
   return m;
 }
 
+pf_rpc_msg* pf_rpc_msg_take_out(const pf_rpc_route* r, pf_rpc_out* o) {
+  pf_rpc_msg* m = pf_rpc_msg_take(r, &o->sb);
+  if (m == NULL) return NULL;
+  m->side = o->side;
+  m->nside = o->nside;
+  m->side_bytes = o->side_bytes;
+  o->side = NULL;
+  o->nside = o->cap_side = 0;
+  o->side_bytes = 0;
+  return m;
+}
+
 pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm) {
   pf_rpc_msg* m = msg_shell(r);
   if (m == NULL) return NULL;
@@ -172,6 +187,67 @@ pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm) {
   m->has_zmsg = 1;
   m->data = zmq_msg_data(&m->zmsg);
   m->size = zmq_msg_size(&m->zmsg);
+  return m;
+}
+
+/* Reads and drops the rest of a message whose last frame read was `zm`. */
+static void drop_rest(void* sock, zmq_msg_t* zm) {
+  for (int more = zmq_msg_more(zm); more;) {
+    zmq_msg_t x;
+    zmq_msg_init(&x);
+    more = zmq_msg_recv(&x, sock, 0) >= 0 && zmq_msg_more(&x);
+    zmq_msg_close(&x);
+  }
+}
+
+pf_rpc_msg* pf_rpc_msg_recv_rest(const pf_rpc_route* r, zmq_msg_t* body, void* sock,
+                                 const char** why) {
+  *why = NULL;
+  int more = zmq_msg_more(body);
+  pf_rpc_msg* m = pf_rpc_msg_from_zmq(r, body);
+  if (m == NULL) {
+    drop_rest(sock, body);
+    return NULL;
+  }
+  /* The socket's max_message_size bounds each frame; this, all of them. */
+  int64_t max = -1;
+  size_t len = sizeof max;
+  if (more) {
+    m->side = malloc(PF_RPC_MAX_SIDE_FRAMES * sizeof *m->side);
+    if (m->side == NULL || zmq_getsockopt(sock, ZMQ_MAXMSGSIZE, &max, &len) != 0) {
+      drop_rest(sock, &m->zmsg);
+      pf_rpc_msg_free(m);
+      return NULL;
+    }
+  }
+  while (more) {
+    const char* bad = NULL;
+    if (m->nside < PF_RPC_MAX_SIDE_FRAMES) {
+      pf_rpc_side* f = &m->side[m->nside];
+      memset(f, 0, sizeof *f);
+      zmq_msg_init(&f->zmsg);
+      if (zmq_msg_recv(&f->zmsg, sock, 0) < 0) { /* only when the socket closes */
+        zmq_msg_close(&f->zmsg);
+        pf_rpc_msg_free(m);
+        return NULL;
+      }
+      m->nside++;
+      f->data = zmq_msg_data(&f->zmsg);
+      f->size = zmq_msg_size(&f->zmsg);
+      m->side_bytes += f->size;
+      more = zmq_msg_more(&f->zmsg);
+      if (max >= 0 && pf_rpc_msg_bytes(m) > (size_t)max)
+        bad = "a message larger than max_message_size in all its frames";
+    } else {
+      bad = "a message of more than PF_RPC_MAX_SIDE_FRAMES side frames";
+    }
+    if (bad != NULL) {
+      *why = bad;
+      drop_rest(sock, &m->side[m->nside - 1].zmsg);
+      pf_rpc_msg_free(m);
+      return NULL;
+    }
+  }
   return m;
 }
 
@@ -214,6 +290,11 @@ void pf_rpc_msg_free(pf_rpc_msg* m) {
   if (m == NULL || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
   if (m->has_zmsg) zmq_msg_close(&m->zmsg);
   else free(m->data);
+  for (uint32_t i = 0; i < m->nside; ++i) {
+    if (m->side[i].obj != NULL) PFObjectFree(m->side[i].obj);
+    else zmq_msg_close(&m->side[i].zmsg);
+  }
+  free(m->side);
   if (m->tally != NULL) {
     atomic_fetch_sub(&m->tally->bytes, (long long)m->counted);
     pf_rpc_tally_release(m->tally);
@@ -240,21 +321,8 @@ static int handed_over(const pf_rpc_msg* m) {
   return !m->has_zmsg && (m->size >= PF_RPC_ZERO_COPY_MIN || m->tally != NULL);
 }
 
-int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
-  if (!handed_over(m)) return zmq_send(sock, m->data, m->size, flags);
-  /* Hand the bytes over only when the socket can take them now, so that a
-   * failed send never leaves them half owned. */
-  int ev = 0;
-  size_t sz = sizeof ev;
-  if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLOUT)) {
-    errno = EAGAIN;
-    return -1;
-  }
-  return pf_rpc_msg_send_part(m, sock, flags);
-}
-
-int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags) {
-  if (!handed_over(m)) return zmq_send(sock, m->data, m->size, flags);
+/* Hands a message's body to ZeroMQ (handed_over). */
+static int send_handed(pf_rpc_msg* m, void* sock, int flags) {
   if (m->tally == NULL) {
     zmq_msg_t zm;
     if (zmq_msg_init_data(&zm, m->data, m->size, free_bytes, NULL) != 0) return -1;
@@ -285,6 +353,51 @@ int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags) {
   if (rc < 0) zmq_msg_close(&zm); /* drops ZeroMQ's reference; the caller's stays */
   return rc;
 }
+
+/* Sends the side frames of a message whose body ZeroMQ took (so it takes
+ * these too): each holds a reference to the message, which holds the
+ * tensor the frame's bytes are in. */
+static int send_sides(pf_rpc_msg* m, void* sock, int flags) {
+  for (uint32_t i = 0; i < m->nside; ++i) {
+    zmq_msg_t zm;
+    pf_rpc_msg_retain(m);
+    if (zmq_msg_init_data(&zm, (void*)(uintptr_t)m->side[i].data, m->side[i].size, release_msg,
+                          m) != 0) {
+      pf_rpc_msg_free(m);
+      return -1;
+    }
+    int more = i + 1 < m->nside ? ZMQ_SNDMORE : 0;
+    if (zmq_msg_send(&zm, sock, (flags & ~ZMQ_SNDMORE) | more) < 0) {
+      zmq_msg_close(&zm);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Sends the body, then the side frames. */
+static int send_body(pf_rpc_msg* m, void* sock, int flags) {
+  int more = m->nside > 0 ? ZMQ_SNDMORE : 0;
+  int rc = handed_over(m) ? send_handed(m, sock, flags | more)
+                          : zmq_send(sock, m->data, m->size, flags | more);
+  if (rc < 0 || m->nside == 0) return rc;
+  return send_sides(m, sock, flags) < 0 ? -1 : rc;
+}
+
+int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags) {
+  if (!handed_over(m) && m->nside == 0) return zmq_send(sock, m->data, m->size, flags);
+  /* Hand the bytes over only when the socket can take them now, so that a
+   * failed send never leaves them half owned. */
+  int ev = 0;
+  size_t sz = sizeof ev;
+  if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLOUT)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  return pf_rpc_msg_send_part(m, sock, flags);
+}
+
+int pf_rpc_msg_send_part(pf_rpc_msg* m, void* sock, int flags) { return send_body(m, sock, flags); }
 
 static void wake(pf_rpc_peer* p) {
   uint64_t one = 1;
@@ -637,7 +750,7 @@ typedef struct {
   pf_rpc_msg* in; /* the request; its route is where the reply goes */
   uint64_t scope; /* a client's: the call whose callback this is */
   pf_rpc_parsed m;
-  msgpack_sbuffer reply; /* the OK reply, as it is written */
+  pf_rpc_out reply; /* the OK reply, as it is written */
   msgpack_packer pk;
   int depth;          /* requests served on this thread, this one included */
   char target[96];    /* the callee, for messages */
@@ -683,8 +796,7 @@ static int serving_begin(serving* s, pf_rpc_peer* p, pf_rpc_msg* in, uint64_t sc
   if (st < 0) refuse_unreadable(p, in);
   if (st > 0) pf_rpc_parsed_free(&s->m);
   if (st != 0) return -1;
-  msgpack_sbuffer_init(&s->reply);
-  pf_rpc_packer_init(&s->pk, &s->reply);
+  pf_rpc_out_init(&s->reply, &s->pk);
   return 0;
 }
 
@@ -761,7 +873,7 @@ static int decode_args(serving* s) {
       return -1;
     }
   }
-  return 0;
+  return pf_rpc_arena_check_sides(&s->arena);
 }
 
 /* Calls the target with this request as the thread's innermost serving
@@ -805,7 +917,7 @@ static void serving_end(serving* s, int status) {
     PFObjectFree(s->rv.v_handle);
   pf_rpc_arena_free(&s->arena);
   if (status == 0) {
-    pf_rpc_msg* m = pf_rpc_msg_take(&s->in->route, &s->reply);
+    pf_rpc_msg* m = pf_rpc_msg_take_out(&s->in->route, &s->reply);
     if (m == NULL) {
       undo_exports(&s->exports); /* dropped: the other side times out */
     } else {
@@ -814,7 +926,7 @@ static void serving_end(serving* s, int status) {
     }
   }
   export_ctx_free(&s->exports);
-  msgpack_sbuffer_destroy(&s->reply);
+  pf_rpc_out_destroy(&s->reply);
   if (status != 0) reply_last_error(s->p, &s->in->route, s->m.id);
   pf_rpc_parsed_free(&s->m);
 }
@@ -1104,6 +1216,7 @@ static int take_reply(pf_rpc_peer* p, const pf_rpc_parsed* m, pf_rpc_msg* src,
   PFValue v;
   int code;
   int rc = pf_rpc_unpack_value(&m->rest[0], &arena, 0, 0, import_fn, &ic, &v, &code);
+  if (rc == 0) rc = pf_rpc_arena_check_sides(&arena);
   if (rc == 0) rc = PFCFuncSetReturn(ret, &v, &code, 1);
   pf_rpc_arena_free(&arena);
   return rc;
@@ -1175,10 +1288,9 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
                       int nargs, PFRetValueHandle ret) {
   pf_rpc_route route = *route_in;
   uint64_t id = atomic_fetch_add(&p->next_id, 1);
-  msgpack_sbuffer sb;
-  msgpack_sbuffer_init(&sb);
+  pf_rpc_out packed;
   msgpack_packer pk;
-  pf_rpc_packer_init(&pk, &sb);
+  pf_rpc_out_init(&packed, &pk);
   pf_rpc_pack_header(&pk, PF_RPC_CALL, id, parent, 2);
   if (name) {
     size_t len = strlen(name);
@@ -1193,7 +1305,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
     char path[160];
     snprintf(path, sizeof path, "remote call of %s: argument %d", what, i);
     if (pf_rpc_pack_value(&pk, args[i], codes[i], path, 0, export_fn, &ec) != 0) {
-      msgpack_sbuffer_destroy(&sb);
+      pf_rpc_out_destroy(&packed);
       undo_exports(&ec);
       export_ctx_free(&ec);
       return -1;
@@ -1201,8 +1313,8 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   }
   pf_rpc_waiter w;
   waiter_init(p, &w, id, &route);
-  pf_rpc_msg* out = pf_rpc_msg_take(&route, &sb);
-  msgpack_sbuffer_destroy(&sb);
+  pf_rpc_msg* out = pf_rpc_msg_take_out(&route, &packed);
+  pf_rpc_out_destroy(&packed);
   if (out == NULL) {
     pthread_cond_destroy(&w.cond);
     undo_exports(&ec);

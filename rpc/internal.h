@@ -16,7 +16,8 @@
 #define PF_RPC_HIDDEN __attribute__((visibility("hidden")))
 
 /* ---- the wire format ------------------------------------------------------
- * A message is one ZeroMQ frame holding one MessagePack array:
+ * A message is one ZeroMQ frame holding one MessagePack array, the body,
+ * followed by its side frames (version 3; see PF_RPC_TENSOR_FRAME):
  *   [version, kind, id, parent, ...]
  *   HELLO   [V, 1, id, 0]                     -> OK with the exposed list
  *   CALL    [V, 2, id, parent, target, args]  target: a name (str) or the
@@ -53,6 +54,46 @@ enum {
  * after a pad count (0-7) and that many zero bytes; so that the receiver
  * can leave a large tensor's data where it arrived, aligned. */
 #define PF_RPC_TENSOR_PADDED 2u
+/* flags (version 3): the data is not in the ext, which ends after the
+ * shape, but in the next side frame of the message, a ZeroMQ frame of its
+ * own after the body whose size is exactly the data's: the k-th such
+ * tensor in the order of decoding takes the k-th side frame, and a message
+ * has exactly as many side frames as such tensors. So large tensor bytes
+ * cross without a copy on either side: the sender hands ZeroMQ the
+ * tensor's own memory (the message holds a reference to the tensor until
+ * ZeroMQ lets the frame go) and the receiver keeps the data in the frame
+ * it arrived in. Only tensor objects of PF_RPC_SIDE_FRAME_MIN bytes or
+ * more, compact, go this way; a borrowed kPFDLTensorHandle, which the
+ * sender cannot hold past the call, is copied into the body. */
+#define PF_RPC_TENSOR_FRAME 4u
+/* The smallest tensor that goes in a side frame. */
+#define PF_RPC_SIDE_FRAME_MIN (64 * 1024)
+/* The most side frames one message may have; a message with more is
+ * dropped as malformed. */
+#define PF_RPC_MAX_SIDE_FRAMES 64
+
+/* A side frame. Outgoing: `data` is the memory of the tensor object `obj`,
+ * a reference the message holds. Incoming: the ZeroMQ frame received
+ * (obj NULL). */
+typedef struct {
+  const char* data;
+  size_t size;
+  PFObjectHandle obj;
+  zmq_msg_t zmsg;
+} pf_rpc_side;
+
+/* What a message is packed into: the body and its side frames. Packing a
+ * value into pf_rpc_out_init's packer puts large tensor objects into side
+ * frames; pf_rpc_packer_init's keeps everything in the body. */
+typedef struct {
+  msgpack_sbuffer sb; /* first: the packer's data points here */
+  pf_rpc_side* side;  /* malloc */
+  uint32_t nside, cap_side;
+  size_t side_bytes;
+} pf_rpc_out;
+PF_RPC_HIDDEN void pf_rpc_out_init(pf_rpc_out* o, msgpack_packer* pk);
+/* Releases what `o` still holds (what pf_rpc_msg_take_out did not take). */
+PF_RPC_HIDDEN void pf_rpc_out_destroy(pf_rpc_out* o);
 
 /* Exports a function being sent: writes the id under which the sender will
  * serve it. Returns 0 or -1 with an error recorded. */
@@ -81,8 +122,12 @@ typedef struct {
   PFObjectHandle* objs;
   size_t nobjs, cap_objs;
   struct pf_rpc_msg* src;
+  uint32_t next_side; /* the side frame of src the next such tensor takes */
 } pf_rpc_arena;
 PF_RPC_HIDDEN void pf_rpc_arena_free(pf_rpc_arena* a);
+/* After the last value of a message is decoded: -1 with a ValueError when
+ * its tensors took fewer side frames than it has. */
+PF_RPC_HIDDEN int pf_rpc_arena_check_sides(const pf_rpc_arena* a);
 
 /* Unpacks one value into *v and *code; strings, byte arrays and objects it makes
  * belong to the arena. With as_arg, a tensor sent as a kPFDLTensorHandle
@@ -197,7 +242,14 @@ typedef struct pf_rpc_msg {
   size_t counted;
   uint64_t* exports; /* malloc */
   uint32_t nexports;
+  /* The side frames after the body (malloc), and their bytes. */
+  pf_rpc_side* side;
+  uint32_t nside;
+  size_t side_bytes;
 } pf_rpc_msg;
+
+/* The bytes a message holds: its body and its side frames. */
+static inline size_t pf_rpc_msg_bytes(const pf_rpc_msg* m) { return m->size + m->side_bytes; }
 
 /* A request this side sent and waits for. The waiting thread owns it; the
  * I/O thread and the workers reach it through the peer's table, under the
@@ -315,8 +367,17 @@ PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_take_out(pf_rpc_peer* p);
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_new(const pf_rpc_route* r, const char* data, size_t n);
 /* A message that takes the bytes of `sb` (which is left empty), or NULL. */
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_take(const pf_rpc_route* r, msgpack_sbuffer* sb);
+/* A message that takes the body and the side frames of `o` (left empty),
+ * or NULL (o keeps them). */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_take_out(const pf_rpc_route* r, pf_rpc_out* o);
 /* A message that takes a received ZeroMQ message (`zm` is left empty). */
 PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_from_zmq(const pf_rpc_route* r, zmq_msg_t* zm);
+/* A message that takes `body`, the first frame received from `sock` (left
+ * empty), and receives its side frames. NULL when it is dropped, all its
+ * frames read: *why says why (too many frames), or is NULL when out of
+ * memory. */
+PF_RPC_HIDDEN pf_rpc_msg* pf_rpc_msg_recv_rest(const pf_rpc_route* r, zmq_msg_t* body, void* sock,
+                                               const char** why);
 /* A new ZeroMQ context for a client or server, or NULL. */
 PF_RPC_HIDDEN void* pf_rpc_zmq_context(void);
 /* Adds a reference to a message, for a holder of its bytes. Any thread. */
@@ -325,9 +386,11 @@ PF_RPC_HIDDEN void pf_rpc_msg_retain(pf_rpc_msg* m);
  * thread. */
 PF_RPC_HIDDEN void pf_rpc_msg_free(pf_rpc_msg* m);
 /* Sends a message's bytes on `sock` without copying large ones (the
- * message keeps nothing it needs afterwards). Returns zmq_send's status;
- * on failure the message is intact. A large message is handed over only
- * when the socket says it can take it now (ZMQ_POLLOUT). */
+ * message keeps nothing it needs afterwards), then its side frames, each
+ * holding a reference to the message. Returns zmq_send's status; on
+ * failure the message is intact. A large message, or one with side
+ * frames, is handed over only when the socket says it can take it now
+ * (ZMQ_POLLOUT): once its first frame is taken, ZeroMQ takes the rest. */
 PF_RPC_HIDDEN int pf_rpc_msg_send(pf_rpc_msg* m, void* sock, int flags);
 /* The same without asking the socket first: for the body of a ROUTER's
  * message, whose routing frame was taken (and whose body then always is).

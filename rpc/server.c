@@ -349,7 +349,7 @@ static void count_post(pf_rpc_peer* p, pf_rpc_msg* m) {
   if (c == NULL || m->tally != NULL) return;
   atomic_fetch_add(&c->tally->refs, 1);
   m->tally = c->tally;
-  m->counted = m->size + sizeof *m;
+  m->counted = pf_rpc_msg_bytes(m) + sizeof *m;
   atomic_fetch_add(&c->tally->bytes, (long long)m->counted);
   forget_if_idle(s, c); /* a record made for this message: held until it drains */
 }
@@ -434,7 +434,7 @@ static void fresh(pf_rpc_peer* p, pf_rpc_msg* m, uint64_t id) {
   pf_rpc_server* s = (pf_rpc_server*)p;
   const char *refused = NULL, *full = NULL;
   int held = 0;
-  long long size = (long long)m->size;
+  long long size = (long long)pf_rpc_msg_bytes(m);
   /* Where the client is: its connection's peer address (ZeroMQ's
    * metadata of the message), read before the lock. */
   const char* addr = m->has_zmsg ? zmq_msg_gets(&m->zmsg, "Peer-Address") : NULL;
@@ -549,8 +549,8 @@ static void* worker(void* arg) {
     c->head = m->next;
     if (c->head == NULL) c->tail = NULL;
     c->queued--;
-    c->queued_bytes -= (long long)m->size;
-    s->queued_bytes -= (long long)m->size;
+    c->queued_bytes -= (long long)pf_rpc_msg_bytes(m);
+    s->queued_bytes -= (long long)pf_rpc_msg_bytes(m);
     c->running++;
     make_ready(s, c);
     if (s->ready != NULL) pthread_cond_signal(&s->work_cond); /* more for another worker */
@@ -802,19 +802,11 @@ static void recv_in(pf_rpc_server* s) {
       zmq_msg_close(&body);
       continue;
     }
-    more = zmq_msg_more(&body);
-    if (!more) {
-      pf_rpc_msg* in = pf_rpc_msg_from_zmq(&r, &body);
-      if (in) pf_rpc_dispatch(&s->base, in, fresh);
-    } else log_bad(&s->base, &r, "a message of several parts");
+    const char* why = NULL;
+    pf_rpc_msg* in = pf_rpc_msg_recv_rest(&r, &body, s->router, &why);
     zmq_msg_close(&body);
-    while (more) {
-      zmq_msg_t x;
-      zmq_msg_init(&x);
-      if (zmq_msg_recv(&x, s->router, 0) < 0) more = 0;
-      else more = zmq_msg_more(&x);
-      zmq_msg_close(&x);
-    }
+    if (in) pf_rpc_dispatch(&s->base, in, fresh);
+    else if (why) log_bad(&s->base, &r, why);
   }
 }
 

@@ -37,13 +37,70 @@ void pf_rpc_packer_init(msgpack_packer* pk, msgpack_sbuffer* sb) {
   msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
 }
 
+/* pf_rpc_out_init's packer writes here: its body is an sbuffer too, but
+ * the callback tells pack_tensor that side frames may be added. */
+static int out_write(void* data, const char* buf, size_t len) {
+  return msgpack_sbuffer_write(&((pf_rpc_out*)data)->sb, buf, len);
+}
+
+void pf_rpc_out_init(pf_rpc_out* o, msgpack_packer* pk) {
+  memset(o, 0, sizeof *o);
+  msgpack_sbuffer_init(&o->sb);
+  msgpack_packer_init(pk, o, out_write);
+}
+
+void pf_rpc_out_destroy(pf_rpc_out* o) {
+  for (uint32_t i = 0; i < o->nside; ++i) PFObjectFree(o->side[i].obj);
+  free(o->side);
+  msgpack_sbuffer_destroy(&o->sb);
+  memset(o, 0, sizeof *o);
+}
+
+/* The out of a packer made by pf_rpc_out_init, else NULL. */
+static pf_rpc_out* out_of(msgpack_packer* pk) {
+  return pk->callback == out_write ? pk->data : NULL;
+}
+
+/* The body a packer writes into (an sbuffer of this file's making), else
+ * NULL. */
+static msgpack_sbuffer* body_of(msgpack_packer* pk) {
+  pf_rpc_out* o = out_of(pk);
+  if (o != NULL) return &o->sb;
+  return pk->callback == msgpack_sbuffer_write ? pk->data : NULL; /* this file's copy */
+}
+
+/* Puts the `bytes` bytes of tensor object `obj` at `data` into a side
+ * frame of `o`, holding a reference to obj. */
+static int add_side(pf_rpc_out* o, PFObjectHandle obj, const char* data, size_t bytes,
+                    const char* path) {
+  if (o->nside == PF_RPC_MAX_SIDE_FRAMES) return 1; /* the rest go in the body */
+  if (o->nside == o->cap_side) {
+    uint32_t cap = o->cap_side ? o->cap_side * 2 : 4;
+    pf_rpc_side* grown = realloc(o->side, cap * sizeof *grown);
+    if (grown == NULL)
+      return PF_ERROR(kPFErrMemoryError, "%s: out of memory packing a tensor", path);
+    o->side = grown;
+    o->cap_side = cap;
+  }
+  PFObjectRetain(obj);
+  pf_rpc_side* f = &o->side[o->nside++];
+  memset(f, 0, sizeof *f);
+  f->data = data;
+  f->size = bytes;
+  f->obj = obj;
+  o->side_bytes += bytes;
+  return 0;
+}
+
 /* The bytes msgpack_pack_ext writes before an ext body of `len` bytes. */
 static size_t ext_header_size(size_t len) {
   if (len == 1 || len == 2 || len == 4 || len == 8 || len == 16) return 2;
   return len < 256 ? 3 : len < 65536 ? 4 : 6;
 }
 
-static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, const char* path) {
+/* Packs tensor `t`, of tensor object `obj` (NULL for a borrowed one). */
+static int pack_tensor(msgpack_packer* pk, const DLTensor* t, PFObjectHandle obj, int as_dltensor,
+                       const char* path) {
   if (t->device.device_type != kDLCPU)
     return PF_ERROR(kPFErrTypeError,
                     "%s: a tensor on device type %d cannot cross to another process; only CPU "
@@ -81,8 +138,28 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
   if (head + 8 + bytes > UINT32_MAX)
     return PF_ERROR(kPFErrValueError, "%s: tensor of %llu bytes is too large to cross", path,
                     (unsigned long long)bytes);
-  if (pk->callback == msgpack_sbuffer_write) { /* pf_rpc_packer_init's, this file's copy */
-    msgpack_sbuffer* sb = pk->data;
+  const char* base = (const char*)t->data + t->byte_offset;
+  int compact = 1;
+  if (t->strides != NULL) {
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; --i) {
+      if (t->shape[i] != 1 && t->strides[i] != expect) compact = 0;
+      expect *= t->shape[i];
+    }
+  }
+  pf_rpc_out* out = out_of(pk);
+  if (out != NULL && obj != NULL && compact && bytes >= PF_RPC_SIDE_FRAME_MIN) {
+    int st = add_side(out, obj, base, (size_t)bytes, path);
+    if (st < 0) return -1;
+    if (st == 0) {
+      hdr[0] = (char)(hdr[0] | PF_RPC_TENSOR_FRAME);
+      msgpack_pack_ext(pk, head, PF_RPC_EXT_TENSOR);
+      msgpack_pack_ext_body(pk, hdr, head);
+      return 0;
+    }
+  }
+  msgpack_sbuffer* sb = body_of(pk);
+  if (sb != NULL) {
     /* Room for the whole tensor at once, rather than doubling the buffer
      * (and copying what it holds) a dozen times on the way to a megabyte. */
     size_t need = sb->size + 16 + head + 8 + (size_t)bytes;
@@ -108,17 +185,7 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, int as_dltensor, c
   msgpack_pack_ext(pk, head + bytes, PF_RPC_EXT_TENSOR);
   msgpack_pack_ext_body(pk, hdr, head);
   if (bytes == 0) return 0;
-  const char* base = (const char*)t->data + t->byte_offset;
-  /* Compact already: one copy. */
-  int compact = 1;
-  if (t->strides != NULL) {
-    int64_t expect = 1;
-    for (int i = t->ndim - 1; i >= 0; --i) {
-      if (t->shape[i] != 1 && t->strides[i] != expect) compact = 0;
-      expect *= t->shape[i];
-    }
-  }
-  if (compact) {
+  if (compact) { /* one copy */
     msgpack_pack_ext_body(pk, base, (size_t)bytes);
     return 0;
   }
@@ -197,7 +264,7 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
     case kPFObjectTensor: {
       DLTensor* t = NULL;
       if (PFTensorGetDLTensor(obj, &t) != 0) return -1;
-      return pack_tensor(pk, t, 0, path);
+      return pack_tensor(pk, t, obj, 0, path);
     }
     case kPFObjectShape: {
       const int64_t* dims = NULL;
@@ -322,7 +389,7 @@ int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
     }
     case kPFDLTensorHandle:
       if (v.v_handle == NULL) return PF_ERROR(kPFErrTypeError, "%s: NULL tensor", path);
-      return pack_tensor(pk, v.v_handle, 1, path);
+      return pack_tensor(pk, v.v_handle, NULL, 1, path);
     case kPFFuncHandle:
     case kPFObjectHandle:
       if (v.v_handle == NULL) return PF_ERROR(kPFErrTypeError, "%s: NULL handle", path);
@@ -437,6 +504,42 @@ static int in_place(const pf_rpc_msg* src, const char* data, size_t nbytes, DLDa
   return src != NULL && nbytes >= PF_RPC_IN_PLACE_MIN && (uintptr_t)data % align == 0;
 }
 
+/* A tensor whose data is in the next side frame of the message (see
+ * PF_RPC_TENSOR_FRAME): its ext ends after the shape (`rest`, the bytes
+ * after it, is 0), and the frame holds exactly count * elem bytes, which
+ * *p, *n and *head then describe in place of the ext's. */
+static int take_side(pf_rpc_arena* a, size_t rest, uint64_t count, uint64_t elem, const char** p,
+                     size_t* n, size_t* head) {
+  if (rest != 0)
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor: %zu bytes after its shape", rest);
+  uint32_t k = a->next_side;
+  if (a->src == NULL || k >= a->src->nside)
+    return PF_ERROR(kPFErrValueError,
+                    "rpc: malformed message: a tensor's side frame is missing (the message has "
+                    "%u side frames)",
+                    a->src ? a->src->nside : 0);
+  const pf_rpc_side* f = &a->src->side[k];
+  if (count != 0 && elem > UINT64_MAX / count)
+    return PF_ERROR(kPFErrValueError, "rpc: malformed tensor shape");
+  if (f->size != count * elem)
+    return PF_ERROR(kPFErrValueError,
+                    "rpc: malformed message: side frame %u holds %zu bytes for a tensor of %llu",
+                    k + 1, f->size, (unsigned long long)(count * elem));
+  a->next_side = k + 1;
+  *p = f->data;
+  *n = f->size;
+  *head = 0;
+  return 0;
+}
+
+int pf_rpc_arena_check_sides(const pf_rpc_arena* a) {
+  uint32_t have = a->src ? a->src->nside : 0;
+  if (a->next_side == have) return 0;
+  return PF_ERROR(kPFErrValueError,
+                  "rpc: malformed message: %u side frames, of which its tensors take %u", have,
+                  a->next_side);
+}
+
 static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, PFValue* v,
                          int* code) {
   if (n < 9) return PF_ERROR(kPFErrValueError, "rpc: malformed tensor (%zu bytes)", n);
@@ -447,7 +550,8 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
     return PF_ERROR(kPFErrValueError, "rpc: malformed tensor (ndim %u)", ndim);
   if (dt.bits == 0 || dt.bits % 8 != 0 || dt.lanes == 0)
     return PF_ERROR(kPFErrValueError, "rpc: malformed tensor dtype");
-  if (flags & ~(PF_RPC_TENSOR_AS_DLTENSOR | PF_RPC_TENSOR_PADDED))
+  if ((flags & ~(PF_RPC_TENSOR_AS_DLTENSOR | PF_RPC_TENSOR_PADDED | PF_RPC_TENSOR_FRAME)) ||
+      ((flags & PF_RPC_TENSOR_PADDED) && (flags & PF_RPC_TENSOR_FRAME)))
     return PF_ERROR(kPFErrValueError, "rpc: malformed tensor flags 0x%x", flags);
   uint64_t count = 1, elem = (uint64_t)(dt.bits / 8) * dt.lanes;
   owned_tensor* t = calloc(1, sizeof *t + 8 * (size_t)(ndim ? ndim : 1));
@@ -471,6 +575,12 @@ static int unpack_tensor(const char* p, size_t n, pf_rpc_arena* a, int as_arg, P
       return PF_ERROR(kPFErrValueError, "rpc: malformed tensor padding");
     }
     head += 1 + pad;
+  }
+  if (flags & PF_RPC_TENSOR_FRAME) {
+    if (take_side(a, n - head, count, elem, &p, &n, &head) != 0) {
+      free(t);
+      return -1;
+    }
   }
   if (count != 0 && elem > (n - head) / count) {
     free(t);

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <zmq.h>
 
+#include "internal.h" /* the wire's constants, for the raw peers */
 #include "packedfunc/rpc.h"
 #include "support/pf_test.h"
 
@@ -717,9 +718,8 @@ static void test_large_tensors(void** state) {
     assert_memory_equal(back->data, src, bytes);
     PFObjectFree(kept[k]);
   }
-  /* Two float32 tensors in one reply stay where they arrived, one after
-   * the other in its bytes, each aligned (the sender pads them): a copy
-   * would put them in two allocations at least a page apart. */
+  /* Two float32 tensor objects in one reply arrive each in a side frame
+   * of its own (the second after the first), aligned for its elements. */
   DLManagedTensor mt[2];
   PFObjectHandle objs[2];
   int64_t half[1] = {kBytes / 2 / 4};
@@ -745,8 +745,6 @@ static void test_large_tensors(void** state) {
     assert_int_equal((uintptr_t)back[i]->data % 8, 0);
     assert_memory_equal(back[i]->data, src + i * (kBytes / 2), kBytes / 2);
   }
-  uintptr_t d0 = (uintptr_t)back[0]->data, d1 = (uintptr_t)back[1]->data;
-  assert_true(d1 > d0 && d1 - d0 < kBytes / 2 + 64);
   PFObjectFree(prv.v_handle);
   PFObjectFree(pair);
   PFObjectFree(objs[0]);
@@ -1272,12 +1270,20 @@ typedef struct {
   void* sock;
 } raw_peer;
 
+/* A socket of `ctx` that drops what it has not sent when closed and waits
+ * at most `rcv_tmo_ms` for a message. */
+static void* raw_socket(void* ctx, int type, int rcv_tmo_ms) {
+  void* sock = zmq_socket(ctx, type);
+  assert_non_null(sock);
+  int zero = 0;
+  zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sock, ZMQ_RCVTIMEO, &rcv_tmo_ms, sizeof rcv_tmo_ms);
+  return sock;
+}
+
 static void raw_open(raw_peer* r, int type, const char* endpoint, int bind) {
   r->ctx = zmq_ctx_new();
-  r->sock = zmq_socket(r->ctx, type);
-  int zero = 0, tmo = 10000;
-  zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  r->sock = raw_socket(r->ctx, type, 10000);
   assert_int_equal(bind ? zmq_bind(r->sock, endpoint) : zmq_connect(r->sock, endpoint), 0);
 }
 static void raw_close(raw_peer* r) {
@@ -1330,6 +1336,75 @@ static int raw_call_args(void* sock, uint64_t id, const char* target, const int6
   int rc = zmq_send(sock, sb.data, sb.size, flags);
   msgpack_sbuffer_destroy(&sb);
   return rc;
+}
+
+/* Packs a 1-d float32 tensor of n elements, as a peer would: its bytes
+ * inline (from `data`) or, with `flags` PF_RPC_TENSOR_FRAME, in a side
+ * frame (the ext ends after the shape). */
+static void pack_raw_tensor(msgpack_packer* pk, uint32_t n, const uint8_t* data, unsigned flags) {
+  uint8_t hdr[17] = {(uint8_t)flags, kDLFloat, 32, 1, 0, 1, 0, 0, 0};
+  for (int i = 0; i < 8; ++i) hdr[9 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+  size_t inline_bytes = (flags & PF_RPC_TENSOR_FRAME) ? 0 : 4 * (size_t)n;
+  msgpack_pack_ext(pk, sizeof hdr + inline_bytes, PF_RPC_EXT_TENSOR);
+  msgpack_pack_ext_body(pk, hdr, sizeof hdr);
+  if (inline_bytes) msgpack_pack_ext_body(pk, data, inline_bytes);
+}
+
+/* Starts a message [V, kind, id, 0, ...] of 4 + nrest elements. */
+static void pack_raw_header(msgpack_packer* pk, int kind, uint64_t id, uint32_t nrest) {
+  msgpack_pack_array(pk, 4 + nrest);
+  msgpack_pack_int(pk, PF_RPC_PROTOCOL_VERSION);
+  msgpack_pack_int(pk, kind);
+  msgpack_pack_uint64(pk, id);
+  msgpack_pack_uint64(pk, 0);
+}
+
+/* Sends `body` and then `nsides` side frames of the given sizes (the
+ * bytes of `fill`, which holds at least the largest). */
+static void send_frames(void* sock, const msgpack_sbuffer* body, const size_t* sizes, int nsides,
+                        const uint8_t* fill) {
+  assert_true(zmq_send(sock, body->data, body->size, nsides ? ZMQ_SNDMORE : 0) >= 0);
+  for (int i = 0; i < nsides; ++i)
+    assert_true(zmq_send(sock, fill, sizes[i], i + 1 < nsides ? ZMQ_SNDMORE : 0) >= 0);
+}
+
+/* Sends CALL `target` with one float32 tensor of n elements (inline, or
+ * with `flags`) as its argument, then side frames as send_frames. */
+static void raw_tensor_call(void* sock, uint64_t id, const char* target, uint32_t n,
+                            const uint8_t* data, unsigned flags, const size_t* sizes, int nsides) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pack_raw_header(&pk, PF_RPC_CALL, id, 2);
+  msgpack_pack_str(&pk, strlen(target));
+  msgpack_pack_str_body(&pk, target, strlen(target));
+  msgpack_pack_array(&pk, 1);
+  pack_raw_tensor(&pk, n, data, flags);
+  send_frames(sock, &sb, sizes, nsides, data);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* Receives one message whole: its frames' count, and the size and bytes
+ * of frame k into *size and *data (malloc) when k is below the count. */
+static int recv_frames(void* sock, int k, size_t* size, uint8_t** data) {
+  int count = 0, more = 1;
+  *data = NULL;
+  while (more) {
+    zmq_msg_t zm;
+    zmq_msg_init(&zm);
+    assert_true(zmq_msg_recv(&zm, sock, 0) >= 0);
+    if (count == k) {
+      *size = zmq_msg_size(&zm);
+      *data = malloc(*size ? *size : 1);
+      assert_non_null(*data);
+      memcpy(*data, zmq_msg_data(&zm), *size);
+    }
+    more = zmq_msg_more(&zm);
+    zmq_msg_close(&zm);
+    ++count;
+  }
+  return count;
 }
 
 /* One message received by a raw peer: its kind, and for an ERROR its kind
@@ -2448,6 +2523,21 @@ static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, si
   return s;
 }
 
+/* A server of its own (start_server) and a raw DEALER connected to it. */
+typedef struct {
+  PFRPCServerHandle server;
+  char endpoint[128];
+  raw_peer peer;
+} raw_rig;
+static void rig_open(raw_rig* g, PFRPCServerOptions* so) {
+  g->server = start_server(so, g->endpoint, sizeof g->endpoint);
+  raw_open(&g->peer, ZMQ_DEALER, g->endpoint, 0);
+}
+static void rig_close(raw_rig* g) {
+  raw_close(&g->peer);
+  assert_pf_ok(PFRPCServerStop(g->server));
+}
+
 /* A connection to `endpoint` and its function `name`, made within
  * `limit_ms`. */
 static PFFunctionHandle prompt_connect_fn(const char* endpoint, const char* name, int64_t limit_ms,
@@ -2485,29 +2575,26 @@ static void test_calls_at_their_limit_are_not_refused(void** state) {
   PFRPCServerOptions so = {0};
   so.num_workers = 1;
   so.max_calls_per_client = 8;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  raw_rig g;
+  rig_open(&g, &so);
   const int64_t ints[2] = {40, 2};
   const int total = slow_count(2000, 400);
   int sent = 0, ok = 0, refused = 0, other = 0;
   for (; sent < so.max_calls_per_client; ++sent)
-    assert_true(raw_call_args(r.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
+    assert_true(raw_call_args(g.peer.sock, (uint64_t)sent + 1, "t.add", ints, 2, 0, 0) >= 0);
   raw_msg rm;
-  while (ok + refused + other < total && raw_next(r.sock, &rm) == 0) {
+  while (ok + refused + other < total && raw_next(g.peer.sock, &rm) == 0) {
     if (rm.kind == 3) ++ok;
     else if (rm.kind == 4 && strstr(rm.err_msg, "max_calls_per_client") != NULL) ++refused;
     else ++other;
     if (sent < total)
-      assert_true(raw_call_args(r.sock, (uint64_t)++sent, "t.add", ints, 2, 0, 0) >= 0);
+      assert_true(raw_call_args(g.peer.sock, (uint64_t)++sent, "t.add", ints, 2, 0, 0) >= 0);
   }
   print_message("%d replies, %d refusals, %d others\n", ok, refused, other);
   assert_int_equal(refused, 0);
   assert_int_equal(other, 0);
   assert_int_equal(ok, total);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
 }
 
 /* Opens a raw client that calls t.apply with a function of its own `n`
@@ -2620,48 +2707,52 @@ static void test_large_messages_do_not_stall_other_clients(void** state) {
   PFRPCServerOptions so = {0};
   so.num_workers = 4;
   so.max_workers_per_client = 2;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  raw_rig g;
+  rig_open(&g, &so);
   PFModuleHandle m = NULL;
   const int64_t limit = slow_limit(500);
-  PFFunctionHandle add = prompt_connect_fn(endpoint, "t.add", slow_limit(2000), &m);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  PFFunctionHandle add = prompt_connect_fn(g.endpoint, "t.add", slow_limit(2000), &m);
   const int count = slow_count(10, 4);
-  send_big_requests(r.sock, 1, count, slow_count(4 << 20, 1 << 20), 1);
+  send_big_requests(g.peer.sock, 1, count, slow_count(4 << 20, 1 << 20), 1);
   int64_t t0 = now_ms();
   while (now_ms() - t0 < 1500) prompt_adds(add, 1, limit);
   /* Every large request is answered in the end (KeyError). */
   raw_msg rm;
   for (int i = 0; i < count; ++i) {
-    assert_int_equal(raw_next(r.sock, &rm), 0);
+    assert_int_equal(raw_next(g.peer.sock, &rm), 0);
     assert_int_equal(rm.kind, 4);
   }
   close_fn(add, m);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
 }
 
-/* The calls that wait for a worker are bounded in bytes, not only in
- * number: a client that queues large calls behind a running one gets the
- * calls beyond PF_RPC_QUEUED_BYTES_PER_CLIENT refused at once. */
-static void test_queued_calls_bounded_in_bytes(void** state) {
-  (void)state;
+/* Queues 40 calls of 4 MiB (inline bytes, or a tensor in a side frame)
+ * behind a running one on a server of one worker, and checks that those
+ * beyond PF_RPC_QUEUED_BYTES_PER_CLIENT are refused at once. */
+static void check_queued_bytes_bound(int in_side_frames) {
   PFRPCServerOptions so = {0};
   so.num_workers = 1;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
-  assert_true(raw_call_args(r.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
+  raw_rig g;
+  rig_open(&g, &so);
+  assert_true(raw_call_args(g.peer.sock, 1, "t.block", NULL, 0, 0, 0) >= 0);
   const int count = 40;
   const uint32_t each = 4u << 20;
-  send_big_requests(r.sock, 2, count, each, 0);
+  if (in_side_frames) {
+    uint8_t* fill = calloc(1, each);
+    assert_non_null(fill);
+    const size_t size = each;
+    for (int i = 0; i < count; ++i)
+      raw_tensor_call(g.peer.sock, (uint64_t)(2 + i), "t.missing", each / 4, fill,
+                      PF_RPC_TENSOR_FRAME, &size, 1);
+    free(fill);
+  } else {
+    send_big_requests(g.peer.sock, 2, count, each, 0);
+  }
   /* The refusals come while the worker is blocked; the rest after. */
   int refused = 0, others = 0, quiet = (int)slow_limit(2000);
-  zmq_setsockopt(r.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
+  zmq_setsockopt(g.peer.sock, ZMQ_RCVTIMEO, &quiet, sizeof quiet);
   raw_msg rm;
-  while (raw_next(r.sock, &rm) == 0) {
+  while (raw_next(g.peer.sock, &rm) == 0) {
     if (rm.kind == 4 && strstr(rm.err_msg, "PF_RPC_QUEUED_BYTES_PER_CLIENT") != NULL) {
       if (refused == 0) print_message("refused: %s\n", rm.err_msg);
       ++refused;
@@ -2670,13 +2761,26 @@ static void test_queued_calls_bounded_in_bytes(void** state) {
     }
   }
   assert_int_equal(write(g_gate[1], "x", 1), 1);
-  while (refused + others < count + 1 && raw_next(r.sock, &rm) == 0) ++others;
+  while (refused + others < count + 1 && raw_next(g.peer.sock, &rm) == 0) ++others;
   print_message("%d of %d large calls refused\n", refused, count);
   const int fit = (int)(PF_RPC_QUEUED_BYTES_PER_CLIENT / each);
   assert_true(refused >= count - fit - 1 && refused <= count - fit + 1);
   assert_int_equal(refused + others, count + 1);
-  raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  rig_close(&g);
+}
+
+/* The calls that wait for a worker are bounded in bytes, not only in
+ * number: a client that queues large calls behind a running one gets the
+ * calls beyond PF_RPC_QUEUED_BYTES_PER_CLIENT refused at once. */
+static void test_queued_calls_bounded_in_bytes(void** state) {
+  (void)state;
+  check_queued_bytes_bound(0);
+}
+
+/* The bytes of a call's side frames count as well as its body's. */
+static void test_queued_calls_count_their_side_frames(void** state) {
+  (void)state;
+  check_queued_bytes_bound(1);
 }
 
 /* A message whose decoding would take far more memory than its size
@@ -2819,10 +2923,7 @@ static void test_exports_bounded_per_address(void** state) {
   void* socks[kConns];
   int ok = 0, refused = 0;
   for (int i = 0; i < kConns; ++i) {
-    int zero = 0, tmo = 20000;
-    socks[i] = zmq_socket(ctx, ZMQ_DEALER);
-    zmq_setsockopt(socks[i], ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(socks[i], ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    socks[i] = raw_socket(ctx, ZMQ_DEALER, 20000);
     assert_int_equal(zmq_connect(socks[i], endpoint), 0);
     assert_true(raw_call_args(socks[i], 1, "t.adders", &each, 1, 0, 0) >= 0);
     raw_msg rm;
@@ -2861,21 +2962,264 @@ static void test_malformed_messages_log_is_bounded(void** state) {
   (void)state;
   PFRPCServerOptions so = {0};
   so.log = count_bad_log;
-  char endpoint[128];
-  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
-  raw_peer r;
-  raw_open(&r, ZMQ_DEALER, endpoint, 0);
+  raw_rig g;
+  rig_open(&g, &so);
   atomic_store(&g_bad_lines, 0);
   const int n = 2000;
-  for (int i = 0; i < n; ++i) assert_true(zmq_send(r.sock, "\xc1", 1, 0) == 1);
-  raw_call(&r, PF_RPC_PROTOCOL_VERSION, 5, "t.add");
+  for (int i = 0; i < n; ++i) assert_true(zmq_send(g.peer.sock, "\xc1", 1, 0) == 1);
+  raw_call(&g.peer, PF_RPC_PROTOCOL_VERSION, 5, "t.add");
   raw_msg rm;
-  assert_int_equal(raw_next(r.sock, &rm), 0); /* after the garbage was handled */
+  assert_int_equal(raw_next(g.peer.sock, &rm), 0); /* after the garbage was handled */
   int lines = atomic_load(&g_bad_lines);
   print_message("%d malformed messages, %d log lines\n", n, lines);
   assert_true(lines >= 1 && lines <= 20);
+  rig_close(&g);
+}
+
+/* ---- side frames: large tensor objects cross without a copy ---- */
+
+/* A tensor object of 64 KiB or more in a result goes out in a side frame
+ * of its own, the bytes of the tensor as they are; a smaller one stays in
+ * the body. */
+static void test_large_tensor_result_in_a_side_frame(void** state) {
+  (void)state;
+  enum { kElems = 64 * 1024 };
+  uint8_t* src = malloc(4 * kElems);
+  assert_non_null(src);
+  for (size_t i = 0; i < 4 * (size_t)kElems; ++i) src[i] = (uint8_t)(i * 13 + 1);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  /* The server decodes the inline tensor into an object and echoes it. */
+  raw_tensor_call(r.sock, 1, "t.echo", kElems, src, 0, NULL, 0);
+  size_t size = 0;
+  uint8_t* side = NULL;
+  assert_int_equal(recv_frames(r.sock, 1, &size, &side), 2);
+  assert_int_equal(size, 4 * (size_t)kElems);
+  assert_memory_equal(side, src, size);
+  free(side);
+  uint8_t* body = NULL;
+  raw_tensor_call(r.sock, 2, "t.echo", kElems, src, 0, NULL, 0);
+  assert_int_equal(recv_frames(r.sock, 0, &size, &body), 2);
+  assert_true(size < 256); /* the header and the shape only */
+  free(body);
+  raw_tensor_call(r.sock, 3, "t.echo", 1024, src, 0, NULL, 0);
+  assert_int_equal(recv_frames(r.sock, 0, &size, &body), 1);
+  assert_true(size > 4096);
+  free(body);
   raw_close(&r);
-  assert_pf_ok(PFRPCServerStop(s));
+  free(src);
+}
+
+static atomic_int g_side_tensors_freed;
+static void count_side_tensor(DLManagedTensor* m) {
+  (void)m;
+  atomic_fetch_add(&g_side_tensors_freed, 1);
+}
+
+/* A tensor object sent in a side frame comes back whole, and the
+ * reference that its frame held goes once ZeroMQ is done with it. */
+static void test_side_frame_tensor_is_released(void** state) {
+  (void)state;
+  enum { kElems = 256 * 1024 };
+  float* src = malloc(sizeof(float) * kElems);
+  assert_non_null(src);
+  for (int i = 0; i < kElems; ++i) src[i] = (float)i * 0.5f;
+  int64_t shape[1] = {kElems};
+  DLManagedTensor managed = {
+      {src, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0}, NULL, count_side_tensor};
+  PFObjectHandle obj = NULL;
+  atomic_store(&g_side_tensors_freed, 0);
+  assert_pf_ok(PFTensorCreateFromDLPack(&managed, &obj));
+  PFFunctionHandle echo = fn("t.echo");
+  PFValue rv;
+  int rc;
+  call1(echo, (PFValue){.v_handle = obj}, kPFObjectHandle, &rv, &rc);
+  assert_int_equal(rc, kPFObjectHandle);
+  DLTensor* back = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(rv.v_handle, &back));
+  assert_int_equal(back->shape[0], kElems);
+  assert_memory_equal(back->data, src, sizeof(float) * kElems);
+  assert_true(back->data != (void*)src); /* another process's, in general */
+  PFObjectFree(rv.v_handle);
+  PFObjectFree(obj);
+  assert_true(wait_count(&g_side_tensors_freed, 1, 5000) >= 0);
+  assert_int_equal(atomic_load(&g_side_tensors_freed), 1);
+  PFFuncFree(echo);
+  free(src);
+}
+
+/* Side frames that do not match the tensors of a request are refused
+ * with a ValueError naming the side frame: missing, of the wrong size, or
+ * more than its tensors take; a message of more than
+ * PF_RPC_MAX_SIDE_FRAMES frames is dropped whole, and the connection goes
+ * on. */
+static void test_malformed_side_frames_in_a_request(void** state) {
+  (void)state;
+  enum { kElems = 16 * 1024 };
+  uint8_t* fill = calloc(4, kElems);
+  assert_non_null(fill);
+  raw_peer r;
+  raw_open(&r, ZMQ_DEALER, g_endpoint, 0);
+  char kind[64], msg[512];
+  const size_t right = 4 * kElems, wrong = 1000;
+  raw_tensor_call(r.sock, 1, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, NULL, 0);
+  raw_reply(&r, 1, kind, msg, sizeof msg);
+  assert_string_equal(kind, "ValueError");
+  assert_non_null(strstr(msg, "side frame is missing"));
+  raw_tensor_call(r.sock, 2, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, &wrong, 1);
+  raw_reply(&r, 2, kind, msg, sizeof msg);
+  assert_string_equal(kind, "ValueError");
+  assert_non_null(strstr(msg, "side frame 1 holds 1000 bytes for a tensor of 65536"));
+  const size_t two[2] = {right, right};
+  raw_tensor_call(r.sock, 3, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, two, 2);
+  raw_reply(&r, 3, kind, msg, sizeof msg);
+  assert_string_equal(kind, "ValueError");
+  assert_non_null(strstr(msg, "2 side frames, of which its tensors take 1"));
+  raw_tensor_call(r.sock, 4, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME | PF_RPC_TENSOR_PADDED,
+                  &right, 1);
+  raw_reply(&r, 4, kind, msg, sizeof msg);
+  assert_non_null(strstr(msg, "malformed tensor flags"));
+  /* Too many frames: dropped unanswered; the next call is answered. */
+  size_t many[PF_RPC_MAX_SIDE_FRAMES + 1];
+  for (int i = 0; i <= PF_RPC_MAX_SIDE_FRAMES; ++i) many[i] = 8;
+  raw_tensor_call(r.sock, 5, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, many,
+                  PF_RPC_MAX_SIDE_FRAMES + 1);
+  raw_tensor_call(r.sock, 6, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, &right, 1);
+  size_t size = 0;
+  uint8_t* body = NULL;
+  assert_int_equal(recv_frames(r.sock, 0, &size, &body), 2); /* the echo, in a side frame */
+  msgpack_unpacked up;
+  msgpack_unpacked_init(&up);
+  assert_int_equal(msgpack_unpack_next(&up, (const char*)body, size, NULL), MSGPACK_UNPACK_SUCCESS);
+  assert_int_equal(up.data.via.array.ptr[1].via.u64, PF_RPC_OK);
+  assert_int_equal(up.data.via.array.ptr[2].via.u64, 6);
+  msgpack_unpacked_destroy(&up);
+  free(body);
+  raw_close(&r);
+  free(fill);
+}
+
+/* A fake server of version PF_RPC_PROTOCOL_VERSION that exposes "t.f" and
+ * answers each call with a float32 tensor of kSideElems elements in a side
+ * frame, with the side frames of its `sizes` (nsides[i] of them for call
+ * i). */
+enum { kSideElems = 16 * 1024, kSideCalls = 4 };
+typedef struct {
+  raw_peer r;
+  int nsides[kSideCalls];
+  size_t sizes[kSideCalls][2];
+} side_server;
+static void* side_server_run(void* arg) {
+  side_server* f = arg;
+  uint8_t* fill = calloc(4, kSideElems);
+  for (int call = -1; fill != NULL && call < kSideCalls; ++call) {
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, f->r.sock, 0) < 0 || zmq_msg_recv(&body, f->r.sock, 0) < 0) break;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    uint64_t rid = 0;
+    if (msgpack_unpack_next(&up, zmq_msg_data(&body), zmq_msg_size(&body), NULL) ==
+        MSGPACK_UNPACK_SUCCESS)
+      rid = up.data.via.array.ptr[2].via.u64;
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_raw_header(&pk, PF_RPC_OK, rid, 1);
+    if (call < 0) { /* HELLO: [["t.f", nil, nil]] */
+      msgpack_pack_array(&pk, 1);
+      msgpack_pack_array(&pk, 3);
+      msgpack_pack_str(&pk, 3);
+      msgpack_pack_str_body(&pk, "t.f", 3);
+      msgpack_pack_nil(&pk);
+      msgpack_pack_nil(&pk);
+    } else {
+      pack_raw_tensor(&pk, kSideElems, fill, PF_RPC_TENSOR_FRAME);
+    }
+    zmq_send(f->r.sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+    send_frames(f->r.sock, &sb, call < 0 ? NULL : f->sizes[call], call < 0 ? 0 : f->nsides[call],
+                fill);
+    msgpack_sbuffer_destroy(&sb);
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+  }
+  free(fill);
+  return NULL;
+}
+
+/* A reply whose side frames do not match its tensors fails its call with
+ * a ValueError naming the side frame; the connection goes on. */
+static void test_malformed_side_frames_in_a_reply(void** state) {
+  (void)state;
+  const size_t right = 4 * kSideElems;
+  side_server f = {.nsides = {0, 1, 2, 1},
+                   .sizes = {{0, 0}, {right - 4, 0}, {right, right}, {right, 0}}};
+  raw_open(&f.r, ZMQ_ROUTER, "tcp://127.0.0.1:*", 1);
+  char ep[128];
+  size_t len = sizeof ep;
+  assert_int_equal(zmq_getsockopt(f.r.sock, ZMQ_LAST_ENDPOINT, ep, &len), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, side_server_run, &f), 0);
+  PFModuleHandle m = NULL;
+  PFFunctionHandle tf = prompt_connect_fn(ep, "t.f", 10000, &m);
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(tf, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
+                  "side frame is missing");
+  assert_pf_error(PFFuncCall(tf, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
+                  "side frame 1 holds 65532 bytes for a tensor of 65536");
+  assert_pf_error(PFFuncCall(tf, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
+                  "2 side frames, of which its tensors take 1");
+  assert_pf_ok(PFFuncCall(tf, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rc, kPFObjectHandle);
+  DLTensor* back = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(rv.v_handle, &back));
+  assert_int_equal(back->shape[0], kSideElems);
+  PFObjectFree(rv.v_handle);
+  close_fn(tf, m);
+  pthread_join(t, NULL);
+  raw_close(&f.r);
+}
+
+static atomic_int g_too_large_lines;
+static void count_too_large(void* user, const char* line) {
+  (void)user;
+  if (strstr(line, "larger than max_message_size in all its frames") != NULL)
+    atomic_fetch_add(&g_too_large_lines, 1);
+}
+
+/* max_message_size bounds a message's frames together, not only each:
+ * side frames each under it but together over it drop the message whole,
+ * with a log line, and the connection goes on. */
+static void test_side_frames_bounded_by_max_message_size(void** state) {
+  (void)state;
+  enum { kElems = 192 * 1024 }; /* 768 KiB */
+  PFRPCServerOptions so = {0};
+  so.max_message_size = 1 << 20;
+  so.log = count_too_large;
+  atomic_store(&g_too_large_lines, 0);
+  raw_rig g;
+  rig_open(&g, &so);
+  uint8_t* fill = calloc(4, kElems);
+  assert_non_null(fill);
+  const size_t two[2] = {4 * kElems, 4 * kElems};
+  raw_tensor_call(g.peer.sock, 1, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, two, 2);
+  raw_tensor_call(g.peer.sock, 2, "t.echo", kElems, fill, PF_RPC_TENSOR_FRAME, two, 1);
+  size_t size = 0;
+  uint8_t* body = NULL;
+  assert_int_equal(recv_frames(g.peer.sock, 0, &size, &body), 2); /* call 2's echo */
+  msgpack_unpacked up;
+  msgpack_unpacked_init(&up);
+  assert_int_equal(msgpack_unpack_next(&up, (const char*)body, size, NULL), MSGPACK_UNPACK_SUCCESS);
+  assert_int_equal(up.data.via.array.ptr[2].via.u64, 2);
+  msgpack_unpacked_destroy(&up);
+  free(body);
+  assert_int_equal(atomic_load(&g_too_large_lines), 1);
+  free(fill);
+  rig_close(&g);
 }
 
 int main(void) {
@@ -2929,6 +3273,12 @@ int main(void) {
       cmocka_unit_test(test_decoding_is_bounded_by_the_message_size),
       cmocka_unit_test(test_client_replies_to_a_deaf_server_are_bounded),
       cmocka_unit_test(test_exports_bounded_per_address),
+      cmocka_unit_test(test_large_tensor_result_in_a_side_frame),
+      cmocka_unit_test(test_side_frame_tensor_is_released),
+      cmocka_unit_test(test_malformed_side_frames_in_a_request),
+      cmocka_unit_test(test_malformed_side_frames_in_a_reply),
+      cmocka_unit_test(test_queued_calls_count_their_side_frames),
+      cmocka_unit_test(test_side_frames_bounded_by_max_message_size),
   };
   /* PF_TEST_ONLY="test_name*" runs the tests whose names match. */
   if (getenv("PF_TEST_ONLY") != NULL) cmocka_set_test_filter(getenv("PF_TEST_ONLY"));

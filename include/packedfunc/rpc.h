@@ -27,7 +27,15 @@
  *     kPFDLTensorHandle argument arrives as a kPFDLTensorHandle whose
  *     tensor lives for the call) whose data is aligned for its elements;
  *     one of 64 KiB or more usually keeps its data in the received message,
- *     which then lives as long as the tensor (no copy on arrival);
+ *     which then lives as long as the tensor (no copy on arrival). A
+ *     compact tensor object of 64 KiB or more is not copied on sending
+ *     either: its bytes go out in a ZeroMQ frame of their own, straight
+ *     from its memory, and the message holds a reference to the object
+ *     until ZeroMQ has written them: a change to its data before then
+ *     (before the call returns; after a call that failed, possibly
+ *     later; for a result, after it is returned) may reach the other side. A kPFDLTensorHandle, which
+ *     the caller owns only for the call, is copied into the message;
+ *     wrap it in a tensor object to send it without a copy;
  *   - functions: a function that a client passes (an argument, or the
  *     result of a callback) becomes, on the server, a remote function that
  *     calls back into the client over the same connection while the client's
@@ -98,8 +106,10 @@ extern "C" {
 #define PF_RPC_VERSION_STRING PF_VERSION_STRING
 
 /* The wire protocol's version. Every message carries it; a peer that speaks
- * another version is refused with a clear error at connect. */
-#define PF_RPC_PROTOCOL_VERSION 2
+ * another version is refused with a clear error at connect. Version 3
+ * sends large tensor objects' bytes in frames of their own after the
+ * message's MessagePack body (version 2 allowed one frame). */
+#define PF_RPC_PROTOCOL_VERSION 3
 
 /* The deepest nesting of containers that crosses a call. */
 #define PF_RPC_MAX_DEPTH 24
@@ -116,7 +126,8 @@ extern "C" {
 
 /* The largest message either side accepts, unless told otherwise: larger
  * ones are refused by the transport (the connection that sent one is
- * dropped). */
+ * dropped); a message whose frames are each within it but together larger
+ * is dropped whole. */
 #define PF_RPC_DEFAULT_MAX_MESSAGE ((int64_t)1 << 30)
 
 /* Decoding a message takes memory: about 24 bytes for each MessagePack

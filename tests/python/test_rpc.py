@@ -1,5 +1,6 @@
 """packedfunc.rpc: remote functions from Python, against servers started by
 the tests on 127.0.0.1 (in this process, and `pf serve` processes)."""
+import gc
 import os
 import re
 import signal
@@ -100,6 +101,25 @@ def test_tensors_cross_compact(remote):
     back = remote["pyrpc.echo"](a[:, ::2])
     assert np.array_equal(np.asarray(back), a[:, ::2])
     assert np.asarray(back).flags["C_CONTIGUOUS"]
+
+
+def test_large_tensors_cross_both_ways(remote):
+    # 1 MiB: a numpy array (copied into the message) and a Tensor (its
+    # bytes sent straight from the array in a frame of their own) come back
+    # whole; the array the Tensor views stays the caller's, unchanged, and
+    # is let go once the message is sent.
+    a = np.arange(1 << 18, dtype=np.float32)
+    want = a.copy()
+    assert np.array_equal(np.asarray(remote["pyrpc.echo"](a)), want)
+    t = pf.from_dlpack(a)
+    for _ in range(3):
+        back = remote["pyrpc.echo"](t)
+        assert np.array_equal(np.asarray(back), want)
+        total, shape = remote["pyrpc.total"](t)
+        assert total == float(want.sum()) and list(shape) == [1 << 18]
+    assert np.array_equal(a, want)
+    del t, back
+    gc.collect()
 
 
 def test_module_lists_exposed_names_only(remote):
