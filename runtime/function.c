@@ -326,9 +326,10 @@ __attribute__((noinline)) static int direct_store(int depth, int code, PFValue v
   return 0;
 }
 
-/* Calls a direct function `f`; `bump` as for call_with_slot. The result
- * goes through locals, so that the caller's outputs are written only on
- * success whatever the callee does. */
+/* Calls a direct function `f`; `bump` as for call_with_slot. The callee
+ * writes the caller's outputs only on success (PFDirectCFunc); with `bump`
+ * the result goes through locals, since its copy to the caller's depth
+ * may still fail. */
 static inline __attribute__((always_inline)) int call_direct(pf_function* f, PFValue* args,
                                                              int* type_codes, int num_args,
                                                              PFValue* ret_val, int* ret_type_code,
@@ -339,12 +340,17 @@ static inline __attribute__((always_inline)) int call_direct(pf_function* f, PFV
     depth = pf_hot.str_depth;
     pf_hot.str_depth = depth + 1;
   }
+  if (!bump) {
+    int rc = f->direct(f->resource, args, type_codes, num_args, ret_val, ret_type_code);
+    if (__builtin_expect(rc != 0, 0)) return call_failed(f, rc, gen);
+    return 0;
+  }
   PFValue v;
   int code;
   int rc = f->direct(f->resource, args, type_codes, num_args, &v, &code);
-  if (bump) pf_hot.str_depth = depth;
+  pf_hot.str_depth = depth;
   if (__builtin_expect(rc != 0, 0)) return call_failed(f, rc, gen);
-  if (bump && (code == kPFStr || code == kPFBytes))
+  if (code == kPFStr || code == kPFBytes)
     return direct_store(depth, code, v, ret_val, ret_type_code);
   *ret_val = v;
   *ret_type_code = code;

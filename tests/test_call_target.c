@@ -493,8 +493,7 @@ static void test_target_of_typed_function(void** state) {
   PFValue a[2] = {{.v_float64 = 1.0}, {.v_int64 = 2}};
   int c[2] = {kPFFloat, kPFInt};
   rv.v_int64 = 5, rc = 6;
-  assert_pf_error(t.entry(t.ctx, a, c, 2, &rv, &rc), "TypeError", "typed function",
-                  "argument 0");
+  assert_pf_error(t.entry(t.ctx, a, c, 2, &rv, &rc), "TypeError", "typed function", "argument 0");
   assert_pf_error(t.entry(t.ctx, a, c, 1, &rv, &rc), "TypeError", "takes 2 arguments, got 1");
   assert_int_equal(rv.v_int64, 5);
   assert_int_equal(rc, 6);
@@ -578,12 +577,12 @@ static void test_return_string_misuse(void** state) {
   (void)state;
   PFValue rv = {.v_int64 = 5};
   int rc = 6;
-  assert_pf_error(PFFuncReturnString(kPFStr, "x", 1, NULL, &rc), "TypeError",
-                  "PFFuncReturnString", "ret_val");
-  assert_pf_error(PFFuncReturnString(kPFStr, "x", 1, &rv, NULL), "TypeError",
-                  "PFFuncReturnString", "ret_type_code");
-  assert_pf_error(PFFuncReturnString(kPFInt, "x", 1, &rv, &rc), "TypeError",
-                  "PFFuncReturnString", "type_code");
+  assert_pf_error(PFFuncReturnString(kPFStr, "x", 1, NULL, &rc), "TypeError", "PFFuncReturnString",
+                  "ret_val");
+  assert_pf_error(PFFuncReturnString(kPFStr, "x", 1, &rv, NULL), "TypeError", "PFFuncReturnString",
+                  "ret_type_code");
+  assert_pf_error(PFFuncReturnString(kPFInt, "x", 1, &rv, &rc), "TypeError", "PFFuncReturnString",
+                  "type_code");
   assert_pf_error(PFFuncReturnString(kPFBytes, NULL, 3, &rv, &rc), "TypeError",
                   "PFFuncReturnString", "data");
   assert_pf_error(PFFuncReturnString(kPFBytes, "x", (size_t)PTRDIFF_MAX + 1, &rv, &rc),

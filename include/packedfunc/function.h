@@ -189,7 +189,7 @@ PF_EXPORT int PFFuncReturnString(int type_code, const char* data, size_t size, P
  * gets once, checked, from a function handle it holds, and then calls
  * with no runtime code between it and the callee:
  *
- *   PFCallTarget t = {sizeof(PFCallTarget)};
+ *   PFCallTarget t = {.size = sizeof(PFCallTarget)};
  *   if (PFFuncResolve(f, &t) != 0) ...;
  *   int st = t.entry(t.ctx, args, codes, n, &ret, &ret_code);
  *
