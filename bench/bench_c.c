@@ -511,8 +511,8 @@ static void memory_per_function(int count) {
   }
 }
 
-/* Targets: a packed add at most 3x the function-pointer floor and 50
- * instructions; a no-argument call at most 2.5x; a string argument no
+/* Targets: a packed add at most 3x the function-pointer floor (and 125
+ * instructions, above); a no-argument call at most 2.5x; a string argument no
  * dearer than before the lean call path (196 instructions); a typed
  * direct-cast call at most 1.5x a packed call; a field read through its
  * handle no dearer than a packed call; a keyword call with a default filled
@@ -521,8 +521,9 @@ static void memory_per_function(int count) {
 /* Issue 34's: through a resolved target, a packed add at most 1.3x the
  * function-pointer floor and 32 instructions, a no-argument call at most
  * 1.2x and 22, a typed add 40; PFFuncCall of a direct callee at most 70
- * instructions, of a setter-convention callee never more than the 125 it
- * took before targets. */
+ * instructions, of a setter-convention callee (packed_add below) never
+ * more than the 125 it took before targets: issue 34 replaced that row's
+ * earlier 50, which the setter convention's protocol cannot reach. */
 static const row k_rows[] = {
     {"target_add", "packed add(int64, int64) through a resolved target (direct callee)",
      run_target_add, "direct_add", "C call through a function pointer", run_direct_add, 1.3, 32,
@@ -531,12 +532,10 @@ static const row k_rows[] = {
      "direct_noarg", "C call through a function pointer", run_direct_noarg, 1.2, 22, 2000000},
     {"direct_call", "PFFuncCall of a direct-convention add(int64, int64)", run_direct_call,
      "direct_add", "C call through a function pointer", run_direct_add, 0, 70, 2000000},
-    {"setter_call", "PFFuncCall of a setter-convention add (PFCFuncSetReturn)", run_packed_add,
-     "direct_add", "C call through a function pointer", run_direct_add, 0, 125, 2000000},
     {"target_typed_add", "typed int64(int64,int64) through a resolved target", run_target_typed_add,
      "direct_add", "C call through a function pointer", run_direct_add, 0, 40, 2000000},
-    {"packed_add", "PFFuncCall of a packed add(int64, int64)", run_packed_add, "direct_add",
-     "C call through a function pointer", run_direct_add, 3.0, 50, 2000000},
+    {"packed_add", "PFFuncCall of a packed add(int64, int64) (setter convention)", run_packed_add,
+     "direct_add", "C call through a function pointer", run_direct_add, 3.0, 125, 2000000},
     {"raw_add", "the packed add's unchecked floor: the callee called directly, writing its result",
      run_raw_add, "direct_add", "C call through a function pointer", run_direct_add, 0, 0, 2000000},
     {"packed_noarg", "PFFuncCall of a no-argument packed function", run_packed_noarg,

@@ -46,8 +46,7 @@ int main(void) {
     printf("error: %s\n", PFErrorGetMessage());
 
   PFCallTarget tg = {.size = sizeof(PFCallTarget)};
-  if (PFFuncResolve(g, &tg) != 0 || tg.entry(tg.ctx, NULL, NULL, 0, &ret, &ret_code) != 0)
-    return 1;
+  if (PFFuncResolve(g, &tg) != 0 || tg.entry(tg.ctx, NULL, NULL, 0, &ret, &ret_code) != 0) return 1;
   printf("%s\n", ret.v_str); /* valid until this thread's next call */
   PFFuncFree(f);
   PFFuncFree(g);

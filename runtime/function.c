@@ -533,6 +533,14 @@ int PFFuncReturnString(int type_code, const char* data, size_t size, PFValue* re
 
 /* ---- call targets ---- */
 
+int pf_target_call(const PFCallTarget* t, PFFunctionHandle func, PFValue* args, int* type_codes,
+                   int num_args, PFValue* ret_val, int* ret_type_code) {
+  uint64_t gen = pf_hot.err_gen;
+  int rc = t->entry(t->ctx, args, type_codes, num_args, ret_val, ret_type_code);
+  if (__builtin_expect(rc != 0, 0)) return call_failed(func, rc, gen);
+  return 0;
+}
+
 /* A setter-convention function's target entry: PFFuncCall's call, without
  * its checks (the target caller owes what they would prove). */
 static int setter_entry(void* ctx, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,

@@ -531,6 +531,96 @@ static void test_target_of_host_function(void** state) {
   PFErrorClear();
 }
 
+/* ---- the runtime's own callers: closures and bound functions ----------- */
+
+static void test_closure_and_bind_call_direct_callees(void** state) {
+  (void)state;
+  PFFunctionHandle add = make_direct(add_direct, (void*)(intptr_t)100);
+  PFFunctionHandle silent = make_direct(silent_direct, NULL);
+  /* A C function pointer over a direct callee. */
+  PFObjectHandle closure = NULL;
+  void* fn = NULL;
+  assert_pf_ok(PFFuncToCFunction(add, "int64(int64,int64)", &closure, &fn));
+  int64_t (*cadd)(int64_t, int64_t) = (int64_t(*)(int64_t, int64_t))fn;
+  assert_int_equal(cadd(40, 2), 142);
+  assert_pf_ok(PFClosureCheckError(closure));
+  assert_pf_ok(PFObjectFree(closure));
+  /* A callee that fails silently is a RuntimeError there too, never an
+   * older error of the thread. */
+  assert_pf_ok(PFFuncToCFunction(silent, "int64()", &closure, &fn));
+  PFErrorSet("KeyError", "an old error");
+  assert_int_equal(((int64_t(*)(void))fn)(), 0);
+  assert_pf_error(PFClosureCheckError(closure), "RuntimeError", "without recording an error");
+  assert_pf_ok(PFObjectFree(closure));
+  /* A bound function whose inner function is a direct callee. */
+  PFFunctionHandle bound = NULL;
+  int pos = 1;
+  PFValue two = {.v_int64 = 2}, a = {.v_int64 = 40}, rv;
+  int code = kPFInt, rc;
+  assert_pf_ok(PFFuncBind(add, 1, &pos, &two, &code, NULL, &bound));
+  assert_pf_ok(PFFuncCall(bound, &a, &code, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, 142);
+  PFCallTarget t = resolve(bound);
+  assert_pf_ok(t.entry(t.ctx, &a, &code, 1, &rv, &rc));
+  assert_int_equal(rv.v_int64, 142);
+  assert_pf_ok(PFFuncFree(bound));
+  pos = 0;
+  assert_pf_ok(PFFuncBind(silent, 1, &pos, &two, &code, NULL, &bound));
+  PFErrorSet("KeyError", "an old error");
+  assert_pf_error(PFFuncCall(bound, NULL, NULL, 0, &rv, &rc), "RuntimeError",
+                  "without recording an error");
+  assert_pf_ok(PFFuncFree(bound));
+  assert_pf_ok(PFFuncFree(add));
+  assert_pf_ok(PFFuncFree(silent));
+  PFErrorClear();
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+/* A direct callee in this program's own table. */
+PF_REGISTER_DIRECT("target.add", add_direct, "Adds.");
+PF_REGISTER_DIRECT("target.add_nodoc", add_direct);
+
+static void test_register_direct(void** state) {
+  (void)state;
+  checking(0);
+  PFModuleHandle self = NULL;
+  assert_pf_ok(PF_MODULE_LOAD_SELF(&self));
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(self, "target.add", 0, &f));
+  const char *name, *doc;
+  assert_pf_ok(PFFuncGetInfo(f, &name, NULL, &doc));
+  assert_string_equal(name, "target.add");
+  assert_string_equal(doc, "Adds.");
+  PFCallTarget t = resolve(f);
+  assert_int_equal(t.flags, kPFTargetDirect);
+  assert_ptr_equal((void*)t.entry, (void*)add_direct);
+  assert_null(t.ctx);
+  PFValue rv;
+  int rc;
+  assert_pf_ok(call_add(&t, 40, &rv, &rc));
+  assert_int_equal(rv.v_int64, 42);
+  assert_pf_ok(PFFuncFree(f));
+  assert_pf_ok(PFModFree(self));
+  /* A descriptor of the direct kind without its function. */
+  static const PFFuncDescriptor bad = {PF_FUNC_DESCRIPTOR_ABI,
+                                       kPFFuncDescriptorDirect,
+                                       "t.direct",
+                                       NULL,
+                                       NULL,
+                                       NULL,
+                                       NULL,
+                                       NULL,
+                                       NULL,
+                                       NULL};
+  const PFFuncDescriptor* table[1] = {&bad};
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromDescriptors(table, table + 1, &m), "ValueError",
+                  "direct function 't.direct' has a NULL pointer");
+  assert_null(m);
+  PFErrorClear();
+}
+
 /* ---- misuse of the new entry points ------------------------------------- */
 
 static void test_resolve_misuse(void** state) {
@@ -614,6 +704,8 @@ int main(void) {
       cmocka_unit_test(test_direct_strings_through_pffunccall),
       cmocka_unit_test(test_target_of_typed_function),
       cmocka_unit_test(test_target_of_host_function),
+      cmocka_unit_test(test_closure_and_bind_call_direct_callees),
+      cmocka_unit_test(test_register_direct),
       cmocka_unit_test(test_resolve_misuse),
       cmocka_unit_test(test_create_direct_misuse),
       cmocka_unit_test(test_return_string_misuse),

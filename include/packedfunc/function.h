@@ -43,7 +43,8 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
                                     PFPackedCFuncFinalizer fin, PFFunctionHandle* out);
 
 /*
- * Calls a function. `args`/`type_codes` hold num_args entries, borrowed for
+ * Calls a function, of either convention (PFPackedCFunc, PFDirectCFunc).
+ * `args`/`type_codes` hold num_args entries, borrowed for
  * the call (NULL is allowed when num_args is 0). On success the result is
  * written to *ret_val and *ret_type_code (kPFNull when the callee set none):
  *   - kPFStr: ret_val->v_str points to a copy in the calling thread's
@@ -72,9 +73,12 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * Cost: a call whose arguments all have plain codes (value kind
  * kPFValuePlain) and whose callee sets a plain result makes the checks
  * above (one compare per argument), calls the callee and copies the
- * result out; it allocates nothing and writes no per-thread state. A str
- * or bytes argument or result, or a handle argument or result, takes a
- * longer path.
+ * result out; it allocates nothing and writes no per-thread state. A
+ * direct callee writes its result straight to *ret_val and
+ * *ret_type_code, with no return slot. A str or bytes argument or result,
+ * or a handle argument or result, takes a longer path. A caller that
+ * builds valid values itself calls faster through a resolved target
+ * (PFFuncResolve).
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
                          PFValue* ret_val, int* ret_type_code);
