@@ -603,16 +603,8 @@ static void test_register_direct(void** state) {
   assert_pf_ok(PFFuncFree(f));
   assert_pf_ok(PFModFree(self));
   /* A descriptor of the direct kind without its function. */
-  static const PFFuncDescriptor bad = {PF_FUNC_DESCRIPTOR_ABI,
-                                       kPFFuncDescriptorDirect,
-                                       "t.direct",
-                                       NULL,
-                                       NULL,
-                                       NULL,
-                                       NULL,
-                                       NULL,
-                                       NULL,
-                                       NULL};
+  static const PFFuncDescriptor bad = {
+      .abi = PF_FUNC_DESCRIPTOR_ABI, .kind = kPFFuncDescriptorDirect, .name = "t.direct"};
   const PFFuncDescriptor* table[1] = {&bad};
   PFModuleHandle m = NULL;
   assert_pf_error(PFModLoadFromDescriptors(table, table + 1, &m), "ValueError",
