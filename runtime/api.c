@@ -22,6 +22,7 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"DLTensor", sizeof(DLTensor)},
       {"DLManagedTensor", sizeof(DLManagedTensor)},
       {"PFCallFrame", sizeof(PFCallFrame)},
+      {"PFCallTarget", sizeof(PFCallTarget)},
       {"PFDLManagedTensorVersioned", sizeof(PFDLManagedTensorVersioned)},
       {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)},
       {"PFFieldDesc", sizeof(PFFieldDesc)},
@@ -178,7 +179,11 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(SignatureParse, 117)                 \
   X(SignatureInfoFree, 118)              \
   X(ArgGetTensor, 119)                   \
-  X(TensorAlloc, 120)
+  X(TensorAlloc, 120)                    \
+  /* Version 11. */                      \
+  X(FuncCreateDirect, 121)               \
+  X(FuncReturnString, 122)               \
+  X(FuncResolve, 123)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

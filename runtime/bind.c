@@ -10,6 +10,10 @@
 
 typedef struct {
   PFFunctionHandle inner;
+  /* inner's target: the merged arguments are the bound call's (checked by
+   * PFFuncCall, or owed by its target's caller) and the constants (checked
+   * when bound), so the inner call needs no checks of its own. */
+  PFCallTarget target;
   int num_bound;
   int* positions; /* strictly increasing */
   PFValue* values;
@@ -123,7 +127,7 @@ static int bound_call(PFValue* args, int* codes, int num_args, PFRetValueHandle 
   }
   PFValue rv;
   int rc_code = kPFNull;
-  int rc = PFFuncCall(b->inner, all_values, all_codes, total, &rv, &rc_code);
+  int rc = pf_target_call(&b->target, b->inner, all_values, all_codes, total, &rv, &rc_code);
   if (all_values != stack_values) {
     pf_free(all_values);
     pf_free(all_codes);
@@ -323,6 +327,8 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     for (int i = 0; i < num_bound; ++i) drop |= 1u << positions[i];
     if ((new_sig = pf_siginfo_text_without(info, drop)) == NULL) goto oom;
   }
+  b->target.size = sizeof(b->target);
+  if (PFFuncResolve(func, &b->target) != 0) goto fail; /* func was checked: cannot fail */
   PFFuncRetain(func);
   b->inner = func;
   PFFunctionHandle f = NULL;

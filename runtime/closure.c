@@ -20,7 +20,13 @@ typedef struct {
   ffi_closure* closure; /* from ffi_closure_alloc: libffi's executable memory */
   void* code;
   PFFunctionHandle func; /* a reference */
-  pf_siginfo* info;      /* the signature, parsed: its canonical text for messages */
+  /* func's target, through which a signature without str or bytes
+   * parameters calls it: its values are valid by construction, and a
+   * string of the C caller's could lie in return storage, which only
+   * PFFuncCall keeps safe across nested calls. */
+  PFCallTarget target;
+  int use_target;
+  pf_siginfo* info; /* the signature, parsed: its canonical text for messages */
   pf_sig sig;
   ffi_cif cif;
   ffi_type* atypes[PF_TYPED_MAX_ARGS];
@@ -129,7 +135,10 @@ static void closure_entry(ffi_cif* cif, void* ret, void** cargs, void* user) {
   }
   PFValue rv;
   int rc;
-  if (PFFuncCall(c->func, args, codes, c->sig.num_args, &rv, &rc) != 0) {
+  int st = c->use_target
+               ? pf_target_call(&c->target, c->func, args, codes, c->sig.num_args, &rv, &rc)
+               : PFFuncCall(c->func, args, codes, c->sig.num_args, &rv, &rc);
+  if (st != 0) {
     keep_error(c);
     return;
   }
@@ -202,6 +211,14 @@ int PFFuncToCFunction(PFFunctionHandle func, const char* signature, PFObjectHand
     return PF_ERROR(kPFErrRuntimeError, "%s: libffi could not prepare the closure (status %d)",
                     where, (int)st);
   }
+  c->target.size = sizeof(c->target);
+  if (PFFuncResolve(func, &c->target) != 0) { /* func was checked: cannot fail */
+    closure_destroy(&c->base);
+    return -1;
+  }
+  c->use_target = 1;
+  for (int i = 0; i < c->sig.num_args; ++i)
+    if (c->sig.args[i] == pf_t_str || c->sig.args[i] == pf_t_bytes) c->use_target = 0;
   pf_object_retain(func);
   c->func = func;
   *out_closure = c;

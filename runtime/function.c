@@ -1,5 +1,6 @@
 /* PackedFunc objects, the call path and return slots. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "typed.h"
@@ -132,47 +133,68 @@ int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int n
   return set_return_slow(s, value, type_code, num_ret);
 }
 
-/* Moves a str/bytes result into the thread's return storage for `depth`.
- * Each depth has its own allocation, so the PFByteArray handed out for a
- * shallower call never moves when deeper calls grow the array. */
-static int store_result(pf_thread_state* ts, int depth, pf_ret_slot* s, PFValue* out) {
+/* Copies a str/bytes result (code, `len` bytes of `data`) into the
+ * thread's return storage for `depth` and points *out at the copy. Each
+ * depth has its own allocation, so the PFByteArray handed out for a
+ * shallower call never moves when deeper calls grow the array. `data` may
+ * lie in that depth's buffer (a callee that returns its argument): it is
+ * then shorter than the buffer, which does not grow, and moves in place. */
+static int store_string(pf_thread_state* ts, int depth, int code, const char* data, size_t len,
+                        PFValue* out) {
+  static const char* const where = "PFFuncCall";
   if (depth >= ts->ret_cap) {
     int cap = ts->ret_cap ? ts->ret_cap * 2 : 4;
     while (cap <= depth) cap *= 2;
     pf_ret_buffer** r = pf_realloc(ts->ret, sizeof(*r) * (size_t)cap);
-    if (r == NULL) return pf_oom("PFFuncCall");
+    if (r == NULL) return pf_oom(where);
     memset(r + ts->ret_cap, 0, sizeof(*r) * (size_t)(cap - ts->ret_cap));
     ts->ret = r;
     ts->ret_cap = cap;
   }
   if (ts->ret[depth] == NULL) {
     ts->ret[depth] = pf_calloc(1, sizeof(pf_ret_buffer));
-    if (ts->ret[depth] == NULL) return pf_oom("PFFuncCall");
+    if (ts->ret[depth] == NULL) return pf_oom(where);
   }
   pf_ret_buffer* b = ts->ret[depth];
-  /* s->len was checked by PFCFuncSetReturn: s->len + 1 does not wrap. */
-  if (s->len >= b->cap) {
-    char* d = pf_realloc(b->data, s->len + 1);
-    if (d == NULL) return pf_oom("PFFuncCall");
+  /* len <= PF_MAX_OBJECT_SIZE (checked by the setter): len + 1 does not wrap. */
+  if (len >= b->cap) {
+    char* d = pf_realloc(b->data, len + 1);
+    if (d == NULL) return pf_oom(where);
     b->data = d;
-    b->cap = s->len + 1;
+    b->cap = len + 1;
   }
-  memcpy(b->data, s->heap ? s->heap : s->small, s->len + 1);
-  if (s->type_code == kPFStr) {
+  if (len) memmove(b->data, data, len);
+  b->data[len] = '\0';
+  if (code == kPFStr) {
     out->v_str = b->data;
   } else {
     b->bytes.data = b->data;
-    b->bytes.size = s->len;
+    b->bytes.size = len;
     out->v_handle = &b->bytes;
   }
   return 0;
 }
 
-/* Names the first misuse among PFFuncCall's arguments; returns -1. */
-__attribute__((noinline, cold)) static int call_misuse(PFFunctionHandle func, PFValue* args,
-                                                       int* type_codes, int num_args,
-                                                       PFValue* ret_val, int* ret_type_code) {
-  static const char* const where = "PFFuncCall";
+/* Whether `p` points into this thread's return storage: a str or bytes
+ * result of an earlier call (the checking mode of call targets). */
+static int in_return_storage(const void* p) {
+  const pf_thread_state* ts = pf_tls();
+  uintptr_t a = (uintptr_t)p;
+  for (int k = 0; k < ts->ret_cap; ++k) {
+    const pf_ret_buffer* b = ts->ret[k];
+    if (b == NULL) continue;
+    uintptr_t d = (uintptr_t)b->data;
+    if (p == (const void*)&b->bytes || (d != 0 && a >= d && a - d < b->cap)) return 1;
+  }
+  return 0;
+}
+
+/* Names the first misuse among a call's arguments (PFFuncCall's, or a
+ * checked target's: `where`); returns -1. */
+__attribute__((noinline, cold)) static int misuse_at(PFFunctionHandle func, PFValue* args,
+                                                     int* type_codes, int num_args,
+                                                     PFValue* ret_val, int* ret_type_code,
+                                                     const char* where) {
   if (!pf_is_object(func, kPFObjectFunction))
     return pf_err_bad_object(where, "func", func, kPFObjectFunction);
   if (ret_val == NULL) return pf_err_null_arg(where, "ret_val");
@@ -198,6 +220,18 @@ typedef struct {
   void* self;
 } pf_call_frame;
 
+/* A call whose callee returned `rc` != 0: the callee's error, or a
+ * RuntimeError when it recorded none (`gen`: the thread's error
+ * generation before the call) or cleared the one it had. Returns -1. */
+static int call_failed(const pf_function* f, int rc, uint64_t gen) {
+  if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
+    const char* name = atomic_load_explicit(&((pf_function*)f)->name, memory_order_acquire);
+    PF_ERROR(kPFErrRuntimeError, "PFFuncCall: function '%s' returned %d without recording an error",
+             name ? name : "<anonymous>", rc);
+  }
+  return -1;
+}
+
 /* The end of a call that failed, or whose slot holds a string, bytes or a
  * reference: everything but two stores. `end` is the slot's tag as the
  * callee left it, `gen` the thread's error generation before the call.
@@ -206,20 +240,15 @@ static int finish(pf_ret_slot* s, int rc, uintptr_t end, uint64_t gen, pf_functi
                   PFValue* ret_val, int* ret_type_code) {
   int held = end == (pf_ret_tag() ^ PF_RET_TAG_HELD);
   if (rc != 0) {
-    /* No error recorded by the callee, or it cleared the one it had. */
-    if (pf_hot.err_gen == gen || PFErrorGetKind()[0] == '\0') {
-      const char* name = atomic_load_explicit(&f->name, memory_order_acquire);
-      PF_ERROR(kPFErrRuntimeError,
-               "PFFuncCall: function '%s' returned %d without recording an error",
-               name ? name : "<anonymous>", rc);
-    }
+    call_failed(f, rc, gen);
     /* The callee's error stays the one across the finalizer this may run. */
     if (held) slot_release(s, 0);
     return -1;
   }
   int code = s->type_code;
   if (held && (code == kPFStr || code == kPFBytes)) {
-    int st = store_result(pf_tls(), pf_hot.str_depth, s, ret_val);
+    int st = store_string(pf_tls(), pf_hot.str_depth, code, s->heap ? s->heap : s->small, s->len,
+                          ret_val);
     pf_free(s->heap);
     if (st != 0) return -1;
   } else {
@@ -266,12 +295,90 @@ static inline __attribute__((always_inline)) int call_with_slot(pf_function* f, 
   /* The slot is dead from here on: a handle kept past the call must not
    * match. Volatile, so the store is not dropped as one to a dying local. */
   *(volatile uintptr_t*)&fr.slot.tag = 0;
-  if (__builtin_expect(rc == 0 && end == tag, 1)) {
+  /* rc == 0 && end == tag, as one test: only PFCFuncSetReturn writes the
+   * tag while the call runs, the tag or the tag with PF_RET_TAG_HELD, so
+   * the low half tells them apart. */
+  if (__builtin_expect(((uint32_t)(end ^ tag) | (uint32_t)rc) == 0, 1)) {
     *fr.ret_val = fr.slot.value;
     *fr.ret_type_code = fr.slot.type_code;
     return 0;
   }
   return call_finish(fr.self, rc, end);
+}
+
+/* The end of a direct call given a str or bytes argument that returned a
+ * str or bytes: the result (written by PFFuncReturnString one level
+ * deeper, or anywhere the callee chose) is copied to the storage of the
+ * caller's depth, where PFFuncCall's results live. */
+__attribute__((noinline)) static int direct_store(int depth, int code, PFValue v, PFValue* ret_val,
+                                                  int* ret_type_code) {
+  const char* data = v.v_str;
+  size_t len;
+  if (code == kPFStr) {
+    len = strlen(data);
+  } else {
+    const PFByteArray* ba = v.v_handle;
+    data = ba->data;
+    len = ba->size;
+  }
+  if (store_string(pf_tls(), depth, code, data, len, ret_val) != 0) return -1;
+  *ret_type_code = code;
+  return 0;
+}
+
+/* Calls a direct function `f`; `bump` as for call_with_slot. The callee
+ * writes the caller's outputs only on success (PFDirectCFunc); with `bump`
+ * the result goes through locals, since its copy to the caller's depth
+ * may still fail. */
+static inline __attribute__((always_inline)) int call_direct(pf_function* f, PFValue* args,
+                                                             int* type_codes, int num_args,
+                                                             PFValue* ret_val, int* ret_type_code,
+                                                             int bump) {
+  uint64_t gen = pf_hot.err_gen;
+  int depth = 0;
+  if (bump) {
+    depth = pf_hot.str_depth;
+    pf_hot.str_depth = depth + 1;
+  }
+  if (!bump) {
+    int rc = f->direct(f->resource, args, type_codes, num_args, ret_val, ret_type_code);
+    if (__builtin_expect(rc != 0, 0)) return call_failed(f, rc, gen);
+    return 0;
+  }
+  PFValue v;
+  int code;
+  int rc = f->direct(f->resource, args, type_codes, num_args, &v, &code);
+  pf_hot.str_depth = depth;
+  if (__builtin_expect(rc != 0, 0)) return call_failed(f, rc, gen);
+  if (code == kPFStr || code == kPFBytes)
+    return direct_store(depth, code, v, ret_val, ret_type_code);
+  *ret_val = v;
+  *ret_type_code = code;
+  return 0;
+}
+
+/* PFFuncCall's call of a direct function, out of line: the setter path
+ * that PFFuncCall inlines keeps its frame. */
+__attribute__((noinline)) static int call_direct_plain(pf_function* f, PFValue* args,
+                                                       int* type_codes, int num_args,
+                                                       PFValue* ret_val, int* ret_type_code) {
+  return call_direct(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+}
+__attribute__((noinline)) static int call_direct_bumped(pf_function* f, PFValue* args,
+                                                        int* type_codes, int num_args,
+                                                        PFValue* ret_val, int* ret_type_code) {
+  return call_direct(f, args, type_codes, num_args, ret_val, ret_type_code, 1);
+}
+
+/* Calls `f` by its convention. */
+static inline __attribute__((always_inline)) int call_any(pf_function* f, PFValue* args,
+                                                          int* type_codes, int num_args,
+                                                          PFValue* ret_val, int* ret_type_code,
+                                                          int bump) {
+  if (f->direct != NULL)
+    return (bump ? call_direct_bumped : call_direct_plain)(f, args, type_codes, num_args, ret_val,
+                                                           ret_type_code);
+  return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, bump);
 }
 
 /* A call with an argument code outside the plain prefix: the check of
@@ -301,8 +408,8 @@ __attribute__((noinline)) static int call_checked(pf_function* f, PFValue* args,
     if (pf_check_value("PFFuncCall", "argument", i, c, &args[i]) != 0) return -1;
     bump |= c == kPFStr || c == kPFBytes;
   }
-  if (bump) return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 1);
-  return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+  if (bump) return call_any(f, args, type_codes, num_args, ret_val, ret_type_code, 1);
+  return call_any(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
 }
 
 /* PFFuncCall's body, inlined into both entry points. */
@@ -310,26 +417,23 @@ static inline __attribute__((always_inline)) int func_call(PFFunctionHandle func
                                                            int* type_codes, int num_args,
                                                            PFValue* ret_val, int* ret_type_code) {
   if (__builtin_expect(!pf_is_function(func) || ret_val == NULL || ret_type_code == NULL, 0))
-    return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+    return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
   if (num_args != 0) {
     if (__builtin_expect(num_args < 0, 0))
-      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+      return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
     if (__builtin_expect(args == NULL, 0))
-      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+      return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
     if (__builtin_expect(type_codes == NULL, 0))
-      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+      return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
     /* One compare per argument: a plain code needs no check (any bits are
-     * valid); a live object as kPFObjectHandle (any object type: a method's
-     * receiver) one more; any other code takes the full check. */
+     * valid); any other code takes the full check. */
     size_t i = (size_t)num_args;
     do {
-      int c = type_codes[i - 1];
-      if (__builtin_expect((unsigned)c >= PF_PLAIN_PREFIX, 0) &&
-          !(c == kPFObjectHandle && pf_is_object(args[i - 1].v_handle, 0)))
+      if (__builtin_expect((unsigned)type_codes[i - 1] >= PF_PLAIN_PREFIX, 0))
         return call_checked(func, args, type_codes, num_args, ret_val, ret_type_code);
     } while (--i != 0);
   }
-  return call_with_slot(func, args, type_codes, num_args, ret_val, ret_type_code, 0);
+  return call_any(func, args, type_codes, num_args, ret_val, ret_type_code, 0);
 }
 
 int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
@@ -363,12 +467,14 @@ static void function_destroy(pf_object* o) {
   if (owner) pf_object_release(owner);
 }
 
-int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle, PFPackedCFuncFinalizer fin,
-                          PFFunctionHandle* out) {
-  static const char* const where = "PFFuncCreateFromCFunc";
-  if (func == NULL || out == NULL) {
+/* A function of either convention (one of func and direct is NULL): the
+ * body of both create calls. `code` is the callee, for its library. */
+static int create_function(const char* where, PFPackedCFunc func, PFDirectCFunc direct,
+                           void (*code)(void), void* resource_handle, PFPackedCFuncFinalizer fin,
+                           PFFunctionHandle* out) {
+  if (code == NULL || out == NULL) {
     if (fin) fin(resource_handle);
-    return pf_err_null_arg(where, func == NULL ? "func" : "out");
+    return pf_err_null_arg(where, code == NULL ? "func" : "out");
   }
   pf_function* f = pf_calloc(1, sizeof(*f));
   if (f == NULL) {
@@ -377,15 +483,137 @@ int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle, PFPackedCFu
   }
   pf_object_init(&f->base, kPFObjectFunction, function_destroy);
   f->func = func;
+  f->direct = direct;
   f->resource = resource_handle;
   f->fin = fin;
   /* Both may be a module's code, and both run until the last reference. */
-  if (pf_object_hold_code(&f->base, pf_code_addr((void (*)(void))func), where) != 0 ||
+  if (pf_object_hold_code(&f->base, pf_code_addr(code), where) != 0 ||
       (fin && pf_object_hold_code(&f->base, pf_code_addr((void (*)(void))fin), where) != 0)) {
     pf_object_release(&f->base); /* runs fin */
     return -1;
   }
   *out = f;
+  return 0;
+}
+
+int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle, PFPackedCFuncFinalizer fin,
+                          PFFunctionHandle* out) {
+  return create_function("PFFuncCreateFromCFunc", func, NULL, (void (*)(void))func, resource_handle,
+                         fin, out);
+}
+
+int PFFuncCreateDirect(PFDirectCFunc func, void* resource_handle, PFPackedCFuncFinalizer fin,
+                       PFFunctionHandle* out) {
+  return create_function("PFFuncCreateDirect", NULL, func, (void (*)(void))func, resource_handle,
+                         fin, out);
+}
+
+int PFFuncReturnString(int type_code, const char* data, size_t size, PFValue* ret_val,
+                       int* ret_type_code) {
+  static const char* const where = "PFFuncReturnString";
+  if (ret_val == NULL) return pf_err_null_arg(where, "ret_val");
+  if (ret_type_code == NULL) return pf_err_null_arg(where, "ret_type_code");
+  if (type_code != kPFStr && type_code != kPFBytes)
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'type_code' must be kPFStr or kPFBytes, got %d",
+                    where, type_code);
+  if (data == NULL && size != 0)
+    return PF_ERROR(kPFErrTypeError, "%s: argument 'data' is NULL with size %zu", where, size);
+  if (size > PF_MAX_OBJECT_SIZE)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: argument 'size' is %zu, larger than any object can be (PTRDIFF_MAX bytes)",
+                    where, size);
+  if (type_code == kPFStr && size != 0) size = strnlen(data, size);
+  PFValue v;
+  if (store_string(pf_tls(), pf_hot.str_depth, type_code, data ? data : "", size, &v) != 0)
+    return -1;
+  *ret_val = v;
+  *ret_type_code = type_code;
+  return 0;
+}
+
+/* ---- call targets ---- */
+
+int pf_target_call(const PFCallTarget* t, PFFunctionHandle func, PFValue* args, int* type_codes,
+                   int num_args, PFValue* ret_val, int* ret_type_code) {
+  uint64_t gen = pf_hot.err_gen;
+  int rc = t->entry(t->ctx, args, type_codes, num_args, ret_val, ret_type_code);
+  if (__builtin_expect(rc != 0, 0)) return call_failed(func, rc, gen);
+  return 0;
+}
+
+/* A setter-convention function's target entry: PFFuncCall's call, without
+ * its checks (the target caller owes what they would prove). */
+static int setter_entry(void* ctx, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
+                        int* ret_type_code) {
+  return call_with_slot(ctx, args, type_codes, num_args, ret_val, ret_type_code, 0);
+}
+
+/* The checking mode's entry: what a target caller owes, checked as
+ * PFFuncCall checks it, then the call. */
+static int checked_entry(void* ctx, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
+                         int* ret_type_code) {
+  static const char* const where = "PFCallTarget";
+  pf_function* f = ctx;
+  if (!pf_is_function(f) || ret_val == NULL || ret_type_code == NULL || num_args < 0 ||
+      (num_args > 0 && (args == NULL || type_codes == NULL)))
+    return misuse_at(f, args, type_codes, num_args, ret_val, ret_type_code, where);
+  for (int i = 0; i < num_args; ++i) {
+    int c = type_codes[i];
+    if (pf_check_value(where, "argument", i, c, &args[i]) != 0) return -1;
+    if ((c == kPFStr || c == kPFBytes) && in_return_storage(args[i].v_handle))
+      return PF_ERROR(kPFErrValueError,
+                      "%s: argument %d points into this thread's return storage (an earlier "
+                      "result): copy it, or call through PFFuncCall",
+                      where, i);
+  }
+  if (f->direct == NULL)
+    return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+  return call_direct(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+}
+
+/* PF_CHECK_TARGETS, read once: -1 until read, then 0 or 1. */
+static atomic_int g_check_targets = -1;
+
+void pf_target_checking_reset(void) { atomic_store(&g_check_targets, -1); }
+
+static int check_targets(void) {
+  int m = atomic_load_explicit(&g_check_targets, memory_order_relaxed);
+  if (__builtin_expect(m < 0, 0)) {
+    const char* e = getenv("PF_CHECK_TARGETS");
+    m = e != NULL && strcmp(e, "1") == 0;
+    atomic_store_explicit(&g_check_targets, m, memory_order_relaxed);
+  }
+  return m;
+}
+
+/* The bytes of version 1 of PFCallTarget. */
+#define PF_TARGET_V1_SIZE (offsetof(PFCallTarget, ctx) + sizeof(void*))
+
+int PFFuncResolve(PFFunctionHandle func, PFCallTarget* out) {
+  static const char* const where = "PFFuncResolve";
+  if (!pf_is_function(func)) return pf_err_bad_object(where, "func", func, kPFObjectFunction);
+  if (out == NULL) return pf_err_null_arg(where, "out");
+  if (out->size < PF_TARGET_V1_SIZE)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: argument 'out': size %u is smaller than version 1's PFCallTarget (%zu "
+                    "bytes); set it to sizeof(PFCallTarget)",
+                    where, (unsigned)out->size, (size_t)PF_TARGET_V1_SIZE);
+  pf_function* f = func;
+  PFCallTarget t = {(uint32_t)sizeof(PFCallTarget), 0, NULL, f};
+  if (check_targets()) {
+    t.flags = kPFTargetChecked | (f->direct ? kPFTargetDirect : kPFTargetAdapter);
+    t.entry = checked_entry;
+  } else if (f->direct != NULL) {
+    t.flags = kPFTargetDirect;
+    t.entry = f->direct;
+    t.ctx = f->resource;
+  } else {
+    t.flags = kPFTargetAdapter;
+    t.entry = setter_entry;
+  }
+  /* Only what the caller's struct has room for (an older, smaller one). */
+  if (out->size < t.size) t.size = out->size;
+  memcpy(out, &t, t.size);
   return 0;
 }
 

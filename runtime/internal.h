@@ -44,7 +44,8 @@ struct pf_siginfo;
 
 typedef struct {
   pf_object base;
-  PFPackedCFunc func;
+  PFPackedCFunc func;   /* the setter convention; NULL for a direct function */
+  PFDirectCFunc direct; /* the direct convention (PFFuncCreateDirect); else NULL */
   void* resource;
   PFPackedCFuncFinalizer fin;
   /* Metadata; each is set at most once, then read without a lock. The
@@ -100,6 +101,15 @@ static inline int pf_object_try_retain(void* obj) {
  * parse): takes `info` over, also on failure (a ValueError when the
  * function has a signature already). */
 PF_HIDDEN int pf_func_set_siginfo(PFFunctionHandle func, struct pf_siginfo* info);
+/* Calls `func` through its resolved target `t` (PFFuncResolve) as the
+ * runtime's own callers do, whose values are valid by construction: the
+ * callee's status, and a RuntimeError when it failed without recording
+ * an error, as PFFuncCall reports it (runtime/function.c). */
+PF_HIDDEN int pf_target_call(const PFCallTarget* t, PFFunctionHandle func, PFValue* args,
+                             int* type_codes, int num_args, PFValue* ret_val, int* ret_type_code);
+/* Test hook (not API): makes the next PFFuncResolve read PF_CHECK_TARGETS
+ * again (runtime/function.c). */
+PF_HIDDEN void pf_target_checking_reset(void);
 /* Makes `owner` live at least as long as `func` (takes a reference); used
  * by modules so that their code stays loaded while their functions live. */
 PF_HIDDEN int pf_func_set_owner(PFFunctionHandle func, PFObjectHandle owner);

@@ -103,6 +103,12 @@ static int make_function(const char* where, const char* origin, size_t index,
                       where, origin, d->name);
     if (PFFuncCreateFromCFunc(d->packed, NULL, NULL, &f) != 0)
       return load_error(where, origin, d->name);
+  } else if (d->kind == kPFFuncDescriptorDirect) {
+    if (d->typed == NULL)
+      return PF_ERROR(kPFErrValueError, "%s: module '%s': direct function '%s' has a NULL pointer",
+                      where, origin, d->name);
+    if (PFFuncCreateDirect((PFDirectCFunc)d->typed, NULL, NULL, &f) != 0)
+      return load_error(where, origin, d->name);
   } else if (d->kind == kPFFuncDescriptorTyped) {
     if (d->typed == NULL || d->signature == NULL)
       return PF_ERROR(kPFErrValueError, "%s: module '%s': typed function '%s' has a NULL %s", where,

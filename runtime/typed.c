@@ -104,36 +104,36 @@ PF_FAST_ALL(b)
 PF_FAST_ALL(w)
 
 /*
- * The simple path: one packed C function per simple signature (void,
- * int64 or float64 result; at most four int64 or float64 arguments), made
- * the function object's own, so that a call with exactly the signature's
- * codes goes from PFFuncCall to the C function with nothing in between but
- * the check of the codes. Any other call takes typed_call_general.
+ * The simple path: one direct C function (PFDirectCFunc) per simple
+ * signature (void, int64 or float64 result; at most four int64 or float64
+ * arguments), made the function object's own, so that a call with exactly
+ * the signature's codes goes from its caller (a call target, or PFFuncCall)
+ * to the C function with nothing in between but the check of the codes,
+ * and writes the result through the caller's pointers. Any other call
+ * takes typed_call_general.
  */
-static int typed_call_general(PFValue* args, int* codes, int n, PFRetValueHandle ret,
-                              void* res);
-/* Sets a plain result through the header's inline PFCFuncSetReturn: the
- * tag check and two stores, or the exported function when the slot is not
- * a live plain slot of this thread. */
-static inline int typed_set(PFRetValueHandle ret, int code, PFValue v) {
-  return PFCFuncSetReturn(ret, &v, &code, 1);
-}
+static int typed_call_general(void* res, PFValue* args, int* codes, int n, PFValue* rv, int* rc);
 #define PF_CODE_I kPFInt
 #define PF_CODE_F kPFFloat
+/* A direct cast cannot fail, so the outputs (PFDirectCFunc: written on
+ * success only) may be written before the call: nothing but `rv` then
+ * lives across it (nothing at all for void, a tail call). */
 #define PF_PK_ST_v(call) \
+  rv->v_int64 = 0;       \
+  *rc = kPFNull;         \
   call;                  \
   return 0;
-#define PF_PK_ST_i(call)  \
-  PFValue v;              \
-  v.v_int64 = call;       \
-  return typed_set(ret, kPFInt, v);
-#define PF_PK_ST_d(call)  \
-  PFValue v;              \
-  v.v_float64 = call;     \
-  return typed_set(ret, kPFFloat, v);
+#define PF_PK_ST_i(call) \
+  *rc = kPFInt;          \
+  rv->v_int64 = call;    \
+  return 0;
+#define PF_PK_ST_d(call) \
+  *rc = kPFFloat;        \
+  rv->v_float64 = call;  \
+  return 0;
 #define PF_PK_HEAD(name) \
-  static int name(PFValue* a, int* codes, int n, PFRetValueHandle ret, void* res)
-#define PF_PK_OTHER return typed_call_general(a, codes, n, ret, res)
+  static int name(void* res, PFValue* a, int* codes, int n, PFValue* rv, int* rc)
+#define PF_PK_OTHER return typed_call_general(res, a, codes, n, rv, rc)
 #define PF_PK_FN ((const pf_typed*)res)->fn
 #define PF_PK0(k)                                \
   PF_PK_HEAD(packed_##k) {                       \
@@ -194,7 +194,7 @@ PF_PK_OBJ1(d)
  * pattern: the simple path's packed function exists for v, i and d only. */
 typedef struct {
   pf_fast_caller fast;
-  PFPackedCFunc simple;
+  PFDirectCFunc simple;
 } pf_callers;
 #define PF_SIMPLE_v(f) f
 #define PF_SIMPLE_i(f) f
@@ -337,14 +337,20 @@ static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalu
   pf_ffi_ret_load(t->sig.ret, raw, rv);
 }
 
-static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* r) {
-  if (t->sig.ret == pf_t_void) return 0;
+/* Writes the C function's result `r` to the caller's outputs, as the
+ * direct convention does (PFDirectCFunc). */
+static int set_return(const pf_typed* t, const pf_cvalue* r, PFValue* rv, int* rc) {
+  PFValue v;
+  int code;
+  if (t->sig.ret == pf_t_void) {
+    rv->v_int64 = 0;
+    *rc = kPFNull;
+    return 0;
+  }
   pf_conv tc;
   if (t->sig.ret == pf_t_tensor && t->sig.ret_tc.flags && r->t != NULL &&
       (tc = pf_tc_check(&t->sig.ret_tc, r->t)) != pf_conv_ok)
     return tensor_error(t, tc, -1, r->t);
-  PFValue v;
-  int code;
   if (pf_c_to_packed(t->sig.ret, t->sig.ret_obj, r, &v, &code) != 0) {
     char who[512];
     describe(t, who, sizeof(who));
@@ -353,29 +359,33 @@ static int set_return(const pf_typed* t, PFRetValueHandle ret, const pf_cvalue* 
     if (pf_ctype_is_ref(t->sig.ret) && pf_is_object(r->o, 0)) pf_object_release_keeping_error(r->o);
     return -1;
   }
-  if (!pf_code_is_handle(code)) return PFCFuncSetReturn(ret, &v, &code, 1);
-  /* A func, array, map, shape or object: the C function handed us a
-   * reference; the return slot takes its own. */
-  int st = PFCFuncSetReturn(ret, &v, &code, 1);
-  if (st != 0) pf_object_release_keeping_error(r->o);
-  else pf_object_release(r->o);
-  return st;
+  if (code == kPFStr) return PFFuncReturnString(code, v.v_str, strlen(v.v_str), rv, rc);
+  if (code == kPFBytes) {
+    const PFByteArray* ba = v.v_handle;
+    return PFFuncReturnString(code, ba->data, ba->size, rv, rc);
+  }
+  /* A plain value; or a func, array, map, shape or object, whose
+   * reference the C function handed over and the caller now takes. */
+  *rv = v;
+  *rc = code;
+  return 0;
 }
 
 /* Hands the C function's result `r` to the caller. */
-static inline int typed_finish(const pf_typed* t, PFRetValueHandle ret, pf_cvalue* r) {
+static inline int typed_finish(const pf_typed* t, pf_cvalue* r, PFValue* rv, int* rc) {
   if (t->sig.ret == pf_t_int64 || t->sig.ret == pf_t_float64) {
-    int code = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
-    return PFCFuncSetReturn(ret, (PFValue*)r, &code, 1);
+    memcpy(rv, r, sizeof(*rv));
+    *rc = t->sig.ret == pf_t_int64 ? kPFInt : kPFFloat;
+    return 0;
   }
-  return set_return(t, ret, r);
+  return set_return(t, r, rv, rc);
 }
 
 /* The packed function of a typed function without a simple signature
  * (see k_callers), and of any call of one that does not match it exactly:
  * conversions, libffi, other results, errors. */
-__attribute__((noinline)) static int typed_call_general(PFValue* args, int* codes, int n,
-                                                        PFRetValueHandle ret, void* res) {
+__attribute__((noinline)) static int typed_call_general(void* res, PFValue* args, int* codes, int n,
+                                                        PFValue* ret, int* ret_code) {
   const pf_typed* t = res;
   if (__builtin_expect(n != t->sig.num_args, 0)) return arity_error(t, n);
   if (t->self_type != NULL && !(codes[0] == kPFObjectHandle && pf_obj_arg_ok(args, t->self_type)))
@@ -406,7 +416,7 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
     memcpy(pv, av, sizeof(PFValue) * (size_t)n);
     t->fast(t->fn, pv, &rv);
   } else call_ffi(t, av, &raw, &rv);
-  return typed_finish(t, ret, &rv);
+  return typed_finish(t, &rv, ret, ret_code);
 }
 
 /* The obj<KEY> path: a typed function with a direct cast whose arguments
@@ -416,27 +426,28 @@ __attribute__((noinline)) static int typed_call_general(PFValue* args, int* code
  * direct cast; any other call, a None included, takes typed_call_general
  * and its errors. A single obj<KEY> with a void, int64 or float64 result
  * has its own packed function (PF_PK_OBJ1). */
-static int typed_call_obj(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+static int typed_call_obj(void* res, PFValue* args, int* codes, int n, PFValue* ret,
+                          int* ret_code) {
   const pf_typed* t = res;
   if (__builtin_expect(n != t->sig.num_args, 0))
-    return typed_call_general(args, codes, n, ret, res);
+    return typed_call_general(res, args, codes, n, ret, ret_code);
   for (int i = 0; i < n; ++i) {
     int at = t->sig.args[i];
     int ok = at == pf_t_int64 ? codes[i] == kPFInt
              : at == pf_t_float64
                  ? codes[i] == kPFFloat
                  : codes[i] == kPFObjectHandle && pf_obj_arg_ok(&args[i], t->sig.arg_obj[i]);
-    if (__builtin_expect(!ok, 0)) return typed_call_general(args, codes, n, ret, res);
+    if (__builtin_expect(!ok, 0)) return typed_call_general(res, args, codes, n, ret, ret_code);
   }
   pf_cvalue rv;
   rv.i64 = 0;
   t->fast(t->fn, args, &rv);
-  return typed_finish(t, ret, &rv);
+  return typed_finish(t, &rv, ret, ret_code);
 }
 
 /* The packed function of the obj<KEY> path for `sig`, whose direct cast
  * exists; NULL when `sig` is not one for it. */
-static PFPackedCFunc pick_obj_entry(const pf_sig* sig) {
+static PFDirectCFunc pick_obj_entry(const pf_sig* sig) {
   int objs = 0;
   for (int i = 0; i < sig->num_args; ++i) {
     if (sig->args[i] == pf_t_obj) ++objs;
@@ -484,12 +495,12 @@ static int create_typed(const char* where, void* fn, const char* signature,
   }
   pf_callers callers = pick_callers(&t->sig);
   t->fast = callers.fast;
-  PFPackedCFunc entry = callers.simple ? callers.simple
+  PFDirectCFunc entry = callers.simple ? callers.simple
                         : callers.fast ? pick_obj_entry(&t->sig)
                                        : NULL;
   if (entry == NULL) entry = typed_call_general;
   PFFunctionHandle f = NULL;
-  if (PFFuncCreateFromCFunc(entry, t, typed_free, &f) != 0) {
+  if (PFFuncCreateDirect(entry, t, typed_free, &f) != 0) {
     /* typed_free ran */
     pf_siginfo_free(info);
     return -1;
@@ -536,6 +547,6 @@ int pf_typed_force_ffi(PFFunctionHandle func) {
   pf_typed* t = typed_of(func);
   if (t == NULL) return -1;
   t->fast = NULL;
-  ((pf_function*)func)->func = typed_call_general; /* not the simple path's */
+  ((pf_function*)func)->direct = typed_call_general; /* not the simple path's */
   return 0;
 }

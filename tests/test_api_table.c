@@ -145,6 +145,9 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(SignatureInfoFree);
   SLOT(ArgGetTensor);
   SLOT(TensorAlloc);
+  SLOT(FuncCreateDirect);
+  SLOT(FuncReturnString);
+  SLOT(FuncResolve);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -167,8 +170,11 @@ static void test_slots_are_the_entry_points(void** state) {
   /* Version 10 appends, after every earlier slot. */
   assert_int_equal(offsetof(PFApi, FuncCallKw), 115 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, TensorAlloc), 120 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 121 * sizeof(void*));
-  assert_int_equal(PF_API_VERSION, 10);
+  /* Version 11 appends the direct callee convention and call targets. */
+  assert_int_equal(offsetof(PFApi, FuncCreateDirect), 121 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncResolve), 123 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 124 * sizeof(void*));
+  assert_int_equal(PF_API_VERSION, 11);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

@@ -52,12 +52,15 @@ cat > "${TMPDIR:-/tmp}/pf_abi_macros.$$" <<'CXX'
 #include <packedfunc/c_api.h>
 namespace n {
 int p(PFValue*, int*, int, PFRetValueHandle, void*) { return 0; }
+int d(void*, PFValue*, int*, int, PFValue*, int*) { return 0; }
 int64_t t(int64_t a, int64_t b) { return a + b; }
 int pp(void*, int, PFValue, int, const PFAllocator*, PFValue*, int*, int* k) { *k = 0; return 0; }
 struct S { int64_t v; };
 int64_t get(PFObjectHandle) { return 0; }
 }
 PF_REGISTER_PACKED("abi.p", n::p);
+PF_REGISTER_DIRECT("abi.d", n::d);
+PF_REGISTER_DIRECT("abi.d2", n::d, "Doc.");
 PF_REGISTER_PACKED("abi.p2", n::p, "doc");
 PF_REGISTER_PACKED_SIG("abi.p3", n::p, "int64(a: int64 = 1)");
 PF_REGISTER_TYPED("abi.t", n::t, "int64(a: int64, b: int64 = 2)");

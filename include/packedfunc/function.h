@@ -43,7 +43,8 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
                                     PFPackedCFuncFinalizer fin, PFFunctionHandle* out);
 
 /*
- * Calls a function. `args`/`type_codes` hold num_args entries, borrowed for
+ * Calls a function, of either convention (PFPackedCFunc, PFDirectCFunc).
+ * `args`/`type_codes` hold num_args entries, borrowed for
  * the call (NULL is allowed when num_args is 0). On success the result is
  * written to *ret_val and *ret_type_code (kPFNull when the callee set none):
  *   - kPFStr: ret_val->v_str points to a copy in the calling thread's
@@ -72,9 +73,12 @@ PF_EXPORT int PFFuncCreateFromCFunc(PFPackedCFunc func, void* resource_handle,
  * Cost: a call whose arguments all have plain codes (value kind
  * kPFValuePlain) and whose callee sets a plain result makes the checks
  * above (one compare per argument), calls the callee and copies the
- * result out; it allocates nothing and writes no per-thread state. A str
- * or bytes argument or result, or a handle argument or result, takes a
- * longer path.
+ * result out; it allocates nothing and writes no per-thread state. A
+ * direct callee writes its result straight to *ret_val and
+ * *ret_type_code, with no return slot. A str or bytes argument or result,
+ * or a handle argument or result, takes a longer path. A caller that
+ * builds valid values itself calls faster through a resolved target
+ * (PFFuncResolve).
  */
 PF_EXPORT int PFFuncCall(PFFunctionHandle func, PFValue* args, int* type_codes, int num_args,
                          PFValue* ret_val, int* ret_type_code);
@@ -132,6 +136,126 @@ PF_EXPORT int PFFuncCallFrame(PFCallFrame* frame);
  * that holds no string or reference is a few compares and two stores.
  */
 PF_EXPORT int PFCFuncSetReturn(PFRetValueHandle ret, PFValue* value, int* type_code, int num_ret);
+
+/* ------------------------------------------------------------------------ */
+/* The direct callee convention and resolved call targets                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A direct C function: a callee that writes its result through pointers
+ * instead of calling PFCFuncSetReturn. `resource_handle` is the pointer
+ * given at creation (PFFuncCreateDirect); `args`, `type_codes` and
+ * `num_args` are as for PFPackedCFunc (borrowed for the call; NULL when
+ * num_args is 0). On success it writes *ret_val and *ret_type_code and
+ * returns 0; the result is:
+ *   - a plain value under its code (kPFNull, value 0, for "no result");
+ *   - under kPFFuncHandle, kPFModuleHandle or kPFObjectHandle, a new
+ *     reference, which passes to the caller;
+ *   - kPFStr or kPFBytes written by PFFuncReturnString, which copies the
+ *     value into the calling thread's return storage (a str or bytes whose
+ *     memory lives at least until the thread's next packedfunc call, such
+ *     as a string literal, may be written directly instead).
+ * On failure it records an error (PFErrorSet...) and returns -1 without
+ * writing either output (a reference it had made is its own to release).
+ * It may call other functions, on any thread. The same pointer is the
+ * entry of a resolved call target (PFCallTarget).
+ */
+typedef int (*PFDirectCFunc)(void* resource_handle, PFValue* args, int* type_codes, int num_args,
+                             PFValue* ret_val, int* ret_type_code);
+
+/* Creates a function from a direct C function; otherwise exactly
+ * PFFuncCreateFromCFunc (the same finalizer rule, reference and errors).
+ * PFFuncCall calls it with the checks it makes of every call, and a
+ * resolved target (PFFuncResolve) calls it with none. Thread-safe. */
+PF_EXPORT int PFFuncCreateDirect(PFDirectCFunc func, void* resource_handle,
+                                 PFPackedCFuncFinalizer fin, PFFunctionHandle* out);
+
+/*
+ * Returns a str (type_code kPFStr) or bytes (kPFBytes) result from a direct
+ * C function: copies `size` bytes of `data` (and a NUL after them) into the
+ * calling thread's return storage and writes *ret_val (v_str, or v_handle
+ * to a PFByteArray in the same storage) and *ret_type_code. The copy lives
+ * as a result of PFFuncCall does: until the next call on this thread that
+ * returns a string at the same nesting (see PFFuncCall). For kPFStr a
+ * string stops at its first NUL. `data` may point into return storage
+ * (an argument that is an earlier result).
+ * Errors: NULL ret_val or ret_type_code, NULL data with size > 0, a
+ * type_code other than kPFStr and kPFBytes (TypeError); size larger than
+ * PTRDIFF_MAX (ValueError); MemoryError. Nothing is written on error.
+ * Only valid on a thread that runs a direct function (it uses that
+ * thread's storage).
+ */
+PF_EXPORT int PFFuncReturnString(int type_code, const char* data, size_t size, PFValue* ret_val,
+                                 int* ret_type_code);
+
+/*
+ * A resolved call target: a function's entry and context, which a caller
+ * gets once, checked, from a function handle it holds, and then calls
+ * with no runtime code between it and the callee:
+ *
+ *   PFCallTarget t = {.size = sizeof(PFCallTarget)};
+ *   if (PFFuncResolve(f, &t) != 0) ...;
+ *   int st = t.entry(t.ctx, args, codes, n, &ret, &ret_code);
+ *
+ * For a direct function (PFFuncCreateDirect, typed functions) the entry is
+ * the callee itself. For a function of the setter convention
+ * (PFFuncCreateFromCFunc, host functions) it is a small adapter of the
+ * runtime, which keeps the call's return slot as PFFuncCall does.
+ *
+ * What a target caller owes (what PFFuncCall would have checked): args and
+ * type_codes non-NULL when num_args > 0, num_args >= 0; every code a known
+ * type code (or in the extension range); a str, bytes, tensor or handle
+ * value non-NULL, a handle a live object of its code's type, bytes with
+ * data non-NULL unless size is 0 and size at most PTRDIFF_MAX; ret_val and
+ * ret_type_code non-NULL. A str or bytes argument must not point into
+ * this thread's return storage (an earlier result, which calls nested in
+ * this one may overwrite): copy it, or call through PFFuncCall, which
+ * keeps such arguments safe. A call that breaks these rules is undefined
+ * behaviour (in the checking mode below, an error).
+ *
+ * Validity: the target stays valid while the caller holds its reference to
+ * the function (replacing or removing the name in the registry changes
+ * nothing for a handle already held). Resolve again after taking a new
+ * handle.
+ *
+ * The call returns 0, or -1 with the callee's error as the thread's error
+ * (a setter-convention callee that failed without recording one gets a
+ * RuntimeError, as from PFFuncCall; a direct callee must record one).
+ * Outputs: written only on success, with PFFuncCall's meaning: a handle
+ * result is a new reference; a str or bytes result lives in the calling
+ * thread's return storage until the next call made on this thread at the
+ * same nesting (through PFFuncCall or a target) that returns a string.
+ * Calls may run on any thread, concurrently, and nest.
+ *
+ * Checking mode: when the environment variable PF_CHECK_TARGETS is set to
+ * 1 (read once, at the first PFFuncResolve), resolved targets check every
+ * call as PFFuncCall does (the rules above, and a str or bytes argument in
+ * return storage), and a direct callee that fails without an error gets a
+ * RuntimeError: a bad caller gets a TypeError or ValueError naming
+ * "PFCallTarget" and the argument. For tests; it costs PFFuncCall's checks.
+ *
+ * Layout: versioned by `size`. The caller sets `size` to the sizeof it was
+ * compiled with; the library writes the fields it has that fit (at least
+ * those of version 1, below) and sets `size` to the bytes it wrote. Later
+ * versions only append fields.
+ */
+typedef struct PFCallTarget {
+  uint32_t size;       /* in: sizeof(PFCallTarget); out: bytes written */
+  uint32_t flags;      /* out: kPFTarget... bits, for diagnostics */
+  PFDirectCFunc entry; /* out */
+  void* ctx;           /* out: the entry's first argument */
+} PFCallTarget;
+
+/* PFCallTarget.flags: the entry is the function's own direct callee; the
+ * entry is the runtime's adapter of a setter-convention callee; the entry
+ * checks each call (checking mode). */
+enum { kPFTargetDirect = 1, kPFTargetAdapter = 2, kPFTargetChecked = 4 };
+
+/* Resolves `func` into *out (see PFCallTarget); out->size must be set.
+ * Errors: func not a live function, NULL out (TypeError); out->size
+ * smaller than version 1's struct (ValueError). Nothing is written on
+ * error. Thread-safe; takes no reference (the caller's keeps it valid). */
+PF_EXPORT int PFFuncResolve(PFFunctionHandle func, PFCallTarget* out);
 
 /* Adds a reference to a function. Errors: NULL or not a function
  * (TypeError). Thread-safe. */

@@ -275,6 +275,7 @@ PF_EXPORT int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t**
 #define kPFFuncDescriptorPacked 1u /* a PFPackedCFunc */
 #define kPFFuncDescriptorTyped 2u  /* a plain C function and its signature */
 #define kPFFuncDescriptorType 3u   /* not a function: an object type (layout 3) */
+#define kPFFuncDescriptorDirect 4u /* a PFDirectCFunc, in `typed` (any layout) */
 
 /* The layout version of PFFuncDescriptor. Version 2 appended the pre-pack
  * fields, version 3 the object type; a version 1 or 2 descriptor (a module
@@ -290,8 +291,9 @@ typedef struct PFFuncDescriptor {
   uint32_t abi;          /* PF_FUNC_DESCRIPTOR_ABI (1 or 2) */
   uint32_t kind;         /* kPFFuncDescriptorPacked or kPFFuncDescriptorTyped */
   const char* name;      /* 1..PF_NAME_MAX bytes */
-  PFPackedCFunc packed;  /* packed: the function; typed: NULL */
-  void (*typed)(void);   /* typed: the C function, cast; packed: NULL */
+  PFPackedCFunc packed;  /* packed: the function; typed, direct: NULL */
+  void (*typed)(void);   /* typed: the C function; direct: the PFDirectCFunc;
+                            both cast; packed: NULL */
   const char* signature; /* typed: its signature; packed: NULL, or a
                             signature kept only as metadata */
   const char* doc;       /* NULL, or the docstring */
@@ -410,6 +412,15 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(const PFFuncDescriptor* 
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, NULL, NULL, NULL, NULL)
 #define PF_REGISTER_PACKED_SIG_4_(name, fn, sig, doc) \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorPacked, name, fn, NULL, sig, doc, NULL, NULL, NULL)
+/* A PFDirectCFunc as the descriptor's `typed` pointer; the conditional
+ * makes the compiler check fn's type. */
+#define PF_DIRECT_FN_(fn) ((void (*)(void))(1 ? (fn) : (PFDirectCFunc)0))
+#define PF_REGISTER_DIRECT_2_(name, fn)                                                           \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorDirect, name, NULL, PF_DIRECT_FN_(fn), NULL, NULL, \
+               NULL, NULL, NULL)
+#define PF_REGISTER_DIRECT_3_(name, fn, doc)                                                     \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorDirect, name, NULL, PF_DIRECT_FN_(fn), NULL, doc, \
+               NULL, NULL, NULL)
 #define PF_PICK_3_(a, b, c, d, ...) d
 #define PF_PICK_4_(a, b, c, d, e, ...) e
 #define PF_PICK_5_(a, b, c, d, e, f, ...) f
@@ -434,6 +445,16 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(const PFFuncDescriptor* 
 #define PF_REGISTER_TYPED(...)                                        \
   PF_PICK_4_(__VA_ARGS__, PF_REGISTER_TYPED_4_, PF_REGISTER_TYPED_3_, \
              PF_REGISTER_TYPED_needs_3_or_4_arguments, )              \
+  (__VA_ARGS__)
+
+/* PF_REGISTER_DIRECT(name, fn [, doc]): registers the PFDirectCFunc `fn`
+ * (type-checked), a callee of the direct convention (function.h), whose
+ * resolved target (PFFuncResolve) is `fn` itself with a NULL resource.
+ * A library older than this header refuses such a descriptor with a clear
+ * error (an unknown descriptor kind). */
+#define PF_REGISTER_DIRECT(...)                                         \
+  PF_PICK_3_(__VA_ARGS__, PF_REGISTER_DIRECT_3_, PF_REGISTER_DIRECT_2_, \
+             PF_REGISTER_DIRECT_needs_2_or_3_arguments)                 \
   (__VA_ARGS__)
 
 /* PF_REGISTER_PACKED_SIG(name, fn, signature [, doc]): registers the

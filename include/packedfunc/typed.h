@@ -40,6 +40,14 @@ extern "C" {
  * tensor that does not meet it: TypeError for the dtype, ValueError for the
  * rank, layout or device.
  *
+ * A typed function is a direct callee (PFDirectCFunc): its resolved target
+ * (PFFuncResolve) is its own trampoline, which checks and converts the
+ * arguments, calls `fn` and writes the result through the caller's
+ * pointers (a str or bytes result copied to return storage, a func,
+ * array, map, shape or object result passing on the reference `fn`
+ * returned); its errors are the same through a target as through
+ * PFFuncCall.
+ *
  * Common signatures — at most four arguments, each int64, uint64, float64
  * or pointer-like (str, bytes, ptr, tensor, func, array, map, shape,
  * object, obj<KEY>), and a result that is
@@ -85,7 +93,9 @@ PF_EXPORT int PFFuncCreateFromTyped(void* fn, const char* signature, PFFunctionH
  * func, array, map, shape or object to kPFNull, else kPFStr, kPFBytes,
  * kPFOpaqueHandle, kPFDLTensorHandle, kPFFuncHandle or kPFObjectHandle (an
  * object as in the table's result column), all borrowed; a handle that is
- * not a live object of its type is an error), calls `func` with PFFuncCall, and
+ * not a live object of its type is an error), calls `func` (through its
+ * resolved target, which the closure takes once; with PFFuncCall when a
+ * parameter is str or bytes, whose memory may be an earlier result), and
  * converts the result back by the rules of signature.h, where kPFNull is also
  * accepted for a str or bytes result (NULL, or {NULL, 0}). A str or bytes
  * result points into the calling thread's return storage: valid until the
