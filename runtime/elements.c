@@ -10,8 +10,8 @@ typedef struct {
   const pf_tnode* nodes;
   pf_tname_fn name; /* NULL: record nothing */
   const void* ctx;
-  int quiet;       /* > 0 inside a union's tries: record nothing */
-  char path[160];  /* ", element 3, value at key \"a\"" */
+  int quiet;      /* > 0 inside a union's tries: record nothing */
+  char path[160]; /* ", element 3, value at key \"a\"" */
   size_t plen;
 } tctx;
 
@@ -183,8 +183,8 @@ static int conv_entry(tctx* c, int kid, PFValue* v, int* code, entries* e, int* 
   PFObjectHandle made = NULL;
   if (conv(c, kid, *code, v, &out, &out_code, &made) != 0) return -1;
   if (made != NULL) {
-    if (e->made == NULL && (e->made = pf_malloc(sizeof(PFObjectHandle) * 2 * (size_t)e->size)) ==
-                               NULL) {
+    if (e->made == NULL &&
+        (e->made = pf_malloc(sizeof(PFObjectHandle) * 2 * (size_t)e->size)) == NULL) {
       PFObjectFree(made);
       return pf_oom("typed call");
     }
@@ -197,8 +197,8 @@ static int conv_entry(tctx* c, int kid, PFValue* v, int* code, entries* e, int* 
 }
 
 /* array<T>, list<T>, map<K,V> or dict<K,V>. */
-static int conv_container(tctx* c, int idx, int code, const PFValue* v, PFValue* out,
-                          int* out_code, PFObjectHandle* made) {
+static int conv_container(tctx* c, int idx, int code, const PFValue* v, PFValue* out, int* out_code,
+                          PFObjectHandle* made) {
   const pf_tnode* n = &c->nodes[idx];
   *out = *v;
   *out_code = code;

@@ -205,8 +205,9 @@ extern "C" {
  * optional<T> is T or null; union<T1, T2, ...> is a value of any of its
  * members, tried in order. Element types nest, at most
  * PF_SIGNATURE_DEPTH_MAX levels of "<" deep, and one signature holds at
- * most PF_SIGNATURE_TYPES_MAX element types in all (a ValueError at the
- * position past either limit). A key type K is str, int64 or any (the
+ * most PF_SIGNATURE_TYPES_MAX types with or inside "<...>" in all
+ * (map<str,list<int64>> counts four), which keeps a parsed signature
+ * small; past either limit is a ValueError at the position. A key type K is str, int64 or any (the
  * keys of a Map and a Dict are str or int). void is no element type, and
  * a union has at least two members. The canonical text has no blanks:
  * "map<str,float64>".
@@ -245,8 +246,8 @@ extern "C" {
  * which hosts, tools and stub generators read.
  */
 
-/* The deepest nesting of element types, and the most element types (each
- * "<...>" member counts one) one signature holds. */
+/* The deepest nesting of element types, and the most types with or inside
+ * "<...>" one signature holds. */
 #define PF_SIGNATURE_DEPTH_MAX 8
 #define PF_SIGNATURE_TYPES_MAX 64
 
