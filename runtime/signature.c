@@ -664,7 +664,8 @@ static int read_default(const char* where, const char* text, size_t* pos, const 
   int len = (int)(p->default_end - at > 60 ? 60 : p->default_end - at);
   const char* tname = pf_ctype_name(p->t, p->obj);
   /* The typed conversions take packed values; dtype and device, which no
-   * literal is, take strings in their text forms. */
+   * literal is, take strings in their text forms. A type tree's C type
+   * takes null (optional<str> = null), which the tree then judges. */
   if (p->t == pf_t_dtype || p->t == pf_t_device) {
     char buf[64];
     if (p->lit != pf_lit_str || p->dec_len >= sizeof(buf))
@@ -739,7 +740,7 @@ static int read_default(const char* where, const char* text, size_t* pos, const 
   if (p->t == pf_t_any) { /* any value: the literal's own */
     p->dcode = code;
     if (p->lit != pf_lit_str && p->lit != pf_lit_bytes) p->dval = v;
-  } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
+  } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, p->et >= 0) != pf_conv_ok ||
              pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
     return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
                      tname);

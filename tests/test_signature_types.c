@@ -47,12 +47,14 @@ static void test_every_new_type_parses(void** state) {
   /* A default is checked and converted against the tree. */
   assert_canonical("void(x: optional<float64> = 1)", "void(x:optional<float64>=1.0)");
   assert_canonical("void(x: union<int64, str> = \"a\")", "void(x:union<int64,str>=\"a\")");
+  assert_canonical("void(x: optional<str> = null)", "void(x:optional<str>=null)");
 }
 
 static void test_type_trees(void** state) {
   (void)state;
-  PFSignatureInfo* info = parse_ok("map<str,list<int64>>(a: array<float64>, "
-                                   "u: union<int64, optional<str>>, t: tensor<float64>)");
+  PFSignatureInfo* info = parse_ok(
+      "map<str,list<int64>>(a: array<float64>, "
+      "u: union<int64, optional<str>>, t: tensor<float64>)");
   const PFTypeInfo* r = info->result->type_info;
   assert_string_equal(r->text, "map<str,list<int64>>");
   assert_string_equal(r->name, "map");
@@ -135,6 +137,9 @@ static void test_refusals(void** state) {
       {"void(x: optional<int64> = \"a\")", "at position 26",
        "the default \"a\" does not convert to optional<int64>"},
       {"void(x: array<int64> = 1)", "at position 23", "the default 1 does not convert to array"},
+      {"void(x: array<str> = \"a\")", "at position 21", "the default \"a\" does not convert"},
+      {"void(x: union<array<int64>, str> = 1)", "at position 35",
+       "the default 1 does not convert to union<array<int64>,str>"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     PFSignatureInfo* info = (PFSignatureInfo*)(uintptr_t)1;
@@ -161,8 +166,9 @@ static void test_no_c_type_is_metadata_only(void** state) {
   assert_int_equal(info->params[0]->type_code, kPFNull);
   PFSignatureInfoFree(info);
   /* One pointer type: the C type it is. */
-  info = parse_ok("void(a: optional<str>, b: union<array<int64>, list<str>>, "
-                  "c: union<array<int64>, array<str>>)");
+  info = parse_ok(
+      "void(a: optional<str>, b: union<array<int64>, list<str>>, "
+      "c: union<array<int64>, array<str>>)");
   assert_int_equal(info->params[0]->type_code, kPFStr);
   assert_int_equal(info->params[1]->type_code, kPFObjectHandle);
   int index = -1;
