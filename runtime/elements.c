@@ -6,13 +6,22 @@
 
 #include "object_type.h"
 
+/* Where in the value a conversion is: one frame per container entered,
+ * spelled out only for a message. */
+typedef struct {
+  int kind; /* 0: element `index`; 1: key `key`; 2: the value at key `key` */
+  int key_code;
+  int64_t index;
+  PFValue key;
+} frame;
+
 typedef struct {
   const pf_tnode* nodes;
   pf_tname_fn name; /* NULL: record nothing */
   const void* ctx;
-  int quiet;      /* > 0 inside a union's tries: record nothing */
-  char path[160]; /* ", element 3, value at key \"a\"" */
-  size_t plen;
+  int quiet; /* > 0 inside a union's tries: record nothing */
+  int depth;
+  frame frames[PF_SIGNATURE_DEPTH_MAX + 1];
 } tctx;
 
 static int conv(tctx* c, int idx, int code, const PFValue* v, PFValue* out, int* out_code,
@@ -20,11 +29,19 @@ static int conv(tctx* c, int idx, int code, const PFValue* v, PFValue* out, int*
 
 static int loud(const tctx* c) { return c->name != NULL && c->quiet == 0; }
 
-/* "who" and "what, element 3" for a message. */
+/* "who" and "what, element 3, value at key \"a\"" for a message. */
 static void names(const tctx* c, char* who, size_t wn, char* what, size_t tn) {
   c->name(c->ctx, who, wn, what, tn);
-  size_t len = strlen(what);
-  if (len < tn) snprintf(what + len, tn - len, "%s", c->path);
+  for (int k = 0; k < c->depth; ++k) {
+    const frame* f = &c->frames[k];
+    size_t len = strlen(what);
+    if (len + 1 >= tn) return;
+    const char* label = f->kind == 1 ? "key" : "value at key";
+    if (f->kind == 0) snprintf(what + len, tn - len, ", element %lld", (long long)f->index);
+    else if (f->key_code == kPFStr)
+      snprintf(what + len, tn - len, ", %s \"%.60s\"", label, f->key.v_str);
+    else snprintf(what + len, tn - len, ", %s %lld", label, (long long)f->key.v_int64);
+  }
 }
 
 /* A leaf that does not convert: the scalar conversions' own error. */
@@ -70,27 +87,13 @@ static int conv_leaf(tctx* c, const pf_tnode* n, int code, const PFValue* v, PFV
   return 0;
 }
 
-/* Appends ", element 3" (or a key) to the path; returns the length to
- * go back to. */
-static size_t path_push(tctx* c, const char* fmt, int code, const PFValue* key, int64_t index) {
-  size_t at = c->plen;
-  if (c->name == NULL || at >= sizeof(c->path)) return at;
-  size_t room = sizeof(c->path) - at;
-  int n;
-  if (key == NULL) n = snprintf(c->path + at, room, ", element %lld", (long long)index);
-  else if (code == kPFStr) n = snprintf(c->path + at, room, fmt, "\"", key->v_str, "\"");
-  else {
-    char num[24];
-    snprintf(num, sizeof(num), "%lld", (long long)key->v_int64);
-    n = snprintf(c->path + at, room, fmt, "", num, "");
-  }
-  c->plen = n < 0 ? at : at + (size_t)n < sizeof(c->path) ? at + (size_t)n : sizeof(c->path) - 1;
-  return at;
-}
-static void path_pop(tctx* c, size_t at) {
-  if (c->name == NULL) return;
-  c->plen = at;
-  c->path[at] = '\0';
+/* Enters an entry of a container (at most one frame per tree level). */
+static void enter(tctx* c, int kind, int64_t index, int key_code, const PFValue* key) {
+  frame* f = &c->frames[c->depth++];
+  f->kind = kind;
+  f->index = index;
+  f->key_code = key_code;
+  if (key) f->key = *key;
 }
 
 /* Whether the leaf element (code, v) already is what node n wants, so it
@@ -110,6 +113,25 @@ static int exact(const pf_tnode* n, int code) {
     default:
       return 0;
   }
+}
+
+/* Whether every item of Array `array` already is what `kid` wants: the
+ * common case, read in place with no copy. */
+static int all_exact(const pf_tnode* kid, PFObjectHandle array) {
+  int64_t size;
+  const PFValue* values;
+  const int32_t* codes;
+  pf_array_view(array, &size, &values, &codes);
+  int want = kid->t == pf_t_int64     ? kPFInt
+             : kid->t == pf_t_float64 ? kPFFloat
+             : kid->t == pf_t_str     ? kPFStr
+             : kid->t == pf_t_bool    ? kPFBool
+                                      : -1;
+  if (kid->t == pf_t_any) return 1;
+  if (want < 0) return 0;
+  int64_t i = 0;
+  while (i < size && codes[i] == want) ++i;
+  return i == size;
 }
 
 /* A container's entries as arrays: values (and keys, for a map kind),
@@ -210,29 +232,28 @@ static int conv_container(tctx* c, int idx, int code, const PFValue* v, PFValue*
   int ok = is_map ? ti == kPFObjectMap || ti == kPFObjectDict
                   : ti == kPFObjectArray || ti == kPFObjectList;
   if (!ok) return tree_error(c, idx, code, v);
-  entries e;
   int changed = ti != pf_ctype_object_type(n->t);
+  if (!changed && ti == kPFObjectArray && all_exact(&c->nodes[n->first], v->v_handle)) return 0;
+  entries e;
   if (entries_read(v->v_handle, ti, &e) != 0) {
     entries_free(&e);
     return -1;
   }
   int vkid = is_map ? c->nodes[n->first].next : n->first;
   for (int64_t i = 0; i < e.size; ++i) {
-    size_t at;
+    int rc = 0;
     if (is_map) {
-      at = path_push(c, ", key %s%.60s%s", e.key_codes[i], &e.keys[i], 0);
-      int rc = conv_entry(c, n->first, &e.keys[i], &e.key_codes[i], &e, &changed);
-      path_pop(c, at);
-      if (rc != 0) {
-        entries_free(&e);
-        return -1;
-      }
-      at = path_push(c, ", value at key %s%.60s%s", e.key_codes[i], &e.keys[i], 0);
+      /* The key as given, for the messages of both the key and its value. */
+      PFValue key = e.keys[i];
+      int key_code = e.key_codes[i];
+      enter(c, 1, i, key_code, &key);
+      rc = conv_entry(c, n->first, &e.keys[i], &e.key_codes[i], &e, &changed);
+      c->frames[c->depth - 1].kind = 2;
     } else {
-      at = path_push(c, NULL, 0, NULL, i);
+      enter(c, 0, i, 0, NULL);
     }
-    int rc = conv_entry(c, vkid, &e.vals[i], &e.val_codes[i], &e, &changed);
-    path_pop(c, at);
+    if (rc == 0) rc = conv_entry(c, vkid, &e.vals[i], &e.val_codes[i], &e, &changed);
+    c->depth--;
     if (rc != 0) {
       entries_free(&e);
       return -1;
@@ -298,7 +319,6 @@ int pf_tree_convert(const pf_tnode* nodes, int idx, pf_tname_fn name, const void
   c.name = name;
   c.ctx = ctx;
   c.quiet = 0;
-  c.path[0] = '\0';
-  c.plen = 0;
+  c.depth = 0;
   return conv(&c, idx, code, v, out, out_code, made);
 }
