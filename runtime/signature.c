@@ -898,19 +898,39 @@ int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
   return 0;
 }
 
-int pf_sig_parse_type(const char* where, const char* text, int* t, const struct pf_type** obj) {
+int pf_sig_parse_type(const char* where, const char* text, int* t, const struct pf_type** obj,
+                      struct pf_siginfo** tree) {
   if (text == NULL) return pf_err_null_arg(where, "type");
   size_t i = skip_blanks(text, 0);
   int rc, et;
   pf_tc tc;
+  pf_parsed_sig* ps = pf_malloc(sizeof(*ps));
+  if (ps == NULL) return pf_oom(where);
+  ps->nnodes = 0;
+  *tree = NULL;
   t_what = "type";
-  rc = read_type(where, text, &i, NULL, t, obj, &tc, &et);
-  if (rc == 0 && tc.flags != 0)
+  rc = read_type(where, text, &i, ps, t, obj, &tc, &et);
+  if (rc == 0 && tc.flags != 0 && et < 0)
     rc = sig_error(where, text, skip_blanks(text, 0),
                    "a tensor field takes any tensor: write tensor, without a constraint");
   if (rc == 0) i = skip_blanks(text, i);
   if (rc == 0 && text[i] != '\0') rc = sig_error(where, text, i, "unexpected text after the type");
   t_what = "signature";
+  if (rc == 0 && et >= 0) {
+    /* The tree as a one-parameter signature's, which keeps it and its
+     * canonical text in one block. */
+    size_t n = pf_tnode_format(ps->nodes, et, NULL, 0);
+    char* sig = pf_malloc(n + 8);
+    if (sig == NULL) rc = pf_oom(where);
+    if (sig != NULL) {
+      memcpy(sig, "void(", 5);
+      pf_tnode_format(ps->nodes, et, sig + 5, n + 1);
+      memcpy(sig + 5 + n, ")", 2);
+      rc = pf_siginfo_parse(where, sig, tree);
+      pf_free(sig);
+    }
+  }
+  pf_free(ps);
   return rc;
 }
 

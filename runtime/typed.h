@@ -266,11 +266,14 @@ static inline uint64_t pf_name_key(const char* s, int* has_rest) {
  * defaults and constraints (defaults stay trailing). */
 PF_HIDDEN char* pf_siginfo_text_without(const pf_siginfo* info, uint32_t drop);
 /* Parses `text` as one type of the grammar, void included (a field's
- * type): its pf_ctype and, for obj<KEY>, KEY's type. A tensor constraint
- * is refused (a field is any tensor). Errors as pf_sig_parse's, with "bad
+ * type): its pf_ctype (the carrier, for a type with a tree) and, for
+ * obj<KEY>, KEY's type. A type with element types, optional or union also
+ * gets *tree, the signature "void(TYPE)" parsed (pf_siginfo_free), whose
+ * parameter 0 has the tree and the canonical text; else *tree is NULL. A
+ * tensor constraint outside a tree is refused (a field is any tensor). Errors as pf_sig_parse's, with "bad
  * type" for "bad signature". */
 PF_HIDDEN int pf_sig_parse_type(const char* where, const char* text, int* t,
-                                const struct pf_type** obj);
+                                const struct pf_type** obj, struct pf_siginfo** tree);
 /* Parses `text` as a tensor type ("tensor" or "tensor<...>") into *out;
  * errors as pf_sig_parse_type's, and a ValueError for another type. */
 PF_HIDDEN int pf_tc_parse(const char* where, const char* text, pf_tc* out);

@@ -398,6 +398,87 @@ static void test_results_are_checked(void** state) {
   PFObjectFree(bad);
 }
 
+/* ---- fields ---- */
+
+typedef struct {
+  PFObjectHandle names; /* list<str> */
+  PFObjectHandle next;  /* optional<obj<tt.Node>> */
+  PFObjectHandle any;   /* array (unconstrained) */
+} Node;
+
+static const PFFieldDesc k_node_fields[] = {
+    PF_FIELD(Node, names, "list< str >", kPFFieldWritable, "Its names."),
+    PF_FIELD(Node, next, "optional<obj<tt.Node>>", kPFFieldWritable, NULL),
+    PF_FIELD(Node, any, "array", kPFFieldWritable, NULL),
+};
+
+static int set_field(PFObjectHandle o, uint32_t ix, const char* name, PFValue v, int code) {
+  const PFFieldInfo* f = NULL;
+  assert_pf_ok(PFObjectTypeGetField(ix, name, &f));
+  return PFObjectSetField(o, f, v, code);
+}
+
+static void test_fields_take_the_same_types(void** state) {
+  (void)state;
+  PFObjectTypeDesc d = {PF_OBJECT_TYPE_DESC_ABI,
+                        "tt.Node",
+                        NULL,
+                        sizeof(Node),
+                        NULL,
+                        NULL,
+                        k_node_fields,
+                        3,
+                        NULL,
+                        0};
+  uint32_t ix = 0;
+  assert_pf_ok(PFObjectTypeRegister(&d, &ix));
+  const PFFieldInfo* f = NULL;
+  assert_pf_ok(PFObjectTypeGetField(ix, "names", &f));
+  assert_string_equal(f->type, "list<str>"); /* canonical */
+  assert_pf_ok(PFObjectTypeGetField(ix, "next", &f));
+  assert_string_equal(f->type, "optional<obj<tt.Node>>");
+  PFObjectHandle o = NULL, other = NULL;
+  assert_pf_ok(PFObjectAlloc(ix, &o));
+  assert_pf_ok(PFObjectAlloc(ix, &other));
+  /* An Array of str becomes the List the field keeps. */
+  PFValue s[2] = {{.v_str = "a"}, {.v_int64 = 3}};
+  int sc[2] = {kPFStr, kPFInt};
+  PFObjectHandle strs = array_of(s, sc, 1), mixed = array_of(s, sc, 2);
+  PFValue v = {.v_handle = strs}, out;
+  int code;
+  assert_pf_ok(set_field(o, ix, "names", v, kPFObjectHandle));
+  assert_pf_ok(PFObjectTypeGetField(ix, "names", &f));
+  assert_pf_ok(PFObjectGetField(o, f, &out, &code));
+  uint32_t got = 0;
+  assert_pf_ok(PFObjectGetTypeIndex(out.v_handle, &got));
+  assert_int_equal(got, kPFObjectList); /* borrowed from the instance */
+  v.v_handle = mixed;
+  assert_pf_error(set_field(o, ix, "names", v, kPFObjectHandle), kPFErrTypeError,
+                  "PFObjectSetField", "field 'names'", "element 1: expected str, got int");
+  /* optional<obj<KEY>>: null or an instance. */
+  v.v_handle = other;
+  assert_pf_ok(set_field(o, ix, "next", v, kPFObjectHandle));
+  v.v_int64 = 0;
+  assert_pf_ok(set_field(o, ix, "next", v, kPFNull));
+  v.v_handle = strs;
+  assert_pf_error(set_field(o, ix, "next", v, kPFObjectHandle), kPFErrTypeError,
+                  "field 'next' of tt.Node: expected obj<tt.Node>, got array object");
+  v.v_handle = mixed;
+  assert_pf_ok(set_field(o, ix, "any", v, kPFObjectHandle)); /* unconstrained */
+  /* A field type with no C type is refused when the type is made. */
+  static const PFFieldDesc bad_fields[] = {
+      PF_FIELD(Node, names, "optional<int64>", 0, NULL),
+  };
+  PFObjectTypeDesc bad = {
+      PF_OBJECT_TYPE_DESC_ABI, "tt.Bad", NULL, sizeof(Node), NULL, NULL, bad_fields, 1, NULL, 0};
+  assert_pf_error(PFObjectTypeRegister(&bad, &ix), kPFErrValueError,
+                  "field 'names': its type is optional<int64>, which has no C type");
+  PFObjectFree(o);
+  PFObjectFree(other);
+  PFObjectFree(strs);
+  PFObjectFree(mixed);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_new_type_parses),
@@ -409,6 +490,7 @@ int main(void) {
       cmocka_unit_test(test_call_converts),
       cmocka_unit_test(test_optional_and_union),
       cmocka_unit_test(test_results_are_checked),
+      cmocka_unit_test(test_fields_take_the_same_types),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

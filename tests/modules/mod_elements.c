@@ -22,3 +22,30 @@ static int64_t count(PFObjectHandle m) {
 PF_REGISTER_TYPED("elements.count", count,
                   "int64(m: map<str, list<float64>>, tag: optional<str> = null)",
                   "Counts the keys.");
+
+/* An object type whose fields have element types and optional. */
+typedef struct {
+  PFObjectHandle names;
+  PFObjectHandle next;
+} Node;
+
+static void node_fin(void* p) {
+  Node* n = p;
+  (void)n; /* the runtime releases the references its fields keep */
+}
+
+static const PFFieldDesc k_node_fields[] = {
+    PF_FIELD(Node, names, "list<str>", kPFFieldWritable, "Its names."),
+    PF_FIELD(Node, next, "optional<obj<elements.Node>>", kPFFieldWritable, "The next node."),
+};
+static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "elements.Node",
+                                        NULL,
+                                        sizeof(Node),
+                                        node_fin,
+                                        "A node with names.",
+                                        k_node_fields,
+                                        PF_COUNTOF(k_node_fields),
+                                        NULL,
+                                        0};
+PF_REGISTER_OBJECT_TYPE(k_node);

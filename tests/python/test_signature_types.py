@@ -3,6 +3,7 @@ function's checks and conversions of elements, arguments and results, and
 the metadata every reader shows (inspect.signature, help, stubs, remote
 functions)."""
 import inspect
+import os
 import typing
 
 import pytest
@@ -166,3 +167,24 @@ def test_remote_functions_show_the_types(testlib, unique_name):
     finally:
         server.stop()
         pf.remove_global_func(prefix + ".size")
+
+
+def test_fields_take_the_same_types():
+    mod = pf.load_module(os.path.join(os.environ["PF_TEST_MODULE_DIR"], "mod_elements.so"))
+    Node = pf.get_class("elements.Node")
+    a, b = Node(), Node()
+    a.names = ["x", "y"]  # a list builds the Array; the field keeps a List
+    assert list(a.names) == ["x", "y"] and type(a.names) is pf.List
+    with pytest.raises(TypeError, match=r"field 'names' of elements.Node, element 1: expected "
+                                        r"str, got int"):
+        a.names = ["x", 1]
+    a.next = b
+    assert pf.same_as(a.next, b)
+    a.next = None
+    assert a.next is None
+    with pytest.raises(TypeError, match=r"expected obj<elements.Node>, got"):
+        a.next = [1]
+    stub = stubgen.generate_registry("elements")
+    assert "def names(self) -> list[str]:" in stub, stub
+    assert "def next(self) -> typing.Optional[Node]:" in stub, stub
+    del mod  # kept loaded while its type is used
