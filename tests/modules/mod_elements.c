@@ -27,6 +27,7 @@ PF_REGISTER_TYPED("elements.count", count,
 typedef struct {
   PFObjectHandle names;
   PFObjectHandle next;
+  PFObjectHandle items;
 } Node;
 
 static void node_fin(void* p) {
@@ -37,6 +38,7 @@ static void node_fin(void* p) {
 static const PFFieldDesc k_node_fields[] = {
     PF_FIELD(Node, names, "list<str>", kPFFieldWritable, "Its names."),
     PF_FIELD(Node, next, "optional<obj<elements.Node>>", kPFFieldWritable, "The next node."),
+    PF_FIELD(Node, items, "list<any>", kPFFieldWritable, "Anything."),
 };
 static const PFObjectTypeDesc k_node = {PF_OBJECT_TYPE_DESC_ABI,
                                         "elements.Node",

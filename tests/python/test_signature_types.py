@@ -2,9 +2,11 @@
 function's checks and conversions of elements, arguments and results, and
 the metadata every reader shows (inspect.signature, help, stubs, remote
 functions)."""
+import gc
 import inspect
 import os
 import typing
+import weakref
 
 import pytest
 
@@ -188,3 +190,24 @@ def test_fields_take_the_same_types():
     assert "def names(self) -> list[str]:" in stub, stub
     assert "def next(self) -> typing.Optional[Node]:" in stub, stub
     del mod  # kept loaded while its type is used
+
+
+class _Holder:
+    pass
+
+
+def test_a_cycle_through_an_element_typed_field_is_collected():
+    # A field whose type has element types holds a reference like any
+    # object field: the instance is tracked, so a cycle through it goes.
+    mod = pf.load_module(os.path.join(os.environ["PF_TEST_MODULE_DIR"], "mod_elements.so"))
+    Node = pf.get_class("elements.Node")
+    watches = []
+    for _ in range(3):
+        h = _Holder()
+        h.node = Node()
+        h.node.items = [h]
+        watches.append(weakref.ref(h))
+        del h
+    gc.collect()
+    assert [w() for w in watches] == [None, None, None]
+    del mod

@@ -84,14 +84,19 @@ class _FieldSpec:
         self.offset = f.offset
         self.writable = bool(f.flags & FIELD_WRITABLE)
         self.declared_by = f.type_index
-        code = _signature.SIGNATURE_TYPES.get(self.type)
+        # Its C type: the type itself, or for element types, optional and
+        # union the one they pass as (list<str>: list), as the library
+        # parses it.
+        parsed = _signature.parse("void(x:%s)" % self.type)
+        base = parsed[1][0].base if parsed else self.type
+        code = _signature.SIGNATURE_TYPES.get(base)
         # What a read can take in place: the struct format of the field's C
         # type (object_type.h's storage rule) for the plain numbers; a
         # uint64 goes through C, which refuses one above INT64_MAX.
-        self.fast = _fast_format(self.type, code, f.size)
+        self.fast = _fast_format(base, code, f.size)
         # Whether the field holds a reference (the handle types, tensor and
         # obj<KEY>), which a write may release.
-        self.refs = self.type.startswith("obj<") or code in (FUNC, MODULE, OBJECT, TENSOR)
+        self.refs = base == "obj" or code in (FUNC, MODULE, OBJECT, TENSOR)
 
 
 def _fast_format(ctype, code, size):
