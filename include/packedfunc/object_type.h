@@ -163,7 +163,12 @@ extern "C" {
 
 /* The first index of a registered type; registered types take
  * [kPFObjectTypeRegisteredBegin, kPFObjectTypeRegisteredBegin +
- * PF_OBJECT_TYPE_MAX_REGISTERED). Fixed: part of the ABI. */
+ * PF_OBJECT_TYPE_MAX_REGISTERED). Fixed: part of the ABI. The indices are
+ * given in the order of registration, one after another, and never
+ * reused: the registered types are the indices from
+ * kPFObjectTypeRegisteredBegin on for which PFObjectTypeName (base.h) is
+ * not NULL, up to the first that is (the way to list them:
+ * `pf list --types`, Python's registered_types()). */
 #define kPFObjectTypeRegisteredBegin 1024u
 /* The most types a process can register. */
 #define PF_OBJECT_TYPE_MAX_REGISTERED 65536u

@@ -45,7 +45,7 @@ import re
 import sys
 import typing
 
-from . import _signature
+from . import _object_types, _signature
 from ._errors import check_call
 from ._ffi import (METHOD_STATIC, FIELD_WRITABLE, OBJECT_TYPE_REGISTERED_BEGIN, PFFuncGetInfo,
                    PFFuncGetSignatureInfo, PFGetStructSize, PFModListTypes, PFObjectTypeGetInfo,
@@ -484,13 +484,8 @@ def generate_module(module):
 def _registered_types():
     """Every registered object type: key -> index (indices are given in
     order from OBJECT_TYPE_REGISTERED_BEGIN and never reused)."""
-    out, index = {}, OBJECT_TYPE_REGISTERED_BEGIN
-    while True:
-        key = PFObjectTypeName(index)
-        if key is None:
-            return out
-        out[_text(key)] = index
-        index += 1
+    return {key: OBJECT_TYPE_REGISTERED_BEGIN + i
+            for i, key in enumerate(_object_types.registered_types())}
 
 
 def generate_registry(prefix):
