@@ -240,6 +240,9 @@ extern "C" {
  *    range) naming the argument, the element's index or key, and the type
  *    wanted: "argument 0 'xs', element 3: expected int64, got str"; a
  *    result names "result".
+ * A C function pointer over a packed function (PFFuncToCFunction) checks
+ * its arguments' and result's C types only: the element types are the
+ * packed function's to check.
  * A packed function's metadata (PFFuncSetInfo, PF_REGISTER_PACKED_SIG)
  * may use every type, and PFFuncCall does not check a packed function's
  * arguments against it: for a packed function the types are metadata only,
