@@ -18,6 +18,7 @@ EXPORT int64_t raw_strlen(const char* s);
 EXPORT double raw_first(const double* p);
 EXPORT int64_t raw_call_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
 EXPORT int bench_init(void);
+EXPORT int64_t raw_array_sum(PFObjectHandle a);
 
 static int ret_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -109,6 +110,21 @@ static int array_sum(PFValue* a, int* c, int n, PFRetValueHandle ret, void* res)
     }
   }
   return ret_int(ret, sum);
+}
+
+/* The sum of an Array of ints, as a typed C function (int64(array) and
+ * int64(xs: array<int64>): the cost of an element-typed parameter). */
+EXPORT int64_t raw_array_sum(PFObjectHandle a) {
+  int64_t size = 0, sum = 0;
+  if (PFArrayGetSize(a, &size) != 0) return -1;
+  for (int64_t start = 0; start < size; start += 256) {
+    PFValue v[256];
+    int codes[256];
+    int64_t count = size - start < 256 ? size - start : 256;
+    if (PFArrayGetItems(a, start, count, v, codes) != 0) return -1;
+    for (int64_t i = 0; i < count; ++i) sum += v[i].v_int64;
+  }
+  return sum;
 }
 
 /* echo(x): its argument, as the result. */

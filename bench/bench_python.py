@@ -273,6 +273,17 @@ def main():
          "f(numpy int64 array of the same ints), summed in C",
          loop(array_sum, ints), loop(tensor_sum, ints_np), 0, n_items),
     ]
+    # Element types (issue 36): the same C function typed with an
+    # array<int64> parameter, whose elements C checks, and with an
+    # unconstrained array.
+    typed_el = pf.typed(lib.raw_array_sum, "int64(xs: array<int64>)")
+    typed_any = pf.typed(lib.raw_array_sum, "int64(xs: array)")
+    assert typed_el(ints) == typed_any(ints) == sum(ints)
+    rows += [
+        ("py_typed_array", "Python f(list of 1,000 ints), f typed int64(xs: array<int64>), per "
+         "item", "the same C function typed int64(xs: array), same backend",
+         loop(typed_el, ints), loop(typed_any, ints), 1.3, n_items),
+    ]
     cext = backend == "cext"
 
     def each(it):

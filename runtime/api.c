@@ -33,6 +33,7 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"PFTensorConstraint", sizeof(PFTensorConstraint)},
       {"PFParamInfo", sizeof(PFParamInfo)},
       {"PFSignatureInfo", sizeof(PFSignatureInfo)},
+      {"PFTypeInfo", sizeof(PFTypeInfo)},
   };
   PF_CHECK_ARG(name);
   PF_CHECK_ARG(out);

@@ -137,6 +137,14 @@ typedef struct {
   int32_t* codes;
 } pf_array;
 
+void pf_array_view(PFObjectHandle array, int64_t* size, const PFValue** values,
+                   const int32_t** codes) {
+  const pf_array* a = array;
+  *size = a->size;
+  *values = a->values;
+  *codes = a->codes;
+}
+
 static void array_destroy(pf_object* o) {
   pf_array* a = (pf_array*)o;
   for (int64_t i = 0; i < a->size; ++i) release_item(a->codes[i], &a->values[i]);

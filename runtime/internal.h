@@ -66,6 +66,11 @@ PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index, void (*destro
  * outermost release on the thread: so releasing a long chain of objects
  * (modules importing modules) takes constant stack. */
 PF_HIDDEN void pf_object_release(pf_object* obj);
+
+/* The items of a live Array, borrowed (an Array never changes): for the
+ * checks of a typed call, which read them in place (runtime/container.c). */
+PF_HIDDEN void pf_array_view(PFObjectHandle array, int64_t* size, const PFValue** values,
+                             const int32_t** codes);
 /* Makes `obj`, which is being created, keep loaded the shared library that
  * contains `code` (see pf_library_of_code) until after it is destroyed.
  * NULL code holds nothing. Returns -1 with an error naming `where`

@@ -238,6 +238,22 @@ static int check_pointer(const char* where, const char* what, int code, const PF
   return 0;
 }
 
+typedef struct {
+  const char* where;
+  const char* what;
+} field_pos;
+
+static void field_name(const void* ctx, char* who, size_t wn, char* what, size_t tn) {
+  const field_pos* p = ctx;
+  snprintf(who, wn, "%s", p->where);
+  snprintf(what, tn, "%s", p->what);
+}
+
+static int field_store(const char* where, const char* what, pf_instance* in, const pf_field* f,
+                       const PFValue* v, int code);
+
+/* Writes a field: its tree (element types, optional, union) checks and
+ * converts the value first; what that made is the field's to keep. */
 static int field_write(const char* where, pf_instance* in, const pf_field* f, const PFValue* v,
                        int code) {
   char what[PF_OBJECT_TYPE_KEY_MAX * 2 + 32];
@@ -245,6 +261,21 @@ static int field_write(const char* where, pf_instance* in, const pf_field* f, co
   if (!(f->info.flags & kPFFieldWritable))
     return PF_ERROR(kPFErrAttributeError, "%s: %s is read-only", where, what);
   if (check_pointer(where, what, code, v) != 0) return -1;
+  if (f->tree == NULL) return field_store(where, what, in, f, v, code);
+  field_pos pos = {where, what};
+  const pf_sig* sig = &f->tree->sig;
+  PFValue pv;
+  int pc;
+  PFObjectHandle made = NULL;
+  if (pf_tree_convert(sig->nodes, sig->arg_et[0], field_name, &pos, code, v, &pv, &pc, &made) != 0)
+    return -1;
+  int st = field_store(where, what, in, f, &pv, pc);
+  PFObjectFree(made);
+  return st;
+}
+
+static int field_store(const char* where, const char* what, pf_instance* in, const pf_field* f,
+                       const PFValue* v, int code) {
   char* p = (char*)pf_instance_data(in) + f->info.offset;
   int t = f->t;
   pf_cvalue c;

@@ -37,6 +37,9 @@ typedef struct {
   int32_t owner_depth;  /* the declaring type's depth */
   const pf_type* owner; /* the declaring type */
   const pf_type* obj;   /* obj<KEY>: KEY's type; else NULL */
+  /* A type with element types, optional or union: "void(TYPE)" parsed
+   * (its parameter 0's tree checks what is written); else NULL. */
+  struct pf_siginfo* tree;
 } pf_field;
 
 /* One method. Its code pointers change only while its type is dormant,

@@ -99,6 +99,7 @@ void pf_type_free(pf_type* t) {
   for (int i = 0; i < t->num_own_fields; ++i) {
     pf_free((char*)(uintptr_t)t->own_fields[i].info.name);
     pf_free((char*)(uintptr_t)t->own_fields[i].info.doc);
+    pf_siginfo_free(t->own_fields[i].tree);
   }
   for (int i = 0; i < t->num_own_methods; ++i) {
     pf_free((char*)(uintptr_t)t->own_methods[i].info.name);
@@ -182,9 +183,10 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
   int ct;
   const pf_type* obj = NULL;
   field_layout lay;
-  if (pf_sig_parse_type(at, fd->type, &ct, &obj) != 0) return -1;
+  if (pf_sig_parse_type(at, fd->type, &ct, &obj, &f->tree) != 0) return -1;
   if (ct == pf_t_any)
-    return PF_ERROR(kPFErrValueError, "%s: its type is any, which has no C type", at);
+    return PF_ERROR(kPFErrValueError, "%s: its type is %s, which has no C type", at,
+                    f->tree ? f->tree->params[0].pub.type : "any");
   if (layout_of(ct, &lay) != 0)
     return PF_ERROR(kPFErrValueError, "%s: void is not a field type", at);
   if ((fd->flags & ~kPFFieldWritable) != 0)
@@ -198,7 +200,7 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
     return PF_ERROR(kPFErrValueError,
                     "%s: its %u bytes at offset %zu end past the instance size %zu", at,
                     (unsigned)lay.size, fd->offset, d->instance_size);
-  f->info.type = obj ? obj->sig_name : pf_ctypes[ct].name;
+  f->info.type = f->tree ? f->tree->params[0].pub.type : obj ? obj->sig_name : pf_ctypes[ct].name;
   f->info.offset = fd->offset;
   f->info.size = lay.size;
   f->info.flags = fd->flags;

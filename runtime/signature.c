@@ -41,7 +41,9 @@ static ffi_type k_ffi_bytes = {sizeof(PFByteArray), _Alignof(PFByteArray), FFI_T
 const pf_ctype_info pf_ctypes[pf_t_all] = {
     [pf_t_void] = {"void", &ffi_type_void, kPFNull, 0, 0, 0},
     PF_SIG_INT_TYPES(INT_ROW_) PF_SIG_FLOAT_TYPES(FLOAT_ROW_) PF_SIG_OTHER_TYPES(
-        OTHER_ROW_)[pf_t_obj] = {"obj", &ffi_type_pointer, kPFObjectHandle, 0, 0, 0}};
+        OTHER_ROW_)[pf_t_obj] = {"obj", &ffi_type_pointer, kPFObjectHandle, 0, 0, 0},
+    [pf_t_optional] = {"optional", &ffi_type_pointer, kPFNull, 0, 0, 0},
+    [pf_t_union] = {"union", &ffi_type_pointer, kPFNull, 0, 0, 0}};
 #undef INT_ROW_
 #undef FLOAT_ROW_
 #undef OTHER_ROW_
@@ -277,37 +279,145 @@ static int read_obj_key(const char* where, const char* text, size_t* pos,
   return 0;
 }
 
-/* Reads one type at text[*pos]; advances *pos past it. For obj<KEY>, *obj
- * is KEY's type (else NULL); for a tensor, *tc its constraint (else any). */
-static int read_type(const char* where, const char* text, size_t* pos, int* out,
-                     const struct pf_type** obj, pf_tc* tc) {
+/* The types whose values are one pointer, NULL for null: what optional
+ * and union pass as. */
+static int is_pointer_type(int t) {
+  return pf_ctype_is_ref(t) || t == pf_t_str || t == pf_t_bytes || t == pf_t_ptr ||
+         t == pf_t_tensor;
+}
+static int is_object_type(int t) { return pf_ctype_is_ref(t) && t != pf_t_func; }
+
+/* The carrier of an optional or union node whose element types are read:
+ * their one C type when they share it, object when they are all objects,
+ * else any (see pf_tnode). */
+static void set_carrier(const pf_tnode* nodes, pf_tnode* n) {
+  const pf_tnode* k = &nodes[n->first];
+  int same = 1, objects = 1;
+  for (const pf_tnode* m = k;; m = &nodes[m->next]) {
+    same = same && m->carrier == k->carrier && m->obj == k->obj &&
+           memcmp(&m->tc, &k->tc, sizeof(pf_tc)) == 0;
+    objects = objects && is_object_type(m->carrier);
+    if (m->next < 0) break;
+  }
+  n->carrier = same && is_pointer_type(k->carrier) ? k->carrier : objects ? pf_t_object : pf_t_any;
+  n->obj = n->carrier == pf_t_obj ? k->obj : NULL;
+  if (n->carrier == pf_t_tensor) n->tc = k->tc;
+}
+
+static int read_tnode(const char* where, const char* text, size_t* pos, pf_parsed_sig* ps,
+                      int depth, pf_tnode* out);
+
+/* Reads the "<T, ...>" of the type `t` (array, list, map, dict, optional
+ * or union) at text[*pos] into n's element types. */
+static int read_elements(const char* where, const char* text, size_t* pos, pf_parsed_sig* ps,
+                         int depth, pf_tnode* n) {
+  size_t at = skip_blanks(text, *pos);
+  const char* name = pf_ctypes[n->t].name;
+  if (ps == NULL)
+    return sig_error(where, text, at, "'%s<...>' is not allowed here: write %s", name,
+                     n->t == pf_t_optional || n->t == pf_t_union ? "one type" : name);
+  if (depth >= PF_SIGNATURE_DEPTH_MAX)
+    return sig_error(where, text, at, "element types nest deeper than %d levels",
+                     PF_SIGNATURE_DEPTH_MAX);
+  size_t i = skip_blanks(text, at + 1);
+  int prev = -1;
+  for (;;) {
+    pf_tnode k;
+    size_t kat = i;
+    if (read_tnode(where, text, &i, ps, depth + 1, &k) != 0) return -1;
+    if (k.t == pf_t_void) return sig_error(where, text, kat, "void is not an element type");
+    int key = (n->t == pf_t_map || n->t == pf_t_dict) && n->nkids == 0;
+    if (key && k.t != pf_t_str && k.t != pf_t_int64 && k.t != pf_t_any)
+      return sig_error(where, text, kat, "a %s's keys are str, int64 or any", name);
+    if (ps->nnodes >= PF_SIGNATURE_TYPES_MAX)
+      return sig_error(where, text, kat, "more than %d element types in one signature",
+                       PF_SIGNATURE_TYPES_MAX);
+    int idx = ps->nnodes++;
+    ps->nodes[idx] = k;
+    if (prev < 0) n->first = (int8_t)idx;
+    else ps->nodes[prev].next = (int8_t)idx;
+    prev = idx;
+    n->nkids++;
+    i = skip_blanks(text, i);
+    if (text[i] == ',') {
+      i = skip_blanks(text, i + 1);
+      continue;
+    }
+    if (text[i] == '>') break;
+    return sig_error(where, text, i, "%s",
+                     text[i] ? "expected ',' or '>' after an element type"
+                             : "expected ',' or '>', found the end");
+  }
+  int want = n->t == pf_t_map || n->t == pf_t_dict ? 2 : n->t == pf_t_union ? 0 : 1;
+  if (want ? n->nkids != want : n->nkids < 2)
+    return sig_error(where, text, at, "%s takes %s, got %d", name,
+                     want == 2   ? "two types (<KEY, VALUE>)"
+                     : want == 1 ? "one type"
+                                 : "at least two types",
+                     n->nkids);
+  *pos = i + 1;
+  if (n->t == pf_t_optional || n->t == pf_t_union) set_carrier(ps->nodes, n);
+  return 0;
+}
+
+/* Reads one type at text[*pos] into *out (element types into ps, which
+ * may be NULL where they are not allowed); advances *pos past it. */
+static int read_tnode(const char* where, const char* text, size_t* pos, pf_parsed_sig* ps,
+                      int depth, pf_tnode* out) {
   size_t start = *pos, n = 0;
-  *obj = NULL;
-  memset(tc, 0, sizeof(*tc));
+  memset(out, 0, sizeof(*out));
+  out->first = out->next = -1;
   while (is_name_char(text[start + n])) ++n;
   if (n == 0)
     return sig_error(where, text, start, "%s",
                      text[start] ? "expected a type name" : "expected a type name, found the end");
+  *pos = start + n;
   if (n == 3 && memcmp(text + start, "obj", 3) == 0) {
-    *pos = start + n;
-    *out = pf_t_obj;
-    return read_obj_key(where, text, pos, obj);
+    out->t = out->carrier = pf_t_obj;
+    return read_obj_key(where, text, pos, &out->obj);
   }
-  for (int t = 0; t < pf_t_count; ++t) {
-    if (strlen(pf_ctypes[t].name) == n && memcmp(pf_ctypes[t].name, text + start, n) == 0) {
-      *out = t;
-      *pos = start + n;
-      return t == pf_t_tensor ? read_tensor_constraint(where, text, pos, tc) : 0;
-    }
+  for (int t = 0; t < pf_t_all; ++t) {
+    if (t == pf_t_obj || strlen(pf_ctypes[t].name) != n ||
+        memcmp(pf_ctypes[t].name, text + start, n) != 0)
+      continue;
+    out->t = out->carrier = (uint8_t)t;
+    if (t == pf_t_tensor) return read_tensor_constraint(where, text, pos, &out->tc);
+    int container = t == pf_t_array || t == pf_t_list || t == pf_t_map || t == pf_t_dict;
+    int wrapper = t == pf_t_optional || t == pf_t_union;
+    if (wrapper && text[skip_blanks(text, *pos)] != '<')
+      return sig_error(where, text, start, "'%s' takes types: write %s<...>", pf_ctypes[t].name,
+                       pf_ctypes[t].name);
+    if ((container || wrapper) && text[skip_blanks(text, *pos)] == '<')
+      return read_elements(where, text, pos, ps, depth, out);
+    return 0;
   }
   if (n == 6 && memcmp(text + start, "double", 6) == 0) { /* the one alias */
-    *out = pf_t_float64;
-    *pos = start + n;
+    out->t = out->carrier = pf_t_float64;
     return 0;
   }
   if (n == 5 && memcmp(text + start, "float", 5) == 0)
     return sig_error(where, text, start, "'float' is ambiguous; write float32 or float64");
   return sig_error(where, text, start, "unknown type '%.*s'", (int)(n > 40 ? 40 : n), text + start);
+}
+
+/* Reads one type at text[*pos] for a position: its C type (the carrier),
+ * obj<KEY>'s type, a tensor's constraint, and *et, the root of its type
+ * tree in ps (-1 for a type without one; ps NULL: none allowed). */
+static int read_type(const char* where, const char* text, size_t* pos, pf_parsed_sig* ps, int* out,
+                     const struct pf_type** obj, pf_tc* tc, int* et) {
+  pf_tnode n;
+  *et = -1;
+  if (read_tnode(where, text, pos, ps, 0, &n) != 0) return -1;
+  *out = n.carrier;
+  *obj = n.obj;
+  *tc = n.tc;
+  if (n.nkids == 0) return 0;
+  if (ps->nnodes >= PF_SIGNATURE_TYPES_MAX)
+    return sig_error(where, text, *pos, "more than %d element types in one signature",
+                     PF_SIGNATURE_TYPES_MAX);
+  *et = ps->nnodes;
+  ps->nodes[ps->nnodes++] = n;
+  return 0;
 }
 
 /* ---- default literals ---- */
@@ -504,9 +614,29 @@ static int read_number(const char* where, const char* text, size_t* pos, pf_pars
   return 0;
 }
 
+/* Checks the converted default of p against its type tree, converting it
+ * as an argument would be (optional<float64> = 1 keeps 1.0). A literal is
+ * no container, so nothing is made. */
+static int check_default_tree(const pf_parsed_sig* ps, pf_parsed_param* p) {
+  static const char k_probe[1] = "";
+  PFValue v = p->dval, out;
+  int code;
+  PFObjectHandle made = NULL;
+  /* A str or bytes default is laid out later: check a stand-in. */
+  if (p->dcode == kPFStr) v.v_str = k_probe;
+  if (pf_tree_convert(ps->nodes, p->et, NULL, NULL, p->dcode, &v, &out, &code, &made) != 0)
+    return -1;
+  if (p->dcode != kPFStr && p->dcode != kPFBytes) {
+    p->dval = out;
+    p->dcode = code;
+  }
+  return 0;
+}
+
 /* Reads the literal at text[*pos] (after "=") and converts it to the
- * parameter's type, which p holds. */
-static int read_default(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
+ * parameter's type, which p holds (its tree in ps). */
+static int read_default(const char* where, const char* text, size_t* pos, const pf_parsed_sig* ps,
+                        pf_parsed_param* p) {
   size_t at = *pos, n = 0;
   int rc;
   p->default_at = at;
@@ -534,7 +664,8 @@ static int read_default(const char* where, const char* text, size_t* pos, pf_par
   int len = (int)(p->default_end - at > 60 ? 60 : p->default_end - at);
   const char* tname = pf_ctype_name(p->t, p->obj);
   /* The typed conversions take packed values; dtype and device, which no
-   * literal is, take strings in their text forms. */
+   * literal is, take strings in their text forms. A type tree's C type
+   * takes null (optional<str> = null), which the tree then judges. */
   if (p->t == pf_t_dtype || p->t == pf_t_device) {
     char buf[64];
     if (p->lit != pf_lit_str || p->dec_len >= sizeof(buf))
@@ -609,10 +740,16 @@ static int read_default(const char* where, const char* text, size_t* pos, pf_par
   if (p->t == pf_t_any) { /* any value: the literal's own */
     p->dcode = code;
     if (p->lit != pf_lit_str && p->lit != pf_lit_bytes) p->dval = v;
-  } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, 0) != pf_conv_ok ||
+  } else if (pf_packed_to_c(p->t, p->obj, code, &v, &cv, p->et >= 0) != pf_conv_ok ||
              pf_c_to_packed(p->t, p->obj, &cv, &p->dval, &p->dcode) != 0)
     return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
                      tname);
+  if (p->et >= 0 && check_default_tree(ps, p) != 0) {
+    char want[128];
+    pf_tnode_format(ps->nodes, p->et, want, sizeof(want));
+    return sig_error(where, text, at, "the default %.*s does not convert to %s", len, text + at,
+                     want);
+  }
   if (p->lit == pf_lit_str) {
     size_t bad = str_check(text + p->str_at, p->str_len);
     if (bad)
@@ -658,7 +795,7 @@ static int read_param(const char* where, const char* text, size_t* pos, pf_parse
     i = skip_blanks(text, after + 1);
   }
   p->type_at = i;
-  if (read_type(where, text, &i, &p->t, &p->obj, &p->tc) != 0) return -1;
+  if (read_type(where, text, &i, ps, &p->t, &p->obj, &p->tc, &p->et) != 0) return -1;
   if (p->t == pf_t_void)
     return sig_error(where, text, p->type_at,
                      "void is only allowed as the return type (write () for no arguments)");
@@ -667,7 +804,7 @@ static int read_param(const char* where, const char* text, size_t* pos, pf_parse
   i = skip_blanks(text, i);
   if (text[i] == '=') {
     i = skip_blanks(text, i + 1);
-    if (read_default(where, text, &i, p) != 0) return -1;
+    if (read_default(where, text, &i, ps, p) != 0) return -1;
   } else if (ps->n > 0 && ps->p[ps->n - 1].has_default) {
     return sig_error(where, text, at,
                      "parameter %d has no default but the one before it has: defaults are "
@@ -685,8 +822,10 @@ int pf_sig_read(const char* where, const char* text, pf_parsed_sig* ps) {
   memset(&ps->ret, 0, sizeof(ps->ret));
   ps->n = 0;
   ps->named = 0;
+  ps->nnodes = 0;
   ps->ret.type_at = i;
-  if (read_type(where, text, &i, &ps->ret.t, &ps->ret.obj, &ps->ret.tc) != 0) return -1;
+  if (read_type(where, text, &i, ps, &ps->ret.t, &ps->ret.obj, &ps->ret.tc, &ps->ret.et) != 0)
+    return -1;
   i = skip_blanks(text, i);
   if (text[i] != '(')
     return sig_error(where, text, i, "%s",
@@ -722,7 +861,11 @@ void pf_sig_of(const pf_parsed_sig* ps, pf_sig* out) {
   out->ret_obj = ps->ret.obj;
   out->ret_tc = ps->ret.tc;
   out->num_args = (uint8_t)ps->n;
+  out->ret_et = (int8_t)ps->ret.et;
+  out->nodes = ps->nnodes ? ps->nodes : NULL;
+  for (int k = 0; k < PF_TYPED_MAX_ARGS; ++k) out->arg_et[k] = -1;
   for (int k = 0; k < ps->n; ++k) {
+    out->arg_et[k] = (int8_t)ps->p[k].et;
     out->args[k] = (uint8_t)ps->p[k].t;
     out->arg_obj[k] = ps->p[k].obj;
     out->arg_tc[k] = ps->p[k].tc;
@@ -737,13 +880,15 @@ int pf_sig_refuse_any(const char* where, const char* text, const pf_sig* sig) {
   pf_parsed_sig ps;
   if (pf_sig_read(where, text, &ps) != 0) return -1;
   static const char why[] =
-      "which has no C type (any describes a packed function's values: PFFuncSetInfo)";
-  if (k < 0) return sig_error(where, text, ps.ret.type_at, "the result is any, %s", why);
-  const pf_parsed_param* p = &ps.p[k];
+      "which has no C type (it describes a packed function's values: PFFuncSetInfo)";
+  const pf_parsed_param* p = k < 0 ? &ps.ret : &ps.p[k];
+  char type[128] = "any";
+  if (p->et >= 0) pf_tnode_format(ps.nodes, p->et, type, sizeof(type));
+  if (k < 0) return sig_error(where, text, ps.ret.type_at, "the result is %s, %s", type, why);
   if (p->name_len == 0)
-    return sig_error(where, text, p->type_at, "parameter %d is any, %s", k, why);
-  return sig_error(where, text, p->type_at, "parameter %d ('%.*s') is any, %s", k, (int)p->name_len,
-                   text + p->name_at, why);
+    return sig_error(where, text, p->type_at, "parameter %d is %s, %s", k, type, why);
+  return sig_error(where, text, p->type_at, "parameter %d ('%.*s') is %s, %s", k, (int)p->name_len,
+                   text + p->name_at, type, why);
 }
 
 int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
@@ -753,30 +898,50 @@ int pf_sig_parse(const char* where, const char* text, pf_sig* out) {
   return 0;
 }
 
-int pf_sig_parse_type(const char* where, const char* text, int* t, const struct pf_type** obj) {
+int pf_sig_parse_type(const char* where, const char* text, int* t, const struct pf_type** obj,
+                      struct pf_siginfo** tree) {
   if (text == NULL) return pf_err_null_arg(where, "type");
   size_t i = skip_blanks(text, 0);
-  int rc;
+  int rc, et;
   pf_tc tc;
+  pf_parsed_sig* ps = pf_malloc(sizeof(*ps));
+  if (ps == NULL) return pf_oom(where);
+  ps->nnodes = 0;
+  *tree = NULL;
   t_what = "type";
-  rc = read_type(where, text, &i, t, obj, &tc);
-  if (rc == 0 && tc.flags != 0)
+  rc = read_type(where, text, &i, ps, t, obj, &tc, &et);
+  if (rc == 0 && tc.flags != 0 && et < 0)
     rc = sig_error(where, text, skip_blanks(text, 0),
                    "a tensor field takes any tensor: write tensor, without a constraint");
   if (rc == 0) i = skip_blanks(text, i);
   if (rc == 0 && text[i] != '\0') rc = sig_error(where, text, i, "unexpected text after the type");
   t_what = "signature";
+  if (rc == 0 && et >= 0) {
+    /* The tree as a one-parameter signature's, which keeps it and its
+     * canonical text in one block. */
+    size_t n = pf_tnode_format(ps->nodes, et, NULL, 0);
+    char* sig = pf_malloc(n + 8);
+    if (sig == NULL) rc = pf_oom(where);
+    if (sig != NULL) {
+      memcpy(sig, "void(", 5);
+      pf_tnode_format(ps->nodes, et, sig + 5, n + 1);
+      memcpy(sig + 5 + n, ")", 2);
+      rc = pf_siginfo_parse(where, sig, tree);
+      pf_free(sig);
+    }
+  }
+  pf_free(ps);
   return rc;
 }
 
 int pf_tc_parse(const char* where, const char* text, pf_tc* out) {
   if (text == NULL) return pf_err_null_arg(where, "constraint");
   size_t i = skip_blanks(text, 0), at = i;
-  int rc, t = 0;
+  int rc, t = 0, et;
   const struct pf_type* obj;
   pf_tc tc;
   t_what = "type";
-  rc = read_type(where, text, &i, &t, &obj, &tc);
+  rc = read_type(where, text, &i, NULL, &t, &obj, &tc, &et);
   if (rc == 0 && t != pf_t_tensor)
     rc = sig_error(where, text, at, "a tensor type is tensor or tensor<...>, not %s",
                    pf_ctype_name(t, obj));

@@ -34,6 +34,7 @@ typedef struct {
   int dcode;              /* the default converted: its code and value (a str
                              or bytes value is laid out with the signature) */
   PFValue dval;
+  int et; /* the root of its type tree in pf_parsed_sig.nodes; -1: none */
 } pf_parsed_param;
 
 typedef struct {
@@ -41,6 +42,8 @@ typedef struct {
   pf_parsed_param p[PF_TYPED_MAX_ARGS];
   int n;
   int named;
+  pf_tnode nodes[PF_SIG_NODES_MAX]; /* the type trees, nnodes of them */
+  int nnodes;
 } pf_parsed_sig;
 
 /* Reads `text` (the whole grammar) into *ps, recording nothing on

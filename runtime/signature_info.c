@@ -12,10 +12,12 @@
 typedef struct {
   char* p;
   size_t n;
+  size_t cap; /* with p: write at most cap bytes (0: no limit) */
 } wbuf;
 
 static void w_put(wbuf* w, const char* s, size_t n) {
-  if (w->p) memcpy(w->p + w->n, s, n);
+  if (w->p && (w->cap == 0 || w->n + n <= w->cap)) memcpy(w->p + w->n, s, n);
+  else if (w->p && w->n < w->cap) memcpy(w->p + w->n, s, w->cap - w->n);
   w->n += n;
 }
 static void w_str(wbuf* w, const char* s) { w_put(w, s, strlen(s)); }
@@ -26,14 +28,43 @@ static const char* w_end(wbuf* w, size_t start) {
   return w->p ? w->p + start : NULL;
 }
 
-static void w_type(wbuf* w, const pf_parsed_param* p) {
+/* A type without element types: its name, obj<KEY>, tensor<...>. */
+static void w_leaf(wbuf* w, int t, const struct pf_type* obj, const pf_tc* tc) {
   char buf[96];
-  if (p->t == pf_t_tensor && p->tc.flags) {
-    pf_tc_format(&p->tc, buf, sizeof(buf));
+  if (t == pf_t_tensor && tc->flags) {
+    pf_tc_format(tc, buf, sizeof(buf));
     w_str(w, buf);
   } else {
-    w_str(w, pf_ctype_name(p->t, p->obj));
+    w_str(w, pf_ctype_name(t, obj));
   }
+}
+
+static void w_tree(wbuf* w, const pf_tnode* nodes, int idx) {
+  const pf_tnode* n = &nodes[idx];
+  if (n->nkids == 0) {
+    w_leaf(w, n->t, n->obj, &n->tc);
+    return;
+  }
+  w_str(w, pf_ctypes[n->t].name);
+  w_char(w, '<');
+  for (int k = n->first; k >= 0; k = nodes[k].next) {
+    if (k != n->first) w_char(w, ',');
+    w_tree(w, nodes, k);
+  }
+  w_char(w, '>');
+}
+
+size_t pf_tnode_format(const pf_tnode* nodes, int idx, char* buf, size_t n) {
+  wbuf w = {buf, 0, n ? n - 1 : 0};
+  if (n == 0) w.p = NULL;
+  w_tree(&w, nodes, idx);
+  if (n) buf[w.n < n ? w.n : n - 1] = '\0';
+  return w.n;
+}
+
+static void w_type(wbuf* w, const pf_parsed_sig* ps, const pf_parsed_param* p) {
+  if (p->et >= 0) w_tree(w, ps->nodes, p->et);
+  else w_leaf(w, p->t, p->obj, &p->tc);
 }
 
 /* The shortest decimal that reads back to d (to the same float, for a
@@ -113,20 +144,53 @@ static void w_default(wbuf* w, const char* text, const pf_parsed_param* p) {
   w_str(w, buf);
 }
 
-static void w_param_text(wbuf* w, const char* text, const pf_parsed_param* p) {
+static void w_param_text(wbuf* w, const char* text, const pf_parsed_sig* ps,
+                         const pf_parsed_param* p) {
   if (p->name_len) {
     w_put(w, text + p->name_at, p->name_len);
     w_char(w, ':');
   }
-  w_type(w, p);
+  w_type(w, ps, p);
   if (p->has_default) {
     w_char(w, '=');
     w_default(w, text, p);
   }
 }
 
+/* Where the type descriptions go: the nodes' (PFTypeInfo i for node i),
+ * then one per position without a tree (next_free on), and the element
+ * type pointers (next_arg on). NULL areas when counting. */
+typedef struct {
+  PFTypeInfo* types;
+  const PFTypeInfo** args;
+  int next_free, next_arg;
+} tlay;
+
+/* The public description of type tree node `idx` (and its element
+ * types'), its text at the writer. */
+static const PFTypeInfo* lay_out_tree(wbuf* w, const pf_tnode* nodes, int idx, tlay* tl) {
+  const pf_tnode* n = &nodes[idx];
+  size_t at = w->n;
+  w_tree(w, nodes, idx);
+  const char* text = w_end(w, at);
+  for (int k = n->first; k >= 0; k = nodes[k].next) lay_out_tree(w, nodes, k, tl);
+  if (tl->types == NULL) return NULL;
+  PFTypeInfo* ti = &tl->types[idx];
+  memset(ti, 0, sizeof(*ti));
+  ti->text = text;
+  ti->name = pf_ctypes[n->t].name;
+  ti->type_code = pf_ctypes[n->t].result_code;
+  ti->object_type = n->t == pf_t_obj ? n->obj->info.type_index : 0;
+  ti->tensor = pf_tc_public(&n->tc);
+  ti->num_args = n->nkids;
+  ti->args = &tl->args[tl->next_arg];
+  for (int k = n->first; k >= 0; k = nodes[k].next) tl->args[tl->next_arg++] = &tl->types[k];
+  return ti;
+}
+
 /* The public description of one parameter (or the result, `name` 0). */
-static void lay_out_param(wbuf* w, const char* text, const pf_parsed_param* p, pf_param* out) {
+static void lay_out_param(wbuf* w, const char* text, const pf_parsed_sig* ps,
+                          const pf_parsed_param* p, pf_param* out, tlay* tl) {
   PFParamInfo info;
   memset(&info, 0, sizeof(info));
   info.type_index = p->t == pf_t_obj ? -1 : p->t;
@@ -140,8 +204,21 @@ static void lay_out_param(wbuf* w, const char* text, const pf_parsed_param* p, p
     info.name = w_end(w, at);
   }
   at = w->n;
-  w_type(w, p);
+  w_type(w, ps, p);
   info.type = w_end(w, at);
+  if (p->et >= 0) {
+    info.type_info = lay_out_tree(w, ps->nodes, p->et, tl);
+  } else if (tl->types != NULL) {
+    PFTypeInfo* ti = &tl->types[tl->next_free++];
+    memset(ti, 0, sizeof(*ti));
+    ti->text = info.type;
+    ti->name = pf_ctypes[p->t].name;
+    ti->type_code = info.type_code;
+    ti->object_type = info.object_type;
+    ti->tensor = info.tensor;
+    ti->args = NULL;
+    info.type_info = ti;
+  }
   if (p->has_default) {
     info.has_default = 1;
     info.default_code = p->dcode;
@@ -167,18 +244,20 @@ static void lay_out_param(wbuf* w, const char* text, const pf_parsed_param* p, p
 }
 
 /* Walks the whole layout: sizes the strings (info NULL) or writes them. */
-static void lay_out(wbuf* w, const char* text, const pf_parsed_sig* ps, pf_siginfo* info) {
+static void lay_out(wbuf* w, const char* text, const pf_parsed_sig* ps, pf_siginfo* info,
+                    tlay* tl) {
   size_t at = w->n;
-  w_type(w, &ps->ret);
+  w_type(w, ps, &ps->ret);
   w_char(w, '(');
   for (int k = 0; k < ps->n; ++k) {
     if (k) w_char(w, ',');
-    w_param_text(w, text, &ps->p[k]);
+    w_param_text(w, text, ps, &ps->p[k]);
   }
   w_char(w, ')');
   const char* canon = w_end(w, at);
-  lay_out_param(w, text, &ps->ret, info ? &info->result : NULL);
-  for (int k = 0; k < ps->n; ++k) lay_out_param(w, text, &ps->p[k], info ? &info->params[k] : NULL);
+  lay_out_param(w, text, ps, &ps->ret, info ? &info->result : NULL, tl);
+  for (int k = 0; k < ps->n; ++k)
+    lay_out_param(w, text, ps, &ps->p[k], info ? &info->params[k] : NULL, tl);
   if (info == NULL) return;
   info->pub.text = canon;
   info->pub.num_params = ps->n;
@@ -197,15 +276,31 @@ static void lay_out(wbuf* w, const char* text, const pf_parsed_sig* ps, pf_sigin
 int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out) {
   pf_parsed_sig ps;
   if (pf_sig_read(where, text, &ps) != 0) return -1;
-  wbuf count = {NULL, 0};
-  lay_out(&count, text, &ps, NULL);
+  wbuf count = {NULL, 0, 0};
+  tlay none = {NULL, NULL, 0, 0};
+  lay_out(&count, text, &ps, NULL, &none);
+  /* The block: the header and parameters, the nodes, the type
+   * descriptions (every node's, then one per position without a tree),
+   * the element type pointers, the strings. */
+  int trees = ps.ret.et >= 0;
+  for (int k = 0; k < ps.n; ++k) trees += ps.p[k].et >= 0;
+  size_t ntypes = (size_t)ps.nnodes + (size_t)(ps.n + 1 - trees);
   size_t head = sizeof(pf_siginfo) + sizeof(pf_param) * (size_t)ps.n;
-  pf_siginfo* info = pf_malloc(head + count.n);
+  size_t nodes_at = head, types_at = nodes_at + sizeof(pf_tnode) * (size_t)ps.nnodes;
+  size_t args_at = types_at + sizeof(PFTypeInfo) * ntypes;
+  size_t strings_at = args_at + sizeof(PFTypeInfo*) * (size_t)ps.nnodes;
+  pf_siginfo* info = pf_malloc(strings_at + count.n);
   if (info == NULL) return pf_oom(where);
   memset(info, 0, head);
   pf_sig_of(&ps, &info->sig);
-  wbuf w = {(char*)info + head, 0};
-  lay_out(&w, text, &ps, info);
+  char* block = (char*)info;
+  if (ps.nnodes) {
+    memcpy(block + nodes_at, ps.nodes, sizeof(pf_tnode) * (size_t)ps.nnodes);
+    info->sig.nodes = (const pf_tnode*)(block + nodes_at);
+  }
+  tlay tl = {(PFTypeInfo*)(block + types_at), (const PFTypeInfo**)(block + args_at), ps.nnodes, 0};
+  wbuf w = {block + strings_at, 0, 0};
+  lay_out(&w, text, &ps, info, &tl);
   *out = info;
   return 0;
 }
@@ -213,7 +308,7 @@ int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out) {
 void pf_siginfo_free(pf_siginfo* info) { pf_free(info); }
 
 char* pf_siginfo_text_without(const pf_siginfo* info, uint32_t drop) {
-  wbuf w = {NULL, 0};
+  wbuf w = {NULL, 0, 0};
   char* s = NULL;
   for (int pass = 0; pass < 2; ++pass) {
     w.n = 0;

@@ -330,6 +330,75 @@ __attribute__((cold, noinline)) static int tensor_error(const pf_typed* t, pf_co
   return pf_tc_error(c, who, what, i < 0 ? &t->sig.ret_tc : &t->sig.arg_tc[i], dl);
 }
 
+/* ---- positions with a type tree (element types, optional, union) ---- */
+
+typedef struct {
+  const pf_typed* t;
+  int i; /* -1: the result */
+} tree_pos;
+
+static void tree_name(const void* ctx, char* who, size_t wn, char* what, size_t tn) {
+  const tree_pos* p = ctx;
+  describe(p->t, who, wn);
+  if (p->i < 0) snprintf(what, tn, "result");
+  else arg_what(p->t, p->i, what, tn);
+}
+
+/* Checks and converts argument i by its tree into av[i]; *made is what the
+ * call releases after (a converted container), or NULL. */
+__attribute__((noinline)) static int tree_arg(const pf_typed* t, int i, int code, const PFValue* v,
+                                              pf_cvalue* av, PFObjectHandle* made) {
+  tree_pos pos = {t, i};
+  PFValue pv;
+  int pc;
+  if (pf_tree_convert(t->sig.nodes, t->sig.arg_et[i], tree_name, &pos, code, v, &pv, &pc, made) !=
+      0)
+    return -1;
+  /* The tree took the value: its C type takes it as it is (null too, which
+   * the tree allowed). */
+  pf_conv c = pf_packed_to_c(t->sig.args[i], t->sig.arg_obj[i], pc, &pv, av, 1);
+  if (c == pf_conv_ok) return 0;
+  PFObjectFree(*made);
+  *made = NULL;
+  return arg_error(t, c, i, code, v);
+}
+
+/* Writes the packed value (pv, pc) to the caller's outputs, as the direct
+ * convention does (PFDirectCFunc): a str or bytes through the thread's
+ * return storage, a handle with a reference the caller takes over. */
+static int write_return(PFValue* pv, int pc, PFValue* rv, int* rc) {
+  if (pc == kPFStr) return PFFuncReturnString(pc, pv->v_str, strlen(pv->v_str), rv, rc);
+  if (pc == kPFBytes) {
+    const PFByteArray* ba = pv->v_handle;
+    return PFFuncReturnString(pc, ba->data, ba->size, rv, rc);
+  }
+  *rv = *pv;
+  *rc = pc;
+  return 0;
+}
+
+/* The result (v, code) of a typed function whose result has a tree, which
+ * came with a reference when it is a handle: checked and converted, then
+ * written to the caller's outputs with a reference of the caller's own. */
+__attribute__((noinline)) static int tree_return(const pf_typed* t, const PFValue* v, int code,
+                                                 PFValue* rv, int* rc) {
+  tree_pos pos = {t, -1};
+  PFValue pv;
+  int pc;
+  PFObjectHandle made = NULL;
+  int st = pf_tree_convert(t->sig.nodes, t->sig.ret_et, tree_name, &pos, code, v, &pv, &pc, &made);
+  if (st == 0) {
+    if (pf_code_is_handle(pc) && pv.v_handle != NULL) pf_object_retain(pv.v_handle);
+    st = write_return(&pv, pc, rv, rc);
+  }
+  PFObjectFree(made);
+  if (pf_code_is_handle(code)) {
+    if (st != 0) pf_object_release_keeping_error(v->v_handle);
+    else pf_object_release(v->v_handle);
+  }
+  return st;
+}
+
 static void call_ffi(const pf_typed* t, pf_cvalue* av, pf_ffi_ret* raw, pf_cvalue* rv) {
   void* ptrs[PF_TYPED_MAX_ARGS];
   for (int i = 0; i < t->sig.num_args; ++i) ptrs[i] = &av[i];
@@ -359,16 +428,10 @@ static int set_return(const pf_typed* t, const pf_cvalue* r, PFValue* rv, int* r
     if (pf_ctype_is_ref(t->sig.ret) && pf_is_object(r->o, 0)) pf_object_release_keeping_error(r->o);
     return -1;
   }
-  if (code == kPFStr) return PFFuncReturnString(code, v.v_str, strlen(v.v_str), rv, rc);
-  if (code == kPFBytes) {
-    const PFByteArray* ba = v.v_handle;
-    return PFFuncReturnString(code, ba->data, ba->size, rv, rc);
-  }
+  if (t->sig.ret_et >= 0) return tree_return(t, &v, code, rv, rc);
   /* A plain value; or a func, array, map, shape or object, whose
    * reference the C function handed over and the caller now takes. */
-  *rv = v;
-  *rc = code;
-  return 0;
+  return write_return(&v, code, rv, rc);
 }
 
 /* Hands the C function's result `r` to the caller. */
@@ -381,6 +444,36 @@ static inline int typed_finish(const pf_typed* t, pf_cvalue* r, PFValue* rv, int
   return set_return(t, r, rv, rc);
 }
 
+/* A call of a typed function with type trees: typed_call_general's, with
+ * each tree's position converted by its tree and what that made
+ * released after the call. */
+__attribute__((noinline)) static int typed_call_trees(const pf_typed* t, PFValue* args, int* codes,
+                                                      int n, PFValue* ret, int* ret_code) {
+  pf_cvalue av[PF_TYPED_MAX_ARGS];
+  PFObjectHandle made[PF_TYPED_MAX_ARGS] = {NULL};
+  int st = 0;
+  for (int i = 0; i < n && st == 0; ++i) {
+    if (t->sig.arg_et[i] >= 0) {
+      st = tree_arg(t, i, codes[i], &args[i], &av[i], &made[i]);
+      continue;
+    }
+    pf_conv c = pf_packed_to_c(t->sig.args[i], t->sig.arg_obj[i], codes[i], &args[i], &av[i], 0);
+    if (c != pf_conv_ok) st = arg_error(t, c, i, codes[i], &args[i]);
+    else if (t->sig.args[i] == pf_t_tensor && t->sig.arg_tc[i].flags && av[i].t != NULL &&
+             (c = pf_tc_check(&t->sig.arg_tc[i], av[i].t)) != pf_conv_ok)
+      st = tensor_error(t, c, i, av[i].t);
+  }
+  if (st == 0) {
+    pf_cvalue rv;
+    pf_ffi_ret raw;
+    rv.i64 = 0;
+    call_ffi(t, av, &raw, &rv);
+    st = typed_finish(t, &rv, ret, ret_code);
+  }
+  for (int i = 0; i < n; ++i) PFObjectFree(made[i]);
+  return st;
+}
+
 /* The packed function of a typed function without a simple signature
  * (see k_callers), and of any call of one that does not match it exactly:
  * conversions, libffi, other results, errors. */
@@ -391,6 +484,7 @@ __attribute__((noinline)) static int typed_call_general(void* res, PFValue* args
   if (t->self_type != NULL && !(codes[0] == kPFObjectHandle && pf_obj_arg_ok(args, t->self_type)))
     return self_error(t, codes[0], args);
   pf_cvalue av[PF_TYPED_MAX_ARGS];
+  if (pf_sig_has_tree(&t->sig)) return typed_call_trees(t, args, codes, n, ret, ret_code);
   for (int i = 0; i < n; ++i) {
     int at = t->sig.args[i], code = codes[i];
     /* The exact matches of the common types skip the general conversion. */
@@ -498,7 +592,7 @@ static int create_typed(const char* where, void* fn, const char* signature,
   PFDirectCFunc entry = callers.simple ? callers.simple
                         : callers.fast ? pick_obj_entry(&t->sig)
                                        : NULL;
-  if (entry == NULL) entry = typed_call_general;
+  if (entry == NULL || pf_sig_has_tree(&t->sig)) entry = typed_call_general;
   PFFunctionHandle f = NULL;
   if (PFFuncCreateDirect(entry, t, typed_free, &f) != 0) {
     /* typed_free ran */

@@ -74,6 +74,10 @@ typedef enum {
    * passed as an object handle. Outside the named table: each use names
    * its type, which the signature keeps beside it. */
   pf_t_obj = pf_t_count,
+  /* optional<T> and union<T1, T2, ...>: nodes of a type tree only
+   * (pf_tnode); the position they describe takes their carrier's C type. */
+  pf_t_optional,
+  pf_t_union,
   pf_t_all
 } pf_ctype;
 
@@ -90,6 +94,27 @@ typedef struct {
   uint8_t unused;
 } pf_tc;
 
+/* One node of a type tree: a type with element types (array<T>, list<T>,
+ * map<K,V>, dict<K,V>, optional<T>, union<T1,...>) or one of those
+ * element types. A signature keeps its trees' nodes in one array; a node
+ * names its element types by index (first, then each one's next), -1 for
+ * none. */
+typedef struct pf_tnode {
+  uint8_t t;       /* a pf_ctype: a named type, obj, optional or union */
+  uint8_t carrier; /* the C type its values take: its own for a named type
+                      and obj; for optional and union, the one C type of
+                      every member that is a pointer (NULL for null), else
+                      pf_t_any (no C type: metadata only) */
+  uint8_t nkids;   /* the number of element types */
+  int8_t first, next;
+  pf_tc tc;                  /* a tensor's constraint, or the carrier's */
+  const struct pf_type* obj; /* obj<KEY>'s type, or the carrier's */
+} pf_tnode;
+
+/* A signature's type trees hold at most this many nodes, nested at most
+ * PF_SIGNATURE_DEPTH_MAX (signature.h) levels. */
+#define PF_SIG_NODES_MAX 64
+
 typedef struct {
   uint8_t ret;
   uint8_t num_args;
@@ -101,7 +126,16 @@ typedef struct {
   /* For each tensor position, its constraint (flags 0: any tensor). */
   pf_tc ret_tc;
   pf_tc arg_tc[PF_TYPED_MAX_ARGS];
+  /* For each position with a type tree, its root in `nodes`; -1 for the
+   * others (their type is args[i] alone). `nodes` lives in the
+   * pf_siginfo the signature was parsed into (NULL when it has no tree). */
+  int8_t ret_et;
+  int8_t arg_et[PF_TYPED_MAX_ARGS];
+  const pf_tnode* nodes;
 } pf_sig;
+
+/* Whether any position of `sig` has a type tree. */
+static inline int pf_sig_has_tree(const pf_sig* sig) { return sig->nodes != NULL; }
 
 /* A parsed signature with all it says: the types (sig) for calls, and the
  * public tables (PFSignatureInfo, one PFParamInfo per parameter) with the
@@ -118,7 +152,10 @@ typedef struct pf_siginfo {
   const PFParamInfo* ptrs[PF_TYPED_MAX_ARGS];
   /* Each parameter's name_key (0 when unnamed), for keyword calls. */
   uint64_t name_keys[PF_TYPED_MAX_ARGS];
-  pf_param params[]; /* sig.num_args of them, then the strings */
+  pf_param params[]; /* sig.num_args of them; then the type trees' nodes
+                        (sig.nodes), their public descriptions (PFTypeInfo:
+                        one per node and one per position without a tree)
+                        and element type pointers; then the strings */
 } pf_siginfo;
 
 /* One C value of any signature type; 8 bytes, so `bytes` returns (a
@@ -229,11 +266,14 @@ static inline uint64_t pf_name_key(const char* s, int* has_rest) {
  * defaults and constraints (defaults stay trailing). */
 PF_HIDDEN char* pf_siginfo_text_without(const pf_siginfo* info, uint32_t drop);
 /* Parses `text` as one type of the grammar, void included (a field's
- * type): its pf_ctype and, for obj<KEY>, KEY's type. A tensor constraint
- * is refused (a field is any tensor). Errors as pf_sig_parse's, with "bad
+ * type): its pf_ctype (the carrier, for a type with a tree) and, for
+ * obj<KEY>, KEY's type. A type with element types, optional or union also
+ * gets *tree, the signature "void(TYPE)" parsed (pf_siginfo_free), whose
+ * parameter 0 has the tree and the canonical text; else *tree is NULL. A
+ * tensor constraint outside a tree is refused (a field is any tensor). Errors as pf_sig_parse's, with "bad
  * type" for "bad signature". */
 PF_HIDDEN int pf_sig_parse_type(const char* where, const char* text, int* t,
-                                const struct pf_type** obj);
+                                const struct pf_type** obj, struct pf_siginfo** tree);
 /* Parses `text` as a tensor type ("tensor" or "tensor<...>") into *out;
  * errors as pf_sig_parse_type's, and a ValueError for another type. */
 PF_HIDDEN int pf_tc_parse(const char* where, const char* text, pf_tc* out);
@@ -298,6 +338,29 @@ PF_HIDDEN int pf_c_to_packed(int t, const struct pf_type* obj, const pf_cvalue* 
                              int* code);
 PF_HIDDEN int pf_c_to_packed_error(const char* who, const char* what, int t,
                                    const struct pf_type* obj, const pf_cvalue* c);
+
+/* ---- type trees (runtime/elements.c) ---- */
+
+/* Names the position being converted, for an error: writes the "who"
+ * ("typed function 'f' int64(array<int64>)") and the "what" ("argument 0
+ * 'xs'", "result"). Called only when an error is recorded. */
+typedef void (*pf_tname_fn)(const void* ctx, char* who, size_t who_n, char* what, size_t what_n);
+
+/* Checks the packed value (code, v) against node `idx` of `nodes` and
+ * converts it as the grammar's rules say (signature.h): *out and
+ * *out_code are the value to pass on. When that is a container made here
+ * (an element converted, a List where an array<...> is wanted), *made is
+ * its reference, which the caller releases when done with *out; else
+ * *made is NULL. On failure records a TypeError or ValueError naming the
+ * position (through `name`), the element's index or key and the type
+ * wanted, and returns -1; with `name` NULL it records nothing (beyond an
+ * allocation failure's MemoryError). */
+PF_HIDDEN int pf_tree_convert(const pf_tnode* nodes, int idx, pf_tname_fn name, const void* ctx,
+                              int code, const PFValue* v, PFValue* out, int* out_code,
+                              PFObjectHandle* made);
+/* Writes the canonical text of node `idx` ("map<str,list<int64>>") to
+ * buf[0 .. n), cut to fit; returns the length it needs (as snprintf). */
+PF_HIDDEN size_t pf_tnode_format(const pf_tnode* nodes, int idx, char* buf, size_t n);
 
 /* ---- libffi's storage of C values ---- */
 /* Inline, for each is on every call through libffi, in one direction or

@@ -267,6 +267,7 @@ static void test_struct_sizes(void** state) {
       {"PFTensorConstraint", sizeof(PFTensorConstraint)},
       {"PFParamInfo", sizeof(PFParamInfo)},
       {"PFSignatureInfo", sizeof(PFSignatureInfo)},
+      {"PFTypeInfo", sizeof(PFTypeInfo)},
   };
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); ++i) {
     size_t got = 0;

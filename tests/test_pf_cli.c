@@ -127,6 +127,26 @@ static void test_describe(void** state) {
   expect(&r, 1, "", "pf: KeyError: no function or object type named 'no.such' is registered\n");
 }
 
+/* Element types, optional and union show in describe, and a call checks
+ * the elements of the JSON it is given. */
+static void test_element_types(void** state) {
+  (void)state;
+  run_result r;
+  run(&r, "--load", MODS "/mod_elements.so", "describe", "elements.count", NULL);
+  expect(&r, 0,
+         "name: elements.count\nsignature: int64(m:map<str,list<float64>>,tag:optional<str>=null)"
+         "\ndoc: Counts the keys.\n",
+         "");
+  run(&r, "--load", MODS "/mod_elements.so", "call", "elements.total", "[1, 2, 3]", NULL);
+  expect(&r, 0, "6\n", "");
+  run(&r, "--load", MODS "/mod_elements.so", "call", "elements.count", "{\"a\": [1, 2.5]}", NULL);
+  expect(&r, 0, "1\n", "");
+  run(&r, "--load", MODS "/mod_elements.so", "call", "elements.total", "[1, \"x\"]", NULL);
+  expect(&r, 1, "",
+         "pf: TypeError: typed function 'elements.total' int64(xs:array<int64>): argument 0 "
+         "'xs', element 1: expected int64, got str\n");
+}
+
 /* describe KEY of an object type: its parent, doc, fields and methods, the
  * inherited ones marked (examples/plugin/counter.c). */
 static void test_describe_type(void** state) {
@@ -988,6 +1008,7 @@ int main(void) {
       cmocka_unit_test(test_help),
       cmocka_unit_test(test_list),
       cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_element_types),
       cmocka_unit_test(test_describe_type),
       cmocka_unit_test(test_list_types),
       cmocka_unit_test(test_call_values),

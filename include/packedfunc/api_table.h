@@ -27,7 +27,8 @@ extern "C" {
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
  * "PFCallFrame", "PFCallTarget", "PFDLManagedTensorVersioned", "PFObjectTypeDesc",
  * "PFFieldDesc", "PFMethodDesc", "PFObjectTypeInfo", "PFFieldInfo",
- * "PFMethodInfo", "PFTensorConstraint", "PFParamInfo", "PFSignatureInfo".
+ * "PFMethodInfo", "PFTensorConstraint", "PFParamInfo", "PFSignatureInfo",
+ * "PFTypeInfo".
  * Bindings compare it with their own mirrors. Errors: NULL
  * arguments (TypeError), unknown name (KeyError). */
 PF_EXPORT int PFGetStructSize(const char* name, size_t* out);

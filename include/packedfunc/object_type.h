@@ -73,6 +73,10 @@ extern "C" {
  *   shape, object,                                     and argument of that type
  *   obj<KEY>                                           (obj<KEY>: an instance of
  *                                                      KEY or of a descendant)
+ *   array<T>, list<T>,      as array, list, map,       checked and converted as a
+ *   map<K,V>, dict<K,V>,    dict; optional and union   typed argument (signature.h):
+ *   optional<T>,            as their C type (refused   the field keeps the converted
+ *   union<...>              without one)               container
  *
  * Owned means: the instance holds the value and releases it when the
  * instance is destroyed, after its finalizers have run. A str is a
@@ -159,7 +163,12 @@ extern "C" {
 
 /* The first index of a registered type; registered types take
  * [kPFObjectTypeRegisteredBegin, kPFObjectTypeRegisteredBegin +
- * PF_OBJECT_TYPE_MAX_REGISTERED). Fixed: part of the ABI. */
+ * PF_OBJECT_TYPE_MAX_REGISTERED). Fixed: part of the ABI. The indices are
+ * given in the order of registration, one after another, and never
+ * reused: the registered types are the indices from
+ * kPFObjectTypeRegisteredBegin on for which PFObjectTypeName (base.h) is
+ * not NULL, up to the first that is (the way to list them:
+ * `pf list --types`, Python's registered_types()). */
 #define kPFObjectTypeRegisteredBegin 1024u
 /* The most types a process can register. */
 #define PF_OBJECT_TYPE_MAX_REGISTERED 65536u
@@ -185,7 +194,10 @@ extern "C" {
 typedef struct PFFieldDesc {
   const char*
       name; /* an identifier ([A-Za-z_][A-Za-z0-9_]*), at most PF_OBJECT_TYPE_KEY_MAX bytes */
-  const char* type; /* a type of the grammar (table above), e.g. "int64", "obj<mylib.Base>" */
+  const char* type; /* a type of the grammar (table above), e.g. "int64", "obj<mylib.Base>",
+                       "list<str>", "optional<obj<mylib.Node>>" (element types,
+                       optional and union: signature.h; a write is checked and
+                       converted as a typed argument is) */
   size_t offset;    /* of its bytes in the struct (offsetof), aligned for its type */
   uint32_t flags;   /* 0 (read-only to hosts) or kPFFieldWritable */
   const char* doc;  /* NULL, or its docstring */
@@ -245,7 +257,8 @@ typedef struct PFObjectTypeDesc {
  * in later versions; read it through the pointer. */
 typedef struct PFFieldInfo {
   const char* name;
-  const char* type;    /* the canonical type, e.g. "int64", "obj<mylib.Base>" */
+  const char* type;    /* the canonical type, e.g. "int64", "obj<mylib.Base>",
+                          "list<str>" */
   const char* doc;     /* NULL when none */
   size_t offset;       /* in the struct */
   size_t size;         /* of its bytes (the storage rule's C type) */

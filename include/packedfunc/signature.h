@@ -31,6 +31,10 @@ extern "C" {
  *     TYPE      := a type name of the table below
  *                | "obj" "<" KEY ">"                   (below)
  *                | "tensor" "<" CONSTRAINT ">"         (tensor.h)
+ *                | ( "array" | "list" ) "<" TYPE ">"   (element types, below)
+ *                | ( "map" | "dict" ) "<" TYPE "," TYPE ">"
+ *                | "optional" "<" TYPE ">"
+ *                | "union" "<" TYPE "," TYPE { "," TYPE } ">
  *     NAME      := ( letter | "_" ) { letter | digit | "_" }
  *
  * So "int64(int64,int64)" and "float64(x: float64, lo: float64 = 0,
@@ -194,7 +198,61 @@ extern "C" {
  * other names, obj<KEY> is not in PFSignatureTypeInfo's table: it is a
  * family of types, one per registered key, whose values all have type code
  * kPFObjectHandle.
+ *
+ * Element types, optional and union. array<T>, list<T>, map<K,V> and
+ * dict<K,V> say what a container holds: "int64(xs: array<int64>)",
+ * "void(m: map<str, float64>)", "dict<str,list<obj<mylib.Node>>>()".
+ * optional<T> is T or null; union<T1, T2, ...> is a value of any of its
+ * members, tried in order. Element types nest, at most
+ * PF_SIGNATURE_DEPTH_MAX levels of "<" deep, and one signature holds at
+ * most PF_SIGNATURE_TYPES_MAX types with or inside "<...>" in all
+ * (map<str,list<int64>> counts four), which keeps a parsed signature
+ * small; past either limit is a ValueError at the position. A key type K is str, int64 or any (the
+ * keys of a Map and a Dict are str or int). void is no element type, and
+ * a union has at least two members. The canonical text has no blanks:
+ * "map<str,float64>".
+ *
+ * A position's C type is its container's (array<int64> passes a
+ * PFObjectHandle of an Array, as array does); optional<T> and union<...>
+ * pass as the one pointer type that every member is (optional<str> a
+ * const char*, NULL for null; union<array<int64>,list<str>> a
+ * PFObjectHandle, as object); when there is none (optional<int64>,
+ * union<int64,str>) the type has no C type and is for the metadata of
+ * packed functions only, as any is.
+ *
+ * A typed function checks and converts each
+ * argument of such a type before the C function runs, and its result
+ * after, by the rules of the scalar types applied to every element:
+ *  - an element converts as a typed argument of its type does: an
+ *    array<float64> given ints that a double holds exactly passes an
+ *    Array of floats; a bool element of an array<int64> passes as an int;
+ *  - a List where an array<...> (or array) element type is wanted
+ *    becomes an Array, an Array where a list<...> is wanted a List, and a
+ *    Dict for a map<...> a Map and back;
+ *  - when anything converts, the C function gets a new container, which
+ *    the call releases when the C function returns (keep a reference to
+ *    keep it); otherwise it gets the caller's container itself;
+ *  - null is accepted where the container type alone accepts it (a null
+ *    array) and, inside a container, only under optional<T>;
+ *  - a List or Dict is checked as it is when the call starts (a copy is
+ *    read in one step), so another thread's later change is not checked;
+ *  - a wrong element is a TypeError (or ValueError, for a value out of
+ *    range) naming the argument, the element's index or key, and the type
+ *    wanted: "argument 0 'xs', element 3: expected int64, got str"; a
+ *    result names "result".
+ * A C function pointer over a packed function (PFFuncToCFunction) checks
+ * its arguments' and result's C types only: the element types are the
+ * packed function's to check.
+ * A packed function's metadata (PFFuncSetInfo, PF_REGISTER_PACKED_SIG)
+ * may use every type, and PFFuncCall does not check a packed function's
+ * arguments against it: for a packed function the types are metadata only,
+ * which hosts, tools and stub generators read.
  */
+
+/* The deepest nesting of element types, and the most types with or inside
+ * "<...>" one signature holds. */
+#define PF_SIGNATURE_DEPTH_MAX 8
+#define PF_SIGNATURE_TYPES_MAX 64
 
 /* The largest number of arguments in a typed signature. */
 #define PF_TYPED_MAX_ARGS 16
@@ -217,28 +275,57 @@ PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
 /* The longest parameter name, in bytes. */
 #define PF_SIGNATURE_NAME_MAX 255
 
+/* A type of a parsed signature as a tree, for hosts and tools that map it
+ * to their own types (stubs' list[int], TypeScript declarations). Owned by
+ * the PFSignatureInfo it belongs to; members may be appended in later
+ * versions. */
+typedef struct PFTypeInfo {
+  const char* text;     /* the canonical text: "map<str,list<obj<mylib.Node>>>" */
+  const char* name;     /* the type's name: a name of PFSignatureTypeInfo's table
+                             ("int64", "array", "tensor"), or "obj", "optional",
+                             "union" */
+  int32_t type_code;    /* the type code of its values (PFSignatureTypeInfo's;
+                             kPFObjectHandle for obj<KEY>; kPFNull for optional and
+                             union) */
+  uint32_t object_type; /* obj<KEY>: KEY's registered type index; else 0 */
+  int32_t num_args;     /* its element types: 1 for array<T>, list<T> and
+                             optional<T>; 2 for map<K,V> and dict<K,V> (the key's,
+                             then the value's); one per member of a union; 0 for
+                             every other type (array without "<...>" included) */
+  int32_t reserved;
+  const struct PFTypeInfo* const* args; /* num_args entries */
+  PFTensorConstraint tensor;            /* a tensor's constraint (flags 0: any tensor, or not
+                                a tensor) */
+} PFTypeInfo;
+
 /* One parameter (or the result) of a parsed signature. Owned by the
  * PFSignatureInfo it belongs to, and valid as long as that is; members may
  * be appended in later versions: read it through the pointer that
  * PFSignatureInfo gives. */
 typedef struct PFParamInfo {
-  const char* name;          /* NULL for an unnamed parameter, and the result */
-  const char* type;          /* the canonical type: "float64", "obj<mylib.Counter>",
+  const char* name;            /* NULL for an unnamed parameter, and the result */
+  const char* type;            /* the canonical type: "float64", "obj<mylib.Counter>",
                                 "tensor<float64,1,contiguous>", "void" for no result */
-  int32_t type_index;        /* the type's index in PFSignatureTypeInfo's table (0 is
-                                void; tensor's for a constrained tensor); -1 for obj<KEY> */
-  int32_t type_code;         /* the type code of its values (PFSignatureTypeInfo's;
+  int32_t type_index;          /* the type's index in PFSignatureTypeInfo's table (0 is
+                                void; tensor's for a constrained tensor; the
+                                container's for array<T> and the others; for optional
+                                and union, their C type's (any's when none)); -1
+                                for obj<KEY> and an optional<obj<KEY>> */
+  int32_t type_code;           /* the type code of its values (PFSignatureTypeInfo's;
                                 kPFObjectHandle for obj<KEY>) */
-  uint32_t object_type;      /* obj<KEY>: KEY's registered type index; else 0 */
-  int32_t has_default;       /* 1 when the parameter has a default, else 0 */
-  PFValue default_value;     /* the default, converted to the parameter's type (a
+  uint32_t object_type;        /* obj<KEY>: KEY's registered type index; else 0 */
+  int32_t has_default;         /* 1 when the parameter has a default, else 0 */
+  PFValue default_value;       /* the default, converted to the parameter's type (a
                                 kPFStr's text and a kPFBytes's PFByteArray live as
                                 long as the PFSignatureInfo); zero without one */
-  int32_t default_code;      /* its type code; kPFNull without one */
-  const char* default_text;  /* its canonical literal (`0.0`, `"abc"`, `null`); NULL
+  int32_t default_code;        /* its type code; kPFNull without one */
+  const char* default_text;    /* its canonical literal (`0.0`, `"abc"`, `null`); NULL
                                 without one */
-  PFTensorConstraint tensor; /* a tensor's constraint (tensor.h); flags 0 for any
+  PFTensorConstraint tensor;   /* a tensor's constraint (tensor.h); flags 0 for any
                                 tensor and for the other types */
+  const PFTypeInfo* type_info; /* the type as a tree (element types, optional,
+                                  union); for a type without element types, a
+                                  tree of one node */
 } PFParamInfo;
 
 /* A parsed signature: what its text says, as data, so that hosts and tools

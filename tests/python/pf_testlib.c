@@ -42,6 +42,9 @@ EXPORT int64_t pft_dict_size(PFObjectHandle dict);
 EXPORT PFObjectHandle pft_make_list(int64_t n);
 EXPORT double pft_clamp(double x, double lo, double hi);
 EXPORT double pft_mean(const DLTensor* x);
+EXPORT int64_t pft_type_index(PFObjectHandle obj);
+EXPORT int64_t pft_first_code(PFObjectHandle array);
+EXPORT PFObjectHandle pft_same(PFObjectHandle obj);
 
 static int set_int(PFRetValueHandle ret, int64_t v) {
   PFValue out = {.v_int64 = v};
@@ -889,6 +892,25 @@ static int object_type(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r)
 int64_t pft_array_size(PFObjectHandle array) {
   int64_t size = -1;
   return PFArrayGetSize(array, &size) == 0 ? size : -1;
+}
+
+/* Element types (signature.h): what a typed function was given. */
+int64_t pft_type_index(PFObjectHandle obj) {
+  uint32_t index = 0;
+  return obj != NULL && PFObjectGetTypeIndex(obj, &index) == 0 ? (int64_t)index : -1;
+}
+
+/* The type code of item 0 of an Array, or -1. */
+int64_t pft_first_code(PFObjectHandle array) {
+  PFValue v;
+  int code = -1;
+  return PFArrayGetItem(array, 0, &v, &code) == 0 ? code : -1;
+}
+
+/* Its argument, as a new reference (a result transfers one). */
+PFObjectHandle pft_same(PFObjectHandle obj) {
+  if (obj != NULL) PFObjectRetain(obj);
+  return obj;
 }
 
 int64_t pft_map_size(PFObjectHandle map) {

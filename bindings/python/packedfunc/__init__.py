@@ -99,7 +99,8 @@ from ._errors import FunctionNotFoundError, check_call, register_error
 from ._function import Function
 from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
-from ._object_types import get_class, register_object, same_as
+from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register_object,
+                            registered_types, same_as)
 from ._prepack import PrePackCache
 from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
@@ -122,6 +123,7 @@ __all__ = [
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
-    "get_class", "register_object", "same_as",
+    "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
+    "TypeMethod",
     "get_include", "get_library_dir",
 ]

@@ -17,7 +17,7 @@ from ._ffi import (LIB_PATH, PFGetApiBase, PFGetStructSize, PFGetVersion, PFObje
                    PFTypeCodeName)
 from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteArray, PFCallFrame,
                        PFDLManagedTensorVersioned, PFParamInfo, PFSignatureInfo,
-                       PFTensorConstraint, PFValue)
+                       PFTensorConstraint, PFTypeInfo, PFValue)
 
 # What this binding was written against. The library's major version must
 # match; its stable table must offer at least this API version.
@@ -31,7 +31,7 @@ MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DL
            ("PFCallFrame", PFCallFrame),
            ("PFDLManagedTensorVersioned", PFDLManagedTensorVersioned),
            ("PFTensorConstraint", PFTensorConstraint), ("PFParamInfo", PFParamInfo),
-           ("PFSignatureInfo", PFSignatureInfo))
+           ("PFSignatureInfo", PFSignatureInfo), ("PFTypeInfo", PFTypeInfo))
 
 
 def check_library(expected_major=EXPECTED_MAJOR, api_version=EXPECTED_API_VERSION,

@@ -161,6 +161,20 @@ class PFTensorConstraint(ctypes.Structure):
                 ("device_type", ctypes.c_int32)]
 
 
+class PFTypeInfo(ctypes.Structure):
+    pass
+
+
+PFTypeInfo._fields_ = [("text", ctypes.c_char_p),
+                       ("name", ctypes.c_char_p),
+                       ("type_code", ctypes.c_int32),
+                       ("object_type", ctypes.c_uint32),
+                       ("num_args", ctypes.c_int32),
+                       ("reserved", ctypes.c_int32),
+                       ("args", ctypes.POINTER(ctypes.POINTER(PFTypeInfo))),
+                       ("tensor", PFTensorConstraint)]
+
+
 class PFParamInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p),
                 ("type", ctypes.c_char_p),
@@ -171,7 +185,8 @@ class PFParamInfo(ctypes.Structure):
                 ("default_value", PFValue),
                 ("default_code", ctypes.c_int32),
                 ("default_text", ctypes.c_char_p),
-                ("tensor", PFTensorConstraint)]
+                ("tensor", PFTensorConstraint),
+                ("type_info", ctypes.POINTER(PFTypeInfo))]
 
 
 class PFSignatureInfo(ctypes.Structure):

@@ -28,6 +28,7 @@ import inspect
 import reprlib
 import struct
 import threading
+import typing
 import weakref
 
 from . import _signature
@@ -38,7 +39,7 @@ from ._errors import check_call, for_caller, last_error
 from ._ffi import (FIELD_WRITABLE, METHOD_STATIC, OBJECT_TYPE_REGISTERED_BEGIN, PFGetStructSize,
                    PFObjectAlloc, PFObjectFree, PFObjectGetData, PFObjectGetField,
                    PFObjectRetain, PFObjectSetField, PFObjectTypeFind, PFObjectTypeGetConstructor,
-                   PFObjectTypeGetInfo, PFObjectTypeGetMethod)
+                   PFObjectTypeGetInfo, PFObjectTypeGetMethod, PFObjectTypeName)
 from ._function import Function, _call_failed
 from ._holds import Held, refs_may_change, track
 from ._library import LIB_PATH, OBJECT_TYPES
@@ -84,14 +85,19 @@ class _FieldSpec:
         self.offset = f.offset
         self.writable = bool(f.flags & FIELD_WRITABLE)
         self.declared_by = f.type_index
-        code = _signature.SIGNATURE_TYPES.get(self.type)
+        # Its C type: the type itself, or for element types, optional and
+        # union the one they pass as (list<str>: list), as the library
+        # parses it.
+        parsed = _signature.parse("void(x:%s)" % self.type)
+        base = parsed[1][0].base if parsed else self.type
+        code = _signature.SIGNATURE_TYPES.get(base)
         # What a read can take in place: the struct format of the field's C
         # type (object_type.h's storage rule) for the plain numbers; a
         # uint64 goes through C, which refuses one above INT64_MAX.
-        self.fast = _fast_format(self.type, code, f.size)
+        self.fast = _fast_format(base, code, f.size)
         # Whether the field holds a reference (the handle types, tensor and
         # obj<KEY>), which a write may release.
-        self.refs = self.type.startswith("obj<") or code in (FUNC, MODULE, OBJECT, TENSOR)
+        self.refs = base == "obj" or code in (FUNC, MODULE, OBJECT, TENSOR)
 
 
 def _fast_format(ctype, code, size):
@@ -163,6 +169,69 @@ class _TypeSpec:
             if len(parsed[1]) > (0 if init.static else 1):
                 return "its constructor takes arguments"
         return None
+
+
+class TypeField(typing.NamedTuple):
+    """A field of a registered type, in its class's ``__pf_type_info__``:
+    `name`, `type` (the canonical grammar text: "int64", "list<str>",
+    "optional<obj<mylib.Node>>"), `writable`, `doc` (None when none) and
+    `declared_by` (the key of the type that declares it)."""
+    name: str
+    type: str
+    writable: bool
+    doc: typing.Optional[str]
+    declared_by: str
+
+
+class TypeMethod(typing.NamedTuple):
+    """A method: `name`, `signature` (canonical, the object first for an
+    instance method; None for a packed method without one), `static`,
+    `doc` and `declared_by`."""
+    name: str
+    signature: typing.Optional[str]
+    static: bool
+    doc: typing.Optional[str]
+    declared_by: str
+
+
+class TypeInfo(typing.NamedTuple):
+    """What the library knows of a registered object type, as one record
+    (``Cls.__pf_type_info__``): its `key`, `index`, `parent` (the parent's
+    key, or None), `doc`, `fields` and `methods` (own and inherited, as the
+    library lists them; the constructor is not among the methods) and
+    `init_signature` (the constructor's signature; None without one)."""
+    key: str
+    index: int
+    parent: typing.Optional[str]
+    doc: typing.Optional[str]
+    fields: typing.Tuple[TypeField, ...]
+    methods: typing.Tuple[TypeMethod, ...]
+    init_signature: typing.Optional[str]
+
+
+def _type_info(spec):
+    key_of = lambda index: spec_of(index).key  # noqa: E731
+    return TypeInfo(
+        spec.key, spec.index, key_of(spec.parent_index) if spec.parent_index else None, spec.doc,
+        tuple(TypeField(f.name, f.type, f.writable, f.doc, key_of(f.declared_by))
+              for f in spec.fields),
+        tuple(TypeMethod(m.name, m.signature, m.static, m.doc, key_of(m.declared_by))
+              for m in spec.methods if m.name != "__init__"),
+        spec.init.signature if spec.init is not None else None)
+
+
+def registered_types():
+    """The keys of every registered object type, in the order they were
+    registered (the loaded modules' among them). The library gives the
+    registered types consecutive indices from kPFObjectTypeRegisteredBegin
+    on and names each (PFObjectTypeName): this walks them."""
+    out, index = [], OBJECT_TYPE_REGISTERED_BEGIN
+    while True:
+        key = PFObjectTypeName(index)
+        if key is None:
+            return out
+        out.append(_text(key))
+        index += 1
 
 
 _specs = {}  # type index -> _TypeSpec
@@ -253,7 +322,7 @@ def _add_members(cls, spec):
     factory = None
     if spec.init is not None and spec.init.static:
         factory = _constructor(spec)
-    members = {"__pf_type__": (spec.index, factory)}
+    members = {"__pf_type__": (spec.index, factory), "__pf_type_info__": _type_info(spec)}
     unsigned = []
     for f in spec.own_fields():
         members[f.name] = _make_field(cls, spec, f)
@@ -267,7 +336,7 @@ def _add_members(cls, spec):
     if not spec.parent_index:
         members.update(_PROTOCOL)
     for name, value in members.items():
-        if name not in own or name == "__pf_type__":
+        if name not in own or name in ("__pf_type__", "__pf_type_info__"):
             setattr(cls, name, value)
     return unsigned
 

@@ -49,18 +49,26 @@ class Param:
     `has_default`, `default` (the Python value) and `default_text` (its
     canonical literal)."""
 
-    __slots__ = ("name", "type", "base", "has_default", "default", "default_text")
+    __slots__ = ("name", "type", "base", "tree", "has_default", "default", "default_text")
 
     def __init__(self, info):
         self.name = info.name.decode() if info.name else None
         self.type = info.type.decode()
         self.base = "obj" if info.type_index < 0 else _TYPES[info.type_index][0]
+        self.tree = _tree(info.type_info.contents)
         self.has_default = bool(info.has_default)
         self.default_text = info.default_text.decode() if info.default_text else None
         self.default = None
         if self.has_default:
             addr = ctypes.addressof(info) + type(info).default_value.offset
             self.default = decode(MEMORY, addr, info.default_code)
+
+
+def _tree(ti):
+    """A PFTypeInfo as (name, text, element types): ("map", "map<str,float64>",
+    (("str", "str", ()), ("float64", "float64", ())))."""
+    return (ti.name.decode(), ti.text.decode(),
+            tuple(_tree(ti.args[i].contents) for i in range(ti.num_args)))
 
 
 @functools.lru_cache(maxsize=512)
@@ -134,11 +142,37 @@ def annotation(ctype, result):
     return annotate(result)
 
 
+def tree_annotation(tree, result):
+    """The annotation of a type tree (Param.tree): list[...] for array<T> and
+    list<T>, dict[K, V] for map and dict, Optional[...] and Union[...]; a
+    type without element types as annotation() gives it."""
+    name, text, args = tree
+    inner = [tree_annotation(a, result) for a in args]
+    if name in ("array", "list") and inner:
+        return list[inner[0]]
+    if name in ("map", "dict") and inner:
+        return dict[inner[0], inner[1]]
+    if name == "optional":
+        return typing.Optional[inner[0]]
+    if name == "union":
+        return typing.Union[tuple(inner)]
+    if name == "obj":
+        family = _family_annotations.get("obj")
+        if family is not None:
+            return family(text, result)
+        return typing.Annotated[annotation("object", result), text]
+    base = annotation(name, result)
+    return base if text == name else typing.Annotated[base, text]
+
+
 def param_annotation(p, result):
     """The annotation of a Param: its type's; for an obj<KEY> the class of
     the registered type; for a constrained tensor
     ``typing.Annotated[that, "tensor<float64,1,contiguous>"]`` (the
-    grammar's text of the constraint)."""
+    grammar's text of the constraint); for element types, optional and
+    union, tree_annotation's."""
+    if p.tree[2] or p.tree[0] in ("optional", "union"):
+        return tree_annotation(p.tree, result)
     if p.base == "obj":
         # The class of the registered type (made on first use), when the
         # object types' module annotates the family.

@@ -45,7 +45,7 @@ import re
 import sys
 import typing
 
-from . import _signature
+from . import _object_types, _signature
 from ._errors import check_call
 from ._ffi import (METHOD_STATIC, FIELD_WRITABLE, OBJECT_TYPE_REGISTERED_BEGIN, PFFuncGetInfo,
                    PFFuncGetSignatureInfo, PFGetStructSize, PFModListTypes, PFObjectTypeGetInfo,
@@ -131,8 +131,40 @@ class _Writer:
             return self.name(mod, t.__qualname__)
         return self.name("typing", "Any")
 
+    def tree_type(self, ti, result):
+        """Stub text for a PFTypeInfo with element types, optional or union:
+        list[...], dict[..., ...], typing.Optional[...], typing.Union[...];
+        None for a type without them (param_type's)."""
+        name = _text(ti.name)
+        if ti.num_args == 0:
+            return None
+        args = [self.tree_type(ti.args[i].contents, result) or self.leaf_type(ti.args[i].contents,
+                                                                                result)
+                for i in range(ti.num_args)]
+        if name in ("array", "list"):
+            return "%s[%s]" % (self.name("builtins", "list"), args[0])
+        if name in ("map", "dict"):
+            return "%s[%s, %s]" % (self.name("builtins", "dict"), args[0], args[1])
+        return "%s[%s]" % (self.name("typing", "Optional" if name == "optional" else "Union"),
+                           ", ".join(args))
+
+    def leaf_type(self, ti, result):
+        """Stub text for an element type without element types of its own."""
+        name = _text(ti.name)
+        if name == "obj":
+            return self.type_names.get(_text(PFObjectTypeName(ti.object_type)),
+                                       self.name("packedfunc", "Object"))
+        text = self.python_type(_signature.annotation(name, result))
+        if ti.tensor.flags:
+            text = "%s[%s, %s]" % (self.name("typing", "Annotated"), text, _string(_text(ti.text)))
+        return text
+
     def param_type(self, p, result):
         """Stub text for a PFParamInfo's type."""
+        if p.type_info:
+            tree = self.tree_type(p.type_info.contents, result)
+            if tree is not None:
+                return tree
         if p.type_index < 0:  # obj<KEY>: the stub's class, or any Object
             key = _text(PFObjectTypeName(p.object_type))
             path = self.type_names.get(key)
@@ -461,13 +493,8 @@ def generate_module(module):
 def _registered_types():
     """Every registered object type: key -> index (indices are given in
     order from OBJECT_TYPE_REGISTERED_BEGIN and never reused)."""
-    out, index = {}, OBJECT_TYPE_REGISTERED_BEGIN
-    while True:
-        key = PFObjectTypeName(index)
-        if key is None:
-            return out
-        out[_text(key)] = index
-        index += 1
+    return {key: OBJECT_TYPE_REGISTERED_BEGIN + i
+            for i, key in enumerate(_object_types.registered_types())}
 
 
 def generate_registry(prefix):
