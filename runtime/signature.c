@@ -46,6 +46,23 @@ const pf_ctype_info pf_ctypes[pf_t_all] = {
 #undef FLOAT_ROW_
 #undef OTHER_ROW_
 
+/* signature.h's public list of C types names the runtime's types, in the
+ * runtime's order, from int8 to the last type before any. */
+enum {
+  pf_public_void,
+#define PUBLIC_ENUM_(id, arg, result) pf_public_##id,
+  PF_SIGNATURE_C_TYPES(PUBLIC_ENUM_)
+#undef PUBLIC_ENUM_
+      pf_public_end
+};
+#define PUBLIC_CHECK_(id, arg, result)                  \
+  _Static_assert((int)pf_public_##id == (int)pf_t_##id, \
+                 "PF_SIGNATURE_C_TYPES: " #id " is out of order");
+PF_SIGNATURE_C_TYPES(PUBLIC_CHECK_)
+#undef PUBLIC_CHECK_
+_Static_assert((int)pf_public_end == (int)pf_t_any && pf_t_any + 1 == pf_t_count,
+               "PF_SIGNATURE_C_TYPES: every type but any has a row");
+
 const char* pf_ctype_name(int t, const struct pf_type* obj) {
   if (t == pf_t_obj && obj != NULL) return obj->sig_name;
   return (t >= 0 && t < pf_t_all) ? pf_ctypes[t].name : "?";
