@@ -400,11 +400,11 @@ void pf_c_locale_leave(locale_t old) {
   if (old != (locale_t)0) uselocale(old);
 }
 
-/* Reads a STRING or b STRING at text[*pos]. */
+/* Reads a STRING, or b STRING (blanks may come between them), at text[*pos]. */
 static int read_string(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
   size_t i = *pos;
   p->lit = text[i] == 'b' ? pf_lit_bytes : pf_lit_str;
-  if (p->lit == pf_lit_bytes) ++i;
+  if (p->lit == pf_lit_bytes) i = skip_blanks(text, i + 1);
   size_t start = ++i, dec = 0;
   for (;; ++dec) {
     unsigned char c = (unsigned char)text[i];
@@ -529,7 +529,7 @@ static int read_default(const char* where, const char* text, size_t* pos, pf_par
   p->default_at = at;
   p->has_default = 1;
   while (is_name_char(text[at + n])) ++n;
-  if (text[at] == '"' || (text[at] == 'b' && text[at + 1] == '"')) {
+  if (text[at] == '"' || (text[at] == 'b' && text[skip_blanks(text, at + 1)] == '"')) {
     rc = read_string(where, text, pos, p);
   } else if ((n == 4 && memcmp(text + at, "true", 4) == 0) ||
              (n == 5 && memcmp(text + at, "false", 5) == 0) ||

@@ -5,8 +5,9 @@
 # (CASE_NAME); under gcc and under clang, each case must fail to compile
 # with a diagnostic that carries the registration's file:line (the line of
 # the macro's name) and the assertion naming the function that the line
-# marks `expect: FN`; CASE_ok, the right prototypes, must compile under
-# -Werror.
+# marks `expect: FN`, or, for a line marked `unknown: NAME` (a type name
+# outside the table), "unknown type name 'PFSignatureArg_NAME'"; CASE_ok,
+# the right prototypes, must compile under -Werror.
 #   tools/test-checked.sh [COMPILER...]    (default: gcc clang)
 set -uo pipefail
 src=tests/checked/mismatch.c
@@ -14,7 +15,7 @@ compilers=("$@")
 [ ${#compilers[@]} -gt 0 ] || compilers=(gcc clang)
 flags=(-std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Iinclude -fsyntax-only)
 status=0 refused=0
-fail() { echo "test-checked: $*"; status=1; }
+fail() { echo "test-checked: $*" | head -n 20; status=1; }
 cases=$(sed -n 's/^#\(el\)\{0,1\}if defined(CASE_\([a-z0-9_]*\)).*/\2/p' "$src")
 [ -n "$cases" ] || { fail "no cases in $src"; exit 1; }
 for cc in "${compilers[@]}"; do
@@ -26,20 +27,26 @@ for cc in "${compilers[@]}"; do
       continue
     fi
     # The marked line, and the line above it (or itself) where the macro is named.
-    mark=$(awk -v c="CASE_$c" 'index($0, "defined(" c ")") {f=1} f && /expect: / {print NR; exit}' "$src")
-    fn=$(sed -n "${mark}s/.*expect: \([A-Za-z0-9_]*\).*/\1/p" "$src")
+    mark=$(awk -v c="CASE_$c" 'index($0, "defined(" c ")") {f=1}
+                               f && /(expect|unknown): / {print NR; exit}' "$src")
+    what=$(sed -n "${mark}s/.*\(expect\|unknown\): \([A-Za-z0-9_]*\).*/\1 \2/p" "$src")
+    name=${what#* }
+    case $what in
+      expect*) want="CHECKED: the C prototype of $name is not the one that signature" ;;
+      *) want="unknown type name .PFSignatureArg_$name[^A-Za-z0-9_]" ;;
+    esac
     line=$(awk -v m="$mark" 'NR <= m && /_CHECKED\(/ {l=NR} NR == m {print l; exit}' "$src")
     if [ $rc -eq 0 ]; then
-      fail "$cc: CASE_$c compiles, but $fn's prototype does not match its signature"
+      fail "$cc: CASE_$c compiles, but its registration is wrong ($what)"
     elif ! grep -q "mismatch\.c:$line:" <<<"$out"; then
       fail "$cc: CASE_$c: no diagnostic points at $src:$line:"$'\n'"$out"
-    elif ! grep -q "CHECKED: the C prototype of $fn is not the one that signature" <<<"$out"; then
-      fail "$cc: CASE_$c: the diagnostic does not name $fn:"$'\n'"$out"
+    elif ! grep -q "$want" <<<"$out"; then
+      fail "$cc: CASE_$c: no diagnostic says \"$want\":"$'\n'"$out"
     else
       refused=$((refused + 1))
     fi
   done
 done
 [ $status -eq 0 ] && printf '%-20s %s\n' test-checked \
-  "$refused mismatched registrations refused at their line by ${compilers[*]}; the matching ones compile"
+  "$refused wrong registrations refused at their line by ${compilers[*]}; the right ones compile"
 exit $status

@@ -114,7 +114,7 @@
  * names by a probe macro that only they define. PF_CK_EACH_ applies a
  * context to the first 18 items (16 parameters, the doc, the padding), each
  * with its position: the signature text, the C parameter types (void
- * when there are none), the doc. The assertion sits in a struct in a sizeof, which makes
+ * when there are none), a struct member of each, the doc. The assertion sits in a struct in a sizeof, which makes
  * it an expression that a static initializer (a descriptor array) can
  * hold. */
 #define PF_CK_CAT2_(a, b) a##b
@@ -185,15 +185,21 @@
 #define PF_CK_PARAM_A(i, text, type) PF_CK_IF_FIRST_(i, PF_CK_NOTHING_, PF_CK_COMMA_) type
 #define PF_CK_PARAM_D(i, text, type) PF_CK_IF_FIRST_(i, PF_CK_VOID_, PF_CK_NOTHING_)
 #define PF_CK_PARAM_E(i, text, type) PF_CK_IF_FIRST_(i, PF_CK_VOID_, PF_CK_NOTHING_)
+#define PF_CK_MEMBER_A(i, text, type) type pf_checked_##i;
+#define PF_CK_MEMBER_D(i, text, type)
+#define PF_CK_MEMBER_E(i, text, type)
 #define PF_CK_DOC_A(i, text, type)
 #define PF_CK_DOC_D(i, text, type) , text
 #define PF_CK_DOC_E(i, text, type)
 
 #define PF_CK_SIG_(ret, ...) PF_CK_RTEXT_ ret "(" PF_CK_EACH_(PF_CK_TEXT_, __VA_ARGS__) ")"
 #define PF_CK_DOCS_(...) PF_CK_PICK_(NULL PF_CK_EACH_(PF_CK_DOC_, __VA_ARGS__), NULL, ~)
-/* 0, or a compile error naming `fn` when its type is not the prototype. */
+/* 0, or a compile error naming `fn` when its type is not the prototype. A
+ * member of each parameter's type comes first, so that a name outside the
+ * table is an "unknown type name 'PFSignatureArg_NAME'" in both compilers. */
 #define PF_CK_CHECK_(form, fn, ret, ...)                                                        \
   (0 * sizeof(struct {                                                                          \
+     PF_CK_EACH_(PF_CK_MEMBER_, __VA_ARGS__)                                                    \
      _Static_assert(                                                                            \
          __builtin_types_compatible_p(                                                          \
              __typeof__(&*(fn)), PF_CK_RTYPE_ ret (*)(PF_CK_EACH_(PF_CK_PARAM_, __VA_ARGS__))), \

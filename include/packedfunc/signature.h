@@ -52,6 +52,9 @@ extern "C" {
  *     CHAR    := a printable ASCII character (space to '~') but '"' and '\'
  *     ESCAPE  := '"' | "\" | "n" | "t" | "r" | "x" HEXDIGIT HEXDIGIT
  *
+ * Blanks may separate "b" from its STRING, as any two tokens (the canonical
+ * text has none): `b "\x00"` is `b"\x00"`.
+ *
  * A literal is the packed value an argument could be — an INT a kPFInt, a
  * FLOAT a kPFFloat (read in the C locale, whatever the process's is), true
  * and false a kPFBool, null a kPFNull, a STRING a kPFStr of its bytes, a

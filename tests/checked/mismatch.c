@@ -2,7 +2,9 @@
  * Checked registrations (checked.h) whose C function does not have the
  * prototype that the declared signature describes. Each case compiles only
  * with -DCASE_NAME, and must fail to compile, at its registration line, with
- * the assertion that names the function marked `expect:` on that line;
+ * the assertion that names the function marked `expect:` on that line, or,
+ * for a type name outside signature.h's table (marked `unknown:`), as an
+ * unknown type name;
  * CASE_ok, the same shapes declared right, must compile cleanly.
  * tools/test-checked.sh runs them under gcc and clang. Each mismatch here
  * compiles without a word as a string registration (PF_REGISTER_TYPED).
@@ -122,6 +124,14 @@ const PFMethodDesc k_methods[] = {
     PF_STATIC_METHOD_CHECKED("limit", limit, PF_RET(float64),
                              PF_DOC("The limit.")), /* expect: limit */
 };
+
+#elif defined(CASE_unknown_type)
+static double twice(double x) { return 2 * x; }
+PF_REGISTER_CHECKED("t.twice", twice, PF_RET(float64), PF_ARG(double, x)); /* unknown: double */
+
+#elif defined(CASE_type_without_c_type)
+static int64_t first(void* x) { return x != NULL; }
+PF_REGISTER_CHECKED("t.first", first, PF_RET(int64), PF_ARG(any, x)); /* unknown: any */
 
 #else
 #error "define one CASE_ (tools/test-checked.sh)"
