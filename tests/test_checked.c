@@ -133,7 +133,9 @@ static PFModuleHandle g_self;
 
 static int load_self(void** state) {
   (void)state;
-  return PF_MODULE_LOAD_SELF(&g_self) == 0 ? 0 : -1;
+  if (PF_MODULE_LOAD_SELF(&g_self) == 0) return 0;
+  fprintf(stderr, "%s\n", PFGetLastError());
+  return -1;
 }
 static int free_self(void** state) {
   (void)state;
