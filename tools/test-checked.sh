@@ -7,7 +7,7 @@
 # the macro's name) and the assertion naming the function that the line
 # marks `expect: FN`, or, for a line marked `unknown: NAME` (a type name
 # outside the table), "unknown type name 'PFSignatureArg_NAME'"; CASE_ok,
-# the right prototypes, must compile under -Werror.
+# the right prototypes, must compile under -Werror. In C++ they are refused.
 #   tools/test-checked.sh [COMPILER...]    (default: gcc clang)
 set -uo pipefail
 src=tests/checked/mismatch.c
@@ -33,7 +33,7 @@ for cc in "${compilers[@]}"; do
     name=${what#* }
     case $what in
       expect*) want="CHECKED: the C prototype of $name is not the one that signature" ;;
-      *) want="unknown type name .PFSignatureArg_$name[^A-Za-z0-9_]" ;;
+      *) want="unknown type name .PFSignatureArg_${name}[^A-Za-z0-9_]" ;;
     esac
     line=$(awk -v m="$mark" 'NR <= m && /_CHECKED\(/ {l=NR} NR == m {print l; exit}' "$src")
     if [ $rc -eq 0 ]; then
@@ -47,6 +47,12 @@ for cc in "${compilers[@]}"; do
     fi
   done
 done
+# C++ deduces signatures from types: there the checked forms are refused
+# with a message, never compiled unchecked.
+cxx_out=$(printf '#include <packedfunc/c_api.h>\nstatic int64_t f(int64_t a) { return a; }\n%s\n' \
+  'PF_REGISTER_CHECKED("t.f", f, PF_RET(int64), PF_ARG(int64, a));' |
+  g++ -x c++ -std=c++17 -Iinclude -fsyntax-only - 2>&1)
+grep -q "PF_REGISTER_CHECKED is for C" <<<"$cxx_out" || fail "g++ does not refuse PF_REGISTER_CHECKED:"$'\n'"$cxx_out"
 [ $status -eq 0 ] && printf '%-20s %s\n' test-checked \
-  "$refused wrong registrations refused at their line by ${compilers[*]}; the right ones compile"
+  "$refused wrong registrations refused at their line by ${compilers[*]}; the right ones compile; C++ refused"
 exit $status
