@@ -30,7 +30,9 @@
  * registers what PF_REGISTER_TYPED("mylib.clamp", clamp, "float64(x:float64,
  * lo:float64=0,hi:float64=1)", "Clamps x to [lo, hi].") registers, and
  * fails to compile unless `clamp` is a `double (*)(double, double, double)`,
- * with a message that names the function and the signature:
+ * with a message that names the function and the signature, at the
+ * registration's line (clang; gcc gives this header's line, with a note
+ * "in expansion of macro 'PF_REGISTER_CHECKED'" at the registration's):
  *
  *     demo.c:12:1: error: static assertion failed: "PF_REGISTER_CHECKED:
  *     the C prototype of clamp is not the one that signature
@@ -54,7 +56,8 @@
  * float64 a double, a float32 a float, a str a const char*, a bytes
  * argument a const PFByteArray* and a bytes result a PFByteArray, obj(KEY)
  * a PFObjectHandle, a tensor a DLTensor*. A name outside the table is a
- * compile error too ("unknown type name 'PFSignatureArg_double'").
+ * compile error too ("unknown type name 'PFSignatureArg_double'", or
+ * PFSignatureResult_double for a result).
  *
  * What the compiler cannot see, and stays the loader's or nobody's to
  * check:

@@ -181,8 +181,8 @@ def test_readme_scale_signature_claim(pf):
         f = pf.convert(lambda *a: None)
         f.set_info(signature=signature)
         shown.append(inspect.signature(f))
-    claim = "`%s` for `example.scale` below, and `%s` for its unnamed `example.sqrt`" % tuple(shown)
-    assert claim in text
+    claim = "`%s` for `example.scale` below, and `%s` for its unnamed `example.sqrt`"
+    assert claim % tuple(shown) in text
 
 
 def test_readme_first_plugin_builds_and_runs(tmp_path):
