@@ -2,10 +2,13 @@
 #include <math.h>
 #include <stdio.h>
 
-/* Plain C functions: the runtime converts arguments and results through
- * each one's signature, checking types and ranges. */
+/* A plain C function: the runtime converts arguments and results through
+ * its signature, checking types and ranges. The compiler checks the
+ * signature against the prototype: `float scale(float, int64_t)` here
+ * would not compile. */
 static double scale(double x, int32_t times) { return x * times; }
-PF_REGISTER_TYPED("example.scale", scale, "float64(float64,int32)", "Multiplies x by times.");
+PF_REGISTER_CHECKED("example.scale", scale, PF_RET(float64), PF_ARG(float64, x),
+                    PF_ARG(int32, times), PF_DOC("Multiplies x by times."));
 
 static int call(const char* name, PFValue* args, int* codes, int n) {
   PFFunctionHandle f;
@@ -20,7 +23,7 @@ static int call(const char* name, PFValue* args, int* codes, int n) {
 }
 
 int main(void) {
-  /* The functions this program registered with PF_REGISTER_TYPED... */
+  /* The functions this program registered with PF_REGISTER_CHECKED... */
   PFModuleHandle self;
   if (PF_MODULE_LOAD_SELF(&self) != 0 || PFModExportGlobal(self, "", 0) != 0) {
     fprintf(stderr, "%s\n", PFGetLastError());
@@ -28,7 +31,8 @@ int main(void) {
   }
   PFModFree(self);
 
-  /* ...and one wrapped at run time, from a function pointer. */
+  /* ...and one wrapped at run time, from a function pointer and a
+   * signature string, which nothing can check at compile time. */
   PFFunctionHandle f;
   if (PFFuncCreateFromTyped((void*)sqrt, "float64(float64)", &f) != 0 ||
       PFFuncRegisterGlobal("example.sqrt", f, 0) != 0) {

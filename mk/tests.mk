@@ -17,7 +17,7 @@
 #                                and in Python; their short forms run with the suites
 #   make test-format             every C and C++ file as .clang-format lays it out
 #                                (part of make test)
-.PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme \
+.PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme test-checked \
         test-python test-python-cext test-python-ctypes fuzz fuzz-short valgrind soak soak-python modules
 
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
@@ -37,7 +37,7 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 # each with its time; a failed suite stops it. The longest suites come
 # first, so that the short ones fill the other cores meanwhile.
 TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
-               valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack bench-quick
+               test-checked valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack bench-quick
 TEST_JOBS   ?= $(shell nproc)
 RUN         ?=
 
@@ -167,6 +167,12 @@ test-install: lib $(PF_TOOL)
 # its sessions run pf and the installed tree.
 test-readme: lib $(DEMO_PLUGIN) $(PF_TOOL)
 	@$(RUN) tools/test-readme.sh
+
+# Checked registrations: each deliberate mismatch of tests/checked/mismatch.c
+# fails to compile, under gcc and clang, at its line (a syntax-only compile
+# each).
+test-checked:
+	@$(RUN) tools/test-checked.sh
 
 # ---- Python ---------------------------------------------------------------------------
 # make test-python builds the tests' C library and runs pytest on tests/python

@@ -48,6 +48,23 @@ const pf_ctype_info pf_ctypes[pf_t_all] = {
 #undef FLOAT_ROW_
 #undef OTHER_ROW_
 
+/* signature.h's public list of C types names the runtime's types, in the
+ * runtime's order, from int8 to the last type before any. */
+enum {
+  pf_public_void,
+#define PUBLIC_ENUM_(id, arg, result) pf_public_##id,
+  PF_SIGNATURE_C_TYPES(PUBLIC_ENUM_)
+#undef PUBLIC_ENUM_
+      pf_public_end
+};
+#define PUBLIC_CHECK_(id, arg, result)                  \
+  _Static_assert((int)pf_public_##id == (int)pf_t_##id, \
+                 "PF_SIGNATURE_C_TYPES: " #id " is out of order");
+PF_SIGNATURE_C_TYPES(PUBLIC_CHECK_)
+#undef PUBLIC_CHECK_
+_Static_assert((int)pf_public_end == (int)pf_t_any && pf_t_any + 1 == pf_t_count,
+               "PF_SIGNATURE_C_TYPES: every type but any has a row");
+
 const char* pf_ctype_name(int t, const struct pf_type* obj) {
   if (t == pf_t_obj && obj != NULL) return obj->sig_name;
   return (t >= 0 && t < pf_t_all) ? pf_ctypes[t].name : "?";
@@ -493,11 +510,11 @@ void pf_c_locale_leave(locale_t old) {
   if (old != (locale_t)0) uselocale(old);
 }
 
-/* Reads a STRING or b STRING at text[*pos]. */
+/* Reads a STRING, or b STRING (blanks may come between them), at text[*pos]. */
 static int read_string(const char* where, const char* text, size_t* pos, pf_parsed_param* p) {
   size_t i = *pos;
   p->lit = text[i] == 'b' ? pf_lit_bytes : pf_lit_str;
-  if (p->lit == pf_lit_bytes) ++i;
+  if (p->lit == pf_lit_bytes) i = skip_blanks(text, i + 1);
   size_t start = ++i, dec = 0;
   for (;; ++dec) {
     unsigned char c = (unsigned char)text[i];
@@ -642,7 +659,7 @@ static int read_default(const char* where, const char* text, size_t* pos, const 
   p->default_at = at;
   p->has_default = 1;
   while (is_name_char(text[at + n])) ++n;
-  if (text[at] == '"' || (text[at] == 'b' && text[at + 1] == '"')) {
+  if (text[at] == '"' || (text[at] == 'b' && text[skip_blanks(text, at + 1)] == '"')) {
     rc = read_string(where, text, pos, p);
   } else if ((n == 4 && memcmp(text + at, "true", 4) == 0) ||
              (n == 5 && memcmp(text + at, "false", 5) == 0) ||

@@ -20,6 +20,10 @@
  * here, its conversion in convert.c when it is one of the "other" types, a
  * test, and the README's table.
  *
+ * The C types are signature.h's (PF_SIGNATURE_C_TYPES), the public list that
+ * checked registrations read too; signature.c checks that the two lists
+ * name the same types in the same order.
+ *
  * Integers and bool take kPFInt or kPFBool and are range-checked:
  *   X(id, name, C type, pf_cvalue member, libffi type, result code, lowest, highest)
  * Floating point takes kPFFloat, kPFInt or kPFBool (exact ints only):
@@ -30,19 +34,19 @@
  * type: it describes a packed function's parameter in metadata only, and
  * whatever needs a C type refuses it (pf_sig_refuse_any).
  */
-#define PF_SIG_INT_TYPES(X)                                                      \
-  X(int8, "int8", int8_t, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)        \
-  X(int16, "int16", int16_t, i16, ffi_type_sint16, kPFInt, INT16_MIN, INT16_MAX) \
-  X(int32, "int32", int32_t, i32, ffi_type_sint32, kPFInt, INT32_MIN, INT32_MAX) \
-  X(int64, "int64", int64_t, i64, ffi_type_sint64, kPFInt, INT64_MIN, INT64_MAX) \
-  X(uint8, "uint8", uint8_t, u8, ffi_type_uint8, kPFInt, 0, UINT8_MAX)           \
-  X(uint16, "uint16", uint16_t, u16, ffi_type_uint16, kPFInt, 0, UINT16_MAX)     \
-  X(uint32, "uint32", uint32_t, u32, ffi_type_uint32, kPFInt, 0, UINT32_MAX)     \
-  X(uint64, "uint64", uint64_t, u64, ffi_type_uint64, kPFInt, 0, UINT64_MAX)     \
-  X(bool, "bool", bool, b, ffi_type_uint8, kPFBool, 0, 1)
-#define PF_SIG_FLOAT_TYPES(X)                                \
-  X(float32, "float32", float, f32, ffi_type_float, FLT_MAX) \
-  X(float64, "float64", double, f64, ffi_type_double, DBL_MAX)
+#define PF_SIG_INT_TYPES(X)                                                                   \
+  X(int8, "int8", PFSignatureArg_int8, i8, ffi_type_sint8, kPFInt, INT8_MIN, INT8_MAX)        \
+  X(int16, "int16", PFSignatureArg_int16, i16, ffi_type_sint16, kPFInt, INT16_MIN, INT16_MAX) \
+  X(int32, "int32", PFSignatureArg_int32, i32, ffi_type_sint32, kPFInt, INT32_MIN, INT32_MAX) \
+  X(int64, "int64", PFSignatureArg_int64, i64, ffi_type_sint64, kPFInt, INT64_MIN, INT64_MAX) \
+  X(uint8, "uint8", PFSignatureArg_uint8, u8, ffi_type_uint8, kPFInt, 0, UINT8_MAX)           \
+  X(uint16, "uint16", PFSignatureArg_uint16, u16, ffi_type_uint16, kPFInt, 0, UINT16_MAX)     \
+  X(uint32, "uint32", PFSignatureArg_uint32, u32, ffi_type_uint32, kPFInt, 0, UINT32_MAX)     \
+  X(uint64, "uint64", PFSignatureArg_uint64, u64, ffi_type_uint64, kPFInt, 0, UINT64_MAX)     \
+  X(bool, "bool", PFSignatureArg_bool, b, ffi_type_uint8, kPFBool, 0, 1)
+#define PF_SIG_FLOAT_TYPES(X)                                                 \
+  X(float32, "float32", PFSignatureArg_float32, f32, ffi_type_float, FLT_MAX) \
+  X(float64, "float64", PFSignatureArg_float64, f64, ffi_type_double, DBL_MAX)
 #define PF_SIG_OTHER_TYPES(X)                                 \
   X(str, "str", s, ffi_type_pointer, kPFStr)                  \
   X(bytes, "bytes", by, ffi_type_pointer, kPFBytes)           \

@@ -91,6 +91,10 @@ static void test_named_and_defaults(void** state) {
       "void(s: str = \"a\\\"b\\\\c\\n\\t\\r\\x41\\xc3\\xa9()\", "
       "b: bytes = b\"\\x00\\xFF,\")",
       "void(s:str=\"a\\\"b\\\\c\\n\\t\\rA\\xc3\\xa9()\",b:bytes=b\"\\x00\\xff,\")");
+  /* b and its STRING are two tokens, blanks between them as around any (a
+   * checked registration's default arrives as clang-format spaced it). */
+  assert_canonical("void(b: bytes = b \"z\", c: bytes = b\t\"\\x01\")",
+                   "void(b:bytes=b\"z\",c:bytes=b\"\\x01\")");
   /* dtype, device, null. */
   assert_canonical(
       "void(d: dtype = \"f32\", e: device = \"cuda:1\", g: device = \"cpu\", "

@@ -4,8 +4,10 @@
  * demo.Base is a named thing; demo.Counter is a Base that counts. Each is a
  * C struct (Counter's begins with Base's), described once: its fields (the
  * members hosts may read, and which they may write), its methods (C
- * functions whose first argument is the object) and its constructor
- * (__init__). Loading the plugin registers both types; a host then writes
+ * functions whose first argument is the object, each registered with
+ * PF_METHOD_CHECKED, whose signature the compiler checks against the
+ * function) and its constructor (__init__). Loading the plugin registers
+ * both types; a host then writes
  *
  *     c = demo.Counter("clicks", 10)   # Python, through __init__
  *     c.increment()                    # 11
@@ -68,9 +70,10 @@ static const PFFieldDesc k_base_fields[] = {
 };
 
 static const PFMethodDesc k_base_methods[] = {
-    PF_METHOD_TYPED("__init__", base_init, "void(self: obj<demo.Base>, name: str)",
-                    "Makes a Base named NAME."),
-    PF_METHOD_TYPED("describe", base_describe, "str(self: obj<demo.Base>)", "Says what it is."),
+    PF_METHOD_CHECKED("__init__", base_init, PF_RET(void), PF_ARG(obj(demo.Base), self),
+                      PF_ARG(str, name), PF_DOC("Makes a Base named NAME.")),
+    PF_METHOD_CHECKED("describe", base_describe, PF_RET(str), PF_ARG(obj(demo.Base), self),
+                      PF_DOC("Says what it is.")),
 };
 
 static const PFObjectTypeDesc k_base_type = {PF_OBJECT_TYPE_DESC_ABI,
@@ -138,17 +141,20 @@ static const PFFieldDesc k_counter_fields[] = {
 };
 
 static const PFMethodDesc k_counter_methods[] = {
-    PF_METHOD_TYPED("__init__", counter_init,
-                    "void(self: obj<demo.Counter>, name: str, start: int64)",
-                    "Makes a Counter named NAME that starts at START."),
-    PF_METHOD_TYPED("increment", counter_increment, "int64(self: obj<demo.Counter>)",
-                    "Adds step to the count and returns it."),
-    PF_METHOD_TYPED("add", counter_add, "int64(self: obj<demo.Counter>, n: int64)",
-                    "Adds N steps and returns the count."),
-    PF_METHOD_TYPED("describe", counter_describe, "str(self: obj<demo.Counter>)",
-                    "Says what it is."),
+    PF_METHOD_CHECKED("__init__", counter_init, PF_RET(void), PF_ARG(obj(demo.Counter), self),
+                      PF_ARG(str, name), PF_ARG(int64, start),
+                      PF_DOC("Makes a Counter named NAME that starts at START.")),
+    PF_METHOD_CHECKED("increment", counter_increment, PF_RET(int64),
+                      PF_ARG(obj(demo.Counter), self),
+                      PF_DOC("Adds step to the count and returns it.")),
+    PF_METHOD_CHECKED("add", counter_add, PF_RET(int64), PF_ARG(obj(demo.Counter), self),
+                      PF_ARG(int64, n), PF_DOC("Adds N steps and returns the count.")),
+    PF_METHOD_CHECKED("describe", counter_describe, PF_RET(str), PF_ARG(obj(demo.Counter), self),
+                      PF_DOC("Says what it is.")),
+    /* A packed method checks its own arguments: no signature for C to check. */
     {"reset", counter_reset, NULL, NULL, 0, "Sets the count to its argument (default 0)."},
-    PF_STATIC_METHOD_TYPED("max_step", counter_max_step, "int64()", "The largest sensible step."),
+    PF_STATIC_METHOD_CHECKED("max_step", counter_max_step, PF_RET(int64),
+                             PF_DOC("The largest sensible step.")),
 };
 
 static const PFObjectTypeDesc k_counter_type = {PF_OBJECT_TYPE_DESC_ABI,

@@ -21,14 +21,20 @@
 
 _Static_assert(sizeof(double) == sizeof(int64_t), "demo.sort sorts 8-byte elements");
 
-/* ---- math: typed functions, converted by their signatures ---- */
+/* ---- math: typed functions, converted by their signatures ----
+ * A typed function is registered with PF_REGISTER_CHECKED: the compiler
+ * checks that its prototype is the one the signature describes. The packed
+ * functions below check their own arguments; their registrations carry no
+ * signature that C could check. */
 
 static int64_t demo_add(int64_t a, int64_t b) { return a + b; }
-PF_REGISTER_TYPED("demo.add", demo_add, "int64(a: int64, b: int64)", "Adds two integers.");
+PF_REGISTER_CHECKED("demo.add", demo_add, PF_RET(int64), PF_ARG(int64, a), PF_ARG(int64, b),
+                    PF_DOC("Adds two integers."));
 
 static double demo_hypot(double x, double y) { return hypot(x, y); }
-PF_REGISTER_TYPED("demo.hypot", demo_hypot, "float64(x: float64, y: float64)",
-                  "The length of the vector (x, y), without overflow.");
+PF_REGISTER_CHECKED("demo.hypot", demo_hypot, PF_RET(float64), PF_ARG(float64, x),
+                    PF_ARG(float64, y),
+                    PF_DOC("The length of the vector (x, y), without overflow."));
 
 /* ---- strings ---- */
 
@@ -39,7 +45,8 @@ static const char* demo_greet(const char* name) {
   snprintf(buf, sizeof(buf), "Hello, %s!", name);
   return buf;
 }
-PF_REGISTER_TYPED("demo.greet", demo_greet, "str(name: str)", "Returns 'Hello, NAME!'.");
+PF_REGISTER_CHECKED("demo.greet", demo_greet, PF_RET(str), PF_ARG(str, name),
+                    PF_DOC("Returns 'Hello, NAME!'."));
 
 /* Length of the UTF-8 sequence that starts with byte c (1 for a stray
  * continuation byte, so malformed text is still reversed byte by byte). */

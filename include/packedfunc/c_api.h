@@ -19,6 +19,7 @@
  *   typed.h      typed C functions and C function pointers (libffi)
  *   object_type.h  object types a library registers: fields, methods, instances
  *   module.h     modules (shared libraries) and the registration macros
+ *   checked.h    typed registrations whose C prototype the compiler checks
  *   api_table.h  versions, struct sizes and the stable function table
  *   rpc.h        (a library of its own) remote functions
  *
@@ -57,7 +58,8 @@
  *    unknown type codes, wrong handle kinds) is a -1 with an error.
  *    Allocation failure is a -1 with kind "MemoryError".
  *  - C++. Every header compiles as C++11 or later, the registration macros
- *    of module.h and object_type.h included; nothing else is needed.
+ *    of module.h and object_type.h included (checked.h's are C only);
+ *    nothing else is needed.
  *  - Threads. Every entry point may be called from any thread. Function
  *    handles may be shared between threads; reference counting is atomic.
  *  - fork(). A child process forked while other threads are inside
@@ -82,6 +84,7 @@
 #include "packedfunc/typed.h"
 #include "packedfunc/object_type.h"
 #include "packedfunc/module.h"
+#include "packedfunc/checked.h"
 #include "packedfunc/api_table.h"
 
 #endif /* PACKEDFUNC_C_API_H_ */

@@ -56,6 +56,9 @@ extern "C" {
  *     CHAR    := a printable ASCII character (space to '~') but '"' and '\'
  *     ESCAPE  := '"' | "\" | "n" | "t" | "r" | "x" HEXDIGIT HEXDIGIT
  *
+ * Blanks may separate "b" from its STRING, as any two tokens (the canonical
+ * text has none): `b "\x00"` is `b"\x00"`.
+ *
  * A literal is the packed value an argument could be — an INT a kPFInt, a
  * FLOAT a kPFFloat (read in the C locale, whatever the process's is), true
  * and false a kPFBool, null a kPFNull, a STRING a kPFStr of its bytes, a
@@ -267,6 +270,52 @@ extern "C" {
  * grammar from here instead of keeping their own list.
  * Errors: index outside the types (IndexError). Thread-safe. */
 PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
+
+/* The C types of the named types, in the table's order (void first, before
+ * the list; any, which has no C type, last, after it): one row per name,
+ *   X(name, C argument type, C result type)
+ * which the runtime's conversions and the checked registrations (checked.h)
+ * both read, so the table above and the compiler cannot disagree. Each row
+ * also names its types: PFSignatureArg_NAME and PFSignatureResult_NAME
+ * (PFSignatureResult_void is void); obj<KEY> is a PFObjectHandle and a
+ * constrained tensor a DLTensor*, as an argument and as a result. */
+#ifdef __cplusplus
+#define PF_SIGNATURE_BOOL_ bool
+#else
+#define PF_SIGNATURE_BOOL_ _Bool
+#endif
+#define PF_SIGNATURE_C_TYPES(X)                   \
+  X(int8, int8_t, int8_t)                         \
+  X(int16, int16_t, int16_t)                      \
+  X(int32, int32_t, int32_t)                      \
+  X(int64, int64_t, int64_t)                      \
+  X(uint8, uint8_t, uint8_t)                      \
+  X(uint16, uint16_t, uint16_t)                   \
+  X(uint32, uint32_t, uint32_t)                   \
+  X(uint64, uint64_t, uint64_t)                   \
+  X(bool, PF_SIGNATURE_BOOL_, PF_SIGNATURE_BOOL_) \
+  X(float32, float, float)                        \
+  X(float64, double, double)                      \
+  X(str, const char*, const char*)                \
+  X(bytes, const PFByteArray*, PFByteArray)       \
+  X(ptr, void*, void*)                            \
+  X(tensor, DLTensor*, DLTensor*)                 \
+  X(dtype, DLDataType, DLDataType)                \
+  X(device, DLDevice, DLDevice)                   \
+  X(func, PFFunctionHandle, PFFunctionHandle)     \
+  X(array, PFObjectHandle, PFObjectHandle)        \
+  X(map, PFObjectHandle, PFObjectHandle)          \
+  X(shape, PFObjectHandle, PFObjectHandle)        \
+  X(object, PFObjectHandle, PFObjectHandle)       \
+  X(list, PFObjectHandle, PFObjectHandle)         \
+  X(dict, PFObjectHandle, PFObjectHandle)
+
+#define PF_SIGNATURE_TYPEDEF_(name, arg, result) \
+  typedef arg PFSignatureArg_##name;             \
+  typedef result PFSignatureResult_##name;
+PF_SIGNATURE_C_TYPES(PF_SIGNATURE_TYPEDEF_)
+#undef PF_SIGNATURE_TYPEDEF_
+typedef void PFSignatureResult_void;
 
 /* ------------------------------------------------------------------------ */
 /* Reading a signature                                                       */

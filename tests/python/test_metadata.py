@@ -258,3 +258,66 @@ def test_every_grammar_type_has_a_python_annotation(pf):
     assert _signature.annotation("list", False) == typing.Union[list, tuple, pf.List]
     assert _signature.annotation("dict", True) is pf.Dict
     assert _signature.annotation("dict", False) == typing.Union[dict, pf.Dict]
+
+
+# ---- checked registrations (checked.h) ------------------------------------------------
+# The demo plugin registers its typed functions and methods with
+# PF_REGISTER_CHECKED and PF_METHOD_CHECKED: each keeps the signature and doc
+# that its former string registration gave, and calls through it.
+
+# What the plugin's string registrations said (canonical), and its docs.
+CHECKED_FUNCTIONS = {
+    "add": ("int64(a: int64, b: int64)", "Adds two integers."),
+    "hypot": ("float64(x: float64, y: float64)",
+              "The length of the vector (x, y), without overflow."),
+    "greet": ("str(name: str)", "Returns 'Hello, NAME!'."),
+}
+CHECKED_METHODS = {
+    ("Base", "__init__"): ("void(self: obj<demo.Base>, name: str)", "Makes a Base named NAME."),
+    ("Base", "describe"): ("str(self: obj<demo.Base>)", "Says what it is."),
+    ("Counter", "__init__"): ("void(self: obj<demo.Counter>, name: str, start: int64)",
+                              "Makes a Counter named NAME that starts at START."),
+    ("Counter", "increment"): ("int64(self: obj<demo.Counter>)",
+                               "Adds step to the count and returns it."),
+    ("Counter", "add"): ("int64(self: obj<demo.Counter>, n: int64)",
+                         "Adds N steps and returns the count."),
+    ("Counter", "describe"): ("str(self: obj<demo.Counter>)", "Says what it is."),
+    ("Counter", "max_step"): ("int64()", "The largest sensible step."),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_FUNCTIONS))
+def test_functions_keep_the_hand_written_signature(pf, demo, name):
+    text, doc = CHECKED_FUNCTIONS[name]
+    f = getattr(demo, name)
+    assert f.signature == with_signature(pf, text).signature
+    assert f.doc == doc
+
+
+def test_functions_call_through_the_checked_signature(demo):
+    assert demo.add(40, 2) == 42
+    assert demo.add(a=1, b=2) == 3
+    assert demo.hypot(3.0, 4) == 5.0
+    assert demo.greet("checked") == "Hello, checked!"
+    with pytest.raises(TypeError, match="argument 0 'a': expected int64"):
+        demo.add(1.5, 2)
+
+
+@pytest.mark.parametrize("cls,name", sorted(CHECKED_METHODS))
+def test_methods_keep_the_hand_written_signature(pf, demo, cls, name):
+    text, doc = CHECKED_METHODS[(cls, name)]
+    method = getattr(getattr(demo, cls), name)
+    assert method.__doc__ == "%s\n\nname: demo.%s.%s\nsignature: %s" % (
+        doc, cls, name, with_signature(pf, text).signature)
+
+
+def test_methods_call_through_the_checked_signature(demo):
+    c = demo.Counter("clicks", 10)
+    assert c.increment() == 11
+    c.step = 5
+    assert c.add(2) == 21
+    assert c.describe() == "Counter 'clicks' at 21"
+    assert demo.Counter.max_step() == 1000
+    assert demo.Base("b").describe().startswith("Base 'b' #")
+    with pytest.raises(TypeError, match="'n': expected int64"):
+        c.add("two")

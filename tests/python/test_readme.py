@@ -174,10 +174,15 @@ def test_readme_type_table_matches_the_python_annotations(pf):
 
 def test_readme_scale_signature_claim(pf):
     import inspect
-    f = pf.convert(lambda *a: None)
-    f.set_info(signature="float64(float64,int32)")
-    claim = "`%s` for `example.scale` below" % inspect.signature(f)
-    assert claim in " ".join(readme().split())
+    text = " ".join(readme().split())
+    shown = []
+    # examples/typed.c: scale's checked registration, sqrt's string.
+    for signature in ("float64(x:float64,times:int32)", "float64(float64)"):
+        f = pf.convert(lambda *a: None)
+        f.set_info(signature=signature)
+        shown.append(inspect.signature(f))
+    claim = "`%s` for `example.scale` below, and `%s` for its unnamed `example.sqrt`"
+    assert claim % tuple(shown) in text
 
 
 def test_readme_first_plugin_builds_and_runs(tmp_path):
