@@ -75,7 +75,8 @@ MOD_DIR      := $(BUILD)/modules
 MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
                   mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
-                  mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so mod_cxx.so)
+                  mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so mod_cxx.so \
+                  mod_cxx_layer.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
@@ -96,6 +97,10 @@ $(MOD_DIR)/mod_cxx.so: tests/modules/mod_cxx.cc $(MOD_DIR)/mod_cxx_c.o $(SHARED)
 	@mkdir -p $(@D)
 	$(call quiet,CXX) $(CXX) $(MODULE_CXXFLAGS) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< \
 	  $(MOD_DIR)/mod_cxx_c.o
+# Written with the C++ layer (packedfunc.hpp).
+$(MOD_DIR)/mod_cxx_layer.so: tests/modules/mod_cxx_layer.cc $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CXX) $(CXX) $(MODULE_CXXFLAGS) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $<
 # Not linked against libpackedfunc at all; not a module.
 $(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
 	@mkdir -p $(@D)

@@ -1035,6 +1035,7 @@ class Impl {
       }
     };
     (one(std::get<I>(specs_), type<bare<P>>::name), ...);
+    (void)one;  // no parameters
     return s + ')';
   }
 
@@ -1063,6 +1064,8 @@ class Impl {
   template <size_t... I>
   int invoke(PFValue* args, int* codes, int n, PFRetValueHandle ret,
              std::index_sequence<I...>) const {
+    (void)args;  // no parameters
+    (void)codes;
     if (n > static_cast<int>(N) || n < 0) throw_missing(n);
     // The arguments are converted first, in order, then the call is made.
     std::tuple<bare<P>...> values{get<I>(args, codes, n)...};
