@@ -257,7 +257,7 @@ install: lib $(PF_TOOL)
 clean:
 	rm -rf $(BUILD)
 
-include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk mk/wheel.mk
+include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk mk/wheel.mk mk/cpp.mk
 
 # The header dependencies the compiler wrote (none before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

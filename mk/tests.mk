@@ -15,6 +15,8 @@
 #                                valgrind memcheck (part of make test)
 #   make soak [SOAK_OPS=1000000] the threaded soak tests, long, under ASan and TSan
 #                                and in Python; their short forms run with the suites
+#   make test-cpp                the C++ layer's tests, g++ and clang++, C++17 and C++20,
+#                                under ASan+UBSan, and its compile-fail cases (mk/cpp.mk)
 #   make test-format             every C and C++ file as .clang-format lays it out
 #                                (part of make test)
 .PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme \
@@ -37,7 +39,7 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 # each with its time; a failed suite stops it. The longest suites come
 # first, so that the short ones fill the other cores meanwhile.
 TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
-               valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node bench-quick
+               valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-cpp bench-quick
 TEST_JOBS   ?= $(shell nproc)
 RUN         ?=
 

@@ -177,10 +177,8 @@ bool translate(const std::exception_ptr& p) {
   try {
     std::rethrow_exception(p);
   } catch (const E& e) {
-    if constexpr (std::is_base_of_v<std::exception, E>)
-      PFErrorSet(error_kind<E>::value, e.what());
-    else
-      PFErrorSet(error_kind<E>::value, "C++ exception");
+    if constexpr (std::is_base_of_v<std::exception, E>) PFErrorSet(error_kind<E>::value, e.what());
+    else PFErrorSet(error_kind<E>::value, "C++ exception");
     return true;
   } catch (...) {
     return false;
@@ -285,10 +283,14 @@ template <class T>
 constexpr const char* int_name() {
   constexpr bool s = std::is_signed_v<T>;
   switch (sizeof(T)) {
-    case 1: return s ? "int8" : "uint8";
-    case 2: return s ? "int16" : "uint16";
-    case 4: return s ? "int32" : "uint32";
-    default: return s ? "int64" : "uint64";
+    case 1:
+      return s ? "int8" : "uint8";
+    case 2:
+      return s ? "int16" : "uint16";
+    case 4:
+      return s ? "int32" : "uint32";
+    default:
+      return s ? "int64" : "uint64";
   }
 }
 
@@ -330,8 +332,7 @@ struct type<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool
     if constexpr (std::is_signed_v<T>)
       fits = x >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
              x <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    else
-      fits = x >= 0 && static_cast<uint64_t>(x) <= std::numeric_limits<T>::max();
+    else fits = x >= 0 && static_cast<uint64_t>(x) <= std::numeric_limits<T>::max();
     if (!fits)
       throw Error(kPFErrValueError, std::string("expected ") + name + ", got int " +
                                         std::to_string(x) + ", which is out of its range");
@@ -439,7 +440,8 @@ struct handle_type {
     v->v_handle = o.get();
     uint32_t t = o.type_index();
     return t == kPFObjectFunction ? kPFFuncHandle
-                                  : t == kPFObjectModule ? kPFModuleHandle : kPFObjectHandle;
+           : t == kPFObjectModule ? kPFModuleHandle
+                                  : kPFObjectHandle;
   }
 };
 }  // namespace detail
@@ -870,8 +872,7 @@ struct default_value<arg_default<T>> {
 // C++ allows.
 template <class P, class D>
 constexpr bool default_fits() {
-  if constexpr (std::is_same_v<P, bool>)
-    return std::is_same_v<D, bool>;
+  if constexpr (std::is_same_v<P, bool>) return std::is_same_v<D, bool>;
   else if constexpr (std::is_integral_v<P>)
     return std::is_integral_v<D> && !std::is_same_v<D, bool>;
   else if constexpr (std::is_floating_point_v<P>)
@@ -879,8 +880,7 @@ constexpr bool default_fits() {
   else if constexpr (std::is_same_v<P, std::string> || std::is_same_v<P, std::string_view> ||
                      std::is_same_v<P, const char*>)
     return std::is_same_v<D, const char*> || std::is_same_v<D, std::string>;
-  else
-    return std::is_same_v<D, std::nullptr_t>;
+  else return std::is_same_v<D, std::nullptr_t>;
 }
 
 // The literal of a default (signature.h's LITERAL).
@@ -1016,10 +1016,8 @@ class Impl {
   template <size_t... I>
   std::string build_signature(std::index_sequence<I...>) const {
     std::string s;
-    if constexpr (std::is_void_v<R>)
-      s = "void";
-    else
-      s = type<bare<R>>::name;
+    if constexpr (std::is_void_v<R>) s = "void";
+    else s = type<bare<R>>::name;
     s += '(';
     size_t i = 0;
     auto one = [&](auto& spec, const char* tname) {
@@ -1057,8 +1055,8 @@ class Impl {
   }
 
   [[noreturn]] void throw_missing(int n) const {
-    throw Error(kPFErrTypeError, name_ + "() takes " + std::to_string(N) +
-                                     " arguments but " + std::to_string(n) + " were given");
+    throw Error(kPFErrTypeError, name_ + "() takes " + std::to_string(N) + " arguments but " +
+                                     std::to_string(n) + " were given");
   }
 
   template <size_t... I>
@@ -1152,8 +1150,16 @@ struct StaticDef {
     const std::string& s = keep->signature();
     if (s.size() >= kSignatureMax) return;
     std::memcpy(signature, s.c_str(), s.size() + 1);
-    desc = PFFuncDescriptor{PF_FUNC_DESCRIPTOR_ABI, kPFFuncDescriptorPacked, name, &call<Impl>,
-                            nullptr, signature, doc, nullptr, nullptr, nullptr};
+    desc = PFFuncDescriptor{PF_FUNC_DESCRIPTOR_ABI,
+                            kPFFuncDescriptorPacked,
+                            name,
+                            &call<Impl>,
+                            nullptr,
+                            signature,
+                            doc,
+                            nullptr,
+                            nullptr,
+                            nullptr};
   }
   template <class Impl>
   static int call(PFValue* a, int* c, int n, PFRetValueHandle r, void*) noexcept {
@@ -1179,11 +1185,11 @@ struct StaticDef {
 #define PF_DEF(name, ...) PF_DEF_DOC(name, nullptr, __VA_ARGS__)
 #define PF_DEF_DOC(name, doc, ...) PF_DEF_AT_(PF_UNIQUE_ID_, name, doc, __VA_ARGS__)
 #define PF_DEF_AT_(id, name, doc, ...) PF_DEF_AT2_(id, name, doc, __VA_ARGS__)
-#define PF_DEF_AT2_(id, name, doc, ...)                                                          \
-  PF_ACCESSOR_USE_(id);                                                                          \
-  struct PF_CAT_(pf_def_tag_, id);                                                               \
-  static ::pf::detail::StaticDef<struct PF_CAT_(pf_def_tag_, id)> PF_CAT_(pf_def_, id){          \
-      name, doc, __VA_ARGS__};                                                                   \
+#define PF_DEF_AT2_(id, name, doc, ...)                                                        \
+  PF_ACCESSOR_USE_(id);                                                                        \
+  struct PF_CAT_(pf_def_tag_, id);                                                             \
+  static ::pf::detail::StaticDef<struct PF_CAT_(pf_def_tag_, id)> PF_CAT_(pf_def_, id){        \
+      name, doc, __VA_ARGS__};                                                                 \
   __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const PF_CAT_( \
       pf_def_entry_, id) = &::pf::detail::StaticDef<struct PF_CAT_(pf_def_tag_, id)>::desc
 #endif

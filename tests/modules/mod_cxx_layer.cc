@@ -65,8 +65,10 @@ static const bool registered_no_such_key = pf::register_error<cxxl::NoSuchKey>()
 PF_DEF("cxxl.clamp", cxxl::clamp, pf::arg("x"), pf::arg("lo") = 0.0, pf::arg("hi") = 1.0);
 PF_DEF_DOC("cxxl.raise", "Throws the C++ exception it names.", cxxl::raise, pf::arg("what"));
 PF_DEF("cxxl.total", cxxl::total, pf::arg("x"), pf::arg("scale") = 1);
-PF_DEF("cxxl.greet", [](const std::string& name, std::string greeting) { return greeting + ", " + name; },
-       pf::arg("name"), pf::arg("greeting") = "hello");
+PF_DEF(
+    "cxxl.greet",
+    [](const std::string& name, std::string greeting) { return greeting + ", " + name; },
+    pf::arg("name"), pf::arg("greeting") = "hello");
 // A callback called from C++: its error comes back as a pf::Error, which
 // the layer turns back into the same kind for this function's caller.
 PF_DEF("cxxl.apply", [](pf::Function f, double x) { return f.call<double>(x) * 2; });
