@@ -39,11 +39,12 @@ struct pf::error_kind<Missing> {
 };
 
 PF_DEF("cpptest.clamp", clamp, pf::arg("x"), pf::arg("lo") = 0.0, pf::arg("hi") = 1);
-PF_DEF_DOC("cpptest.greet", "Greets.",
-           [](std::string_view name, const std::string& greeting) {
-             return greeting + ", " + std::string(name);
-           },
-           pf::arg("name"), pf::arg("greeting") = "hello");
+PF_DEF_DOC(
+    "cpptest.greet", "Greets.",
+    [](std::string_view name, const std::string& greeting) {
+      return greeting + ", " + std::string(name);
+    },
+    pf::arg("name"), pf::arg("greeting") = "hello");
 
 namespace {
 
@@ -68,16 +69,26 @@ void test_type_names_are_cs(void**) {
   const char* name = nullptr;
   for (int i = 0; PFSignatureTypeInfo(i, &name, nullptr) == 0; ++i) c_names.push_back(name);
   PFErrorClear();
-  const char* cxx_names[] = {pf::type<bool>::name,        pf::type<int8_t>::name,
-                             pf::type<int16_t>::name,     pf::type<int32_t>::name,
-                             pf::type<int64_t>::name,     pf::type<uint8_t>::name,
-                             pf::type<uint16_t>::name,    pf::type<uint32_t>::name,
-                             pf::type<uint64_t>::name,    pf::type<float>::name,
-                             pf::type<double>::name,      pf::type<std::string>::name,
-                             pf::type<std::string_view>::name, pf::type<const char*>::name,
-                             pf::type<DLTensor*>::name,   pf::type<pf::Function>::name,
-                             pf::type<pf::Object>::name,  pf::type<pf::Array>::name,
-                             pf::type<pf::Map>::name,     pf::type<pf::Any>::name};
+  const char* cxx_names[] = {pf::type<bool>::name,
+                             pf::type<int8_t>::name,
+                             pf::type<int16_t>::name,
+                             pf::type<int32_t>::name,
+                             pf::type<int64_t>::name,
+                             pf::type<uint8_t>::name,
+                             pf::type<uint16_t>::name,
+                             pf::type<uint32_t>::name,
+                             pf::type<uint64_t>::name,
+                             pf::type<float>::name,
+                             pf::type<double>::name,
+                             pf::type<std::string>::name,
+                             pf::type<std::string_view>::name,
+                             pf::type<const char*>::name,
+                             pf::type<DLTensor*>::name,
+                             pf::type<pf::Function>::name,
+                             pf::type<pf::Object>::name,
+                             pf::type<pf::Array>::name,
+                             pf::type<pf::Map>::name,
+                             pf::type<pf::Any>::name};
   for (const char* n : cxx_names) {
     bool found = false;
     for (const std::string& c : c_names) found = found || c == n;
@@ -88,15 +99,22 @@ void test_type_names_are_cs(void**) {
 }
 
 void test_signatures_are_deduced(void**) {
-  pf::Function f = pf::function("f", nullptr, [](int32_t a, uint8_t b, float c, bool d,
-                                                  const char* e) { return a + b + c + d + (e != nullptr); });
+  pf::Function f =
+      pf::function("f", nullptr, [](int32_t a, uint8_t b, float c, bool d, const char* e) {
+        return a + b + c + d + (e != nullptr);
+      });
   assert_string_equal(signature_of(f), "float32(int32,uint8,float32,bool,str)");
-  pf::Function g = pf::function(nullptr, nullptr, [](pf::Function, pf::Array, pf::Map, pf::Object) {});
+  pf::Function g =
+      pf::function(nullptr, nullptr, [](pf::Function, pf::Array, pf::Map, pf::Object) {});
   assert_string_equal(signature_of(g), "void(func,array,map,object)");
   pf::Function h = pf::function(
-      "h", nullptr, [](int64_t a, bool b, std::string c, DLTensor* t) { return a + b + c.size() + (t == nullptr); },
+      "h", nullptr,
+      [](int64_t a, bool b, std::string c, DLTensor* t) {
+        return a + b + c.size() + (t == nullptr);
+      },
       pf::arg("a") = -3, pf::arg("b") = true, pf::arg("c") = "q\"\n\x01", pf::arg("t") = nullptr);
-  assert_string_equal(signature_of(h), "uint64(a:int64=-3,b:bool=true,c:str=\"q\\\"\\n\\x01\",t:tensor=null)");
+  assert_string_equal(signature_of(h),
+                      "uint64(a:int64=-3,b:bool=true,c:str=\"q\\\"\\n\\x01\",t:tensor=null)");
   assert_int_equal(h.call<int64_t>(), -3 + 1 + 4 + 1);
 }
 
@@ -117,20 +135,22 @@ void test_calls_with_defaults_and_keywords(void**) {
   assert_true(rv.v_float64 == 5.0);
   pf::Function g = pf::Function::global("cpptest.greet");
   assert_string_equal(g.call<std::string>("ada").c_str(), "hello, ada");
-  assert_string_equal(g.call<std::string>(std::string("ada"), std::string_view("hi")).c_str(), "hi, ada");
+  assert_string_equal(g.call<std::string>(std::string("ada"), std::string_view("hi")).c_str(),
+                      "hi, ada");
 }
 
 void test_arguments_that_do_not_convert(void**) {
-  pf::Function f = pf::function("conv", nullptr, [](int8_t a, uint32_t b) { return a + b; },
-                                pf::arg("a"), pf::arg("b"));
+  pf::Function f = pf::function(
+      "conv", nullptr, [](int8_t a, uint32_t b) { return a + b; }, pf::arg("a"), pf::arg("b"));
   PFValue rv;
   int rc;
   assert_int_equal(call_ints(f, {1, 2}, &rv, &rc), 0);
   assert_int_equal(rv.v_int64, 3);
   assert_int_equal(call_ints(f, {300, 2}, &rv, &rc), -1);
   assert_string_equal(PFErrorGetKind(), "ValueError");
-  assert_string_equal(PFErrorGetMessage(),
-                      "conv: argument 0 'a': expected int8, got int 300, which is out of its range");
+  assert_string_equal(
+      PFErrorGetMessage(),
+      "conv: argument 0 'a': expected int8, got int 300, which is out of its range");
   assert_int_equal(call_ints(f, {1, -2}, &rv, &rc), -1);
   assert_string_equal(PFErrorGetKind(), "ValueError");
   assert_int_equal(call_ints(f, {1}, &rv, &rc), -1);
@@ -179,10 +199,11 @@ void test_exceptions_become_errors(void**) {
     const char* what;
     const char* kind;
     const char* message;
-  } cases[] = {{"invalid_argument", "ValueError", "ia"},  {"domain_error", "ValueError", "de"},
-               {"out_of_range", "IndexError", "oor"},     {"bad_alloc", "MemoryError", nullptr},
-               {"runtime_error", "RuntimeError", "re"},   {"missing", "KeyError", "gone"},
-               {"pf", "CustomKind", "custom"},            {"int", "RuntimeError", "unknown C++ exception"}};
+  } cases[] = {
+      {"invalid_argument", "ValueError", "ia"}, {"domain_error", "ValueError", "de"},
+      {"out_of_range", "IndexError", "oor"},    {"bad_alloc", "MemoryError", nullptr},
+      {"runtime_error", "RuntimeError", "re"},  {"missing", "KeyError", "gone"},
+      {"pf", "CustomKind", "custom"},           {"int", "RuntimeError", "unknown C++ exception"}};
   for (const auto& c : cases) {
     PFValue a, rv;
     a.v_str = c.what;
@@ -212,9 +233,8 @@ void test_callbacks_throw_through_cxx(void**) {
     if (x < 0) throw std::out_of_range("negative");
     return x * 2;
   });
-  pf::Function apply = pf::function("apply", nullptr, [](pf::Function g, double x) {
-    return g.call<double>(x) + 1;
-  });
+  pf::Function apply = pf::function("apply", nullptr,
+                                    [](pf::Function g, double x) { return g.call<double>(x) + 1; });
   assert_true(apply.call<double>(cb, 2.0) == 5.0);
   try {
     apply(cb, -1.0);

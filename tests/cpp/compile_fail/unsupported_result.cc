@@ -6,5 +6,6 @@
 #include "packedfunc/packedfunc.hpp"
 
 int main() {
-  pf::function("bad.range", nullptr, [](int64_t n) { return std::vector<int64_t>(n); });  // registration
+  auto range = [](int64_t n) { return std::vector<int64_t>(n); };
+  pf::function("bad.range", nullptr, range);  // registration
 }
