@@ -244,7 +244,7 @@ demo: python $(DEMO_PLUGIN)
 # ---- install -------------------------------------------------------------------------
 install: lib $(PF_TOOL)
 	install -d $(DESTDIR)$(INCLUDEDIR)/packedfunc $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
-	install -m 644 include/packedfunc/*.h $(DESTDIR)$(INCLUDEDIR)/packedfunc/
+	install -m 644 include/packedfunc/*.h include/packedfunc/*.hpp $(DESTDIR)$(INCLUDEDIR)/packedfunc/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libpackedfunc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libpackedfunc.so

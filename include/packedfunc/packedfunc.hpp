@@ -129,6 +129,12 @@ struct has_error_kind : std::false_type {};
 template <class E>
 struct has_error_kind<E, std::void_t<decltype(error_kind<E>::value)>> : std::true_type {};
 
+// An error about a call's arguments: the caller's, so it carries no
+// traceback line (base.h, PF_ERROR).
+struct ArgError : Error {
+  using Error::Error;
+};
+
 // Records the exception in flight as the thread's error; returns -1. Only
 // inside a catch block.
 using Translator = bool (*)(const std::exception_ptr&);
@@ -154,6 +160,8 @@ inline int raise_current(const char* where) noexcept {
       }
     }
     std::rethrow_exception(p);
+  } catch (const ArgError& e) {
+    PFErrorSet(e.kind().c_str(), e.message().c_str());
   } catch (const Error& e) {
     set_error(e.kind().c_str(), e.message().c_str(), where);
   } catch (const std::invalid_argument& e) {
@@ -1050,13 +1058,13 @@ class Impl {
     } catch (const Error& e) {
       std::string where = name_ + ": argument " + std::to_string(I);
       if (spec.name != nullptr) where += std::string(" '") + spec.name + "'";
-      throw Error(e.kind(), where + ": " + e.message());
+      throw ArgError(e.kind(), where + ": " + e.message());
     }
   }
 
   [[noreturn]] void throw_missing(int n) const {
-    throw Error(kPFErrTypeError, name_ + "() takes " + std::to_string(N) + " arguments but " +
-                                     std::to_string(n) + " were given");
+    throw ArgError(kPFErrTypeError, name_ + "() takes " + std::to_string(N) + " arguments but " +
+                                        std::to_string(n) + " were given");
   }
 
   template <size_t... I>

@@ -151,6 +151,8 @@ void test_arguments_that_do_not_convert(void**) {
   assert_string_equal(
       PFErrorGetMessage(),
       "conv: argument 0 'a': expected int8, got int 300, which is out of its range");
+  // An argument error is the caller's: no traceback line (base.h, PF_ERROR).
+  assert_string_equal(PFErrorGetTraceback(), "");
   assert_int_equal(call_ints(f, {1, -2}, &rv, &rc), -1);
   assert_string_equal(PFErrorGetKind(), "ValueError");
   assert_int_equal(call_ints(f, {1}, &rv, &rc), -1);
