@@ -432,7 +432,9 @@ namespace detail {
 template <class H, uint32_t kIndex>
 struct handle_type {
   static constexpr bool supported = true;
-  static H from(PFValue v, int code, const char* name) {
+  // type<H> derives from this and gives the name.
+  static H from(PFValue v, int code) {
+    const char* name = type<H>::name;
     if (code == kPFNull) return H();
     bool ok = code == kPFObjectHandle || code == kPFFuncHandle || code == kPFModuleHandle;
     uint32_t t = 0;
@@ -563,6 +565,27 @@ int pack(const T& x, PFValue* v, std::string* keep) {
 
 }  // namespace detail
 
+namespace detail {
+
+// N C++ values packed as call arguments or items: the values, their codes,
+// and the string copies they borrow from (so it is never copied or moved).
+template <size_t N>
+struct Packed {
+  PFValue v[N > 0 ? N : 1];
+  int c[N > 0 ? N : 1];
+  std::string keep[N > 0 ? N : 1];
+  template <class... A>
+  explicit Packed(const A&... xs) {
+    size_t i = 0;
+    ((c[i] = pack(xs, &v[i], &keep[i]), ++i), ...);
+    (void)i;
+  }
+  Packed(const Packed&) = delete;
+  Packed& operator=(const Packed&) = delete;
+};
+
+}  // namespace detail
+
 template <class T, class>
 Any::Any(T&& x) {
   std::string keep;
@@ -617,19 +640,13 @@ class Function : public Object {
   template <class... A>
   int try_call(Any* out, const A&... args) const noexcept {
     try {
-      constexpr size_t n = sizeof...(A);
-      PFValue values[n > 0 ? n : 1];
-      int codes[n > 0 ? n : 1];
-      std::string keep[n > 0 ? n : 1];
-      size_t i = 0;
-      ((codes[i] = detail::pack(args, &values[i], &keep[i]), ++i), ...);
-      (void)i;
+      detail::Packed<sizeof...(A)> p(args...);
       PFValue rv;
       int rc = kPFNull;
       // Call target (issue 35, the resolved call targets of function.h):
       // once they exist, a Function resolves its target once and calls
       // through it here; until then, the checked entry.
-      if (PFFuncCall(h_, values, codes, static_cast<int>(n), &rv, &rc) != 0) return -1;
+      if (PFFuncCall(h_, p.v, p.c, static_cast<int>(sizeof...(A)), &rv, &rc) != 0) return -1;
       Any result = Any::take(rv, rc);
       if (out != nullptr) *out = std::move(result);
       return 0;
@@ -645,34 +662,16 @@ class Function : public Object {
 template <>
 struct type<Function> : detail::handle_type<Function, kPFObjectFunction> {
   static constexpr const char* name = "func";
-  static Function from(PFValue v, int code) {
-    return detail::handle_type<Function, kPFObjectFunction>::from(v, code, name);
-  }
 };
 
 template <>
 struct type<Object> : detail::handle_type<Object, 0> {
   static constexpr const char* name = "object";
-  static Object from(PFValue v, int code) {
-    return detail::handle_type<Object, 0>::from(v, code, name);
-  }
 };
 
 // ---------------------------------------------------------------------------
 // Containers (container.h)
 // ---------------------------------------------------------------------------
-
-namespace detail {
-template <class... A>
-void pack_all(std::vector<PFValue>* v, std::vector<int>* c, std::vector<std::string>* keep,
-              const A&... xs) {
-  v->resize(sizeof...(A));
-  c->resize(sizeof...(A));
-  keep->resize(sizeof...(A));
-  size_t i = 0;
-  (((*c)[i] = pack(xs, &(*v)[i], &(*keep)[i]), ++i), ...);
-}
-}  // namespace detail
 
 // An immutable Array of values (PFArrayCreate).
 class Array : public Object {
@@ -681,12 +680,9 @@ class Array : public Object {
   static Array borrow_as(PFObjectHandle h) noexcept { return Array(Object::borrow(h)); }
   template <class... A>
   static Array of(const A&... xs) {
-    std::vector<PFValue> v;
-    std::vector<int> c;
-    std::vector<std::string> keep;
-    detail::pack_all(&v, &c, &keep, xs...);
+    detail::Packed<sizeof...(A)> p(xs...);
     PFObjectHandle h = nullptr;
-    check(PFArrayCreate(v.data(), c.data(), static_cast<int64_t>(v.size()), &h));
+    check(PFArrayCreate(p.v, p.c, static_cast<int64_t>(sizeof...(A)), &h));
     return Array(Object::steal(h));
   }
   int64_t size() const {
@@ -715,17 +711,14 @@ class Map : public Object {
   template <class... A>
   static Map of(const A&... kv) {
     static_assert(sizeof...(A) % 2 == 0, "pf::Map::of: give keys and values in pairs");
-    std::vector<PFValue> v;
-    std::vector<int> c;
-    std::vector<std::string> keep;
-    detail::pack_all(&v, &c, &keep, kv...);
+    detail::Packed<sizeof...(A)> p(kv...);
     std::vector<PFValue> keys, vals;
     std::vector<int> kc, vc;
-    for (size_t i = 0; i < v.size(); i += 2) {
-      keys.push_back(v[i]);
-      kc.push_back(c[i]);
-      vals.push_back(v[i + 1]);
-      vc.push_back(c[i + 1]);
+    for (size_t i = 0; i < sizeof...(A); i += 2) {
+      keys.push_back(p.v[i]);
+      kc.push_back(p.c[i]);
+      vals.push_back(p.v[i + 1]);
+      vc.push_back(p.c[i + 1]);
     }
     PFObjectHandle h = nullptr;
     check(PFMapCreate(keys.data(), kc.data(), vals.data(), vc.data(),
@@ -762,16 +755,10 @@ class Map : public Object {
 template <>
 struct type<Array> : detail::handle_type<Array, kPFObjectArray> {
   static constexpr const char* name = "array";
-  static Array from(PFValue v, int code) {
-    return detail::handle_type<Array, kPFObjectArray>::from(v, code, name);
-  }
 };
 template <>
 struct type<Map> : detail::handle_type<Map, kPFObjectMap> {
   static constexpr const char* name = "map";
-  static Map from(PFValue v, int code) {
-    return detail::handle_type<Map, kPFObjectMap>::from(v, code, name);
-  }
 };
 
 // ---------------------------------------------------------------------------

@@ -3,24 +3,17 @@ include/packedfunc/packedfunc.hpp), used from Python: signatures deduced from
 the C++ types with names and defaults from pf::arg, and each C++ exception a
 function throws raised as the mapped Python exception, with the process
 alive afterwards."""
-import os
 import re
 
 import numpy as np
 import pytest
 
-from conftest import ROOT
-
-MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(
-    ROOT, os.environ.get("BUILD", "build"), "modules")
-PLUGIN = os.path.join(MODULE_DIR, "mod_cxx_layer.so")
+from conftest import load_fixture_module
 
 
 @pytest.fixture(scope="module")
 def cxxl():
-    import packedfunc
-    assert os.path.exists(PLUGIN), "%s is missing; run `make modules`" % PLUGIN
-    return packedfunc.load_module(PLUGIN).cxxl
+    return load_fixture_module("mod_cxx_layer.so").cxxl
 
 
 def test_signatures_come_from_the_cxx_types(cxxl):
