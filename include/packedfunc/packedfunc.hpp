@@ -673,22 +673,41 @@ struct type<Object> : detail::handle_type<Object, 0> {
 // Containers (container.h)
 // ---------------------------------------------------------------------------
 
-// An immutable Array of values (PFArrayCreate).
-class Array : public Object {
+namespace detail {
+// What the container handles share: a borrowed handle's reference, and the
+// size, read by GetSize.
+template <class D, int (*GetSize)(PFObjectHandle, int64_t*)>
+class Container : public Object {
  public:
-  Array() noexcept = default;
-  static Array borrow_as(PFObjectHandle h) noexcept { return Array(Object::borrow(h)); }
+  static D borrow_as(PFObjectHandle h) noexcept {
+    D d;
+    static_cast<Container&>(d).h_ = Object::borrow(h).release();
+    return d;
+  }
+  int64_t size() const {
+    int64_t n = 0;
+    check(GetSize(h_, &n));
+    return n;
+  }
+
+ protected:
+  static D adopt(PFObjectHandle h) noexcept {
+    D d;
+    static_cast<Container&>(d).h_ = h;
+    return d;
+  }
+};
+}  // namespace detail
+
+// An immutable Array of values (PFArrayCreate).
+class Array : public detail::Container<Array, PFArrayGetSize> {
+ public:
   template <class... A>
   static Array of(const A&... xs) {
     detail::Packed<sizeof...(A)> p(xs...);
     PFObjectHandle h = nullptr;
     check(PFArrayCreate(p.v, p.c, static_cast<int64_t>(sizeof...(A)), &h));
-    return Array(Object::steal(h));
-  }
-  int64_t size() const {
-    int64_t n = 0;
-    check(PFArrayGetSize(h_, &n));
-    return n;
+    return adopt(h);
   }
   // The value at i: pf::Error (IndexError) outside [0, size).
   Any operator[](int64_t i) const {
@@ -697,16 +716,11 @@ class Array : public Object {
     check(PFArrayGetItem(h_, i, &v, &code));
     return Any::borrow(v, code);
   }
-
- private:
-  explicit Array(Object o) noexcept : Object(std::move(o)) {}
 };
 
 // An immutable Map from str or int keys to values (PFMapCreate).
-class Map : public Object {
+class Map : public detail::Container<Map, PFMapGetSize> {
  public:
-  Map() noexcept = default;
-  static Map borrow_as(PFObjectHandle h) noexcept { return Map(Object::borrow(h)); }
   // From alternating keys and values: Map::of("a", 1, "b", 2.5).
   template <class... A>
   static Map of(const A&... kv) {
@@ -723,12 +737,7 @@ class Map : public Object {
     PFObjectHandle h = nullptr;
     check(PFMapCreate(keys.data(), kc.data(), vals.data(), vc.data(),
                       static_cast<int64_t>(keys.size()), &h));
-    return Map(Object::steal(h));
-  }
-  int64_t size() const {
-    int64_t n = 0;
-    check(PFMapGetSize(h_, &n));
-    return n;
+    return adopt(h);
   }
   // The value of `key`, or nullopt when absent.
   template <class K>
@@ -747,9 +756,6 @@ class Map : public Object {
     if (!a) throw Error(kPFErrKeyError, "pf::Map::at: no such key");
     return *a;
   }
-
- private:
-  explicit Map(Object o) noexcept : Object(std::move(o)) {}
 };
 
 template <>
