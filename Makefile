@@ -244,7 +244,7 @@ demo: python $(DEMO_PLUGIN)
 # ---- install -------------------------------------------------------------------------
 install: lib $(PF_TOOL)
 	install -d $(DESTDIR)$(INCLUDEDIR)/packedfunc $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
-	install -m 644 include/packedfunc/*.h $(DESTDIR)$(INCLUDEDIR)/packedfunc/
+	install -m 644 include/packedfunc/*.h include/packedfunc/*.hpp $(DESTDIR)$(INCLUDEDIR)/packedfunc/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libpackedfunc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libpackedfunc.so
@@ -257,7 +257,7 @@ install: lib $(PF_TOOL)
 clean:
 	rm -rf $(BUILD)
 
-include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk mk/wheel.mk
+include mk/tests.mk mk/bench.mk mk/rpc.mk mk/node.mk mk/wheel.mk mk/cpp.mk
 
 # The header dependencies the compiler wrote (none before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

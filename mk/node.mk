@@ -58,9 +58,11 @@ node: lib $(NODE_PKG)/node_modules/.package-lock.json $(NODE_PKG_LIB) $(NODE_PKG
 
 NODE_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PACKEDFUNC_NODE_HELPER=$(abspath $(NODE_HELPER)) \
                 PF_TESTLIB=$(abspath $(PY_TESTLIB)) PF_NODETEST=$(abspath $(NODE_TESTLIB)) \
-                PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_BENCHLIB=$(abspath $(BUILD)/bench/libpf_benchlib.so)
+                PF_DEMO_PLUGIN=$(abspath $(DEMO_PLUGIN)) PF_BENCHLIB=$(abspath $(BUILD)/bench/libpf_benchlib.so) \
+                PF_TEST_MODULE_DIR=$(abspath $(MOD_DIR))
 
-test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BUILD)/bench/libpf_benchlib.so
+test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BUILD)/bench/libpf_benchlib.so \
+           $(MOD_DIR)/mod_cxx_layer.so
 	@$(RUN) env $(NODE_TEST_ENV) NODE=$(NODE) tools/test-node.sh
 
 demo-node: node $(DEMO_PLUGIN)

@@ -15,6 +15,8 @@
 #                                valgrind memcheck (part of make test)
 #   make soak [SOAK_OPS=1000000] the threaded soak tests, long, under ASan and TSan
 #                                and in Python; their short forms run with the suites
+#   make test-cpp                the C++ layer's tests, g++ and clang++, C++17 and C++20,
+#                                under ASan+UBSan, and its compile-fail cases (mk/cpp.mk)
 #   make test-format             every C and C++ file as .clang-format lays it out
 #                                (part of make test)
 .PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme test-checked \
@@ -37,7 +39,7 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 # each with its time; a failed suite stops it. The longest suites come
 # first, so that the short ones fill the other cores meanwhile.
 TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
-               test-checked valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack bench-quick
+               test-checked valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack test-cpp bench-quick
 TEST_JOBS   ?= $(shell nproc)
 RUN         ?=
 
@@ -76,7 +78,7 @@ MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so m
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
                   mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
                   mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so mod_cxx.so \
-                  mod_elements.so)
+                  mod_elements.so mod_cxx_layer.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
@@ -97,6 +99,10 @@ $(MOD_DIR)/mod_cxx.so: tests/modules/mod_cxx.cc $(MOD_DIR)/mod_cxx_c.o $(SHARED)
 	@mkdir -p $(@D)
 	$(call quiet,CXX) $(CXX) $(MODULE_CXXFLAGS) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $< \
 	  $(MOD_DIR)/mod_cxx_c.o
+# Written with the C++ layer (packedfunc.hpp).
+$(MOD_DIR)/mod_cxx_layer.so: tests/modules/mod_cxx_layer.cc $(SHARED)
+	@mkdir -p $(@D)
+	$(call quiet,CXX) $(CXX) $(MODULE_CXXFLAGS) $(CFLAGS) $(DEPFLAGS) $(MODULE_LINK) -o $@ $<
 # Not linked against libpackedfunc at all; not a module.
 $(MOD_DIR)/mod_plain.so: tests/modules/mod_plain.c
 	@mkdir -p $(@D)

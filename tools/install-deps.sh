@@ -17,7 +17,8 @@ declare -A GROUPS_=(
   # patchelf makes it self-contained).
   [python]="python3 python3-numpy python3-dev python3-pip python3-setuptools python3-wheel
             patchelf"
-  # Every test: C (cmocka, sanitizers, the fuzzers' clang, valgrind, the ABI
+  # Every test: C (cmocka, sanitizers, the fuzzers' clang, which with g++ also
+  # builds the C++ layer's tests (clang++, mk/cpp.mk), valgrind, the ABI
   # check's g++, the layout check's clang-format) and Python (pytest, hypothesis, a venv for the install test,
   # mypy for the generated stubs).
   [test]="g++ libcmocka-dev clang libclang-rt-14-dev clang-format-14 valgrind python3-pytest

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's examples, and those of docs/guide.md (the guide it points to),
 # are true (below, "README.md" means both: a marker is unique across them):
-#  - each C block marked `<!-- example: examples/NAME.c -->` is that file word
+#  - each C block marked `<!-- example: examples/NAME.c -->` (a C++ one:
+#    examples/NAME.cc, compiled as C++17) is that file word
 #    for word; it compiles, and prints what the block marked
 #    `<!-- output: examples/NAME.c -->` shows (it runs with the demo plugin's
 #    path as its argument, from the repository root);
@@ -30,16 +31,18 @@ checked_examples=() checked_sessions=()
 
 # ---- C examples ----
 # shellcheck disable=SC2086
-examples=$(grep -ohE '<!-- example: examples/[A-Za-z0-9_]+\.c -->' $DOCS | awk '{print $3}')
+examples=$(grep -ohE '<!-- example: examples/[A-Za-z0-9_]+\.cc? -->' $DOCS | awk '{print $3}')
 [ -n "$examples" ] || { echo "test-readme: no C example in README.md"; exit 1; }
 for src in $examples; do
-  name=$(basename "$src" .c)
+  name=$(basename "$src"); name=${name%.*}
   if ! diff <(extract "<!-- example: $src -->") "$src"; then
     echo "test-readme: README's example differs from $src"; status=1; continue
   fi
   # Against the shared library, so that a plugin the example loads binds to
   # the same runtime.
-  cc -std=c11 -Wall -Wextra -Werror -Iinclude "$src" -L"$BUILD/lib" -lpackedfunc \
+  compile=(cc -std=c11)
+  [[ $src == *.cc ]] && compile=(c++ -std=c++17)
+  "${compile[@]}" -Wall -Wextra -Werror -Iinclude "$src" -L"$BUILD/lib" -lpackedfunc \
      -Wl,-rpath,"$ROOT/$BUILD/lib" -lm -o "$tmp/$name"
   if ! diff <("$tmp/$name" "$BUILD/examples/demo_plugin.so" 2>&1) \
             <(extract "<!-- output: $src -->"); then
@@ -99,6 +102,6 @@ and_list() { # a, b and c
 }
 if [ $status -eq 0 ]; then
   printf '%-20s %s\n' test-readme \
-    "README and guide: ${#checked_examples[@]} C examples, the $(and_list "${checked_sessions[@]}") sessions and the benchmark table are true"
+    "README and guide: ${#checked_examples[@]} C and C++ examples, the $(and_list "${checked_sessions[@]}") sessions and the benchmark table are true"
 fi
 exit $status

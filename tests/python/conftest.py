@@ -25,6 +25,17 @@ sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 import packedfunc  # noqa: E402
 
+# The fixture modules (tests/modules), which `make modules` builds.
+MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(
+    ROOT, os.environ.get("BUILD", "build"), "modules")
+
+
+def load_fixture_module(file_name):
+    """Loads the fixture module FILE_NAME of MODULE_DIR."""
+    path = os.path.join(MODULE_DIR, file_name)
+    assert os.path.exists(path), "%s is missing; run `make modules`" % path
+    return packedfunc.load_module(path)
+
 
 def _testlib_path():
     path = os.environ.get("PF_TESTLIB")

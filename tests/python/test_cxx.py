@@ -3,25 +3,18 @@
 typed functions (named parameters, defaults, a constrained tensor, a static
 member function) and an object type, used here from Python."""
 import ctypes
-import os
 
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import load_fixture_module
 
 from packedfunc import _ffi
-
-MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(
-    ROOT, os.environ.get("BUILD", "build"), "modules")
-CXX_PLUGIN = os.path.join(MODULE_DIR, "mod_cxx.so")
 
 
 @pytest.fixture(scope="module")
 def cxx():
-    import packedfunc
-    assert os.path.exists(CXX_PLUGIN), "%s is missing; run `make test-python`" % CXX_PLUGIN
-    return packedfunc.load_module(CXX_PLUGIN)
+    return load_fixture_module("mod_cxx.so")
 
 
 def test_functions_of_both_languages_share_one_table(cxx):

@@ -1,0 +1,380 @@
+// The C++ layer (include/packedfunc/packedfunc.hpp): registration by
+// deduction, the type table against C's, conversions, exceptions to errors
+// and back, RAII handles, containers and modules. Built by mk/cpp.mk with
+// g++ and clang++, C++17 and C++20, -Werror, under ASan+UBSan.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// Debian's cmocka.h declares its functions without C linkage for C++.
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packedfunc/packedfunc.hpp"
+
+namespace {
+
+double clamp(double x, double lo, double hi) {
+  if (lo > hi) throw std::domain_error("lo > hi");
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
+struct Missing : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace
+
+template <>
+struct pf::error_kind<Missing> {
+  static constexpr const char* value = kPFErrKeyError;
+};
+
+PF_DEF("cpptest.clamp", clamp, pf::arg("x"), pf::arg("lo") = 0.0, pf::arg("hi") = 1);
+PF_DEF_DOC(
+    "cpptest.greet", "Greets.",
+    [](std::string_view name, const std::string& greeting) {
+      return greeting + ", " + std::string(name);
+    },
+    pf::arg("name"), pf::arg("greeting") = "hello");
+
+namespace {
+
+// Calls f through the checked entry with int64 arguments; returns its status.
+int call_ints(const pf::Function& f, std::vector<int64_t> xs, PFValue* rv, int* rc) {
+  std::vector<PFValue> v(xs.size());
+  std::vector<int> c(xs.size(), kPFInt);
+  for (size_t i = 0; i < xs.size(); ++i) v[i].v_int64 = xs[i];
+  return PFFuncCall(f.get(), v.data(), c.data(), static_cast<int>(v.size()), rv, rc);
+}
+
+const char* signature_of(const pf::Function& f) {
+  const char *name = nullptr, *sig = nullptr, *doc = nullptr;
+  assert_int_equal(PFFuncGetInfo(f.get(), &name, &sig, &doc), 0);
+  return sig;
+}
+
+// Every name of the C++ type table is one of the C grammar's
+// (PFSignatureTypeInfo): the table cannot name a type C does not know.
+void test_type_names_are_cs(void**) {
+  std::vector<std::string> c_names;
+  const char* name = nullptr;
+  for (int i = 0; PFSignatureTypeInfo(i, &name, nullptr) == 0; ++i) c_names.push_back(name);
+  PFErrorClear();
+  const char* cxx_names[] = {pf::type<bool>::name,
+                             pf::type<int8_t>::name,
+                             pf::type<int16_t>::name,
+                             pf::type<int32_t>::name,
+                             pf::type<int64_t>::name,
+                             pf::type<uint8_t>::name,
+                             pf::type<uint16_t>::name,
+                             pf::type<uint32_t>::name,
+                             pf::type<uint64_t>::name,
+                             pf::type<float>::name,
+                             pf::type<double>::name,
+                             pf::type<std::string>::name,
+                             pf::type<std::string_view>::name,
+                             pf::type<const char*>::name,
+                             pf::type<DLTensor*>::name,
+                             pf::type<pf::Function>::name,
+                             pf::type<pf::Object>::name,
+                             pf::type<pf::Array>::name,
+                             pf::type<pf::Map>::name,
+                             pf::type<pf::Any>::name};
+  for (const char* n : cxx_names) {
+    bool found = false;
+    for (const std::string& c : c_names) found = found || c == n;
+    if (!found) fail_msg("the C++ type name '%s' is not in C's table", n);
+  }
+  static_assert(!pf::type<std::vector<int>>::supported);
+  static_assert(!pf::type<char>::supported);  // char is neither signed nor unsigned text
+}
+
+void test_signatures_are_deduced(void**) {
+  pf::Function f =
+      pf::function("f", nullptr, [](int32_t a, uint8_t b, float c, bool d, const char* e) {
+        return a + b + c + d + (e != nullptr);
+      });
+  assert_string_equal(signature_of(f), "float32(int32,uint8,float32,bool,str)");
+  pf::Function g =
+      pf::function(nullptr, nullptr, [](pf::Function, pf::Array, pf::Map, pf::Object) {});
+  assert_string_equal(signature_of(g), "void(func,array,map,object)");
+  pf::Function h = pf::function(
+      "h", nullptr,
+      [](int64_t a, bool b, std::string c, DLTensor* t) {
+        return a + b + c.size() + (t == nullptr);
+      },
+      pf::arg("a") = -3, pf::arg("b") = true, pf::arg("c") = "q\"\n\x01", pf::arg("t") = nullptr);
+  assert_string_equal(signature_of(h),
+                      "uint64(a:int64=-3,b:bool=true,c:str=\"q\\\"\\n\\x01\",t:tensor=null)");
+  assert_int_equal(h.call<int64_t>(), -3 + 1 + 4 + 1);
+}
+
+void test_calls_with_defaults_and_keywords(void**) {
+  pf::Function f = pf::Function::global("cpptest.clamp");
+  assert_string_equal(signature_of(f), "float64(x:float64,lo:float64=0.0,hi:float64=1.0)");
+  assert_true(f.call<double>(5.0) == 1.0);
+  assert_true(f.call<double>(0.5, 0, 2) == 0.5);
+  assert_true(f.call<double>(-1, 0) == 0.0);  // an int converts to float64 when exact
+  // Keyword calls use the signature's defaults.
+  PFValue x, hi, rv;
+  x.v_float64 = 7.5;
+  hi.v_int64 = 5;
+  int xc = kPFFloat, hic = kPFInt, rc = 0;
+  const char* kw[] = {"hi"};
+  assert_int_equal(PFFuncCallKw(f.get(), &x, &xc, 1, kw, &hi, &hic, 1, &rv, &rc), 0);
+  assert_int_equal(rc, kPFFloat);
+  assert_true(rv.v_float64 == 5.0);
+  pf::Function g = pf::Function::global("cpptest.greet");
+  assert_string_equal(g.call<std::string>("ada").c_str(), "hello, ada");
+  assert_string_equal(g.call<std::string>(std::string("ada"), std::string_view("hi")).c_str(),
+                      "hi, ada");
+}
+
+void test_arguments_that_do_not_convert(void**) {
+  pf::Function f = pf::function(
+      "conv", nullptr, [](int8_t a, uint32_t b) { return a + b; }, pf::arg("a"), pf::arg("b"));
+  PFValue rv;
+  int rc;
+  assert_int_equal(call_ints(f, {1, 2}, &rv, &rc), 0);
+  assert_int_equal(rv.v_int64, 3);
+  assert_int_equal(call_ints(f, {300, 2}, &rv, &rc), -1);
+  assert_string_equal(PFErrorGetKind(), "ValueError");
+  assert_string_equal(
+      PFErrorGetMessage(),
+      "conv: argument 0 'a': expected int8, got int 300, which is out of its range");
+  // An argument error is the caller's: no traceback line (base.h, PF_ERROR).
+  assert_string_equal(PFErrorGetTraceback(), "");
+  assert_int_equal(call_ints(f, {1, -2}, &rv, &rc), -1);
+  assert_string_equal(PFErrorGetKind(), "ValueError");
+  assert_int_equal(call_ints(f, {1}, &rv, &rc), -1);
+  assert_string_equal(PFErrorGetKind(), "TypeError");
+  assert_string_equal(PFErrorGetMessage(), "conv() takes 2 arguments but 1 were given");
+  assert_int_equal(call_ints(f, {1, 2, 3}, &rv, &rc), -1);
+  assert_string_equal(PFErrorGetKind(), "TypeError");
+  try {
+    f("x", 1);
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "TypeError");
+    assert_string_equal(e.message().c_str(), "conv: argument 0 'a': expected int8, got str");
+  }
+  pf::Function d = pf::function("d", nullptr, [](double v) { return v; });
+  try {
+    d(int64_t{1} << 60 | 1);  // no double holds it
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "ValueError");
+  }
+  // A result that no packed int holds.
+  pf::Function u = pf::function("u", nullptr, [] { return UINT64_MAX; });
+  pf::Any out;
+  assert_int_equal(u.try_call(&out), -1);
+  assert_string_equal(PFErrorGetKind(), "ValueError");
+}
+
+int64_t throw_what(const std::string& what) {
+  if (what == "invalid_argument") throw std::invalid_argument("ia");
+  if (what == "domain_error") throw std::domain_error("de");
+  if (what == "out_of_range") throw std::out_of_range("oor");
+  if (what == "bad_alloc") throw std::bad_alloc();
+  if (what == "runtime_error") throw std::runtime_error("re");
+  if (what == "missing") throw Missing("gone");
+  if (what == "pf") throw pf::Error("CustomKind", "custom");
+  if (what == "int") throw 7;
+  return 1;
+}
+
+void test_exceptions_become_errors(void**) {
+  assert_true(pf::register_error<Missing>());
+  assert_true(pf::register_error<Missing>());  // twice is harmless
+  pf::Function f = pf::function("thrower", nullptr, throw_what);
+  struct {
+    const char* what;
+    const char* kind;
+    const char* message;
+  } cases[] = {
+      {"invalid_argument", "ValueError", "ia"}, {"domain_error", "ValueError", "de"},
+      {"out_of_range", "IndexError", "oor"},    {"bad_alloc", "MemoryError", nullptr},
+      {"runtime_error", "RuntimeError", "re"},  {"missing", "KeyError", "gone"},
+      {"pf", "CustomKind", "custom"},           {"int", "RuntimeError", "unknown C++ exception"}};
+  for (const auto& c : cases) {
+    PFValue a, rv;
+    a.v_str = c.what;
+    int code = kPFStr, rc = 0;
+    assert_int_equal(PFFuncCall(f.get(), &a, &code, 1, &rv, &rc), -1);
+    assert_string_equal(PFErrorGetKind(), c.kind);
+    if (c.message != nullptr) {
+      assert_string_equal(PFErrorGetMessage(), c.message);
+      assert_non_null(std::strstr(PFErrorGetTraceback(), "in C++ function 'thrower'"));
+    }
+    // The same error, thrown from the throwing call form.
+    try {
+      f(c.what);
+      fail_msg("no exception for %s", c.what);
+    } catch (const pf::Error& e) {
+      assert_string_equal(e.kind().c_str(), c.kind);
+    }
+  }
+  assert_int_equal(f.call<int64_t>("nothing"), 1);
+}
+
+void test_callbacks_throw_through_cxx(void**) {
+  int calls = 0;
+  // A capturing lambda as a callback, called from a C++ function.
+  pf::Function cb = pf::function("cb", nullptr, [&calls](double x) -> double {
+    ++calls;
+    if (x < 0) throw std::out_of_range("negative");
+    return x * 2;
+  });
+  pf::Function apply = pf::function("apply", nullptr,
+                                    [](pf::Function g, double x) { return g.call<double>(x) + 1; });
+  assert_true(apply.call<double>(cb, 2.0) == 5.0);
+  try {
+    apply(cb, -1.0);
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "IndexError");
+    assert_string_equal(e.message().c_str(), "negative");
+  }
+  assert_int_equal(calls, 2);
+  // The non-throwing form leaves the error in the thread's storage.
+  pf::Any out;
+  assert_int_equal(apply.try_call(&out, cb, -1.0), -1);
+  assert_string_equal(PFErrorGetKind(), "IndexError");
+  std::function<int64_t(int64_t)> sf = [](int64_t v) { return v + 1; };
+  assert_int_equal(pf::function("sf", nullptr, sf).call<int64_t>(41), 42);
+}
+
+void test_global_registration(void**) {
+  pf::Function f = pf::def("cpptest.twice", [](int64_t v) { return 2 * v; });
+  assert_int_equal(pf::Function::global("cpptest.twice").call<int64_t>(21), 42);
+  try {
+    pf::def("cpptest.twice", [](int64_t v) { return v; });
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "KeyError");
+  }
+  assert_int_equal(PFFuncRemoveGlobal("cpptest.twice"), 0);
+  assert_false(static_cast<bool>(pf::Function::find("cpptest.twice")));
+  try {
+    pf::Function::global("cpptest.twice");
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "KeyError");
+  }
+}
+
+void test_handles_and_values(void**) {
+  pf::Function f = pf::function("id", nullptr, [](pf::Any a) { return a; });
+  pf::Any s = f("text");
+  assert_int_equal(s.type_code(), kPFStr);
+  assert_string_equal(s.as<std::string>().c_str(), "text");
+  assert_true(f(nullptr == nullptr).as<bool>());
+  assert_true(f(2.5).as<double>() == 2.5);
+  pf::Any fn = f(f);
+  assert_int_equal(fn.type_code(), kPFFuncHandle);
+  assert_int_equal(fn.as<pf::Function>().call<int64_t>(int64_t{9}), 9);
+  try {
+    s.as<int64_t>();
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "TypeError");
+  }
+  // Copies and moves hold references of their own.
+  pf::Object a = pf::Object::borrow(f.get());
+  pf::Object b = a;
+  pf::Object c = std::move(b);
+  assert_null(b.get());
+  assert_ptr_equal(c.get(), f.get());
+  assert_int_equal(c.type_index(), kPFObjectFunction);
+}
+
+void test_containers(void**) {
+  pf::Array arr = pf::Array::of(int64_t{1}, "two", 3.0);
+  assert_int_equal(arr.size(), 3);
+  assert_string_equal(arr[1].as<std::string>().c_str(), "two");
+  assert_true(arr[2].as<double>() == 3.0);
+  try {
+    arr[3];
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "IndexError");
+  }
+  pf::Map map = pf::Map::of("a", int64_t{1}, "b", arr);
+  assert_int_equal(map.size(), 2);
+  assert_int_equal(map.at("a").as<int64_t>(), 1);
+  assert_int_equal(map.at("b").as<pf::Array>().size(), 3);
+  assert_false(map.get("c").has_value());
+  try {
+    map.at("c");
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "KeyError");
+  }
+  pf::Function len = pf::function("len", nullptr, [](pf::Array x) { return x.size(); });
+  assert_int_equal(len.call<int64_t>(arr), 3);
+  try {
+    len(map);
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "TypeError");
+  }
+}
+
+void test_modules(void**) {
+  PFModuleHandle h = nullptr;
+  assert_int_equal(PF_MODULE_LOAD_SELF(&h), 0);
+  pf::Module self = pf::Module::steal(h);
+  std::vector<std::string> names = self.function_names();
+  assert_int_equal(names.size(), 2);
+  assert_string_equal(names[0].c_str(), "cpptest.clamp");
+  assert_string_equal(names[1].c_str(), "cpptest.greet");
+  assert_true(self.function("cpptest.clamp").call<double>(3.0, 0, 2) == 2.0);
+  assert_false(static_cast<bool>(self.find("cpptest.none")));
+  try {
+    self.function("cpptest.none");
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "KeyError");
+  }
+  try {
+    pf::Module::load("/nonexistent/mod.so");
+    fail_msg("no exception");
+  } catch (const pf::Error& e) {
+    assert_string_equal(e.kind().c_str(), "RuntimeError");
+  }
+}
+
+}  // namespace
+
+int main(void) {
+  // cpptest.* are registered globally once, from this program's module.
+  PFModuleHandle self = nullptr;
+  if (PF_MODULE_LOAD_SELF(&self) != 0 || PFModExportGlobal(self, "", 0) != 0) {
+    std::fprintf(stderr, "%s\n", PFGetLastError());
+    return 1;
+  }
+  PFModFree(self);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_type_names_are_cs),
+      cmocka_unit_test(test_signatures_are_deduced),
+      cmocka_unit_test(test_calls_with_defaults_and_keywords),
+      cmocka_unit_test(test_arguments_that_do_not_convert),
+      cmocka_unit_test(test_exceptions_become_errors),
+      cmocka_unit_test(test_callbacks_throw_through_cxx),
+      cmocka_unit_test(test_global_registration),
+      cmocka_unit_test(test_handles_and_values),
+      cmocka_unit_test(test_containers),
+      cmocka_unit_test(test_modules),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
