@@ -178,7 +178,10 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(SignatureParse, 117)                 \
   X(SignatureInfoFree, 118)              \
   X(ArgGetTensor, 119)                   \
-  X(TensorAlloc, 120)
+  X(TensorAlloc, 120)                    \
+  /* Version 11. */                      \
+  X(FuncSetFlags, 121)                   \
+  X(FuncGetFlags, 122)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

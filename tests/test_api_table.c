@@ -145,6 +145,8 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(SignatureInfoFree);
   SLOT(ArgGetTensor);
   SLOT(TensorAlloc);
+  SLOT(FuncSetFlags);
+  SLOT(FuncGetFlags);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -167,8 +169,11 @@ static void test_slots_are_the_entry_points(void** state) {
   /* Version 10 appends, after every earlier slot. */
   assert_int_equal(offsetof(PFApi, FuncCallKw), 115 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, TensorAlloc), 120 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 121 * sizeof(void*));
-  assert_int_equal(PF_API_VERSION, 10);
+  /* Version 11 appends a function's flags. */
+  assert_int_equal(offsetof(PFApi, FuncSetFlags), 121 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncGetFlags), 122 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 123 * sizeof(void*));
+  assert_int_equal(PF_API_VERSION, 11);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

@@ -21,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 10
+#define PF_API_VERSION 11
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -49,7 +49,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * TensorToDLPackVersioned (bulk readers, List and Dict, data types as text,
  * versioned DLPack); version 9 adds registered object types
  * (ObjectTypeRegister to ModListTypes); version 10 adds keyword calls,
- * signatures as data and tensor helpers (FuncCallKw to TensorAlloc). Every
+ * signatures as data and tensor helpers (FuncCallKw to TensorAlloc);
+ * version 11 adds a function's flags (FuncSetFlags, FuncGetFlags). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -200,6 +201,9 @@ typedef struct PFApi {
   void (*SignatureInfoFree)(PFSignatureInfo*);
   int (*ArgGetTensor)(const PFValue*, const int*, int, int, const char*, DLTensor**);
   int (*TensorAlloc)(int, const int64_t*, DLDataType, uint32_t, PFObjectHandle*, DLTensor**);
+  /* Version 11. A function's flags. */
+  int (*FuncSetFlags)(PFFunctionHandle, uint32_t);
+  int (*FuncGetFlags)(PFFunctionHandle, uint32_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
