@@ -54,8 +54,7 @@ static void test_flags_bad_input(void** state) {
   /* Not a function: an array. */
   PFObjectHandle arr = NULL;
   assert_pf_ok(PFArrayCreate(NULL, NULL, 0, &arr));
-  assert_pf_error(PFFuncSetFlags(arr, kPFFuncNonBlocking), "TypeError", "PFFuncSetFlags",
-                  "'func'");
+  assert_pf_error(PFFuncSetFlags(arr, kPFFuncNonBlocking), "TypeError", "PFFuncSetFlags", "'func'");
   assert_pf_error(PFFuncGetFlags(arr, &flags), "TypeError", "PFFuncGetFlags", "'func'");
   assert_pf_ok(PFObjectFree(arr));
   assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &f));
