@@ -2,6 +2,7 @@
 the C author's hint kPFFuncNonBlocking, callbacks into Python from a
 function that keeps the GIL, and the plain positional fast path's
 fallbacks. Runs on both backends."""
+import concurrent.futures
 import ctypes
 import threading
 import time
@@ -87,21 +88,12 @@ def test_keep_gil_function_calls_back_into_python(fn):
 
 def test_keep_gil_function_called_from_other_threads(fn):
     quick_call = fn("quick_call")
-    results, errors = [], []
-
     def work(k):
-        try:
-            for i in range(200):
-                results.append(quick_call(lambda a, b: a + b, k, i) == k + i)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        return [quick_call(lambda a, b: a + b, k, i) for i in range(200)]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(results) == 800 and all(results)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # raises what a thread raised
+        results = list(pool.map(work, range(4)))
+    assert results == [[k + i for i in range(200)] for k in range(4)]
     # From a thread that Python did not start: C's thread calls a Python
     # callback, which makes a kept call that calls back into Python.
     in_thread = fn("call_in_thread")
