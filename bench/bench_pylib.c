@@ -242,6 +242,7 @@ EXPORT int bench_init(void) {
   static const struct {
     const char* name;
     PFPackedCFunc fn;
+    uint32_t flags; /* kPFFuncNonBlocking: Python calls keep the GIL */
   } fns[] = {{"bench.add", add},
              {"bench.noarg", noarg},
              {"bench.strlen", str_len},
@@ -250,11 +251,17 @@ EXPORT int bench_init(void) {
              {"bench.array_sum", array_sum},
              {"bench.tensor_sum", tensor_sum},
              {"bench.make_array", make_array},
-             {"bench.echo", echo}};
+             {"bench.echo", echo},
+             /* The same, marked short and non-blocking (issue 34). */
+             {"bench.add_quick", add, kPFFuncNonBlocking},
+             {"bench.noarg_quick", noarg, kPFFuncNonBlocking},
+             {"bench.strlen_quick", str_len, kPFFuncNonBlocking},
+             {"bench.call_n_quick", call_n, kPFFuncNonBlocking}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(fns[i].fn, NULL, NULL, &f) != 0) return -1;
-    int rc = PFFuncRegisterGlobal(fns[i].name, f, 1);
+    int rc = PFFuncSetFlags(f, fns[i].flags);
+    if (rc == 0) rc = PFFuncRegisterGlobal(fns[i].name, f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;
   }

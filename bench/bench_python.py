@@ -11,6 +11,11 @@ their targets depend on the backend in use (packedfunc.backend, chosen by
 $PACKEDFUNC_BACKEND); row ids end with it.
 
     /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N] [--only PREFIX...]
+    /usr/bin/python3 bench/bench_python.py --count ID N
+
+--count runs one side of one row N times and nothing else, for callgrind
+(report.py): ID is a row id without the backend ("py_add_keep"), or with
+"_base" appended for its baseline.
 
 Needs $BUILD/bench/libpf_benchlib.so and the floor extension
 $BUILD/bench/pf_bench_floor*.so (built by `make bench`).
@@ -101,6 +106,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="one JSON object per row")
     ap.add_argument("--only", nargs="*", default=(), metavar="PREFIX",
                     help="run only the rows whose id starts with one of these")
+    ap.add_argument("--count", nargs=2, metavar=("ID", "N"),
+                    help="run one side of one row N times (for callgrind)")
     args = ap.parse_args()
     trials = 3 if args.quick else args.trials
     loops = 5000 if args.quick else 100000
@@ -109,6 +116,11 @@ def main():
     g = pf.get_global_func
     add, noarg, strlen_, first, call_n = (g("bench.add"), g("bench.noarg"), g("bench.strlen"),
                                          g("bench.first"), g("bench.call_n"))
+    # The same C functions marked kPFFuncNonBlocking: calls keep the GIL.
+    add_k, noarg_k, strlen_k, call_n_k = (g("bench.add_quick"), g("bench.noarg_quick"),
+                                          g("bench.strlen_quick"), g("bench.call_n_quick"))
+    assert not (add_k.release_gil or noarg_k.release_gil or strlen_k.release_gil
+                or call_n_k.release_gil) and add.release_gil
     r_add = raw(lib, "raw_add", ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
     r_noarg = raw(lib, "raw_noarg", ctypes.c_int64)
     r_strlen = raw(lib, "raw_strlen", ctypes.c_int64, ctypes.c_char_p)
@@ -128,7 +140,8 @@ def main():
     assert noarg() == r_noarg() == 7
     assert strlen_("hello") == r_strlen(b"hello") == 5
     assert first(arr) == r_first(arr.ctypes.data) == 1.5
-    assert call_n(packed_cb, 10) == r_call_n(raw_cb, 10) == 90
+    assert call_n(packed_cb, 10) == r_call_n(raw_cb, 10) == call_n_k(packed_cb, 10) == 90
+    assert add_k(1, 2) == 3 and noarg_k() == 7 and strlen_k("hello") == 5
 
     # Containers: 1,000 ints as a list (an Array, read in C through the bulk
     # reader) against the same ints as a numpy array (one DLTensor, read in
@@ -202,16 +215,34 @@ def main():
     c_calls_python = "C calling the Python function through PyObject_Vectorcall (the floor)"
     # (id, what, baseline, case, baseline run, target, operations per run)
     rows = []
+
+    def floor_rows(suffix, how, fns, targets):
+        """The calls f(1, 2), f(), f("hello") and a C -> Python callback of
+        the functions `fns` (add, noarg, strlen, call_n), each against the
+        floor doing the same, with `targets` (0: reported)."""
+        f_add, f_noarg, f_str, f_call_n = fns
+        return [
+            ("py_add" + suffix, "Python f(1, 2) of a packed C add" + how, fastcall,
+             loop(f_add, 1, 2), loop(floor.add, 1, 2), targets[0], 1),
+            ("py_noarg" + suffix, "Python f() of a packed C function" + how, fastcall,
+             loop(f_noarg), loop(floor.noarg), targets[1], 1),
+            ("py_str" + suffix, "Python f(\"hello\"), packed strlen" + how, fastcall,
+             loop(f_str, "hello"), loop(floor.strlen, "hello"), targets[2], 1),
+            ("py_callback" + suffix, "C calls a Python callback, per call" + how, c_calls_python,
+             per_callback(f_call_n, packed_cb), per_callback(floor.call_n, py_add), targets[3],
+             n_cb),
+        ]
+
+    # Issue 34: calls of functions that keep the GIL (marked
+    # kPFFuncNonBlocking), and the C -> Python callback from such a call,
+    # which then needs no GIL switch, as the floor's loop needs none.
+    released = (add, noarg, strlen_, call_n)
+    kept = (add_k, noarg_k, strlen_k, call_n_k)
+    keeping = " (keeping the GIL)"
     if backend == "cext":
+        rows += floor_rows("_keep", keeping, kept, (1.5, 1.8, 1.8, 1.8))
+        rows += floor_rows("", "", released, (2.2, 3.0, 4.0, 2.5))
         rows += [
-            ("py_add", "Python f(1, 2) of a packed C add", fastcall,
-             loop(add, 1, 2), loop(floor.add, 1, 2), 3.0, 1),
-            ("py_noarg", "Python f() of a packed C function", fastcall,
-             loop(noarg), loop(floor.noarg), 3.0, 1),
-            ("py_str", "Python f(\"hello\"), packed strlen", fastcall,
-             loop(strlen_, "hello"), loop(floor.strlen, "hello"), 4.0, 1),
-            ("py_callback", "C calls a Python callback, per call", c_calls_python,
-             per_callback(call_n, packed_cb), per_callback(floor.call_n, py_add), 2.5, n_cb),
             ("py_numpy", "Python f(array): numpy array as a DLTensor",
              "raw ctypes f(arr.ctypes.data)", loop(first, arr),
              lambda n: [r_first(arr.ctypes.data) for _ in range(n)], 3.0, 1),
@@ -228,17 +259,12 @@ def main():
             ("py_numpy", "Python f(array): numpy array as a DLTensor",
              "raw ctypes f(arr.ctypes.data)", loop(first, arr),
              lambda n: [r_first(arr.ctypes.data) for _ in range(n)], 0, 1),
-            # The same calls against the floor, for comparison with the other
-            # backend and with the anchors measured elsewhere.
-            ("py_add_floor", "Python f(1, 2) of a packed C add", fastcall,
-             loop(add, 1, 2), loop(floor.add, 1, 2), 0, 1),
-            ("py_noarg_floor", "Python f() of a packed C function", fastcall,
-             loop(noarg), loop(floor.noarg), 0, 1),
-            ("py_str_floor", "Python f(\"hello\"), packed strlen", fastcall,
-             loop(strlen_, "hello"), loop(floor.strlen, "hello"), 0, 1),
-            ("py_callback_floor", "C calls a Python callback, per call", c_calls_python,
-             per_callback(call_n, packed_cb), per_callback(floor.call_n, py_add), 0, n_cb),
         ]
+        # The same calls against the floor, for comparison with the other
+        # backend and with the anchors measured elsewhere; and keeping the
+        # GIL on this backend (PyDLL). Reported.
+        rows += floor_rows("_floor", "", released, (0, 0, 0, 0))
+        rows += floor_rows("_keep_floor", keeping, kept, (0, 0, 0, 0))
     # Targets for the compiled backend, whose fields and methods are
     # native; with ctypes each is Python code over ctypes, reported.
     obj_target = 1 if backend == "cext" else 0
@@ -336,6 +362,15 @@ def main():
          "the same over a dict", each_item(map_c), each_item(str_ints), 3.0 if cext else 0,
          n_entries),
     ]
+    if args.count:
+        # One side of one row, N operations, for callgrind.
+        rid, n = args.count[0], int(args.count[1])
+        side = 4 if rid.endswith("_base") else 3
+        row = [r for r in rows if r[0] == (rid[:-5] if side == 4 else rid)]
+        if not row:
+            sys.exit("bench_python: no row %r on the %s backend" % (rid, backend))
+        row[0][side](max(n // row[0][6], 1))
+        return
     for rid, what, base, case_fn, base_fn, target, per in rows:
         if args.only and not any(rid.startswith(p) for p in args.only):
             continue

@@ -31,20 +31,29 @@ def run_json(cmd, env=None):
     return rows
 
 
-def callgrind_per_call(binary, case, n=20000):
-    """Instructions per call: the difference of two runs, divided by n."""
+def callgrind_per_call(binary, case, n=20000, env=None):
+    """Instructions per call: the difference of two runs, divided by n.
+    `binary` is a program, or a command as a list, that takes --count
+    CASE N."""
     counts = []
+    cmd = binary if isinstance(binary, list) else [binary]
     for k in (n, 2 * n):
         out = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-             binary, "--count", case, str(k)],
-            capture_output=True, text=True, check=True)
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+            + cmd + ["--count", case, str(k)],
+            capture_output=True, text=True, check=True, env=env)
         line = [l for l in out.stderr.splitlines() if "Collected" in l][-1]
         counts.append(int(line.split(":")[-1].strip().replace(",", "")))
     return (counts[1] - counts[0]) / n
 
 
 PY_BACKENDS = ("cext", "ctypes")
+
+# The Python rows that also get callgrind counts (issue 34's calls near
+# METH_FASTCALL, on the extension): a Python program under callgrind is
+# slow, so not every row.
+PY_COUNTED = ("py_add_keep_cext", "py_noarg_keep_cext", "py_str_keep_cext",
+              "py_callback_keep_cext", "py_add_cext", "py_callback_cext")
 
 # Figures measured elsewhere, on this kind of machine (2 cores, x86_64,
 # CPython 3.11), as ratios to the same kind of floor (a METH_FASTCALL
@@ -236,8 +245,14 @@ def run(args, progress=lambda: None):
             env = dict(os.environ, BUILD=args.build, PACKEDFUNC_BACKEND=backend,
                        PACKEDFUNC_LIBRARY=os.path.abspath(
                            os.path.join(args.build, "lib", "libpackedfunc.so.0")))
-            rows += run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
-                             env=env)
+            py_rows = run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
+                               env=env)
+            for r in py_rows if not args.quick else ():
+                if r["id"] in PY_COUNTED:
+                    case = r["id"][:-len(backend) - 1]
+                    r["instr"] = tuple(callgrind_per_call([sys.executable, py], c, env=env)
+                                       for c in (case, case + "_base"))
+            rows += py_rows
             progress()
     rows += node_rows(args.build, args.quick)
     progress()

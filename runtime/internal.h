@@ -57,6 +57,8 @@ typedef struct {
   _Atomic(pf_object*) owner;
   /* The pre-pack hook, set at most once, then read without a lock. */
   _Atomic(pf_prepack*) prepack;
+  /* kPFFunc* flags (runtime/func_flags.c); bits are only ever added. */
+  _Atomic(uint32_t) flags;
 } pf_function;
 
 PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index, void (*destroy)(pf_object*));

@@ -148,6 +148,8 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(FuncCreateDirect);
   SLOT(FuncReturnString);
   SLOT(FuncResolve);
+  SLOT(FuncSetFlags);
+  SLOT(FuncGetFlags);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -170,10 +172,13 @@ static void test_slots_are_the_entry_points(void** state) {
   /* Version 10 appends, after every earlier slot. */
   assert_int_equal(offsetof(PFApi, FuncCallKw), 115 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, TensorAlloc), 120 * sizeof(void*));
-  /* Version 11 appends the direct callee convention and call targets. */
+  /* Version 11 appends the direct callee convention, call targets and a
+   * function's flags. */
   assert_int_equal(offsetof(PFApi, FuncCreateDirect), 121 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncResolve), 123 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 124 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncSetFlags), 124 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FuncGetFlags), 125 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 126 * sizeof(void*));
   assert_int_equal(PF_API_VERSION, 11);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));

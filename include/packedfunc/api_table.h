@@ -51,8 +51,9 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * versioned DLPack); version 9 adds registered object types
  * (ObjectTypeRegister to ModListTypes); version 10 adds keyword calls,
  * signatures as data and tensor helpers (FuncCallKw to TensorAlloc);
- * version 11 adds the direct callee convention and call targets
- * (FuncCreateDirect, FuncReturnString, FuncResolve). Every
+ * version 11 adds the direct callee convention, call targets and a
+ * function's flags (FuncCreateDirect, FuncReturnString, FuncResolve,
+ * FuncSetFlags, FuncGetFlags). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -203,10 +204,12 @@ typedef struct PFApi {
   void (*SignatureInfoFree)(PFSignatureInfo*);
   int (*ArgGetTensor)(const PFValue*, const int*, int, int, const char*, DLTensor**);
   int (*TensorAlloc)(int, const int64_t*, DLDataType, uint32_t, PFObjectHandle*, DLTensor**);
-  /* Version 11. The direct callee convention and call targets. */
+  /* Version 11. The direct callee convention, call targets, a function's flags. */
   int (*FuncCreateDirect)(PFDirectCFunc, void*, PFPackedCFuncFinalizer, PFFunctionHandle*);
   int (*FuncReturnString)(int, const char*, size_t, PFValue*, int*);
   int (*FuncResolve)(PFFunctionHandle, PFCallTarget*);
+  int (*FuncSetFlags)(PFFunctionHandle, uint32_t);
+  int (*FuncGetFlags)(PFFunctionHandle, uint32_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

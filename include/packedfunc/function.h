@@ -302,6 +302,31 @@ PF_EXPORT int PFFuncGetInfo(PFFunctionHandle func, const char** name, const char
  * (TypeError). Thread-safe, lock-free. */
 PF_EXPORT int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInfo** out);
 
+/* Flags of a function (PFFuncSetFlags), hints to the hosts that call it.
+ *
+ * kPFFuncNonBlocking: the function is short and never blocks (no I/O, no
+ * waiting on a lock, a condition or another thread, no long loop). A host
+ * with an interpreter lock may then keep that lock while it runs instead
+ * of releasing and retaking it around the call (Python's GIL: about 340
+ * instructions a call). It may still call back into the host on the
+ * calling thread, which the host serves with the lock it keeps; it must
+ * not wait for another thread that needs the host's lock (a Python
+ * callback on another thread), which would deadlock, and while it runs no
+ * other thread of that host runs. Without the flag, hosts release their
+ * lock (the default). A host may override the hint per function. */
+#define kPFFuncNonBlocking 1u
+
+/* Sets the flags `flags` (kPFFunc* bits) of `func`, keeping those already
+ * set: the author of a function sets them once, after creating it and
+ * before publishing it; flags are never cleared. Errors: not a function
+ * (TypeError); unknown bits (ValueError naming them). On error nothing is
+ * set. Thread-safe, lock-free. */
+PF_EXPORT int PFFuncSetFlags(PFFunctionHandle func, uint32_t flags);
+
+/* Writes the flags of `func` to *out (0 when none was set). Errors: not a
+ * function, NULL out (TypeError). Thread-safe, lock-free. */
+PF_EXPORT int PFFuncGetFlags(PFFunctionHandle func, uint32_t* out);
+
 /*
  * Calls a function with positional arguments and keyword arguments, which
  * are matched by name against the function's signature (its parameter

@@ -1115,6 +1115,7 @@ int pft_init(void) {
   static const struct {
     const char* name;
     PFPackedCFunc fn;
+    uint32_t flags; /* kPFFuncNonBlocking: Python calls keep the GIL */
   } table[] = {
       {"testing.echo", echo},
       {"testing.type_name", type_name},
@@ -1154,11 +1155,16 @@ int pft_init(void) {
       {"testing.list_pop", list_pop},
       {"testing.dict_set", dict_set},
       {"testing.dict_get", dict_get},
+      /* The same functions, marked non-blocking: Python keeps the GIL. */
+      {"testing.quick_add", add, kPFFuncNonBlocking},
+      {"testing.quick_call", call, kPFFuncNonBlocking},
+      {"testing.quick_sleep_ms", sleep_fn, kPFFuncNonBlocking},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
-    int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
+    int rc = PFFuncSetFlags(f, table[i].flags);
+    if (rc == 0) rc = PFFuncRegisterGlobal(table[i].name, f, 1);
     PFFuncFree(f);
     if (rc != 0) return -1;
   }

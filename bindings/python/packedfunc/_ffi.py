@@ -202,6 +202,13 @@ PFFuncFree = _fn("PFFuncFree", c_int, [c_void_p])
 # the function's signature: the callee runs. No argtypes: the caller passes
 # ready byref objects into its call frame, as for PFFuncCall.
 PFFuncCallKw = _fn("PFFuncCallKw", c_int)
+# The same three calls keeping the GIL (PyDLL), for a Function whose calls
+# keep it (Function.release_gil is False: its author marked it
+# kPFFuncNonBlocking, or Python said so): indexed by Function._keep_gil,
+# CALLS[k] is (PFFuncCall, PFFuncCallFrame, PFFuncCallKw).
+CALLS = ((PFFuncCall, PFFuncCallFrame, PFFuncCallKw),
+         tuple(_fn(name, c_int, gil=True) for name in ("PFFuncCall", "PFFuncCallFrame",
+                                                       "PFFuncCallKw")))
 
 # ---- Global registry --------------------------------------------------------
 
@@ -256,6 +263,11 @@ PFFuncSetInfo = _fn("PFFuncSetInfo", c_int, [c_void_p, c_char_p, c_char_p, c_cha
 PFFuncGetInfo = _fn("PFFuncGetInfo", c_int,
                     [c_void_p, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p)],
                     gil=True)
+# kPFFuncNonBlocking, a macro of the header, which the library cannot report
+# (the extension reads it from the header itself).
+FUNC_NON_BLOCKING = 1
+PFFuncGetFlags = _fn("PFFuncGetFlags", c_int, [c_void_p, POINTER(c_uint32)], gil=True)
+PFFuncSetFlags = _fn("PFFuncSetFlags", c_int, [c_void_p, c_uint32], gil=True)
 # A function's signature as data (signature.h): borrowed, lives as long as
 # the function. PFSignatureParse's is the caller's, freed with
 # PFSignatureInfoFree.

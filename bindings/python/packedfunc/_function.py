@@ -29,8 +29,8 @@ from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
-from ._ffi import (PFFuncCall, PFFuncCallFrame, PFFuncCallKw, PFFuncFree, PFFuncGetInfo,
-                   PFFuncRetain, PFFuncSetInfo)
+from ._ffi import (CALLS as _CALLS, FUNC_NON_BLOCKING, PFFuncFree, PFFuncGetFlags,
+                   PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo)
 from ._backend import cext as _cext
 from ._library import state as _state
 from ._object import lock_instances, unlock_instances
@@ -66,7 +66,7 @@ class Function(_cext.FunctionBase if _cext else object):
     # With the extension, _handle and _conversions are FunctionBase's fields.
     # _loan: what the collector was lent for this collection (see _holds).
     __slots__ = (("_hb", "_loan", "_looked_up", "__weakref__") if _cext else
-                 ("_handle", "_hb", "_conversions", "_fill", "_loan", "_looked_up",
+                 ("_handle", "_hb", "_conversions", "_fill", "_keep_gil", "_loan", "_looked_up",
                   "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
@@ -77,10 +77,11 @@ class Function(_cext.FunctionBase if _cext else object):
     def _adopt(cls, handle):
         """Wrap a new reference (which this call consumes)."""
         if _cext:
-            self = _cext.adopt(cls, handle)
+            self = _cext.adopt(cls, handle)  # it reads the C author's GIL hint
         else:
             self = object.__new__(cls)
             self._handle = handle
+            self._keep_gil = _non_blocking(handle)
         # A ready-made pointer argument: ctypes passes it without
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
@@ -167,6 +168,31 @@ class Function(_cext.FunctionBase if _cext else object):
         check_call(PFFuncSetInfo(self._handle, *values))
         self._conversions = None  # the signature may name such parameters now
         self._fill = _FILL_UNKNOWN
+
+    @property
+    def release_gil(self):
+        """Whether a call releases the GIL while the C function runs (True,
+        the default), so that other Python threads run meanwhile; False
+        when it keeps it, which saves the switch (a few hundred
+        instructions a call) for a short function. The C author's hint
+        (kPFFuncNonBlocking, set with PFFuncSetFlags) makes it False; set
+        it to override that for this Function object (another lookup of
+        the same name gives a new Function, which starts from the hint).
+
+        A function that keeps the GIL may call back into Python on the
+        calling thread, nested or not. It must not block or run long
+        (every other Python thread waits until it returns), and must not
+        wait for another thread that runs Python (a callback from a C
+        thread it joins): that thread waits for the GIL, which this call
+        keeps, and both hang. Signals are handled after it returns."""
+        return not self._keep_gil
+
+    @release_gil.setter
+    def release_gil(self, value):
+        if not isinstance(value, bool):
+            raise TypeError("Function.release_gil must be True or False, not %s"
+                            % type(value).__name__)
+        self._keep_gil = int(not value)
 
     @property
     def __name__(self):
@@ -300,7 +326,7 @@ class Function(_cext.FunctionBase if _cext else object):
                     fr.i32[_NARGS_WORD] = n
                     fr.plan = plan
                 fr.i64[_FUNC_WORD] = self._handle  # 0 once released: C refuses it
-                if PFFuncCallFrame(fr.head):
+                if _CALLS[self._keep_gil][1](fr.head):
                     _give_frame(fr)
                     _call_failed(self)
                 c = fr.i32[_RCODE_WORD]
@@ -360,7 +386,8 @@ def _call_general(func, args, plan):
                 fr = _Frame()
         else:
             fr = _Frame(n)
-        return _run(func, fr, args, None, PFFuncCall, n, fr.ret_val, fr.ret_type_code)
+        return _run(func, fr, args, None, _CALLS[func._keep_gil][0], n, fr.ret_val,
+                    fr.ret_type_code)
     except BaseException as exc:
         _for_caller(exc)
         raise
@@ -407,6 +434,14 @@ def _c_call(keep, entry, *args):
         return entry(*args)
     finally:
         unlock_instances(instances)
+
+
+def _non_blocking(handle):
+    """1 when the C function's author marked it kPFFuncNonBlocking (its
+    calls keep the GIL), else 0."""
+    flags = ctypes.c_uint32()
+    check_call(PFFuncGetFlags(handle, byref(flags)))
+    return int(bool(flags.value & FUNC_NON_BLOCKING))
 
 
 # Function._fill before the signature is looked up: every positional call
@@ -520,7 +555,8 @@ def _call_kw(func, args, kwargs):
         except IndexError:
             names_type = ctypes.c_char_p * nkw
         return _run(func, fr, values, lambda i: i if i < n else "argument '%s'" % names[
-            i - n].decode("utf-8", "surrogateescape"), PFFuncCallKw, n, names_type(*names),
+            i - n].decode("utf-8", "surrogateescape"), _CALLS[func._keep_gil][2], n,
+            names_type(*names),
             byref(fr.buf, _VALS_OFF + 8 * n), byref(fr.buf, fr.codes_off + 4 * n), nkw,
             fr.ret_val, fr.ret_type_code)
     except BaseException as exc:

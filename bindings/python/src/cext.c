@@ -33,8 +33,8 @@
 PyMODINIT_FUNC PyInit__cext(void);
 
 /* The API version whose slots the extension uses (the bulk readers, List
- * and Dict: 8; keyword calls: 10). */
-#define PF_CEXT_API_VERSION 10
+ * and Dict: 8; keyword calls: 10; a function's flags: 11). */
+#define PF_CEXT_API_VERSION 11
 /* Calls with more arguments than this take the package's general path. */
 #define PF_CEXT_MAX_ARGS 8
 
@@ -52,6 +52,17 @@ static int pf_expect_args(Py_ssize_t n, Py_ssize_t want, const char* usage) {
  * while that call runs and no callback of it has taken the GIL back; NULL
  * otherwise. A callback on this thread resumes it directly. */
 static _Thread_local PyThreadState* pf_released __attribute__((tls_model("initial-exec")));
+/* This thread's state while it calls C through a Function that keeps the
+ * GIL (and holds it); NULL otherwise. A callback on this thread then runs
+ * at once, with no GIL switch. */
+static _Thread_local PyThreadState* pf_kept __attribute__((tls_model("initial-exec")));
+
+/* The thread state that holds the GIL, if any (no check, no error). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define pf_current_thread_state() PyThreadState_GetUnchecked()
+#else
+#define pf_current_thread_state() _PyThreadState_UncheckedGet()
+#endif
 
 /* The package's functions that the fast paths defer to (see set_hooks). */
 static PyObject* pf_hook_call_general;  /* (func, args, False) -> result */
@@ -83,6 +94,8 @@ typedef struct {
   PyObject* conversions;     /* the package's cache of parameters converted first */
   Py_ssize_t fill;           /* positional calls with fewer arguments take defaults: the
                                 package's general path; PY_SSIZE_T_MAX until it looks */
+  int keep_gil;              /* 1: calls keep the GIL (kPFFuncNonBlocking, or Python's
+                                release_gil = False); 0: they release it */
 } PFCextFunction;
 
 static PyTypeObject pf_function_type;
@@ -321,6 +334,118 @@ typedef struct {
   int npinned;
 } pf_made;
 
+/* Converts x when it is of exactly one of the plain types: int (within
+ * int64), float, bool, None, str (valid UTF-8 without NUL, for a function
+ * with no parameter that converts strings: `f` is the callee), bytes (into
+ * *array, which must outlive the call) and a live Function. 1 with *value
+ * and *code set; 0, with no exception, for anything else, which the
+ * general path converts or refuses (an int outside int64 raises its
+ * OverflowError there). Runs no Python code. */
+static inline int pf_plain_arg(const PFCextFunction* f, PyObject* x, PFValue* value, int* code,
+                               PFByteArray* array) {
+  PyTypeObject* t = Py_TYPE(x);
+  if (t == &PyLong_Type) {
+    int overflow;
+    value->v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
+    *code = kPFInt;
+    return !overflow;
+  }
+  if (t == &PyFloat_Type) {
+    value->v_float64 = PyFloat_AS_DOUBLE(x);
+    *code = kPFFloat;
+    return 1;
+  }
+  if (t == &PyUnicode_Type) {
+    /* A function with device parameters turns strings into Devices, and
+     * one whose parameters are not looked up yet may have some: the
+     * general path decides (and caches the answer). */
+    if (f->conversions == NULL || !PyTuple_CheckExact(f->conversions) ||
+        PyTuple_GET_SIZE(f->conversions) != 0)
+      return 0;
+    Py_ssize_t size;
+    value->v_str = PyUnicode_AsUTF8AndSize(x, &size);
+    if (value->v_str == NULL || strlen(value->v_str) != (size_t)size) {
+      PyErr_Clear(); /* a lone surrogate or a NUL: the general path raises its error */
+      return 0;
+    }
+    *code = kPFStr;
+    return 1;
+  }
+  if (t == &PyBool_Type || x == Py_None) {
+    value->v_int64 = x == Py_True;
+    *code = t == &PyBool_Type ? kPFBool : kPFNull;
+    return 1;
+  }
+  if (t == &PyBytes_Type) {
+    array->data = PyBytes_AS_STRING(x);
+    array->size = (size_t)PyBytes_GET_SIZE(x);
+    value->v_handle = array;
+    *code = kPFBytes;
+    return 1;
+  }
+  if (PyObject_TypeCheck(x, &pf_function_type) && ((const PFCextFunction*)x)->handle) {
+    value->v_handle = (void*)(uintptr_t)((const PFCextFunction*)x)->handle;
+    *code = kPFFuncHandle;
+    return 1;
+  }
+  return 0;
+}
+
+/* The call into C of a Function call whose arguments are converted: `n`
+ * positional values, then `nkw` keyword values that `names` names. It
+ * releases the GIL around the callee unless the function keeps it
+ * (keep_gil): then the callee runs with the GIL held, and a callback on
+ * this thread needs no GIL switch (pf_trampoline). The one place where a
+ * Function call enters the library: the resolved call target of issue 34
+ * (item 4) replaces FuncCall here. */
+static inline int pf_invoke(const PFCextFunction* f, PFValue* values, int* codes, int n,
+                            const char* const* names, int nkw, PFValue* ret, int* ret_code) {
+  void* handle = (void*)(uintptr_t)f->handle;
+  PyThreadState *released = pf_released, *kept = pf_kept, *ts = NULL;
+  if (f->keep_gil) pf_kept = pf_current_thread_state();
+  else pf_released = ts = PyEval_SaveThread();
+  int rc = nkw == 0 ? pf_api->FuncCall(handle, values, codes, n, ret, ret_code)
+                    : pf_api->FuncCallKw(handle, values, codes, n, names, values + n, codes + n,
+                                         nkw, ret, ret_code);
+  if (ts != NULL) PyEval_RestoreThread(ts);
+  pf_released = released;
+  pf_kept = kept;
+  return rc;
+}
+
+/* A failed call's error, raised through the package (NULL). */
+static PyObject* pf_raise_failed(PyObject* self) {
+  PyObject* out = PyObject_CallOneArg(pf_hook_call_failed, self);
+  Py_XDECREF(out); /* it raises; a hook that did not is a bug */
+  if (out != NULL) PyErr_SetString(PyExc_SystemError, "packedfunc: a failed call raised no error");
+  return NULL;
+}
+
+/* The plain positional call: no keywords, and only arguments of exactly
+ * the types int (within int64), float, bool, None, str (valid UTF-8
+ * without NUL, for a function without parameters that convert strings),
+ * bytes and Function. Their conversion runs no Python code, and the
+ * caller's argument array holds every object until the call returns, so
+ * there is nothing to hold, pin or give back. 1 with *out the result (or
+ * NULL with an exception); 0 for any other call, with nothing done and no
+ * exception: the general path (pf_function_call) takes it. A small frame
+ * and no bookkeeping: this is the path of most calls. */
+static inline int pf_fast_call(PFCextFunction* f, PyObject* const* args, Py_ssize_t n,
+                               PyObject** out) {
+  if (n > PF_CEXT_MAX_ARGS || f->handle == 0 || n < f->fill) return 0;
+  PFValue values[PF_CEXT_MAX_ARGS];
+  int codes[PF_CEXT_MAX_ARGS];
+  PFByteArray arrays[PF_CEXT_MAX_ARGS];
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!pf_plain_arg(f, args[i], &values[i], &codes[i], &arrays[i])) return 0;
+  PFValue ret;
+  int ret_code;
+  if (pf_invoke(f, values, codes, (int)n, NULL, 0, &ret, &ret_code) != 0)
+    *out = pf_raise_failed((PyObject*)f);
+  else *out = pf_value(&ret, ret_code, 1);
+  return 1;
+}
+
 static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
                                   PyObject* kwnames, pf_made* made) {
   PFCextFunction* f = (PFCextFunction*)self;
@@ -338,48 +463,9 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
   for (Py_ssize_t i = 0; i < total; ++i) {
     PyObject* x = args[i];
     PyTypeObject* t = Py_TYPE(x);
-    if (t == &PyLong_Type) {
-      int overflow;
-      values[i].v_int64 = PyLong_AsLongLongAndOverflow(x, &overflow);
-      if (overflow) /* the general path raises its OverflowError */
-        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
-      codes[i] = kPFInt;
-    } else if (t == &PyFloat_Type) {
-      values[i].v_float64 = PyFloat_AS_DOUBLE(x);
-      codes[i] = kPFFloat;
-    } else if (t == &PyBool_Type) {
-      values[i].v_int64 = x == Py_True;
-      codes[i] = kPFBool;
-    } else if (x == Py_None) {
-      values[i].v_int64 = 0;
-      codes[i] = kPFNull;
-    } else if (t == &PyUnicode_Type) {
-      /* A function with device parameters turns strings into Devices, and
-       * one whose parameters are not looked up yet may have some: the
-       * general path decides (and caches the answer). */
-      if (f->conversions == NULL || !PyTuple_CheckExact(f->conversions) ||
-          PyTuple_GET_SIZE(f->conversions) != 0)
-        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
-      Py_ssize_t size;
-      const char* s = PyUnicode_AsUTF8AndSize(x, &size);
-      if (s == NULL || strlen(s) != (size_t)size) {
-        /* A lone surrogate or a NUL: the general path raises its error. */
-        PyErr_Clear();
-        return pf_general_after_tensors(self, args, n, kwnames, nkw, capsules, tensors);
-      }
-      values[i].v_str = s;
-      codes[i] = kPFStr;
-    } else if (t == &PyBytes_Type) {
-      arrays[i].data = PyBytes_AS_STRING(x);
-      arrays[i].size = (size_t)PyBytes_GET_SIZE(x);
-      values[i].v_handle = &arrays[i];
-      codes[i] = kPFBytes;
-    } else if (PyObject_TypeCheck(x, &pf_function_type) && ((PFCextFunction*)x)->handle) {
-      values[i].v_handle = (void*)(uintptr_t)((PFCextFunction*)x)->handle;
-      codes[i] = kPFFuncHandle;
-    } else if ((t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) &&
-               f->conversions != NULL && PyTuple_CheckExact(f->conversions) &&
-               PyTuple_GET_SIZE(f->conversions) == 0) {
+    if (pf_plain_arg(f, x, &values[i], &codes[i], &arrays[i])) continue;
+    if ((t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) && f->conversions != NULL &&
+        PyTuple_CheckExact(f->conversions) && PyTuple_GET_SIZE(f->conversions) == 0) {
       /* As an Array or Map (where no parameter turns it into a Shape,
        * List or Dict: the general path decides those, as for strings). */
       int rc = pf_container_arg(x, &values[i], &codes[i]);
@@ -424,26 +510,15 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
     return pf_tensor_call_done(NULL, args, total, values, codes, capsules, tensors, NULL);
   PFValue ret;
   int ret_code, rc;
-  void* handle = (void*)(uintptr_t)f->handle;
   /* Other Python threads run, and C threads can call back in, while the
-   * callee runs. The arguments stay alive: the caller holds them. */
+   * callee runs (unless it keeps the GIL). The arguments stay alive: the
+   * caller holds them. */
   if (made->npinned) pf_instances_lock(made->pinned, made->npinned);
-  PyThreadState* outer = pf_released;
-  PyThreadState* ts = PyEval_SaveThread();
-  pf_released = ts;
-  rc = nkw == 0 ? pf_api->FuncCall(handle, values, codes, (int)n, &ret, &ret_code)
-                : pf_api->FuncCallKw(handle, values, codes, (int)n, names, values + n, codes + n,
-                                     (int)nkw, &ret, &ret_code);
-  pf_released = outer;
-  PyEval_RestoreThread(ts);
+  rc = pf_invoke(f, values, codes, (int)n, names, (int)nkw, &ret, &ret_code);
   if (made->npinned) pf_instances_unlock(made->pinned, made->npinned);
   PyObject* out;
   if (rc != 0) {
-    out = PyObject_CallOneArg(pf_hook_call_failed, self);
-    Py_XDECREF(out); /* it raises; a hook that did not is a bug */
-    if (out != NULL)
-      PyErr_SetString(PyExc_SystemError, "packedfunc: a failed call raised no error");
-    out = NULL;
+    out = pf_raise_failed(self);
   } else if (tensors && ret_code == kPFDLTensorHandle) {
     out = NULL; /* an argument coming back is itself (below) */
   } else {
@@ -454,8 +529,12 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
                              rc == 0 && ret_code == kPFDLTensorHandle ? ret.v_handle : NULL);
 }
 
-static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
-                                        PyObject* kwnames) {
+/* Any call that the plain positional path does not take. Not inlined: its
+ * frame (the conversions' bookkeeping) stays off the plain path. */
+static __attribute__((noinline)) PyObject* pf_function_call_general(PyObject* self,
+                                                                    PyObject* const* args,
+                                                                    size_t nargsf,
+                                                                    PyObject* kwnames) {
   pf_made made;
   made.n = 0;
   made.npinned = 0;
@@ -465,6 +544,15 @@ static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, s
   for (int i = 0; i < made.n; ++i) pf_api->ObjectFree(made.objects[i]);
   for (int i = 0; i < made.npinned; ++i) pf_object_unpin(made.pinned[i]);
   return out;
+}
+
+static PyObject* pf_function_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                        PyObject* kwnames) {
+  PyObject* out;
+  if (kwnames == NULL &&
+      pf_fast_call((PFCextFunction*)self, args, PyVectorcall_NARGS(nargsf), &out))
+    return out;
+  return pf_function_call_general(self, args, nargsf, kwnames);
 }
 
 static void pf_function_dealloc(PyObject* self) {
@@ -479,6 +567,8 @@ static PyMemberDef pf_function_members[] = {
     {"_conversions", T_OBJECT, offsetof(PFCextFunction, conversions), 0,
      "(position, kind, name) of the device, shape, list and dict parameters, or None before "
      "they are looked up"},
+    {"_keep_gil", T_INT, offsetof(PFCextFunction, keep_gil), 0,
+     "1 when calls keep the GIL (see Function.release_gil), else 0"},
     {"_fill", T_PYSSIZET, offsetof(PFCextFunction, fill), 0,
      "a positional call with fewer arguments than this takes the signature's defaults (the "
      "general path); 0 without defaults; sys.maxsize before it is looked up"},
@@ -522,6 +612,13 @@ static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n)
   self->handle = handle;
   self->conversions = NULL;
   self->fill = PY_SSIZE_T_MAX;
+  /* The C author's hint, read once: the package may override it. */
+  uint32_t flags = 0;
+  if (pf_api->FuncGetFlags((void*)(uintptr_t)handle, &flags) != 0) {
+    pf_api->ErrorClear(); /* not a live function: its calls say so */
+    flags = 0;
+  }
+  self->keep_gil = (flags & kPFFuncNonBlocking) != 0;
   return (PyObject*)self;
 }
 
@@ -842,13 +939,6 @@ general : {
 }
 }
 
-/* The thread state that holds the GIL, if any (no check, no error). */
-#if PY_VERSION_HEX >= 0x030D0000
-#define pf_current_thread_state() PyThreadState_GetUnchecked()
-#else
-#define pf_current_thread_state() _PyThreadState_UncheckedGet()
-#endif
-
 /* The PFPackedCFunc of every Python callable that C can call, entered
  * through the host gate (which keeps it out once the interpreter exits).
  * It may run on any thread, also one that Python did not start:
@@ -867,16 +957,21 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
    * by other means): resume it. A Function that the callback calls
    * releases it again, on its own account. */
   int from_call = own != NULL && own != current;
+  /* Kept by a Function call of this thread that keeps the GIL: this
+   * thread holds it, and the callback runs at once. */
+  int held = !from_call && pf_kept != NULL && pf_kept == current;
   if (from_call) {
     pf_released = NULL;
-  } else {
+  } else if (!held) {
     own = PyGILState_GetThisThreadState();
     if (own == current) own = NULL;
+  } else {
+    own = NULL;
   }
   int resumed = own != NULL;
   PyGILState_STATE gil = PyGILState_UNLOCKED;
   if (resumed) PyEval_RestoreThread(own);
-  else gil = PyGILState_Ensure();
+  else if (!held) gil = PyGILState_Ensure();
   PyObject* fn = ((pf_hold*)call->resource_handle)->obj; /* alive, held or lent */
   PyObject* stack[PF_CEXT_MAX_ARGS];
   PyObject* r = NULL;
@@ -906,7 +1001,7 @@ static int pf_trampoline(PFValue* args, int* codes, int n, PFRetValueHandle ret,
   if (resumed) {
     PyEval_SaveThread();
     if (from_call) pf_released = own;
-  } else {
+  } else if (!held) {
     PyGILState_Release(gil);
   }
   return 0;
