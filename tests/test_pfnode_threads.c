@@ -1,7 +1,7 @@
 /* The Node.js package's C helper (bindings/node/src/pfnode.c) driven from
  * C, so that ASan, TSan and valgrind see it: this test's main thread plays
  * the JavaScript thread. It registers C stand-ins for the JavaScript
- * trampolines (reading and writing the callback slots as lib/core.js
+ * trampolines (reading and writing the callback slots as lib/callbacks.js
  * jsCall and setResult do), polls the wake pipe and calls pfnode_serve as
  * the event loop does, and counts itself as blocked in C around its own
  * blocking waits as callFunction does (the shared state's first two words).
@@ -27,7 +27,7 @@
 #include "support/pf_test.h"
 
 /* ---- the helper's entry points and layouts, as lib/library.js and
- * lib/core.js declare them (it has no header: koffi reads it) ---- */
+ * lib/callbacks.js declare them (it has no header: koffi reads it) ---- */
 
 typedef int32_t (*js_call_fn)(int32_t slot);
 typedef void (*js_release_fn)(int64_t key);
@@ -45,7 +45,7 @@ int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
 void pfnode_shutdown(pfnode_env* env, const char* message);
 int32_t pfnode_async_size(void);
 
-/* lib/core.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
+/* lib/callbacks.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
  * 28 loan 32 args 40 codes 48 ret_bytes 64 values[16] 192 codes[16]" */
 #define SLOT_ARGS 16
 typedef struct {
@@ -65,7 +65,7 @@ _Static_assert(offsetof(js_slot, ret_value) == 16 && offsetof(js_slot, ret_owned
                    offsetof(js_slot, args) == 32 && offsetof(js_slot, ret_bytes) == 48 &&
                    offsetof(js_slot, values) == 64 && offsetof(js_slot, value_codes) == 192 &&
                    sizeof(js_slot) == 256,
-               "the slot layout lib/core.js reads");
+               "the slot layout lib/callbacks.js reads");
 
 /* The shared words: JavaScript writes the first two around its
  * synchronous calls into C; the helper keeps the others. */
@@ -76,7 +76,7 @@ typedef struct {
   int32_t pending;
 } js_shared;
 
-/* pfnode_async as lib/core.js callAsync reads it. */
+/* pfnode_async as lib/async.js (callAsync) reads it. */
 typedef struct {
   PFCallFrame frame;
   int32_t status;
@@ -89,13 +89,13 @@ typedef struct {
 } js_async;
 _Static_assert(offsetof(js_async, status) == 40 && offsetof(js_async, copy) == 48 &&
                    offsetof(js_async, err_kind) == 64 && sizeof(js_async) == 88,
-               "the pfnode_async layout lib/core.js reads");
+               "the pfnode_async layout lib/async.js reads");
 int32_t pfnode_call_async(js_async* a);
 void pfnode_async_clear(js_async* a);
 
 /* ---- the "JavaScript" side: runs on the main thread only ---- */
 
-/* What the JavaScript function of a key does (lib/core.js `held`). */
+/* What the JavaScript function of a key does (lib/held.js `held`). */
 enum { JS_NONE, JS_ADD, JS_FAIL, JS_ESCAPE, JS_STR, JS_MAKE, JS_CONST, JS_NEST };
 #define MAX_KEYS 512
 
@@ -142,7 +142,7 @@ static PFFunctionHandle host_function(int kind, int64_t value) {
   return f;
 }
 
-/* The trampoline (lib/core.js jsCall): 1 when done, -1 after recording the
+/* The trampoline (lib/callbacks.js jsCall): 1 when done, -1 after recording the
  * error, 0 as koffi returns when an exception escaped. */
 static int32_t js_call(int32_t index) {
   note_thread();

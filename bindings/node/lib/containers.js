@@ -1,0 +1,294 @@
+'use strict';
+// Containers: PackedArray and PackedMap (immutable, made from JavaScript
+// arrays, Maps and plain objects when they cross), Shape, and the mutable,
+// thread-safe List and Dict. Private.
+
+const { koffi, api, scratch, TYPE_CODES, OBJECT_TYPES } = require('./library.js');
+const { checkCall, nameArg } = require('./errors.js');
+const { readInt, writeInt, readPtr, JsBlock } = require('./words.js');
+const { newCtx, releaseCtx } = require('./frames.js');
+const { kHandle, ADOPT, liveHandle } = require('./wrappers.js');
+const { encodeItems, mapEntries, valueArg } = require('./encode.js');
+const { adoptObject, registerObjectType, scratchItem } = require('./decode.js');
+const { PackedObject } = require('./objects.js');
+
+const { int: INT, str: STR } = TYPE_CODES;
+
+// An immutable sequence of values held by packedfunc (a C Array).
+class PackedArray extends PackedObject {
+  _adopted() {
+    checkCall(api.PFArrayGetSize(this[kHandle], scratch.addr));
+    this.length = readInt(scratch, 0);
+  }
+
+  at(i) {
+    const n = this.length;
+    if (i < 0) i += n;
+    if (!Number.isInteger(i) || i < 0 || i >= n) throw new RangeError(`PackedArray index ${i} out of range (length ${n})`);
+    checkCall(api.PFArrayGetItem(liveHandle(this, 'the array'), i, scratch.addr, scratch.addr + 8));
+    return scratchItem(0, 8);
+  }
+
+  get(i) { return this.at(i); }
+
+  * [Symbol.iterator]() { for (let i = 0; i < this.length; i++) yield this.at(i); }
+
+  // A JavaScript array of the items, nested containers converted too.
+  toArray() { return Array.from(this, toJS); }
+
+  toJSON() { return this.toArray(); }
+}
+
+// An immutable mapping held by packedfunc (a C Map), with string or
+// integer keys in insertion order.
+class PackedMap extends PackedObject {
+  _adopted() {
+    checkCall(api.PFMapGetSize(this[kHandle], scratch.addr));
+    this.size = readInt(scratch, 0);
+  }
+
+  _lookup(key, where) {
+    let raw;
+    let code;
+    let bytes = null; // alive until the lookup returns
+    if (typeof key === 'string') {
+      nameArg(where, key, 'key');
+      bytes = Buffer.from(`${key}\0`, 'utf8');
+      raw = koffi.address(bytes);
+      code = STR;
+    } else if (typeof key === 'number' && Number.isSafeInteger(key)) {
+      raw = BigInt.asUintN(64, BigInt(key));
+      code = INT;
+    } else if (typeof key === 'bigint') {
+      raw = BigInt.asUintN(64, key);
+      code = INT;
+    } else {
+      return undefined;
+    }
+    checkCall(api.PFMapGetItem(liveHandle(this, 'the map'), raw, code, scratch.addr, scratch.addr + 8, scratch.addr + 16));
+    bytes = null;
+    if (!scratch.i32[4]) return undefined;
+    return { value: scratchItem(0, 8) };
+  }
+
+  get(key) { const r = this._lookup(key, 'PackedMap.get'); return r === undefined ? undefined : r.value; }
+
+  has(key) { return this._lookup(key, 'PackedMap.has') !== undefined; }
+
+  * entries() {
+    for (let i = 0; i < this.size; i++) {
+      checkCall(api.PFMapGetItemAt(liveHandle(this, 'the map'), i, scratch.addr, scratch.addr + 16, scratch.addr + 8, scratch.addr + 20));
+      const k = scratchItem(0, 16);
+      const v = scratchItem(8, 20);
+      yield [k, v];
+    }
+  }
+
+  * keys() { for (const [k] of this.entries()) yield k; }
+
+  * values() { for (const [, v] of this.entries()) yield v; }
+
+  [Symbol.iterator]() { return this.entries(); }
+
+  // A plain object of the entries (integer keys as their text), nested
+  // containers converted too.
+  toObject() {
+    const out = {};
+    for (const [k, v] of this.entries()) out[k] = toJS(v);
+    return out;
+  }
+
+  toMap() { return new Map(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
+
+  toJSON() { return this.toObject(); }
+}
+
+// An immutable tuple of int64 (a tensor's shape or strides).
+class Shape extends PackedObject {
+  static of(dims) {
+    const list = Array.from(dims, (d) => {
+      if (!Number.isSafeInteger(d) && typeof d !== 'bigint') throw new TypeError(`Shape: dimension ${d} is not an integer`);
+      return d;
+    });
+    const jb = new JsBlock(list.length * 8);
+    list.forEach((d, i) => { if (typeof d === 'bigint') jb.i64[i] = d; else writeInt(jb, 8 * i, d); });
+    checkCall(api.PFShapeCreate(list.length ? jb.addr : 0, list.length, scratch.addr));
+    return adoptObject(readPtr(scratch, 0));
+  }
+
+  _adopted() {
+    checkCall(api.PFShapeGetData(this[kHandle], scratch.addr, scratch.addr + 8));
+    const n = readInt(scratch, 8);
+    this.dims = Object.freeze(n ? Array.from(koffi.decode(readPtr(scratch, 0), 'int64_t', n), (d) => (Number.isSafeInteger(Number(d)) ? Number(d) : d)) : []);
+    this.length = n;
+  }
+
+  at(i) { return this.dims.at(i); }
+
+  [Symbol.iterator]() { return this.dims[Symbol.iterator](); }
+
+  toArray() { return this.dims.slice(); }
+
+  toJSON() { return this.toArray(); }
+}
+
+// A mutable, thread-safe sequence held by packedfunc (a C List).
+class List extends PackedObject {
+  static of(items = []) {
+    return createContainer((ctx) => {
+      const arr = Array.from(items);
+      const [jb, codesOff] = encodeItems(arr, ctx, 'List.of', 'item');
+      return api.PFListCreate(jb.addr, jb.addr + codesOff, arr.length, scratch.addr);
+    });
+  }
+
+  get length() { return readSize(api.PFListGetSize, this, 'the list'); }
+
+  get(i) {
+    checkCall(api.PFListGetItem(liveHandle(this, 'the list'), i, scratch.addr, scratch.addr + 8));
+    return scratchItem(0, 8, false);
+  }
+
+  at(i) { return this.get(i); }
+
+  set(i, value) { withValue(value, 'List.set', (raw, code) => api.PFListSetItem(liveHandle(this, 'the list'), i, raw, code)); }
+
+  push(...values) { for (const v of values) withValue(v, 'List.push', (raw, code) => api.PFListAppend(liveHandle(this, 'the list'), raw, code)); return this.length; }
+
+  append(value) { this.push(value); }
+
+  insert(i, value) { withValue(value, 'List.insert', (raw, code) => api.PFListInsert(liveHandle(this, 'the list'), i, raw, code)); }
+
+  pop(i = -1) {
+    checkCall(api.PFListPop(liveHandle(this, 'the list'), i, scratch.addr, scratch.addr + 8));
+    return scratchItem(0, 8, false);
+  }
+
+  clear() { checkCall(api.PFListClear(liveHandle(this, 'the list'))); }
+
+  * [Symbol.iterator]() { const n = this.length; for (let i = 0; i < n; i++) yield this.get(i); }
+
+  toArray() { return Array.from(this, toJS); }
+
+  toJSON() { return this.toArray(); }
+}
+
+// Adopts the container that `create(ctx)` makes, its handle written to
+// scratch; the references made in ctx for its items are dropped after.
+function createContainer(create) {
+  const ctx = newCtx(null);
+  try {
+    checkCall(create(ctx));
+    return adoptObject(readPtr(scratch, 0));
+  } finally {
+    releaseCtx(ctx);
+  }
+}
+
+// The size of a List or Dict, read by `getSize` (PFListGetSize, PFDictGetSize).
+function readSize(getSize, obj, what) {
+  checkCall(getSize(liveHandle(obj, what), scratch.addr));
+  return readInt(scratch, 0);
+}
+
+// Calls `call(raw, code)` with a value passed by value; the references made
+// for it are dropped after.
+function withValue(value, pos, call) {
+  const [raw, code, ctx] = valueArg(value, pos);
+  try { checkCall(call(raw, code)); } finally { releaseCtx(ctx); }
+}
+
+// A mutable, thread-safe mapping held by packedfunc (a C Dict): keys of
+// any plain type, in insertion order.
+class Dict extends PackedObject {
+  static of(entries = {}) {
+    return createContainer((ctx) => {
+      const [keys, values] = mapEntries(entries instanceof Map ? entries : (Array.isArray(entries) ? new Map(entries) : entries), 'Dict.of');
+      const [kb, kc] = encodeItems(keys, ctx, 'Dict.of', 'key');
+      const [vb, vc] = encodeItems(values, ctx, 'Dict.of', 'value');
+      return api.PFDictCreate(kb.addr, kb.addr + kc, vb.addr, vb.addr + vc, keys.length, scratch.addr);
+    });
+  }
+
+  get size() { return readSize(api.PFDictGetSize, this, 'the dict'); }
+
+  get(key) {
+    const [raw, code, ctx] = valueArg(key, 'Dict key');
+    try {
+      checkCall(api.PFDictGetItem(liveHandle(this, 'the dict'), raw, code, scratch.addr, scratch.addr + 8, scratch.addr + 16));
+    } finally { releaseCtx(ctx); }
+    if (!scratch.i32[4]) return undefined;
+    return scratchItem(0, 8, false);
+  }
+
+  has(key) { return this.get(key) !== undefined || this._hasNull(key); }
+
+  _hasNull(key) {
+    const [raw, code, ctx] = valueArg(key, 'Dict key');
+    try {
+      checkCall(api.PFDictGetItem(liveHandle(this, 'the dict'), raw, code, 0, 0, scratch.addr + 16));
+    } finally { releaseCtx(ctx); }
+    return scratch.i32[4] !== 0;
+  }
+
+  set(key, value) {
+    const [kraw, kcode, kctx] = valueArg(key, 'Dict key');
+    try {
+      withValue(value, 'Dict value', (raw, code) => api.PFDictSetItem(liveHandle(this, 'the dict'), kraw, kcode, raw, code));
+    } finally { releaseCtx(kctx); }
+    return this;
+  }
+
+  pop(key) {
+    const [raw, code, ctx] = valueArg(key, 'Dict key');
+    try {
+      checkCall(api.PFDictPop(liveHandle(this, 'the dict'), raw, code, scratch.addr, scratch.addr + 8));
+    } finally { releaseCtx(ctx); }
+    return scratchItem(0, 8, false);
+  }
+
+  delete(key) {
+    if (!this.has(key)) return false;
+    this.pop(key);
+    return true;
+  }
+
+  clear() { checkCall(api.PFDictClear(liveHandle(this, 'the dict'))); }
+
+  * entries() {
+    checkCall(api.PFDictToArray(liveHandle(this, 'the dict'), scratch.addr));
+    const snapshot = adoptObject(readPtr(scratch, 0));
+    try {
+      for (let i = 0; i + 1 < snapshot.length; i += 2) yield [snapshot.at(i), snapshot.at(i + 1)];
+    } finally {
+      snapshot.dispose();
+    }
+  }
+
+  * keys() { for (const [k] of this.entries()) yield k; }
+
+  * values() { for (const [, v] of this.entries()) yield v; }
+
+  [Symbol.iterator]() { return this.entries(); }
+
+  toMap() { return new Map(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
+
+  toObject() { return Object.fromEntries(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
+
+  toJSON() { return this.toObject(); }
+}
+
+// A container as plain JavaScript (arrays and objects), recursively.
+function toJS(v) {
+  if (v instanceof PackedArray || v instanceof List || v instanceof Shape) return v.toArray();
+  if (v instanceof PackedMap || v instanceof Dict) return v.toObject();
+  return v;
+}
+
+registerObjectType(OBJECT_TYPES.array, (h, i) => PackedArray[ADOPT](h, i));
+registerObjectType(OBJECT_TYPES.map, (h, i) => PackedMap[ADOPT](h, i));
+registerObjectType(OBJECT_TYPES.shape, (h, i) => Shape[ADOPT](h, i));
+registerObjectType(OBJECT_TYPES.list, (h, i) => List[ADOPT](h, i));
+registerObjectType(OBJECT_TYPES.dict, (h, i) => Dict[ADOPT](h, i));
+
+module.exports = { PackedArray, PackedMap, Shape, List, Dict, withValue };
