@@ -10,6 +10,7 @@ const { adopters, scratchItem } = require('./decode.js');
 const { adoptFunction } = require('./functions.js');
 const { PackedObject, freeHandle } = require('./objects.js');
 const { withValue } = require('./containers.js');
+const { inspectFields, kInspect } = require('./inspect.js');
 
 const { int: INT, float: FLOAT, bool: BOOL, null: NULL, handle: HANDLE, dtype: DTYPE, device: DEVICE } = TYPE_CODES;
 const COPIED = new Set([INT, FLOAT, BOOL, NULL, HANDLE, DTYPE, DEVICE]); // field values read whole
@@ -96,6 +97,13 @@ function objectClass(index) {
       });
     }
   }
+  // console.log shows the type's key and every field's value (its
+  // parents' too).
+  const fieldNames = t.fields.map((f) => f.name);
+  Object.defineProperty(cls.prototype, kInspect, {
+    value(depth, options) { return inspectFields(key, this, fieldNames, depth, options); },
+    configurable: true,
+  });
   classes.set(index, new WeakRef(cls));
   return cls;
 }

@@ -11,6 +11,7 @@ const { kHandle, ADOPT, liveHandle } = require('./wrappers.js');
 const { encodeItems, mapEntries, valueArg } = require('./encode.js');
 const { adoptObject, registerObjectType, scratchItem } = require('./decode.js');
 const { PackedObject } = require('./objects.js');
+const { inspectSequence, inspectMapping, kInspect } = require('./inspect.js');
 
 const { int: INT, str: STR } = TYPE_CODES;
 
@@ -37,6 +38,8 @@ class PackedArray extends PackedObject {
   toArray() { return Array.from(this, toJS); }
 
   toJSON() { return this.toArray(); }
+
+  [kInspect](depth, options) { return inspectSequence('PackedArray', this.length, (k) => firstItems(this, k), depth, options); }
 }
 
 // An immutable mapping held by packedfunc (a C Map), with string or
@@ -101,6 +104,8 @@ class PackedMap extends PackedObject {
   toMap() { return new Map(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
 
   toJSON() { return this.toObject(); }
+
+  [kInspect](depth, options) { return inspectMapping('PackedMap', this.size, (k) => firstItems(this.entries(), k), depth, options); }
 }
 
 // An immutable tuple of int64 (a tensor's shape or strides).
@@ -130,6 +135,8 @@ class Shape extends PackedObject {
   toArray() { return this.dims.slice(); }
 
   toJSON() { return this.toArray(); }
+
+  [kInspect](depth, options) { return inspectSequence('Shape', this.length, (k) => this.dims.slice(0, k), depth, options); }
 }
 
 // A mutable, thread-safe sequence held by packedfunc (a C List).
@@ -171,6 +178,8 @@ class List extends PackedObject {
   toArray() { return Array.from(this, toJS); }
 
   toJSON() { return this.toArray(); }
+
+  [kInspect](depth, options) { return inspectSequence('List', this.length, (k) => firstItems(this, k), depth, options); }
 }
 
 // Adopts the container that `create(ctx)` makes, its handle written to
@@ -276,6 +285,19 @@ class Dict extends PackedObject {
   toObject() { return Object.fromEntries(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
 
   toJSON() { return this.toObject(); }
+
+  [kInspect](depth, options) { return inspectMapping('Dict', this.size, (k) => firstItems(this.entries(), k), depth, options); }
+}
+
+// The first k items of an iterable (a container's items or entries).
+function firstItems(iterable, k) {
+  const out = [];
+  if (k === 0) return out;
+  for (const x of iterable) {
+    out.push(x);
+    if (out.length === k) break;
+  }
+  return out;
 }
 
 // A container as plain JavaScript (arrays and objects), recursively.

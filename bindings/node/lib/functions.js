@@ -13,6 +13,7 @@ const { info, levelOf } = require('./funcinfo.js');
 const { encode } = require('./encode.js');
 const { decode, adopters } = require('./decode.js');
 const { shared, hostFunction } = require('./held.js');
+const { custom } = require('./inspect.js');
 
 const { int: INT } = TYPE_CODES;
 
@@ -77,7 +78,12 @@ functionProto[Symbol.dispose] = functionProto.dispose;
 functionProto.toString = function toString() {
   return this[kHandle] ? `[PackedFunction ${info(this).name ?? '(anonymous)'}]` : '[PackedFunction (disposed)]';
 };
-functionProto[Symbol.for('nodejs.util.inspect.custom')] = functionProto.toString;
+// console.log shows the name and the signature: [PackedFunction: demo.add int64(a:int64,b:int64)].
+functionProto[custom] = function inspectFunction() {
+  if (!this[kHandle]) return '[PackedFunction (disposed)]';
+  const { name, signature } = info(this);
+  return `[PackedFunction: ${name ?? '(anonymous)'}${signature ? ` ${signature}` : ''}]`;
+};
 
 // Arguments go to C through the frame; JavaScript functions among them
 // become host functions for the call. The JS thread counts itself as

@@ -10,6 +10,7 @@ const { registerObjectType } = require('./decode.js');
 const { adoptFunction } = require('./functions.js');
 const { PackedObject } = require('./objects.js');
 const { objectClass, classModule } = require('./classes.js');
+const { inspectFields, kInspect } = require('./inspect.js');
 
 // A packedfunc module: functions that came together from a shared library.
 // Its functions are properties by their dotted names (mod.demo.add for
@@ -53,6 +54,11 @@ class Module extends PackedObject {
     nameArg('Module.exportGlobal', prefix, 'prefix');
     checkCall(api.PFModExportGlobal(liveHandle(this, 'the module'), prefix, (override ? 1 : 0) | (prot ? 2 : 0)));
     return this.listFunctionNames().map((n) => prefix + n);
+  }
+
+  [kInspect](depth, options) {
+    const shown = { path: this.path, functions: this.listFunctionNames() };
+    return inspectFields('Module', shown, Object.keys(shown), depth, options);
   }
 
   // The classes of the object types that the module registered, by key.

@@ -10,6 +10,7 @@ const { writePtr } = require('./words.js');
 const { kHandle, ADOPT, registry, what, liveHandle } = require('./wrappers.js');
 const { registerObjectEncoder } = require('./encode.js');
 const { adopters } = require('./decode.js');
+const { custom, kInspect } = require('./inspect.js');
 
 const { module: MODULE, object: OBJECT } = TYPE_CODES;
 
@@ -45,6 +46,11 @@ class PackedObject {
   get typeName() { return api.PFObjectTypeName(this.typeIndex) ?? String(this.typeIndex); }
 
   toString() { return `[${this.constructor.name} ${this.typeName}${this[kHandle] ? '' : ' (disposed)'}]`; }
+
+  // What console.log shows: a subclass shows its items or fields.
+  [custom](depth, options) { return this[kHandle] ? this[kInspect](depth, options) : this.toString(); }
+
+  [kInspect]() { return this.toString(); }
 }
 
 adopters.object = (h, index) => PackedObject[ADOPT](h, index);

@@ -11,6 +11,7 @@ const { writeInt, readPtr, writePtr, JsBlock } = require('./words.js');
 const { arenaAlloc, viewAddress, pin } = require('./frames.js');
 const { kHandle, lifetime, registry, describe } = require('./wrappers.js');
 const { held, keep, ENV, TENSOR_DELETER } = require('./held.js');
+const { custom } = require('./inspect.js');
 
 // The DLPack dtype of a typed array's elements.
 const ARRAY_DTYPES = new Map([
@@ -101,9 +102,21 @@ function span(t) {
 }
 
 function describeTensor(arr, t) {
-  const props = { shape: t.shape, dtype: t.dtype, device: t.device, strides: t.strides ?? compactStrides(t.shape) };
-  for (const [k, v] of Object.entries(props)) Object.defineProperty(arr, k, { value: v, enumerable: false });
+  const props = {
+    shape: t.shape, dtype: t.dtype, device: t.device, strides: t.strides ?? compactStrides(t.shape),
+    [custom]: inspectTensor,
+  };
+  for (const k of Reflect.ownKeys(props)) Object.defineProperty(arr, k, { value: props[k], enumerable: false });
   return arr;
+}
+
+// console.log shows the dtype, shape and device, then the elements as
+// Node.js shows the typed array: Tensor(float32, [2, 3], cpu:0) Float32Array(6) [...].
+function inspectTensor(depth, options, inspect) {
+  const label = `Tensor(${this.dtype}, [${this.shape.join(', ')}], ${this.device})`;
+  if (depth < 0) return options.stylize(`[${label}]`, 'special');
+  const plain = new this.constructor(this.buffer, this.byteOffset, this.length);
+  return `${label} ${inspect(plain, options)}`;
 }
 
 function compactStrides(shape) {
