@@ -9,7 +9,7 @@ const { readInt, readPtr, writePtr } = require('./words.js');
 const { Frame, newCtx, releaseCtx, pinKept } = require('./frames.js');
 const { liveHandle } = require('./wrappers.js');
 const { levelOf } = require('./funcinfo.js');
-const { encode } = require('./encode.js');
+const { encode, hintsFor } = require('./encode.js');
 const { decode, cString } = require('./decode.js');
 const { functionProto } = require('./functions.js');
 const { lend, endLoan } = require('./objects.js');
@@ -61,7 +61,7 @@ functionProto.callAsync = function callAsync(...args) {
           api.PFErrorSet(str(64) || 'RuntimeError', str(72));
           const tb = str(80);
           if (tb) api.PFErrorAppendTraceback(tb);
-          throw lastError(levelOf(f));
+          throw lastError(levelOf(f), hintsFor(ctx));
         }
         const code = blk.i32[2];
         if (code === STR) resolve(cString(readPtr(blk, 48), readInt(blk, 56)));

@@ -52,6 +52,7 @@ function encode(x, blk, off, ctx, pos) {
         writeInt(blk, off, x);
         return INT;
       }
+      if (Number.isInteger(x) && !Number.isSafeInteger(x)) hint(ctx, 'float', pos, x);
       blk.f64[off >> 3] = x;
       return FLOAT;
     case 'boolean':
@@ -89,6 +90,7 @@ function encode(x, blk, off, ctx, pos) {
   }
   if (ArrayBuffer.isView(x)) {
     if (x instanceof Uint8Array && x.shape === undefined) {
+      hint(ctx, 'bytes', pos, x);
       const room = arenaAlloc(ctx, 16);
       writePtr(room.blk, room.off, viewAddress(x, ctx));
       writePtr(room.blk, room.off + 8, x.length);
@@ -130,6 +132,36 @@ registerObjectEncoder(OpaqueHandle, (x, blk, off) => {
   blk.u64[off >> 3] = x.address;
   return HANDLE;
 });
+
+// Values that cross as what a callee may not take, though the caller may
+// have meant another type: an integer beyond 2^53 (a float, not an int64)
+// and a Uint8Array or Buffer (bytes, not a tensor). If the call fails
+// saying it got that type, the error says what to pass instead.
+function hint(ctx, kind, pos, x) {
+  if (ctx.hints === null) ctx.hints = [];
+  ctx.hints.push([kind, pos, x]);
+}
+
+const HINTS = {
+  float: (pos, x) => (x >= -(2 ** 63) && x < 2 ** 63
+    ? `${what(pos)} is ${x}, an integer beyond Number.MAX_SAFE_INTEGER, which crosses as a float: ` +
+      `pass a BigInt for an int64, such as ${BigInt(x)}n`
+    : `${what(pos)} is ${x}, which int64 cannot hold`),
+  bytes: (pos, x) => `${what(pos)} is a ${describe(x)}, which crosses as bytes: ` +
+    'pass pf.tensor(array) for a uint8 tensor over its memory',
+};
+
+// lastError's note for the call that `ctx` encoded: the hints whose type a
+// TypeError says the callee got; null without hints.
+function hintsFor(ctx) {
+  if (ctx === null || ctx.hints === null) return null;
+  const { hints } = ctx;
+  return (kind, message) => {
+    if (kind !== 'TypeError') return null;
+    const notes = hints.filter(([type]) => message.includes(`got ${type}`)).map(([type, pos, x]) => HINTS[type](pos, x));
+    return notes.length ? notes.join('; ') : null;
+  };
+}
 
 // A new C Array or Map for a JavaScript array, Map or plain object (nested
 // ones too), released after the call: C keeps its own reference if it
@@ -205,5 +237,5 @@ function valueArg(x, pos) {
 }
 
 module.exports = {
-  encode, registerObjectEncoder, containerFrom, encodeItems, makeArray, makeMap, mapEntries, valueArg,
+  encode, hintsFor, registerObjectEncoder, containerFrom, encodeItems, makeArray, makeMap, mapEntries, valueArg,
 };

@@ -71,7 +71,7 @@ function arenaAlloc(ctx, size) {
 // call returns, references to drop after it (host functions and containers
 // made for the call).
 function newCtx(frame) {
-  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null };
+  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null, hints: null };
 }
 
 function releaseCtx(ctx) {

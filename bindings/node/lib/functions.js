@@ -10,7 +10,7 @@ const { readInt, writePtr } = require('./words.js');
 const { FRAME_ARGS, NFRAMES, frames, stack, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
 const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
 const { info, levelOf } = require('./funcinfo.js');
-const { encode } = require('./encode.js');
+const { encode, hintsFor } = require('./encode.js');
 const { decode, adopters } = require('./decode.js');
 const { shared, hostFunction } = require('./held.js');
 const { custom } = require('./inspect.js');
@@ -128,7 +128,7 @@ function callFunction(st, args) {
       shared[1]++;
       if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
     }
-    if (rc !== 0) throw lastError(levelOf(st));
+    if (rc !== 0) throw lastError(levelOf(st), hintsFor(ctx));
     const code = i32[(base + 8) >> 2];
     if (code === INT) return readInt(blk, base);
     return decode(blk, base, code, false, null);

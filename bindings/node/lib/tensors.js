@@ -20,6 +20,15 @@ const ARRAY_DTYPES = new Map([
   [Float64Array, [2, 64]], [BigInt64Array, [0, 64]], [BigUint64Array, [1, 64]],
 ]);
 
+// The dtype (code, bits) of a typed array's elements, also of a subclass's
+// (a Buffer's: uint8).
+function arrayDtype(x) {
+  const kind = ARRAY_DTYPES.get(x.constructor);
+  if (kind !== undefined) return kind;
+  for (const [cls, k] of ARRAY_DTYPES) if (x instanceof cls) return k;
+  return undefined;
+}
+
 // A tensor argument: a typed array (one dimension, or the shape it carries
 // from C), or tensor(array, shape).
 class TensorArg {
@@ -27,7 +36,7 @@ class TensorArg {
     if (!ArrayBuffer.isView(data) || data instanceof DataView) {
       throw new TypeError(`tensor: expected a typed array, not ${describe(data)}`);
     }
-    const kind = ARRAY_DTYPES.get(data.constructor);
+    const kind = arrayDtype(data);
     if (kind === undefined) throw new TypeError(`tensor: unsupported typed array ${data.constructor.name}`);
     shape = shape === undefined ? (data.shape ?? [data.length]) : Array.from(shape, Number);
     const count = shape.reduce((a, b) => a * b, 1);
