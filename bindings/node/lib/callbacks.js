@@ -12,7 +12,7 @@ const { kHandle } = require('./wrappers.js');
 const { TensorArg, writeBack, tensorObjectFrom } = require('./tensors.js');
 const { encode } = require('./encode.js');
 const { decode } = require('./decode.js');
-const { held, trampoline, ENV, hostFunction } = require('./held.js');
+const { heldValue, trampoline, ENV, hostFunction } = require('./held.js');
 const { loans } = require('./objects.js');
 
 const { int: INT, null: NULL, str: STR, bytes: BYTES, function: FUNC, module: MODULE, object: OBJECT } = TYPE_CODES;
@@ -115,7 +115,7 @@ function jsCall(index) {
   const outerLoan = loans.waiting;
   loans.waiting = slots.i32[(off + 28) >> 2] || outerLoan; // a callback on this thread: the same wait
   try {
-    const fn = held.get(readInt(slots, off + 8));
+    const fn = heldValue(readInt(slots, off + 8));
     if (typeof fn !== 'function') throw new PackedFuncError('packedfunc: the JavaScript function of this packed function was released', 'RuntimeError');
     const n = slots.i32[off >> 2];
     let copies = null;

@@ -28,7 +28,7 @@ const { readPtr, JsBlock } = require('./words.js');
 const { kHandle, kState } = require('./wrappers.js');
 const { newCtx, releaseCtx } = require('./frames.js');
 const { heldCount, setThreadCallTimeout } = require('./held.js');
-const { TensorArg, tensor, adoptTensor, tensorObjectFrom } = require('./tensors.js');
+const { TensorArg, tensor, newTensorObject } = require('./tensors.js');
 const { encode, containerFrom, makeArray, makeMap } = require('./encode.js');
 const { adoptObject } = require('./decode.js');
 const { PackedFunction, adoptFunction, convertFunction } = require('./functions.js');
@@ -46,7 +46,7 @@ const { scratch } = require('./library.js');
 // everything else that can cross.
 function convert(x) {
   if (typeof x === 'function') return convertFunction(x);
-  if (x instanceof TensorArg) return adoptTensor(tensorObjectFrom(x));
+  if (x instanceof TensorArg) return newTensorObject(x);
   if (Array.isArray(x) || x instanceof Map || (x !== null && typeof x === 'object' &&
       (Object.getPrototypeOf(x) === Object.prototype || Object.getPrototypeOf(x) === null))) {
     const ctx = newCtx(null);

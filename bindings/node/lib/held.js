@@ -13,18 +13,28 @@ const { lifetime } = require('./wrappers.js');
 
 // JavaScript values that C holds, by key: functions (host functions) and
 // typed arrays (tensor objects over their memory). C's finalizer hands the
-// key back (jsRelease).
-const held = new Map();
-let nextKey = 0;
+// key back (jsRelease), once: a key is a slot's index + 1, and a slot
+// handed back is reused (cheaper than a Map's inserts and deletes).
+const heldValues = [];
+const freeKeys = [];
+let heldSize = 0;
 
 function keep(value) {
-  const key = ++nextKey;
-  held.set(key, value);
+  const key = freeKeys.length !== 0 ? freeKeys.pop() : heldValues.push(undefined);
+  heldValues[key - 1] = value;
+  heldSize++;
   return key;
 }
 
+// The value that C holds under `key` (undefined once handed back).
+function heldValue(key) { return heldValues[key - 1]; }
+
 function jsRelease(key) {
-  held.delete(typeof key === 'bigint' ? Number(key) : key);
+  const k = Number(key);
+  if (heldValues[k - 1] === undefined) return;
+  heldValues[k - 1] = undefined;
+  freeKeys.push(k);
+  heldSize--;
 }
 
 // The trampoline that C's calls of held functions reach (callbacks.js sets
@@ -36,7 +46,6 @@ const trampoline = { jsCall: null };
 // this thread, through this evaluation's trampolines (see src/pfnode.c).
 checkCall(api.PFHostGateCreate(scratch.addr));
 const GATE = readPtr(scratch, 0);
-const TENSOR_DELETER = helperApi.tensorDeleter();
 const jsCallPtr = koffi.register((index) => trampoline.jsCall(index), koffi.pointer(JsCall));
 const jsReleasePtr = koffi.register(jsRelease, koffi.pointer(JsRelease));
 const ENV = helperApi.init(jsCallPtr, jsReleasePtr, GATE);
@@ -92,8 +101,8 @@ function setThreadCallTimeout(ms) {
 }
 
 // How many JavaScript values C holds now (functions and typed arrays).
-function heldCount() { return held.size; }
+function heldCount() { return heldSize; }
 
 module.exports = {
-  held, keep, heldCount, trampoline, ENV, TENSOR_DELETER, shared, hostFunction, setThreadCallTimeout,
+  heldValue, keep, heldCount, trampoline, ENV, shared, hostFunction, setThreadCallTimeout,
 };

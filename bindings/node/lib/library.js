@@ -240,7 +240,7 @@ const helperApi = {
   slotSize: H.func('int32_t pfnode_slot_size()'),
   maxDepth: H.func('int32_t pfnode_max_depth()'),
   shared: H.func(`${P} pfnode_shared_state(${P} env)`),
-  tensorDeleter: H.func(`${P} pfnode_tensor_deleter_address()`),
+  tensorCreate: H.func(`int pfnode_tensor_create(${P} env, int64_t key, ${P} spec, ${P} out)`),
   setTimeout: H.func(`int32_t pfnode_set_timeout_ms(${P} env, int32_t ms)`),
   shutdown: H.func(`void pfnode_shutdown(${P} env, const char* message)`),
   asyncSize: H.func('int32_t pfnode_async_size()'),

@@ -9,19 +9,23 @@ const { checkCall, PackedFuncError } = require('./errors.js');
 const { DataType, Device } = require('./types.js');
 const { writeInt, readPtr, writePtr, JsBlock } = require('./words.js');
 const { arenaAlloc, viewAddress, pin } = require('./frames.js');
-const { kHandle, lifetime, registry, describe } = require('./wrappers.js');
-const { held, keep, ENV, TENSOR_DELETER } = require('./held.js');
+const { kHandle, kState, lifetime, registry, describe } = require('./wrappers.js');
+const { keep, ENV } = require('./held.js');
 const { custom } = require('./inspect.js');
 
-// The DLPack dtype of a typed array's elements.
+// The DLPack dtype of a typed array's elements (DataTypes are immutable:
+// one of each serves every array).
 const ARRAY_DTYPES = new Map([
   [Int8Array, [0, 8]], [Uint8Array, [1, 8]], [Uint8ClampedArray, [1, 8]], [Int16Array, [0, 16]],
   [Uint16Array, [1, 16]], [Int32Array, [0, 32]], [Uint32Array, [1, 32]], [Float32Array, [2, 32]],
   [Float64Array, [2, 64]], [BigInt64Array, [0, 64]], [BigUint64Array, [1, 64]],
-]);
+].map(([cls, [code, bits]]) => [cls, new DataType(code, bits, 1)]));
 
-// The dtype (code, bits) of a typed array's elements, also of a subclass's
-// (a Buffer's: uint8).
+// The memory of every tensor made over a typed array (immutable, as above).
+const CPU = new Device(1, 0);
+
+// The dtype of a typed array's elements, also of a subclass's (a Buffer's:
+// uint8).
 function arrayDtype(x) {
   const kind = ARRAY_DTYPES.get(x.constructor);
   if (kind !== undefined) return kind;
@@ -48,7 +52,7 @@ class TensorArg {
     }
     this.data = data;
     this.shape = shape;
-    this.dtype = dtype === undefined ? new DataType(kind[0], kind[1], 1) : new DataType(dtype);
+    this.dtype = dtype === undefined ? kind : new DataType(dtype);
     if (this.dtype.itemsize !== data.BYTES_PER_ELEMENT) {
       throw new RangeError(`tensor: dtype ${this.dtype} does not have ${data.BYTES_PER_ELEMENT}-byte elements`);
     }
@@ -76,14 +80,15 @@ function writeDLTensor(t, ctx) {
 
 // Typed array classes by DLPack (code, bits): bool and 16-bit floats come
 // as their raw bits.
-function arrayClassOf(code, bits) {
-  if (code === 0) return { 8: Int8Array, 16: Int16Array, 32: Int32Array, 64: BigInt64Array }[bits];
-  if (code === 1) return { 8: Uint8Array, 16: Uint16Array, 32: Uint32Array, 64: BigUint64Array }[bits];
-  if (code === 2) return { 16: Uint16Array, 32: Float32Array, 64: Float64Array }[bits];
-  if (code === 4 && bits === 16) return Uint16Array; // bfloat16
-  if (code === 6 && bits === 8) return Uint8Array; // kDLBool
-  return undefined;
-}
+const ARRAY_CLASSES = new Map([
+  [[0, 8], Int8Array], [[0, 16], Int16Array], [[0, 32], Int32Array], [[0, 64], BigInt64Array],
+  [[1, 8], Uint8Array], [[1, 16], Uint16Array], [[1, 32], Uint32Array], [[1, 64], BigUint64Array],
+  [[2, 16], Uint16Array], [[2, 32], Float32Array], [[2, 64], Float64Array],
+  [[4, 16], Uint16Array], // bfloat16
+  [[6, 8], Uint8Array], // kDLBool
+].map(([[code, bits], cls]) => [code * 256 + bits, cls]));
+
+function arrayClassOf(code, bits) { return ARRAY_CLASSES.get(code * 256 + bits); }
 
 function readDLTensor(ptr) {
   const t = koffi.decode(ptr, DLTensor);
@@ -110,21 +115,53 @@ function span(t) {
   return last + 1;
 }
 
-function describeTensor(arr, t) {
-  const props = {
-    shape: t.shape, dtype: t.dtype, device: t.device, strides: t.strides ?? compactStrides(t.shape),
-    [custom]: inspectTensor,
-  };
-  for (const k of Reflect.ownKeys(props)) Object.defineProperty(arr, k, { value: props[k], enumerable: false });
-  return arr;
+// A tensor seen from JavaScript is a typed array of a subclass of its
+// element class (TensorArray), whose prototype reads shape, dtype,
+// device, strides and the object's handle from one record: one store per
+// array, where properties of its own would be five slow definitions.
+// Arrays derived from one (slice, map, subarray) have no record: they are
+// plain arrays, whose shape and handle are undefined. (A Symbol.species
+// getter would make them of the element class, but V8 then never optimizes
+// the constructor, as it does when the class's name is changed.)
+const viewClasses = new Map(); // element class -> its tensor subclass
+
+const TENSOR_PROPERTIES = {
+  shape: { get() { return this[kState]?.shape; } },
+  dtype: { get() { return this[kState]?.dtype; } },
+  device: { get() { return this[kState]?.device; } },
+  strides: {
+    get() {
+      const st = this[kState];
+      return st === undefined ? undefined : st.strides ?? (st.strides = compactStrides(st.shape));
+    },
+  },
+  [kHandle]: { get() { return this[kState]?.h; }, set(h) { this[kState].h = h; } },
+  [custom]: { value: inspectTensor },
+};
+
+// A typed array of class `base` over (buffer, offset, length) with the
+// tensor record `st`: {h (undefined for a copy), shape, dtype, device,
+// strides (null: compact)}.
+function tensorView(base, st, buffer, offset, length) {
+  let cls = viewClasses.get(base);
+  if (cls === undefined) {
+    cls = class TensorArray extends base {
+      // The record is stored here, not after: V8 then optimizes this.
+      constructor(buf, off, len, st) { super(buf, off, len); this[kState] = st; }
+    };
+    Object.defineProperties(cls.prototype, TENSOR_PROPERTIES);
+    viewClasses.set(base, cls);
+  }
+  return new cls(buffer, offset, length, st);
 }
 
 // console.log shows the dtype, shape and device, then the elements as
 // Node.js shows the typed array: Tensor(float32, [2, 3], cpu:0) Float32Array(6) [...].
 function inspectTensor(depth, options, inspect) {
+  const plain = new (Object.getPrototypeOf(this.constructor))(this.buffer, this.byteOffset, this.length);
+  if (this[kState] === undefined) return inspect(plain, options); // derived: a plain array
   const label = `Tensor(${this.dtype}, [${this.shape.join(', ')}], ${this.device})`;
   if (depth < 0) return options.stylize(`[${label}]`, 'special');
-  const plain = new this.constructor(this.buffer, this.byteOffset, this.length);
   return `${label} ${inspect(plain, options)}`;
 }
 
@@ -155,12 +192,13 @@ function adoptTensor(h) {
   try {
     checkCall(api.PFTensorGetDLTensor(h, scratch.addr));
     const t = readDLTensor(readPtr(scratch, 0));
-    arr = describeTensor(viewOf(t, 'tensor object'), t);
+    const view = viewOf(t, 'tensor object');
+    arr = tensorView(view.constructor, { h, shape: t.shape, dtype: t.dtype, device: t.device, strides: t.strides },
+      view.buffer, 0, view.length);
   } catch (err) {
     api.PFObjectFree(h);
     throw err;
   }
-  Object.defineProperty(arr, kHandle, { value: h, writable: true, enumerable: false });
   if (arr.buffer.byteLength) {
     // The memory belongs to the object: freed when the last view of it goes.
     tensorRegistry.register(arr.buffer, h);
@@ -181,9 +219,11 @@ function borrowedTensor(ptr, copies) {
   const t = readDLTensor(ptr);
   const view = viewOf(t, 'a borrowed tensor');
   const at = t.strides === null ? null : elementOffsets(t.shape, t.strides);
-  const copy = at === null ? view.slice() : new view.constructor(at.length);
-  if (at !== null) for (let i = 0; i < at.length; i++) copy[i] = view[at[i]];
-  describeTensor(copy, { ...t, strides: null });
+  const n = at === null ? view.length : at.length;
+  const copy = tensorView(view.constructor, { h: undefined, shape: t.shape, dtype: t.dtype, device: t.device, strides: null },
+    new ArrayBuffer(n * view.BYTES_PER_ELEMENT), 0, n);
+  if (at === null) copy.set(view);
+  else for (let i = 0; i < n; i++) copy[i] = view[at[i]];
   if (copies) copies.push([view, copy, copy.slice(), at]);
   return copy;
 }
@@ -210,43 +250,47 @@ function writeBack(copies) {
   }
 }
 
-// A new tensor object over a typed array's memory: C may keep it; the
-// array stays alive until C's last reference goes, its buffer pinned (a
-// resizable one is copied instead, see viewAddress).
-function tensorObjectFrom(x) {
+// A new tensor object over a typed array's memory (x, or tensor(...)): C
+// may keep it; the array stays alive until C's last reference goes, its
+// buffer pinned (a resizable one is copied instead, see viewAddress). The
+// object's handle, and the array it is over.
+function createTensorObject(x) {
   const t = x instanceof TensorArg ? x : new TensorArg(x);
-  const ndim = t.shape.length;
-  const size = 64 + 8 * ndim;
   const data = t.data.buffer.resizable ? t.data.slice() : t.data;
   pin(data);
-  const mem = api.PFMemAlloc(size);
-  if (!mem) throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
-  const key = keep(data);
-  const ref = helperApi.refCreate(ENV, key);
-  if (!ref) {
-    held.delete(key);
-    api.PFMemFree(mem);
-    throw new PackedFuncError('packedfunc: no memory for a tensor', 'MemoryError');
-  }
-  const jb = new JsBlock(size);
-  writePtr(jb, 0, data.length ? Number(koffi.address(data)) : 0);
-  jb.i32[2] = 1;
-  jb.i32[4] = ndim;
-  jb.u8[20] = t.dtype.code;
-  jb.u8[21] = t.dtype.bits;
-  jb.u16[11] = t.dtype.lanes;
-  writePtr(jb, 24, mem + 64);
-  writePtr(jb, 48, ref); // manager_ctx
-  writePtr(jb, 56, TENSOR_DELETER);
-  for (let i = 0; i < ndim; i++) writeInt(jb, 64 + 8 * i, t.shape[i]);
-  koffi.encode(mem, 'uint8_t', Array.from(jb.u8.subarray(0, size)), size);
-  checkCall(api.PFTensorCreateFromDLPack(mem, scratch.addr)); // the deleter ran if it failed
-  return readPtr(scratch, 0);
+  // The helper's pfnode_tensor_spec: {data, ndim, code, bits, lanes, shape[]},
+  // after the handle's room in scratch (a JsBlock for very many dimensions).
+  const ndim = t.shape.length;
+  const blk = 24 + 8 * ndim <= scratch.size ? scratch : new JsBlock(8 + 16 + 8 * ndim);
+  writePtr(blk, 8, data.length ? Number(koffi.address(data)) : 0);
+  blk.i32[4] = ndim;
+  blk.u8[20] = t.dtype.code;
+  blk.u8[21] = t.dtype.bits;
+  blk.u16[11] = t.dtype.lanes;
+  for (let i = 0; i < ndim; i++) writeInt(blk, 24 + 8 * i, t.shape[i]);
+  checkCall(helperApi.tensorCreate(ENV, keep(data), blk.addr + 8, scratch.addr)); // on failure the key was handed back
+  return { h: readPtr(scratch, 0), t, data };
+}
+
+// A tensor object for C to take (a callback's result).
+function tensorObjectFrom(x) { return createTensorObject(x).h; }
+
+// A new tensor object over a typed array's memory, as the typed array that
+// wraps it (convert(tensor(a))): a view of the same memory, which JavaScript
+// owns, so the wrapper alone holds the object's reference.
+function newTensorObject(x) {
+  const { h, t, data } = createTensorObject(x);
+  const cls = t.dtype.lanes === 1 ? arrayClassOf(t.dtype.code, t.dtype.bits) : undefined;
+  if (cls === undefined) return adoptTensor(h); // its message
+  const arr = tensorView(cls, { h, shape: t.shape, dtype: t.dtype, device: CPU, strides: null },
+    data.buffer, data.byteOffset, data.length);
+  registry.register(arr, h);
+  return arr;
 }
 
 // A tensor argument over a typed array, with a shape and dtype of its own.
 function tensor(data, shape, dtype) { return new TensorArg(data, shape, dtype); }
 
 module.exports = {
-  TensorArg, tensor, writeDLTensor, adoptTensor, borrowedTensor, writeBack, tensorObjectFrom,
+  TensorArg, tensor, writeDLTensor, adoptTensor, borrowedTensor, writeBack, tensorObjectFrom, newTensorObject,
 };

@@ -56,6 +56,10 @@ test('tensors show their dtype, shape and device, then their elements', () => {
   const t = pf.convert(pf.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]));
   assert.equal(inspect(t), 'Tensor(float32, [2, 3], cpu:0) Float32Array(6) [ 1, 2, 3, 4, 5, 6 ]');
   assert.equal(inspect({ a: { b: { t } } }), '{ a: { b: { t: [Tensor(float32, [2, 3], cpu:0)] } } }');
+  const part = t.subarray(4); // a plain array over the same memory
+  assert.equal(inspect(part), 'Float32Array(2) [ 5, 6 ]');
+  assert.equal(part.shape, undefined);
+  assert.equal(testing.tensor_info(part).split(' ')[0], '1'); // passes as a tensor of its own
   let seen = null;
   testing.call((x) => { seen = inspect(x); }, pf.tensor(new Int32Array([7, 8]))); // lent by C: a copy
   assert.equal(seen, 'Tensor(int32, [2], cpu:0) Int32Array(2) [ 7, 8 ]');
