@@ -9,11 +9,11 @@ const { readInt, writeInt, readPtr, JsBlock } = require('./words.js');
 const { newCtx, releaseCtx } = require('./frames.js');
 const { kHandle, ADOPT, liveHandle } = require('./wrappers.js');
 const { encodeItems, mapEntries, valueArg } = require('./encode.js');
-const { adoptObject, registerObjectType, scratchItem } = require('./decode.js');
+const { decode, adoptObject, typeIndexOf, registerObjectType, scratchItem } = require('./decode.js');
 const { PackedObject } = require('./objects.js');
 const { inspectSequence, inspectMapping, kInspect } = require('./inspect.js');
 
-const { int: INT, str: STR } = TYPE_CODES;
+const { int: INT, str: STR, object: OBJECT } = TYPE_CODES;
 
 // An immutable sequence of values held by packedfunc (a C Array).
 class PackedArray extends PackedObject {
@@ -35,7 +35,7 @@ class PackedArray extends PackedObject {
   * [Symbol.iterator]() { for (let i = 0; i < this.length; i++) yield this.at(i); }
 
   // A JavaScript array of the items, nested containers converted too.
-  toArray() { return Array.from(this, toJS); }
+  toArray() { return plainArray(liveHandle(this, 'the array')); }
 
   toJSON() { return this.toArray(); }
 
@@ -95,11 +95,7 @@ class PackedMap extends PackedObject {
 
   // A plain object of the entries (integer keys as their text), nested
   // containers converted too.
-  toObject() {
-    const out = {};
-    for (const [k, v] of this.entries()) out[k] = toJS(v);
-    return out;
-  }
+  toObject() { return plainObject(liveHandle(this, 'the map')); }
 
   toMap() { return new Map(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
 
@@ -144,8 +140,8 @@ class List extends PackedObject {
   static of(items = []) {
     return createContainer((ctx) => {
       const arr = Array.from(items);
-      const [jb, codesOff] = encodeItems(arr, ctx, 'List.of', 'item');
-      return api.PFListCreate(jb.addr, jb.addr + codesOff, arr.length, scratch.addr);
+      const encoded = encodeItems(arr, ctx, 'List.of', 'item');
+      return api.PFListCreate(encoded.values, encoded.codes, arr.length, scratch.addr);
     });
   }
 
@@ -213,9 +209,9 @@ class Dict extends PackedObject {
   static of(entries = {}) {
     return createContainer((ctx) => {
       const [keys, values] = mapEntries(entries instanceof Map ? entries : (Array.isArray(entries) ? new Map(entries) : entries), 'Dict.of');
-      const [kb, kc] = encodeItems(keys, ctx, 'Dict.of', 'key');
-      const [vb, vc] = encodeItems(values, ctx, 'Dict.of', 'value');
-      return api.PFDictCreate(kb.addr, kb.addr + kc, vb.addr, vb.addr + vc, keys.length, scratch.addr);
+      const k = encodeItems(keys, ctx, 'Dict.of', 'key');
+      const v = encodeItems(values, ctx, 'Dict.of', 'value');
+      return api.PFDictCreate(k.values, k.codes, v.values, v.codes, keys.length, scratch.addr);
     });
   }
 
@@ -296,6 +292,50 @@ function firstItems(iterable, k) {
   for (const x of iterable) {
     out.push(x);
     if (out.length === k) break;
+  }
+  return out;
+}
+
+// ---- containers read whole into plain JavaScript ----
+//
+// toArray() and toObject() of an Array or Map read the Arrays and Maps
+// nested in it by their handles, borrowed while the outer one is read,
+// rather than through wrappers: no reference taken and dropped, and no
+// wrapper to collect, per nested container.
+
+// The item that a reader wrote at blk[off] (value) and blk[codeOff] (code),
+// borrowed, as plain JavaScript.
+function plainItem(blk, off, codeOff) {
+  const code = blk.i32[codeOff >> 2];
+  if (code === INT) return readInt(blk, off);
+  if (code === OBJECT) {
+    const h = readPtr(blk, off);
+    const index = typeIndexOf(h);
+    if (index === OBJECT_TYPES.array) return plainArray(h);
+    if (index === OBJECT_TYPES.map) return plainObject(h);
+  }
+  return toJS(decode(blk, off, code, true, null));
+}
+
+function plainArray(h) {
+  checkCall(api.PFArrayGetSize(h, scratch.addr));
+  const out = new Array(readInt(scratch, 0));
+  for (let i = 0; i < out.length; i++) {
+    checkCall(api.PFArrayGetItem(h, i, scratch.addr, scratch.addr + 8));
+    out[i] = plainItem(scratch, 0, 8);
+  }
+  return out;
+}
+
+// A Map as a plain object (integer keys as their text).
+function plainObject(h) {
+  checkCall(api.PFMapGetSize(h, scratch.addr));
+  const n = readInt(scratch, 0);
+  const out = {};
+  for (let i = 0; i < n; i++) {
+    checkCall(api.PFMapGetItemAt(h, i, scratch.addr, scratch.addr + 16, scratch.addr + 8, scratch.addr + 20));
+    const key = plainItem(scratch, 0, 16); // a str or an int: read before the value's reads
+    out[key] = plainItem(scratch, 8, 20);
   }
   return out;
 }

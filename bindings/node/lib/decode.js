@@ -88,4 +88,4 @@ function scratchItem(off, codeOff, borrowed = true) {
   return code === INT ? readInt(scratch, off) : decode(scratch, off, code, borrowed, null);
 }
 
-module.exports = { decode, adoptObject, registerObjectType, adopters, cString, scratchItem };
+module.exports = { decode, adoptObject, typeIndexOf, registerObjectType, adopters, cString, scratchItem };

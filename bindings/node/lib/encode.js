@@ -168,9 +168,9 @@ function hintsFor(ctx) {
 // keeps it.
 function containerFrom(x, ctx, pos, make) {
   if (ctx.depth >= MAX_DEPTH) throw new RangeError(`packedfunc: ${what(pos)}: containers nested more than ${MAX_DEPTH} deep`);
-  if (ctx.seen === null) ctx.seen = new Set();
-  if (ctx.seen.has(x)) throw new RangeError(`packedfunc: ${what(pos)}: a container that contains itself`);
-  ctx.seen.add(x);
+  if (ctx.seen === null) ctx.seen = []; // the containers being made, outermost first (a stack)
+  if (ctx.seen.includes(x)) throw new RangeError(`packedfunc: ${what(pos)}: a container that contains itself`);
+  ctx.seen.push(x);
   ctx.depth++;
   try {
     const h = make(x, ctx, pos);
@@ -178,26 +178,47 @@ function containerFrom(x, ctx, pos, make) {
     return h;
   } finally {
     ctx.depth--;
-    ctx.seen.delete(x);
+    ctx.seen.pop();
   }
 }
 
-// Values (and codes) of `items` into a new JsBlock: [block, codesOff].
+// Where an item is, for messages: its text is made only for one.
+class ItemPos {
+  constructor(pos, label, i) {
+    this.pos = pos;
+    this.label = label;
+    this.i = i;
+  }
+
+  toString() { // iterative: positions nest up to MAX_DEPTH deep
+    const parts = [];
+    let p = this;
+    for (; p instanceof ItemPos; p = p.pos) parts.push(`${p.label} ${p.i}`);
+    return [what(p), ...parts.reverse()].join(', ');
+  }
+}
+
+// Values (and codes) of `items` in the call's arena (JavaScript memory when
+// there is no frame, or it is full): their addresses.
 function encodeItems(items, ctx, pos, label) {
   const n = items.length;
-  const jb = new JsBlock(n * 12 + 8);
-  ctx.keep.push(jb);
-  const codesOff = n * 8;
+  const { blk, off, addr } = arenaAlloc(ctx, n * 12 + 8);
+  const codes = (off + n * 8) >> 2;
   for (let i = 0; i < n; i++) {
-    jb.i32[(codesOff >> 2) + i] = encode(items[i], jb, i * 8, ctx, `${what(pos)}, ${label} ${i}`);
+    blk.i32[codes + i] = encode(items[i], blk, off + i * 8, ctx, new ItemPos(pos, label, i));
   }
-  return [jb, codesOff];
+  return { values: addr, codes: addr + n * 8 };
 }
 
 function makeArray(x, ctx, pos) {
-  const [jb, codesOff] = encodeItems(x, ctx, pos, 'item');
-  checkCall(api.PFArrayCreate(jb.addr, jb.addr + codesOff, x.length, scratch.addr));
+  const items = encodeItems(x, ctx, pos, 'item');
+  checkCall(api.PFArrayCreate(items.values, items.codes, x.length, scratch.addr));
   return readPtr(scratch, 0);
+}
+
+function integerLike(k) {
+  const c = k.charCodeAt(0); // most keys start with neither a digit nor '-'
+  return ((c >= 48 && c <= 57) || c === 45) && /^-?(0|[1-9][0-9]{0,15})$/.test(k) && Number.isSafeInteger(Number(k));
 }
 
 function mapEntries(x, pos) {
@@ -207,7 +228,7 @@ function mapEntries(x, pos) {
   for (const [k, v] of entries) {
     if (typeof k === 'string') {
       // A plain object's integer-like keys are ints to C as they were to the writer.
-      keys.push(!(x instanceof Map) && /^-?(0|[1-9][0-9]{0,15})$/.test(k) && Number.isSafeInteger(Number(k)) ? Number(k) : k);
+      keys.push(!(x instanceof Map) && integerLike(k) ? Number(k) : k);
     } else if (typeof k === 'number' && Number.isSafeInteger(k)) {
       keys.push(k);
     } else if (typeof k === 'bigint') {
@@ -222,9 +243,9 @@ function mapEntries(x, pos) {
 
 function makeMap(x, ctx, pos) {
   const [keys, values] = mapEntries(x, pos);
-  const [kb, kc] = encodeItems(keys, ctx, pos, 'key');
-  const [vb, vc] = encodeItems(values, ctx, pos, 'value');
-  checkCall(api.PFMapCreate(kb.addr, kb.addr + kc, vb.addr, vb.addr + vc, keys.length, scratch.addr));
+  const k = encodeItems(keys, ctx, pos, 'key');
+  const v = encodeItems(values, ctx, pos, 'value');
+  checkCall(api.PFMapCreate(k.values, k.codes, v.values, v.codes, keys.length, scratch.addr));
   return readPtr(scratch, 0);
 }
 
