@@ -18,8 +18,7 @@ const { int: INT, str: STR, object: OBJECT } = TYPE_CODES;
 // An immutable sequence of values held by packedfunc (a C Array).
 class PackedArray extends PackedObject {
   _adopted() {
-    checkCall(api.PFArrayGetSize(this[kHandle], scratch.addr));
-    this.length = readInt(scratch, 0);
+    this.length = readSize(api.PFArrayGetSize, this[kHandle]);
   }
 
   at(i) {
@@ -35,7 +34,7 @@ class PackedArray extends PackedObject {
   * [Symbol.iterator]() { for (let i = 0; i < this.length; i++) yield this.at(i); }
 
   // A JavaScript array of the items, nested containers converted too.
-  toArray() { return plainArray(liveHandle(this, 'the array')); }
+  toArray() { return plainArray(liveHandle(this, 'the array'), this.length); }
 
   toJSON() { return this.toArray(); }
 
@@ -46,8 +45,7 @@ class PackedArray extends PackedObject {
 // integer keys in insertion order.
 class PackedMap extends PackedObject {
   _adopted() {
-    checkCall(api.PFMapGetSize(this[kHandle], scratch.addr));
-    this.size = readInt(scratch, 0);
+    this.size = readSize(api.PFMapGetSize, this[kHandle]);
   }
 
   _lookup(key, where) {
@@ -95,7 +93,7 @@ class PackedMap extends PackedObject {
 
   // A plain object of the entries (integer keys as their text), nested
   // containers converted too.
-  toObject() { return plainObject(liveHandle(this, 'the map')); }
+  toObject() { return plainObject(liveHandle(this, 'the map'), this.size); }
 
   toMap() { return new Map(Array.from(this.entries(), ([k, v]) => [k, toJS(v)])); }
 
@@ -190,9 +188,10 @@ function createContainer(create) {
   }
 }
 
-// The size of a List or Dict, read by `getSize` (PFListGetSize, PFDictGetSize).
+// The size of a container (a handle, or a wrapper that `what` names), read
+// by `getSize` (PFArrayGetSize, PFMapGetSize, PFListGetSize, PFDictGetSize).
 function readSize(getSize, obj, what) {
-  checkCall(getSize(liveHandle(obj, what), scratch.addr));
+  checkCall(getSize(typeof obj === 'number' ? obj : liveHandle(obj, what), scratch.addr));
   return readInt(scratch, 0);
 }
 
@@ -311,15 +310,15 @@ function plainItem(blk, off, codeOff) {
   if (code === OBJECT) {
     const h = readPtr(blk, off);
     const index = typeIndexOf(h);
-    if (index === OBJECT_TYPES.array) return plainArray(h);
-    if (index === OBJECT_TYPES.map) return plainObject(h);
+    if (index === OBJECT_TYPES.array) return plainArray(h, readSize(api.PFArrayGetSize, h));
+    if (index === OBJECT_TYPES.map) return plainObject(h, readSize(api.PFMapGetSize, h));
   }
   return toJS(decode(blk, off, code, true, null));
 }
 
-function plainArray(h) {
-  checkCall(api.PFArrayGetSize(h, scratch.addr));
-  const out = new Array(readInt(scratch, 0));
+// An Array of n items as a JavaScript array.
+function plainArray(h, n) {
+  const out = new Array(n);
   for (let i = 0; i < out.length; i++) {
     checkCall(api.PFArrayGetItem(h, i, scratch.addr, scratch.addr + 8));
     out[i] = plainItem(scratch, 0, 8);
@@ -327,10 +326,8 @@ function plainArray(h) {
   return out;
 }
 
-// A Map as a plain object (integer keys as their text).
-function plainObject(h) {
-  checkCall(api.PFMapGetSize(h, scratch.addr));
-  const n = readInt(scratch, 0);
+// A Map of n entries as a plain object (integer keys as their text).
+function plainObject(h, n) {
   const out = {};
   for (let i = 0; i < n; i++) {
     checkCall(api.PFMapGetItemAt(h, i, scratch.addr, scratch.addr + 16, scratch.addr + 8, scratch.addr + 20));

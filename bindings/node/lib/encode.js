@@ -224,14 +224,16 @@ function integerLike(k) {
 function mapEntries(x, pos) {
   const keys = [];
   const values = [];
-  const entries = x instanceof Map ? x.entries() : Object.entries(x);
-  for (const [k, v] of entries) {
-    if (typeof k === 'string') {
+  if (!(x instanceof Map)) {
+    for (const k of Object.keys(x)) {
       // A plain object's integer-like keys are ints to C as they were to the writer.
-      keys.push(!(x instanceof Map) && integerLike(k) ? Number(k) : k);
-    } else if (typeof k === 'number' && Number.isSafeInteger(k)) {
-      keys.push(k);
-    } else if (typeof k === 'bigint') {
+      keys.push(integerLike(k) ? Number(k) : k);
+      values.push(x[k]);
+    }
+    return [keys, values];
+  }
+  for (const [k, v] of x) {
+    if (typeof k === 'string' || (typeof k === 'number' && Number.isSafeInteger(k)) || typeof k === 'bigint') {
       keys.push(k);
     } else {
       throw new TypeError(`packedfunc: ${what(pos)}: a Map key must be a string or an integer, not ${describe(k)}`);
