@@ -33,7 +33,14 @@ Object.defineProperty(functionProto, 'constructor', { value: PackedFunction });
 // hot path reads; kHandle on the function reads and writes it.
 function adoptFunction(h) {
   const st = { h, info: undefined, ints: undefined, lookedUp: null };
-  const f = function packedFunction(...args) { return callFunction(st, args); };
+  // Named parameters and arguments.length, not a rest array: a call of up
+  // to four small ints allocates nothing (V8 does not materialize
+  // `arguments` for its length).
+  const f = function packedFunction(a0, a1, a2, a3) {
+    const n = arguments.length;
+    if (n <= 4 && st.ints === true && smallInts(n, a0, a1, a2, a3)) return callSmallInts(st, n, a0, a1, a2, a3);
+    return callFunction(st, Array.prototype.slice.call(arguments));
+  };
   Object.setPrototypeOf(f, functionProto);
   // The metadata name, not the closure's (changing the property keeps the
   // object's fast layout, where deleting it would not).
@@ -86,24 +93,16 @@ functionProto[custom] = function inspectFunction() {
 };
 
 // Arguments go to C through the frame; JavaScript functions among them
-// become host functions for the call. The JS thread counts itself as
-// blocked in C (for threads that wait for it, see src/pfnode.c) meanwhile.
+// become host functions for the call.
 function callFunction(st, args) {
   const h = st.h;
   if (!h) throw new TypeError('packedfunc: the function was disposed');
   const n = args.length;
-  const fr = stack.depth < NFRAMES && n <= FRAME_ARGS ? frames[stack.depth] : bigFrame(n);
-  stack.depth++;
+  const fr = takeFrame(h, n);
   let ctx = null;
   try {
     const blk = fr.blk;
-    const base = fr.off;
-    if (fr.h !== h) {
-      writePtr(blk, base + 16, h);
-      fr.h = h;
-    }
     const i32 = blk.i32;
-    i32[(base + 12) >> 2] = n;
     const ints = st.ints === undefined ? (info(st), st.ints) : st.ints;
     const codes = fr.codesOff >> 2;
     for (let i = 0; i < n; i++) {
@@ -118,25 +117,75 @@ function callFunction(st, args) {
         i32[codes + i] = encode(x, blk, fr.valuesOff + 8 * i, ctx, i);
       }
     }
-    if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
-    shared[0]++;
-    let rc;
-    try {
-      rc = api.PFFuncCallFrame(fr.addr);
-    } finally {
-      shared[0]--;
-      shared[1]++;
-      if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
-    }
-    if (rc !== 0) throw lastError(levelOf(st), hintsFor(ctx));
-    const code = i32[(base + 8) >> 2];
-    if (code === INT) return readInt(blk, base);
-    return decode(blk, base, code, false, null);
+    return invoke(st, fr, ctx);
   } finally {
-    stack.depth--;
-    if (fr.big) api.PFMemFree(fr.blk.addr);
+    dropFrame(fr);
     if (ctx !== null) releaseCtx(ctx);
   }
+}
+
+// Whether the first n of a0..a3 are int32 numbers.
+function smallInts(n, a0, a1, a2, a3) {
+  return (n < 1 || (typeof a0 === 'number' && (a0 | 0) === a0)) &&
+    (n < 2 || (typeof a1 === 'number' && (a1 | 0) === a1)) &&
+    (n < 3 || (typeof a2 === 'number' && (a2 | 0) === a2)) &&
+    (n < 4 || (typeof a3 === 'number' && (a3 | 0) === a3));
+}
+
+// A call of up to four int32 arguments to a function that takes ints
+// (st.ints): nothing to encode, nothing to release.
+function callSmallInts(st, n, a0, a1, a2, a3) {
+  const h = st.h;
+  if (!h) throw new TypeError('packedfunc: the function was disposed');
+  const fr = takeFrame(h, n);
+  try {
+    const i32 = fr.blk.i32;
+    const w = fr.valuesOff >> 2;
+    const codes = fr.codesOff >> 2;
+    if (n > 0) { i32[w] = a0; i32[w + 1] = a0 >> 31; i32[codes] = INT; }
+    if (n > 1) { i32[w + 2] = a1; i32[w + 3] = a1 >> 31; i32[codes + 1] = INT; }
+    if (n > 2) { i32[w + 4] = a2; i32[w + 5] = a2 >> 31; i32[codes + 2] = INT; }
+    if (n > 3) { i32[w + 6] = a3; i32[w + 7] = a3 >> 31; i32[codes + 3] = INT; }
+    return invoke(st, fr, null);
+  } finally {
+    dropFrame(fr);
+  }
+}
+
+// The frame for a call of n arguments to h (the next of the stack, or one
+// of its own), with h and n written.
+function takeFrame(h, n) {
+  const fr = stack.depth < NFRAMES && n <= FRAME_ARGS ? frames[stack.depth] : bigFrame(n);
+  stack.depth++;
+  if (fr.h !== h) {
+    writePtr(fr.blk, fr.off + 16, h);
+    fr.h = h;
+  }
+  fr.blk.i32[(fr.off + 12) >> 2] = n;
+  return fr;
+}
+
+function dropFrame(fr) {
+  stack.depth--;
+  if (fr.big) api.PFMemFree(fr.blk.addr);
+}
+
+// Calls the function of frame fr, whose arguments are written (ctx: what
+// their encoding made, or null), and returns its result.
+// The JavaScript thread counts itself as blocked in C meanwhile (for the
+// threads that wait for it, see src/pfnode.c). The koffi call does not
+// throw: its one argument is an address, and jsCall never throws.
+function invoke(st, fr, ctx) {
+  if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
+  shared[0]++;
+  const rc = api.PFFuncCallFrame(fr.addr);
+  shared[0]--;
+  shared[1]++;
+  if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
+  if (rc !== 0) throw lastError(levelOf(st), hintsFor(ctx));
+  const code = fr.blk.i32[(fr.off + 8) >> 2];
+  if (code === INT) return readInt(fr.blk, fr.off);
+  return decode(fr.blk, fr.off, code, false, null);
 }
 
 // A JavaScript function as a packed function (a PackedFunction is returned
