@@ -44,6 +44,16 @@ void* pfnode_shared_state(pfnode_env* env);
 int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
 void pfnode_shutdown(pfnode_env* env, const char* message);
 int32_t pfnode_async_size(void);
+/* lib/tensors.js writes this for pfnode_tensor_create. */
+typedef struct {
+  void* data;
+  int32_t ndim;
+  uint8_t code, bits;
+  uint16_t lanes;
+  int64_t shape[2];
+} js_tensor_spec;
+int pfnode_tensor_create(pfnode_env* env, int64_t key, const js_tensor_spec* spec,
+                         PFObjectHandle* out);
 
 /* lib/callbacks.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
  * 28 loan 32 args 40 codes 48 ret_bytes 64 values[16] 192 codes[16]" */
@@ -325,6 +335,31 @@ static void test_direct_calls(void** state) {
   /* Finalized on the JavaScript thread: released at once. */
   assert_int_equal(g_held, held - 3);
   assert_int_equal(atomic_load(&g_off_thread), 0);
+}
+
+/* A tensor object over "JavaScript" memory: a compact CPU DLTensor with
+ * the spec's shape and dtype, whose last reference hands the key back. */
+static void test_tensor_over_javascript_memory(void** state) {
+  (void)state;
+  static float data[6] = {1, 2, 3, 4, 5, 6};
+  int key = new_key(JS_CONST, 0);
+  js_tensor_spec spec = {data, 2, kDLFloat, 32, 1, {2, 3}};
+  PFObjectHandle t = NULL;
+  assert_pf_ok(pfnode_tensor_create(g_env, key, &spec, &t));
+  DLTensor* dl = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(t, &dl));
+  assert_ptr_equal(dl->data, data);
+  assert_int_equal(dl->device.device_type, kDLCPU);
+  assert_int_equal(dl->ndim, 2);
+  assert_int_equal(dl->shape[0], 2);
+  assert_int_equal(dl->shape[1], 3);
+  assert_null(dl->strides);
+  assert_int_equal(dl->dtype.code, kDLFloat);
+  assert_int_equal(dl->dtype.bits, 32);
+  int held = g_held;
+  PFObjectFree(t); /* the last reference, on the JavaScript thread: released at once */
+  assert_int_equal(g_held, held - 1);
+  assert_int_equal(g_key_kind[key], JS_NONE);
 }
 
 /* Four C threads call JavaScript at once (ints, strings, a function that
@@ -693,6 +728,7 @@ static void test_shutdown(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_direct_calls),
+      cmocka_unit_test(test_tensor_over_javascript_memory),
       cmocka_unit_test(test_threads_call_javascript),
       cmocka_unit_test(test_error_reaches_thread),
       cmocka_unit_test(test_timeout_when_javascript_is_blocked),
