@@ -235,7 +235,6 @@ const helperApi = {
   wakeFd: H.func(`int32_t pfnode_wake_fd(${P} env)`),
   serve: H.func(`int32_t pfnode_serve(${P} env)`),
   funcCreate: H.func(`int pfnode_func_create(${P} env, int64_t key, ${P} out)`),
-  refCreate: H.func(`${P} pfnode_ref_create(${P} env, int64_t key)`),
   slots: H.func(`${P} pfnode_slots(${P} env)`),
   slotSize: H.func('int32_t pfnode_slot_size()'),
   maxDepth: H.func('int32_t pfnode_max_depth()'),

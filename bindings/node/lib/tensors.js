@@ -5,7 +5,7 @@
 // memory, which C may keep. Private.
 
 const { koffi, api, helperApi, scratch, DLTensor } = require('./library.js');
-const { checkCall, PackedFuncError } = require('./errors.js');
+const { checkCall } = require('./errors.js');
 const { DataType, Device } = require('./types.js');
 const { writeInt, readPtr, writePtr, JsBlock } = require('./words.js');
 const { arenaAlloc, viewAddress, pin } = require('./frames.js');
