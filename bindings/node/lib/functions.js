@@ -45,6 +45,7 @@ function adoptFunction(h) {
   // The metadata name, not the closure's (changing the property keeps the
   // object's fast layout, where deleting it would not).
   Object.defineProperty(f, 'name', nameProperty);
+  Object.defineProperty(f, 'length', LENGTH); // 0, as before the named parameters
   f[kState] = st;
   registry.register(f, h, f);
   return f;
@@ -52,6 +53,7 @@ function adoptFunction(h) {
 
 adopters.function = adoptFunction;
 
+const LENGTH = { value: 0, configurable: true };
 const nameProperty = { get() { return this[kHandle] ? info(this).name ?? '' : ''; }, configurable: true };
 Object.defineProperties(functionProto, {
   [kHandle]: {
