@@ -5,9 +5,14 @@
 //
 // Rows (each a ratio taken trial by trial against a baseline in the same run):
 //   node_add       JS f(i, 2) of the packed C add (bench.add) vs koffi's
-//                  call of the raw C add (raw_add)             target <= 2x
+//                  call of the raw C add (raw_add)             target <= 1.5x
 //   node_callback  C calling a JS callback, per call: bench.call_n(f, n)
-//                  vs koffi's own callback through raw_call_n   target <= 2x
+//                  vs koffi's own callback through raw_call_n   target <= 1.3x
+//   node_tensor_object  pf.convert(pf.tensor(a)): a tensor object over a
+//                  typed array's memory, vs passing it as a tensor argument
+//                  (bench.tensor_sum(a))                       target <= 3 us
+//   node_roundtrip bench.echo({a: 1, b: [1, 2]}).toObject(): a plain object
+//                  to a C Map and back, vs bench.echo(1)        target <= 4 us
 // bench/report.py runs it for `make bench` (and --quick in make test), with
 // $PACKEDFUNC_LIBRARY, $PACKEDFUNC_NODE_HELPER and $PF_BENCHLIB set.
 import { createRequire } from 'node:module';
@@ -33,6 +38,8 @@ const RawCb = koffi.proto('int64_t bench_node_cb(int64_t, int64_t)');
 const rawCallN = lib.func('int64_t raw_call_n(bench_node_cb*, int64_t)');
 const add = pf.getGlobalFunc('bench.add');
 const callN = pf.getGlobalFunc('bench.call_n');
+const echo = pf.getGlobalFunc('bench.echo');
+const tensorSum = pf.getGlobalFunc('bench.tensor_sum');
 
 const perOp = (run, n) => {
   const t0 = process.hrtime.bigint();
@@ -58,19 +65,34 @@ let sink = 0;
 const cb = (x, y) => x + y;
 const rawCb = koffi.register(cb, koffi.pointer(RawCb));
 const packedCb = pf.convert(cb);
+const a = new BigInt64Array([1n, 2n, 3n, 4n]);
+const obj = { a: 1, b: [1, 2] };
+// [id, what, baseline, case, baseline's case, ratio target, ns target, loops]:
+// a row whose target is a time has no ratio target (0).
 const rows = [
   ['node_add', 'JS f(i, 2) of a packed C add', "koffi's call of the raw C add (raw_add(i, 2))",
     (n) => { for (let i = 0; i < n; i++) sink += add(i, 2); },
-    (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 2],
+    (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 1.5, 0, loops],
   ['node_callback', 'C calls a JS callback, per call (bench.call_n)', "C calls koffi's own callback (raw_call_n)",
     (n) => { sink += callN(packedCb, n); },
-    (n) => { sink += rawCallN(rawCb, n); }, 2],
+    (n) => { sink += rawCallN(rawCb, n); }, 1.3, 0, loops],
+  ['node_tensor_object', 'a tensor object made from a JS typed array (pf.convert(pf.tensor(a)))',
+    'the typed array as a tensor argument (bench.tensor_sum(a))',
+    (n) => { for (let i = 0; i < n; i++) sink += pf.convert(pf.tensor(a)).length; },
+    (n) => { for (let i = 0; i < n; i++) sink += Number(tensorSum(a)); }, 0, 3000, loops / 10],
+  ['node_roundtrip', 'round trip of {a: 1, b: [1, 2]} (bench.echo(obj).toObject())', 'bench.echo(1)',
+    (n) => { for (let i = 0; i < n; i++) sink += echo(obj).toObject().a; },
+    (n) => { for (let i = 0; i < n; i++) sink += echo(1); }, 0, 4000, loops / 10],
 ];
-for (const [id, what, baseline, caseFn, baseFn, target] of rows) {
-  const [ns, baseNs, ratio] = measure(caseFn, baseFn, loops);
+for (const [id, what, baseline, caseFn, baseFn, target, nsTarget, n] of rows) {
+  const [ns, baseNs, ratio] = measure(caseFn, baseFn, n);
   const row = { id, what, base_id: `${id}_base`, baseline, ns, base_ns: baseNs, ratio, target, trials };
+  if (nsTarget) row.ns_target = nsTarget;
   if (json) console.log(JSON.stringify(row));
-  else console.log(`${id.padEnd(16)} ${ns[0].toFixed(0).padStart(6)} ns  base ${baseNs[0].toFixed(0).padStart(6)} ns  ratio ${ratio[0].toFixed(2)}x (target <= ${target}x)`);
+  else {
+    const goal = nsTarget ? `<= ${nsTarget} ns` : `<= ${target}x`;
+    console.log(`${id.padEnd(20)} ${ns[0].toFixed(0).padStart(6)} ns  base ${baseNs[0].toFixed(0).padStart(6)} ns  ratio ${ratio[0].toFixed(2)}x (target ${goal})`);
+  }
 }
 koffi.unregister(rawCb);
 if (sink === 0.5) console.log(sink);

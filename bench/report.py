@@ -84,23 +84,33 @@ def fmt_ns(v):
 
 
 def verdict(row):
-    """A row meets its targets when its median ratio is within "target" and,
-    for a C row with callgrind counts, its instructions within
-    "instr_target" (an instruction target is not judged in a quick run)."""
+    """A row meets its targets when its median ratio is within "target",
+    its median time within "ns_target" (a row whose target is a time, as
+    the Node.js rows of issue 33) and, for a C row with callgrind counts,
+    its instructions within "instr_target" (an instruction target is not
+    judged in a quick run)."""
     target = row.get("target", 0)
+    ns_target = row.get("ns_target", 0)
     instr_target = row.get("instr_target", 0)
-    if not target and not instr_target:
+    if not target and not ns_target and not instr_target:
         return "reported"
     ok = not target or row["ratio"][0] <= target
+    ok = ok and (not ns_target or row["ns"][0] <= ns_target)
     if instr_target and row.get("instr") is not None:
         ok = ok and row["instr"][0] <= instr_target
     return "met" if ok else "**missed**"
+
+
+def has_target(row):
+    return bool(row.get("target") or row.get("ns_target") or row.get("instr_target"))
 
 
 def target_text(row):
     parts = []
     if row.get("target"):
         parts.append(f"≤ {row['target']:g}x")
+    if row.get("ns_target"):
+        parts.append(f"≤ {row['ns_target'] / 1000:g} µs")
     if row.get("instr_target"):
         parts.append(f"≤ {row['instr_target']:g} instructions")
     return ", ".join(parts) if parts else "—"
@@ -132,7 +142,7 @@ def write_markdown(rows, memory, path, quick):
     summary = ["| what | against (same run) | ratio: median (min–max) | target |",
                "|---|---|---|---|"]
     for r in rows:
-        if not (r.get("target") or r.get("instr_target")):
+        if not has_target(r):
             continue
         ir = r.get("instr")
         ir_text = "" if ir is None else f"; {ir[0]:.0f} instructions"

@@ -1,7 +1,7 @@
 /* The Node.js package's C helper (bindings/node/src/pfnode.c) driven from
  * C, so that ASan, TSan and valgrind see it: this test's main thread plays
  * the JavaScript thread. It registers C stand-ins for the JavaScript
- * trampolines (reading and writing the callback slots as lib/core.js
+ * trampolines (reading and writing the callback slots as lib/callbacks.js
  * jsCall and setResult do), polls the wake pipe and calls pfnode_serve as
  * the event loop does, and counts itself as blocked in C around its own
  * blocking waits as callFunction does (the shared state's first two words).
@@ -27,7 +27,7 @@
 #include "support/pf_test.h"
 
 /* ---- the helper's entry points and layouts, as lib/library.js and
- * lib/core.js declare them (it has no header: koffi reads it) ---- */
+ * lib/callbacks.js declare them (it has no header: koffi reads it) ---- */
 
 typedef int32_t (*js_call_fn)(int32_t slot);
 typedef void (*js_release_fn)(int64_t key);
@@ -44,8 +44,18 @@ void* pfnode_shared_state(pfnode_env* env);
 int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
 void pfnode_shutdown(pfnode_env* env, const char* message);
 int32_t pfnode_async_size(void);
+/* lib/tensors.js writes this for pfnode_tensor_create. */
+typedef struct {
+  void* data;
+  int32_t ndim;
+  uint8_t code, bits;
+  uint16_t lanes;
+  int64_t shape[2];
+} js_tensor_spec;
+int pfnode_tensor_create(pfnode_env* env, int64_t key, const js_tensor_spec* spec,
+                         PFObjectHandle* out);
 
-/* lib/core.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
+/* lib/callbacks.js: "0 num_args 4 ret_code 8 key 16 ret_value 24 ret_owned
  * 28 loan 32 args 40 codes 48 ret_bytes 64 values[16] 192 codes[16]" */
 #define SLOT_ARGS 16
 typedef struct {
@@ -65,7 +75,7 @@ _Static_assert(offsetof(js_slot, ret_value) == 16 && offsetof(js_slot, ret_owned
                    offsetof(js_slot, args) == 32 && offsetof(js_slot, ret_bytes) == 48 &&
                    offsetof(js_slot, values) == 64 && offsetof(js_slot, value_codes) == 192 &&
                    sizeof(js_slot) == 256,
-               "the slot layout lib/core.js reads");
+               "the slot layout lib/callbacks.js reads");
 
 /* The shared words: JavaScript writes the first two around its
  * synchronous calls into C; the helper keeps the others. */
@@ -76,7 +86,7 @@ typedef struct {
   int32_t pending;
 } js_shared;
 
-/* pfnode_async as lib/core.js callAsync reads it. */
+/* pfnode_async as lib/async.js (callAsync) reads it. */
 typedef struct {
   PFCallFrame frame;
   int32_t status;
@@ -89,13 +99,13 @@ typedef struct {
 } js_async;
 _Static_assert(offsetof(js_async, status) == 40 && offsetof(js_async, copy) == 48 &&
                    offsetof(js_async, err_kind) == 64 && sizeof(js_async) == 88,
-               "the pfnode_async layout lib/core.js reads");
+               "the pfnode_async layout lib/async.js reads");
 int32_t pfnode_call_async(js_async* a);
 void pfnode_async_clear(js_async* a);
 
 /* ---- the "JavaScript" side: runs on the main thread only ---- */
 
-/* What the JavaScript function of a key does (lib/core.js `held`). */
+/* What the JavaScript function of a key does (lib/held.js `held`). */
 enum { JS_NONE, JS_ADD, JS_FAIL, JS_ESCAPE, JS_STR, JS_MAKE, JS_CONST, JS_NEST };
 #define MAX_KEYS 512
 
@@ -142,7 +152,7 @@ static PFFunctionHandle host_function(int kind, int64_t value) {
   return f;
 }
 
-/* The trampoline (lib/core.js jsCall): 1 when done, -1 after recording the
+/* The trampoline (lib/callbacks.js jsCall): 1 when done, -1 after recording the
  * error, 0 as koffi returns when an exception escaped. */
 static int32_t js_call(int32_t index) {
   note_thread();
@@ -325,6 +335,31 @@ static void test_direct_calls(void** state) {
   /* Finalized on the JavaScript thread: released at once. */
   assert_int_equal(g_held, held - 3);
   assert_int_equal(atomic_load(&g_off_thread), 0);
+}
+
+/* A tensor object over "JavaScript" memory: a compact CPU DLTensor with
+ * the spec's shape and dtype, whose last reference hands the key back. */
+static void test_tensor_over_javascript_memory(void** state) {
+  (void)state;
+  static float data[6] = {1, 2, 3, 4, 5, 6};
+  int key = new_key(JS_CONST, 0);
+  js_tensor_spec spec = {data, 2, kDLFloat, 32, 1, {2, 3}};
+  PFObjectHandle t = NULL;
+  assert_pf_ok(pfnode_tensor_create(g_env, key, &spec, &t));
+  DLTensor* dl = NULL;
+  assert_pf_ok(PFTensorGetDLTensor(t, &dl));
+  assert_ptr_equal(dl->data, data);
+  assert_int_equal(dl->device.device_type, kDLCPU);
+  assert_int_equal(dl->ndim, 2);
+  assert_int_equal(dl->shape[0], 2);
+  assert_int_equal(dl->shape[1], 3);
+  assert_null(dl->strides);
+  assert_int_equal(dl->dtype.code, kDLFloat);
+  assert_int_equal(dl->dtype.bits, 32);
+  int held = g_held;
+  PFObjectFree(t); /* the last reference, on the JavaScript thread: released at once */
+  assert_int_equal(g_held, held - 1);
+  assert_int_equal(g_key_kind[key], JS_NONE);
 }
 
 /* Four C threads call JavaScript at once (ints, strings, a function that
@@ -693,6 +728,7 @@ static void test_shutdown(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_direct_calls),
+      cmocka_unit_test(test_tensor_over_javascript_memory),
       cmocka_unit_test(test_threads_call_javascript),
       cmocka_unit_test(test_error_reaches_thread),
       cmocka_unit_test(test_timeout_when_javascript_is_blocked),

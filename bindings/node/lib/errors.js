@@ -166,8 +166,9 @@ function newError(kind, message) {
 
 // The calling thread's packedfunc error as a JavaScript error. `level`
 // names the function that was called, for a C level of its own when the C
-// code wrote no line for it.
-function lastError(level) {
+// code wrote no line for it; `note(kind, message)`, when given, says what
+// to pass instead (encode.js, hintsFor), or null.
+function lastError(level, note = null) {
   const kind = api.PFErrorGetKind() || 'RuntimeError';
   const message = api.PFErrorGetMessage() || '';
   const text = api.PFErrorGetTraceback() || '';
@@ -192,7 +193,8 @@ function lastError(level) {
     }
   }
   const cLines = withLevel(lines(last === null ? text : text.slice(last.index + last[0].length)), level);
-  const err = newError(kind, message);
+  const extra = note === null ? null : note(kind, message);
+  const err = newError(kind, extra === null ? message : `${message} (${extra})`);
   try {
     err.kind = kind;
     err.cTraceback = text.split('\n').filter((l) => l.trim());

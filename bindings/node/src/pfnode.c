@@ -55,6 +55,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,8 +121,9 @@ PFNODE_EXPORT void* pfnode_ref_create(pfnode_env* env, int64_t key);
 PFNODE_EXPORT int pfnode_host_func(PFValue* args, int* codes, int n, PFRetValueHandle ret,
                                    void* resource);
 PFNODE_EXPORT void pfnode_host_finalizer(void* resource);
-PFNODE_EXPORT void pfnode_tensor_deleter(DLManagedTensor* managed);
-PFNODE_EXPORT void* pfnode_tensor_deleter_address(void);
+typedef struct pfnode_tensor_spec pfnode_tensor_spec;
+PFNODE_EXPORT int pfnode_tensor_create(pfnode_env* env, int64_t key, const pfnode_tensor_spec* spec,
+                                       PFObjectHandle* out);
 PFNODE_EXPORT void* pfnode_slots(pfnode_env* env);
 PFNODE_EXPORT int32_t pfnode_slot_size(void);
 PFNODE_EXPORT int32_t pfnode_max_depth(void);
@@ -616,13 +618,48 @@ PFNODE_EXPORT int pfnode_func_create(pfnode_env* env, int64_t key, PFFunctionHan
  * DLManagedTensor (one PFMemAlloc block with its shape) is freed, and
  * JavaScript lets the typed array go (manager_ctx is its pfnode_ref), as a
  * host function's finalizer does. */
-PFNODE_EXPORT void pfnode_tensor_deleter(DLManagedTensor* managed) {
+static void tensor_deleter(DLManagedTensor* managed) {
   void* ref = managed->manager_ctx;
   PFMemFree(managed);
   pfnode_host_finalizer(ref);
 }
 
-PFNODE_EXPORT void* pfnode_tensor_deleter_address(void) { return (void*)pfnode_tensor_deleter; }
+/* What JavaScript writes for pfnode_tensor_create (lib/tensors.js): a
+ * compact CPU tensor over its memory. */
+struct pfnode_tensor_spec {
+  void* data;
+  int32_t ndim;
+  uint8_t code, bits;
+  uint16_t lanes;
+  int64_t shape[];
+};
+_Static_assert(offsetof(pfnode_tensor_spec, shape) == 16, "the spec layout lib/tensors.js writes");
+
+/* A new tensor object (*out, a new reference) over JavaScript memory that
+ * stays alive (JavaScript holds `key`) until the object's last reference
+ * goes: one call, where JavaScript would need five. Returns 0, or -1 with
+ * the error set; on failure JavaScript is handed `key` back. */
+PFNODE_EXPORT int pfnode_tensor_create(pfnode_env* env, int64_t key, const pfnode_tensor_spec* spec,
+                                       PFObjectHandle* out) {
+  size_t shape_bytes = (size_t)spec->ndim * sizeof(int64_t);
+  DLManagedTensor* managed = PFMemAlloc(sizeof(*managed) + shape_bytes);
+  pfnode_ref* ref = managed != NULL ? pfnode_ref_create(env, key) : NULL;
+  if (ref == NULL) {
+    PFMemFree(managed);
+    release_key(env, key);
+    return PFErrorSetFormat(kPFErrMemoryError, "packedfunc (Node.js): no memory for a tensor");
+  }
+  int64_t* shape = (int64_t*)(managed + 1);
+  if (shape_bytes) memcpy(shape, spec->shape, shape_bytes);
+  managed->dl_tensor = (DLTensor){.data = spec->data,
+                                  .device = {kDLCPU, 0},
+                                  .ndim = spec->ndim,
+                                  .dtype = {spec->code, spec->bits, spec->lanes},
+                                  .shape = shape};
+  managed->manager_ctx = ref;
+  managed->deleter = tensor_deleter;
+  return PFTensorCreateFromDLPack(managed, out); /* the deleter ran if it failed */
+}
 
 /* ---- set-up, settings, shutdown ------------------------------------------- */
 

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { inspect } from 'node:util';
 
 import { pf, nodetest } from '../test-support/fixtures.mjs';
 
@@ -36,6 +37,7 @@ test('a field write while a callAsync call reads the instance is refused, and C 
   try {
     assert.throws(() => { note.text = 'b'.repeat(40); }, IN_USE);
     assert.throws(() => note.text, IN_USE); // a str read goes through C
+    assert.match(inspect(note), /text: <packedfunc: .*instance is in use by a callAsync call/); // console.log says why
     assert.throws(() => nt.note_watch(note, 0), IN_USE);
     await assert.rejects(nt.note_watch.callAsync(note, 0), IN_USE);
     assert.throws(() => pf.List.of([note]), IN_USE);

@@ -1,0 +1,139 @@
+'use strict';
+// Call frames, and the memory a call takes beyond its frame. Private.
+//
+// A frame is a PFCallFrame followed by room for its arguments:
+//   0   PFCallFrame {ret_val, ret_type_code, num_args, func, args, type_codes}
+//   64  values[FRAME_ARGS]        192 codes[FRAME_ARGS]
+//   256 an arena: strings, PFByteArrays, DLTensors and their shapes
+// Frames are a stack: a call takes the next one, so that a call made from
+// inside a callback has a frame of its own.
+
+const { koffi, api, allocBlock } = require('./library.js');
+const { markAsUntransferable } = require('node:worker_threads');
+const { writePtr, JsBlock } = require('./words.js');
+
+const FRAME_SIZE = 2048;
+const FRAME_ARGS = 16;
+const VALUES_OFF = 64;
+const NFRAMES = 128;
+const frameBlock = allocBlock(FRAME_SIZE * NFRAMES);
+
+class Frame {
+  // A frame at `off` of `blk` for `capacity` arguments, with the arena up
+  // to `end`.
+  constructor(blk, off, capacity, end) {
+    this.blk = blk;
+    this.off = off;
+    this.addr = blk.addr + off;
+    this.big = false;
+    this.h = 0; // the function handle written in the frame
+    this.valuesOff = off + VALUES_OFF;
+    this.codesOff = this.valuesOff + 8 * capacity;
+    this.arenaStart = (this.codesOff + 4 * capacity + 7) & ~7;
+    this.arenaEnd = end;
+    this.pos = this.arenaStart;
+    writePtr(blk, off + 24, blk.addr + this.valuesOff);
+    writePtr(blk, off + 32, blk.addr + this.codesOff);
+  }
+}
+
+const frames = [];
+for (let i = 0; i < NFRAMES; i++) {
+  frames.push(new Frame(frameBlock, i * FRAME_SIZE, FRAME_ARGS, (i + 1) * FRAME_SIZE));
+}
+const stack = { depth: 0 }; // how many of `frames` calls use now
+
+// A frame for many arguments, or for a call nested deeper than NFRAMES: C
+// memory of its own, freed with it.
+function bigFrame(n) {
+  const size = 64 + n * 12 + 8 + 4096;
+  const fr = new Frame(allocBlock(size), 0, n, size);
+  fr.big = true;
+  return fr;
+}
+
+// Room in a frame's arena: {blk, off, addr}; JavaScript memory when the
+// arena is full (kept alive by the call's context).
+function arenaAlloc(ctx, size) {
+  const fr = ctx.frame;
+  size = (size + 7) & ~7;
+  if (fr !== null && fr.pos + size <= fr.arenaEnd) {
+    const off = fr.pos;
+    fr.pos += size;
+    return { blk: fr.blk, off, addr: fr.blk.addr + off };
+  }
+  const jb = new JsBlock(size);
+  ctx.keep.push(jb);
+  return { blk: jb, off: 0, addr: jb.addr };
+}
+
+// What one encoding needs beyond the frame: objects to keep alive until the
+// call returns, references to drop after it (host functions and containers
+// made for the call).
+function newCtx(frame) {
+  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null, hints: null };
+}
+
+function releaseCtx(ctx) {
+  for (const h of ctx.release) api.PFObjectFree(h);
+  ctx.release.length = 0;
+  if (ctx.copies !== null) copyBack(ctx);
+}
+
+// ---- memory that C uses: pinned or copied -------------------------------------------
+//
+// A typed array's memory that C reads during a call, or keeps in a tensor
+// object, stays valid whatever JavaScript does meanwhile. A buffer that
+// could be transferred away (postMessage, structuredClone) is pinned:
+// marked untransferable, for good (a transfer then copies it instead), as
+// soon as JavaScript may run while C uses it: at once for a tensor object
+// and for callAsync, when a callback runs for a synchronous call. A buffer
+// that can shrink (a resizable ArrayBuffer) cannot be pinned: C gets a
+// copy, written back after the call if C changed it.
+
+function pin(x) {
+  if (!(x.buffer instanceof SharedArrayBuffer)) markAsUntransferable(x.buffer);
+}
+
+// The address of typed array x's memory for a call (0 when empty).
+function viewAddress(x, ctx) {
+  if (x.byteLength === 0) return 0;
+  if (x.buffer.resizable) {
+    const copy = x.slice();
+    ctx.keep.push(copy);
+    if (ctx.copies === null) ctx.copies = [];
+    ctx.copies.push([x, copy, copy.slice()]);
+    return Number(koffi.address(copy));
+  }
+  ctx.keep.push(x);
+  return Number(koffi.address(x));
+}
+
+function pinKept(ctx) {
+  for (const x of ctx.keep) if (ArrayBuffer.isView(x)) pin(x);
+}
+
+function bytesOf(x) { return new Uint8Array(x.buffer, x.byteOffset, x.byteLength); }
+
+function copyBack(ctx) {
+  for (const [x, copy, sent] of ctx.copies) {
+    if (Buffer.compare(bytesOf(copy), bytesOf(sent)) === 0) continue;
+    const n = Math.min(x.length, copy.length); // the array may have shrunk meanwhile
+    if (n) x.set(copy.subarray(0, n));
+  }
+  ctx.copies = null;
+}
+
+// The contexts of the synchronous calls in progress whose memory is not
+// pinned yet: a callback pins it before any JavaScript runs (jsCall).
+const unpinnedCalls = [];
+
+function pinCallsInProgress() {
+  for (const ctx of unpinnedCalls) pinKept(ctx);
+  unpinnedCalls.length = 0;
+}
+
+module.exports = {
+  FRAME_ARGS, NFRAMES, Frame, frames, stack, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
+  pinKept, unpinnedCalls, pinCallsInProgress,
+};

@@ -1,0 +1,201 @@
+'use strict';
+// Packed functions: the wrapper of a function handle (a callable
+// JavaScript function), and a call. Arguments go to C through a call
+// frame, with one argument to PFFuncCallFrame, the frame's address, so
+// that koffi converts nothing per argument. Private.
+
+const { api, TYPE_CODES } = require('./library.js');
+const { checkCall, lastError, nameArg } = require('./errors.js');
+const { readInt, writePtr } = require('./words.js');
+const { FRAME_ARGS, NFRAMES, frames, stack, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
+const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
+const { info, levelOf } = require('./funcinfo.js');
+const { encode, hintsFor } = require('./encode.js');
+const { decode, adopters } = require('./decode.js');
+const { shared, hostFunction } = require('./held.js');
+const { custom } = require('./inspect.js');
+
+const { int: INT } = TYPE_CODES;
+
+// The prototype of every packed function wrapper (a callable JavaScript
+// function): PackedFunction below gives instanceof.
+const functionProto = Object.create(Function.prototype);
+
+function PackedFunction() {
+  throw new TypeError('packedfunc: a PackedFunction cannot be created directly; use getGlobalFunc() or convert()');
+}
+PackedFunction.prototype = functionProto;
+Object.defineProperty(functionProto, 'constructor', { value: PackedFunction });
+
+// Wraps an owned function reference as a callable JavaScript function. Its
+// state is a small object of one shape (the handle, the metadata once read,
+// whether every parameter takes a small int as an int), which the call's
+// hot path reads; kHandle on the function reads and writes it.
+function adoptFunction(h) {
+  const st = { h, info: undefined, ints: undefined, lookedUp: null };
+  // Named parameters and arguments.length, not a rest array: a call of up
+  // to four small ints allocates nothing (V8 does not materialize
+  // `arguments` for its length).
+  const f = function packedFunction(a0, a1, a2, a3) {
+    const n = arguments.length;
+    if (n <= 4 && st.ints === true && smallInts(n, a0, a1, a2, a3)) return callSmallInts(st, n, a0, a1, a2, a3);
+    return callFunction(st, Array.prototype.slice.call(arguments));
+  };
+  Object.setPrototypeOf(f, functionProto);
+  // The metadata name, not the closure's (changing the property keeps the
+  // object's fast layout, where deleting it would not).
+  Object.defineProperty(f, 'name', nameProperty);
+  Object.defineProperty(f, 'length', LENGTH); // 0, as before the named parameters
+  f[kState] = st;
+  registry.register(f, h, f);
+  return f;
+}
+
+adopters.function = adoptFunction;
+
+const LENGTH = { value: 0, configurable: true };
+const nameProperty = { get() { return this[kHandle] ? info(this).name ?? '' : ''; }, configurable: true };
+Object.defineProperties(functionProto, {
+  [kHandle]: {
+    get() { return this[kState].h; },
+    set(h) { this[kState].h = h; },
+  },
+  handle: { get() { return this[kHandle]; } },
+  signature: { get() { return this[kHandle] ? info(this).signature : null; } },
+  doc: { get() { return this[kHandle] ? info(this).doc : null; } },
+});
+
+functionProto.setInfo = function setInfo({ name = null, signature = null, doc = null } = {}) {
+  for (const [what, text] of [['name', name], ['signature', signature], ['doc', doc]]) {
+    if (text !== null) nameArg('setInfo', text, what);
+  }
+  checkCall(api.PFFuncSetInfo(liveHandle(this, 'the function'), name, signature, doc));
+  this[kState].info = undefined;
+  this[kState].ints = undefined;
+  return this;
+};
+
+functionProto.dispose = function dispose() {
+  const h = this[kHandle];
+  if (h) {
+    this[kHandle] = 0;
+    registry.unregister(this);
+    api.PFObjectFree(h);
+  }
+};
+functionProto[Symbol.dispose] = functionProto.dispose;
+functionProto.toString = function toString() {
+  return this[kHandle] ? `[PackedFunction ${info(this).name ?? '(anonymous)'}]` : '[PackedFunction (disposed)]';
+};
+// console.log shows the name and the signature: [PackedFunction: demo.add int64(a:int64,b:int64)].
+functionProto[custom] = function inspectFunction() {
+  if (!this[kHandle]) return '[PackedFunction (disposed)]';
+  const { name, signature } = info(this);
+  return `[PackedFunction: ${name ?? '(anonymous)'}${signature ? ` ${signature}` : ''}]`;
+};
+
+// Arguments go to C through the frame; JavaScript functions among them
+// become host functions for the call.
+function callFunction(st, args) {
+  const h = st.h;
+  if (!h) throw new TypeError('packedfunc: the function was disposed');
+  const n = args.length;
+  const fr = takeFrame(h, n);
+  let ctx = null;
+  try {
+    const blk = fr.blk;
+    const i32 = blk.i32;
+    const ints = st.ints === undefined ? (info(st), st.ints) : st.ints;
+    const codes = fr.codesOff >> 2;
+    for (let i = 0; i < n; i++) {
+      const x = args[i];
+      const w = (fr.valuesOff >> 2) + 2 * i;
+      if (typeof x === 'number' && (x | 0) === x && ints) {
+        i32[w] = x;
+        i32[w + 1] = x >> 31;
+        i32[codes + i] = INT;
+      } else {
+        if (ctx === null) { ctx = newCtx(fr); ctx.fn = st; fr.pos = fr.arenaStart; }
+        i32[codes + i] = encode(x, blk, fr.valuesOff + 8 * i, ctx, i);
+      }
+    }
+    return invoke(st, fr, ctx);
+  } finally {
+    dropFrame(fr);
+    if (ctx !== null) releaseCtx(ctx);
+  }
+}
+
+// Whether the first n of a0..a3 are int32 numbers.
+function smallInts(n, a0, a1, a2, a3) {
+  return (n < 1 || (typeof a0 === 'number' && (a0 | 0) === a0)) &&
+    (n < 2 || (typeof a1 === 'number' && (a1 | 0) === a1)) &&
+    (n < 3 || (typeof a2 === 'number' && (a2 | 0) === a2)) &&
+    (n < 4 || (typeof a3 === 'number' && (a3 | 0) === a3));
+}
+
+// A call of up to four int32 arguments to a function that takes ints
+// (st.ints): nothing to encode, nothing to release.
+function callSmallInts(st, n, a0, a1, a2, a3) {
+  const h = st.h;
+  if (!h) throw new TypeError('packedfunc: the function was disposed');
+  const fr = takeFrame(h, n);
+  try {
+    const i32 = fr.blk.i32;
+    const w = fr.valuesOff >> 2;
+    const codes = fr.codesOff >> 2;
+    if (n > 0) { i32[w] = a0; i32[w + 1] = a0 >> 31; i32[codes] = INT; }
+    if (n > 1) { i32[w + 2] = a1; i32[w + 3] = a1 >> 31; i32[codes + 1] = INT; }
+    if (n > 2) { i32[w + 4] = a2; i32[w + 5] = a2 >> 31; i32[codes + 2] = INT; }
+    if (n > 3) { i32[w + 6] = a3; i32[w + 7] = a3 >> 31; i32[codes + 3] = INT; }
+    return invoke(st, fr, null);
+  } finally {
+    dropFrame(fr);
+  }
+}
+
+// The frame for a call of n arguments to h (the next of the stack, or one
+// of its own), with h and n written.
+function takeFrame(h, n) {
+  const fr = stack.depth < NFRAMES && n <= FRAME_ARGS ? frames[stack.depth] : bigFrame(n);
+  stack.depth++;
+  if (fr.h !== h) {
+    writePtr(fr.blk, fr.off + 16, h);
+    fr.h = h;
+  }
+  fr.blk.i32[(fr.off + 12) >> 2] = n;
+  return fr;
+}
+
+function dropFrame(fr) {
+  stack.depth--;
+  if (fr.big) api.PFMemFree(fr.blk.addr);
+}
+
+// Calls the function of frame fr, whose arguments are written (ctx: what
+// their encoding made, or null), and returns its result.
+// The JavaScript thread counts itself as blocked in C meanwhile (for the
+// threads that wait for it, see src/pfnode.c). The koffi call does not
+// throw: its one argument is an address, and jsCall never throws.
+function invoke(st, fr, ctx) {
+  if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
+  shared[0]++;
+  const rc = api.PFFuncCallFrame(fr.addr);
+  shared[0]--;
+  shared[1]++;
+  if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
+  if (rc !== 0) throw lastError(levelOf(st), hintsFor(ctx));
+  const code = fr.blk.i32[(fr.off + 8) >> 2];
+  if (code === INT) return readInt(fr.blk, fr.off);
+  return decode(fr.blk, fr.off, code, false, null);
+}
+
+// A JavaScript function as a packed function (a PackedFunction is returned
+// as it is).
+function convertFunction(fn) {
+  if (typeof fn !== 'function') throw new TypeError(`packedfunc: expected a function, not ${describe(fn)}`);
+  if (fn[kHandle] !== undefined) return fn;
+  return adoptFunction(hostFunction(fn, null));
+}
+
+module.exports = { PackedFunction, functionProto, adoptFunction, convertFunction };
