@@ -23,6 +23,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 EXPORT int pft_init(void);
+EXPORT int pft_packed_echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r);
 EXPORT int64_t pft_add(int64_t a, int64_t b);
 EXPORT int64_t pft_call_raw_n(int64_t (*cb)(int64_t, int64_t), int64_t n);
 EXPORT int64_t pft_tensors_alive(void);
@@ -73,6 +74,11 @@ static int echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   if (n != 1)
     return PFErrorSetFormat(kPFErrTypeError, "testing.echo: expected 1 argument, got %d", n);
   return PFCFuncSetReturn(ret, &a[0], &c[0], 1);
+}
+
+/* testing.echo by its address, for Function.from_c_pointer. */
+int pft_packed_echo(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  return echo(a, c, n, ret, r);
 }
 
 /* testing.type_name(x): the type code name C saw. */

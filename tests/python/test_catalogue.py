@@ -637,3 +637,32 @@ def test_load_module_bad_path(tmp_path):
         pf.load_module("lib\0m.so")
     with pytest.raises(ValueError, match="empty"):
         pf.load_module("")
+
+
+class _Index:
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_device_takes_any_index_integer():
+    for d in (pf.Device("cuda", np.int32(1)), pf.Device(np.int64(2), np.uint8(1)),
+              pf.Device(_Index(2), _Index(1)), pf.Device("cuda", _Index(1))):
+        assert d == pf.Device("cuda", 1)
+        assert type(d.device_type) is int and type(d.device_id) is int
+    assert repr(pf.Device("cuda", np.int32(1))) == "Device('cuda', 1)"
+
+
+def test_device_refuses_bools_and_bad_index_integers():
+    with pytest.raises(TypeError, match="Device: device_id must be an int, not bool"):
+        pf.Device("cuda", True)
+    with pytest.raises(TypeError, match="Device: device_type must be a str or int, not bool"):
+        pf.Device(np.bool_(True))
+    with pytest.raises(TypeError, match="Device: device_id must be an int, not float64"):
+        pf.Device("cuda", np.float64(1.0))
+    with pytest.raises(ValueError, match=r"Device: out of range \(2, 2147483648\)"):
+        pf.Device("cuda", _Index(2**31))
+    with pytest.raises(TypeError, match=r"__index__ returned non-int"):
+        pf.Device("cuda", _Index("1"))

@@ -459,3 +459,34 @@ def _plain(x):
     if isinstance(x, pf.Map):
         return {k: _plain(v) for k, v in x.items()}
     return x
+
+
+# ---- concatenation (issue 36) --------------------------------------------------
+
+@pytest.mark.parametrize("kind", [pf.Array, pf.List])
+def test_add_gives_the_left_operands_kind(kind):
+    a = kind([1, 2])
+    for other in ([3, "x"], (3, "x"), pf.Array([3, "x"]), pf.List([3, "x"])):
+        out = a + other
+        assert type(out) is kind
+        assert list(out) == [1, 2, 3, "x"]
+    assert list(a) == [1, 2]  # neither operand changes
+
+
+@pytest.mark.parametrize("kind", [pf.Array, pf.List])
+def test_list_or_tuple_plus_container_uses_radd(kind):
+    for left in ([0], (0,)):
+        out = left + kind([1, 2])
+        assert type(out) is kind
+        assert list(out) == [0, 1, 2]
+    assert list(kind() + []) == [] and list([] + kind()) == []
+
+
+@pytest.mark.parametrize("kind", [pf.Array, pf.List])
+@pytest.mark.parametrize("other", [1, "ab", None, {1: 2}, {1}, iter([1])])
+def test_add_with_a_non_sequence_is_a_type_error(kind, other):
+    with pytest.raises(TypeError):
+        kind([1]) + other
+    with pytest.raises(TypeError):
+        other + kind([1])
+

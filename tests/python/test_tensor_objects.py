@@ -103,3 +103,38 @@ def test_from_dlpack_no_leak(testlib):
         pf.from_dlpack(a)
     gc.collect()
     assert sys.getrefcount(a) == refs
+
+
+# ---- numel() and size(dim) (issue 36) -----------------------------------------
+
+def test_numel_and_size():
+    t = pf.from_dlpack(np.zeros((2, 3, 4)))
+    assert t.numel() == 24
+    assert [t.size(d) for d in range(3)] == [2, 3, 4]
+    assert [t.size(d) for d in (-1, -2, -3)] == [4, 3, 2]
+    assert t.size(np.int64(1)) == 3  # any __index__ integer
+    assert t.size() == (2, 3, 4)
+    assert pf.from_dlpack(np.array(1.0)).numel() == 1  # a scalar has one element
+    assert pf.from_dlpack(np.zeros((3, 0))).numel() == 0
+
+
+@pytest.mark.parametrize("dim", [3, -4, 1 << 70])
+def test_size_of_a_dimension_out_of_range_is_an_index_error(dim):
+    t = pf.from_dlpack(np.zeros((2, 3, 4)))
+    with pytest.raises(IndexError, match=r"Tensor.size: dimension %d out of range "
+                                         r"\(the tensor has 3\)" % dim):
+        t.size(dim)
+
+
+@pytest.mark.parametrize("dim", [1.0, "1", True])
+def test_size_of_a_non_integer_dimension_is_a_type_error(dim):
+    with pytest.raises(TypeError, match="Tensor.size: the dimension must be an integer"):
+        pf.from_dlpack(np.zeros(2)).size(dim)
+
+
+def test_numel_and_size_of_a_released_tensor(fn):
+    t = fn("make_device_tensor")(pf.Device("cuda", 0))
+    t.__del__()
+    for call in (t.numel, lambda: t.size(0)):
+        with pytest.raises(ValueError, match="the Tensor was released"):
+            call()

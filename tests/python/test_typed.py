@@ -101,3 +101,45 @@ def test_shape_parameter_takes_a_list_or_tuple(testlib):
     got = echo((7, 8), (7, 8))
     assert isinstance(got[0], pf.Shape) and got[0] == (7, 8)
     assert not isinstance(got[1], pf.Shape) and list(got[1]) == [7, 8]
+
+
+# ---- Function.from_c_pointer: a packed C function's address (issue 36) ---------
+
+class Twice(pf.Function):
+    """A subclass of Function, with a method of its own."""
+
+    def twice(self, x):
+        return self(self(x))
+
+
+def test_function_from_a_packed_c_function_pointer(fn, testlib):
+    for addr in (testlib.pft_packed_echo, ctypes.cast(testlib.pft_packed_echo, ctypes.c_void_p),
+                 ctypes.cast(testlib.pft_packed_echo, ctypes.c_void_p).value):
+        f = pf.Function.from_c_pointer(addr)
+        assert type(f) is pf.Function
+        assert f("x") == "x" and f([1, 2]) == [1, 2]
+        assert fn("call")(f, 7) == 7  # and passes to C
+    with pytest.raises(TypeError, match="testing.echo: expected 1 argument, got 2"):
+        f(1, 2)
+
+
+def test_subclass_of_function_from_a_c_pointer(fn, testlib):
+    f = Twice.from_c_pointer(testlib.pft_packed_echo)
+    assert type(f) is Twice and isinstance(f, pf.Function)
+    assert f.twice(5) == 5
+    assert fn("call")(f, 3) == 3
+    assert fn("echo")(f) == f  # the same PackedFunc comes back
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        Twice()
+
+
+@pytest.mark.parametrize("bad,exc,match", [
+    (0, ValueError, "Function.from_c_pointer: argument 'fn' is a NULL pointer"),
+    (-1, ValueError, r"Function.from_c_pointer: argument 'fn' \(-1\) is not an address"),
+    (True, TypeError, "Function.from_c_pointer: argument 'fn' must be a C function pointer "
+     ".*, not bool"),
+    ("echo", TypeError, "not str"),
+], ids=["zero", "negative", "bool", "str"])
+def test_from_c_pointer_bad_fn(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        pf.Function.from_c_pointer(bad)

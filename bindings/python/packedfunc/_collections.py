@@ -159,6 +159,18 @@ def _index_type_error(what, index):
                      % (what, type(index).__name__))
 
 
+
+def concat(make, mine, other, other_first):
+    """``make(mine + other)`` (``other + mine`` when other_first), the
+    ``+`` of an Array or List: other is a list, tuple, Array or List, any
+    other operand gets NotImplemented, so that Python raises its TypeError
+    (or tries the other operand's __add__/__radd__)."""
+    from ._mutable import List
+    if not isinstance(other, (list, tuple, Array, List)):
+        return NotImplemented
+    other = list(other)
+    return make(other + mine if other_first else mine + other)
+
 # ---------------------------------------------------------------------------
 # ctypes: reading items in bulk
 # ---------------------------------------------------------------------------
@@ -464,6 +476,12 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
 
     def count(self, value):
         return self._values().count(value)
+
+    def __add__(self, other):
+        return concat(Array, list(self._values()), other, False)
+
+    def __radd__(self, other):
+        return concat(Array, list(self._values()), other, True)
 
     def __eq__(self, other):
         from ._mutable import List

@@ -282,6 +282,8 @@ PFSignatureTypeInfo = _fn("PFSignatureTypeInfo", c_int,
                           [c_int, POINTER(c_char_p), POINTER(c_int)], gil=True)
 PFFuncCreateFromTyped = _fn("PFFuncCreateFromTyped", c_int,
                             [c_void_p, c_char_p, POINTER(c_void_p)], gil=True)
+PFFuncCreateFromCFunc = _fn("PFFuncCreateFromCFunc", c_int,
+                            [c_void_p, c_void_p, c_void_p, POINTER(c_void_p)], gil=True)
 
 # ---- Registered object types ------------------------------------------------
 

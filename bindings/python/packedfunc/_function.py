@@ -29,8 +29,8 @@ from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST
                       plans_get as _plans_get, plans1 as _plans1, plans2 as _plans2,
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
-from ._ffi import (CALLS as _CALLS, FUNC_NON_BLOCKING, PFFuncFree, PFFuncGetFlags,
-                   PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo)
+from ._ffi import (CALLS as _CALLS, FUNC_NON_BLOCKING, PFFuncCreateFromCFunc, PFFuncFree,
+                   PFFuncGetFlags, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo)
 from ._backend import cext as _cext
 from ._library import state as _state
 from ._object import lock_instances, unlock_instances
@@ -95,6 +95,26 @@ class Function(_cext.FunctionBase if _cext else object):
         self._loan = None
         _holds.track(self)  # it may hold Python objects that hold it (see _holds)
         return self
+
+    @classmethod
+    def from_c_pointer(cls, fn):
+        """A Function (of this class, a subclass too) that calls the
+        packed C function `fn` (a PFPackedCFunc: ``int (PFValue* args,
+        int* type_codes, int num_args, PFRetValueHandle ret, void*
+        resource_handle)``), with a NULL resource handle.
+
+        `fn` is an int address, a ctypes function or a ``ctypes.c_void_p``
+        (a ctypes function object is then kept for the life of the
+        process). Nothing checks that `fn` really is a packed function:
+        the caller answers for its prototype, and keeps the library that
+        holds it loaded while the Function, or any C holder of it, lives.
+        TypeError or ValueError naming argument 'fn' for a NULL or
+        non-pointer `fn`."""
+        from ._typed import address
+        addr = address(fn, "Function.from_c_pointer")
+        out = ctypes.c_void_p()
+        check_call(PFFuncCreateFromCFunc(addr, None, None, byref(out)))
+        return cls._adopt(out.value)
 
     def __eq__(self, other):
         if not isinstance(other, Function):

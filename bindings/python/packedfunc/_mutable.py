@@ -40,7 +40,7 @@ import typing
 from . import _holds, _signature
 from ._backend import cext as _cext
 from ._collections import (INT64_MAX, INT64_MIN, Array, Map, MappingViews, _index_type_error,
-                           _live, adopt_as, encode_item, guarded_repr, mapping_equal, not_equal,
+                           _live, adopt_as, concat, encode_item, guarded_repr, mapping_equal, not_equal,
                            pairs_repr, read_all)
 from ._convert import (CODE, HANDLE_CODES, INT, decoders_get, register_encoder,
                        register_object_type, what)
@@ -603,6 +603,12 @@ class List(_ListBase, Object, collections.abc.MutableSequence):
     def __iadd__(self, values):
         self.extend(values)
         return self
+
+    def __add__(self, other):
+        return concat(List, list(self._values()), other, False)
+
+    def __radd__(self, other):
+        return concat(List, list(self._values()), other, True)
 
     def __reversed__(self):
         return reversed(self._values())

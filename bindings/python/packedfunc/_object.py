@@ -208,7 +208,7 @@ class Tensor(Object):
 
     Describes its memory with ``shape``, ``dtype`` (a DataType), ``device``
     (a Device), ``strides`` (in elements), ``ndim``, ``data_ptr``,
-    ``read_only`` and ``is_contiguous()``. Supports the DLPack protocol
+    ``read_only``, ``is_contiguous()``, ``numel()`` and ``size(dim)``. Supports the DLPack protocol
     (``__dlpack__``, ``__dlpack_device__``), so ``numpy.from_dlpack(t)``
     views its memory without a copy and keeps it alive: a consumer that
     passes ``max_version=(1, 0)`` or newer gets a DLPack 1.x capsule
@@ -239,6 +239,31 @@ class Tensor(Object):
         """The extent of each dimension, a tuple of ints."""
         t = self._dltensor()
         return tuple(t.shape[i] for i in range(t.ndim))
+
+    def numel(self):
+        """The number of elements: the product of the shape (1 for a
+        tensor of no dimensions)."""
+        n = 1
+        for extent in self.shape:
+            n *= extent
+        return n
+
+    def size(self, dim=None):
+        """The extent of dimension dim (an integer; negative counts from
+        the last), or the whole shape without one. IndexError for a
+        dimension the tensor does not have, TypeError for a dim that is
+        not an integer (bools included)."""
+        shape = self.shape
+        if dim is None:
+            return shape
+        if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):
+            raise TypeError("packedfunc: Tensor.size: the dimension must be an integer, not %s"
+                            % type(dim).__name__)
+        d = dim.__index__()
+        if not -len(shape) <= d < len(shape):
+            raise IndexError("packedfunc: Tensor.size: dimension %d out of range (the tensor "
+                             "has %d)" % (d, len(shape)))
+        return shape[d]
 
     @property
     def strides(self):

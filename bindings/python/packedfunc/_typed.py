@@ -14,8 +14,9 @@ c_void_p, byref = ctypes.c_void_p, ctypes.byref
 _ADDRESS_MAX = 2**64 - 1
 
 
-def _address(fn):
-    """The address of the C function `fn` as an int."""
+def address(fn, where):
+    """The address of the C function `fn` as an int; errors name `where`'s
+    argument 'fn'."""
     if isinstance(fn, ctypes._CFuncPtr):
         # The object keeps the code alive (a CFUNCTYPE callback's thunk is
         # freed with it), and C may call the pointer for as long as any
@@ -28,12 +29,13 @@ def _address(fn):
     elif isinstance(fn, int) and not isinstance(fn, bool):
         addr = int(fn)
         if not 0 <= addr <= _ADDRESS_MAX:
-            raise ValueError("typed: argument 'fn' (%d) is not an address" % addr)
+            raise ValueError("%s: argument 'fn' (%d) is not an address" % (where, addr))
     else:
-        raise TypeError("typed: argument 'fn' must be a C function pointer (an int address, a "
-                        "ctypes function or a ctypes.c_void_p), not %s" % type(fn).__name__)
+        raise TypeError("%s: argument 'fn' must be a C function pointer (an int address, a "
+                        "ctypes function or a ctypes.c_void_p), not %s"
+                        % (where, type(fn).__name__))
     if not addr:
-        raise ValueError("typed: argument 'fn' is a NULL pointer")
+        raise ValueError("%s: argument 'fn' is a NULL pointer" % where)
     return addr
 
 
@@ -54,7 +56,7 @@ def typed(fn, signature):
     C holder of it) lives. Raises TypeError or ValueError naming the
     argument for a NULL or non-pointer `fn` and a bad signature.
     """
-    addr = _address(fn)
+    addr = address(fn, "typed")
     if not isinstance(signature, str):
         raise TypeError("typed: argument 'signature' must be a str, not %s"
                         % type(signature).__name__)

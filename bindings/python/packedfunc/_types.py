@@ -33,16 +33,16 @@ _INTEGER_KINDS = frozenset(("int", "uint"))
 _FLOAT_KINDS = frozenset(("float", "bfloat"))
 
 
-def _integer(value, what):
-    """An int field of DataType(type_code, bits, lanes): an int (or another
-    integer type, such as a numpy integer), never a float or a bool."""
-    if isinstance(value, bool):
-        raise TypeError("DataType: %s must be an int, not bool" % what)
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError("DataType: %s must be an int, not %s"
-                        % (what, type(value).__name__)) from None
+def _integer(value, what, expected="an int"):
+    """value as an int: an int or any other integer type (with __index__,
+    such as a numpy integer), never a float or a bool (numpy's either); else TypeError,
+    "<what> must be <expected>, not <type>". What __index__ raises
+    propagates."""
+    numpy = sys.modules.get("numpy")
+    if (isinstance(value, bool) or not hasattr(type(value), "__index__")
+            or numpy is not None and isinstance(value, numpy.bool_)):
+        raise TypeError("%s must be %s, not %s" % (what, expected, type(value).__name__))
+    return operator.index(value)
 
 
 def _c_error(where):
@@ -152,8 +152,9 @@ class DataType:
         if bits is not None:
             code = dtype
             if not (type(code) is int and type(bits) is int and type(lanes) is int):
-                code, bits, lanes = (_integer(code, "type_code"), _integer(bits, "bits"),
-                                     _integer(lanes, "lanes"))
+                code, bits, lanes = (_integer(code, "DataType: type_code"),
+                                     _integer(bits, "DataType: bits"),
+                                     _integer(lanes, "DataType: lanes"))
         elif isinstance(dtype, str):
             text = str.__str__(dtype)  # a subclass's value, not what its __str__ says
             code, bits, lanes = _parse(text)
@@ -322,7 +323,8 @@ def _to_numpy(dtype, numpy):
 
 class Device:
     """A DLPack device: ``Device("cpu", 0)``, ``Device("cuda", 1)``,
-    ``Device("cuda:1")``, ``Device(2, 1)`` (a DLDeviceType number), or any
+    ``Device("cuda:1")``, ``Device(2, 1)`` (a DLDeviceType number; the
+    numbers may be any integers with ``__index__``, not bools), or any
     object with ``__dlpack_device__`` (which gives ``(device_type,
     device_id)``), such as another Device.
 
@@ -348,13 +350,9 @@ class Device:
                 raise ValueError("Device: unknown device type %r (known: %s)"
                                  % (name, ", ".join(sorted(_DEVICE_TYPES))))
             device_type = _DEVICE_TYPES[name]
-        elif isinstance(device_type, bool) or not isinstance(device_type, int):
-            raise TypeError("Device: device_type must be a str or int, not %s"
-                            % type(device_type).__name__)
-        device_id = 0 if device_id is None else device_id
-        if isinstance(device_id, bool) or not isinstance(device_id, int):
-            raise TypeError("Device: device_id must be an int, not %s"
-                            % type(device_id).__name__)
+        else:
+            device_type = _integer(device_type, "Device: device_type", "a str or int")
+        device_id = 0 if device_id is None else _integer(device_id, "Device: device_id")
         if not (-2**31 <= device_type < 2**31 and -2**31 <= device_id < 2**31):
             raise ValueError("Device: out of range (%d, %d)" % (device_type, device_id))
         object.__setattr__(self, "device_type", device_type)
