@@ -184,7 +184,10 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   /* Version 11. */                      \
   X(FuncCreateDirect, 121)               \
   X(FuncReturnString, 122)               \
-  X(FuncResolve, 123)
+  X(FuncResolve, 123)                    \
+  /* Version 12. */                      \
+  X(StructuralEqual, 124)                \
+  X(StructuralHash, 125)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

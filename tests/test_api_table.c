@@ -148,6 +148,8 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(FuncCreateDirect);
   SLOT(FuncReturnString);
   SLOT(FuncResolve);
+  SLOT(StructuralEqual);
+  SLOT(StructuralHash);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -173,8 +175,11 @@ static void test_slots_are_the_entry_points(void** state) {
   /* Version 11 appends the direct callee convention and call targets. */
   assert_int_equal(offsetof(PFApi, FuncCreateDirect), 121 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncResolve), 123 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 124 * sizeof(void*));
-  assert_int_equal(PF_API_VERSION, 11);
+  /* Version 12 appends structural equality and hashing. */
+  assert_int_equal(offsetof(PFApi, StructuralEqual), 124 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, StructuralHash), 125 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 126 * sizeof(void*));
+  assert_int_equal(PF_API_VERSION, 12);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

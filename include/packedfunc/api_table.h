@@ -21,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 11
+#define PF_API_VERSION 12
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -52,7 +52,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * (ObjectTypeRegister to ModListTypes); version 10 adds keyword calls,
  * signatures as data and tensor helpers (FuncCallKw to TensorAlloc);
  * version 11 adds the direct callee convention and call targets
- * (FuncCreateDirect, FuncReturnString, FuncResolve). Every
+ * (FuncCreateDirect, FuncReturnString, FuncResolve); version 12 adds
+ * structural equality and hashing (StructuralEqual, StructuralHash). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -207,6 +208,9 @@ typedef struct PFApi {
   int (*FuncCreateDirect)(PFDirectCFunc, void*, PFPackedCFuncFinalizer, PFFunctionHandle*);
   int (*FuncReturnString)(int, const char*, size_t, PFValue*, int*);
   int (*FuncResolve)(PFFunctionHandle, PFCallTarget*);
+  /* Version 12. Structural equality and hashing. */
+  int (*StructuralEqual)(PFValue, int, PFValue, int, int*);
+  int (*StructuralHash)(PFValue, int, uint64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */
