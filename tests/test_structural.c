@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "support/pf_test.h"
@@ -191,9 +192,16 @@ static uint32_t node_type(void) {
       PF_FIELD(Node, next, "object", kPFFieldWritable, NULL),
       PF_FIELD(Node, name, "str", kPFFieldWritable, NULL),
   };
-  static const PFObjectTypeDesc desc = {PF_OBJECT_TYPE_DESC_ABI, "test_structural.Node", NULL,
-                                        sizeof(Node), NULL, NULL, fields, PF_COUNTOF(fields),
-                                        NULL, 0};
+  static const PFObjectTypeDesc desc = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "test_structural.Node",
+                                        NULL,
+                                        sizeof(Node),
+                                        NULL,
+                                        NULL,
+                                        fields,
+                                        PF_COUNTOF(fields),
+                                        NULL,
+                                        0};
   uint32_t ix = 0;
   assert_pf_ok(PFObjectTypeRegister(&desc, &ix));
   return ix;
@@ -316,6 +324,45 @@ static void test_deep_chain_is_refused(void** state) {
   PFObjectFree(inner);
 }
 
+/* Another thread changes a List inside the compared values meanwhile:
+ * each List is read as one snapshot, so every call gives an answer. */
+static void* churn(void* list) {
+  for (int i = 0; i < 2000; ++i) {
+    PFValue out;
+    int code;
+    assert_pf_ok(PFListAppend(list, vs("item"), kPFStr));
+    assert_pf_ok(PFListPop(list, 0, &out, &code));
+  }
+  return NULL;
+}
+
+static void test_list_changed_by_another_thread(void** state) {
+  (void)state;
+  PFValue one = vs("item");
+  int sc = kPFStr;
+  PFObjectHandle l = list_of(&one, &sc, 1), stable = list_of(&one, &sc, 1);
+  PFValue av[1] = {vh(l)}, bv[1] = {vh(stable)};
+  int ac[1] = {kPFObjectHandle};
+  PFObjectHandle a = array_of(av, ac, 1), b = array_of(bv, ac, 1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, churn, l), 0);
+  int seen_equal = 0;
+  for (int i = 0; i < 500; ++i) {
+    int out = -1;
+    uint64_t h;
+    assert_pf_ok(PFStructuralEqual(vh(a), kPFObjectHandle, vh(b), kPFObjectHandle, &out));
+    assert_true(out == 0 || out == 1);
+    seen_equal += out;
+    assert_pf_ok(PFStructuralHash(vh(a), kPFObjectHandle, &h));
+  }
+  assert_int_equal(pthread_join(t, NULL), 0);
+  (void)seen_equal;
+  PFObjectFree(a);
+  PFObjectFree(b);
+  PFObjectFree(l);
+  PFObjectFree(stable);
+}
+
 static void test_bad_input(void** state) {
   (void)state;
   int out = 7;
@@ -345,6 +392,7 @@ int main(void) {
       cmocka_unit_test(test_functions_by_identity),
       cmocka_unit_test(test_cycles),
       cmocka_unit_test(test_deep_chain_is_refused),
+      cmocka_unit_test(test_list_changed_by_another_thread),
       cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
