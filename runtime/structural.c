@@ -8,6 +8,8 @@
 
 /* Fixed, so that a hash of plain data is the same in every process. */
 #define SEED 0x70666571u
+/* The most dims of a tensor whose strided data is walked. */
+#define PF_STRUCTURAL_MAX_NDIM 64
 
 /* The path from the roots: the containers and instances being walked. */
 typedef struct {
@@ -148,10 +150,8 @@ static uint64_t key_hash(int code, const PFValue* v) {
 
 /* ---- tensors ---- */
 static int tensor_of(const char* where, int code, const PFValue* v, DLTensor** out) {
-  if (code == kPFDLTensorHandle)
-    *out = v->v_handle;
-  else
-    PFTensorGetDLTensor(v->v_handle, out);
+  if (code == kPFDLTensorHandle) *out = v->v_handle;
+  else PFTensorGetDLTensor(v->v_handle, out);
   if ((*out)->device.device_type != kDLCPU)
     return PF_ERROR(kPFErrValueError, "%s: a tensor on device type %d: its data cannot be read",
                     where, (int)(*out)->device.device_type);
@@ -173,8 +173,13 @@ static int compact(const DLTensor* t) {
 static int tensor_data(const char* where, const DLTensor* t, const char** data, size_t* n,
                        char** own) {
   *own = NULL;
+  if (t->ndim < 0 || t->ndim > PF_STRUCTURAL_MAX_NDIM)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor of %d dims (at most %d)", where, t->ndim,
+                    PF_STRUCTURAL_MAX_NDIM);
   if (pf_tensor_bytes(t, n) != 0)
-    return PF_ERROR(kPFErrValueError, "%s: a tensor with a negative dim or too large to read", where);
+    return PF_ERROR(kPFErrValueError, "%s: a tensor with a negative dim or too large to read",
+                    where);
+  if (*n > 0 && !t->data) return PF_ERROR(kPFErrValueError, "%s: a tensor with NULL data", where);
   *data = (const char*)t->data + t->byte_offset;
   if (*n == 0 || compact(t)) return 0;
   size_t bits = (size_t)t->dtype.bits * t->dtype.lanes, elem = bits / 8;
@@ -182,7 +187,7 @@ static int tensor_data(const char* where, const DLTensor* t, const char** data, 
     return PF_ERROR(kPFErrValueError, "%s: a strided tensor of a sub-byte dtype", where);
   char* buf = pf_malloc(*n);
   if (!buf) return pf_oom(where);
-  int64_t idx[64] = {0}; /* DLPack tensors have far fewer dims */
+  int64_t idx[PF_STRUCTURAL_MAX_NDIM] = {0};
   for (size_t off = 0; off < *n; off += elem) {
     int64_t src = 0;
     for (int i = 0; i < t->ndim; ++i) src += idx[i] * t->strides[i];
@@ -218,8 +223,8 @@ static int tensor_hash(const char* where, const DLTensor* t, uint64_t* out) {
   char* own;
   size_t n;
   if (tensor_data(where, t, &d, &n, &own) != 0) return -1;
-  uint64_t h = mix(kPFObjectTensor, (uint64_t)t->dtype.code << 32 | (uint64_t)t->dtype.bits << 16 |
-                                        t->dtype.lanes);
+  uint64_t h = mix(kPFObjectTensor,
+                   (uint64_t)t->dtype.code << 32 | (uint64_t)t->dtype.bits << 16 | t->dtype.lanes);
   for (int i = 0; i < t->ndim; ++i) h = mix(h, (uint64_t)t->shape[i]);
   *out = mix(h, XXH3_64bits_withSeed(d, n, SEED));
   pf_free(own);
@@ -263,10 +268,8 @@ static int maps_equal(walk* w, const view* a, const view* b, int* out) {
     int64_t lo = 0, hi = b->n;
     while (lo < hi) {
       int64_t mid = lo + (hi - lo) / 2;
-      if (idx[2 * mid] < h)
-        lo = mid + 1;
-      else
-        hi = mid;
+      if (idx[2 * mid] < h) lo = mid + 1;
+      else hi = mid;
     }
     *out = 0;
     for (; lo < b->n && idx[2 * lo] == h; ++lo) {
@@ -288,8 +291,7 @@ static int fields_equal(walk* w, PFObjectHandle a, PFObjectHandle b, int* out) {
     PFValue va, vb;
     int fa, fb;
     if (PFObjectGetField(a, info->fields[i], &va, &fa) != 0 ||
-        PFObjectGetField(b, info->fields[i], &vb, &fb) != 0 ||
-        equal(w, fa, &va, fb, &vb, out) != 0)
+        PFObjectGetField(b, info->fields[i], &vb, &fb) != 0 || equal(w, fa, &va, fb, &vb, out) != 0)
       return -1;
   }
   return 0;
@@ -461,12 +463,12 @@ static int hash(walk* w, int code, const PFValue* v, uint64_t* out) {
       *out = mix(kPFBool, v->v_int64 != 0);
       return 0;
     case kPFDataType:
-      *out = mix(kPFDataType, (uint64_t)v->v_type.code << 32 | (uint64_t)v->v_type.bits << 16 |
-                                  v->v_type.lanes);
+      *out = mix(kPFDataType,
+                 (uint64_t)v->v_type.code << 32 | (uint64_t)v->v_type.bits << 16 | v->v_type.lanes);
       return 0;
     case kPFDevice:
-      *out = mix(kPFDevice,
-                 (uint64_t)v->v_device.device_type << 32 | (uint32_t)v->v_device.device_id);
+      *out =
+          mix(kPFDevice, (uint64_t)v->v_device.device_type << 32 | (uint32_t)v->v_device.device_id);
       return 0;
     default:
       *out = key_hash(code, v);

@@ -82,7 +82,8 @@ extern "C" {
  * PFFuncCall's check of an argument (an unknown type code, a NULL string,
  * a handle that is not a live object of its code: TypeError naming
  * "argument 0" or "argument 1"); nesting deeper than
- * PF_STRUCTURAL_MAX_DEPTH, a tensor not on the CPU, a strided tensor of a
+ * PF_STRUCTURAL_MAX_DEPTH, a tensor not on the CPU, a tensor with more
+ * than 64 dims, NULL data or a negative dim, a strided tensor of a
  * sub-byte dtype (ValueError); a field that cannot be read
  * (PFObjectGetField's error); MemoryError.
  */
