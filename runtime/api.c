@@ -186,7 +186,10 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(FuncReturnString, 122)               \
   X(FuncResolve, 123)                    \
   X(FuncSetFlags, 124)                   \
-  X(FuncGetFlags, 125)
+  X(FuncGetFlags, 125)                   \
+  /* Version 12. */                      \
+  X(StructuralEqual, 126)                \
+  X(StructuralHash, 127)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

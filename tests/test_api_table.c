@@ -150,6 +150,8 @@ static void test_slots_are_the_entry_points(void** state) {
   SLOT(FuncResolve);
   SLOT(FuncSetFlags);
   SLOT(FuncGetFlags);
+  SLOT(StructuralEqual);
+  SLOT(StructuralHash);
 #undef SLOT
   /* The first slots' positions, as a loader compiled against version 1
    * sees them. */
@@ -178,8 +180,11 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, FuncResolve), 123 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncSetFlags), 124 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FuncGetFlags), 125 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 126 * sizeof(void*));
-  assert_int_equal(PF_API_VERSION, 11);
+  /* Version 12 appends structural equality and hashing. */
+  assert_int_equal(offsetof(PFApi, StructuralEqual), 126 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, StructuralHash), 127 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 128 * sizeof(void*));
+  assert_int_equal(PF_API_VERSION, 12);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

@@ -21,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 11
+#define PF_API_VERSION 12
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -53,7 +53,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * signatures as data and tensor helpers (FuncCallKw to TensorAlloc);
  * version 11 adds the direct callee convention, call targets and a
  * function's flags (FuncCreateDirect, FuncReturnString, FuncResolve,
- * FuncSetFlags, FuncGetFlags). Every
+ * FuncSetFlags, FuncGetFlags); version 12 adds structural equality and
+ * hashing (StructuralEqual, StructuralHash). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -210,6 +211,9 @@ typedef struct PFApi {
   int (*FuncResolve)(PFFunctionHandle, PFCallTarget*);
   int (*FuncSetFlags)(PFFunctionHandle, uint32_t);
   int (*FuncGetFlags)(PFFunctionHandle, uint32_t*);
+  /* Version 12. Structural equality and hashing. */
+  int (*StructuralEqual)(PFValue, int, PFValue, int, int*);
+  int (*StructuralHash)(PFValue, int, uint64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

@@ -76,6 +76,7 @@
 #include "packedfunc/dtype.h"
 #include "packedfunc/object.h"
 #include "packedfunc/container.h"
+#include "packedfunc/structural.h"
 #include "packedfunc/tensor.h"
 #include "packedfunc/signature.h"
 #include "packedfunc/function.h"

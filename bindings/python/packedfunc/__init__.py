@@ -102,6 +102,7 @@ from ._object import Object, Tensor, from_dlpack
 from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register_object,
                             registered_types, same_as)
 from ._prepack import PrePackCache
+from ._structural import structural_equal, structural_hash
 from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
@@ -124,6 +125,6 @@ __all__ = [
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
-    "TypeMethod",
+    "TypeMethod", "structural_equal", "structural_hash",
     "get_include", "get_library_dir",
 ]

@@ -172,6 +172,10 @@ PFListReplace = _fn("PFListReplace", c_int, [c_void_p, _i64, _i64, c_void_p, c_v
 PFListPop = _fn("PFListPop", c_int, [c_void_p, _i64, c_void_p, c_void_p], gil=True)
 PFListClear = _fn("PFListClear", c_int, [c_void_p])
 PFListToArray = _fn("PFListToArray", c_int, [c_void_p, _i64, _i64, c_void_p], gil=True)
+# Structural equality and hashing (structural.h): they may drop the last
+# reference of a snapshot's value, so they release the GIL.
+PFStructuralEqual = _fn("PFStructuralEqual", c_int, [_u64, c_int, _u64, c_int, c_void_p])
+PFStructuralHash = _fn("PFStructuralHash", c_int, [_u64, c_int, c_void_p])
 PFDictCreate = _fn("PFDictCreate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p, _i64,
                                            c_void_p], gil=True)
 PFDictGetSize = _fn("PFDictGetSize", c_int, [c_void_p, c_void_p], gil=True)

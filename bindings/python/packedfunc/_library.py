@@ -24,7 +24,7 @@ from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteAr
 EXPECTED_MAJOR = 0
 # 8: the bulk readers, List and Dict; 9: registered object types; 10: named
 # parameters, tensors.
-EXPECTED_API_VERSION = 10
+EXPECTED_API_VERSION = 12
 
 MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DLDataType),
            ("DLDevice", DLDevice), ("DLTensor", DLTensor), ("DLManagedTensor", DLManagedTensor),

@@ -1,0 +1,107 @@
+/*
+ * packedfunc — structural equality and hashing of values: containers,
+ * tensors and instances of registered types compared by what they hold.
+ */
+#ifndef PACKEDFUNC_STRUCTURAL_H_
+#define PACKEDFUNC_STRUCTURAL_H_
+
+#include "packedfunc/object.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Structural equality and hashing                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Two values are structurally equal when they hold the same thing, whether
+ * or not they are the same objects. The rules, by type code (a value's type
+ * code must match the other's, except that kPFFuncHandle, kPFModuleHandle
+ * and kPFObjectHandle are all "an object", compared by its type, and a
+ * kPFDLTensorHandle is compared as a tensor object is):
+ *
+ *  - int, bool: the same number (1 and true are not equal: their codes
+ *    differ; nor are 1 and 1.0);
+ *  - float: the same number, with 0.0 equal to -0.0, and every NaN equal
+ *    to every NaN (a value is structurally equal to itself);
+ *  - null: always equal; dtype, device: the same fields; opaque handle: the
+ *    same pointer; a code in the extension range: the same 8 bytes;
+ *  - str: the same bytes; bytes: the same size and bytes;
+ *  - Array, List, Shape: the same kind of container (an Array never equals
+ *    a List), the same size, and items equal in order;
+ *  - Map, Dict: the same kind, the same size, and for every key of one an
+ *    equal key in the other (keys compared as the containers compare them:
+ *    numbers by value, str and bytes by contents, objects by identity)
+ *    whose values are equal: the order of insertion does not matter;
+ *  - tensors: the same dtype and shape, both on the CPU, and the same data
+ *    bytes in row-major order (whatever the strides; so float data is
+ *    compared as bytes: there, -0.0 and 0.0 differ and NaNs of the same
+ *    bits are equal); a tensor on another device is a ValueError;
+ *  - instances of registered types: the same type, and every field
+ *    (PFObjectTypeGetInfo's fields, inherited ones included) equal;
+ *  - any other object (functions, modules, boxed pointers, host objects,
+ *    closures): the same object (identity).
+ *
+ * Cycles. Containers and instances may refer to themselves (a List that
+ * holds itself, a node whose field points back to its parent). The
+ * comparison walks both graphs together, keeping the path from the roots;
+ * reaching an object already on one path is equal only when the other
+ * side reaches, at the same moment, the object paired with it on its path.
+ * So a graph that refers to itself equals an isomorphic one, and both calls
+ * terminate. Sharing that does not form a cycle is not required to match:
+ * an Array holding one Shape twice equals one holding two equal Shapes
+ * (the cost is then that of the tree the graph unfolds to).
+ *
+ * Depth. The walk recurses once per container or instance nested in
+ * another: more than PF_STRUCTURAL_MAX_DEPTH levels is a ValueError (never
+ * a stack overflow), whatever the value.
+ *
+ * Hashing. Structurally equal values have equal hashes (PFStructuralHash
+ * follows the rules above: 0.0 and -0.0 hash alike, every NaN alike; map
+ * entries are combined without regard to order; a reference back to an
+ * object on the path hashes as its distance up the path). Str, bytes and
+ * tensor data are hashed with XXH3 under a fixed seed, so such hashes are
+ * the same in every process of one version of the library; a hash that
+ * includes an object compared by identity (a function, an opaque pointer,
+ * a map key object) is not. Hashes are not a stable format across
+ * versions.
+ *
+ * Threads. Both entry points are thread-safe. Another thread may change a
+ * List or Dict during a call: each one is read as one atomic snapshot
+ * (PFListToArray, PFDictToArray), so the result is that of some state each
+ * had, never a crash. Fields of instances are read as PFObjectGetField
+ * reads them: a field must not be written by another thread during the
+ * call (object_type.h, "Threads"); hosts serialize that as they do for
+ * their own objects. Neither entry point runs user code, except that
+ * dropping a snapshot may release the last reference to a value that
+ * another thread removed meanwhile (running its finalizer, no lock held).
+ *
+ * Errors (nothing is written): NULL out (TypeError); a value that fails
+ * PFFuncCall's check of an argument (an unknown type code, a NULL string,
+ * a handle that is not a live object of its code: TypeError naming
+ * "argument 0" or "argument 1"); nesting deeper than
+ * PF_STRUCTURAL_MAX_DEPTH, a tensor not on the CPU, a tensor with more
+ * than 64 dims, NULL data or a negative dim, a strided tensor of a
+ * sub-byte dtype (ValueError); a field that cannot be read
+ * (PFObjectGetField's error); MemoryError.
+ */
+
+/* The most containers and instances nested in one another that a
+ * structural comparison or hash walks through. */
+#define PF_STRUCTURAL_MAX_DEPTH 1024
+
+/* Writes 1 to *out when (a, a_code) and (b, b_code) are structurally equal
+ * (above), else 0. Both values are borrowed for the call. Thread-safe. */
+PF_EXPORT int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, int* out);
+
+/* Writes the structural hash of (value, code) to *out: equal values (above)
+ * have equal hashes. The value is borrowed for the call. Thread-safe. */
+PF_EXPORT int PFStructuralHash(PFValue value, int code, uint64_t* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PACKEDFUNC_STRUCTURAL_H_ */

@@ -1,0 +1,514 @@
+/* Structural equality and hashing (include/packedfunc/structural.h). */
+#include <math.h>
+#include <stdlib.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "internal.h"
+
+/* Fixed, so that a hash of plain data is the same in every process. */
+#define SEED 0x70666571u
+/* The most dims of a tensor whose strided data is walked. */
+#define PF_STRUCTURAL_MAX_NDIM 64
+
+/* The path from the roots: the containers and instances being walked. */
+typedef struct {
+  const char* where;
+  int depth;
+  const void* a[PF_STRUCTURAL_MAX_DEPTH];
+  const void* b[PF_STRUCTURAL_MAX_DEPTH];
+} walk;
+
+/* What a value is, for comparing: its code, with the three handle codes
+ * one "object" and a borrowed DLTensor* a tensor. */
+enum { K_OBJECT = -1, K_DLTENSOR = -2 };
+static int kind_of(int code) {
+  if (code == kPFFuncHandle || code == kPFModuleHandle || code == kPFObjectHandle) return K_OBJECT;
+  return code;
+}
+static uint32_t type_of(const void* h) { return ((const pf_object*)h)->type_index; }
+static int is_tensor(int code, const PFValue* v) {
+  return code == kPFDLTensorHandle ||
+         (kind_of(code) == K_OBJECT && type_of(v->v_handle) == kPFObjectTensor);
+}
+
+static uint64_t mix(uint64_t h, uint64_t x) {
+  h ^= x + 0x9e3779b97f4a7c15u + (h << 6) + (h >> 2);
+  return XXH3_64bits_withSeed(&h, sizeof(h), SEED);
+}
+static uint64_t float_bits(double d) {
+  uint64_t bits;
+  if (isnan(d)) d = NAN;
+  if (d == 0.0) d = 0.0;
+  memcpy(&bits, &d, sizeof(bits));
+  return bits;
+}
+
+/* ---- containers as flat views ---- */
+/* A sequence's items, or a map's entries (key i at 2i, its value at 2i+1),
+ * borrowed from an Array that `snap` holds (a snapshot) or from the
+ * container itself; `own` is memory to free. */
+typedef struct {
+  int64_t n;
+  const PFValue* v;
+  const int32_t* c;
+  PFObjectHandle snap;
+  void* own;
+} view;
+
+static void view_done(view* w) {
+  if (w->snap) PFObjectFree(w->snap);
+  pf_free(w->own);
+}
+
+static int map_view(const char* where, PFObjectHandle map, view* w) {
+  int64_t n;
+  PFMapGetSize(map, &n);
+  size_t items = (size_t)n * 2;
+  char* mem = pf_malloc(items * (sizeof(PFValue) + sizeof(int32_t)) + 1);
+  if (!mem) return pf_oom(where);
+  PFValue* v = (PFValue*)mem;
+  int32_t* c = (int32_t*)(mem + items * sizeof(PFValue));
+  for (int64_t i = 0; i < n; ++i) {
+    int kc, vc;
+    PFMapGetItemAt(map, i, &v[2 * i], &kc, &v[2 * i + 1], &vc);
+    c[2 * i] = kc;
+    c[2 * i + 1] = vc;
+  }
+  *w = (view){n, v, c, NULL, mem};
+  return 0;
+}
+
+/* The view of a container object of type `type`; sequences have n items,
+ * maps n entries. */
+static int view_of(const char* where, PFObjectHandle h, uint32_t type, view* w) {
+  *w = (view){0};
+  switch (type) {
+    case kPFObjectArray:
+      pf_array_view(h, &w->n, &w->v, &w->c);
+      return 0;
+    case kPFObjectMap:
+      return map_view(where, h, w);
+    case kPFObjectList:
+      if (PFListToArray(h, 0, INT64_MAX, &w->snap) != 0) return -1;
+      pf_array_view(w->snap, &w->n, &w->v, &w->c);
+      return 0;
+    default: /* kPFObjectDict */
+      if (PFDictToArray(h, &w->snap) != 0) return -1;
+      pf_array_view(w->snap, &w->n, &w->v, &w->c);
+      w->n /= 2;
+      return 0;
+  }
+}
+
+/* ---- map keys: the containers' own key equality ---- */
+static int key_is_number(int code) { return code == kPFInt || code == kPFBool || code == kPFFloat; }
+static double key_number(int code, const PFValue* v) {
+  return code == kPFFloat ? v->v_float64 : (double)v->v_int64;
+}
+
+static int key_equal(int ca, const PFValue* a, int cb, const PFValue* b) {
+  if (key_is_number(ca) && key_is_number(cb)) {
+    if (ca != kPFFloat && cb != kPFFloat) return a->v_int64 == b->v_int64;
+    return key_number(ca, a) == key_number(cb, b);
+  }
+  if (kind_of(ca) != kind_of(cb)) return 0;
+  switch (ca) {
+    case kPFStr:
+      return strcmp(a->v_str, b->v_str) == 0;
+    case kPFBytes: {
+      const PFByteArray *x = a->v_handle, *y = b->v_handle;
+      return x->size == y->size && (x->size == 0 || memcmp(x->data, y->data, x->size) == 0);
+    }
+    case kPFNull:
+      return 1;
+    default:
+      return memcmp(a, b, sizeof(*a)) == 0;
+  }
+}
+
+static uint64_t key_hash(int code, const PFValue* v) {
+  if (key_is_number(code)) {
+    double d = key_number(code, v);
+    if (code != kPFFloat || (d == floor(d) && d >= -0x1p63 && d < 0x1p63))
+      return mix(kPFInt, code == kPFFloat ? (uint64_t)(int64_t)d : (uint64_t)v->v_int64);
+    return mix(kPFFloat, float_bits(d));
+  }
+  switch (code) {
+    case kPFStr:
+      return mix(kPFStr, XXH3_64bits_withSeed(v->v_str, strlen(v->v_str), SEED));
+    case kPFBytes: {
+      const PFByteArray* x = v->v_handle;
+      return mix(kPFBytes, XXH3_64bits_withSeed(x->data, x->size, SEED));
+    }
+    case kPFNull:
+      return mix(kPFNull, 0);
+    default:
+      return mix((uint64_t)kind_of(code), v->v_int64);
+  }
+}
+
+/* ---- tensors ---- */
+static int tensor_of(const char* where, int code, const PFValue* v, DLTensor** out) {
+  if (code == kPFDLTensorHandle) *out = v->v_handle;
+  else PFTensorGetDLTensor(v->v_handle, out);
+  if ((*out)->device.device_type != kDLCPU)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor on device type %d: its data cannot be read",
+                    where, (int)(*out)->device.device_type);
+  return 0;
+}
+
+static int compact(const DLTensor* t) {
+  if (!t->strides) return 1;
+  int64_t want = 1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    if (t->shape[i] != 1 && t->strides[i] != want) return 0;
+    want *= t->shape[i];
+  }
+  return 1;
+}
+
+/* The data bytes of `t` in row-major order: borrowed (*own NULL) when it
+ * is compact, else a copy in *own. */
+static int tensor_data(const char* where, const DLTensor* t, const char** data, size_t* n,
+                       char** own) {
+  *own = NULL;
+  if (t->ndim < 0 || t->ndim > PF_STRUCTURAL_MAX_NDIM)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor of %d dims (at most %d)", where, t->ndim,
+                    PF_STRUCTURAL_MAX_NDIM);
+  if (pf_tensor_bytes(t, n) != 0)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor with a negative dim or too large to read",
+                    where);
+  if (*n > 0 && !t->data) return PF_ERROR(kPFErrValueError, "%s: a tensor with NULL data", where);
+  *data = (const char*)t->data + t->byte_offset;
+  if (*n == 0 || compact(t)) return 0;
+  size_t bits = (size_t)t->dtype.bits * t->dtype.lanes, elem = bits / 8;
+  if (bits % 8 != 0)
+    return PF_ERROR(kPFErrValueError, "%s: a strided tensor of a sub-byte dtype", where);
+  char* buf = pf_malloc(*n);
+  if (!buf) return pf_oom(where);
+  int64_t idx[PF_STRUCTURAL_MAX_NDIM] = {0};
+  for (size_t off = 0; off < *n; off += elem) {
+    int64_t src = 0;
+    for (int i = 0; i < t->ndim; ++i) src += idx[i] * t->strides[i];
+    memcpy(buf + off, *data + src * (int64_t)elem, elem);
+    for (int i = t->ndim - 1; i >= 0 && ++idx[i] == t->shape[i]; --i) idx[i] = 0;
+  }
+  *data = *own = buf;
+  return 0;
+}
+
+static int tensor_equal(const char* where, const DLTensor* a, const DLTensor* b, int* out) {
+  *out = 0;
+  if (a->dtype.code != b->dtype.code || a->dtype.bits != b->dtype.bits ||
+      a->dtype.lanes != b->dtype.lanes || a->ndim != b->ndim)
+    return 0;
+  for (int i = 0; i < a->ndim; ++i)
+    if (a->shape[i] != b->shape[i]) return 0;
+  const char *da, *db;
+  char *oa, *ob = NULL;
+  size_t na, nb;
+  if (tensor_data(where, a, &da, &na, &oa) != 0 || tensor_data(where, b, &db, &nb, &ob) != 0) {
+    pf_free(oa);
+    return -1;
+  }
+  *out = na == nb && (na == 0 || memcmp(da, db, na) == 0);
+  pf_free(oa);
+  pf_free(ob);
+  return 0;
+}
+
+static int tensor_hash(const char* where, const DLTensor* t, uint64_t* out) {
+  const char* d;
+  char* own;
+  size_t n;
+  if (tensor_data(where, t, &d, &n, &own) != 0) return -1;
+  uint64_t h = mix(kPFObjectTensor,
+                   (uint64_t)t->dtype.code << 32 | (uint64_t)t->dtype.bits << 16 | t->dtype.lanes);
+  for (int i = 0; i < t->ndim; ++i) h = mix(h, (uint64_t)t->shape[i]);
+  *out = mix(h, XXH3_64bits_withSeed(d, n, SEED));
+  pf_free(own);
+  return 0;
+}
+
+/* ---- the path ---- */
+static int path_find(const void* const* path, int depth, const void* obj) {
+  for (int i = depth - 1; i >= 0; --i)
+    if (path[i] == obj) return i;
+  return -1;
+}
+static int too_deep(const walk* w) {
+  return PF_ERROR(kPFErrValueError,
+                  "%s: values nested deeper than %d levels (PF_STRUCTURAL_MAX_DEPTH)", w->where,
+                  PF_STRUCTURAL_MAX_DEPTH);
+}
+
+/* ---- equality ---- */
+static int equal(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out);
+
+static int entry_compare(const void* x, const void* y) {
+  uint64_t hx = *(const uint64_t*)x, hy = *(const uint64_t*)y;
+  return hx < hy ? -1 : hx > hy;
+}
+
+/* Maps: every entry of `a` has an equal key in `b` with an equal value.
+ * b's keys are sorted by hash once (pairs of hash and index). */
+static int maps_equal(walk* w, const view* a, const view* b, int* out) {
+  uint64_t* idx = pf_malloc((size_t)b->n * 2 * sizeof(uint64_t) + 1);
+  if (!idx) return pf_oom(w->where);
+  for (int64_t i = 0; i < b->n; ++i) {
+    idx[2 * i] = key_hash(b->c[2 * i], &b->v[2 * i]);
+    idx[2 * i + 1] = (uint64_t)i;
+  }
+  qsort(idx, (size_t)b->n, 2 * sizeof(uint64_t), entry_compare);
+  int rc = 0;
+  *out = 1;
+  for (int64_t i = 0; i < a->n && *out && rc == 0; ++i) {
+    uint64_t h = key_hash(a->c[2 * i], &a->v[2 * i]);
+    int64_t lo = 0, hi = b->n;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (idx[2 * mid] < h) lo = mid + 1;
+      else hi = mid;
+    }
+    *out = 0;
+    for (; lo < b->n && idx[2 * lo] == h; ++lo) {
+      int64_t j = (int64_t)idx[2 * lo + 1];
+      if (!key_equal(a->c[2 * i], &a->v[2 * i], b->c[2 * j], &b->v[2 * j])) continue;
+      rc = equal(w, a->c[2 * i + 1], &a->v[2 * i + 1], b->c[2 * j + 1], &b->v[2 * j + 1], out);
+      break;
+    }
+  }
+  pf_free(idx);
+  return rc;
+}
+
+static int fields_equal(walk* w, PFObjectHandle a, PFObjectHandle b, int* out) {
+  const PFObjectTypeInfo* info;
+  if (PFObjectTypeGetInfo(type_of(a), &info) != 0) return -1;
+  *out = 1;
+  for (int32_t i = 0; i < info->num_fields && *out; ++i) {
+    PFValue va, vb;
+    int fa, fb;
+    if (PFObjectGetField(a, info->fields[i], &va, &fa) != 0 ||
+        PFObjectGetField(b, info->fields[i], &vb, &fb) != 0 || equal(w, fa, &va, fb, &vb, out) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Two objects of one type that may hold others: containers, instances. */
+static int nested_equal(walk* w, PFObjectHandle a, PFObjectHandle b, uint32_t type, int* out) {
+  int ia = path_find(w->a, w->depth, a), ib = path_find(w->b, w->depth, b);
+  if (ia >= 0 || ib >= 0) {
+    *out = ia == ib;
+    return 0;
+  }
+  if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
+  w->a[w->depth] = a;
+  w->b[w->depth] = b;
+  ++w->depth;
+  int rc;
+  if (type >= kPFObjectTypeRegisteredBegin) {
+    rc = fields_equal(w, a, b, out);
+  } else {
+    view va, vb = {0};
+    rc = view_of(w->where, a, type, &va);
+    if (rc == 0) rc = view_of(w->where, b, type, &vb);
+    if (rc == 0) {
+      *out = va.n == vb.n;
+      if (*out && (type == kPFObjectMap || type == kPFObjectDict)) {
+        rc = maps_equal(w, &va, &vb, out);
+      } else {
+        for (int64_t i = 0; i < va.n && *out && rc == 0; ++i)
+          rc = equal(w, va.c[i], &va.v[i], vb.c[i], &vb.v[i], out);
+      }
+    }
+    view_done(&va);
+    view_done(&vb);
+  }
+  --w->depth;
+  return rc;
+}
+
+static int objects_equal(walk* w, PFObjectHandle a, PFObjectHandle b, int* out) {
+  uint32_t type = type_of(a);
+  *out = 0;
+  if (type != type_of(b)) return 0;
+  switch (type) {
+    case kPFObjectShape: {
+      const int64_t *da, *db;
+      int64_t na, nb;
+      PFShapeGetData(a, &da, &na);
+      PFShapeGetData(b, &db, &nb);
+      *out = na == nb && (na == 0 || memcmp(da, db, (size_t)na * sizeof(int64_t)) == 0);
+      return 0;
+    }
+    case kPFObjectArray:
+    case kPFObjectMap:
+    case kPFObjectList:
+    case kPFObjectDict:
+      return nested_equal(w, a, b, type, out);
+    default:
+      if (type >= kPFObjectTypeRegisteredBegin) return nested_equal(w, a, b, type, out);
+      *out = a == b;
+      return 0;
+  }
+}
+
+static int equal(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out) {
+  *out = 0;
+  if (is_tensor(ca, a) || is_tensor(cb, b)) {
+    DLTensor *ta, *tb;
+    if (!is_tensor(ca, a) || !is_tensor(cb, b)) return 0;
+    if (tensor_of(w->where, ca, a, &ta) != 0 || tensor_of(w->where, cb, b, &tb) != 0) return -1;
+    return tensor_equal(w->where, ta, tb, out);
+  }
+  if (kind_of(ca) != kind_of(cb)) return 0;
+  switch (kind_of(ca)) {
+    case K_OBJECT:
+      return objects_equal(w, a->v_handle, b->v_handle, out);
+    case kPFFloat:
+      *out = a->v_float64 == b->v_float64 || (isnan(a->v_float64) && isnan(b->v_float64));
+      return 0;
+    case kPFBool:
+      *out = !a->v_int64 == !b->v_int64;
+      return 0;
+    case kPFDataType:
+      *out = a->v_type.code == b->v_type.code && a->v_type.bits == b->v_type.bits &&
+             a->v_type.lanes == b->v_type.lanes;
+      return 0;
+    case kPFDevice:
+      *out = a->v_device.device_type == b->v_device.device_type &&
+             a->v_device.device_id == b->v_device.device_id;
+      return 0;
+    default: /* int, str, bytes, null, opaque handles, extension codes */
+      *out = key_equal(ca, a, cb, b);
+      return 0;
+  }
+}
+
+/* ---- hashing ---- */
+static int hash(walk* w, int code, const PFValue* v, uint64_t* out);
+
+static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) {
+  int at = path_find(w->a, w->depth, h);
+  if (at >= 0) {
+    *out = mix(0xc7c1e, (uint64_t)(w->depth - at));
+    return 0;
+  }
+  if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
+  w->a[w->depth++] = h;
+  uint64_t acc = mix(0x0b1ec7, type), item = 0;
+  int rc = 0;
+  if (type >= kPFObjectTypeRegisteredBegin) {
+    const PFObjectTypeInfo* info;
+    rc = PFObjectTypeGetInfo(type, &info);
+    for (int32_t i = 0; rc == 0 && i < info->num_fields; ++i) {
+      PFValue v;
+      int c;
+      rc = PFObjectGetField(h, info->fields[i], &v, &c);
+      if (rc == 0) rc = hash(w, c, &v, &item);
+      if (rc == 0) acc = mix(acc, item);
+    }
+  } else {
+    view vw;
+    rc = view_of(w->where, h, type, &vw);
+    acc = mix(acc, (uint64_t)vw.n);
+    if (type == kPFObjectMap || type == kPFObjectDict) {
+      uint64_t sum = 0; /* entries in any order */
+      for (int64_t i = 0; rc == 0 && i < vw.n; ++i) {
+        rc = hash(w, vw.c[2 * i + 1], &vw.v[2 * i + 1], &item);
+        sum += mix(key_hash(vw.c[2 * i], &vw.v[2 * i]), item);
+      }
+      acc = mix(acc, sum);
+    } else {
+      for (int64_t i = 0; rc == 0 && i < vw.n; ++i) {
+        rc = hash(w, vw.c[i], &vw.v[i], &item);
+        acc = mix(acc, item);
+      }
+    }
+    view_done(&vw);
+  }
+  --w->depth;
+  *out = acc;
+  return rc;
+}
+
+static int hash(walk* w, int code, const PFValue* v, uint64_t* out) {
+  if (is_tensor(code, v)) {
+    DLTensor* t;
+    return tensor_of(w->where, code, v, &t) != 0 ? -1 : tensor_hash(w->where, t, out);
+  }
+  switch (kind_of(code)) {
+    case K_OBJECT: {
+      uint32_t type = type_of(v->v_handle);
+      if (type == kPFObjectShape) {
+        const int64_t* d;
+        int64_t n;
+        PFShapeGetData(v->v_handle, &d, &n);
+        *out = mix(kPFObjectShape, XXH3_64bits_withSeed(d, (size_t)n * sizeof(int64_t), SEED));
+        return 0;
+      }
+      if (type == kPFObjectArray || type == kPFObjectMap || type == kPFObjectList ||
+          type == kPFObjectDict || type >= kPFObjectTypeRegisteredBegin)
+        return nested_hash(w, v->v_handle, type, out);
+      *out = mix(K_OBJECT, v->v_int64);
+      return 0;
+    }
+    case kPFFloat:
+      *out = mix(kPFFloat, float_bits(v->v_float64));
+      return 0;
+    case kPFBool:
+      *out = mix(kPFBool, v->v_int64 != 0);
+      return 0;
+    case kPFDataType:
+      *out = mix(kPFDataType,
+                 (uint64_t)v->v_type.code << 32 | (uint64_t)v->v_type.bits << 16 | v->v_type.lanes);
+      return 0;
+    case kPFDevice:
+      *out =
+          mix(kPFDevice, (uint64_t)v->v_device.device_type << 32 | (uint32_t)v->v_device.device_id);
+      return 0;
+    default:
+      *out = key_hash(code, v);
+      return 0;
+  }
+}
+
+/* ---- entry points ---- */
+static walk* walk_new(const char* where) {
+  walk* w = pf_malloc(sizeof(walk));
+  if (!w) {
+    pf_oom(where);
+    return NULL;
+  }
+  w->where = where;
+  w->depth = 0;
+  return w;
+}
+
+int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, int* out) {
+  PF_CHECK_ARG(out);
+  if (pf_check_value(__func__, "argument", 0, a_code, &a) != 0 ||
+      pf_check_value(__func__, "argument", 1, b_code, &b) != 0)
+    return -1;
+  walk* w = walk_new(__func__);
+  if (!w) return -1;
+  int eq, rc = equal(w, a_code, &a, b_code, &b, &eq);
+  pf_free(w);
+  if (rc == 0) *out = eq;
+  return rc;
+}
+
+int PFStructuralHash(PFValue value, int code, uint64_t* out) {
+  PF_CHECK_ARG(out);
+  if (pf_check_value(__func__, "argument", 0, code, &value) != 0) return -1;
+  walk* w = walk_new(__func__);
+  if (!w) return -1;
+  uint64_t h;
+  int rc = hash(w, code, &value, &h);
+  pf_free(w);
+  if (rc == 0) *out = h;
+  return rc;
+}
