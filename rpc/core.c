@@ -886,13 +886,19 @@ static int decode_args(serving* s) {
 /* Calls the callee through its resolved target: the decoded arguments
  * keep the target's rules (known codes and counts, handles that the arena
  * keeps alive, strings and bytes in the arena, never in return storage).
- * A callee that fails without recording an error must not pass on one an
- * earlier call left on this thread: with one there (a client's thread
- * serving a callback; a server's worker clears its own), PFFuncCall,
- * which tells them apart, makes the call. */
+ * A direct callee that fails without recording an error must not pass on
+ * an error an earlier call left on this thread (a setter callee's adapter
+ * tells that itself). A server's worker serving its outermost request
+ * clears such an error, which is nobody's; any other thread (a client's
+ * serving a callback, a worker under a call of its own) keeps its
+ * caller's, and PFFuncCall, which tells them apart, makes the call. */
 static int call_resolved(serving* s) {
   int n = (int)s->nargs;
-  if (PFErrorGetKind()[0] != '\0') return PFFuncCall(s->f, s->args, s->codes, n, &s->rv, &s->rcode);
+  if (!(s->call.flags & kPFTargetAdapter) && PFErrorGetKind()[0] != '\0') {
+    if (!s->p->is_server || s->depth != 1)
+      return PFFuncCall(s->f, s->args, s->codes, n, &s->rv, &s->rcode);
+    PFErrorClear();
+  }
   int rc = s->call.entry(s->call.ctx, s->args, s->codes, n, &s->rv, &s->rcode);
   if (rc != 0 && PFErrorGetKind()[0] == '\0')
     PF_ERROR(kPFErrRuntimeError, "rpc: function %s returned %d without recording an error",

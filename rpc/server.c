@@ -558,9 +558,6 @@ static void* worker(void* arg) {
     running_call rc = {s, c};
     pf_rpc_serve(&s->base, m, call_served, &rc);
     pf_rpc_msg_free(m);
-    /* The error of a request it answered is nobody's now: cleared, the
-     * next request's callee is called through its target (call_resolved). */
-    if (PFErrorGetKind()[0] != '\0') PFErrorClear();
     pthread_mutex_lock(&s->base.mu);
   }
   pthread_mutex_unlock(&s->base.mu);

@@ -970,20 +970,17 @@ static void test_target_of_replaced_function(void** state) {
   PFModFree(m);
 }
 
+static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, size_t cap);
+
 /* A callee that fails without an error gets a RuntimeError, never the
  * error a call before it left on the worker's thread: one worker serves
  * both calls. */
 static void test_target_callee_fails_without_error(void** state) {
   (void)state;
-  const char* expose[] = {"t."};
   PFRPCServerOptions so = {0};
-  so.expose = expose;
-  so.num_expose = 1;
   so.num_workers = 1;
-  PFRPCServerHandle s = NULL;
-  const char* endpoint = NULL;
-  assert_pf_ok(PFRPCServe("tcp://127.0.0.1:*", &so, &s));
-  assert_pf_ok(PFRPCServerGetEndpoint(s, &endpoint));
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
   PFRPCOptions co = {0};
   co.timeout_ms = 20000;
   PFModuleHandle m = NULL;
@@ -1014,9 +1011,10 @@ static void test_target_callee_fails_without_error(void** state) {
   /* A client's thread serves callbacks with its caller's earlier error on
    * it (success does not clear that): a direct callback still succeeds,
    * and a silent one still gets an error of its own. */
-  PFFunctionHandle apply = fn("t.apply"), add = NULL, silent = NULL;
+  PFFunctionHandle apply = fn("t.apply"), add = NULL, silent = NULL, setter_silent = NULL;
   assert_pf_ok(PFFuncCreateDirect(d_add, NULL, NULL, &add));
   assert_pf_ok(PFFuncCreateDirect(d_silent, NULL, NULL, &silent));
+  assert_pf_ok(PFFuncCreateFromCFunc(f_silent, NULL, NULL, &setter_silent));
   PFValue args[3] = {{.v_handle = add}, {.v_int64 = 5}, {.v_int64 = 6}}, rv;
   int codes[3] = {kPFFuncHandle, kPFInt, kPFInt}, rc;
   for (int with_error = 0; with_error < 2; ++with_error) {
@@ -1027,9 +1025,13 @@ static void test_target_callee_fails_without_error(void** state) {
     args[0].v_handle = silent;
     assert_pf_error(PFFuncCall(apply, args, codes, 1, &rv, &rc), kPFErrRuntimeError,
                     "without recording an error");
+    args[0].v_handle = setter_silent;
+    assert_pf_error(PFFuncCall(apply, args, codes, 1, &rv, &rc), kPFErrRuntimeError,
+                    "without recording an error");
   }
   PFFuncFree(add);
   PFFuncFree(silent);
+  PFFuncFree(setter_silent);
   PFFuncFree(apply);
 }
 
