@@ -755,6 +755,7 @@ typedef struct {
   int depth;          /* requests served on this thread, this one included */
   char target[96];    /* the callee, for messages */
   PFFunctionHandle f; /* the callee: a reference, or NULL */
+  PFCallTarget call;  /* f resolved, valid while s->f holds f */
   uint32_t nargs;
   PFValue* args;
   int* codes;
@@ -850,11 +851,17 @@ static int target_by_id(serving* s, uint64_t fid) {
   return 0;
 }
 
+/* Looks the callee up (a new reference: a function replaced in the
+ * registry meanwhile is seen by the next request) and resolves it once
+ * for this request. */
 static int find_target(serving* s) {
   const msgpack_object* t = &s->m.rest[0];
-  if (t->type == MSGPACK_OBJECT_STR) return target_by_name(s, t);
-  if (t->type == MSGPACK_OBJECT_POSITIVE_INTEGER) return target_by_id(s, t->via.u64);
-  return PF_ERROR(kPFErrValueError, "rpc: malformed request target");
+  int rc;
+  if (t->type == MSGPACK_OBJECT_STR) rc = target_by_name(s, t);
+  else if (t->type == MSGPACK_OBJECT_POSITIVE_INTEGER) rc = target_by_id(s, t->via.u64);
+  else return PF_ERROR(kPFErrValueError, "rpc: malformed request target");
+  s->call.size = sizeof s->call;
+  return rc != 0 ? rc : PFFuncResolve(s->f, &s->call);
 }
 
 static int decode_args(serving* s) {
@@ -876,12 +883,35 @@ static int decode_args(serving* s) {
   return pf_rpc_arena_check_sides(&s->arena);
 }
 
+/* Calls the callee through its resolved target: the decoded arguments
+ * keep the target's rules (known codes and counts, handles that the arena
+ * keeps alive, strings and bytes in the arena, never in return storage).
+ * A direct callee that fails without recording an error must not pass on
+ * an error an earlier call left on this thread (a setter callee's adapter
+ * tells that itself). A server's worker serving its outermost request
+ * clears such an error, which is nobody's; any other thread (a client's
+ * serving a callback, a worker under a call of its own) keeps its
+ * caller's, and PFFuncCall, which tells them apart, makes the call. */
+static int call_resolved(serving* s) {
+  int n = (int)s->nargs;
+  if (!(s->call.flags & kPFTargetAdapter) && PFErrorGetKind()[0] != '\0') {
+    if (!s->p->is_server || s->depth != 1)
+      return PFFuncCall(s->f, s->args, s->codes, n, &s->rv, &s->rcode);
+    PFErrorClear();
+  }
+  int rc = s->call.entry(s->call.ctx, s->args, s->codes, n, &s->rv, &s->rcode);
+  if (rc != 0 && PFErrorGetKind()[0] == '\0')
+    PF_ERROR(kPFErrRuntimeError, "rpc: function %s returned %d without recording an error",
+             s->target, rc);
+  return rc;
+}
+
 /* Calls the target with this request as the thread's innermost serving
  * context, to which the calls the target makes back on the peer go. */
 static int call_target(serving* s) {
   pf_rpc_ctx ctx = {s->p, s->in->route, s->m.id, tl_ctx, s->depth};
   tl_ctx = &ctx;
-  int rc = PFFuncCall(s->f, s->args, s->codes, (int)s->nargs, &s->rv, &s->rcode);
+  int rc = call_resolved(s);
   tl_ctx = ctx.prev;
   if (rc != 0) s->rcode = kPFNull; /* nothing to release */
   return rc;

@@ -351,6 +351,63 @@ static int f_adder_after_gate(PFValue* a, int* c, int n, PFRetValueHandle ret, v
 
 static int64_t typed_mul(int64_t x, int64_t y) { return x * y; }
 
+/* Direct callees (PFFuncCreateDirect), which the server's workers call
+ * through resolved targets. t.direct_add(x, y): x + y. */
+static int d_add(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)r;
+  if (n != 2 || c[0] != kPFInt || c[1] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "t.direct_add: expected two ints");
+  rv->v_int64 = a[0].v_int64 + a[1].v_int64;
+  *rc = kPFInt;
+  return 0;
+}
+
+/* t.direct_greet(name): "hello, " + name, through PFFuncReturnString. */
+static int d_greet(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)r;
+  if (n != 1 || c[0] != kPFStr)
+    return PFErrorSetFormat(kPFErrTypeError, "t.direct_greet: expected a str");
+  char buf[128];
+  int len = snprintf(buf, sizeof buf, "hello, %s", a[0].v_str);
+  return PFFuncReturnString(kPFStr, buf, (size_t)len, rv, rc);
+}
+
+/* t.direct_silent: fails without recording an error. */
+static int d_silent(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)r, (void)a, (void)c, (void)n, (void)rv, (void)rc;
+  return -1;
+}
+
+/* t.silent: the same, of the setter convention. */
+static int f_silent(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)ret, (void)r;
+  return -1;
+}
+
+/* t.leave_error: succeeds with 1, leaving an error on its thread. */
+static int d_leave_error(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)r, (void)a, (void)c, (void)n;
+  PFErrorSetFormat(kPFErrValueError, "t.leave_error: a stale error");
+  rv->v_int64 = 1;
+  *rc = kPFInt;
+  return 0;
+}
+
+/* t.version: a direct callee that answers its resource, 1 or 2. */
+static int d_version(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)a, (void)c, (void)n;
+  rv->v_int64 = (int64_t)(intptr_t)r;
+  *rc = kPFInt;
+  return 0;
+}
+
+static void reg_direct(const char* name, PFDirectCFunc fn, void* resource) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFFuncCreateDirect(fn, resource, NULL, &f));
+  assert_pf_ok(PFFuncRegisterGlobal(name, f, 1));
+  PFFuncFree(f);
+}
+
 static void reg(const char* name, PFPackedCFunc fn) {
   PFFunctionHandle f = NULL;
   assert_pf_ok(PFFuncCreateFromCFunc(fn, NULL, NULL, &f));
@@ -393,6 +450,11 @@ static int setup(void** state) {
   reg("t.adders", f_adders);
   reg("t.adder_after_gate", f_adder_after_gate);
   reg("hidden.secret", f_echo);
+  reg("t.silent", f_silent);
+  reg_direct("t.direct_add", d_add, NULL);
+  reg_direct("t.direct_greet", d_greet, NULL);
+  reg_direct("t.direct_silent", d_silent, NULL);
+  reg_direct("t.leave_error", d_leave_error, NULL);
   PFFunctionHandle mul = NULL;
   assert_pf_ok(PFFuncCreateFromTyped((void*)typed_mul, "int64(int64,int64)", &mul));
   assert_pf_ok(PFFuncSetInfo(mul, NULL, NULL, "Multiplies two integers."));
@@ -852,6 +914,125 @@ static void test_module_lists_exposed_only(void** state) {
 static void assert_raised_in(const char* file) {
   const char* tb = PFErrorGetTraceback();
   if (strstr(tb, file) == NULL) fail_msg("the traceback does not name %s: '%s'", file, tb);
+}
+
+/* ---- calls through resolved targets (the server's workers) ---- */
+
+static void test_target_direct_and_setter_callees(void** state) {
+  (void)state;
+  PFFunctionHandle add = fn("t.direct_add"), mul = fn("t.mul"), greet = fn("t.direct_greet");
+  PFFunctionHandle echo = fn("t.echo");
+  PFValue a[2] = {{.v_int64 = 40}, {.v_int64 = 2}}, rv;
+  int c[2] = {kPFInt, kPFInt}, rc;
+  assert_pf_ok(PFFuncCall(add, a, c, 2, &rv, &rc));
+  assert_int_equal(rc, kPFInt);
+  assert_int_equal(rv.v_int64, 42);
+  assert_pf_ok(PFFuncCall(mul, a, c, 2, &rv, &rc)); /* typed: direct */
+  assert_int_equal(rv.v_int64, 80);
+  c[1] = kPFStr;
+  a[1].v_str = "x";
+  assert_pf_error(PFFuncCall(add, a, c, 2, &rv, &rc), kPFErrTypeError, "t.direct_add", "two ints");
+  /* String results, of both conventions, and a string argument. */
+  call1(greet, (PFValue){.v_str = "world"}, kPFStr, &rv, &rc);
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, "hello, world");
+  call1(echo, (PFValue){.v_str = "back"}, kPFStr, &rv, &rc);
+  assert_int_equal(rc, kPFStr);
+  assert_string_equal(rv.v_str, "back");
+  PFFuncFree(add);
+  PFFuncFree(mul);
+  PFFuncFree(greet);
+  PFFuncFree(echo);
+}
+
+static void test_target_of_replaced_function(void** state) {
+  (void)state;
+  reg_direct("t.version", d_version, (void*)(intptr_t)1);
+  PFModuleHandle m = NULL;
+  PFFunctionHandle f = connect_fn(20000, "t.version", &m);
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rv.v_int64, 1);
+  /* Replaced in the registry: the next call sees the new function, as a
+   * lookup by name would, on every worker. */
+  reg_direct("t.version", d_version, (void*)(intptr_t)2);
+  for (int i = 0; i < 8; ++i) {
+    assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+    assert_int_equal(rv.v_int64, 2);
+  }
+  reg("t.version", f_fail); /* a setter-convention function now */
+  assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrIndexError, "t.fail");
+  assert_pf_ok(PFFuncRemoveGlobal("t.version"));
+  assert_pf_error(PFFuncCall(f, NULL, NULL, 0, &rv, &rc), kPFErrKeyError, "t.version");
+  PFFuncFree(f);
+  PFRPCDisconnect(m);
+  PFModFree(m);
+}
+
+static PFRPCServerHandle start_server(PFRPCServerOptions* so, char* endpoint, size_t cap);
+
+/* A callee that fails without an error gets a RuntimeError, never the
+ * error a call before it left on the worker's thread: one worker serves
+ * both calls. */
+static void test_target_callee_fails_without_error(void** state) {
+  (void)state;
+  PFRPCServerOptions so = {0};
+  so.num_workers = 1;
+  char endpoint[128];
+  PFRPCServerHandle s = start_server(&so, endpoint, sizeof endpoint);
+  PFRPCOptions co = {0};
+  co.timeout_ms = 20000;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PFRPCConnect(endpoint, &co, &m));
+  const char* names[] = {"t.direct_silent", "t.silent"};
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      PFFunctionHandle leave = NULL, silent = NULL;
+      assert_pf_ok(PFModGetFunction(m, "t.leave_error", 0, &leave));
+      assert_pf_ok(PFModGetFunction(m, names[k], 0, &silent));
+      PFValue rv = {.v_int64 = 7};
+      int rc = kPFInt;
+      assert_pf_ok(PFFuncCall(leave, NULL, NULL, 0, &rv, &rc));
+      assert_int_equal(rv.v_int64, 1);
+      rv.v_int64 = 7;
+      rc = -5;
+      assert_pf_error(PFFuncCall(silent, NULL, NULL, 0, &rv, &rc), kPFErrRuntimeError,
+                      "without recording an error");
+      assert_int_equal(rv.v_int64, 7); /* nothing written on failure */
+      assert_int_equal(rc, -5);
+      PFFuncFree(leave);
+      PFFuncFree(silent);
+    }
+  }
+  PFRPCDisconnect(m);
+  PFModFree(m);
+  PFRPCServerStop(s);
+  /* A client's thread serves callbacks with its caller's earlier error on
+   * it (success does not clear that): a direct callback still succeeds,
+   * and a silent one still gets an error of its own. */
+  PFFunctionHandle apply = fn("t.apply"), add = NULL, silent = NULL, setter_silent = NULL;
+  assert_pf_ok(PFFuncCreateDirect(d_add, NULL, NULL, &add));
+  assert_pf_ok(PFFuncCreateDirect(d_silent, NULL, NULL, &silent));
+  assert_pf_ok(PFFuncCreateFromCFunc(f_silent, NULL, NULL, &setter_silent));
+  PFValue args[3] = {{.v_handle = add}, {.v_int64 = 5}, {.v_int64 = 6}}, rv;
+  int codes[3] = {kPFFuncHandle, kPFInt, kPFInt}, rc;
+  for (int with_error = 0; with_error < 2; ++with_error) {
+    if (with_error) PFErrorSetFormat(kPFErrValueError, "the caller's earlier error");
+    args[0].v_handle = add;
+    assert_pf_ok(PFFuncCall(apply, args, codes, 3, &rv, &rc));
+    assert_int_equal(rv.v_int64, 11);
+    args[0].v_handle = silent;
+    assert_pf_error(PFFuncCall(apply, args, codes, 1, &rv, &rc), kPFErrRuntimeError,
+                    "without recording an error");
+    args[0].v_handle = setter_silent;
+    assert_pf_error(PFFuncCall(apply, args, codes, 1, &rv, &rc), kPFErrRuntimeError,
+                    "without recording an error");
+  }
+  PFFuncFree(add);
+  PFFuncFree(silent);
+  PFFuncFree(setter_silent);
+  PFFuncFree(apply);
 }
 
 static void test_remote_error(void** state) {
@@ -3224,6 +3405,12 @@ static void test_side_frames_bounded_by_max_message_size(void** state) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+#if defined(__SANITIZE_THREAD__)
+  /* The ThreadSanitizer run is also the checking mode's (PF_CHECK_TARGETS):
+   * every call a worker makes through a target checks that the decoded
+   * values keep the target's rules, at no run of its own. */
+  setenv("PF_CHECK_TARGETS", "1", 0);
+#endif
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_values),
       cmocka_unit_test(test_containers),
@@ -3232,6 +3419,9 @@ int main(void) {
       cmocka_unit_test(test_large_tensors),
       cmocka_unit_test(test_what_cannot_cross),
       cmocka_unit_test(test_module_lists_exposed_only),
+      cmocka_unit_test(test_target_direct_and_setter_callees),
+      cmocka_unit_test(test_target_of_replaced_function),
+      cmocka_unit_test(test_target_callee_fails_without_error),
       cmocka_unit_test(test_remote_error),
       cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_timeout_is_kept),
