@@ -28,6 +28,10 @@
  *     only, or a default followed by a parameter without one, is a
  *     static_assert whose message starts with "pf::def:" and whose
  *     "required from here" note points at the registration.
+ *   - object types from C++ classes: pf::class_<T> and PF_CLASS (the
+ *     constructor by placement-new, the destructor once in the finalizer,
+ *     members as fields or properties, member functions as methods, C++
+ *     inheritance as the parent type; see "Object types from C++ classes").
  *
  * Errors. C++ exceptions never cross into C. A function made here runs the
  * C++ callable inside a try block; what it throws becomes the calling
@@ -1255,15 +1259,15 @@ inline void* class_data(PFValue v, int code) {
 
 // The object argument of a method (Self: a constructed T) and of __init__
 // (Raw: storage without a T yet).
-template <class T>
-struct Self {
+template <class T, bool kConstructed>
+struct ClassArg {
+  ClassHeader* h;
   T* p;
 };
 template <class T>
-struct Raw {
-  ClassHeader* h;
-  void* p;
-};
+using Self = ClassArg<T, true>;
+template <class T>
+using Raw = ClassArg<T, false>;
 
 // The per-class description, filled by class_ while the library's static
 // objects are constructed, read by the loader afterwards.
@@ -1327,26 +1331,18 @@ struct member_of<U T::*> {
 
 }  // namespace detail
 
-template <class T>
-struct type<detail::Self<T>> {
+template <class T, bool kConstructed>
+struct type<detail::ClassArg<T, kConstructed>> {
   static constexpr bool supported = true;
   static constexpr const char* name = "object";
-  static detail::Self<T> from(PFValue v, int code) {
-    void* data = detail::class_data(v, code);
-    if (static_cast<detail::ClassHeader*>(data)->destroy == nullptr)
-      throw Error(kPFErrRuntimeError, "the object is not constructed (allocated without __init__)");
-    return {static_cast<T*>(detail::class_value(data))};
-  }
-};
-template <class T>
-struct type<detail::Raw<T>> {
-  static constexpr bool supported = true;
-  static constexpr const char* name = "object";
-  static detail::Raw<T> from(PFValue v, int code) {
+  static detail::ClassArg<T, kConstructed> from(PFValue v, int code) {
     void* data = detail::class_data(v, code);
     detail::ClassHeader* h = static_cast<detail::ClassHeader*>(data);
-    if (h->destroy != nullptr) throw Error(kPFErrRuntimeError, "the object is constructed already");
-    return {h, detail::class_value(data)};
+    if ((h->destroy != nullptr) != kConstructed)
+      throw Error(kPFErrRuntimeError,
+                  kConstructed ? "the object is not constructed (allocated without __init__)"
+                               : "the object is constructed already");
+    return {h, static_cast<T*>(detail::class_value(data))};
   }
 };
 
@@ -1464,8 +1460,9 @@ class class_ {
   template <class... Args, class... A>
   static void add_init(A&&... args) {
     auto f = [](detail::Raw<T> r, Args... a) {
-      if constexpr (std::is_constructible_v<T, Args&&...>) new (r.p) T(std::move(a)...);
-      else new (r.p) T{std::move(a)...};
+      if constexpr (std::is_constructible_v<T, Args&&...>)
+        new (static_cast<void*>(r.p)) T(std::move(a)...);
+      else new (static_cast<void*>(r.p)) T{std::move(a)...};
       r.h->destroy = &detail::destroy_as<T>;
     };
     add_method("__init__", nullptr, f, std::forward<A>(args)...);
