@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 
 // The library: plain C++, which knows nothing of packedfunc.
 double clamp(double x, double lo, double hi) {
@@ -20,10 +21,25 @@ double total(DLTensor* x) {
   return s;
 }
 
+struct Account {
+  std::string owner;
+  int64_t balance = 0;
+  explicit Account(std::string o) : owner(std::move(o)) {}
+  int64_t withdraw(int64_t amount) {
+    if (amount > balance) throw std::domain_error("withdraw: not enough money");
+    return balance -= amount;
+  }
+};
+
 // The bindings. In a plugin these lines are all there is: PFModLoadFromFile
 // finds them as it finds PF_REGISTER_TYPED's.
 PF_DEF("mylib.clamp", clamp, pf::arg("x"), pf::arg("lo") = 0.0, pf::arg("hi") = 1.0);
 PF_DEF("mylib.total", total, pf::arg("x"));
+PF_CLASS(Account, "mylib.Account", "A bank account.")
+    .init<std::string>(pf::arg("owner"))
+    .field<&Account::balance>("balance")
+    .prop<&Account::owner>("owner")
+    .def<&Account::withdraw>("withdraw", pf::arg("amount"));
 
 int main() {
   PFModuleHandle h = nullptr;
@@ -52,5 +68,22 @@ int main() {
   int64_t shape[] = {4};
   DLTensor t = {data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1}, shape, nullptr, 0};
   std::printf("total = %g\n", pf::Function::global("mylib.total").call<double>(&t));
+
+  // The class: its constructor, a field, a method that throws.
+  uint32_t account = 0;
+  PFObjectTypeFind("mylib.Account", &account);
+  PFFunctionHandle c = nullptr, m = nullptr;
+  PFObjectTypeGetConstructor(account, &c);
+  pf::Any a = pf::Function::steal(c)("ada");
+  PFObjectHandle obj = a.value().v_handle;
+  PFObjectSetFieldByName(obj, "balance", PFValue{10}, kPFInt);
+  PFObjectGetMethod(obj, "withdraw", &m);
+  pf::Function withdraw = pf::Function::steal(m);
+  std::printf("withdraw(3) = %lld\n", static_cast<long long>(withdraw.call<int64_t>(3)));
+  try {
+    withdraw(100);
+  } catch (const pf::Error& e) {
+    std::printf("caught %s\n", e.what());
+  }
   return 0;
 }

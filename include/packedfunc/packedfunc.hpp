@@ -28,6 +28,10 @@
  *     only, or a default followed by a parameter without one, is a
  *     static_assert whose message starts with "pf::def:" and whose
  *     "required from here" note points at the registration.
+ *   - object types from C++ classes: pf::class_<T> and PF_CLASS (the
+ *     constructor by placement-new, the destructor once in the finalizer,
+ *     members as fields or properties, member functions as methods, C++
+ *     inheritance as the parent type; see "Object types from C++ classes").
  *
  * Errors. C++ exceptions never cross into C. A function made here runs the
  * C++ callable inside a try block; what it throws becomes the calling
@@ -61,6 +65,7 @@
 #error "packedfunc/packedfunc.hpp needs C++17 or later"
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <charconv>
@@ -1170,6 +1175,351 @@ struct StaticDef {
 
 }  // namespace detail
 
+// ---------------------------------------------------------------------------
+// Object types from C++ classes
+// ---------------------------------------------------------------------------
+
+// pf::class_<T> makes the C++ class T an object type (object_type.h). An
+// instance's struct holds a small header, then a T made by placement-new
+// in the runtime's storage: a constructor registered with init<Args...>
+// (or T's default constructor when none is) runs when a host constructs
+// one, and ~T runs exactly once, in the type's finalizer. Members become:
+//
+//   field<&T::m>(name [, doc])     an arithmetic member (bool, integers,
+//   readonly<&T::m>(name [, doc])  float, double): a plain field at its
+//                                  offset, writable or read-only to hosts;
+//   prop<&T::m>(name [, doc])      any member of a supported type, std::string
+//                                  among them: two methods, NAME() giving
+//                                  it and set_NAME(value) setting it (the
+//                                  runtime's fields are raw bytes: a str
+//                                  field is a char* the instance owns, so a
+//                                  std::string cannot be one);
+//   def<&T::f>(name, args...)      a member function, const or not: a method
+//                                  with its deduced signature, names and
+//                                  defaults from pf::arg as for pf::def;
+//   inherits<Base>()               the parent type: Base's class_ (declared
+//                                  before, in the same file) becomes the
+//                                  parent, so isinstance holds and Base's
+//                                  fields and methods are inherited. Base
+//                                  must be a non-virtual base at offset 0.
+//
+// The member pointers are template arguments, so every descriptor is made
+// from constant expressions; the code behind each method is a function of
+// its own, as the loader wants. Exceptions from a constructor or a method
+// become errors as pf::def's do. A method called on an instance that was
+// allocated but not constructed (PFObjectAlloc) is a RuntimeError; so is
+// calling __init__ on a constructed one.
+//
+// In a plugin, PF_CLASS(T, key, doc) declares the type in the library's
+// module (the type is registered when the module loads):
+//
+//     PF_CLASS(Counter, "mylib.Counter", "Counts.")
+//         .init<int64_t>(pf::arg("start") = 0)
+//         .field<&Counter::count>("count")
+//         .prop<&Counter::name>("name")
+//         .def<&Counter::bump>("bump", pf::arg("by") = 1);
+//
+// In a program, pf::class_<T>(key, doc)....register_type() registers it
+// at once and gives its index (throws pf::Error). A class is described once
+// per process: each T has one description. A registration that fails to
+// build (a default after which a parameter has none) leaves the description
+// invalid, and loading the module fails with a ValueError.
+namespace detail {
+
+// What the storage of an instance begins with: the destructor of the T
+// constructed after it, NULL while none is (zeroed storage).
+constexpr int kClassMembers = 64;    // fields, and methods, of one class_
+constexpr size_t kClassText = 8192;  // bytes of signatures and names of one class_
+struct ClassHeader {
+  void (*destroy)(void*);
+};
+constexpr size_t kClassPrefix = PF_OBJECT_DATA_ALIGN;
+static_assert(sizeof(ClassHeader) <= kClassPrefix, "pf::class_: the header must fit its prefix");
+
+template <class T>
+void destroy_as(void* p) noexcept {
+  static_cast<T*>(p)->~T();
+}
+inline void* class_value(void* data) { return static_cast<char*>(data) + kClassPrefix; }
+
+// The finalizer of every class_: the header names the most derived type
+// constructed, so the first finalizer in the chain destroys it and the
+// ancestors' find nothing left to do.
+inline void class_finalize(void* data) noexcept {
+  ClassHeader* h = static_cast<ClassHeader*>(data);
+  if (void (*destroy)(void*) = std::exchange(h->destroy, nullptr)) destroy(class_value(data));
+}
+
+inline void* class_data(PFValue v, int code) {
+  void* data = nullptr;
+  if (code != kPFObjectHandle) bad_arg("object", code);
+  check(PFObjectGetData(v.v_handle, &data));
+  return data;
+}
+
+// The object argument of a method (Self: a constructed T) and of __init__
+// (Raw: storage without a T yet).
+template <class T, bool kConstructed>
+struct ClassArg {
+  ClassHeader* h;
+  T* p;
+};
+template <class T>
+using Self = ClassArg<T, true>;
+template <class T>
+using Raw = ClassArg<T, false>;
+
+// The per-class description, filled by class_ while the library's static
+// objects are constructed, read by the loader afterwards.
+template <class T>
+struct class_info {
+  // Constant-initialized, so that they are ready before any builder runs.
+  static inline const char* key = nullptr;
+  static inline bool has_init = false;
+  static inline PFObjectTypeDesc desc{};
+  // The loader wants every array and string of a description in the
+  // library's own data, so they are fixed arrays here, not the heap's.
+  static inline PFFieldDesc fields[kClassMembers]{};
+  static inline PFMethodDesc methods[kClassMembers]{};
+  static inline int num_fields = 0, num_methods = 0;
+  static inline char texts[kClassText]{};  // signatures and made names
+  static inline size_t text_used = 0;
+  static inline const PFFuncDescriptor descriptor = {PF_FUNC_DESCRIPTOR_ABI,
+                                                     kPFFuncDescriptorType,
+                                                     nullptr,
+                                                     nullptr,
+                                                     nullptr,
+                                                     nullptr,
+                                                     nullptr,
+                                                     nullptr,
+                                                     nullptr,
+                                                     &desc};
+  static void sync() {
+    desc.fields = num_fields > 0 ? fields : nullptr;
+    desc.num_fields = num_fields;
+    desc.methods = num_methods > 0 ? methods : nullptr;
+    desc.num_methods = num_methods;
+  }
+};
+
+// The packed function behind one method: a function of its own per Impl
+// (every Impl here has a lambda type of its own), with the Impl kept for
+// the process (types are never removed).
+template <class Impl>
+struct method_slot {
+  static inline Impl* impl = nullptr;
+  static int call(PFValue* a, int* c, int n, PFRetValueHandle r, void*) noexcept {
+    return Impl::call(a, c, n, r, impl);
+  }
+};
+
+template <class T, class U>
+size_t member_offset(U T::*m) {
+  alignas(T) static unsigned char buf[sizeof(T)];
+  const T* t = static_cast<const T*>(static_cast<const void*>(buf));
+  return static_cast<size_t>(static_cast<const unsigned char*>(static_cast<const void*>(&(t->*m))) -
+                             buf);
+}
+
+template <class M>
+struct member_of;
+template <class T, class U>
+struct member_of<U T::*> {
+  using cls = T;
+  using type = U;
+};
+
+}  // namespace detail
+
+template <class T, bool kConstructed>
+struct type<detail::ClassArg<T, kConstructed>> {
+  static constexpr bool supported = true;
+  static constexpr const char* name = "object";
+  static detail::ClassArg<T, kConstructed> from(PFValue v, int code) {
+    void* data = detail::class_data(v, code);
+    detail::ClassHeader* h = static_cast<detail::ClassHeader*>(data);
+    if ((h->destroy != nullptr) != kConstructed)
+      throw Error(kPFErrRuntimeError,
+                  kConstructed ? "the object is not constructed (allocated without __init__)"
+                               : "the object is constructed already");
+    return {h, static_cast<T*>(detail::class_value(data))};
+  }
+};
+
+template <class T>
+class class_ {
+  static_assert(std::is_class_v<T>, "pf::class_<T>: T must be a class");
+  static_assert(alignof(T) <= PF_OBJECT_DATA_ALIGN,
+                "pf::class_<T>: T's alignment exceeds PF_OBJECT_DATA_ALIGN");
+  using info = detail::class_info<T>;
+
+ public:
+  class_(const char* key, const char* doc = nullptr) noexcept {
+    info::key = key;
+    info::desc.abi = PF_OBJECT_TYPE_DESC_ABI;
+    info::desc.key = key;
+    info::desc.doc = doc;
+    info::desc.instance_size = detail::kClassPrefix + sizeof(T);
+    info::desc.finalizer = &detail::class_finalize;
+    guard([] {
+      if constexpr (std::is_default_constructible_v<T>) {
+        add_init<>();
+      } else {
+        // Not the parent's __init__ on a T's storage: no constructor at all.
+        add_method("__init__", nullptr, [](detail::Raw<T>) {
+          throw Error(kPFErrTypeError, "no constructor: give one with pf::class_::init");
+        });
+        to_front();
+      }
+    });
+  }
+
+  // The constructor T(Args...), with pf::arg names and defaults.
+  template <class... Args, class... A>
+  class_& init(A&&... args) {
+    guard([&] {
+      if (info::has_init)
+        std::move(info::methods + 1, info::methods + info::num_methods--, info::methods);
+      add_init<Args...>(std::forward<A>(args)...);
+    });
+    return *this;
+  }
+
+  template <auto M>
+  class_& field(const char* name, const char* doc = nullptr) {
+    return add_field<M>(name, doc, kPFFieldWritable);
+  }
+  template <auto M>
+  class_& readonly(const char* name, const char* doc = nullptr) {
+    return add_field<M>(name, doc, 0);
+  }
+
+  template <auto M>
+  class_& prop(const char* name, const char* doc = nullptr) {
+    using U = typename detail::member_of<decltype(M)>::type;
+    guard([&] {
+      add_method(name, doc, [](detail::Self<T> s) -> U { return s.p->*M; });
+      add_method(
+          keep(std::string("set_") + name), doc,
+          [](detail::Self<T> s, U v) { s.p->*M = std::move(v); }, arg("value"));
+    });
+    return *this;
+  }
+
+  template <auto M, class... A>
+  class_& def(const char* name, A&&... args) {
+    guard([&] { add_member_function<M>(name, std::forward<A>(args)...); });
+    return *this;
+  }
+
+  template <class Base>
+  class_& inherits() {
+    static_assert(std::is_base_of_v<Base, T>,
+                  "pf::class_<T>::inherits<Base>: Base is not a base of T");
+    guard([] {
+      alignas(T) static unsigned char buf[sizeof(T)];
+      T* t = static_cast<T*>(static_cast<void*>(buf));
+      if (static_cast<void*>(static_cast<Base*>(t)) != static_cast<void*>(t) ||
+          detail::class_info<Base>::key == nullptr)
+        throw Error(kPFErrValueError,
+                    "inherits: the base is not at offset 0 or not declared first");
+      info::desc.parent = detail::class_info<Base>::key;
+    });
+    return *this;
+  }
+
+  // Registers the type now (PFObjectTypeRegister); its index. Throws
+  // pf::Error.
+  uint32_t register_type() const {
+    uint32_t index = 0;
+    check(PFObjectTypeRegister(&info::desc, &index));
+    return index;
+  }
+
+ private:
+  // Runs a step of the description; a failure makes the description
+  // invalid (abi 0) instead of escaping a static initializer.
+  template <class G>
+  static void guard(G&& g) noexcept {
+    try {
+      g();
+      info::sync();
+    } catch (...) {
+      info::desc.abi = 0;
+    }
+  }
+  static const char* keep(const std::string& s) {
+    if (s.size() >= detail::kClassText - info::text_used)
+      throw Error(kPFErrValueError, "too much signature text");
+    char* p = info::texts + info::text_used;
+    std::memcpy(p, s.c_str(), s.size() + 1);
+    info::text_used += s.size() + 1;
+    return p;
+  }
+
+  template <class... Args, class... A>
+  static void add_init(A&&... args) {
+    auto f = [](detail::Raw<T> r, Args... a) {
+      if constexpr (std::is_constructible_v<T, Args&&...>)
+        new (static_cast<void*>(r.p)) T(std::move(a)...);
+      else new (static_cast<void*>(r.p)) T{std::move(a)...};
+      r.h->destroy = &detail::destroy_as<T>;
+    };
+    add_method("__init__", nullptr, f, std::forward<A>(args)...);
+    to_front();
+  }
+  // The __init__ just added goes first, where init() replaces it.
+  static void to_front() {
+    std::rotate(info::methods, info::methods + info::num_methods - 1,
+                info::methods + info::num_methods);
+    info::has_init = true;
+  }
+
+  template <auto M>
+  class_& add_field(const char* name, const char* doc, uint32_t flags) {
+    using U = typename detail::member_of<decltype(M)>::type;
+    static_assert(std::is_arithmetic_v<U> && type<U>::supported,
+                  "pf::class_::field: an arithmetic member (use prop for others)");
+    guard([&] {
+      size_t offset = detail::kClassPrefix + detail::member_offset<T>(M);
+      if (info::num_fields == detail::kClassMembers)
+        throw Error(kPFErrValueError, "too many fields");
+      info::fields[info::num_fields++] = PFFieldDesc{name, type<U>::name, offset, flags, doc};
+    });
+    return *this;
+  }
+
+  template <auto M, class... A>
+  static void add_member_function(const char* name, A&&... args) {
+    using C = detail::callable<decltype(M)>;
+    add_bound<M>(name, static_cast<typename C::result*>(nullptr),
+                 static_cast<typename C::params*>(nullptr), std::forward<A>(args)...);
+  }
+  template <auto M, class R, class... P, class... A>
+  static void add_bound(const char* name, R*, std::tuple<P...>*, A&&... args) {
+    add_method(
+        name, nullptr,
+        [](detail::Self<T> s, P... p) -> R { return (s.p->*M)(std::forward<P>(p)...); },
+        std::forward<A>(args)...);
+  }
+
+  // One method: its Impl (named KEY.NAME), its trampoline, its signature.
+  template <class F, class... A>
+  static void add_method(const char* name, const char* doc, F f, A&&... args) {
+    using Impl = detail::impl_t<F>;
+    std::string full = std::string(info::key != nullptr ? info::key : "") + "." + name;
+    Impl* impl;
+    if constexpr (sizeof...(A) > 0)
+      impl = new Impl(full.c_str(), f, arg("self"), std::forward<A>(args)...);
+    else impl = new Impl(full.c_str(), f);
+    detail::method_slot<Impl>::impl = impl;
+    if (info::num_methods == detail::kClassMembers)
+      throw Error(kPFErrValueError, "too many methods");
+    info::methods[info::num_methods++] = PFMethodDesc{
+        name, &detail::method_slot<Impl>::call, nullptr, keep(impl->signature()), 0u, doc};
+  }
+};
+
 }  // namespace pf
 
 #if defined(PF_ACCESSOR_USE_)
@@ -1193,6 +1543,17 @@ struct StaticDef {
       name, doc, __VA_ARGS__};                                                                 \
   __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const PF_CAT_( \
       pf_def_entry_, id) = &::pf::detail::StaticDef<struct PF_CAT_(pf_def_tag_, id)>::desc
+/* PF_CLASS(T, key, doc): declares the C++ class T as the object type `key`
+ * of the module of the library it is compiled into (registered when the
+ * module loads, as PF_REGISTER_OBJECT_TYPE does for C); the class_<T>
+ * builder calls follow (see pf::class_), then `;`. At file scope. */
+#define PF_CLASS(T, key, doc) PF_CLASS_AT_(PF_UNIQUE_ID_, T, key, doc)
+#define PF_CLASS_AT_(id, T, key, doc) PF_CLASS_AT2_(id, T, key, doc)
+#define PF_CLASS_AT2_(id, T, key, doc)                                                         \
+  PF_ACCESSOR_USE_(id);                                                                        \
+  __attribute__((used, section("pf_functions"))) static const PFFuncDescriptor* const PF_CAT_( \
+      pf_class_entry_, id) = &::pf::detail::class_info<T>::descriptor;                         \
+  static const ::pf::class_<T> PF_CAT_(pf_class_, id) = ::pf::class_<T>(key, doc)
 #endif
 
 #endif /* PACKEDFUNC_PACKEDFUNC_HPP_ */

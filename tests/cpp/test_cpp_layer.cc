@@ -354,6 +354,120 @@ void test_modules(void**) {
   }
 }
 
+// Classes (pf::class_), registered at run time with register_type.
+int g_shapes_destroyed = 0;
+struct Shape {
+  int32_t sides;
+  double size = 1.0;
+  std::string label;
+  Shape(int32_t n, std::string l) : sides(n), label(std::move(l)) {
+    if (n < 0) throw std::invalid_argument("Shape: sides < 0");
+  }
+  ~Shape() { ++g_shapes_destroyed; }
+  double grow(double by) {
+    if (by < 0) throw std::domain_error("grow: by < 0");
+    return size += by;
+  }
+  std::string text() const { return label + ":" + std::to_string(sides); }
+};
+struct Square : Shape {
+  Square() : Shape(4, "square") {}
+  double area() const { return size * size; }
+};
+struct NoDefault {
+  explicit NoDefault(int32_t v) : value(v) {}
+  int32_t value;
+};
+
+pf::Any call_method(PFObjectHandle obj, const char* name, double arg) {
+  PFFunctionHandle m = nullptr;
+  pf::check(PFObjectGetMethod(obj, name, &m));
+  pf::Function f = pf::Function::steal(m);
+  return f(arg);
+}
+
+template <class F>
+std::string error_kind_of(F&& f) {
+  try {
+    f();
+  } catch (const pf::Error& e) {
+    return e.kind() + ": " + e.message();
+  }
+  return "no exception";
+}
+
+void test_classes(void**) {
+  static const uint32_t shape =
+      pf::class_<Shape>("cpptest.Shape", "A shape.")
+          .init<int32_t, std::string>(pf::arg("sides"), pf::arg("label") = "")
+          .field<&Shape::sides>("sides")
+          .readonly<&Shape::size>("size")
+          .prop<&Shape::label>("label")
+          .def<&Shape::grow>("grow", pf::arg("by") = 1.0)
+          .def<&Shape::text>("text")
+          .register_type();
+  static const uint32_t square = pf::class_<Square>("cpptest.Square")
+                                     .inherits<Shape>()
+                                     .def<&Square::area>("area")
+                                     .register_type();
+  PFFunctionHandle c = nullptr;
+  pf::check(PFObjectTypeGetConstructor(shape, &c));
+  pf::Function make_shape = pf::Function::steal(c);
+  pf::check(PFObjectTypeGetConstructor(square, &c));
+  pf::Function make_square = pf::Function::steal(c);
+  int destroyed = g_shapes_destroyed;
+  {
+    pf::Any s = make_shape(3, "tri");
+    PFObjectHandle h = s.value().v_handle;
+    PFValue v;
+    int code = 0;
+    pf::check(PFObjectGetFieldByName(h, "sides", &v, &code));
+    assert_int_equal(v.v_int64, 3);
+    pf::check(PFObjectSetFieldByName(h, "sides", v, code));
+    assert_int_equal(PFObjectSetFieldByName(h, "size", v, kPFInt), -1);  // read-only
+    assert_true(call_method(h, "grow", 2.0).as<double>() == 3.0);
+    PFFunctionHandle m = nullptr;
+    pf::check(PFObjectGetMethod(h, "text", &m));
+    assert_string_equal(pf::Function::steal(m).call<std::string>().c_str(), "tri:3");
+    pf::check(PFObjectGetMethod(h, "set_label", &m));
+    pf::Function::steal(m)("quad");
+    pf::check(PFObjectGetMethod(h, "label", &m));
+    assert_string_equal(pf::Function::steal(m).call<std::string>().c_str(), "quad");
+    // Exceptions from a method and a constructor; __init__ again.
+    assert_string_equal(error_kind_of([&] { call_method(h, "grow", -1.0); }).c_str(),
+                        "ValueError: grow: by < 0");
+    assert_string_equal(error_kind_of([&] { make_shape(-1); }).c_str(),
+                        "ValueError: Shape: sides < 0");
+    assert_string_equal(error_kind_of([&] { call_method(h, "__init__", 1.0); }).c_str(),
+                        "RuntimeError: cpptest.Shape.__init__: argument 0 'self': the object is "
+                        "constructed already");
+    // Inheritance.
+    pf::Any q = make_square();
+    int is = 0;
+    pf::check(PFObjectIsInstance(q.value().v_handle, shape, &is));
+    assert_int_equal(is, 1);
+    assert_true(call_method(q.value().v_handle, "grow", 1.0).as<double>() == 2.0);
+    pf::check(PFObjectGetMethod(q.value().v_handle, "area", &m));
+    assert_true(pf::Function::steal(m).call<double>() == 4.0);
+    // Allocated without __init__: no T, so methods refuse and nothing is destroyed.
+    PFObjectHandle raw = nullptr;
+    pf::check(PFObjectAlloc(shape, &raw));
+    pf::Object raw_obj = pf::Object::steal(raw);
+    assert_string_equal(error_kind_of([&] { call_method(raw, "grow", 1.0); }).c_str(),
+                        "RuntimeError: cpptest.Shape.grow: argument 0 'self': the object is not "
+                        "constructed (allocated without __init__)");
+  }
+  // The shape and the square, each once; not the failed one nor the raw one.
+  assert_int_equal(g_shapes_destroyed - destroyed, 2);
+  // A class without a default constructor and without init() cannot be made.
+  static const uint32_t nodef =
+      pf::class_<NoDefault>("cpptest.NoDefault").field<&NoDefault::value>("value").register_type();
+  pf::check(PFObjectTypeGetConstructor(nodef, &c));
+  pf::Function make_nodef = pf::Function::steal(c);
+  assert_string_equal(error_kind_of([&] { make_nodef(); }).c_str(),
+                      "TypeError: no constructor: give one with pf::class_::init");
+}
+
 }  // namespace
 
 int main(void) {
@@ -375,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_handles_and_values),
       cmocka_unit_test(test_containers),
       cmocka_unit_test(test_modules),
+      cmocka_unit_test(test_classes),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -74,3 +74,48 @@ PF_DEF(
 PF_DEF("cxxl.apply", [](pf::Function f, double x) { return f.call<double>(x) * 2; });
 PF_DEF("cxxl.next_id", std::function<int64_t()>([] { return ++cxxl::next_id; }));
 PF_DEF("cxxl.flag", [](bool b, int8_t small) { return b ? small : -small; });
+
+// Classes (pf::class_): a constructor and a destructor that run, fields
+// from arithmetic members, a std::string member as a property, methods
+// (const too) that may throw, and a derived class.
+namespace cxxl {
+
+int64_t destroyed = 0;
+
+struct Counter {
+  int64_t count;
+  double rate = 0.5;
+  std::string name;
+  Counter(int64_t start, std::string n) : count(start), name(std::move(n)) {
+    if (start < 0) throw std::invalid_argument("Counter: start < 0");
+  }
+  ~Counter() { ++destroyed; }
+  int64_t bump(int64_t by) {
+    if (by == 0) throw std::out_of_range("bump: by is 0");
+    return count += by;
+  }
+  std::string describe() const { return name + "=" + std::to_string(count); }
+};
+
+struct Special : Counter {
+  bool loud = false;
+  Special() : Counter(100, "special") {}
+  std::string shout() const { return loud ? describe() + "!" : describe(); }
+};
+
+}  // namespace cxxl
+
+PF_DEF("cxxl.destroyed", [] { return cxxl::destroyed; });
+
+PF_CLASS(cxxl::Counter, "cxxl.Counter", "Counts, with a name.")
+    .init<int64_t, std::string>(pf::arg("start") = 0, pf::arg("name") = "counter")
+    .field<&cxxl::Counter::count>("count")
+    .readonly<&cxxl::Counter::rate>("rate")
+    .prop<&cxxl::Counter::name>("name")
+    .def<&cxxl::Counter::bump>("bump", pf::arg("by") = 1)
+    .def<&cxxl::Counter::describe>("describe");
+
+PF_CLASS(cxxl::Special, "cxxl.Special", "A counter that can shout.")
+    .inherits<cxxl::Counter>()
+    .field<&cxxl::Special::loud>("loud")
+    .def<&cxxl::Special::shout>("shout");
