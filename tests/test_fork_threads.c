@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/pf_fork_arena.h"
 #include "support/pf_test.h"
 
 #define N_THREADS 4
@@ -50,68 +51,6 @@ enum {
   CHILD_CLOSURE_FAIL,
   CHILD_ERROR_KIND,
 };
-
-/* ---- the runtime's allocator in this test ---------------------------------
- * Two needs, met by one allocator installed with PFSetAllocator:
- *  - In a child, the runtime must not allocate from the process's malloc:
- *    the sanitizers' allocators (GCC 12's ASan at least) take no lock
- *    around fork(), so a size-class lock that a parent thread held stays
- *    held in the child, and a malloc there can hang for reasons that are
- *    not packedfunc's. The child allocates from a static arena instead and
- *    frees nothing (it ends at once).
- *  - In the parent, the hammering threads' allocations are slow (a short
- *    spin), as a loaded allocator is: code that allocates under a lock then
- *    holds it long enough that a fork is likely to find it held. */
-#define HEADER 16 /* each block starts with its size; keeps 16-byte alignment */
-static atomic_int g_in_child;
-static _Thread_local int t_slow;
-static _Alignas(16) unsigned char g_arena[8 << 20];
-static size_t g_arena_used; /* the child's only thread touches it */
-
-static void spin(void) {
-  for (volatile int i = 0; i < 20000; ++i) {}
-}
-
-static void* arena_alloc(size_t n) {
-  size_t need = (HEADER + n + 15) & ~(size_t)15;
-  if (need > sizeof(g_arena) - g_arena_used) return NULL;
-  unsigned char* p = g_arena + g_arena_used;
-  g_arena_used += need;
-  memcpy(p, &n, sizeof(n));
-  return p + HEADER;
-}
-
-static size_t block_size(void* p) {
-  size_t n;
-  memcpy(&n, (unsigned char*)p - HEADER, sizeof(n));
-  return n;
-}
-
-static void* t_malloc(size_t n, void* ud) {
-  (void)ud;
-  if (atomic_load_explicit(&g_in_child, memory_order_relaxed)) return arena_alloc(n);
-  if (t_slow) spin();
-  unsigned char* p = malloc(HEADER + n);
-  if (p == NULL) return NULL;
-  memcpy(p, &n, sizeof(n));
-  return p + HEADER;
-}
-
-static void t_free(void* p, void* ud) {
-  (void)ud;
-  if (p == NULL || atomic_load_explicit(&g_in_child, memory_order_relaxed)) return;
-  free((unsigned char*)p - HEADER);
-}
-
-static void* t_realloc(void* p, size_t n, void* ud) {
-  if (p == NULL) return t_malloc(n, ud);
-  void* q = t_malloc(n, ud);
-  if (q == NULL) return NULL;
-  size_t old = block_size(p);
-  memcpy(q, p, old < n ? old : n);
-  t_free(p, ud);
-  return q;
-}
 
 /* int64 x: x / 2 when x is even, else a ValueError. */
 static int p_half(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
@@ -200,7 +139,7 @@ static int child_run(int index) {
  * no exit-time checker runs in it (valgrind's leak check would count the
  * memory that only the parent's other threads referenced as lost). */
 static void child_main(int index, int report_fd) {
-  atomic_store_explicit(&g_in_child, 1, memory_order_relaxed);
+  pf_fork_arena_enter_child();
   unsigned char msg[2] = {(unsigned char)index, (unsigned char)child_run(index)};
   if (write(report_fd, msg, sizeof(msg)) != (ssize_t)sizeof(msg)) _exit(1);
   kill(getpid(), SIGKILL);
@@ -314,11 +253,7 @@ static void test_fork_while_threads_use_the_runtime(void** state) {
 
 int main(void) {
   /* Before the runtime's first allocation. */
-  PFAllocator a = {t_malloc, t_realloc, t_free, NULL};
-  if (PFSetAllocator(&a) != 0) {
-    fprintf(stderr, "PFSetAllocator failed: %s\n", PFGetLastError());
-    return 1;
-  }
+  if (pf_fork_arena_install() != 0) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fork_while_threads_use_the_runtime),
   };

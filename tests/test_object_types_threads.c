@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/pf_fork_arena.h"
 #include "support/pf_test.h"
 
 typedef struct {
@@ -259,6 +260,7 @@ static void test_fork_while_threads_register(void** state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+      pf_fork_arena_enter_child(); /* no malloc in the child: see pf_fork_arena.h */
       char verdict = child_works(k) ? 'y' : 'n';
       if (write(fds[1], &verdict, 1) != 1) verdict = 'n';
       _exit(0);
@@ -285,6 +287,7 @@ static void test_fork_while_threads_register(void** state) {
 }
 
 int main(void) {
+  if (pf_fork_arena_install() != 0) return 1; /* before the runtime's first allocation */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_register_while_others_use),
       cmocka_unit_test(test_same_description_at_once),
