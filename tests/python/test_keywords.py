@@ -192,6 +192,29 @@ def test_register_func_signature_edges(unique_name):
     assert pf.get_global_func(name).signature == "int64(n:any=null)"
 
 
+def test_register_func_publishes_element_types_optional_and_union(unique_name):
+    def gen(xs: list[int], m: dict[str, float], o: typing.Optional[list[str]] = None,
+            u: typing.Union[int, str] = 1, n: int | None = None, loose: list = None,
+            objs: typing.List[object] = None, k: dict[float, int] = None,
+            deep: list[list[list[list[list[list[list[list[list[int]]]]]]]]] = None,
+            pair: int | str = 2) -> dict[str, list[int]]:
+        return {"a": [len(xs)]}
+    name = unique_name()
+    pf.register_func(name, gen)
+    f = pf.get_global_func(name)
+    # The inverse of what inspect.signature shows for those types; a map
+    # key the grammar refuses (float) leaves the map loose, and nesting
+    # past the grammar's depth is any.
+    assert f.signature == ("map<str,array<int64>>(xs:array<int64>,m:map<str,float64>,"
+                           "o:optional<array<str>>=null,u:union<int64,str>=1,"
+                           "n:optional<int64>=null,loose:any=null,objs:array<object>=null,k:map=null,"
+                           "deep:any=null,pair:union<int64,str>=2)")
+    params = inspect.signature(f).parameters
+    assert params["xs"].annotation == list[int]
+    assert params["o"].annotation == typing.Optional[list[str]]
+    assert dict(f([1, 2], {"a": 1.0})) == {"a": [2]}
+
+
 def test_released_function_with_keywords(testlib):
     f = pf.typed(testlib.pft_clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)")
     assert f(3, hi=2.0) == 2.0

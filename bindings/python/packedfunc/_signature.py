@@ -223,6 +223,9 @@ def _grammar_type(annot, result):
               DataType: "dtype", Device: "device"}
     if annot in simple:
         return simple[annot]
+    generic = _generic_type(annot, result)
+    if generic is not None:  # "any" where the grammar refuses it (too deep)
+        return generic if parse("void(x:%s)" % generic) is not None else "any"
     for type_name in ("func", "tensor", "array", "map", "shape", "object"):
         try:
             if annotation(type_name, result) is annot or annotation(type_name, not result) is annot:
@@ -261,6 +264,34 @@ def _literal(x, typed):
     if (isinstance(x, DataType) and typed == "dtype") or (isinstance(x, Device)
                                                           and typed == "device"):
         return '"%s"' % x  # their texts: "float32", "cuda:1"
+    return None
+
+
+def _generic_type(annot, result):
+    """The grammar's element-typed container, optional or union for a
+    generic alias (``list[int]``, ``typing.List[str]``, ``dict[str, float]``,
+    ``typing.Optional[int]``, ``int | None``, ``typing.Union[int, str]``),
+    the inverse of tree_annotation; None for any other annotation. An
+    element the grammar has no type for leaves the container unconstrained
+    (``list[object]`` is ``array``); a union with such a member is ``any``."""
+    origin, args = typing.get_origin(annot), typing.get_args(annot)
+    if origin is None or not args:
+        return None
+    if origin is list:
+        inner = _grammar_type(args[0], result)
+        return "array" if inner == "any" else "array<%s>" % inner
+    if origin is dict and len(args) == 2:
+        key, value = (_grammar_type(a, result) for a in args)
+        if key not in ("str", "int64", "any"):
+            return "map"
+        return "map" if (key, value) == ("any", "any") else "map<%s,%s>" % (key, value)
+    if origin is typing.Union or type(annot).__name__ == "UnionType":
+        members = [a for a in args if a is not type(None)]
+        inner = [_grammar_type(a, result) for a in members]
+        if "any" in inner or not inner:
+            return "any"
+        text = inner[0] if len(inner) == 1 else "union<%s>" % ",".join(inner)
+        return "optional<%s>" % text if len(members) < len(args) else text
     return None
 
 
