@@ -5,9 +5,10 @@
  * so machine noise moves both alike.
  *
  *   bench_c [--quick]          all rows, one JSON object per line
- *   bench_c --count CASE N     run CASE N times and nothing else (for
- *                              callgrind: instructions per call are the
- *                              difference of two counts divided by N)
+ *   bench_c --count CASE N [CASE N...]
+ *                              run each CASE N times, in order, and nothing
+ *                              else (for callgrind: bench_count_mark() comes
+ *                              before each run and after the last)
  */
 #include <ffi.h>
 #include <malloc.h>
@@ -615,24 +616,39 @@ static void setup(void) {
   (void)mul_add3;
 }
 
+/* The function that runs case `id` (a row's or its baseline's), or NULL. */
+static void (*find_case(const char* id))(long) {
+  for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; ++i) {
+    if (strcmp(k_rows[i].id, id) == 0) return k_rows[i].run;
+    if (strcmp(k_rows[i].base_id, id) == 0) return k_rows[i].base;
+  }
+  return NULL;
+}
+
+/* --count CASE N [CASE N...]: every name is checked before anything runs. */
+static int count_cases(int argc, char** argv) {
+  if (argc == 0 || argc % 2 != 0) {
+    fprintf(stderr, "usage: bench_c --count CASE N [CASE N...]\n");
+    return 2;
+  }
+  for (int a = 0; a < argc; a += 2) {
+    if (find_case(argv[a]) == NULL) {
+      fprintf(stderr, "bench_c: unknown case '%s'\n", argv[a]);
+      return 2;
+    }
+  }
+  for (int a = 0; a < argc; a += 2) {
+    bench_count_mark();
+    find_case(argv[a])(atol(argv[a + 1]));
+  }
+  bench_count_mark();
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   setup();
-  if (argc == 4 && strcmp(argv[1], "--count") == 0) {
-    long n = atol(argv[3]);
-    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; ++i) {
-      if (strcmp(k_rows[i].id, argv[2]) == 0) {
-        k_rows[i].run(n);
-        return 0;
-      }
-      if (strcmp(k_rows[i].base_id, argv[2]) == 0) {
-        k_rows[i].base(n);
-        return 0;
-      }
-    }
-    fprintf(stderr, "bench_c: unknown case '%s'\n", argv[2]);
-    return 2;
-  }
+  if (argc >= 2 && strcmp(argv[1], "--count") == 0) return count_cases(argc - 2, argv + 2);
   if (quick) {
     g_trials = 5;
     g_scale = 0.02;

@@ -11,11 +11,13 @@ their targets depend on the backend in use (packedfunc.backend, chosen by
 $PACKEDFUNC_BACKEND); row ids end with it.
 
     /usr/bin/python3 bench/bench_python.py [--quick] [--json] [--trials N] [--only PREFIX...]
-    /usr/bin/python3 bench/bench_python.py --count ID N
+    /usr/bin/python3 bench/bench_python.py --count ID N [ID N...]
 
---count runs one side of one row N times and nothing else, for callgrind
-(report.py): ID is a row id without the backend ("py_add_keep"), or with
-"_base" appended for its baseline.
+--count runs one side of a row N times, for each ID in order, and nothing
+else, for callgrind (report.py): ID is a row id without the backend
+("py_add_keep"), or with "_base" appended for its baseline. Before each run
+and after the last it calls the C library's bench_count_mark(), which
+makes callgrind write a count and start the next.
 
 Needs $BUILD/bench/libpf_benchlib.so and the floor extension
 $BUILD/bench/pf_bench_floor*.so (built by `make bench`).
@@ -106,8 +108,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="one JSON object per row")
     ap.add_argument("--only", nargs="*", default=(), metavar="PREFIX",
                     help="run only the rows whose id starts with one of these")
-    ap.add_argument("--count", nargs=2, metavar=("ID", "N"),
-                    help="run one side of one row N times (for callgrind)")
+    ap.add_argument("--count", nargs="+", metavar="ID N",
+                    help="run one side of a row N times, for each ID (for callgrind)")
     args = ap.parse_args()
     trials = 3 if args.quick else args.trials
     loops = 5000 if args.quick else 100000
@@ -363,13 +365,23 @@ def main():
          n_entries),
     ]
     if args.count:
-        # One side of one row, N operations, for callgrind.
-        rid, n = args.count[0], int(args.count[1])
-        side = 4 if rid.endswith("_base") else 3
-        row = [r for r in rows if r[0] == (rid[:-5] if side == 4 else rid)]
-        if not row:
-            sys.exit("bench_python: no row %r on the %s backend" % (rid, backend))
-        row[0][side](max(n // row[0][6], 1))
+        # One side of a row, N operations, for each ID: every ID is found
+        # before anything runs.
+        if len(args.count) % 2:
+            sys.exit("bench_python: --count takes pairs ID N")
+        runs = []
+        for rid, n in zip(args.count[::2], args.count[1::2]):
+            side = 4 if rid.endswith("_base") else 3
+            row = [r for r in rows if r[0] == (rid[:-5] if side == 4 else rid)]
+            if not row:
+                sys.exit("bench_python: no row %r on the %s backend" % (rid, backend))
+            runs.append((row[0][side], max(int(n) // row[0][6], 1)))
+        mark = lib.bench_count_mark
+        mark.restype = None
+        for run, n in runs:
+            mark()
+            run(n)
+        mark()
         return
     for rid, what, base, case_fn, base_fn, target, per in rows:
         if args.only and not any(rid.startswith(p) for p in args.only):

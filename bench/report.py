@@ -17,6 +17,8 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,20 +33,35 @@ def run_json(cmd, env=None):
     return rows
 
 
-def callgrind_per_call(binary, case, n=20000, env=None):
-    """Instructions per call: the difference of two runs, divided by n.
-    `binary` is a program, or a command as a list, that takes --count
-    CASE N."""
-    counts = []
-    cmd = binary if isinstance(binary, list) else [binary]
-    for k in (n, 2 * n):
-        out = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-            + cmd + ["--count", case, str(k)],
+def callgrind_per_op(cmd, cases, n=20000, env=None):
+    """Instructions per operation of each of `cases`, from one run of `cmd`
+    (a program, or a command as a list, that takes --count CASE N
+    [CASE N...] and calls bench_count_mark() before each run and after the
+    last: a callgrind client request that writes a count and starts the
+    next) under callgrind. Each case
+    runs n / 10 times (a warm-up, not counted), n times and 2n times; its
+    figure is the difference of the last two, divided by n. Returns a dict
+    of case -> instructions."""
+    cmd = cmd if isinstance(cmd, list) else [cmd]
+    args = []
+    for case in cases:
+        args += [case, str(n // 10), case, str(n), case, str(2 * n)]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + cmd + ["--count"] + args,
             capture_output=True, text=True, check=True, env=env)
-        line = [l for l in out.stderr.splitlines() if "Collected" in l][-1]
-        counts.append(int(line.split(":")[-1].strip().replace(",", "")))
-    return (counts[1] - counts[0]) / n
+        # Dump 1 is the start-up, dump k + 1 the k-th run.
+        counts = [callgrind_total(f"{out}.{k + 2}") for k in range(3 * len(cases))]
+    return {case: (counts[3 * i + 2] - counts[3 * i + 1]) / n for i, case in enumerate(cases)}
+
+
+def callgrind_total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
 
 
 PY_BACKENDS = ("cext", "ctypes")
@@ -213,11 +230,11 @@ def main():
     ap.add_argument("--out", default=HERE)
     args = ap.parse_args()
     if not args.quick:
-        run(args)
+        run(args, progress_lines())
         return
     print(f"{'bench-quick':<20} ", end="", flush=True)
     try:
-        rows, memory = run(args, progress=lambda: print(".", end="", flush=True))
+        rows, memory = run(args, progress=lambda _what: print(".", end="", flush=True))
     except BaseException:
         print(flush=True)  # ends the line before the traceback
         raise
@@ -225,28 +242,41 @@ def main():
           f"{os.path.join(args.out, 'results.md')}")
 
 
-def run(args, progress=lambda: None):
+def progress_lines():
+    """A full run's progress: progress(WHAT) prints a line as each program
+    is done, with its time (a full run takes minutes)."""
+    began = [time.monotonic()]
+
+    def progress(what):
+        now = time.monotonic()
+        print(f"bench: {what} done in {now - began[0]:.0f}s", flush=True)
+        began[0] = now
+    return progress
+
+
+def run(args, progress):
     """Runs every benchmark program and writes the results; returns the rows
-    and the memory rows. Prints the report unless args.quick."""
+    and the memory rows. Prints the report unless args.quick. progress(WHAT)
+    is called as each program is done."""
     bench_c = os.path.join(args.build, "bench", "bench_c")
     c_rows = run_json([bench_c] + (["--quick"] if args.quick else []))
-    progress()
     memory = [r for r in c_rows if "bytes" in r]
     rows = [r for r in c_rows if "ratio" in r]
     if not args.quick:
+        counted = callgrind_per_op(bench_c, sorted({c for r in rows for c in (r["id"], r["base_id"])}))
         for r in rows:
-            r["instr"] = (callgrind_per_call(bench_c, r["id"]),
-                          callgrind_per_call(bench_c, _base_case(r)))
+            r["instr"] = (counted[r["id"]], counted[r["base_id"]])
+    progress("bench_c")
     # Bound constants: demo.matmul pre-packed against per call, and the heap
     # of bound functions with and without a cache (bench_matmul.c).
     mm_rows = run_json([os.path.join(args.build, "bench", "bench_matmul"),
                         os.path.join(args.build, "examples", "demo_plugin.so")]
                        + (["--quick"] if args.quick else []))
-    progress()
+    progress("bench_matmul")
     memory += [r for r in mm_rows if "bytes" in r]
     rows += [r for r in mm_rows if "ratio" in r]
     rows += rpc_rows(args.build, args.quick)
-    progress()
+    progress("bench_rpc")
     py = os.path.join(HERE, "bench_python.py")
     if os.path.exists(py):
         # Once per backend; PACKEDFUNC_BACKEND=cext fails rather than
@@ -257,15 +287,18 @@ def run(args, progress=lambda: None):
                            os.path.join(args.build, "lib", "libpackedfunc.so.0")))
             py_rows = run_json([sys.executable, py, "--json"] + (["--quick"] if args.quick else []),
                                env=env)
-            for r in py_rows if not args.quick else ():
-                if r["id"] in PY_COUNTED:
-                    case = r["id"][:-len(backend) - 1]
-                    r["instr"] = tuple(callgrind_per_call([sys.executable, py], c, env=env)
-                                       for c in (case, case + "_base"))
+            counted_rows = [r for r in py_rows if r["id"] in PY_COUNTED and not args.quick]
+            if counted_rows:
+                # One interpreter under callgrind for every counted row.
+                cases = [r["id"][:-len(backend) - 1] for r in counted_rows]
+                counted = callgrind_per_op([sys.executable, py],
+                                           [c + s for c in cases for s in ("", "_base")], env=env)
+                for r, case in zip(counted_rows, cases):
+                    r["instr"] = (counted[case], counted[case + "_base"])
             rows += py_rows
-            progress()
+            progress(f"bench_python.py on {backend}")
     rows += node_rows(args.build, args.quick)
-    progress()
+    progress("bench_node.mjs")
     os.makedirs(args.out, exist_ok=True)
     write_markdown(rows, memory, os.path.join(args.out, "results.md"), args.quick)
     if args.quick:
@@ -319,9 +352,6 @@ def node_rows(build, quick):
     return run_json([os.environ.get("NODE", "node"), script, "--json"] + (["--quick"] if quick else []),
                     env=env)
 
-
-def _base_case(row):
-    return row["base_id"]
 
 
 if __name__ == "__main__":

@@ -36,10 +36,16 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 # with RUN=true: each suite's command starts with $(RUN), and `true` runs
 # nothing), then tools/run-suites.sh runs each suite as its own make, its
 # output in $(BUILD)/suites/SUITE.log, printed whole and in this order,
-# each with its time; a failed suite stops it. The longest suites come
-# first, so that the short ones fill the other cores meanwhile.
+# each with its time (SUITE.time and SUITE.cpu hold its wall and CPU
+# seconds); a failed suite stops it. The longest suites start first
+# (TEST_SUITES_FIRST, longest first: the Python suites took 308 s on ctypes
+# and 266 s on the extension, valgrind's programs 322 s on two cores), so
+# that the short ones fill the other cores meanwhile and none that is long
+# starts last; the others follow in TEST_SUITES' order.
 TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
                test-checked valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack test-cpp bench-quick
+TEST_SUITES_FIRST := test-python-ctypes test-python-cext valgrind test-asan
+TEST_ORDER  := $(filter $(TEST_SUITES),$(TEST_SUITES_FIRST)) $(filter-out $(TEST_SUITES_FIRST),$(TEST_SUITES))
 TEST_JOBS   ?= $(shell nproc)
 RUN         ?=
 
@@ -47,7 +53,7 @@ test:
 	@tools/install-deps.sh build python test bench
 	@rm -f $(BUILD)/.tally  # counts left by an interrupted run must not add up
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) $(TEST_SUITES) RUN=true $(if $(V),,V=0)
-	@MAKE="$(MAKE)" V=$(or $(V),0) tools/run-suites.sh $(TEST_JOBS) $(TEST_SUITES)
+	@MAKE="$(MAKE)" V=$(or $(V),0) tools/run-suites.sh $(TEST_JOBS) $(TEST_ORDER)
 	@tools/run-c-tests.sh --summary
 
 # Every suite, one after the other.
@@ -259,10 +265,13 @@ VALGRIND    := valgrind -q --error-exitcode=99 --leak-check=full \
 VALGRIND_SOAK_OPS ?= 20000
 
 # Its programs run TEST_JOBS at a time (each is one process at a time
-# under valgrind).
+# under valgrind), the longest first (VALGRIND_FIRST: test_rpc took 121 s
+# of their 322 s), so that none that is long starts last.
+VALGRIND_FIRST := $(addprefix $(BUILD)/plain/tests/,test_rpc test_rpc_threads)
+VALGRIND_ORDER := $(filter $(PLAIN_TESTS),$(VALGRIND_FIRST)) $(filter-out $(VALGRIND_FIRST),$(PLAIN_TESTS))
 valgrind: $(PLAIN_TESTS)
 	@$(RUN) env PF_SOAK_OPS=$(VALGRIND_SOAK_OPS) PF_UNDER_VALGRIND=1 VALGRIND="$(VALGRIND)" \
-	  PF_TEST_JOBS=$(TEST_JOBS) tools/run-c-tests.sh --valgrind valgrind $(PLAIN_TESTS)
+	  PF_TEST_JOBS=$(TEST_JOBS) tools/run-c-tests.sh --valgrind valgrind $(VALGRIND_ORDER)
 
 # ---- soak --------------------------------------------------------------------------------
 SOAK_OPS ?= 1000000

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "support/pf_test.h"
+#include "support/pf_signature_refusal.h"
 
 static int noop(PFValue* a, int* c, int n, PFRetValueHandle r, void* res) {
   (void)a, (void)c, (void)n, (void)r, (void)res;
@@ -184,11 +185,7 @@ static void test_tensor_constraints(void** state) {
 /* What a text says wrong, and where. */
 static void test_refusals(void** state) {
   (void)state;
-  static const struct {
-    const char* text;
-    const char* pos;
-    const char* why;
-  } cases[] = {
+  static const PFTestRefusal cases[] = {
       {"void(x: int64, y)", "at position 15", "has no name but the ones before it have"},
       {"void(int64, y: int64)", "at position 12", "is named but the ones before it are not"},
       {"void(x: int64, x: int64)", "at position 15", "'x' repeats parameter 0's"},
@@ -243,14 +240,7 @@ static void test_refusals(void** state) {
       {"void(x: tensor<float64 1>)", "at position 23", "expected ',' or '>'"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
-    PFSignatureInfo* info = (PFSignatureInfo*)(uintptr_t)1;
-    int rc = PFSignatureParse(cases[i].text, &info);
-    if (rc != -1 || strstr(PFErrorGetMessage(), cases[i].pos) == NULL ||
-        strstr(PFErrorGetMessage(), cases[i].why) == NULL)
-      fail_msg("case %zu (%s): rc %d, %s", i, cases[i].text, rc, PFGetLastError());
-    assert_pf_error(rc, kPFErrValueError, "PFSignatureParse: bad signature", cases[i].pos,
-                    cases[i].why);
-    assert_ptr_equal(info, (PFSignatureInfo*)(uintptr_t)1); /* untouched */
+    pf_test_check_refusal(&cases[i], i);
     PFFunctionHandle f = NULL;
     assert_pf_error(PFFuncCreateFromTyped((void*)never_called, cases[i].text, &f), kPFErrValueError,
                     "PFFuncCreateFromTyped: bad signature", cases[i].pos);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "support/pf_test.h"
+#include "support/pf_signature_refusal.h"
 
 static void never_called(void) {}
 
@@ -116,11 +117,7 @@ static void test_limits(void** state) {
 
 static void test_refusals(void** state) {
   (void)state;
-  static const struct {
-    const char* text;
-    const char* pos;
-    const char* why;
-  } cases[] = {
+  static const PFTestRefusal cases[] = {
       {"void(x: array<>)", "at position 14", "expected a type name"},
       {"void(x: array<int64)", "at position 19", "expected ',' or '>'"},
       {"void(x: array<int64, str>)", "at position 13", "array takes one type, got 2"},
@@ -142,12 +139,7 @@ static void test_refusals(void** state) {
        "the default 1 does not convert to union<array<int64>,str>"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
-    PFSignatureInfo* info = (PFSignatureInfo*)(uintptr_t)1;
-    int rc = PFSignatureParse(cases[i].text, &info);
-    if (rc != -1 || strstr(PFErrorGetMessage(), cases[i].pos) == NULL ||
-        strstr(PFErrorGetMessage(), cases[i].why) == NULL)
-      fail_msg("case %zu (%s): rc %d, %s", i, cases[i].text, rc, PFGetLastError());
-    assert_ptr_equal(info, (PFSignatureInfo*)(uintptr_t)1);
+    pf_test_check_refusal(&cases[i], i);
   }
 }
 

@@ -6,7 +6,8 @@
 # order given; its output goes to $BUILD/suites/SUITE.log. The logs are
 # printed whole and in the order given, each as soon as it and those before
 # it are done, its last line followed by the suite's time, so the output
-# reads as if the suites ran one after the other. After a suite fails no
+# reads as if the suites ran one after the other. Beside each log,
+# SUITE.time holds its wall time and SUITE.cpu its CPU time, in seconds. After a suite fails no
 # other starts; those running finish and are printed, then a line says
 # which failed, and the exit status is non-zero.
 set -uo pipefail
@@ -26,6 +27,12 @@ start_suite() {
     $MAKE --no-print-directory "V=${V:-0}" "$s" >"$dir/$s.log" 2>&1
     rc=$?
     echo "$((SECONDS - begin))" >"$dir/$s.time"
+    # Its CPU time (user + sys of every process it ran), which machine load
+    # does not stretch: where the test command's time goes.
+    times >"$dir/$s.cpu"  # (in a pipe it would count a new subshell's)
+    awk 'NR == 2 {printf "%.0f\n", cpu($1) + cpu($2)}
+         function cpu(t) {split(t, a, /[ms]/); return a[1] * 60 + a[2]}' "$dir/$s.cpu" >"$dir/$s.cpu.tmp"
+    mv -f "$dir/$s.cpu.tmp" "$dir/$s.cpu"
     echo "$rc" >"$dir/$s.rc"
   ) &
 }
@@ -68,4 +75,6 @@ if ((${#failed[@]} > 0)); then
   echo "make test: ${failed[*]} failed (logs in $dir); $((${#suites[@]} - next)) suites not run"
   exit 1
 fi
-echo "make test: ${#suites[@]} suites, $jobs at a time, in $((SECONDS - begin))s"
+cpu=0
+for s in "${suites[@]}"; do cpu=$((cpu + $(cat "$dir/$s.cpu"))); done
+echo "make test: ${#suites[@]} suites, $jobs at a time, in $((SECONDS - begin))s (CPU ${cpu}s)"

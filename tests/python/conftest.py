@@ -54,6 +54,15 @@ if TESTLIB.pft_init() != 0:
     raise RuntimeError("pft_init failed: " + str(packedfunc._errors.last_error()))
 
 
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory):
+    """A mypy cache directory for the whole session: the first mypy run
+    checks the standard library's and numpy's stubs, the others reuse that
+    (mypy checks each cached module's source hash, so a changed file is
+    checked again)."""
+    return str(tmp_path_factory.mktemp("mypy-cache"))
+
+
 @pytest.fixture
 def testlib():
     return TESTLIB

@@ -53,10 +53,18 @@ def _venv(tmp_path, system_site_packages=True):
     except ImportError:
         pytest.skip("python3-venv is not installed, so venvs have no pip")
     venv = tmp_path / "venv"
+    # A venv that sees the system's packages has the system's pip (Debian's
+    # python3-pip, run as `python -m pip`), which installs into the venv: it
+    # needs no copy of its own, which ensurepip takes seconds to install.
     subprocess.run([sys.executable, "-m", "venv", str(venv)]
-                   + ["--system-site-packages"] * system_site_packages,
+                   + ["--system-site-packages", "--without-pip"] * system_site_packages,
                    check=True, capture_output=True, timeout=300)
     return venv
+
+
+def _pip(venv):
+    """The command that runs pip in `venv`."""
+    return [str(venv / "bin" / "python"), "-m", "pip"]
 
 
 def _pip_install(tmp_path, venv, build_env=None, without=(), isolation=False):
@@ -67,7 +75,7 @@ def _pip_install(tmp_path, venv, build_env=None, without=(), isolation=False):
     shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns(
         "build", "*.egg-info", "__pycache__", "_cext*.so", *without))
     env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index", "--quiet", str(src)]
+    r = subprocess.run(_pip(venv) + ["install", "--no-index", "--quiet", str(src)]
                        + ["--no-build-isolation"] * (not isolation),
                        env=dict(env, **(build_env or {})),
                        capture_output=True, text=True, timeout=600)
@@ -141,7 +149,7 @@ def test_pip_install_in_a_plain_venv_fails_and_says_what_to_run(tmp_path, isolat
     assert "Could not find a version" not in text, text
 
 
-def test_a_stub_with_a_tensor_passes_mypy_strict(tmp_path):
+def test_a_stub_with_a_tensor_passes_mypy_strict(tmp_path, mypy_cache):
     # numpy.ndarray is generic: bare, mypy --strict refused the stub
     # ("Missing type parameters for generic type").
     r = subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True)
@@ -155,8 +163,7 @@ def test_a_stub_with_a_tensor_passes_mypy_strict(tmp_path):
     (tmp_path / "prog.py").write_text(
         "import typing\nimport numpy\nif typing.TYPE_CHECKING:\n    import mod_cxx\n"
         "x: float = mod_cxx.cxx.total(numpy.zeros(3))\n")
-    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                        "--cache-dir", os.devnull, "--follow-imports=silent", "prog.py",
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", mypy_cache, "--follow-imports=silent", "prog.py",
                         "mod_cxx.pyi"], env=dict(os.environ, MYPYPATH=PKG_SRC),
                        cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -241,13 +248,13 @@ def test_a_plugin_builds_against_the_installed_wheel(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     env.pop("PKG_CONFIG_PATH", None)
     dist = tmp_path / "dist"
-    r = subprocess.run([str(venv / "bin" / "pip"), "wheel", "--no-deps", "--no-build-isolation",
-                        "--no-index", "--quiet", "-w", str(dist), str(src)],
+    r = subprocess.run(_pip(venv) + ["wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                                     "--quiet", "-w", str(dist), str(src)],
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     wheel, = dist.glob("packedfunc-*.whl")
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-deps", "--no-index",
-                        "--quiet", str(wheel)], env=env, capture_output=True, text=True,
+    r = subprocess.run(_pip(venv) + ["install", "--no-deps", "--no-index", "--quiet", str(wheel)],
+                       env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     py = str(venv / "bin" / "python")

@@ -162,7 +162,7 @@ BAD_ERRORS = ['Argument 2 to "add" of "demo" has incompatible type "str"; expect
 
 @pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes",
                     reason="backend-independent; runs in the cext pass")
-def test_the_stubs_type_check_a_program(tmp_path):
+def test_the_stubs_type_check_a_program(tmp_path, mypy_cache):
     r = subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True)
     if r.returncode != 0:
         pytest.skip("mypy is not installed (Debian: python3-mypy)")
@@ -172,7 +172,7 @@ def test_the_stubs_type_check_a_program(tmp_path):
     (tmp_path / "bad.py").write_text(BAD)
     # One run for both programs (mypy takes seconds to start); packedfunc's
     # own sources are followed silently.
-    r = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull,
+    r = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", mypy_cache,
                         "--follow-imports=silent", "--no-error-summary", "--hide-error-context",
                         "good.py", "bad.py"],
                        env=dict(ENV, MYPYPATH=ENV["PYTHONPATH"]), cwd=str(tmp_path),
@@ -199,7 +199,7 @@ shadow.int(1, 2, 2.5, True, b"x")
 
 @pytest.mark.skipif(os.environ.get("PACKEDFUNC_BACKEND") == "ctypes",
                     reason="backend-independent; runs in the cext pass")
-def test_names_that_annotations_use_do_not_shadow_them(tmp_path, unique_name):
+def test_names_that_annotations_use_do_not_shadow_them(tmp_path, unique_name, mypy_cache):
     r = subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True)
     if r.returncode != 0:
         pytest.skip("mypy is not installed (Debian: python3-mypy)")
@@ -223,7 +223,7 @@ def test_names_that_annotations_use_do_not_shadow_them(tmp_path, unique_name):
     text = stubgen.generate_registry(prefix)
     (tmp_path / "shadow.pyi").write_text(text)
     (tmp_path / "prog.py").write_text(SHADOWED)
-    r = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull,
+    r = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", mypy_cache,
                         "--follow-imports=silent", "--no-error-summary", "--hide-error-context",
                         "prog.py"],
                        env=dict(ENV, MYPYPATH=ENV["PYTHONPATH"]), cwd=str(tmp_path),
