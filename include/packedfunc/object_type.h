@@ -187,6 +187,9 @@ extern "C" {
 
 /* Field flags (PFFieldDesc.flags, PFFieldInfo.flags). */
 #define kPFFieldWritable 1u /* hosts may write it (PFObjectSetField) */
+/* Reported in PFFieldInfo.flags, never given in a PFFieldDesc: the field is
+ * an accessor field (PFAccessorDesc), read and written through code. */
+#define kPFFieldAccessor 2u
 /* Method flags (PFMethodDesc.flags, PFMethodInfo.flags). */
 #define kPFMethodStatic 1u /* takes no object: called with the caller's arguments only */
 
@@ -214,8 +217,68 @@ typedef struct PFMethodDesc {
   const char* doc;       /* NULL, or its docstring */
 } PFMethodDesc;
 
-/* The layout version of PFObjectTypeDesc. */
+/*
+ * Accessor fields. A member that is not bytes of the storage rule (a C++
+ * std::string, a value computed from others) can still be a field: its
+ * description gives a getter and, for a writable one, a setter instead of
+ * an offset. Hosts read and write it as any field (PFObjectGetField,
+ * PFObjectSetField, obj.name in Python and Node); PFFieldInfo reports it
+ * with kPFFieldAccessor, offset 0 and size 0 (nothing to read in place).
+ *
+ * Its type is a number type, bool, dtype, device, ptr, str or bytes (the
+ * types whose values are no references: a field that holds references is
+ * an offset field, so that the runtime sees them). Both functions get the
+ * struct (PFObjectGetData) of an instance of the type or a descendant:
+ *
+ *   - the getter writes the field's value to *out and *out_type_code and
+ *     returns 0, or returns -1 after recording an error (PFErrorSetFormat).
+ *     The value must be one that a typed function's argument of the
+ *     field's type takes (for str, kPFStr or kPFNull): the runtime
+ *     converts it as such, and a value it refuses is a TypeError or
+ *     ValueError naming the field. A str or bytes value is borrowed from
+ *     the instance, as an offset field's: it must stay valid until the
+ *     field is written again or the instance is destroyed (a pointer into
+ *     the struct, such as a std::string's c_str()).
+ *   - the setter takes a value already checked and converted as
+ *     PFObjectSetField converts one for an offset field of the same type
+ *     (kPFInt, kPFFloat, kPFBool, kPFDataType, kPFDevice, kPFOpaqueHandle,
+ *     kPFStr or kPFBytes; kPFNull for a NULL ptr, but never for a str or
+ *     bytes field: writing null to one is a TypeError before the setter
+ *     runs), borrowed for the call: it copies what it keeps. It returns 0,
+ *     or -1 after recording an error, and then leaves the member as it
+ *     was.
+ *
+ * They run inside PFObjectGetField and PFObjectSetField, where a host may
+ * hold a lock of its own around the instance: like a struct's member
+ * access, they touch only the struct, call no other packedfunc function
+ * than the error setters and no host code, and do not block. Their code
+ * is in the library that registers the type and follows the rules of a
+ * method's (see "Lifetime of types"). Threads: as for offset fields.
+ */
+typedef int (*PFFieldGetter)(const void* data, PFValue* out, int* out_type_code);
+typedef int (*PFFieldSetter)(void* data, PFValue value, int type_code);
+
+/* One accessor field of a description (PFObjectTypeDesc2). */
+typedef struct PFAccessorDesc {
+  const char* name;  /* an identifier, as a field's; shares the fields' and
+                       methods' names */
+  const char* type;  /* see above: a number type, bool, dtype, device, ptr,
+                       str or bytes */
+  PFFieldGetter get; /* required */
+  PFFieldSetter set; /* NULL: read-only to hosts; else the field is writable */
+  const char* doc;   /* NULL, or its docstring */
+} PFAccessorDesc;
+
+/* PF_ACCESSOR(name, type, get, set, doc): an accessor field's
+ * PFAccessorDesc. */
+#define PF_ACCESSOR(name, type, get, set, doc) \
+  { (name), (type), (get), (set), (doc) }
+
+/* The layout version of PFObjectTypeDesc; PF_OBJECT_TYPE_DESC2_ABI in its
+ * `abi` says that it is the `base` of a PFObjectTypeDesc2 (which adds the
+ * accessor fields), so the registration reads that one. */
 #define PF_OBJECT_TYPE_DESC_ABI 1u
+#define PF_OBJECT_TYPE_DESC2_ABI 2u
 
 /* A type to register. Read during registration only: everything is
  * copied. */
@@ -234,6 +297,17 @@ typedef struct PFObjectTypeDesc {
   const PFMethodDesc* methods; /* num_methods entries (NULL when 0) */
   int num_methods;
 } PFObjectTypeDesc;
+
+/* A description with accessor fields: base.abi is PF_OBJECT_TYPE_DESC2_ABI,
+ * and a pointer to `base` is what PFObjectTypeRegister and a module's
+ * descriptor (PF_REGISTER_OBJECT_TYPE) take. A struct of its own, not
+ * members appended to PFObjectTypeDesc, so that the descriptions written
+ * with positional initializers before it still compile without warnings. */
+typedef struct PFObjectTypeDesc2 {
+  PFObjectTypeDesc base;
+  const PFAccessorDesc* accessors; /* num_accessors entries (NULL when 0) */
+  int num_accessors;
+} PFObjectTypeDesc2;
 
 /* PF_FIELD(Struct, member, type, flags, doc): the PFFieldDesc of the
  * member `member` of `Struct`, named as the member. */
