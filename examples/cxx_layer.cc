@@ -38,7 +38,7 @@ PF_DEF("mylib.total", total, pf::arg("x"));
 PF_CLASS(Account, "mylib.Account", "A bank account.")
     .init<std::string>(pf::arg("owner"))
     .field<&Account::balance>("balance")
-    .prop<&Account::owner>("owner")
+    .field<&Account::owner>("owner")
     .def<&Account::withdraw>("withdraw", pf::arg("amount"));
 
 int main() {

@@ -171,8 +171,8 @@ test-install: lib $(PF_TOOL)
 
 # The README's C example is examples/quickstart.c, word for word, and runs;
 # its sessions run pf and the installed tree.
-test-readme: lib $(DEMO_PLUGIN) $(PF_TOOL)
-	@$(RUN) tools/test-readme.sh
+test-readme: lib python $(DEMO_PLUGIN) $(PF_TOOL)
+	@$(RUN) env PYTHON=$(PYTHON) PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) tools/test-readme.sh
 
 # Checked registrations: each deliberate mismatch of tests/checked/mismatch.c
 # fails to compile, under gcc and clang, at its line (a syntax-only compile

@@ -239,8 +239,16 @@ static void test_inherited(void** state) {
   PFObjectTypeDesc2 d = tag_desc("acc.Base");
   reg(&d.base);
   static const PFFieldDesc fields[] = {PF_FIELD(Heavy, weight, "float64", kPFFieldWritable, NULL)};
-  PFObjectTypeDesc c = {PF_OBJECT_TYPE_DESC_ABI, "acc.Heavy", "acc.Base", sizeof(Heavy), NULL,
-                        NULL, fields, 1, NULL, 0};
+  PFObjectTypeDesc c = {PF_OBJECT_TYPE_DESC_ABI,
+                        "acc.Heavy",
+                        "acc.Base",
+                        sizeof(Heavy),
+                        NULL,
+                        NULL,
+                        fields,
+                        1,
+                        NULL,
+                        0};
   uint32_t ix = reg(&c);
   PFObjectHandle o = alloc(ix);
   assert_pf_ok(set_str(o, "name", "lead"));
@@ -275,7 +283,8 @@ static void test_register_again(void** state) {
                   "its field 'length' differs");
   other[1].get = tag_get_length;
   other[1].set = tag_set_name; /* now writable */
-  assert_pf_error(PFObjectTypeRegister(&d.base, &got), kPFErrKeyError, "its field 'length' differs");
+  assert_pf_error(PFObjectTypeRegister(&d.base, &got), kPFErrKeyError,
+                  "its field 'length' differs");
 }
 
 static void test_bad_descriptions(void** state) {

@@ -334,9 +334,10 @@ typedef struct PFFieldInfo {
   const char* type;    /* the canonical type, e.g. "int64", "obj<mylib.Base>",
                           "list<str>" */
   const char* doc;     /* NULL when none */
-  size_t offset;       /* in the struct */
-  size_t size;         /* of its bytes (the storage rule's C type) */
-  uint32_t flags;      /* kPFFieldWritable or 0 */
+  size_t offset;       /* in the struct (0 for an accessor field) */
+  size_t size;         /* of its bytes (the storage rule's C type); 0 for an
+                          accessor field, which has none to read in place */
+  uint32_t flags;      /* kPFFieldWritable or 0, and kPFFieldAccessor */
   uint32_t type_index; /* the type that declared it */
 } PFFieldInfo;
 
@@ -355,7 +356,7 @@ typedef struct PFMethodInfo {
 /* A registered type's description, owned by the runtime and valid for the
  * process; members may be appended in later versions. Fields come in
  * layout order of declaration: the root ancestor's first, then each
- * descendant's own. Methods likewise, except that an override takes the
+ * descendant's own (a type's offset fields, then its accessor fields). Methods likewise, except that an override takes the
  * place of the method it overrides, and so each name appears once. */
 typedef struct PFObjectTypeInfo {
   const char* key;
@@ -384,7 +385,8 @@ typedef struct PFObjectTypeInfo {
  * keeps loaded the shared library its code is in.
  *
  * Errors (nothing is registered): NULL desc or out_type_index (TypeError);
- * desc->abi not PF_OBJECT_TYPE_DESC_ABI (ValueError); a NULL, empty,
+ * desc->abi neither PF_OBJECT_TYPE_DESC_ABI nor PF_OBJECT_TYPE_DESC2_ABI
+ * (ValueError); a NULL, empty,
  * over-long or malformed key, field name or method name (ValueError
  * naming it); a key registered with another description (KeyError naming
  * the key and what differs); a parent that is not registered, the type
@@ -405,7 +407,11 @@ typedef struct PFObjectTypeInfo {
  * naming the method), an instance method whose signature has no first
  * parameter of type object or obj<KEY> of the type or an ancestor, a
  * static __init__ whose result is not object or obj<KEY> of the type
- * (ValueError); PF_OBJECT_TYPE_MAX_REGISTERED types registered already
+ * (ValueError); an accessor field (PFObjectTypeDesc2) without a getter, or
+ * of a type that is not a number type, bool, dtype, device, ptr, str or
+ * bytes (ValueError naming it; its name is checked as a field's, and its
+ * count and array as the fields'); PF_OBJECT_TYPE_MAX_REGISTERED types
+ * registered already
  * (RuntimeError); MemoryError (one that comes while the registered type's
  * code is being made ready leaves the type registered, and its first use,
  * or registering it again, makes it ready).
@@ -482,7 +488,10 @@ PF_EXPORT int PFObjectIsInstance(PFObjectHandle obj, uint32_t type_index, int* o
  * Errors: obj not a live instance, NULL out or out_type_code, field not a
  * field handle (TypeError); a field of a type that obj is not an instance
  * of (TypeError naming both types and the field); a uint64 field above
- * INT64_MAX (ValueError, as a typed result). Nothing is written on error.
+ * INT64_MAX (ValueError, as a typed result); an accessor field's getter
+ * that fails (its error; a RuntimeError if it recorded none) or gives a
+ * value its type does not take (TypeError or ValueError naming the field
+ * and "its getter's value"). Nothing is written on error.
  * Cost: a read of an int64, float64 or bool field is a few compares and
  * loads, no more than a packed call (bench/bench_c.c: field_get). Takes no
  * lock; thread-safe as described under "Threads".
@@ -495,7 +504,8 @@ PF_EXPORT int PFObjectGetField(PFObjectHandle obj, const PFFieldInfo* field, PFV
  * `type_code`) is converted as a typed function converts an argument of
  * the field's type (so a float for an int64 field is a TypeError, an int
  * out of an int8's range a ValueError), with kPFNull also accepted for str,
- * bytes, ptr, tensor and the handle types (NULL). A str or bytes value is
+ * bytes, ptr, tensor and the handle types (NULL; not for a str or bytes
+ * accessor field). A str or bytes value is
  * copied; a handle gets a reference of the instance's own. The value the
  * field held is then freed or released (which may run its finalizer).
  * Errors: as PFObjectGetField for obj and field; a read-only field
@@ -504,7 +514,9 @@ PF_EXPORT int PFObjectGetField(PFObjectHandle obj, const PFFieldInfo* field, PFV
  * given, e.g. "PFObjectSetField: field 'count' of mylib.Counter: expected
  * int64, got str"); a value out of range (ValueError); a kPFDLTensorHandle
  * for a tensor field (TypeError: a borrowed DLTensor* cannot be kept);
- * MemoryError. On error the field is unchanged. Takes no lock.
+ * MemoryError; an accessor field's setter that fails (its error; a
+ * RuntimeError if it recorded none). On error the field is unchanged.
+ * Takes no lock.
  */
 PF_EXPORT int PFObjectSetField(PFObjectHandle obj, const PFFieldInfo* field, PFValue value,
                                int type_code);
