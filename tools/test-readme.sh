@@ -13,7 +13,8 @@
 #    installed into a scratch prefix (pkg-config, pf) and the demo plugin's
 #    sources (examples/plugin/*.c) are copied. The Python examples are checked by tests/python/test_readme.py;
 #  - the comparison table's packedfunc columns: docs/examples/compare_c.c and
-#    compare_cpp.cc build and work from Python, and have the lines it says.
+#    examples/cxx_layer.cc build and work from Python, and have the lines
+#    it says.
 set -euo pipefail
 BUILD=${BUILD:-build}
 ROOT=$(pwd)
@@ -93,7 +94,7 @@ done
 
 # ---- the comparison table's packedfunc columns (docs/guide.md, "Compared") ----
 # The small library in the C form and the C++ layer, docs/examples/compare_c.c
-# and compare_cpp.cc: each builds as a plugin and does what the table says
+# and examples/cxx_layer.cc (the guide's C++ example): each builds as a plugin and does what the table says
 # from Python (docs/examples/compare.py), and the table's "lines" figures are
 # the files' counts (the non-blank lines between "lines: ROW" and "end").
 count_lines() { # $1 file, $2 row
@@ -106,7 +107,7 @@ table_figure() { # $1 the row's label, $2 its column (3: C form, 4: C++ layer): 
 compared=0
 cc -std=c11 -Wall -Wextra -Werror -Iinclude -shared -fPIC docs/examples/compare_c.c \
    -L"$BUILD/lib" -lpackedfunc -o "$tmp/compare_c.so"
-c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -shared -fPIC docs/examples/compare_cpp.cc \
+c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -shared -fPIC examples/cxx_layer.cc \
     -L"$BUILD/lib" -lpackedfunc -o "$tmp/compare_cpp.so"
 if ! PACKEDFUNC_LIBRARY=${PACKEDFUNC_LIBRARY:-$(ls "$ROOT/$BUILD"/lib/libpackedfunc.so.*.*.*)} \
      PYTHONPATH="$ROOT/bindings/python" "${PYTHON:-python3}" docs/examples/compare.py \
@@ -114,7 +115,7 @@ if ! PACKEDFUNC_LIBRARY=${PACKEDFUNC_LIBRARY:-$(ls "$ROOT/$BUILD"/lib/libpackedf
   echo "test-readme: docs/examples/compare.py failed: the compared library does not work"; status=1
 fi
 for row in "clamp:clamp with defaults" "class:the class" "total:total of a float64 array"; do
-  for col in "3:docs/examples/compare_c.c" "4:docs/examples/compare_cpp.cc"; do
+  for col in "3:docs/examples/compare_c.c" "4:examples/cxx_layer.cc"; do
     file=${col#*:} want=$(count_lines "${col#*:}" "${row%%:*}")
     got=$(table_figure "lines: ${row#*:}" "${col%%:*}")
     if [[ $want -eq 0 || $got != "$want" ]]; then

@@ -1,6 +1,6 @@
 """Runs the comparison's small library (docs/guide.md, "Compared") in both
 of packedfunc's forms, from Python: docs/examples/compare_c.c and
-compare_cpp.cc, built as plugins, whose paths are the arguments. Each must
+examples/cxx_layer.cc, built as plugins, whose paths are the arguments. Each must
 give clamp with its defaults, the class with its string field and its
 failing method, and the total of a float64 array. tools/test-readme.sh
 runs it."""
@@ -32,5 +32,5 @@ def check(path, namespace):
 
 
 if __name__ == "__main__":
-    done = [check(sys.argv[1], "cmpc"), check(sys.argv[2], "cmpcpp")]
+    done = [check(sys.argv[1], "cmpc"), check(sys.argv[2], "mylib")]
     print("compare.py: %s hold" % " and ".join(done))

@@ -4,7 +4,8 @@
  * can fail, a function taking a float64 array. The lines between a
  * "lines: ROW" marker and "end" are the binding code of that row, which
  * tools/test-readme.sh counts against the table; the rest is the library's
- * own code. It builds as a plugin, which docs/examples/compare.py uses. */
+ * own code. It builds as a plugin, which docs/examples/compare.py uses;
+ * examples/cxx_layer.cc is the same library with the C++ layer. */
 #include <string.h>
 
 #include "packedfunc/c_api.h"
