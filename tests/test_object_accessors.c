@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "support/pf_test.h"
+#include "support/pf_object_test.h"
 
 /* A struct whose name is a fixed buffer, not a char* the instance owns:
  * what an offset field of type str cannot describe. */
@@ -90,22 +91,11 @@ static PFObjectTypeDesc2 tag_desc(const char* key) {
   return d;
 }
 
-static uint32_t reg(const PFObjectTypeDesc* d) {
-  uint32_t ix = 0;
-  assert_pf_ok(PFObjectTypeRegister(d, &ix));
-  return ix;
-}
-
-static const PFFieldInfo* field(uint32_t ix, const char* name) {
-  const PFFieldInfo* f = NULL;
-  assert_pf_ok(PFObjectTypeGetField(ix, name, &f));
-  return f;
-}
-
-static PFObjectHandle alloc(uint32_t ix) {
-  PFObjectHandle o = NULL;
-  assert_pf_ok(PFObjectAlloc(ix, &o));
-  return o;
+/* A zeroed instance of the tag type registered under `key`; its index. */
+static PFObjectHandle new_tag(const char* key, uint32_t* ix) {
+  PFObjectTypeDesc2 d = tag_desc(key);
+  *ix = reg(&d.base);
+  return alloc(*ix);
 }
 
 static int set_str(PFObjectHandle o, const char* name, const char* s) {
@@ -125,8 +115,7 @@ static void test_described_as_fields(void** state) {
   (void)state;
   PFObjectTypeDesc2 d = tag_desc("acc.Described");
   uint32_t ix = reg(&d.base);
-  const PFObjectTypeInfo* ti = NULL;
-  assert_pf_ok(PFObjectTypeGetInfo(ix, &ti));
+  const PFObjectTypeInfo* ti = info(ix);
   /* The offset fields first, then the accessor fields, in their order. */
   assert_int_equal(ti->num_fields, 6);
   assert_string_equal(ti->fields[0]->name, "id");
@@ -149,11 +138,9 @@ static void test_described_as_fields(void** state) {
 
 static void test_read_and_write(void** state) {
   (void)state;
-  PFObjectTypeDesc2 d = tag_desc("acc.ReadWrite");
-  uint32_t ix = reg(&d.base);
-  PFObjectHandle o = alloc(ix);
-  Tag* t = NULL;
-  assert_pf_ok(PFObjectGetData(o, (void**)&t));
+  uint32_t ix = 0;
+  PFObjectHandle o = new_tag("acc.ReadWrite", &ix);
+  Tag* t = data(o);
   assert_str_field(o, "name", ""); /* a zeroed struct's */
   assert_pf_ok(set_str(o, "name", "apples"));
   assert_string_equal(t->name, "apples");
@@ -175,11 +162,9 @@ static void test_read_and_write(void** state) {
 
 static void test_write_errors(void** state) {
   (void)state;
-  PFObjectTypeDesc2 d = tag_desc("acc.WriteErrors");
-  uint32_t ix = reg(&d.base);
-  PFObjectHandle o = alloc(ix);
-  Tag* t = NULL;
-  assert_pf_ok(PFObjectGetData(o, (void**)&t));
+  uint32_t ix = 0;
+  PFObjectHandle o = new_tag("acc.WriteErrors", &ix);
+  Tag* t = data(o);
   assert_pf_ok(set_str(o, "name", "pears"));
   /* Checked by the runtime before the setter runs. */
   PFValue i = {.v_int64 = 5};
@@ -207,9 +192,8 @@ static void test_write_errors(void** state) {
 
 static void test_getter_contract(void** state) {
   (void)state;
-  PFObjectTypeDesc2 d = tag_desc("acc.Getters");
-  uint32_t ix = reg(&d.base);
-  PFObjectHandle o = alloc(ix);
+  uint32_t ix = 0;
+  PFObjectHandle o = new_tag("acc.Getters", &ix);
   PFValue v = {.v_int64 = 77};
   int code = 77;
   assert_pf_error(PFObjectGetFieldByName(o, "wrong", &v, &code), kPFErrTypeError,
@@ -253,8 +237,7 @@ static void test_inherited(void** state) {
   PFObjectHandle o = alloc(ix);
   assert_pf_ok(set_str(o, "name", "lead"));
   assert_str_field(o, "name", "lead");
-  Heavy* h = NULL;
-  assert_pf_ok(PFObjectGetData(o, (void**)&h));
+  Heavy* h = data(o);
   assert_string_equal(h->base.name, "lead");
   /* A field of the child, through a handle, on an instance of the parent. */
   uint32_t base = 0;
@@ -341,9 +324,7 @@ static void test_layout_1_still_read(void** state) {
   memcpy(d, &full.base, n);
   uint32_t ix = reg(d);
   free(d);
-  const PFObjectTypeInfo* ti = NULL;
-  assert_pf_ok(PFObjectTypeGetInfo(ix, &ti));
-  assert_int_equal(ti->num_fields, 1);
+  assert_int_equal(info(ix)->num_fields, 1);
   size_t size = 0;
   assert_pf_ok(PFGetStructSize("PFAccessorDesc", &size));
   assert_int_equal(size, sizeof(PFAccessorDesc));

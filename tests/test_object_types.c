@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "support/pf_test.h"
+#include "support/pf_object_test.h"
 
 /* ---- helpers ---- */
 
@@ -24,37 +25,6 @@
 static uint64_t g_not_an_object[16];
 #define g_not_a_function_ptr ((void*)g_not_an_object)
 static DLTensor g_a_dltensor;
-
-static uint32_t reg(const PFObjectTypeDesc* d) {
-  uint32_t ix = 0;
-  assert_pf_ok(PFObjectTypeRegister(d, &ix));
-  assert_true(ix >= kPFObjectTypeRegisteredBegin);
-  return ix;
-}
-
-static const PFObjectTypeInfo* info(uint32_t ix) {
-  const PFObjectTypeInfo* ti = NULL;
-  assert_pf_ok(PFObjectTypeGetInfo(ix, &ti));
-  return ti;
-}
-
-static const PFFieldInfo* field(uint32_t ix, const char* name) {
-  const PFFieldInfo* f = NULL;
-  assert_pf_ok(PFObjectTypeGetField(ix, name, &f));
-  return f;
-}
-
-static PFObjectHandle alloc(uint32_t ix) {
-  PFObjectHandle o = NULL;
-  assert_pf_ok(PFObjectAlloc(ix, &o));
-  return o;
-}
-
-static void* data(PFObjectHandle o) {
-  void* d = NULL;
-  assert_pf_ok(PFObjectGetData(o, &d));
-  return d;
-}
 
 static PFFunctionHandle method(PFObjectHandle o, const char* name) {
   PFFunctionHandle f = NULL;
