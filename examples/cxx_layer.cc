@@ -32,14 +32,21 @@ struct Account {
 };
 
 // The bindings. In a plugin these lines are all there is: PFModLoadFromFile
-// finds them as it finds PF_REGISTER_TYPED's.
+// finds them as it finds PF_REGISTER_TYPED's. (The comparison table below
+// counts the lines between each "lines:" comment and its "end".)
+// lines: clamp
 PF_DEF("mylib.clamp", clamp, pf::arg("x"), pf::arg("lo") = 0.0, pf::arg("hi") = 1.0);
+// end
+// lines: total
 PF_DEF("mylib.total", total, pf::arg("x"));
+// end
+// lines: class
 PF_CLASS(Account, "mylib.Account", "A bank account.")
     .init<std::string>(pf::arg("owner"))
     .field<&Account::balance>("balance")
-    .prop<&Account::owner>("owner")
+    .field<&Account::owner>("owner")
     .def<&Account::withdraw>("withdraw", pf::arg("amount"));
+// end
 
 int main() {
   PFModuleHandle h = nullptr;

@@ -83,8 +83,8 @@ MOD_DIR      := $(BUILD)/modules
 MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so mod_dup.so \
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
                   mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
-                  mod_types.so mod_types_clash.so mod_badtype.so mod_pyobj.so mod_cxx.so \
-                  mod_elements.so mod_cxx_layer.so)
+                  mod_types.so mod_types_clash.so mod_badtype.so mod_badaccessor.so mod_pyobj.so \
+                  mod_cxx.so mod_elements.so mod_cxx_layer.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 
 $(MOD_DIR)/%.so: tests/modules/%.c $(SHARED)
@@ -177,8 +177,8 @@ test-install: lib $(PF_TOOL)
 
 # The README's C example is examples/quickstart.c, word for word, and runs;
 # its sessions run pf and the installed tree.
-test-readme: lib $(DEMO_PLUGIN) $(PF_TOOL)
-	@$(RUN) tools/test-readme.sh
+test-readme: lib python $(DEMO_PLUGIN) $(PF_TOOL)
+	@$(RUN) env PYTHON=$(PYTHON) PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) tools/test-readme.sh
 
 # Checked registrations: each deliberate mismatch of tests/checked/mismatch.c
 # fails to compile, under gcc and clang, at its line (a syntax-only compile

@@ -27,6 +27,8 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"PFObjectTypeDesc", sizeof(PFObjectTypeDesc)},
       {"PFFieldDesc", sizeof(PFFieldDesc)},
       {"PFMethodDesc", sizeof(PFMethodDesc)},
+      {"PFObjectTypeDesc2", sizeof(PFObjectTypeDesc2)},
+      {"PFAccessorDesc", sizeof(PFAccessorDesc)},
       {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
       {"PFFieldInfo", sizeof(PFFieldInfo)},
       {"PFMethodInfo", sizeof(PFMethodInfo)},

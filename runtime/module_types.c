@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "module.h"
+#include "object_type.h"
 
 static int outside(const char* where, const char* origin, size_t index, const char* what,
                    const void* p) {
@@ -39,7 +40,8 @@ static int code_ok(const pf_segments* segs, const void* code) {
 int pf_module_check_type(const char* where, const char* origin, size_t index,
                          const PFObjectTypeDesc* td, const pf_segments* segs) {
   if (td == NULL) return 0;
-  if (!readable(segs, td, 1, sizeof(*td), _Alignof(PFObjectTypeDesc)))
+  if (!readable(segs, td, 1, sizeof(*td), _Alignof(PFObjectTypeDesc)) ||
+      !readable(segs, td, 1, pf_desc_size(td->abi), _Alignof(PFObjectTypeDesc2)))
     return outside(where, origin, index, "description", td);
   const char* const head[3] = {td->key, td->parent, td->doc};
   if (!strings_ok(segs, head, 3)) return outside(where, origin, index, "key, parent or doc", td);
@@ -66,6 +68,20 @@ int pf_module_check_type(const char* where, const char* origin, size_t index,
       if (!code_ok(segs, pf_code_addr((void (*)(void))m->packed)) ||
           !code_ok(segs, pf_code_addr(m->typed)))
         return not_code(where, origin, index, "method function", m);
+    }
+  }
+  int na = pf_desc_num_accessors(td);
+  const PFAccessorDesc* acc = pf_desc_accessors(td);
+  if (na > 0 && na <= PF_OBJECT_TYPE_MAX_MEMBERS && acc != NULL) {
+    if (!readable(segs, acc, (size_t)na, sizeof(PFAccessorDesc), _Alignof(PFAccessorDesc)))
+      return outside(where, origin, index, "accessors", acc);
+    for (int i = 0; i < na; ++i) {
+      const PFAccessorDesc* a = &acc[i];
+      const char* const s[3] = {a->name, a->type, a->doc};
+      if (!strings_ok(segs, s, 3)) return outside(where, origin, index, "accessor strings", a);
+      if (!code_ok(segs, pf_code_addr((void (*)(void))a->get)) ||
+          !code_ok(segs, pf_code_addr((void (*)(void))a->set)))
+        return not_code(where, origin, index, "accessor function", a);
     }
   }
   return 0;

@@ -124,10 +124,41 @@ static void field_what(const pf_instance* in, const pf_field* f, char* buf, size
   snprintf(buf, n, "field '%s' of %s", f->info.name, in->type->info.key);
 }
 
+/* An accessor's -1: its error, or a RuntimeError when it recorded none
+ * (`gen`: the thread's error generation before it ran). */
+static int accessor_failed(const char* where, const pf_instance* in, const pf_field* f,
+                           const char* which, uint64_t gen) {
+  if (pf_hot.err_gen != gen && PFErrorGetKind()[0] != '\0') return -1;
+  char what[PF_OBJECT_TYPE_KEY_MAX * 2 + 32];
+  field_what(in, f, what, sizeof(what));
+  return PF_ERROR(kPFErrRuntimeError, "%s: the %s of %s failed without recording an error", where,
+                  which, what);
+}
+
+/* Reads an accessor field: its getter's value, converted as an offset
+ * field's bytes would be (so a getter gives only what the type holds). */
+static int accessor_read(const char* where, const pf_instance* in, const pf_field* f, PFValue* out,
+                         int* out_code) {
+  PFValue v = {.v_int64 = 0};
+  int code = kPFNull;
+  uint64_t gen = pf_hot.err_gen;
+  if (f->get(pf_instance_data(in), &v, &code) != 0)
+    return accessor_failed(where, in, f, "getter", gen);
+  char what[PF_OBJECT_TYPE_KEY_MAX * 2 + 48];
+  pf_cvalue c;
+  pf_conv k = pf_packed_to_c(f->t, NULL, code, &v, &c, 1);
+  if (k == pf_conv_ok && pf_c_to_packed(f->t, NULL, &c, out, out_code) == 0) return 0;
+  field_what(in, f, what, sizeof(what) - 24);
+  strcat(what, " (its getter's value)");
+  if (k != pf_conv_ok) return pf_conv_error(k, where, what, f->t, NULL, code, &v);
+  return pf_c_to_packed_error(where, what, f->t, NULL, &c);
+}
+
 /* Reads a field that the getter's fast path does not. */
 __attribute__((noinline)) static int field_read(const char* where, const pf_instance* in,
                                                 const pf_field* f, const char* p, PFValue* out,
                                                 int* out_code) {
+  if (f->get != NULL) return accessor_read(where, in, f, out, out_code);
   pf_cvalue c;
   int t = f->t;
   switch (f->store) {
@@ -295,8 +326,19 @@ static int field_store(const char* where, const char* what, pf_instance* in, con
   } else if (t == pf_t_dtype && code == kPFNull) {
     memset(&c.dt, 0, sizeof(c.dt)); /* what a zero dtype reads as */
   } else {
-    pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, 1);
+    /* null is a NULL str or bytes for an offset field; an accessor takes none */
+    pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, f->set == NULL);
     if (k != pf_conv_ok) return pf_conv_error(k, where, what, t, f->obj, code, v);
+  }
+  if (f->set != NULL) { /* an accessor field: the setter takes the converted value */
+    PFValue pv;
+    int pc;
+    if (pf_c_to_packed(t, f->obj, &c, &pv, &pc) != 0)
+      return pf_c_to_packed_error(where, what, t, f->obj, &c);
+    uint64_t gen = pf_hot.err_gen;
+    if (f->set(pf_instance_data(in), pv, pc) != 0)
+      return accessor_failed(where, in, f, "setter", gen);
+    return 0;
   }
   switch (f->store) {
     case pf_store_plain:

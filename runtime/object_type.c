@@ -22,6 +22,12 @@ _Static_assert(sizeof(PFObjectTypeDesc) == 80 && offsetof(PFObjectTypeDesc, key)
                    offsetof(PFObjectTypeDesc, num_fields) == 56 &&
                    offsetof(PFObjectTypeDesc, num_methods) == 72,
                "PFObjectTypeDesc's layout is ABI");
+_Static_assert(sizeof(PFObjectTypeDesc2) == 96 && offsetof(PFObjectTypeDesc2, accessors) == 80 &&
+                   offsetof(PFObjectTypeDesc2, num_accessors) == 88,
+               "PFObjectTypeDesc2's layout is ABI");
+_Static_assert(sizeof(PFAccessorDesc) == 40 && offsetof(PFAccessorDesc, get) == 16 &&
+                   offsetof(PFAccessorDesc, doc) == 32,
+               "PFAccessorDesc's layout is ABI");
 _Static_assert(offsetof(PFFieldInfo, offset) == 24 && offsetof(PFFieldInfo, flags) == 40 &&
                    offsetof(PFFieldInfo, type_index) == 44,
                "PFFieldInfo's members keep their places");
@@ -394,6 +400,10 @@ static void publish_locked(pf_type* t, pf_object* lib) {
  * loaded. Lock held; the type has no code, so nothing reads these. */
 static void revive_locked(pf_type* old, const pf_type* fresh, pf_object* lib) {
   old->fin = fresh->fin;
+  for (int k = 0; k < old->num_own_fields; ++k) {
+    old->own_fields[k].get = fresh->own_fields[k].get;
+    old->own_fields[k].set = fresh->own_fields[k].set;
+  }
   for (int k = 0; k < old->num_own_methods; ++k) {
     old->own_methods[k].packed = fresh->own_methods[k].packed;
     old->own_methods[k].typed = fresh->own_methods[k].typed;

@@ -40,6 +40,10 @@ typedef struct {
   /* A type with element types, optional or union: "void(TYPE)" parsed
    * (its parameter 0's tree checks what is written); else NULL. */
   struct pf_siginfo* tree;
+  /* An accessor field (kPFFieldAccessor): its code, which changes only
+   * while its type is dormant, under the table's lock; else NULL. */
+  PFFieldGetter get;
+  PFFieldSetter set;
 } pf_field;
 
 /* One method. Its code pointers change only while its type is dormant,
@@ -170,6 +174,22 @@ PF_HIDDEN void pf_types_library_gone(const pf_object* lib);
 PF_HIDDEN const char* pf_registered_type_name(uint32_t type_index);
 
 /* ---- building types (runtime/object_type_build.c) ---- */
+
+/* The PFObjectTypeDesc2 that `d` is the base of, or NULL (version 1). */
+static inline const PFObjectTypeDesc2* pf_desc2(const PFObjectTypeDesc* d) {
+  return d->abi >= PF_OBJECT_TYPE_DESC2_ABI ? (const PFObjectTypeDesc2*)d : NULL;
+}
+/* Its accessor fields: none in a version 1 description. */
+static inline int pf_desc_num_accessors(const PFObjectTypeDesc* d) {
+  return pf_desc2(d) ? pf_desc2(d)->num_accessors : 0;
+}
+static inline const PFAccessorDesc* pf_desc_accessors(const PFObjectTypeDesc* d) {
+  return pf_desc2(d) ? pf_desc2(d)->accessors : NULL;
+}
+/* The bytes of a description of layout version `abi` (1 or 2). */
+static inline size_t pf_desc_size(uint32_t abi) {
+  return abi >= PF_OBJECT_TYPE_DESC2_ABI ? sizeof(PFObjectTypeDesc2) : sizeof(PFObjectTypeDesc);
+}
 
 /* A new, unregistered type from `d`: checked whole, copied. `parent` is
  * the resolved parent (NULL for none). Records an error naming `where`

@@ -63,11 +63,11 @@ pf_type* pf_type_skeleton(const char* where, const PFObjectTypeDesc* d, int inde
     PF_ERROR(kPFErrTypeError, "%s: object type description %d is NULL", where, index);
     return NULL;
   }
-  if (d->abi != PF_OBJECT_TYPE_DESC_ABI) {
+  if (d->abi < 1 || d->abi > PF_OBJECT_TYPE_DESC2_ABI) {
     PF_ERROR(kPFErrValueError,
              "%s: object type description %d has layout version %u; this library reads "
-             "version %u (rebuild against this header)",
-             where, index, (unsigned)d->abi, PF_OBJECT_TYPE_DESC_ABI);
+             "versions 1 to %u (rebuild against this header)",
+             where, index, (unsigned)d->abi, PF_OBJECT_TYPE_DESC2_ABI);
     return NULL;
   }
   const char* why = bad_name(d->key, 1);
@@ -169,26 +169,48 @@ static int layout_of(int ct, field_layout* out) {
   }
 }
 
-static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t, int i) {
-  const PFFieldDesc* fd = &d->fields[i];
-  pf_field* f = &t->own_fields[i];
-  const char* why = bad_name(fd->name, 0);
-  if (why != NULL) return TYPE_ERROR(kPFErrValueError, "the name of field %d %s", i, why);
+/* What an offset field and an accessor field share: the name, doc and
+ * type (into f), its layout (into *lay); `what` names the kind of member
+ * ("field", "accessor field"), `at` gets "WHERE: object type 'KEY': field
+ * 'NAME'". */
+static int build_field_head(const char* where, pf_type* t, int i, const char* what,
+                            const char* name, const char* type, const char* doc, pf_field* f,
+                            field_layout* lay, char* at, size_t at_size) {
+  const char* why = bad_name(name, 0);
+  if (why != NULL) return TYPE_ERROR(kPFErrValueError, "the name of %s %d %s", what, i, why);
   int oom = 0;
-  f->info.name = dup_or_null(fd->name, &oom);
-  f->info.doc = dup_or_null(fd->doc, &oom);
+  f->info.name = dup_or_null(name, &oom);
+  f->info.doc = dup_or_null(doc, &oom);
   if (oom) return pf_oom(where);
-  char at[PF_OBJECT_TYPE_KEY_MAX * 2 + 256];
-  snprintf(at, sizeof(at), "%s: object type '%s': field '%s'", where, t->info.key, fd->name);
+  snprintf(at, at_size, "%s: object type '%s': field '%s'", where, t->info.key, name);
   int ct;
   const pf_type* obj = NULL;
-  field_layout lay;
-  if (pf_sig_parse_type(at, fd->type, &ct, &obj, &f->tree) != 0) return -1;
+  if (pf_sig_parse_type(at, type, &ct, &obj, &f->tree) != 0) return -1;
   if (ct == pf_t_any)
     return PF_ERROR(kPFErrValueError, "%s: its type is %s, which has no C type", at,
                     f->tree ? f->tree->params[0].pub.type : "any");
-  if (layout_of(ct, &lay) != 0)
+  if (layout_of(ct, lay) != 0)
     return PF_ERROR(kPFErrValueError, "%s: void is not a field type", at);
+  f->info.type = f->tree ? f->tree->params[0].pub.type : obj ? obj->sig_name : pf_ctypes[ct].name;
+  f->magic = PF_FIELD_MAGIC;
+  f->t = (uint8_t)ct;
+  f->store = lay->store;
+  f->owner = t;
+  f->owner_depth = t->info.depth;
+  f->obj = obj;
+  return 0;
+}
+
+static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t, int i) {
+  const PFFieldDesc* fd = &d->fields[i];
+  pf_field* f = &t->own_fields[i];
+  char at[PF_OBJECT_TYPE_KEY_MAX * 2 + 256];
+  field_layout lay;
+  if (build_field_head(where, t, i, "field", fd->name, fd->type, fd->doc, f, &lay, at,
+                       sizeof(at)) != 0)
+    return -1;
+  int ct = f->t;
+  const pf_type* obj = f->obj;
   if ((fd->flags & ~kPFFieldWritable) != 0)
     return PF_ERROR(kPFErrValueError, "%s: unknown flag bits 0x%x", at,
                     (unsigned)(fd->flags & ~kPFFieldWritable));
@@ -200,17 +222,36 @@ static int build_field(const char* where, const PFObjectTypeDesc* d, pf_type* t,
     return PF_ERROR(kPFErrValueError,
                     "%s: its %u bytes at offset %zu end past the instance size %zu", at,
                     (unsigned)lay.size, fd->offset, d->instance_size);
-  f->info.type = f->tree ? f->tree->params[0].pub.type : obj ? obj->sig_name : pf_ctypes[ct].name;
   f->info.offset = fd->offset;
   f->info.size = lay.size;
   f->info.flags = fd->flags;
-  f->magic = PF_FIELD_MAGIC;
-  f->t = (uint8_t)ct;
-  f->store = lay.store;
   f->fast = lay.fast;
-  f->owner = t;
-  f->owner_depth = t->info.depth;
-  f->obj = obj;
+  return 0;
+}
+
+/* An accessor field: own field d->num_fields + i. No bytes of the struct;
+ * its values cross as an offset field's of its type would, and are no
+ * references. */
+static int build_accessor(const char* where, const PFObjectTypeDesc* d, pf_type* t, int i) {
+  const PFAccessorDesc* ad = &pf_desc_accessors(d)[i];
+  pf_field* f = &t->own_fields[d->num_fields + i];
+  char at[PF_OBJECT_TYPE_KEY_MAX * 2 + 256];
+  field_layout lay;
+  if (build_field_head(where, t, i, "accessor field", ad->name, ad->type, ad->doc, f, &lay, at,
+                       sizeof(at)) != 0)
+    return -1;
+  if (f->tree != NULL ||
+      (lay.store != pf_store_plain && lay.store != pf_store_str && lay.store != pf_store_bytes))
+    return PF_ERROR(kPFErrValueError,
+                    "%s: an accessor field's type is a number type, bool, dtype, device, ptr, "
+                    "str or bytes, not %s (a field that holds references is an offset field)",
+                    at, f->info.type);
+  if (ad->get == NULL) return PF_ERROR(kPFErrValueError, "%s: its getter is NULL", at);
+  f->info.flags = kPFFieldAccessor | (ad->set != NULL ? kPFFieldWritable : 0u);
+  f->store = pf_store_plain; /* the instance owns nothing of it */
+  f->fast = pf_fast_none;
+  f->get = ad->get;
+  f->set = ad->set;
   return 0;
 }
 
@@ -342,7 +383,10 @@ static int check_overlaps(const char* where, pf_type* t) {
   size_t n = (size_t)t->info.num_fields;
   const PFFieldInfo** s = pf_malloc(sizeof(*s) * (n ? n : 1));
   if (s == NULL) return pf_oom(where);
-  memcpy(s, t->info.fields, sizeof(*s) * n);
+  size_t m = 0; /* the offset fields: an accessor field has no bytes */
+  for (size_t i = 0; i < n; ++i)
+    if (!(t->info.fields[i]->flags & kPFFieldAccessor)) s[m++] = t->info.fields[i];
+  n = m;
   qsort(s, n, sizeof(*s), cmp_offsets);
   int rc = 0;
   for (size_t i = 0; i + 1 < n && rc == 0; ++i)
@@ -419,22 +463,27 @@ static int build_head(const char* where, const PFObjectTypeDesc* d, const pf_typ
     return TYPE_ERROR(kPFErrValueError,
                       "instance_size %zu is larger than PF_OBJECT_TYPE_MAX_SIZE (%zu bytes)",
                       d->instance_size, PF_OBJECT_TYPE_MAX_SIZE);
+  int na = pf_desc_num_accessors(d);
   if (check_members(where, t, "fields", d->num_fields, d->fields) != 0 ||
-      check_members(where, t, "methods", d->num_methods, d->methods) != 0)
+      check_members(where, t, "methods", d->num_methods, d->methods) != 0 ||
+      check_members(where, t, "accessors", na, pf_desc_accessors(d)) != 0)
     return -1;
+  if (d->num_fields + na > PF_OBJECT_TYPE_MAX_MEMBERS)
+    return TYPE_ERROR(kPFErrValueError, "it has %d fields and accessor fields; a type has 0 to %d",
+                      d->num_fields + na, PF_OBJECT_TYPE_MAX_MEMBERS);
   t->info.instance_size = d->instance_size;
   t->fin = d->finalizer;
   int oom = 0;
   t->info.doc = dup_or_null(d->doc, &oom);
   t->ancestors = pf_malloc(sizeof(pf_type*) * (size_t)(t->info.depth + 1));
-  t->own_fields = pf_calloc((size_t)(d->num_fields ? d->num_fields : 1), sizeof(pf_field));
+  t->own_fields = pf_calloc((size_t)(d->num_fields + na + 1), sizeof(pf_field));
   t->own_methods = pf_calloc((size_t)(d->num_methods ? d->num_methods : 1), sizeof(pf_method));
   if (oom || t->ancestors == NULL || t->own_fields == NULL || t->own_methods == NULL)
     return pf_oom(where);
   for (int i = 0; i < t->info.depth; ++i) t->ancestors[i] = parent->ancestors[i];
   t->ancestors[t->info.depth] = t;
   /* Counted before they are filled, so that pf_type_free frees what is. */
-  t->num_own_fields = d->num_fields;
+  t->num_own_fields = d->num_fields + na;
   t->num_own_methods = d->num_methods;
   return 0;
 }
@@ -444,6 +493,8 @@ pf_type* pf_type_build(const char* where, const PFObjectTypeDesc* d, const pf_ty
   if (build_head(where, d, parent, t) != 0) return NULL;
   for (int i = 0; i < d->num_fields; ++i)
     if (build_field(where, d, t, i) != 0) return NULL;
+  for (int i = 0; i < pf_desc_num_accessors(d); ++i)
+    if (build_accessor(where, d, t, i) != 0) return NULL;
   for (int i = 0; i < d->num_methods; ++i)
     if (build_method(where, d, t, i) != 0) return NULL;
   if (check_names(where, t) != 0 || build_tables(where, t) != 0) return NULL;
@@ -465,8 +516,11 @@ const char* pf_type_differs(const pf_type* old, const pf_type* fresh, int same_c
   for (int i = 0; i < old->num_own_fields; ++i) {
     const PFFieldInfo* a = &old->own_fields[i].info;
     const PFFieldInfo* b = &fresh->own_fields[i].info;
+    const pf_field* fa = &old->own_fields[i];
+    const pf_field* fb = &fresh->own_fields[i];
     if (strcmp(a->name, b->name) != 0 || strcmp(a->type, b->type) != 0 || a->offset != b->offset ||
-        a->flags != b->flags || !same_text(a->doc, b->doc)) {
+        a->flags != b->flags || !same_text(a->doc, b->doc) ||
+        (same_code && (fa->get != fb->get || fa->set != fb->set))) {
       snprintf(why, sizeof(why), "its field '%s' differs", a->name);
       return why;
     }

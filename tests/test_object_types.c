@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "support/pf_test.h"
+#include "support/pf_object_test.h"
 
 /* ---- helpers ---- */
 
@@ -24,37 +25,6 @@
 static uint64_t g_not_an_object[16];
 #define g_not_a_function_ptr ((void*)g_not_an_object)
 static DLTensor g_a_dltensor;
-
-static uint32_t reg(const PFObjectTypeDesc* d) {
-  uint32_t ix = 0;
-  assert_pf_ok(PFObjectTypeRegister(d, &ix));
-  assert_true(ix >= kPFObjectTypeRegisteredBegin);
-  return ix;
-}
-
-static const PFObjectTypeInfo* info(uint32_t ix) {
-  const PFObjectTypeInfo* ti = NULL;
-  assert_pf_ok(PFObjectTypeGetInfo(ix, &ti));
-  return ti;
-}
-
-static const PFFieldInfo* field(uint32_t ix, const char* name) {
-  const PFFieldInfo* f = NULL;
-  assert_pf_ok(PFObjectTypeGetField(ix, name, &f));
-  return f;
-}
-
-static PFObjectHandle alloc(uint32_t ix) {
-  PFObjectHandle o = NULL;
-  assert_pf_ok(PFObjectAlloc(ix, &o));
-  return o;
-}
-
-static void* data(PFObjectHandle o) {
-  void* d = NULL;
-  assert_pf_ok(PFObjectGetData(o, &d));
-  return d;
-}
 
 static PFFunctionHandle method(PFObjectHandle o, const char* name) {
   PFFunctionHandle f = NULL;
@@ -353,8 +323,10 @@ static void test_bad_descriptions(void** state) {
       PF_OBJECT_TYPE_DESC_ABI, "t.bad.Ok", NULL, sizeof(Plain), NULL, NULL, f, 3, m, 1};
   assert_pf_error(PFObjectTypeRegister(&ok, NULL), kPFErrTypeError, "'out_type_index' is NULL");
   PFObjectTypeDesc d = ok;
-  d.abi = 2;
-  assert_bad(&d, kPFErrValueError, "layout version 2");
+  d.abi = 3;
+  assert_bad(&d, kPFErrValueError, "layout version 3", "versions 1 to 2");
+  d.abi = 0;
+  assert_bad(&d, kPFErrValueError, "layout version 0");
   /* Keys. */
   const char* bad_keys[] = {"", "1abc", "a..b", "a.", ".a", "a b", "a-b", "a.1"};
   for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); ++i) {

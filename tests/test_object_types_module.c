@@ -144,6 +144,20 @@ static void test_bad_type_description_fails_the_load(void** state) {
   assert_int_equal(found, 0);
 }
 
+/* The same for an accessor field's getter (PFObjectTypeDesc2). */
+static void test_bad_accessor_fails_the_load(void** state) {
+  (void)state;
+  const char* path = mod_path("mod_badaccessor.so");
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(path, &m), kPFErrValueError, "mod_badaccessor.so",
+                  "has an object type whose accessor function pointer",
+                  "is not in any loaded code");
+  assert_false(is_loaded(path));
+  uint32_t found = 1;
+  assert_pf_ok(PFObjectTypeFind("badaccessor.Bad", &found));
+  assert_int_equal(found, 0);
+}
+
 /* The demo plugin's demo.Base and demo.Counter, as a host uses them. */
 static void test_demo_plugin_types(void** state) {
   (void)state;
@@ -203,6 +217,7 @@ int main(void) {
       cmocka_unit_test(test_unused_types_unload_and_come_back),
       cmocka_unit_test(test_clash_fails_the_load),
       cmocka_unit_test(test_bad_type_description_fails_the_load),
+      cmocka_unit_test(test_bad_accessor_fails_the_load),
       cmocka_unit_test(test_demo_plugin_types),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,7 +11,10 @@
 #    that follow it. KIND "pf" runs in a scratch directory where build/ is
 #    this build and pf is on PATH; KIND "install" runs where packedfunc is
 #    installed into a scratch prefix (pkg-config, pf) and the demo plugin's
-#    sources (examples/plugin/*.c) are copied. The Python examples are checked by tests/python/test_readme.py.
+#    sources (examples/plugin/*.c) are copied. The Python examples are checked by tests/python/test_readme.py;
+#  - the comparison table's packedfunc columns: docs/examples/compare_c.c and
+#    examples/cxx_layer.cc build and work from Python, and have the lines
+#    it says.
 set -euo pipefail
 BUILD=${BUILD:-build}
 ROOT=$(pwd)
@@ -89,6 +92,40 @@ for kind in pf install; do  # both sessions are there, and held or failed above
   grep -q "<!-- session: $kind -->" $DOCS || { echo "test-readme: no '$kind' session"; status=1; }
 done
 
+# ---- the comparison table's packedfunc columns (docs/guide.md, "Compared") ----
+# The small library in the C form and the C++ layer, docs/examples/compare_c.c
+# and examples/cxx_layer.cc (the guide's C++ example): each builds as a plugin and does what the table says
+# from Python (docs/examples/compare.py), and the table's "lines" figures are
+# the files' counts (the non-blank lines between "lines: ROW" and "end").
+count_lines() { # $1 file, $2 row
+  awk -v row="lines: $2" 'index($0, row) {f=1; next} f && /^(\/\*|\/\/) end/ {exit} f && NF {n++}
+                          END {print n+0}' "$1"
+}
+table_figure() { # $1 the row's label, $2 its column (3: C form, 4: C++ layer): the cell's number
+  awk -F'|' -v row="$1" -v col="$2" '$2 == " " row " " {print $col + 0; exit}' docs/guide.md
+}
+compared=0
+cc -std=c11 -Wall -Wextra -Werror -Iinclude -shared -fPIC docs/examples/compare_c.c \
+   -L"$BUILD/lib" -lpackedfunc -o "$tmp/compare_c.so"
+c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -shared -fPIC examples/cxx_layer.cc \
+    -L"$BUILD/lib" -lpackedfunc -o "$tmp/compare_cpp.so"
+if ! PACKEDFUNC_LIBRARY=${PACKEDFUNC_LIBRARY:-$(ls "$ROOT/$BUILD"/lib/libpackedfunc.so.*.*.*)} \
+     PYTHONPATH="$ROOT/bindings/python" "${PYTHON:-python3}" docs/examples/compare.py \
+     "$tmp/compare_c.so" "$tmp/compare_cpp.so" >/dev/null; then
+  echo "test-readme: docs/examples/compare.py failed: the compared library does not work"; status=1
+fi
+for row in "clamp:clamp with defaults" "class:the class" "total:total of a float64 array"; do
+  for col in "3:docs/examples/compare_c.c" "4:examples/cxx_layer.cc"; do
+    file=${col#*:} want=$(count_lines "${col#*:}" "${row%%:*}")
+    got=$(table_figure "lines: ${row#*:}" "${col%%:*}")
+    if [[ $want -eq 0 || $got != "$want" ]]; then
+      echo "test-readme: the guide's comparison says ${got:-nothing} for 'lines: ${row#*:}'; $file has $want"
+      status=1
+    fi
+    compared=$((compared + 1))
+  done
+done
+
 # ---- the benchmark table is bench/results.md's summary, as `make bench` wrote it ----
 if ! diff <(awk '/<!-- bench: begin -->/{f=1; next} /<!-- bench: end -->/{f=0} f && /^\|/' README.md) \
           <(awk '/<!-- summary: begin -->/{f=1; next} /<!-- summary: end -->/{f=0} f' bench/results.md); then
@@ -102,6 +139,6 @@ and_list() { # a, b and c
 }
 if [ $status -eq 0 ]; then
   printf '%-20s %s\n' test-readme \
-    "README and guide: ${#checked_examples[@]} C and C++ examples, the $(and_list "${checked_sessions[@]}") sessions and the benchmark table are true"
+    "README and guide: ${#checked_examples[@]} C and C++ examples, the $(and_list "${checked_sessions[@]}") sessions, $compared line counts of the comparison and the benchmark table are true"
 fi
 exit $status

@@ -26,7 +26,8 @@ extern "C" {
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
  * "PFCallFrame", "PFCallTarget", "PFDLManagedTensorVersioned", "PFObjectTypeDesc",
- * "PFFieldDesc", "PFMethodDesc", "PFObjectTypeInfo", "PFFieldInfo",
+ * "PFObjectTypeDesc2", "PFAccessorDesc", "PFFieldDesc", "PFMethodDesc",
+ * "PFObjectTypeInfo", "PFFieldInfo",
  * "PFMethodInfo", "PFTensorConstraint", "PFParamInfo", "PFSignatureInfo",
  * "PFTypeInfo".
  * Bindings compare it with their own mirrors. Errors: NULL

@@ -187,6 +187,9 @@ extern "C" {
 
 /* Field flags (PFFieldDesc.flags, PFFieldInfo.flags). */
 #define kPFFieldWritable 1u /* hosts may write it (PFObjectSetField) */
+/* Reported in PFFieldInfo.flags, never given in a PFFieldDesc: the field is
+ * an accessor field (PFAccessorDesc), read and written through code. */
+#define kPFFieldAccessor 2u
 /* Method flags (PFMethodDesc.flags, PFMethodInfo.flags). */
 #define kPFMethodStatic 1u /* takes no object: called with the caller's arguments only */
 
@@ -214,8 +217,68 @@ typedef struct PFMethodDesc {
   const char* doc;       /* NULL, or its docstring */
 } PFMethodDesc;
 
-/* The layout version of PFObjectTypeDesc. */
+/*
+ * Accessor fields. A member that is not bytes of the storage rule (a C++
+ * std::string, a value computed from others) can still be a field: its
+ * description gives a getter and, for a writable one, a setter instead of
+ * an offset. Hosts read and write it as any field (PFObjectGetField,
+ * PFObjectSetField, obj.name in Python and Node); PFFieldInfo reports it
+ * with kPFFieldAccessor, offset 0 and size 0 (nothing to read in place).
+ *
+ * Its type is a number type, bool, dtype, device, ptr, str or bytes (the
+ * types whose values are no references: a field that holds references is
+ * an offset field, so that the runtime sees them). Both functions get the
+ * struct (PFObjectGetData) of an instance of the type or a descendant:
+ *
+ *   - the getter writes the field's value to *out and *out_type_code and
+ *     returns 0, or returns -1 after recording an error (PFErrorSetFormat).
+ *     The value must be one that a typed function's argument of the
+ *     field's type takes (for str, kPFStr or kPFNull): the runtime
+ *     converts it as such, and a value it refuses is a TypeError or
+ *     ValueError naming the field. A str or bytes value is borrowed from
+ *     the instance, as an offset field's: it must stay valid until the
+ *     field is written again or the instance is destroyed (a pointer into
+ *     the struct, such as a std::string's c_str()).
+ *   - the setter takes a value already checked and converted as
+ *     PFObjectSetField converts one for an offset field of the same type
+ *     (kPFInt, kPFFloat, kPFBool, kPFDataType, kPFDevice, kPFOpaqueHandle,
+ *     kPFStr or kPFBytes; kPFNull for a NULL ptr, but never for a str or
+ *     bytes field: writing null to one is a TypeError before the setter
+ *     runs), borrowed for the call: it copies what it keeps. It returns 0,
+ *     or -1 after recording an error, and then leaves the member as it
+ *     was.
+ *
+ * They run inside PFObjectGetField and PFObjectSetField, where a host may
+ * hold a lock of its own around the instance: like a struct's member
+ * access, they touch only the struct, call no other packedfunc function
+ * than the error setters and no host code, and do not block. Their code
+ * is in the library that registers the type and follows the rules of a
+ * method's (see "Lifetime of types"). Threads: as for offset fields.
+ */
+typedef int (*PFFieldGetter)(const void* data, PFValue* out, int* out_type_code);
+typedef int (*PFFieldSetter)(void* data, PFValue value, int type_code);
+
+/* One accessor field of a description (PFObjectTypeDesc2). */
+typedef struct PFAccessorDesc {
+  const char* name;  /* an identifier, as a field's; shares the fields' and
+                       methods' names */
+  const char* type;  /* see above: a number type, bool, dtype, device, ptr,
+                       str or bytes */
+  PFFieldGetter get; /* required */
+  PFFieldSetter set; /* NULL: read-only to hosts; else the field is writable */
+  const char* doc;   /* NULL, or its docstring */
+} PFAccessorDesc;
+
+/* PF_ACCESSOR(name, type, get, set, doc): an accessor field's
+ * PFAccessorDesc. */
+#define PF_ACCESSOR(name, type, get, set, doc) \
+  { (name), (type), (get), (set), (doc) }
+
+/* The layout version of PFObjectTypeDesc; PF_OBJECT_TYPE_DESC2_ABI in its
+ * `abi` says that it is the `base` of a PFObjectTypeDesc2 (which adds the
+ * accessor fields), so the registration reads that one. */
 #define PF_OBJECT_TYPE_DESC_ABI 1u
+#define PF_OBJECT_TYPE_DESC2_ABI 2u
 
 /* A type to register. Read during registration only: everything is
  * copied. */
@@ -234,6 +297,17 @@ typedef struct PFObjectTypeDesc {
   const PFMethodDesc* methods; /* num_methods entries (NULL when 0) */
   int num_methods;
 } PFObjectTypeDesc;
+
+/* A description with accessor fields: base.abi is PF_OBJECT_TYPE_DESC2_ABI,
+ * and a pointer to `base` is what PFObjectTypeRegister and a module's
+ * descriptor (PF_REGISTER_OBJECT_TYPE) take. A struct of its own, not
+ * members appended to PFObjectTypeDesc, so that the descriptions written
+ * with positional initializers before it still compile without warnings. */
+typedef struct PFObjectTypeDesc2 {
+  PFObjectTypeDesc base;
+  const PFAccessorDesc* accessors; /* num_accessors entries (NULL when 0) */
+  int num_accessors;
+} PFObjectTypeDesc2;
 
 /* PF_FIELD(Struct, member, type, flags, doc): the PFFieldDesc of the
  * member `member` of `Struct`, named as the member. */
@@ -260,9 +334,10 @@ typedef struct PFFieldInfo {
   const char* type;    /* the canonical type, e.g. "int64", "obj<mylib.Base>",
                           "list<str>" */
   const char* doc;     /* NULL when none */
-  size_t offset;       /* in the struct */
-  size_t size;         /* of its bytes (the storage rule's C type) */
-  uint32_t flags;      /* kPFFieldWritable or 0 */
+  size_t offset;       /* in the struct (0 for an accessor field) */
+  size_t size;         /* of its bytes (the storage rule's C type); 0 for an
+                          accessor field, which has none to read in place */
+  uint32_t flags;      /* kPFFieldWritable or 0, and kPFFieldAccessor */
   uint32_t type_index; /* the type that declared it */
 } PFFieldInfo;
 
@@ -281,7 +356,7 @@ typedef struct PFMethodInfo {
 /* A registered type's description, owned by the runtime and valid for the
  * process; members may be appended in later versions. Fields come in
  * layout order of declaration: the root ancestor's first, then each
- * descendant's own. Methods likewise, except that an override takes the
+ * descendant's own (a type's offset fields, then its accessor fields). Methods likewise, except that an override takes the
  * place of the method it overrides, and so each name appears once. */
 typedef struct PFObjectTypeInfo {
   const char* key;
@@ -310,7 +385,8 @@ typedef struct PFObjectTypeInfo {
  * keeps loaded the shared library its code is in.
  *
  * Errors (nothing is registered): NULL desc or out_type_index (TypeError);
- * desc->abi not PF_OBJECT_TYPE_DESC_ABI (ValueError); a NULL, empty,
+ * desc->abi neither PF_OBJECT_TYPE_DESC_ABI nor PF_OBJECT_TYPE_DESC2_ABI
+ * (ValueError); a NULL, empty,
  * over-long or malformed key, field name or method name (ValueError
  * naming it); a key registered with another description (KeyError naming
  * the key and what differs); a parent that is not registered, the type
@@ -331,7 +407,11 @@ typedef struct PFObjectTypeInfo {
  * naming the method), an instance method whose signature has no first
  * parameter of type object or obj<KEY> of the type or an ancestor, a
  * static __init__ whose result is not object or obj<KEY> of the type
- * (ValueError); PF_OBJECT_TYPE_MAX_REGISTERED types registered already
+ * (ValueError); an accessor field (PFObjectTypeDesc2) without a getter, or
+ * of a type that is not a number type, bool, dtype, device, ptr, str or
+ * bytes (ValueError naming it; its name is checked as a field's, and its
+ * count and array as the fields'); PF_OBJECT_TYPE_MAX_REGISTERED types
+ * registered already
  * (RuntimeError); MemoryError (one that comes while the registered type's
  * code is being made ready leaves the type registered, and its first use,
  * or registering it again, makes it ready).
@@ -408,7 +488,10 @@ PF_EXPORT int PFObjectIsInstance(PFObjectHandle obj, uint32_t type_index, int* o
  * Errors: obj not a live instance, NULL out or out_type_code, field not a
  * field handle (TypeError); a field of a type that obj is not an instance
  * of (TypeError naming both types and the field); a uint64 field above
- * INT64_MAX (ValueError, as a typed result). Nothing is written on error.
+ * INT64_MAX (ValueError, as a typed result); an accessor field's getter
+ * that fails (its error; a RuntimeError if it recorded none) or gives a
+ * value its type does not take (TypeError or ValueError naming the field
+ * and "its getter's value"). Nothing is written on error.
  * Cost: a read of an int64, float64 or bool field is a few compares and
  * loads, no more than a packed call (bench/bench_c.c: field_get). Takes no
  * lock; thread-safe as described under "Threads".
@@ -421,7 +504,8 @@ PF_EXPORT int PFObjectGetField(PFObjectHandle obj, const PFFieldInfo* field, PFV
  * `type_code`) is converted as a typed function converts an argument of
  * the field's type (so a float for an int64 field is a TypeError, an int
  * out of an int8's range a ValueError), with kPFNull also accepted for str,
- * bytes, ptr, tensor and the handle types (NULL). A str or bytes value is
+ * bytes, ptr, tensor and the handle types (NULL; not for a str or bytes
+ * accessor field). A str or bytes value is
  * copied; a handle gets a reference of the instance's own. The value the
  * field held is then freed or released (which may run its finalizer).
  * Errors: as PFObjectGetField for obj and field; a read-only field
@@ -430,7 +514,9 @@ PF_EXPORT int PFObjectGetField(PFObjectHandle obj, const PFFieldInfo* field, PFV
  * given, e.g. "PFObjectSetField: field 'count' of mylib.Counter: expected
  * int64, got str"); a value out of range (ValueError); a kPFDLTensorHandle
  * for a tensor field (TypeError: a borrowed DLTensor* cannot be kept);
- * MemoryError. On error the field is unchanged. Takes no lock.
+ * MemoryError; an accessor field's setter that fails (its error; a
+ * RuntimeError if it recorded none). On error the field is unchanged.
+ * Takes no lock.
  */
 PF_EXPORT int PFObjectSetField(PFObjectHandle obj, const PFFieldInfo* field, PFValue value,
                                int type_code);

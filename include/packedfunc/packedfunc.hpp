@@ -1185,18 +1185,25 @@ struct StaticDef {
 // (or T's default constructor when none is) runs when a host constructs
 // one, and ~T runs exactly once, in the type's finalizer. Members become:
 //
-//   field<&T::m>(name [, doc])     an arithmetic member (bool, integers,
-//   readonly<&T::m>(name [, doc])  float, double): a plain field at its
-//                                  offset, writable or read-only to hosts;
-//   prop<&T::m>(name [, doc])      any member of a supported type, std::string
-//                                  among them: two methods, NAME() giving
-//                                  it and set_NAME(value) setting it (the
-//                                  runtime's fields are raw bytes: a str
-//                                  field is a char* the instance owns, so a
-//                                  std::string cannot be one);
+//   field<&T::m>(name [, doc])     a field, writable or read-only to hosts:
+//   readonly<&T::m>(name [, doc])  an arithmetic member (bool, integers,
+//                                  float, double) is a plain field at its
+//                                  offset; a std::string member is an
+//                                  accessor field of type str (its getter
+//                                  and setter are made here, object_type.h),
+//                                  read and written as obj.name by hosts;
+//   prop<&T::m>(name [, doc])      any member of a supported type: two
+//                                  methods, NAME() giving it and
+//                                  set_NAME(value) setting it (for the
+//                                  types a field cannot have: pf::Object,
+//                                  pf::Function, ...);
 //   def<&T::f>(name, args...)      a member function, const or not: a method
 //                                  with its deduced signature, names and
 //                                  defaults from pf::arg as for pf::def;
+//   def_static<&T::f>(name, args...) a static member function (or any
+//                                  function): a static method, called
+//                                  without an object (`T.name(...)` in
+//                                  Python);
 //   inherits<Base>()               the parent type: Base's class_ (declared
 //                                  before, in the same file) becomes the
 //                                  parent, so isinstance holds and Base's
@@ -1216,8 +1223,9 @@ struct StaticDef {
 //     PF_CLASS(Counter, "mylib.Counter", "Counts.")
 //         .init<int64_t>(pf::arg("start") = 0)
 //         .field<&Counter::count>("count")
-//         .prop<&Counter::name>("name")
-//         .def<&Counter::bump>("bump", pf::arg("by") = 1);
+//         .field<&Counter::name>("name")
+//         .def<&Counter::bump>("bump", pf::arg("by") = 1)
+//         .def_static<&Counter::parse>("parse", pf::arg("text"));
 //
 // In a program, pf::class_<T>(key, doc)....register_type() registers it
 // at once and gives its index (throws pf::Error). A class is described once
@@ -1276,12 +1284,13 @@ struct class_info {
   // Constant-initialized, so that they are ready before any builder runs.
   static inline const char* key = nullptr;
   static inline bool has_init = false;
-  static inline PFObjectTypeDesc desc{};
+  static inline PFObjectTypeDesc2 desc{};
   // The loader wants every array and string of a description in the
   // library's own data, so they are fixed arrays here, not the heap's.
   static inline PFFieldDesc fields[kClassMembers]{};
   static inline PFMethodDesc methods[kClassMembers]{};
-  static inline int num_fields = 0, num_methods = 0;
+  static inline PFAccessorDesc accessors[kClassMembers]{};
+  static inline int num_fields = 0, num_methods = 0, num_accessors = 0;
   static inline char texts[kClassText]{};  // signatures and made names
   static inline size_t text_used = 0;
   static inline const PFFuncDescriptor descriptor = {PF_FUNC_DESCRIPTOR_ABI,
@@ -1293,12 +1302,54 @@ struct class_info {
                                                      nullptr,
                                                      nullptr,
                                                      nullptr,
-                                                     &desc};
+                                                     &desc.base};
   static void sync() {
-    desc.fields = num_fields > 0 ? fields : nullptr;
-    desc.num_fields = num_fields;
-    desc.methods = num_methods > 0 ? methods : nullptr;
-    desc.num_methods = num_methods;
+    desc.base.fields = num_fields > 0 ? fields : nullptr;
+    desc.base.num_fields = num_fields;
+    desc.base.methods = num_methods > 0 ? methods : nullptr;
+    desc.base.num_methods = num_methods;
+    desc.accessors = num_accessors > 0 ? accessors : nullptr;
+    desc.num_accessors = num_accessors;
+  }
+};
+
+// The constructed T of an instance's struct, or nullptr after recording a
+// RuntimeError naming the field (an instance allocated without __init__).
+template <class T>
+T* constructed(const void* data, const char* name) noexcept {
+  if (static_cast<const ClassHeader*>(data)->destroy != nullptr)
+    return static_cast<T*>(class_value(const_cast<void*>(data)));
+  PFErrorSetFormat(kPFErrRuntimeError,
+                   "%s: field '%s': the object is not constructed (allocated without __init__)",
+                   class_info<T>::key, name);
+  return nullptr;
+}
+
+// The getter and setter of a std::string member M of T: an accessor field
+// (object_type.h). A read borrows the member's characters (valid until the
+// member is written or the instance goes); a write assigns a copy.
+template <class T, auto M>
+struct string_member {
+  static inline const char* name = nullptr;
+  static int get(const void* data, PFValue* out, int* out_type_code) noexcept {
+    const T* t = constructed<T>(data, name);
+    if (t == nullptr) return -1;
+    out->v_str = (t->*M).c_str();
+    *out_type_code = kPFStr;
+    return 0;
+  }
+  static int set(void* data, PFValue value, int type_code) noexcept {
+    T* t = constructed<T>(data, name);
+    if (t == nullptr) return -1;
+    if (type_code != kPFStr)  // the runtime passes str, or null for a str field
+      return PFErrorSetFormat(kPFErrTypeError, "%s: field '%s': expected str, got %s",
+                              class_info<T>::key, name, PFTypeCodeName(type_code));
+    try {
+      t->*M = value.v_str;
+      return 0;
+    } catch (...) {
+      return raise_current(name);
+    }
   }
 };
 
@@ -1356,11 +1407,11 @@ class class_ {
  public:
   class_(const char* key, const char* doc = nullptr) noexcept {
     info::key = key;
-    info::desc.abi = PF_OBJECT_TYPE_DESC_ABI;
-    info::desc.key = key;
-    info::desc.doc = doc;
-    info::desc.instance_size = detail::kClassPrefix + sizeof(T);
-    info::desc.finalizer = &detail::class_finalize;
+    info::desc.base.abi = PF_OBJECT_TYPE_DESC2_ABI;
+    info::desc.base.key = key;
+    info::desc.base.doc = doc;
+    info::desc.base.instance_size = detail::kClassPrefix + sizeof(T);
+    info::desc.base.finalizer = &detail::class_finalize;
     guard([] {
       if constexpr (std::is_default_constructible_v<T>) {
         add_init<>();
@@ -1412,6 +1463,19 @@ class class_ {
     return *this;
   }
 
+  template <auto F, class... A>
+  class_& def_static(const char* name, A&&... args) {
+    static_assert(!std::is_member_function_pointer_v<decltype(F)>,
+                  "pf::class_::def_static: a static member function or a function, not a member "
+                  "function (which takes the object: use def)");
+    using C = detail::callable<decltype(F)>;
+    guard([&] {
+      add_static<F>(name, static_cast<typename C::result*>(nullptr),
+                    static_cast<typename C::params*>(nullptr), std::forward<A>(args)...);
+    });
+    return *this;
+  }
+
   template <class Base>
   class_& inherits() {
     static_assert(std::is_base_of_v<Base, T>,
@@ -1423,7 +1487,7 @@ class class_ {
           detail::class_info<Base>::key == nullptr)
         throw Error(kPFErrValueError,
                     "inherits: the base is not at offset 0 or not declared first");
-      info::desc.parent = detail::class_info<Base>::key;
+      info::desc.base.parent = detail::class_info<Base>::key;
     });
     return *this;
   }
@@ -1432,7 +1496,7 @@ class class_ {
   // pf::Error.
   uint32_t register_type() const {
     uint32_t index = 0;
-    check(PFObjectTypeRegister(&info::desc, &index));
+    check(PFObjectTypeRegister(&info::desc.base, &index));
     return index;
   }
 
@@ -1445,7 +1509,7 @@ class class_ {
       g();
       info::sync();
     } catch (...) {
-      info::desc.abi = 0;
+      info::desc.base.abi = 0;
     }
   }
   static const char* keep(const std::string& s) {
@@ -1478,13 +1542,23 @@ class class_ {
   template <auto M>
   class_& add_field(const char* name, const char* doc, uint32_t flags) {
     using U = typename detail::member_of<decltype(M)>::type;
-    static_assert(std::is_arithmetic_v<U> && type<U>::supported,
-                  "pf::class_::field: an arithmetic member (use prop for others)");
+    constexpr bool kString = std::is_same_v<U, std::string>;
+    static_assert((std::is_arithmetic_v<U> && type<U>::supported) || kString,
+                  "pf::class_::field: an arithmetic or std::string member (use prop for others)");
     guard([&] {
-      size_t offset = detail::kClassPrefix + detail::member_offset<T>(M);
-      if (info::num_fields == detail::kClassMembers)
-        throw Error(kPFErrValueError, "too many fields");
-      info::fields[info::num_fields++] = PFFieldDesc{name, type<U>::name, offset, flags, doc};
+      if constexpr (kString) {
+        using S = detail::string_member<T, M>;
+        if (info::num_accessors == detail::kClassMembers)
+          throw Error(kPFErrValueError, "too many fields");
+        S::name = name;
+        info::accessors[info::num_accessors++] = PFAccessorDesc{
+            name, "str", &S::get, (flags & kPFFieldWritable) ? &S::set : nullptr, doc};
+      } else {
+        size_t offset = detail::kClassPrefix + detail::member_offset<T>(M);
+        if (info::num_fields == detail::kClassMembers)
+          throw Error(kPFErrValueError, "too many fields");
+        info::fields[info::num_fields++] = PFFieldDesc{name, type<U>::name, offset, flags, doc};
+      }
     });
     return *this;
   }
@@ -1503,20 +1577,32 @@ class class_ {
         std::forward<A>(args)...);
   }
 
+  template <auto F, class R, class... P, class... A>
+  static void add_static(const char* name, R*, std::tuple<P...>*, A&&... args) {
+    add_method_flags<kPFMethodStatic>(
+        name, nullptr, [](P... p) -> R { return F(std::forward<P>(p)...); },
+        std::forward<A>(args)...);
+  }
+
   // One method: its Impl (named KEY.NAME), its trampoline, its signature.
+  // An instance method's object comes first, named "self".
   template <class F, class... A>
   static void add_method(const char* name, const char* doc, F f, A&&... args) {
+    add_method_flags<0u>(name, doc, f, std::forward<A>(args)...);
+  }
+  template <uint32_t kFlags, class F, class... A>
+  static void add_method_flags(const char* name, const char* doc, F f, A&&... args) {
     using Impl = detail::impl_t<F>;
     std::string full = std::string(info::key != nullptr ? info::key : "") + "." + name;
     Impl* impl;
-    if constexpr (sizeof...(A) > 0)
+    if constexpr (sizeof...(A) > 0 && !(kFlags & kPFMethodStatic))
       impl = new Impl(full.c_str(), f, arg("self"), std::forward<A>(args)...);
-    else impl = new Impl(full.c_str(), f);
+    else impl = new Impl(full.c_str(), f, std::forward<A>(args)...);
     detail::method_slot<Impl>::impl = impl;
     if (info::num_methods == detail::kClassMembers)
       throw Error(kPFErrValueError, "too many methods");
     info::methods[info::num_methods++] = PFMethodDesc{
-        name, &detail::method_slot<Impl>::call, nullptr, keep(impl->signature()), 0u, doc};
+        name, &detail::method_slot<Impl>::call, nullptr, keep(impl->signature()), kFlags, doc};
   }
 };
 

@@ -379,6 +379,16 @@ struct NoDefault {
   int32_t value;
 };
 
+// std::string members as fields, and static methods.
+struct Note {
+  std::string text;
+  std::string author = "anonymous";
+  static std::string join(const std::string& a, const std::string& b) {
+    if (a.empty()) throw std::invalid_argument("join: a is empty");
+    return a + " " + b;
+  }
+};
+
 pf::Any call_method(PFObjectHandle obj, const char* name, double arg) {
   PFFunctionHandle m = nullptr;
   pf::check(PFObjectGetMethod(obj, name, &m));
@@ -394,6 +404,80 @@ std::string error_kind_of(F&& f) {
     return e.kind() + ": " + e.message();
   }
   return "no exception";
+}
+
+std::string read_str(PFObjectHandle obj, const char* name) {
+  PFValue v;
+  int code = 0;
+  pf::check(PFObjectGetFieldByName(obj, name, &v, &code));
+  if (code != kPFStr) throw pf::Error(kPFErrTypeError, "not a str");
+  return v.v_str;
+}
+
+void test_string_fields_and_static_methods(void**) {
+  static const uint32_t note = pf::class_<Note>("cpptest.Note", "A note.")
+                                   .field<&Note::text>("text", "What it says.")
+                                   .readonly<&Note::author>("author")
+                                   .def_static<&Note::join>("join", pf::arg("a"), pf::arg("b"))
+                                   .register_type();
+  // Fields in the reflection: accessor fields of type str, no methods.
+  const PFFieldInfo* text = nullptr;
+  pf::check(PFObjectTypeGetField(note, "text", &text));
+  assert_string_equal(text->type, "str");
+  assert_string_equal(text->doc, "What it says.");
+  assert_int_equal(text->flags, kPFFieldAccessor | kPFFieldWritable);
+  const PFFieldInfo* author = nullptr;
+  pf::check(PFObjectTypeGetField(note, "author", &author));
+  assert_int_equal(author->flags, kPFFieldAccessor);
+  const PFObjectTypeInfo* ti = nullptr;
+  pf::check(PFObjectTypeGetInfo(note, &ti));
+  assert_int_equal(ti->num_fields, 2);
+  assert_int_equal(ti->num_methods, 2);  // __init__ and join
+  PFFunctionHandle c = nullptr;
+  pf::check(PFObjectTypeGetConstructor(note, &c));
+  {
+    pf::Any n = pf::Function::steal(c)();
+    PFObjectHandle h = n.value().v_handle;
+    assert_string_equal(read_str(h, "text").c_str(), "");
+    assert_string_equal(read_str(h, "author").c_str(), "anonymous");
+    PFValue v;
+    v.v_str = "a longer text than any small-string buffer holds, on the heap";
+    pf::check(PFObjectSetField(h, text, v, kPFStr));
+    void* data = nullptr;
+    pf::check(PFObjectGetData(h, &data));
+    int code = 0;
+    pf::check(PFObjectGetField(h, text, &v, &code));
+    assert_string_equal(v.v_str, "a longer text than any small-string buffer holds, on the heap");
+    assert_string_equal(
+        error_kind_of([&] { pf::check(PFObjectSetField(h, author, v, kPFStr)); }).c_str(),
+        "AttributeError: PFObjectSetField: field 'author' of cpptest.Note is "
+        "read-only");
+    v.v_handle = nullptr;
+    assert_string_equal(
+        error_kind_of([&] { pf::check(PFObjectSetField(h, text, v, kPFNull)); }).c_str(),
+        "TypeError: PFObjectSetField: field 'text' of cpptest.Note: expected str, "
+        "got null");
+  }
+  // Allocated without __init__: no std::string to read.
+  PFObjectHandle raw = nullptr;
+  pf::check(PFObjectAlloc(note, &raw));
+  pf::Object raw_obj = pf::Object::steal(raw);
+  assert_string_equal(error_kind_of([&] { read_str(raw, "text"); }).c_str(),
+                      "RuntimeError: cpptest.Note: field 'text': the object is not constructed "
+                      "(allocated without __init__)");
+  // The static method: flagged static, called without an object.
+  const PFMethodInfo* join_info = nullptr;
+  for (int i = 0; i < ti->num_methods; ++i)
+    if (std::string(ti->methods[i]->name) == "join") join_info = ti->methods[i];
+  assert_non_null(join_info);
+  assert_int_equal(join_info->flags, kPFMethodStatic);
+  assert_string_equal(join_info->signature, "str(a:str,b:str)");
+  PFFunctionHandle m = nullptr;
+  pf::check(PFObjectTypeGetMethod(note, "join", &m));
+  pf::Function join = pf::Function::steal(m);
+  assert_string_equal(join.call<std::string>("to", "be").c_str(), "to be");
+  assert_string_equal(error_kind_of([&] { join("", "x"); }).c_str(),
+                      "ValueError: join: a is empty");
 }
 
 void test_classes(void**) {
@@ -490,6 +574,7 @@ int main(void) {
       cmocka_unit_test(test_containers),
       cmocka_unit_test(test_modules),
       cmocka_unit_test(test_classes),
+      cmocka_unit_test(test_string_fields_and_static_methods),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

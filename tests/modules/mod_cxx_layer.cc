@@ -76,8 +76,8 @@ PF_DEF("cxxl.next_id", std::function<int64_t()>([] { return ++cxxl::next_id; }))
 PF_DEF("cxxl.flag", [](bool b, int8_t small) { return b ? small : -small; });
 
 // Classes (pf::class_): a constructor and a destructor that run, fields
-// from arithmetic members, a std::string member as a property, methods
-// (const too) that may throw, and a derived class.
+// from arithmetic and std::string members, methods (const too) that may
+// throw, a static method, and a derived class.
 namespace cxxl {
 
 int64_t destroyed = 0;
@@ -86,6 +86,7 @@ struct Counter {
   int64_t count;
   double rate = 0.5;
   std::string name;
+  std::string unit = "items";
   Counter(int64_t start, std::string n) : count(start), name(std::move(n)) {
     if (start < 0) throw std::invalid_argument("Counter: start < 0");
   }
@@ -95,6 +96,20 @@ struct Counter {
     return count += by;
   }
   std::string describe() const { return name + "=" + std::to_string(count); }
+  int64_t take(int64_t n) {
+    if (n > count) throw std::domain_error("take: only " + std::to_string(count) + " left");
+    return count -= n;
+  }
+  static int64_t parse(const std::string& text) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(text, &used);
+    } catch (const std::exception&) {}
+    if (used == 0 || used != text.size())
+      throw std::invalid_argument("parse: not a number: '" + text + "'");
+    return v;
+  }
 };
 
 struct Special : Counter {
@@ -111,9 +126,12 @@ PF_CLASS(cxxl::Counter, "cxxl.Counter", "Counts, with a name.")
     .init<int64_t, std::string>(pf::arg("start") = 0, pf::arg("name") = "counter")
     .field<&cxxl::Counter::count>("count")
     .readonly<&cxxl::Counter::rate>("rate")
-    .prop<&cxxl::Counter::name>("name")
+    .field<&cxxl::Counter::name>("name", "Its name.")
+    .readonly<&cxxl::Counter::unit>("unit")
     .def<&cxxl::Counter::bump>("bump", pf::arg("by") = 1)
-    .def<&cxxl::Counter::describe>("describe");
+    .def<&cxxl::Counter::describe>("describe")
+    .def<&cxxl::Counter::take>("take", pf::arg("n"))
+    .def_static<&cxxl::Counter::parse>("parse", pf::arg("text"));
 
 PF_CLASS(cxxl::Special, "cxxl.Special", "A counter that can shout.")
     .inherits<cxxl::Counter>()

@@ -1,9 +1,10 @@
 """C++ classes as object types (pf::class_ in include/packedfunc/packedfunc.hpp),
 from the fixture tests/modules/mod_cxx_layer.cc: the constructor and the
-destructor run (the destructor exactly once), arithmetic members are fields,
-a std::string member is a property (NAME() and set_NAME(value)), member
-functions are methods, C++ exceptions become the mapped Python exceptions,
-and C++ inheritance is the type's parent."""
+destructor run (the destructor exactly once), arithmetic and std::string
+members are fields (a std::string one an accessor field of type str), member
+functions are methods, static member functions static methods, C++
+exceptions become the mapped Python exceptions, and C++ inheritance is the
+type's parent."""
 import gc
 
 import pytest
@@ -19,14 +20,27 @@ def cxxl():
 def test_constructor_fields_and_methods(cxxl):
     c = cxxl.Counter(3, "apples")
     assert c.count == 3 and c.rate == 0.5
-    assert c.name() == "apples"
+    assert c.name == "apples"
     assert c.bump() == 4 and c.bump(by=10) == 14 and c.count == 14
     c.count = 20
     assert c.describe() == "apples=20"
-    c.set_name("pears")
-    assert c.name() == "pears" and c.describe() == "pears=20"
+    c.name = "pears"
+    assert c.name == "pears" and c.describe() == "pears=20"
+    c.name = "caf\u00e9 \u2615"  # UTF-8 through the std::string
+    assert c.name == "caf\u00e9 \u2615" and c.describe() == "caf\u00e9 \u2615=20"
     d = cxxl.Counter()
-    assert d.count == 0 and d.name() == "counter"
+    assert d.count == 0 and d.name == "counter" and d.unit == "items"
+
+
+def test_string_members_are_fields_in_the_reflection(cxxl):
+    fields = {f.name: f for f in cxxl.Counter.__pf_type_info__.fields}
+    assert fields["name"] == ("name", "str", True, "Its name.", "cxxl.Counter")
+    assert fields["unit"] == ("unit", "str", False, None, "cxxl.Counter")
+    assert fields["count"].type == "int64" and fields["count"].writable
+    methods = {m.name for m in cxxl.Counter.__pf_type_info__.methods}
+    assert "name" not in methods and "set_name" not in methods
+    assert cxxl.Counter.name.type == "str" and cxxl.Counter.name.writable
+    assert not cxxl.Counter.unit.writable
 
 
 def test_fields_are_checked(cxxl):
@@ -35,8 +49,23 @@ def test_fields_are_checked(cxxl):
         c.rate = 1.0  # read-only
     with pytest.raises(TypeError):
         c.count = "x"
-    with pytest.raises(TypeError, match="set_name: argument 1 'value': expected str, got int"):
-        c.set_name(5)
+    with pytest.raises(TypeError, match="field 'name' of cxxl.Counter: expected str, got int"):
+        c.name = 5
+    with pytest.raises(TypeError, match="field 'name' of cxxl.Counter: expected str, got null"):
+        c.name = None
+    with pytest.raises(AttributeError, match="field 'unit' of cxxl.Counter is read-only"):
+        c.unit = "kg"
+    assert c.name == "counter" and c.unit == "items"  # unchanged by the failed writes
+
+
+def test_static_methods(cxxl):
+    assert cxxl.Counter.parse("42") == 42
+    assert cxxl.Counter().parse(text="-7") == -7  # on an instance too, without it
+    with pytest.raises(ValueError, match="parse: not a number: 'x'"):
+        cxxl.Counter.parse("x")
+    (parse,) = [m for m in cxxl.Counter.__pf_type_info__.methods if m.name == "parse"]
+    assert parse.static and parse.signature == "int64(text:str)"
+    assert cxxl.Special.parse("5") == 5  # inherited
 
 
 def test_exceptions_become_python_exceptions(cxxl):
@@ -67,7 +96,7 @@ def test_inheritance(cxxl):
     s = cxxl.Special()
     assert isinstance(s, cxxl.Special) and isinstance(s, cxxl.Counter)
     assert not isinstance(cxxl.Counter(), cxxl.Special)
-    assert s.count == 100 and s.name() == "special"
+    assert s.count == 100 and s.name == "special"
     assert s.bump(5) == 105  # an inherited method
     assert s.shout() == "special=105"
     s.loud = True
