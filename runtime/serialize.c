@@ -105,7 +105,6 @@ typedef struct {
   step path[PF_JSON_MAX_DEPTH];
 } writer;
 
-
 /* The path of a value inside `levels` containers and instances. */
 static void path_text(const writer* w, int levels, char* buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "root");
@@ -122,7 +121,7 @@ static void path_text(const writer* w, int levels, char* buf, size_t n) {
 static json_t* cannot_write(writer* w, const char* what) {
   char path[512];
   path_text(w, w->depth, path, sizeof(path));
-  PF_ERROR(kPFErrTypeError, "%s: %s is %s, which JSON cannot hold", w->where, path, what);
+  PF_ERROR(kPFErrTypeError, "%s: %s is of type %s, which JSON cannot hold", w->where, path, what);
   return NULL;
 }
 
@@ -308,7 +307,8 @@ static json_t* write_container(writer* w, PFObjectHandle h, uint32_t type) {
         rc = write_items(w, a, v, c, n);
       }
     }
-    if (rc == 0) rc = put(w, o, type == kPFObjectMap || type == kPFObjectDict ? "entries" : "items", a);
+    if (rc == 0)
+      rc = put(w, o, type == kPFObjectMap || type == kPFObjectDict ? "entries" : "items", a);
     else json_decref(a);
     PFObjectFree(snap);
   }
@@ -330,8 +330,8 @@ static json_t* write_node(writer* w, const void* obj, uint32_t type) {
     return NULL;
   }
   if ((int64_t)HASH_COUNT(w->table) >= PF_JSON_MAX_NODES) {
-    PF_ERROR(kPFErrValueError, "%s: more than %lld containers, tensors and instances",
-             w->where, (long long)PF_JSON_MAX_NODES);
+    PF_ERROR(kPFErrValueError, "%s: more than %lld containers, tensors and instances", w->where,
+             (long long)PF_JSON_MAX_NODES);
     return NULL;
   }
   s = pf_calloc(1, sizeof(*s));
@@ -377,9 +377,7 @@ static json_t* write_object(writer* w, PFObjectHandle h) {
       return write_node(w, h, type);
     default:
       if (type >= kPFObjectTypeRegisteredBegin) return write_node(w, h, type);
-      char what[64];
-      snprintf(what, sizeof(what), "a %s object", PFObjectTypeName(type));
-      return cannot_write(w, what);
+      return cannot_write(w, PFObjectTypeName(type));
   }
 }
 
@@ -417,8 +415,8 @@ static json_t* write_value(writer* w, int code, const PFValue* v) {
       return write_object(w, v->v_handle);
     default: {
       char what[64];
-      if (code >= kPFExtBegin) snprintf(what, sizeof(what), "a value of extension type code %d", code);
-      else snprintf(what, sizeof(what), "a value of type code %s", PFTypeCodeName(code));
+      if (code >= kPFExtBegin) snprintf(what, sizeof(what), "extension code %d", code);
+      else snprintf(what, sizeof(what), "%s", PFTypeCodeName(code));
       return cannot_write(w, what);
     }
   }
@@ -550,7 +548,6 @@ static int read_b64(reader* r, const spot* at, json_t* j, size_t head, char** ou
 
 static int node_ref(reader* r, const spot* at, json_t* j, PFValue* out);
 
-
 static int read_tagged(reader* r, const spot* at, const char* tag, json_t* x, PFValue* out,
                        int* code) {
   const char* s = json_string_value(x);
@@ -607,8 +604,9 @@ static int read_tagged(reader* r, const spot* at, const char* tag, json_t* x, PF
     *code = kPFDevice;
     return 0;
   }
-  return bad(r, at, "unknown tag \"%s\" (a value object is one of ref, int, float, str64, "
-                    "bytes, dtype, device)",
+  return bad(r, at,
+             "unknown tag \"%s\" (a value object is one of ref, int, float, str64, "
+             "bytes, dtype, device)",
              tag);
 }
 
@@ -698,7 +696,8 @@ static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue
       if (read_value(r, &at, x, &(*v)[k], &(*c)[k]) != 0) return -1;
       continue;
     }
-    if (json_array_size(x) != 2 || !json_is_array(x)) return bad(r, &at, "an entry is [key, value]");
+    if (json_array_size(x) != 2 || !json_is_array(x))
+      return bad(r, &at, "an entry is [key, value]");
     if (read_value(r, &at, json_array_get(x, 0), &(*v)[2 * k], &(*c)[2 * k]) != 0 ||
         read_value(r, &at, json_array_get(x, 1), &(*v)[2 * k + 1], &(*c)[2 * k + 1]) != 0)
       return -1;
@@ -864,15 +863,15 @@ static int create_mutable(reader* r, size_t i) {
   uint32_t type;
   if (!key || PFObjectTypeFind(json_string_value(key), &type) != 0) return -1;
   if (type == 0)
-    return bad(r, &(spot){(int64_t)i, "key", -1},
-               "no object type is registered under the key '%s'", json_string_value(key));
+    return bad(r, &(spot){(int64_t)i, "key", -1}, "no object type is registered under the key '%s'",
+               json_string_value(key));
   return in_node(r, i, PFObjectAlloc(type, &r->objs[i]));
 }
 
 /* The kind of each node, and its members: exactly those of its kind. */
 static int read_kinds(reader* r) {
   static const char* const members[K_COUNT][3] = {
-      {"items"}, {"entries"}, {"dims"}, {"dtype", "shape", "data"},
+      {"items"}, {"entries"}, {"dims"},         {"dtype", "shape", "data"},
       {"items"}, {"entries"}, {"key", "fields"}};
   for (size_t i = 0; i < r->n; ++i) {
     json_t* node = json_array_get(r->nodes, i);
@@ -888,8 +887,7 @@ static int read_kinds(reader* r) {
       if (!json_object_get(node, members[k][m]))
         return bad(r, &at, "a %s node needs \"%s\"", type, members[k][m]);
     if (json_object_size(node) != want)
-      return bad(r, &at, "a %s node has %zu members, not %zu", type, json_object_size(node),
-                 want);
+      return bad(r, &at, "a %s node has %zu members, not %zu", type, json_object_size(node), want);
   }
   return 0;
 }
@@ -1021,8 +1019,9 @@ int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code) {
   PF_CHECK_ARG(out);
   PF_CHECK_ARG(out_code);
   if (len > PF_JSON_MAX_SIZE)
-    return PF_ERROR(kPFErrValueError, "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)",
-                    __func__, len, PF_JSON_MAX_SIZE);
+    return PF_ERROR(kPFErrValueError,
+                    "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", __func__,
+                    len, PF_JSON_MAX_SIZE);
   json_error_t err;
   json_t* doc = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err);
   if (!doc)

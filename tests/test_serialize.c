@@ -69,8 +69,9 @@ static void test_plain_values(void** state) {
   assert_round_trips((PFValue){0}, kPFNull);
   assert_round_trips(vi(1), kPFBool);
   assert_round_trips(vi(0), kPFBool);
-  int64_t ints[] = {0, -1, 42, (int64_t)1 << 53, -((int64_t)1 << 53), ((int64_t)1 << 53) + 1,
-                    INT64_MAX, INT64_MIN};
+  int64_t ints[] = {
+      0,         -1,       42, (int64_t)1 << 53, -((int64_t)1 << 53), ((int64_t)1 << 53) + 1,
+      INT64_MAX, INT64_MIN};
   for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); ++i) {
     PFValue back;
     assert_int_equal(round_trip(vi(ints[i]), kPFInt, &back), kPFInt);
@@ -245,16 +246,16 @@ static void test_tensors(void** state) {
   DLTensor gpu = *view;
   gpu.device.device_type = kDLCUDA;
   const char* text;
-  assert_pf_error(PFToJSON(vh(&gpu), kPFDLTensorHandle, &text, NULL), kPFErrValueError,
-                  "PFToJSON", "root is a tensor on device type 2");
+  assert_pf_error(PFToJSON(vh(&gpu), kPFDLTensorHandle, &text, NULL), kPFErrValueError, "PFToJSON",
+                  "root is a tensor on device type 2");
   PFObjectFree(t);
 }
 
 /* ---- registered instances ---- */
 typedef struct {
-  int64_t id;     /* read-only to hosts */
-  double weight;  /* writable */
-  char* name;     /* writable */
+  int64_t id;    /* read-only to hosts */
+  double weight; /* writable */
+  char* name;    /* writable */
   PFObjectHandle parent;
   PFObjectHandle children;
   int8_t small;
@@ -282,11 +283,17 @@ static uint32_t node_type(void) {
       PF_FIELD(Node, children, "list", kPFFieldWritable, NULL),
       PF_FIELD(Node, small, "int8", kPFFieldWritable, NULL),
   };
-  static const PFMethodDesc methods[] = {
-      {"__init__", node_init, NULL, NULL, 0, NULL}};
-  static const PFObjectTypeDesc desc = {
-      PF_OBJECT_TYPE_DESC_ABI, "test_serialize.Node", NULL, sizeof(Node), NULL, NULL, fields,
-      PF_COUNTOF(fields),      methods,               1};
+  static const PFMethodDesc methods[] = {{"__init__", node_init, NULL, NULL, 0, NULL}};
+  static const PFObjectTypeDesc desc = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "test_serialize.Node",
+                                        NULL,
+                                        sizeof(Node),
+                                        NULL,
+                                        NULL,
+                                        fields,
+                                        PF_COUNTOF(fields),
+                                        methods,
+                                        1};
   uint32_t ix = 0;
   assert_pf_ok(PFObjectTypeRegister(&desc, &ix));
   return ix;
@@ -318,8 +325,7 @@ static PFObjectHandle new_node(uint32_t type, int64_t id, const char* name) {
   d->id = id;
   assert_pf_ok(PFObjectSetFieldByName(n, "name", vs(name), kPFStr));
   assert_pf_ok(PFObjectSetFieldByName(n, "weight", vf(0.25 * (double)id), kPFFloat));
-  assert_pf_ok(
-      PFObjectSetFieldByName(n, "children", vh(list_of(NULL, NULL, 0)), kPFObjectHandle));
+  assert_pf_ok(PFObjectSetFieldByName(n, "children", vh(list_of(NULL, NULL, 0)), kPFObjectHandle));
   PFValue l;
   int c;
   assert_pf_ok(PFObjectGetFieldByName(n, "children", &l, &c));
@@ -411,7 +417,7 @@ static void test_what_cannot_be_written(void** state) {
   PFFunctionHandle f;
   assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &f));
   assert_pf_error(PFToJSON(vh(f), kPFFuncHandle, &text, NULL), kPFErrTypeError, "PFToJSON",
-                  "root is a function object");
+                  "root is of type function, which JSON cannot hold");
   PFValue v[2] = {vi(1), vh(f)};
   int c[2] = {kPFInt, kPFFuncHandle};
   PFObjectHandle l = list_of(v, c, 2);
@@ -420,11 +426,11 @@ static void test_what_cannot_be_written(void** state) {
   PFObjectHandle m;
   assert_pf_ok(PFMapCreate(&k, &kc, &lv, &lc, 1, &m));
   assert_pf_error(PFToJSON(vh(m), kPFObjectHandle, &text, NULL), kPFErrTypeError,
-                  "root{value of entry 0}[1] is a function object");
+                  "root{value of entry 0}[1] is of type function");
   assert_pf_error(PFToJSON(vh(&k), kPFOpaqueHandle, &text, NULL), kPFErrTypeError,
-                  "root is a value of type code handle");
+                  "root is of type handle");
   assert_pf_error(PFToJSON(vi(1), kPFExtBegin, &text, NULL), kPFErrTypeError,
-                  "extension type code 64");
+                  "root is of type extension code 64");
   uint32_t nt = node_type();
   PFObjectHandle n = new_node(nt, 9, "n");
   PFObjectHandle boxed;
@@ -433,7 +439,7 @@ static void test_what_cannot_be_written(void** state) {
   assert_pf_ok(PFObjectGetFieldByName(n, "children", &kids, &kc));
   assert_pf_ok(PFListAppend(kids.v_handle, vh(boxed), kPFObjectHandle));
   assert_pf_error(PFToJSON(vh(n), kPFObjectHandle, &text, NULL), kPFErrTypeError,
-                  "root.children[0] is a boxed object");
+                  "root.children[0] is of type boxed");
   assert_pf_error(PFToJSON(vi(1), kPFInt, NULL, NULL), kPFErrTypeError, "PFToJSON", "'out'");
   assert_pf_error(PFToJSON(vs(NULL), kPFStr, &text, NULL), kPFErrTypeError, "argument 0");
   assert_pf_error(PFToJSON((PFValue){.v_type = {kDLFloat, 32, 0}}, kPFDataType, &text, NULL),
@@ -503,14 +509,15 @@ static void test_hostile_documents(void** state) {
           "\"format\" must be \"packedfunc\"");
   refused("{\"format\":\"packedfunc\",\"version\":2,\"root\":1,\"nodes\":[]}", kPFErrValueError,
           "\"version\" 2 is not one this library reads");
-  refused("{\"format\":\"packedfunc\",\"version\":\"1\",\"root\":1,\"nodes\":[]}",
-          kPFErrValueError, "\"version\"");
+  refused("{\"format\":\"packedfunc\",\"version\":\"1\",\"root\":1,\"nodes\":[]}", kPFErrValueError,
+          "\"version\"");
   refused("{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":{}}", kPFErrValueError,
           "\"nodes\" must be an array");
   /* Duplicate members: jansson refuses them. */
-  refused("{\"format\":\"packedfunc\",\"format\":\"packedfunc\",\"version\":1,\"root\":1,"
-          "\"nodes\":[]}",
-          kPFErrValueError, "duplicate object key");
+  refused(
+      "{\"format\":\"packedfunc\",\"format\":\"packedfunc\",\"version\":1,\"root\":1,"
+      "\"nodes\":[]}",
+      kPFErrValueError, "duplicate object key");
   /* Values of the wrong shape. */
   refused(DOC("[1]", ""), kPFErrValueError, "root: a JSON array is not a value");
   refused(DOC("{\"int\":\"12x\"}", ""), kPFErrValueError, "decimal text of an int64");
@@ -556,8 +563,9 @@ static void test_hostile_documents(void** state) {
   refused(DOC("{\"ref\":0}",
               "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[2],\"data\":\"AAAA\"}"),
           kPFErrValueError, "3 bytes where dtype and shape need 8");
-  refused(DOC("{\"ref\":0}", "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[1099511627776,"
-                             "1099511627776],\"data\":\"\"}"),
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[1099511627776,"
+              "1099511627776],\"data\":\"\"}"),
           kPFErrValueError, "too large");
   refused(DOC("{\"ref\":0}",
               "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[-2],\"data\":\"\"}"),
@@ -567,8 +575,9 @@ static void test_hostile_documents(void** state) {
   /* An array or map that holds itself, directly or through another. */
   refused(DOC("{\"ref\":0}", "{\"type\":\"array\",\"items\":[{\"ref\":0}]}"), kPFErrValueError,
           "node 0 holds itself through arrays, maps");
-  refused(DOC("{\"ref\":0}", "{\"type\":\"array\",\"items\":[{\"ref\":1}]},"
-                             "{\"type\":\"map\",\"entries\":[[1,{\"ref\":0}]]}"),
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"array\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"map\",\"entries\":[[1,{\"ref\":0}]]}"),
           kPFErrValueError, "holds itself");
   /* A node that nothing reaches, or a cycle of its own. */
   refused(DOC("1", "{\"type\":\"list\",\"items\":[{\"ref\":0}]}"), kPFErrValueError,
@@ -581,24 +590,28 @@ static void test_hostile_documents(void** state) {
           "\"key\" must be a string");
   refused(DOC("{\"ref\":0}", "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{}}"),
           kPFErrValueError, "no value for field 'id' of test_serialize.Node");
-  refused(DOC("{\"ref\":1}", "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
-                             "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
-                             "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
-                             "\"children\":{\"ref\":0},\"small\":1,\"extra\":2}}"),
+  refused(DOC("{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
+              "\"children\":{\"ref\":0},\"small\":1,\"extra\":2}}"),
           kPFErrValueError, "test_serialize.Node has no field 'extra'");
-  refused(DOC("{\"ref\":1}", "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
-                             "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
-                             "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
-                             "\"children\":{\"ref\":0},\"small\":1000}}"),
+  refused(DOC("{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
+              "\"children\":{\"ref\":0},\"small\":1000}}"),
           kPFErrValueError, "small");
-  refused(DOC("{\"ref\":1}", "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
-                             "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
-                             "\"id\":\"one\",\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
-                             "\"children\":{\"ref\":0},\"small\":1}}"),
+  refused(DOC("{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":\"one\",\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
+              "\"children\":{\"ref\":0},\"small\":1}}"),
           kPFErrTypeError, "field 'id'");
-  refused(DOC("{\"ref\":0}", "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
-                             "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":0},"
-                             "\"children\":{\"ref\":0},\"small\":1}}"),
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":0},"
+              "\"children\":{\"ref\":0},\"small\":1}}"),
           kPFErrTypeError, "children");
   /* NULL arguments and an over-long length. */
   PFValue out;
