@@ -1022,6 +1022,13 @@ int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code) {
     return PF_ERROR(kPFErrValueError,
                     "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", __func__,
                     len, PF_JSON_MAX_SIZE);
+  int64_t containers = 0;
+  for (size_t i = 0; i < len; ++i) containers += text[i] == '{' || text[i] == '[';
+  if (containers > PF_JSON_MAX_CONTAINERS)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: a document of %lld JSON objects and arrays, more than "
+                    "PF_JSON_MAX_CONTAINERS (%lld)",
+                    __func__, (long long)containers, (long long)PF_JSON_MAX_CONTAINERS);
   json_error_t err;
   json_t* doc = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err);
   if (!doc)

@@ -635,6 +635,14 @@ static void test_too_many_nodes(void** state) {
   memcpy(doc + k + 3 * n, "]}", 3);
   refused(doc, kPFErrValueError, "more than PF_JSON_MAX_NODES");
   free(doc);
+  /* More JSON objects and arrays than PF_JSON_MAX_CONTAINERS: refused
+   * before parsing, so without the memory a parse would take. */
+  n = (size_t)PF_JSON_MAX_CONTAINERS + 1;
+  doc = malloc(n + 1);
+  memset(doc, '[', n);
+  doc[n] = '\0';
+  refused(doc, kPFErrValueError, "more than PF_JSON_MAX_CONTAINERS");
+  free(doc);
 }
 
 /* A document with many keys in one object and a long text still costs

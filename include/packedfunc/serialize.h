@@ -59,11 +59,12 @@ extern "C" {
  * document where they do is a ValueError.
  *
  * Bounds. A document longer than PF_JSON_MAX_SIZE bytes or with more than
- * PF_JSON_MAX_NODES nodes is refused before any value is built, and both
- * directions refuse values nested deeper than PF_JSON_MAX_DEPTH containers
- * and instances (ValueError); so the memory that a hostile document costs
- * is bounded by a constant times its size. The parser (jansson) seeds its
- * hash tables per process and bounds nesting itself.
+ * PF_JSON_MAX_CONTAINERS JSON objects and arrays is refused before it is
+ * parsed, one with more than PF_JSON_MAX_NODES nodes before any value is
+ * built, and both directions refuse values nested deeper than
+ * PF_JSON_MAX_DEPTH containers and instances (ValueError); so what a
+ * hostile document costs is bounded. The parser (jansson) seeds its hash
+ * tables per process and bounds nesting itself.
  *
  * Threads. Both entry points are thread-safe. A List or Dict that another
  * thread changes meanwhile is read as one atomic snapshot, as
@@ -78,9 +79,14 @@ extern "C" {
 /* The most containers and instances nested in one another (both ways). */
 #define PF_JSON_MAX_DEPTH 1024
 /* The most nodes (containers, tensors, instances) of one document. */
-#define PF_JSON_MAX_NODES ((int64_t)1 << 22)
+#define PF_JSON_MAX_NODES ((int64_t)1 << 20)
 /* The longest document PFFromJSON reads, in bytes (64 MiB). */
 #define PF_JSON_MAX_SIZE ((size_t)1 << 26)
+/* The most JSON objects and arrays in one document, counted before it is
+ * parsed (every '{' and '[' byte counts, also inside a string): a parsed
+ * object costs a few hundred bytes, so this bounds what parsing any
+ * document costs to about a gigabyte. */
+#define PF_JSON_MAX_CONTAINERS ((int64_t)1 << 22)
 
 /*
  * Writes the JSON document of (value, code) (above). The value is borrowed
@@ -108,7 +114,8 @@ PF_EXPORT int PFToJSON(PFValue value, int code, const char** out, size_t* out_le
  * NUL-terminated and may lie in that storage (a string PFToJSON gave).
  * Errors (nothing is written; whatever was built is released):
  * NULL text with len > 0, NULL out or out_code (TypeError); len above
- * PF_JSON_MAX_SIZE; text that is not JSON (ValueError naming the line,
+ * PF_JSON_MAX_SIZE, more than PF_JSON_MAX_CONTAINERS '{' and '[' bytes
+ * (ValueError); text that is not JSON (ValueError naming the line,
  * column and byte position and the parser's reason); a document that is
  * not of this format: a top-level value that is not an object, a missing
  * or unknown member, a "format" other than "packedfunc", a "version"

@@ -236,6 +236,8 @@ def test_depth_and_size_limits():
     with pytest.raises(ValueError, match="PFFromJSON: node 1024: values nested deeper than 1024"):
         pf.from_json(text)
     many = '{"format":"packedfunc","version":1,"root":1,"nodes":[' + ",".join(
-        ["{}"] * ((1 << 22) + 1)) + "]}"
+        ["{}"] * ((1 << 20) + 1)) + "]}"
     with pytest.raises(ValueError, match="more than PF_JSON_MAX_NODES"):
         pf.from_json(many)
+    with pytest.raises(ValueError, match="more than PF_JSON_MAX_CONTAINERS"):
+        pf.from_json("[" * ((1 << 22) + 1))
