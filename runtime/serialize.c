@@ -610,29 +610,26 @@ static int read_tagged(reader* r, const spot* at, const char* tag, json_t* x, PF
              tag);
 }
 
+/* Writes a value read; returns 0. */
+static int got(PFValue* out, int* code, PFValue v, int c) {
+  *out = v;
+  *code = c;
+  return 0;
+}
+
 static int read_value(reader* r, const spot* at, json_t* j, PFValue* out, int* code) {
   switch (json_typeof(j)) {
     case JSON_NULL:
-      out->v_int64 = 0;
-      *code = kPFNull;
-      return 0;
+      return got(out, code, (PFValue){.v_int64 = 0}, kPFNull);
     case JSON_TRUE:
     case JSON_FALSE:
-      out->v_int64 = json_is_true(j);
-      *code = kPFBool;
-      return 0;
+      return got(out, code, (PFValue){.v_int64 = json_is_true(j)}, kPFBool);
     case JSON_INTEGER:
-      out->v_int64 = json_integer_value(j);
-      *code = kPFInt;
-      return 0;
+      return got(out, code, (PFValue){.v_int64 = json_integer_value(j)}, kPFInt);
     case JSON_REAL:
-      out->v_float64 = json_real_value(j);
-      *code = kPFFloat;
-      return 0;
+      return got(out, code, (PFValue){.v_float64 = json_real_value(j)}, kPFFloat);
     case JSON_STRING:
-      out->v_str = json_string_value(j);
-      *code = kPFStr;
-      return 0;
+      return got(out, code, (PFValue){.v_str = json_string_value(j)}, kPFStr);
     case JSON_OBJECT:
       if (json_object_size(j) == 1) {
         const char* tag = json_object_iter_key(json_object_iter(j));
