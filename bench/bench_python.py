@@ -364,9 +364,10 @@ def main():
     ]
     # Object graphs as JSON (issue 36): a tree of 5,000 bench.Node instances,
     # each holding a List of its children (10,000 nodes in the document),
-    # against the json module on the same tree as dicts and lists.
+    # against the json module on the same tree as dicts and lists. --quick
+    # (the test command's run) takes a tenth of the tree.
     node_cls = pf.get_class("bench.Node")
-    n_graph = 5000
+    n_graph = 500 if args.quick else 5000
     nodes, dicts = [], []
     for i in range(n_graph):
         node = node_cls()
