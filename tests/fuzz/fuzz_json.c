@@ -37,9 +37,9 @@ static void register_node(void) {
       PF_FIELD(Node, next, "object", kPFFieldWritable, NULL),
       PF_FIELD(Node, name, "str", kPFFieldWritable, NULL),
   };
-  static const PFObjectTypeDesc desc = {PF_OBJECT_TYPE_DESC_ABI, "fuzz.Node", NULL, sizeof(Node),
-                                        NULL,                    NULL,        fields,
-                                        PF_COUNTOF(fields),      NULL,        0};
+  static const PFObjectTypeDesc desc = {
+      PF_OBJECT_TYPE_DESC_ABI, "fuzz.Node", NULL, sizeof(Node), NULL, NULL, fields,
+      PF_COUNTOF(fields),      NULL,        0};
   if (PFObjectTypeRegister(&desc, &g_node) != 0) abort();
 }
 
