@@ -21,6 +21,7 @@ module.exports = {
   convert: core.convert,
   tensor: core.tensor,
   getObjectType: core.getObjectType,
+  registeredTypes: core.registeredTypes,
   DataType: types.DataType,
   Device: types.Device,
   OpaqueHandle: types.OpaqueHandle,

@@ -36,7 +36,7 @@ const { PackedObject } = require('./objects.js');
 require('./async.js');
 require('./callbacks.js');
 const { PackedArray, PackedMap, Shape, List, Dict } = require('./containers.js');
-const { objectClass, getObjectType } = require('./classes.js');
+const { objectClass, getObjectType, registeredTypes } = require('./classes.js');
 const { Module } = require('./modules.js');
 const { scratch } = require('./library.js');
 
@@ -67,6 +67,6 @@ function convert(x) {
 
 module.exports = {
   kHandle, kState, adoptFunction, adoptObject, convert, convertFunction, PackedFunction, PackedObject,
-  PackedArray, PackedMap, Shape, List, Dict, Module, TensorArg, tensor, getObjectType, objectClass,
+  PackedArray, PackedMap, Shape, List, Dict, Module, TensorArg, tensor, getObjectType, registeredTypes, objectClass,
   setThreadCallTimeout, heldCount, readPtr, scratch,
 };
