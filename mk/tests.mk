@@ -25,7 +25,7 @@
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRCS))
 # Tests that exercise threads; they also run under ThreadSanitizer.
-TSAN_NAMES := $(filter %concurrency %threads %closure %host_gate %call_frame %structural,$(TEST_NAMES))
+TSAN_NAMES := $(filter %concurrency %threads %closure %host_gate %call_frame %structural %serialize,$(TEST_NAMES))
 
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1

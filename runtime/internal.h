@@ -438,6 +438,14 @@ static inline int pf_tensor_bytes(const DLTensor* t, size_t* out) {
 /* ---- tensors (runtime/dlpack.c) ---- */
 /* 1 when a live tensor object is read-only (PFTensorIsReadOnly). */
 PF_HIDDEN int pf_tensor_is_read_only(const void* tensor);
+/* The data bytes of a CPU tensor in row-major order, *n of them: borrowed
+ * from the tensor (*own NULL) when it is compact, else a copy in *own
+ * (pf_free it). -1 with a ValueError naming `where` for more than
+ * PF_TENSOR_MAX_NDIM dims, a negative dim, a size past PF_MAX_OBJECT_SIZE,
+ * NULL data or a strided tensor of a sub-byte dtype; MemoryError.
+ * (runtime/tensor.c) */
+PF_HIDDEN int pf_tensor_row_major(const char* where, const DLTensor* t, const char** data,
+                                  size_t* n, char** own);
 
 /* ---- the keyed hash of container keys (runtime/container.c) ---- */
 /* The per-process random seed under which Map and Dict hash their keys

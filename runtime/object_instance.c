@@ -8,12 +8,20 @@
 
 /* ---- allocation ---- */
 
+/* Takes the value of an owning field out of its slot (leaving NULL) and
+ * frees or releases it. */
 static void release_slot(char* data, const pf_owned_slot* s) {
   void* p;
   memcpy(&p, data + s->offset, sizeof(p));
   if (p == NULL) return;
+  memset(data + s->offset, 0, sizeof(p));
   if (s->store == pf_store_str || s->store == pf_store_bytes) pf_free(p);
   else pf_object_release(p); /* inside a destroy: queued, not recursed into */
+}
+
+void pf_instance_drop_fields(PFObjectHandle obj) {
+  const pf_type* t = ((pf_instance*)obj)->type;
+  for (int i = 0; i < t->num_owned; ++i) release_slot(pf_instance_data(obj), &t->owned[i]);
 }
 
 static void instance_destroy(pf_object* o) {
@@ -255,10 +263,10 @@ static int field_store(const char* where, const char* what, pf_instance* in, con
 /* Writes a field: its tree (element types, optional, union) checks and
  * converts the value first; what that made is the field's to keep. */
 static int field_write(const char* where, pf_instance* in, const pf_field* f, const PFValue* v,
-                       int code) {
+                       int code, int any) {
   char what[PF_OBJECT_TYPE_KEY_MAX * 2 + 32];
   field_what(in, f, what, sizeof(what));
-  if (!(f->info.flags & kPFFieldWritable))
+  if (!any && !(f->info.flags & kPFFieldWritable))
     return PF_ERROR(kPFErrAttributeError, "%s: %s is read-only", where, what);
   if (check_pointer(where, what, code, v) != 0) return -1;
   if (f->tree == NULL) return field_store(where, what, in, f, v, code);
@@ -331,7 +339,12 @@ int PFObjectSetField(PFObjectHandle obj, const PFFieldInfo* field, PFValue value
   const pf_field* f = (const pf_field*)field;
   if (!pf_is_instance(obj) || !is_field(f) || !has_field(obj, f))
     return field_misuse(__func__, obj, f, "", "");
-  return field_write(__func__, obj, f, &value, type_code);
+  return field_write(__func__, obj, f, &value, type_code, 0);
+}
+
+int pf_instance_restore_field(const char* where, PFObjectHandle obj, const PFFieldInfo* field,
+                              const PFValue* v, int code) {
+  return field_write(where, obj, (const pf_field*)field, v, code, 1);
 }
 
 /* The field `name` of an instance, or -1 with an AttributeError. */
@@ -356,7 +369,7 @@ int PFObjectGetFieldByName(PFObjectHandle obj, const char* name, PFValue* out, i
 int PFObjectSetFieldByName(PFObjectHandle obj, const char* name, PFValue value, int type_code) {
   const pf_field* f = NULL;
   if (field_by_name(__func__, obj, name, &f) != 0) return -1;
-  return field_write(__func__, obj, f, &value, type_code);
+  return field_write(__func__, obj, f, &value, type_code, 0);
 }
 
 /* ---- methods ---- */

@@ -131,6 +131,17 @@ static inline int pf_obj_arg_ok(const PFValue* v, const pf_type* t) {
   return pf_is_instance(o) && pf_type_is_a(((const pf_instance*)o)->type, t);
 }
 
+/* ---- instances (runtime/object_instance.c) ---- */
+
+/* Writes a field of a live instance of its type as PFObjectSetField does,
+ * read-only fields too (for PFFromJSON, which rebuilds an instance from
+ * its fields); errors name `where`. */
+PF_HIDDEN int pf_instance_restore_field(const char* where, PFObjectHandle obj,
+                                        const PFFieldInfo* field, const PFValue* v, int code);
+/* Frees or releases every owned value in the fields of a live instance,
+ * leaving NULL: breaks the cycles of a half-built graph. */
+PF_HIDDEN void pf_instance_drop_fields(PFObjectHandle obj);
+
 /* ---- the table (runtime/object_type.c) ---- */
 
 /* The registered type of an index, or NULL. Lock-free. */

@@ -8,8 +8,6 @@
 
 /* Fixed, so that a hash of plain data is the same in every process. */
 #define SEED 0x70666571u
-/* The most dims of a tensor whose strided data is walked. */
-#define PF_STRUCTURAL_MAX_NDIM 64
 
 /* The path from the roots: the containers and instances being walked. */
 typedef struct {
@@ -158,46 +156,6 @@ static int tensor_of(const char* where, int code, const PFValue* v, DLTensor** o
   return 0;
 }
 
-static int compact(const DLTensor* t) {
-  if (!t->strides) return 1;
-  int64_t want = 1;
-  for (int i = t->ndim - 1; i >= 0; --i) {
-    if (t->shape[i] != 1 && t->strides[i] != want) return 0;
-    want *= t->shape[i];
-  }
-  return 1;
-}
-
-/* The data bytes of `t` in row-major order: borrowed (*own NULL) when it
- * is compact, else a copy in *own. */
-static int tensor_data(const char* where, const DLTensor* t, const char** data, size_t* n,
-                       char** own) {
-  *own = NULL;
-  if (t->ndim < 0 || t->ndim > PF_STRUCTURAL_MAX_NDIM)
-    return PF_ERROR(kPFErrValueError, "%s: a tensor of %d dims (at most %d)", where, t->ndim,
-                    PF_STRUCTURAL_MAX_NDIM);
-  if (pf_tensor_bytes(t, n) != 0)
-    return PF_ERROR(kPFErrValueError, "%s: a tensor with a negative dim or too large to read",
-                    where);
-  if (*n > 0 && !t->data) return PF_ERROR(kPFErrValueError, "%s: a tensor with NULL data", where);
-  *data = (const char*)t->data + t->byte_offset;
-  if (*n == 0 || compact(t)) return 0;
-  size_t bits = (size_t)t->dtype.bits * t->dtype.lanes, elem = bits / 8;
-  if (bits % 8 != 0)
-    return PF_ERROR(kPFErrValueError, "%s: a strided tensor of a sub-byte dtype", where);
-  char* buf = pf_malloc(*n);
-  if (!buf) return pf_oom(where);
-  int64_t idx[PF_STRUCTURAL_MAX_NDIM] = {0};
-  for (size_t off = 0; off < *n; off += elem) {
-    int64_t src = 0;
-    for (int i = 0; i < t->ndim; ++i) src += idx[i] * t->strides[i];
-    memcpy(buf + off, *data + src * (int64_t)elem, elem);
-    for (int i = t->ndim - 1; i >= 0 && ++idx[i] == t->shape[i]; --i) idx[i] = 0;
-  }
-  *data = *own = buf;
-  return 0;
-}
-
 static int tensor_equal(const char* where, const DLTensor* a, const DLTensor* b, int* out) {
   *out = 0;
   if (a->dtype.code != b->dtype.code || a->dtype.bits != b->dtype.bits ||
@@ -208,7 +166,8 @@ static int tensor_equal(const char* where, const DLTensor* a, const DLTensor* b,
   const char *da, *db;
   char *oa, *ob = NULL;
   size_t na, nb;
-  if (tensor_data(where, a, &da, &na, &oa) != 0 || tensor_data(where, b, &db, &nb, &ob) != 0) {
+  if (pf_tensor_row_major(where, a, &da, &na, &oa) != 0 ||
+      pf_tensor_row_major(where, b, &db, &nb, &ob) != 0) {
     pf_free(oa);
     return -1;
   }
@@ -222,7 +181,7 @@ static int tensor_hash(const char* where, const DLTensor* t, uint64_t* out) {
   const char* d;
   char* own;
   size_t n;
-  if (tensor_data(where, t, &d, &n, &own) != 0) return -1;
+  if (pf_tensor_row_major(where, t, &d, &n, &own) != 0) return -1;
   uint64_t h = mix(kPFObjectTensor,
                    (uint64_t)t->dtype.code << 32 | (uint64_t)t->dtype.bits << 16 | t->dtype.lanes);
   for (int i = 0; i < t->ndim; ++i) h = mix(h, (uint64_t)t->shape[i]);

@@ -176,3 +176,33 @@ int PFTensorAlloc(int ndim, const int64_t* shape, DLDataType dtype, uint32_t fla
   if (view != NULL) *view = dl;
   return 0;
 }
+
+/* ---- data in row-major order (structural comparison, JSON) ---- */
+
+int pf_tensor_row_major(const char* where, const DLTensor* t, const char** data, size_t* n,
+                        char** own) {
+  *own = NULL;
+  if (t->ndim < 0 || t->ndim > PF_TENSOR_MAX_NDIM)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor of %d dims (at most %d)", where, t->ndim,
+                    PF_TENSOR_MAX_NDIM);
+  if (pf_tensor_bytes(t, n) != 0)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor with a negative dim or too large to read",
+                    where);
+  if (*n > 0 && !t->data) return PF_ERROR(kPFErrValueError, "%s: a tensor with NULL data", where);
+  *data = (const char*)t->data + t->byte_offset;
+  if (*n == 0 || is_contiguous(t)) return 0;
+  size_t bits = (size_t)t->dtype.bits * t->dtype.lanes, elem = bits / 8;
+  if (bits % 8 != 0)
+    return PF_ERROR(kPFErrValueError, "%s: a strided tensor of a sub-byte dtype", where);
+  char* buf = pf_malloc(*n);
+  if (!buf) return pf_oom(where);
+  int64_t idx[PF_TENSOR_MAX_NDIM] = {0};
+  for (size_t off = 0; off < *n; off += elem) {
+    int64_t src = 0;
+    for (int i = 0; i < t->ndim; ++i) src += idx[i] * t->strides[i];
+    memcpy(buf + off, *data + src * (int64_t)elem, elem);
+    for (int i = t->ndim - 1; i >= 0 && ++idx[i] == t->shape[i]; --i) idx[i] = 0;
+  }
+  *data = *own = buf;
+  return 0;
+}

@@ -1015,7 +1015,7 @@ static const pf_command k_commands[] = {
      "int64), a float (3.5, 1e-3, inf, nan), a bool (true, false), null (null),\n"
      "a container when it begins with [ or { (JSON: [1, \"a\"] is an array,\n"
      "{\"k\": 1.5} a map; keys may also be integers; nested up to " PF_STRINGIFY_(
-         PF_JSON_MAX_DEPTH) " levels),\n"
+         PF_CLI_JSON_DEPTH) " levels),\n"
                             "or else a str. A function with a signature (a typed function) gets "
                             "each\n"
                             "argument converted by the signature's type instead: \"3\" is 3.0 for "

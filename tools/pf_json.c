@@ -320,8 +320,8 @@ static int json_object(json_parser* j, int depth, PFValue* v, int* code) {
  * container is a new reference. */
 static int json_value(json_parser* j, int depth, PFValue* v, int* code, char** owned) {
   json_skip_blanks(j);
-  if (depth > PF_JSON_MAX_DEPTH)
-    return json_error(j, "nested deeper than " PF_STRINGIFY_(PF_JSON_MAX_DEPTH) " levels");
+  if (depth > PF_CLI_JSON_DEPTH)
+    return json_error(j, "nested deeper than " PF_STRINGIFY_(PF_CLI_JSON_DEPTH) " levels");
   switch (*j->p) {
     case '[':
       return json_list(j, depth, v, code);
@@ -463,7 +463,7 @@ static void print_json_string(FILE* out, const char* str) {
 
 /* Prints one value, borrowed (nothing is released). A str prints as is at
  * the top and as a JSON string inside a container. The items of containers
- * deeper than PF_JSON_MAX_DEPTH print as "...": a result nested a million
+ * deeper than PF_CLI_JSON_DEPTH print as "...": a result nested a million
  * levels deep must not exhaust the stack, and what the reader makes (whose
  * containers at that depth are empty) still prints whole. */
 static void print_value(FILE* out, PFValue v, int code, int depth) {
@@ -516,8 +516,8 @@ static void print_value(FILE* out, PFValue v, int code, int depth) {
       int64_t n = 0;
       if (t == kPFObjectArray && PFArrayGetSize(v.v_handle, &n) == 0) {
         fputc('[', out);
-        if (n > 0 && depth >= PF_JSON_MAX_DEPTH) fputs("...", out);
-        for (int64_t i = 0; i < n && depth < PF_JSON_MAX_DEPTH; ++i) {
+        if (n > 0 && depth >= PF_CLI_JSON_DEPTH) fputs("...", out);
+        for (int64_t i = 0; i < n && depth < PF_CLI_JSON_DEPTH; ++i) {
           PFValue x;
           int xc;
           if (PFArrayGetItem(v.v_handle, i, &x, &xc) != 0) break;
@@ -527,8 +527,8 @@ static void print_value(FILE* out, PFValue v, int code, int depth) {
         fputc(']', out);
       } else if (t == kPFObjectMap && PFMapGetSize(v.v_handle, &n) == 0) {
         fputc('{', out);
-        if (n > 0 && depth >= PF_JSON_MAX_DEPTH) fputs("...", out);
-        for (int64_t i = 0; i < n && depth < PF_JSON_MAX_DEPTH; ++i) {
+        if (n > 0 && depth >= PF_CLI_JSON_DEPTH) fputs("...", out);
+        for (int64_t i = 0; i < n && depth < PF_CLI_JSON_DEPTH; ++i) {
           PFValue k, x;
           int kc, xc;
           if (PFMapGetItemAt(v.v_handle, i, &k, &kc, &x, &xc) != 0) break;

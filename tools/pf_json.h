@@ -16,7 +16,7 @@
 #include "packedfunc/c_api.h"
 
 /* How deep containers may nest in an argument; deeper is an error. */
-#define PF_JSON_MAX_DEPTH 64
+#define PF_CLI_JSON_DEPTH 64
 
 /* Reads `text`, argument `index` of a call of `fname` (both only for
  * messages), as one JSON container and nothing else but blanks: a list
@@ -39,7 +39,7 @@ int pf_json_read_shape(const char* fname, const char* arg, const char* text, PFV
  * read back exactly, as Python's repr), true/false, null, a str as is,
  * bytes as b'...', an Array or Shape as [...] and a Map as {...}, with the
  * strings inside quoted as JSON does; other values as <kind ...>. The
- * items of containers nested deeper than PF_JSON_MAX_DEPTH print as "...",
+ * items of containers nested deeper than PF_CLI_JSON_DEPTH print as "...",
  * so that any value pf_json_read makes prints whole, and the printed text
  * of such a value reads back as an equal one. No newline follows. */
 void pf_json_print(FILE* out, PFValue v, int code);

@@ -21,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 12
+#define PF_API_VERSION 13
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -54,7 +54,8 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * version 11 adds the direct callee convention, call targets and a
  * function's flags (FuncCreateDirect, FuncReturnString, FuncResolve,
  * FuncSetFlags, FuncGetFlags); version 12 adds structural equality and
- * hashing (StructuralEqual, StructuralHash). Every
+ * hashing (StructuralEqual, StructuralHash); version 13 adds JSON
+ * documents of object graphs (ToJSON, FromJSON). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -214,6 +215,9 @@ typedef struct PFApi {
   /* Version 12. Structural equality and hashing. */
   int (*StructuralEqual)(PFValue, int, PFValue, int, int*);
   int (*StructuralHash)(PFValue, int, uint64_t*);
+  /* Version 13. JSON documents of object graphs. */
+  int (*ToJSON)(PFValue, int, const char**, size_t*);
+  int (*FromJSON)(const char*, size_t, PFValue*, int*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

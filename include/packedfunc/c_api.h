@@ -77,6 +77,7 @@
 #include "packedfunc/object.h"
 #include "packedfunc/container.h"
 #include "packedfunc/structural.h"
+#include "packedfunc/serialize.h"
 #include "packedfunc/tensor.h"
 #include "packedfunc/signature.h"
 #include "packedfunc/function.h"

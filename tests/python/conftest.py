@@ -28,6 +28,9 @@ import packedfunc  # noqa: E402
 # The fixture modules (tests/modules), which `make modules` builds.
 MODULE_DIR = os.environ.get("PF_TEST_MODULE_DIR") or os.path.join(
     ROOT, os.environ.get("BUILD", "build"), "modules")
+# The demo plugin (examples/plugin), which `make demo` builds.
+DEMO_PLUGIN = os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
+    ROOT, os.environ.get("BUILD", "build"), "examples", "demo_plugin.so")
 
 
 def load_fixture_module(file_name):

@@ -103,6 +103,7 @@ from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register
                             registered_types, same_as)
 from ._prepack import PrePackCache
 from ._structural import structural_equal, structural_hash
+from ._serialize import from_json, to_json
 from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
@@ -125,6 +126,6 @@ __all__ = [
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
-    "TypeMethod", "structural_equal", "structural_hash",
+    "TypeMethod", "structural_equal", "structural_hash", "to_json", "from_json",
     "get_include", "get_library_dir",
 ]

@@ -40,6 +40,7 @@ from ._function import Function
 from ._holds import track
 from ._library import OBJECT_TYPES
 from ._object import Object, encode_object
+from ._serialize import ByJSON
 
 c_void_p, byref, c_int64 = ctypes.c_void_p, ctypes.byref, ctypes.c_int64
 
@@ -444,7 +445,7 @@ class MappingViews:
         return ItemsView(self)
 
 
-class Array(_ArrayBase, Object, collections.abc.Sequence):
+class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
     """An immutable sequence of values held by packedfunc (a C Array).
 
     A list or tuple passed to C arrives as one; an Array from C comes back
@@ -505,7 +506,7 @@ class Array(_ArrayBase, Object, collections.abc.Sequence):
                             lambda: "[" + ", ".join(map(repr, self._values())) + "]")
 
 
-class Map(_MapBase, Object, MappingViews, collections.abc.Mapping):
+class Map(_MapBase, ByJSON, Object, MappingViews, collections.abc.Mapping):
     """An immutable mapping held by packedfunc (a C Map), with str or int
     keys in insertion order.
 
@@ -582,7 +583,7 @@ class ItemsView(collections.abc.ItemsView):
         return iter(self._mapping._pairs())
 
 
-class Shape(Object, collections.abc.Sequence):
+class Shape(ByJSON, Object, collections.abc.Sequence):
     """An immutable tuple of ints held by packedfunc (a C Shape): a
     tensor's shape or strides.
 

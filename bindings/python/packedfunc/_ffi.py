@@ -176,6 +176,11 @@ PFListToArray = _fn("PFListToArray", c_int, [c_void_p, _i64, _i64, c_void_p], gi
 # reference of a snapshot's value, so they release the GIL.
 PFStructuralEqual = _fn("PFStructuralEqual", c_int, [_u64, c_int, _u64, c_int, c_void_p])
 PFStructuralHash = _fn("PFStructuralHash", c_int, [_u64, c_int, c_void_p])
+# JSON documents (serialize.h). PFToJSON keeps the GIL: it reads fields,
+# which the compiled backend writes under the GIL; PFFromJSON builds only
+# new objects.
+PFToJSON = _fn("PFToJSON", c_int, [_u64, c_int, c_void_p, c_void_p], gil=True)
+PFFromJSON = _fn("PFFromJSON", c_int, [c_char_p, c_size_t, c_void_p, c_void_p])
 PFDictCreate = _fn("PFDictCreate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p, _i64,
                                            c_void_p], gil=True)
 PFDictGetSize = _fn("PFDictGetSize", c_int, [c_void_p, c_void_p], gil=True)

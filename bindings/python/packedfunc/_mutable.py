@@ -52,6 +52,7 @@ from ._ffi import (PFArrayGetItems, PFArrayGetSize, PFDictClear, PFDictCreate, P
                    PFMapGetItems, PFMapGetSize, PFObjectFree)
 from ._function import Function
 from ._library import OBJECT_TYPES
+from ._serialize import MutableByJSON
 from ._object import Object, encode_object
 from ._types import DataType, Device
 
@@ -515,7 +516,7 @@ if _cext:
 # The classes
 # ---------------------------------------------------------------------------
 
-class List(_ListBase, Object, collections.abc.MutableSequence):
+class List(_ListBase, MutableByJSON, Object, collections.abc.MutableSequence):
     """A mutable sequence held by packedfunc (a C List), shared with C.
 
     ``List(iterable)`` makes one; a List that C returns or passes comes
@@ -658,7 +659,7 @@ def _pairs_of(other, kwargs):
     return pairs
 
 
-class Dict(_DictBase, Object, MappingViews, collections.abc.MutableMapping):
+class Dict(_DictBase, MutableByJSON, Object, MappingViews, collections.abc.MutableMapping):
     """A mutable mapping held by packedfunc (a C Dict), shared with C, with
     its entries in insertion order.
 

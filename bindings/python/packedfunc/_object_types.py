@@ -44,6 +44,7 @@ from ._function import Function, _call_failed
 from ._holds import Held, refs_may_change, track
 from ._library import LIB_PATH, OBJECT_TYPES
 from ._mirrors import PFFieldInfo, PFMethodInfo, PFObjectTypeInfo
+from ._serialize import reduce_by_json
 from ._object import (Object, data_of, from_dlpack, handle_of, hooks as _object_hooks,
                       lock_instances, type_index_of, unlock_instances)
 if not _cext:
@@ -154,10 +155,11 @@ class _TypeSpec:
         return [f for f in self.fields if f.declared_by == self.index]
 
     def _copy_refusal(self):
-        """Why instances cannot be pickled or copied, or None when they can:
-        when every field is writable (the fields are the whole state a host
-        sees) and the constructor takes no arguments (so that a copy is
-        made as the type makes any instance, then given the fields)."""
+        """Why Python cannot copy instances itself, or None when it can: when
+        every field is writable (the fields are the whole state a host sees)
+        and the constructor takes no arguments, a copy is made as the type
+        makes any instance, then given the fields. Other instances are
+        pickled and copied through a JSON document (_serialize)."""
         ro = [f.name for f in self.fields if not f.writable]
         if ro:
             return "its field %r is read-only" % ro[0]
@@ -664,12 +666,15 @@ def _repr(self):
 
 def _reduce(self):
     spec = spec_of(type_index_of(self))
-    if spec.copy_refusal is not None:
-        raise TypeError("packedfunc: %s cannot be pickled or copied: %s (an instance is "
-                        "copied from its fields when every field is writable and its "
-                        "constructor takes no arguments)" % (spec.key, spec.copy_refusal))
     if not handle_of(self):
         raise ValueError("packedfunc: the %s was released" % type(self).__name__)
+    if spec.copy_refusal is not None:
+        # A read-only field, or a constructor that wants arguments: Python
+        # cannot make the copy, C can (PFFromJSON writes every field of an
+        # instance it allocates). So the copy is of the whole graph, for
+        # copy.copy too; it fails (TypeError naming the path) on a value
+        # that JSON cannot hold, such as a function or a Python object.
+        return reduce_by_json(self)
     state = {f.name: getattr(self, f.name) for f in spec.fields}
     # A class bound to the type is found again by its key (in the process
     # that unpickles, once it has loaded the module); any other by pickle's

@@ -1,0 +1,1044 @@
+/* JSON documents of object graphs (include/packedfunc/serialize.h; the
+ * format: docs/serialization.md). */
+#include <errno.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "object_type.h"
+
+/* Ints past this magnitude are written as decimal text. */
+#define EXACT_INT ((int64_t)1 << 53)
+
+static json_t* tagged(const char* tag, json_t* value) {
+  json_t* o = value ? json_object() : NULL;
+  if (o && json_object_set_new_nocheck(o, tag, value) == 0) return o;
+  json_decref(o);
+  return NULL;
+}
+
+/* ---- base64 ---- */
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static json_t* b64_string(const unsigned char* p, size_t n) {
+  size_t len = (n + 2) / 3 * 4;
+  char* s = pf_malloc(len + 1);
+  if (!s) return NULL;
+  char* o = s;
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                 (i + 2 < n ? p[i + 2] : 0);
+    *o++ = b64[x >> 18];
+    *o++ = b64[(x >> 12) & 63];
+    *o++ = i + 1 < n ? b64[(x >> 6) & 63] : '=';
+    *o++ = i + 2 < n ? b64[x & 63] : '=';
+  }
+  json_t* j = json_stringn_nocheck(s, len);
+  pf_free(s);
+  return j;
+}
+
+static int b64_digit(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Decodes s[0 .. n) into out (room for n / 4 * 3 bytes); -1 when it is
+ * not padded base64. */
+static int b64_decode(const char* s, size_t n, unsigned char* out, size_t* out_n) {
+  if (n % 4 != 0) return -1;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i += 4) {
+    int d[4], pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      d[j] = b64_digit((unsigned char)s[i + j]);
+      if (s[i + j] == '=' && i + 4 == n && j >= 2) ++pad, d[j] = 0;
+      else if (d[j] < 0 || pad) return -1;
+    }
+    uint32_t x = (uint32_t)d[0] << 18 | (uint32_t)d[1] << 12 | (uint32_t)d[2] << 6 | (uint32_t)d[3];
+    out[k++] = (unsigned char)(x >> 16);
+    if (pad < 2) out[k++] = (unsigned char)(x >> 8);
+    if (pad < 1) out[k++] = (unsigned char)x;
+  }
+  *out_n = k;
+  return 0;
+}
+
+/* ======================================================================== */
+/* Writing                                                                  */
+/* ======================================================================== */
+
+/* uthash allocates through the runtime's allocator and marks the entry
+ * it could not add instead of exiting. */
+#define uthash_malloc(sz) pf_malloc(sz)
+#define uthash_free(ptr, sz) pf_free(ptr)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) ((obj)->oom = 1)
+#include <uthash.h>
+
+/* An object met on the walk: its index in the node table, one JSON integer
+ * that every reference to it shares, set when the node is written (so a
+ * reference back to a node still being written gets its index too). */
+typedef struct seen {
+  const void* obj;
+  json_t* index;
+  int oom;
+  UT_hash_handle hh;
+} seen;
+
+/* Where a value is, below the root: one step per container or instance. */
+typedef struct {
+  char kind; /* '[' an item, 'k' a map key, 'v' a map value, '.' a field */
+  int64_t i;
+  const char* name;
+} step;
+
+typedef struct {
+  const char* where;
+  json_t* nodes;
+  seen* table;
+  int depth;
+  step path[PF_JSON_MAX_DEPTH];
+} writer;
+
+/* The path of a value inside `levels` containers and instances. */
+static void path_text(const writer* w, int levels, char* buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "root");
+  for (int d = 0; d < levels && k < n; ++d) {
+    const step* s = &w->path[d];
+    if (s->kind == '.') k += (size_t)snprintf(buf + k, n - k, ".%s", s->name);
+    else if (s->kind == '[') k += (size_t)snprintf(buf + k, n - k, "[%lld]", (long long)s->i);
+    else
+      k += (size_t)snprintf(buf + k, n - k, "{%s of entry %lld}", s->kind == 'k' ? "key" : "value",
+                            (long long)s->i);
+  }
+}
+
+static json_t* cannot_write(writer* w, const char* what) {
+  char path[512];
+  path_text(w, w->depth, path, sizeof(path));
+  PF_ERROR(kPFErrTypeError, "%s: %s is of type %s, which JSON cannot hold", w->where, path, what);
+  return NULL;
+}
+
+static json_t* oom(writer* w) {
+  pf_oom(w->where);
+  return NULL;
+}
+
+static json_t* write_value(writer* w, int code, const PFValue* v);
+
+static json_t* write_int(int64_t x) {
+  if (x >= -EXACT_INT && x <= EXACT_INT) return json_integer(x);
+  char text[24];
+  snprintf(text, sizeof(text), "%lld", (long long)x);
+  return tagged("int", json_string_nocheck(text));
+}
+
+static json_t* write_float(double x) {
+  if (isfinite(x)) return json_real(x);
+  return tagged("float", json_string_nocheck(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"));
+}
+
+static json_t* write_str(const char* s) {
+  json_t* j = json_string(s); /* NULL when s is not UTF-8 (or out of memory) */
+  return j ? j : tagged("str64", b64_string((const unsigned char*)s, strlen(s)));
+}
+
+static json_t* write_dtype(writer* w, DLDataType t) {
+  char text[PF_DTYPE_STRING_MAX];
+  if (PFDataTypeToString(t, text, sizeof(text)) != 0) return NULL;
+  json_t* j = tagged("dtype", json_string_nocheck(text));
+  return j ? j : oom(w);
+}
+
+static json_t* write_device(DLDevice d) {
+  json_t* a = json_pack("[ii]", (int)d.device_type, (int)d.device_id);
+  return a ? tagged("device", a) : NULL;
+}
+
+static json_t* must(writer* w, json_t* j) { return j ? j : oom(w); }
+
+/* Appends the JSON of `n` values to the array `a` (a container's items),
+ * stepping the path. */
+static int write_items(writer* w, json_t* a, const PFValue* v, const int32_t* c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    w->path[w->depth - 1] = (step){'[', i, NULL};
+    json_t* j = write_value(w, c[i], &v[i]);
+    if (!j) return -1;
+    if (json_array_append_new(a, j) != 0) return oom(w), -1;
+  }
+  return 0;
+}
+
+/* Appends [key, value], entry i of a map, to `a`. */
+static int write_entry(writer* w, json_t* a, int64_t i, int kc, const PFValue* k, int vc,
+                       const PFValue* v) {
+  w->path[w->depth - 1] = (step){'k', i, NULL};
+  json_t* e = must(w, json_array());
+  json_t* kj = e ? write_value(w, kc, k) : NULL;
+  w->path[w->depth - 1].kind = 'v';
+  json_t* vj = kj ? write_value(w, vc, v) : NULL;
+  int rc = vj ? 0 : -1;
+  if (rc == 0 && (json_array_append_new(e, kj) != 0 || json_array_append_new(e, vj) != 0 ||
+                  json_array_append(a, e) != 0))
+    rc = (oom(w), -1);
+  else if (rc != 0) json_decref(kj);
+  json_decref(e);
+  return rc;
+}
+
+static json_t* node_of(writer* w, const char* type) {
+  json_t* o = json_object();
+  if (o && json_object_set_new_nocheck(o, "type", json_string_nocheck(type)) == 0) return o;
+  json_decref(o);
+  return oom(w);
+}
+
+/* Sets o[key] to `value` (taken); -1 when value is NULL (its maker
+ * recorded the error). */
+static int put(writer* w, json_t* o, const char* key, json_t* value) {
+  if (!value) return -1;
+  return json_object_set_new_nocheck(o, key, value) == 0 ? 0 : (oom(w), -1);
+}
+
+static json_t* write_ints(writer* w, const int64_t* d, int64_t n) {
+  json_t* a = json_array();
+  for (int64_t i = 0; a && i < n; ++i)
+    if (json_array_append_new(a, write_int(d[i])) != 0) {
+      json_decref(a);
+      a = NULL;
+    }
+  return a ? a : oom(w);
+}
+
+static json_t* write_tensor(writer* w, const DLTensor* t) {
+  if (t->device.device_type != kDLCPU) {
+    char path[512];
+    path_text(w, w->depth - 1, path, sizeof(path)); /* the tensor's node is open */
+    PF_ERROR(kPFErrValueError, "%s: %s is a tensor on device type %d: only CPU data is written",
+             w->where, path, (int)t->device.device_type);
+    return NULL;
+  }
+  const char* data;
+  char* own;
+  size_t n;
+  if (pf_tensor_row_major(w->where, t, &data, &n, &own) != 0) return NULL;
+  json_t* o = node_of(w, "tensor");
+  char text[PF_DTYPE_STRING_MAX];
+  int rc = o ? PFDataTypeToString(t->dtype, text, sizeof(text)) : -1;
+  if (rc == 0) rc = put(w, o, "dtype", must(w, json_string_nocheck(text)));
+  if (rc == 0) rc = put(w, o, "shape", write_ints(w, t->shape, t->ndim));
+  if (rc == 0) rc = put(w, o, "data", must(w, b64_string((const unsigned char*)data, n)));
+  pf_free(own);
+  if (rc == 0) return o;
+  json_decref(o);
+  return NULL;
+}
+
+static json_t* write_instance(writer* w, PFObjectHandle h, uint32_t type) {
+  const PFObjectTypeInfo* info;
+  if (PFObjectTypeGetInfo(type, &info) != 0) return NULL;
+  json_t* o = node_of(w, "object");
+  json_t* f = o ? must(w, json_object()) : NULL;
+  int rc = f ? put(w, o, "key", must(w, json_string(info->key))) : -1;
+  for (int32_t i = 0; rc == 0 && i < info->num_fields; ++i) {
+    PFValue v;
+    int c;
+    w->path[w->depth - 1] = (step){'.', 0, info->fields[i]->name};
+    rc = PFObjectGetField(h, info->fields[i], &v, &c);
+    if (rc == 0) {
+      json_t* j = write_value(w, c, &v);
+      rc = j ? put(w, f, info->fields[i]->name, j) : -1;
+    }
+  }
+  if (rc == 0) {
+    rc = put(w, o, "fields", f);
+    f = NULL;
+  }
+  json_decref(f);
+  if (rc == 0) return o;
+  json_decref(o);
+  return NULL;
+}
+
+/* The node of a container object of type `type`. */
+static json_t* write_container(writer* w, PFObjectHandle h, uint32_t type) {
+  static const char* const names[] = {[kPFObjectArray] = "array",
+                                      [kPFObjectMap] = "map",
+                                      [kPFObjectList] = "list",
+                                      [kPFObjectDict] = "dict",
+                                      [kPFObjectShape] = "shape"};
+  json_t* o = node_of(w, names[type]);
+  if (!o) return NULL;
+  int rc;
+  if (type == kPFObjectShape) {
+    const int64_t* d;
+    int64_t n;
+    PFShapeGetData(h, &d, &n);
+    rc = put(w, o, "dims", write_ints(w, d, n));
+  } else {
+    PFObjectHandle snap = NULL;
+    int64_t n = 0;
+    const PFValue* v;
+    const int32_t* c;
+    json_t* a = must(w, json_array());
+    rc = a ? 0 : -1;
+    if (rc == 0 && type == kPFObjectMap) {
+      PFMapGetSize(h, &n);
+      for (int64_t i = 0; rc == 0 && i < n; ++i) {
+        PFValue kv[2];
+        int kc[2];
+        PFMapGetItemAt(h, i, &kv[0], &kc[0], &kv[1], &kc[1]);
+        rc = write_entry(w, a, i, kc[0], &kv[0], kc[1], &kv[1]);
+      }
+    } else if (rc == 0) {
+      if (type == kPFObjectList) rc = PFListToArray(h, 0, INT64_MAX, &snap);
+      else if (type == kPFObjectDict) rc = PFDictToArray(h, &snap);
+      if (rc == 0) pf_array_view(snap ? snap : h, &n, &v, &c);
+      if (rc == 0 && type == kPFObjectDict) {
+        for (int64_t i = 0; rc == 0 && i < n / 2; ++i)
+          rc = write_entry(w, a, i, c[2 * i], &v[2 * i], c[2 * i + 1], &v[2 * i + 1]);
+      } else if (rc == 0) {
+        rc = write_items(w, a, v, c, n);
+      }
+    }
+    if (rc == 0)
+      rc = put(w, o, type == kPFObjectMap || type == kPFObjectDict ? "entries" : "items", a);
+    else json_decref(a);
+    PFObjectFree(snap);
+  }
+  if (rc == 0) return o;
+  json_decref(o);
+  return NULL;
+}
+
+/* A reference to the node of `obj` ({"ref": INDEX}), writing the node
+ * first when it is met for the first time. `type` is its object type, or
+ * 0 for a borrowed DLTensor*. */
+static json_t* write_node(writer* w, const void* obj, uint32_t type) {
+  seen* s;
+  HASH_FIND_PTR(w->table, &obj, s);
+  if (s) return tagged("ref", json_incref(s->index));
+  if (w->depth == PF_JSON_MAX_DEPTH) {
+    PF_ERROR(kPFErrValueError, "%s: values nested deeper than %d levels (PF_JSON_MAX_DEPTH)",
+             w->where, PF_JSON_MAX_DEPTH);
+    return NULL;
+  }
+  if ((int64_t)HASH_COUNT(w->table) >= PF_JSON_MAX_NODES) {
+    PF_ERROR(kPFErrValueError, "%s: more than %lld containers, tensors and instances", w->where,
+             (long long)PF_JSON_MAX_NODES);
+    return NULL;
+  }
+  s = pf_calloc(1, sizeof(*s));
+  if (!s) return oom(w);
+  s->obj = obj;
+  s->index = json_integer(-1);
+  HASH_ADD_PTR(w->table, obj, s);
+  if (s->oom || !s->index) {
+    json_decref(s->index);
+    if (!s->oom) HASH_DEL(w->table, s);
+    pf_free(s);
+    return oom(w);
+  }
+  ++w->depth;
+  json_t* node;
+  if (type == 0) {
+    node = write_tensor(w, obj);
+  } else if (type == kPFObjectTensor) {
+    DLTensor* t;
+    PFTensorGetDLTensor((PFObjectHandle)obj, &t);
+    node = write_tensor(w, t);
+  } else if (type >= kPFObjectTypeRegisteredBegin) {
+    node = write_instance(w, (PFObjectHandle)obj, type);
+  } else {
+    node = write_container(w, (PFObjectHandle)obj, type);
+  }
+  --w->depth;
+  if (!node) return NULL;
+  json_integer_set(s->index, (json_int_t)json_array_size(w->nodes));
+  if (json_array_append_new(w->nodes, node) != 0) return oom(w);
+  return tagged("ref", json_incref(s->index));
+}
+
+static json_t* write_object(writer* w, PFObjectHandle h) {
+  uint32_t type = ((const pf_object*)h)->type_index;
+  switch (type) {
+    case kPFObjectArray:
+    case kPFObjectMap:
+    case kPFObjectList:
+    case kPFObjectDict:
+    case kPFObjectShape:
+    case kPFObjectTensor:
+      return write_node(w, h, type);
+    default:
+      if (type >= kPFObjectTypeRegisteredBegin) return write_node(w, h, type);
+      return cannot_write(w, PFObjectTypeName(type));
+  }
+}
+
+static json_t* write_value(writer* w, int code, const PFValue* v) {
+  json_t* j;
+  switch (code) {
+    case kPFNull:
+      return json_null();
+    case kPFBool:
+      return json_boolean(v->v_int64);
+    case kPFInt:
+      j = write_int(v->v_int64);
+      break;
+    case kPFFloat:
+      j = write_float(v->v_float64);
+      break;
+    case kPFStr:
+      j = write_str(v->v_str);
+      break;
+    case kPFBytes: {
+      const PFByteArray* b = v->v_handle;
+      j = tagged("bytes", b64_string((const unsigned char*)b->data, b->size));
+      break;
+    }
+    case kPFDataType:
+      return write_dtype(w, v->v_type);
+    case kPFDevice:
+      j = write_device(v->v_device);
+      break;
+    case kPFDLTensorHandle:
+      return write_node(w, v->v_handle, 0);
+    case kPFFuncHandle:
+    case kPFModuleHandle:
+    case kPFObjectHandle:
+      return write_object(w, v->v_handle);
+    default: {
+      char what[64];
+      if (code >= kPFExtBegin) snprintf(what, sizeof(what), "extension code %d", code);
+      else snprintf(what, sizeof(what), "%s", PFTypeCodeName(code));
+      return cannot_write(w, what);
+    }
+  }
+  return j ? j : oom(w);
+}
+
+int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
+  PF_CHECK_ARG(out);
+  if (pf_check_value(__func__, "argument", 0, code, &value) != 0) return -1;
+  writer* w = pf_malloc(sizeof(writer));
+  if (!w) return pf_oom(__func__);
+  *w = (writer){.where = __func__, .nodes = json_array()};
+  json_t* root = w->nodes ? write_value(w, code, &value) : oom(w);
+  json_t* doc = NULL;
+  if (root) {
+    doc = json_pack("{s:s, s:i, s:o, s:O}", "format", "packedfunc", "version",
+                    PF_JSON_FORMAT_VERSION, "root", root, "nodes", w->nodes);
+    if (!doc) oom(w);
+  }
+  seen *s, *tmp;
+  HASH_ITER(hh, w->table, s, tmp) {
+    HASH_DEL(w->table, s);
+    json_decref(s->index);
+    pf_free(s);
+  }
+  json_decref(w->nodes);
+  pf_free(w);
+  if (!doc) return -1;
+  char* text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+  json_decref(doc);
+  if (!text) return pf_oom(__func__);
+  size_t n = strlen(text);
+  PFValue ret;
+  int ret_code, rc = PFFuncReturnString(kPFStr, text, n, &ret, &ret_code);
+  free(text);
+  if (rc != 0) return -1;
+  *out = ret.v_str;
+  if (out_len) *out_len = n;
+  return 0;
+}
+
+/* ======================================================================== */
+/* Reading                                                                  */
+/* ======================================================================== */
+
+/* What a node is: its "type". Lists, dicts and instances are created empty
+ * first and filled last; the others are built when first needed. */
+enum { K_ARRAY, K_MAP, K_SHAPE, K_TENSOR, K_LIST, K_DICT, K_OBJECT, K_COUNT };
+static const char* const kind_names[K_COUNT] = {"array", "map",  "shape", "tensor",
+                                                "list",  "dict", "object"};
+#define MUTABLE(k) ((k) >= K_LIST)
+static int pairs_of(int k) { return k == K_MAP || k == K_DICT; }
+enum { UNBUILT, BUILDING, BUILT };
+
+/* Memory that values read from the document point into (decoded bytes),
+ * freed when the read ends. */
+typedef struct block {
+  struct block* next;
+} block;
+
+typedef struct {
+  const char* where;
+  json_t* nodes;
+  size_t n;
+  PFObjectHandle* objs; /* a reference per built node */
+  uint8_t* kind;
+  uint8_t* state;
+  int depth;
+  block* scratch;
+} reader;
+
+/* Where a value is in the document: the root (node -1) or a member of a
+ * node, and an index in it (-1 for none). */
+typedef struct {
+  int64_t node;
+  const char* member;
+  int64_t index;
+} spot;
+
+__attribute__((format(printf, 3, 4))) static int bad(const reader* r, const spot* at,
+                                                     const char* fmt, ...) {
+  char what[256], msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (at->node < 0) snprintf(what, sizeof(what), "root");
+  else if (!at->member) snprintf(what, sizeof(what), "node %lld", (long long)at->node);
+  else if (at->index < 0)
+    snprintf(what, sizeof(what), "node %lld '%s'", (long long)at->node, at->member);
+  else
+    snprintf(what, sizeof(what), "node %lld '%s'[%lld]", (long long)at->node, at->member,
+             (long long)at->index);
+  return PF_ERROR(kPFErrValueError, "%s: %s: %s", r->where, what, msg);
+}
+
+/* After entry point `rc` failed on node i: its error again, with the node
+ * named ("PFFromJSON: node 3: PFMapCreate: ..."), of the same kind. */
+static int in_node(const reader* r, size_t i, int rc) {
+  if (rc == 0) return 0;
+  char kind[PF_ERROR_KIND_MAX], msg[512];
+  snprintf(kind, sizeof(kind), "%s", PFErrorGetKind());
+  snprintf(msg, sizeof(msg), "%s", PFErrorGetMessage());
+  if (strcmp(kind, kPFErrMemoryError) == 0) return -1;
+  return PF_ERROR(kind, "%s: node %zu: %s", r->where, i, msg);
+}
+
+static void* scratch(reader* r, size_t n) {
+  block* b = pf_malloc(sizeof(block) + n);
+  if (!b) return NULL;
+  b->next = r->scratch;
+  r->scratch = b;
+  return b + 1;
+}
+
+/* Decodes the base64 string j into scratch memory, after `head` spare
+ * bytes: *out is the data, *n its length. */
+static int read_b64(reader* r, const spot* at, json_t* j, size_t head, char** out, size_t* n) {
+  if (!json_is_string(j)) return bad(r, at, "expected a base64 string");
+  size_t len = json_string_length(j);
+  char* mem = scratch(r, head + len / 4 * 3 + 1);
+  if (!mem) return pf_oom(r->where);
+  if (b64_decode(json_string_value(j), len, (unsigned char*)mem + head, n) != 0)
+    return bad(r, at, "not padded base64");
+  mem[head + *n] = '\0';
+  *out = mem + head;
+  return 0;
+}
+
+static int node_ref(reader* r, const spot* at, json_t* j, PFValue* out);
+
+static int read_tagged(reader* r, const spot* at, const char* tag, json_t* x, PFValue* out,
+                       int* code) {
+  const char* s = json_string_value(x);
+  if (strcmp(tag, "ref") == 0) {
+    *code = kPFObjectHandle;
+    return node_ref(r, at, x, out);
+  }
+  if (strcmp(tag, "int") == 0) {
+    char* end;
+    errno = 0;
+    long long v = s && *s && *s != ' ' && *s != '+' ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *s == ' ' || *s == '+' || *end || errno)
+      return bad(r, at, "\"int\" must be the decimal text of an int64");
+    out->v_int64 = v;
+    *code = kPFInt;
+    return 0;
+  }
+  if (strcmp(tag, "float") == 0) {
+    if (!s || (strcmp(s, "nan") && strcmp(s, "inf") && strcmp(s, "-inf")))
+      return bad(r, at, "\"float\" must be \"nan\", \"inf\" or \"-inf\"");
+    out->v_float64 = s[0] == 'n' ? NAN : s[0] == '-' ? -INFINITY : INFINITY;
+    *code = kPFFloat;
+    return 0;
+  }
+  if (strcmp(tag, "str64") == 0 || strcmp(tag, "bytes") == 0) {
+    int is_str = tag[0] == 's';
+    size_t head = is_str ? 0 : sizeof(PFByteArray), n;
+    char* data;
+    if (read_b64(r, at, x, head, &data, &n) != 0) return -1;
+    if (is_str && strlen(data) != n) return bad(r, at, "a str holds no NUL byte");
+    if (is_str) {
+      out->v_str = data;
+    } else {
+      PFByteArray* b = (PFByteArray*)(void*)(data - head);
+      *b = (PFByteArray){data, n};
+      out->v_handle = b;
+    }
+    *code = is_str ? kPFStr : kPFBytes;
+    return 0;
+  }
+  if (strcmp(tag, "dtype") == 0) {
+    if (!s || PFDataTypeFromString(s, &out->v_type) != 0)
+      return bad(r, at, "\"dtype\" must be a data type's text");
+    *code = kPFDataType;
+    return 0;
+  }
+  if (strcmp(tag, "device") == 0) {
+    json_t *t = json_array_get(x, 0), *d = json_array_get(x, 1);
+    if (json_array_size(x) != 2 || !json_is_integer(t) || !json_is_integer(d) ||
+        json_integer_value(t) < INT32_MIN || json_integer_value(t) > INT32_MAX ||
+        json_integer_value(d) < INT32_MIN || json_integer_value(d) > INT32_MAX)
+      return bad(r, at, "\"device\" must be [TYPE, ID], two int32");
+    out->v_device = (DLDevice){(DLDeviceType)json_integer_value(t), (int32_t)json_integer_value(d)};
+    *code = kPFDevice;
+    return 0;
+  }
+  return bad(r, at,
+             "unknown tag \"%s\" (a value object is one of ref, int, float, str64, "
+             "bytes, dtype, device)",
+             tag);
+}
+
+static int read_value(reader* r, const spot* at, json_t* j, PFValue* out, int* code) {
+  switch (json_typeof(j)) {
+    case JSON_NULL:
+      out->v_int64 = 0;
+      *code = kPFNull;
+      return 0;
+    case JSON_TRUE:
+    case JSON_FALSE:
+      out->v_int64 = json_is_true(j);
+      *code = kPFBool;
+      return 0;
+    case JSON_INTEGER:
+      out->v_int64 = json_integer_value(j);
+      *code = kPFInt;
+      return 0;
+    case JSON_REAL:
+      out->v_float64 = json_real_value(j);
+      *code = kPFFloat;
+      return 0;
+    case JSON_STRING:
+      out->v_str = json_string_value(j);
+      *code = kPFStr;
+      return 0;
+    case JSON_OBJECT:
+      if (json_object_size(j) == 1) {
+        const char* tag = json_object_iter_key(json_object_iter(j));
+        return read_tagged(r, at, tag, json_object_iter_value(json_object_iter(j)), out, code);
+      }
+      return bad(r, at, "a value object has exactly one member, not %zu", json_object_size(j));
+    default:
+      return bad(r, at, "a JSON array is not a value");
+  }
+}
+
+static int build(reader* r, size_t i);
+
+static int bad_ref(const reader* r, const spot* at) {
+  if (r->n == 0) return bad(r, at, "\"ref\" must be the index of a node, and there are none");
+  return bad(r, at, "\"ref\" must be the index of a node (0 to %zu)", r->n - 1);
+}
+
+static int node_ref(reader* r, const spot* at, json_t* j, PFValue* out) {
+  json_int_t i = json_is_integer(j) ? json_integer_value(j) : -1;
+  if (!json_is_integer(j) || i < 0 || (size_t)i >= r->n) return bad_ref(r, at);
+  if (r->state[i] == BUILDING && !r->objs[i])
+    return bad(r, at,
+               "node %lld holds itself through arrays, maps, shapes and tensors, which cannot "
+               "form a cycle",
+               (long long)i);
+  if (r->state[i] == UNBUILT && build(r, (size_t)i) != 0) return -1;
+  out->v_handle = r->objs[i];
+  return 0;
+}
+
+/* The member `name` of node i, which must have JSON type `type`. */
+static json_t* member(reader* r, size_t i, const char* name, json_type type) {
+  json_t* m = json_object_get(json_array_get(r->nodes, i), name);
+  static const char* const tn[] = {"an object", "an array", "a string", "an integer",
+                                   "a number",  "true",     "false",    "null"};
+  if (!m || json_typeof(m) != type) {
+    spot at = {(int64_t)i, name, -1};
+    bad(r, &at, "a %s node's \"%s\" must be %s", kind_names[r->kind[i]], name, tn[type]);
+    return NULL;
+  }
+  return m;
+}
+
+/* The values of the JSON array a (node i's member `name`): each item, or
+ * with `pairs` each [key, value] pair (keys at 2k, values at 2k + 1).
+ * *v and *c are pf_malloc'd; *n is the number of items or pairs. */
+static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue** v, int** c,
+                       size_t* n) {
+  json_t* a = member(r, i, name, JSON_ARRAY);
+  if (!a) return -1;
+  *n = json_array_size(a);
+  size_t m = *n << pairs;
+  *v = pf_malloc(m * sizeof(PFValue) + 1);
+  *c = pf_malloc(m * sizeof(int) + 1);
+  if (!*v || !*c) return pf_oom(r->where);
+  for (size_t k = 0; k < *n; ++k) {
+    spot at = {(int64_t)i, name, (int64_t)k};
+    json_t* x = json_array_get(a, k);
+    if (!pairs) {
+      if (read_value(r, &at, x, &(*v)[k], &(*c)[k]) != 0) return -1;
+      continue;
+    }
+    if (json_array_size(x) != 2 || !json_is_array(x))
+      return bad(r, &at, "an entry is [key, value]");
+    if (read_value(r, &at, json_array_get(x, 0), &(*v)[2 * k], &(*c)[2 * k]) != 0 ||
+        read_value(r, &at, json_array_get(x, 1), &(*v)[2 * k + 1], &(*c)[2 * k + 1]) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* An array, map, shape or tensor from values read; or a list or dict
+ * filled. */
+static int make_from_values(reader* r, size_t i) {
+  PFValue* v = NULL;
+  int* c = NULL;
+  size_t n;
+  int k = r->kind[i], pairs = pairs_of(k), rc;
+  rc = read_values(r, i, pairs ? "entries" : "items", pairs, &v, &c, &n);
+  if (rc == 0) {
+    /* Entries are read interleaved; the containers take keys and values
+     * apart: keys first, then values. */
+    if (pairs) {
+      PFValue* sv = pf_malloc(2 * n * sizeof(PFValue) + 1);
+      int* sc = pf_malloc(2 * n * sizeof(int) + 1);
+      if (!sv || !sc) rc = pf_oom(r->where);
+      for (size_t e = 0; rc == 0 && e < n; ++e) {
+        sv[e] = v[2 * e], sc[e] = c[2 * e];
+        sv[n + e] = v[2 * e + 1], sc[n + e] = c[2 * e + 1];
+      }
+      if (rc == 0) memcpy(v, sv, 2 * n * sizeof(PFValue)), memcpy(c, sc, 2 * n * sizeof(int));
+      pf_free(sv);
+      pf_free(sc);
+    }
+    int64_t s = (int64_t)n;
+    if (rc == 0) switch (k) {
+        case K_ARRAY:
+          rc = PFArrayCreate(v, c, s, &r->objs[i]);
+          break;
+        case K_MAP:
+          rc = PFMapCreate(v, c, v + n, c + n, s, &r->objs[i]);
+          break;
+        case K_LIST:
+          rc = PFListExtend(r->objs[i], v, c, s);
+          break;
+        default: /* K_DICT */
+          rc = PFDictUpdate(r->objs[i], v, c, v + n, c + n, s);
+      }
+    rc = in_node(r, i, rc);
+  }
+  pf_free(v);
+  pf_free(c);
+  return rc;
+}
+
+/* The int64s of node i's member `name` (an array of ints): pf_malloc'd. */
+static int read_ints(reader* r, size_t i, const char* name, int64_t** out, size_t* n) {
+  PFValue* v = NULL;
+  int* c = NULL;
+  int rc = read_values(r, i, name, 0, &v, &c, n);
+  for (size_t k = 0; rc == 0 && k < *n; ++k) {
+    spot at = {(int64_t)i, name, (int64_t)k};
+    if (c[k] != kPFInt) rc = bad(r, &at, "expected an int");
+  }
+  _Static_assert(sizeof(PFValue) == sizeof(int64_t), "values are int64s wide");
+  pf_free(c);
+  if (rc != 0) {
+    pf_free(v);
+    return -1;
+  }
+  *out = (int64_t*)(void*)v; /* each value's v_int64, in place */
+  return 0;
+}
+
+static int make_shape(reader* r, size_t i) {
+  int64_t* d;
+  size_t n;
+  if (read_ints(r, i, "dims", &d, &n) != 0) return -1;
+  int rc = in_node(r, i, PFShapeCreate(d, (int64_t)n, &r->objs[i]));
+  pf_free(d);
+  return rc;
+}
+
+static int make_tensor(reader* r, size_t i) {
+  json_t* dt = member(r, i, "dtype", JSON_STRING);
+  json_t* data = dt ? member(r, i, "data", JSON_STRING) : NULL;
+  int64_t* shape = NULL;
+  size_t ndim, n = 0, want = 0;
+  char* bytes;
+  spot at = {(int64_t)i, "shape", -1};
+  DLTensor t = {0};
+  if (!data || read_ints(r, i, "shape", &shape, &ndim) != 0) return -1;
+  int rc = 0;
+  if (PFDataTypeFromString(json_string_value(dt), &t.dtype) != 0)
+    rc = bad(r, &(spot){(int64_t)i, "dtype", -1}, "not a data type");
+  t.ndim = (int)ndim;
+  t.shape = shape;
+  if (rc == 0 && (ndim > PF_TENSOR_MAX_NDIM || pf_tensor_bytes(&t, &want) != 0))
+    rc = bad(r, &at, "more than %d dims, a negative dim, or too large", PF_TENSOR_MAX_NDIM);
+  if (rc == 0) rc = read_b64(r, &(spot){(int64_t)i, "data", -1}, data, 0, &bytes, &n);
+  if (rc == 0 && n != want)
+    rc = bad(r, &(spot){(int64_t)i, "data", -1}, "%zu bytes where dtype and shape need %zu", n,
+             want);
+  DLTensor* view;
+  if (rc == 0) rc = in_node(r, i, PFTensorAlloc(t.ndim, shape, t.dtype, 0, &r->objs[i], &view));
+  if (rc == 0 && n) memcpy(view->data, bytes, n);
+  pf_free(shape);
+  return rc;
+}
+
+/* Builds node i, an array, map, shape or tensor. */
+static int build(reader* r, size_t i) {
+  if (r->depth == PF_JSON_MAX_DEPTH)
+    return bad(r, &(spot){(int64_t)i, NULL, -1},
+               "values nested deeper than %d levels (PF_JSON_MAX_DEPTH)", PF_JSON_MAX_DEPTH);
+  r->state[i] = BUILDING;
+  ++r->depth;
+  int k = r->kind[i], rc;
+  if (k == K_SHAPE) rc = make_shape(r, i);
+  else if (k == K_TENSOR) rc = make_tensor(r, i);
+  else rc = make_from_values(r, i);
+  --r->depth;
+  r->state[i] = BUILT;
+  return rc;
+}
+
+/* Every field of instance node i from its "fields" object. */
+static int fill_instance(reader* r, size_t i) {
+  json_t* f = member(r, i, "fields", JSON_OBJECT);
+  if (!f) return -1;
+  uint32_t type;
+  PFObjectGetTypeIndex(r->objs[i], &type);
+  const PFObjectTypeInfo* info;
+  PFObjectTypeGetInfo(type, &info);
+  spot at = {(int64_t)i, "fields", -1};
+  if (json_object_size(f) != (size_t)info->num_fields) {
+    const char* key;
+    json_t* x;
+    json_object_foreach(f, key, x) {
+      const PFFieldInfo* fi;
+      if (PFObjectTypeGetField(type, key, &fi) != 0) {
+        PFErrorClear();
+        return bad(r, &at, "%s has no field '%s'", info->key, key);
+      }
+    }
+  }
+  for (int32_t k = 0; k < info->num_fields; ++k) {
+    const char* name = info->fields[k]->name;
+    json_t* x = json_object_get(f, name);
+    if (!x) return bad(r, &at, "no value for field '%s' of %s", name, info->key);
+    PFValue v;
+    int c;
+    at.member = name;
+    if (read_value(r, &at, x, &v, &c) != 0 ||
+        in_node(r, i, pf_instance_restore_field(r->where, r->objs[i], info->fields[k], &v, c)))
+      return -1;
+  }
+  return 0;
+}
+
+/* Creates the empty list, dict or instance of node i. */
+static int create_mutable(reader* r, size_t i) {
+  r->state[i] = BUILDING;
+  if (r->kind[i] == K_LIST) return PFListCreate(NULL, NULL, 0, &r->objs[i]);
+  if (r->kind[i] == K_DICT) return PFDictCreate(NULL, NULL, NULL, NULL, 0, &r->objs[i]);
+  json_t* key = member(r, i, "key", JSON_STRING);
+  uint32_t type;
+  if (!key || PFObjectTypeFind(json_string_value(key), &type) != 0) return -1;
+  if (type == 0)
+    return bad(r, &(spot){(int64_t)i, "key", -1}, "no object type is registered under the key '%s'",
+               json_string_value(key));
+  return in_node(r, i, PFObjectAlloc(type, &r->objs[i]));
+}
+
+/* The kind of each node, and its members: exactly those of its kind. */
+static int read_kinds(reader* r) {
+  static const char* const members[K_COUNT][3] = {
+      {"items"}, {"entries"}, {"dims"},         {"dtype", "shape", "data"},
+      {"items"}, {"entries"}, {"key", "fields"}};
+  for (size_t i = 0; i < r->n; ++i) {
+    json_t* node = json_array_get(r->nodes, i);
+    spot at = {(int64_t)i, NULL, -1};
+    const char* type = json_string_value(json_object_get(node, "type"));
+    if (!json_is_object(node) || !type) return bad(r, &at, "a node is an object with a \"type\"");
+    int k = 0;
+    while (k < K_COUNT && strcmp(type, kind_names[k]) != 0) ++k;
+    if (k == K_COUNT) return bad(r, &at, "unknown node type \"%s\"", type);
+    r->kind[i] = (uint8_t)k;
+    size_t want = 1;
+    for (int m = 0; m < 3 && members[k][m]; ++m, ++want)
+      if (!json_object_get(node, members[k][m]))
+        return bad(r, &at, "a %s node needs \"%s\"", type, members[k][m]);
+    if (json_object_size(node) != want)
+      return bad(r, &at, "a %s node has %zu members, not %zu", type, json_object_size(node), want);
+  }
+  return 0;
+}
+
+/* The walk of check_reachable: nodes marked, and those still to visit. */
+typedef struct {
+  uint8_t* mark;
+  size_t* stack;
+  size_t top;
+} reach;
+
+/* Marks and pushes the node that the value j (at `at`) refers to, if it is
+ * a reference ({"ref": ...}) to a node not marked yet; -1 for a reference
+ * that is not to a node. */
+static int push_ref(const reader* r, const spot* at, json_t* j, reach* w) {
+  json_t* n = json_object_size(j) == 1 ? json_object_get(j, "ref") : NULL;
+  if (!n) return 0;
+  json_int_t i = json_integer_value(n);
+  if (!json_is_integer(n) || i < 0 || (size_t)i >= r->n) return bad_ref(r, at);
+  if (!w->mark[i]) w->mark[i] = 1, w->stack[w->top++] = (size_t)i;
+  return 0;
+}
+
+static int push_refs(const reader* r, size_t i, reach* w) {
+  json_t* node = json_array_get(r->nodes, i);
+  int k = r->kind[i];
+  const char* name = k == K_OBJECT ? "fields" : k == K_MAP || k == K_DICT ? "entries" : "items";
+  json_t *x, *m = json_object_get(node, name);
+  spot at = {(int64_t)i, name, -1};
+  const char* key;
+  size_t e;
+  if (k == K_SHAPE || k == K_TENSOR) return 0;
+  if (k == K_OBJECT) {
+    json_object_foreach(m, key, x) if (push_ref(r, &at, x, w) != 0) return -1;
+    return 0;
+  }
+  json_array_foreach(m, e, x) {
+    at.index = (int64_t)e;
+    if (push_ref(r, &at, pairs_of(k) ? json_array_get(x, 0) : x, w) != 0 ||
+        (pairs_of(k) && push_ref(r, &at, json_array_get(x, 1), w) != 0))
+      return -1;
+  }
+  return 0;
+}
+
+/* Every node must be reachable from the root: a node that is not would be
+ * built and dropped, and one in a cycle of its own would never be freed. */
+static int check_reachable(reader* r, json_t* root) {
+  reach w = {pf_calloc(r->n + 1, 1), pf_malloc((r->n + 1) * sizeof(size_t)), 0};
+  int rc = w.mark && w.stack ? 0 : pf_oom(r->where);
+  if (rc == 0) rc = push_ref(r, &(spot){-1, NULL, -1}, root, &w);
+  while (rc == 0 && w.top > 0) rc = push_refs(r, w.stack[--w.top], &w);
+  size_t lost = 0;
+  while (rc == 0 && lost < r->n && w.mark[lost]) ++lost;
+  if (rc == 0 && lost < r->n)
+    rc = bad(r, &(spot){(int64_t)lost, NULL, -1}, "not reachable from the root");
+  pf_free(w.mark);
+  pf_free(w.stack);
+  return rc;
+}
+
+/* Reads the document's nodes and root into *out (a new reference for a
+ * handle; str and bytes still in the document or scratch memory). */
+static int read_doc(reader* r, json_t* doc, PFValue* out, int* code) {
+  spot top = {-1, NULL, -1};
+  json_t* format = json_object_get(doc, "format");
+  json_t* version = json_object_get(doc, "version");
+  json_t* root = json_object_get(doc, "root");
+  r->nodes = json_object_get(doc, "nodes");
+  if (!json_is_object(doc) || json_object_size(doc) != 4 || !format || !version || !root ||
+      !r->nodes)
+    return bad(r, &top,
+               "a document is an object of exactly \"format\", \"version\", \"root\" and "
+               "\"nodes\"");
+  if (!json_is_string(format) || strcmp(json_string_value(format), "packedfunc") != 0)
+    return bad(r, &top, "\"format\" must be \"packedfunc\"");
+  if (!json_is_integer(version) || json_integer_value(version) != PF_JSON_FORMAT_VERSION)
+    return bad(r, &top, "\"version\" %lld is not one this library reads (it reads version %d)",
+               json_is_integer(version) ? (long long)json_integer_value(version) : -1LL,
+               PF_JSON_FORMAT_VERSION);
+  if (!json_is_array(r->nodes)) return bad(r, &top, "\"nodes\" must be an array");
+  r->n = json_array_size(r->nodes);
+  if ((int64_t)r->n > PF_JSON_MAX_NODES)
+    return bad(r, &top, "%zu nodes, more than PF_JSON_MAX_NODES (%lld)", r->n,
+               (long long)PF_JSON_MAX_NODES);
+  r->objs = pf_calloc(r->n + 1, sizeof(PFObjectHandle));
+  r->kind = pf_calloc(r->n + 1, 1);
+  r->state = pf_calloc(r->n + 1, 1);
+  if (!r->objs || !r->kind || !r->state) return pf_oom(r->where);
+  if (read_kinds(r) != 0 || check_reachable(r, root) != 0) return -1;
+  for (size_t i = 0; i < r->n; ++i)
+    if (MUTABLE(r->kind[i]) && create_mutable(r, i) != 0) return -1;
+  for (size_t i = 0; i < r->n; ++i)
+    if (r->state[i] == UNBUILT && build(r, i) != 0) return -1;
+  for (size_t i = 0; i < r->n; ++i) {
+    int rc = r->kind[i] == K_OBJECT ? fill_instance(r, i)
+             : MUTABLE(r->kind[i])  ? make_from_values(r, i)
+                                    : 0;
+    if (rc != 0) return -1;
+    r->state[i] = BUILT;
+  }
+  if (read_value(r, &top, root, out, code) != 0) return -1;
+  if (*code == kPFObjectHandle) PFObjectRetain(out->v_handle);
+  return 0;
+}
+
+/* Releases what the read built; after a failure, first empties the lists,
+ * dicts and instances, which may hold each other in cycles. */
+static void reader_done(reader* r, int failed) {
+  for (size_t i = 0; r->objs && i < r->n; ++i) {
+    if (!r->objs[i]) continue;
+    if (failed && r->kind[i] == K_LIST) PFListClear(r->objs[i]);
+    else if (failed && r->kind[i] == K_DICT) PFDictClear(r->objs[i]);
+    else if (failed && r->kind[i] == K_OBJECT) pf_instance_drop_fields(r->objs[i]);
+  }
+  for (size_t i = 0; r->objs && i < r->n; ++i) PFObjectFree(r->objs[i]);
+  while (r->scratch) {
+    block* b = r->scratch;
+    r->scratch = b->next;
+    pf_free(b);
+  }
+  pf_free(r->objs);
+  pf_free(r->kind);
+  pf_free(r->state);
+}
+
+int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code) {
+  if (text == NULL && len > 0) return pf_err_null_arg(__func__, "text");
+  PF_CHECK_ARG(out);
+  PF_CHECK_ARG(out_code);
+  if (len > PF_JSON_MAX_SIZE)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", __func__,
+                    len, PF_JSON_MAX_SIZE);
+  json_error_t err;
+  json_t* doc = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err);
+  if (!doc)
+    return PF_ERROR(kPFErrValueError, "%s: not JSON: line %d, column %d (byte %d): %s", __func__,
+                    err.line, err.column, err.position, err.text);
+  reader r = {.where = __func__};
+  PFValue v;
+  int code, rc = read_doc(&r, doc, &v, &code);
+  if (rc == 0 && (code == kPFStr || code == kPFBytes)) {
+    const PFByteArray* b = v.v_handle;
+    rc = code == kPFStr ? PFFuncReturnString(code, v.v_str, strlen(v.v_str), &v, &code)
+                        : PFFuncReturnString(code, b->data, b->size, &v, &code);
+  }
+  reader_done(&r, rc != 0);
+  json_decref(doc);
+  if (rc != 0) return -1;
+  *out = v;
+  *out_code = code;
+  return 0;
+}

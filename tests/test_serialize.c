@@ -1,0 +1,728 @@
+/* JSON documents of object graphs: every type written and read back,
+ * sharing and cycles, instances through their fields (read-only ones too),
+ * tensors, what cannot be written, and hostile documents. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "support/pf_test.h"
+
+static PFValue vi(int64_t x) { return (PFValue){.v_int64 = x}; }
+static PFValue vf(double x) { return (PFValue){.v_float64 = x}; }
+static PFValue vs(const char* s) { return (PFValue){.v_str = s}; }
+static PFValue vh(void* h) { return (PFValue){.v_handle = h}; }
+
+/* The document of a value, copied (the returned string is the thread's). */
+static char* to_json(PFValue v, int code) {
+  const char* text = NULL;
+  size_t n = 0;
+  assert_pf_ok(PFToJSON(v, code, &text, &n));
+  assert_int_equal(strlen(text), n);
+  char* copy = strdup(text);
+  assert_non_null(copy);
+  return copy;
+}
+
+static int from_json(const char* text, PFValue* out) {
+  int code = -1;
+  assert_pf_ok(PFFromJSON(text, strlen(text), out, &code));
+  return code;
+}
+
+static int equal(PFValue a, int ca, PFValue b, int cb) {
+  int eq = -1;
+  assert_pf_ok(PFStructuralEqual(a, ca, b, cb, &eq));
+  return eq;
+}
+
+static void release(PFValue v, int code) {
+  if (code == kPFObjectHandle || code == kPFFuncHandle || code == kPFModuleHandle)
+    PFObjectFree(v.v_handle);
+}
+
+/* Writes (v, code), reads it back, and checks that what came back is
+ * structurally equal and of the same code; returns the copy's code and
+ * value in *back (the caller releases it). */
+static int round_trip(PFValue v, int code, PFValue* back) {
+  char* text = to_json(v, code);
+  int bc = from_json(text, back);
+  free(text);
+  assert_int_equal(bc, code == kPFDLTensorHandle ? kPFObjectHandle : code);
+  assert_int_equal(equal(v, code, *back, bc), 1);
+  return bc;
+}
+
+static void assert_round_trips(PFValue v, int code) {
+  PFValue back;
+  release(back, round_trip(v, code, &back));
+}
+
+static void test_plain_values(void** state) {
+  (void)state;
+  assert_round_trips((PFValue){0}, kPFNull);
+  assert_round_trips(vi(1), kPFBool);
+  assert_round_trips(vi(0), kPFBool);
+  int64_t ints[] = {
+      0,         -1,       42, (int64_t)1 << 53, -((int64_t)1 << 53), ((int64_t)1 << 53) + 1,
+      INT64_MAX, INT64_MIN};
+  for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); ++i) {
+    PFValue back;
+    assert_int_equal(round_trip(vi(ints[i]), kPFInt, &back), kPFInt);
+    assert_true(back.v_int64 == ints[i]);
+  }
+  /* Past 2^53 an int is written as text, so that any reader keeps it. */
+  char* big = to_json(vi(INT64_MAX), kPFInt);
+  assert_non_null(strstr(big, "{\"int\":\"9223372036854775807\"}"));
+  free(big);
+  double floats[] = {0.0, -0.0, 1.5, 0.1, 1e300, -2.5e-300, INFINITY, -INFINITY, NAN};
+  for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); ++i) {
+    PFValue back;
+    assert_int_equal(round_trip(vf(floats[i]), kPFFloat, &back), kPFFloat);
+    if (!isnan(floats[i])) assert_memory_equal(&back.v_float64, &floats[i], sizeof(double));
+  }
+  assert_round_trips(vs(""), kPFStr);
+  assert_round_trips(vs("h\xc3\xa9llo \"quoted\"\n"), kPFStr);
+  /* A str that is not UTF-8 still comes back byte for byte. */
+  PFValue back;
+  assert_int_equal(round_trip(vs("\xff\xfe bad"), kPFStr, &back), kPFStr);
+  assert_string_equal(back.v_str, "\xff\xfe bad");
+  PFByteArray bytes = {"a\0b\xff", 4}, empty = {"", 0};
+  assert_round_trips(vh(&bytes), kPFBytes);
+  assert_round_trips(vh(&empty), kPFBytes);
+  assert_round_trips((PFValue){.v_type = {kDLFloat, 32, 4}}, kPFDataType);
+  assert_round_trips((PFValue){.v_type = {kDLInt, 4, 1}}, kPFDataType);
+  assert_round_trips((PFValue){.v_device = {kDLCUDA, 3}}, kPFDevice);
+}
+
+static PFObjectHandle list_of(const PFValue* v, const int* c, int64_t n) {
+  PFObjectHandle l = NULL;
+  assert_pf_ok(PFListCreate(v, c, n, &l));
+  return l;
+}
+static PFObjectHandle array_of(const PFValue* v, const int* c, int64_t n) {
+  PFObjectHandle a = NULL;
+  assert_pf_ok(PFArrayCreate(v, c, n, &a));
+  return a;
+}
+static PFObjectHandle shape_of(int64_t a, int64_t b) {
+  int64_t d[2] = {a, b};
+  PFObjectHandle s = NULL;
+  assert_pf_ok(PFShapeCreate(d, 2, &s));
+  return s;
+}
+static void round_trips_object(PFObjectHandle h) { assert_round_trips(vh(h), kPFObjectHandle); }
+
+static void test_containers(void** state) {
+  (void)state;
+  PFByteArray b = {"xy", 2};
+  PFObjectHandle shape = shape_of(2, INT64_MAX);
+  PFValue v[6] = {vi(1), vs("two"), vf(3.5), vh(&b), (PFValue){0}, vh(shape)};
+  int c[6] = {kPFInt, kPFStr, kPFFloat, kPFBytes, kPFNull, kPFObjectHandle};
+  PFObjectHandle a = array_of(v, c, 6), l = list_of(v, c, 6), e = array_of(NULL, NULL, 0);
+  round_trips_object(a);
+  round_trips_object(l);
+  round_trips_object(e);
+  round_trips_object(shape);
+  PFValue k[3] = {vs("x"), vi(7), vi(-8)}, mv[3] = {vh(a), vs("seven"), vh(shape)};
+  int kc[3] = {kPFStr, kPFInt, kPFInt}, mvc[3] = {kPFObjectHandle, kPFStr, kPFObjectHandle};
+  PFObjectHandle m, d;
+  assert_pf_ok(PFMapCreate(k, kc, mv, mvc, 3, &m));
+  assert_pf_ok(PFDictCreate(k, kc, mv, mvc, 3, &d));
+  round_trips_object(m);
+  round_trips_object(d);
+  PFObjectHandle all[] = {a, l, e, shape, m, d};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) PFObjectFree(all[i]);
+}
+
+/* One Shape held twice comes back as one Shape held twice. */
+static void test_sharing(void** state) {
+  (void)state;
+  PFObjectHandle s = shape_of(2, 3);
+  PFValue v[2] = {vh(s), vh(s)};
+  int c[2] = {kPFObjectHandle, kPFObjectHandle};
+  PFObjectHandle a = array_of(v, c, 2);
+  char* text = to_json(vh(a), kPFObjectHandle);
+  /* Written once: the node table has the shape and the array. */
+  assert_non_null(strstr(text, "\"nodes\":[{\"type\":\"shape\",\"dims\":[2,3]},"));
+  PFValue back, x, y;
+  int xc, yc;
+  assert_int_equal(from_json(text, &back), kPFObjectHandle);
+  assert_pf_ok(PFArrayGetItem(back.v_handle, 0, &x, &xc));
+  assert_pf_ok(PFArrayGetItem(back.v_handle, 1, &y, &yc));
+  assert_ptr_equal(x.v_handle, y.v_handle);
+  assert_ptr_not_equal(x.v_handle, s);
+  PFObjectFree(back.v_handle);
+  PFObjectFree(a);
+  PFObjectFree(s);
+  free(text);
+}
+
+static void test_list_holding_itself(void** state) {
+  (void)state;
+  PFObjectHandle l = list_of(NULL, NULL, 0);
+  assert_pf_ok(PFListAppend(l, vi(1), kPFInt));
+  assert_pf_ok(PFListAppend(l, vh(l), kPFObjectHandle));
+  PFValue back, item;
+  int code;
+  assert_int_equal(round_trip(vh(l), kPFObjectHandle, &back), kPFObjectHandle);
+  assert_pf_ok(PFListGetItem(back.v_handle, 1, &item, &code));
+  assert_ptr_equal(item.v_handle, back.v_handle);
+  PFObjectFree(item.v_handle); /* a new reference */
+  /* A dict that holds an array that holds the dict: the dict is created
+   * empty, the array built, the dict filled. */
+  PFObjectHandle d;
+  assert_pf_ok(PFDictCreate(NULL, NULL, NULL, NULL, 0, &d));
+  PFValue dv = vh(d);
+  int dc = kPFObjectHandle;
+  PFObjectHandle a = array_of(&dv, &dc, 1);
+  assert_pf_ok(PFDictSetItem(d, vs("a"), kPFStr, vh(a), kPFObjectHandle));
+  PFValue dback, aback;
+  round_trip(vh(a), kPFObjectHandle, &aback);
+  round_trip(vh(d), kPFObjectHandle, &dback);
+  /* Break the cycles so that everything is freed. */
+  assert_pf_ok(PFListClear(l));
+  assert_pf_ok(PFListClear(back.v_handle));
+  assert_pf_ok(PFDictClear(d));
+  PFValue inner;
+  assert_pf_ok(PFArrayGetItem(aback.v_handle, 0, &inner, &code));
+  assert_pf_ok(PFDictClear(inner.v_handle));
+  assert_pf_ok(PFDictClear(dback.v_handle));
+  PFObjectHandle all[] = {l, back.v_handle, d, a, aback.v_handle, dback.v_handle};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) PFObjectFree(all[i]);
+}
+
+/* An array that holds a list that holds the array, entered through the
+ * array: the array needs the list, which is created empty first. */
+static void test_cycle_entered_through_an_array(void** state) {
+  (void)state;
+  PFObjectHandle m = list_of(NULL, NULL, 0);
+  PFValue mv = vh(m);
+  int mc = kPFObjectHandle;
+  PFObjectHandle x = array_of(&mv, &mc, 1);
+  PFValue xv = vh(x);
+  PFObjectHandle a = array_of(&xv, &mc, 1);
+  assert_pf_ok(PFListAppend(m, vh(a), kPFObjectHandle));
+  PFValue back;
+  round_trip(vh(x), kPFObjectHandle, &back);
+  PFValue inner;
+  int code;
+  assert_pf_ok(PFArrayGetItem(back.v_handle, 0, &inner, &code));
+  assert_pf_ok(PFListClear(inner.v_handle));
+  assert_pf_ok(PFListClear(m));
+  PFObjectFree(back.v_handle);
+  PFObjectFree(x);
+  PFObjectFree(a);
+  PFObjectFree(m);
+}
+
+static void test_tensors(void** state) {
+  (void)state;
+  int64_t shape[2] = {2, 3};
+  PFObjectHandle t;
+  DLTensor* view;
+  assert_pf_ok(PFTensorAlloc(2, shape, (DLDataType){kDLFloat, 32, 1}, 0, &t, &view));
+  for (int i = 0; i < 6; ++i) ((float*)view->data)[i] = (float)i * 0.5f;
+  round_trips_object(t);
+  /* A borrowed DLTensor*, strided (the transpose), comes back compact. */
+  int64_t tshape[2] = {3, 2}, strides[2] = {1, 3};
+  DLTensor tr = *view;
+  tr.shape = tshape;
+  tr.strides = strides;
+  PFValue back;
+  assert_int_equal(round_trip(vh(&tr), kPFDLTensorHandle, &back), kPFObjectHandle);
+  DLTensor* bt;
+  assert_pf_ok(PFTensorGetDLTensor(back.v_handle, &bt));
+  assert_null(bt->strides);
+  assert_true(((float*)bt->data)[1] == 1.5f); /* [0][1] of the transpose is [1][0] */
+  PFObjectFree(back.v_handle);
+  /* A tensor on another device is refused. */
+  DLTensor gpu = *view;
+  gpu.device.device_type = kDLCUDA;
+  const char* text;
+  assert_pf_error(PFToJSON(vh(&gpu), kPFDLTensorHandle, &text, NULL), kPFErrValueError, "PFToJSON",
+                  "root is a tensor on device type 2");
+  PFObjectFree(t);
+}
+
+/* ---- registered instances ---- */
+typedef struct {
+  int64_t id;    /* read-only to hosts */
+  double weight; /* writable */
+  char* name;    /* writable */
+  PFObjectHandle parent;
+  PFObjectHandle children;
+  int8_t small;
+} Node;
+
+typedef struct {
+  Node base;
+  PFByteArray* blob;
+} Leaf;
+
+static int node_init(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)codes, (void)ret, (void)res, (void)n;
+  Node* self;
+  if (PFObjectGetData(args[0].v_handle, (void**)&self) != 0) return -1;
+  self->id = args[1].v_int64;
+  return 0;
+}
+
+static uint32_t node_type(void) {
+  static const PFFieldDesc fields[] = {
+      PF_FIELD(Node, id, "int64", 0, NULL),
+      PF_FIELD(Node, weight, "float64", kPFFieldWritable, NULL),
+      PF_FIELD(Node, name, "str", kPFFieldWritable, NULL),
+      PF_FIELD(Node, parent, "optional<obj<test_serialize.Node>>", kPFFieldWritable, NULL),
+      PF_FIELD(Node, children, "list", kPFFieldWritable, NULL),
+      PF_FIELD(Node, small, "int8", kPFFieldWritable, NULL),
+  };
+  static const PFMethodDesc methods[] = {{"__init__", node_init, NULL, NULL, 0, NULL}};
+  static const PFObjectTypeDesc desc = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "test_serialize.Node",
+                                        NULL,
+                                        sizeof(Node),
+                                        NULL,
+                                        NULL,
+                                        fields,
+                                        PF_COUNTOF(fields),
+                                        methods,
+                                        1};
+  uint32_t ix = 0;
+  assert_pf_ok(PFObjectTypeRegister(&desc, &ix));
+  return ix;
+}
+
+static uint32_t leaf_type(void) {
+  node_type();
+  static const PFFieldDesc fields[] = {PF_FIELD(Leaf, blob, "bytes", 0, NULL)};
+  static const PFObjectTypeDesc desc = {PF_OBJECT_TYPE_DESC_ABI,
+                                        "test_serialize.Leaf",
+                                        "test_serialize.Node",
+                                        sizeof(Leaf),
+                                        NULL,
+                                        NULL,
+                                        fields,
+                                        PF_COUNTOF(fields),
+                                        NULL,
+                                        0};
+  uint32_t ix = 0;
+  assert_pf_ok(PFObjectTypeRegister(&desc, &ix));
+  return ix;
+}
+
+static PFObjectHandle new_node(uint32_t type, int64_t id, const char* name) {
+  PFObjectHandle n;
+  assert_pf_ok(PFObjectAlloc(type, &n));
+  Node* d;
+  assert_pf_ok(PFObjectGetData(n, (void**)&d));
+  d->id = id;
+  assert_pf_ok(PFObjectSetFieldByName(n, "name", vs(name), kPFStr));
+  assert_pf_ok(PFObjectSetFieldByName(n, "weight", vf(0.25 * (double)id), kPFFloat));
+  assert_pf_ok(PFObjectSetFieldByName(n, "children", vh(list_of(NULL, NULL, 0)), kPFObjectHandle));
+  PFValue l;
+  int c;
+  assert_pf_ok(PFObjectGetFieldByName(n, "children", &l, &c));
+  PFObjectFree(l.v_handle); /* the field holds it */
+  return n;
+}
+
+static void adopt(PFObjectHandle parent, PFObjectHandle child) {
+  assert_pf_ok(PFObjectSetFieldByName(child, "parent", vh(parent), kPFObjectHandle));
+  PFValue l;
+  int c;
+  assert_pf_ok(PFObjectGetFieldByName(parent, "children", &l, &c));
+  assert_pf_ok(PFListAppend(l.v_handle, vh(child), kPFObjectHandle));
+}
+
+static void orphan_all(PFObjectHandle n) {
+  PFValue l;
+  int c;
+  assert_pf_ok(PFObjectGetFieldByName(n, "children", &l, &c));
+  int64_t size;
+  assert_pf_ok(PFListGetSize(l.v_handle, &size));
+  for (int64_t i = 0; i < size; ++i) {
+    PFValue child;
+    assert_pf_ok(PFListGetItem(l.v_handle, i, &child, &c));
+    assert_pf_ok(PFObjectSetFieldByName(child.v_handle, "parent", (PFValue){0}, kPFNull));
+    PFObjectFree(child.v_handle);
+  }
+  assert_pf_ok(PFListClear(l.v_handle));
+}
+
+/* A tree with parent pointers: read-only fields, inherited fields, a
+ * constructor that takes arguments (never run by PFFromJSON). */
+static void test_instances(void** state) {
+  (void)state;
+  uint32_t nt = node_type(), lt = leaf_type();
+  PFObjectHandle root = new_node(nt, 1, "root"), a = new_node(nt, 2, "a"),
+                 leaf = new_node(lt, 3, "leaf");
+  PFByteArray blob = {"\x01\x02", 2};
+  Leaf* ld;
+  assert_pf_ok(PFObjectGetData(leaf, (void**)&ld));
+  ld->blob = PFMemAlloc(sizeof(PFByteArray) + 2);
+  ld->blob->data = (const char*)(ld->blob + 1);
+  ld->blob->size = 2;
+  memcpy(ld->blob + 1, blob.data, 2);
+  assert_pf_ok(PFObjectSetFieldByName(leaf, "small", vi(-7), kPFInt));
+  adopt(root, a);
+  adopt(a, leaf);
+  char* text = to_json(vh(root), kPFObjectHandle);
+  assert_non_null(strstr(text, "\"key\":\"test_serialize.Leaf\""));
+  PFValue back;
+  assert_int_equal(from_json(text, &back), kPFObjectHandle);
+  assert_int_equal(equal(vh(root), kPFObjectHandle, back, kPFObjectHandle), 1);
+  /* The read-only id came back, and the leaf's parent is the copy of a. */
+  Node* rd;
+  assert_pf_ok(PFObjectGetData(back.v_handle, (void**)&rd));
+  assert_int_equal(rd->id, 1);
+  PFValue kids, ca, cl, up;
+  int c;
+  assert_pf_ok(PFObjectGetFieldByName(back.v_handle, "children", &kids, &c));
+  assert_pf_ok(PFListGetItem(kids.v_handle, 0, &ca, &c));
+  assert_pf_ok(PFObjectGetFieldByName(ca.v_handle, "children", &kids, &c));
+  assert_pf_ok(PFListGetItem(kids.v_handle, 0, &cl, &c));
+  assert_pf_ok(PFObjectGetFieldByName(cl.v_handle, "parent", &up, &c));
+  assert_ptr_equal(up.v_handle, ca.v_handle);
+  uint32_t ix;
+  assert_pf_ok(PFObjectGetTypeIndex(cl.v_handle, &ix));
+  assert_int_equal(ix, lt);
+  Leaf* bl;
+  assert_pf_ok(PFObjectGetData(cl.v_handle, (void**)&bl));
+  assert_int_equal(bl->blob->size, 2);
+  assert_int_equal(bl->base.small, -7);
+  orphan_all(a);
+  orphan_all(root);
+  orphan_all(ca.v_handle);
+  orphan_all(back.v_handle);
+  PFObjectFree(ca.v_handle);
+  PFObjectFree(cl.v_handle);
+  PFObjectFree(back.v_handle);
+  PFObjectFree(root);
+  PFObjectFree(a);
+  PFObjectFree(leaf);
+  free(text);
+}
+
+/* ---- what cannot be written ---- */
+static void test_what_cannot_be_written(void** state) {
+  (void)state;
+  const char* text = NULL;
+  PFFunctionHandle f;
+  assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &f));
+  assert_pf_error(PFToJSON(vh(f), kPFFuncHandle, &text, NULL), kPFErrTypeError, "PFToJSON",
+                  "root is of type function, which JSON cannot hold");
+  PFValue v[2] = {vi(1), vh(f)};
+  int c[2] = {kPFInt, kPFFuncHandle};
+  PFObjectHandle l = list_of(v, c, 2);
+  PFValue k = vs("f"), lv = vh(l);
+  int kc = kPFStr, lc = kPFObjectHandle;
+  PFObjectHandle m;
+  assert_pf_ok(PFMapCreate(&k, &kc, &lv, &lc, 1, &m));
+  assert_pf_error(PFToJSON(vh(m), kPFObjectHandle, &text, NULL), kPFErrTypeError,
+                  "root{value of entry 0}[1] is of type function");
+  assert_pf_error(PFToJSON(vh(&k), kPFOpaqueHandle, &text, NULL), kPFErrTypeError,
+                  "root is of type handle");
+  assert_pf_error(PFToJSON(vi(1), kPFExtBegin, &text, NULL), kPFErrTypeError,
+                  "root is of type extension code 64");
+  uint32_t nt = node_type();
+  PFObjectHandle n = new_node(nt, 9, "n");
+  PFObjectHandle boxed;
+  assert_pf_ok(PFObjectCreateBoxed(&k, NULL, &boxed));
+  PFValue kids;
+  assert_pf_ok(PFObjectGetFieldByName(n, "children", &kids, &kc));
+  assert_pf_ok(PFListAppend(kids.v_handle, vh(boxed), kPFObjectHandle));
+  assert_pf_error(PFToJSON(vh(n), kPFObjectHandle, &text, NULL), kPFErrTypeError,
+                  "root.children[0] is of type boxed");
+  assert_pf_error(PFToJSON(vi(1), kPFInt, NULL, NULL), kPFErrTypeError, "PFToJSON", "'out'");
+  assert_pf_error(PFToJSON(vs(NULL), kPFStr, &text, NULL), kPFErrTypeError, "argument 0");
+  assert_pf_error(PFToJSON((PFValue){.v_type = {kDLFloat, 32, 0}}, kPFDataType, &text, NULL),
+                  kPFErrValueError);
+  assert_null(text);
+  PFObjectFree(n);
+  PFObjectFree(boxed);
+  PFObjectFree(m);
+  PFObjectFree(l);
+  PFFuncFree(f);
+}
+
+static void test_deep_nesting_is_refused(void** state) {
+  (void)state;
+  PFObjectHandle inner = array_of(NULL, NULL, 0);
+  for (int i = 0; i < PF_JSON_MAX_DEPTH; ++i) {
+    PFValue v = vh(inner);
+    int c = kPFObjectHandle;
+    PFObjectHandle outer = array_of(&v, &c, 1);
+    PFObjectFree(inner);
+    inner = outer;
+  }
+  const char* text;
+  assert_pf_error(PFToJSON(vh(inner), kPFObjectHandle, &text, NULL), kPFErrValueError,
+                  "nested deeper than 1024");
+  PFObjectFree(inner);
+  /* A document of a chain of arrays one deeper than the bound, each
+   * referring to the next node: each needs the next built first. */
+  size_t cap = (size_t)(PF_JSON_MAX_DEPTH + 2) * 48 + 128, k = 0;
+  char* doc = malloc(cap);
+  k += (size_t)snprintf(doc + k, cap - k,
+                        "{\"format\":\"packedfunc\",\"version\":1,\"root\":{\"ref\":0},"
+                        "\"nodes\":[");
+  for (int i = 0; i <= PF_JSON_MAX_DEPTH; ++i)
+    k += (size_t)snprintf(doc + k, cap - k, "%s{\"type\":\"array\",\"items\":[%s%d%s]}",
+                          i ? "," : "", i < PF_JSON_MAX_DEPTH ? "{\"ref\":" : "", i + 1,
+                          i < PF_JSON_MAX_DEPTH ? "}" : "");
+  snprintf(doc + k, cap - k, "]}");
+  PFValue out;
+  int code;
+  assert_pf_error(PFFromJSON(doc, strlen(doc), &out, &code), kPFErrValueError,
+                  "nested deeper than 1024");
+  free(doc);
+}
+
+/* ---- hostile documents ---- */
+#define DOC(root, nodes) \
+  "{\"format\":\"packedfunc\",\"version\":1,\"root\":" root ",\"nodes\":[" nodes "]}"
+
+static void refused(const char* doc, const char* kind, const char* what) {
+  PFValue out = vi(77);
+  int code = 77;
+  assert_pf_error(PFFromJSON(doc, strlen(doc), &out, &code), kind, "PFFromJSON", what);
+  assert_int_equal(code, 77);
+  assert_int_equal(out.v_int64, 77);
+}
+
+static void test_hostile_documents(void** state) {
+  (void)state;
+  node_type();
+  refused("", kPFErrValueError, "not JSON: line 1, column 0");
+  refused("{\"format\":", kPFErrValueError, "not JSON");
+  refused("[1]", kPFErrValueError, "a document is an object of exactly");
+  refused("{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":[],\"x\":1}",
+          kPFErrValueError, "a document is an object of exactly");
+  refused("{\"format\":\"other\",\"version\":1,\"root\":1,\"nodes\":[]}", kPFErrValueError,
+          "\"format\" must be \"packedfunc\"");
+  refused("{\"format\":\"packedfunc\",\"version\":2,\"root\":1,\"nodes\":[]}", kPFErrValueError,
+          "\"version\" 2 is not one this library reads");
+  refused("{\"format\":\"packedfunc\",\"version\":\"1\",\"root\":1,\"nodes\":[]}", kPFErrValueError,
+          "\"version\"");
+  refused("{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":{}}", kPFErrValueError,
+          "\"nodes\" must be an array");
+  /* Duplicate members: jansson refuses them. */
+  refused(
+      "{\"format\":\"packedfunc\",\"format\":\"packedfunc\",\"version\":1,\"root\":1,"
+      "\"nodes\":[]}",
+      kPFErrValueError, "duplicate object key");
+  /* Values of the wrong shape. */
+  refused(DOC("[1]", ""), kPFErrValueError, "root: a JSON array is not a value");
+  refused(DOC("{\"int\":\"12x\"}", ""), kPFErrValueError, "decimal text of an int64");
+  refused(DOC("{\"int\":\"99999999999999999999\"}", ""), kPFErrValueError, "int64");
+  refused(DOC("{\"int\":5}", ""), kPFErrValueError, "int64");
+  refused(DOC("{\"float\":\"huge\"}", ""), kPFErrValueError, "\"nan\", \"inf\"");
+  refused(DOC("{\"bytes\":\"abc\"}", ""), kPFErrValueError, "not padded base64");
+  refused(DOC("{\"bytes\":\"a=bc\"}", ""), kPFErrValueError, "not padded base64");
+  refused(DOC("{\"str64\":\"AA==\"}", ""), kPFErrValueError, "no NUL");
+  refused(DOC("{\"dtype\":\"floaty\"}", ""), kPFErrValueError, "data type");
+  refused(DOC("{\"device\":[1]}", ""), kPFErrValueError, "[TYPE, ID]");
+  refused(DOC("{\"device\":[1, 4294967296]}", ""), kPFErrValueError, "[TYPE, ID]");
+  refused(DOC("{\"what\":1}", ""), kPFErrValueError, "unknown tag \"what\"");
+  refused(DOC("{\"ref\":0,\"int\":\"1\"}", ""), kPFErrValueError, "exactly one member");
+  refused(DOC("\"a\\u0000b\"", ""), kPFErrValueError, "not JSON");
+  /* References: dangling, negative, not an int. */
+  refused(DOC("{\"ref\":0}", ""), kPFErrValueError, "root: \"ref\" must be the index of a node");
+  refused(DOC("{\"ref\":1}", "{\"type\":\"list\",\"items\":[]}"), kPFErrValueError,
+          "\"ref\" must be the index");
+  refused(DOC("{\"ref\":-1}", "{\"type\":\"list\",\"items\":[]}"), kPFErrValueError,
+          "\"ref\" must be the index");
+  refused(DOC("{\"ref\":\"0\"}", "{\"type\":\"list\",\"items\":[]}"), kPFErrValueError,
+          "\"ref\" must be the index");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"list\",\"items\":[{\"ref\":5}]}"), kPFErrValueError,
+          "node 0 'items'[0]: \"ref\" must be the index");
+  /* Nodes of the wrong shape. */
+  refused(DOC("{\"ref\":0}", "[]"), kPFErrValueError, "node 0: a node is an object");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"set\",\"items\":[]}"), kPFErrValueError,
+          "unknown node type \"set\"");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"list\"}"), kPFErrValueError,
+          "a list node needs \"items\"");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"list\",\"items\":[],\"more\":1}"), kPFErrValueError,
+          "a list node has 3 members, not 2");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"array\",\"items\":{}}"), kPFErrValueError,
+          "node 0 'items': a array node's \"items\" must be an array");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"map\",\"entries\":[[1]]}"), kPFErrValueError,
+          "node 0 'entries'[0]: an entry is [key, value]");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"map\",\"entries\":[[1,2],[1,3]]}"), kPFErrValueError,
+          "node 0: PFMapCreate: key 1 (1) repeats key 0");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"shape\",\"dims\":[1,\"2\"]}"), kPFErrValueError,
+          "node 0 'dims'[1]: expected an int");
+  /* Tensors whose data lies about its length. */
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[2],\"data\":\"AAAA\"}"),
+          kPFErrValueError, "3 bytes where dtype and shape need 8");
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[1099511627776,"
+              "1099511627776],\"data\":\"\"}"),
+          kPFErrValueError, "too large");
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"tensor\",\"dtype\":\"float32\",\"shape\":[-2],\"data\":\"\"}"),
+          kPFErrValueError, "a negative dim");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"tensor\",\"dtype\":\"f\",\"shape\":[],\"data\":\"\"}"),
+          kPFErrValueError, "node 0 'dtype': not a data type");
+  /* An array or map that holds itself, directly or through another. */
+  refused(DOC("{\"ref\":0}", "{\"type\":\"array\",\"items\":[{\"ref\":0}]}"), kPFErrValueError,
+          "node 0 holds itself through arrays, maps");
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"array\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"map\",\"entries\":[[1,{\"ref\":0}]]}"),
+          kPFErrValueError, "holds itself");
+  /* A node that nothing reaches, or a cycle of its own. */
+  refused(DOC("1", "{\"type\":\"list\",\"items\":[{\"ref\":0}]}"), kPFErrValueError,
+          "node 0: not reachable from the root");
+  /* Instances: unknown keys, missing and unknown fields, wrong field
+   * values; each half-built graph is freed (ASan and valgrind check). */
+  refused(DOC("{\"ref\":0}", "{\"type\":\"object\",\"key\":\"nobody.Knows\",\"fields\":{}}"),
+          kPFErrValueError, "no object type is registered under the key 'nobody.Knows'");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"object\",\"key\":7,\"fields\":{}}"), kPFErrValueError,
+          "\"key\" must be a string");
+  refused(DOC("{\"ref\":0}", "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{}}"),
+          kPFErrValueError, "no value for field 'id' of test_serialize.Node");
+  refused(DOC("{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
+              "\"children\":{\"ref\":0},\"small\":1,\"extra\":2}}"),
+          kPFErrValueError, "test_serialize.Node has no field 'extra'");
+  refused(DOC("{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
+              "\"children\":{\"ref\":0},\"small\":1000}}"),
+          kPFErrValueError, "small");
+  refused(DOC("{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":\"one\",\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":1},"
+              "\"children\":{\"ref\":0},\"small\":1}}"),
+          kPFErrTypeError, "field 'id'");
+  refused(DOC("{\"ref\":0}",
+              "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+              "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":{\"ref\":0},"
+              "\"children\":{\"ref\":0},\"small\":1}}"),
+          kPFErrTypeError, "children");
+  /* NULL arguments and an over-long length. */
+  PFValue out;
+  int code;
+  assert_pf_error(PFFromJSON(NULL, 3, &out, &code), kPFErrTypeError, "'text'");
+  assert_pf_error(PFFromJSON("1", 1, NULL, &code), kPFErrTypeError, "'out'");
+  assert_pf_error(PFFromJSON("1", 1, &out, NULL), kPFErrTypeError, "'out_code'");
+  assert_pf_error(PFFromJSON("1", PF_JSON_MAX_SIZE + 1, &out, &code), kPFErrValueError,
+                  "longer than PF_JSON_MAX_SIZE");
+}
+
+/* More nodes than PF_JSON_MAX_NODES are refused before any is built. */
+static void test_too_many_nodes(void** state) {
+  (void)state;
+  const char* head = "{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":[";
+  size_t n = (size_t)PF_JSON_MAX_NODES + 1, cap = strlen(head) + n * 3 + 8;
+  char* doc = malloc(cap);
+  size_t k = strlen(head);
+  memcpy(doc, head, k);
+  for (size_t i = 0; i < n; ++i) memcpy(doc + k + 3 * i, i ? ",{}" : "{} ", 3);
+  memcpy(doc + k + 3 * n, "]}", 3);
+  refused(doc, kPFErrValueError, "more than PF_JSON_MAX_NODES");
+  free(doc);
+}
+
+/* A document with many keys in one object and a long text still costs
+ * only its size: a map of 100,000 entries reads back whole. */
+static void test_many_entries(void** state) {
+  (void)state;
+  enum { N = 100000 };
+  PFValue* k = malloc(N * sizeof(PFValue));
+  int* c = malloc(N * sizeof(int));
+  for (int i = 0; i < N; ++i) k[i] = vi(i), c[i] = kPFInt;
+  PFObjectHandle d;
+  assert_pf_ok(PFDictCreate(k, c, k, c, N, &d));
+  round_trips_object(d);
+  PFObjectFree(d);
+  free(k);
+  free(c);
+}
+
+/* A str or bytes result lives in the thread's return storage; the text
+ * may itself be there. */
+static void test_text_from_return_storage(void** state) {
+  (void)state;
+  const char* text;
+  size_t n;
+  assert_pf_ok(PFToJSON(vs("hello"), kPFStr, &text, &n));
+  PFValue out;
+  int code;
+  assert_pf_ok(PFFromJSON(text, n, &out, &code));
+  assert_int_equal(code, kPFStr);
+  assert_string_equal(out.v_str, "hello");
+  /* Not NUL-terminated: only len bytes are read. */
+  const char doc[] = DOC("7", "") "garbage";
+  assert_pf_ok(PFFromJSON(doc, strlen(doc) - 7, &out, &code));
+  assert_int_equal(code, kPFInt);
+  assert_int_equal(out.v_int64, 7);
+}
+
+/* Another thread changes a List while it is written: each write sees one
+ * snapshot (runs under TSan). */
+static void* churn(void* arg) {
+  for (int i = 0; i < 2000; ++i) {
+    PFListAppend(arg, vi(i), kPFInt);
+    PFValue v;
+    int c;
+    PFListPop(arg, 0, &v, &c);
+  }
+  return NULL;
+}
+
+static void test_list_changed_by_another_thread(void** state) {
+  (void)state;
+  PFValue v[4] = {vi(1), vi(2), vi(3), vi(4)};
+  int c[4] = {kPFInt, kPFInt, kPFInt, kPFInt};
+  PFObjectHandle l = list_of(v, c, 4);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, churn, l), 0);
+  for (int i = 0; i < 200; ++i) {
+    const char* text;
+    size_t n;
+    assert_pf_ok(PFToJSON(vh(l), kPFObjectHandle, &text, &n));
+    PFValue back;
+    int code;
+    assert_pf_ok(PFFromJSON(text, n, &back, &code));
+    int64_t size;
+    assert_pf_ok(PFListGetSize(back.v_handle, &size));
+    assert_true(size == 4 || size == 5);
+    PFObjectFree(back.v_handle);
+  }
+  pthread_join(t, NULL);
+  PFObjectFree(l);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plain_values),
+      cmocka_unit_test(test_containers),
+      cmocka_unit_test(test_sharing),
+      cmocka_unit_test(test_list_holding_itself),
+      cmocka_unit_test(test_cycle_entered_through_an_array),
+      cmocka_unit_test(test_tensors),
+      cmocka_unit_test(test_instances),
+      cmocka_unit_test(test_what_cannot_be_written),
+      cmocka_unit_test(test_deep_nesting_is_refused),
+      cmocka_unit_test(test_hostile_documents),
+      cmocka_unit_test(test_too_many_nodes),
+      cmocka_unit_test(test_many_entries),
+      cmocka_unit_test(test_text_from_return_storage),
+      cmocka_unit_test(test_list_changed_by_another_thread),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
