@@ -233,6 +233,14 @@ export function tensor(data: ArrayBufferView, shape?: number[], dtype?: string |
 export function getObjectType(key: string): ObjectClass;
 /** The keys of every registered object type, in the order of registration. */
 export function registeredTypes(): string[];
+/**
+ * The JSON text of a value (the C serializer's document, serialize.h): containers,
+ * tensors and instances of registered types (by type key and fields), sharing and
+ * cycles kept.
+ */
+export function toJSON(value: Value): string;
+/** The value a text of toJSON describes: a new graph, each instance of the registered type of its key. */
+export function fromJSON(text: string): any;
 export function registerError(kind: string, cls: new (message: string) => Error): typeof cls;
 /** How long a C thread waits while the JavaScript thread is blocked in one synchronous call (-1: forever); returns the previous value. */
 export function setThreadCallTimeout(ms: number): number;

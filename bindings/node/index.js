@@ -22,6 +22,8 @@ module.exports = {
   tensor: core.tensor,
   getObjectType: core.getObjectType,
   registeredTypes: core.registeredTypes,
+  toJSON: core.toJSON,
+  fromJSON: core.fromJSON,
   DataType: types.DataType,
   Device: types.Device,
   OpaqueHandle: types.OpaqueHandle,
