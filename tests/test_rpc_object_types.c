@@ -247,11 +247,7 @@ static PFFunctionHandle remote_on(PFModuleHandle mod, const char* name) {
 
 /* Calls f(arg) and returns the result, an object (a new reference). */
 static PFObjectHandle call_obj(PFFunctionHandle f, PFObjectHandle arg) {
-  PFValue v = {.v_handle = arg}, rv;
-  int c = kPFObjectHandle, rc;
-  assert_pf_ok(PFFuncCall(f, &v, &c, 1, &rv, &rc));
-  assert_int_equal(rc, kPFObjectHandle);
-  return rv.v_handle;
+  return pf_test_call1(f, (PFValue){.v_handle = arg}, kPFObjectHandle, kPFObjectHandle).v_handle;
 }
 
 static void assert_obj(PFObjectHandle o, int64_t n, const char* name) {
@@ -284,11 +280,8 @@ static void test_instance_crosses_both_ways(void** state) {
   PFObjectHandle o = make_obj(g_type, 7, "seven");
   assert_non_null(o);
   /* An argument: the server gets an rt.Obj with the fields. */
-  PFValue v = {.v_handle = o}, rv;
-  int c = kPFObjectHandle, rc;
-  assert_pf_ok(PFFuncCall(n_of, &v, &c, 1, &rv, &rc));
-  assert_int_equal(rc, kPFInt);
-  assert_int_equal(rv.v_int64, 7);
+  PFValue ov = {.v_handle = o};
+  assert_int_equal(pf_test_call1(n_of, ov, kPFObjectHandle, kPFInt).v_int64, 7);
   /* There and back: a copy, not the object itself. */
   PFObjectHandle back = call_obj(echo, o);
   assert_ptr_not_equal(back, o);
@@ -296,11 +289,9 @@ static void test_instance_crosses_both_ways(void** state) {
   PFObjectFree(back);
   /* A result made on the server. */
   PFValue k = {.v_int64 = 12};
-  int kc = kPFInt;
-  assert_pf_ok(PFFuncCall(make, &k, &kc, 1, &rv, &rc));
-  assert_int_equal(rc, kPFObjectHandle);
-  assert_obj(rv.v_handle, 12, "made");
-  PFObjectFree(rv.v_handle);
+  PFObjectHandle made = pf_test_call1(make, k, kPFInt, kPFObjectHandle).v_handle;
+  assert_obj(made, 12, "made");
+  PFObjectFree(made);
   PFObjectFree(o);
   PFFuncFree(make);
   PFFuncFree(n_of);
@@ -346,11 +337,9 @@ static void test_cycle_through_a_list(void** state) {
   PFFunctionHandle make = remote_on(g_mod, "rt.make_loop");
   PFObjectHandle o = make_obj(g_type, 1, "loop");
   assert_pf_ok(make_loop(o));
-  PFValue v = {.v_handle = o}, rv;
-  int c = kPFObjectHandle, rc;
-  assert_pf_ok(PFFuncCall(unloop, &v, &c, 1, &rv, &rc));
-  assert_int_equal(rc, kPFBool);
-  assert_true(rv.v_int64);
+  PFValue ov = {.v_handle = o}, rv;
+  int rc;
+  assert_true(pf_test_call1(unloop, ov, kPFObjectHandle, kPFBool).v_int64);
   assert_true(is_loop(o)); /* the sender's own is untouched */
   assert_pf_ok(clear_items(o));
   PFObjectFree(o);
@@ -384,10 +373,8 @@ static void test_what_a_document_cannot_hold(void** state) {
   assert_pf_error(PFFuncCall(echo, &v, &c, 1, &rv, &rc), kPFErrTypeError,
                   "remote call of 'rt.echo': argument 0: ");
   /* The connection goes on working. */
-  PFValue i = {.v_int64 = 5};
-  int icode = kPFInt;
-  assert_pf_ok(PFFuncCall(echo, &i, &icode, 1, &rv, &rc));
-  assert_int_equal(rv.v_int64, 5);
+  PFValue five = {.v_int64 = 5};
+  assert_int_equal(pf_test_call1(echo, five, kPFInt, kPFInt).v_int64, 5);
   PFObjectFree(arr);
   PFObjectFree(o);
   PFFuncFree(echo);
@@ -413,10 +400,8 @@ static void test_unregistered_type_fails_naming_it(void** state) {
   assert_pf_error(PFFuncCall(make, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
                   "rpc: a value sent by value cannot be rebuilt: ", "'rt.Only'");
   /* Both sides go on. */
-  PFValue i = {.v_int64 = 5};
-  int icode = kPFInt;
-  assert_pf_ok(PFFuncCall(echo, &i, &icode, 1, &rv, &rc));
-  assert_int_equal(rv.v_int64, 5);
+  PFValue five = {.v_int64 = 5};
+  assert_int_equal(pf_test_call1(echo, five, kPFInt, kPFInt).v_int64, 5);
   PFObjectFree(o);
   PFFuncFree(make);
   PFFuncFree(echo);
