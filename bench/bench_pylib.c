@@ -224,6 +224,22 @@ static const PFObjectTypeDesc k_pair_type = {PF_OBJECT_TYPE_DESC_ABI,
                                              k_pair_methods,
                                              PF_COUNTOF(k_pair_methods)};
 
+/* bench.Node: a tree node, for to_json/from_json of an object graph. */
+typedef struct {
+  int64_t value;
+  char* name;
+  PFObjectHandle children;
+} BenchNode;
+
+static const PFFieldDesc k_node_fields[] = {
+    PF_FIELD(BenchNode, value, "int64", kPFFieldWritable, NULL),
+    PF_FIELD(BenchNode, name, "str", kPFFieldWritable, NULL),
+    PF_FIELD(BenchNode, children, "list", kPFFieldWritable, NULL),
+};
+static const PFObjectTypeDesc k_node_type = {
+    PF_OBJECT_TYPE_DESC_ABI,   "bench.Node", NULL, sizeof(BenchNode), NULL, NULL, k_node_fields,
+    PF_COUNTOF(k_node_fields), NULL,         0};
+
 EXPORT int64_t raw_add(int64_t a, int64_t b) { return a + b; }
 EXPORT int64_t raw_noarg(void) { return 7; }
 EXPORT int64_t raw_strlen(const char* s) { return (int64_t)strlen(s); }
@@ -273,6 +289,7 @@ EXPORT int bench_init(void) {
   if (rc == 0) rc = PFFuncRegisterGlobal("bench.clamp", f, 1);
   PFFuncFree(f);
   if (rc != 0) return -1;
-  uint32_t pair;
+  uint32_t pair, node;
+  if (PFObjectTypeRegister(&k_node_type, &node) != 0) return -1;
   return PFObjectTypeRegister(&k_pair_type, &pair);
 }
