@@ -13,6 +13,10 @@
 //                  (bench.tensor_sum(a))                       target <= 3 us
 //   node_roundtrip bench.echo({a: 1, b: [1, 2]}).toObject(): a plain object
 //                  to a C Map and back, vs bench.echo(1)        target <= 4 us
+//   node_json      pf.fromJSON(pf.toJSON(g)) of a graph of 10,000 nodes (an
+//                  Array of 10,000 Maps {i, name}), per node, vs
+//                  JSON.parse(JSON.stringify(p)) of the same plain objects
+//                  (issue 36's target for to_json/from_json)   target <= 2x
 // bench/report.py runs it for `make bench` (and --quick in make test), with
 // $PACKEDFUNC_LIBRARY, $PACKEDFUNC_NODE_HELPER and $PF_BENCHLIB set.
 import { createRequire } from 'node:module';
@@ -48,12 +52,12 @@ const perOp = (run, n) => {
 };
 
 // Alternates trials of case and base (the order flipping each time).
-function measure(caseFn, baseFn, n) {
+function measure(caseFn, baseFn, n, warm = Math.max(50000, n / 10)) {
   const a = [];
   const b = [];
   // Warm up enough for V8 to optimize both loops, also in a quick run.
-  caseFn(Math.max(50000, n / 10));
-  baseFn(Math.max(50000, n / 10));
+  caseFn(warm);
+  baseFn(warm);
   for (let t = 0; t < trials; t++) {
     if (t % 2) { a.push(perOp(caseFn, n)); b.push(perOp(baseFn, n)); } else { b.push(perOp(baseFn, n)); a.push(perOp(caseFn, n)); }
   }
@@ -67,8 +71,15 @@ const rawCb = koffi.register(cb, koffi.pointer(RawCb));
 const packedCb = pf.convert(cb);
 const a = new BigInt64Array([1n, 2n, 3n, 4n]);
 const obj = { a: 1, b: [1, 2] };
-// [id, what, baseline, case, baseline's case, ratio target, ns target, loops]:
-// a row whose target is a time has no ratio target (0).
+const GRAPH_NODES = 10000;
+const plainGraph = Array.from({ length: GRAPH_NODES }, (_, i) => ({ i, name: `node ${i}` }));
+const graph = pf.convert(plainGraph);
+// n counts nodes: whole round trips of the graph, at least one (a trip
+// takes milliseconds: the row runs fewer loops than the others).
+const graphTrips = (n) => Math.max(1, Math.round(n / GRAPH_NODES));
+// [id, what, baseline, case, baseline's case, ratio target, ns target, loops,
+// warm-up loops (measure's default when absent)]: a row whose target is a
+// time has no ratio target (0).
 const rows = [
   ['node_add', 'JS f(i, 2) of a packed C add', "koffi's call of the raw C add (raw_add(i, 2))",
     (n) => { for (let i = 0; i < n; i++) sink += add(i, 2); },
@@ -83,9 +94,14 @@ const rows = [
   ['node_roundtrip', 'round trip of {a: 1, b: [1, 2]} (bench.echo(obj).toObject())', 'bench.echo(1)',
     (n) => { for (let i = 0; i < n; i++) sink += echo(obj).toObject().a; },
     (n) => { for (let i = 0; i < n; i++) sink += echo(1); }, 0, 4000, loops / 10],
+  ['node_json', `pf.fromJSON(pf.toJSON(g)), g a graph of ${GRAPH_NODES} nodes, per node`,
+    'JSON.parse(JSON.stringify(p)), p the same plain objects',
+    (n) => { for (let t = graphTrips(n); t > 0; t--) sink += pf.fromJSON(pf.toJSON(graph)).length; },
+    (n) => { for (let t = graphTrips(n); t > 0; t--) sink += JSON.parse(JSON.stringify(plainGraph)).length; },
+    2, 0, quick ? GRAPH_NODES : 3 * GRAPH_NODES, GRAPH_NODES],
 ];
-for (const [id, what, baseline, caseFn, baseFn, target, nsTarget, n] of rows) {
-  const [ns, baseNs, ratio] = measure(caseFn, baseFn, n);
+for (const [id, what, baseline, caseFn, baseFn, target, nsTarget, n, warm] of rows) {
+  const [ns, baseNs, ratio] = measure(caseFn, baseFn, n, warm);
   const row = { id, what, base_id: `${id}_base`, baseline, ns, base_ns: baseNs, ratio, target, trials };
   if (nsTarget) row.ns_target = nsTarget;
   if (json) console.log(JSON.stringify(row));

@@ -921,8 +921,7 @@ static int call_target(serving* s) {
  * request's route: on a client, for the call that this request serves. */
 static int pack_result(serving* s) {
   pf_rpc_pack_header(&s->pk, PF_RPC_OK, s->m.id, 0, 1);
-  if (pf_rpc_pack_value(&s->pk, s->rv, s->rcode, "result", 0, export_fn, &s->exports) == 0)
-    return 0;
+  if (pf_rpc_pack_value(&s->pk, s->rv, s->rcode, "result", export_fn, &s->exports) == 0) return 0;
   undo_exports(&s->exports);
   char line[160];
   snprintf(line, sizeof line, "  while sending the result of %s", s->target);
@@ -1334,7 +1333,7 @@ static int call_route(pf_rpc_peer* p, const char* name, uint64_t fid, const char
   for (int i = 0; i < nargs; ++i) {
     char path[160];
     snprintf(path, sizeof path, "remote call of %s: argument %d", what, i);
-    if (pf_rpc_pack_value(&pk, args[i], codes[i], path, 0, export_fn, &ec) != 0) {
+    if (pf_rpc_pack_value(&pk, args[i], codes[i], path, export_fn, &ec) != 0) {
       pf_rpc_out_destroy(&packed);
       undo_exports(&ec);
       export_ctx_free(&ec);

@@ -47,7 +47,12 @@ enum {
    * is one is a List (its items follow) or a Dict (its keys and values
    * follow, alternating, in the Dict's order). */
   PF_RPC_EXT_LIST = 6,
-  PF_RPC_EXT_DICT = 7
+  PF_RPC_EXT_DICT = 7,
+  /* (version 4) A whole argument or result that holds instances of
+   * registered types, as the JSON text of PFToJSON (serialize.h), which
+   * the receiver rebuilds with PFFromJSON: each instance by its type key
+   * and fields, sharing and cycles kept within the document. */
+  PF_RPC_EXT_DOCUMENT = 8
 };
 #define PF_RPC_TENSOR_AS_DLTENSOR 1u /* flags: it was a kPFDLTensorHandle */
 /* flags: the data starts a multiple of 8 bytes from the message's start,
@@ -108,9 +113,11 @@ typedef int (*pf_rpc_import_fn)(void* ctx, uint64_t id, PFFunctionHandle* out);
  * straight into the message (to reserve room at once and to pad). */
 PF_RPC_HIDDEN void pf_rpc_packer_init(msgpack_packer* pk, msgpack_sbuffer* sb);
 
-/* Packs one value; `path` names it in errors ("PFFuncCall: argument 2"). */
+/* Packs one value, an argument or a result; `path` names it in errors
+ * ("PFFuncCall: argument 2"). A value that holds an instance of a
+ * registered type anywhere goes as one PF_RPC_EXT_DOCUMENT. */
 PF_RPC_HIDDEN int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
-                                    int depth, pf_rpc_export_fn exp, void* ctx);
+                                    pf_rpc_export_fn exp, void* ctx);
 
 struct pf_rpc_msg;
 /* What the decoder made that must be released after the call. `src`, when

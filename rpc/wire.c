@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "packedfunc/serialize.h"
 
 /* ---- little-endian helpers ---- */
 static void put_u16(char* p, uint16_t v) {
@@ -212,6 +213,14 @@ static int pack_tensor(msgpack_packer* pk, const DLTensor* t, PFObjectHandle obj
   return 0;
 }
 
+/* Packs one value, recursively. Returns 0, -1 with the error recorded, or
+ * PF_RPC_HOLDS_INSTANCE when the value holds an instance of a registered
+ * type somewhere: then pf_rpc_pack_value sends the whole value as one
+ * document instead (what was written of it is dropped). */
+#define PF_RPC_HOLDS_INSTANCE 1
+static int pack_value(msgpack_packer* pk, PFValue v, int code, const char* path, int depth,
+                      pf_rpc_export_fn exp, void* ctx);
+
 /* A List or Dict: a snapshot of it, taken at once (other threads may
  * change it meanwhile), as an array that begins with its marker. */
 static int pack_mutable(msgpack_packer* pk, PFObjectHandle obj, uint32_t type, const char* path,
@@ -239,7 +248,7 @@ static int pack_mutable(msgpack_packer* pk, PFObjectHandle obj, uint32_t type, c
     if (rc != 0) break;
     if (is_list) snprintf(sub, sizeof sub, "%s item %lld", path, (long long)i);
     else snprintf(sub, sizeof sub, "%s %s %lld", path, i % 2 ? "value" : "key", (long long)(i / 2));
-    rc = pf_rpc_pack_value(pk, v, c, sub, depth + 1, exp, ctx);
+    rc = pack_value(pk, v, c, sub, depth + 1, exp, ctx);
   }
   PFObjectFree(snap);
   return rc;
@@ -295,7 +304,8 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
         int c;
         if (PFArrayGetItem(obj, i, &v, &c) != 0) return -1;
         snprintf(sub, sizeof sub, "%s item %lld", path, (long long)i);
-        if (pf_rpc_pack_value(pk, v, c, sub, depth + 1, exp, ctx) != 0) return -1;
+        int st = pack_value(pk, v, c, sub, depth + 1, exp, ctx);
+        if (st != 0) return st;
       }
       return 0;
     }
@@ -322,7 +332,8 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
           msgpack_pack_int64(pk, k.v_int64);
           snprintf(sub, sizeof sub, "%s value %lld", path, (long long)k.v_int64);
         }
-        if (pf_rpc_pack_value(pk, v, vc, sub, depth + 1, exp, ctx) != 0) return -1;
+        int st = pack_value(pk, v, vc, sub, depth + 1, exp, ctx);
+        if (st != 0) return st;
       }
       return 0;
     }
@@ -330,19 +341,15 @@ static int pack_object(msgpack_packer* pk, PFObjectHandle obj, const char* path,
     case kPFObjectDict:
       return pack_mutable(pk, obj, type, path, depth, exp, ctx);
     default: {
+      if (type >= kPFObjectTypeRegisteredBegin) return PF_RPC_HOLDS_INSTANCE;
       const char* tn = PFObjectTypeName(type);
-      if (type >= kPFObjectTypeRegisteredBegin)
-        return PF_ERROR(kPFErrTypeError,
-                        "%s: an object of the registered type '%s' cannot cross to another "
-                        "process (objects of registered types do not cross)",
-                        path, tn ? tn : "unknown");
       return PF_ERROR(kPFErrTypeError, "%s: a %s object cannot cross to another process", path,
                       tn ? tn : "unknown");
     }
   }
 }
 
-int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path, int depth,
+static int pack_value(msgpack_packer* pk, PFValue v, int code, const char* path, int depth,
                       pf_rpc_export_fn exp, void* ctx) {
   switch (code) {
     case kPFInt:
@@ -405,6 +412,39 @@ int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
       return PF_ERROR(kPFErrTypeError, "%s: type code %d cannot cross to another process", path,
                       code);
   }
+}
+
+/* A value that holds instances of registered types crosses as one
+ * document of serialize.h, which carries each instance's type key and
+ * fields and keeps what the value shares, cycles included. */
+static int pack_document(msgpack_packer* pk, PFValue v, int code, const char* path) {
+  const char* text = NULL;
+  size_t len = 0;
+  if (PFToJSON(v, code, &text, &len) != 0)
+    return PF_ERROR(PFErrorGetKind(), "%s: %s", path, PFErrorGetMessage());
+  if (len > UINT32_MAX)
+    return PF_ERROR(kPFErrValueError, "%s: a document of %zu bytes is too large to cross", path,
+                    len);
+  msgpack_pack_ext(pk, len, PF_RPC_EXT_DOCUMENT);
+  msgpack_pack_ext_body(pk, text, len);
+  return 0;
+}
+
+int pf_rpc_pack_value(msgpack_packer* pk, PFValue v, int code, const char* path,
+                      pf_rpc_export_fn exp, void* ctx) {
+  msgpack_sbuffer* sb = body_of(pk);
+  pf_rpc_out* o = out_of(pk);
+  size_t body = sb != NULL ? sb->size : 0, side_bytes = o != NULL ? o->side_bytes : 0;
+  uint32_t nside = o != NULL ? o->nside : 0;
+  int rc = pack_value(pk, v, code, path, 0, exp, ctx);
+  if (rc != PF_RPC_HOLDS_INSTANCE) return rc;
+  if (sb == NULL) return PF_ERROR(kPFErrRuntimeError, "%s: rpc: a packer of unknown kind", path);
+  /* Start again: what was written of the value goes, with the references
+   * its side frames took. */
+  sb->size = body;
+  for (; o != NULL && o->nside > nside; --o->nside) PFObjectFree(o->side[o->nside - 1].obj);
+  if (o != NULL) o->side_bytes = side_bytes;
+  return pack_document(pk, v, code, path);
 }
 
 void pf_rpc_pack_header(msgpack_packer* pk, int kind, uint64_t id, uint64_t parent,
@@ -653,6 +693,23 @@ static int arena_str(const msgpack_object* o, pf_rpc_arena* a, const char** out)
   return 0;
 }
 
+/* Bytes as a PFByteArray in the arena (one block, its data after it,
+ * NUL-terminated), into v->v_handle. */
+static int arena_bytes(pf_rpc_arena* a, const char* data, size_t size, PFValue* v) {
+  PFByteArray* b = malloc(sizeof *b + size + 1);
+  if (b == NULL || arena_block(a, b) != 0) {
+    free(b);
+    return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding bytes");
+  }
+  char* d = (char*)(b + 1);
+  if (size) memcpy(d, data, size);
+  d[size] = '\0';
+  b->data = d;
+  b->size = size;
+  v->v_handle = b;
+  return 0;
+}
+
 /* PF_RPC_EXT_LIST or PF_RPC_EXT_DICT when `o` is that marker, else 0. */
 static int marker_of(const msgpack_object* o) {
   if (o->type != MSGPACK_OBJECT_EXT || o->via.ext.size != 0) return 0;
@@ -715,6 +772,28 @@ done:
   return rc;
 }
 
+/* A value sent as a document (PF_RPC_EXT_DOCUMENT), rebuilt: what
+ * PFFromJSON makes belongs to the arena, a str or bytes as a copy of its
+ * own (PFFromJSON's is in return storage, which the next call reuses). */
+static int unpack_document(const char* p, size_t n, pf_rpc_arena* a, PFValue* v, int* code) {
+  if (PFFromJSON(p, n, v, code) != 0)
+    return PF_ERROR(PFErrorGetKind(), "rpc: a value sent by value cannot be rebuilt: %s",
+                    PFErrorGetMessage());
+  if (*code == kPFObjectHandle || *code == kPFFuncHandle || *code == kPFModuleHandle)
+    return keep_obj(a, v->v_handle);
+  if (*code == kPFStr) {
+    msgpack_object str = {.type = MSGPACK_OBJECT_STR};
+    str.via.str.ptr = v->v_str;
+    str.via.str.size = (uint32_t)strlen(v->v_str);
+    return arena_str(&str, a, &v->v_str);
+  }
+  if (*code == kPFBytes) {
+    const PFByteArray* src = v->v_handle;
+    return arena_bytes(a, src->data, src->size, v);
+  }
+  return 0;
+}
+
 int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int as_arg,
                         pf_rpc_import_fn imp, void* ctx, PFValue* v, int* code) {
   v->v_int64 = 0;
@@ -745,21 +824,9 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
     case MSGPACK_OBJECT_STR:
       *code = kPFStr;
       return arena_str(o, a, &v->v_str);
-    case MSGPACK_OBJECT_BIN: {
-      PFByteArray* b = malloc(sizeof *b + o->via.bin.size + 1);
-      if (b == NULL || arena_block(a, b) != 0) {
-        free(b);
-        return PF_ERROR(kPFErrMemoryError, "rpc: out of memory decoding bytes");
-      }
-      char* d = (char*)(b + 1);
-      if (o->via.bin.size) memcpy(d, o->via.bin.ptr, o->via.bin.size);
-      d[o->via.bin.size] = '\0';
-      b->data = d;
-      b->size = o->via.bin.size;
-      v->v_handle = b;
+    case MSGPACK_OBJECT_BIN:
       *code = kPFBytes;
-      return 0;
-    }
+      return arena_bytes(a, o->via.bin.ptr, o->via.bin.size, v);
     case MSGPACK_OBJECT_ARRAY: {
       if (depth >= PF_RPC_MAX_DEPTH)
         return PF_ERROR(kPFErrValueError, "rpc: containers nested deeper than %d levels",
@@ -863,6 +930,8 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
         case PF_RPC_EXT_DICT:
           return PF_ERROR(kPFErrValueError,
                           "rpc: a list or dict marker that does not begin an array");
+        case PF_RPC_EXT_DOCUMENT:
+          return unpack_document(p, n, a, v, code);
         case PF_RPC_EXT_FUNC: {
           if (n != 8) break;
           if (imp == NULL) return PF_ERROR(kPFErrValueError, "rpc: a function cannot come here");
@@ -894,6 +963,20 @@ int pf_rpc_unpack_value(const msgpack_object* o, pf_rpc_arena* a, int depth, int
 #define PF_RPC_COST_CONTAINER 128
 #define PF_RPC_COST_PER_ITEM 32
 #define PF_RPC_COST_BLOCK 32
+
+/* What rebuilding a document (PF_RPC_EXT_DOCUMENT) costs, as estimated
+ * from its text: a value begins at each '[', '{', ',' and ':' (an item),
+ * and each '[' and '{' opens a container as well (a string's such bytes
+ * count too: an estimate errs high). */
+static uint64_t document_cost(const char* p, size_t n) {
+  uint64_t cost = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] == '[' || p[i] == '{') cost += PF_RPC_COST_CONTAINER;
+    if (p[i] == '[' || p[i] == '{' || p[i] == ',' || p[i] == ':')
+      cost += PF_RPC_COST_ITEM + PF_RPC_COST_PER_ITEM;
+  }
+  return cost;
+}
 
 int pf_rpc_validate(const char* p, size_t n) {
   /* pending[d]: items still to read at depth d. */
@@ -1017,6 +1100,9 @@ int pf_rpc_validate(const char* p, size_t n) {
       cost += PF_RPC_COST_CONTAINER + PF_RPC_COST_PER_ITEM * items;
     } else {
       if (skip > n - i) return PF_ERROR(kPFErrValueError, "rpc: truncated message");
+      int ext = (t >= 0xc7 && t <= 0xc9) || (t >= 0xd4 && t <= 0xd8);
+      if (ext && skip > 0 && (int8_t)p[i] == PF_RPC_EXT_DOCUMENT)
+        cost += document_cost(p + i + 1, (size_t)skip - 1);
       i += skip;
       if (skip > 0) cost += skip + PF_RPC_COST_BLOCK;
     }

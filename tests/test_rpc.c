@@ -2066,11 +2066,7 @@ static PFRPCServerHandle serve_t(int max_exports, PFRPCLogFunc log, char* endpoi
 }
 
 static PFFunctionHandle make_adder_on(PFFunctionHandle make, int64_t k) {
-  PFValue arg = {.v_int64 = k}, rv;
-  int code = kPFInt, rc;
-  assert_pf_ok(PFFuncCall(make, &arg, &code, 1, &rv, &rc));
-  assert_int_equal(rc, kPFFuncHandle);
-  return rv.v_handle;
+  return pf_test_call1(make, (PFValue){.v_int64 = k}, kPFInt, kPFFuncHandle).v_handle;
 }
 
 /* A client holds at most max_exports_per_client functions of the server;

@@ -122,12 +122,49 @@ export class Module<Types extends object = Record<string, ObjectClass>> extends 
   [name: string]: any;
 }
 
+/** A field of a registered object type, in its class's typeInfo. */
+export interface TypeField {
+  readonly name: string;
+  /** The canonical type of the signature grammar: "int64", "list<str>", "optional<obj<mylib.Node>>". */
+  readonly type: string;
+  readonly writable: boolean;
+  readonly doc: string | null;
+  /** The key of the type that declares it. */
+  readonly declaredBy: string;
+}
+
+/** A method of a registered object type, in its class's typeInfo. */
+export interface TypeMethod {
+  readonly name: string;
+  /** Canonical, the object first for an instance method; null for a packed method given none. */
+  readonly signature: string | null;
+  readonly static: boolean;
+  readonly doc: string | null;
+  readonly declaredBy: string;
+}
+
+/** What the library knows of a registered object type (Python's __pf_type_info__). */
+export interface TypeInfo {
+  readonly key: string;
+  readonly index: number;
+  /** The parent's key, or null. */
+  readonly parent: string | null;
+  readonly doc: string | null;
+  /** Own and inherited, as the library lists them. */
+  readonly fields: readonly TypeField[];
+  /** Own and inherited; the constructor is not among them. */
+  readonly methods: readonly TypeMethod[];
+  /** The constructor's signature; null without one. */
+  readonly initSignature: string | null;
+}
+
 /** The class of a registered object type. */
 export interface ObjectClass {
   new (...args: Value[]): PackedObject & Record<string, any>;
   readonly typeKey: string;
   readonly typeIndex: number;
   readonly doc?: string;
+  readonly typeInfo: TypeInfo;
   [staticMethod: string]: any;
 }
 
@@ -194,6 +231,16 @@ export function loadModule<M extends Module<object> = Module>(path: string): M;
 export function convert(value: Value): any;
 export function tensor(data: ArrayBufferView, shape?: number[], dtype?: string | DataType): TensorArg;
 export function getObjectType(key: string): ObjectClass;
+/** The keys of every registered object type, in the order of registration. */
+export function registeredTypes(): string[];
+/**
+ * The JSON text of a value (the C serializer's document, serialize.h): containers,
+ * tensors and instances of registered types (by type key and fields), sharing and
+ * cycles kept.
+ */
+export function toJSON(value: Value): string;
+/** The value a text of toJSON describes: a new graph, each instance of the registered type of its key. */
+export function fromJSON(text: string): any;
 export function registerError(kind: string, cls: new (message: string) => Error): typeof cls;
 /** How long a C thread waits while the JavaScript thread is blocked in one synchronous call (-1: forever); returns the previous value. */
 export function setThreadCallTimeout(ms: number): number;

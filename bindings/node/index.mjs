@@ -8,7 +8,7 @@ const pf = require('./index.js');
 export default pf;
 export const {
   getGlobalFunc, registerFunc, removeGlobalFunc, listGlobalFuncNames, initApi, loadModule,
-  convert, tensor, getObjectType, DataType, Device, OpaqueHandle, PackedFunction, PackedObject,
+  convert, tensor, getObjectType, registeredTypes, toJSON, fromJSON, DataType, Device, OpaqueHandle, PackedFunction, PackedObject,
   PackedArray, PackedMap, Shape, List, Dict, Module, PackedFuncError, FunctionNotFoundError,
   registerError, setThreadCallTimeout, heldCount, libraryVersion, libraryPath, version,
 } = pf;

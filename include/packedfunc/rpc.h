@@ -51,13 +51,33 @@
  *     waiting for that call, and a remote call that this callback makes is
  *     served by the server thread that is waiting for the callback, up to
  *     PF_RPC_MAX_NESTING calls deep on one thread.
+ *   - instances of registered object types (object_type.h), by value, in
+ *     both directions: an argument or a result that holds one anywhere
+ *     (itself, or inside its containers) crosses whole as one document of
+ *     serialize.h (PFToJSON; the wire's PF_RPC_EXT_DOCUMENT, version 4),
+ *     which carries each instance's type key and fields, recursively, and
+ *     keeps what the value shares: an instance met twice in it arrives as
+ *     one instance met twice, and a cycle (an instance whose List field
+ *     holds the instance) arrives as the same cycle. The receiver rebuilds
+ *     it with PFFromJSON: each instance a new one of the registered type
+ *     of the same key, made without its constructor, its fields set. What
+ *     crosses is a copy: a change on either side later is not seen by the
+ *     other. Sharing holds within one argument (or the result), not
+ *     across arguments. A type that the receiving side has not registered
+ *     fails the call naming its key: an argument, with the server's error
+ *     reply ("rpc: a value sent by value cannot be rebuilt: ..."); a
+ *     result, on the client. Everything in such a value must be something
+ *     a document holds (serialize.h): a function, a module or an opaque
+ *     handle beside an instance fails the call on the sending side, naming
+ *     the argument ("remote call of 'F': argument 0: ..."). The document
+ *     is part of the message: it counts toward max_message_size and the
+ *     server's queued bytes, and the receiver refuses one whose rebuilding
+ *     would cost too much memory (PF_RPC_DECODE_FACTOR, counting each
+ *     container and item the text may hold).
  * Opaque handles (kPFOpaqueHandle), modules, extension codes, tensors on
- * other devices and objects other than functions, containers and tensors
- * cannot cross: TypeError naming the argument (and the item inside a
- * container). That includes instances of registered object types
- * (object_type.h), in both directions: the error names the type ("an
- * object of the registered type 'mylib.Counter' cannot cross to another
- * process"); they do not cross as remote handles either.
+ * other devices and objects other than functions, containers, tensors and
+ * instances cannot cross: TypeError naming the argument (and the item
+ * inside a container).
  *
  * Errors. A remote error arrives with its kind, its message and its
  * traceback lines, followed by one line naming the server
@@ -108,8 +128,10 @@ extern "C" {
 /* The wire protocol's version. Every message carries it; a peer that speaks
  * another version is refused with a clear error at connect. Version 3
  * sends large tensor objects' bytes in frames of their own after the
- * message's MessagePack body (version 2 allowed one frame). */
-#define PF_RPC_PROTOCOL_VERSION 3
+ * message's MessagePack body (version 2 allowed one frame); version 4
+ * sends a value that holds instances of registered types as a document
+ * (see "instances" above). */
+#define PF_RPC_PROTOCOL_VERSION 4
 
 /* The deepest nesting of containers that crosses a call. */
 #define PF_RPC_MAX_DEPTH 24

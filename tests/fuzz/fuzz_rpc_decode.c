@@ -53,6 +53,58 @@ static void check_error(const char* where) {
       "%s failed with kind '%s': %s", where, k, PFErrorGetMessage());
 }
 
+/* A document (PF_RPC_EXT_DOCUMENT) may make Lists and Dicts that hold
+ * themselves, which no release frees: empty every List and Dict that a
+ * decoded value reaches, each once, so that LeakSanitizer sees only real
+ * leaks. The items live on in the snapshot while they are walked. */
+typedef struct {
+  PFObjectHandle seen[4096];
+  int n;
+} walk;
+
+static void break_cycles(walk* w, PFValue v, int code) {
+  if (code != kPFObjectHandle || v.v_handle == NULL) return;
+  for (int i = 0; i < w->n; ++i)
+    if (w->seen[i] == v.v_handle) return;
+  if (w->n == (int)(sizeof w->seen / sizeof w->seen[0])) return;
+  w->seen[w->n++] = v.v_handle;
+  uint32_t type = 0;
+  PFObjectGetTypeIndex(v.v_handle, &type);
+  PFObjectHandle items = NULL;
+  if (type == kPFObjectList) {
+    PFListToArray(v.v_handle, 0, INT64_MAX, &items);
+    PFListClear(v.v_handle);
+  } else if (type == kPFObjectDict) {
+    PFDictToArray(v.v_handle, &items);
+    PFDictClear(v.v_handle);
+  } else if (type == kPFObjectArray) {
+    items = v.v_handle;
+    PFObjectRetain(items);
+  }
+  int64_t n = 0;
+  if (items != NULL) PFArrayGetSize(items, &n);
+  for (int64_t i = 0; i < n; ++i) {
+    PFValue item;
+    int c;
+    if (PFArrayGetItem(items, i, &item, &c) == 0) break_cycles(w, item, c);
+  }
+  PFObjectFree(items);
+  if (type == kPFObjectMap && PFMapGetSize(v.v_handle, &n) == 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      PFValue key, item;
+      int kc, c;
+      if (PFMapGetItemAt(v.v_handle, i, &key, &kc, &item, &c) == 0) break_cycles(w, item, c);
+    }
+  }
+}
+
+static void free_decoded(pf_rpc_arena* a, PFValue v, int code) {
+  static walk w;
+  w.n = 0;
+  break_cycles(&w, v, code);
+  pf_rpc_arena_free(a);
+}
+
 /* Decodes one value, packs it, and checks that the packed form is stable. */
 static void round_trip(const msgpack_object* o, int as_arg) {
   pf_rpc_arena a = {0};
@@ -69,7 +121,7 @@ static void round_trip(const msgpack_object* o, int as_arg) {
   msgpack_packer p1, p2;
   pf_rpc_packer_init(&p1, &s1);
   pf_rpc_packer_init(&p2, &s2);
-  if (pf_rpc_pack_value(&p1, v, code, "value", 0, export_stub, NULL) != 0) {
+  if (pf_rpc_pack_value(&p1, v, code, "value", export_stub, NULL) != 0) {
     check_error("pf_rpc_pack_value");
   } else {
     CHECK(pf_rpc_validate(s1.data, s1.size) == 0, "own output does not validate: %s",
@@ -85,16 +137,16 @@ static void round_trip(const msgpack_object* o, int as_arg) {
     CHECK(pf_rpc_unpack_value(&up.data, &b, 0, as_arg, import_stub, NULL, &w, &wcode) == 0,
           "own output does not decode: %s", PFErrorGetMessage());
     CHECK(wcode == code, "type code changed in a round trip: %d -> %d", code, wcode);
-    CHECK(pf_rpc_pack_value(&p2, w, wcode, "value", 0, export_stub, NULL) == 0,
+    CHECK(pf_rpc_pack_value(&p2, w, wcode, "value", export_stub, NULL) == 0,
           "decoded value does not pack again: %s", PFErrorGetMessage());
     CHECK(s1.size == s2.size && memcmp(s1.data, s2.data, s1.size) == 0,
           "packing is not stable over a round trip");
-    pf_rpc_arena_free(&b);
+    free_decoded(&b, w, wcode);
     msgpack_unpacked_destroy(&up);
   }
   msgpack_sbuffer_destroy(&s1);
   msgpack_sbuffer_destroy(&s2);
-  pf_rpc_arena_free(&a);
+  free_decoded(&a, v, code);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

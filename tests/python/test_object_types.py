@@ -514,34 +514,49 @@ def test_no_leak_over_100k_create_read_drop_cycles(mod):
 
 
 # ---------------------------------------------------------------------------
-# Remote functions (rpc.h): instances of registered types do not cross
+# Remote functions (rpc.h): instances of registered types cross by value
 # ---------------------------------------------------------------------------
 
-def test_remote_functions_refuse_instances_naming_the_type(demo):
+def test_remote_functions_carry_instances_by_value(demo):
     from packedfunc import rpc
 
     @pf.register_func("pyobjrpc.echo", override=True)
     def echo(x):
         return x
 
+    @pf.register_func("pyobjrpc.count_of", override=True)
+    def count_of(c):
+        assert isinstance(c, demo.Counter)  # a Counter here too, not a handle
+        return c.count
+
     @pf.register_func("pyobjrpc.make", override=True)
     def make():
-        return demo.Counter("made", 1)
+        return demo.Counter("made", 3)
 
     server = rpc.serve("tcp://127.0.0.1:*", expose=["pyobjrpc."], workers=1)
     try:
         with rpc.connect(server.endpoint, timeout=20) as remote:
-            # An argument: refused by the client, before anything is sent.
-            with pytest.raises(TypeError, match=r"argument 0: an object of the registered type "
-                                                r"'demo.Counter' cannot cross to another process"):
-                remote["pyobjrpc.echo"](demo.Counter("c", 1))
-            with pytest.raises(TypeError, match="argument 0 item 1: an object of the registered "
-                                                "type 'demo.Counter'"):
-                remote["pyobjrpc.echo"]([1, demo.Counter("c", 1)])  # inside a container too
-            # A result: refused by the server, whose error comes back.
-            with pytest.raises(TypeError, match="an object of the registered type "
-                                                "'demo.Counter' cannot cross to another process"):
-                remote["pyobjrpc.make"]()
-            assert remote["pyobjrpc.echo"](5) == 5  # the connection is still good
+            c = demo.Counter("c", 2)
+            c.count, c.step = 5, 3
+            assert remote["pyobjrpc.count_of"](c) == 5
+            back = remote["pyobjrpc.echo"](c)
+            assert isinstance(back, demo.Counter) and back is not c  # a copy
+            assert (back.name, back.count, back.step) == ("c", 5, 3)
+            made = remote["pyobjrpc.make"]()
+            assert isinstance(made, demo.Counter)
+            assert (made.name, made.count) == ("made", 3)
+            # One instance twice arrives as one instance twice.
+            pair = remote["pyobjrpc.echo"]([c, c, 1])
+            assert pair[0] is pair[1] and pair[0] is not c and pair[2] == 1
+            # A cycle through a List: the copy's List holds the copy.
+            c.tag = pf.List([c, "x"])
+            loop = remote["pyobjrpc.echo"](c)
+            assert loop.tag[0] is loop and loop.tag[1] == "x"
+            c.tag = loop.tag = None
+            # What a document cannot hold, beside an instance: refused by
+            # the client, naming the argument; the connection goes on.
+            with pytest.raises(TypeError, match=r"remote call of 'pyobjrpc.echo': argument 0: "):
+                remote["pyobjrpc.echo"]([c, echo])
+            assert remote["pyobjrpc.echo"](5) == 5
     finally:
         server.stop()

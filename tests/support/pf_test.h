@@ -131,4 +131,18 @@ static inline int pf_test_call0(PFFunctionHandle f, PFValue* rv, int* rc) {
   return PFFuncCall(f, NULL, NULL, 0, rv, rc);
 }
 
+/* Calls `f` with the one argument (arg, code), asserts that it succeeds
+ * with a result of type code `want`, and returns the result (a handle is
+ * a new reference). */
+#define pf_test_call1(f, arg, code, want) \
+  pf_test_call1_((f), (arg), (code), (want), __FILE__, __LINE__)
+static inline PFValue pf_test_call1_(PFFunctionHandle f, PFValue arg, int code, int want,
+                                     const char* file, int line) {
+  PFValue rv;
+  int rc;
+  pf_test_check_ok_(PFFuncCall(f, &arg, &code, 1, &rv, &rc), "PFFuncCall", file, line);
+  _assert_int_equal(rc, want, file, line);
+  return rv;
+}
+
 #endif

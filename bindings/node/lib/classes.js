@@ -2,7 +2,9 @@
 // Registered object types: the JavaScript class of each (made from the
 // type's reflection data when first needed), and its instances. Private.
 
-const { koffi, api, scratch, TYPE_CODES, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo } = require('./library.js');
+const {
+  koffi, api, scratch, TYPE_CODES, REGISTERED_BEGIN, PFObjectTypeInfo, PFFieldInfo, PFMethodInfo,
+} = require('./library.js');
 const { checkCall, nameArg, FunctionNotFoundError } = require('./errors.js');
 const { readPtr } = require('./words.js');
 const { ADOPT, liveHandle } = require('./wrappers.js');
@@ -28,6 +30,45 @@ function readTypeInfo(index) {
   const fields = ptrs(info2.fields, info2.num_fields).map((p) => ({ ptr: p, ...koffi.decode(p, PFFieldInfo) }));
   const methods = ptrs(info2.methods, info2.num_methods).map((p) => koffi.decode(p, PFMethodInfo));
   return { ...info2, fields, methods };
+}
+
+// The key of a registered type's index; null for 0 (no parent).
+function keyOf(index) {
+  return index ? api.PFObjectTypeName(index) : null;
+}
+
+// A type's public record, Python's __pf_type_info__ in JavaScript's
+// spelling, frozen: key, index, parent (its key, or null), doc, fields
+// (own and inherited, as the library lists them), methods (the
+// constructor not among them) and initSignature (null without one).
+function typeInfoRecord(t) {
+  const freeze = (list) => Object.freeze(list.map((x) => Object.freeze(x)));
+  return Object.freeze({
+    key: t.key,
+    index: t.type_index,
+    parent: keyOf(t.parent_index),
+    doc: t.doc ?? null,
+    fields: freeze(t.fields.map((f) => ({
+      name: f.name, type: f.type, writable: (f.flags & 1) !== 0, doc: f.doc ?? null, declaredBy: keyOf(f.type_index),
+    }))),
+    methods: freeze(t.methods.filter((m) => m.name !== '__init__').map((m) => ({
+      name: m.name, signature: m.signature ?? null, static: (m.flags & 1) !== 0, doc: m.doc ?? null,
+      declaredBy: keyOf(m.type_index),
+    }))),
+    initSignature: t.init ? koffi.decode(t.init, PFMethodInfo).signature ?? null : null,
+  });
+}
+
+// The keys of every registered object type, in the order of registration:
+// the library gives them consecutive indices from REGISTERED_BEGIN on and
+// names each (PFObjectTypeName), up to the first index it does not name.
+function registeredTypes() {
+  const out = [];
+  for (let index = REGISTERED_BEGIN; ; index++) {
+    const key = api.PFObjectTypeName(index);
+    if (key == null) return out;
+    out.push(key);
+  }
 }
 
 function typeFunction(getter) {
@@ -60,6 +101,7 @@ function objectClass(index) {
   Object.defineProperty(cls, 'typeKey', { value: key });
   Object.defineProperty(cls, 'typeIndex', { value: index });
   if (t.doc) Object.defineProperty(cls, 'doc', { value: t.doc });
+  Object.defineProperty(cls, 'typeInfo', { value: typeInfoRecord(t) });
   for (const f of t.fields) {
     if (f.type_index !== index) continue;
     const writable = (f.flags & 1) !== 0;
@@ -130,4 +172,4 @@ function getObjectType(key) {
   return objectClass(index);
 }
 
-module.exports = { objectClass, classModule, getObjectType };
+module.exports = { objectClass, classModule, getObjectType, registeredTypes };

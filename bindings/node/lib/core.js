@@ -19,6 +19,7 @@
 //   containers.js  PackedArray, PackedMap, Shape, List, Dict
 //   classes.js     the classes of registered object types
 //   modules.js     Module
+//   serialize.js   toJSON, fromJSON
 //
 // JavaScript values that C holds (functions, typed arrays given as tensor
 // objects) are kept in `held` under a key until C's finalizer hands the
@@ -36,8 +37,9 @@ const { PackedObject } = require('./objects.js');
 require('./async.js');
 require('./callbacks.js');
 const { PackedArray, PackedMap, Shape, List, Dict } = require('./containers.js');
-const { objectClass, getObjectType } = require('./classes.js');
+const { objectClass, getObjectType, registeredTypes } = require('./classes.js');
 const { Module } = require('./modules.js');
+const { toJSON, fromJSON } = require('./serialize.js');
 const { scratch } = require('./library.js');
 
 // What a value crosses to C as: a PackedFunction for a function, a
@@ -67,6 +69,6 @@ function convert(x) {
 
 module.exports = {
   kHandle, kState, adoptFunction, adoptObject, convert, convertFunction, PackedFunction, PackedObject,
-  PackedArray, PackedMap, Shape, List, Dict, Module, TensorArg, tensor, getObjectType, objectClass,
+  PackedArray, PackedMap, Shape, List, Dict, Module, TensorArg, tensor, getObjectType, registeredTypes, toJSON, fromJSON, objectClass,
   setThreadCallTimeout, heldCount, readPtr, scratch,
 };

@@ -216,6 +216,9 @@ const api = {
   PFObjectTypeGetConstructor: L.func(`int PFObjectTypeGetConstructor(uint32_t index, ${P} out)`),
   PFObjectGetField: L.func(`int PFObjectGetField(${P} obj, ${P} field, ${P} out, ${P} code)`),
   PFObjectSetField: L.func(`int PFObjectSetField(${P} obj, ${P} field, uint64_t value, int code)`),
+  // ---- serialization ----
+  PFToJSON: L.func(`int PFToJSON(uint64_t value, int code, ${P} out, ${P} out_len)`),
+  PFFromJSON: L.func(`int PFFromJSON(${P} text, size_t len, ${P} out, ${P} out_code)`),
   // ---- modules ----
   PFModLoadFromFile: L.func(`int PFModLoadFromFile(const char* path, ${P} out)`),
   PFModGetFunction: L.func(`int PFModGetFunction(${P} mod, const char* name, int query_imports, ${P} out)`),

@@ -1,0 +1,53 @@
+// pf.toJSON and pf.fromJSON: the C serializer's document from JavaScript,
+// with instances of registered types, sharing, cycles and errors.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { pf, DEMO_PLUGIN } from '../test-support/fixtures.mjs';
+
+const { 'demo.Counter': Counter } = pf.loadModule(DEMO_PLUGIN).types;
+
+test('plain values and containers round-trip', () => {
+  for (const v of [1, 2.5, true, null, 'text']) assert.equal(pf.fromJSON(pf.toJSON(v)), v);
+  const back = pf.fromJSON(pf.toJSON([1, 'two', { three: 3 }]));
+  assert.ok(back instanceof pf.PackedArray);
+  assert.deepEqual(back.toArray(), [1, 'two', { three: 3 }]);
+  assert.equal(typeof pf.toJSON([1, 2]), 'string');
+});
+
+test('an instance round-trips as a new instance of its type', () => {
+  const c = new Counter('c', 2);
+  c.count = 5;
+  c.step = 3;
+  const back = pf.fromJSON(pf.toJSON(c));
+  assert.ok(back instanceof Counter);
+  assert.deepEqual([back.name, back.count, back.step], ['c', 5, 3]);
+  back.count = 9; // a copy: the original does not change
+  assert.equal(c.count, 5);
+});
+
+test('sharing and cycles are kept', () => {
+  const c = new Counter('shared', 1);
+  const pair = pf.fromJSON(pf.toJSON([c, c]));
+  pair.at(0).count = 42;
+  assert.equal(pair.at(1).count, 42); // one instance, twice
+  c.tag = pf.List.of([c, 'x']);
+  const loop = pf.fromJSON(pf.toJSON(c));
+  assert.equal(loop.tag.get(1), 'x');
+  loop.tag.get(0).count = 7;
+  assert.equal(loop.count, 7); // the List of the copy holds the copy
+  loop.tag = null; // break the cycles, so that both can go
+  c.tag = null;
+});
+
+test('errors name what is wrong', () => {
+  assert.throws(() => pf.fromJSON(42), { name: 'TypeError', message: 'fromJSON: the text must be a string, not number' });
+  assert.throws(() => pf.fromJSON('{not json'), (e) => e instanceof RangeError && e.kind === 'ValueError' &&
+    /^PFFromJSON: not JSON: line 1, column 4/.test(e.message));
+  assert.throws(() => pf.fromJSON('[1]'), (e) => e.kind === 'ValueError' && /a document is an object/.test(e.message));
+  const text = pf.toJSON(new Counter('c', 1)).replaceAll('demo.Counter', 'demo.NoSuchType');
+  assert.throws(() => pf.fromJSON(text), (e) => e.kind === 'ValueError' &&
+    /no object type is registered under the key 'demo\.NoSuchType'/.test(e.message));
+  assert.throws(() => pf.toJSON([1, (x) => x]), (e) => e instanceof TypeError &&
+    /PFToJSON: root\[1\] is of type function, which JSON cannot hold/.test(e.message));
+});
