@@ -189,7 +189,9 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(FuncGetFlags, 125)                   \
   /* Version 12. */                      \
   X(StructuralEqual, 126)                \
-  X(StructuralHash, 127)
+  X(StructuralHash, 127)                 \
+  /* Version 13. */                      \
+  X(ObjectGetRefCount, 128)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

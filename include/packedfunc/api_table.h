@@ -21,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 12
+#define PF_API_VERSION 13
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -214,6 +214,8 @@ typedef struct PFApi {
   /* Version 12. Structural equality and hashing. */
   int (*StructuralEqual)(PFValue, int, PFValue, int, int*);
   int (*StructuralHash)(PFValue, int, uint64_t*);
+  /* Version 13. */
+  int (*ObjectGetRefCount)(PFObjectHandle, int64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

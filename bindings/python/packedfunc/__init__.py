@@ -96,7 +96,7 @@ from ._collections import Array, Map, Shape
 from ._mutable import Dict, List
 from ._callback import convert
 from ._errors import FunctionNotFoundError, check_call, register_error
-from ._function import Function
+from ._function import Function, use_count
 from ._module import Module, load_module
 from ._object import Object, Tensor, from_dlpack
 from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register_object,
@@ -125,6 +125,6 @@ __all__ = [
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
-    "TypeMethod", "structural_equal", "structural_hash",
+    "TypeMethod", "structural_equal", "structural_hash", "use_count",
     "get_include", "get_library_dir",
 ]

@@ -30,10 +30,11 @@ from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
 from ._ffi import (CALLS as _CALLS, FUNC_NON_BLOCKING, PFFuncCreateFromCFunc, PFFuncFree,
-                   PFFuncGetFlags, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo)
+                   PFFuncGetFlags, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo,
+                   PFObjectGetRefCount)
 from ._backend import cext as _cext
 from ._library import state as _state
-from ._object import lock_instances, unlock_instances
+from ._object import Object, handle_of, lock_instances, unlock_instances
 from ._types import Device
 
 byref = ctypes.byref
@@ -364,6 +365,27 @@ class Function(_cext.FunctionBase if _cext else object):
             except BaseException as exc:
                 _for_caller(exc)
                 raise
+
+
+def use_count(obj):
+    """The number of references that the C object behind `obj` (a
+    :class:`Function` or any :class:`Object`: a container, tensor, module
+    or instance) has now, this wrapper's own included (PFObjectGetRefCount).
+    For tests and diagnostics: under threads the count may change at any
+    moment. TypeError for anything else (a numpy array from C, a Device...),
+    ValueError for a released wrapper."""
+    if isinstance(obj, Function):
+        handle, what = obj._handle, "Function"
+    elif isinstance(obj, Object):
+        handle, what = handle_of(obj), type(obj).__name__
+    else:
+        raise TypeError("use_count: argument 'obj' must be a packedfunc Function or Object, "
+                        "not %s" % type(obj).__name__)
+    if not handle:
+        raise ValueError("use_count: the %s was released" % what)
+    out = ctypes.c_int64()
+    check_call(PFObjectGetRefCount(handle, byref(out)))
+    return out.value
 
 
 def _call_failed(func):
