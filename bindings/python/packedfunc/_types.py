@@ -9,6 +9,7 @@ canonical text, too.
 import ctypes
 import operator
 import sys
+import threading
 
 from ._ffi import PFDataTypeFromString, PFDataTypeToString, PFErrorClear, PFErrorGetMessage
 from ._mirrors import DTYPE_STRING_MAX, DLDataType
@@ -401,3 +402,53 @@ def _hooked_device(x):
     except (TypeError, ValueError):
         raise TypeError("Device: %s.__dlpack_device__() returned %r, not a (device_type, "
                         "device_id) pair of ints" % (type(x).__qualname__, value)) from None
+
+
+class ClassChoice:
+    """Which Python class values of one kind (tensors, devices) come from C
+    as: None, the default, or `base` or a subclass of it that `setter`
+    (the public function's name, for its errors) chose. The choice is one
+    attribute, read once per value and replaced whole under a lock, so that
+    it may change while other threads convert values."""
+
+    def __init__(self, base, setter):
+        self.base, self.setter, self.cls = base, setter, None
+        self._lock = threading.Lock()
+
+    def set(self, cls):
+        if cls is not None and not (isinstance(cls, type) and issubclass(cls, self.base)):
+            raise TypeError("%s: argument 'cls' must be packedfunc.%s or a subclass of it, or "
+                            "None, not %r" % (self.setter, self.base.__name__, cls))
+        with self._lock:
+            old, self.cls = self.cls, cls
+        return old
+
+
+device_class = ClassChoice(Device, "set_device_class")
+
+
+def set_device_class(cls):
+    """Makes every Device that comes from C (a result, a callback's
+    argument, a container item, a field, ``Tensor.device``) an instance of
+    `cls`, a subclass of :class:`Device` (made without calling its
+    ``__init__``), or again a Device with None. Returns the class chosen
+    before (None for the default). Process-wide and thread-safe; a Device
+    that Python makes stays what Python made. TypeError for anything
+    else."""
+    return device_class.set(cls)
+
+
+def get_device_class():
+    """The class set_device_class chose, or None (Device)."""
+    return device_class.cls
+
+
+def device_from_c(device_type, device_id):
+    """A Device (of the chosen class) for a DLDevice that C gave."""
+    cls = device_class.cls
+    if cls is None:
+        return Device(device_type, device_id)
+    d = object.__new__(cls)
+    object.__setattr__(d, "device_type", device_type)
+    object.__setattr__(d, "device_id", device_id)
+    return d
