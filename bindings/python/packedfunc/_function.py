@@ -71,8 +71,31 @@ class Function(_cext.FunctionBase if _cext else object):
                   "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
-        raise TypeError("packedfunc.Function cannot be created directly; use "
-                        "get_global_func() or convert()")
+        # A subclass is made from a function, whose PackedFunc it shares;
+        # Python then calls the subclass's __init__ with the same arguments.
+        if cls is Function or not args:
+            raise TypeError("packedfunc.Function cannot be created directly; use "
+                            "get_global_func() or convert() (a subclass of Function is made "
+                            "from a function: Sub(f, ...))")
+        return cls._share(args[0])
+
+    @classmethod
+    def _share(cls, func):
+        """A new wrapper of this class with its own reference to the
+        PackedFunc of `func`, a Function or a callable (converted)."""
+        if not isinstance(func, Function):
+            if not callable(func):
+                raise TypeError("%s: argument 'func' must be a packedfunc Function or a "
+                                "callable, not %s" % (cls.__name__, type(func).__name__))
+            from ._callback import convert
+            func = convert(func)
+        handle = func._handle
+        if not handle:
+            raise ValueError("%s: argument 'func': the Function was released" % cls.__name__)
+        check_call(PFFuncRetain(handle))
+        self = cls._adopt(handle)
+        self._looked_up = func._looked_up  # its name in tracebacks
+        return self
 
     @classmethod
     def _adopt(cls, handle):
@@ -227,11 +250,13 @@ class Function(_cext.FunctionBase if _cext else object):
         return self
 
     def __repr__(self):
+        cls = type(self)
+        what = ("packedfunc.Function" if cls is Function else
+                "%s.%s" % (cls.__module__, cls.__qualname__))
         if not self._handle:
-            return "<packedfunc.Function (released)>"
+            return "<%s (released)>" % what
         name = self.name
-        return "<packedfunc.Function %s at 0x%x>" % (repr(name) if name else "(anonymous)",
-                                                     self._handle)
+        return "<%s %s at 0x%x>" % (what, repr(name) if name else "(anonymous)", self._handle)
 
     def __del__(self):
         # Idempotent, so that a hand-made second call cannot free twice; a
