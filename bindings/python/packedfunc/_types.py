@@ -7,6 +7,7 @@ What a type is (integer, float, bool, handle) is read from the library's
 canonical text, too.
 """
 import ctypes
+import enum
 import operator
 import sys
 import threading
@@ -15,10 +16,20 @@ from ._ffi import PFDataTypeFromString, PFDataTypeToString, PFErrorClear, PFErro
 from ._mirrors import DTYPE_STRING_MAX, DLDataType
 
 # DLDeviceType (dlpack.h, DLPack 1.1): no entry point of the library names
-# devices, so the binding keeps DLPack's own list.
-_DEVICE_TYPES = {"cpu": 1, "cuda": 2, "cuda_host": 3, "opencl": 4, "vulkan": 7, "metal": 8,
-                 "vpi": 9, "rocm": 10, "rocm_host": 11, "ext_dev": 12, "cuda_managed": 13,
-                 "oneapi": 14, "webgpu": 15, "hexagon": 16, "maia": 17, "trn": 18}
+# devices, so the binding keeps DLPack's own list, once: each device's
+# DLPack name, the short name Device takes, and its number.
+_DEVICES = (("kDLCPU", "cpu", 1), ("kDLCUDA", "cuda", 2), ("kDLCUDAHost", "cuda_host", 3),
+            ("kDLOpenCL", "opencl", 4), ("kDLVulkan", "vulkan", 7), ("kDLMetal", "metal", 8),
+            ("kDLVPI", "vpi", 9), ("kDLROCM", "rocm", 10), ("kDLROCMHost", "rocm_host", 11),
+            ("kDLExtDev", "ext_dev", 12), ("kDLCUDAManaged", "cuda_managed", 13),
+            ("kDLOneAPI", "oneapi", 14), ("kDLWebGPU", "webgpu", 15),
+            ("kDLHexagon", "hexagon", 16), ("kDLMAIA", "maia", 17), ("kDLTrn", "trn", 18))
+DLDeviceType = enum.IntEnum("DLDeviceType", [(name, number) for name, _, number in _DEVICES],
+                            module=__name__)
+DLDeviceType.__doc__ = """DLPack's device types by their names in dlpack.h (tvm-ffi's
+DLDeviceType), an IntEnum: ``Device(DLDeviceType.kDLCUDA, 0)``,
+``d.device_type == DLDeviceType.kDLCPU``."""
+_DEVICE_TYPES = {short: number for _, short, number in _DEVICES}
 _DEVICE_NAMES = {v: k for k, v in _DEVICE_TYPES.items()}
 
 # What the library answered: text -> (type_code, bits, lanes), and the
