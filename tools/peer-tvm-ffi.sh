@@ -52,6 +52,18 @@ RENAMES=(
   's/\bregister_global_func\b/register_func/g'
   's/\bget_registered_type_keys\b/registered_types/g'
   's/__tvm_ffi_type_info__/__pf_type_info__/g'
+  # The value and object protocols: one hook in packedfunc, whatever the
+  # value is (tvm-ffi's __tvm_ffi_int__/__float__ also convert: no rename).
+  's/__tvm_ffi_(value|object)__/__packedfunc_value__/g'
+  # x.same_as(y) is a function of the package.
+  's/([A-Za-z_][A-Za-z0-9_.]*)\.same_as\(/packedfunc.same_as(\1, /g'
+  # Methods that are properties in packedfunc, and Device's fields.
+  's/\.__chandle__\(\)/.handle/g'
+  's/\.data_ptr\(\)/.data_ptr/g'
+  's/\.dlpack_device_type\(\)/.device_type/g'
+  's/\.index([^(A-Za-z0-9_]|$)/.device_id\1/g'
+  # The dtype constants of tvm-ffi's module.
+  's/\btvm_ffi\.(bool|u?int(8|16|32|64)|b?float(16|32|64)|float[864]_[a-z0-9]+)\b/packedfunc.DataType("\1")/g'
   # Everything else: the package's name.
   's/\btvm_ffi\b/packedfunc/g'
 )
