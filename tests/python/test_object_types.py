@@ -76,12 +76,12 @@ def test_register_object_makes_slotted_classes(mod):
     class Slots(pf.Object):
         """Slotted."""
 
-        def doubled(self):
-            return 2 * self.n
+        def plus(self, k):
+            return self.n + k
 
         @property
-        def label(self):
-            return "n=%d" % self.n
+        def squared(self):
+            return self.n ** 2
 
         @classmethod
         def made(cls):
@@ -95,7 +95,7 @@ def test_register_object_makes_slotted_classes(mod):
     assert not hasattr(s, "__dict__") and "__dict__" not in Slots.__dict__
     with pytest.raises(AttributeError):
         s.other = 1
-    assert (s.doubled(), s.label) == (8, "n=4")
+    assert (s.plus(1), s.squared) == (5, 16)
     assert repr(s).startswith("<<packedfunc.Slots type_index=")
     assert Slots.made() == (Slots, Slots) and Slots.__doc__ == "Slotted."
     assert Slots.__qualname__.endswith("test_register_object_makes_slotted_classes.<locals>.Slots")
