@@ -194,7 +194,8 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(StructuralHash, 127)                 \
   /* Version 13. */                      \
   X(ToJSON, 128)                         \
-  X(FromJSON, 129)
+  X(FromJSON, 129)                       \
+  X(ObjectGetRefCount, 130)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -93,6 +93,13 @@ int PFObjectGetTypeIndex(PFObjectHandle obj, uint32_t* out) {
   return 0;
 }
 
+int PFObjectGetRefCount(PFObjectHandle obj, int64_t* out) {
+  PF_CHECK_OBJECT(obj, 0);
+  PF_CHECK_ARG(out);
+  *out = (int64_t)atomic_load_explicit(&((pf_object*)obj)->ref_count, memory_order_relaxed);
+  return 0;
+}
+
 /* ---- boxed ---- */
 
 typedef struct {

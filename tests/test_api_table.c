@@ -185,10 +185,12 @@ static void test_slots_are_the_entry_points(void** state) {
   /* Version 12 appends structural equality and hashing. */
   assert_int_equal(offsetof(PFApi, StructuralEqual), 126 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, StructuralHash), 127 * sizeof(void*));
-  /* Version 13 appends JSON documents of object graphs. */
+  /* Version 13 appends JSON documents of object graphs and the reference
+   * count query. */
   assert_int_equal(offsetof(PFApi, ToJSON), 128 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FromJSON), 129 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 130 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, ObjectGetRefCount), 130 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 131 * sizeof(void*));
   assert_int_equal(PF_API_VERSION, 13);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));

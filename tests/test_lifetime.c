@@ -318,6 +318,46 @@ static void test_closure_code_holds_no_library(void** state) {
 
 /* ---- *Free(NULL) --------------------------------------------------------- */
 
+static void test_ref_count_follows_retain_and_free(void** state) {
+  (void)state;
+  atomic_int fins = 0;
+  PFFunctionHandle f = pf_test_make_counted(pf_test_echo, &fins);
+  int64_t n = -1;
+  assert_pf_ok(PFObjectGetRefCount(f, &n));
+  assert_int_equal(n, 1);
+  assert_pf_ok(PFFuncRetain(f));
+  assert_pf_ok(PFObjectGetRefCount(f, &n));
+  assert_int_equal(n, 2);
+  assert_pf_ok(PFFuncRegisterGlobal("lifetime.ref_count", f, 0));
+  assert_pf_ok(PFObjectGetRefCount(f, &n));
+  assert_int_equal(n, 3);
+  assert_pf_ok(PFFuncRemoveGlobal("lifetime.ref_count"));
+  assert_pf_ok(PFFuncFree(f));
+  assert_pf_ok(PFObjectGetRefCount(f, &n));
+  assert_int_equal(n, 1);
+  PFObjectHandle box = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &box));
+  assert_pf_ok(PFObjectGetRefCount(box, &n));
+  assert_int_equal(n, 1);
+  assert_pf_ok(PFObjectFree(box));
+  assert_pf_ok(PFFuncFree(f));
+  assert_int_equal(atomic_load(&fins), 1);
+}
+
+static void test_ref_count_bad_input(void** state) {
+  (void)state;
+  int64_t n = 7;
+  assert_pf_error(PFObjectGetRefCount(NULL, &n), "TypeError", "PFObjectGetRefCount", "obj");
+  assert_int_equal(n, 7);
+  int not_an_object[8] = {0};
+  assert_pf_error(PFObjectGetRefCount(not_an_object, &n), "TypeError", "PFObjectGetRefCount");
+  assert_int_equal(n, 7);
+  PFObjectHandle box = NULL;
+  assert_pf_ok(PFObjectCreateBoxed(NULL, NULL, &box));
+  assert_pf_error(PFObjectGetRefCount(box, NULL), "TypeError", "PFObjectGetRefCount", "out");
+  assert_pf_ok(PFObjectFree(box));
+}
+
 static void test_free_null_is_noop(void** state) {
   (void)state;
   PFErrorSet("ValueError", "sentinel");
@@ -344,6 +384,8 @@ int main(void) {
       cmocka_unit_test(test_program_code_holds_no_library),
       cmocka_unit_test(test_library_code_holds_its_library),
       cmocka_unit_test(test_closure_code_holds_no_library),
+      cmocka_unit_test(test_ref_count_follows_retain_and_free),
+      cmocka_unit_test(test_ref_count_bad_input),
       cmocka_unit_test(test_free_null_is_noop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

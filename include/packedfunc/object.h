@@ -31,6 +31,14 @@ PF_EXPORT int PFObjectFree(PFObjectHandle obj);
  * Errors: NULL obj or out (TypeError). */
 PF_EXPORT int PFObjectGetTypeIndex(PFObjectHandle obj, uint32_t* out);
 
+/* Writes the number of references that `obj` (any object: a function,
+ * module, container, tensor, instance...) has now to *out. For tests and
+ * diagnostics only: under threads the count may have changed by the time
+ * the caller reads it, so no decision may rest on it. A binding's wrapper
+ * holds one reference of its own. Errors: NULL or not a live object obj,
+ * NULL out (TypeError); *out is then left alone. Thread-safe. */
+PF_EXPORT int PFObjectGetRefCount(PFObjectHandle obj, int64_t* out);
+
 /* Finalizer of a boxed object's payload; the same once-only rule as
  * PFPackedCFuncFinalizer. */
 typedef void (*PFObjectFinalizer)(void* payload);

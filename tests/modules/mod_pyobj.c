@@ -373,6 +373,21 @@ static const PFObjectTypeDesc k_bound_sub = {PF_OBJECT_TYPE_DESC_ABI,
                                              0};
 PF_REGISTER_OBJECT_TYPE(k_bound_sub);
 
+/* pyt.Slots, pyt.SlotsDict, pyt.SlotsOwn: root types with pyt.Bound's field,
+ * for register_object's slotted classes (one key per way of declaring
+ * slots, since a type has one class per process). */
+#define PYT_PLAIN_TYPE(key)                                                          \
+  {                                                                                  \
+    PF_OBJECT_TYPE_DESC_ABI, (key), NULL, sizeof(Bound), NULL, NULL, k_bound_fields, \
+        PF_COUNTOF(k_bound_fields), NULL, 0                                          \
+  }
+static const PFObjectTypeDesc k_slots = PYT_PLAIN_TYPE("pyt.Slots");
+PF_REGISTER_OBJECT_TYPE(k_slots);
+static const PFObjectTypeDesc k_slots_dict = PYT_PLAIN_TYPE("pyt.SlotsDict");
+PF_REGISTER_OBJECT_TYPE(k_slots_dict);
+static const PFObjectTypeDesc k_slots_own = PYT_PLAIN_TYPE("pyt.SlotsOwn");
+PF_REGISTER_OBJECT_TYPE(k_slots_own);
+
 static const PFObjectTypeDesc k_late = {
     PF_OBJECT_TYPE_DESC_ABI, "pyt.Late", "pyt.Base", sizeof(Base), NULL, NULL, NULL, 0, NULL, 0};
 PF_REGISTER_OBJECT_TYPE(k_late);

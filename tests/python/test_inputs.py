@@ -51,6 +51,21 @@ def test_device_strings():
     assert pf.Device("cuda:1") == pf.Device("cuda", 1) == pf.Device(2, 1)
 
 
+def test_dl_device_type_names_dlpacks_device_types(fn):
+    # DLPack's names (tvm-ffi's DLDeviceType), equal to the numbers and to
+    # the short names Device takes; a Device takes one as its type.
+    T = pf.DLDeviceType
+    assert (T.kDLCPU, T.kDLCUDA, T.kDLCUDAHost, T.kDLOpenCL, T.kDLMetal) == (1, 2, 3, 4, 8)
+    assert (T.kDLExtDev, T.kDLOneAPI, T.kDLTrn) == (12, 14, 18) and len(T) == 16
+    for t in T:
+        assert pf.Device(t, 1) == pf.Device(pf.Device(t, 1).type_name, 1)
+    d = fn("echo")(pf.Device(T.kDLCUDA, 3))
+    assert d.device_type == T.kDLCUDA and T(d.device_type) is T.kDLCUDA
+    assert str(pf.Device(T.kDLROCMHost, 0)) == "rocm_host:0"
+    with pytest.raises(ValueError):
+        T(5)  # no DLPack device has 5
+
+
 def test_str_for_a_typed_device_parameter(fn):
     typed_device = fn("typed_device")
     assert typed_device(100, "cuda:1") == 201

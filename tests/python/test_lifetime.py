@@ -6,6 +6,8 @@ import sys
 import tracemalloc
 import weakref
 
+import pytest
+
 import packedfunc as pf
 from packedfunc import _callback
 
@@ -206,3 +208,49 @@ def test_c_threads_calling_python_while_the_interpreter_exits(testlib, tmp_path)
         assert r.stderr == "", (run, r.stderr)
         assert r.stdout.splitlines() == [
             "RuntimeError: the Python interpreter is shutting down"] * EXIT_CALLERS, (run, r.stdout)
+
+
+# ---------------------------------------------------------------------------
+# use_count: the reference count of the C object behind a wrapper
+# ---------------------------------------------------------------------------
+
+def test_use_count_of_every_kind_of_object(fn):
+    import numpy as np
+    from conftest import load_fixture_module
+    keep = fn("keep")
+    f = pf.convert(lambda: 1)
+    arr = pf.Array([1, 2])
+    lst = pf.List([1])
+    t = pf.from_dlpack(np.zeros(3))
+    m = load_fixture_module("mod_pyobj.so")
+    demo = pf.load_module(os.environ.get("PF_DEMO_PLUGIN") or os.path.join(
+        ROOT, "build", "examples", "demo_plugin.so")).demo
+    c = demo.Counter("c", 0)
+    for x in (f, arr, lst, t, m, c):
+        assert pf.use_count(x) == 1, x  # the wrapper's own reference
+    # A C holder adds one; the wrapper given back by a C container another.
+    keep(f)
+    assert pf.use_count(f) == 2
+    fn("release_kept")()
+    assert pf.use_count(f) == 1
+    outer = pf.Array([arr, arr])
+    assert pf.use_count(arr) == 3
+    del outer
+    gc.collect()
+    assert pf.use_count(arr) == 1
+
+
+def test_use_count_refuses_what_is_no_object():
+    for bad in (1, "x", None, [1], object(), pf.Device("cpu", 0)):
+        with pytest.raises(TypeError, match="use_count: argument 'obj' must be a packedfunc "
+                                            "Function or Object, not "):
+            pf.use_count(bad)
+    with pytest.raises(TypeError, match=r"use_count\(\) missing"):
+        pf.use_count()
+
+
+def test_use_count_of_a_released_function_is_a_value_error():
+    f = pf.convert(lambda: 1)
+    f.__del__()
+    with pytest.raises(ValueError, match="use_count: the Function was released"):
+        pf.use_count(f)

@@ -12,6 +12,7 @@ import ctypes
 import gc
 import inspect
 import os
+import weakref
 import pickle
 import pydoc
 import threading
@@ -66,6 +67,59 @@ def test_register_object_binds_a_class_of_ones_own(mod):
     assert type(mod.pyt.echo(b)) is Bound and mod.pyt.echo(b) is b
     Sub = mod.pyt.BoundSub
     assert issubclass(Sub, Bound) and Sub().doubled() == 0
+
+
+def test_register_object_makes_slotted_classes(mod):
+    # No __slots__: the class is made again with __slots__ = () (no
+    # __dict__), and its methods' super() and __class__ find the new class.
+    @pf.register_object("pyt.Slots")
+    class Slots(pf.Object):
+        """Slotted."""
+
+        def plus(self, k):
+            return self.n + k
+
+        @property
+        def squared(self):
+            return self.n ** 2
+
+        @classmethod
+        def made(cls):
+            return __class__, cls
+
+        def __repr__(self):
+            return "<" + super().__repr__() + ">"
+
+    s = Slots()
+    s.n = 4
+    assert not hasattr(s, "__dict__") and "__dict__" not in Slots.__dict__
+    with pytest.raises(AttributeError):
+        s.other = 1
+    assert (s.plus(1), s.squared) == (5, 16)
+    assert repr(s).startswith("<<packedfunc.Slots type_index=")
+    assert Slots.made() == (Slots, Slots) and Slots.__doc__ == "Slotted."
+    assert Slots.__qualname__.endswith("test_register_object_makes_slotted_classes.<locals>.Slots")
+    assert pf.get_class("pyt.Slots") is Slots and mod.pyt.Slots is Slots
+    assert type(mod.pyt.echo(s)) is Slots and mod.pyt.echo(s) is s
+    assert weakref.ref(s)() is s
+    # A __dict__ asked for, as tvm-ffi's classes ask: __slots__ = ("__dict__",).
+    @pf.register_object("pyt.SlotsDict")
+    class WithDict(pf.Object):
+        __slots__ = ("__dict__",)
+
+    w = WithDict()
+    w.other = 1
+    assert w.other == 1 and w.__dict__ == {"other": 1}
+    # Slots of one's own stay as declared.
+    @pf.register_object("pyt.SlotsOwn")
+    class Own(pf.Object):
+        __slots__ = ("cache",)
+
+    o = Own()
+    o.cache, o.n = 3, 5
+    assert (o.cache, o.n) == (3, 5) and not hasattr(o, "__dict__")
+    with pytest.raises(AttributeError):
+        o.other = 1
 
 
 def test_register_object_refuses_what_it_cannot_bind(mod, demo):

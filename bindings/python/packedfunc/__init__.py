@@ -96,9 +96,9 @@ from ._collections import Array, Map, Shape
 from ._mutable import Dict, List
 from ._callback import convert
 from ._errors import FunctionNotFoundError, check_call, register_error
-from ._function import Function
+from ._function import Function, use_count
 from ._module import Module, load_module
-from ._object import Object, Tensor, from_dlpack
+from ._object import Object, Tensor, from_dlpack, get_tensor_class, set_tensor_class
 from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register_object,
                             registered_types, same_as)
 from ._prepack import PrePackCache
@@ -108,7 +108,7 @@ from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
 from ._typed import typed
-from ._types import DataType, Device
+from ._types import DataType, Device, DLDeviceType, get_device_class, set_device_class
 
 #: The version of the loaded libpackedfunc and its path.
 library_version = _library.LIB_VERSION
@@ -119,13 +119,13 @@ backend = _backend.BACKEND
 
 __all__ = [
     "Function", "Object", "Tensor", "Array", "Map", "Shape", "List", "Dict", "DataType",
-    "Device",
-    "from_dlpack",
+    "Device", "DLDeviceType",
+    "from_dlpack", "set_tensor_class", "get_tensor_class", "set_device_class", "get_device_class",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
-    "TypeMethod", "structural_equal", "structural_hash", "to_json", "from_json",
+    "TypeMethod", "structural_equal", "structural_hash", "to_json", "from_json", "use_count",
     "get_include", "get_library_dir",
 ]

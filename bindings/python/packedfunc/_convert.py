@@ -28,7 +28,7 @@ from ._frames import VALS_OFF
 from ._ffi import PFObjectGetTypeIndex, PFObjectRetain
 from ._library import OBJECT_TYPES, TYPE_CODE_NAMES, TYPE_CODES
 from ._mirrors import PFByteArray
-from ._types import DataType, Device
+from ._types import DataType, Device, device_from_c
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
@@ -511,7 +511,8 @@ register_decoder(STR, lambda mem, off, borrowed, copies: ctypes.string_at(
     P.unpack_from(mem, off)[0]).decode("utf-8", "surrogateescape"))
 register_decoder(BYTES, _decode_bytes)
 register_decoder(DTYPE, lambda mem, off, borrowed, copies: DataType(*_DT.unpack_from(mem, off)))
-register_decoder(DEVICE, lambda mem, off, borrowed, copies: Device(*_DEV.unpack_from(mem, off)))
+register_decoder(DEVICE, lambda mem, off, borrowed, copies: device_from_c(
+    *_DEV.unpack_from(mem, off)))
 register_decoder(HANDLE, lambda mem, off, borrowed, copies: c_void_p(
     P.unpack_from(mem, off)[0] or None))
 

@@ -107,6 +107,8 @@ PFObjectRetain = _fn("PFObjectRetain", c_int, [c_void_p], gil=True)
 PFObjectFree = _fn("PFObjectFree", c_int, [c_void_p])
 PFObjectGetTypeIndex = _fn("PFObjectGetTypeIndex", c_int, [c_void_p, POINTER(c_uint32)],
                            gil=True)
+PFObjectGetRefCount = _fn("PFObjectGetRefCount", c_int, [c_void_p, POINTER(ctypes.c_int64)],
+                           gil=True)
 PFTensorCreateFromDLPack = _fn("PFTensorCreateFromDLPack", c_int,
                                [c_void_p, POINTER(c_void_p)], gil=True)
 PFTensorGetDLTensor = _fn("PFTensorGetDLTensor", c_int, [c_void_p, POINTER(c_void_p)],

@@ -30,10 +30,11 @@ from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST
                       take_frame as _take_frame)
 from ._errors import check_call, for_caller as _for_caller, last_error as _last_error
 from ._ffi import (CALLS as _CALLS, FUNC_NON_BLOCKING, PFFuncCreateFromCFunc, PFFuncFree,
-                   PFFuncGetFlags, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo)
+                   PFFuncGetFlags, PFFuncGetInfo, PFFuncRetain, PFFuncSetInfo,
+                   PFObjectGetRefCount)
 from ._backend import cext as _cext
 from ._library import state as _state
-from ._object import lock_instances, unlock_instances
+from ._object import Object, handle_of, lock_instances, unlock_instances
 from ._types import Device
 
 byref = ctypes.byref
@@ -70,8 +71,31 @@ class Function(_cext.FunctionBase if _cext else object):
                   "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
-        raise TypeError("packedfunc.Function cannot be created directly; use "
-                        "get_global_func() or convert()")
+        # A subclass is made from a function, whose PackedFunc it shares;
+        # Python then calls the subclass's __init__ with the same arguments.
+        if cls is Function or not args:
+            raise TypeError("packedfunc.Function cannot be created directly; use "
+                            "get_global_func() or convert() (a subclass of Function is made "
+                            "from a function: Sub(f, ...))")
+        return cls._share(args[0])
+
+    @classmethod
+    def _share(cls, func):
+        """A new wrapper of this class with its own reference to the
+        PackedFunc of `func`, a Function or a callable (converted)."""
+        if not isinstance(func, Function):
+            if not callable(func):
+                raise TypeError("%s: argument 'func' must be a packedfunc Function or a "
+                                "callable, not %s" % (cls.__name__, type(func).__name__))
+            from ._callback import convert
+            func = convert(func)
+        handle = func._handle
+        if not handle:
+            raise ValueError("%s: argument 'func': the Function was released" % cls.__name__)
+        check_call(PFFuncRetain(handle))
+        self = cls._adopt(handle)
+        self._looked_up = func._looked_up  # its name in tracebacks
+        return self
 
     @classmethod
     def _adopt(cls, handle):
@@ -226,11 +250,13 @@ class Function(_cext.FunctionBase if _cext else object):
         return self
 
     def __repr__(self):
+        cls = type(self)
+        what = ("packedfunc.Function" if cls is Function else
+                "%s.%s" % (cls.__module__, cls.__qualname__))
         if not self._handle:
-            return "<packedfunc.Function (released)>"
+            return "<%s (released)>" % what
         name = self.name
-        return "<packedfunc.Function %s at 0x%x>" % (repr(name) if name else "(anonymous)",
-                                                     self._handle)
+        return "<%s %s at 0x%x>" % (what, repr(name) if name else "(anonymous)", self._handle)
 
     def __del__(self):
         # Idempotent, so that a hand-made second call cannot free twice; a
@@ -364,6 +390,27 @@ class Function(_cext.FunctionBase if _cext else object):
             except BaseException as exc:
                 _for_caller(exc)
                 raise
+
+
+def use_count(obj):
+    """The number of references that the C object behind `obj` (a
+    :class:`Function` or any :class:`Object`: a container, tensor, module
+    or instance) has now, this wrapper's own included (PFObjectGetRefCount).
+    For tests and diagnostics: under threads the count may change at any
+    moment. TypeError for anything else (a numpy array from C, a Device...),
+    ValueError for a released wrapper."""
+    if isinstance(obj, Function):
+        handle, what = obj._handle, "Function"
+    elif isinstance(obj, Object):
+        handle, what = handle_of(obj), type(obj).__name__
+    else:
+        raise TypeError("use_count: argument 'obj' must be a packedfunc Function or Object, "
+                        "not %s" % type(obj).__name__)
+    if not handle:
+        raise ValueError("use_count: the %s was released" % what)
+    out = ctypes.c_int64()
+    check_call(PFObjectGetRefCount(handle, byref(out)))
+    return out.value
 
 
 def _call_failed(func):

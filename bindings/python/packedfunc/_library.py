@@ -23,7 +23,8 @@ from ._mirrors import (DLDataType, DLDevice, DLManagedTensor, DLTensor, PFByteAr
 # match; its stable table must offer at least this API version.
 EXPECTED_MAJOR = 0
 # 8: the bulk readers, List and Dict; 9: registered object types; 10: named
-# parameters, tensors; 12: structural equality; 13: JSON documents.
+# parameters, tensors; 12: structural equality; 13: JSON documents and the
+# reference count query.
 EXPECTED_API_VERSION = 13
 
 MIRRORS = (("PFValue", PFValue), ("PFByteArray", PFByteArray), ("DLDataType", DLDataType),

@@ -43,7 +43,7 @@ from ._library import OBJECT_TYPES, is_shutting_down, state
 from ._mirrors import (DL_TENSOR_OFFSET_VERSIONED, DLPACK_DELETER,
                        DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_READ_ONLY, DLPACK_VERSION,
                        DLManagedTensor, DLTensor, PFDLManagedTensorVersioned)
-from ._types import DataType, Device, _parse
+from ._types import ClassChoice, DataType, Device, _parse, device_from_c
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
@@ -285,7 +285,7 @@ class Tensor(Object):
     def device(self):
         """Where the memory is, a Device."""
         d = self._dltensor().device
-        return Device(d.device_type, d.device_id)
+        return device_from_c(d.device_type, d.device_id)
 
     @property
     def data_ptr(self):
@@ -394,7 +394,28 @@ def from_dlpack(x):
     if isinstance(x, Tensor):
         return x
     handle = tensor_object_from(x, "from_dlpack's argument")
-    return Tensor._adopt(handle.value, TENSOR_TYPE)
+    return (tensor_class.cls or Tensor)._adopt(handle.value, TENSOR_TYPE)
+
+
+tensor_class = ClassChoice(Tensor, "set_tensor_class")
+
+
+def set_tensor_class(cls):
+    """Makes every tensor object that comes from C (a result, a callback's
+    argument, a container item, a field) and every :func:`from_dlpack`
+    result an instance of `cls`: :class:`Tensor` or a subclass of it (made
+    without calling its ``__init__``), instead of the default, a numpy
+    array where numpy can view the tensor and a Tensor elsewhere; None
+    restores the default. Returns the class chosen before (None for the
+    default). Process-wide and thread-safe. A borrowed ``DLTensor*`` that
+    C lends a callback is no tensor object: it still arrives as a numpy
+    array. TypeError for anything else."""
+    return tensor_class.set(cls)
+
+
+def get_tensor_class():
+    """The class set_tensor_class chose, or None (the default)."""
+    return tensor_class.cls
 
 
 # ---------------------------------------------------------------------------
@@ -656,6 +677,9 @@ def _dltensor_view(t, owner, numpy, read_only=False):
 
 
 def _adopt_tensor(handle, type_index):
+    cls = tensor_class.cls
+    if cls is not None:
+        return cls._adopt(handle, type_index)
     t = Tensor._adopt(handle, type_index)
     numpy = sys.modules.get("numpy")
     if numpy is None:

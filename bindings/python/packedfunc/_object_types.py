@@ -709,7 +709,12 @@ def register_object(type_key):
                 return 2 * self.count
 
     The class must subclass :class:`Object` (for a type without a parent)
-    or the class of the type's parent (``get_class(parent_key)``). Its own
+    or the class of the type's parent (``get_class(parent_key)``). A class
+    that declares no ``__slots__`` is made again with ``__slots__ = ()``,
+    and the decorator returns that class: its instances have no
+    ``__dict__``, as those of the classes made for types have not, so a
+    misspelt attribute is an AttributeError. Declare ``__slots__ =
+    ("__dict__",)`` to have one (or slots of your own). Its own
     attributes stay; the type's fields and methods, ``__init__`` from the
     type's constructor and, for a root type, repr and pickling are added
     where the class does not define them. A class that defines its own
@@ -740,6 +745,7 @@ def register_object(type_key):
                              % (type_key, cls.__qualname__,
                                 spec_of(cls.__dict__["__pf_type__"][0]).key))
         _check_no_class(spec)
+        cls = _slotted(cls)
         unsigned = _add_members(cls, spec)
         with _lock:
             if _classes.setdefault(ti, cls) is not cls:
@@ -748,6 +754,28 @@ def register_object(type_key):
         return cls
 
     return bind
+
+
+def _slotted(cls):
+    """cls when it declares __slots__; else cls made again with __slots__ =
+    () from the same namespace, the __class__ cells of its functions (of
+    super() and __class__) pointing at the new class."""
+    if "__slots__" in cls.__dict__:
+        return cls
+    ns = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    ns["__slots__"] = ()
+    new = type(cls)(cls.__name__, cls.__bases__, ns)
+    new.__qualname__ = cls.__qualname__
+    for value in ns.values():
+        if isinstance(value, (classmethod, staticmethod)):
+            value = value.__func__
+        funcs = (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,)
+        for f in funcs:
+            code, cells = getattr(f, "__code__", None), getattr(f, "__closure__", None)
+            for name, cell in zip(code.co_freevars if code else (), cells or ()):
+                if name == "__class__" and cell.cell_contents is cls:
+                    cell.cell_contents = new
+    return new
 
 
 def _check_no_class(spec):

@@ -7,17 +7,29 @@ What a type is (integer, float, bool, handle) is read from the library's
 canonical text, too.
 """
 import ctypes
+import enum
 import operator
 import sys
+import threading
 
 from ._ffi import PFDataTypeFromString, PFDataTypeToString, PFErrorClear, PFErrorGetMessage
 from ._mirrors import DTYPE_STRING_MAX, DLDataType
 
 # DLDeviceType (dlpack.h, DLPack 1.1): no entry point of the library names
-# devices, so the binding keeps DLPack's own list.
-_DEVICE_TYPES = {"cpu": 1, "cuda": 2, "cuda_host": 3, "opencl": 4, "vulkan": 7, "metal": 8,
-                 "vpi": 9, "rocm": 10, "rocm_host": 11, "ext_dev": 12, "cuda_managed": 13,
-                 "oneapi": 14, "webgpu": 15, "hexagon": 16, "maia": 17, "trn": 18}
+# devices, so the binding keeps DLPack's own list, once: each device's
+# DLPack name, the short name Device takes, and its number.
+_DEVICES = (("kDLCPU", "cpu", 1), ("kDLCUDA", "cuda", 2), ("kDLCUDAHost", "cuda_host", 3),
+            ("kDLOpenCL", "opencl", 4), ("kDLVulkan", "vulkan", 7), ("kDLMetal", "metal", 8),
+            ("kDLVPI", "vpi", 9), ("kDLROCM", "rocm", 10), ("kDLROCMHost", "rocm_host", 11),
+            ("kDLExtDev", "ext_dev", 12), ("kDLCUDAManaged", "cuda_managed", 13),
+            ("kDLOneAPI", "oneapi", 14), ("kDLWebGPU", "webgpu", 15),
+            ("kDLHexagon", "hexagon", 16), ("kDLMAIA", "maia", 17), ("kDLTrn", "trn", 18))
+DLDeviceType = enum.IntEnum("DLDeviceType", [(name, number) for name, _, number in _DEVICES],
+                            module=__name__)
+DLDeviceType.__doc__ = """DLPack's device types by their names in dlpack.h (tvm-ffi's
+DLDeviceType), an IntEnum: ``Device(DLDeviceType.kDLCUDA, 0)``,
+``d.device_type == DLDeviceType.kDLCPU``."""
+_DEVICE_TYPES = {short: number for _, short, number in _DEVICES}
 _DEVICE_NAMES = {v: k for k, v in _DEVICE_TYPES.items()}
 
 # What the library answered: text -> (type_code, bits, lanes), and the
@@ -401,3 +413,53 @@ def _hooked_device(x):
     except (TypeError, ValueError):
         raise TypeError("Device: %s.__dlpack_device__() returned %r, not a (device_type, "
                         "device_id) pair of ints" % (type(x).__qualname__, value)) from None
+
+
+class ClassChoice:
+    """Which Python class values of one kind (tensors, devices) come from C
+    as: None, the default, or `base` or a subclass of it that `setter`
+    (the public function's name, for its errors) chose. The choice is one
+    attribute, read once per value and replaced whole under a lock, so that
+    it may change while other threads convert values."""
+
+    def __init__(self, base, setter):
+        self.base, self.setter, self.cls = base, setter, None
+        self._lock = threading.Lock()
+
+    def set(self, cls):
+        if cls is not None and not (isinstance(cls, type) and issubclass(cls, self.base)):
+            raise TypeError("%s: argument 'cls' must be packedfunc.%s or a subclass of it, or "
+                            "None, not %r" % (self.setter, self.base.__name__, cls))
+        with self._lock:
+            old, self.cls = self.cls, cls
+        return old
+
+
+device_class = ClassChoice(Device, "set_device_class")
+
+
+def set_device_class(cls):
+    """Makes every Device that comes from C (a result, a callback's
+    argument, a container item, a field, ``Tensor.device``) an instance of
+    `cls`, a subclass of :class:`Device` (made without calling its
+    ``__init__``), or again a Device with None. Returns the class chosen
+    before (None for the default). Process-wide and thread-safe; a Device
+    that Python makes stays what Python made. TypeError for anything
+    else."""
+    return device_class.set(cls)
+
+
+def get_device_class():
+    """The class set_device_class chose, or None (Device)."""
+    return device_class.cls
+
+
+def device_from_c(device_type, device_id):
+    """A Device (of the chosen class) for a DLDevice that C gave."""
+    cls = device_class.cls
+    if cls is None:
+        return Device(device_type, device_id)
+    d = object.__new__(cls)
+    object.__setattr__(d, "device_type", device_type)
+    object.__setattr__(d, "device_id", device_id)
+    return d

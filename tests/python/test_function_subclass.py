@@ -1,0 +1,97 @@
+"""Subclasses of Function (issue 36): made from a function or a callable,
+they call, show and compare as the function they share, on both
+backends."""
+import gc
+import weakref
+
+import pytest
+
+import packedfunc as pf
+
+
+class Tagged(pf.Function):
+    """A Function with state and methods of its own."""
+
+    def __init__(self, func, tag="none"):
+        self.tag = tag
+
+    def tagged(self, x):
+        return (self.tag, self(x))
+
+
+class Slotted(pf.Function):
+    __slots__ = ("extra",)
+
+
+def test_a_subclass_made_from_a_function_shares_it(fn):
+    echo = fn("echo")
+    before = pf.use_count(echo)
+    t = Tagged(echo, "mine")
+    assert type(t) is Tagged and isinstance(t, pf.Function)
+    assert pf.use_count(echo) == before + 1  # one more reference, the same PackedFunc
+    assert t.tag == "mine" and t.tagged(5) == ("mine", 5)
+    assert t(7) == 7 and t("x") == "x"
+    # The identity rules of Functions: equal, and hashed alike, to every
+    # wrapper of the same PackedFunc.
+    assert t == echo and hash(t) == hash(echo) and t.handle == echo.handle
+    assert t.name == echo.name and t.release_gil == echo.release_gil
+    assert repr(echo).startswith("<packedfunc.Function ")
+    assert repr(t) == repr(echo).replace("packedfunc.Function", __name__ + ".Tagged")
+    # It passes to C as its PackedFunc; C gives the PackedFunc back as a
+    # Function (C knows no Python class), equal to it.
+    assert fn("call")(t, 3) == 3
+    back = fn("echo")(t)
+    assert back == t and type(back) is pf.Function
+    assert pf.convert(t) is t
+    # Its release is its own: the function it was made from still works.
+    del back
+    t.__del__()
+    assert pf.use_count(echo) == before
+    assert echo(1) == 1
+    with pytest.raises(ValueError, match="the Function was released"):
+        t(1)
+    assert repr(t) == "<%s.Tagged (released)>" % __name__
+
+
+def test_a_subclass_made_from_a_callable_and_slotted_subclasses():
+    t = Tagged(lambda x: x * 2, tag="py")
+    assert t(21) == 42 and t.tagged(1) == ("py", 2)
+    s = Slotted(t)
+    assert s(2) == 4 and s == t and not hasattr(s, "__dict__")
+    s.extra = 1
+    with pytest.raises(AttributeError):
+        s.other = 1
+    # Collected like any Function (weak references work).
+    ref = weakref.ref(s)
+    del s
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_subclass_of_a_registered_function(unique_name):
+    name = unique_name()
+    pf.register_func(name, lambda a, b: a - b)
+    t = Tagged(pf.get_global_func(name))
+    assert t(5, 1) == 4 and t.name == name and name in repr(t)
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    (1, TypeError, "Tagged: argument 'func' must be a packedfunc Function or a callable, not int"),
+    ("testing.echo", TypeError, "argument 'func' must be a packedfunc Function or a callable, "
+                                "not str"),
+    (None, TypeError, "not NoneType"),
+])
+def test_what_is_no_function_is_refused(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        Tagged(bad)
+
+
+def test_a_released_function_or_none_at_all_is_refused(fn):
+    f = pf.convert(lambda: 1)
+    f.__del__()
+    with pytest.raises(ValueError, match="Tagged: argument 'func': the Function was released"):
+        Tagged(f)
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        Tagged()
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        pf.Function(fn("echo"))
