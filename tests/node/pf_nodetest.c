@@ -346,37 +346,27 @@ static int make_adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) 
 
 static int64_t typed_add(int64_t x, int64_t y) { return x + y; }
 
+/* Registers *f, made with status `made`, under `name` (its metadata name
+ * too, with `signature` when not NULL) and drops the reference. */
+static int publish(int made, PFFunctionHandle* f, const char* name, const char* signature) {
+  if (made != 0) return -1;
+  int rc = PFFuncSetInfo(*f, name, signature, NULL);
+  if (rc == 0) rc = PFFuncRegisterGlobal(name, *f, 1);
+  PFFuncFree(*f);
+  return rc;
+}
+
 int pfn_init(void) {
-  static const struct {
-    const char* name;
-    PFDirectCFunc fn;
-  } direct[] = {
-      {"nodetest.direct_silent", direct_silent},
-      {"nodetest.direct_greet", direct_greet},
-  };
-  for (size_t i = 0; i < sizeof(direct) / sizeof(direct[0]); ++i) {
-    PFFunctionHandle f;
-    if (PFFuncCreateDirect(direct[i].fn, NULL, NULL, &f) != 0) return -1;
-    int rc = PFFuncSetInfo(f, direct[i].name, NULL, NULL);
-    if (rc == 0) rc = PFFuncRegisterGlobal(direct[i].name, f, 1);
-    PFFuncFree(f);
-    if (rc != 0) return -1;
-  }
-  {
-    PFFunctionHandle f;
-    if (PFFuncCreateFromTyped((void*)typed_add, "int64(int64,int64)", &f) != 0) return -1;
-    int rc = PFFuncRegisterGlobal("nodetest.typed_add", f, 1);
-    PFFuncFree(f);
-    if (rc != 0) return -1;
-  }
-  {
-    PFFunctionHandle f;
-    if (PFFuncCreateFromCFunc(codes_of, NULL, NULL, &f) != 0) return -1;
-    int rc = PFFuncSetInfo(f, "nodetest.codes", "str(x: float64, y: float64 = 2.5)", NULL);
-    if (rc == 0) rc = PFFuncRegisterGlobal("nodetest.codes", f, 1);
-    PFFuncFree(f);
-    if (rc != 0) return -1;
-  }
+  PFFunctionHandle f = NULL;
+  if (publish(PFFuncCreateDirect(direct_silent, NULL, NULL, &f), &f, "nodetest.direct_silent",
+              NULL) != 0 ||
+      publish(PFFuncCreateDirect(direct_greet, NULL, NULL, &f), &f, "nodetest.direct_greet",
+              NULL) != 0 ||
+      publish(PFFuncCreateFromTyped((void*)typed_add, "int64(int64,int64)", &f), &f,
+              "nodetest.typed_add", NULL) != 0 ||
+      publish(PFFuncCreateFromCFunc(codes_of, NULL, NULL, &f), &f, "nodetest.codes",
+              "str(x: float64, y: float64 = 2.5)") != 0)
+    return -1;
   static const struct {
     const char* name;
     PFPackedCFunc fn;
@@ -392,7 +382,6 @@ int pfn_init(void) {
       {"nodetest.make_adder", make_adder},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
-    PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
     int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
     PFFuncFree(f);
