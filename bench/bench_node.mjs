@@ -6,6 +6,8 @@
 // Rows (each a ratio taken trial by trial against a baseline in the same run):
 //   node_add       JS f(i, 2) of the packed C add (bench.add) vs koffi's
 //                  call of the raw C add (raw_add)             target <= 1.5x
+//   node_typed_add JS f(i, 2) of a typed C add (bench.typed_add: raw_add
+//                  as int64(int64,int64)) vs koffi's raw_add  target <= 1.3x
 //   node_callback  C calling a JS callback, per call: bench.call_n(f, n)
 //                  vs koffi's own callback through raw_call_n   target <= 1.3x
 //   node_tensor_object  pf.convert(pf.tensor(a)): a tensor object over a
@@ -41,6 +43,7 @@ const rawAdd = lib.func('int64_t raw_add(int64_t, int64_t)');
 const RawCb = koffi.proto('int64_t bench_node_cb(int64_t, int64_t)');
 const rawCallN = lib.func('int64_t raw_call_n(bench_node_cb*, int64_t)');
 const add = pf.getGlobalFunc('bench.add');
+const typedAdd = pf.getGlobalFunc('bench.typed_add');
 const callN = pf.getGlobalFunc('bench.call_n');
 const echo = pf.getGlobalFunc('bench.echo');
 const tensorSum = pf.getGlobalFunc('bench.tensor_sum');
@@ -84,6 +87,9 @@ const rows = [
   ['node_add', 'JS f(i, 2) of a packed C add', "koffi's call of the raw C add (raw_add(i, 2))",
     (n) => { for (let i = 0; i < n; i++) sink += add(i, 2); },
     (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 1.5, 0, loops],
+  ['node_typed_add', 'JS f(i, 2) of a typed C add (int64(int64,int64))', "koffi's call of the raw C add (raw_add(i, 2))",
+    (n) => { for (let i = 0; i < n; i++) sink += typedAdd(i, 2); },
+    (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 1.3, 0, loops],
   ['node_callback', 'C calls a JS callback, per call (bench.call_n)', "C calls koffi's own callback (raw_call_n)",
     (n) => { sink += callN(packedCb, n); },
     (n) => { sink += rawCallN(rawCb, n); }, 1.3, 0, loops],

@@ -259,6 +259,16 @@ EXPORT int64_t raw_call_n(int64_t (*cb)(int64_t, int64_t), int64_t n) {
  * defaults, for keyword calls against positional ones. */
 static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+/* Registers a typed function under `name` (its metadata name too). */
+static int register_typed(const char* name, void* fn, const char* signature) {
+  PFFunctionHandle f;
+  if (PFFuncCreateFromTyped(fn, signature, &f) != 0) return -1;
+  int rc = PFFuncSetInfo(f, name, NULL, NULL);
+  if (rc == 0) rc = PFFuncRegisterGlobal(name, f, 1);
+  PFFuncFree(f);
+  return rc;
+}
+
 EXPORT int bench_init(void) {
   static const struct {
     const char* name;
@@ -286,14 +296,11 @@ EXPORT int bench_init(void) {
     PFFuncFree(f);
     if (rc != 0) return -1;
   }
-  PFFunctionHandle f;
-  if (PFFuncCreateFromTyped((void*)clamp, "float64(x: float64, lo: float64 = 0, hi: float64 = 1)",
-                            &f) != 0)
+  /* raw_add typed (the Node.js binding's typed add, issue 34). */
+  if (register_typed("bench.clamp", (void*)clamp,
+                     "float64(x: float64, lo: float64 = 0, hi: float64 = 1)") != 0 ||
+      register_typed("bench.typed_add", (void*)raw_add, "int64(int64,int64)") != 0)
     return -1;
-  int rc = PFFuncSetInfo(f, "bench.clamp", NULL, NULL);
-  if (rc == 0) rc = PFFuncRegisterGlobal("bench.clamp", f, 1);
-  PFFuncFree(f);
-  if (rc != 0) return -1;
   uint32_t pair, node;
   if (PFObjectTypeRegister(&k_node_type, &node) != 0) return -1;
   return PFObjectTypeRegister(&k_pair_type, &pair);

@@ -4,8 +4,10 @@
 #   make node        bindings/node usable from the tree: its npm dependencies
 #                    (koffi, from the committed package-lock.json: npm ci),
 #                    its C helper and the shared library beside the package
-#   make test-node   node --test over bindings/node/test against this build;
-#                    its counts join the tally (part of make test)
+#   make test-node   node --test over bindings/node/test against this build,
+#                    with resolved targets in their checking mode
+#                    (PF_CHECK_TARGETS=1: a call the binding builds wrong is
+#                    an error); its counts join the tally (part of make test)
 #   make demo-node   examples/demo.mjs on the demo plugin
 #   make node-pack   dist/packedfunc-VERSION.tgz, which `npm install` puts
 #                    into any project: the package with this build's
@@ -63,7 +65,7 @@ NODE_TEST_ENV = PACKEDFUNC_LIBRARY=$(abspath $(SHARED)) PACKEDFUNC_NODE_HELPER=$
 
 test-node: node $(NODE_HELPER) $(NODE_TESTLIB) $(PY_TESTLIB) $(DEMO_PLUGIN) $(BUILD)/bench/libpf_benchlib.so \
            $(MOD_DIR)/mod_cxx_layer.so
-	@$(RUN) env $(NODE_TEST_ENV) NODE=$(NODE) tools/test-node.sh
+	@$(RUN) env $(NODE_TEST_ENV) PF_CHECK_TARGETS=1 NODE=$(NODE) tools/test-node.sh
 
 demo-node: node $(DEMO_PLUGIN)
 	@$(NODE) examples/demo.mjs $(DEMO_PLUGIN)

@@ -206,6 +206,24 @@ __attribute__((noinline, cold)) static int misuse_at(PFFunctionHandle func, PFVa
                   args == NULL ? "args" : "type_codes", num_args);
 }
 
+/* PFFuncCall's misuse: misuse_at with PFFuncCall's own parameters, so
+ * that the call path reaches it with a jump. noipa keeps GCC from cloning
+ * it with the parameters misuse_at ignores left out, which would cost the
+ * call path a move per parameter. */
+#if defined(__has_attribute)
+#if __has_attribute(noipa)
+#define PF_NOIPA_ noipa
+#endif
+#endif
+#ifndef PF_NOIPA_
+#define PF_NOIPA_ noinline
+#endif
+__attribute__((PF_NOIPA_, cold)) static int call_misuse(PFFunctionHandle func, PFValue* args,
+                                                        int* type_codes, int num_args,
+                                                        PFValue* ret_val, int* ret_type_code) {
+  return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
+}
+
 /* What PFFuncCall keeps across the callee: the slot and what it needs
  * after the callee returns. All of it lives in memory, so that the call
  * path saves no registers. */
@@ -326,25 +344,41 @@ __attribute__((noinline)) static int direct_store(int depth, int code, PFValue v
   return 0;
 }
 
-/* Calls a direct function `f`; `bump` as for call_with_slot. The callee
- * writes the caller's outputs only on success (PFDirectCFunc); with `bump`
- * the result goes through locals, since its copy to the caller's depth
- * may still fail. */
-static inline __attribute__((always_inline)) int call_direct(pf_function* f, PFValue* args,
-                                                             int* type_codes, int num_args,
-                                                             PFValue* ret_val, int* ret_type_code,
-                                                             int bump) {
+/* The two paths of a function whose arguments proved plain (f->call),
+ * chosen at creation; each takes PFFuncCall's parameters, so that
+ * PFFuncCall reaches it with one indirect jump. The setter convention's is
+ * also the entry of its resolved targets. */
+__attribute__((noinline)) static int call_setter(PFFunctionHandle f, PFValue* args, int* type_codes,
+                                                 int num_args, PFValue* ret_val,
+                                                 int* ret_type_code) {
+  return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+}
+
+/* The callee writes the caller's outputs, only on success (PFDirectCFunc).
+ * What a failure needs waits in two stack words (volatile: saved
+ * registers would cost a push and a pop each). */
+__attribute__((noinline)) static int call_direct(PFFunctionHandle func, PFValue* args,
+                                                 int* type_codes, int num_args, PFValue* ret_val,
+                                                 int* ret_type_code) {
+  pf_function* f = func;
+  volatile struct {
+    pf_function* f;
+    uint64_t gen;
+  } keep = {f, pf_hot.err_gen};
+  int rc = f->direct(f->resource, args, type_codes, num_args, ret_val, ret_type_code);
+  if (__builtin_expect(rc != 0, 0)) rc = call_failed(keep.f, rc, keep.gen);
+  return rc;
+}
+
+/* A direct function given a str or bytes argument (`bump`, as for
+ * call_with_slot). The result goes through locals, since its copy to the
+ * caller's depth may still fail. */
+__attribute__((noinline)) static int call_direct_bumped(pf_function* f, PFValue* args,
+                                                        int* type_codes, int num_args,
+                                                        PFValue* ret_val, int* ret_type_code) {
   uint64_t gen = pf_hot.err_gen;
-  int depth = 0;
-  if (bump) {
-    depth = pf_hot.str_depth;
-    pf_hot.str_depth = depth + 1;
-  }
-  if (!bump) {
-    int rc = f->direct(f->resource, args, type_codes, num_args, ret_val, ret_type_code);
-    if (__builtin_expect(rc != 0, 0)) return call_failed(f, rc, gen);
-    return 0;
-  }
+  int depth = pf_hot.str_depth;
+  pf_hot.str_depth = depth + 1;
   PFValue v;
   int code;
   int rc = f->direct(f->resource, args, type_codes, num_args, &v, &code);
@@ -357,28 +391,15 @@ static inline __attribute__((always_inline)) int call_direct(pf_function* f, PFV
   return 0;
 }
 
-/* PFFuncCall's call of a direct function, out of line: the setter path
- * that PFFuncCall inlines keeps its frame. */
-__attribute__((noinline)) static int call_direct_plain(pf_function* f, PFValue* args,
-                                                       int* type_codes, int num_args,
-                                                       PFValue* ret_val, int* ret_type_code) {
-  return call_direct(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
-}
-__attribute__((noinline)) static int call_direct_bumped(pf_function* f, PFValue* args,
-                                                        int* type_codes, int num_args,
-                                                        PFValue* ret_val, int* ret_type_code) {
-  return call_direct(f, args, type_codes, num_args, ret_val, ret_type_code, 1);
-}
-
 /* Calls `f` by its convention. */
 static inline __attribute__((always_inline)) int call_any(pf_function* f, PFValue* args,
                                                           int* type_codes, int num_args,
                                                           PFValue* ret_val, int* ret_type_code,
                                                           int bump) {
-  if (f->direct != NULL)
-    return (bump ? call_direct_bumped : call_direct_plain)(f, args, type_codes, num_args, ret_val,
-                                                           ret_type_code);
-  return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, bump);
+  if (!bump) return f->call(f, args, type_codes, num_args, ret_val, ret_type_code);
+  if (f->direct == NULL)
+    return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 1);
+  return call_direct_bumped(f, args, type_codes, num_args, ret_val, ret_type_code);
 }
 
 /* A call with an argument code outside the plain prefix: the check of
@@ -417,21 +438,27 @@ static inline __attribute__((always_inline)) int func_call(PFFunctionHandle func
                                                            int* type_codes, int num_args,
                                                            PFValue* ret_val, int* ret_type_code) {
   if (__builtin_expect(!pf_is_function(func) || ret_val == NULL || ret_type_code == NULL, 0))
-    return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
-  if (num_args != 0) {
-    if (__builtin_expect(num_args < 0, 0))
-      return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
-    if (__builtin_expect(args == NULL, 0))
-      return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
-    if (__builtin_expect(type_codes == NULL, 0))
-      return misuse_at(func, args, type_codes, num_args, ret_val, ret_type_code, "PFFuncCall");
-    /* One compare per argument: a plain code needs no check (any bits are
-     * valid); any other code takes the full check. */
+    return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+  if (num_args > 0) {
+    if (__builtin_expect(args == NULL || type_codes == NULL, 0))
+      return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
+    /* One compare per argument, two a round: a plain code needs no check
+     * (any bits are valid); any other code takes the full check. */
     size_t i = (size_t)num_args;
-    do {
+    if (i & 1) {
       if (__builtin_expect((unsigned)type_codes[i - 1] >= PF_PLAIN_PREFIX, 0))
         return call_checked(func, args, type_codes, num_args, ret_val, ret_type_code);
-    } while (--i != 0);
+      --i;
+    }
+    while (i != 0) {
+      if (__builtin_expect(((unsigned)type_codes[i - 1] >= PF_PLAIN_PREFIX) |
+                               ((unsigned)type_codes[i - 2] >= PF_PLAIN_PREFIX),
+                           0))
+        return call_checked(func, args, type_codes, num_args, ret_val, ret_type_code);
+      i -= 2;
+    }
+  } else if (__builtin_expect(num_args < 0, 0)) {
+    return call_misuse(func, args, type_codes, num_args, ret_val, ret_type_code);
   }
   return call_any(func, args, type_codes, num_args, ret_val, ret_type_code, 0);
 }
@@ -484,6 +511,7 @@ static int create_function(const char* where, PFPackedCFunc func, PFDirectCFunc 
   pf_object_init(&f->base, kPFObjectFunction, function_destroy);
   f->func = func;
   f->direct = direct;
+  f->call = direct ? call_direct : call_setter;
   f->resource = resource_handle;
   f->fin = fin;
   /* Both may be a module's code, and both run until the last reference. */
@@ -541,13 +569,6 @@ int pf_target_call(const PFCallTarget* t, PFFunctionHandle func, PFValue* args, 
   return 0;
 }
 
-/* A setter-convention function's target entry: PFFuncCall's call, without
- * its checks (the target caller owes what they would prove). */
-static int setter_entry(void* ctx, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
-                        int* ret_type_code) {
-  return call_with_slot(ctx, args, type_codes, num_args, ret_val, ret_type_code, 0);
-}
-
 /* The checking mode's entry: what a target caller owes, checked as
  * PFFuncCall checks it, then the call. */
 static int checked_entry(void* ctx, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
@@ -566,9 +587,7 @@ static int checked_entry(void* ctx, PFValue* args, int* type_codes, int num_args
                       "result): copy it, or call through PFFuncCall",
                       where, i);
   }
-  if (f->direct == NULL)
-    return call_with_slot(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
-  return call_direct(f, args, type_codes, num_args, ret_val, ret_type_code, 0);
+  return f->call(f, args, type_codes, num_args, ret_val, ret_type_code);
 }
 
 /* PF_CHECK_TARGETS, read once: -1 until read, then 0 or 1. */
@@ -609,7 +628,7 @@ int PFFuncResolve(PFFunctionHandle func, PFCallTarget* out) {
     t.ctx = f->resource;
   } else {
     t.flags = kPFTargetAdapter;
-    t.entry = setter_entry;
+    t.entry = call_setter;
   }
   /* Only what the caller's struct has room for (an older, smaller one). */
   if (out->size < t.size) t.size = out->size;

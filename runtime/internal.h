@@ -46,6 +46,10 @@ typedef struct {
   pf_object base;
   PFPackedCFunc func;   /* the setter convention; NULL for a direct function */
   PFDirectCFunc direct; /* the direct convention (PFFuncCreateDirect); else NULL */
+  /* PFFuncCall's path for this function's convention once the arguments
+   * proved plain, chosen at creation: one indirect jump, no test. */
+  int (*call)(PFFunctionHandle self, PFValue* args, int* type_codes, int num_args, PFValue* ret_val,
+              int* ret_type_code);
   void* resource;
   PFPackedCFuncFinalizer fin;
   /* Metadata; each is set at most once, then read without a lock. The

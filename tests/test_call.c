@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "support/pf_test.h"
@@ -144,12 +145,59 @@ static void test_misuse(void** state) {
   PFFuncFree(f);
 }
 
+/* A direct callee that returns its argument count. */
+static int d_count(void* res, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)res, (void)a, (void)c;
+  rv->v_int64 = n;
+  *rc = kPFInt;
+  return 0;
+}
+
+/* PFFuncCall checks every argument, whatever the count and the callee's
+ * convention: a bad code at any position of calls of 1 to 6 arguments is
+ * refused by position, before the callee runs. */
+static void test_every_argument_is_checked(void** state) {
+  (void)state;
+  int echo = 0;
+  PFFunctionHandle fs[2] = {make(p_mode, &echo), NULL};
+  assert_pf_ok(PFFuncCreateDirect(d_count, NULL, NULL, &fs[1]));
+  PFValue a[6];
+  int c[6];
+  for (int k = 0; k < 2; ++k) {
+    for (int n = 1; n <= 6; ++n) {
+      for (int i = 0; i < n; ++i) {
+        a[i].v_int64 = i;
+        c[i] = kPFInt;
+      }
+      PFValue rv = {.v_int64 = -1};
+      int rc = -1;
+      assert_pf_ok(PFFuncCall(fs[k], a, c, n, &rv, &rc));
+      assert_int_equal(rc, kPFInt);
+      assert_int_equal(rv.v_int64, k == 0 ? 0 : n);
+      for (int bad = 0; bad < n; ++bad) {
+        char want[64];
+        snprintf(want, sizeof(want), "argument %d has unknown type code 200", bad);
+        c[bad] = 200;
+        rv.v_int64 = 77;
+        rc = 99;
+        assert_pf_error(PFFuncCall(fs[k], a, c, n, &rv, &rc), kPFErrTypeError, want);
+        assert_int_equal(rv.v_int64, 77);
+        assert_int_equal(rc, 99);
+        c[bad] = kPFInt;
+      }
+    }
+  }
+  PFFuncFree(fs[0]);
+  PFFuncFree(fs[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_and_string_arguments),
       cmocka_unit_test(test_results_that_end_out_of_line),
       cmocka_unit_test(test_failures),
       cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_every_argument_is_checked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,15 +288,85 @@ static int codes_of(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
   return PFCFuncSetReturn(ret, &out, &code, 1);
 }
 
+/* ---- direct-convention callees (the binding calls them through targets) ---- */
+
+/* nodetest.direct_silent(): fails without recording an error. */
+static int direct_silent(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)r, (void)a, (void)c, (void)n, (void)rv, (void)rc;
+  return -1;
+}
+
+/* nodetest.direct_greet(s): "hello, " + s, a str result through
+ * PFFuncReturnString; any other argument is a TypeError. */
+static int direct_greet(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  (void)r;
+  if (n != 1 || c[0] != kPFStr)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.direct_greet: expected one str");
+  char buf[256];
+  int len = snprintf(buf, sizeof buf, "hello, %s", a[0].v_str);
+  return PFFuncReturnString(kPFStr, buf, len < 0 ? 0 : (size_t)len, rv, rc);
+}
+
+/* An adder of nodetest.make_adder: its resource holds k. */
+static int direct_add_k(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  if (n != 1 || c[0] != kPFInt) return PFErrorSetFormat(kPFErrTypeError, "adder: expected one int");
+  rv->v_int64 = a[0].v_int64 + *(int64_t*)r;
+  *rc = kPFInt;
+  return 0;
+}
+
+/* A multiplier of nodetest.make_adder. */
+static int direct_mul_k(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  if (n != 1 || c[0] != kPFInt)
+    return PFErrorSetFormat(kPFErrTypeError, "multiplier: expected one int");
+  rv->v_int64 = a[0].v_int64 * *(int64_t*)r;
+  *rc = kPFInt;
+  return 0;
+}
+
+/* nodetest.make_adder(k, mul = 0): a new direct function x -> x + k (x * k
+ * when mul is nonzero), whose only reference is the result (its finalizer
+ * frees k's box). */
+static int make_adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n < 1 || n > 2 || c[0] != kPFInt || (n == 2 && c[1] != kPFInt))
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.make_adder: expected one or two ints");
+  int64_t* k = malloc(sizeof *k);
+  if (k == NULL) return PFErrorSetFormat(kPFErrMemoryError, "nodetest.make_adder: out of memory");
+  *k = a[0].v_int64;
+  PFFunctionHandle f;
+  int mul = n == 2 && a[1].v_int64 != 0;
+  if (PFFuncCreateDirect(mul ? direct_mul_k : direct_add_k, k, free, &f) != 0) return -1;
+  PFValue out = {.v_handle = f};
+  int code = kPFFuncHandle;
+  int st = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFFuncFree(f);
+  return st;
+}
+
+static int64_t typed_add(int64_t x, int64_t y) { return x + y; }
+
+/* Registers *f, made with status `made`, under `name` (its metadata name
+ * too, with `signature` when not NULL) and drops the reference. */
+static int publish(int made, PFFunctionHandle* f, const char* name, const char* signature) {
+  if (made != 0) return -1;
+  int rc = PFFuncSetInfo(*f, name, signature, NULL);
+  if (rc == 0) rc = PFFuncRegisterGlobal(name, *f, 1);
+  PFFuncFree(*f);
+  return rc;
+}
+
 int pfn_init(void) {
-  {
-    PFFunctionHandle f;
-    if (PFFuncCreateFromCFunc(codes_of, NULL, NULL, &f) != 0) return -1;
-    int rc = PFFuncSetInfo(f, "nodetest.codes", "str(x: float64, y: float64 = 2.5)", NULL);
-    if (rc == 0) rc = PFFuncRegisterGlobal("nodetest.codes", f, 1);
-    PFFuncFree(f);
-    if (rc != 0) return -1;
-  }
+  PFFunctionHandle f = NULL;
+  if (publish(PFFuncCreateDirect(direct_silent, NULL, NULL, &f), &f, "nodetest.direct_silent",
+              NULL) != 0 ||
+      publish(PFFuncCreateDirect(direct_greet, NULL, NULL, &f), &f, "nodetest.direct_greet",
+              NULL) != 0 ||
+      publish(PFFuncCreateFromTyped((void*)typed_add, "int64(int64,int64)", &f), &f,
+              "nodetest.typed_add", NULL) != 0 ||
+      publish(PFFuncCreateFromCFunc(codes_of, NULL, NULL, &f), &f, "nodetest.codes",
+              "str(x: float64, y: float64 = 2.5)") != 0)
+    return -1;
   static const struct {
     const char* name;
     PFPackedCFunc fn;
@@ -309,9 +379,9 @@ int pfn_init(void) {
       {"nodetest.tensor_sum", tensor_sum},
       {"nodetest.sum_after", sum_after},
       {"nodetest.long_string", long_string},
+      {"nodetest.make_adder", make_adder},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
-    PFFunctionHandle f;
     if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;
     int rc = PFFuncRegisterGlobal(table[i].name, f, 1);
     PFFuncFree(f);

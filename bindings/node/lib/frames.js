@@ -1,8 +1,10 @@
 'use strict';
 // Call frames, and the memory a call takes beyond its frame. Private.
 //
-// A frame is a PFCallFrame followed by room for its arguments:
+// A frame is a PFCallFrame, the called function's resolved target (the
+// helper's pfnode_frame: src/pfnode.c), then room for its arguments:
 //   0   PFCallFrame {ret_val, ret_type_code, num_args, func, args, type_codes}
+//   40  PFCallTarget {size, flags, entry, ctx}
 //   64  values[FRAME_ARGS]        192 codes[FRAME_ARGS]
 //   256 an arena: strings, PFByteArrays, DLTensors and their shapes
 // Frames are a stack: a call takes the next one, so that a call made from
@@ -26,7 +28,10 @@ class Frame {
     this.off = off;
     this.addr = blk.addr + off;
     this.big = false;
-    this.h = 0; // the function handle written in the frame
+    this.h = 0; // the function handle written in the frame, and its state (functions.js)
+    this.st = null;
+    // The helper's PFNODE_TARGET_OUTER for the outermost call's frame.
+    this.outer = 0;
     this.valuesOff = off + VALUES_OFF;
     this.codesOff = this.valuesOff + 8 * capacity;
     this.arenaStart = (this.codesOff + 4 * capacity + 7) & ~7;
@@ -41,6 +46,7 @@ const frames = [];
 for (let i = 0; i < NFRAMES; i++) {
   frames.push(new Frame(frameBlock, i * FRAME_SIZE, FRAME_ARGS, (i + 1) * FRAME_SIZE));
 }
+frames[0].outer = 0x80000000;
 const stack = { depth: 0 }; // how many of `frames` calls use now
 
 // A frame for many arguments, or for a call nested deeper than NFRAMES: C

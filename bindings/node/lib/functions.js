@@ -1,12 +1,14 @@
 'use strict';
 // Packed functions: the wrapper of a function handle (a callable
 // JavaScript function), and a call. Arguments go to C through a call
-// frame, with one argument to PFFuncCallFrame, the frame's address, so
-// that koffi converts nothing per argument. Private.
+// frame, with one argument, the frame's address, so that koffi converts
+// nothing per argument: to the helper's pfnode_call, which calls the
+// function's target (resolved once per wrapper), or to PFFuncCallFrame
+// (see ADAPTER). Private.
 
-const { api, TYPE_CODES } = require('./library.js');
+const { api, helperApi, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall, lastError, nameArg } = require('./errors.js');
-const { readInt, writePtr } = require('./words.js');
+const { readInt, readPtr, writePtr } = require('./words.js');
 const { FRAME_ARGS, NFRAMES, frames, stack, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
 const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
 const { info, levelOf } = require('./funcinfo.js');
@@ -16,6 +18,13 @@ const { shared, hostFunction } = require('./held.js');
 const { custom } = require('./inspect.js');
 
 const { int: INT } = TYPE_CODES;
+// PFCallTarget.flags' kPFTargetAdapter: the runtime's adapter of a
+// setter-convention callee, which the helper calls (pfnode_call). A direct
+// target needs the helper to tell a silent failure from an older error
+// (PFErrorGetKind, about 35 instructions: the error lives in
+// general-dynamic TLS), dearer than PFFuncCall's checks of the frame, so a
+// direct function is called through PFFuncCallFrame.
+const ADAPTER = 2;
 
 // The prototype of every packed function wrapper (a callable JavaScript
 // function): PackedFunction below gives instanceof.
@@ -29,10 +38,11 @@ Object.defineProperty(functionProto, 'constructor', { value: PackedFunction });
 
 // Wraps an owned function reference as a callable JavaScript function. Its
 // state is a small object of one shape (the handle, the metadata once read,
-// whether every parameter takes a small int as an int), which the call's
-// hot path reads; kHandle on the function reads and writes it.
+// whether every parameter takes a small int as an int, the target resolved
+// for handle th), which the call's hot path reads; kHandle on the function
+// reads and writes it.
 function adoptFunction(h) {
-  const st = { h, info: undefined, ints: undefined, lookedUp: null };
+  const st = { h, info: undefined, ints: undefined, lookedUp: null, th: 0, entry: 0, ctx: 0, flags: 0 };
   // Named parameters and arguments.length, not a rest array: a call of up
   // to four small ints allocates nothing (V8 does not materialize
   // `arguments` for its length).
@@ -100,7 +110,7 @@ function callFunction(st, args) {
   const h = st.h;
   if (!h) throw new TypeError('packedfunc: the function was disposed');
   const n = args.length;
-  const fr = takeFrame(h, n);
+  const fr = takeFrame(st, h, n);
   let ctx = null;
   try {
     const blk = fr.blk;
@@ -139,7 +149,7 @@ function smallInts(n, a0, a1, a2, a3) {
 function callSmallInts(st, n, a0, a1, a2, a3) {
   const h = st.h;
   if (!h) throw new TypeError('packedfunc: the function was disposed');
-  const fr = takeFrame(h, n);
+  const fr = takeFrame(st, h, n);
   try {
     const i32 = fr.blk.i32;
     const w = fr.valuesOff >> 2;
@@ -154,17 +164,35 @@ function callSmallInts(st, n, a0, a1, a2, a3) {
   }
 }
 
-// The frame for a call of n arguments to h (the next of the stack, or one
-// of its own), with h and n written.
-function takeFrame(h, n) {
+// The frame for a call of n arguments to h, the handle of wrapper state st
+// (the next of the stack, or one of its own), with h, its target and n
+// written. A frame is rewritten when its state or handle changes (a handle
+// alone could be a new function's at a freed one's address).
+function takeFrame(st, h, n) {
+  if (st.th !== h) resolve(st, h);
   const fr = stack.depth < NFRAMES && n <= FRAME_ARGS ? frames[stack.depth] : bigFrame(n);
   stack.depth++;
-  if (fr.h !== h) {
-    writePtr(fr.blk, fr.off + 16, h);
+  if (fr.st !== st || fr.h !== h) {
+    const blk = fr.blk;
+    writePtr(blk, fr.off + 16, h);
+    blk.u32[(fr.off + 44) >> 2] = (st.flags | fr.outer) >>> 0;
+    writePtr(blk, fr.off + 48, st.entry);
+    writePtr(blk, fr.off + 56, st.ctx);
     fr.h = h;
+    fr.st = st;
   }
   fr.blk.i32[(fr.off + 12) >> 2] = n;
   return fr;
+}
+
+// Resolves h's call target (PFFuncResolve) into st: valid while st holds h.
+function resolve(st, h) {
+  scratch.u32[0] = 24; // sizeof(PFCallTarget)
+  checkCall(api.PFFuncResolve(h, scratch.addr));
+  st.flags = scratch.u32[1];
+  st.entry = readPtr(scratch, 8);
+  st.ctx = readPtr(scratch, 16);
+  st.th = h;
 }
 
 function dropFrame(fr) {
@@ -180,7 +208,7 @@ function dropFrame(fr) {
 function invoke(st, fr, ctx) {
   if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
   shared[0]++;
-  const rc = api.PFFuncCallFrame(fr.addr);
+  const rc = st.flags & ADAPTER ? helperApi.call(fr.addr) : api.PFFuncCallFrame(fr.addr);
   shared[0]--;
   shared[1]++;
   if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();

@@ -70,7 +70,7 @@
 
 /* The layout version of everything JavaScript reads here (lib/library.js
  * checks it). */
-#define PFNODE_ABI 3
+#define PFNODE_ABI 4
 /* Callbacks nested on the JavaScript thread, at most. */
 #define PFNODE_MAX_DEPTH 128
 /* Arguments copied into a slot; more are read through the slot's pointers. */
@@ -110,6 +110,7 @@ typedef void (*js_release_fn)(int64_t key);
 
 typedef struct pfnode_async pfnode_async;
 typedef struct pfnode_env pfnode_env;
+typedef struct pfnode_frame pfnode_frame;
 
 /* What koffi calls; each is described where it is defined. */
 PFNODE_EXPORT int32_t pfnode_abi(void);
@@ -130,6 +131,7 @@ PFNODE_EXPORT int32_t pfnode_max_depth(void);
 PFNODE_EXPORT void* pfnode_shared_state(pfnode_env* env);
 PFNODE_EXPORT int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
 PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message);
+PFNODE_EXPORT int32_t pfnode_call(pfnode_frame* fr);
 PFNODE_EXPORT int32_t pfnode_async_size(void);
 PFNODE_EXPORT int32_t pfnode_call_async(pfnode_async* a);
 PFNODE_EXPORT void pfnode_async_clear(pfnode_async* a);
@@ -741,6 +743,52 @@ PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message) {
     keys = next;
   }
   env_release(env);
+}
+
+/* ---- synchronous calls of the JavaScript thread -------------------------- */
+
+/* A frame of lib/frames.js: PFFuncCallFrame's fields, then the target that
+ * JavaScript resolved once for the function (PFFuncResolve) and copied in
+ * with its handle. The arguments are the binding's own: codes it wrote
+ * itself, strings and bytes in the frame's arena (never return storage),
+ * handles of wrappers that hold them; so the call goes straight to the
+ * target. JavaScript adds PFNODE_TARGET_OUTER to the target's flags in the
+ * frame of its outermost call, which has no C code below it. */
+#define PFNODE_TARGET_OUTER 0x80000000u
+struct pfnode_frame {
+  PFCallFrame call;    /*  0: 40 bytes */
+  PFCallTarget target; /* 40: 24 bytes */
+};
+_Static_assert(sizeof(pfnode_frame) == 64, "pfnode_frame layout (lib/frames.js)");
+
+/* lib/functions.js calls the targets of setter-convention functions here
+ * (the runtime's adapter, which tells a silent failure itself); for a
+ * direct target the guard below costs more than PFFuncCall's checks
+ * (PFErrorGetKind reaches general-dynamic TLS), so JavaScript calls a
+ * direct function through PFFuncCallFrame. Any target is correct here.
+ * A direct callee that fails must record an error (PFDirectCFunc); one
+ * that does not would leave an older error standing, which a call through
+ * its target cannot tell from its own. So a direct target runs with no
+ * error on the thread: an outermost call drops a standing error, which
+ * JavaScript has read already and which nobody below it waits on; a
+ * nested one leaves it to PFFuncCall, which tells them apart. The
+ * adapter of a setter-convention callee tells them apart itself. */
+PFNODE_EXPORT int32_t pfnode_call(pfnode_frame* fr) {
+  PFCallFrame* c = &fr->call;
+  uint32_t flags = fr->target.flags;
+  if (!(flags & kPFTargetAdapter) && PFErrorGetKind()[0] != '\0') {
+    if (!(flags & PFNODE_TARGET_OUTER)) return PFFuncCallFrame(c);
+    PFErrorClear();
+  }
+  int rc = fr->target.entry(fr->target.ctx, c->args, c->type_codes, c->num_args, &c->ret_val,
+                            &c->ret_type_code);
+  if (rc != 0 && PFErrorGetKind()[0] == '\0') {
+    const char* name = NULL;
+    (void)PFFuncGetInfo(c->func, &name, NULL, NULL);
+    PFErrorSetFormat(kPFErrRuntimeError, "function '%s' returned %d without recording an error",
+                     name ? name : "<anonymous>", rc);
+  }
+  return rc;
 }
 
 /* ---- calls made off the JavaScript thread (callAsync) --------------------- */
