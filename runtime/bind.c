@@ -337,6 +337,11 @@ int PFFuncBind(PFFunctionHandle func, int num_bound, const int* positions, PFVal
     pf_free(new_sig);
     return -1;
   }
+  /* A bound call is a call of func: the hosts' hints (kPFFuncNonBlocking)
+   * hold for it as they do for func. */
+  atomic_store_explicit(&((pf_function*)f)->flags,
+                        atomic_load_explicit(&((pf_function*)func)->flags, memory_order_acquire),
+                        memory_order_release);
   if (new_sig != NULL) {
     int rc = PFFuncSetInfo(f, NULL, new_sig, NULL);
     pf_free(new_sig);

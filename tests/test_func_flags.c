@@ -91,11 +91,44 @@ static void test_flags_threads(void** state) {
   assert_pf_ok(PFFuncFree(f));
 }
 
+/* A function bound to constants (PFFuncBind) calls the function it binds:
+ * it has that function's flags, whatever is bound. */
+static void test_bound_functions_inherit_flags(void** state) {
+  (void)state;
+  PFFunctionHandle quick = NULL, plain = NULL, bound = NULL, twice = NULL;
+  assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &quick));
+  assert_pf_ok(PFFuncCreateFromCFunc(pf_test_echo, NULL, NULL, &plain));
+  assert_pf_ok(PFFuncSetFlags(quick, kPFFuncNonBlocking));
+  int pos = 0, code = kPFInt;
+  PFValue v = {.v_int64 = 7};
+  uint32_t flags = 99;
+  assert_pf_ok(PFFuncBind(quick, 1, &pos, &v, &code, NULL, &bound));
+  assert_pf_ok(PFFuncGetFlags(bound, &flags));
+  assert_int_equal(flags, kPFFuncNonBlocking);
+  /* A binding of a binding, with nothing bound. */
+  assert_pf_ok(PFFuncBind(bound, 0, NULL, NULL, NULL, NULL, &twice));
+  assert_pf_ok(PFFuncGetFlags(twice, &flags));
+  assert_int_equal(flags, kPFFuncNonBlocking);
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(twice, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rv.v_int64, 7);
+  assert_pf_ok(PFFuncFree(twice));
+  assert_pf_ok(PFFuncFree(bound));
+  assert_pf_ok(PFFuncBind(plain, 1, &pos, &v, &code, NULL, &bound));
+  assert_pf_ok(PFFuncGetFlags(bound, &flags));
+  assert_int_equal(flags, 0);
+  assert_pf_ok(PFFuncFree(bound));
+  assert_pf_ok(PFFuncFree(quick));
+  assert_pf_ok(PFFuncFree(plain));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_flags_set_and_read),
       cmocka_unit_test(test_flags_bad_input),
       cmocka_unit_test(test_flags_threads),
+      cmocka_unit_test(test_bound_functions_inherit_flags),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -498,9 +498,10 @@ PF_EXPORT int PFPrePackCacheGetStats(PFPrePackCacheHandle cache, int64_t* entrie
  * constant again, both finish. Only a thread that is packing for no cache
  * waits, and only for a thread that never waits.
  *
- * *out is a new reference (PFFuncFree), written only on success. Calls of
- * the new function may run on any number of threads at once: they share
- * no scratch state. Thread-safe.
+ * *out is a new reference (PFFuncFree), written only on success. It has
+ * func's flags (PFFuncGetFlags) as func has them at the bind: a bound call
+ * is a call of func. Calls of the new function may run on any number of
+ * threads at once: they share no scratch state. Thread-safe.
  *
  * Errors: NULL out, func not a live function, NULL positions, values or
  * type_codes with num_bound > 0 (TypeError naming the argument); num_bound

@@ -178,3 +178,11 @@ def test_fast_path_falls_back_for_everything_else(fn):
         assert echo([1, 2])[1] == 2
         assert nargs(*range(12)) == 12  # more than the fast path's 8
         assert fn("kw_args")(1, b="q") is not None  # keywords
+
+
+def test_a_bound_function_keeps_the_hint_of_the_function_it_binds(fn):
+    # PFFuncBind gives the bound function the flags of the one it binds.
+    quick = fn("quick_add").bind({0: 10})
+    assert quick.release_gil is False and quick(5) == 15
+    slow = fn("add").bind({0: 10})
+    assert slow.release_gil is True and slow(5) == 15

@@ -263,8 +263,16 @@ class Function(_cext.FunctionBase if _cext else object):
         # released Function has handle 0 and refuses calls (ValueError).
         handle = self._handle
         if handle and not _state.shutting_down:
-            self._handle, self._hb = 0, None
-            PFFuncFree(handle)
+            self._hb = None
+            if _cext:
+                # The extension's handle and call target change only here;
+                # calls in progress that use them free the handle as the
+                # last one ends (0 then).
+                handle = _cext.release(self)
+            else:
+                self._handle = 0
+            if handle:
+                PFFuncFree(handle)
             _holds.give_back(self)  # after the release, as Object.__del__
 
     def __reduce__(self):

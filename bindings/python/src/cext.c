@@ -96,6 +96,18 @@ typedef struct {
                                 package's general path; PY_SSIZE_T_MAX until it looks */
   int keep_gil;              /* 1: calls keep the GIL (kPFFuncNonBlocking, or Python's
                                 release_gil = False); 0: they release it */
+  /* The resolved call target of `handle` (PFFuncResolve), set with it at
+   * adopt() and never changed: valid while the handle is held. NULL when
+   * the handle is not resolvable, or released: calls then go through the
+   * library's checked entries, which say so. */
+  PFDirectCFunc entry;
+  void* ctx;
+  /* Calls in progress that use `handle` (this Function called, or passed
+   * as an argument), counted with the GIL held. release() while some are
+   * in progress moves the handle to `pending`, which the last of them
+   * frees: the handle and its target stay valid until they end. */
+  Py_ssize_t busy;
+  unsigned long long pending;
 } PFCextFunction;
 
 static PyTypeObject pf_function_type;
@@ -325,24 +337,28 @@ static int pf_field_arg(PyObject* x, PyTypeObject* t, PFValue* value, int* code)
 }
 
 /* The C objects that a call made of its list, tuple and dict arguments,
- * released when it returns; and the Objects it took, pinned until it
- * returns (pf_object_pin). */
+ * released when it returns; the Objects it took, pinned until it returns
+ * (pf_object_pin); and the Functions it took, entered until it returns
+ * (pf_function_enter). */
 typedef struct {
   void* objects[PF_CEXT_MAX_ARGS];
   int n;
   PyObject* pinned[PF_CEXT_MAX_ARGS];
   int npinned;
+  PyObject* functions[PF_CEXT_MAX_ARGS];
+  int nfunctions;
 } pf_made;
 
 /* Converts x when it is of exactly one of the plain types: int (within
  * int64), float, bool, None, str (valid UTF-8 without NUL, for a function
  * with no parameter that converts strings: `f` is the callee), bytes (into
- * *array, which must outlive the call) and a live Function. 1 with *value
+ * *array, which must outlive the call) and, when `functions` is 1, a live
+ * Function (which the caller then holds: pf_function_enter). 1 with *value
  * and *code set; 0, with no exception, for anything else, which the
  * general path converts or refuses (an int outside int64 raises its
  * OverflowError there). Runs no Python code. */
 static inline int pf_plain_arg(const PFCextFunction* f, PyObject* x, PFValue* value, int* code,
-                               PFByteArray* array) {
+                               PFByteArray* array, int functions) {
   PyTypeObject* t = Py_TYPE(x);
   if (t == &PyLong_Type) {
     int overflow;
@@ -383,7 +399,7 @@ static inline int pf_plain_arg(const PFCextFunction* f, PyObject* x, PFValue* va
     *code = kPFBytes;
     return 1;
   }
-  if (PyObject_TypeCheck(x, &pf_function_type) && ((const PFCextFunction*)x)->handle) {
+  if (functions && PyObject_TypeCheck(x, &pf_function_type) && ((const PFCextFunction*)x)->handle) {
     value->v_handle = (void*)(uintptr_t)((const PFCextFunction*)x)->handle;
     *code = kPFFuncHandle;
     return 1;
@@ -391,30 +407,73 @@ static inline int pf_plain_arg(const PFCextFunction* f, PyObject* x, PFValue* va
   return 0;
 }
 
+/* Frees the handle of a Function released while calls used it, when the
+ * last of them has ended (see PFCextFunction.busy). The finalizer this may
+ * run may run Python code: a pending exception is kept across it. */
+static __attribute__((noinline, cold)) void pf_function_free_pending(PFCextFunction* f) {
+  void* handle = (void*)(uintptr_t)f->pending;
+  f->pending = 0;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (pf_api->FuncFree(handle) != 0) pf_api->ErrorClear(); /* cannot fail: a live function */
+  PyErr_Restore(type, value, tb);
+}
+
+/* A call in progress uses f's handle (called, or passed as an argument):
+ * a release() meanwhile leaves it to pf_function_leave. With the GIL. */
+static inline void pf_function_enter(PFCextFunction* f) { ++f->busy; }
+
+/* The end of what pf_function_enter began, after the call's result is
+ * converted (freeing the handle may run other calls, which reuse the
+ * return storage that a str result lives in). With the GIL. */
+static inline void pf_function_leave(PFCextFunction* f) {
+  if (--f->busy == 0 && __builtin_expect(f->pending != 0, 0)) pf_function_free_pending(f);
+}
+
 /* The call into C of a Function call whose arguments are converted: `n`
  * positional values, then `nkw` keyword values that `names` names. It
  * releases the GIL around the callee unless the function keeps it
  * (keep_gil): then the callee runs with the GIL held, and a callback on
  * this thread needs no GIL switch (pf_trampoline). The one place where a
- * Function call enters the library: the resolved call target of issue 34
- * (item 4) replaces FuncCall here. */
+ * Function call enters the library: a positional call goes straight to
+ * the function's resolved target (PFFuncResolve), whose caller's duties
+ * the conversions meet (type codes of their own, live handles, no string
+ * from the return storage: every str and bytes is a Python object's);
+ * keywords need the library's binding (FuncCallKw), and a Function
+ * without a target the checked entry. The caller has entered f
+ * (pf_function_enter), so the target stays valid. */
 static inline int pf_invoke(const PFCextFunction* f, PFValue* values, int* codes, int n,
                             const char* const* names, int nkw, PFValue* ret, int* ret_code) {
   void* handle = (void*)(uintptr_t)f->handle;
+  PFDirectCFunc entry = f->entry;
+  void* ctx = f->ctx;
   PyThreadState *released = pf_released, *kept = pf_kept, *ts = NULL;
   if (f->keep_gil) pf_kept = pf_current_thread_state();
   else pf_released = ts = PyEval_SaveThread();
-  int rc = nkw == 0 ? pf_api->FuncCall(handle, values, codes, n, ret, ret_code)
-                    : pf_api->FuncCallKw(handle, values, codes, n, names, values + n, codes + n,
-                                         nkw, ret, ret_code);
+  int rc = nkw != 0 ? pf_api->FuncCallKw(handle, values, codes, n, names, values + n, codes + n,
+                                         nkw, ret, ret_code)
+           : __builtin_expect(entry != NULL, 1)
+               ? entry(ctx, values, codes, n, ret, ret_code)
+               : pf_api->FuncCall(handle, values, codes, n, ret, ret_code);
   if (ts != NULL) PyEval_RestoreThread(ts);
   pf_released = released;
   pf_kept = kept;
   return rc;
 }
 
-/* A failed call's error, raised through the package (NULL). */
-static PyObject* pf_raise_failed(PyObject* self) {
+/* A failed call's error, raised through the package (NULL). A direct
+ * callee called through its target that failed without recording an
+ * error (which its contract forbids) gets PFFuncCall's RuntimeError when
+ * the thread has no error. */
+static __attribute__((noinline, cold)) PyObject* pf_raise_failed(PyObject* self) {
+  if (pf_api->ErrorGetKind()[0] == '\0') {
+    const char* name = NULL;
+    void* handle = (void*)(uintptr_t)((PFCextFunction*)self)->handle;
+    if (handle == NULL || pf_api->FuncGetInfo(handle, &name, NULL, NULL) != 0) name = NULL;
+    pf_api->ErrorSetFormat("RuntimeError",
+                           "PFFuncCall: function '%s' returned -1 without recording an error",
+                           name ? name : "<anonymous>");
+  }
   PyObject* out = PyObject_CallOneArg(pf_hook_call_failed, self);
   Py_XDECREF(out); /* it raises; a hook that did not is a bug */
   if (out != NULL) PyErr_SetString(PyExc_SystemError, "packedfunc: a failed call raised no error");
@@ -423,8 +482,9 @@ static PyObject* pf_raise_failed(PyObject* self) {
 
 /* The plain positional call: no keywords, and only arguments of exactly
  * the types int (within int64), float, bool, None, str (valid UTF-8
- * without NUL, for a function without parameters that convert strings),
- * bytes and Function. Their conversion runs no Python code, and the
+ * without NUL, for a function without parameters that convert strings)
+ * and bytes (a Function argument, which the call must hold, takes the
+ * general path). Their conversion runs no Python code, and the
  * caller's argument array holds every object until the call returns, so
  * there is nothing to hold, pin or give back. 1 with *out the result (or
  * NULL with an exception); 0 for any other call, with nothing done and no
@@ -437,12 +497,14 @@ static inline int pf_fast_call(PFCextFunction* f, PyObject* const* args, Py_ssiz
   int codes[PF_CEXT_MAX_ARGS];
   PFByteArray arrays[PF_CEXT_MAX_ARGS];
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (!pf_plain_arg(f, args[i], &values[i], &codes[i], &arrays[i])) return 0;
+    if (!pf_plain_arg(f, args[i], &values[i], &codes[i], &arrays[i], 0)) return 0;
   PFValue ret;
   int ret_code;
+  pf_function_enter(f);
   if (pf_invoke(f, values, codes, (int)n, NULL, 0, &ret, &ret_code) != 0)
     *out = pf_raise_failed((PyObject*)f);
   else *out = pf_value(&ret, ret_code, 1);
+  pf_function_leave(f);
   return 1;
 }
 
@@ -463,7 +525,15 @@ static PyObject* pf_function_call(PyObject* self, PyObject* const* args, size_t 
   for (Py_ssize_t i = 0; i < total; ++i) {
     PyObject* x = args[i];
     PyTypeObject* t = Py_TYPE(x);
-    if (pf_plain_arg(f, x, &values[i], &codes[i], &arrays[i])) continue;
+    if (pf_plain_arg(f, x, &values[i], &codes[i], &arrays[i], 1)) {
+      /* A Function's handle stays valid, whatever the conversions after it
+       * and the callee's callbacks run (a release() of it among them). */
+      if (codes[i] == kPFFuncHandle) {
+        pf_function_enter((PFCextFunction*)x);
+        made->functions[made->nfunctions++] = x;
+      }
+      continue;
+    }
     if ((t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) && f->conversions != NULL &&
         PyTuple_CheckExact(f->conversions) && PyTuple_GET_SIZE(f->conversions) == 0) {
       /* As an Array or Map (where no parameter turns it into a Shape,
@@ -538,11 +608,17 @@ static __attribute__((noinline)) PyObject* pf_function_call_general(PyObject* se
   pf_made made;
   made.n = 0;
   made.npinned = 0;
+  made.nfunctions = 0;
+  /* The package's general path, which this may take, calls the handle
+   * too: it stays valid until that returns. */
+  pf_function_enter((PFCextFunction*)self);
   PyObject* out = pf_function_call(self, args, nargsf, kwnames, &made);
   /* The callee took references of its own to what it kept; ours hold
    * nothing that only they keep alive (the items are the arguments'). */
   for (int i = 0; i < made.n; ++i) pf_api->ObjectFree(made.objects[i]);
   for (int i = 0; i < made.npinned; ++i) pf_object_unpin(made.pinned[i]);
+  for (int i = 0; i < made.nfunctions; ++i) pf_function_leave((PFCextFunction*)made.functions[i]);
+  pf_function_leave((PFCextFunction*)self);
   return out;
 }
 
@@ -562,8 +638,8 @@ static void pf_function_dealloc(PyObject* self) {
 }
 
 static PyMemberDef pf_function_members[] = {
-    {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), 0,
-     "the PFFunctionHandle as an int; 0 once released"},
+    {"_handle", T_ULONGLONG, offsetof(PFCextFunction, handle), READONLY,
+     "the PFFunctionHandle as an int; 0 once released (see release())"},
     {"_conversions", T_OBJECT, offsetof(PFCextFunction, conversions), 0,
      "(position, kind, name) of the device, shape, list and dict parameters, or None before "
      "they are looked up"},
@@ -619,7 +695,41 @@ static PyObject* pf_adopt(PyObject* module, PyObject* const* args, Py_ssize_t n)
     flags = 0;
   }
   self->keep_gil = (flags & kPFFuncNonBlocking) != 0;
+  /* The target, once: the handle never changes until release(). */
+  PFCallTarget target = {.size = sizeof target};
+  if (pf_api->FuncResolve((void*)(uintptr_t)handle, &target) != 0) {
+    pf_api->ErrorClear(); /* not a live function: the checked entry says so */
+    target.entry = NULL;
+    target.ctx = NULL;
+  }
+  self->entry = target.entry;
+  self->ctx = target.ctx;
+  self->busy = 0;
+  self->pending = 0;
   return (PyObject*)self;
+}
+
+/* release(function) -> the handle for the package to free (PFFuncFree),
+ * or 0: the Function is released (its handle 0, its calls refused) at
+ * once, but while calls that use its handle are in progress, the last of
+ * them frees it instead (pf_function_leave). The handle and the target
+ * never change otherwise. */
+static PyObject* pf_release(PyObject* module, PyObject* arg) {
+  (void)module;
+  if (!PyObject_TypeCheck(arg, &pf_function_type)) {
+    PyErr_SetString(PyExc_TypeError, "_cext.release(function): expected a FunctionBase");
+    return NULL;
+  }
+  PFCextFunction* f = (PFCextFunction*)arg;
+  unsigned long long handle = f->handle;
+  f->handle = 0;
+  f->entry = NULL;
+  f->ctx = NULL;
+  if (handle != 0 && f->busy > 0) {
+    f->pending = handle;
+    handle = 0;
+  }
+  return PyLong_FromUnsignedLongLong(handle);
 }
 
 /* enable_vectorcall(cls): Python 3.11 does not pass the vectorcall flag on
@@ -1176,6 +1286,8 @@ static PyMethodDef pf_methods[] = {
     {"adopt", (PyCFunction)(void (*)(void))pf_adopt, METH_FASTCALL,
      "adopt(cls, handle) -> a Function taking over the reference"},
     {"enable_vectorcall", pf_enable_vectorcall, METH_O, "enable_vectorcall(Function)"},
+    {"release", pf_release, METH_O,
+     "release(Function) -> the handle to free now, or 0 when calls in progress free it"},
     {"new_host", (PyCFunction)(void (*)(void))pf_new_host, METH_FASTCALL,
      "new_host(kind, gate, x) -> (status, handle) of a host object or function"},
     {"signal_checker", pf_signal_checker, METH_NOARGS,
