@@ -776,7 +776,7 @@ done:
  * PFFromJSON makes belongs to the arena, a str or bytes as a copy of its
  * own (PFFromJSON's is in return storage, which the next call reuses). */
 static int unpack_document(const char* p, size_t n, pf_rpc_arena* a, PFValue* v, int* code) {
-  if (PFFromJSON(p, n, v, code) != 0)
+  if (PFFromJSONEx(p, n, kPFJSONRefuseCycles, v, code) != 0)
     return PF_ERROR(PFErrorGetKind(), "rpc: a value sent by value cannot be rebuilt: %s",
                     PFErrorGetMessage());
   if (*code == kPFObjectHandle || *code == kPFFuncHandle || *code == kPFModuleHandle)

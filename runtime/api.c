@@ -195,7 +195,8 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   /* Version 13. */                      \
   X(ToJSON, 128)                         \
   X(FromJSON, 129)                       \
-  X(ObjectGetRefCount, 130)
+  X(ObjectGetRefCount, 130)              \
+  X(FromJSONEx, 131)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -485,6 +485,7 @@ typedef struct {
   uint8_t* kind;
   uint8_t* state;
   int depth;
+  uint32_t flags; /* PFFromJSONEx's */
   block* scratch;
 } reader;
 
@@ -889,26 +890,20 @@ static int read_kinds(reader* r) {
   return 0;
 }
 
-/* The walk of check_reachable: nodes marked, and those still to visit. */
-typedef struct {
-  uint8_t* mark;
-  size_t* stack;
-  size_t top;
-} reach;
-
-/* Marks and pushes the node that the value j (at `at`) refers to, if it is
- * a reference ({"ref": ...}) to a node not marked yet; -1 for a reference
- * that is not to a node. */
-static int push_ref(const reader* r, const spot* at, json_t* j, reach* w) {
+/* Calls fn(r, from, to, ctx) for each reference ({"ref": N}) that the
+ * value j (at `at`, in node `from`, or the root: from = -1) is; -1 for a
+ * reference that is not to a node, or when fn fails. */
+typedef int (*ref_fn)(const reader* r, int64_t from, size_t to, void* ctx);
+static int visit_ref(const reader* r, const spot* at, json_t* j, ref_fn fn, void* ctx) {
   json_t* n = json_object_size(j) == 1 ? json_object_get(j, "ref") : NULL;
   if (!n) return 0;
   json_int_t i = json_integer_value(n);
   if (!json_is_integer(n) || i < 0 || (size_t)i >= r->n) return bad_ref(r, at);
-  if (!w->mark[i]) w->mark[i] = 1, w->stack[w->top++] = (size_t)i;
-  return 0;
+  return fn(r, at->node, (size_t)i, ctx);
 }
 
-static int push_refs(const reader* r, size_t i, reach* w) {
+/* visit_ref for every reference that node i holds directly. */
+static int visit_refs(const reader* r, size_t i, ref_fn fn, void* ctx) {
   json_t* node = json_array_get(r->nodes, i);
   int k = r->kind[i];
   const char* name = k == K_OBJECT ? "fields" : k == K_MAP || k == K_DICT ? "entries" : "items";
@@ -918,31 +913,95 @@ static int push_refs(const reader* r, size_t i, reach* w) {
   size_t e;
   if (k == K_SHAPE || k == K_TENSOR) return 0;
   if (k == K_OBJECT) {
-    json_object_foreach(m, key, x) if (push_ref(r, &at, x, w) != 0) return -1;
+    json_object_foreach(m, key, x) if (visit_ref(r, &at, x, fn, ctx) != 0) return -1;
     return 0;
   }
   json_array_foreach(m, e, x) {
     at.index = (int64_t)e;
-    if (push_ref(r, &at, pairs_of(k) ? json_array_get(x, 0) : x, w) != 0 ||
-        (pairs_of(k) && push_ref(r, &at, json_array_get(x, 1), w) != 0))
+    if (visit_ref(r, &at, pairs_of(k) ? json_array_get(x, 0) : x, fn, ctx) != 0 ||
+        (pairs_of(k) && visit_ref(r, &at, json_array_get(x, 1), fn, ctx) != 0))
       return -1;
   }
+  return 0;
+}
+
+/* A walk over the nodes: a count or mark per node, and a stack of nodes
+ * still to visit. */
+typedef struct {
+  size_t* count;
+  size_t* stack;
+  size_t top;
+} walk;
+
+static int walk_init(const reader* r, walk* w) {
+  w->count = pf_calloc(r->n + 1, sizeof(size_t));
+  w->stack = pf_malloc((r->n + 1) * sizeof(size_t));
+  w->top = 0;
+  return w->count && w->stack ? 0 : pf_oom(r->where);
+}
+
+static void walk_done(walk* w) {
+  pf_free(w->count);
+  pf_free(w->stack);
+}
+
+/* Marks and pushes a node not marked yet. */
+static int mark_ref(const reader* r, int64_t from, size_t to, void* ctx) {
+  (void)r, (void)from;
+  walk* w = ctx;
+  if (!w->count[to]) w->count[to] = 1, w->stack[w->top++] = to;
   return 0;
 }
 
 /* Every node must be reachable from the root: a node that is not would be
  * built and dropped, and one in a cycle of its own would never be freed. */
 static int check_reachable(reader* r, json_t* root) {
-  reach w = {pf_calloc(r->n + 1, 1), pf_malloc((r->n + 1) * sizeof(size_t)), 0};
-  int rc = w.mark && w.stack ? 0 : pf_oom(r->where);
-  if (rc == 0) rc = push_ref(r, &(spot){-1, NULL, -1}, root, &w);
-  while (rc == 0 && w.top > 0) rc = push_refs(r, w.stack[--w.top], &w);
+  walk w;
+  int rc = walk_init(r, &w);
+  if (rc == 0) rc = visit_ref(r, &(spot){-1, NULL, -1}, root, mark_ref, &w);
+  while (rc == 0 && w.top > 0) rc = visit_refs(r, w.stack[--w.top], mark_ref, &w);
   size_t lost = 0;
-  while (rc == 0 && lost < r->n && w.mark[lost]) ++lost;
+  while (rc == 0 && lost < r->n && w.count[lost]) ++lost;
   if (rc == 0 && lost < r->n)
     rc = bad(r, &(spot){(int64_t)lost, NULL, -1}, "not reachable from the root");
-  pf_free(w.mark);
-  pf_free(w.stack);
+  walk_done(&w);
+  return rc;
+}
+
+/* Counts a reference to `to` (the references a node receives). */
+static int count_ref(const reader* r, int64_t from, size_t to, void* ctx) {
+  (void)r, (void)from;
+  ++((walk*)ctx)->count[to];
+  return 0;
+}
+
+/* Uncounts a reference to `to`, pushing it once nothing refers to it. */
+static int uncount_ref(const reader* r, int64_t from, size_t to, void* ctx) {
+  (void)r, (void)from;
+  walk* w = ctx;
+  if (--w->count[to] == 0) w->stack[w->top++] = to;
+  return 0;
+}
+
+/* kPFJSONRefuseCycles: peels the nodes that no remaining node refers to,
+ * then those that only peeled ones referred to, and so on (linear in the
+ * nodes and references); a node left over is on a cycle, or reached only
+ * from one. */
+static int check_acyclic(reader* r) {
+  walk w;
+  int rc = walk_init(r, &w);
+  for (size_t i = 0; rc == 0 && i < r->n; ++i) rc = visit_refs(r, i, count_ref, &w);
+  for (size_t i = 0; rc == 0 && i < r->n; ++i)
+    if (w.count[i] == 0) w.stack[w.top++] = i;
+  size_t peeled = 0;
+  while (rc == 0 && w.top > 0) rc = visit_refs(r, w.stack[--w.top], uncount_ref, &w), ++peeled;
+  if (rc == 0 && peeled < r->n) {
+    size_t i = 0;
+    while (w.count[i] == 0) ++i;
+    rc = bad(r, &(spot){(int64_t)i, NULL, -1},
+             "on a cycle, which kPFJSONRefuseCycles refuses (nothing would ever free it)");
+  }
+  walk_done(&w);
   return rc;
 }
 
@@ -975,6 +1034,7 @@ static int read_doc(reader* r, json_t* doc, PFValue* out, int* code) {
   r->state = pf_calloc(r->n + 1, 1);
   if (!r->objs || !r->kind || !r->state) return pf_oom(r->where);
   if (read_kinds(r) != 0 || check_reachable(r, root) != 0) return -1;
+  if ((r->flags & kPFJSONRefuseCycles) && check_acyclic(r) != 0) return -1;
   for (size_t i = 0; i < r->n; ++i)
     if (MUTABLE(r->kind[i]) && create_mutable(r, i) != 0) return -1;
   for (size_t i = 0; i < r->n; ++i)
@@ -1011,27 +1071,28 @@ static void reader_done(reader* r, int failed) {
   pf_free(r->state);
 }
 
-int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code) {
-  if (text == NULL && len > 0) return pf_err_null_arg(__func__, "text");
-  PF_CHECK_ARG(out);
-  PF_CHECK_ARG(out_code);
+static int from_json(const char* where, const char* text, size_t len, uint32_t flags, PFValue* out,
+                     int* out_code) {
+  if (text == NULL && len > 0) return pf_err_null_arg(where, "text");
+  if (out == NULL) return pf_err_null_arg(where, "out");
+  if (out_code == NULL) return pf_err_null_arg(where, "out_code");
   if (len > PF_JSON_MAX_SIZE)
     return PF_ERROR(kPFErrValueError,
-                    "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", __func__,
-                    len, PF_JSON_MAX_SIZE);
+                    "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", where, len,
+                    PF_JSON_MAX_SIZE);
   int64_t containers = 0;
   for (size_t i = 0; i < len; ++i) containers += text[i] == '{' || text[i] == '[';
   if (containers > PF_JSON_MAX_CONTAINERS)
     return PF_ERROR(kPFErrValueError,
                     "%s: a document of %lld JSON objects and arrays, more than "
                     "PF_JSON_MAX_CONTAINERS (%lld)",
-                    __func__, (long long)containers, (long long)PF_JSON_MAX_CONTAINERS);
+                    where, (long long)containers, (long long)PF_JSON_MAX_CONTAINERS);
   json_error_t err;
   json_t* doc = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err);
   if (!doc)
-    return PF_ERROR(kPFErrValueError, "%s: not JSON: line %d, column %d (byte %d): %s", __func__,
+    return PF_ERROR(kPFErrValueError, "%s: not JSON: line %d, column %d (byte %d): %s", where,
                     err.line, err.column, err.position, err.text);
-  reader r = {.where = __func__};
+  reader r = {.where = where, .flags = flags};
   PFValue v;
   int code, rc = read_doc(&r, doc, &v, &code);
   if (rc == 0 && (code == kPFStr || code == kPFBytes)) {
@@ -1045,4 +1106,15 @@ int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code) {
   *out = v;
   *out_code = code;
   return 0;
+}
+
+int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code) {
+  return from_json(__func__, text, len, 0, out, out_code);
+}
+
+int PFFromJSONEx(const char* text, size_t len, uint32_t flags, PFValue* out, int* out_code) {
+  if (flags & ~(uint32_t)kPFJSONRefuseCycles)
+    return PF_ERROR(kPFErrValueError, "%s: unknown flags 0x%x (known: kPFJSONRefuseCycles)",
+                    __func__, (unsigned)(flags & ~(uint32_t)kPFJSONRefuseCycles));
+  return from_json(__func__, text, len, flags, out, out_code);
 }

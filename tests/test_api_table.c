@@ -190,7 +190,8 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, ToJSON), 128 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FromJSON), 129 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ObjectGetRefCount), 130 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 131 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, FromJSONEx), 131 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 132 * sizeof(void*));
   assert_int_equal(PF_API_VERSION, 13);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));

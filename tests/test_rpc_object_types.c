@@ -1,6 +1,6 @@
 /* rpc and registered object types: an instance crosses to another process
  * by value, as an argument and as a result, alone or inside containers,
- * with what it shares and its cycles kept; a side that has not registered
+ * with what it shares kept (a cycle is refused); a side that has not registered
  * the type fails the call naming it; a document that is malformed, too
  * large or too costly to rebuild is an error, never a crash. The server
  * that lacks the types is a child forked before this process registers
@@ -329,30 +329,38 @@ static void test_sharing_is_kept(void** state) {
   PFFuncFree(echo);
 }
 
-/* An instance whose List field holds the instance crosses as the same
- * cycle, both ways: the List of the copy holds the copy. */
-static void test_cycle_through_a_list(void** state) {
+/* A cycle (an instance whose List field holds the instance) does not
+ * cross, either way: the receiver refuses the document before it builds
+ * anything (kPFJSONRefuseCycles), since the runtime never frees a cycle by
+ * itself and a peer sending one per call would grow the receiver's memory
+ * without bound. The sender's own cycle is untouched and the connection
+ * goes on. */
+static void test_a_cycle_is_refused_both_ways(void** state) {
   (void)state;
   PFFunctionHandle unloop = remote_on(g_mod, "rt.unloop");
   PFFunctionHandle make = remote_on(g_mod, "rt.make_loop");
   PFObjectHandle o = make_obj(g_type, 1, "loop");
   assert_pf_ok(make_loop(o));
   PFValue ov = {.v_handle = o}, rv;
-  int rc;
-  assert_true(pf_test_call1(unloop, ov, kPFObjectHandle, kPFBool).v_int64);
+  int oc = kPFObjectHandle, rc;
+  assert_pf_error(PFFuncCall(unloop, &ov, &oc, 1, &rv, &rc), kPFErrValueError,
+                  "rpc: a value sent by value cannot be rebuilt: PFFromJSONEx: node ");
+  assert_non_null(strstr(PFErrorGetMessage(), "on a cycle, which kPFJSONRefuseCycles refuses"));
   assert_true(is_loop(o)); /* the sender's own is untouched */
   assert_pf_ok(clear_items(o));
   PFObjectFree(o);
-  assert_pf_ok(PFFuncCall(make, NULL, NULL, 0, &rv, &rc));
-  assert_int_equal(rc, kPFObjectHandle);
-  assert_obj(rv.v_handle, 8, "made loop");
-  assert_true(is_loop(rv.v_handle));
-  assert_pf_ok(clear_items(rv.v_handle));
-  PFObjectFree(rv.v_handle);
+  /* A result: the client refuses it. */
+  assert_pf_error(PFFuncCall(make, NULL, NULL, 0, &rv, &rc), kPFErrValueError,
+                  "on a cycle, which kPFJSONRefuseCycles refuses");
   PFFunctionHandle drop = remote_on(g_mod, "rt.drop_loop");
   assert_pf_ok(PFFuncCall(drop, NULL, NULL, 0, &rv, &rc));
   assert_int_equal(rc, kPFBool);
   assert_true(rv.v_int64); /* the server's own is untouched */
+  /* Sharing without a cycle still crosses. */
+  PFFunctionHandle echo = remote_on(g_mod, "rt.echo");
+  PFValue five = {.v_int64 = 5};
+  assert_int_equal(pf_test_call1(echo, five, kPFInt, kPFInt).v_int64, 5);
+  PFFuncFree(echo);
   PFFuncFree(drop);
   PFFuncFree(make);
   PFFuncFree(unloop);
@@ -495,7 +503,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_instance_crosses_both_ways),
       cmocka_unit_test(test_sharing_is_kept),
-      cmocka_unit_test(test_cycle_through_a_list),
+      cmocka_unit_test(test_a_cycle_is_refused_both_ways),
       cmocka_unit_test(test_what_a_document_cannot_hold),
       cmocka_unit_test(test_unregistered_type_fails_naming_it),
       cmocka_unit_test(test_hostile_documents),

@@ -624,6 +624,67 @@ static void test_hostile_documents(void** state) {
 }
 
 /* More nodes than PF_JSON_MAX_NODES are refused before any is built. */
+/* kPFJSONRefuseCycles: a document whose nodes form a cycle, or reach one,
+ * is refused before anything is built; sharing without a cycle is read. */
+static void test_refuse_cycles(void** state) {
+  (void)state;
+  node_type();
+  static const char* const cycles[] = {
+      DOC("{\"ref\":0}", "{\"type\":\"list\",\"items\":[{\"ref\":0}]}"), /* itself */
+      DOC("{\"ref\":2}", /* list -> dict -> list, reached through an array */
+          "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+          "{\"type\":\"dict\",\"entries\":[[\"k\",{\"ref\":0}]]},"
+          "{\"type\":\"array\",\"items\":[{\"ref\":0}]}"),
+      DOC("{\"ref\":1}", /* an instance whose List field holds it */
+          "{\"type\":\"list\",\"items\":[{\"ref\":1}]},"
+          "{\"type\":\"object\",\"key\":\"test_serialize.Node\",\"fields\":{"
+          "\"id\":1,\"weight\":0.5,\"name\":null,\"parent\":null,"
+          "\"children\":{\"ref\":0},\"small\":1}}"),
+  };
+  for (size_t i = 0; i < sizeof(cycles) / sizeof(cycles[0]); ++i) {
+    PFValue out = vi(77);
+    int code = 77;
+    assert_pf_error(PFFromJSONEx(cycles[i], strlen(cycles[i]), kPFJSONRefuseCycles, &out, &code),
+                    kPFErrValueError, "PFFromJSONEx: node ",
+                    "on a cycle, which kPFJSONRefuseCycles refuses");
+    assert_int_equal(code, 77);
+    assert_int_equal(out.v_int64, 77);
+    /* Without the flag, the same document is read (then taken apart). */
+    assert_pf_ok(PFFromJSONEx(cycles[i], strlen(cycles[i]), 0, &out, &code));
+    assert_int_equal(code, kPFObjectHandle);
+    PFObjectHandle list = out.v_handle;
+    if (i == 1) {
+      PFValue item;
+      int ic;
+      assert_pf_ok(PFArrayGetItem(out.v_handle, 0, &item, &ic));
+      list = item.v_handle;
+    } else if (i == 2) {
+      PFValue f;
+      int fc;
+      assert_pf_ok(PFObjectGetFieldByName(out.v_handle, "children", &f, &fc));
+      list = f.v_handle;
+    }
+    assert_pf_ok(PFListClear(list));
+    PFObjectFree(out.v_handle);
+  }
+  /* Sharing without a cycle: one Shape twice. */
+  const char* shared = DOC("{\"ref\":1}",
+                           "{\"type\":\"shape\",\"dims\":[2]},"
+                           "{\"type\":\"list\",\"items\":[{\"ref\":0},{\"ref\":0}]}");
+  PFValue out, x, y;
+  int code, xc, yc;
+  assert_pf_ok(PFFromJSONEx(shared, strlen(shared), kPFJSONRefuseCycles, &out, &code));
+  assert_pf_ok(PFListGetItem(out.v_handle, 0, &x, &xc));
+  assert_pf_ok(PFListGetItem(out.v_handle, 1, &y, &yc));
+  assert_ptr_equal(x.v_handle, y.v_handle);
+  PFObjectFree(x.v_handle);
+  PFObjectFree(y.v_handle);
+  PFObjectFree(out.v_handle);
+  /* An unknown flag. */
+  assert_pf_error(PFFromJSONEx(shared, strlen(shared), 1u << 7, &out, &code), kPFErrValueError,
+                  "PFFromJSONEx: unknown flags 0x80");
+}
+
 static void test_too_many_nodes(void** state) {
   (void)state;
   const char* head = "{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":[";
@@ -727,6 +788,7 @@ int main(void) {
       cmocka_unit_test(test_what_cannot_be_written),
       cmocka_unit_test(test_deep_nesting_is_refused),
       cmocka_unit_test(test_hostile_documents),
+      cmocka_unit_test(test_refuse_cycles),
       cmocka_unit_test(test_too_many_nodes),
       cmocka_unit_test(test_many_entries),
       cmocka_unit_test(test_text_from_return_storage),

@@ -57,7 +57,7 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * FuncSetFlags, FuncGetFlags); version 12 adds structural equality and
  * hashing (StructuralEqual, StructuralHash); version 13 adds JSON
  * documents of object graphs (ToJSON, FromJSON) and the reference count
- * query (ObjectGetRefCount). Every
+ * query (ObjectGetRefCount), and PFFromJSONEx (FromJSONEx). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -218,10 +218,11 @@ typedef struct PFApi {
   int (*StructuralEqual)(PFValue, int, PFValue, int, int*);
   int (*StructuralHash)(PFValue, int, uint64_t*);
   /* Version 13. JSON documents of object graphs; the reference
-   * count query. */
+   * count query; PFFromJSONEx, which can refuse cycles. */
   int (*ToJSON)(PFValue, int, const char**, size_t*);
   int (*FromJSON)(const char*, size_t, PFValue*, int*);
   int (*ObjectGetRefCount)(PFObjectHandle, int64_t*);
+  int (*FromJSONEx)(const char*, size_t, uint32_t, PFValue*, int*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

@@ -57,9 +57,14 @@
  *     serialize.h (PFToJSON; the wire's PF_RPC_EXT_DOCUMENT, version 4),
  *     which carries each instance's type key and fields, recursively, and
  *     keeps what the value shares: an instance met twice in it arrives as
- *     one instance met twice, and a cycle (an instance whose List field
- *     holds the instance) arrives as the same cycle. The receiver rebuilds
- *     it with PFFromJSON: each instance a new one of the registered type
+ *     one instance met twice. A cycle (an instance whose List field holds
+ *     the instance) does not cross: the runtime never frees a cycle by
+ *     itself, so a peer could make the receiver keep memory with every
+ *     call; the receiver refuses such a document before building anything
+ *     (PFFromJSONEx with kPFJSONRefuseCycles; ValueError "... on a cycle,
+ *     which kPFJSONRefuseCycles refuses ..."): the server's error reply
+ *     for an argument, the client's call for a result. The receiver
+ *     rebuilds it with PFFromJSONEx: each instance a new one of the registered type
  *     of the same key, made without its constructor, its fields set. What
  *     crosses is a copy: a change on either side later is not seen by the
  *     other. Sharing holds within one argument (or the result), not

@@ -135,6 +135,29 @@ PF_EXPORT int PFToJSON(PFValue value, int code, const char** out, size_t* out_le
  */
 PF_EXPORT int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code);
 
+/* PFFromJSONEx's flags. */
+enum {
+  /* Refuse a document whose nodes refer to each other in a cycle (a List
+   * that holds itself, an instance whose field leads back to it), before
+   * anything is built. The runtime never frees a cycle by itself
+   * (container.h): a reader that takes documents from a peer it does not
+   * trust (remote calls do) sets this flag, so that a document cannot make
+   * it keep memory that nothing would ever free. Sharing without a cycle
+   * is still kept. */
+  kPFJSONRefuseCycles = 1u << 0
+};
+
+/*
+ * PFFromJSON with flags (kPFJSONRefuseCycles, or 0 for PFFromJSON's
+ * behaviour). Errors: PFFromJSON's, named PFFromJSONEx; an unknown flag
+ * bit (ValueError); with kPFJSONRefuseCycles, a node on a cycle, or
+ * reached only through one (ValueError naming the node: "PFFromJSONEx:
+ * node 0: on a cycle, which kPFJSONRefuseCycles refuses ..."). The check
+ * is linear in the nodes and references. Thread-safe.
+ */
+PF_EXPORT int PFFromJSONEx(const char* text, size_t len, uint32_t flags, PFValue* out,
+                           int* out_code);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
