@@ -68,7 +68,7 @@ class Function(_cext.FunctionBase if _cext else object):
     # _loan: what the collector was lent for this collection (see _holds).
     __slots__ = (("_hb", "_loan", "_looked_up", "__weakref__") if _cext else
                  ("_handle", "_hb", "_conversions", "_fill", "_keep_gil", "_loan", "_looked_up",
-                  "__weakref__"))
+                  "_inflight", "_pending", "__weakref__"))
 
     def __new__(cls, *args, **kwargs):
         # A subclass is made from a function, whose PackedFunc it shares;
@@ -106,6 +106,11 @@ class Function(_cext.FunctionBase if _cext else object):
             self = object.__new__(cls)
             self._handle = handle
             self._keep_gil = _non_blocking(handle)
+            # The ctypes calls in progress (an item each), and the handle
+            # that __del__ released meanwhile: the last of them frees it
+            # (list appends and pops are atomic under the GIL).
+            self._inflight = []
+            self._pending = []
         # A ready-made pointer argument: ctypes passes it without
         # converting anything per call.
         self._hb = byref(ctypes.c_char.from_address(handle))
@@ -270,7 +275,12 @@ class Function(_cext.FunctionBase if _cext else object):
                 # last one ends (0 then).
                 handle = _cext.release(self)
             else:
+                # A call in progress (this thread's, whose callback released
+                # the Function, or another thread's) still uses the handle:
+                # whoever sees no call left frees it, exactly once.
                 self._handle = 0
+                self._pending.append(handle)
+                handle = 0 if self._inflight else _take_pending(self)
             if handle:
                 PFFuncFree(handle)
             _holds.give_back(self)  # after the release, as Object.__del__
@@ -298,7 +308,11 @@ class Function(_cext.FunctionBase if _cext else object):
         def __call__(self, *args, **kwargs):
             # Whatever fails, the caller's traceback goes from its own frame
             # to the C levels below: this frame and the binding's others are
-            # dropped (see _errors.for_caller).
+            # dropped (see _errors.for_caller). The handle stays valid until
+            # the call ends, even if the Function is released meanwhile
+            # (__del__ then leaves it to the last call in progress).
+            inflight = self._inflight
+            inflight.append(None)
             try:
                 n = len(args)
                 # Keywords, or defaults to take (or not looked up yet): the
@@ -398,6 +412,21 @@ class Function(_cext.FunctionBase if _cext else object):
             except BaseException as exc:
                 _for_caller(exc)
                 raise
+            finally:
+                inflight.pop()
+                if self._pending and not inflight:
+                    handle = _take_pending(self)
+                    if handle:
+                        PFFuncFree(handle)
+
+
+def _take_pending(func):
+    """The handle that func.__del__ left to the calls in progress, or 0 when
+    another thread took it first."""
+    try:
+        return func._pending.pop()
+    except IndexError:
+        return 0
 
 
 def use_count(obj):
