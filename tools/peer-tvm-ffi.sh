@@ -57,6 +57,8 @@ RENAMES=(
   's/__tvm_ffi_(value|object)__/__packedfunc_value__/g'
   # x.same_as(y) is a function of the package.
   's/([A-Za-z_][A-Za-z0-9_.]*)\.same_as\(/packedfunc.same_as(\1, /g'
+  # JSON documents of object graphs: packedfunc's to_json / from_json.
+  's/from tvm_ffi\.serialization import from_json_graph_str, to_json_graph_str/from packedfunc import from_json as from_json_graph_str, to_json as to_json_graph_str/'
   # Methods that are properties in packedfunc, and Device's fields.
   's/\.__chandle__\(\)/.handle/g'
   's/\.data_ptr\(\)/.data_ptr/g'

@@ -35,7 +35,7 @@ if _lib.pft_init() != 0:
 OUT_OF_SCOPE = ("testing", "core", "cpp", "dataclasses", "container", "libinfo", "stream",
                 "get_global_func_metadata")
 # Submodules that packedfunc lacks: importable, failing when used.
-MISSING_MODULES = ("serialization",)
+MISSING_MODULES = ()
 
 
 class OutOfScope(Exception):
@@ -104,8 +104,21 @@ for _name in OUT_OF_SCOPE + MISSING_MODULES:
 sys.modules["packedfunc.testing.testing"] = _missing("testing").testing
 
 
+# Tests of tvm-ffi's own document layout (its JSON graph's members, such as
+# root_index, and its metadata member): packedfunc's documents have their
+# own, versioned format (docs/serialization.md); the round trips of the
+# same file, which test behaviour, stay in scope.
+OUT_OF_SCOPE_TESTS = {
+    "test_serialization.py::TestJSONStructure::": "tvm-ffi's JSON graph layout",
+    "test_serialization.py::TestMetadata::": "tvm-ffi's JSON graph metadata member",
+}
+
+
 def pytest_runtest_setup(item):
     del _touched[:]
+    for prefix, why in OUT_OF_SCOPE_TESTS.items():
+        if item.nodeid.startswith(prefix):
+            pytest.skip("out of scope: %s" % why)
 
 
 @pytest.hookimpl(hookwrapper=True)
