@@ -9,7 +9,7 @@
 const { api, helperApi, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall, lastError, nameArg } = require('./errors.js');
 const { readInt, readPtr, writePtr } = require('./words.js');
-const { FRAME_ARGS, NFRAMES, frames, stack, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
+const { FRAME_ARGS, NFRAMES, frames, stack, releaseHandle, endCall, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
 const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
 const { info, levelOf } = require('./funcinfo.js');
 const { encode, hintsFor } = require('./encode.js');
@@ -90,7 +90,7 @@ functionProto.dispose = function dispose() {
   if (h) {
     this[kHandle] = 0;
     registry.unregister(this);
-    api.PFObjectFree(h);
+    releaseHandle(h); // a call of it may be in progress
   }
 };
 functionProto[Symbol.dispose] = functionProto.dispose;
@@ -196,7 +196,7 @@ function resolve(st, h) {
 }
 
 function dropFrame(fr) {
-  stack.depth--;
+  endCall();
   if (fr.big) api.PFMemFree(fr.blk.addr);
 }
 
