@@ -3,8 +3,7 @@
 // JavaScript function), and a call. Arguments go to C through a call
 // frame, with one argument, the frame's address, so that koffi converts
 // nothing per argument: to the helper's pfnode_call, which calls the
-// function's target (resolved once per wrapper), or to PFFuncCallFrame
-// (see ADAPTER). Private.
+// function's target (resolved once per wrapper). Private.
 
 const { api, helperApi, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall, lastError, nameArg } = require('./errors.js');
@@ -18,13 +17,6 @@ const { shared, hostFunction } = require('./held.js');
 const { custom } = require('./inspect.js');
 
 const { int: INT } = TYPE_CODES;
-// PFCallTarget.flags' kPFTargetAdapter: the runtime's adapter of a
-// setter-convention callee, which the helper calls (pfnode_call). A direct
-// target needs the helper to tell a silent failure from an older error
-// (PFErrorGetKind, about 35 instructions: the error lives in
-// general-dynamic TLS), dearer than PFFuncCall's checks of the frame, so a
-// direct function is called through PFFuncCallFrame.
-const ADAPTER = 2;
 
 // The prototype of every packed function wrapper (a callable JavaScript
 // function): PackedFunction below gives instanceof.
@@ -208,7 +200,7 @@ function dropFrame(fr) {
 function invoke(st, fr, ctx) {
   if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
   shared[0]++;
-  const rc = st.flags & ADAPTER ? helperApi.call(fr.addr) : api.PFFuncCallFrame(fr.addr);
+  const rc = helperApi.call(fr.addr);
   shared[0]--;
   shared[1]++;
   if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
