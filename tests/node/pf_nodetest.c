@@ -324,6 +324,15 @@ static int direct_mul_k(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc
   return 0;
 }
 
+/* Returns the new function f, whose reference this call then drops. */
+static int return_func(PFRetValueHandle ret, PFFunctionHandle f) {
+  PFValue out = {.v_handle = f};
+  int code = kPFFuncHandle;
+  int st = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFFuncFree(f);
+  return st;
+}
+
 /* nodetest.make_adder(k, mul = 0): a new direct function x -> x + k (x * k
  * when mul is nonzero), whose only reference is the result (its finalizer
  * frees k's box). */
@@ -337,11 +346,7 @@ static int make_adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) 
   PFFunctionHandle f;
   int mul = n == 2 && a[1].v_int64 != 0;
   if (PFFuncCreateDirect(mul ? direct_mul_k : direct_add_k, k, free, &f) != 0) return -1;
-  PFValue out = {.v_handle = f};
-  int code = kPFFuncHandle;
-  int st = PFCFuncSetReturn(ret, &out, &code, 1);
-  PFFuncFree(f);
-  return st;
+  return return_func(ret, f);
 }
 
 /* nodetest.make_guarded(direct = 0): a new function g(cb) (setter
@@ -394,11 +399,7 @@ static int make_guarded(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r
                  ? PFFuncCreateDirect(guarded_direct, &g_guard.alive, guard_finalize, &f)
                  : PFFuncCreateFromCFunc(guarded, &g_guard.alive, guard_finalize, &f);
   if (made != 0) return -1;
-  PFValue out = {.v_handle = f};
-  int code = kPFFuncHandle;
-  int st = PFCFuncSetReturn(ret, &out, &code, 1);
-  PFFuncFree(f);
-  return st;
+  return return_func(ret, f);
 }
 
 static int guarded_finalized(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
