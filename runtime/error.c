@@ -47,6 +47,7 @@ static void set_kind(pf_thread_state* s, const char* kind) {
   size_t n = strnlen(kind, sizeof(s->kind) - 1);
   memmove(s->kind, kind, n);
   s->kind[n] = '\0';
+  pf_hot.has_error = n != 0;
 }
 
 /* In both setters the kind is copied first: it may point into the message
@@ -196,7 +197,8 @@ void PFErrorAppendTraceback(const char* line) {
   s->tb_len += n;
 }
 
-const char* PFErrorGetKind(void) { return pf_tls()->kind; }
+/* No error: answered from the initial-exec block, without pf_tls. */
+const char* PFErrorGetKind(void) { return pf_hot.has_error ? pf_tls()->kind : ""; }
 const char* PFErrorGetMessage(void) { return pf_tls()->msg; }
 const char* PFErrorGetTraceback(void) {
   pf_thread_state* s = pf_tls();
@@ -232,6 +234,7 @@ void pf_error_save(pf_saved_error* e) {
   e->err_gen = pf_hot.err_gen;
   /* The thread goes on with no error and no traceback buffer. */
   s->kind[0] = '\0';
+  pf_hot.has_error = 0;
   s->msg = "";
   s->msg_static = 1;
   s->tb = NULL;
@@ -243,6 +246,7 @@ void pf_error_restore(pf_saved_error* e) {
   if (!s->msg_static) pf_free(s->msg);
   pf_free(s->tb);
   memcpy(s->kind, e->kind, sizeof(s->kind));
+  pf_hot.has_error = s->kind[0] != '\0';
   s->msg = e->msg;
   s->msg_static = e->msg_static;
   s->tb = e->tb;

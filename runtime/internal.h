@@ -376,10 +376,14 @@ PF_HIDDEN pf_thread_state* pf_tls(void);
  * calls in progress on this thread that were given a str or bytes
  * argument: the level of return storage that a string or bytes result is
  * copied to (runtime/function.c). A call with plain arguments and a plain
- * result reads err_gen and writes neither. */
+ * result reads err_gen and writes neither. has_error is zero only when
+ * the thread's error kind is empty (runtime/error.c keeps it in step with
+ * every write of the kind), so that PFErrorGetKind answers "no error"
+ * without reaching the general-dynamic TLS block. */
 typedef struct {
   uint64_t err_gen;
   int32_t str_depth;
+  int32_t has_error; /* nonzero when this thread's error kind may be set */
 } pf_hot_state;
 PF_HIDDEN extern __thread pf_hot_state pf_hot __attribute__((tls_model("initial-exec")));
 /* Sets a MemoryError naming `where`; returns -1. The message takes no

@@ -30,7 +30,7 @@ export interface TypedFunction<A extends unknown[], R> {
   setInfo(info: { name?: string; signature?: string; doc?: string }): this;
   /** The call on a worker thread; the event loop stays free for callbacks from C threads. */
   callAsync(...args: A): Promise<R>;
-  /** Releases the reference now (idempotent). */
+  /** Releases the reference now, or when the outermost synchronous call in progress ends (idempotent). */
   dispose(): void;
   [Symbol.dispose](): void;
 }

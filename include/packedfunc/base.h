@@ -289,7 +289,10 @@ static inline int pf_error_here_(const char* where, const char* func) {
 
 /* The parts of the calling thread's last error. Each is owned by the
  * thread's error storage and valid until the next error is recorded on
- * this thread (or PFErrorClear). Never NULL: "" when absent. */
+ * this thread (or PFErrorClear). Never NULL: "" when absent.
+ * `PFErrorGetKind()[0] != '\0'` is the cheap test whether an error stands
+ * on the calling thread: with none, PFErrorGetKind costs a few
+ * instructions (a host's call path may use it per call). */
 PF_EXPORT const char* PFErrorGetKind(void);
 PF_EXPORT const char* PFErrorGetMessage(void);
 PF_EXPORT const char* PFErrorGetTraceback(void);

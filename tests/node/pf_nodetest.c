@@ -324,6 +324,15 @@ static int direct_mul_k(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc
   return 0;
 }
 
+/* Returns the new function f, whose reference this call then drops. */
+static int return_func(PFRetValueHandle ret, PFFunctionHandle f) {
+  PFValue out = {.v_handle = f};
+  int code = kPFFuncHandle;
+  int st = PFCFuncSetReturn(ret, &out, &code, 1);
+  PFFuncFree(f);
+  return st;
+}
+
 /* nodetest.make_adder(k, mul = 0): a new direct function x -> x + k (x * k
  * when mul is nonzero), whose only reference is the result (its finalizer
  * frees k's box). */
@@ -337,11 +346,65 @@ static int make_adder(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) 
   PFFunctionHandle f;
   int mul = n == 2 && a[1].v_int64 != 0;
   if (PFFuncCreateDirect(mul ? direct_mul_k : direct_add_k, k, free, &f) != 0) return -1;
-  PFValue out = {.v_handle = f};
-  int code = kPFFuncHandle;
-  int st = PFCFuncSetReturn(ret, &out, &code, 1);
-  PFFuncFree(f);
-  return st;
+  return return_func(ret, f);
+}
+
+/* nodetest.make_guarded(direct = 0): a new function g(cb) (setter
+ * convention, or direct when `direct` is nonzero) whose only reference is
+ * the result. g calls cb(), then returns 42 if its resource is still
+ * alive, or fails with a RuntimeError if the resource's finalizer ran
+ * meanwhile (its function was freed during its own call).
+ * nodetest.guarded_finalized() counts the finalizer's runs. */
+static struct {
+  int alive;
+  int64_t finalized;
+} g_guard;
+
+static void guard_finalize(void* r) {
+  ((void)r, g_guard.alive = 0);
+  g_guard.finalized++;
+}
+
+static int guarded_body(int* c, int n, PFValue* a, void* r, int64_t* out) {
+  if (n != 1 || c[0] != kPFFuncHandle)
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.guarded: expected one function");
+  PFValue rv;
+  int rc;
+  if (PFFuncCall(a[0].v_handle, NULL, NULL, 0, &rv, &rc) != 0) return -1;
+  release_result(rv, rc);
+  if (!((int*)r)[0])
+    return PFErrorSetFormat(kPFErrRuntimeError, "nodetest.guarded: freed during its own call");
+  *out = 42;
+  return 0;
+}
+
+static int guarded(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  int64_t v;
+  return guarded_body(c, n, a, r, &v) != 0 ? -1 : set_int(ret, v);
+}
+
+static int guarded_direct(void* r, PFValue* a, int* c, int n, PFValue* rv, int* rc) {
+  if (guarded_body(c, n, a, r, &rv->v_int64) != 0) return -1;
+  *rc = kPFInt;
+  return 0;
+}
+
+static int make_guarded(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)r;
+  if (n > 1 || (n == 1 && c[0] != kPFInt))
+    return PFErrorSetFormat(kPFErrTypeError, "nodetest.make_guarded: expected at most one int");
+  PFFunctionHandle f;
+  g_guard.alive = 1;
+  int made = n == 1 && a[0].v_int64 != 0
+                 ? PFFuncCreateDirect(guarded_direct, &g_guard.alive, guard_finalize, &f)
+                 : PFFuncCreateFromCFunc(guarded, &g_guard.alive, guard_finalize, &f);
+  if (made != 0) return -1;
+  return return_func(ret, f);
+}
+
+static int guarded_finalized(PFValue* a, int* c, int n, PFRetValueHandle ret, void* r) {
+  (void)a, (void)c, (void)n, (void)r;
+  return set_int(ret, g_guard.finalized);
 }
 
 static int64_t typed_add(int64_t x, int64_t y) { return x + y; }
@@ -380,6 +443,8 @@ int pfn_init(void) {
       {"nodetest.sum_after", sum_after},
       {"nodetest.long_string", long_string},
       {"nodetest.make_adder", make_adder},
+      {"nodetest.make_guarded", make_guarded},
+      {"nodetest.guarded_finalized", guarded_finalized},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     if (PFFuncCreateFromCFunc(table[i].fn, NULL, NULL, &f) != 0) return -1;

@@ -49,6 +49,27 @@ for (let i = 0; i < NFRAMES; i++) {
 frames[0].outer = 0x80000000;
 const stack = { depth: 0 }; // how many of `frames` calls use now
 
+// The references that dispose() gave up while a synchronous call was in
+// progress (from a callback that C calls meanwhile): a call in progress may
+// still use the object, its own function or an argument, so each goes when
+// the outermost call ends (endCall).
+const disposedInCall = [];
+
+// Releases a wrapper's reference (dispose()): at once, or at the end of the
+// outermost call in progress.
+function releaseHandle(h) {
+  if (stack.depth > 0) disposedInCall.push(h);
+  else api.PFObjectFree(h);
+}
+
+// Ends a synchronous call (of `frames`' stack): the references disposed
+// during the outermost one go now.
+function endCall() {
+  if (--stack.depth === 0 && disposedInCall.length !== 0) {
+    for (const h of disposedInCall.splice(0)) api.PFObjectFree(h);
+  }
+}
+
 // A frame for many arguments, or for a call nested deeper than NFRAMES: C
 // memory of its own, freed with it.
 function bigFrame(n) {
@@ -140,6 +161,6 @@ function pinCallsInProgress() {
 }
 
 module.exports = {
-  FRAME_ARGS, NFRAMES, Frame, frames, stack, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
+  FRAME_ARGS, NFRAMES, Frame, frames, stack, releaseHandle, endCall, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
   pinKept, unpinnedCalls, pinCallsInProgress,
 };

@@ -3,13 +3,12 @@
 // JavaScript function), and a call. Arguments go to C through a call
 // frame, with one argument, the frame's address, so that koffi converts
 // nothing per argument: to the helper's pfnode_call, which calls the
-// function's target (resolved once per wrapper), or to PFFuncCallFrame
-// (see ADAPTER). Private.
+// function's target (resolved once per wrapper). Private.
 
 const { api, helperApi, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall, lastError, nameArg } = require('./errors.js');
 const { readInt, readPtr, writePtr } = require('./words.js');
-const { FRAME_ARGS, NFRAMES, frames, stack, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
+const { FRAME_ARGS, NFRAMES, frames, stack, releaseHandle, endCall, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
 const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
 const { info, levelOf } = require('./funcinfo.js');
 const { encode, hintsFor } = require('./encode.js');
@@ -18,13 +17,6 @@ const { shared, hostFunction } = require('./held.js');
 const { custom } = require('./inspect.js');
 
 const { int: INT } = TYPE_CODES;
-// PFCallTarget.flags' kPFTargetAdapter: the runtime's adapter of a
-// setter-convention callee, which the helper calls (pfnode_call). A direct
-// target needs the helper to tell a silent failure from an older error
-// (PFErrorGetKind, about 35 instructions: the error lives in
-// general-dynamic TLS), dearer than PFFuncCall's checks of the frame, so a
-// direct function is called through PFFuncCallFrame.
-const ADAPTER = 2;
 
 // The prototype of every packed function wrapper (a callable JavaScript
 // function): PackedFunction below gives instanceof.
@@ -90,7 +82,7 @@ functionProto.dispose = function dispose() {
   if (h) {
     this[kHandle] = 0;
     registry.unregister(this);
-    api.PFObjectFree(h);
+    releaseHandle(h); // a call of it may be in progress
   }
 };
 functionProto[Symbol.dispose] = functionProto.dispose;
@@ -196,7 +188,7 @@ function resolve(st, h) {
 }
 
 function dropFrame(fr) {
-  stack.depth--;
+  endCall();
   if (fr.big) api.PFMemFree(fr.blk.addr);
 }
 
@@ -208,7 +200,7 @@ function dropFrame(fr) {
 function invoke(st, fr, ctx) {
   if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
   shared[0]++;
-  const rc = st.flags & ADAPTER ? helperApi.call(fr.addr) : api.PFFuncCallFrame(fr.addr);
+  const rc = helperApi.call(fr.addr);
   shared[0]--;
   shared[1]++;
   if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();

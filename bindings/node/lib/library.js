@@ -195,7 +195,6 @@ const api = {
   PFDictClear: L.func(`int PFDictClear(${P} dict)`),
   PFDictToArray: L.func(`int PFDictToArray(${P} dict, ${P} out)`),
   // ---- functions ----
-  PFFuncCallFrame: L.func(`int PFFuncCallFrame(${P} frame)`),
   PFFuncResolve: L.func(`int PFFuncResolve(${P} func, ${P} out)`),
   PFFuncFree: L.func(`int PFFuncFree(${P} func)`),
   PFFuncSetInfo: L.func(`int PFFuncSetInfo(${P} func, const char* name, const char* signature, const char* doc)`),

@@ -11,6 +11,7 @@ const { kHandle, ADOPT, registry, what, liveHandle } = require('./wrappers.js');
 const { registerObjectEncoder } = require('./encode.js');
 const { adopters } = require('./decode.js');
 const { custom, kInspect } = require('./inspect.js');
+const { releaseHandle } = require('./frames.js');
 
 const { module: MODULE, object: OBJECT } = TYPE_CODES;
 
@@ -37,7 +38,7 @@ class PackedObject {
     if (h) {
       this[kHandle] = 0;
       registry.unregister(this);
-      api.PFObjectFree(h);
+      releaseHandle(h); // a call that took it may be in progress
     }
   }
 

@@ -761,11 +761,9 @@ struct pfnode_frame {
 };
 _Static_assert(sizeof(pfnode_frame) == 64, "pfnode_frame layout (lib/frames.js)");
 
-/* lib/functions.js calls the targets of setter-convention functions here
- * (the runtime's adapter, which tells a silent failure itself); for a
- * direct target the guard below costs more than PFFuncCall's checks
- * (PFErrorGetKind reaches general-dynamic TLS), so JavaScript calls a
- * direct function through PFFuncCallFrame. Any target is correct here.
+/* lib/functions.js calls every function here, through its target (with no
+ * error standing, PFErrorGetKind costs a few instructions, so the guard
+ * below is cheaper than PFFuncCall's checks of the frame).
  * A direct callee that fails must record an error (PFDirectCFunc); one
  * that does not would leave an older error standing, which a call through
  * its target cannot tell from its own. So a direct target runs with no

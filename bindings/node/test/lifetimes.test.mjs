@@ -11,7 +11,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 
-import { pf, testing, testlib, DEMO_PLUGIN, ROOT } from '../test-support/fixtures.mjs';
+import { pf, testing, testlib, nodetest, nt, DEMO_PLUGIN, ROOT } from '../test-support/fixtures.mjs';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc');
@@ -124,4 +124,33 @@ test('a cycle through C stays until it is broken as the guide says', async () =>
   await collect();
   assert.equal(pf.heldCount(), held);
   assert.equal(cRef.deref(), undefined);
+});
+
+// A wrapper disposed while a call that took it runs (from a callback that C
+// calls meanwhile) keeps its reference until the outermost call ends.
+test('a function disposed during its own call is released when the call ends', () => {
+  for (const direct of [0, 1]) {
+    const before = nt.guarded_finalized();
+    const g = nt.make_guarded(direct);
+    assert.equal(g(() => { g.dispose(); return 0; }), 42);
+    assert.equal(nt.guarded_finalized(), before + 1); // released once the call ended
+    assert.throws(() => g(() => 0), /the function was disposed/);
+    const h = nt.make_guarded(direct); // nested: released when the outermost call ends
+    assert.equal(h(() => { nt.error_of(() => { h.dispose(); return 0; }); return 0; }), 42);
+    assert.equal(nt.guarded_finalized(), before + 2);
+    g.dispose(); // again: nothing
+    assert.equal(nt.guarded_finalized(), before + 2);
+  }
+});
+
+test('an object disposed during a method call on it is released when the call ends', () => {
+  for (const init of ['pfn_init_note', 'pfn_init_note_call']) {
+    if (nodetest.func(`int ${init}()`)() !== 0) throw new Error(`${init} failed`);
+  }
+  const Note = pf.getObjectType('nodetest.Note');
+  const note = new Note();
+  note.text = 'k'.repeat(9);
+  const noteCall = pf.getGlobalFunc('nodetest.note_call');
+  assert.equal(noteCall(note, () => { note.dispose(); return 0; }), 9);
+  assert.throws(() => note.text, /disposed/);
 });
