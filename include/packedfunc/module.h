@@ -276,6 +276,16 @@ PF_EXPORT int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t**
 #define kPFFuncDescriptorTyped 2u  /* a plain C function and its signature */
 #define kPFFuncDescriptorType 3u   /* not a function: an object type (layout 3) */
 #define kPFFuncDescriptorDirect 4u /* a PFDirectCFunc, in `typed` (any layout) */
+/* Not a function: what the compiler saw of a checked registration
+ * (checked.h), beside the function's own descriptor (any layout). `name`
+ * is the function's, `signature` its signature text, `doc` the
+ * PF_SIGNATURE_C_TYPES_TEXT (signature.h) of the header it was built
+ * with; the other members are NULL. Loading refuses the whole module
+ * (ValueError naming the function) unless a typed function of the same
+ * module has that name and that signature text, and the recorded C type
+ * of each named type of the signature is this library's. A library older
+ * than this kind refuses it as an unknown descriptor kind. */
+#define kPFFuncDescriptorCheck 5u
 
 /* The layout version of PFFuncDescriptor. Version 2 appended the pre-pack
  * fields, version 3 the object type; a version 1 or 2 descriptor (a module
