@@ -315,59 +315,38 @@ static int nothing(PFValue* args, int* codes, int n, PFRetValueHandle ret, void*
   (void)args, (void)codes, (void)n, (void)ret, (void)res;
   return 0;
 }
-static const PFFuncDescriptor k_half = {PF_FUNC_DESCRIPTOR_ABI,
-                                        kPFFuncDescriptorTyped,
-                                        "t.half",
-                                        NULL,
-                                        (void (*)(void))half,
-                                        "float64(x: float64)",
-                                        NULL,
-                                        NULL,
-                                        NULL,
-                                        NULL};
-static const PFFuncDescriptor k_packed = {PF_FUNC_DESCRIPTOR_ABI,
-                                          kPFFuncDescriptorPacked,
-                                          "t.packed",
-                                          nothing,
-                                          NULL,
-                                          "float64(x: float64)",
-                                          NULL,
-                                          NULL,
-                                          NULL,
-                                          NULL};
-
-/* Loads k_half, k_packed and `check`: 0, or -1 with the load's error. */
-static int load_with(PFFuncDescriptor check) {
-  const PFFuncDescriptor* table[] = {&k_half, &k_packed, &check};
-  PFModuleHandle m = NULL;
-  if (PFModLoadFromDescriptors(table, table + 3, &m) != 0) return -1;
-  return PFModFree(m);
+/* A descriptor as the registration macros make one (module.h). */
+static PFFuncDescriptor descriptor(uint32_t kind, const char* name, PFPackedCFunc packed,
+                                   void (*typed)(void), const char* sig, const char* doc) {
+  return (PFFuncDescriptor){
+      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed, typed, sig, doc, NULL, NULL, NULL};
 }
 static PFFuncDescriptor record(const char* name, const char* sig, const char* c_types) {
-  return (PFFuncDescriptor){PF_FUNC_DESCRIPTOR_ABI,
-                            kPFFuncDescriptorCheck,
-                            name,
-                            NULL,
-                            NULL,
-                            sig,
-                            c_types,
-                            NULL,
-                            NULL,
-                            NULL};
+  return descriptor(kPFFuncDescriptorCheck, name, NULL, NULL, sig, c_types);
+}
+
+/* Loads t.half (typed), t.packed and `check`: the number of functions of
+ * the module, or -1 with the load's error. */
+static int load_with(PFFuncDescriptor check) {
+  const PFFuncDescriptor half_d = descriptor(kPFFuncDescriptorTyped, "t.half", NULL,
+                                             (void (*)(void))half, "float64(x: float64)", NULL);
+  const PFFuncDescriptor packed_d =
+      descriptor(kPFFuncDescriptorPacked, "t.packed", nothing, NULL, "float64(x: float64)", NULL);
+  const PFFuncDescriptor* table[] = {&half_d, &packed_d, &check};
+  PFModuleHandle m = NULL;
+  if (PFModLoadFromDescriptors(table, table + 3, &m) != 0) return -1;
+  int n = -1;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_pf_ok(PFModFree(m));
+  return n;
 }
 
 /* A record that agrees loads; the record is not a function of the module. */
 static void test_check_record_that_agrees_loads(void** state) {
   (void)state;
-  const PFFuncDescriptor check = record("t.half", "float64(x: float64)", PF_SIGNATURE_C_TYPES_TEXT);
-  const PFFuncDescriptor* table[] = {&k_half, &check};
-  PFModuleHandle m = NULL;
-  assert_pf_ok(PFModLoadFromDescriptors(table, table + 2, &m));
-  int n = -1;
-  const char** names = NULL;
-  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
-  assert_int_equal(n, 1);
-  assert_pf_ok(PFModFree(m));
+  assert_int_equal(load_with(record("t.half", "float64(x: float64)", PF_SIGNATURE_C_TYPES_TEXT)),
+                   2);
   /* Every checked registration of this program carries one, and loaded. */
   assert_non_null(g_self);
 }
