@@ -136,7 +136,11 @@ extern "C" {
  * the bad address); the same name registered twice in the library
  * (KeyError naming it); a typed function whose signature does not parse
  * (the ValueError of PFFuncCreateFromTyped, with a traceback line naming
- * the function and the library); an object type that PFObjectTypeRegister
+ * the function and the library); a checked registration whose check
+ * record (kPFFuncDescriptorCheck) names no typed function of the library,
+ * another signature, or C types other than this library's for a type of
+ * the signature, as a plugin built from a stale header does (ValueError
+ * naming the function and the type); an object type that PFObjectTypeRegister
  * would refuse (its error; all of the module's types are registered or
  * none), such as a key registered with another description (KeyError);
  * MemoryError. On any error the library is closed again (object types
@@ -330,7 +334,8 @@ typedef struct PFFuncDescriptor {
  * *out is a new reference (PFModFree).
  * Errors: NULL out, one of begin/end NULL (TypeError); end before begin,
  * a malformed descriptor (ValueError); a name given twice (KeyError); a bad
- * typed signature (ValueError); an object type that PFObjectTypeRegister
+ * typed signature, or a check record that does not match (ValueError, as
+ * for PFModLoadFromFile); an object type that PFObjectTypeRegister
  * would refuse (its error); MemoryError. Thread-safe. */
 PF_EXPORT int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
                                        const PFFuncDescriptor* const* end, PFModuleHandle* out);
