@@ -7,6 +7,7 @@
 
 #include "module.h"
 #include "object_type.h"
+#include "typed.h"
 
 static int load_error(const char* where, const char* origin, const char* fn_name) {
   char line[PF_NAME_MAX + 256];
@@ -67,6 +68,53 @@ static int check_descriptor(const char* where, const char* origin, size_t index,
   return 0;
 }
 
+/* 1 when the descriptor is a checked registration's record (module.h). */
+static int is_check_descriptor(const PFFuncDescriptor* d) {
+  return d != NULL && d->abi >= 1 && d->abi <= PF_FUNC_DESCRIPTOR_ABI &&
+         d->kind == kPFFuncDescriptorCheck;
+}
+
+static int check_name(const char* where, const char* origin, size_t index,
+                      const PFFuncDescriptor* d) {
+  size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
+  if (n == 0 || n > PF_NAME_MAX)
+    return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu has a %s name", where,
+                    origin, index,
+                    d->name == NULL ? "NULL"
+                    : n == 0        ? "empty"
+                                    : "too long");
+  return 0;
+}
+
+/* Checks the record `d` (descriptor `index`) against the typed function of
+ * the same name in `table`, which loaded. */
+static int check_record(const char* where, const char* origin, size_t index,
+                        const PFFuncDescriptor* d, const PFFuncDescriptor* const* table,
+                        size_t count) {
+  if (check_name(where, origin, index, d) != 0) return -1;
+  const PFFuncDescriptor* f = NULL;
+  for (size_t i = 0; i < count && f == NULL; ++i)
+    if (table[i] != NULL && table[i]->kind == kPFFuncDescriptorTyped &&
+        strcmp(table[i]->name, d->name) == 0)
+      f = table[i];
+  if (f == NULL)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': function %s was checked (checked.h) but is not a typed "
+                    "function of it: the registration was altered",
+                    where, origin, d->name);
+  if (d->signature == NULL || d->doc == NULL)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': the check record of function %s has a NULL signature or "
+                    "has no C types",
+                    where, origin, d->name);
+  if (strcmp(d->signature, f->signature) != 0)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': function %s was checked as %s but registered as %s: the "
+                    "registration was altered",
+                    where, origin, d->name, d->signature, f->signature);
+  return pf_sig_check_c_types(where, origin, d->name, d->signature, d->doc);
+}
+
 /* Makes the function that one (checked) descriptor describes. */
 static int make_function(const char* where, const char* origin, size_t index,
                          const PFFuncDescriptor* d, pf_object* lib, PFFunctionHandle* out) {
@@ -83,13 +131,7 @@ static int make_function(const char* where, const char* origin, size_t index,
                     "%s: module '%s': descriptor %zu has descriptor kind 3 (an object type), "
                     "which needs layout version 3, not %u",
                     where, origin, index, (unsigned)d->abi);
-  size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
-  if (n == 0 || n > PF_NAME_MAX)
-    return PF_ERROR(kPFErrValueError, "%s: module '%s': descriptor %zu has a %s name", where,
-                    origin, index,
-                    d->name == NULL ? "NULL"
-                    : n == 0        ? "empty"
-                                    : "too long");
+  if (check_name(where, origin, index, d) != 0) return -1;
   const char* pack_format = d->abi >= 2 ? d->pack_format : NULL;
   PFPrePackFunc prepack = d->abi >= 2 ? d->prepack : NULL;
   if ((pack_format == NULL) != (prepack == NULL))
@@ -178,7 +220,7 @@ int pf_module_build(const char* where, const char* origin, pf_object* lib, const
   }
   for (size_t i = 0; i < count; ++i) {
     PFFunctionHandle f = NULL;
-    if (is_type_descriptor(table[i])) continue;
+    if (is_type_descriptor(table[i]) || is_check_descriptor(table[i])) continue;
     if (make_function(where, origin, i, table[i], lib, &f) != 0) {
       pf_object_release(&m->base);
       return -1;
@@ -191,6 +233,13 @@ int pf_module_build(const char* where, const char* origin, pf_object* lib, const
     pf_object_release(&m->base);
     return -1;
   }
+  /* The functions are made: each check record now finds its function. */
+  for (size_t i = 0; i < count; ++i)
+    if (is_check_descriptor(table[i]) &&
+        check_record(where, origin, i, table[i], table, count) != 0) {
+      pf_object_release(&m->base);
+      return -1;
+    }
   *out = m;
   return 0;
 }

@@ -65,6 +65,45 @@ PF_SIGNATURE_C_TYPES(PUBLIC_CHECK_)
 _Static_assert((int)pf_public_end == (int)pf_t_any && pf_t_any + 1 == pf_t_count,
                "PF_SIGNATURE_C_TYPES: every type but any has a row");
 
+/* The library's own list, as checked registrations record it. */
+static const char k_c_type_rows[] = PF_SIGNATURE_C_TYPES_TEXT;
+
+/* The ARG/RESULT part of type `name`'s row in the rows `list` (*len bytes),
+ * or NULL when no row names it. */
+static const char* c_types_in(const char* list, const char* name, int* len) {
+  size_t n = strlen(name);
+  for (const char* row = list; row != NULL && *row != '\0';) {
+    const char* end = strchr(row, ';');
+    if (strncmp(row, name, n) == 0 && row[n] == '=') {
+      *len = (int)((end ? end : row + strlen(row)) - (row + n + 1));
+      return row + n + 1;
+    }
+    row = end ? end + 1 : NULL;
+  }
+  return NULL;
+}
+
+int pf_sig_check_c_types(const char* where, const char* origin, const char* fn, const char* text,
+                         const char* recorded) {
+  pf_sig sig;
+  if (pf_sig_parse(where, text, &sig) != 0) return -1;
+  for (int i = -1; i < sig.num_args; ++i) {
+    int t = i < 0 ? sig.ret : sig.args[i];
+    if (t <= pf_t_void || t >= pf_t_any) continue; /* obj<KEY> and any: no row */
+    int ours_len = 0, theirs_len = 0;
+    const char* ours = c_types_in(k_c_type_rows, pf_ctypes[t].name, &ours_len);
+    const char* theirs = c_types_in(recorded, pf_ctypes[t].name, &theirs_len);
+    if (theirs != NULL && theirs_len == ours_len && memcmp(theirs, ours, (size_t)ours_len) == 0)
+      continue;
+    if (theirs == NULL) theirs = "(none)", theirs_len = 6;
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': function %s was checked against a header whose %s is "
+                    "`%.*s`, this library's is `%.*s`: rebuild the plugin against this packedfunc",
+                    where, origin, fn, pf_ctypes[t].name, theirs_len, theirs, ours_len, ours);
+  }
+  return 0;
+}
+
 const char* pf_ctype_name(int t, const struct pf_type* obj) {
   if (t == pf_t_obj && obj != NULL) return obj->sig_name;
   return (t >= 0 && t < pf_t_all) ? pf_ctypes[t].name : "?";

@@ -248,6 +248,13 @@ PF_HIDDEN int pf_sig_parse(const char* where, const char* text, pf_sig* out);
  * naming `where`. */
 PF_HIDDEN int pf_siginfo_parse(const char* where, const char* text, pf_siginfo** out);
 PF_HIDDEN void pf_siginfo_free(pf_siginfo* info);
+/* 0 when, for the result and each parameter of the signature `text` that
+ * has a named type, `recorded` (a PF_SIGNATURE_C_TYPES_TEXT that a checked
+ * registration of function `fn` was compiled with) gives that type the C
+ * types this library gives it; else -1 with a ValueError naming `where`,
+ * module `origin`, `fn` and the first type that differs. */
+PF_HIDDEN int pf_sig_check_c_types(const char* where, const char* origin, const char* fn,
+                                   const char* text, const char* recorded);
 /* 0 when no parameter or result of `sig` is `any`; else -1 with a
  * ValueError naming `where`, the text and the first such position: a typed
  * C function, a C function pointer and a field need C types. */

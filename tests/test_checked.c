@@ -308,6 +308,78 @@ static void test_c_type_list_is_the_runtimes(void** state) {
   assert_pf_error(PFSignatureTypeInfo(n + 2, NULL, NULL), "IndexError");
 }
 
+/* ---- check records: what the compiler saw, checked again at load ---- */
+
+static double half(double x) { return x / 2; }
+static int nothing(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  (void)args, (void)codes, (void)n, (void)ret, (void)res;
+  return 0;
+}
+/* A descriptor as the registration macros make one (module.h). */
+static PFFuncDescriptor descriptor(uint32_t kind, const char* name, PFPackedCFunc packed,
+                                   void (*typed)(void), const char* sig, const char* doc) {
+  return (PFFuncDescriptor){
+      PF_FUNC_DESCRIPTOR_ABI, kind, name, packed, typed, sig, doc, NULL, NULL, NULL};
+}
+static PFFuncDescriptor record(const char* name, const char* sig, const char* c_types) {
+  return descriptor(kPFFuncDescriptorCheck, name, NULL, NULL, sig, c_types);
+}
+
+/* Loads t.half (typed), t.packed and `check`: the number of functions of
+ * the module, or -1 with the load's error. */
+static int load_with(PFFuncDescriptor check) {
+  const PFFuncDescriptor half_d = descriptor(kPFFuncDescriptorTyped, "t.half", NULL,
+                                             (void (*)(void))half, "float64(x: float64)", NULL);
+  const PFFuncDescriptor packed_d =
+      descriptor(kPFFuncDescriptorPacked, "t.packed", nothing, NULL, "float64(x: float64)", NULL);
+  const PFFuncDescriptor* table[] = {&half_d, &packed_d, &check};
+  PFModuleHandle m = NULL;
+  if (PFModLoadFromDescriptors(table, table + 3, &m) != 0) return -1;
+  int n = -1;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_pf_ok(PFModFree(m));
+  return n;
+}
+
+/* A record that agrees loads; the record is not a function of the module. */
+static void test_check_record_that_agrees_loads(void** state) {
+  (void)state;
+  assert_int_equal(load_with(record("t.half", "float64(x: float64)", PF_SIGNATURE_C_TYPES_TEXT)),
+                   2);
+  /* Every checked registration of this program carries one, and loaded. */
+  assert_non_null(g_self);
+}
+
+/* A plugin built from a header whose table gives float64 another C type. */
+static void test_check_record_of_a_stale_header_fails(void** state) {
+  (void)state;
+  assert_pf_error(load_with(record("t.half", "float64(x: float64)", "float64=float/float;")),
+                  "ValueError", "function t.half was checked against a header whose float64 is",
+                  "`float/float`", "`double/double`", "rebuild the plugin");
+  /* A table without the type at all, or an empty one. */
+  assert_pf_error(load_with(record("t.half", "float64(x: float64)", "int64=int64_t/int64_t;")),
+                  "ValueError", "t.half", "float64 is `(none)`");
+  assert_pf_error(load_with(record("t.half", "float64(x: float64)", NULL)), "ValueError", "t.half",
+                  "has no C types");
+}
+
+/* A record beside the wrong function, or none. */
+static void test_check_record_that_does_not_match_fails(void** state) {
+  (void)state;
+  assert_pf_error(load_with(record("t.absent", "float64(x: float64)", PF_SIGNATURE_C_TYPES_TEXT)),
+                  "ValueError", "function t.absent was checked", "not a typed function of it");
+  assert_pf_error(load_with(record("t.packed", "float64(x: float64)", PF_SIGNATURE_C_TYPES_TEXT)),
+                  "ValueError", "function t.packed was checked", "not a typed function of it");
+  assert_pf_error(load_with(record("t.half", "float32(x: float32)", PF_SIGNATURE_C_TYPES_TEXT)),
+                  "ValueError", "function t.half was checked as float32(x: float32)",
+                  "registered as float64(x: float64)");
+  assert_pf_error(load_with(record("t.half", NULL, PF_SIGNATURE_C_TYPES_TEXT)), "ValueError",
+                  "t.half", "NULL signature");
+  assert_pf_error(load_with(record(NULL, "float64(x: float64)", PF_SIGNATURE_C_TYPES_TEXT)),
+                  "ValueError", "descriptor 2 has a NULL name");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_signature_as_the_string_form),
@@ -315,6 +387,9 @@ int main(void) {
       cmocka_unit_test(test_calls),
       cmocka_unit_test(test_methods),
       cmocka_unit_test(test_c_type_list_is_the_runtimes),
+      cmocka_unit_test(test_check_record_that_agrees_loads),
+      cmocka_unit_test(test_check_record_of_a_stale_header_fails),
+      cmocka_unit_test(test_check_record_that_does_not_match_fails),
   };
   return cmocka_run_group_tests(tests, load_self, free_self);
 }

@@ -330,6 +330,19 @@ static void test_load_bad_signature(void** state) {
   assert_false(is_loaded("mod_badsig.so"));
 }
 
+/* A checked registration records the C types its header gave: a plugin
+ * built against a header whose float64 was a float is refused, whole,
+ * naming the function, instead of calling half() with a double. */
+static void test_load_checked_against_a_stale_header(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_error(PFModLoadFromFile(mod_path("mod_stale.so"), &m), kPFErrValueError, "mod_stale.so",
+                  "function stale.half was checked against a header whose float64", "`float/float`",
+                  "this library's is `double/double`");
+  assert_null(m);
+  assert_false(is_loaded("mod_stale.so"));
+}
+
 /* ---- bad files: checked before dlopen, descriptors checked before use ---- */
 
 /* What PFModLoadFromFile did in a child process. The old runtime crashed
@@ -1629,6 +1642,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_load_not_a_module),
       cmocka_unit_test(test_load_duplicate_name),
       cmocka_unit_test(test_load_bad_signature),
+      cmocka_unit_test(test_load_checked_against_a_stale_header),
       cmocka_unit_test(test_load_truncated_file),
       cmocka_unit_test(test_load_fifo),
       cmocka_unit_test(test_load_bare_name_is_checked),

@@ -73,6 +73,19 @@
  *     checks its own arguments;
  *   - signatures made at run time (PFFuncCreateFromTyped, PFFuncToCFunction)
  *     are strings: the compiler never sees them.
+ * What the compiler saw is checked again when the module loads:
+ * PF_REGISTER_CHECKED emits, beside the function's descriptor, a check
+ * record (module.h, kPFFuncDescriptorCheck) with the signature text and
+ * PF_SIGNATURE_C_TYPES_TEXT (signature.h), the C types this header gave
+ * each type name. Loading fails, whole, with a ValueError naming the
+ * function ("function mylib.half was checked against a header whose
+ * float64 is `float/float`, this library's is `double/double`: rebuild the
+ * plugin against this packedfunc") when the loading library's table gives
+ * a type of the signature other C types (a plugin built from a stale
+ * header), or when the record names no typed function of the module or
+ * another signature (an altered registration). PF_METHOD_CHECKED and
+ * PF_STATIC_METHOD_CHECKED sit in a method array, where no record can go
+ * beside them: a method's check is the compiler's alone.
  *
  * The forms:
  *   PF_REGISTER_CHECKED(name, fn, PF_RET(...), items...)  at file scope,
@@ -211,11 +224,15 @@
      char pf_checked_;                                                                          \
    }))
 
+/* The function's descriptor, then its check record (module.h,
+ * kPFFuncDescriptorCheck): what this header's table gave the types. */
 #define PF_CK_REGISTER_(name, fn, ret, ...)                                                        \
   PF_REGISTER_(PF_UNIQUE_ID_,                                                                      \
                kPFFuncDescriptorTyped + PF_CK_CHECK_("PF_REGISTER_CHECKED", fn, ret, __VA_ARGS__), \
                name, NULL, (void (*)(void))(fn), PF_CK_SIG_(ret, __VA_ARGS__),                     \
-               PF_CK_DOCS_(__VA_ARGS__), NULL, NULL, NULL)
+               PF_CK_DOCS_(__VA_ARGS__), NULL, NULL, NULL);                                        \
+  PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorCheck, name, NULL, NULL,                            \
+               PF_CK_SIG_(ret, __VA_ARGS__), PF_SIGNATURE_C_TYPES_TEXT, NULL, NULL, NULL)
 #define PF_CK_METHOD_(flags, name, fn, ret, ...)                           \
   {                                                                        \
     (name), NULL, (void (*)(void))(fn), PF_CK_SIG_(ret, __VA_ARGS__),      \

@@ -136,7 +136,11 @@ extern "C" {
  * the bad address); the same name registered twice in the library
  * (KeyError naming it); a typed function whose signature does not parse
  * (the ValueError of PFFuncCreateFromTyped, with a traceback line naming
- * the function and the library); an object type that PFObjectTypeRegister
+ * the function and the library); a checked registration whose check
+ * record (kPFFuncDescriptorCheck) names no typed function of the library,
+ * another signature, or C types other than this library's for a type of
+ * the signature, as a plugin built from a stale header does (ValueError
+ * naming the function and the type); an object type that PFObjectTypeRegister
  * would refuse (its error; all of the module's types are registered or
  * none), such as a key registered with another description (KeyError);
  * MemoryError. On any error the library is closed again (object types
@@ -276,6 +280,16 @@ PF_EXPORT int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t**
 #define kPFFuncDescriptorTyped 2u  /* a plain C function and its signature */
 #define kPFFuncDescriptorType 3u   /* not a function: an object type (layout 3) */
 #define kPFFuncDescriptorDirect 4u /* a PFDirectCFunc, in `typed` (any layout) */
+/* Not a function: what the compiler saw of a checked registration
+ * (checked.h), beside the function's own descriptor (any layout). `name`
+ * is the function's, `signature` its signature text, `doc` the
+ * PF_SIGNATURE_C_TYPES_TEXT (signature.h) of the header it was built
+ * with; the other members are NULL. Loading refuses the whole module
+ * (ValueError naming the function) unless a typed function of the same
+ * module has that name and that signature text, and the recorded C type
+ * of each named type of the signature is this library's. A library older
+ * than this kind refuses it as an unknown descriptor kind. */
+#define kPFFuncDescriptorCheck 5u
 
 /* The layout version of PFFuncDescriptor. Version 2 appended the pre-pack
  * fields, version 3 the object type; a version 1 or 2 descriptor (a module
@@ -320,7 +334,8 @@ typedef struct PFFuncDescriptor {
  * *out is a new reference (PFModFree).
  * Errors: NULL out, one of begin/end NULL (TypeError); end before begin,
  * a malformed descriptor (ValueError); a name given twice (KeyError); a bad
- * typed signature (ValueError); an object type that PFObjectTypeRegister
+ * typed signature, or a check record that does not match (ValueError, as
+ * for PFModLoadFromFile); an object type that PFObjectTypeRegister
  * would refuse (its error); MemoryError. Thread-safe. */
 PF_EXPORT int PFModLoadFromDescriptors(const PFFuncDescriptor* const* begin,
                                        const PFFuncDescriptor* const* end, PFModuleHandle* out);

@@ -310,6 +310,18 @@ PF_EXPORT int PFSignatureTypeInfo(int index, const char** name, int* type_code);
   X(list, PFObjectHandle, PFObjectHandle)         \
   X(dict, PFObjectHandle, PFObjectHandle)
 
+/* One row of the list as text, "NAME=ARG/RESULT;" with the C types spelt
+ * as this header expands them ("bool=_Bool/_Bool;"), and the whole list as
+ * one string literal. A checked registration (checked.h) records the whole
+ * list beside the function; loading compares it, type by type, with the
+ * library's own, so that a plugin built against a header whose table gives
+ * a type another C type is refused instead of miscalled. */
+#define PF_SIGNATURE_STR2_(x) #x
+#define PF_SIGNATURE_STR_(x) PF_SIGNATURE_STR2_(x)
+#define PF_SIGNATURE_C_TYPE_TEXT(name, arg, result) \
+#name "=" PF_SIGNATURE_STR_(arg) "/" PF_SIGNATURE_STR_(result) ";"
+#define PF_SIGNATURE_C_TYPES_TEXT PF_SIGNATURE_C_TYPES(PF_SIGNATURE_C_TYPE_TEXT)
+
 #define PF_SIGNATURE_TYPEDEF_(name, arg, result) \
   typedef arg PFSignatureArg_##name;             \
   typedef result PFSignatureResult_##name;

@@ -104,6 +104,13 @@ def test_a_bad_typed_signature_in_a_module_is_value_error(pf):
     assert any("badsig.broken" in line for line in info.value.c_traceback)
 
 
+def test_a_plugin_checked_against_a_stale_header_is_refused(pf):
+    with pytest.raises(ValueError) as info:
+        pf.load_module(fixture_module("mod_stale.so"))
+    assert ("function stale.half was checked against a header whose float64 is `float/float`, "
+            "this library's is `double/double`") in str(info.value)
+
+
 @pytest.mark.parametrize("bad, exc, text", [
     (None, TypeError, "load_module: path must be a str, bytes or os.PathLike, not NoneType"),
     (42, TypeError, "not int"),
