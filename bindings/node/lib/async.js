@@ -14,9 +14,23 @@ const { decode, cString } = require('./decode.js');
 const { functionProto } = require('./functions.js');
 const { lend, endLoan } = require('./objects.js');
 
-const { str: STR, bytes: BYTES } = TYPE_CODES;
+const { str: STR, bytes: BYTES, function: FUNC, module: MODULE, object: OBJECT } = TYPE_CODES;
 
 const ASYNC_SIZE = helperApi.asyncSize();
+
+// The function's handle and each handle argument (function, module,
+// object) of the frame, each with a new reference.
+function holdHandles(h, blk, fr, n) {
+  const held = [h];
+  for (let i = 0; i < n; i++) {
+    const code = blk.i32[(fr.codesOff >> 2) + i];
+    if (code !== FUNC && code !== MODULE && code !== OBJECT) continue;
+    const p = readPtr(blk, fr.valuesOff + 8 * i);
+    if (p) held.push(p);
+  }
+  for (const p of held) api.PFObjectRetain(p);
+  return held;
+}
 
 // f(...args) on a worker thread: a Promise of its result. The JavaScript
 // thread stays free meanwhile, so the function may call JavaScript
@@ -52,7 +66,12 @@ functionProto.callAsync = function callAsync(...args) {
       reject(err);
       return;
     }
+    // JavaScript runs while the worker thread calls (this call's own
+    // callbacks too), and may dispose the function or a handle argument:
+    // the call holds a reference to each until it ends.
+    const held = holdHandles(h, blk, fr, n);
     helperApi.callAsync.async(blk.addr, (ioErr, rc) => {
+      for (const p of held) api.PFObjectFree(p);
       if (loan !== null) endLoan(loan);
       try {
         if (ioErr) throw ioErr;

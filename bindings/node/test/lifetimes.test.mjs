@@ -143,6 +143,18 @@ test('a function disposed during its own call is released when the call ends', (
   }
 });
 
+test('a function disposed during its own callAsync is released when the call ends', async () => {
+  for (const direct of [0, 1]) {
+    const before = nt.guarded_finalized();
+    const g = nt.make_guarded(direct);
+    // The callback runs on the JavaScript thread while the worker thread
+    // is inside g: the call holds g (and each handle argument) until it ends.
+    assert.equal(await g.callAsync(() => { g.dispose(); return 0; }), 42);
+    assert.equal(nt.guarded_finalized(), before + 1);
+    assert.throws(() => g.callAsync(() => 0), /was disposed/);
+  }
+});
+
 test('an object disposed during a method call on it is released when the call ends', () => {
   for (const init of ['pfn_init_note', 'pfn_init_note_call']) {
     if (nodetest.func(`int ${init}()`)() !== 0) throw new Error(`${init} failed`);
