@@ -560,6 +560,7 @@ static int write_value(writer* w, int code, const PFValue* v) {
 /* The document: the root and the nodes, each hole filled with its node's
  * index. */
 static void put_filled(writer* w, textbuf* doc, const textbuf* part) {
+  if (!part->n) return; /* part->p may be NULL */
   const char* p = part->p;
   const char* end = p + part->n;
   while (p < end) {
