@@ -102,33 +102,33 @@ typedef struct {
   size_t cap, count;
 } seen_map;
 
-static seen* seen_find(const seen_map* m, const void* obj) {
-  if (!m->cap) return NULL;
+/* The slot of obj in a table of cap (a power of two) slots, or the empty
+ * slot where it would go. */
+static seen* probe(seen* slot, size_t cap, const void* obj) {
   uint64_t h = (uint64_t)(uintptr_t)obj * 0x9E3779B97F4A7C15u;
-  for (size_t i = (size_t)(h >> 32) & (m->cap - 1);; i = (i + 1) & (m->cap - 1))
-    if (m->slot[i].obj == obj || !m->slot[i].obj) return m->slot[i].obj ? &m->slot[i] : NULL;
+  size_t i = (size_t)(h >> 32) & (cap - 1);
+  while (slot[i].obj && slot[i].obj != obj) i = (i + 1) & (cap - 1);
+  return &slot[i];
+}
+
+static seen* seen_find(const seen_map* m, const void* obj) {
+  seen* s = m->cap ? probe(m->slot, m->cap, obj) : NULL;
+  return s && s->obj ? s : NULL;
 }
 
 /* Adds obj (not present) with index -1; -1 when out of memory. */
 static int seen_add(seen_map* m, const void* obj) {
   if ((m->count + 1) * 2 > m->cap) {
-    seen_map g = {pf_calloc(m->cap ? m->cap * 2 : 1024, sizeof(seen)), m->cap ? m->cap * 2 : 1024,
-                  m->count};
-    if (!g.slot) return -1;
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    seen* slot = pf_calloc(cap, sizeof(seen));
+    if (!slot) return -1;
     for (size_t i = 0; i < m->cap; ++i)
-      if (m->slot[i].obj) {
-        uint64_t h = (uint64_t)(uintptr_t)m->slot[i].obj * 0x9E3779B97F4A7C15u;
-        size_t k = (size_t)(h >> 32) & (g.cap - 1);
-        while (g.slot[k].obj) k = (k + 1) & (g.cap - 1);
-        g.slot[k] = m->slot[i];
-      }
+      if (m->slot[i].obj) *probe(slot, cap, m->slot[i].obj) = m->slot[i];
     pf_free(m->slot);
-    *m = g;
+    m->slot = slot;
+    m->cap = cap;
   }
-  uint64_t h = (uint64_t)(uintptr_t)obj * 0x9E3779B97F4A7C15u;
-  size_t k = (size_t)(h >> 32) & (m->cap - 1);
-  while (m->slot[k].obj) k = (k + 1) & (m->cap - 1);
-  m->slot[k] = (seen){obj, -1};
+  *probe(m->slot, m->cap, obj) = (seen){obj, -1};
   ++m->count;
   return 0;
 }
