@@ -12,33 +12,8 @@
 /* Ints past this magnitude are written as decimal text. */
 #define EXACT_INT ((int64_t)1 << 53)
 
-static json_t* tagged(const char* tag, json_t* value) {
-  json_t* o = value ? json_object() : NULL;
-  if (o && json_object_set_new_nocheck(o, tag, value) == 0) return o;
-  json_decref(o);
-  return NULL;
-}
-
 /* ---- base64 ---- */
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static json_t* b64_string(const unsigned char* p, size_t n) {
-  size_t len = (n + 2) / 3 * 4;
-  char* s = pf_malloc(len + 1);
-  if (!s) return NULL;
-  char* o = s;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                 (i + 2 < n ? p[i + 2] : 0);
-    *o++ = b64[x >> 18];
-    *o++ = b64[(x >> 12) & 63];
-    *o++ = i + 1 < n ? b64[(x >> 6) & 63] : '=';
-    *o++ = i + 2 < n ? b64[x & 63] : '=';
-  }
-  json_t* j = json_stringn_nocheck(s, len);
-  pf_free(s);
-  return j;
-}
 
 static int b64_digit(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -72,23 +47,91 @@ static int b64_decode(const char* s, size_t n, unsigned char* out, size_t* out_n
 /* Writing                                                                  */
 /* ======================================================================== */
 
-/* uthash allocates through the runtime's allocator and marks the entry
- * it could not add instead of exiting. */
-#define uthash_malloc(sz) pf_malloc(sz)
-#define uthash_free(ptr, sz) pf_free(ptr)
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) ((obj)->oom = 1)
-#include <uthash.h>
-
-/* An object met on the walk: its index in the node table, one JSON integer
- * that every reference to it shares, set when the node is written (so a
- * reference back to a node still being written gets its index too). */
-typedef struct seen {
-  const void* obj;
-  json_t* index;
+/* Text that grows; a growth that fails marks it, and later writes do
+ * nothing. */
+typedef struct {
+  char* p;
+  size_t n, cap;
   int oom;
-  UT_hash_handle hh;
+} textbuf;
+
+static int room(textbuf* t, size_t more) {
+  if (t->cap - t->n >= more) return 0;
+  size_t cap = t->cap ? t->cap : 4096;
+  while (cap - t->n < more && cap <= SIZE_MAX / 4) cap *= 2;
+  char* p = t->oom || cap - t->n < more ? NULL : pf_realloc(t->p, cap);
+  if (!p) {
+    t->oom = 1;
+    return -1;
+  }
+  t->p = p;
+  t->cap = cap;
+  return 0;
+}
+
+static void put(textbuf* t, const void* s, size_t n) {
+  if (room(t, n) == 0) memcpy(t->p + t->n, s, n), t->n += n;
+}
+
+static void put_c(textbuf* t, char c) {
+  if (room(t, 1) == 0) t->p[t->n++] = c;
+}
+
+#define PUT_LIT(t, s) put(t, s, sizeof(s) - 1)
+
+/* Decimal text of x, exact. */
+static void put_i64(textbuf* t, int64_t x) {
+  char d[24], *e = d + sizeof(d), *s = e;
+  uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+  do *--s = (char)('0' + u % 10);
+  while (u /= 10);
+  if (x < 0) *--s = '-';
+  put(t, s, (size_t)(e - s));
+}
+
+/* An object met on the walk, and its index in the node table: -1 while
+ * its node is being written. */
+typedef struct {
+  const void* obj;
+  int64_t index;
 } seen;
+
+/* Open addressing by pointer, linear probing, at most half full. */
+typedef struct {
+  seen* slot;
+  size_t cap, count;
+} seen_map;
+
+/* The slot of obj in a table of cap (a power of two) slots, or the empty
+ * slot where it would go. */
+static seen* probe(seen* slot, size_t cap, const void* obj) {
+  uint64_t h = (uint64_t)(uintptr_t)obj * 0x9E3779B97F4A7C15u;
+  size_t i = (size_t)(h >> 32) & (cap - 1);
+  while (slot[i].obj && slot[i].obj != obj) i = (i + 1) & (cap - 1);
+  return &slot[i];
+}
+
+static seen* seen_find(const seen_map* m, const void* obj) {
+  seen* s = m->cap ? probe(m->slot, m->cap, obj) : NULL;
+  return s && s->obj ? s : NULL;
+}
+
+/* Adds obj (not present) with index -1; -1 when out of memory. */
+static int seen_add(seen_map* m, const void* obj) {
+  if ((m->count + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    seen* slot = pf_calloc(cap, sizeof(seen));
+    if (!slot) return -1;
+    for (size_t i = 0; i < m->cap; ++i)
+      if (m->slot[i].obj) *probe(slot, cap, m->slot[i].obj) = m->slot[i];
+    pf_free(m->slot);
+    m->slot = slot;
+    m->cap = cap;
+  }
+  *probe(m->slot, m->cap, obj) = (seen){obj, -1};
+  ++m->count;
+  return 0;
+}
 
 /* Where a value is, below the root: one step per container or instance. */
 typedef struct {
@@ -97,10 +140,15 @@ typedef struct {
   const char* name;
 } step;
 
+/* Values are written at the end of `open`; a node, once written, moves
+ * from there to `nodes`, so nodes come in the order they are finished. A
+ * reference to a node still being written is a NUL byte and the object's
+ * pointer, replaced by the node's index at the end (`holes` of them). */
 typedef struct {
   const char* where;
-  json_t* nodes;
-  seen* table;
+  textbuf open, nodes;
+  seen_map table;
+  int64_t holes, done; /* holes written; nodes finished */
   int depth;
   step path[PF_JSON_MAX_DEPTH];
 } writer;
@@ -118,254 +166,328 @@ static void path_text(const writer* w, int levels, char* buf, size_t n) {
   }
 }
 
-static json_t* cannot_write(writer* w, const char* what) {
+static int cannot_write(writer* w, const char* what) {
   char path[512];
   path_text(w, w->depth, path, sizeof(path));
-  PF_ERROR(kPFErrTypeError, "%s: %s is of type %s, which JSON cannot hold", w->where, path, what);
-  return NULL;
+  return PF_ERROR(kPFErrTypeError, "%s: %s is of type %s, which JSON cannot hold", w->where, path,
+                  what);
 }
 
-static json_t* oom(writer* w) {
-  pf_oom(w->where);
-  return NULL;
+static int write_value(writer* w, int code, const PFValue* v);
+
+/* The length of the UTF-8 sequence at p (p[0] >= 0x80), or 0 when it is
+ * not one: overlong forms, surrogates and code points past U+10FFFF are
+ * refused, as jansson refuses them. */
+static size_t utf8_len(const unsigned char* p) {
+  if (p[0] < 0xC2 || p[0] > 0xF4) return 0;
+  size_t n = p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : 4;
+  uint32_t cp = p[0] & (0x7Fu >> n);
+  for (size_t i = 1; i < n; ++i) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    cp = cp << 6 | (p[i] & 0x3Fu);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+      (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
+  return n;
 }
 
-static json_t* write_value(writer* w, int code, const PFValue* v);
-
-static json_t* write_int(int64_t x) {
-  if (x >= -EXACT_INT && x <= EXACT_INT) return json_integer(x);
-  char text[24];
-  snprintf(text, sizeof(text), "%lld", (long long)x);
-  return tagged("int", json_string_nocheck(text));
+/* The JSON string of s, escaped as jansson escapes it; -1 (nothing
+ * written) when s is not UTF-8. */
+static int put_string(textbuf* t, const char* s) {
+  size_t start = t->n;
+  const unsigned char* p = (const unsigned char*)s;
+  put_c(t, '"');
+  for (;;) {
+    const unsigned char* q = p;
+    while (*q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\') ++q;
+    put(t, p, (size_t)(q - p));
+    p = q;
+    if (!*p) break;
+    if (*p >= 0x80) {
+      size_t n = utf8_len(p);
+      if (!n) {
+        if (!t->oom) t->n = start;
+        return -1;
+      }
+      put(t, p, n);
+      p += n;
+      continue;
+    }
+    static const char esc[] = "btn?fr";
+    char e[7] = {'\\', (char)*p};
+    size_t n = 2;
+    if (*p >= '\b' && *p <= '\r' && *p != '\v') e[1] = esc[*p - '\b'];
+    else if (*p < 0x20) n = 6, snprintf(e + 1, 6, "u%04X", (unsigned)*p);
+    put(t, e, n);
+    ++p;
+  }
+  put_c(t, '"');
+  return 0;
 }
 
-static json_t* write_float(double x) {
-  if (isfinite(x)) return json_real(x);
-  return tagged("float", json_string_nocheck(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"));
+/* A string the library makes (a key, a type's key, a field's name): one
+ * that is not UTF-8 cannot be written, as before. */
+static void put_name(writer* w, const char* s) {
+  if (put_string(&w->open, s) != 0) w->open.oom = 1;
 }
 
-static json_t* write_str(const char* s) {
-  json_t* j = json_string(s); /* NULL when s is not UTF-8 (or out of memory) */
-  return j ? j : tagged("str64", b64_string((const unsigned char*)s, strlen(s)));
+static void put_b64(textbuf* t, const unsigned char* p, size_t n) {
+  put_c(t, '"');
+  if (room(t, (n + 2) / 3 * 4) != 0) return;
+  char* o = t->p + t->n;
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                 (i + 2 < n ? p[i + 2] : 0);
+    *o++ = b64[x >> 18];
+    *o++ = b64[(x >> 12) & 63];
+    *o++ = i + 1 < n ? b64[(x >> 6) & 63] : '=';
+    *o++ = i + 2 < n ? b64[x & 63] : '=';
+  }
+  t->n = (size_t)(o - t->p);
+  put_c(t, '"');
 }
 
-static json_t* write_dtype(writer* w, DLDataType t) {
-  char text[PF_DTYPE_STRING_MAX];
-  if (PFDataTypeToString(t, text, sizeof(text)) != 0) return NULL;
-  json_t* j = tagged("dtype", json_string_nocheck(text));
-  return j ? j : oom(w);
+/* {"tag":"BASE64"} */
+static void put_tagged_b64(textbuf* t, const char* tag, const void* p, size_t n) {
+  put_c(t, '{');
+  put_string(t, tag);
+  put_c(t, ':');
+  put_b64(t, p, n);
+  put_c(t, '}');
 }
 
-static json_t* write_device(DLDevice d) {
-  json_t* a = json_pack("[ii]", (int)d.device_type, (int)d.device_id);
-  return a ? tagged("device", a) : NULL;
+static void write_int(textbuf* t, int64_t x) {
+  if (x >= -EXACT_INT && x <= EXACT_INT) {
+    put_i64(t, x);
+    return;
+  }
+  PUT_LIT(t, "{\"int\":\"");
+  put_i64(t, x);
+  PUT_LIT(t, "\"}");
 }
 
-static json_t* must(writer* w, json_t* j) { return j ? j : oom(w); }
+/* 17 significant digits, with a '.' or an exponent so that it reads back
+ * as a float, and no '+' or leading zeros in the exponent (jansson's
+ * text, kept byte for byte). */
+static void write_float(textbuf* t, double x) {
+  if (!isfinite(x)) {
+    PUT_LIT(t, "{\"float\":\"");
+    if (isnan(x)) PUT_LIT(t, "nan");
+    else if (x > 0) PUT_LIT(t, "inf");
+    else PUT_LIT(t, "-inf");
+    PUT_LIT(t, "\"}");
+    return;
+  }
+  char s[40];
+  int n = snprintf(s, sizeof(s), "%.17g", x), dot = 0;
+  char* e = NULL;
+  for (int i = 0; i < n; ++i) {
+    if (s[i] == 'e') e = &s[i];
+    else if ((s[i] < '0' || s[i] > '9') && s[i] != '-' && s[i] != '+') s[i] = '.', dot = 1;
+  }
+  if (!e && !dot) s[n++] = '.', s[n++] = '0';
+  if (e) {
+    char *from = e + 1 + (e[1] == '-'), *to = e + 1 + (e[1] == '-');
+    if (*from == '+') ++from;
+    while (*from == '0' && from[1]) ++from;
+    memmove(to, from, (size_t)(s + n - from));
+    n -= (int)(from - to);
+  }
+  put(t, s, (size_t)n);
+}
 
-/* Appends the JSON of `n` values to the array `a` (a container's items),
- * stepping the path. */
-static int write_items(writer* w, json_t* a, const PFValue* v, const int32_t* c, int64_t n) {
+static void write_str(textbuf* t, const char* s) {
+  if (put_string(t, s) != 0) put_tagged_b64(t, "str64", s, strlen(s));
+}
+
+/* Writes the JSON of `n` values (a container's items), stepping the
+ * path. */
+static int write_items(writer* w, const PFValue* v, const int32_t* c, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     w->path[w->depth - 1] = (step){'[', i, NULL};
-    json_t* j = write_value(w, c[i], &v[i]);
-    if (!j) return -1;
-    if (json_array_append_new(a, j) != 0) return oom(w), -1;
+    if (i) put_c(&w->open, ',');
+    if (write_value(w, c[i], &v[i]) != 0) return -1;
   }
   return 0;
 }
 
-/* Appends [key, value], entry i of a map, to `a`. */
-static int write_entry(writer* w, json_t* a, int64_t i, int kc, const PFValue* k, int vc,
-                       const PFValue* v) {
+/* Writes [key, value], entry i of a map. */
+static int write_entry(writer* w, int64_t i, int kc, const PFValue* k, int vc, const PFValue* v) {
   w->path[w->depth - 1] = (step){'k', i, NULL};
-  json_t* e = must(w, json_array());
-  json_t* kj = e ? write_value(w, kc, k) : NULL;
+  if (i) put_c(&w->open, ',');
+  put_c(&w->open, '[');
+  if (write_value(w, kc, k) != 0) return -1;
   w->path[w->depth - 1].kind = 'v';
-  json_t* vj = kj ? write_value(w, vc, v) : NULL;
-  int rc = vj ? 0 : -1;
-  if (rc == 0 && (json_array_append_new(e, kj) != 0 || json_array_append_new(e, vj) != 0 ||
-                  json_array_append(a, e) != 0))
-    rc = (oom(w), -1);
-  else if (rc != 0) json_decref(kj);
-  json_decref(e);
-  return rc;
+  put_c(&w->open, ',');
+  if (write_value(w, vc, v) != 0) return -1;
+  put_c(&w->open, ']');
+  return 0;
 }
 
-static json_t* node_of(writer* w, const char* type) {
-  json_t* o = json_object();
-  if (o && json_object_set_new_nocheck(o, "type", json_string_nocheck(type)) == 0) return o;
-  json_decref(o);
-  return oom(w);
+/* {"type":"TYPE", then the node's members. */
+static void node_of(writer* w, const char* type) {
+  PUT_LIT(&w->open, "{\"type\":");
+  put_name(w, type);
 }
 
-/* Sets o[key] to `value` (taken); -1 when value is NULL (its maker
- * recorded the error). */
-static int put(writer* w, json_t* o, const char* key, json_t* value) {
-  if (!value) return -1;
-  return json_object_set_new_nocheck(o, key, value) == 0 ? 0 : (oom(w), -1);
+static void write_ints(textbuf* t, const int64_t* d, int64_t n) {
+  put_c(t, '[');
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) put_c(t, ',');
+    write_int(t, d[i]);
+  }
+  put_c(t, ']');
 }
 
-static json_t* write_ints(writer* w, const int64_t* d, int64_t n) {
-  json_t* a = json_array();
-  for (int64_t i = 0; a && i < n; ++i)
-    if (json_array_append_new(a, write_int(d[i])) != 0) {
-      json_decref(a);
-      a = NULL;
-    }
-  return a ? a : oom(w);
-}
-
-static json_t* write_tensor(writer* w, const DLTensor* t) {
+static int write_tensor(writer* w, const DLTensor* t) {
   if (t->device.device_type != kDLCPU) {
     char path[512];
     path_text(w, w->depth - 1, path, sizeof(path)); /* the tensor's node is open */
-    PF_ERROR(kPFErrValueError, "%s: %s is a tensor on device type %d: only CPU data is written",
-             w->where, path, (int)t->device.device_type);
-    return NULL;
+    return PF_ERROR(kPFErrValueError,
+                    "%s: %s is a tensor on device type %d: only CPU data is written", w->where,
+                    path, (int)t->device.device_type);
   }
   const char* data;
   char* own;
   size_t n;
-  if (pf_tensor_row_major(w->where, t, &data, &n, &own) != 0) return NULL;
-  json_t* o = node_of(w, "tensor");
-  char text[PF_DTYPE_STRING_MAX];
-  int rc = o ? PFDataTypeToString(t->dtype, text, sizeof(text)) : -1;
-  if (rc == 0) rc = put(w, o, "dtype", must(w, json_string_nocheck(text)));
-  if (rc == 0) rc = put(w, o, "shape", write_ints(w, t->shape, t->ndim));
-  if (rc == 0) rc = put(w, o, "data", must(w, b64_string((const unsigned char*)data, n)));
+  char dtype[PF_DTYPE_STRING_MAX];
+  if (PFDataTypeToString(t->dtype, dtype, sizeof(dtype)) != 0) return -1;
+  if (pf_tensor_row_major(w->where, t, &data, &n, &own) != 0) return -1;
+  node_of(w, "tensor");
+  PUT_LIT(&w->open, ",\"dtype\":");
+  put_name(w, dtype);
+  PUT_LIT(&w->open, ",\"shape\":");
+  write_ints(&w->open, t->shape, t->ndim);
+  PUT_LIT(&w->open, ",\"data\":");
+  put_b64(&w->open, (const unsigned char*)data, n);
+  put_c(&w->open, '}');
   pf_free(own);
-  if (rc == 0) return o;
-  json_decref(o);
-  return NULL;
+  return 0;
 }
 
-static json_t* write_instance(writer* w, PFObjectHandle h, uint32_t type) {
+static int write_instance(writer* w, PFObjectHandle h, uint32_t type) {
   const PFObjectTypeInfo* info;
-  if (PFObjectTypeGetInfo(type, &info) != 0) return NULL;
-  json_t* o = node_of(w, "object");
-  json_t* f = o ? must(w, json_object()) : NULL;
-  int rc = f ? put(w, o, "key", must(w, json_string(info->key))) : -1;
-  for (int32_t i = 0; rc == 0 && i < info->num_fields; ++i) {
+  if (PFObjectTypeGetInfo(type, &info) != 0) return -1;
+  node_of(w, "object");
+  PUT_LIT(&w->open, ",\"key\":");
+  put_name(w, info->key);
+  PUT_LIT(&w->open, ",\"fields\":{");
+  for (int32_t i = 0; i < info->num_fields; ++i) {
     PFValue v;
     int c;
     w->path[w->depth - 1] = (step){'.', 0, info->fields[i]->name};
-    rc = PFObjectGetField(h, info->fields[i], &v, &c);
-    if (rc == 0) {
-      json_t* j = write_value(w, c, &v);
-      rc = j ? put(w, f, info->fields[i]->name, j) : -1;
-    }
+    if (PFObjectGetField(h, info->fields[i], &v, &c) != 0) return -1;
+    if (i) put_c(&w->open, ',');
+    put_name(w, info->fields[i]->name);
+    put_c(&w->open, ':');
+    if (write_value(w, c, &v) != 0) return -1;
   }
-  if (rc == 0) {
-    rc = put(w, o, "fields", f);
-    f = NULL;
-  }
-  json_decref(f);
-  if (rc == 0) return o;
-  json_decref(o);
-  return NULL;
+  PUT_LIT(&w->open, "}}");
+  return 0;
 }
 
 /* The node of a container object of type `type`. */
-static json_t* write_container(writer* w, PFObjectHandle h, uint32_t type) {
+static int write_container(writer* w, PFObjectHandle h, uint32_t type) {
   static const char* const names[] = {[kPFObjectArray] = "array",
                                       [kPFObjectMap] = "map",
                                       [kPFObjectList] = "list",
                                       [kPFObjectDict] = "dict",
                                       [kPFObjectShape] = "shape"};
-  json_t* o = node_of(w, names[type]);
-  if (!o) return NULL;
-  int rc;
+  node_of(w, names[type]);
   if (type == kPFObjectShape) {
     const int64_t* d;
     int64_t n;
     PFShapeGetData(h, &d, &n);
-    rc = put(w, o, "dims", write_ints(w, d, n));
-  } else {
-    PFObjectHandle snap = NULL;
-    int64_t n = 0;
-    const PFValue* v;
-    const int32_t* c;
-    json_t* a = must(w, json_array());
-    rc = a ? 0 : -1;
-    if (rc == 0 && type == kPFObjectMap) {
-      PFMapGetSize(h, &n);
-      for (int64_t i = 0; rc == 0 && i < n; ++i) {
-        PFValue kv[2];
-        int kc[2];
-        PFMapGetItemAt(h, i, &kv[0], &kc[0], &kv[1], &kc[1]);
-        rc = write_entry(w, a, i, kc[0], &kv[0], kc[1], &kv[1]);
-      }
-    } else if (rc == 0) {
-      if (type == kPFObjectList) rc = PFListToArray(h, 0, INT64_MAX, &snap);
-      else if (type == kPFObjectDict) rc = PFDictToArray(h, &snap);
-      if (rc == 0) pf_array_view(snap ? snap : h, &n, &v, &c);
-      if (rc == 0 && type == kPFObjectDict) {
-        for (int64_t i = 0; rc == 0 && i < n / 2; ++i)
-          rc = write_entry(w, a, i, c[2 * i], &v[2 * i], c[2 * i + 1], &v[2 * i + 1]);
-      } else if (rc == 0) {
-        rc = write_items(w, a, v, c, n);
-      }
-    }
-    if (rc == 0)
-      rc = put(w, o, type == kPFObjectMap || type == kPFObjectDict ? "entries" : "items", a);
-    else json_decref(a);
-    PFObjectFree(snap);
+    PUT_LIT(&w->open, ",\"dims\":");
+    write_ints(&w->open, d, n);
+    put_c(&w->open, '}');
+    return 0;
   }
-  if (rc == 0) return o;
-  json_decref(o);
-  return NULL;
+  if (type == kPFObjectMap || type == kPFObjectDict) PUT_LIT(&w->open, ",\"entries\":[");
+  else PUT_LIT(&w->open, ",\"items\":[");
+  PFObjectHandle snap = NULL;
+  int64_t n = 0;
+  const PFValue* v;
+  const int32_t* c;
+  int rc = 0;
+  if (type == kPFObjectMap) {
+    PFMapGetSize(h, &n);
+    for (int64_t i = 0; rc == 0 && i < n; ++i) {
+      PFValue kv[2];
+      int kc[2];
+      PFMapGetItemAt(h, i, &kv[0], &kc[0], &kv[1], &kc[1]);
+      rc = write_entry(w, i, kc[0], &kv[0], kc[1], &kv[1]);
+    }
+  } else {
+    if (type == kPFObjectList) rc = PFListToArray(h, 0, INT64_MAX, &snap);
+    else if (type == kPFObjectDict) rc = PFDictToArray(h, &snap);
+    if (rc == 0) pf_array_view(snap ? snap : h, &n, &v, &c);
+    if (rc == 0 && type == kPFObjectDict) {
+      for (int64_t i = 0; rc == 0 && i < n / 2; ++i)
+        rc = write_entry(w, i, c[2 * i], &v[2 * i], c[2 * i + 1], &v[2 * i + 1]);
+    } else if (rc == 0) {
+      rc = write_items(w, v, c, n);
+    }
+  }
+  PFObjectFree(snap);
+  PUT_LIT(&w->open, "]}");
+  return rc;
+}
+
+/* {"ref":INDEX}, or a hole for a node still being written. */
+static void write_ref(writer* w, const seen* s) {
+  PUT_LIT(&w->open, "{\"ref\":");
+  if (s->index >= 0) {
+    put_i64(&w->open, s->index);
+  } else {
+    put_c(&w->open, '\0');
+    put(&w->open, &s->obj, sizeof(s->obj));
+    ++w->holes;
+  }
+  put_c(&w->open, '}');
 }
 
 /* A reference to the node of `obj` ({"ref": INDEX}), writing the node
  * first when it is met for the first time. `type` is its object type, or
  * 0 for a borrowed DLTensor*. */
-static json_t* write_node(writer* w, const void* obj, uint32_t type) {
-  seen* s;
-  HASH_FIND_PTR(w->table, &obj, s);
-  if (s) return tagged("ref", json_incref(s->index));
-  if (w->depth == PF_JSON_MAX_DEPTH) {
-    PF_ERROR(kPFErrValueError, "%s: values nested deeper than %d levels (PF_JSON_MAX_DEPTH)",
-             w->where, PF_JSON_MAX_DEPTH);
-    return NULL;
-  }
-  if ((int64_t)HASH_COUNT(w->table) >= PF_JSON_MAX_NODES) {
-    PF_ERROR(kPFErrValueError, "%s: more than %lld containers, tensors and instances", w->where,
-             (long long)PF_JSON_MAX_NODES);
-    return NULL;
-  }
-  s = pf_calloc(1, sizeof(*s));
-  if (!s) return oom(w);
-  s->obj = obj;
-  s->index = json_integer(-1);
-  HASH_ADD_PTR(w->table, obj, s);
-  if (s->oom || !s->index) {
-    json_decref(s->index);
-    if (!s->oom) HASH_DEL(w->table, s);
-    pf_free(s);
-    return oom(w);
-  }
+static int write_node(writer* w, const void* obj, uint32_t type) {
+  seen* s = seen_find(&w->table, obj);
+  if (s) return write_ref(w, s), 0;
+  if (w->depth == PF_JSON_MAX_DEPTH)
+    return PF_ERROR(kPFErrValueError, "%s: values nested deeper than %d levels (PF_JSON_MAX_DEPTH)",
+                    w->where, PF_JSON_MAX_DEPTH);
+  if ((int64_t)w->table.count >= PF_JSON_MAX_NODES)
+    return PF_ERROR(kPFErrValueError, "%s: more than %lld containers, tensors and instances",
+                    w->where, (long long)PF_JSON_MAX_NODES);
+  if (seen_add(&w->table, obj) != 0) return pf_oom(w->where);
+  size_t start = w->open.n;
+  int rc;
   ++w->depth;
-  json_t* node;
   if (type == 0) {
-    node = write_tensor(w, obj);
+    rc = write_tensor(w, obj);
   } else if (type == kPFObjectTensor) {
     DLTensor* t;
     PFTensorGetDLTensor((PFObjectHandle)obj, &t);
-    node = write_tensor(w, t);
+    rc = write_tensor(w, t);
   } else if (type >= kPFObjectTypeRegisteredBegin) {
-    node = write_instance(w, (PFObjectHandle)obj, type);
+    rc = write_instance(w, (PFObjectHandle)obj, type);
   } else {
-    node = write_container(w, (PFObjectHandle)obj, type);
+    rc = write_container(w, (PFObjectHandle)obj, type);
   }
   --w->depth;
-  if (!node) return NULL;
-  json_integer_set(s->index, (json_int_t)json_array_size(w->nodes));
-  if (json_array_append_new(w->nodes, node) != 0) return oom(w);
-  return tagged("ref", json_incref(s->index));
+  if (rc != 0) return -1;
+  if (w->open.oom) return pf_oom(w->where);
+  if (w->done) put_c(&w->nodes, ',');
+  put(&w->nodes, w->open.p + start, w->open.n - start);
+  w->open.n = start;
+  s = seen_find(&w->table, obj);
+  s->index = w->done++;
+  write_ref(w, s);
+  return 0;
 }
 
-static json_t* write_object(writer* w, PFObjectHandle h) {
+static int write_object(writer* w, PFObjectHandle h) {
   uint32_t type = ((const pf_object*)h)->type_index;
   switch (type) {
     case kPFObjectArray:
@@ -381,32 +503,45 @@ static json_t* write_object(writer* w, PFObjectHandle h) {
   }
 }
 
-static json_t* write_value(writer* w, int code, const PFValue* v) {
-  json_t* j;
+static int write_value(writer* w, int code, const PFValue* v) {
+  textbuf* t = &w->open;
   switch (code) {
     case kPFNull:
-      return json_null();
+      PUT_LIT(t, "null");
+      return 0;
     case kPFBool:
-      return json_boolean(v->v_int64);
+      if (v->v_int64) PUT_LIT(t, "true");
+      else PUT_LIT(t, "false");
+      return 0;
     case kPFInt:
-      j = write_int(v->v_int64);
-      break;
+      write_int(t, v->v_int64);
+      return 0;
     case kPFFloat:
-      j = write_float(v->v_float64);
-      break;
+      write_float(t, v->v_float64);
+      return 0;
     case kPFStr:
-      j = write_str(v->v_str);
-      break;
+      write_str(t, v->v_str);
+      return 0;
     case kPFBytes: {
       const PFByteArray* b = v->v_handle;
-      j = tagged("bytes", b64_string((const unsigned char*)b->data, b->size));
-      break;
+      put_tagged_b64(t, "bytes", b->data, b->size);
+      return 0;
     }
-    case kPFDataType:
-      return write_dtype(w, v->v_type);
+    case kPFDataType: {
+      char dtype[PF_DTYPE_STRING_MAX];
+      if (PFDataTypeToString(v->v_type, dtype, sizeof(dtype)) != 0) return -1;
+      PUT_LIT(t, "{\"dtype\":");
+      put_name(w, dtype);
+      put_c(t, '}');
+      return 0;
+    }
     case kPFDevice:
-      j = write_device(v->v_device);
-      break;
+      PUT_LIT(t, "{\"device\":[");
+      put_i64(t, (int)v->v_device.device_type);
+      put_c(t, ',');
+      put_i64(t, v->v_device.device_id);
+      PUT_LIT(t, "]}");
+      return 0;
     case kPFDLTensorHandle:
       return write_node(w, v->v_handle, 0);
     case kPFFuncHandle:
@@ -420,41 +555,54 @@ static json_t* write_value(writer* w, int code, const PFValue* v) {
       return cannot_write(w, what);
     }
   }
-  return j ? j : oom(w);
+}
+
+/* The document: the root and the nodes, each hole filled with its node's
+ * index. */
+static void put_filled(writer* w, textbuf* doc, const textbuf* part) {
+  if (!part->n) return; /* part->p may be NULL */
+  const char* p = part->p;
+  const char* end = p + part->n;
+  while (p < end) {
+    const char* hole = w->holes ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+    put(doc, p, (size_t)((hole ? hole : end) - p));
+    if (!hole) break;
+    const void* obj;
+    memcpy(&obj, hole + 1, sizeof(obj));
+    put_i64(doc, seen_find(&w->table, obj)->index);
+    p = hole + 1 + sizeof(obj);
+  }
 }
 
 int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
   PF_CHECK_ARG(out);
   if (pf_check_value(__func__, "argument", 0, code, &value) != 0) return -1;
-  writer* w = pf_malloc(sizeof(writer));
+  writer* w = pf_calloc(1, sizeof(writer));
   if (!w) return pf_oom(__func__);
-  *w = (writer){.where = __func__, .nodes = json_array()};
-  json_t* root = w->nodes ? write_value(w, code, &value) : oom(w);
-  json_t* doc = NULL;
-  if (root) {
-    doc = json_pack("{s:s, s:i, s:o, s:O}", "format", "packedfunc", "version",
-                    PF_JSON_FORMAT_VERSION, "root", root, "nodes", w->nodes);
-    if (!doc) oom(w);
+  w->where = __func__;
+  int rc = write_value(w, code, &value);
+  textbuf doc = {0};
+  if (rc == 0) {
+    PUT_LIT(&doc, "{\"format\":\"packedfunc\",\"version\":");
+    put_i64(&doc, PF_JSON_FORMAT_VERSION);
+    PUT_LIT(&doc, ",\"root\":");
+    put_filled(w, &doc, &w->open);
+    PUT_LIT(&doc, ",\"nodes\":[");
+    put_filled(w, &doc, &w->nodes);
+    PUT_LIT(&doc, "]}");
+    if (doc.oom || w->open.oom || w->nodes.oom) rc = pf_oom(__func__);
   }
-  seen *s, *tmp;
-  HASH_ITER(hh, w->table, s, tmp) {
-    HASH_DEL(w->table, s);
-    json_decref(s->index);
-    pf_free(s);
-  }
-  json_decref(w->nodes);
+  pf_free(w->open.p);
+  pf_free(w->nodes.p);
+  pf_free(w->table.slot);
   pf_free(w);
-  if (!doc) return -1;
-  char* text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-  json_decref(doc);
-  if (!text) return pf_oom(__func__);
-  size_t n = strlen(text);
   PFValue ret;
-  int ret_code, rc = PFFuncReturnString(kPFStr, text, n, &ret, &ret_code);
-  free(text);
+  int ret_code;
+  if (rc == 0) rc = PFFuncReturnString(kPFStr, doc.p, doc.n, &ret, &ret_code);
+  pf_free(doc.p);
   if (rc != 0) return -1;
   *out = ret.v_str;
-  if (out_len) *out_len = n;
+  if (out_len) *out_len = doc.n;
   return 0;
 }
 

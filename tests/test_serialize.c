@@ -724,6 +724,71 @@ static void test_many_entries(void** state) {
 
 /* A str or bytes result lives in the thread's return storage; the text
  * may itself be there. */
+/* The document's exact text, kept byte for byte as the format's first
+ * writer (jansson) wrote it: the tests of other programs compare texts. */
+static void assert_text(PFValue v, int code, const char* root, const char* nodes) {
+  char want[1024];
+  snprintf(want, sizeof(want),
+           "{\"format\":\"packedfunc\",\"version\":%d,\"root\":%s,\"nodes\":[%s]}",
+           PF_JSON_FORMAT_VERSION, root, nodes);
+  char* got = to_json(v, code);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static void test_exact_text(void** state) {
+  (void)state;
+  assert_text(vs("a\x01\x1f\x7f/\"\\\t\b\f\r\n\xc3\xa9 \xf0\x9f\x98\x80"), kPFStr,
+              "\"a\\u0001\\u001F\x7f/\\\"\\\\\\t\\b\\f\\r\\n\xc3\xa9 \xf0\x9f\x98\x80\"", "");
+  /* Not UTF-8: overlong, a surrogate, past U+10FFFF, cut short. */
+  assert_text(vs("\xc0\xaf"), kPFStr, "{\"str64\":\"wK8=\"}", "");
+  assert_text(vs("\xed\xa0\x80"), kPFStr, "{\"str64\":\"7aCA\"}", "");
+  assert_text(vs("\xf4\x90\x80\x80"), kPFStr, "{\"str64\":\"9JCAgA==\"}", "");
+  assert_text(vs("ok\xe2\x82"), kPFStr, "{\"str64\":\"b2vigg==\"}", "");
+  static const struct {
+    double x;
+    const char* text;
+  } floats[] = {{1e20, "1e20"},
+                {1e-5, "1.0000000000000001e-5"},
+                {-0.0, "-0.0"},
+                {5.0, "5.0"},
+                {1e16, "10000000000000000.0"},
+                {0.1, "0.10000000000000001"},
+                {-1.5e300, "-1.5000000000000001e300"},
+                {2.5e-300, "2.5e-300"},
+                {NAN, "{\"float\":\"nan\"}"},
+                {-INFINITY, "{\"float\":\"-inf\"}"}};
+  for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); ++i)
+    assert_text(vf(floats[i].x), kPFFloat, floats[i].text, "");
+  static const struct {
+    int64_t x;
+    const char* text;
+  } ints[] = {{0, "0"},
+              {-7, "-7"},
+              {9007199254740992, "9007199254740992"},
+              {-9007199254740992, "-9007199254740992"},
+              {9007199254740993, "{\"int\":\"9007199254740993\"}"},
+              {INT64_MIN, "{\"int\":\"-9223372036854775808\"}"}};
+  for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); ++i)
+    assert_text(vi(ints[i].x), kPFInt, ints[i].text, "");
+  PFByteArray bytes = {"a\0b\xff", 4};
+  assert_text(vh(&bytes), kPFBytes, "{\"bytes\":\"YQBi/w==\"}", "");
+  assert_text((PFValue){.v_type = {kDLFloat, 32, 4}}, kPFDataType, "{\"dtype\":\"float32x4\"}", "");
+  assert_text((PFValue){.v_device = {kDLCUDA, 3}}, kPFDevice, "{\"device\":[2,3]}", "");
+  /* A list holding itself (a reference to a node still being written) and
+   * another list twice. */
+  PFObjectHandle inner = list_of(NULL, NULL, 0), outer = list_of(NULL, NULL, 0);
+  PFValue items[] = {vh(outer), vh(inner), vh(inner)};
+  int codes[] = {kPFObjectHandle, kPFObjectHandle, kPFObjectHandle};
+  assert_pf_ok(PFListExtend(outer, items, codes, 3));
+  assert_text(vh(outer), kPFObjectHandle, "{\"ref\":1}",
+              "{\"type\":\"list\",\"items\":[]},"
+              "{\"type\":\"list\",\"items\":[{\"ref\":1},{\"ref\":0},{\"ref\":0}]}");
+  PFListClear(outer);
+  PFObjectFree(outer);
+  PFObjectFree(inner);
+}
+
 static void test_text_from_return_storage(void** state) {
   (void)state;
   const char* text;
@@ -791,6 +856,7 @@ int main(void) {
       cmocka_unit_test(test_refuse_cycles),
       cmocka_unit_test(test_too_many_nodes),
       cmocka_unit_test(test_many_entries),
+      cmocka_unit_test(test_exact_text),
       cmocka_unit_test(test_text_from_return_storage),
       cmocka_unit_test(test_list_changed_by_another_thread),
   };
