@@ -1,9 +1,6 @@
 /* A function's flags: hints to the hosts that call it (function.h). */
 #include "internal.h"
 
-/* Every flag that function.h defines. */
-#define PF_FUNC_FLAGS_KNOWN kPFFuncNonBlocking
-
 int PFFuncSetFlags(PFFunctionHandle func, uint32_t flags) {
   PF_CHECK_OBJECT(func, kPFObjectFunction);
   if ((flags & ~(uint32_t)PF_FUNC_FLAGS_KNOWN) != 0)

@@ -64,6 +64,8 @@ typedef struct {
   /* kPFFunc* flags (runtime/func_flags.c); bits are only ever added. */
   _Atomic(uint32_t) flags;
 } pf_function;
+/* Every kPFFunc* flag that function.h defines. */
+#define PF_FUNC_FLAGS_KNOWN kPFFuncNonBlocking
 
 PF_HIDDEN void pf_object_init(pf_object* obj, uint32_t type_index, void (*destroy)(pf_object*));
 /* Drops a reference; the last one destroys the object. A release made while

@@ -74,6 +74,12 @@ static int is_check_descriptor(const PFFuncDescriptor* d) {
          d->kind == kPFFuncDescriptorCheck;
 }
 
+/* 1 when the descriptor is a flags record (module.h). */
+static int is_flags_descriptor(const PFFuncDescriptor* d) {
+  return d != NULL && d->abi >= 1 && d->abi <= PF_FUNC_DESCRIPTOR_ABI &&
+         (d->kind & 0xffffu) == kPFFuncDescriptorFlags;
+}
+
 static int check_name(const char* where, const char* origin, size_t index,
                       const PFFuncDescriptor* d) {
   size_t n = d->name ? strnlen(d->name, PF_NAME_MAX + 1) : 0;
@@ -113,6 +119,26 @@ static int check_record(const char* where, const char* origin, size_t index,
                     "registration was altered",
                     where, origin, d->name, d->signature, f->signature);
   return pf_sig_check_c_types(where, origin, d->name, d->signature, d->doc);
+}
+
+/* Gives the function of module `m` that the flags record `d` (descriptor
+ * `index`) names its flags. */
+static int apply_flags(const char* where, const char* origin, size_t index,
+                       const PFFuncDescriptor* d, const pf_module* m) {
+  if (check_name(where, origin, index, d) != 0) return -1;
+  uint32_t flags = d->kind >> 16;
+  PFFunctionHandle f = pf_module_find_own(m, d->name);
+  if (f == NULL)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': the flags record of function %s names no function of it",
+                    where, origin, d->name);
+  if ((flags & ~(uint32_t)PF_FUNC_FLAGS_KNOWN) != 0)
+    return PF_ERROR(kPFErrValueError,
+                    "%s: module '%s': the flags record of function %s has unknown bits 0x%x "
+                    "(this library knows 0x%x: rebuild the module against its header)",
+                    where, origin, d->name, (unsigned)(flags & ~(uint32_t)PF_FUNC_FLAGS_KNOWN),
+                    (unsigned)PF_FUNC_FLAGS_KNOWN);
+  return PFFuncSetFlags(f, flags);
 }
 
 /* Makes the function that one (checked) descriptor describes. */
@@ -220,7 +246,9 @@ int pf_module_build(const char* where, const char* origin, pf_object* lib, const
   }
   for (size_t i = 0; i < count; ++i) {
     PFFunctionHandle f = NULL;
-    if (is_type_descriptor(table[i]) || is_check_descriptor(table[i])) continue;
+    if (is_type_descriptor(table[i]) || is_check_descriptor(table[i]) ||
+        is_flags_descriptor(table[i]))
+      continue;
     if (make_function(where, origin, i, table[i], lib, &f) != 0) {
       pf_object_release(&m->base);
       return -1;
@@ -233,10 +261,13 @@ int pf_module_build(const char* where, const char* origin, pf_object* lib, const
     pf_object_release(&m->base);
     return -1;
   }
-  /* The functions are made: each check record now finds its function. */
+  /* The functions are made: each check or flags record now finds its
+   * function (none is published yet, so flags set now are set before any
+   * host reads them). */
   for (size_t i = 0; i < count; ++i)
-    if (is_check_descriptor(table[i]) &&
-        check_record(where, origin, i, table[i], table, count) != 0) {
+    if ((is_check_descriptor(table[i]) &&
+         check_record(where, origin, i, table[i], table, count) != 0) ||
+        (is_flags_descriptor(table[i]) && apply_flags(where, origin, i, table[i], m) != 0)) {
       pf_object_release(&m->base);
       return -1;
     }

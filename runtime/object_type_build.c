@@ -306,9 +306,10 @@ static int build_method(const char* where, const PFObjectTypeDesc* d, pf_type* t
   m->info.name = dup_or_null(md->name, &oom);
   m->info.doc = dup_or_null(md->doc, &oom);
   if (oom) return pf_oom(where);
-  if ((md->flags & ~kPFMethodStatic) != 0)
+  const uint32_t known = kPFMethodStatic | kPFMethodNonBlocking;
+  if ((md->flags & ~known) != 0)
     return TYPE_ERROR(kPFErrValueError, "method '%s': unknown flag bits 0x%x", md->name,
-                      (unsigned)(md->flags & ~kPFMethodStatic));
+                      (unsigned)(md->flags & ~known));
   if ((md->packed == NULL) == (md->typed == NULL))
     return TYPE_ERROR(kPFErrValueError,
                       "method '%s' needs exactly one of a packed and a typed "
@@ -576,6 +577,7 @@ static int make_method(const char* where, const pf_type* t, const pf_method* m,
     snprintf(name, n, "%s.%s", t->info.key, m->info.name);
     rc = PFFuncSetInfo(f, name, m->typed ? NULL : m->info.signature, m->info.doc);
   }
+  if (rc == 0 && (m->info.flags & kPFMethodNonBlocking)) rc = PFFuncSetFlags(f, kPFFuncNonBlocking);
   pf_free(name);
   if (rc != 0) {
     PFFuncFree(f);

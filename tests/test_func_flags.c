@@ -1,6 +1,8 @@
 /* A function's flags (PFFuncSetFlags, PFFuncGetFlags): the hints that hosts
- * read, such as kPFFuncNonBlocking (keep the interpreter lock), and the
- * refusals of bad input. */
+ * read, such as kPFFuncNonBlocking (keep the interpreter lock), the
+ * refusals of bad input, and the flags that registrations give
+ * (PF_REGISTER_FLAGS, PF_NONBLOCKING, kPFMethodNonBlocking) when their
+ * module loads. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,6 +10,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <string.h>
 
 #include "support/pf_test.h"
 
@@ -123,12 +126,215 @@ static void test_bound_functions_inherit_flags(void** state) {
   assert_pf_ok(PFFuncFree(plain));
 }
 
+/* ---- flags given at registration ---- */
+
+static int64_t ff_add(int64_t a, int64_t b) { return a + b; }
+static int64_t ff_seven(void) { return 7; }
+PF_REGISTER_TYPED("ff.typed", ff_add, "int64(int64,int64)");
+PF_REGISTER_FLAGS("ff.typed", kPFFuncNonBlocking);
+PF_REGISTER_PACKED("ff.packed", pf_test_echo);
+PF_REGISTER_FLAGS("ff.packed", kPFFuncNonBlocking);
+PF_REGISTER_PACKED("ff.plain", pf_test_echo);
+PF_REGISTER_CHECKED("ff.checked", ff_add, PF_RET(int64), PF_ARG(int64, a), PF_ARG(int64, b),
+                    PF_NONBLOCKING, PF_DOC("Adds."));
+PF_REGISTER_CHECKED("ff.checked_doc_first", ff_add, PF_RET(int64), PF_ARG(int64, a),
+                    PF_ARG(int64, b), PF_DOC("Adds."), PF_NONBLOCKING);
+PF_REGISTER_CHECKED("ff.checked_no_args", ff_seven, PF_RET(int64), PF_NONBLOCKING);
+PF_REGISTER_CHECKED("ff.checked_plain", ff_add, PF_RET(int64), PF_ARG(int64, a), PF_ARG(int64, b));
+
+typedef struct {
+  int64_t n;
+} FfBox;
+static int64_t ff_box_get(PFObjectHandle self) {
+  void* data = NULL;
+  return PFObjectGetData(self, &data) == 0 ? ((FfBox*)data)->n + 1 : -1;
+}
+static const PFMethodDesc k_ff_methods[] = {
+    PF_METHOD_CHECKED("get", ff_box_get, PF_RET(int64), PF_ARG(obj(ff.Box), self), PF_NONBLOCKING),
+    PF_STATIC_METHOD_CHECKED("seven", ff_seven, PF_RET(int64), PF_NONBLOCKING, PF_DOC("7.")),
+    {"by_hand", NULL, (void (*)(void))ff_box_get, "int64(self: object)", kPFMethodNonBlocking,
+     NULL},
+    PF_METHOD_CHECKED("slow_get", ff_box_get, PF_RET(int64), PF_ARG(obj(ff.Box), self)),
+};
+static const PFObjectTypeDesc k_ff_box = {
+    PF_OBJECT_TYPE_DESC_ABI, "ff.Box", NULL, sizeof(FfBox), NULL, NULL, NULL, 0, k_ff_methods,
+    PF_COUNTOF(k_ff_methods)};
+PF_REGISTER_OBJECT_TYPE(k_ff_box);
+
+static uint32_t flags_of(PFFunctionHandle f) {
+  uint32_t flags = 99;
+  assert_pf_ok(PFFuncGetFlags(f, &flags));
+  return flags;
+}
+
+static uint32_t module_flags(PFModuleHandle m, const char* name) {
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(m, name, 0, &f));
+  assert_non_null(f);
+  uint32_t flags = flags_of(f);
+  assert_pf_ok(PFFuncFree(f));
+  return flags;
+}
+
+/* Every form gives its function the flag when the module loads; the
+ * others have none; the records are not functions of the module. */
+static void test_registered_flags_arrive(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PF_MODULE_LOAD_SELF(&m));
+  static const char* const kept[] = {"ff.typed", "ff.packed", "ff.checked", "ff.checked_doc_first",
+                                     "ff.checked_no_args"};
+  for (size_t i = 0; i < PF_COUNTOF(kept); ++i)
+    assert_int_equal(module_flags(m, kept[i]), kPFFuncNonBlocking);
+  assert_int_equal(module_flags(m, "ff.plain"), 0);
+  assert_int_equal(module_flags(m, "ff.checked_plain"), 0);
+  int n = 0;
+  const char** names = NULL;
+  assert_pf_ok(PFModListFunctionNames(m, &n, &names));
+  assert_int_equal(n, 7);
+  /* The flag changes neither the signature nor the doc nor the call. */
+  PFFunctionHandle f = NULL;
+  assert_pf_ok(PFModGetFunction(m, "ff.checked_doc_first", 0, &f));
+  const char *sig = NULL, *doc = NULL;
+  assert_pf_ok(PFFuncGetInfo(f, NULL, &sig, &doc));
+  assert_string_equal(sig, "int64(a:int64,b:int64)");
+  assert_string_equal(doc, "Adds.");
+  PFValue v[2] = {{.v_int64 = 2}, {.v_int64 = 3}}, rv;
+  int codes[2] = {kPFInt, kPFInt}, rc;
+  assert_pf_ok(PFFuncCall(f, v, codes, 2, &rv, &rc));
+  assert_int_equal(rv.v_int64, 5);
+  assert_pf_ok(PFFuncFree(f));
+  assert_pf_ok(PFModGetFunction(m, "ff.checked_no_args", 0, &f));
+  assert_pf_ok(PFFuncGetInfo(f, NULL, &sig, NULL));
+  assert_string_equal(sig, "int64()");
+  assert_pf_ok(PFFuncFree(f));
+  assert_pf_ok(PFModFree(m));
+}
+
+/* A method flagged kPFMethodNonBlocking (PF_NONBLOCKING in the checked
+ * forms, or by hand) makes a function with kPFFuncNonBlocking, unbound and
+ * bound; the flag is reported in the method's info. */
+static void test_method_flags_arrive(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_ok(PF_MODULE_LOAD_SELF(&m));
+  uint32_t type = 0;
+  assert_pf_ok(PFObjectTypeFind("ff.Box", &type));
+  const PFObjectTypeInfo* info = NULL;
+  assert_pf_ok(PFObjectTypeGetInfo(type, &info));
+  static const struct {
+    const char* name;
+    uint32_t method_flags, func_flags;
+  } k_expect[] = {
+      {"get", kPFMethodNonBlocking, kPFFuncNonBlocking},
+      {"seven", kPFMethodStatic | kPFMethodNonBlocking, kPFFuncNonBlocking},
+      {"by_hand", kPFMethodNonBlocking, kPFFuncNonBlocking},
+      {"slow_get", 0, 0},
+  };
+  assert_int_equal(info->num_methods, PF_COUNTOF(k_expect));
+  for (size_t i = 0; i < PF_COUNTOF(k_expect); ++i) {
+    const PFMethodInfo* mi = NULL;
+    for (int j = 0; j < info->num_methods; ++j)
+      if (strcmp(info->methods[j]->name, k_expect[i].name) == 0) mi = info->methods[j];
+    assert_non_null(mi);
+    assert_int_equal(mi->flags, k_expect[i].method_flags);
+    PFFunctionHandle f = NULL;
+    assert_pf_ok(PFObjectTypeGetMethod(type, k_expect[i].name, &f));
+    assert_int_equal(flags_of(f), k_expect[i].func_flags);
+    assert_pf_ok(PFFuncFree(f));
+  }
+  PFObjectHandle box = NULL;
+  assert_pf_ok(PFObjectAlloc(type, &box));
+  PFFunctionHandle get = NULL;
+  assert_pf_ok(PFObjectGetMethod(box, "get", &get));
+  assert_int_equal(flags_of(get), kPFFuncNonBlocking);
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(get, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rv.v_int64, 1);
+  assert_pf_ok(PFFuncFree(get));
+  assert_pf_ok(PFObjectFree(box));
+  assert_pf_ok(PFModFree(m));
+}
+
+static PFFuncDescriptor flags_record(const char* name, uint32_t flags) {
+  return (PFFuncDescriptor){PF_FUNC_DESCRIPTOR_ABI,
+                            PF_FUNC_DESCRIPTOR_FLAGS(flags),
+                            name,
+                            NULL,
+                            NULL,
+                            NULL,
+                            NULL,
+                            NULL,
+                            NULL,
+                            NULL};
+}
+
+/* Loads the packed t.echo and `rec`: t.echo's flags, or -1 with the
+ * load's error. */
+static int64_t load_with(PFFuncDescriptor rec) {
+  const PFFuncDescriptor echo = {PF_FUNC_DESCRIPTOR_ABI,
+                                 kPFFuncDescriptorPacked,
+                                 "t.echo",
+                                 pf_test_echo,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL};
+  const PFFuncDescriptor* table[] = {&rec, &echo};
+  PFModuleHandle m = NULL;
+  if (PFModLoadFromDescriptors(table, table + 2, &m) != 0) return -1;
+  int64_t flags = module_flags(m, "t.echo");
+  assert_pf_ok(PFModFree(m));
+  return flags;
+}
+
+/* A flags record before its function works; one without flags changes
+ * nothing; one naming no function of the module, or with bits this
+ * library does not know, fails the whole load, naming the function. */
+static void test_flags_records(void** state) {
+  (void)state;
+  assert_int_equal(load_with(flags_record("t.echo", kPFFuncNonBlocking)), kPFFuncNonBlocking);
+  assert_int_equal(load_with(flags_record("t.echo", 0)), 0);
+  assert_pf_error(load_with(flags_record("t.absent", kPFFuncNonBlocking)), "ValueError",
+                  "PFModLoadFromDescriptors", "flags record of function t.absent",
+                  "names no function of it");
+  assert_pf_error(load_with(flags_record("t.echo", kPFFuncNonBlocking | 0x40u)), "ValueError",
+                  "flags record of function t.echo", "unknown bits 0x40", "knows 0x1");
+  assert_pf_error(load_with(flags_record(NULL, kPFFuncNonBlocking)), "ValueError",
+                  "descriptor 0 has a NULL name");
+  assert_pf_error(load_with(flags_record("", kPFFuncNonBlocking)), "ValueError",
+                  "descriptor 0 has a empty name");
+}
+
+/* A method with a flag bit that this library does not know is refused
+ * with the type, naming the method. */
+static void test_unknown_method_flag_bits(void** state) {
+  (void)state;
+  const PFMethodDesc methods[] = {
+      {"get", NULL, (void (*)(void))ff_box_get, "int64(self: object)", kPFMethodNonBlocking | 0x8u,
+       NULL},
+  };
+  const PFObjectTypeDesc desc = {
+      PF_OBJECT_TYPE_DESC_ABI, "ff.BadFlags", NULL, sizeof(FfBox), NULL, NULL, NULL, 0, methods, 1};
+  uint32_t type = 0;
+  assert_pf_error(PFObjectTypeRegister(&desc, &type), "ValueError", "ff.BadFlags",
+                  "method 'get': unknown flag bits 0x8");
+  assert_int_equal(type, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_flags_set_and_read),
       cmocka_unit_test(test_flags_bad_input),
       cmocka_unit_test(test_flags_threads),
       cmocka_unit_test(test_bound_functions_inherit_flags),
+      cmocka_unit_test(test_registered_flags_arrive),
+      cmocka_unit_test(test_method_flags_arrive),
+      cmocka_unit_test(test_flags_records),
+      cmocka_unit_test(test_unknown_method_flag_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

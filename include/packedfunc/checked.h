@@ -47,6 +47,12 @@
  *                                   as signature.h writes it (0, -1.5, "abc",
  *                                   true, null, b"\x00"), taken as written
  *                                   (a macro there is not expanded)
+ *   PF_NONBLOCKING                  optional, after the parameters: the
+ *                                   function is short and never blocks
+ *                                   (kPFFuncNonBlocking, function.h), so
+ *                                   hosts may keep their interpreter lock
+ *                                   around its calls; a method gets
+ *                                   kPFMethodNonBlocking (object_type.h)
  *   PF_DOC("...")                   optional, last: the docstring
  * TYPE is a name of signature.h's table but any (void only as a result),
  * or obj(KEY) for obj<KEY> (`obj(mylib.Counter)`), or tensor(CONSTRAINT)
@@ -117,13 +123,15 @@
       PF_CK_TYPE_(PF_CK_PROBE_##type, (#type, PFSignatureArg_##type, PFSignatureResult_##type), \
                   PF_CK_COMPLEX_##type))
 #define PF_DOC(text) (D, text, ~)
+#define PF_NONBLOCKING (N, ~, ~)
 
 #define PF_REGISTER_CHECKED(...) PF_CK_REGISTER_(__VA_ARGS__, PF_CK_PAD_)
 #define PF_METHOD_CHECKED(...) PF_CK_METHOD_(0u, __VA_ARGS__, PF_CK_PAD_)
 #define PF_STATIC_METHOD_CHECKED(...) PF_CK_METHOD_(kPFMethodStatic, __VA_ARGS__, PF_CK_PAD_)
 
 /* How they work. Each item is a tuple (KIND, TEXT, C TYPE): A for a
- * parameter, D for the doc, E for the padding after the last item. A type
+ * parameter, D for the doc, N for PF_NONBLOCKING, E for the padding after
+ * the last item. A type
  * is a tuple (TEXT, ARGUMENT TYPE, RESULT TYPE), made where the macro's own
  * argument is pasted and stringified, so that nothing in it is expanded
  * (stdbool.h's `bool`); obj(...) and tensor(...) are told from the plain
@@ -207,6 +215,20 @@
 #define PF_CK_DOC_A(i, text, type)
 #define PF_CK_DOC_D(i, text, type) , text
 #define PF_CK_DOC_E(i, text, type)
+#define PF_CK_TEXT_N(i, text, type)
+#define PF_CK_PARAM_N(i, text, type) PF_CK_IF_FIRST_(i, PF_CK_VOID_, PF_CK_NOTHING_)
+#define PF_CK_MEMBER_N(i, text, type)
+#define PF_CK_DOC_N(i, text, type)
+/* PF_NONBLOCKING: `~, 1` for the probe of PF_CK_FLAGS_RECORD_, a flag bit
+ * for a method. */
+#define PF_CK_HAS_N_A(i, text, type)
+#define PF_CK_HAS_N_D(i, text, type)
+#define PF_CK_HAS_N_E(i, text, type)
+#define PF_CK_HAS_N_N(i, text, type) ~, 1
+#define PF_CK_MFLAG_A(i, text, type)
+#define PF_CK_MFLAG_D(i, text, type)
+#define PF_CK_MFLAG_E(i, text, type)
+#define PF_CK_MFLAG_N(i, text, type) +kPFMethodNonBlocking
 
 #define PF_CK_SIG_(ret, ...) PF_CK_RTEXT_ ret "(" PF_CK_EACH_(PF_CK_TEXT_, __VA_ARGS__) ")"
 #define PF_CK_DOCS_(...) PF_CK_PICK_(NULL PF_CK_EACH_(PF_CK_DOC_, __VA_ARGS__), NULL, ~)
@@ -224,20 +246,30 @@
      char pf_checked_;                                                                          \
    }))
 
-/* The function's descriptor, then its check record (module.h,
- * kPFFuncDescriptorCheck): what this header's table gave the types. */
+/* A flags record (module.h, kPFFuncDescriptorFlags) for a function
+ * registered with PF_NONBLOCKING, followed by `;`; nothing otherwise. */
+#define PF_CK_FLAGS_RECORD_(name, ...) \
+  PF_CK_CAT_(PF_CK_FLAGS_RECORD_, PF_CK_PICK_(PF_CK_EACH_(PF_CK_HAS_N_, __VA_ARGS__), 0, ~))(name)
+#define PF_CK_FLAGS_RECORD_0(name)
+#define PF_CK_FLAGS_RECORD_1(name) PF_REGISTER_FLAGS(name, kPFFuncNonBlocking);
+
+/* The function's descriptor, its flags record when it has one, then its
+ * check record (module.h, kPFFuncDescriptorCheck): what this header's
+ * table gave the types. */
 #define PF_CK_REGISTER_(name, fn, ret, ...)                                                        \
   PF_REGISTER_(PF_UNIQUE_ID_,                                                                      \
                kPFFuncDescriptorTyped + PF_CK_CHECK_("PF_REGISTER_CHECKED", fn, ret, __VA_ARGS__), \
                name, NULL, (void (*)(void))(fn), PF_CK_SIG_(ret, __VA_ARGS__),                     \
                PF_CK_DOCS_(__VA_ARGS__), NULL, NULL, NULL);                                        \
+  PF_CK_FLAGS_RECORD_(name, __VA_ARGS__)                                                           \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorCheck, name, NULL, NULL,                            \
                PF_CK_SIG_(ret, __VA_ARGS__), PF_SIGNATURE_C_TYPES_TEXT, NULL, NULL, NULL)
-#define PF_CK_METHOD_(flags, name, fn, ret, ...)                           \
-  {                                                                        \
-    (name), NULL, (void (*)(void))(fn), PF_CK_SIG_(ret, __VA_ARGS__),      \
-        (flags) + PF_CK_CHECK_("PF_METHOD_CHECKED", fn, ret, __VA_ARGS__), \
-        PF_CK_DOCS_(__VA_ARGS__)                                           \
+#define PF_CK_METHOD_(flags, name, fn, ret, ...)                          \
+  {                                                                       \
+    (name), NULL, (void (*)(void))(fn), PF_CK_SIG_(ret, __VA_ARGS__),     \
+        (flags) + PF_CK_CHECK_("PF_METHOD_CHECKED", fn, ret, __VA_ARGS__) \
+                      PF_CK_EACH_(PF_CK_MFLAG_, __VA_ARGS__),             \
+        PF_CK_DOCS_(__VA_ARGS__)                                          \
   }
 
 #else /* C++, or a compiler without the registration macros */

@@ -140,7 +140,9 @@ extern "C" {
  * record (kPFFuncDescriptorCheck) names no typed function of the library,
  * another signature, or C types other than this library's for a type of
  * the signature, as a plugin built from a stale header does (ValueError
- * naming the function and the type); an object type that PFObjectTypeRegister
+ * naming the function and the type); a flags record (kPFFuncDescriptorFlags)
+ * that names no function of the library or has bits this library does
+ * not know (ValueError naming the function); an object type that PFObjectTypeRegister
  * would refuse (its error; all of the module's types are registered or
  * none), such as a key registered with another description (KeyError);
  * MemoryError. On any error the library is closed again (object types
@@ -290,6 +292,17 @@ PF_EXPORT int PFModListTypes(PFModuleHandle mod, int* out_size, const uint32_t**
  * of each named type of the signature is this library's. A library older
  * than this kind refuses it as an unknown descriptor kind. */
 #define kPFFuncDescriptorCheck 5u
+/* Not a function: flags for a function of the same module, as
+ * PFFuncSetFlags would set them (function.h: kPFFuncNonBlocking), for a
+ * registration that cannot call it (PF_REGISTER_FLAGS, below; checked.h's
+ * PF_NONBLOCKING). `name` is the function's; the flag bits are in `kind`
+ * above its low 16 bits: kind is PF_FUNC_DESCRIPTOR_FLAGS(flags). The other
+ * members are NULL (any layout). Loading refuses the whole module
+ * (ValueError naming the function) when no function of the module has
+ * that name, or when the bits hold one this library does not know. A
+ * library older than this kind refuses it as an unknown descriptor kind. */
+#define kPFFuncDescriptorFlags 6u
+#define PF_FUNC_DESCRIPTOR_FLAGS(flags) (kPFFuncDescriptorFlags | ((uint32_t)(flags) << 16))
 
 /* The layout version of PFFuncDescriptor. Version 2 appended the pre-pack
  * fields, version 3 the object type; a version 1 or 2 descriptor (a module
@@ -492,6 +505,24 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(const PFFuncDescriptor* 
              PF_REGISTER_PREPACKED_needs_4_or_5_arguments, , )                \
   (__VA_ARGS__)
 
+/* PF_REGISTER_FLAGS(name, flags): gives the function registered under
+ * `name` in this library (with any of the macros here, or PF_DEF in C++)
+ * the kPFFunc* `flags` (function.h) when the module loads, as
+ * PFFuncSetFlags would (a flags record, kPFFuncDescriptorFlags). `flags`
+ * is a constant expression. Use at file scope, followed by `;`:
+ *
+ *     static int64_t add(int64_t a, int64_t b) { return a + b; }
+ *     PF_REGISTER_TYPED("mylib.add", add, "int64(int64,int64)");
+ *     PF_REGISTER_FLAGS("mylib.add", kPFFuncNonBlocking);
+ *
+ * kPFFuncNonBlocking lets a host keep its interpreter lock around the
+ * call: read what such a function must not do (function.h, and
+ * docs/guide.md, "Functions that keep the GIL"). A name that no function
+ * of the library has, or an unknown bit, fails the load. */
+#define PF_REGISTER_FLAGS(name, flags)                                                             \
+  PF_REGISTER_(PF_UNIQUE_ID_, PF_FUNC_DESCRIPTOR_FLAGS(flags), name, NULL, NULL, NULL, NULL, NULL, \
+               NULL, NULL)
+
 /* PF_REGISTER_OBJECT_TYPE(desc): registers the object type that the
  * PFObjectTypeDesc variable `desc` (static const, at file scope, with
  * constant members) describes; loading the module registers it
@@ -530,6 +561,7 @@ PF_ACCESSOR_DEF_ATTR_ inline void PFModuleDescriptorsV1(const PFFuncDescriptor* 
 #define PF_REGISTER_PACKED_SIG(...) PF_NO_REGISTRATION_("PF_REGISTER_PACKED_SIG")
 #define PF_REGISTER_PREPACKED(...) PF_NO_REGISTRATION_("PF_REGISTER_PREPACKED")
 #define PF_REGISTER_OBJECT_TYPE(desc) PF_NO_REGISTRATION_("PF_REGISTER_OBJECT_TYPE")
+#define PF_REGISTER_FLAGS(name, flags) PF_NO_REGISTRATION_("PF_REGISTER_FLAGS")
 #define PF_MODULE_LOAD_SELF(out) PF_NO_REGISTRATION_("PF_MODULE_LOAD_SELF")
 #endif /* registration macros */
 

@@ -192,6 +192,11 @@ extern "C" {
 #define kPFFieldAccessor 2u
 /* Method flags (PFMethodDesc.flags, PFMethodInfo.flags). */
 #define kPFMethodStatic 1u /* takes no object: called with the caller's arguments only */
+/* The method's function (PFObjectTypeGetMethod, PFObjectGetMethod) gets
+ * kPFFuncNonBlocking (function.h): hosts may keep their interpreter lock
+ * around its calls. A library older than this flag refuses it as an
+ * unknown flag bit. */
+#define kPFMethodNonBlocking 2u
 
 /* One field of a description. */
 typedef struct PFFieldDesc {
@@ -213,7 +218,7 @@ typedef struct PFMethodDesc {
   void (*typed)(void);   /* a typed C function (cast), or NULL */
   const char* signature; /* typed: its signature (required); packed: NULL, or a
                             signature kept as metadata (checked the same way) */
-  uint32_t flags;        /* 0 or kPFMethodStatic */
+  uint32_t flags;        /* 0, or kPFMethodStatic and kPFMethodNonBlocking */
   const char* doc;       /* NULL, or its docstring */
 } PFMethodDesc;
 
@@ -349,7 +354,7 @@ typedef struct PFMethodInfo {
   const char* signature; /* canonical, with the object first for an instance
                             method; NULL for a packed method given none */
   const char* doc;       /* NULL when none */
-  uint32_t flags;        /* kPFMethodStatic or 0 */
+  uint32_t flags;        /* kPFMethodStatic, kPFMethodNonBlocking or 0 */
   uint32_t type_index;   /* the type that declared it */
 } PFMethodInfo;
 

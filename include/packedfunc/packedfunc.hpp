@@ -1129,6 +1129,22 @@ Function def(const char* name, F&& f, A&&... args) {
   return fn;
 }
 
+// pf::nonblocking(), first among the extras of pf::def and of class_'s def
+// and def_static: the function is short and never blocks, so hosts may
+// keep their interpreter lock around its calls (kPFFuncNonBlocking,
+// function.h, which says what such a function must not do; a method gets
+// kPFMethodNonBlocking). For PF_DEF, PF_REGISTER_FLAGS(name,
+// kPFFuncNonBlocking) beside it (module.h).
+struct nonblocking {};
+
+template <class F, class... A>
+Function def(const char* name, F&& f, nonblocking, A&&... args) {
+  Function fn = function(name, nullptr, std::forward<F>(f), std::forward<A>(args)...);
+  check(PFFuncSetFlags(fn.get(), kPFFuncNonBlocking));
+  check(PFFuncRegisterGlobalEx(name, fn.get(), 0));
+  return fn;
+}
+
 namespace detail {
 
 // PF_DEF's registration: a module descriptor in this library's
@@ -1203,7 +1219,10 @@ struct StaticDef {
 //   def_static<&T::f>(name, args...) a static member function (or any
 //                                  function): a static method, called
 //                                  without an object (`T.name(...)` in
-//                                  Python);
+//                                  Python); def and def_static take
+//                                  pf::nonblocking() first among args for
+//                                  a short, non-blocking method
+//                                  (kPFMethodNonBlocking);
 //   inherits<Base>()               the parent type: Base's class_ (declared
 //                                  before, in the same file) becomes the
 //                                  parent, so isinstance holds and Base's
@@ -1459,7 +1478,12 @@ class class_ {
 
   template <auto M, class... A>
   class_& def(const char* name, A&&... args) {
-    guard([&] { add_member_function<M>(name, std::forward<A>(args)...); });
+    guard([&] { add_member_function<M, 0u>(name, std::forward<A>(args)...); });
+    return *this;
+  }
+  template <auto M, class... A>
+  class_& def(const char* name, nonblocking, A&&... args) {
+    guard([&] { add_member_function<M, kPFMethodNonBlocking>(name, std::forward<A>(args)...); });
     return *this;
   }
 
@@ -1470,8 +1494,19 @@ class class_ {
                   "function (which takes the object: use def)");
     using C = detail::callable<decltype(F)>;
     guard([&] {
-      add_static<F>(name, static_cast<typename C::result*>(nullptr),
-                    static_cast<typename C::params*>(nullptr), std::forward<A>(args)...);
+      add_static<F, kPFMethodStatic>(name, static_cast<typename C::result*>(nullptr),
+                                     static_cast<typename C::params*>(nullptr),
+                                     std::forward<A>(args)...);
+    });
+    return *this;
+  }
+  template <auto F, class... A>
+  class_& def_static(const char* name, nonblocking, A&&... args) {
+    using C = detail::callable<decltype(F)>;
+    guard([&] {
+      add_static<F, kPFMethodStatic | kPFMethodNonBlocking>(
+          name, static_cast<typename C::result*>(nullptr),
+          static_cast<typename C::params*>(nullptr), std::forward<A>(args)...);
     });
     return *this;
   }
@@ -1563,23 +1598,23 @@ class class_ {
     return *this;
   }
 
-  template <auto M, class... A>
+  template <auto M, uint32_t kFlags, class... A>
   static void add_member_function(const char* name, A&&... args) {
     using C = detail::callable<decltype(M)>;
-    add_bound<M>(name, static_cast<typename C::result*>(nullptr),
-                 static_cast<typename C::params*>(nullptr), std::forward<A>(args)...);
+    add_bound<M, kFlags>(name, static_cast<typename C::result*>(nullptr),
+                         static_cast<typename C::params*>(nullptr), std::forward<A>(args)...);
   }
-  template <auto M, class R, class... P, class... A>
+  template <auto M, uint32_t kFlags, class R, class... P, class... A>
   static void add_bound(const char* name, R*, std::tuple<P...>*, A&&... args) {
-    add_method(
+    add_method_flags<kFlags>(
         name, nullptr,
         [](detail::Self<T> s, P... p) -> R { return (s.p->*M)(std::forward<P>(p)...); },
         std::forward<A>(args)...);
   }
 
-  template <auto F, class R, class... P, class... A>
+  template <auto F, uint32_t kFlags, class R, class... P, class... A>
   static void add_static(const char* name, R*, std::tuple<P...>*, A&&... args) {
-    add_method_flags<kPFMethodStatic>(
+    add_method_flags<kFlags>(
         name, nullptr, [](P... p) -> R { return F(std::forward<P>(p)...); },
         std::forward<A>(args)...);
   }

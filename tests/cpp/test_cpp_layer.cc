@@ -273,6 +273,64 @@ void test_global_registration(void**) {
   }
 }
 
+uint32_t flags_of(PFFunctionHandle f) {
+  uint32_t flags = 99;
+  pf::check(PFFuncGetFlags(f, &flags));
+  return flags;
+}
+
+struct Tally {
+  int64_t n = 0;
+  int64_t get() const { return n; }
+  void bump() { ++n; }
+  static int64_t seven() { return 7; }
+};
+
+// pf::nonblocking() among the extras gives the function (or the method)
+// kPFFuncNonBlocking; without it there is none.
+void test_nonblocking_functions_and_methods(void**) {
+  pf::Function quick = pf::def(
+      "cpptest.quick", [](int64_t a, int64_t b) { return a + b; }, pf::nonblocking(), pf::arg("a"),
+      pf::arg("b") = 1);
+  pf::Function slow = pf::def("cpptest.slow", [](int64_t v) { return v; });
+  assert_int_equal(flags_of(quick.get()), kPFFuncNonBlocking);
+  assert_int_equal(flags_of(slow.get()), 0);
+  assert_int_equal(pf::Function::global("cpptest.quick").call<int64_t>(int64_t{41}), 42);
+  const char* sig = nullptr;
+  pf::check(PFFuncGetInfo(quick.get(), nullptr, &sig, nullptr));
+  assert_string_equal(sig, "int64(a:int64,b:int64=1)");
+  pf::check(PFFuncRemoveGlobal("cpptest.quick"));
+  pf::check(PFFuncRemoveGlobal("cpptest.slow"));
+
+  static const uint32_t tally = pf::class_<Tally>("cpptest.Tally")
+                                    .def<&Tally::get>("get", pf::nonblocking())
+                                    .def<&Tally::bump>("bump")
+                                    .def_static<&Tally::seven>("seven", pf::nonblocking())
+                                    .register_type();
+  const struct {
+    const char* name;
+    uint32_t method_flags, func_flags;
+  } expect[] = {{"get", kPFMethodNonBlocking, kPFFuncNonBlocking},
+                {"bump", 0, 0},
+                {"seven", kPFMethodStatic | kPFMethodNonBlocking, kPFFuncNonBlocking}};
+  const PFObjectTypeInfo* ti = nullptr;
+  pf::check(PFObjectTypeGetInfo(tally, &ti));
+  for (const auto& e : expect) {
+    const PFMethodInfo* mi = nullptr;
+    for (int i = 0; i < ti->num_methods; ++i)
+      if (std::string(ti->methods[i]->name) == e.name) mi = ti->methods[i];
+    assert_non_null(mi);
+    assert_int_equal(mi->flags, e.method_flags);
+    PFFunctionHandle f = nullptr;
+    pf::check(PFObjectTypeGetMethod(tally, e.name, &f));
+    pf::Function fn = pf::Function::steal(f);
+    assert_int_equal(flags_of(f), e.func_flags);
+  }
+  PFFunctionHandle seven = nullptr;
+  pf::check(PFObjectTypeGetMethod(tally, "seven", &seven));
+  assert_int_equal(pf::Function::steal(seven).call<int64_t>(), 7);
+}
+
 void test_handles_and_values(void**) {
   pf::Function f = pf::function("id", nullptr, [](pf::Any a) { return a; });
   pf::Any s = f("text");
@@ -570,6 +628,7 @@ int main(void) {
       cmocka_unit_test(test_exceptions_become_errors),
       cmocka_unit_test(test_callbacks_throw_through_cxx),
       cmocka_unit_test(test_global_registration),
+      cmocka_unit_test(test_nonblocking_functions_and_methods),
       cmocka_unit_test(test_handles_and_values),
       cmocka_unit_test(test_containers),
       cmocka_unit_test(test_modules),
