@@ -186,3 +186,58 @@ def test_a_bound_function_keeps_the_hint_of_the_function_it_binds(fn):
     assert quick.release_gil is False and quick(5) == 15
     slow = fn("add").bind({0: 10})
     assert slow.release_gil is True and slow(5) == 15
+
+
+# ---- the flag from C registration (tests/modules/mod_nonblocking.c) ----
+
+@pytest.fixture(scope="module")
+def nb():
+    """The fixture module whose functions and methods were registered as
+    non-blocking, with its probe set to PyGILState_Check."""
+    from test_module import fixture_module
+    mod = packedfunc.load_module(fixture_module("mod_nonblocking.so"))
+    mod["nb.set_probe"](_GIL_CHECK_ADDR)
+    return mod
+
+
+def test_registered_non_blocking_functions_keep_the_gil(nb):
+    for name in ("nb.checked", "nb.flagged", "nb.set_probe", "nb.call2"):
+        assert nb[name].release_gil is False, name
+    assert nb["nb.checked"]() == nb["nb.flagged"]() == 1  # kept
+    released = nb["nb.released"]
+    assert released.release_gil is True and released() == 0
+    # Python still overrides the C author's hint, per function.
+    flagged = nb["nb.flagged"]
+    flagged.release_gil = True
+    try:
+        assert flagged() == 0
+    finally:
+        flagged.release_gil = False
+    assert nb["nb.checked"].__doc__.startswith("The probe, kept.")
+
+
+def test_registered_non_blocking_function_calls_back_into_python(nb):
+    call2 = nb["nb.call2"]
+    assert call2(lambda a, b: a * b, 6, 7) == 42
+    # The callback runs on this thread with the GIL the call kept, and may
+    # make kept and released calls itself.
+    assert call2(lambda a, b: nb["nb.checked"]() + nb["nb.released"]() + a + b, 1, 2) == 4
+    assert call2(lambda a, b: call2(lambda x, y: x - y, a, b), 9, 4) == 5
+
+
+def test_registered_non_blocking_methods_keep_the_gil(nb):
+    Probe = nb.nb.Probe
+    p = Probe()
+    # The instance alone: after the first call (which looks the signature
+    # up) the method's own fast path takes it, and keeps the GIL too.
+    assert [p.held() for _ in range(3)] == [1, 1, 1]
+    assert [Probe.held(p) for _ in range(3)] == [1, 1, 1]
+    assert [p.released() for _ in range(3)] == [0, 0, 0]
+    assert [Probe.held_static() for _ in range(3)] == [1, 1, 1]
+
+
+def test_a_flags_record_naming_no_function_fails_the_load():
+    from test_module import fixture_module
+    with pytest.raises(ValueError, match="the flags record of function badflags.ad names no "
+                       "function of it"):
+        packedfunc.load_module(fixture_module("mod_badflags.so"))

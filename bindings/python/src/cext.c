@@ -430,6 +430,29 @@ static inline void pf_function_leave(PFCextFunction* f) {
   if (--f->busy == 0 && __builtin_expect(f->pending != 0, 0)) pf_function_free_pending(f);
 }
 
+/* What a call into C changes of this thread's GIL state, and gives back
+ * after it (pf_gil_enter, pf_gil_exit): a call that keeps the GIL marks
+ * the thread state it keeps (pf_kept), one that releases it the thread
+ * state it released (pf_released), which a callback on this thread takes
+ * back (pf_trampoline). */
+typedef struct {
+  PyThreadState *released, *kept, *ts;
+} pf_gil_bracket;
+
+static inline void pf_gil_enter(int keep_gil, pf_gil_bracket* b) {
+  b->released = pf_released;
+  b->kept = pf_kept;
+  b->ts = NULL;
+  if (keep_gil) pf_kept = pf_current_thread_state();
+  else pf_released = b->ts = PyEval_SaveThread();
+}
+
+static inline void pf_gil_exit(const pf_gil_bracket* b) {
+  if (b->ts != NULL) PyEval_RestoreThread(b->ts);
+  pf_released = b->released;
+  pf_kept = b->kept;
+}
+
 /* The call into C of a Function call whose arguments are converted: `n`
  * positional values, then `nkw` keyword values that `names` names. It
  * releases the GIL around the callee unless the function keeps it
@@ -447,17 +470,23 @@ static inline int pf_invoke(const PFCextFunction* f, PFValue* values, int* codes
   void* handle = (void*)(uintptr_t)f->handle;
   PFDirectCFunc entry = f->entry;
   void* ctx = f->ctx;
-  PyThreadState *released = pf_released, *kept = pf_kept, *ts = NULL;
-  if (f->keep_gil) pf_kept = pf_current_thread_state();
-  else pf_released = ts = PyEval_SaveThread();
+  pf_gil_bracket b;
+  pf_gil_enter(f->keep_gil, &b);
   int rc = nkw != 0 ? pf_api->FuncCallKw(handle, values, codes, n, names, values + n, codes + n,
                                          nkw, ret, ret_code)
            : __builtin_expect(entry != NULL, 1)
                ? entry(ctx, values, codes, n, ret, ret_code)
                : pf_api->FuncCall(handle, values, codes, n, ret, ret_code);
-  if (ts != NULL) PyEval_RestoreThread(ts);
-  pf_released = released;
-  pf_kept = kept;
+  pf_gil_exit(&b);
+  return rc;
+}
+
+int pf_function_call_handle(PyObject* func, void* handle, PFValue* values, int* codes, int n,
+                            PFValue* ret, int* ret_code) {
+  pf_gil_bracket b;
+  pf_gil_enter(((const PFCextFunction*)func)->keep_gil, &b);
+  int rc = pf_api->FuncCall(handle, values, codes, n, ret, ret_code);
+  pf_gil_exit(&b);
   return rc;
 }
 

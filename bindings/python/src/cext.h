@@ -32,6 +32,13 @@ int pf_function_handle(PyObject* x, void** handle);
  * fewer arguments takes the signature's defaults; PY_SSIZE_T_MAX before
  * it is looked up. */
 Py_ssize_t pf_function_fill(PyObject* x);
+/* Calls `handle` (func's, or a reference to it of the caller's own)
+ * through the checked entry, FuncCall, around which the GIL is released
+ * unless the Function func keeps it (Function.release_gil), as func's own
+ * calls do; a callback on this thread is served as from func's call. With
+ * the GIL; returns FuncCall's status. */
+int pf_function_call_handle(PyObject* func, void* handle, PFValue* values, int* codes, int n,
+                            PFValue* ret, int* ret_code);
 
 /* ---- containers.c ---- */
 

@@ -992,14 +992,13 @@ static PyObject* pf_method_vectorcall(PyObject* self, PyObject* const* args, siz
       pf_function_fill(m->func) <= 1) {
     /* The instance alone (a call such as c.increment()), and no default
      * to take: called here, as the Function's own call would, without
-     * converting arguments, holding the instance as it does. */
+     * converting arguments, holding the instance and releasing the GIL
+     * (or keeping it) as it does. */
     PFValue v = {.v_handle = (void*)(uintptr_t)self_obj->handle}, ret;
     int code = self_obj->code, ret_code, rc;
     pf_object_pin(obj);
     pf_instances_lock(&obj, 1);
-    PyThreadState* ts = PyEval_SaveThread();
-    rc = pf_oapi->FuncCall(m->fhandle, &v, &code, 1, &ret, &ret_code);
-    PyEval_RestoreThread(ts);
+    rc = pf_function_call_handle(m->func, m->fhandle, &v, &code, 1, &ret, &ret_code);
     pf_instances_unlock(&obj, 1);
     r = rc != 0 ? pf_call_failed(m->func) : pf_result_value(&ret, ret_code);
     pf_object_unpin(obj);
