@@ -89,7 +89,9 @@
  * plugin against this packedfunc") when the loading library's table gives
  * a type of the signature other C types (a plugin built from a stale
  * header), or when the record names no typed function of the module or
- * another signature (an altered registration). PF_METHOD_CHECKED and
+ * another signature (an altered registration). With PF_NONBLOCKING,
+ * PF_REGISTER_CHECKED also emits a flags record (module.h,
+ * PF_REGISTER_FLAGS). PF_METHOD_CHECKED and
  * PF_STATIC_METHOD_CHECKED sit in a method array, where no record can go
  * beside them: a method's check is the compiler's alone.
  *

@@ -313,7 +313,10 @@ PF_EXPORT int PFFuncGetSignatureInfo(PFFunctionHandle func, const PFSignatureInf
  * not wait for another thread that needs the host's lock (a Python
  * callback on another thread), which would deadlock, and while it runs no
  * other thread of that host runs. Without the flag, hosts release their
- * lock (the default). A host may override the hint per function. */
+ * lock (the default). A host may override the hint per function. A
+ * function registered by the macros of module.h gets it from its
+ * registration (PF_REGISTER_FLAGS; PF_NONBLOCKING in checked.h;
+ * kPFMethodNonBlocking for a method, object_type.h). */
 #define kPFFuncNonBlocking 1u
 
 /* Sets the flags `flags` (kPFFunc* bits) of `func`, keeping those already

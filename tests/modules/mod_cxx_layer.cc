@@ -63,6 +63,7 @@ struct pf::error_kind<cxxl::NoSuchKey> {
 static const bool registered_no_such_key = pf::register_error<cxxl::NoSuchKey>();
 
 PF_DEF("cxxl.clamp", cxxl::clamp, pf::arg("x"), pf::arg("lo") = 0.0, pf::arg("hi") = 1.0);
+PF_REGISTER_FLAGS("cxxl.clamp", kPFFuncNonBlocking);  // short: hosts may keep their lock
 PF_DEF_DOC("cxxl.raise", "Throws the C++ exception it names.", cxxl::raise, pf::arg("what"));
 PF_DEF("cxxl.total", cxxl::total, pf::arg("x"), pf::arg("scale") = 1);
 PF_DEF(

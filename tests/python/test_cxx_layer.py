@@ -35,6 +35,11 @@ def test_defaults_and_keywords(cxxl):
     assert cxxl.flag(True, 5) == 5 and cxxl.flag(False, 5) == -5
 
 
+def test_a_flags_record_beside_pf_def_marks_it_non_blocking(cxxl):
+    assert cxxl.clamp.release_gil is False and cxxl.total.release_gil is True
+    assert cxxl.clamp(0.5) == 0.5
+
+
 def test_arguments_are_checked(cxxl):
     with pytest.raises(TypeError, match=r"cxxl.clamp: argument 0 'x': expected float64, got str"):
         cxxl.clamp("x")
