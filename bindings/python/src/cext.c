@@ -431,26 +431,34 @@ static inline void pf_function_leave(PFCextFunction* f) {
 }
 
 /* What a call into C changes of this thread's GIL state, and gives back
- * after it (pf_gil_enter, pf_gil_exit): a call that keeps the GIL marks
- * the thread state it keeps (pf_kept), one that releases it the thread
- * state it released (pf_released), which a callback on this thread takes
- * back (pf_trampoline). */
+ * after it (pf_gil_enter, pf_gil_exit): a call that releases the GIL (the
+ * default) marks the thread state it released (pf_released), which a
+ * callback on this thread takes back (pf_trampoline); one that keeps it
+ * marks the thread state it keeps (pf_kept). Each changes only its own
+ * mark, so only that one is saved: `prev`, and `ts` the released thread
+ * state (NULL when kept). */
 typedef struct {
-  PyThreadState *released, *kept, *ts;
+  PyThreadState *prev, *ts;
 } pf_gil_bracket;
 
 static inline void pf_gil_enter(int keep_gil, pf_gil_bracket* b) {
-  b->released = pf_released;
-  b->kept = pf_kept;
-  b->ts = NULL;
-  if (keep_gil) pf_kept = pf_current_thread_state();
-  else pf_released = b->ts = PyEval_SaveThread();
+  if (__builtin_expect(keep_gil, 0)) {
+    b->prev = pf_kept;
+    b->ts = NULL;
+    pf_kept = pf_current_thread_state();
+  } else {
+    b->prev = pf_released;
+    pf_released = b->ts = PyEval_SaveThread();
+  }
 }
 
 static inline void pf_gil_exit(const pf_gil_bracket* b) {
-  if (b->ts != NULL) PyEval_RestoreThread(b->ts);
-  pf_released = b->released;
-  pf_kept = b->kept;
+  if (__builtin_expect(b->ts != NULL, 1)) {
+    PyEval_RestoreThread(b->ts);
+    pf_released = b->prev;
+  } else {
+    pf_kept = b->prev;
+  }
 }
 
 /* The call into C of a Function call whose arguments are converted: `n`
