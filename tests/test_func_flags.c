@@ -14,6 +14,15 @@
 
 #include "support/pf_test.h"
 
+/* f() as an int64. */
+static int64_t call_no_args(PFFunctionHandle f) {
+  PFValue rv;
+  int rc;
+  assert_pf_ok(PFFuncCall(f, NULL, NULL, 0, &rv, &rc));
+  assert_int_equal(rc, kPFInt);
+  return rv.v_int64;
+}
+
 /* A function starts with no flag, gains the ones set, and keeps them: a
  * second set adds, never clears. */
 static void test_flags_set_and_read(void** state) {
@@ -112,10 +121,7 @@ static void test_bound_functions_inherit_flags(void** state) {
   assert_pf_ok(PFFuncBind(bound, 0, NULL, NULL, NULL, NULL, &twice));
   assert_pf_ok(PFFuncGetFlags(twice, &flags));
   assert_int_equal(flags, kPFFuncNonBlocking);
-  PFValue rv;
-  int rc;
-  assert_pf_ok(PFFuncCall(twice, NULL, NULL, 0, &rv, &rc));
-  assert_int_equal(rv.v_int64, 7);
+  assert_int_equal(call_no_args(twice), 7);
   assert_pf_ok(PFFuncFree(twice));
   assert_pf_ok(PFFuncFree(bound));
   assert_pf_ok(PFFuncBind(plain, 1, &pos, &v, &code, NULL, &bound));
@@ -248,41 +254,26 @@ static void test_method_flags_arrive(void** state) {
   PFFunctionHandle get = NULL;
   assert_pf_ok(PFObjectGetMethod(box, "get", &get));
   assert_int_equal(flags_of(get), kPFFuncNonBlocking);
-  PFValue rv;
-  int rc;
-  assert_pf_ok(PFFuncCall(get, NULL, NULL, 0, &rv, &rc));
-  assert_int_equal(rv.v_int64, 1);
+  assert_int_equal(call_no_args(get), 1);
   assert_pf_ok(PFFuncFree(get));
   assert_pf_ok(PFObjectFree(box));
   assert_pf_ok(PFModFree(m));
 }
 
+/* A descriptor of `kind` (module.h) with only a name and a packed function. */
+static PFFuncDescriptor descriptor(uint32_t kind, const char* name, PFPackedCFunc packed) {
+  return (PFFuncDescriptor){
+      .abi = PF_FUNC_DESCRIPTOR_ABI, .kind = kind, .name = name, .packed = packed};
+}
+
 static PFFuncDescriptor flags_record(const char* name, uint32_t flags) {
-  return (PFFuncDescriptor){PF_FUNC_DESCRIPTOR_ABI,
-                            PF_FUNC_DESCRIPTOR_FLAGS(flags),
-                            name,
-                            NULL,
-                            NULL,
-                            NULL,
-                            NULL,
-                            NULL,
-                            NULL,
-                            NULL};
+  return descriptor(PF_FUNC_DESCRIPTOR_FLAGS(flags), name, NULL);
 }
 
 /* Loads the packed t.echo and `rec`: t.echo's flags, or -1 with the
  * load's error. */
 static int64_t load_with(PFFuncDescriptor rec) {
-  const PFFuncDescriptor echo = {PF_FUNC_DESCRIPTOR_ABI,
-                                 kPFFuncDescriptorPacked,
-                                 "t.echo",
-                                 pf_test_echo,
-                                 NULL,
-                                 NULL,
-                                 NULL,
-                                 NULL,
-                                 NULL,
-                                 NULL};
+  const PFFuncDescriptor echo = descriptor(kPFFuncDescriptorPacked, "t.echo", pf_test_echo);
   const PFFuncDescriptor* table[] = {&rec, &echo};
   PFModuleHandle m = NULL;
   if (PFModLoadFromDescriptors(table, table + 2, &m) != 0) return -1;
