@@ -17,8 +17,7 @@ static void set_probe(int64_t addr) {
 PF_REGISTER_CHECKED("nb.set_probe", set_probe, PF_RET(void), PF_ARG(int64, addr), PF_NONBLOCKING);
 
 static int32_t probe(void) { return g_probe != NULL ? g_probe() : -1; }
-PF_REGISTER_CHECKED("nb.checked", probe, PF_RET(int32), PF_NONBLOCKING,
-                    PF_DOC("The probe, kept."));
+PF_REGISTER_CHECKED("nb.checked", probe, PF_RET(int32), PF_NONBLOCKING, PF_DOC("The probe, kept."));
 PF_REGISTER_TYPED("nb.flagged", probe, "int32()");
 PF_REGISTER_FLAGS("nb.flagged", kPFFuncNonBlocking);
 PF_REGISTER_TYPED("nb.released", probe, "int32()");
@@ -48,14 +47,7 @@ static const PFMethodDesc k_methods[] = {
     PF_METHOD_CHECKED("released", probe_method, PF_RET(int32), PF_ARG(obj(nb.Probe), self)),
     PF_STATIC_METHOD_CHECKED("held_static", probe, PF_RET(int32), PF_NONBLOCKING),
 };
-static const PFObjectTypeDesc k_probe = {PF_OBJECT_TYPE_DESC_ABI,
-                                         "nb.Probe",
-                                         NULL,
-                                         sizeof(NbProbe),
-                                         NULL,
-                                         "Probes the GIL.",
-                                         NULL,
-                                         0,
-                                         k_methods,
-                                         PF_COUNTOF(k_methods)};
+static const PFObjectTypeDesc k_probe = {
+    PF_OBJECT_TYPE_DESC_ABI, "nb.Probe", NULL, sizeof(NbProbe), NULL,
+    "Probes the GIL.",       NULL,       0,    k_methods,       PF_COUNTOF(k_methods)};
 PF_REGISTER_OBJECT_TYPE(k_probe);
