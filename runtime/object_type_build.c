@@ -302,7 +302,7 @@ static int method_signature(const char* where, const char* at, pf_type* t, const
  * library's. Nothing past the string's NUL is read. */
 static int checked_method_signature(const char* where, const char* at, pf_type* t,
                                     const PFMethodDesc* md, pf_method* m) {
-  const char* sep = strchr(md->signature, PF_METHOD_C_TYPES_SEP[0]);
+  const char* sep = strrchr(md->signature, PF_METHOD_C_TYPES_SEP[0]);
   if (sep == NULL)
     return PF_ERROR(kPFErrValueError,
                     "%s has kPFMethodChecked but no C types after its signature "

@@ -204,8 +204,8 @@ extern "C" {
  * A runtime older than this bit refuses it as unknown ("unknown flag bits
  * 0x2"): a plugin with checked methods needs this runtime or a later one. */
 #define kPFMethodChecked 2u
-/* The separator of a checked method's signature and its C types (a
- * character that no signature contains). */
+/* The separator of a checked method's signature and its C types: the
+ * string's last one (no list of C types contains it). */
 #define PF_METHOD_C_TYPES_SEP "\x1f"
 
 /* One field of a description. */
@@ -428,12 +428,12 @@ typedef struct PFObjectTypeInfo {
  * type of its signature other C types than this library's (ValueError
  * naming the type and the method: "... was checked against a header
  * whose float64 is `float/float`, this library's is `double/double`:
- * rebuild the plugin against this packedfunc"); an accessor field (PFObjectTypeDesc2) without a getter, or
- * of a type that is not a number type, bool, dtype, device, ptr, str or
- * bytes (ValueError naming it; its name is checked as a field's, and its
- * count and array as the fields'); PF_OBJECT_TYPE_MAX_REGISTERED types
- * registered already
- * (RuntimeError); MemoryError (one that comes while the registered type's
+ * rebuild the plugin against this packedfunc"); an accessor field
+ * (PFObjectTypeDesc2) without a getter, or of a type that is not a number
+ * type, bool, dtype, device, ptr, str or bytes (ValueError naming it; its
+ * name is checked as a field's, and its count and array as the fields');
+ * PF_OBJECT_TYPE_MAX_REGISTERED types registered already (RuntimeError);
+ * MemoryError (one that comes while the registered type's
  * code is being made ready leaves the type registered, and its first use,
  * or registering it again, makes it ready).
  * Thread-safe; two threads registering the same description at once both

@@ -21,6 +21,6 @@ static const PFMethodDesc k_methods[] = {
                       PF_ARG(float64, by)),
 };
 static const PFObjectTypeDesc k_gauge = {
-    PF_OBJECT_TYPE_DESC_ABI, "stale.Gauge", NULL, 8, NULL, NULL, NULL, 0,
-    k_methods,               PF_COUNTOF(k_methods)};
+    PF_OBJECT_TYPE_DESC_ABI, "stale.Gauge", NULL, 8, NULL, NULL, NULL, 0, k_methods,
+    PF_COUNTOF(k_methods)};
 PF_REGISTER_OBJECT_TYPE(k_gauge);
