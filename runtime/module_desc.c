@@ -118,7 +118,9 @@ static int check_record(const char* where, const char* origin, size_t index,
                     "%s: module '%s': function %s was checked as %s but registered as %s: the "
                     "registration was altered",
                     where, origin, d->name, d->signature, f->signature);
-  return pf_sig_check_c_types(where, origin, d->name, d->signature, d->doc);
+  char who[PF_NAME_MAX + 4200];
+  snprintf(who, sizeof(who), "%s: module '%.4096s': function %s", where, origin, d->name);
+  return pf_sig_check_c_types(who, d->signature, d->doc);
 }
 
 /* Gives the function of module `m` that the flags record `d` (descriptor

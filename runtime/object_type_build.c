@@ -264,12 +264,12 @@ static int names_self_or_ancestor(const pf_type* t, const pf_type* x) {
   return x == t || strcmp(x->info.key, t->info.key) == 0 || pf_type_is_a(t, x);
 }
 
-/* Checks a method's signature and keeps its canonical text. */
-static int method_signature(const char* where, pf_type* t, const PFMethodDesc* md, pf_method* m) {
-  char at[PF_OBJECT_TYPE_KEY_MAX * 2 + 256];
-  snprintf(at, sizeof(at), "%s: object type '%s': method '%s'", where, t->info.key, md->name);
+/* Checks a method's signature `text` and keeps its canonical text; `at`
+ * names the method. */
+static int method_signature(const char* where, const char* at, pf_type* t, const PFMethodDesc* md,
+                            const char* text, pf_method* m) {
   pf_siginfo* info = NULL;
-  if (pf_siginfo_parse(at, md->signature, &info) != 0) return -1;
+  if (pf_siginfo_parse(at, text, &info) != 0) return -1;
   const pf_sig sig = info->sig;
   int is_static = (md->flags & kPFMethodStatic) != 0;
   if (!is_static && (sig.num_args == 0 ||
@@ -279,7 +279,7 @@ static int method_signature(const char* where, pf_type* t, const PFMethodDesc* m
     return PF_ERROR(kPFErrValueError,
                     "%s: an instance method takes the object first: its first parameter must be "
                     "object or obj<KEY> of '%s' or an ancestor, in \"%.200s\"",
-                    at, t->info.key, md->signature);
+                    at, t->info.key, text);
   }
   if (is_static && strcmp(md->name, "__init__") == 0 &&
       !(sig.ret == pf_t_object ||
@@ -288,13 +288,36 @@ static int method_signature(const char* where, pf_type* t, const PFMethodDesc* m
     return PF_ERROR(kPFErrValueError,
                     "%s: a static __init__ is a factory: its result must be object or %s, in "
                     "\"%.200s\"",
-                    at, t->sig_name, md->signature);
+                    at, t->sig_name, text);
   }
   char* canon = pf_strdup(info->pub.text);
   pf_siginfo_free(info);
   if (canon == NULL) return pf_oom(where);
   m->info.signature = canon;
   return 0;
+}
+
+/* A checked method's signature (kPFMethodChecked): the text before the
+ * separator, checked as any, then the C types after it, compared with this
+ * library's. Nothing past the string's NUL is read. */
+static int checked_method_signature(const char* where, const char* at, pf_type* t,
+                                    const PFMethodDesc* md, pf_method* m) {
+  const char* sep = strrchr(md->signature, PF_METHOD_C_TYPES_SEP[0]);
+  if (sep == NULL)
+    return PF_ERROR(kPFErrValueError,
+                    "%s has kPFMethodChecked but no C types after its signature "
+                    "(PF_METHOD_C_TYPES_SEP): the flag is set by PF_METHOD_CHECKED and "
+                    "PF_STATIC_METHOD_CHECKED (checked.h), not by hand",
+                    at);
+  size_t n = (size_t)(sep - md->signature);
+  char* text = pf_malloc(n + 1);
+  if (text == NULL) return pf_oom(where);
+  memcpy(text, md->signature, n);
+  text[n] = '\0';
+  int rc = method_signature(where, at, t, md, text, m);
+  if (rc == 0) rc = pf_sig_check_c_types(at, text, sep + 1);
+  pf_free(text);
+  return rc;
 }
 
 static int build_method(const char* where, const PFObjectTypeDesc* d, pf_type* t, int i) {
@@ -306,7 +329,7 @@ static int build_method(const char* where, const PFObjectTypeDesc* d, pf_type* t
   m->info.name = dup_or_null(md->name, &oom);
   m->info.doc = dup_or_null(md->doc, &oom);
   if (oom) return pf_oom(where);
-  const uint32_t known = kPFMethodStatic | kPFMethodNonBlocking;
+  const uint32_t known = kPFMethodStatic | kPFMethodNonBlocking | kPFMethodChecked;
   if ((md->flags & ~known) != 0)
     return TYPE_ERROR(kPFErrValueError, "method '%s': unknown flag bits 0x%x", md->name,
                       (unsigned)(md->flags & ~known));
@@ -317,8 +340,19 @@ static int build_method(const char* where, const PFObjectTypeDesc* d, pf_type* t
                       md->name, md->packed ? "both" : "neither");
   if (md->typed != NULL && md->signature == NULL)
     return TYPE_ERROR(kPFErrValueError, "typed method '%s' has no signature", md->name);
-  if (md->signature != NULL && method_signature(where, t, md, m) != 0) return -1;
-  m->info.flags = md->flags;
+  if ((md->flags & kPFMethodChecked) && md->packed != NULL)
+    return TYPE_ERROR(kPFErrValueError,
+                      "method '%s' has kPFMethodChecked but is packed: the flag is "
+                      "PF_METHOD_CHECKED's (checked.h), for a typed method",
+                      md->name);
+  if (md->signature != NULL) {
+    char at[PF_OBJECT_TYPE_KEY_MAX * 2 + 256];
+    snprintf(at, sizeof(at), "%s: object type '%s': method '%s'", where, t->info.key, md->name);
+    if ((md->flags & kPFMethodChecked) ? checked_method_signature(where, at, t, md, m)
+                                       : method_signature(where, at, t, md, md->signature, m))
+      return -1;
+  }
+  m->info.flags = md->flags & ~kPFMethodChecked; /* the check leaves nothing to report */
   m->packed = md->packed;
   m->typed = md->typed;
   m->owner = t;

@@ -83,10 +83,9 @@ static const char* c_types_in(const char* list, const char* name, int* len) {
   return NULL;
 }
 
-int pf_sig_check_c_types(const char* where, const char* origin, const char* fn, const char* text,
-                         const char* recorded) {
+int pf_sig_check_c_types(const char* who, const char* text, const char* recorded) {
   pf_sig sig;
-  if (pf_sig_parse(where, text, &sig) != 0) return -1;
+  if (pf_sig_parse(who, text, &sig) != 0) return -1;
   for (int i = -1; i < sig.num_args; ++i) {
     int t = i < 0 ? sig.ret : sig.args[i];
     if (t <= pf_t_void || t >= pf_t_any) continue; /* obj<KEY> and any: no row */
@@ -97,9 +96,9 @@ int pf_sig_check_c_types(const char* where, const char* origin, const char* fn, 
       continue;
     if (theirs == NULL) theirs = "(none)", theirs_len = 6;
     return PF_ERROR(kPFErrValueError,
-                    "%s: module '%s': function %s was checked against a header whose %s is "
-                    "`%.*s`, this library's is `%.*s`: rebuild the plugin against this packedfunc",
-                    where, origin, fn, pf_ctypes[t].name, theirs_len, theirs, ours_len, ours);
+                    "%s was checked against a header whose %s is `%.*s`, this library's is "
+                    "`%.*s`: rebuild the plugin against this packedfunc",
+                    who, pf_ctypes[t].name, theirs_len, theirs, ours_len, ours);
   }
   return 0;
 }

@@ -250,11 +250,12 @@ PF_HIDDEN int pf_siginfo_parse(const char* where, const char* text, pf_siginfo**
 PF_HIDDEN void pf_siginfo_free(pf_siginfo* info);
 /* 0 when, for the result and each parameter of the signature `text` that
  * has a named type, `recorded` (a PF_SIGNATURE_C_TYPES_TEXT that a checked
- * registration of function `fn` was compiled with) gives that type the C
- * types this library gives it; else -1 with a ValueError naming `where`,
- * module `origin`, `fn` and the first type that differs. */
-PF_HIDDEN int pf_sig_check_c_types(const char* where, const char* origin, const char* fn,
-                                   const char* text, const char* recorded);
+ * registration was compiled with) gives that type the C types this library
+ * gives it; else -1 with a ValueError "WHO was checked against a header
+ * whose TYPE is ..." naming the first type that differs, where `who` names
+ * the entry point and what was checked ("PFModLoadFromFile: module 'M':
+ * function F", "...: object type 'K': method 'M'"). */
+PF_HIDDEN int pf_sig_check_c_types(const char* who, const char* text, const char* recorded);
 /* 0 when no parameter or result of `sig` is `any`; else -1 with a
  * ValueError naming `where`, the text and the first such position: a typed
  * C function, a C function pointer and a field need C types. */

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "support/pf_test.h"
@@ -380,6 +381,138 @@ static void test_check_record_that_does_not_match_fails(void** state) {
                   "ValueError", "descriptor 2 has a NULL name");
 }
 
+/* ---- checked methods: the C types travel in the signature string ---- */
+
+static double scale(PFObjectHandle self, double by) {
+  (void)self;
+  return by;
+}
+static int scale_packed(PFValue* args, int* codes, int n, PFRetValueHandle ret, void* res) {
+  return nothing(args, codes, n, ret, res);
+}
+
+/* A checked method's descriptor as the macros make one, with `sig` (the
+ * signature, the separator and a list of C types) written by hand. */
+static PFMethodDesc checked_method(const char* sig) {
+  return (PFMethodDesc){"scale", NULL, (void (*)(void))scale, sig, kPFMethodChecked, NULL};
+}
+
+/* PFObjectTypeRegister of the type `key` with `methods`; on success the
+ * type is found by its key. */
+static int register_type(const char* key, const PFMethodDesc* methods, int num_methods) {
+  const PFObjectTypeDesc d = {
+      PF_OBJECT_TYPE_DESC_ABI, key, NULL, 8, NULL, NULL, NULL, 0, methods, num_methods};
+  uint32_t index = 0, found = 0;
+  int rc = PFObjectTypeRegister(&d, &index);
+  if (rc == 0) {
+    assert_pf_ok(PFObjectTypeFind(key, &found));
+    assert_int_equal(found, index);
+  }
+  return rc;
+}
+
+/* 1 when no type has the key `key`. */
+static int absent(const char* key) {
+  uint32_t found = 1;
+  assert_pf_ok(PFObjectTypeFind(key, &found));
+  return found == 0;
+}
+
+/* The macros mark the method and append the list of C types their header
+ * gave, after the separator; the registered signature is the text alone. */
+static void test_checked_method_carries_its_c_types(void** state) {
+  (void)state;
+  const PFMethodDesc* add = &k_methods[1];
+  assert_string_equal(add->name, "add");
+  assert_int_equal(add->flags, kPFMethodChecked);
+  assert_int_equal(k_methods[2].flags, kPFMethodStatic | kPFMethodChecked);
+  const char* sep = strchr(add->signature, PF_METHOD_C_TYPES_SEP[0]);
+  assert_non_null(sep);
+  assert_string_equal(sep + 1, PF_SIGNATURE_C_TYPES_TEXT);
+  /* Registered from a program (not a module) through the macro too. */
+  const PFMethodDesc m[] = {
+      PF_METHOD_CHECKED("scale", scale, PF_RET(float64), PF_ARG(object, self),
+                        PF_ARG_DEFAULT(float64, by, 2)),
+  };
+  assert_pf_ok(register_type("t.checked.Macro", m, 1));
+  uint32_t type;
+  assert_pf_ok(PFObjectTypeFind("t.checked.Macro", &type));
+  const PFObjectTypeInfo* info;
+  assert_pf_ok(PFObjectTypeGetInfo(type, &info));
+  assert_string_equal(info->methods[0]->signature, "float64(self:object,by:float64=2.0)");
+  assert_int_equal(info->methods[0]->flags, 0);
+}
+
+/* A list that agrees, written by hand, registers as the macro's does. */
+static void test_checked_method_that_agrees_registers(void** state) {
+  (void)state;
+  const PFMethodDesc m[] = {
+      checked_method("float64(self:object,by:float64)" PF_METHOD_C_TYPES_SEP
+                     "object=PFObjectHandle/PFObjectHandle;float64=double/double;"),
+  };
+  assert_pf_ok(register_type("t.checked.Agrees", m, 1));
+}
+
+/* A method compiled against a header whose table gave float64 another C
+ * type: the type is refused, whole, naming the method. */
+static void test_checked_method_of_a_stale_header_fails(void** state) {
+  (void)state;
+  const PFMethodDesc stale[] = {
+      PF_METHOD_CHECKED("fine", scale, PF_RET(float64), PF_ARG(object, self), PF_ARG(float64, by)),
+      checked_method("float64(self:object,by:float64)" PF_METHOD_C_TYPES_SEP
+                     "int64=int64_t/int64_t;float64=float/float;"),
+  };
+  assert_pf_error(register_type("t.checked.Stale", stale, 2), "ValueError",
+                  "PFObjectTypeRegister: object type 't.checked.Stale': method 'scale' was checked "
+                  "against a header whose float64 is `float/float`, this library's is "
+                  "`double/double`: rebuild the plugin against this packedfunc");
+  assert_true(absent("t.checked.Stale"));
+  /* A list without the type, or an empty one. */
+  const PFMethodDesc none[] = {
+      checked_method("float64(self:object,by:float64)" PF_METHOD_C_TYPES_SEP
+                     "int64=int64_t/int64_t;"),
+  };
+  assert_pf_error(register_type("t.checked.None", none, 1), "ValueError", "method 'scale'",
+                  "float64 is `(none)`");
+  const PFMethodDesc empty[] = {
+      checked_method("float64(self:object,by:float64)" PF_METHOD_C_TYPES_SEP)};
+  assert_pf_error(register_type("t.checked.Empty", empty, 1), "ValueError", "method 'scale'",
+                  "float64 is `(none)`");
+  assert_true(absent("t.checked.None") && absent("t.checked.Empty"));
+}
+
+/* The flag on a descriptor that the macros did not make: a signature
+ * without the separator (read only up to its NUL: the copy below is
+ * exactly as long as the text, so ASan reports any read past it), a
+ * packed method. */
+static void test_checked_flag_without_c_types_fails(void** state) {
+  (void)state;
+  static const char k_text[] = "float64(self:object,by:float64)";
+  char* sig = malloc(sizeof(k_text));
+  assert_non_null(sig);
+  memcpy(sig, k_text, sizeof(k_text));
+  const PFMethodDesc bare[] = {checked_method(sig)};
+  int rc = register_type("t.checked.Bare", bare, 1);
+  free(sig);
+  assert_pf_error(rc, "ValueError",
+                  "PFObjectTypeRegister: object type 't.checked.Bare': method 'scale' has "
+                  "kPFMethodChecked but no C types after its signature",
+                  "PF_METHOD_CHECKED");
+  const PFMethodDesc packed[] = {
+      {"scale", scale_packed, NULL,
+       "float64(self:object,by:float64)" PF_METHOD_C_TYPES_SEP PF_SIGNATURE_C_TYPES_TEXT,
+       kPFMethodChecked, NULL}};
+  assert_pf_error(register_type("t.checked.Packed", packed, 1), "ValueError",
+                  "method 'scale' has kPFMethodChecked but is packed");
+  const PFMethodDesc packed_bare[] = {{"scale", scale_packed, NULL, NULL, kPFMethodChecked, NULL}};
+  assert_pf_error(register_type("t.checked.Packed", packed_bare, 1), "ValueError",
+                  "method 'scale' has kPFMethodChecked but is packed");
+  const PFMethodDesc no_sig[] = {checked_method(NULL)};
+  assert_pf_error(register_type("t.checked.NoSig", no_sig, 1), "ValueError",
+                  "typed method 'scale' has no signature");
+  assert_true(absent("t.checked.Bare") && absent("t.checked.Packed") && absent("t.checked.NoSig"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_signature_as_the_string_form),
@@ -390,6 +523,10 @@ int main(void) {
       cmocka_unit_test(test_check_record_that_agrees_loads),
       cmocka_unit_test(test_check_record_of_a_stale_header_fails),
       cmocka_unit_test(test_check_record_that_does_not_match_fails),
+      cmocka_unit_test(test_checked_method_carries_its_c_types),
+      cmocka_unit_test(test_checked_method_that_agrees_registers),
+      cmocka_unit_test(test_checked_method_of_a_stale_header_fails),
+      cmocka_unit_test(test_checked_flag_without_c_types_fails),
   };
   return cmocka_run_group_tests(tests, load_self, free_self);
 }

@@ -343,6 +343,24 @@ static void test_load_checked_against_a_stale_header(void** state) {
   assert_false(is_loaded("mod_stale.so"));
 }
 
+/* The same for a method (PF_METHOD_CHECKED): the C types it was compiled
+ * with travel in its descriptor, and the whole type is refused, naming the
+ * method; nothing of the module stays. */
+static void test_load_checked_method_against_a_stale_header(void** state) {
+  (void)state;
+  PFModuleHandle m = NULL;
+  assert_pf_error(
+      PFModLoadFromFile(mod_path("mod_stale_method.so"), &m), kPFErrValueError,
+      "object type 'stale.Gauge': method 'scale' was checked against a header whose "
+      "float64 is `float/float`, this library's is `double/double`: rebuild the plugin");
+  assert_non_null(strstr(PFErrorGetTraceback(), "mod_stale_method.so"));
+  assert_null(m);
+  assert_false(is_loaded("mod_stale_method.so"));
+  uint32_t found = 1;
+  assert_pf_ok(PFObjectTypeFind("stale.Gauge", &found));
+  assert_int_equal(found, 0);
+}
+
 /* ---- bad files: checked before dlopen, descriptors checked before use ---- */
 
 /* What PFModLoadFromFile did in a child process. The old runtime crashed
@@ -1643,6 +1661,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_load_duplicate_name),
       cmocka_unit_test(test_load_bad_signature),
       cmocka_unit_test(test_load_checked_against_a_stale_header),
+      cmocka_unit_test(test_load_checked_method_against_a_stale_header),
       cmocka_unit_test(test_load_truncated_file),
       cmocka_unit_test(test_load_fifo),
       cmocka_unit_test(test_load_bare_name_is_checked),

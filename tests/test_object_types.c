@@ -436,7 +436,8 @@ static void test_bad_descriptions(void** state) {
       {{"go", noop_packed, NULL, "void(obj<t.Shape>)", 0, NULL}, "takes the object first"},
       {{"__init__", NULL, noop_typed, "int64()", kPFMethodStatic, NULL},
        "a static __init__ is a factory"},
-      {{"go", NULL, noop_typed, "void()", 4, NULL}, "unknown flag bits 0x4"}, /* 2: non-blocking */
+      {{"go", NULL, noop_typed, "void()", 8, NULL},
+       "unknown flag bits 0x8"}, /* 2: non-blocking, 4: checked */
       {{"go go", NULL, noop_typed, "void()", 0, NULL}, "the name of method 1 is not an identifier"},
   };
   for (size_t i = 0; i < sizeof(bad_methods) / sizeof(bad_methods[0]); ++i) {

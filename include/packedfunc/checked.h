@@ -93,7 +93,17 @@
  * PF_REGISTER_CHECKED also emits a flags record (module.h,
  * PF_REGISTER_FLAGS). PF_METHOD_CHECKED and
  * PF_STATIC_METHOD_CHECKED sit in a method array, where no record can go
- * beside them: a method's check is the compiler's alone.
+ * beside them: they set kPFMethodChecked (object_type.h) in the method's
+ * flags and append PF_METHOD_C_TYPES_SEP and PF_SIGNATURE_C_TYPES_TEXT to
+ * its signature string, and registering the type (PFObjectTypeRegister,
+ * or loading the module) compares that list with the runtime's in the
+ * same way, refusing the type, whole, with a ValueError naming the type
+ * and the method ("object type 'mylib.Gauge': method 'scale' was checked
+ * against a header whose float64 is `float/float`, this library's is
+ * `double/double`: rebuild the plugin against this packedfunc"). The
+ * signature and its list are one string, so no registration can part
+ * them. A runtime older than kPFMethodChecked refuses such a type
+ * ("unknown flag bits 0x4").
  *
  * The forms:
  *   PF_REGISTER_CHECKED(name, fn, PF_RET(...), items...)  at file scope,
@@ -266,12 +276,16 @@
   PF_CK_FLAGS_RECORD_(name, __VA_ARGS__)                                                           \
   PF_REGISTER_(PF_UNIQUE_ID_, kPFFuncDescriptorCheck, name, NULL, NULL,                            \
                PF_CK_SIG_(ret, __VA_ARGS__), PF_SIGNATURE_C_TYPES_TEXT, NULL, NULL, NULL)
-#define PF_CK_METHOD_(flags, name, fn, ret, ...)                          \
-  {                                                                       \
-    (name), NULL, (void (*)(void))(fn), PF_CK_SIG_(ret, __VA_ARGS__),     \
-        (flags) + PF_CK_CHECK_("PF_METHOD_CHECKED", fn, ret, __VA_ARGS__) \
-                      PF_CK_EACH_(PF_CK_MFLAG_, __VA_ARGS__),             \
-        PF_CK_DOCS_(__VA_ARGS__)                                          \
+/* A method's: the list travels in its signature string, after the
+ * separator (object_type.h, kPFMethodChecked). */
+#define PF_CK_METHOD_(flags, name, fn, ret, ...)                                      \
+  {                                                                                   \
+    (name), NULL, (void (*)(void))(fn),                                               \
+        PF_CK_SIG_(ret, __VA_ARGS__) PF_METHOD_C_TYPES_SEP PF_SIGNATURE_C_TYPES_TEXT, \
+        (flags) + kPFMethodChecked +                                                  \
+            PF_CK_CHECK_("PF_METHOD_CHECKED", fn, ret, __VA_ARGS__)                   \
+                PF_CK_EACH_(PF_CK_MFLAG_, __VA_ARGS__),                               \
+        PF_CK_DOCS_(__VA_ARGS__)                                                      \
   }
 
 #else /* C++, or a compiler without the registration macros */

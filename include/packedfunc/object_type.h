@@ -197,6 +197,21 @@ extern "C" {
  * around its calls. A library older than this flag refuses it as an
  * unknown flag bit. */
 #define kPFMethodNonBlocking 2u
+/* PFMethodDesc.flags only, set by PF_METHOD_CHECKED and
+ * PF_STATIC_METHOD_CHECKED (checked.h), not by hand: the method is typed
+ * and its signature string is the signature text, PF_METHOD_C_TYPES_SEP,
+ * then the PF_SIGNATURE_C_TYPES_TEXT (signature.h) of the header it was
+ * compiled with, all one NUL-terminated string. Registration checks that
+ * list against the runtime's own, as a function's check record is checked
+ * (module.h), and refuses the type, whole, when they differ; it reads the
+ * list only within the string, so a signature without the separator is a
+ * ValueError, not a read past its end. PFMethodInfo.flags never has it.
+ * A runtime older than this bit refuses it as unknown ("unknown flag bits
+ * 0x4"): a plugin with checked methods needs this runtime or a later one. */
+#define kPFMethodChecked 4u
+/* The separator of a checked method's signature and its C types: the
+ * string's last one (no list of C types contains it). */
+#define PF_METHOD_C_TYPES_SEP "\x1f"
 
 /* One field of a description. */
 typedef struct PFFieldDesc {
@@ -218,7 +233,8 @@ typedef struct PFMethodDesc {
   void (*typed)(void);   /* a typed C function (cast), or NULL */
   const char* signature; /* typed: its signature (required); packed: NULL, or a
                             signature kept as metadata (checked the same way) */
-  uint32_t flags;        /* 0, or kPFMethodStatic and kPFMethodNonBlocking */
+  uint32_t flags;        /* 0, or kPFMethodStatic and kPFMethodNonBlocking, and
+                            kPFMethodChecked from the checked macros (checked.h) */
   const char* doc;       /* NULL, or its docstring */
 } PFMethodDesc;
 
@@ -412,12 +428,17 @@ typedef struct PFObjectTypeInfo {
  * naming the method), an instance method whose signature has no first
  * parameter of type object or obj<KEY> of the type or an ancestor, a
  * static __init__ whose result is not object or obj<KEY> of the type
- * (ValueError); an accessor field (PFObjectTypeDesc2) without a getter, or
- * of a type that is not a number type, bool, dtype, device, ptr, str or
- * bytes (ValueError naming it; its name is checked as a field's, and its
- * count and array as the fields'); PF_OBJECT_TYPE_MAX_REGISTERED types
- * registered already
- * (RuntimeError); MemoryError (one that comes while the registered type's
+ * (ValueError); a method with kPFMethodChecked that is packed, whose
+ * signature has no PF_METHOD_C_TYPES_SEP, or whose recorded C types give a
+ * type of its signature other C types than this library's (ValueError
+ * naming the type and the method: "... was checked against a header
+ * whose float64 is `float/float`, this library's is `double/double`:
+ * rebuild the plugin against this packedfunc"); an accessor field
+ * (PFObjectTypeDesc2) without a getter, or of a type that is not a number
+ * type, bool, dtype, device, ptr, str or bytes (ValueError naming it; its
+ * name is checked as a field's, and its count and array as the fields');
+ * PF_OBJECT_TYPE_MAX_REGISTERED types registered already (RuntimeError);
+ * MemoryError (one that comes while the registered type's
  * code is being made ready leaves the type registered, and its first use,
  * or registering it again, makes it ready).
  * Thread-safe; two threads registering the same description at once both

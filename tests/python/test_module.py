@@ -111,6 +111,15 @@ def test_a_plugin_checked_against_a_stale_header_is_refused(pf):
             "this library's is `double/double`") in str(info.value)
 
 
+def test_a_plugin_whose_checked_method_is_stale_is_refused(pf):
+    with pytest.raises(ValueError) as info:
+        pf.load_module(fixture_module("mod_stale_method.so"))
+    assert ("object type 'stale.Gauge': method 'scale' was checked against a header whose "
+            "float64 is `float/float`, this library's is `double/double`") in str(info.value)
+    assert any("mod_stale_method.so" in line for line in info.value.c_traceback)
+    assert "stale.Gauge" not in pf.registered_types()
+
+
 @pytest.mark.parametrize("bad, exc, text", [
     (None, TypeError, "load_module: path must be a str, bytes or os.PathLike, not NoneType"),
     (42, TypeError, "not int"),
