@@ -535,4 +535,25 @@ static inline void pf_object_release_keeping_error(void* obj) {
   pf_error_restore(&e);
 }
 
+/* ---- the snapshots a walk holds until it ends (runtime/kept.c) ---- */
+/* A walk over an object graph (PFToJSON, PFStructuralEqual,
+ * PFStructuralHash) reads each List and Dict through a snapshot. Releasing
+ * one may drop the last reference to an item that another thread removed
+ * meanwhile and run its finalizer, user code that may free what the walk
+ * is still reading (the instance whose field it reads next): so the walk
+ * keeps every snapshot until it has ended, and then releases them all. */
+typedef struct {
+  PFObjectHandle* held;
+  size_t n, cap;
+} pf_snapshots;
+/* The snapshot of the List or Dict `h` (object type `type`), kept in `s`:
+ * *items points to its values (a Dict's as key, value pairs) and *n is
+ * their count. -1 with the error of PFListToArray or PFDictToArray, or a
+ * MemoryError naming `where`. Runs no user code. */
+PF_HIDDEN int pf_snapshot_take(pf_snapshots* s, const char* where, PFObjectHandle h, uint32_t type,
+                               int64_t* n, const PFValue** items, const int32_t** codes);
+/* Releases every snapshot that `s` holds (which may run finalizers),
+ * keeping the thread's error as it was; `s` is then empty. */
+PF_HIDDEN void pf_snapshots_release(pf_snapshots* s);
+
 #endif
