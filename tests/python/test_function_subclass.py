@@ -95,3 +95,43 @@ def test_a_released_function_or_none_at_all_is_refused(fn):
         Tagged()
     with pytest.raises(TypeError, match="cannot be created directly"):
         pf.Function(fn("echo"))
+
+
+
+class NoSuper(pf.Function):
+    """Overrides __init__, __call__ and __del__, calling none of Function's."""
+    __slots__ = ()
+
+    def __init__(self, func):
+        pass
+
+    def __call__(self, *args):
+        return "mine"
+
+    def __del__(self):
+        pass
+
+
+class NoSuperBelow(NoSuper):
+    def __del__(self):
+        super().__del__()
+        raise RuntimeError("a failing __del__")  # reported as unraisable
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("cls", [NoSuper, NoSuperBelow])
+def test_a_subclass_del_that_does_not_call_super_still_releases(cls):
+    # The PackedFunc (and the Python callable it holds) goes with the last
+    # wrapper even when a subclass's __del__ never calls Function's.
+    class Payload:
+        pass
+
+    payload, gone = Payload(), []
+    weakref.finalize(payload, gone.append, 1)
+    f = pf.convert(lambda p=payload: 1)
+    del payload
+    s = cls(f)
+    assert s() == "mine"
+    del f, s
+    gc.collect()
+    assert gone == [1]

@@ -288,6 +288,10 @@ class Function(_cext.FunctionBase if _cext else object):
     def __reduce__(self):
         raise TypeError("packedfunc.Function cannot be pickled")
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _holds.release_after_own_del(cls, Function.__del__)
+
     def bind(self, constants, cache=None):
         """A new Function that calls this one with `constants` ({position:
         value}) inserted among its arguments; the remaining arguments fill
