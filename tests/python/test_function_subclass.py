@@ -135,3 +135,30 @@ def test_a_subclass_del_that_does_not_call_super_still_releases(cls):
     del f, s
     gc.collect()
     assert gone == [1]
+
+
+class OwnHandle(pf.Function):
+    """Has an attribute of its own named as the binding's state."""
+    __slots__ = ("_handle",)
+
+    def __init__(self, func):
+        self._handle = 12345  # nothing to do with the C function
+
+
+def test_a_subclass_attribute_named_handle_is_its_own(fn):
+    # The binding reads the handle from Function's own slot (the
+    # extension's field), never through the subclass's attribute: before,
+    # C was given 12345 as the function (a crash).
+    echo = fn("echo")
+    before = pf.use_count(echo)
+    s = OwnHandle(echo)
+    assert s._handle == 12345
+    assert s.handle == echo.handle and s == echo and hash(s) == hash(echo)
+    assert pf.use_count(s) == before + 1
+    assert s(3) == 3 and s("x") == "x"
+    assert echo(s) == echo and s.bind({0: 5})() == 5
+    assert repr(s).startswith("<%s.OwnHandle " % __name__)
+    s.__del__()
+    assert pf.use_count(echo) == before and s._handle == 12345
+    with pytest.raises(ValueError, match="released"):
+        s(1)
