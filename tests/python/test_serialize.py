@@ -286,3 +286,34 @@ def test_a_walk_releases_what_it_read_after_it_ends(md, walk):
         assert [n["type"] for n in doc["nodes"]] == ["object", "tensor", "list", "object",
                                                      "object"]
         assert doc["nodes"][3]["fields"]["meddle"] == 0
+
+
+@pytest.mark.parametrize("walk", [pf.to_json, pf.structural_hash,
+                                  lambda x: pf.structural_equal(x, x)])
+def test_a_walk_keeps_field_writers_of_other_threads_out(md, walk):
+    # parent.child = p, p.child = q. Another thread writes parent.child
+    # at the moment the walk reads a field of q (md.Node.pause lets it go,
+    # then waits for it up to half a second): the write must wait until
+    # the walk ends (the walk keeps the GIL), or the walk goes on reading
+    # p, which the write freed.
+    Node = pf.get_class("md.Node")
+    parent, p = Node(), Node()
+    p.child = Node()
+    parent.child = p
+    del p
+    md.arm_pause()
+
+    def writer():
+        if md.wait_reached(10000):
+            parent.child = None
+        md.resume()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        result = walk(parent)
+    finally:
+        t.join()
+    assert parent.child is None
+    if isinstance(result, str):
+        assert [n["type"] for n in json.loads(result)["nodes"]] == ["object"] * 3
