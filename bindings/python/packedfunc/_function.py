@@ -288,7 +288,7 @@ class Function(_cext.FunctionBase if _cext else object):
     def __reduce__(self):
         raise TypeError("packedfunc.Function cannot be pickled")
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: object) -> None:  # annotated for mypy --strict on stubs
         super().__init_subclass__(**kwargs)
         _holds.release_after_own_del(cls, Function.__del__)
 

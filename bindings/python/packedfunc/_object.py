@@ -132,7 +132,7 @@ class Object(_cext.ObjectBase if _cext else object):
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: object) -> None:  # annotated for mypy --strict on stubs
         super().__init_subclass__(**kwargs)
         release_after_own_del(cls, Object.__del__)
 
