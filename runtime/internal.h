@@ -204,21 +204,12 @@ static inline uintptr_t pf_ret_tag(void) { return (uintptr_t)pthread_self() ^ PF
 #define PF_NO_ASAN
 #endif
 
-/* pf_is_object(h, kPFObjectFunction) as one 8-byte compare of the header's
- * magic and type index, for the call path. */
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define PF_OBJECT_HEAD_(type) (((uint64_t)(type) << 32) | PF_OBJECT_MAGIC)
-#else
-#define PF_OBJECT_HEAD_(type) (((uint64_t)PF_OBJECT_MAGIC << 32) | (type))
-#endif
-_Static_assert(offsetof(pf_object, magic) == 0 && offsetof(pf_object, type_index) == 4,
-               "the object header starts with magic, then type index");
-static inline int pf_is_function(const void* h) {
-  uint64_t head;
-  if (h == NULL) return 0;
-  memcpy(&head, h, sizeof(head));
-  return head == PF_OBJECT_HEAD_(kPFObjectFunction);
-}
+/* pf_is_object(h, kPFObjectFunction), for the call path. The magic is
+ * compared first, so that memory that is no object (a host's stray pointer
+ * to a short block) is read no further than its first 4 bytes, as every
+ * other handle check reads it; one 8-byte compare of magic and type read
+ * past such a block. */
+static inline int pf_is_function(const void* h) { return pf_is_object(h, kPFObjectFunction); }
 
 /* ---- the references that objects hold (runtime/owned.c) ---- */
 /* A walk from one object along the references that objects hold, for
@@ -536,5 +527,26 @@ static inline void pf_object_release_keeping_error(void* obj) {
   pf_object_release((pf_object*)obj);
   pf_error_restore(&e);
 }
+
+/* ---- the snapshots a walk holds until it ends (runtime/kept.c) ---- */
+/* A walk over an object graph (PFToJSON, PFStructuralEqual,
+ * PFStructuralHash) reads each List and Dict through a snapshot. Releasing
+ * one may drop the last reference to an item that another thread removed
+ * meanwhile and run its finalizer, user code that may free what the walk
+ * is still reading (the instance whose field it reads next): so the walk
+ * keeps every snapshot until it has ended, and then releases them all. */
+typedef struct {
+  PFObjectHandle* held;
+  size_t n, cap;
+} pf_snapshots;
+/* The snapshot of the List or Dict `h` (object type `type`), kept in `s`:
+ * *items points to its values (a Dict's as key, value pairs) and *n is
+ * their count. -1 with the error of PFListToArray or PFDictToArray, or a
+ * MemoryError naming `where`. Runs no user code. */
+PF_HIDDEN int pf_snapshot_take(pf_snapshots* s, const char* where, PFObjectHandle h, uint32_t type,
+                               int64_t* n, const PFValue** items, const int32_t** codes);
+/* Releases every snapshot that `s` holds (which may run finalizers),
+ * keeping the thread's error as it was; `s` is then empty. */
+PF_HIDDEN void pf_snapshots_release(pf_snapshots* s);
 
 #endif

@@ -111,3 +111,31 @@ int pf_kept_null_with_count(const char* where, const char* arg, const char* coun
   return PF_ERROR(kPFErrTypeError, "%s: argument '%s' is NULL with %s %lld", where, arg, count,
                   (long long)n);
 }
+
+int pf_snapshot_take(pf_snapshots* s, const char* where, PFObjectHandle h, uint32_t type,
+                     int64_t* n, const PFValue** items, const int32_t** codes) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 8;
+    PFObjectHandle* held = pf_realloc(s->held, cap * sizeof(*held));
+    if (held == NULL) return pf_oom(where);
+    s->held = held;
+    s->cap = cap;
+  }
+  PFObjectHandle snap = NULL;
+  int rc = type == kPFObjectList ? PFListToArray(h, 0, INT64_MAX, &snap) : PFDictToArray(h, &snap);
+  if (rc != 0) return -1;
+  s->held[s->n++] = snap;
+  pf_array_view(snap, n, items, codes);
+  return 0;
+}
+
+void pf_snapshots_release(pf_snapshots* s) {
+  if (s->n) {
+    pf_saved_error e;
+    pf_error_save(&e);
+    for (size_t i = 0; i < s->n; ++i) pf_object_release(s->held[i]);
+    pf_error_restore(&e);
+  }
+  pf_free(s->held);
+  *s = (pf_snapshots){0};
+}

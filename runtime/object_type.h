@@ -124,15 +124,14 @@ static inline int pf_type_is_a(const pf_type* a, const pf_type* t) {
 }
 
 /* 1 when `v` is a live instance of `t` or of a descendant: first the
- * object header's magic and type index against t's (one 8-byte compare),
- * then the parent chain. */
+ * object header's type index against t's, then the parent chain. The
+ * magic is read first, as pf_is_function reads it. */
 static inline int pf_obj_arg_ok(const PFValue* v, const pf_type* t) {
   const pf_object* o = v->v_handle;
-  if (o == NULL) return 0;
-  uint64_t head;
-  memcpy(&head, o, sizeof(head));
-  if (head == PF_OBJECT_HEAD_(t->info.type_index)) return 1;
-  return pf_is_instance(o) && pf_type_is_a(((const pf_instance*)o)->type, t);
+  if (!pf_is_object(o, 0)) return 0;
+  if (o->type_index == t->info.type_index) return 1;
+  return o->type_index >= kPFObjectTypeRegisteredBegin &&
+         pf_type_is_a(((const pf_instance*)o)->type, t);
 }
 
 /* ---- instances (runtime/object_instance.c) ---- */

@@ -148,6 +148,7 @@ typedef struct {
   const char* where;
   textbuf open, nodes;
   seen_map table;
+  pf_snapshots snaps;  /* the Lists' and Dicts', held until the walk ends */
   int64_t holes, done; /* holes written; nodes finished */
   int depth;
   step path[PF_JSON_MAX_DEPTH];
@@ -406,7 +407,6 @@ static int write_container(writer* w, PFObjectHandle h, uint32_t type) {
   }
   if (type == kPFObjectMap || type == kPFObjectDict) PUT_LIT(&w->open, ",\"entries\":[");
   else PUT_LIT(&w->open, ",\"items\":[");
-  PFObjectHandle snap = NULL;
   int64_t n = 0;
   const PFValue* v;
   const int32_t* c;
@@ -420,9 +420,8 @@ static int write_container(writer* w, PFObjectHandle h, uint32_t type) {
       rc = write_entry(w, i, kc[0], &kv[0], kc[1], &kv[1]);
     }
   } else {
-    if (type == kPFObjectList) rc = PFListToArray(h, 0, INT64_MAX, &snap);
-    else if (type == kPFObjectDict) rc = PFDictToArray(h, &snap);
-    if (rc == 0) pf_array_view(snap ? snap : h, &n, &v, &c);
+    if (type == kPFObjectArray) pf_array_view(h, &n, &v, &c);
+    else rc = pf_snapshot_take(&w->snaps, w->where, h, type, &n, &v, &c);
     if (rc == 0 && type == kPFObjectDict) {
       for (int64_t i = 0; rc == 0 && i < n / 2; ++i)
         rc = write_entry(w, i, c[2 * i], &v[2 * i], c[2 * i + 1], &v[2 * i + 1]);
@@ -430,7 +429,6 @@ static int write_container(writer* w, PFObjectHandle h, uint32_t type) {
       rc = write_items(w, v, c, n);
     }
   }
-  PFObjectFree(snap);
   PUT_LIT(&w->open, "]}");
   return rc;
 }
@@ -595,6 +593,9 @@ int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
   pf_free(w->open.p);
   pf_free(w->nodes.p);
   pf_free(w->table.slot);
+  /* Before the document goes to the thread's return storage, which a
+   * finalizer that makes packedfunc calls would overwrite. */
+  pf_snapshots_release(&w->snaps);
   pf_free(w);
   PFValue ret;
   int ret_code;

@@ -12,6 +12,7 @@
 /* The path from the roots: the containers and instances being walked. */
 typedef struct {
   const char* where;
+  pf_snapshots snaps; /* the Lists' and Dicts', held until the walk ends */
   int depth;
   const void* a[PF_STRUCTURAL_MAX_DEPTH];
   const void* b[PF_STRUCTURAL_MAX_DEPTH];
@@ -44,20 +45,16 @@ static uint64_t float_bits(double d) {
 
 /* ---- containers as flat views ---- */
 /* A sequence's items, or a map's entries (key i at 2i, its value at 2i+1),
- * borrowed from an Array that `snap` holds (a snapshot) or from the
- * container itself; `own` is memory to free. */
+ * borrowed from a snapshot that the walk holds or from the container
+ * itself; `own` is memory to free. */
 typedef struct {
   int64_t n;
   const PFValue* v;
   const int32_t* c;
-  PFObjectHandle snap;
   void* own;
 } view;
 
-static void view_done(view* w) {
-  if (w->snap) PFObjectFree(w->snap);
-  pf_free(w->own);
-}
+static void view_done(view* w) { pf_free(w->own); }
 
 static int map_view(const char* where, PFObjectHandle map, view* w) {
   int64_t n;
@@ -73,28 +70,23 @@ static int map_view(const char* where, PFObjectHandle map, view* w) {
     c[2 * i] = kc;
     c[2 * i + 1] = vc;
   }
-  *w = (view){n, v, c, NULL, mem};
+  *w = (view){n, v, c, mem};
   return 0;
 }
 
 /* The view of a container object of type `type`; sequences have n items,
  * maps n entries. */
-static int view_of(const char* where, PFObjectHandle h, uint32_t type, view* w) {
+static int view_of(walk* k, PFObjectHandle h, uint32_t type, view* w) {
   *w = (view){0};
   switch (type) {
     case kPFObjectArray:
       pf_array_view(h, &w->n, &w->v, &w->c);
       return 0;
     case kPFObjectMap:
-      return map_view(where, h, w);
-    case kPFObjectList:
-      if (PFListToArray(h, 0, INT64_MAX, &w->snap) != 0) return -1;
-      pf_array_view(w->snap, &w->n, &w->v, &w->c);
-      return 0;
-    default: /* kPFObjectDict */
-      if (PFDictToArray(h, &w->snap) != 0) return -1;
-      pf_array_view(w->snap, &w->n, &w->v, &w->c);
-      w->n /= 2;
+      return map_view(k->where, h, w);
+    default: /* kPFObjectList, kPFObjectDict */
+      if (pf_snapshot_take(&k->snaps, k->where, h, type, &w->n, &w->v, &w->c) != 0) return -1;
+      if (type == kPFObjectDict) w->n /= 2;
       return 0;
   }
 }
@@ -272,8 +264,8 @@ static int nested_equal(walk* w, PFObjectHandle a, PFObjectHandle b, uint32_t ty
     rc = fields_equal(w, a, b, out);
   } else {
     view va, vb = {0};
-    rc = view_of(w->where, a, type, &va);
-    if (rc == 0) rc = view_of(w->where, b, type, &vb);
+    rc = view_of(w, a, type, &va);
+    if (rc == 0) rc = view_of(w, b, type, &vb);
     if (rc == 0) {
       *out = va.n == vb.n;
       if (*out && (type == kPFObjectMap || type == kPFObjectDict)) {
@@ -372,7 +364,7 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
     }
   } else {
     view vw;
-    rc = view_of(w->where, h, type, &vw);
+    rc = view_of(w, h, type, &vw);
     acc = mix(acc, (uint64_t)vw.n);
     if (type == kPFObjectMap || type == kPFObjectDict) {
       uint64_t sum = 0; /* entries in any order */
@@ -443,8 +435,14 @@ static walk* walk_new(const char* where) {
     return NULL;
   }
   w->where = where;
+  w->snaps = (pf_snapshots){0};
   w->depth = 0;
   return w;
+}
+
+static void walk_free(walk* w) {
+  pf_snapshots_release(&w->snaps);
+  pf_free(w);
 }
 
 int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, int* out) {
@@ -455,7 +453,7 @@ int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, int* out) {
   walk* w = walk_new(__func__);
   if (!w) return -1;
   int eq, rc = equal(w, a_code, &a, b_code, &b, &eq);
-  pf_free(w);
+  walk_free(w);
   if (rc == 0) *out = eq;
   return rc;
 }
@@ -467,7 +465,7 @@ int PFStructuralHash(PFValue value, int code, uint64_t* out) {
   if (!w) return -1;
   uint64_t h;
   int rc = hash(w, code, &value, &h);
-  pf_free(w);
+  walk_free(w);
   if (rc == 0) *out = h;
   return rc;
 }

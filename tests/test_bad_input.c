@@ -72,6 +72,25 @@ static void test_call_bad_handles_and_outputs(void** state) {
   assert_pf_ok(PFFuncFree(f));
 }
 
+/* A function handle that points to a block shorter than an object header
+ * (a host's stray pointer to a 4-byte value) is refused after reading its
+ * first 4 bytes, as every other handle check reads them: the call path
+ * once read 8 at once, past the block (ASan: heap-buffer-overflow). */
+static void test_call_handle_to_a_short_block(void** state) {
+  (void)state;
+  uint32_t* shorty = calloc(1, sizeof(uint32_t));
+  assert_non_null(shorty);
+  PFValue rv;
+  int rc;
+  assert_pf_error(PFFuncCall(shorty, NULL, NULL, 0, &rv, &rc), kPFErrTypeError, "PFFuncCall",
+                  "'func'");
+  assert_pf_error(PFFuncCallKw(shorty, NULL, NULL, 0, NULL, NULL, NULL, 0, &rv, &rc),
+                  kPFErrTypeError, "PFFuncCallKw", "'func'");
+  PFCallTarget t = {.size = sizeof(t)};
+  assert_pf_error(PFFuncResolve(shorty, &t), kPFErrTypeError, "PFFuncResolve", "'func'");
+  free(shorty);
+}
+
 static void test_call_unknown_type_codes(void** state) {
   (void)state;
   PFFunctionHandle f = NULL;
@@ -598,6 +617,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_call_bad_handles_and_outputs),
+      cmocka_unit_test(test_call_handle_to_a_short_block),
       cmocka_unit_test(test_call_unknown_type_codes),
       cmocka_unit_test(test_call_null_pointers_under_codes),
       cmocka_unit_test(test_call_wrong_handle_kinds),

@@ -70,8 +70,12 @@ extern "C" {
  * thread changes meanwhile is read as one atomic snapshot, as
  * PFStructuralEqual reads it; an instance's fields are read as
  * PFObjectGetField reads them (hosts serialize writers). No user code
- * runs, except that dropping a snapshot or a half-built value may release
- * the last reference to a value (running its finalizer, no lock held).
+ * runs while PFToJSON reads: it holds the snapshots it takes until it has
+ * read everything, and only then releases them, which may release the
+ * last reference to a value that another thread removed meanwhile
+ * (running its finalizer, no lock held, before *out is written).
+ * PFFromJSON runs none, except that dropping a half-built value may
+ * release the last reference to a value (its finalizer, no lock held).
  */
 
 /* The version of the format that PFToJSON writes and PFFromJSON reads. */

@@ -74,9 +74,11 @@ extern "C" {
  * had, never a crash. Fields of instances are read as PFObjectGetField
  * reads them: a field must not be written by another thread during the
  * call (object_type.h, "Threads"); hosts serialize that as they do for
- * their own objects. Neither entry point runs user code, except that
- * dropping a snapshot may release the last reference to a value that
- * another thread removed meanwhile (running its finalizer, no lock held).
+ * their own objects. Neither entry point runs user code while it reads:
+ * each holds the snapshots it takes until it has read everything, and
+ * only then releases them, which may release the last reference to a
+ * value that another thread removed meanwhile (running its finalizer, no
+ * lock held).
  *
  * Errors (nothing is written): NULL out (TypeError); a value that fails
  * PFFuncCall's check of an argument (an unknown type code, a NULL string,

@@ -95,3 +95,70 @@ def test_a_released_function_or_none_at_all_is_refused(fn):
         Tagged()
     with pytest.raises(TypeError, match="cannot be created directly"):
         pf.Function(fn("echo"))
+
+
+
+class NoSuper(pf.Function):
+    """Overrides __init__, __call__ and __del__, calling none of Function's."""
+    __slots__ = ()
+
+    def __init__(self, func):
+        pass
+
+    def __call__(self, *args):
+        return "mine"
+
+    def __del__(self):
+        pass
+
+
+class NoSuperBelow(NoSuper):
+    def __del__(self):
+        super().__del__()
+        raise RuntimeError("a failing __del__")  # reported as unraisable
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("cls", [NoSuper, NoSuperBelow])
+def test_a_subclass_del_that_does_not_call_super_still_releases(cls):
+    # The PackedFunc (and the Python callable it holds) goes with the last
+    # wrapper even when a subclass's __del__ never calls Function's.
+    class Payload:
+        pass
+
+    payload, gone = Payload(), []
+    weakref.finalize(payload, gone.append, 1)
+    f = pf.convert(lambda p=payload: 1)
+    del payload
+    s = cls(f)
+    assert s() == "mine"
+    del f, s
+    gc.collect()
+    assert gone == [1]
+
+
+class OwnHandle(pf.Function):
+    """Has an attribute of its own named as the binding's state."""
+    __slots__ = ("_handle",)
+
+    def __init__(self, func):
+        self._handle = 12345  # nothing to do with the C function
+
+
+def test_a_subclass_attribute_named_handle_is_its_own(fn):
+    # The binding reads the handle from Function's own slot (the
+    # extension's field), never through the subclass's attribute: before,
+    # C was given 12345 as the function (a crash).
+    echo = fn("echo")
+    before = pf.use_count(echo)
+    s = OwnHandle(echo)
+    assert s._handle == 12345
+    assert s.handle == echo.handle and s == echo and hash(s) == hash(echo)
+    assert pf.use_count(s) == before + 1
+    assert s(3) == 3 and s("x") == "x"
+    assert echo(s) == echo and s.bind({0: 5})() == 5
+    assert repr(s).startswith("<%s.OwnHandle " % __name__)
+    s.__del__()
+    assert pf.use_count(echo) == before and s._handle == 12345
+    with pytest.raises(ValueError, match="released"):
+        s(1)

@@ -10,9 +10,11 @@ testing.typed_make_list (`list(int64)`). Runs on both backends (make
 test-python runs the whole suite once per backend).
 """
 import collections.abc
+import copy
 import gc
 import math
 import os
+import pickle
 import sys
 import threading
 
@@ -477,3 +479,34 @@ def test_no_host_object_leaks_through_lists_and_dicts(fn):
     gc.collect()
     assert sys.getrefcount(thing) == refs
     assert (_callback.live_count(), _hostobj.live_count()) == live
+
+
+class OwnHandleList(pf.List):
+    """Has an attribute of its own named as the binding's state."""
+    __slots__ = ("_handle",)
+
+    def __init__(self, items=()):
+        self._handle = 12345  # nothing to do with the C List
+
+
+class OwnHandleDict(pf.Dict):
+    __slots__ = ("_handle",)
+
+    def __init__(self, items=()):
+        self._handle = 12345
+
+
+def test_a_subclass_attribute_named_handle_is_its_own():
+    # The binding reads the handle from Object's own slot (the extension's
+    # field), never through the subclass's attribute: before, with ctypes,
+    # C was given 12345 as the List (a crash).
+    lst = OwnHandleList([1, 2])
+    assert lst._handle == 12345 and len(lst) == 2 and lst[0] == 1 and list(lst) == [1, 2]
+    lst.append(3)
+    assert lst == [1, 2, 3] and lst.handle != 12345 and pf.use_count(lst) == 1
+    assert repr(lst) == "List([1, 2, 3])" and repr(pf.List([lst])) == "List([List([1, 2, 3])])"
+    assert copy.copy(lst) == [1, 2, 3] and pickle.loads(pickle.dumps(lst)) == [1, 2, 3]
+    d = OwnHandleDict({"a": 1})
+    d["b"] = 2
+    assert d._handle == 12345 and len(d) == 2 and d["b"] == 2 and dict(d) == {"a": 1, "b": 2}
+    assert repr(d) == "Dict({'a': 1, 'b': 2})" and pf.structural_equal(d, pf.Dict({"a": 1, "b": 2}))

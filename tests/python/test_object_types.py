@@ -615,3 +615,27 @@ def test_remote_functions_carry_instances_by_value(demo):
             assert remote["pyobjrpc.echo"](5) == 5
     finally:
         server.stop()
+
+
+def test_a_subclass_del_that_does_not_call_super_still_releases(mod):
+    # The instance goes with its last wrapper even when a subclass's
+    # __del__ never calls Object's (nor its parent's, which does).
+    class Quiet(mod.pyt.Base):
+        __slots__ = ()
+
+        def __del__(self):
+            pass
+
+    class Quieter(Quiet):
+        __slots__ = ()
+
+        def __del__(self):
+            super().__del__()
+
+    for cls in (Quiet, Quieter):
+        before = mod.pyt.live()
+        x = cls(1)
+        assert mod.pyt.live() == before + 1
+        del x
+        gc.collect()
+        assert mod.pyt.live() == before, cls

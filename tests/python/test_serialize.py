@@ -6,8 +6,11 @@ backends."""
 import copy
 import json
 import math
+import gc
 import os
 import pickle
+import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -241,3 +244,76 @@ def test_depth_and_size_limits():
         pf.from_json(many)
     with pytest.raises(ValueError, match="more than PF_JSON_MAX_CONTAINERS"):
         pf.from_json("[" * ((1 << 22) + 1))
+
+
+@pytest.fixture(scope="module")
+def md():
+    return pf.load_module(os.path.join(MODULE_DIR, "mod_meddle.so")).md
+
+
+@pytest.mark.parametrize("walk", [pf.to_json, pf.structural_hash,
+                                  lambda x: pf.structural_equal(x, x)])
+def test_a_walk_releases_what_it_read_after_it_ends(md, walk):
+    # parent.child = p, p.items = [m, tensor]: reading m's accessor clears
+    # the List (another thread's doing, at that moment), so that the walk's
+    # snapshot holds the last reference to the tensor, whose numpy array's
+    # finalizer re-enters: it drops p, which the walk is reading, and
+    # waits for a thread that writes a field. Neither may happen in the
+    # middle of the walk, nor under a lock of ours.
+    Node = pf.get_class("md.Node")
+    parent, p, m, other = Node(), Node(), Node(), Node()
+    data = np.arange(3.0)
+    p.items = pf.List([m, data])
+    parent.child = p
+    md.arm(p.items)
+    writer_done = []
+
+    def finalizer():
+        parent.child = None
+        t = threading.Thread(target=lambda: setattr(other, "child", pf.List()))
+        t.start()
+        t.join(5)
+        writer_done.append(not t.is_alive())
+
+    weakref.finalize(data, finalizer)
+    del p, m, data
+    gc.collect()
+    result = walk(parent)
+    assert writer_done == [True]
+    assert parent.child is None and len(other.child) == 0
+    if isinstance(result, str):  # the document has p whole, as it was read
+        doc = json.loads(result)
+        assert [n["type"] for n in doc["nodes"]] == ["object", "tensor", "list", "object",
+                                                     "object"]
+        assert doc["nodes"][3]["fields"]["meddle"] == 0
+
+
+@pytest.mark.parametrize("walk", [pf.to_json, pf.structural_hash,
+                                  lambda x: pf.structural_equal(x, x)])
+def test_a_walk_keeps_field_writers_of_other_threads_out(md, walk):
+    # parent.child = p, p.child = q. Another thread writes parent.child
+    # at the moment the walk reads a field of q (md.Node.pause lets it go,
+    # then waits for it up to half a second): the write must wait until
+    # the walk ends (the walk keeps the GIL), or the walk goes on reading
+    # p, which the write freed.
+    Node = pf.get_class("md.Node")
+    parent, p = Node(), Node()
+    p.child = Node()
+    parent.child = p
+    del p
+    md.arm_pause()
+
+    def writer():
+        if md.wait_reached(10000):
+            parent.child = None
+        md.resume()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        result = walk(parent)
+    finally:
+        t.join()
+    assert parent.child is None
+    if isinstance(result, str):
+        assert [n["type"] for n in json.loads(result)["nodes"]] == ["object"] * 3

@@ -51,3 +51,16 @@ test('errors name what is wrong', () => {
   assert.throws(() => pf.toJSON([1, (x) => x]), (e) => e instanceof TypeError &&
     /PFToJSON: root\[1\] is of type function, which JSON cannot hold/.test(e.message));
 });
+
+test('an object disposed while toJSON encodes the value is written whole', () => {
+  // A getter met later in the value disposes an instance encoded before
+  // it: the reference goes when toJSON returns, not while C still reads
+  // it (before: PFArrayCreate was given the freed handle).
+  const c = new Counter('early', 4);
+  const text = pf.toJSON([c, { get late() { c.dispose(); return 1; } }]);
+  const back = pf.fromJSON(text);
+  assert.equal(back.at(0).name, 'early');
+  assert.equal(back.at(0).count, 4);
+  assert.equal(back.at(1).get('late'), 1);
+  assert.equal(c.handle, 0);
+});

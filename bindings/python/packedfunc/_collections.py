@@ -39,7 +39,7 @@ from ._ffi import (PFArrayGetItems, PFArrayGetSize, PFMapGetItem, PFMapGetItemAt
 from ._function import Function
 from ._holds import track
 from ._library import OBJECT_TYPES
-from ._object import Object, encode_object
+from ._object import Object, encode_object, handle_of
 from ._serialize import ByJSON
 
 c_void_p, byref, c_int64 = ctypes.c_void_p, ctypes.byref, ctypes.c_int64
@@ -124,7 +124,7 @@ def _live(self):
     """The handle of a container that an operation uses, read after the
     operation converted its arguments (whose __index__ or hooks may have
     released it: x.__del__()); ValueError once released."""
-    handle = self._handle
+    handle = handle_of(self)
     if not handle:
         raise ValueError("packedfunc: the %s was released" % type(self).__name__)
     return handle
@@ -145,7 +145,7 @@ def guarded_repr(self, fill, body):
     self recurs inside it: a List's items are new wrappers of the same
     handle, so the guard is on the handle, not the wrapper."""
     active = _repr_active.__dict__.setdefault("handles", set())
-    handle = self._handle
+    handle = handle_of(self)
     if handle in active:
         return fill
     active.add(handle)
@@ -500,7 +500,7 @@ class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
     __hash__ = None  # equal to lists, which are not hashable
 
     def __repr__(self):
-        if not self._handle:
+        if not handle_of(self):
             return "<packedfunc.Array (released)>"
         return guarded_repr(self, "[...]",
                             lambda: "[" + ", ".join(map(repr, self._values())) + "]")
@@ -538,7 +538,7 @@ class Map(_MapBase, ByJSON, Object, MappingViews, collections.abc.Mapping):
     __hash__ = None  # equal to dicts, which are not hashable
 
     def __repr__(self):
-        if not self._handle:
+        if not handle_of(self):
             return "<packedfunc.Map (released)>"
         return guarded_repr(self, "{...}", lambda: "{" + pairs_repr(self._pairs()) + "}")
 

@@ -424,14 +424,6 @@ register_fallback(RANK_SUBCLASSES, (int, float, str, bytes, bytearray, memoryvie
                   _encode_subclass)
 
 
-def live_handle(x, pos):
-    """The handle of a Function or Object argument; ValueError naming the
-    argument once it was released."""
-    if not x._handle:
-        raise released(x, pos)
-    return P.pack(x._handle)
-
-
 def released(x, pos):
     """The ValueError of argument x, released."""
     return ValueError("packedfunc: %s: the %s was released" % (what(pos), type(x).__name__))

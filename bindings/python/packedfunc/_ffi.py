@@ -174,13 +174,15 @@ PFListReplace = _fn("PFListReplace", c_int, [c_void_p, _i64, _i64, c_void_p, c_v
 PFListPop = _fn("PFListPop", c_int, [c_void_p, _i64, c_void_p, c_void_p], gil=True)
 PFListClear = _fn("PFListClear", c_int, [c_void_p])
 PFListToArray = _fn("PFListToArray", c_int, [c_void_p, _i64, _i64, c_void_p], gil=True)
-# Structural equality and hashing (structural.h): they may drop the last
-# reference of a snapshot's value, so they release the GIL.
-PFStructuralEqual = _fn("PFStructuralEqual", c_int, [_u64, c_int, _u64, c_int, c_void_p])
-PFStructuralHash = _fn("PFStructuralHash", c_int, [_u64, c_int, c_void_p])
-# JSON documents (serialize.h). PFToJSON keeps the GIL: it reads fields,
-# which the compiled backend writes under the GIL; PFFromJSON builds only
-# new objects.
+# The walks (structural.h, serialize.h) keep the GIL: they read fields,
+# which both backends write under the GIL (one C call each), so no Python
+# thread writes one meanwhile. They run no user code while they read: a
+# snapshot's value whose last reference they drop (its finalizer) goes at
+# the end, as any callback into Python would (Python code that waits
+# releases the GIL). PFFromJSON builds only new objects.
+PFStructuralEqual = _fn("PFStructuralEqual", c_int, [_u64, c_int, _u64, c_int, c_void_p],
+                        gil=True)
+PFStructuralHash = _fn("PFStructuralHash", c_int, [_u64, c_int, c_void_p], gil=True)
 PFToJSON = _fn("PFToJSON", c_int, [_u64, c_int, c_void_p, c_void_p], gil=True)
 PFFromJSON = _fn("PFFromJSON", c_int, [c_char_p, c_size_t, c_void_p, c_void_p])
 PFDictCreate = _fn("PFDictCreate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p, _i64,

@@ -19,7 +19,7 @@ import sys
 from . import _holds, _signature
 from ._convert import (FUNC, INT as _INT, MEMORY as _MEMORY, P, RANK_HANDLES, TENSOR,
                        VALS_OFF as _VALS_OFF, decode as _decode, decoders_get as _decoders_get,
-                       live_handle,
+                       released,
                        pack_args, register_decoder, register_encoder, register_fallback,
                        register_object_type, tensors_in_flight)
 from ._frames import (CODES_OFF as _CODES_OFF, FUNC_WORD as _FUNC_WORD, MAX_FAST,
@@ -89,7 +89,7 @@ class Function(_cext.FunctionBase if _cext else object):
                                 "callable, not %s" % (cls.__name__, type(func).__name__))
             from ._callback import convert
             func = convert(func)
-        handle = func._handle
+        handle = func_handle(func)
         if not handle:
             raise ValueError("%s: argument 'func': the Function was released" % cls.__name__)
         check_call(PFFuncRetain(handle))
@@ -104,7 +104,7 @@ class Function(_cext.FunctionBase if _cext else object):
             self = _cext.adopt(cls, handle)  # it reads the C author's GIL hint
         else:
             self = object.__new__(cls)
-            self._handle = handle
+            _set_func_handle(self, handle)
             self._keep_gil = _non_blocking(handle)
             # The ctypes calls in progress (an item each), and the handle
             # that __del__ released meanwhile: the last of them frees it
@@ -148,25 +148,25 @@ class Function(_cext.FunctionBase if _cext else object):
     def __eq__(self, other):
         if not isinstance(other, Function):
             return NotImplemented
-        return self._handle == other._handle
+        return func_handle(self) == func_handle(other)
 
     def __hash__(self):
-        return hash(self._handle)
+        return hash(func_handle(self))
 
     @property
     def handle(self):
         """The PFFunctionHandle as an int (borrowed: valid while this
         Function lives)."""
-        return self._handle
+        return func_handle(self)
 
     # ---- metadata: name, signature, doc -------------------------------------
 
     def _info(self):
         """(name, signature, doc) as str or None; all None once released."""
-        if not self._handle:
+        if not func_handle(self):
             return None, None, None
         fields = (ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_char_p())
-        check_call(PFFuncGetInfo(self._handle, byref(fields[0]), byref(fields[1]),
+        check_call(PFFuncGetInfo(func_handle(self), byref(fields[0]), byref(fields[1]),
                                 byref(fields[2])))
         # The name as registry names are (surrogateescape: it can be used to
         # look the function up again); the others are text to read.
@@ -212,9 +212,9 @@ class Function(_cext.FunctionBase if _cext else object):
                 raise ValueError("Function.set_info: %s contains a lone surrogate (%r at index "
                                  "%d), which UTF-8 cannot encode"
                                  % (what, value[err.start], err.start)) from None
-        if not self._handle:
+        if not func_handle(self):
             raise ValueError("packedfunc: the Function was released")
-        check_call(PFFuncSetInfo(self._handle, *values))
+        check_call(PFFuncSetInfo(func_handle(self), *values))
         self._conversions = None  # the signature may name such parameters now
         self._fill = _FILL_UNKNOWN
 
@@ -258,15 +258,15 @@ class Function(_cext.FunctionBase if _cext else object):
         cls = type(self)
         what = ("packedfunc.Function" if cls is Function else
                 "%s.%s" % (cls.__module__, cls.__qualname__))
-        if not self._handle:
+        if not func_handle(self):
             return "<%s (released)>" % what
         name = self.name
-        return "<%s %s at 0x%x>" % (what, repr(name) if name else "(anonymous)", self._handle)
+        return "<%s %s at 0x%x>" % (what, repr(name) if name else "(anonymous)", func_handle(self))
 
     def __del__(self):
         # Idempotent, so that a hand-made second call cannot free twice; a
         # released Function has handle 0 and refuses calls (ValueError).
-        handle = self._handle
+        handle = func_handle(self)
         if handle and not _state.shutting_down:
             self._hb = None
             if _cext:
@@ -278,7 +278,7 @@ class Function(_cext.FunctionBase if _cext else object):
                 # A call in progress (this thread's, whose callback released
                 # the Function, or another thread's) still uses the handle:
                 # whoever sees no call left frees it, exactly once.
-                self._handle = 0
+                _set_func_handle(self, 0)
                 self._pending.append(handle)
                 handle = 0 if self._inflight else _take_pending(self)
             if handle:
@@ -287,6 +287,10 @@ class Function(_cext.FunctionBase if _cext else object):
 
     def __reduce__(self):
         raise TypeError("packedfunc.Function cannot be pickled")
+
+    def __init_subclass__(cls, **kwargs: object) -> None:  # annotated for mypy --strict on stubs
+        super().__init_subclass__(**kwargs)
+        _holds.release_after_own_del(cls, Function.__del__)
 
     def bind(self, constants, cache=None):
         """A new Function that calls this one with `constants` ({position:
@@ -393,7 +397,7 @@ class Function(_cext.FunctionBase if _cext else object):
                     fr.mem[_CODES_OFF:_CODES_OFF + 4 * n] = plan.codes
                     fr.i32[_NARGS_WORD] = n
                     fr.plan = plan
-                fr.i64[_FUNC_WORD] = self._handle  # 0 once released: C refuses it
+                fr.i64[_FUNC_WORD] = func_handle(self)  # 0 once released: C refuses it
                 if _CALLS[self._keep_gil][1](fr.head):
                     _give_frame(fr)
                     _call_failed(self)
@@ -437,7 +441,7 @@ def use_count(obj):
     moment. TypeError for anything else (a numpy array from C, a Device...),
     ValueError for a released wrapper."""
     if isinstance(obj, Function):
-        handle, what = obj._handle, "Function"
+        handle, what = func_handle(obj), "Function"
     elif isinstance(obj, Object):
         handle, what = handle_of(obj), type(obj).__name__
     else:
@@ -705,12 +709,21 @@ def _function_signature(func):
 Function.__doc__ = _PerInstance(_function_doc, Function.__doc__)
 Function.__signature__ = _PerInstance(_function_signature, None)
 
+# A Function's handle, read (and, with ctypes, written) through Function's
+# own slot or the extension's field, never as an attribute: a subclass may
+# have one of that name (a slot of its own), which is no handle.
+_HANDLE_SLOT = (_cext.FunctionBase if _cext else Function).__dict__["_handle"]
+func_handle = _HANDLE_SLOT.__get__
+_set_func_handle = _HANDLE_SLOT.__set__
+
 # ---- conversions ------------------------------------------------------------
 
 def _encode(x, pos, keep):
-    raw = live_handle(x, pos)
-    keep.append(_holds.Held(x._handle))  # until the call ends (see Held)
-    return FUNC, raw
+    handle = func_handle(x)
+    if not handle:
+        raise released(x, pos)
+    keep.append(_holds.Held(handle))  # until the call ends (see Held)
+    return FUNC, P.pack(handle)
 
 
 def _decode_function(mem, off, borrowed, copies):

@@ -54,6 +54,7 @@ import ctypes
 import gc
 import itertools
 import os
+import sys
 import threading
 import weakref
 
@@ -239,6 +240,35 @@ class Held:
     def __del__(self):
         if self.handle and not state.shutting_down:
             PFObjectFree(self.handle)
+
+
+def release_after_own_del(cls, release):
+    """For __init_subclass__ of a wrapper class whose __del__ is `release`
+    (idempotent): when the subclass `cls` defines a __del__ of its own,
+    `release` runs after it, whatever it does (it need not call super(),
+    and may raise), so that the C object never outlives the wrapper;
+    unless it brought the wrapper back to life (stored it somewhere: it
+    then has more references than before), which keeps its C object."""
+    own = cls.__dict__.get("__del__")
+    if own is None or getattr(own, "_pf_releases", False):
+        return
+
+    def __del__(self):
+        before, err = sys.getrefcount(self), None
+        try:
+            own(self)
+        except BaseException as exc:
+            # Without its traceback, whose frames hold the wrapper.
+            err = exc.with_traceback(None)
+        if sys.getrefcount(self) <= before:
+            release(self)
+        if err is not None:
+            raise err
+
+    __del__._pf_releases = True
+    __del__.__qualname__ = getattr(own, "__qualname__", "%s.__del__" % cls.__qualname__)
+    __del__.__doc__ = getattr(own, "__doc__", None)
+    cls.__del__ = __del__
 
 
 def instances_in(keep):

@@ -23,7 +23,7 @@ from ._ffi import (PFErrorClear, PFHostObjectCreate, PFHostObjectGetPayload, PFO
 from ._holds import GATE, MISSING
 from ._library import OBJECT_TYPES
 from ._mirrors import FINALIZER
-from ._object import Object
+from ._object import Object, handle_of
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
@@ -58,7 +58,7 @@ def _encode_opaque(x, pos, keep):
     # The wrapper owns this call's reference: C takes its own to keep x.
     obj = Object._adopt(_holds.new_host(_holds.OBJECT, x, _create_host_object), HOST_OBJECT)
     keep.append(obj)
-    return OBJECT, P.pack(obj._handle)
+    return OBJECT, P.pack(handle_of(obj))
 
 
 def _adopt_host_object(handle, type_index):

@@ -14,7 +14,7 @@ from ._ffi import (NAME_MAX, REGISTER_OVERRIDE, REGISTER_PROTECTED, PFModExportG
                    PFModLoadFromFile, PFObjectTypeName)
 from ._function import Function
 from ._library import OBJECT_TYPES
-from ._object import Object, encode_object
+from ._object import Object, encode_object, handle_of
 from ._object_types import get_class
 from ._registry import _name_arg
 
@@ -144,7 +144,7 @@ class Module(Object, _Names):
         module's attribute of that dotted name)."""
         size = c_int()
         indices = ctypes.POINTER(ctypes.c_uint32)()
-        check_call(PFModListTypes(self._handle, byref(size), byref(indices)))
+        check_call(PFModListTypes(handle_of(self), byref(size), byref(indices)))
         return sorted(PFObjectTypeName(indices[i]).decode("utf-8", "surrogateescape")
                       for i in range(size.value))
 
@@ -164,7 +164,7 @@ class Module(Object, _Names):
         registry's names are, so that each name can be looked up again."""
         size = c_int()
         names = ctypes.POINTER(c_char_p)()
-        check_call(PFModListFunctionNames(self._handle, byref(size), byref(names)))
+        check_call(PFModListFunctionNames(handle_of(self), byref(size), byref(names)))
         return [names[i].decode("utf-8", "surrogateescape") for i in range(size.value)]
 
     def get_function(self, name, query_imports=True, allow_missing=False):
@@ -174,7 +174,7 @@ class Module(Object, _Names):
         get_global_func does, or returns None
         when ``allow_missing`` is true."""
         out = c_void_p()
-        check_call(PFModGetFunction(self._handle, _name_arg("Module.get_function", name),
+        check_call(PFModGetFunction(handle_of(self), _name_arg("Module.get_function", name),
                                     1 if query_imports else 0, byref(out)))
         if not out.value:
             if allow_missing:
@@ -226,7 +226,7 @@ class Module(Object, _Names):
                              "with the longest function name (%d bytes) it makes a name longer "
                              "than %d bytes" % (len(raw), longest, NAME_MAX))
         flags = (REGISTER_OVERRIDE if override else 0) | (REGISTER_PROTECTED if protected else 0)
-        check_call(PFModExportGlobal(self._handle, raw, flags))
+        check_call(PFModExportGlobal(handle_of(self), raw, flags))
         return [prefix + n for n in names]
 
     def import_module(self, dep):
@@ -235,10 +235,10 @@ class Module(Object, _Names):
         if not isinstance(dep, Module):
             raise TypeError("Module.import_module: expected a Module, not %s"
                             % type(dep).__name__)
-        check_call(PFModImport(self._handle, dep._handle))
+        check_call(PFModImport(handle_of(self), handle_of(dep)))
 
     def __repr__(self):
-        if not self._handle:
+        if not handle_of(self):
             return "<packedfunc.Module (released)>"
         where = repr(self.path) if self.path else "(not from a file)"
         return "<packedfunc.Module %s, %d functions>" % (where, len(self._names()))

@@ -53,7 +53,7 @@ from ._ffi import (PFArrayGetItems, PFArrayGetSize, PFDictClear, PFDictCreate, P
 from ._function import Function
 from ._library import OBJECT_TYPES
 from ._serialize import MutableByJSON
-from ._object import Object, encode_object
+from ._object import Object, encode_object, handle_of
 from ._types import DataType, Device
 
 c_void_p, byref, c_int64, c_int = ctypes.c_void_p, ctypes.byref, ctypes.c_int64, ctypes.c_int
@@ -615,7 +615,7 @@ class List(_ListBase, MutableByJSON, Object, collections.abc.MutableSequence):
         return reversed(self._values())
 
     def __eq__(self, other):
-        if isinstance(other, List) and other._handle == self._handle:
+        if isinstance(other, List) and handle_of(other) == handle_of(self):
             return True
         if isinstance(other, (List, Array)):
             theirs = other._values()
@@ -630,7 +630,7 @@ class List(_ListBase, MutableByJSON, Object, collections.abc.MutableSequence):
     __hash__ = None  # mutable, and equal to lists
 
     def __repr__(self):
-        if not self._handle:
+        if not handle_of(self):
             return "<packedfunc.List (released)>"
         return guarded_repr(self, "[...]",
                             lambda: "List([" + ", ".join(map(repr, self._values())) + "])")
@@ -729,7 +729,7 @@ class Dict(_DictBase, MutableByJSON, Object, MappingViews, collections.abc.Mutab
     def __eq__(self, other):
         if not isinstance(other, collections.abc.Mapping):
             return NotImplemented
-        if isinstance(other, Dict) and other._handle == self._handle:
+        if isinstance(other, Dict) and handle_of(other) == handle_of(self):
             return True
         pairs = self._pairs()
         return mapping_equal(pairs, len(pairs), other)
@@ -738,7 +738,7 @@ class Dict(_DictBase, MutableByJSON, Object, MappingViews, collections.abc.Mutab
     __hash__ = None  # mutable, and equal to dicts
 
     def __repr__(self):
-        if not self._handle:
+        if not handle_of(self):
             return "<packedfunc.Dict (released)>"
         return guarded_repr(self, "{...}", lambda: "Dict({" + pairs_repr(self._pairs()) + "})")
 

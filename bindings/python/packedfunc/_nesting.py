@@ -21,7 +21,7 @@ from ._convert import (CONVERT, D, FLOAT, HANDLE_CODES, INT, INT64_MAX, INT64_MI
 from ._errors import check_call
 from ._ffi import PFArrayCreate, PFMapCreate, PFObjectFree, PFObjectRetain
 from ._library import OBJECT_TYPES, state
-from ._object import Object, Tensor, tensor_object_from
+from ._object import Object, Tensor, tensor_object_from, handle_of
 
 c_void_p, byref = ctypes.c_void_p, ctypes.byref
 
@@ -107,7 +107,7 @@ def _encode_item(x, pos, stack, keep):
                 and not (numpy is not None and isinstance(x, numpy.generic))):
             t = Tensor._adopt(tensor_object_from(x, _path(pos, stack)).value, TENSOR_TYPE)
             keep.append(t)
-            return OBJECT, P.pack(t._handle)
+            return OBJECT, P.pack(handle_of(t))
         code, raw = encode(x, pos, keep)
         if code in HANDLE_CODES:
             keep.append(_Held(P.unpack(raw)[0]))
@@ -234,7 +234,7 @@ def _convert_stack(pos, stack, active, keep, done):
                     lv[_NEXT] = i
                     _push(x, pos, stack, active, keep)
                     break
-                code, raw = OBJECT, P.pack(made._handle)
+                code, raw = OBJECT, P.pack(handle_of(made))
             elif hasattr(t, "__packedfunc_value__"):
                 lv[_NEXT] = i
                 value = value_hook_result(x, _Path(pos, stack))
@@ -256,14 +256,14 @@ def _convert_stack(pos, stack, active, keep, done):
                 return made
             parent = stack[-1]
             i = parent[_NEXT]
-            parent[_VALS][i], parent[_CODES][i] = P.pack(made._handle), OBJECT
+            parent[_VALS][i], parent[_CODES][i] = P.pack(handle_of(made)), OBJECT
             parent[_NEXT] = i + 1
 
 
 def _encode_container(x, pos, keep):
     made = _from_python(x, pos)
     keep.append(made)
-    return OBJECT, P.pack(made._handle)
+    return OBJECT, P.pack(handle_of(made))
 
 
 def _convert_container(x):

@@ -32,7 +32,7 @@ from ._convert import (OBJECT, P, RANK_DLPACK, RANK_HANDLES, TENSOR, register_de
                        tensors_in_flight, what)
 from ._backend import cext as _cext
 from ._errors import check_call
-from ._holds import Held, give_back
+from ._holds import Held, give_back, release_after_own_del
 from ._ffi import (OBJECT_TYPE_REGISTERED_BEGIN, PF_GET_API_BASE_ADDRESS, PFObjectFree,
                    PFTensorCreateFromDLPack,
                    PFTensorCreateFromDLPackVersioned, PFTensorGetDLTensor, PFTensorIsReadOnly,
@@ -131,6 +131,10 @@ class Object(_cext.ObjectBase if _cext else object):
 
     def __reduce__(self):
         raise TypeError("packedfunc.%s cannot be pickled" % type(self).__name__)
+
+    def __init_subclass__(cls, **kwargs: object) -> None:  # annotated for mypy --strict on stubs
+        super().__init_subclass__(**kwargs)
+        release_after_own_del(cls, Object.__del__)
 
 
 # The binding's own state of an Object, read and written through its base

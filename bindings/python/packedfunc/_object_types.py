@@ -40,7 +40,7 @@ from ._ffi import (FIELD_WRITABLE, METHOD_STATIC, OBJECT_TYPE_REGISTERED_BEGIN, 
                    PFObjectAlloc, PFObjectFree, PFObjectGetData, PFObjectGetField,
                    PFObjectRetain, PFObjectSetField, PFObjectTypeFind, PFObjectTypeGetConstructor,
                    PFObjectTypeGetInfo, PFObjectTypeGetMethod, PFObjectTypeName)
-from ._function import Function, _call_failed
+from ._function import Function, _call_failed, func_handle
 from ._holds import Held, refs_may_change, track
 from ._library import LIB_PATH, OBJECT_TYPES
 from ._mirrors import PFFieldInfo, PFMethodInfo, PFObjectTypeInfo
@@ -801,7 +801,7 @@ def same_as(a, b):
     if isinstance(a, Object) and isinstance(b, Object):
         return handle_of(a) != 0 and handle_of(a) == handle_of(b)
     if isinstance(a, Function) and isinstance(b, Function):
-        return a._handle != 0 and a._handle == b._handle
+        return func_handle(a) != 0 and func_handle(a) == func_handle(b)
     return False
 
 

@@ -12,7 +12,7 @@ from ._convert import encode, register_object_type
 from ._errors import check_call
 from ._ffi import PFFuncBind, PFPrePackCacheCreate, PFPrePackCacheGetStats
 from ._library import OBJECT_TYPES
-from ._object import Object, Tensor, from_dlpack
+from ._object import Object, Tensor, from_dlpack, handle_of
 
 byref = ctypes.byref
 
@@ -37,7 +37,7 @@ class PrePackCache(Object):
         bytes of those that are tensors, and the binds that found their
         constant packed already."""
         e, b, h = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        check_call(PFPrePackCacheGetStats(self._handle, byref(e), byref(b), byref(h)))
+        check_call(PFPrePackCacheGetStats(handle_of(self), byref(e), byref(b), byref(h)))
         return e.value, b.value, h.value
 
 

@@ -22,17 +22,16 @@ def to_json(value):
     naming the path (e.g. ``root[2].parent``) of a value JSON cannot hold
     (a function, a module, an opaque or host object), ValueError for a
     tensor not on the CPU or nesting deeper than the C limit."""
-    # Imported here: _object_types builds on this module.
-    from ._object_types import _field_lock
     keep = []
     v, code = _encoded(value, 0, keep)
     out, n = ctypes.c_char_p(), ctypes.c_size_t()
-    # Fields are read in C: writes through the ctypes backend wait on the
-    # field lock, and the compiled backend's on the GIL, which this call
-    # keeps.
-    with _field_lock:
-        check_call(PFToJSON(v, code, ctypes.byref(out), ctypes.byref(n)))
-        return ctypes.string_at(out, n.value).decode("utf-8")
+    # Fields are read in C, under the GIL that this call keeps: both
+    # backends write a field in one C call under the GIL, and the walk runs
+    # no user code (it releases the snapshots it took, which may run
+    # finalizers, once it has read everything). So no lock of ours is
+    # held: a finalizer may wait for a thread that writes a field.
+    check_call(PFToJSON(v, code, ctypes.byref(out), ctypes.byref(n)))
+    return ctypes.string_at(out, n.value).decode("utf-8")
 
 
 def from_json(text):
