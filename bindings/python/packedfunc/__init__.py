@@ -102,7 +102,8 @@ from ._object import Object, Tensor, from_dlpack, get_tensor_class, set_tensor_c
 from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register_object,
                             registered_types, same_as)
 from ._prepack import PrePackCache
-from ._structural import structural_equal, structural_hash
+from ._structural import (StructuralKey, get_first_structural_mismatch, structural_equal,
+                          structural_hash)
 from ._serialize import from_json, to_json
 from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
@@ -126,6 +127,7 @@ __all__ = [
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
-    "TypeMethod", "structural_equal", "structural_hash", "to_json", "from_json", "use_count",
+    "TypeMethod", "structural_equal", "structural_hash", "get_first_structural_mismatch",
+    "StructuralKey", "to_json", "from_json", "use_count",
     "get_include", "get_library_dir",
 ]

@@ -178,6 +178,12 @@ PFListToArray = _fn("PFListToArray", c_int, [c_void_p, _i64, _i64, c_void_p], gi
 # reference of a snapshot's value, so they release the GIL.
 PFStructuralEqual = _fn("PFStructuralEqual", c_int, [_u64, c_int, _u64, c_int, c_void_p])
 PFStructuralHash = _fn("PFStructuralHash", c_int, [_u64, c_int, c_void_p])
+# PF_STRUCTURAL_SKIP_TENSOR_CONTENT: a macro of the header, which the
+# library cannot report.
+STRUCTURAL_SKIP_TENSOR_CONTENT = 1
+PFStructuralCompare = _fn("PFStructuralCompare", c_int,
+                          [_u64, c_int, _u64, c_int, c_uint32, c_void_p, c_void_p])
+PFStructuralHashEx = _fn("PFStructuralHashEx", c_int, [_u64, c_int, c_uint32, c_void_p])
 # JSON documents (serialize.h). PFToJSON keeps the GIL: it reads fields,
 # which the compiled backend writes under the GIL; PFFromJSON builds only
 # new objects.
