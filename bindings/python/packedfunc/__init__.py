@@ -105,6 +105,7 @@ from ._prepack import PrePackCache
 from ._structural import (StructuralKey, get_first_structural_mismatch, structural_equal,
                           structural_hash)
 from ._serialize import from_json, to_json
+from ._walk import VisitInterrupt, WalkOrder, WalkResult, structural_walk
 from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
@@ -128,6 +129,6 @@ __all__ = [
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
     "TypeMethod", "structural_equal", "structural_hash", "get_first_structural_mismatch",
-    "StructuralKey", "to_json", "from_json", "use_count",
+    "StructuralKey", "structural_walk", "WalkOrder", "WalkResult", "VisitInterrupt", "to_json", "from_json", "use_count",
     "get_include", "get_library_dir",
 ]
