@@ -70,11 +70,14 @@ class _Placeholder(types.ModuleType):
         raise MissingInPackedfunc("packedfunc has no %s" % self.__name__)
 
     def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__") and not name.startswith("__pf_"):
+            # Python's own (__path__, __wrapped__...), which pytest and
+            # inspect probe on every module while reporting a failure: not
+            # a use by the test.
+            raise AttributeError(name)
         oos = self.__dict__["_oos"]
         if oos:
             _touched.append(self.__name__)
-        if name.startswith("__") and name.endswith("__") and not name.startswith("__pf_"):
-            raise AttributeError(name)  # Python's own (__path__, __wrapped__...)
         return _Placeholder(self.__name__ + "." + name, oos)
 
     __call__ = __iter__ = __getitem__ = __mro_entries__ = _fail
