@@ -477,3 +477,22 @@ def test_no_host_object_leaks_through_lists_and_dicts(fn):
     gc.collect()
     assert sys.getrefcount(thing) == refs
     assert (_callback.live_count(), _hostobj.live_count()) == live
+
+
+def test_str_prints_as_list_and_dict():
+    # str() is what a list or dict prints (as numpy's str drops "array(");
+    # repr() says the type.
+    lst = pf.List([1, "x", pf.List([2])])
+    assert str(lst) == "[1, 'x', List([2])]" and repr(lst) == "List([1, 'x', List([2])])"
+    assert str(pf.List()) == "[]"
+    d = pf.Dict({"k": [1], 2: None})
+    assert str(d) == "{'k': [1], 2: None}" and repr(d) == "Dict({'k': [1], 2: None})"
+    assert str(pf.Dict()) == "{}"
+    lst.append(lst)
+    d["me"] = d
+    try:
+        assert str(lst) == "[1, 'x', List([2]), [...]]"
+        assert str(d) == "{'k': [1], 2: None, 'me': {...}}"
+    finally:
+        lst.clear()
+        d.clear()
