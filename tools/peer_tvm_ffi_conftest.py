@@ -4,11 +4,14 @@ against packedfunc.
 - pf_testlib (PF_TESTLIB) is loaded: its testing.* functions carry tvm-ffi's
   names (testing.echo, ...).
 - tvm-ffi's own internals (OUT_OF_SCOPE: its C++ test objects, its Cython
-  core, its C++ builder, its Python dataclasses) are placeholders, and its
+  core, its C++ builder, its Python dataclasses, and any private name:
+  _parse_backtrace...) are placeholders, and its
   C++ test functions (testing.* names that pf_testlib lacks) are missing
   on purpose: a test that fails after touching one is reported as skipped,
   "out of scope", not failed, since no renaming can give packedfunc
-  tvm-ffi's test fixtures.
+  tvm-ffi's test fixtures. So is a test parametrized by such a fixture.
+  Python's own probes of a placeholder's dunders (pytest's report of a
+  failure makes them) do not count as touching it.
 - Any other name that packedfunc lacks is a placeholder too, so that the
   file still imports, but a test that uses it FAILS (MissingInPackedfunc):
   that is a gap the measure counts.
@@ -75,7 +78,8 @@ class _Placeholder(types.ModuleType):
             # inspect probe on every module while reporting a failure: not
             # a use by the test.
             raise AttributeError(name)
-        oos = self.__dict__["_oos"]
+        # A private name (_parse_backtrace...) is one of tvm-ffi's internals.
+        oos = self.__dict__["_oos"] or name.startswith("_")
         if oos:
             _touched.append(self.__name__)
         return _Placeholder(self.__name__ + "." + name, oos)
@@ -84,7 +88,7 @@ class _Placeholder(types.ModuleType):
 
 
 def _missing(name):
-    return _Placeholder("packedfunc." + name, name in OUT_OF_SCOPE)
+    return _Placeholder("packedfunc." + name, name in OUT_OF_SCOPE or name.startswith("_"))
 
 
 packedfunc.__getattr__ = _missing
@@ -117,11 +121,26 @@ OUT_OF_SCOPE_TESTS = {
 }
 
 
+def _fixture_in(value):
+    """The out-of-scope placeholder that a test parameter is or holds."""
+    if isinstance(value, _Placeholder) and value.__dict__["_oos"]:
+        return value
+    if isinstance(value, (tuple, list)):
+        return next(filter(None, map(_fixture_in, value)), None)
+    return None
+
+
 def pytest_runtest_setup(item):
     del _touched[:]
     for prefix, why in OUT_OF_SCOPE_TESTS.items():
         if item.nodeid.startswith(prefix):
             pytest.skip("out of scope: %s" % why)
+    # A test parametrized by one of tvm-ffi's fixtures (its C++ test types)
+    # touched it when it was collected, not while it runs.
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fixture = next(filter(None, map(_fixture_in, params.values())), None)
+    if fixture is not None:
+        pytest.skip("out of scope: %s (a parameter)" % fixture.__name__)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -110,7 +110,8 @@ from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
 from ._typed import typed
-from ._types import DataType, Device, DLDeviceType, get_device_class, set_device_class
+from ._types import (DataType, Device, DLDeviceType, device, get_device_class,
+                     set_device_class)
 
 #: The version of the loaded libpackedfunc and its path.
 library_version = _library.LIB_VERSION
@@ -121,7 +122,7 @@ backend = _backend.BACKEND
 
 __all__ = [
     "Function", "Object", "Tensor", "Array", "Map", "Shape", "List", "Dict", "DataType",
-    "Device", "DLDeviceType",
+    "Device", "device", "DLDeviceType",
     "from_dlpack", "set_tensor_class", "get_tensor_class", "set_device_class", "get_device_class",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
