@@ -9,7 +9,8 @@ against packedfunc.
   C++ test functions (testing.* names that pf_testlib lacks) are missing
   on purpose: a test that fails after touching one is reported as skipped,
   "out of scope", not failed, since no renaming can give packedfunc
-  tvm-ffi's test fixtures. So is a test parametrized by such a fixture.
+  tvm-ffi's test fixtures. So is a failing test parametrized by such a
+  fixture, or one that reads a name its file imported from such a module.
   Python's own probes of a placeholder's dunders (pytest's report of a
   failure makes them) do not count as touching it.
 - Any other name that packedfunc lacks is a placeholder too, so that the
@@ -130,24 +131,35 @@ def _fixture_in(value):
     return None
 
 
+def _fixture_of(item):
+    """The fixture of tvm-ffi that a test holds without touching it while
+    it runs: a parameter that is one, or a name its file imported from one
+    of tvm-ffi's internal modules (from tvm_ffi.core import MISSING)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fixture = next(filter(None, map(_fixture_in, params.values())), None)
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    module = getattr(item, "module", None)
+    for name in code.co_names if fixture is None and code and module else ():
+        fixture = _fixture_in(getattr(module, name, None))
+        if fixture is not None:
+            break
+    return fixture.__name__ if fixture is not None else None
+
+
 def pytest_runtest_setup(item):
     del _touched[:]
     for prefix, why in OUT_OF_SCOPE_TESTS.items():
         if item.nodeid.startswith(prefix):
             pytest.skip("out of scope: %s" % why)
-    # A test parametrized by one of tvm-ffi's fixtures (its C++ test types)
-    # touched it when it was collected, not while it runs.
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    fixture = next(filter(None, map(_fixture_in, params.values())), None)
-    if fixture is not None:
-        pytest.skip("out of scope: %s (a parameter)" % fixture.__name__)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and report.failed and _touched:
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), 0, "out of scope: %s (%s)"
-                           % (_touched[0], call.excinfo.typename))
+    if call.excinfo is not None and report.failed:
+        fixture = _touched[0] if _touched else _fixture_of(item)
+        if fixture is not None:
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), 0, "out of scope: %s (%s)"
+                               % (fixture, call.excinfo.typename))
