@@ -196,7 +196,10 @@ _Static_assert(offsetof(PFApiBase, GetVersionString) == sizeof(void*),
   X(ToJSON, 128)                         \
   X(FromJSON, 129)                       \
   X(ObjectGetRefCount, 130)              \
-  X(FromJSONEx, 131)
+  X(FromJSONEx, 131)                     \
+  /* Version 14. */                      \
+  X(StructuralCompare, 132)              \
+  X(StructuralHashEx, 133)
 
 #define PF_API_PIN_(slot, index)                                   \
   _Static_assert(offsetof(PFApi, slot) == (index) * sizeof(void*), \

@@ -1,5 +1,8 @@
 /* Structural equality and hashing (include/packedfunc/structural.h). */
+#include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -9,14 +12,32 @@
 /* Fixed, so that a hash of plain data is the same in every process. */
 #define SEED 0x70666571u
 
-/* The path from the roots: the containers and instances being walked. */
+/* One step of an access path: an item of a sequence, the entry of a key,
+ * or a field; what it points to is borrowed from the walk's views. */
+typedef struct {
+  int64_t index;      /* an item's index; -1 for a key or a field */
+  int code;           /* the key's type code */
+  const PFValue* key; /* the key, or NULL */
+  const char* field;  /* the field's name, or NULL */
+} step;
+
+/* The path from the roots: the containers and instances being walked, and
+ * (when asked for) the steps to the pair being compared and the text of
+ * the first path where a difference was met. */
 typedef struct {
   const char* where;
   pf_snapshots snaps; /* the Lists' and Dicts', held until the walk ends */
+  uint32_t flags;
   int depth;
   const void* a[PF_STRUCTURAL_MAX_DEPTH];
   const void* b[PF_STRUCTURAL_MAX_DEPTH];
+  int want_path, nsteps;
+  step steps[PF_STRUCTURAL_MAX_DEPTH];
+  char* path; /* owned; NULL until a difference is met */
+  size_t path_len, path_cap;
 } walk;
+
+#define ALL_FLAGS PF_STRUCTURAL_SKIP_TENSOR_CONTENT
 
 /* What a value is, for comparing: its code, with the three handle codes
  * one "object" and a borrowed DLTensor* a tensor. */
@@ -139,22 +160,31 @@ static uint64_t key_hash(int code, const PFValue* v) {
 }
 
 /* ---- tensors ---- */
-static int tensor_of(const char* where, int code, const PFValue* v, DLTensor** out) {
+static int tensor_of(const walk* w, int code, const PFValue* v, DLTensor** out) {
+  const char* where = w->where;
   if (code == kPFDLTensorHandle) *out = v->v_handle;
   else PFTensorGetDLTensor(v->v_handle, out);
-  if ((*out)->device.device_type != kDLCPU)
+  if ((*out)->ndim < 0 || (*out)->ndim > PF_TENSOR_MAX_NDIM)
+    return PF_ERROR(kPFErrValueError, "%s: a tensor of %d dims (at most %d)", where, (*out)->ndim,
+                    PF_TENSOR_MAX_NDIM);
+  if (!(w->flags & PF_STRUCTURAL_SKIP_TENSOR_CONTENT) && (*out)->device.device_type != kDLCPU)
     return PF_ERROR(kPFErrValueError, "%s: a tensor on device type %d: its data cannot be read",
                     where, (int)(*out)->device.device_type);
   return 0;
 }
 
-static int tensor_equal(const char* where, const DLTensor* a, const DLTensor* b, int* out) {
+static int tensor_equal(const walk* w, const DLTensor* a, const DLTensor* b, int* out) {
+  const char* where = w->where;
   *out = 0;
   if (a->dtype.code != b->dtype.code || a->dtype.bits != b->dtype.bits ||
       a->dtype.lanes != b->dtype.lanes || a->ndim != b->ndim)
     return 0;
   for (int i = 0; i < a->ndim; ++i)
     if (a->shape[i] != b->shape[i]) return 0;
+  if (w->flags & PF_STRUCTURAL_SKIP_TENSOR_CONTENT) {
+    *out = 1;
+    return 0;
+  }
   const char *da, *db;
   char *oa, *ob = NULL;
   size_t na, nb;
@@ -169,14 +199,18 @@ static int tensor_equal(const char* where, const DLTensor* a, const DLTensor* b,
   return 0;
 }
 
-static int tensor_hash(const char* where, const DLTensor* t, uint64_t* out) {
-  const char* d;
-  char* own;
-  size_t n;
-  if (pf_tensor_row_major(where, t, &d, &n, &own) != 0) return -1;
+static int tensor_hash(const walk* w, const DLTensor* t, uint64_t* out) {
   uint64_t h = mix(kPFObjectTensor,
                    (uint64_t)t->dtype.code << 32 | (uint64_t)t->dtype.bits << 16 | t->dtype.lanes);
   for (int i = 0; i < t->ndim; ++i) h = mix(h, (uint64_t)t->shape[i]);
+  if (w->flags & PF_STRUCTURAL_SKIP_TENSOR_CONTENT) {
+    *out = h;
+    return 0;
+  }
+  const char* d;
+  char* own;
+  size_t n;
+  if (pf_tensor_row_major(w->where, t, &d, &n, &own) != 0) return -1;
   *out = mix(h, XXH3_64bits_withSeed(d, n, SEED));
   pf_free(own);
   return 0;
@@ -194,8 +228,70 @@ static int too_deep(const walk* w) {
                   PF_STRUCTURAL_MAX_DEPTH);
 }
 
+/* ---- the access path of the first difference ---- */
+static int path_add(walk* w, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static int path_add(walk* w, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (w->path_len + (size_t)n + 1 > w->path_cap) {
+    size_t cap = (w->path_len + (size_t)n + 1) * 2;
+    char* p = pf_realloc(w->path, cap);
+    if (!p) return pf_oom(w->where);
+    w->path = p;
+    w->path_cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(w->path + w->path_len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  w->path_len += (size_t)n;
+  return 0;
+}
+
+static int path_add_key(walk* w, int code, const PFValue* key) {
+  if (code == kPFInt) return path_add(w, "[%" PRId64 "]", key->v_int64);
+  if (code != kPFStr) return path_add(w, "[<%s>]", PFTypeCodeName(code));
+  int rc = path_add(w, "[\"");
+  for (const char* c = key->v_str; rc == 0 && *c; ++c)
+    rc = path_add(w, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+  return rc == 0 ? path_add(w, "\"]") : -1;
+}
+
+/* Records the steps walked so far as the path of the first difference,
+ * unless one was recorded already (deeper: the walk met it first). */
+static int path_note(walk* w) {
+  if (!w->want_path || w->path) return 0;
+  int rc = path_add(w, "$");
+  for (int i = 0; rc == 0 && i < w->nsteps; ++i) {
+    const step* s = &w->steps[i];
+    if (s->field) rc = path_add(w, ".%s", s->field);
+    else if (s->key) rc = path_add_key(w, s->code, s->key);
+    else rc = path_add(w, "[%" PRId64 "]", s->index);
+  }
+  return rc;
+}
+
 /* ---- equality ---- */
-static int equal(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out);
+static int equal_at(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out);
+
+/* Compares a pair and notes the path when it differs. */
+static int equal(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out) {
+  int rc = equal_at(w, ca, a, cb, b, out);
+  return rc == 0 && !*out ? path_note(w) : rc;
+}
+
+/* Compares the pair one step below the current one. */
+static int equal_below(walk* w, step s, int ca, const PFValue* a, int cb, const PFValue* b,
+                       int* out) {
+  w->steps[w->nsteps++] = s;
+  int rc = equal(w, ca, a, cb, b, out);
+  --w->nsteps;
+  return rc;
+}
+#define ITEM(i) ((step){(i), 0, NULL, NULL})
+#define KEY(code, key) ((step){-1, (code), (key), NULL})
+#define FIELD(name) ((step){-1, 0, NULL, (name)})
 
 static int entry_compare(const void* x, const void* y) {
   uint64_t hx = *(const uint64_t*)x, hy = *(const uint64_t*)y;
@@ -223,11 +319,18 @@ static int maps_equal(walk* w, const view* a, const view* b, int* out) {
       else hi = mid;
     }
     *out = 0;
+    step key = KEY(a->c[2 * i], &a->v[2 * i]);
     for (; lo < b->n && idx[2 * lo] == h; ++lo) {
       int64_t j = (int64_t)idx[2 * lo + 1];
       if (!key_equal(a->c[2 * i], &a->v[2 * i], b->c[2 * j], &b->v[2 * j])) continue;
-      rc = equal(w, a->c[2 * i + 1], &a->v[2 * i + 1], b->c[2 * j + 1], &b->v[2 * j + 1], out);
+      rc = equal_below(w, key, a->c[2 * i + 1], &a->v[2 * i + 1], b->c[2 * j + 1], &b->v[2 * j + 1],
+                       out);
       break;
+    }
+    if (lo == b->n || idx[2 * lo] != h) { /* b lacks the key: the path ends there */
+      w->steps[w->nsteps++] = key;
+      rc = path_note(w);
+      --w->nsteps;
     }
   }
   pf_free(idx);
@@ -242,7 +345,8 @@ static int fields_equal(walk* w, PFObjectHandle a, PFObjectHandle b, int* out) {
     PFValue va, vb;
     int fa, fb;
     if (PFObjectGetField(a, info->fields[i], &va, &fa) != 0 ||
-        PFObjectGetField(b, info->fields[i], &vb, &fb) != 0 || equal(w, fa, &va, fb, &vb, out) != 0)
+        PFObjectGetField(b, info->fields[i], &vb, &fb) != 0 ||
+        equal_below(w, FIELD(info->fields[i]->name), fa, &va, fb, &vb, out) != 0)
       return -1;
   }
   return 0;
@@ -272,7 +376,7 @@ static int nested_equal(walk* w, PFObjectHandle a, PFObjectHandle b, uint32_t ty
         rc = maps_equal(w, &va, &vb, out);
       } else {
         for (int64_t i = 0; i < va.n && *out && rc == 0; ++i)
-          rc = equal(w, va.c[i], &va.v[i], vb.c[i], &vb.v[i], out);
+          rc = equal_below(w, ITEM(i), va.c[i], &va.v[i], vb.c[i], &vb.v[i], out);
       }
     }
     view_done(&va);
@@ -307,13 +411,13 @@ static int objects_equal(walk* w, PFObjectHandle a, PFObjectHandle b, int* out) 
   }
 }
 
-static int equal(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out) {
+static int equal_at(walk* w, int ca, const PFValue* a, int cb, const PFValue* b, int* out) {
   *out = 0;
   if (is_tensor(ca, a) || is_tensor(cb, b)) {
     DLTensor *ta, *tb;
     if (!is_tensor(ca, a) || !is_tensor(cb, b)) return 0;
-    if (tensor_of(w->where, ca, a, &ta) != 0 || tensor_of(w->where, cb, b, &tb) != 0) return -1;
-    return tensor_equal(w->where, ta, tb, out);
+    if (tensor_of(w, ca, a, &ta) != 0 || tensor_of(w, cb, b, &tb) != 0) return -1;
+    return tensor_equal(w, ta, tb, out);
   }
   if (kind_of(ca) != kind_of(cb)) return 0;
   switch (kind_of(ca)) {
@@ -389,7 +493,7 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
 static int hash(walk* w, int code, const PFValue* v, uint64_t* out) {
   if (is_tensor(code, v)) {
     DLTensor* t;
-    return tensor_of(w->where, code, v, &t) != 0 ? -1 : tensor_hash(w->where, t, out);
+    return tensor_of(w, code, v, &t) != 0 ? -1 : tensor_hash(w, t, out);
   }
   switch (kind_of(code)) {
     case K_OBJECT: {
@@ -428,7 +532,12 @@ static int hash(walk* w, int code, const PFValue* v, uint64_t* out) {
 }
 
 /* ---- entry points ---- */
-static walk* walk_new(const char* where) {
+static walk* walk_new(const char* where, uint32_t flags) {
+  if (flags & ~ALL_FLAGS) {
+    PF_ERROR(kPFErrValueError, "%s: argument 'flags' has unknown bits 0x%x", where,
+             (unsigned)(flags & ~ALL_FLAGS));
+    return NULL;
+  }
   walk* w = pf_malloc(sizeof(walk));
   if (!w) {
     pf_oom(where);
@@ -436,36 +545,71 @@ static walk* walk_new(const char* where) {
   }
   w->where = where;
   w->snaps = (pf_snapshots){0};
-  w->depth = 0;
+  w->flags = flags;
+  w->depth = w->nsteps = w->want_path = 0;
+  w->path = NULL;
+  w->path_len = w->path_cap = 0;
   return w;
 }
 
+/* Releases the snapshots (their items' finalizers may run here, after the
+ * walk) and the walk; not the path, which the caller takes. */
 static void walk_free(walk* w) {
   pf_snapshots_release(&w->snaps);
   pf_free(w);
 }
 
-int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, int* out) {
-  PF_CHECK_ARG(out);
-  if (pf_check_value(__func__, "argument", 0, a_code, &a) != 0 ||
-      pf_check_value(__func__, "argument", 1, b_code, &b) != 0)
+/* `out_name`: the name of `out` in the entry point's header. */
+static int compare(const char* where, PFValue a, int a_code, PFValue b, int b_code, uint32_t flags,
+                   int* out, const char* out_name, const char** mismatch) {
+  if (!out) return pf_err_null_arg(where, out_name);
+  if (pf_check_value(where, "argument", 0, a_code, &a) != 0 ||
+      pf_check_value(where, "argument", 1, b_code, &b) != 0)
     return -1;
-  walk* w = walk_new(__func__);
+  walk* w = walk_new(where, flags);
   if (!w) return -1;
+  w->want_path = mismatch != NULL;
   int eq, rc = equal(w, a_code, &a, b_code, &b, &eq);
+  char* path = w->path;
+  size_t path_len = w->path_len;
+  /* The snapshots go first: a finalizer they run may return a string of
+   * its own on this thread, which must not replace the path. */
   walk_free(w);
-  if (rc == 0) *out = eq;
-  return rc;
+  PFValue ret = {0};
+  int ret_code;
+  if (rc == 0 && path) rc = PFFuncReturnString(kPFStr, path, path_len, &ret, &ret_code);
+  pf_free(path);
+  if (rc != 0) return -1;
+  *out = eq;
+  if (mismatch) *mismatch = eq ? NULL : ret.v_str;
+  return 0;
 }
 
-int PFStructuralHash(PFValue value, int code, uint64_t* out) {
-  PF_CHECK_ARG(out);
-  if (pf_check_value(__func__, "argument", 0, code, &value) != 0) return -1;
-  walk* w = walk_new(__func__);
+static int hash_value(const char* where, PFValue value, int code, uint32_t flags, uint64_t* out) {
+  if (!out) return pf_err_null_arg(where, "out");
+  if (pf_check_value(where, "argument", 0, code, &value) != 0) return -1;
+  walk* w = walk_new(where, flags);
   if (!w) return -1;
   uint64_t h;
   int rc = hash(w, code, &value, &h);
   walk_free(w);
   if (rc == 0) *out = h;
   return rc;
+}
+
+int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, int* out) {
+  return compare(__func__, a, a_code, b, b_code, 0, out, "out", NULL);
+}
+
+int PFStructuralCompare(PFValue a, int a_code, PFValue b, int b_code, uint32_t flags, int* equal,
+                        const char** mismatch) {
+  return compare(__func__, a, a_code, b, b_code, flags, equal, "equal", mismatch);
+}
+
+int PFStructuralHash(PFValue value, int code, uint64_t* out) {
+  return hash_value(__func__, value, code, 0, out);
+}
+
+int PFStructuralHashEx(PFValue value, int code, uint32_t flags, uint64_t* out) {
+  return hash_value(__func__, value, code, flags, out);
 }

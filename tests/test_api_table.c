@@ -191,8 +191,11 @@ static void test_slots_are_the_entry_points(void** state) {
   assert_int_equal(offsetof(PFApi, FromJSON), 129 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, ObjectGetRefCount), 130 * sizeof(void*));
   assert_int_equal(offsetof(PFApi, FromJSONEx), 131 * sizeof(void*));
-  assert_int_equal(sizeof(PFApi), 132 * sizeof(void*));
-  assert_int_equal(PF_API_VERSION, 13);
+  /* Version 14 appends structural comparison with options. */
+  assert_int_equal(offsetof(PFApi, StructuralCompare), 132 * sizeof(void*));
+  assert_int_equal(offsetof(PFApi, StructuralHashEx), 133 * sizeof(void*));
+  assert_int_equal(sizeof(PFApi), 134 * sizeof(void*));
+  assert_int_equal(PF_API_VERSION, 14);
   /* No slot, including ones appended later, is left empty. */
   size_t n = sizeof(PFApi) / sizeof(void (*)(void));
   assert_true(n >= 49);

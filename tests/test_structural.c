@@ -386,6 +386,116 @@ static void test_bad_input(void** state) {
   assert_true(h == 9);
 }
 
+/* ---- PFStructuralCompare: the path of the first difference, options ---- */
+/* The path at which (a, ca) and (b, cb) first differ, or NULL when equal;
+ * PFStructuralCompare's answer agrees with PFStructuralEqual's. */
+static const char* mismatch(PFValue a, int ca, PFValue b, int cb, uint32_t flags) {
+  int out = -1;
+  const char* path = "unset";
+  assert_pf_ok(PFStructuralCompare(a, ca, b, cb, flags, &out, &path));
+  if (flags == 0) assert_int_equal(out, eq(a, ca, b, cb));
+  assert_int_equal(out, path == NULL);
+  return path;
+}
+static const char* obj_mismatch(PFObjectHandle a, PFObjectHandle b) {
+  return mismatch(vh(a), kPFObjectHandle, vh(b), kPFObjectHandle, 0);
+}
+static PFObjectHandle map1(const char* key, PFValue v, int c) {
+  PFObjectHandle m;
+  PFValue k = vs(key);
+  int kc = kPFStr;
+  assert_pf_ok(PFMapCreate(&k, &kc, &v, &c, 1, &m));
+  return m;
+}
+
+static void test_compare_names_first_difference(void** state) {
+  (void)state;
+  assert_null(mismatch(vi(3), kPFInt, vi(3), kPFInt, 0));
+  assert_string_equal(mismatch(vi(3), kPFInt, vi(4), kPFInt, 0), "$");
+  /* {"items": [1, 2, {"k": 3}]} against the same with k = 4. */
+  PFObjectHandle k3 = map1("k", vi(3), kPFInt), k4 = map1("k", vi(4), kPFInt);
+  PFValue i3[3] = {vi(1), vi(2), vh(k3)}, i4[3] = {vi(1), vi(2), vh(k4)};
+  int ic[3] = {kPFInt, kPFInt, kPFObjectHandle};
+  PFObjectHandle a3 = array_of(i3, ic, 3), a4 = array_of(i4, ic, 3);
+  PFObjectHandle r3 = map1("items", vh(a3), kPFObjectHandle);
+  PFObjectHandle r3b = map1("items", vh(a3), kPFObjectHandle);
+  PFObjectHandle r4 = map1("items", vh(a4), kPFObjectHandle);
+  assert_null(obj_mismatch(r3, r3b));
+  assert_string_equal(obj_mismatch(r3, r4), "$[\"items\"][2][\"k\"]");
+  /* A key of one that the other lacks; sizes that differ; kinds that do. */
+  PFObjectHandle other = map1("other", vh(a3), kPFObjectHandle);
+  assert_string_equal(obj_mismatch(r3, other), "$[\"items\"]");
+  PFObjectHandle a2 = array_of(i3, ic, 2), l3 = list_of(i3, ic, 3);
+  assert_string_equal(obj_mismatch(a3, a2), "$");
+  assert_string_equal(obj_mismatch(a3, l3), "$");
+  /* Int keys, and a str key that needs escaping. */
+  PFObjectHandle i1, i2, q1 = map1("a\"b\\", vi(1), kPFInt), q2 = map1("a\"b\\", vi(2), kPFInt);
+  PFValue seven = vi(7), one = vi(1), two = vi(2);
+  int c = kPFInt;
+  assert_pf_ok(PFMapCreate(&seven, &c, &one, &c, 1, &i1));
+  assert_pf_ok(PFMapCreate(&seven, &c, &two, &c, 1, &i2));
+  assert_string_equal(obj_mismatch(i1, i2), "$[7]");
+  assert_string_equal(obj_mismatch(q1, q2), "$[\"a\\\"b\\\\\"]");
+  /* Instances: the field's name. */
+  PFObjectHandle n1 = node(1, NULL), n2 = node(1, NULL), p1 = node(0, n1), p2 = node(0, n2);
+  assert_pf_ok(PFObjectSetFieldByName(n2, "name", vs("x"), kPFStr));
+  assert_string_equal(obj_mismatch(p1, p2), "$.next.name");
+  PFObjectHandle all[] = {k3, k4, a3, a4, r3, r3b, r4, other, a2,
+                          l3, i1, i2, q1, q2, n1,  n2, p1,    p2};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) PFObjectFree(all[i]);
+}
+
+static void test_skip_tensor_content(void** state) {
+  (void)state;
+  float x[6] = {1, 2, 3, 4, 5, 6}, z[6] = {1, 2, 3, 4, 5, 7};
+  int64_t shape[2] = {2, 3}, other_shape[2] = {3, 2};
+  DLTensor a, c, reshaped;
+  tensor(&a, x, shape, NULL);
+  tensor(&c, z, shape, NULL);
+  tensor(&reshaped, x, other_shape, NULL);
+  const uint32_t skip = PF_STRUCTURAL_SKIP_TENSOR_CONTENT;
+  assert_string_equal(mismatch(vh(&a), kPFDLTensorHandle, vh(&c), kPFDLTensorHandle, 0), "$");
+  assert_null(mismatch(vh(&a), kPFDLTensorHandle, vh(&c), kPFDLTensorHandle, skip));
+  assert_string_equal(mismatch(vh(&a), kPFDLTensorHandle, vh(&reshaped), kPFDLTensorHandle, skip),
+                      "$");
+  uint64_t ha = 0, hc = 1;
+  assert_pf_ok(PFStructuralHashEx(vh(&a), kPFDLTensorHandle, skip, &ha));
+  assert_pf_ok(PFStructuralHashEx(vh(&c), kPFDLTensorHandle, skip, &hc));
+  assert_true(ha == hc);
+  assert_pf_ok(PFStructuralHashEx(vh(&c), kPFDLTensorHandle, 0, &hc));
+  assert_true(ha != hc && hc == hs(vh(&c), kPFDLTensorHandle));
+  /* Without the data to read, a tensor's device does not matter. */
+  DLTensor gpu = c;
+  gpu.device.device_type = kDLCUDA;
+  gpu.data = NULL;
+  assert_null(mismatch(vh(&a), kPFDLTensorHandle, vh(&gpu), kPFDLTensorHandle, skip));
+  assert_pf_ok(PFStructuralHashEx(vh(&gpu), kPFDLTensorHandle, skip, &hc));
+  assert_true(ha == hc);
+}
+
+static void test_compare_bad_input(void** state) {
+  (void)state;
+  int out = 7;
+  const char* path = "unset";
+  uint64_t h = 9;
+  assert_pf_error(PFStructuralCompare(vi(1), kPFInt, vi(1), kPFInt, 0, NULL, &path),
+                  kPFErrTypeError, "PFStructuralCompare", "'equal'");
+  assert_pf_error(PFStructuralCompare(vi(1), kPFInt, vi(2), kPFInt, 0x80, &out, &path),
+                  kPFErrValueError, "PFStructuralCompare", "flags", "0x80");
+  assert_pf_error(PFStructuralCompare(vi(1), kPFInt, vs(NULL), kPFStr, 0, &out, &path),
+                  kPFErrTypeError, "PFStructuralCompare", "argument 1");
+  assert_pf_error(PFStructuralHashEx(vi(1), kPFInt, 0, NULL), kPFErrTypeError, "PFStructuralHashEx",
+                  "'out'");
+  assert_pf_error(PFStructuralHashEx(vi(1), kPFInt, 2, &h), kPFErrValueError, "PFStructuralHashEx",
+                  "flags", "0x2");
+  assert_int_equal(out, 7);
+  assert_string_equal(path, "unset");
+  assert_true(h == 9);
+  /* The path is optional. */
+  assert_pf_ok(PFStructuralCompare(vi(1), kPFInt, vi(2), kPFInt, 0, &out, NULL));
+  assert_int_equal(out, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_values),
@@ -398,6 +508,9 @@ int main(void) {
       cmocka_unit_test(test_deep_chain_is_refused),
       cmocka_unit_test(test_list_changed_by_another_thread),
       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_compare_names_first_difference),
+      cmocka_unit_test(test_skip_tensor_content),
+      cmocka_unit_test(test_compare_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

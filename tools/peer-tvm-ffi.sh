@@ -46,10 +46,11 @@ RENAMES=(
   's/tvm_ffi\.core\._CLASS_(TENSOR|DEVICE)/packedfunc.get_\L\1\E_class()/g'
   # Names tvm-ffi keeps in its core module or spells in lower case.
   's/tvm_ffi\.core\.(Object|Function|DataType)\b/packedfunc.\1/g'
-  's/tvm_ffi\.device\(/packedfunc.Device(/g'
   's/tvm_ffi\.dtype\b/packedfunc.DataType/g'
   's/tvm_ffi\.registry\./packedfunc./g'
   's/\bregister_global_func\b/register_func/g'
+  # A Python callable as a function: packedfunc.convert makes one.
+  's/tvm_ffi\.convert_func\(/packedfunc.convert(/g'
   's/\bget_registered_type_keys\b/registered_types/g'
   's/__tvm_ffi_type_info__/__pf_type_info__/g'
   # The value and object protocols: one hook in packedfunc, whatever the

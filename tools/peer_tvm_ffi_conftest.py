@@ -4,11 +4,15 @@ against packedfunc.
 - pf_testlib (PF_TESTLIB) is loaded: its testing.* functions carry tvm-ffi's
   names (testing.echo, ...).
 - tvm-ffi's own internals (OUT_OF_SCOPE: its C++ test objects, its Cython
-  core, its C++ builder, its Python dataclasses) are placeholders, and its
+  core, its C++ builder, its Python dataclasses, and any private name:
+  _parse_backtrace...) are placeholders, and its
   C++ test functions (testing.* names that pf_testlib lacks) are missing
   on purpose: a test that fails after touching one is reported as skipped,
   "out of scope", not failed, since no renaming can give packedfunc
-  tvm-ffi's test fixtures.
+  tvm-ffi's test fixtures. So is a failing test parametrized by such a
+  fixture, or one that reads a name its file imported from such a module.
+  Python's own probes of a placeholder's dunders (pytest's report of a
+  failure makes them) do not count as touching it.
 - Any other name that packedfunc lacks is a placeholder too, so that the
   file still imports, but a test that uses it FAILS (MissingInPackedfunc):
   that is a gap the measure counts.
@@ -70,18 +74,22 @@ class _Placeholder(types.ModuleType):
         raise MissingInPackedfunc("packedfunc has no %s" % self.__name__)
 
     def __getattr__(self, name):
-        oos = self.__dict__["_oos"]
+        if name.startswith("__") and name.endswith("__") and not name.startswith("__pf_"):
+            # Python's own (__path__, __wrapped__...), which pytest and
+            # inspect probe on every module while reporting a failure: not
+            # a use by the test.
+            raise AttributeError(name)
+        # A private name (_parse_backtrace...) is one of tvm-ffi's internals.
+        oos = self.__dict__["_oos"] or name.startswith("_")
         if oos:
             _touched.append(self.__name__)
-        if name.startswith("__") and name.endswith("__") and not name.startswith("__pf_"):
-            raise AttributeError(name)  # Python's own (__path__, __wrapped__...)
         return _Placeholder(self.__name__ + "." + name, oos)
 
     __call__ = __iter__ = __getitem__ = __mro_entries__ = _fail
 
 
 def _missing(name):
-    return _Placeholder("packedfunc." + name, name in OUT_OF_SCOPE)
+    return _Placeholder("packedfunc." + name, name in OUT_OF_SCOPE or name.startswith("_"))
 
 
 packedfunc.__getattr__ = _missing
@@ -114,6 +122,30 @@ OUT_OF_SCOPE_TESTS = {
 }
 
 
+def _fixture_in(value):
+    """The out-of-scope placeholder that a test parameter is or holds."""
+    if isinstance(value, _Placeholder) and value.__dict__["_oos"]:
+        return value
+    if isinstance(value, (tuple, list)):
+        return next(filter(None, map(_fixture_in, value)), None)
+    return None
+
+
+def _fixture_of(item):
+    """The fixture of tvm-ffi that a test holds without touching it while
+    it runs: a parameter that is one, or a name its file imported from one
+    of tvm-ffi's internal modules (from tvm_ffi.core import MISSING)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fixture = next(filter(None, map(_fixture_in, params.values())), None)
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    module = getattr(item, "module", None)
+    for name in code.co_names if fixture is None and code and module else ():
+        fixture = _fixture_in(getattr(module, name, None))
+        if fixture is not None:
+            break
+    return fixture.__name__ if fixture is not None else None
+
+
 def pytest_runtest_setup(item):
     del _touched[:]
     for prefix, why in OUT_OF_SCOPE_TESTS.items():
@@ -125,7 +157,22 @@ def pytest_runtest_setup(item):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and report.failed and _touched:
+    if call.excinfo is not None and report.failed:
+        fixture = _touched[0] if _touched else _fixture_of(item)
+        if fixture is not None:
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), 0, "out of scope: %s (%s)"
+                               % (fixture, call.excinfo.typename))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    # A file that uses one of tvm-ffi's fixtures at import time (its Python
+    # dataclasses, as a decorator) is out of scope as a whole: skipped, not
+    # an error of the measure.
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "conftest.OutOfScope" in str(report.longrepr):
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), 0, "out of scope: %s (%s)"
-                           % (_touched[0], call.excinfo.typename))
+        report.longrepr = (str(collector.path), 0, "out of scope: %s (at import)"
+                           % (_touched[-1] if _touched else "a tvm-ffi fixture"))

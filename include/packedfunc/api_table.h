@@ -21,7 +21,7 @@ extern "C" {
 
 /* The newest version of the function table (PFApi) that this header
  * describes. Pass it to PFApiBase.GetApi. */
-#define PF_API_VERSION 13
+#define PF_API_VERSION 14
 
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
@@ -57,7 +57,9 @@ PF_EXPORT int PFGetStructSize(const char* name, size_t* out);
  * FuncSetFlags, FuncGetFlags); version 12 adds structural equality and
  * hashing (StructuralEqual, StructuralHash); version 13 adds JSON
  * documents of object graphs (ToJSON, FromJSON) and the reference count
- * query (ObjectGetRefCount), and PFFromJSONEx (FromJSONEx). Every
+ * query (ObjectGetRefCount), and PFFromJSONEx (FromJSONEx); version 14
+ * adds structural comparison with options and the path of the first
+ * difference (StructuralCompare, StructuralHashEx). Every
  * exported entry point is a slot, except these, each for its
  * reason (tools/check-abi.sh reads this list; keep one entry per line):
  *   PF_API_EXCLUDED(PFGetApiBase)      the way to the table itself
@@ -223,6 +225,9 @@ typedef struct PFApi {
   int (*FromJSON)(const char*, size_t, PFValue*, int*);
   int (*ObjectGetRefCount)(PFObjectHandle, int64_t*);
   int (*FromJSONEx)(const char*, size_t, uint32_t, PFValue*, int*);
+  /* Version 14. Structural comparison with options, and where it differs. */
+  int (*StructuralCompare)(PFValue, int, PFValue, int, uint32_t, int*, const char**);
+  int (*StructuralHashEx)(PFValue, int, uint32_t, uint64_t*);
 } PFApi;
 
 /* Never changes: two pointers, in this order, with these signatures. */

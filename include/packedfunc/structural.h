@@ -102,6 +102,39 @@ PF_EXPORT int PFStructuralEqual(PFValue a, int a_code, PFValue b, int b_code, in
  * have equal hashes. The value is borrowed for the call. Thread-safe. */
 PF_EXPORT int PFStructuralHash(PFValue value, int code, uint64_t* out);
 
+/* Flags of PFStructuralCompare and PFStructuralHashEx; any other bit is a
+ * ValueError. PF_STRUCTURAL_SKIP_TENSOR_CONTENT compares and hashes a
+ * tensor by its dtype and shape alone: its data is not read, so a tensor
+ * on any device (or with NULL data) is accepted, and its device is not
+ * compared. */
+#define PF_STRUCTURAL_SKIP_TENSOR_CONTENT 0x1u
+
+/*
+ * PFStructuralEqual with options, which also says where the values differ.
+ * Writes 1 to *equal when (a, a_code) and (b, b_code) are structurally
+ * equal under `flags` (above), else 0. When `mismatch` is not NULL it gets
+ * NULL for equal values, else the access path of the first difference the
+ * walk met, as text: "$" is the root, "[3]" an item of a sequence or the
+ * entry of an int key, "[\"k\"]" the entry of a str key (a '"' or '\\'
+ * in it escaped by a '\\'; a key of another kind shows as "[<float>]",
+ * "[<bytes>]", "[<object>]"...), ".name" a field of an instance: so
+ * "$[\"items\"][2].value". The path ends at the pair that differs: the
+ * values themselves, or the containers whose kind, size or keys differ
+ * (a key of `a` that `b` lacks ends the path at that key). The path lives
+ * in the calling thread's storage as a returned string does (c_api.h,
+ * "Returned strings"). Both values are borrowed for the call.
+ * Thread-safe, as PFStructuralEqual. Errors (nothing is written): NULL
+ * equal (TypeError), an unknown flag (ValueError), and
+ * PFStructuralEqual's.
+ */
+PF_EXPORT int PFStructuralCompare(PFValue a, int a_code, PFValue b, int b_code, uint32_t flags,
+                                  int* equal, const char** mismatch);
+
+/* PFStructuralHash under `flags` (above): values equal under the same
+ * flags have equal hashes. Errors: PFStructuralHash's, and an unknown flag
+ * (ValueError). Thread-safe. */
+PF_EXPORT int PFStructuralHashEx(PFValue value, int code, uint32_t flags, uint64_t* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -652,7 +652,7 @@ def test_device_takes_any_index_integer():
               pf.Device(_Index(2), _Index(1)), pf.Device("cuda", _Index(1))):
         assert d == pf.Device("cuda", 1)
         assert type(d.device_type) is int and type(d.device_id) is int
-    assert repr(pf.Device("cuda", np.int32(1))) == "Device('cuda', 1)"
+    assert repr(pf.Device("cuda", np.int32(1))) == "device(type='cuda', index=1)"
 
 
 def test_device_refuses_bools_and_bad_index_integers():

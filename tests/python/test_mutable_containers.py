@@ -510,3 +510,22 @@ def test_a_subclass_attribute_named_handle_is_its_own():
     d["b"] = 2
     assert d._handle == 12345 and len(d) == 2 and d["b"] == 2 and dict(d) == {"a": 1, "b": 2}
     assert repr(d) == "Dict({'a': 1, 'b': 2})" and pf.structural_equal(d, pf.Dict({"a": 1, "b": 2}))
+
+
+def test_str_prints_as_list_and_dict():
+    # str() is what a list or dict prints (as numpy's str drops "array(");
+    # repr() says the type.
+    lst = pf.List([1, "x", pf.List([2])])
+    assert str(lst) == "[1, 'x', List([2])]" and repr(lst) == "List([1, 'x', List([2])])"
+    assert str(pf.List()) == "[]"
+    d = pf.Dict({"k": [1], 2: None})
+    assert str(d) == "{'k': [1], 2: None}" and repr(d) == "Dict({'k': [1], 2: None})"
+    assert str(pf.Dict()) == "{}"
+    lst.append(lst)
+    d["me"] = d
+    try:
+        assert str(lst) == "[1, 'x', List([2]), [...]]"
+        assert str(d) == "{'k': [1], 2: None, 'me': {...}}"
+    finally:
+        lst.clear()
+        d.clear()

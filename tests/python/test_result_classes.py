@@ -64,6 +64,23 @@ def test_devices_from_c_come_as_the_chosen_subclass(fn, chosen):
     assert type(fn("echo")(pf.Device("cpu", 0))) is pf.Device
 
 
+def test_device_factory_makes_the_chosen_class(chosen):
+    # pf.device takes what Device takes, and makes the chosen class, as
+    # devices from C are; Device(...) stays a Device. repr names the factory.
+    d = pf.device("cuda:1")
+    assert type(d) is pf.Device and d == pf.Device("cuda", 1) == pf.device("cuda", 1)
+    assert repr(d) == "device(type='cuda', index=1)" and str(d) == "cuda:1"
+    assert eval(repr(d), {"device": pf.device}) == d
+    pf.set_device_class(MyDevice)
+    d = pf.device("cuda", 1)
+    assert type(d) is MyDevice and d == pf.Device("cuda", 1)
+    assert type(pf.Device("cuda", 1)) is pf.Device
+    with pytest.raises(ValueError, match="Device: unknown device type 'llvm'"):
+        pf.device("llvm")
+    with pytest.raises(TypeError, match="Device: device_id"):
+        pf.device("cuda", "x")
+
+
 @pytest.mark.parametrize("setter, base", [(pf.set_tensor_class, "Tensor"),
                                           (pf.set_device_class, "Device")])
 def test_what_is_no_subclass_is_refused(fn, chosen, setter, base):

@@ -1,6 +1,7 @@
 """pf.structural_equal and pf.structural_hash (include/packedfunc/structural.h):
 values, containers, tensors, registered instances, cycles, map order, the
-depth limit and the refusals, on both backends."""
+depth limit and the refusals; get_first_structural_mismatch, the
+skip_tensor_content option and StructuralKey; on both backends."""
 import math
 import os
 
@@ -115,10 +116,14 @@ def test_depth_limit_is_a_value_error():
     deep = pf.List([])
     for _ in range(2000):
         deep = pf.List([deep])
-    with pytest.raises(ValueError, match="PFStructuralEqual: values nested deeper than 1024"):
+    with pytest.raises(ValueError, match="PFStructuralCompare: values nested deeper than 1024"):
         pf.structural_equal(deep, deep)
-    with pytest.raises(ValueError, match="PFStructuralHash: values nested deeper than 1024"):
+    with pytest.raises(ValueError, match="PFStructuralHashEx: values nested deeper than 1024"):
         pf.structural_hash(deep)
+    with pytest.raises(ValueError, match="PFStructuralCompare: values nested deeper than 1024"):
+        pf.get_first_structural_mismatch(deep, deep)
+    with pytest.raises(ValueError, match="PFStructuralHashEx: values nested deeper than 1024"):
+        pf.StructuralKey(deep)
 
 
 def test_a_value_that_cannot_cross_is_refused():
@@ -134,3 +139,77 @@ def test_plain_python_objects_are_compared_by_crossing():
     # another crossing (documented in docs/guide.md).
     o = object()
     assert not pf.structural_equal(o, o)
+
+
+# ---- where two values differ, options, keys (PFStructuralCompare) ----
+
+def test_first_mismatch_names_the_path():
+    lhs = {"items": [1, 2, {"k": 3}], "meta": {"tag": "x"}}
+    rhs = {"meta": {"tag": "x"}, "items": [1, 2, {"k": 3}]}
+    other = {"items": [1, 2, {"k": 4}], "meta": {"tag": "x"}}
+    assert pf.get_first_structural_mismatch(lhs, rhs) is None
+    assert pf.get_first_structural_mismatch(lhs, other) == '$["items"][2]["k"]'
+    assert pf.get_first_structural_mismatch(1, 2) == "$"
+    assert pf.get_first_structural_mismatch([1, 2], [1, 2, 3]) == "$"
+    assert pf.get_first_structural_mismatch({"a": 1}, {"b": 1}) == '$["a"]'
+    assert pf.get_first_structural_mismatch(pf.Dict({7: [0, "x"]}),
+                                            pf.Dict({7: [0, "y"]})) == "$[7][1]"
+
+
+def test_first_mismatch_of_instances_names_fields(pyt):
+    a, b = pyt.Holder(), pyt.Holder()
+    try:
+        a.o, b.o = pyt.Holder(), pyt.Holder()
+        assert pf.get_first_structural_mismatch(a, b) is None
+        b.o.s = "other"
+        assert pf.get_first_structural_mismatch(a, b) == "$.o.s"
+    finally:
+        a.o = b.o = None
+
+
+def test_skip_tensor_content():
+    t1 = np.array([1.0, 2.0, 3.0], dtype="float32")
+    t2 = np.array([1.0, 2.0, 4.0], dtype="float32")
+    assert not pf.structural_equal(t1, t2)
+    assert pf.structural_equal(t1, t2, skip_tensor_content=True)
+    assert not pf.structural_equal(t1, t1.astype("float64"), skip_tensor_content=True)
+    assert not pf.structural_equal(t1, t1[:2], skip_tensor_content=True)
+    assert pf.structural_hash(t1) != pf.structural_hash(t2)
+    assert (pf.structural_hash(t1, skip_tensor_content=True)
+            == pf.structural_hash(t2, skip_tensor_content=True))
+    assert pf.get_first_structural_mismatch([t1], [t2]) == "$[0]"
+    assert pf.get_first_structural_mismatch([t1], [t2], skip_tensor_content=True) is None
+
+
+def test_structural_key():
+    k1 = pf.StructuralKey({"a": [1, 2], "b": [3, {"c": 4}]})
+    k2 = pf.StructuralKey({"b": [3, {"c": 4}], "a": [1, 2]})
+    k3 = pf.StructuralKey({"a": [1, 2], "b": [3, {"c": 5}]})
+    assert isinstance(k1.key, pf.Map)
+    assert k1.__hash__() == pf.structural_hash(k1.key)
+    assert k1 == k2 and hash(k1) == hash(k2)
+    assert k1 != k3
+    assert k1 != {"a": [1, 2], "b": [3, {"c": 4}]}  # a key equals only keys
+    data = {k1: "a", k3: "b"}
+    assert data[k2] == "a" and data[k3] == "b"
+    # The key is what the value crosses as when made: a later change to
+    # the Python dict does not change it.
+    d = {"x": [1]}
+    k = pf.StructuralKey(d)
+    d["x"].append(2)
+    assert k == pf.StructuralKey({"x": [1]})
+    assert "StructuralKey(" in repr(k)
+    # Tensors as keys compare their content, as structural_equal does.
+    t1 = np.array([1.0, 2.0], dtype="float32")
+    t2 = np.array([1.0, 3.0], dtype="float32")
+    assert pf.StructuralKey(t1) != pf.StructuralKey(t2)
+    assert pf.StructuralKey(t1) == pf.StructuralKey(t1.copy())
+
+
+def test_structural_options_refuse_bad_input():
+    with pytest.raises(TypeError, match="2 positional arguments but 3 were given"):
+        pf.structural_equal(1, 1, True)  # the option is keyword-only
+    with pytest.raises(OverflowError, match="argument 1"):
+        pf.get_first_structural_mismatch(1, 2 ** 70)
+    with pytest.raises(OverflowError, match="int .* does not fit in int64"):
+        pf.StructuralKey([2 ** 70])

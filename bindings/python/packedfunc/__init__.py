@@ -102,13 +102,16 @@ from ._object import Object, Tensor, from_dlpack, get_tensor_class, set_tensor_c
 from ._object_types import (TypeField, TypeInfo, TypeMethod, get_class, register_object,
                             registered_types, same_as)
 from ._prepack import PrePackCache
-from ._structural import structural_equal, structural_hash
+from ._structural import (StructuralKey, get_first_structural_mismatch, structural_equal,
+                          structural_hash)
 from ._serialize import from_json, to_json
+from ._walk import VisitInterrupt, WalkOrder, WalkResult, structural_walk
 from ._toolchain import get_include, get_library_dir
 from ._registry import (get_global_func, init_api, list_global_func_names, register_func,
                         registry_sealed, remove_global_func, seal_registry)
 from ._typed import typed
-from ._types import DataType, Device, DLDeviceType, get_device_class, set_device_class
+from ._types import (DataType, Device, DLDeviceType, device, get_device_class,
+                     set_device_class)
 
 #: The version of the loaded libpackedfunc and its path.
 library_version = _library.LIB_VERSION
@@ -119,13 +122,14 @@ backend = _backend.BACKEND
 
 __all__ = [
     "Function", "Object", "Tensor", "Array", "Map", "Shape", "List", "Dict", "DataType",
-    "Device", "DLDeviceType",
+    "Device", "device", "DLDeviceType",
     "from_dlpack", "set_tensor_class", "get_tensor_class", "set_device_class", "get_device_class",
     "get_global_func", "register_func", "remove_global_func", "list_global_func_names",
     "convert", "typed", "init_api", "register_error", "check_call", "FunctionNotFoundError",
     "seal_registry", "registry_sealed",
     "Module", "load_module", "PrePackCache",
     "get_class", "register_object", "same_as", "registered_types", "TypeInfo", "TypeField",
-    "TypeMethod", "structural_equal", "structural_hash", "to_json", "from_json", "use_count",
+    "TypeMethod", "structural_equal", "structural_hash", "get_first_structural_mismatch",
+    "StructuralKey", "structural_walk", "WalkOrder", "WalkResult", "VisitInterrupt", "to_json", "from_json", "use_count",
     "get_include", "get_library_dir",
 ]

@@ -451,7 +451,8 @@ class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
     A list or tuple passed to C arrives as one; an Array from C comes back
     as one. It behaves as a read-only list: ``len``, indexing (negative
     indices too), slicing (to a list), iteration, ``in``, ``index`` and
-    ``count``; it equals a list, tuple, Array or List with equal items.
+    ``count``; it equals a list, tuple, Array or List with equal items, and
+    hashes as the tuple of its items (unhashable if one of them is).
     Items are converted the first time they are read, all at once, and
     kept (a function, object or nested container is converted again at
     each read). ``Array(iterable)`` makes one.
@@ -497,7 +498,11 @@ class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
         return all(a is b or a == b for a, b in zip(mine, theirs))
 
     __ne__ = not_equal
-    __hash__ = None  # equal to lists, which are not hashable
+
+    def __hash__(self):
+        # Immutable, so hashable by its items as the tuple it equals (and
+        # equal to a list, as a frozenset is hashable and equal to a set).
+        return hash(tuple(self._values()))
 
     def __repr__(self):
         if not handle_of(self):
@@ -513,7 +518,8 @@ class Map(_MapBase, ByJSON, Object, MappingViews, collections.abc.Mapping):
     A dict passed to C arrives as one; a Map from C comes back as one. It
     behaves as a read-only dict: ``m[key]`` (KeyError when absent), ``get``,
     ``in``, iteration over the keys, ``keys``, ``values``, ``items`` and
-    ``len``; it equals a dict, Map or Dict with equal items. Entries are
+    ``len``; it equals a dict, Map or Dict with equal items, and hashes as
+    the frozenset of its items (unhashable if a value is). Entries are
     converted the first time they are read, all at once, and kept (as
     Array's). ``Map(mapping)`` makes one. A lookup finds what a dict
     would: a number equal to an int key (``2.0``, ``True``) finds it, a
@@ -535,7 +541,10 @@ class Map(_MapBase, ByJSON, Object, MappingViews, collections.abc.Mapping):
         return mapping_equal(self._pairs(), len(self), other)
 
     __ne__ = not_equal
-    __hash__ = None  # equal to dicts, which are not hashable
+
+    def __hash__(self):
+        # Immutable, so hashable by its entries, as a frozenset of them.
+        return hash(frozenset(self._pairs()))
 
     def __repr__(self):
         if not handle_of(self):

@@ -183,6 +183,13 @@ PFListToArray = _fn("PFListToArray", c_int, [c_void_p, _i64, _i64, c_void_p], gi
 PFStructuralEqual = _fn("PFStructuralEqual", c_int, [_u64, c_int, _u64, c_int, c_void_p],
                         gil=True)
 PFStructuralHash = _fn("PFStructuralHash", c_int, [_u64, c_int, c_void_p], gil=True)
+# PF_STRUCTURAL_SKIP_TENSOR_CONTENT: a macro of the header, which the
+# library cannot report.
+STRUCTURAL_SKIP_TENSOR_CONTENT = 1
+PFStructuralCompare = _fn("PFStructuralCompare", c_int,
+                          [_u64, c_int, _u64, c_int, c_uint32, c_void_p, c_void_p], gil=True)
+PFStructuralHashEx = _fn("PFStructuralHashEx", c_int, [_u64, c_int, c_uint32, c_void_p],
+                         gil=True)
 PFToJSON = _fn("PFToJSON", c_int, [_u64, c_int, c_void_p, c_void_p], gil=True)
 PFFromJSON = _fn("PFFromJSON", c_int, [c_char_p, c_size_t, c_void_p, c_void_p])
 PFDictCreate = _fn("PFDictCreate", c_int, [c_void_p, c_void_p, c_void_p, c_void_p, _i64,

@@ -629,11 +629,18 @@ class List(_ListBase, MutableByJSON, Object, collections.abc.MutableSequence):
     __ne__ = not_equal
     __hash__ = None  # mutable, and equal to lists
 
-    def __repr__(self):
+    def _text(self, form):
         if not handle_of(self):
             return "<packedfunc.List (released)>"
         return guarded_repr(self, "[...]",
-                            lambda: "List([" + ", ".join(map(repr, self._values())) + "])")
+                            lambda: form % ", ".join(map(repr, self._values())))
+
+    def __repr__(self):
+        return self._text("List([%s])")
+
+    def __str__(self):
+        # What a list prints; repr says the type (as numpy's str and repr).
+        return self._text("[%s]")
 
 
 def _pairs_of(other, kwargs):
@@ -737,10 +744,17 @@ class Dict(_DictBase, MutableByJSON, Object, MappingViews, collections.abc.Mutab
     __ne__ = not_equal
     __hash__ = None  # mutable, and equal to dicts
 
-    def __repr__(self):
+    def _text(self, form):
         if not handle_of(self):
             return "<packedfunc.Dict (released)>"
-        return guarded_repr(self, "{...}", lambda: "Dict({" + pairs_repr(self._pairs()) + "})")
+        return guarded_repr(self, "{...}", lambda: form % pairs_repr(self._pairs()))
+
+    def __repr__(self):
+        return self._text("Dict({%s})")
+
+    def __str__(self):
+        # What a dict prints; repr says the type.
+        return self._text("{%s}")
 
 
 _ABSENT = object()

@@ -386,7 +386,8 @@ class Device:
         return "%s:%d" % (self.type_name, self.device_id)
 
     def __repr__(self):
-        return "Device(%r, %d)" % (self.type_name, self.device_id)
+        # The call of the factory that makes it again (of the chosen class).
+        return "device(type=%r, index=%d)" % (self.type_name, self.device_id)
 
     def __eq__(self, other):
         if not isinstance(other, Device):
@@ -452,6 +453,15 @@ def set_device_class(cls):
 def get_device_class():
     """The class set_device_class chose, or None (Device)."""
     return device_class.cls
+
+
+def device(type, index=None):
+    """A Device of the class :func:`set_device_class` chose (Device by
+    default), made from what ``Device(type, index)`` takes: ``device("cuda",
+    1)``, ``device("cuda:1")``, ``device(2, 1)``... (its errors too). A
+    Device made with ``Device(...)`` stays a Device."""
+    d = Device(type, index)
+    return device_from_c(d.device_type, d.device_id)
 
 
 def device_from_c(device_type, device_id):
