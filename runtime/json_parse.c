@@ -2,6 +2,7 @@
  * the nesting lives in an array, never on the C stack. */
 #include "json_parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -43,20 +44,23 @@ __attribute__((format(printf, 3, 4))) static int fail_at(const parser* p, size_t
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
+  /* The place is the end of the token that failed: a run of letters (a
+   * misspelt literal) or one byte; at the end of the text, the end. */
+  size_t end = at < p->len ? at + 1 : p->len;
+  if (at < p->len && isalpha(p->s[at]))
+    while (end < p->len && isalnum(p->s[end])) ++end;
   size_t line = 1, start = 0;
-  for (size_t i = 0; i < at; ++i)
+  for (size_t i = 0; i + 1 < end; ++i)
     if (p->s[i] == '\n') ++line, start = i + 1;
-  size_t column = at < p->len ? at - start + 1 : at - start;
   return PF_ERROR(kPFErrValueError, "%s: not JSON: line %zu, column %zu (byte %zu): %s", p->where,
-                  line, column, at, why);
+                  line, end - start, end, why);
 }
 
 static int peek(const parser* p) { return p->pos < p->len ? p->s[p->pos] : -1; }
 
 static void skip_blanks(parser* p) {
-  while (p->pos < p->len &&
-         (p->s[p->pos] == ' ' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r' ||
-          p->s[p->pos] == '\t'))
+  while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r' ||
+                             p->s[p->pos] == '\t'))
     ++p->pos;
 }
 
@@ -185,7 +189,9 @@ static int string(parser* p, pf_json_tok* t) {
   return 0;
 }
 
-static int digit(const parser* p, size_t i) { return i < p->len && p->s[i] >= '0' && p->s[i] <= '9'; }
+static int digit(const parser* p, size_t i) {
+  return i < p->len && p->s[i] >= '0' && p->s[i] <= '9';
+}
 
 /* s[start .. end), a number with a fraction or an exponent, read as
  * strtod reads it in the C locale. */
@@ -243,7 +249,7 @@ static int same_key(const pf_json_tok* a, const pf_json_tok* b) {
 }
 
 static int key_order(const void* a, const void* b) {
-  const pf_json_tok *x = *(const pf_json_tok* const*)a, *y = *(const pf_json_tok* const*)b;
+  const pf_json_tok *x = *(const pf_json_tok*const*)a, *y = *(const pf_json_tok*const*)b;
   if (x->n != y->n) return x->n < y->n ? -1 : 1;
   return memcmp(x->v.s, y->v.s, x->n);
 }
@@ -298,8 +304,7 @@ static int value(parser* p) {
   int c = peek(p);
   if (c == '{' || c == '[') {
     if (p->depth == PF_JSON_PARSE_MAX_DEPTH)
-      return fail_at(p, p->pos, "more than %d arrays and objects nested",
-                     PF_JSON_PARSE_MAX_DEPTH);
+      return fail_at(p, p->pos, "more than %d arrays and objects nested", PF_JSON_PARSE_MAX_DEPTH);
     if (!emit(p, c == '{' ? pf_json_object : pf_json_array)) return pf_oom(p->where);
     p->open[p->depth++] = (uint32_t)(p->ntok - 1);
     ++p->pos;

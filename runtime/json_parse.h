@@ -42,10 +42,11 @@ typedef struct {
 #define PF_JSON_PARSE_MAX_DEPTH 2048
 
 /* Parses text[0 .. len) (len below 2^28, which PF_JSON_MAX_SIZE keeps it
- * under) into *doc, which pf_json_free releases. Refuses,
- * with a ValueError "WHERE: not JSON: line L, column C (byte B): REASON"
- * (B the offset of the byte that failed, C its 1-based column; at the end
- * of the text, the column of the last byte): anything RFC 8259 refuses,
+ * under) into *doc, which pf_json_free releases. Refuses, with a
+ * ValueError "WHERE: not JSON: line L, column C (byte B): REASON" (B the
+ * bytes up to the end of the token that failed, C the 1-based column of
+ * its last byte; a token is a run of letters or one byte, and at the end
+ * of the text the place is the end): anything RFC 8259 refuses,
  * text that is not UTF-8, a \u escape that is not a code point (a lone
  * surrogate) or is \u0000, an integer outside int64, a number outside
  * float64's range, nesting deeper than PF_JSON_PARSE_MAX_DEPTH and an
