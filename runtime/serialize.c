@@ -175,7 +175,7 @@ static int cannot_write(writer* w, const char* what) {
 
 static int write_value(writer* w, int code, const PFValue* v);
 
-/* The JSON string of s, escaped as jansson escapes it; -1 (nothing
+/* The JSON string of s, escaped as jansson escaped it (kept); -1 (nothing
  * written) when s is not UTF-8. */
 static int put_string(textbuf* t, const char* s) {
   size_t start = t->n;
