@@ -1244,7 +1244,8 @@ static int from_json(const char* where, const char* text, size_t len, uint32_t f
                     "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", where, len,
                     PF_JSON_MAX_SIZE);
   int64_t containers = 0;
-  for (size_t i = 0; i < len; ++i) containers += text[i] == '{' || text[i] == '[';
+  for (size_t i = 0; i < len; ++i)
+    containers += (text[i] == '{') | (text[i] == '['); /* vectorized */
   if (containers > PF_JSON_MAX_CONTAINERS)
     return PF_ERROR(kPFErrValueError,
                     "%s: a document of %lld JSON objects and arrays, more than "
