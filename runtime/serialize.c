@@ -836,8 +836,9 @@ static jv member(reader* r, size_t i, const char* name, pf_json_type type) {
 }
 
 /* The values of the JSON array a (node i's member `name`): each item, or
- * with `pairs` each [key, value] pair (keys at 2k, values at 2k + 1).
- * *v and *c are pf_malloc'd; *n is the number of items or pairs. */
+ * with `pairs` each [key, value] pair (keys at k, values at *n + k: as
+ * the containers take them). *v and *c are pf_malloc'd; *n is the number
+ * of items or pairs. */
 static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue** v, int** c,
                        size_t* n) {
   jv a = member(r, i, name, pf_json_array);
@@ -855,12 +856,13 @@ static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue
       continue;
     }
     if (!is_a(x, pf_json_array) || x->n != 2) return bad(r, &at, "an entry is [key, value]");
-    if (read_value(r, &at, x + 1, &(*v)[2 * k], &(*c)[2 * k]) != 0 ||
-        read_value(r, &at, next_of(x + 1), &(*v)[2 * k + 1], &(*c)[2 * k + 1]) != 0)
+    if (read_value(r, &at, x + 1, &(*v)[k], &(*c)[k]) != 0 ||
+        read_value(r, &at, next_of(x + 1), &(*v)[*n + k], &(*c)[*n + k]) != 0)
       return -1;
   }
   return 0;
 }
+
 /* An array, map, shape or tensor from values read; or a list or dict
  * filled. */
 static int make_from_values(reader* r, size_t i) {
@@ -870,34 +872,20 @@ static int make_from_values(reader* r, size_t i) {
   int k = r->kind[i], pairs = pairs_of(k), rc;
   rc = read_values(r, i, pairs ? "entries" : "items", pairs, &v, &c, &n);
   if (rc == 0) {
-    /* Entries are read interleaved; the containers take keys and values
-     * apart: keys first, then values. */
-    if (pairs) {
-      PFValue* sv = pf_malloc(2 * n * sizeof(PFValue) + 1);
-      int* sc = pf_malloc(2 * n * sizeof(int) + 1);
-      if (!sv || !sc) rc = pf_oom(r->where);
-      for (size_t e = 0; rc == 0 && e < n; ++e) {
-        sv[e] = v[2 * e], sc[e] = c[2 * e];
-        sv[n + e] = v[2 * e + 1], sc[n + e] = c[2 * e + 1];
-      }
-      if (rc == 0) memcpy(v, sv, 2 * n * sizeof(PFValue)), memcpy(c, sc, 2 * n * sizeof(int));
-      pf_free(sv);
-      pf_free(sc);
-    }
     int64_t s = (int64_t)n;
-    if (rc == 0) switch (k) {
-        case K_ARRAY:
-          rc = PFArrayCreate(v, c, s, &r->objs[i]);
-          break;
-        case K_MAP:
-          rc = PFMapCreate(v, c, v + n, c + n, s, &r->objs[i]);
-          break;
-        case K_LIST:
-          rc = PFListExtend(r->objs[i], v, c, s);
-          break;
-        default: /* K_DICT */
-          rc = PFDictUpdate(r->objs[i], v, c, v + n, c + n, s);
-      }
+    switch (k) {
+      case K_ARRAY:
+        rc = PFArrayCreate(v, c, s, &r->objs[i]);
+        break;
+      case K_MAP:
+        rc = PFMapCreate(v, c, v + n, c + n, s, &r->objs[i]);
+        break;
+      case K_LIST:
+        rc = PFListExtend(r->objs[i], v, c, s);
+        break;
+      default: /* K_DICT */
+        rc = PFDictUpdate(r->objs[i], v, c, v + n, c + n, s);
+    }
     rc = in_node(r, i, rc);
   }
   pf_free(v);
