@@ -1,5 +1,9 @@
 /* A strict JSON parser into a tape of tokens (json_parse.h). Iterative:
- * the nesting lives in an array, never on the C stack. */
+ * the nesting lives in an array, never on the C stack. Our own rather than
+ * yajl 2.1 (Debian's libyajl-dev): yajl decodes a lone surrogate escape
+ * to '?', a high one before any \u to a wrong code point and \u0000 to a
+ * NUL byte, all without an error, so it accepts text RFC 8259 refuses and
+ * changes the str; and its events alone cost more than this whole parse. */
 #include "json_parse.h"
 
 #include <ctype.h>
