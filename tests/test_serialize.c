@@ -513,7 +513,7 @@ static void test_hostile_documents(void** state) {
           "\"version\"");
   refused("{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":{}}", kPFErrValueError,
           "\"nodes\" must be an array");
-  /* Duplicate members: jansson refuses them. */
+  /* Duplicate members are refused (json_parse.h). */
   refused(
       "{\"format\":\"packedfunc\",\"format\":\"packedfunc\",\"version\":1,\"root\":1,"
       "\"nodes\":[]}",
