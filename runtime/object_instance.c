@@ -127,9 +127,19 @@ __attribute__((noinline, cold)) static int field_misuse(const char* where, const
   return pf_err_null_arg(where, out == NULL ? "out" : out_code == NULL ? "out_type_code" : "?");
 }
 
-/* "field 'NAME' of KEY", for conversion errors. */
+/* "field 'NAME' of KEY" (cut to n - 1 bytes), for conversion errors. Every
+ * field write makes it, so it is copied, not formatted: snprintf cost more
+ * than the write itself (a third of PFFromJSON's time on instances). */
 static void field_what(const pf_instance* in, const pf_field* f, char* buf, size_t n) {
-  snprintf(buf, n, "field '%s' of %s", f->info.name, in->type->info.key);
+  const char* const parts[] = {"field '", f->info.name, "' of ", in->type->info.key};
+  size_t k = 0;
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
+    size_t m = strlen(parts[i]);
+    if (m > n - 1 - k) m = n - 1 - k;
+    memcpy(buf + k, parts[i], m);
+    k += m;
+  }
+  buf[k] = '\0';
 }
 
 /* An accessor's -1: its error, or a RuntimeError when it recorded none

@@ -2,11 +2,11 @@
  * format: docs/serialization.md). */
 #include <errno.h>
 #include <stdarg.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "json_parse.h"
 #include "object_type.h"
 
 /* Ints past this magnitude are written as decimal text. */
@@ -176,24 +176,7 @@ static int cannot_write(writer* w, const char* what) {
 
 static int write_value(writer* w, int code, const PFValue* v);
 
-/* The length of the UTF-8 sequence at p (p[0] >= 0x80), or 0 when it is
- * not one: overlong forms, surrogates and code points past U+10FFFF are
- * refused, as jansson refuses them. */
-static size_t utf8_len(const unsigned char* p) {
-  if (p[0] < 0xC2 || p[0] > 0xF4) return 0;
-  size_t n = p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : 4;
-  uint32_t cp = p[0] & (0x7Fu >> n);
-  for (size_t i = 1; i < n; ++i) {
-    if ((p[i] & 0xC0) != 0x80) return 0;
-    cp = cp << 6 | (p[i] & 0x3Fu);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-      (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return n;
-}
-
-/* The JSON string of s, escaped as jansson escapes it; -1 (nothing
+/* The JSON string of s, escaped as jansson escaped it (kept); -1 (nothing
  * written) when s is not UTF-8. */
 static int put_string(textbuf* t, const char* s) {
   size_t start = t->n;
@@ -206,7 +189,7 @@ static int put_string(textbuf* t, const char* s) {
     p = q;
     if (!*p) break;
     if (*p >= 0x80) {
-      size_t n = utf8_len(p);
+      size_t n = pf_utf8_len(p, 4); /* s is NUL-terminated: no read past it */
       if (!n) {
         if (!t->oom) t->n = start;
         return -1;
@@ -620,6 +603,33 @@ static const char* const kind_names[K_COUNT] = {"array", "map",  "shape", "tenso
 static int pairs_of(int k) { return k == K_MAP || k == K_DICT; }
 enum { UNBUILT, BUILDING, BUILT };
 
+/* A value of the parsed document (json_parse.h), or NULL for one that is
+ * absent. */
+typedef const pf_json_tok* jv;
+
+static jv next_of(jv j) { return j + j->skip; }
+
+static int is_a(jv j, pf_json_type type) { return j && j->type == type; }
+
+/* The member `name` of j, or NULL (also when j is not an object). */
+static jv member_of(jv j, const char* name) {
+  if (!is_a(j, pf_json_object)) return NULL;
+  jv k = j + 1;
+  for (uint32_t i = 0; i < j->n; ++i, k = next_of(k + 1))
+    if (strcmp(k->v.s, name) == 0) return k + 1;
+  return NULL;
+}
+
+/* Item i of j, or NULL (also when j is not an array). */
+static jv item_of(jv j, size_t i) {
+  if (!is_a(j, pf_json_array) || i >= j->n) return NULL;
+  jv x = j + 1;
+  while (i--) x = next_of(x);
+  return x;
+}
+
+static const char* str_of(jv j) { return is_a(j, pf_json_str) ? j->v.s : NULL; }
+
 /* Memory that values read from the document point into (decoded bytes),
  * freed when the read ends. */
 typedef struct block {
@@ -628,7 +638,7 @@ typedef struct block {
 
 typedef struct {
   const char* where;
-  json_t* nodes;
+  jv* node; /* each node's object in the document */
   size_t n;
   PFObjectHandle* objs; /* a reference per built node */
   uint8_t* kind;
@@ -684,23 +694,27 @@ static void* scratch(reader* r, size_t n) {
 
 /* Decodes the base64 string j into scratch memory, after `head` spare
  * bytes: *out is the data, *n its length. */
-static int read_b64(reader* r, const spot* at, json_t* j, size_t head, char** out, size_t* n) {
-  if (!json_is_string(j)) return bad(r, at, "expected a base64 string");
-  size_t len = json_string_length(j);
+static int read_b64(reader* r, const spot* at, jv j, size_t head, char** out, size_t* n) {
+  if (!is_a(j, pf_json_str)) return bad(r, at, "expected a base64 string");
+  size_t len = j->n;
   char* mem = scratch(r, head + len / 4 * 3 + 1);
   if (!mem) return pf_oom(r->where);
-  if (b64_decode(json_string_value(j), len, (unsigned char*)mem + head, n) != 0)
+  if (b64_decode(j->v.s, len, (unsigned char*)mem + head, n) != 0)
     return bad(r, at, "not padded base64");
   mem[head + *n] = '\0';
   *out = mem + head;
   return 0;
 }
 
-static int node_ref(reader* r, const spot* at, json_t* j, PFValue* out);
+/* An int of the document in [lo, hi]. */
+static int int_in(jv j, int64_t lo, int64_t hi) {
+  return is_a(j, pf_json_int) && j->v.i >= lo && j->v.i <= hi;
+}
 
-static int read_tagged(reader* r, const spot* at, const char* tag, json_t* x, PFValue* out,
-                       int* code) {
-  const char* s = json_string_value(x);
+static int node_ref(reader* r, const spot* at, jv j, PFValue* out);
+
+static int read_tagged(reader* r, const spot* at, const char* tag, jv x, PFValue* out, int* code) {
+  const char* s = str_of(x);
   if (strcmp(tag, "ref") == 0) {
     *code = kPFObjectHandle;
     return node_ref(r, at, x, out);
@@ -745,12 +759,11 @@ static int read_tagged(reader* r, const spot* at, const char* tag, json_t* x, PF
     return 0;
   }
   if (strcmp(tag, "device") == 0) {
-    json_t *t = json_array_get(x, 0), *d = json_array_get(x, 1);
-    if (json_array_size(x) != 2 || !json_is_integer(t) || !json_is_integer(d) ||
-        json_integer_value(t) < INT32_MIN || json_integer_value(t) > INT32_MAX ||
-        json_integer_value(d) < INT32_MIN || json_integer_value(d) > INT32_MAX)
+    jv t = item_of(x, 0), d = item_of(x, 1);
+    if (!is_a(x, pf_json_array) || x->n != 2 || !int_in(t, INT32_MIN, INT32_MAX) ||
+        !int_in(d, INT32_MIN, INT32_MAX))
       return bad(r, at, "\"device\" must be [TYPE, ID], two int32");
-    out->v_device = (DLDevice){(DLDeviceType)json_integer_value(t), (int32_t)json_integer_value(d)};
+    out->v_device = (DLDevice){(DLDeviceType)t->v.i, (int32_t)d->v.i};
     *code = kPFDevice;
     return 0;
   }
@@ -767,25 +780,22 @@ static int got(PFValue* out, int* code, PFValue v, int c) {
   return 0;
 }
 
-static int read_value(reader* r, const spot* at, json_t* j, PFValue* out, int* code) {
-  switch (json_typeof(j)) {
-    case JSON_NULL:
+static int read_value(reader* r, const spot* at, jv j, PFValue* out, int* code) {
+  switch (j->type) {
+    case pf_json_null:
       return got(out, code, (PFValue){.v_int64 = 0}, kPFNull);
-    case JSON_TRUE:
-    case JSON_FALSE:
-      return got(out, code, (PFValue){.v_int64 = json_is_true(j)}, kPFBool);
-    case JSON_INTEGER:
-      return got(out, code, (PFValue){.v_int64 = json_integer_value(j)}, kPFInt);
-    case JSON_REAL:
-      return got(out, code, (PFValue){.v_float64 = json_real_value(j)}, kPFFloat);
-    case JSON_STRING:
-      return got(out, code, (PFValue){.v_str = json_string_value(j)}, kPFStr);
-    case JSON_OBJECT:
-      if (json_object_size(j) == 1) {
-        const char* tag = json_object_iter_key(json_object_iter(j));
-        return read_tagged(r, at, tag, json_object_iter_value(json_object_iter(j)), out, code);
-      }
-      return bad(r, at, "a value object has exactly one member, not %zu", json_object_size(j));
+    case pf_json_true:
+    case pf_json_false:
+      return got(out, code, (PFValue){.v_int64 = j->type == pf_json_true}, kPFBool);
+    case pf_json_int:
+      return got(out, code, (PFValue){.v_int64 = j->v.i}, kPFInt);
+    case pf_json_real:
+      return got(out, code, (PFValue){.v_float64 = j->v.d}, kPFFloat);
+    case pf_json_str:
+      return got(out, code, (PFValue){.v_str = j->v.s}, kPFStr);
+    case pf_json_object:
+      if (j->n == 1) return read_tagged(r, at, j[1].v.s, j + 2, out, code);
+      return bad(r, at, "a value object has exactly one member, not %u", (unsigned)j->n);
     default:
       return bad(r, at, "a JSON array is not a value");
   }
@@ -798,25 +808,27 @@ static int bad_ref(const reader* r, const spot* at) {
   return bad(r, at, "\"ref\" must be the index of a node (0 to %zu)", r->n - 1);
 }
 
-static int node_ref(reader* r, const spot* at, json_t* j, PFValue* out) {
-  json_int_t i = json_is_integer(j) ? json_integer_value(j) : -1;
-  if (!json_is_integer(j) || i < 0 || (size_t)i >= r->n) return bad_ref(r, at);
+static int node_ref(reader* r, const spot* at, jv j, PFValue* out) {
+  if (!int_in(j, 0, (int64_t)r->n - 1)) return bad_ref(r, at);
+  size_t i = (size_t)j->v.i;
   if (r->state[i] == BUILDING && !r->objs[i])
     return bad(r, at,
-               "node %lld holds itself through arrays, maps, shapes and tensors, which cannot "
+               "node %zu holds itself through arrays, maps, shapes and tensors, which cannot "
                "form a cycle",
-               (long long)i);
-  if (r->state[i] == UNBUILT && build(r, (size_t)i) != 0) return -1;
+               i);
+  if (r->state[i] == UNBUILT && build(r, i) != 0) return -1;
   out->v_handle = r->objs[i];
   return 0;
 }
 
 /* The member `name` of node i, which must have JSON type `type`. */
-static json_t* member(reader* r, size_t i, const char* name, json_type type) {
-  json_t* m = json_object_get(json_array_get(r->nodes, i), name);
-  static const char* const tn[] = {"an object", "an array", "a string", "an integer",
-                                   "a number",  "true",     "false",    "null"};
-  if (!m || json_typeof(m) != type) {
+static jv member(reader* r, size_t i, const char* name, pf_json_type type) {
+  jv m = member_of(r->node[i], name);
+  static const char* const tn[] = {
+      [pf_json_null] = "null",      [pf_json_false] = "false",     [pf_json_true] = "true",
+      [pf_json_int] = "an integer", [pf_json_real] = "a number",   [pf_json_str] = "a string",
+      [pf_json_array] = "an array", [pf_json_object] = "an object"};
+  if (!is_a(m, type)) {
     spot at = {(int64_t)i, name, -1};
     bad(r, &at, "a %s node's \"%s\" must be %s", kind_names[r->kind[i]], name, tn[type]);
     return NULL;
@@ -825,28 +837,28 @@ static json_t* member(reader* r, size_t i, const char* name, json_type type) {
 }
 
 /* The values of the JSON array a (node i's member `name`): each item, or
- * with `pairs` each [key, value] pair (keys at 2k, values at 2k + 1).
- * *v and *c are pf_malloc'd; *n is the number of items or pairs. */
+ * with `pairs` each [key, value] pair (keys at k, values at *n + k: as
+ * the containers take them). *v and *c are pf_malloc'd; *n is the number
+ * of items or pairs. */
 static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue** v, int** c,
                        size_t* n) {
-  json_t* a = member(r, i, name, JSON_ARRAY);
+  jv a = member(r, i, name, pf_json_array);
   if (!a) return -1;
-  *n = json_array_size(a);
+  *n = a->n;
   size_t m = *n << pairs;
   *v = pf_malloc(m * sizeof(PFValue) + 1);
   *c = pf_malloc(m * sizeof(int) + 1);
   if (!*v || !*c) return pf_oom(r->where);
-  for (size_t k = 0; k < *n; ++k) {
+  jv x = a + 1;
+  for (size_t k = 0; k < *n; ++k, x = next_of(x)) {
     spot at = {(int64_t)i, name, (int64_t)k};
-    json_t* x = json_array_get(a, k);
     if (!pairs) {
       if (read_value(r, &at, x, &(*v)[k], &(*c)[k]) != 0) return -1;
       continue;
     }
-    if (json_array_size(x) != 2 || !json_is_array(x))
-      return bad(r, &at, "an entry is [key, value]");
-    if (read_value(r, &at, json_array_get(x, 0), &(*v)[2 * k], &(*c)[2 * k]) != 0 ||
-        read_value(r, &at, json_array_get(x, 1), &(*v)[2 * k + 1], &(*c)[2 * k + 1]) != 0)
+    if (!is_a(x, pf_json_array) || x->n != 2) return bad(r, &at, "an entry is [key, value]");
+    if (read_value(r, &at, x + 1, &(*v)[k], &(*c)[k]) != 0 ||
+        read_value(r, &at, next_of(x + 1), &(*v)[*n + k], &(*c)[*n + k]) != 0)
       return -1;
   }
   return 0;
@@ -861,34 +873,20 @@ static int make_from_values(reader* r, size_t i) {
   int k = r->kind[i], pairs = pairs_of(k), rc;
   rc = read_values(r, i, pairs ? "entries" : "items", pairs, &v, &c, &n);
   if (rc == 0) {
-    /* Entries are read interleaved; the containers take keys and values
-     * apart: keys first, then values. */
-    if (pairs) {
-      PFValue* sv = pf_malloc(2 * n * sizeof(PFValue) + 1);
-      int* sc = pf_malloc(2 * n * sizeof(int) + 1);
-      if (!sv || !sc) rc = pf_oom(r->where);
-      for (size_t e = 0; rc == 0 && e < n; ++e) {
-        sv[e] = v[2 * e], sc[e] = c[2 * e];
-        sv[n + e] = v[2 * e + 1], sc[n + e] = c[2 * e + 1];
-      }
-      if (rc == 0) memcpy(v, sv, 2 * n * sizeof(PFValue)), memcpy(c, sc, 2 * n * sizeof(int));
-      pf_free(sv);
-      pf_free(sc);
-    }
     int64_t s = (int64_t)n;
-    if (rc == 0) switch (k) {
-        case K_ARRAY:
-          rc = PFArrayCreate(v, c, s, &r->objs[i]);
-          break;
-        case K_MAP:
-          rc = PFMapCreate(v, c, v + n, c + n, s, &r->objs[i]);
-          break;
-        case K_LIST:
-          rc = PFListExtend(r->objs[i], v, c, s);
-          break;
-        default: /* K_DICT */
-          rc = PFDictUpdate(r->objs[i], v, c, v + n, c + n, s);
-      }
+    switch (k) {
+      case K_ARRAY:
+        rc = PFArrayCreate(v, c, s, &r->objs[i]);
+        break;
+      case K_MAP:
+        rc = PFMapCreate(v, c, v + n, c + n, s, &r->objs[i]);
+        break;
+      case K_LIST:
+        rc = PFListExtend(r->objs[i], v, c, s);
+        break;
+      default: /* K_DICT */
+        rc = PFDictUpdate(r->objs[i], v, c, v + n, c + n, s);
+    }
     rc = in_node(r, i, rc);
   }
   pf_free(v);
@@ -925,8 +923,8 @@ static int make_shape(reader* r, size_t i) {
 }
 
 static int make_tensor(reader* r, size_t i) {
-  json_t* dt = member(r, i, "dtype", JSON_STRING);
-  json_t* data = dt ? member(r, i, "data", JSON_STRING) : NULL;
+  jv dt = member(r, i, "dtype", pf_json_str);
+  jv data = dt ? member(r, i, "data", pf_json_str) : NULL;
   int64_t* shape = NULL;
   size_t ndim, n = 0, want = 0;
   char* bytes;
@@ -934,7 +932,7 @@ static int make_tensor(reader* r, size_t i) {
   DLTensor t = {0};
   if (!data || read_ints(r, i, "shape", &shape, &ndim) != 0) return -1;
   int rc = 0;
-  if (PFDataTypeFromString(json_string_value(dt), &t.dtype) != 0)
+  if (PFDataTypeFromString(dt->v.s, &t.dtype) != 0)
     rc = bad(r, &(spot){(int64_t)i, "dtype", -1}, "not a data type");
   t.ndim = (int)ndim;
   t.shape = shape;
@@ -969,27 +967,30 @@ static int build(reader* r, size_t i) {
 
 /* Every field of instance node i from its "fields" object. */
 static int fill_instance(reader* r, size_t i) {
-  json_t* f = member(r, i, "fields", JSON_OBJECT);
+  jv f = member(r, i, "fields", pf_json_object);
   if (!f) return -1;
   uint32_t type;
   PFObjectGetTypeIndex(r->objs[i], &type);
   const PFObjectTypeInfo* info;
   PFObjectTypeGetInfo(type, &info);
   spot at = {(int64_t)i, "fields", -1};
-  if (json_object_size(f) != (size_t)info->num_fields) {
-    const char* key;
-    json_t* x;
-    json_object_foreach(f, key, x) {
+  if (f->n != (uint32_t)info->num_fields) {
+    jv key = f + 1;
+    for (uint32_t m = 0; m < f->n; ++m, key = next_of(key + 1)) {
       const PFFieldInfo* fi;
-      if (PFObjectTypeGetField(type, key, &fi) != 0) {
+      if (PFObjectTypeGetField(type, key->v.s, &fi) != 0) {
         PFErrorClear();
-        return bad(r, &at, "%s has no field '%s'", info->key, key);
+        return bad(r, &at, "%s has no field '%s'", info->key, key->v.s);
       }
     }
   }
+  /* The writer puts the fields in their order: look there first. */
+  jv in_order = f + 1;
   for (int32_t k = 0; k < info->num_fields; ++k) {
     const char* name = info->fields[k]->name;
-    json_t* x = json_object_get(f, name);
+    jv x =
+        (uint32_t)k < f->n && strcmp(in_order->v.s, name) == 0 ? in_order + 1 : member_of(f, name);
+    if ((uint32_t)k < f->n) in_order = next_of(in_order + 1);
     if (!x) return bad(r, &at, "no value for field '%s' of %s", name, info->key);
     PFValue v;
     int c;
@@ -1006,12 +1007,12 @@ static int create_mutable(reader* r, size_t i) {
   r->state[i] = BUILDING;
   if (r->kind[i] == K_LIST) return PFListCreate(NULL, NULL, 0, &r->objs[i]);
   if (r->kind[i] == K_DICT) return PFDictCreate(NULL, NULL, NULL, NULL, 0, &r->objs[i]);
-  json_t* key = member(r, i, "key", JSON_STRING);
+  jv key = member(r, i, "key", pf_json_str);
   uint32_t type;
-  if (!key || PFObjectTypeFind(json_string_value(key), &type) != 0) return -1;
+  if (!key || PFObjectTypeFind(key->v.s, &type) != 0) return -1;
   if (type == 0)
     return bad(r, &(spot){(int64_t)i, "key", -1}, "no object type is registered under the key '%s'",
-               json_string_value(key));
+               key->v.s);
   return in_node(r, i, PFObjectAlloc(type, &r->objs[i]));
 }
 
@@ -1021,20 +1022,20 @@ static int read_kinds(reader* r) {
       {"items"}, {"entries"}, {"dims"},         {"dtype", "shape", "data"},
       {"items"}, {"entries"}, {"key", "fields"}};
   for (size_t i = 0; i < r->n; ++i) {
-    json_t* node = json_array_get(r->nodes, i);
+    jv node = r->node[i];
     spot at = {(int64_t)i, NULL, -1};
-    const char* type = json_string_value(json_object_get(node, "type"));
-    if (!json_is_object(node) || !type) return bad(r, &at, "a node is an object with a \"type\"");
+    const char* type = str_of(member_of(node, "type"));
+    if (!type) return bad(r, &at, "a node is an object with a \"type\"");
     int k = 0;
     while (k < K_COUNT && strcmp(type, kind_names[k]) != 0) ++k;
     if (k == K_COUNT) return bad(r, &at, "unknown node type \"%s\"", type);
     r->kind[i] = (uint8_t)k;
     size_t want = 1;
     for (int m = 0; m < 3 && members[k][m]; ++m, ++want)
-      if (!json_object_get(node, members[k][m]))
+      if (!member_of(node, members[k][m]))
         return bad(r, &at, "a %s node needs \"%s\"", type, members[k][m]);
-    if (json_object_size(node) != want)
-      return bad(r, &at, "a %s node has %zu members, not %zu", type, json_object_size(node), want);
+    if (node->n != want)
+      return bad(r, &at, "a %s node has %u members, not %zu", type, (unsigned)node->n, want);
   }
   return 0;
 }
@@ -1043,33 +1044,33 @@ static int read_kinds(reader* r) {
  * value j (at `at`, in node `from`, or the root: from = -1) is; -1 for a
  * reference that is not to a node, or when fn fails. */
 typedef int (*ref_fn)(const reader* r, int64_t from, size_t to, void* ctx);
-static int visit_ref(const reader* r, const spot* at, json_t* j, ref_fn fn, void* ctx) {
-  json_t* n = json_object_size(j) == 1 ? json_object_get(j, "ref") : NULL;
+static int visit_ref(const reader* r, const spot* at, jv j, ref_fn fn, void* ctx) {
+  jv n = is_a(j, pf_json_object) && j->n == 1 ? member_of(j, "ref") : NULL;
   if (!n) return 0;
-  json_int_t i = json_integer_value(n);
-  if (!json_is_integer(n) || i < 0 || (size_t)i >= r->n) return bad_ref(r, at);
-  return fn(r, at->node, (size_t)i, ctx);
+  if (!int_in(n, 0, (int64_t)r->n - 1)) return bad_ref(r, at);
+  return fn(r, at->node, (size_t)n->v.i, ctx);
 }
 
 /* visit_ref for every reference that node i holds directly. */
 static int visit_refs(const reader* r, size_t i, ref_fn fn, void* ctx) {
-  json_t* node = json_array_get(r->nodes, i);
-  int k = r->kind[i];
-  const char* name = k == K_OBJECT ? "fields" : k == K_MAP || k == K_DICT ? "entries" : "items";
-  json_t *x, *m = json_object_get(node, name);
+  int k = r->kind[i], fields = k == K_OBJECT;
+  const char* name = fields ? "fields" : pairs_of(k) ? "entries" : "items";
+  jv m = member_of(r->node[i], name);
   spot at = {(int64_t)i, name, -1};
-  const char* key;
-  size_t e;
-  if (k == K_SHAPE || k == K_TENSOR) return 0;
-  if (k == K_OBJECT) {
-    json_object_foreach(m, key, x) if (visit_ref(r, &at, x, fn, ctx) != 0) return -1;
-    return 0;
-  }
-  json_array_foreach(m, e, x) {
+  if (k == K_SHAPE || k == K_TENSOR || !is_a(m, fields ? pf_json_object : pf_json_array))
+    return 0; /* a member of the wrong type is refused when the node is built */
+  jv x = m + 1;
+  for (uint32_t e = 0; e < m->n; ++e) {
+    if (fields) {
+      if (visit_ref(r, &at, x + 1, fn, ctx) != 0) return -1;
+      x = next_of(x + 1);
+      continue;
+    }
     at.index = (int64_t)e;
-    if (visit_ref(r, &at, pairs_of(k) ? json_array_get(x, 0) : x, fn, ctx) != 0 ||
-        (pairs_of(k) && visit_ref(r, &at, json_array_get(x, 1), fn, ctx) != 0))
+    if (visit_ref(r, &at, pairs_of(k) ? item_of(x, 0) : x, fn, ctx) != 0 ||
+        (pairs_of(k) && visit_ref(r, &at, item_of(x, 1), fn, ctx) != 0))
       return -1;
+    x = next_of(x);
   }
   return 0;
 }
@@ -1104,7 +1105,7 @@ static int mark_ref(const reader* r, int64_t from, size_t to, void* ctx) {
 
 /* Every node must be reachable from the root: a node that is not would be
  * built and dropped, and one in a cycle of its own would never be freed. */
-static int check_reachable(reader* r, json_t* root) {
+static int check_reachable(reader* r, jv root) {
   walk w;
   int rc = walk_init(r, &w);
   if (rc == 0) rc = visit_ref(r, &(spot){-1, NULL, -1}, root, mark_ref, &w);
@@ -1156,32 +1157,33 @@ static int check_acyclic(reader* r) {
 
 /* Reads the document's nodes and root into *out (a new reference for a
  * handle; str and bytes still in the document or scratch memory). */
-static int read_doc(reader* r, json_t* doc, PFValue* out, int* code) {
+static int read_doc(reader* r, jv doc, PFValue* out, int* code) {
   spot top = {-1, NULL, -1};
-  json_t* format = json_object_get(doc, "format");
-  json_t* version = json_object_get(doc, "version");
-  json_t* root = json_object_get(doc, "root");
-  r->nodes = json_object_get(doc, "nodes");
-  if (!json_is_object(doc) || json_object_size(doc) != 4 || !format || !version || !root ||
-      !r->nodes)
+  jv format = member_of(doc, "format");
+  jv version = member_of(doc, "version");
+  jv root = member_of(doc, "root");
+  jv nodes = member_of(doc, "nodes");
+  if (doc->n != 4 || !format || !version || !root || !nodes)
     return bad(r, &top,
                "a document is an object of exactly \"format\", \"version\", \"root\" and "
                "\"nodes\"");
-  if (!json_is_string(format) || strcmp(json_string_value(format), "packedfunc") != 0)
+  if (!is_a(format, pf_json_str) || strcmp(format->v.s, "packedfunc") != 0)
     return bad(r, &top, "\"format\" must be \"packedfunc\"");
-  if (!json_is_integer(version) || json_integer_value(version) != PF_JSON_FORMAT_VERSION)
+  if (!is_a(version, pf_json_int) || version->v.i != PF_JSON_FORMAT_VERSION)
     return bad(r, &top, "\"version\" %lld is not one this library reads (it reads version %d)",
-               json_is_integer(version) ? (long long)json_integer_value(version) : -1LL,
-               PF_JSON_FORMAT_VERSION);
-  if (!json_is_array(r->nodes)) return bad(r, &top, "\"nodes\" must be an array");
-  r->n = json_array_size(r->nodes);
+               is_a(version, pf_json_int) ? (long long)version->v.i : -1LL, PF_JSON_FORMAT_VERSION);
+  if (!is_a(nodes, pf_json_array)) return bad(r, &top, "\"nodes\" must be an array");
+  r->n = nodes->n;
   if ((int64_t)r->n > PF_JSON_MAX_NODES)
     return bad(r, &top, "%zu nodes, more than PF_JSON_MAX_NODES (%lld)", r->n,
                (long long)PF_JSON_MAX_NODES);
   r->objs = pf_calloc(r->n + 1, sizeof(PFObjectHandle));
   r->kind = pf_calloc(r->n + 1, 1);
   r->state = pf_calloc(r->n + 1, 1);
-  if (!r->objs || !r->kind || !r->state) return pf_oom(r->where);
+  r->node = pf_malloc((r->n + 1) * sizeof(jv));
+  if (!r->objs || !r->kind || !r->state || !r->node) return pf_oom(r->where);
+  jv x = nodes + 1;
+  for (size_t i = 0; i < r->n; ++i, x = next_of(x)) r->node[i] = x;
   if (read_kinds(r) != 0 || check_reachable(r, root) != 0) return -1;
   if ((r->flags & kPFJSONRefuseCycles) && check_acyclic(r) != 0) return -1;
   for (size_t i = 0; i < r->n; ++i)
@@ -1218,6 +1220,15 @@ static void reader_done(reader* r, int failed) {
   pf_free(r->objs);
   pf_free(r->kind);
   pf_free(r->state);
+  pf_free(r->node);
+}
+
+/* How often c occurs in s[0 .. n): memchr's vector scan, not a byte loop
+ * (which cost as much as parsing the text). */
+static int64_t count_byte(const char* s, size_t n, char c) {
+  int64_t k = 0;
+  for (const char* p = s; n && (p = memchr(p, c, (size_t)(s + n - p))) != NULL; ++p) ++k;
+  return k;
 }
 
 static int from_json(const char* where, const char* text, size_t len, uint32_t flags, PFValue* out,
@@ -1229,28 +1240,24 @@ static int from_json(const char* where, const char* text, size_t len, uint32_t f
     return PF_ERROR(kPFErrValueError,
                     "%s: a document of %zu bytes, longer than PF_JSON_MAX_SIZE (%zu)", where, len,
                     PF_JSON_MAX_SIZE);
-  int64_t containers = 0;
-  for (size_t i = 0; i < len; ++i) containers += text[i] == '{' || text[i] == '[';
+  int64_t containers = count_byte(text, len, '{') + count_byte(text, len, '[');
   if (containers > PF_JSON_MAX_CONTAINERS)
     return PF_ERROR(kPFErrValueError,
                     "%s: a document of %lld JSON objects and arrays, more than "
                     "PF_JSON_MAX_CONTAINERS (%lld)",
                     where, (long long)containers, (long long)PF_JSON_MAX_CONTAINERS);
-  json_error_t err;
-  json_t* doc = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err);
-  if (!doc)
-    return PF_ERROR(kPFErrValueError, "%s: not JSON: line %d, column %d (byte %d): %s", where,
-                    err.line, err.column, err.position, err.text);
+  pf_json_doc doc;
+  if (pf_json_parse(where, text, len, &doc) != 0) return -1;
   reader r = {.where = where, .flags = flags};
   PFValue v;
-  int code, rc = read_doc(&r, doc, &v, &code);
+  int code, rc = read_doc(&r, doc.tok, &v, &code);
   if (rc == 0 && (code == kPFStr || code == kPFBytes)) {
     const PFByteArray* b = v.v_handle;
     rc = code == kPFStr ? PFFuncReturnString(code, v.v_str, strlen(v.v_str), &v, &code)
                         : PFFuncReturnString(code, b->data, b->size, &v, &code);
   }
   reader_done(&r, rc != 0);
-  json_decref(doc);
+  pf_json_free(&doc);
   if (rc != 0) return -1;
   *out = v;
   *out_code = code;

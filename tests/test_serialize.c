@@ -513,7 +513,7 @@ static void test_hostile_documents(void** state) {
           "\"version\"");
   refused("{\"format\":\"packedfunc\",\"version\":1,\"root\":1,\"nodes\":{}}", kPFErrValueError,
           "\"nodes\" must be an array");
-  /* Duplicate members: jansson refuses them. */
+  /* Duplicate members are refused (json_parse.h). */
   refused(
       "{\"format\":\"packedfunc\",\"format\":\"packedfunc\",\"version\":1,\"root\":1,"
       "\"nodes\":[]}",
@@ -621,6 +621,88 @@ static void test_hostile_documents(void** state) {
   assert_pf_error(PFFromJSON("1", 1, &out, NULL), kPFErrTypeError, "'out_code'");
   assert_pf_error(PFFromJSON("1", PF_JSON_MAX_SIZE + 1, &out, &code), kPFErrValueError,
                   "longer than PF_JSON_MAX_SIZE");
+}
+
+/* The parser is strict (RFC 8259) and bounded, whatever the text: a
+ * value, or a ValueError naming where the text stops being JSON. */
+static void read_root(const char* root, PFValue* out, int* code) {
+  char doc[256];
+  snprintf(doc, sizeof(doc), DOC("%s", ""), root);
+  assert_pf_ok(PFFromJSON(doc, strlen(doc), out, code));
+}
+
+static void test_strict_json(void** state) {
+  (void)state;
+  PFValue v;
+  int code;
+  /* Escapes: a surrogate pair is one code point; a lone surrogate and
+   * \u0000 are not a str. */
+  read_root("\"\\ud83d\\ude00\\u00e9\\/\\t\"", &v, &code);
+  assert_int_equal(code, kPFStr);
+  assert_string_equal(v.v_str, "\xf0\x9f\x98\x80\xc3\xa9/\t");
+  refused(DOC("\"a\\ud800\"", ""), kPFErrValueError, "a high surrogate not followed by a low one");
+  refused(DOC("\"\\ud800\\u0041\"", ""), kPFErrValueError, "high surrogate");
+  refused(DOC("\"\\udc00\"", ""), kPFErrValueError, "a low surrogate without a high one");
+  refused(DOC("\"\\u12\"", ""), kPFErrValueError, "four hex digits");
+  refused(DOC("\"\\x\"", ""), kPFErrValueError, "unknown escape");
+  refused(DOC("\"a\tb\"", ""), kPFErrValueError, "control character");
+  refused(DOC("\"\xc0\xaf\"", ""), kPFErrValueError, "not UTF-8");
+  refused(DOC("\"\xed\xa0\x80\"", ""), kPFErrValueError, "not UTF-8");
+  refused("{\"format\":\"packedf", kPFErrValueError, "without its closing quote");
+  /* Numbers: exact int64 and float64, or refused. */
+  read_root("-9223372036854775808", &v, &code);
+  assert_int_equal(code, kPFInt);
+  assert_true(v.v_int64 == INT64_MIN);
+  read_root("9223372036854775807", &v, &code);
+  assert_true(v.v_int64 == INT64_MAX);
+  read_root("-0", &v, &code);
+  assert_int_equal(code, kPFInt);
+  assert_int_equal(v.v_int64, 0);
+  read_root("0.1", &v, &code);
+  assert_int_equal(code, kPFFloat);
+  assert_true(v.v_float64 == 0.1);
+  read_root("1E-400", &v, &code);
+  assert_true(v.v_float64 == 0.0);
+  read_root("-1.7976931348623157e308", &v, &code);
+  assert_true(v.v_float64 == -1.7976931348623157e308);
+  refused(DOC("9223372036854775808", ""), kPFErrValueError, "an integer outside int64");
+  refused(DOC("-9223372036854775809", ""), kPFErrValueError, "an integer outside int64");
+  refused(DOC("1e400", ""), kPFErrValueError, "outside float64's range");
+  static const char* const not_numbers[] = {"01", "1.", ".5", "-", "1e", "+1", "1.e5", "0x10"};
+  for (size_t i = 0; i < sizeof(not_numbers) / sizeof(not_numbers[0]); ++i) {
+    char doc[128];
+    snprintf(doc, sizeof(doc), DOC("%s", ""), not_numbers[i]);
+    refused(doc, kPFErrValueError, "not JSON");
+  }
+  /* Structure, with the place named. */
+  refused("{\"format\":\"packedfunc\",\n  \"version\":1,,", kPFErrValueError,
+          "not JSON: line 2, column 15 (byte 39): expected a string (an object's key)");
+  refused(DOC("1", "") " x", kPFErrValueError, "more text after the value");
+  refused(DOC("[1,]", ""), kPFErrValueError, "not JSON");
+  refused(DOC("[1 2]", ""), kPFErrValueError, "expected ',' or ']'");
+  refused(DOC("{\"a\" 1}", ""), kPFErrValueError, "expected ':'");
+  refused(DOC("tru", ""), kPFErrValueError, "not a value");
+  refused("{\"format\":\"packedfunc\"", kPFErrValueError, "expected ',' or '}'");
+  refused(DOC("nul", ""), kPFErrValueError, "not a value");
+  /* A key twice, in a small object and in a large one (sorted). */
+  refused(DOC("{\"ref\":0,\"ref\":0}", ""), kPFErrValueError, "duplicate object key");
+  refused(
+      DOC("{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"e\":0}", ""),
+      kPFErrValueError, "duplicate object key");
+  refused(
+      DOC("{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"j\":0}", ""),
+      kPFErrValueError, "exactly one member, not 10");
+  /* Nesting: no recursion on it, and a bound. */
+  size_t n = 100000;
+  char* doc = malloc(2 * n + 1);
+  memset(doc, '[', n);
+  memset(doc + n, ']', n);
+  doc[2 * n] = '\0';
+  refused(doc, kPFErrValueError, "more than 2048 arrays and objects nested");
+  doc[2048] = '\0';
+  memset(doc + 1024, ']', 1024);
+  refused(doc, kPFErrValueError, "a document is an object of exactly");
+  free(doc);
 }
 
 /* More nodes than PF_JSON_MAX_NODES are refused before any is built. */
@@ -853,6 +935,7 @@ int main(void) {
       cmocka_unit_test(test_what_cannot_be_written),
       cmocka_unit_test(test_deep_nesting_is_refused),
       cmocka_unit_test(test_hostile_documents),
+      cmocka_unit_test(test_strict_json),
       cmocka_unit_test(test_refuse_cycles),
       cmocka_unit_test(test_too_many_nodes),
       cmocka_unit_test(test_many_entries),

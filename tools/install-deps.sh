@@ -10,7 +10,7 @@ set -euo pipefail
 
 declare -A GROUPS_=(
   # The library, the pf command and the plugins.
-  [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev libxxhash-dev libjansson-dev
+  [build]="gcc make binutils pkg-config libffi-dev uthash-dev libdlpack-dev libxxhash-dev
            libzmq3-dev libmsgpack-dev"
   # The Python binding (python3-dev: the headers of its compiled fast path),
   # the demo, and its wheel (make wheel: pip, setuptools and wheel build it,

@@ -63,8 +63,12 @@ extern "C" {
  * parsed, one with more than PF_JSON_MAX_NODES nodes before any value is
  * built, and both directions refuse values nested deeper than
  * PF_JSON_MAX_DEPTH containers and instances (ValueError); so what a
- * hostile document costs is bounded. The parser (jansson) seeds its hash
- * tables per process and bounds nesting itself.
+ * hostile document costs is bounded. The parser is the library's own,
+ * strict (RFC 8259: UTF-8, \u escapes with surrogate pairs, ints exact in
+ * int64, other numbers the nearest float64) and iterative: it bounds
+ * nesting (2048 arrays and objects), refuses an object with a key twice
+ * (sorting large objects' keys, so no hash can be flooded), and takes
+ * at most 9 bytes of memory per byte of text, in two allocations.
  *
  * Threads. Both entry points are thread-safe. A List or Dict that another
  * thread changes meanwhile is read as one atomic snapshot, as
@@ -87,9 +91,7 @@ extern "C" {
 /* The longest document PFFromJSON reads, in bytes (64 MiB). */
 #define PF_JSON_MAX_SIZE ((size_t)1 << 26)
 /* The most JSON objects and arrays in one document, counted before it is
- * parsed (every '{' and '[' byte counts, also inside a string): a parsed
- * object costs a few hundred bytes, so this bounds what parsing any
- * document costs to about a gigabyte. */
+ * parsed (every '{' and '[' byte counts, also inside a string). */
 #define PF_JSON_MAX_CONTAINERS ((int64_t)1 << 22)
 
 /*
@@ -119,8 +121,11 @@ PF_EXPORT int PFToJSON(PFValue value, int code, const char** out, size_t* out_le
  * Errors (nothing is written; whatever was built is released):
  * NULL text with len > 0, NULL out or out_code (TypeError); len above
  * PF_JSON_MAX_SIZE, more than PF_JSON_MAX_CONTAINERS '{' and '[' bytes
- * (ValueError); text that is not JSON (ValueError naming the line,
- * column and byte position and the parser's reason); a document that is
+ * (ValueError); text that is not JSON, an object with a key twice, an
+ * int outside int64, a number outside float64's range, a \u escape that
+ * is a lone surrogate or \u0000, more than 2048 arrays and objects
+ * nested (ValueError "not JSON: line L, column C (byte B): REASON", the
+ * place being the end of the token that failed); a document that is
  * not of this format: a top-level value that is not an object, a missing
  * or unknown member, a "format" other than "packedfunc", a "version"
  * other than PF_JSON_FORMAT_VERSION, more than PF_JSON_MAX_NODES nodes, a

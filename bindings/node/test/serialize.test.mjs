@@ -45,6 +45,11 @@ test('errors name what is wrong', () => {
   assert.throws(() => pf.fromJSON('{not json'), (e) => e instanceof RangeError && e.kind === 'ValueError' &&
     /^PFFromJSON: not JSON: line 1, column 4/.test(e.message));
   assert.throws(() => pf.fromJSON('[1]'), (e) => e.kind === 'ValueError' && /a document is an object/.test(e.message));
+  // The text goes by its UTF-8 length, with no NUL: empty, and multi-byte.
+  assert.throws(() => pf.fromJSON(''), (e) => e.kind === 'ValueError' &&
+    /^PFFromJSON: not JSON: line 1, column 0 \(byte 0\)/.test(e.message));
+  assert.equal(pf.fromJSON(pf.toJSON('h\u00e9llo \u{1F600}')), 'h\u00e9llo \u{1F600}');
+  assert.throws(() => pf.fromJSON(`${pf.toJSON(1)} x`), (e) => /more text after the value/.test(e.message));
   const text = pf.toJSON(new Counter('c', 1)).replaceAll('demo.Counter', 'demo.NoSuchType');
   assert.throws(() => pf.fromJSON(text), (e) => e.kind === 'ValueError' &&
     /no object type is registered under the key 'demo\.NoSuchType'/.test(e.message));
