@@ -1421,6 +1421,12 @@ class class_ {
   static_assert(std::is_class_v<T>, "pf::class_<T>: T must be a class");
   static_assert(alignof(T) <= PF_OBJECT_DATA_ALIGN,
                 "pf::class_<T>: T's alignment exceeds PF_OBJECT_DATA_ALIGN");
+  // A finalizer runs when the last reference goes, from any host, with no
+  // caller to give an exception to: a destructor that may throw would end
+  // the process (std::terminate), so it is refused here.
+  static_assert(std::is_nothrow_destructible_v<T>,
+                "pf::class_<T>: T's destructor may throw (noexcept(false)); a finalizer has no "
+                "caller to throw to: make it noexcept");
   using info = detail::class_info<T>;
 
  public:
