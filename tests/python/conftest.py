@@ -57,6 +57,26 @@ if TESTLIB.pft_init() != 0:
     raise RuntimeError("pft_init failed: " + str(packedfunc._errors.last_error()))
 
 
+# The one rule for tests that run once rather than once per backend: a test
+# marked backend_independent checks what the backend in this process does
+# not change (a command run as a subprocess: its usage errors, or that two
+# commands write the same). make test runs it on the extension's run of the
+# suite; the ctypes run (PACKEDFUNC_BACKEND=ctypes) deselects it. A run
+# with the variable unset runs it.
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backend_independent: runs once: deselected when PACKEDFUNC_BACKEND=ctypes")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PACKEDFUNC_BACKEND") != "ctypes":
+        return
+    once = [item for item in items if item.get_closest_marker("backend_independent")]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if not item.get_closest_marker("backend_independent")]
+
+
 class _MallInfo2(ctypes.Structure):
     """glibc's struct mallinfo2 (malloc.h)."""
     _fields_ = [(name, ctypes.c_size_t) for name in (
