@@ -33,19 +33,21 @@ def run_json(cmd, env=None):
     return rows
 
 
-def callgrind_per_op(cmd, cases, n=20000, env=None):
-    """Instructions per operation of each of `cases`, from one run of `cmd`
-    (a program, or a command as a list, that takes --count CASE N
-    [CASE N...] and calls bench_count_mark() before each run and after the
-    last: a callgrind client request that writes a count and starts the
-    next) under callgrind. Each case
-    runs n / 10 times (a warm-up, not counted), n times and 2n times; its
-    figure is the difference of the last two, divided by n. Returns a dict
-    of case -> instructions."""
+def callgrind_per_op(cmd, cases, env=None):
+    """Instructions per operation of each case of `cases` (a dict case ->
+    n), from one run of `cmd` (a program, or a command as a list, that
+    takes --count CASE N [CASE N...] and calls bench_count_mark() before
+    each run and after the last: a callgrind client request that writes a
+    count and starts the next) under callgrind. Each case runs once (a
+    warm-up, not counted: the first call's lazy binding and one-time
+    allocations), n times and 2n times; its figure is the difference of
+    the last two, divided by n, which is exact for a case whose every
+    operation costs the same, whatever n is. Returns a dict of case ->
+    instructions."""
     cmd = cmd if isinstance(cmd, list) else [cmd]
     args = []
-    for case in cases:
-        args += [case, str(n // 10), case, str(n), case, str(2 * n)]
+    for case, n in cases.items():
+        args += [case, "1", case, str(n), case, str(2 * n)]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         subprocess.run(
@@ -53,7 +55,27 @@ def callgrind_per_op(cmd, cases, n=20000, env=None):
             capture_output=True, text=True, check=True, env=env)
         # Dump 1 is the start-up, dump k + 1 the k-th run.
         counts = [callgrind_total(f"{out}.{k + 2}") for k in range(3 * len(cases))]
-    return {case: (counts[3 * i + 2] - counts[3 * i + 1]) / n for i, case in enumerate(cases)}
+    return {case: (counts[3 * i + 2] - counts[3 * i + 1]) / n for i, (case, n) in enumerate(cases.items())}
+
+
+# Operations per count under callgrind: a C case runs 1% of its timed
+# loop (the row's "iters": 20,000 calls for a 2,000,000-call row, 20 for a
+# row whose operation is a loop of 1,000 items), which makes the figure of
+# a single-threaded case exact and keeps the two-thread rows' figures as
+# steady as they are; a Python case runs PY_COUNT_N calls.
+C_COUNT_SHARE = 100
+PY_COUNT_N = 20000
+
+
+def c_count_sizes(rows):
+    """{case: n} for the callgrind pass of bench_c's rows: each case (a
+    row's or its baseline's) at 1/C_COUNT_SHARE of the largest timed loop
+    it runs in."""
+    sizes = {}
+    for r in rows:
+        for case in (r["id"], r["base_id"]):
+            sizes[case] = max(sizes.get(case, 1), r["iters"] // C_COUNT_SHARE)
+    return dict(sorted(sizes.items()))
 
 
 def callgrind_total(path):
@@ -263,7 +285,7 @@ def run(args, progress):
     memory = [r for r in c_rows if "bytes" in r]
     rows = [r for r in c_rows if "ratio" in r]
     if not args.quick:
-        counted = callgrind_per_op(bench_c, sorted({c for r in rows for c in (r["id"], r["base_id"])}))
+        counted = callgrind_per_op(bench_c, c_count_sizes(rows))
         for r in rows:
             r["instr"] = (counted[r["id"]], counted[r["base_id"]])
     progress("bench_c")
@@ -292,7 +314,8 @@ def run(args, progress):
                 # One interpreter under callgrind for every counted row.
                 cases = [r["id"][:-len(backend) - 1] for r in counted_rows]
                 counted = callgrind_per_op([sys.executable, py],
-                                           [c + s for c in cases for s in ("", "_base")], env=env)
+                                           {c + s: PY_COUNT_N for c in cases for s in ("", "_base")},
+                                           env=env)
                 for r, case in zip(counted_rows, cases):
                     r["instr"] = (counted[case], counted[case + "_base"])
             rows += py_rows

@@ -105,8 +105,10 @@ $(PY_PKG_RPC_LIB): $(RPC_SHARED) | $(call DEPS_STAMP,python)
 	$(call quiet,CP) cp -f $(RPC_SHARED) $@.tmp && mv -f $@.tmp $@
 python: $(PY_PKG_RPC_LIB) $(PY_PKG_DIR)/libpackedfunc_rpc.so $(PY_PKG_DIR)/pkgconfig/packedfunc-rpc.pc
 
-# Both rpc tests run under ThreadSanitizer too (test_rpc's name does not
-# match the threaded-test patterns of mk/tests.mk, but it runs callbacks,
-# nested calls and CURVE handshakes across threads).
-TSAN_TESTS += $(BUILD)/tsan/tests/test_rpc
-test-tsan: $(BUILD)/tsan/tests/test_rpc
+# Every rpc test runs under ThreadSanitizer too (test_rpc's and
+# test_rpc_object_types' names do not match the threaded-test patterns of
+# mk/tests.mk, but they run callbacks, nested calls and CURVE handshakes
+# across threads, and servers on their own threads).
+RPC_TSAN_TESTS := $(addprefix $(BUILD)/tsan/tests/,test_rpc test_rpc_object_types)
+TSAN_TESTS += $(RPC_TSAN_TESTS)
+test-tsan: $(RPC_TSAN_TESTS)

@@ -26,17 +26,7 @@
 #include "internal.h" /* the wire's constants, for the raw peers */
 #include "packedfunc/rpc.h"
 #include "support/pf_test.h"
-
-#if defined(__SANITIZE_THREAD__)
-/* libzmq (and libsodium, which decrypts CURVE messages for it) is not
- * instrumented: its lock-free queues hand messages between
- * its own threads in ways ThreadSanitizer cannot see. Reports whose stacks
- * are inside it are not ours; every hand-off in rpc/ is a mutex. */
-__attribute__((visibility("default"))) const char* __tsan_default_suppressions(void);
-__attribute__((visibility("default"))) const char* __tsan_default_suppressions(void) {
-  return "called_from_lib:libzmq.so\nrace:libzmq.so\nrace:libsodium.so\n";
-}
-#endif
+#include "support/pf_zmq_tsan.h"
 
 #ifndef PF_TEST_CLI_REL
 #error "the Makefile passes PF_TEST_CLI_REL and PF_TEST_DEMO_PLUGIN"

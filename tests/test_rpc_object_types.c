@@ -24,6 +24,7 @@
 #include "internal.h" /* the wire's constants, for the raw peer */
 #include "packedfunc/rpc.h"
 #include "support/pf_test.h"
+#include "support/pf_zmq_tsan.h"
 
 typedef struct {
   int64_t n;

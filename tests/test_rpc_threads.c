@@ -20,24 +20,7 @@
 
 #include "packedfunc/rpc.h"
 #include "support/pf_test.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define PF_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PF_TSAN 1
-#endif
-#endif
-#ifdef PF_TSAN
-/* libzmq (and libsodium, which decrypts CURVE messages for it) is not
- * instrumented: its lock-free queues hand messages between
- * its own threads in ways ThreadSanitizer cannot see. Reports whose stacks
- * are inside it are not ours; every hand-off in rpc/ is a mutex. */
-const char* __tsan_default_suppressions(void);
-__attribute__((visibility("default"))) const char* __tsan_default_suppressions(void) {
-  return "called_from_lib:libzmq.so\nrace:libzmq.so\nrace:libsodium.so\n";
-}
-#endif
+#include "support/pf_zmq_tsan.h"
 
 #define NSERVERS 3
 

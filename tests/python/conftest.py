@@ -57,6 +57,47 @@ if TESTLIB.pft_init() != 0:
     raise RuntimeError("pft_init failed: " + str(packedfunc._errors.last_error()))
 
 
+# The one rule for tests that run once rather than once per backend: a test
+# marked backend_independent checks what the backend in this process does
+# not change (a command run as a subprocess: its usage errors, or that two
+# commands write the same). make test runs it on the extension's run of the
+# suite; the ctypes run (PACKEDFUNC_BACKEND=ctypes) deselects it. A run
+# with the variable unset runs it.
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backend_independent: runs once: deselected when PACKEDFUNC_BACKEND=ctypes")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PACKEDFUNC_BACKEND") != "ctypes":
+        return
+    once = [item for item in items if item.get_closest_marker("backend_independent")]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if not item.get_closest_marker("backend_independent")]
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (malloc.h)."""
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+_mallinfo2 = ctypes.CDLL(None).mallinfo2
+_mallinfo2.restype = _MallInfo2
+
+
+def malloc_in_use():
+    """The bytes that malloc has handed out and not had back, in every arena
+    (glibc's mallinfo2): what the C runtime holds, exactly. A leak check
+    compares it before and after a loop: unlike the process's RSS, it does
+    not move with pages that Python's own allocator or malloc keep cached,
+    so that a few thousand rounds show a leak of one small block each."""
+    info = _mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
 @pytest.fixture(scope="session")
 def mypy_cache(tmp_path_factory):
     """A mypy cache directory for the whole session: the first mypy run

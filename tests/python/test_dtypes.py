@@ -229,7 +229,7 @@ def test_bad_text_is_the_librarys_error():
 ALL_TEXTS = [n for n, _ in LONG_NAMES] + [s for s, _ in SHORT_NAMES]
 
 
-def test_no_leak_over_100000_dtype_conversions(echo):
+def test_no_leak_over_20000_dtype_conversions(echo):
     values = [pf.DataType(t) for t in ALL_TEXTS] + [np.dtype(t) for t in NUMPY_TYPES[:4]]
 
     def cycle(i):
@@ -245,11 +245,13 @@ def test_no_leak_over_100000_dtype_conversions(echo):
     gc.collect()
     objects_before = len(gc.get_objects())
     blocks_before = sys.getallocatedblocks()  # every Python allocation (tracemalloc is slow)
-    for i in range(100000):
+    for i in range(20000):
         cycle(i)
     gc.collect()
+    # A block leaked for one of the 48 values alone would be 400 blocks;
+    # without a leak this is a few dozen.
     assert len(gc.get_objects()) - objects_before < 100
-    assert sys.getallocatedblocks() - blocks_before < 1000
+    assert sys.getallocatedblocks() - blocks_before < 200
 
 
 @pytest.fixture

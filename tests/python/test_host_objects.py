@@ -72,7 +72,7 @@ def test_no_leak_over_many_round_trips(echo):
     obj = Thing()
     before = _hostobj.live_count()
     refs = sys.getrefcount(obj)
-    for _ in range(100_000):
+    for _ in range(2000):  # the counts below are exact: a leak shows at once
         assert echo(obj) is obj
     assert _hostobj.live_count() == before
     assert sys.getrefcount(obj) == refs

@@ -27,6 +27,8 @@ from hypothesis import strategies as st
 import packedfunc as pf
 from packedfunc import _callback, _hostobj
 
+from conftest import malloc_in_use
+
 if os.environ.get("PF_TESTLIB"):
     hypothesis.configuration.set_hypothesis_home_dir(
         os.path.join(os.path.dirname(os.environ["PF_TESTLIB"]), "hypothesis"))
@@ -414,19 +416,14 @@ def test_list_matches_a_list_under_any_changes(ops):
 
 # ---- leaks ---------------------------------------------------------------------------
 
-N_LEAK = 100000
-
-
-def _rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+N_LEAK = 4000
 
 
 def _leak_kinds(fn):
     """Each kind of conversion, as one call. The values are plain (the
     compiled backend's native paths); a C object leaked per call would
-    grow the process by megabytes over the loop, a wrapper leaked would
-    stay in the collector's list."""
+    hold hundreds of kilobytes of malloc's after the loop, a wrapper leaked
+    would stay in the collector's list."""
     echo = fn("echo")
     lst, d = pf.List([1, "s"]), pf.Dict({"k": b"v"})
     arr, m = echo([1, "s", 2.5, b"b", [3]]), echo({"a": 1, "b": "s", "c": [1]})
@@ -443,20 +440,21 @@ def _leak_kinds(fn):
     }
 
 
-def test_no_leak_over_100000_conversions_per_kind(fn):
+def test_no_leak_over_4000_conversions_per_kind(fn):
     kinds = _leak_kinds(fn)
     for run in kinds.values():
         for _ in range(1000):
             run()
     for name, run in kinds.items():
         gc.collect()
-        rss, objects = _rss_bytes(), len(gc.get_objects())
-        # ctypes converts in Python, ten times slower: a tenth of the loop.
-        for _ in range(N_LEAK if pf.backend == "cext" else N_LEAK // 10):
+        in_use, objects = malloc_in_use(), len(gc.get_objects())
+        for _ in range(N_LEAK):
             run()
         gc.collect()
         assert len(gc.get_objects()) - objects < 1000, name
-        assert _rss_bytes() - rss < 4 * 1024 * 1024, name
+        # Any block malloc hands out is at least 32 bytes: one a call
+        # leaked would be 128 KB; without a leak this is a few KB.
+        assert malloc_in_use() - in_use < 64 * 1024, name
 
 
 def test_no_host_object_leaks_through_lists_and_dicts(fn):

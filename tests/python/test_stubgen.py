@@ -92,6 +92,7 @@ def test_the_registrys_stub(unique_name):
         packedfunc.remove_global_func(name)
 
 
+@pytest.mark.backend_independent
 def test_the_command_and_pf_stubgen_write_the_same_stub(tmp_path):
     a, b = tmp_path / "a.pyi", tmp_path / "b.pyi"
     r = _stubgen(CXX_PLUGIN, "-o", str(a))
@@ -109,6 +110,7 @@ def test_the_command_and_pf_stubgen_write_the_same_stub(tmp_path):
     assert "\ndef clamp(x: float" in r.stdout
 
 
+@pytest.mark.backend_independent
 def test_the_commands_errors(tmp_path):
     r = _stubgen(str(tmp_path / "absent.so"))
     assert r.returncode == 1

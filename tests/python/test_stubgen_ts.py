@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 from packedfunc import _stubgen_ts
@@ -101,6 +103,7 @@ def test_names_and_docs_that_typescript_cannot_hold_as_they_are():
     assert [k for k, _ in skipped] == ["Types.X", "demo.class", "my-lib.Thing"]
 
 
+@pytest.mark.backend_independent
 def test_the_command_and_pf_stubgen_write_the_same_declarations(tmp_path):
     a, b = tmp_path / "a.d.ts", tmp_path / "b.d.ts"
     r = _stubgen("--lang", "ts", CXX_PLUGIN, "-o", str(a))
@@ -113,6 +116,7 @@ def test_the_command_and_pf_stubgen_write_the_same_declarations(tmp_path):
     assert a.read_text().startswith("// TypeScript declarations for the packedfunc module ")
 
 
+@pytest.mark.backend_independent
 def test_the_commands_errors_with_lang_ts(tmp_path):
     r = _stubgen("--lang", "ts", "--registry", "demo")
     assert r.returncode == 2
