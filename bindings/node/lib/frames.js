@@ -161,6 +161,6 @@ function pinCallsInProgress() {
 }
 
 module.exports = {
-  FRAME_ARGS, NFRAMES, Frame, frames, stack, releaseHandle, endCall, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
+  FRAME_ARGS, NFRAMES, Frame, frameBlock, frames, stack, releaseHandle, endCall, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
   pinKept, unpinnedCalls, pinCallsInProgress,
 };
