@@ -138,7 +138,15 @@ function jsCall(index) {
       r = fn(...slotArgs(off, n, copies));
       if (copies.length) writeBack(copies);
     }
-    setResult(index, off, r);
+    if (typeof r === 'number' && (r | 0) === r) { // an int32, the common result: written here
+      const w = off >> 2;
+      slots.i32[w + 6] = 0; // ret_owned
+      slots.i32[w + 4] = r;
+      slots.i32[w + 5] = r >> 31;
+      slots.i32[w + 1] = INT;
+    } else {
+      setResult(index, off, r);
+    }
     return 1;
   } catch (err) {
     return recordException(err);

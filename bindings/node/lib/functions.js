@@ -8,12 +8,12 @@
 const { api, helperApi, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall, lastError, nameArg } = require('./errors.js');
 const { readInt, writeInt, readPtr, writePtr } = require('./words.js');
-const { FRAME_ARGS, NFRAMES, frameBlock, frames, stack, releaseHandle, endCall, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
+const { FRAME_ARGS, NFRAMES, STATUS_OFF, frameBlock, frames, stack, releaseHandle, endCall, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
 const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
 const { info, levelOf } = require('./funcinfo.js');
 const { encode, hintsFor } = require('./encode.js');
 const { decode, adopters } = require('./decode.js');
-const { shared, hostFunction } = require('./held.js');
+const { hostFunction } = require('./held.js');
 const { custom } = require('./inspect.js');
 
 const { int: INT, float: FLOAT, bool: BOOL } = TYPE_CODES;
@@ -187,12 +187,9 @@ function callScalars(st, n, a0, a1, a2, a3) {
   if (fr.st !== st || fr.h !== h || st.th !== h) writeTarget(fr, st, h);
   FI32[(fr.off + 12) >> 2] = n;
   stack.depth = d + 1;
-  shared[0]++;
-  const rc = helperCall(fr.addr);
-  shared[0]--;
-  shared[1]++;
+  helperCall(fr.addrArg);
   try {
-    if (rc !== 0) throw lastError(levelOf(st), null);
+    if (FI32[(fr.off + STATUS_OFF) >> 2] !== 0) throw lastError(levelOf(st), null);
     const code = FI32[(fr.off + 8) >> 2];
     return code === INT ? readInt(frameBlock, fr.off) : decode(frameBlock, fr.off, code, false, null);
   } finally {
@@ -242,17 +239,15 @@ function dropFrame(fr) {
 
 // Calls the function of frame fr, whose arguments are written (ctx: what
 // their encoding made, or null), and returns its result.
-// The JavaScript thread counts itself as blocked in C meanwhile (for the
-// threads that wait for it, see src/pfnode.c). The koffi call does not
-// throw: its one argument is an address, and jsCall never throws.
+// The helper counts the JavaScript thread as blocked in C meanwhile (for
+// the threads that wait for it, see src/pfnode.c) and leaves the outcome
+// in the frame. The koffi call does not throw: its one argument is an
+// address, and jsCall never throws.
 function invoke(st, fr, ctx) {
   if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
-  shared[0]++;
-  const rc = helperApi.call(fr.addr);
-  shared[0]--;
-  shared[1]++;
+  helperCall(fr.addrArg);
   if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
-  if (rc !== 0) throw lastError(levelOf(st), hintsFor(ctx));
+  if (fr.blk.i32[(fr.off + STATUS_OFF) >> 2] !== 0) throw lastError(levelOf(st), hintsFor(ctx));
   const code = fr.blk.i32[(fr.off + 8) >> 2];
   if (code === INT) return readInt(fr.blk, fr.off);
   return decode(fr.blk, fr.off, code, false, null);

@@ -111,5 +111,11 @@ test('callbacks with up to three ints get them as numbers, others as the general
   assert.equal(testing.call(show, 1, 2.5), 'number:1,number:2.5');
   assert.equal(testing.call(show, 1, true, 'x'), 'number:1,boolean:true,string:x');
   assert.equal(testing.call((a, b) => a + b, 40, 2), 42);
+  // Results: an int32 is written on a path of its own; the others as before.
+  for (const r of [0, -1, 2 ** 31 - 1, -(2 ** 31), 2 ** 31, 2 ** 40, 1.5, NaN, true, null, 'x', 2n ** 62n]) {
+    assert.ok(Object.is(testing.call(() => r, 1, 2), r === null ? null : r), `a callback's result ${r}`);
+  }
+  assert.ok(Object.is(testing.call(() => -0, 1), 0)); // an int, as encode() gives it
+  assert.equal(testing.call(() => undefined, 1), null);
   assert.throws(() => testing.call(() => { throw new RangeError('nope'); }, 1, 2), /nope/);
 });
