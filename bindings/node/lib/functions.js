@@ -202,8 +202,9 @@ function callScalars(st, n, a0, a1, a2, a3) {
 // written. A frame is rewritten when its state or handle changes (a handle
 // alone could be a new function's at a freed one's address).
 function takeFrame(st, h, n) {
+  if (st.th !== h) resolve(st, h); // before a big frame is allocated: it may throw
   const fr = stack.depth < NFRAMES && n <= FRAME_ARGS ? frames[stack.depth] : bigFrame(n);
-  if (fr.st !== st || fr.h !== h || st.th !== h) writeTarget(fr, st, h);
+  if (fr.st !== st || fr.h !== h) writeTarget(fr, st, h);
   stack.depth++;
   fr.blk.i32[(fr.off + 12) >> 2] = n;
   return fr;
