@@ -184,14 +184,20 @@ function callScalars(st, n, a0, a1, a2, a3) {
   if (n > 1) putScalar(w, c, 1, a1, floats);
   if (n > 2) putScalar(w, c, 2, a2, floats);
   if (n > 3) putScalar(w, c, 3, a3, floats);
-  if (fr.st !== st || fr.h !== h || st.th !== h) writeTarget(fr, st, h);
+  if (fr.st !== st || fr.h !== h) writeTarget(fr, st, h);
   FI32[(fr.off + 12) >> 2] = n;
   stack.depth = d + 1;
   helperCall(fr.addrArg);
+  // The call ends (endCall) once its outcome is read; readInt cannot throw,
+  // so an int result needs no try/finally.
+  if (FI32[(fr.off + STATUS_OFF) >> 2] === 0 && FI32[(fr.off + 8) >> 2] === INT) {
+    const r = readInt(frameBlock, fr.off);
+    endCall();
+    return r;
+  }
   try {
     if (FI32[(fr.off + STATUS_OFF) >> 2] !== 0) throw lastError(levelOf(st), null);
-    const code = FI32[(fr.off + 8) >> 2];
-    return code === INT ? readInt(frameBlock, fr.off) : decode(frameBlock, fr.off, code, false, null);
+    return decode(frameBlock, fr.off, FI32[(fr.off + 8) >> 2], false, null);
   } finally {
     endCall();
   }
