@@ -2,6 +2,13 @@
 // against koffi's own calls of the same C code (bench/bench_pylib.c).
 //
 //     node bench/bench_node.mjs [--json] [--quick] [--trials N]
+//     node bench/bench_node.mjs --count ID N [ID N...]
+//
+// --count runs one side of a row N times, for each ID in order, and nothing
+// else, for callgrind (bench/report.py): ID is a row id, or the row id with
+// "_base" appended for its baseline. Before each run and after the last it
+// calls the C library's bench_count_mark(), which makes callgrind write a
+// count and start the next (as bench_python.py --count does).
 //
 // Rows (each a ratio taken trial by trial against a baseline in the same run):
 //   node_add       JS f(i, 2) of the packed C add (bench.add) vs koffi's
@@ -68,6 +75,9 @@ function measure(caseFn, baseFn, n, warm = Math.max(50000, n / 10)) {
   return [spread(a), spread(b), spread(a.map((x, i) => x / b[i]))];
 }
 
+// What the loops keep of each result. The call rows fold it in with ^,
+// which keeps it a small int: a sum would outgrow one and allocate a heap
+// number per call on both sides (and deoptimize the loop when it did).
 let sink = 0;
 const cb = (x, y) => x + y;
 const rawCb = koffi.register(cb, koffi.pointer(RawCb));
@@ -85,11 +95,11 @@ const graphTrips = (n) => Math.max(1, Math.round(n / GRAPH_NODES));
 // time has no ratio target (0).
 const rows = [
   ['node_add', 'JS f(i, 2) of a packed C add', "koffi's call of the raw C add (raw_add(i, 2))",
-    (n) => { for (let i = 0; i < n; i++) sink += add(i, 2); },
-    (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 1.5, 0, loops],
+    (n) => { for (let i = 0; i < n; i++) sink ^= add(i, 2); },
+    (n) => { for (let i = 0; i < n; i++) sink ^= rawAdd(i, 2); }, 1.5, 0, loops],
   ['node_typed_add', 'JS f(i, 2) of a typed C add (int64(int64,int64))', "koffi's call of the raw C add (raw_add(i, 2))",
-    (n) => { for (let i = 0; i < n; i++) sink += typedAdd(i, 2); },
-    (n) => { for (let i = 0; i < n; i++) sink += rawAdd(i, 2); }, 1.3, 0, loops],
+    (n) => { for (let i = 0; i < n; i++) sink ^= typedAdd(i, 2); },
+    (n) => { for (let i = 0; i < n; i++) sink ^= rawAdd(i, 2); }, 1.3, 0, loops],
   ['node_callback', 'C calls a JS callback, per call (bench.call_n)', "C calls koffi's own callback (raw_call_n)",
     (n) => { sink += callN(packedCb, n); },
     (n) => { sink += rawCallN(rawCb, n); }, 1.3, 0, loops],
@@ -106,6 +116,27 @@ const rows = [
     (n) => { for (let t = graphTrips(n); t > 0; t--) sink += JSON.parse(JSON.stringify(plainGraph)).length; },
     2, 0, quick ? GRAPH_NODES : 3 * GRAPH_NODES, GRAPH_NODES],
 ];
+const countAt = args.indexOf('--count');
+if (countAt >= 0) {
+  // One side of a row, N operations, for each ID: every ID is found before
+  // anything runs.
+  const spec = args.slice(countAt + 1);
+  if (spec.length === 0 || spec.length % 2) throw new Error('bench_node: --count takes pairs ID N');
+  const runs = [];
+  for (let k = 0; k < spec.length; k += 2) {
+    const base = spec[k].endsWith('_base');
+    const row = rows.find((r) => r[0] === (base ? spec[k].slice(0, -5) : spec[k]));
+    if (!row) throw new Error(`bench_node: no row ${spec[k]}`);
+    runs.push([base ? row[4] : row[3], Number(spec[k + 1])]);
+  }
+  const mark = lib.func('void bench_count_mark()');
+  for (const [run, n] of runs) {
+    mark();
+    run(n);
+  }
+  mark();
+  process.exit(0);
+}
 for (const [id, what, baseline, caseFn, baseFn, target, nsTarget, n, warm] of rows) {
   const [ns, baseNs, ratio] = measure(caseFn, baseFn, n, warm);
   const row = { id, what, base_id: `${id}_base`, baseline, ns, base_ns: baseNs, ratio, target, trials };

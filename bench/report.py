@@ -5,7 +5,8 @@
 
 Every figure is a ratio against a baseline measured in the same run (see
 bench_c.c and bench_python.py); callgrind instruction counts are added for
-the C rows, since they do not move with machine noise. --quick runs short
+the C rows and some Python and Node.js rows (PY_COUNTED, NODE_COUNTED),
+since they do not move with machine noise. --quick runs short
 trials, skips callgrind and the chart, and is what the test command runs so
 that the benchmarks never rot; it prints one line (a dot per benchmark
 program as it finishes, then the number of rows) and no verdicts: it checks
@@ -33,21 +34,21 @@ def run_json(cmd, env=None):
     return rows
 
 
-def callgrind_per_op(cmd, cases, env=None):
+def callgrind_per_op(cmd, cases, env=None, warm=1):
     """Instructions per operation of each case of `cases` (a dict case ->
     n), from one run of `cmd` (a program, or a command as a list, that
     takes --count CASE N [CASE N...] and calls bench_count_mark() before
     each run and after the last: a callgrind client request that writes a
-    count and starts the next) under callgrind. Each case runs once (a
-    warm-up, not counted: the first call's lazy binding and one-time
-    allocations), n times and 2n times; its figure is the difference of
-    the last two, divided by n, which is exact for a case whose every
-    operation costs the same, whatever n is. Returns a dict of case ->
-    instructions."""
+    count and starts the next) under callgrind. Each case runs `warm` times
+    (a warm-up, not counted: the first call's lazy binding and one-time
+    allocations; a JIT's compilation needs many), n times and 2n times; its
+    figure is the difference of the last two, divided by n, which is exact
+    for a case whose every operation costs the same, whatever n is.
+    Returns a dict of case -> instructions."""
     cmd = cmd if isinstance(cmd, list) else [cmd]
     args = []
     for case, n in cases.items():
-        args += [case, "1", case, str(n), case, str(2 * n)]
+        args += [case, str(warm), case, str(n), case, str(2 * n)]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         subprocess.run(
@@ -87,6 +88,14 @@ def callgrind_total(path):
 
 
 PY_BACKENDS = ("cext", "ctypes")
+
+# The Node.js rows that also get callgrind counts (issue 34's calls at
+# koffi's floor). V8 compiles a loop only after many runs, and on threads
+# of its own: the warm-up is long and node runs single-threaded, so that
+# the counted runs hold no compilation.
+NODE_COUNTED = ("node_add", "node_typed_add", "node_callback")
+NODE_COUNT_WARM = 100000
+NODE_COUNT_N = 20000
 
 # The Python rows that also get callgrind counts (issue 34's calls near
 # METH_FASTCALL, on the extension): a Python program under callgrind is
@@ -365,15 +374,25 @@ def rpc_rows(build, quick):
 
 def node_rows(build, quick):
     """The Node.js rows (bench_node.mjs): the JavaScript binding against
-    koffi's own call and callback of the same C code. `make bench` builds
-    the package first (make node)."""
+    koffi's own call and callback of the same C code, with callgrind counts
+    for NODE_COUNTED (not in a quick run). `make bench` builds the package
+    first (make node)."""
     script = os.path.join(HERE, "bench_node.mjs")
     env = dict(os.environ, BUILD=build,
                PACKEDFUNC_LIBRARY=os.path.abspath(os.path.join(build, "lib", "libpackedfunc.so.0")),
                PACKEDFUNC_NODE_HELPER=os.path.abspath(os.path.join(build, "node", "libpfnode.so")),
                PF_BENCHLIB=os.path.abspath(os.path.join(build, "bench", "libpf_benchlib.so")))
-    return run_json([os.environ.get("NODE", "node"), script, "--json"] + (["--quick"] if quick else []),
-                    env=env)
+    node = os.environ.get("NODE", "node")
+    rows = run_json([node, script, "--json"] + (["--quick"] if quick else []), env=env)
+    counted_rows = [r for r in rows if r["id"] in NODE_COUNTED and not quick]
+    if counted_rows:
+        counted = callgrind_per_op([node, "--single-threaded", script],
+                                   {r["id"] + s: NODE_COUNT_N for r in counted_rows
+                                    for s in ("", "_base")},
+                                   env=env, warm=NODE_COUNT_WARM)
+        for r in counted_rows:
+            r["instr"] = (counted[r["id"]], counted[r["id"] + "_base"])
+    return rows
 
 
 

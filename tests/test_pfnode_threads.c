@@ -290,7 +290,7 @@ static void start(worker* w) { assert_int_equal(pthread_create(&w->thread, NULL,
 static int group_setup(void** state) {
   (void)state;
   g_main = pthread_self();
-  if (pfnode_abi() != 4 || PFHostGateCreate(&g_gate) != 0) return -1;
+  if (pfnode_abi() != 5 || PFHostGateCreate(&g_gate) != 0) return -1;
   g_env = pfnode_init(js_call, js_release, g_gate);
   if (g_env == NULL) return -1;
   if (pfnode_slot_size() != (int32_t)sizeof(js_slot) || pfnode_max_depth() > 128 ||

@@ -42,6 +42,13 @@ function slotArgs(off, n, copies) {
   return args;
 }
 
+// Whether the n arguments in the slot at `off` are all ints (n <= 16).
+function intArgs(off, n) {
+  const c = (off + 192) >> 2;
+  for (let i = 0; i < n; i++) if (slots.i32[c + i] !== INT) return false;
+  return true;
+}
+
 // Writes a callback's result into its slot (see pfnode_slot).
 function setResult(index, off, r) {
   const w = off >> 2;
@@ -118,16 +125,28 @@ function jsCall(index) {
     const fn = heldValue(readInt(slots, off + 8));
     if (typeof fn !== 'function') throw new PackedFuncError('packedfunc: the JavaScript function of this packed function was released', 'RuntimeError');
     const n = slots.i32[off >> 2];
-    let copies = null;
     let r;
-    if (n === 0) {
-      r = fn();
+    if (n <= 3 && intArgs(off, n)) {
+      // The common callback: a few ints, passed as they are (no array, no
+      // spread, nothing to write back).
+      if (n === 0) r = fn();
+      else if (n === 1) r = fn(readInt(slots, off + 64));
+      else if (n === 2) r = fn(readInt(slots, off + 64), readInt(slots, off + 72));
+      else r = fn(readInt(slots, off + 64), readInt(slots, off + 72), readInt(slots, off + 80));
     } else {
-      copies = [];
+      const copies = [];
       r = fn(...slotArgs(off, n, copies));
+      if (copies.length) writeBack(copies);
     }
-    if (copies !== null && copies.length) writeBack(copies);
-    setResult(index, off, r);
+    if (typeof r === 'number' && (r | 0) === r) { // an int32, the common result: written here
+      const w = off >> 2;
+      slots.i32[w + 6] = 0; // ret_owned
+      slots.i32[w + 4] = r;
+      slots.i32[w + 5] = r >> 31;
+      slots.i32[w + 1] = INT;
+    } else {
+      setResult(index, off, r);
+    }
     return 1;
   } catch (err) {
     return recordException(err);

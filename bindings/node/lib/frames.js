@@ -1,22 +1,26 @@
 'use strict';
 // Call frames, and the memory a call takes beyond its frame. Private.
 //
-// A frame is a PFCallFrame, the called function's resolved target (the
+// A frame is a PFCallFrame, the called function's resolved target, the
+// counters of this thread's helper state and the call's outcome (the
 // helper's pfnode_frame: src/pfnode.c), then room for its arguments:
 //   0   PFCallFrame {ret_val, ret_type_code, num_args, func, args, type_codes}
 //   40  PFCallTarget {size, flags, entry, ctx}
-//   64  values[FRAME_ARGS]        192 codes[FRAME_ARGS]
-//   256 an arena: strings, PFByteArrays, DLTensors and their shapes
+//   64  shared (pfnode_shared*)   72 status   76 (reserved)
+//   80  values[FRAME_ARGS]        208 codes[FRAME_ARGS]
+//   272 an arena: strings, PFByteArrays, DLTensors and their shapes
 // Frames are a stack: a call takes the next one, so that a call made from
 // inside a callback has a frame of its own.
 
 const { koffi, api, allocBlock } = require('./library.js');
 const { markAsUntransferable } = require('node:worker_threads');
 const { writePtr, JsBlock } = require('./words.js');
+const { SHARED_ADDR } = require('./held.js');
 
 const FRAME_SIZE = 2048;
 const FRAME_ARGS = 16;
-const VALUES_OFF = 64;
+const VALUES_OFF = 80;
+const STATUS_OFF = 72;
 const NFRAMES = 128;
 const frameBlock = allocBlock(FRAME_SIZE * NFRAMES);
 
@@ -27,6 +31,12 @@ class Frame {
     this.blk = blk;
     this.off = off;
     this.addr = blk.addr + off;
+    // The address as the helper's calls take it, in a field that is not
+    // numbers only: V8 keeps such a field's number boxed, and a call passes
+    // the box, where a number beyond 2^31 read from a field of numbers is
+    // boxed anew (a heap allocation) for every call.
+    this.addrArg = null;
+    this.addrArg = this.addr;
     this.big = false;
     this.h = 0; // the function handle written in the frame, and its state (functions.js)
     this.st = null;
@@ -39,6 +49,7 @@ class Frame {
     this.pos = this.arenaStart;
     writePtr(blk, off + 24, blk.addr + this.valuesOff);
     writePtr(blk, off + 32, blk.addr + this.codesOff);
+    writePtr(blk, off + 64, SHARED_ADDR);
   }
 }
 
@@ -73,7 +84,7 @@ function endCall() {
 // A frame for many arguments, or for a call nested deeper than NFRAMES: C
 // memory of its own, freed with it.
 function bigFrame(n) {
-  const size = 64 + n * 12 + 8 + 4096;
+  const size = VALUES_OFF + n * 12 + 8 + 4096;
   const fr = new Frame(allocBlock(size), 0, n, size);
   fr.big = true;
   return fr;
@@ -161,6 +172,6 @@ function pinCallsInProgress() {
 }
 
 module.exports = {
-  FRAME_ARGS, NFRAMES, Frame, frames, stack, releaseHandle, endCall, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
+  FRAME_ARGS, NFRAMES, STATUS_OFF, Frame, frameBlock, frames, stack, releaseHandle, endCall, bigFrame, arenaAlloc, newCtx, releaseCtx, pin, viewAddress,
   pinKept, unpinnedCalls, pinCallsInProgress,
 };

@@ -7,16 +7,16 @@
 
 const { api, helperApi, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall, lastError, nameArg } = require('./errors.js');
-const { readInt, readPtr, writePtr } = require('./words.js');
-const { FRAME_ARGS, NFRAMES, frames, stack, releaseHandle, endCall, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
+const { readInt, writeInt, readPtr, writePtr } = require('./words.js');
+const { FRAME_ARGS, NFRAMES, STATUS_OFF, frameBlock, frames, stack, releaseHandle, endCall, bigFrame, newCtx, releaseCtx, unpinnedCalls } = require('./frames.js');
 const { kHandle, kState, registry, describe, liveHandle } = require('./wrappers.js');
 const { info, levelOf } = require('./funcinfo.js');
 const { encode, hintsFor } = require('./encode.js');
 const { decode, adopters } = require('./decode.js');
-const { shared, hostFunction } = require('./held.js');
+const { hostFunction } = require('./held.js');
 const { custom } = require('./inspect.js');
 
-const { int: INT } = TYPE_CODES;
+const { int: INT, float: FLOAT, bool: BOOL } = TYPE_CODES;
 
 // The prototype of every packed function wrapper (a callable JavaScript
 // function): PackedFunction below gives instanceof.
@@ -36,11 +36,11 @@ Object.defineProperty(functionProto, 'constructor', { value: PackedFunction });
 function adoptFunction(h) {
   const st = { h, info: undefined, ints: undefined, lookedUp: null, th: 0, entry: 0, ctx: 0, flags: 0 };
   // Named parameters and arguments.length, not a rest array: a call of up
-  // to four small ints allocates nothing (V8 does not materialize
-  // `arguments` for its length).
+  // to four numbers and booleans allocates nothing (V8 does not
+  // materialize `arguments` for its length).
   const f = function packedFunction(a0, a1, a2, a3) {
     const n = arguments.length;
-    if (n <= 4 && st.ints === true && smallInts(n, a0, a1, a2, a3)) return callSmallInts(st, n, a0, a1, a2, a3);
+    if (n <= 4 && scalars(n, a0, a1, a2, a3)) return callScalars(st, n, a0, a1, a2, a3);
     return callFunction(st, Array.prototype.slice.call(arguments));
   };
   Object.setPrototypeOf(f, functionProto);
@@ -128,31 +128,78 @@ function callFunction(st, args) {
   }
 }
 
-// Whether the first n of a0..a3 are int32 numbers.
-function smallInts(n, a0, a1, a2, a3) {
-  return (n < 1 || (typeof a0 === 'number' && (a0 | 0) === a0)) &&
-    (n < 2 || (typeof a1 === 'number' && (a1 | 0) === a1)) &&
-    (n < 3 || (typeof a2 === 'number' && (a2 | 0) === a2)) &&
-    (n < 4 || (typeof a3 === 'number' && (a3 | 0) === a3));
+const FI32 = frameBlock.i32;
+const FF64 = frameBlock.f64;
+const helperCall = helperApi.call;
+
+// Whether x is a number or a boolean that callScalars writes as encode()
+// would: any but an integer beyond 2^53 (whose note on failure encode()
+// makes).
+function scalar(x) {
+  if (typeof x === 'number') return (x | 0) === x || !Number.isInteger(x) || Number.isSafeInteger(x);
+  return typeof x === 'boolean';
 }
 
-// A call of up to four int32 arguments to a function that takes ints
-// (st.ints): nothing to encode, nothing to release.
-function callSmallInts(st, n, a0, a1, a2, a3) {
+// Whether the first n of a0..a3 are scalars.
+function scalars(n, a0, a1, a2, a3) {
+  return (n < 1 || scalar(a0)) && (n < 2 || scalar(a1)) && (n < 3 || scalar(a2)) && (n < 4 || scalar(a3));
+}
+
+// Writes scalar x as argument i of a call whose values start at word w of
+// the frames' block and codes at word c, as encode() would: a number as an
+// int64 when it is a safe integer and parameter i is not a float, else as
+// a float64.
+function putScalar(w, c, i, x, floats) {
+  if (typeof x === 'boolean') {
+    FI32[w + 2 * i] = x ? 1 : 0;
+    FI32[w + 2 * i + 1] = 0;
+    FI32[c + i] = BOOL;
+  } else if ((floats === null || floats[i] !== true) && Number.isSafeInteger(x)) {
+    if ((x | 0) === x) {
+      FI32[w + 2 * i] = x;
+      FI32[w + 2 * i + 1] = x >> 31;
+    } else {
+      writeInt(frameBlock, 4 * (w + 2 * i), x);
+    }
+    FI32[c + i] = INT;
+  } else {
+    FF64[(w >> 1) + i] = x;
+    FI32[c + i] = FLOAT;
+  }
+}
+
+// A call of up to four scalars (scalars()), the arguments of most calls of
+// typed functions: written straight into the next frame of the stack, with
+// nothing to encode, keep or release, and no allocation.
+function callScalars(st, n, a0, a1, a2, a3) {
   const h = st.h;
   if (!h) throw new TypeError('packedfunc: the function was disposed');
-  const fr = takeFrame(st, h, n);
+  const d = stack.depth;
+  if (d >= NFRAMES) return callFunction(st, [a0, a1, a2, a3].slice(0, n));
+  const floats = st.ints === true ? null : (info(st), st.info.floats);
+  const fr = frames[d];
+  const w = fr.valuesOff >> 2;
+  const c = fr.codesOff >> 2;
+  if (n > 0) putScalar(w, c, 0, a0, floats);
+  if (n > 1) putScalar(w, c, 1, a1, floats);
+  if (n > 2) putScalar(w, c, 2, a2, floats);
+  if (n > 3) putScalar(w, c, 3, a3, floats);
+  if (fr.st !== st || fr.h !== h) writeTarget(fr, st, h);
+  FI32[(fr.off + 12) >> 2] = n;
+  stack.depth = d + 1;
+  helperCall(fr.addrArg);
+  // The call ends (endCall) once its outcome is read; readInt cannot throw,
+  // so an int result needs no try/finally.
+  if (FI32[(fr.off + STATUS_OFF) >> 2] === 0 && FI32[(fr.off + 8) >> 2] === INT) {
+    const r = readInt(frameBlock, fr.off);
+    endCall();
+    return r;
+  }
   try {
-    const i32 = fr.blk.i32;
-    const w = fr.valuesOff >> 2;
-    const codes = fr.codesOff >> 2;
-    if (n > 0) { i32[w] = a0; i32[w + 1] = a0 >> 31; i32[codes] = INT; }
-    if (n > 1) { i32[w + 2] = a1; i32[w + 3] = a1 >> 31; i32[codes + 1] = INT; }
-    if (n > 2) { i32[w + 4] = a2; i32[w + 5] = a2 >> 31; i32[codes + 2] = INT; }
-    if (n > 3) { i32[w + 6] = a3; i32[w + 7] = a3 >> 31; i32[codes + 3] = INT; }
-    return invoke(st, fr, null);
+    if (FI32[(fr.off + STATUS_OFF) >> 2] !== 0) throw lastError(levelOf(st), null);
+    return decode(frameBlock, fr.off, FI32[(fr.off + 8) >> 2], false, null);
   } finally {
-    dropFrame(fr);
+    endCall();
   }
 }
 
@@ -161,20 +208,25 @@ function callSmallInts(st, n, a0, a1, a2, a3) {
 // written. A frame is rewritten when its state or handle changes (a handle
 // alone could be a new function's at a freed one's address).
 function takeFrame(st, h, n) {
-  if (st.th !== h) resolve(st, h);
+  if (st.th !== h) resolve(st, h); // before a big frame is allocated: it may throw
   const fr = stack.depth < NFRAMES && n <= FRAME_ARGS ? frames[stack.depth] : bigFrame(n);
+  if (fr.st !== st || fr.h !== h) writeTarget(fr, st, h);
   stack.depth++;
-  if (fr.st !== st || fr.h !== h) {
-    const blk = fr.blk;
-    writePtr(blk, fr.off + 16, h);
-    blk.u32[(fr.off + 44) >> 2] = (st.flags | fr.outer) >>> 0;
-    writePtr(blk, fr.off + 48, st.entry);
-    writePtr(blk, fr.off + 56, st.ctx);
-    fr.h = h;
-    fr.st = st;
-  }
   fr.blk.i32[(fr.off + 12) >> 2] = n;
   return fr;
+}
+
+// Writes h and its target (resolved first if st has not resolved h) into
+// frame fr.
+function writeTarget(fr, st, h) {
+  if (st.th !== h) resolve(st, h);
+  const blk = fr.blk;
+  writePtr(blk, fr.off + 16, h);
+  blk.u32[(fr.off + 44) >> 2] = (st.flags | fr.outer) >>> 0;
+  writePtr(blk, fr.off + 48, st.entry);
+  writePtr(blk, fr.off + 56, st.ctx);
+  fr.h = h;
+  fr.st = st;
 }
 
 // Resolves h's call target (PFFuncResolve) into st: valid while st holds h.
@@ -194,17 +246,15 @@ function dropFrame(fr) {
 
 // Calls the function of frame fr, whose arguments are written (ctx: what
 // their encoding made, or null), and returns its result.
-// The JavaScript thread counts itself as blocked in C meanwhile (for the
-// threads that wait for it, see src/pfnode.c). The koffi call does not
-// throw: its one argument is an address, and jsCall never throws.
+// The helper counts the JavaScript thread as blocked in C meanwhile (for
+// the threads that wait for it, see src/pfnode.c) and leaves the outcome
+// in the frame. The koffi call does not throw: its one argument is an
+// address, and jsCall never throws.
 function invoke(st, fr, ctx) {
   if (ctx !== null && ctx.keep.length) unpinnedCalls.push(ctx);
-  shared[0]++;
-  const rc = helperApi.call(fr.addr);
-  shared[0]--;
-  shared[1]++;
+  helperCall(fr.addrArg);
   if (ctx !== null && unpinnedCalls.at(-1) === ctx) unpinnedCalls.pop();
-  if (rc !== 0) throw lastError(levelOf(st), hintsFor(ctx));
+  if (fr.blk.i32[(fr.off + STATUS_OFF) >> 2] !== 0) throw lastError(levelOf(st), hintsFor(ctx));
   const code = fr.blk.i32[(fr.off + 8) >> 2];
   if (code === INT) return readInt(fr.blk, fr.off);
   return decode(fr.blk, fr.off, code, false, null);

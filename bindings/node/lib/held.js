@@ -61,9 +61,10 @@ function hostFunction(fn, ctx) {
   return h;
 }
 
-// The counters this thread shares with the helper (pfnode_shared): [0] the
-// synchronous calls into C in progress, [1] how many have returned.
-const shared = new Int32Array(koffi.view(helperApi.shared(ENV), 16));
+// The address of the counters this thread shares with the helper
+// (pfnode_shared), which the helper's pfnode_call keeps: every call frame
+// has it (frames.js).
+const SHARED_ADDR = helperApi.shared(ENV);
 
 // Other threads' calls wake the event loop through the helper's wake pipe,
 // read by a socket of Node.js's own (which owns the descriptor): Node.js
@@ -104,5 +105,5 @@ function setThreadCallTimeout(ms) {
 function heldCount() { return heldSize; }
 
 module.exports = {
-  heldValue, keep, heldCount, trampoline, ENV, shared, hostFunction, setThreadCallTimeout,
+  heldValue, keep, heldCount, trampoline, ENV, SHARED_ADDR, hostFunction, setThreadCallTimeout,
 };

@@ -42,7 +42,7 @@ const ROOT = path.resolve(PKG_DIR, '..', '..');
 const EXPECTED_MAJOR = 0;
 const EXPECTED_API_VERSION = 9;
 // The layout version of the helper's shared memory (PFNODE_ABI).
-const HELPER_ABI = 4;
+const HELPER_ABI = 5;
 
 function buildDirs() {
   const dirs = [];
@@ -245,7 +245,7 @@ const helperApi = {
   tensorCreate: H.func(`int pfnode_tensor_create(${P} env, int64_t key, ${P} spec, ${P} out)`),
   setTimeout: H.func(`int32_t pfnode_set_timeout_ms(${P} env, int32_t ms)`),
   shutdown: H.func(`void pfnode_shutdown(${P} env, const char* message)`),
-  call: H.func(`int32_t pfnode_call(${P} frame)`),
+  call: H.func(`void pfnode_call(${P} frame)`),
   asyncSize: H.func('int32_t pfnode_async_size()'),
   callAsync: H.func(`int32_t pfnode_call_async(${P} a)`),
   asyncClear: H.func(`void pfnode_async_clear(${P} a)`),

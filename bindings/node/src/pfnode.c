@@ -70,7 +70,7 @@
 
 /* The layout version of everything JavaScript reads here (lib/library.js
  * checks it). */
-#define PFNODE_ABI 4
+#define PFNODE_ABI 5
 /* Callbacks nested on the JavaScript thread, at most. */
 #define PFNODE_MAX_DEPTH 128
 /* Arguments copied into a slot; more are read through the slot's pointers. */
@@ -95,9 +95,10 @@ typedef struct {
 } pfnode_slot;
 _Static_assert(sizeof(pfnode_slot) == 256, "pfnode_slot layout");
 
-/* What JavaScript and the waiting threads share; JavaScript writes the
- * first two words around every synchronous call into C that may block,
- * the helper the other two (atomically: count_add). */
+/* What the JavaScript thread and the waiting threads share: pfnode_call
+ * writes the first two words, on the JavaScript thread, around every
+ * synchronous call of a packed function; the helper writes the other two
+ * (atomically: count_add). */
 typedef struct {
   int32_t sync_depth;   /* synchronous calls into C in progress on the JS thread */
   int32_t sync_returns; /* incremented as each returns: progress */
@@ -131,7 +132,7 @@ PFNODE_EXPORT int32_t pfnode_max_depth(void);
 PFNODE_EXPORT void* pfnode_shared_state(pfnode_env* env);
 PFNODE_EXPORT int32_t pfnode_set_timeout_ms(pfnode_env* env, int32_t ms);
 PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message);
-PFNODE_EXPORT int32_t pfnode_call(pfnode_frame* fr);
+PFNODE_EXPORT void pfnode_call(pfnode_frame* fr);
 PFNODE_EXPORT int32_t pfnode_async_size(void);
 PFNODE_EXPORT int32_t pfnode_call_async(pfnode_async* a);
 PFNODE_EXPORT void pfnode_async_clear(pfnode_async* a);
@@ -756,10 +757,13 @@ PFNODE_EXPORT void pfnode_shutdown(pfnode_env* env, const char* message) {
  * frame of its outermost call, which has no C code below it. */
 #define PFNODE_TARGET_OUTER 0x80000000u
 struct pfnode_frame {
-  PFCallFrame call;    /*  0: 40 bytes */
-  PFCallTarget target; /* 40: 24 bytes */
+  PFCallFrame call;      /*  0: 40 bytes */
+  PFCallTarget target;   /* 40: 24 bytes */
+  pfnode_shared* shared; /* 64: the calling env's counters (written once per frame) */
+  int32_t status;        /* 72: the call's outcome: 0, or -1 with the error recorded */
+  int32_t reserved;      /* 76 */
 };
-_Static_assert(sizeof(pfnode_frame) == 64, "pfnode_frame layout (lib/frames.js)");
+_Static_assert(sizeof(pfnode_frame) == 80, "pfnode_frame layout (lib/frames.js)");
 
 /* lib/functions.js calls every function here, through its target (with no
  * error standing, PFErrorGetKind costs a few instructions, so the guard
@@ -771,7 +775,7 @@ _Static_assert(sizeof(pfnode_frame) == 64, "pfnode_frame layout (lib/frames.js)"
  * JavaScript has read already and which nobody below it waits on; a
  * nested one leaves it to PFFuncCall, which tells them apart. The
  * adapter of a setter-convention callee tells them apart itself. */
-PFNODE_EXPORT int32_t pfnode_call(pfnode_frame* fr) {
+static int call_frame(pfnode_frame* fr) {
   PFCallFrame* c = &fr->call;
   uint32_t flags = fr->target.flags;
   if (!(flags & kPFTargetAdapter) && PFErrorGetKind()[0] != '\0') {
@@ -787,6 +791,20 @@ PFNODE_EXPORT int32_t pfnode_call(pfnode_frame* fr) {
                      name ? name : "<anonymous>", rc);
   }
   return rc;
+}
+
+/* The call of a frame, for JavaScript: the outcome goes to fr->status and
+ * the call counts as one of the JavaScript thread's synchronous calls into
+ * C (pfnode_shared, which threads waiting for that thread read) while it
+ * runs. It returns nothing, which koffi converts for free. Only the
+ * JavaScript thread writes these two counters, so plain relaxed stores
+ * do. */
+PFNODE_EXPORT void pfnode_call(pfnode_frame* fr) {
+  pfnode_shared* sh = fr->shared;
+  count_set(&sh->sync_depth, __atomic_load_n(&sh->sync_depth, __ATOMIC_RELAXED) + 1);
+  fr->status = call_frame(fr);
+  count_set(&sh->sync_depth, __atomic_load_n(&sh->sync_depth, __ATOMIC_RELAXED) - 1);
+  count_set(&sh->sync_returns, __atomic_load_n(&sh->sync_returns, __ATOMIC_RELAXED) + 1);
 }
 
 /* ---- calls made off the JavaScript thread (callAsync) --------------------- */
