@@ -69,7 +69,6 @@ function setResult(index, off, r) {
     throw new TypeError('packedfunc: a JavaScript function called from C returned a Promise; C needs ' +
       'the value itself (make the function synchronous)');
   }
-  const ctx = newCtx(null);
   let code;
   if (typeof r === 'function' && r[kHandle] === undefined) {
     writePtr(slots, off + 16, hostFunction(r, null));
@@ -97,6 +96,7 @@ function setResult(index, off, r) {
     slots.i32[w + 6] = 1;
     code = OBJECT;
   } else {
+    const ctx = newCtx(null);
     try {
       code = encode(r, slots, off + 16, ctx, 'the callback\'s result');
       if (ctx.release.length) {

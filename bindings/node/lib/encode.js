@@ -8,7 +8,7 @@ const { api, scratch, TYPE_CODES } = require('./library.js');
 const { checkCall } = require('./errors.js');
 const { DataType, Device, OpaqueHandle } = require('./types.js');
 const { writeInt, readPtr, writePtr, JsBlock } = require('./words.js');
-const { arenaAlloc, viewAddress, newCtx } = require('./frames.js');
+const { arenaAlloc, viewAddress, newCtx, releaseCtx } = require('./frames.js');
 const { kHandle, what, describe, liveHandle } = require('./wrappers.js');
 const { TensorArg, writeDLTensor } = require('./tensors.js');
 const { floatParam } = require('./funcinfo.js');
@@ -255,8 +255,13 @@ function makeMap(x, ctx, pos) {
 function valueArg(x, pos) {
   const jb = new JsBlock(8);
   const ctx = newCtx(null);
-  const code = encode(x, jb, 0, ctx, pos);
-  return [jb.u64[0], code, ctx];
+  try {
+    const code = encode(x, jb, 0, ctx, pos);
+    return [jb.u64[0], code, ctx];
+  } catch (err) {
+    releaseCtx(ctx); // the caller releases it only on success
+    throw err;
+  }
 }
 
 module.exports = {

@@ -61,24 +61,33 @@ frames[0].outer = 0x80000000;
 const stack = { depth: 0 }; // how many of `frames` calls use now
 
 // The references that dispose() gave up while a synchronous call was in
-// progress (from a callback that C calls meanwhile): a call in progress may
-// still use the object, its own function or an argument, so each goes when
-// the outermost call ends (endCall).
+// progress (from a callback that C calls meanwhile), or while a value was
+// being encoded for C (a getter of a plain object): a call in progress may
+// still use the object, its own function or an argument, and an encoding
+// has written handles that C is still to read, so each goes when the
+// outermost call and the last synchronous encoding end (endCall,
+// releaseCtx).
 const disposedInCall = [];
+let encodings = 0; // synchronous contexts (newCtx(null)) not yet released
 
-// Releases a wrapper's reference (dispose()): at once, or at the end of the
-// outermost call in progress.
+// Releases a wrapper's reference (dispose()): at once, or when the calls
+// and encodings in progress end.
 function releaseHandle(h) {
-  if (stack.depth > 0) disposedInCall.push(h);
+  if (stack.depth > 0 || encodings > 0) disposedInCall.push(h);
   else api.PFObjectFree(h);
+}
+
+function releaseDisposed() {
+  if (stack.depth === 0 && encodings === 0 && disposedInCall.length !== 0) {
+    for (const h of disposedInCall.splice(0)) api.PFObjectFree(h);
+  }
 }
 
 // Ends a synchronous call (of `frames`' stack): the references disposed
 // during the outermost one go now.
 function endCall() {
-  if (--stack.depth === 0 && disposedInCall.length !== 0) {
-    for (const h of disposedInCall.splice(0)) api.PFObjectFree(h);
-  }
+  --stack.depth;
+  releaseDisposed();
 }
 
 // A frame for many arguments, or for a call nested deeper than NFRAMES: C
@@ -108,14 +117,25 @@ function arenaAlloc(ctx, size) {
 // What one encoding needs beyond the frame: objects to keep alive until the
 // call returns, references to drop after it (host functions and containers
 // made for the call).
+// A context without a frame is a synchronous encoding (convert, a
+// container's items, a callback's result, toJSON): disposes wait for its
+// release, which every caller owes in a `finally`. A call's context (with
+// its frame) is covered by the call itself, or belongs to a callAsync,
+// whose handles async.js holds.
 function newCtx(frame) {
-  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null, hints: null };
+  if (frame === null) encodings++;
+  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null, hints: null, open: true };
 }
 
 function releaseCtx(ctx) {
   for (const h of ctx.release) api.PFObjectFree(h);
   ctx.release.length = 0;
   if (ctx.copies !== null) copyBack(ctx);
+  if (ctx.frame === null && ctx.open) {
+    ctx.open = false;
+    encodings--;
+    releaseDisposed();
+  }
 }
 
 // ---- memory that C uses: pinned or copied -------------------------------------------

@@ -166,3 +166,27 @@ test('an object disposed during a method call on it is released when the call en
   assert.equal(noteCall(note, () => { note.dispose(); return 0; }), 9);
   assert.throws(() => note.text, /disposed/);
 });
+
+test('an object disposed while the value holding it is encoded lives until C has made it', () => {
+  // A getter met later in the value disposes an instance encoded before
+  // it: its reference goes when the encoding ends, not while C still has
+  // to read it (before: PFArrayCreate / PFListCreate were given a freed
+  // handle, an error at best and another object's at worst).
+  const { 'demo.Counter': Counter } = pf.loadModule(DEMO_PLUGIN).types;
+  const withLateDispose = (c) => [c, { get late() { c.dispose(); return 1; } }];
+  const ways = {
+    convert: (v) => pf.convert(v),
+    'List.of': (v) => pf.List.of(v),
+    'List.append': (v) => { const l = pf.List.of([]); l.append(v); return l.at(0); },
+    'Dict.set': (v) => { const d = pf.Dict.of({}); d.set('k', v); return d.get('k'); },
+    'Dict.of': (v) => pf.Dict.of({ k: v }).get('k'),
+  };
+  for (const [way, make] of Object.entries(ways)) {
+    const c = new Counter(way, 3);
+    const made = make(withLateDispose(c));
+    assert.equal(c.handle, 0, way);
+    assert.equal(made.at(0).name, way, way);
+    assert.equal(made.at(0).count, 3, way);
+    assert.equal(made.at(1).get('late'), 1, way);
+  }
+});
