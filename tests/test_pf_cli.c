@@ -125,6 +125,12 @@ static void test_describe(void** state) {
   expect(&r, 0, "name: p.neg\ndefined as: neg\nsignature: int64(int64)\ndoc: Negates.\n", "");
   run(&r, "describe", "no.such", NULL);
   expect(&r, 1, "", "pf: KeyError: no function or object type named 'no.such' is registered\n");
+  /* A function registered non-blocking says so (PF_REGISTER_FLAGS,
+   * PF_NONBLOCKING); one without the flag prints no such line. */
+  run(&r, "--load", MODS "/mod_nonblocking.so", "describe", "nb.flagged", NULL);
+  expect(&r, 0, "name: nb.flagged\nsignature: int32()\nflags: non-blocking\ndoc: (none)\n", "");
+  run(&r, "--load", MODS "/mod_nonblocking.so", "describe", "nb.released", NULL);
+  expect(&r, 0, "name: nb.released\nsignature: int32()\ndoc: (none)\n", "");
 }
 
 /* Element types, optional and union show in describe, and a call checks

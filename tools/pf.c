@@ -546,6 +546,9 @@ static int cmd_describe(FILE* out, FILE* err, const char* name) {
   fprintf(out, "name: %s\n", name);
   if (own != NULL && strcmp(own, name) != 0) fprintf(out, "defined as: %s\n", own);
   fprintf(out, "signature: %s\n", sig ? sig : "(packed: any arguments)");
+  uint32_t flags = 0; /* kPFFuncNonBlocking: hosts may keep their lock around it */
+  if (PFFuncGetFlags(f, &flags) == 0 && (flags & kPFFuncNonBlocking))
+    fputs("flags: non-blocking\n", out);
   fprintf(out, "doc: %s\n", doc ? doc : "(none)");
   PFFuncFree(f);
   return PF_EXIT_OK;
