@@ -34,9 +34,9 @@ def test_keyboard_interrupt_stops_c_loop(fn, sigint_raises):
     poll = fn("poll_signals")
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
-    timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
+            timer.start()  # inside: a stalled main thread may take it at once
             poll(20000)  # would poll for 20 s
     finally:
         timer.cancel()
@@ -56,9 +56,9 @@ def test_custom_signal_handler_exception_kind(fn):
 
     old = signal.signal(signal.SIGUSR1, handler)
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
-    timer.start()
     try:
         with pytest.raises(Stop):
+            timer.start()
             fn("poll_signals")(20000)
     finally:
         timer.cancel()
