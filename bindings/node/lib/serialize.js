@@ -6,26 +6,22 @@
 const { koffi, api, scratch } = require('./library.js');
 const { checkCall, nameArg } = require('./errors.js');
 const { readPtr } = require('./words.js');
-const { releaseCtx, stack, endCall } = require('./frames.js');
+const { releaseCtx } = require('./frames.js');
 const { valueArg } = require('./encode.js');
 const { cString, scratchItem } = require('./decode.js');
 
 // The JSON text of any value that crosses to C (PFToJSON). Encoding the
 // value may run JavaScript (a getter of a plain object) that disposes an
 // object encoded before it, whose handle C is still to read: as during a
-// call, a dispose() meanwhile frees it only when toJSON returns.
+// call, a dispose() meanwhile frees it only when the encoding's context is
+// released (frames.js), after PFToJSON returns.
 function toJSON(value) {
-  stack.depth++;
+  const [raw, code, ctx] = valueArg(value, 'the value given to toJSON');
   try {
-    const [raw, code, ctx] = valueArg(value, 'the value given to toJSON');
-    try {
-      checkCall(api.PFToJSON(raw, code, scratch.addr, scratch.addr + 8));
-      return cString(readPtr(scratch, 0), readPtr(scratch, 8));
-    } finally {
-      releaseCtx(ctx);
-    }
+    checkCall(api.PFToJSON(raw, code, scratch.addr, scratch.addr + 8));
+    return cString(readPtr(scratch, 0), readPtr(scratch, 8));
   } finally {
-    endCall();
+    releaseCtx(ctx);
   }
 }
 
