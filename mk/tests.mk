@@ -84,7 +84,7 @@ MOD_FIXTURES := $(addprefix $(MOD_DIR)/,mod_basic.so mod_other.so mod_multi.so m
                   mod_badsig.so mod_plain.so mod_depends.so mod_echo.so mod_owner.so \
                   mod_junk.so mod_badname.so mod_badcode.so mod_badprepack.so \
                   mod_types.so mod_types_clash.so mod_badtype.so mod_badaccessor.so mod_pyobj.so \
-                  mod_cxx.so mod_elements.so mod_cxx_layer.so mod_stale.so \
+                  mod_badprepare.so mod_cxx.so mod_elements.so mod_cxx_layer.so mod_stale.so \
                   mod_nonblocking.so mod_badflags.so mod_stale_method.so mod_meddle.so)
 modules: $(PF_TOOL) $(DEMO_PLUGIN) $(MOD_FIXTURES)
 

@@ -28,6 +28,7 @@ int PFGetStructSize(const char* name, size_t* out) {
       {"PFFieldDesc", sizeof(PFFieldDesc)},
       {"PFMethodDesc", sizeof(PFMethodDesc)},
       {"PFObjectTypeDesc2", sizeof(PFObjectTypeDesc2)},
+      {"PFObjectTypeDesc3", sizeof(PFObjectTypeDesc3)},
       {"PFAccessorDesc", sizeof(PFAccessorDesc)},
       {"PFObjectTypeInfo", sizeof(PFObjectTypeInfo)},
       {"PFFieldInfo", sizeof(PFFieldInfo)},

@@ -47,6 +47,9 @@ int pf_module_check_type(const char* where, const char* origin, size_t index,
   if (!strings_ok(segs, head, 3)) return outside(where, origin, index, "key, parent or doc", td);
   if (!code_ok(segs, pf_code_addr((void (*)(void))td->finalizer)))
     return not_code(where, origin, index, "finalizer", pf_code_addr((void (*)(void))td->finalizer));
+  PFObjectPrepare prepare = pf_desc_prepare(td);
+  if (!code_ok(segs, pf_code_addr((void (*)(void))prepare)))
+    return not_code(where, origin, index, "prepare hook", pf_code_addr((void (*)(void))prepare));
   /* Counts out of range and NULL arrays are the registration's to report. */
   int nf = td->num_fields, nm = td->num_methods;
   if (nf > 0 && nf <= PF_OBJECT_TYPE_MAX_MEMBERS && td->fields != NULL) {

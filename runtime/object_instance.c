@@ -142,11 +142,16 @@ static void field_what(const pf_instance* in, const pf_field* f, char* buf, size
   buf[k] = '\0';
 }
 
+/* 1 when code that ran since the thread's error generation was `gen`
+ * recorded an error. */
+static int recorded_since(uint64_t gen) {
+  return pf_hot.err_gen != gen && PFErrorGetKind()[0] != '\0';
+}
 /* An accessor's -1: its error, or a RuntimeError when it recorded none
  * (`gen`: the thread's error generation before it ran). */
 static int accessor_failed(const char* where, const pf_instance* in, const pf_field* f,
                            const char* which, uint64_t gen) {
-  if (pf_hot.err_gen != gen && PFErrorGetKind()[0] != '\0') return -1;
+  if (recorded_since(gen)) return -1;
   char what[PF_OBJECT_TYPE_KEY_MAX * 2 + 32];
   field_what(in, f, what, sizeof(what));
   return PF_ERROR(kPFErrRuntimeError, "%s: the %s of %s failed without recording an error", where,
@@ -301,6 +306,34 @@ static void field_name(const void* ctx, char* who, size_t wn, char* what, size_t
 static int field_store(const char* where, const char* what, pf_instance* in, const pf_field* f,
                        const PFValue* v, int code);
 
+/* A short text of an accessor field's value, for a message. */
+static void value_text(int code, const PFValue* v, char* buf, size_t n) {
+  if (code == kPFInt) snprintf(buf, n, "%lld", (long long)v->v_int64);
+  else if (code == kPFFloat) snprintf(buf, n, "%.17g", v->v_float64);
+  else if (code == kPFBool) snprintf(buf, n, "%s", v->v_int64 ? "true" : "false");
+  else if (code == kPFStr) snprintf(buf, n, "'%.60s'", v->v_str);
+  else snprintf(buf, n, "another %s", PFTypeCodeName(code));
+}
+
+/* A read-only accessor field that a rebuilt instance computes itself: its
+ * getter must give `v` (the document's value, converted). */
+static int accessor_agrees(const char* where, const char* what, const pf_instance* in,
+                           const pf_field* f, const PFValue* v, int code) {
+  PFValue got;
+  int got_code, eq = 0;
+  if (accessor_read(where, in, f, &got, &got_code) != 0 ||
+      PFStructuralEqual(*v, code, got, got_code, &eq) != 0)
+    return -1;
+  if (eq) return 0;
+  char want[96], have[96];
+  value_text(code, v, want, sizeof(want));
+  value_text(got_code, &got, have, sizeof(have));
+  return PF_ERROR(kPFErrValueError,
+                  "%s: %s is read-only (an accessor field without a setter): the rebuilt "
+                  "instance has %s, the document %s",
+                  where, what, have, want);
+}
+
 /* Writes a field: its tree (element types, optional, union) checks and
  * converts the value first; what that made is the field's to keep. */
 static int field_write(const char* where, pf_instance* in, const pf_field* f, const PFValue* v,
@@ -348,11 +381,12 @@ static int field_store(const char* where, const char* what, pf_instance* in, con
     pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, f->set == NULL);
     if (k != pf_conv_ok) return pf_conv_error(k, where, what, t, f->obj, code, v);
   }
-  if (f->set != NULL) { /* an accessor field: the setter takes the converted value */
+  if (f->get != NULL) { /* an accessor field: the setter takes the converted value */
     PFValue pv;
     int pc;
     if (pf_c_to_packed(t, f->obj, &c, &pv, &pc) != 0)
       return pf_c_to_packed_error(where, what, t, f->obj, &c);
+    if (f->set == NULL) return accessor_agrees(where, what, in, f, &pv, pc);
     uint64_t gen = pf_hot.err_gen;
     if (f->set(pf_instance_data(in), pv, pc) != 0)
       return accessor_failed(where, in, f, "setter", gen);
@@ -392,6 +426,19 @@ int PFObjectSetField(PFObjectHandle obj, const PFFieldInfo* field, PFValue value
   if (!pf_is_instance(obj) || !is_field(f) || !has_field(obj, f))
     return field_misuse(__func__, obj, f, "", "");
   return field_write(__func__, obj, f, &value, type_code, 0);
+}
+
+int pf_instance_prepare(const char* where, PFObjectHandle obj) {
+  const pf_instance* in = obj;
+  const pf_type* k = in->type;
+  while (k != NULL && k->prepare == NULL) k = k->parent;
+  if (k == NULL) return 0;
+  uint64_t gen = pf_hot.err_gen;
+  if (k->prepare(pf_instance_data(in)) == 0) return 0;
+  if (recorded_since(gen)) return -1;
+  return PF_ERROR(kPFErrRuntimeError,
+                  "%s: the prepare hook of %s failed without recording an error", where,
+                  k->info.key);
 }
 
 int pf_instance_restore_field(const char* where, PFObjectHandle obj, const PFFieldInfo* field,

@@ -25,6 +25,8 @@ _Static_assert(sizeof(PFObjectTypeDesc) == 80 && offsetof(PFObjectTypeDesc, key)
 _Static_assert(sizeof(PFObjectTypeDesc2) == 96 && offsetof(PFObjectTypeDesc2, accessors) == 80 &&
                    offsetof(PFObjectTypeDesc2, num_accessors) == 88,
                "PFObjectTypeDesc2's layout is ABI");
+_Static_assert(sizeof(PFObjectTypeDesc3) == 104 && offsetof(PFObjectTypeDesc3, prepare) == 96,
+               "PFObjectTypeDesc3's layout is ABI");
 _Static_assert(sizeof(PFAccessorDesc) == 40 && offsetof(PFAccessorDesc, get) == 16 &&
                    offsetof(PFAccessorDesc, doc) == 32,
                "PFAccessorDesc's layout is ABI");
@@ -400,6 +402,7 @@ static void publish_locked(pf_type* t, pf_object* lib) {
  * loaded. Lock held; the type has no code, so nothing reads these. */
 static void revive_locked(pf_type* old, const pf_type* fresh, pf_object* lib) {
   old->fin = fresh->fin;
+  old->prepare = fresh->prepare;
   for (int k = 0; k < old->num_own_fields; ++k) {
     old->own_fields[k].get = fresh->own_fields[k].get;
     old->own_fields[k].set = fresh->own_fields[k].set;

@@ -79,6 +79,7 @@ struct pf_type {
   const pf_type* parent;
   const pf_type** ancestors; /* [0 .. depth]: the root first, this type last */
   PFObjectFinalizer fin;     /* changes only while dormant, under the lock */
+  PFObjectPrepare prepare;   /* likewise; NULL when the description has none */
   /* This type's own members (the arrays in `info` also hold inherited ones). */
   pf_field* own_fields;
   int num_own_fields;
@@ -141,6 +142,10 @@ static inline int pf_obj_arg_ok(const PFValue* v, const pf_type* t) {
  * its fields); errors name `where`. */
 PF_HIDDEN int pf_instance_restore_field(const char* where, PFObjectHandle obj,
                                         const PFFieldInfo* field, const PFValue* v, int code);
+/* Runs the prepare hook (object_type.h, "Rebuilding from fields") of a
+ * newly allocated instance, the nearest of its type's chain, if any; errors
+ * name `where`. */
+PF_HIDDEN int pf_instance_prepare(const char* where, PFObjectHandle obj);
 /* Frees or releases every owned value in the fields of a live instance,
  * leaving NULL: breaks the cycles of a half-built graph. */
 PF_HIDDEN void pf_instance_drop_fields(PFObjectHandle obj);
@@ -196,9 +201,15 @@ static inline int pf_desc_num_accessors(const PFObjectTypeDesc* d) {
 static inline const PFAccessorDesc* pf_desc_accessors(const PFObjectTypeDesc* d) {
   return pf_desc2(d) ? pf_desc2(d)->accessors : NULL;
 }
-/* The bytes of a description of layout version `abi` (1 or 2). */
+/* Its prepare hook: none before version 3. */
+static inline PFObjectPrepare pf_desc_prepare(const PFObjectTypeDesc* d) {
+  return d->abi >= PF_OBJECT_TYPE_DESC3_ABI ? ((const PFObjectTypeDesc3*)d)->prepare : NULL;
+}
+/* The bytes of a description of layout version `abi` (1 to 3). */
 static inline size_t pf_desc_size(uint32_t abi) {
-  return abi >= PF_OBJECT_TYPE_DESC2_ABI ? sizeof(PFObjectTypeDesc2) : sizeof(PFObjectTypeDesc);
+  return abi >= PF_OBJECT_TYPE_DESC3_ABI   ? sizeof(PFObjectTypeDesc3)
+         : abi >= PF_OBJECT_TYPE_DESC2_ABI ? sizeof(PFObjectTypeDesc2)
+                                           : sizeof(PFObjectTypeDesc);
 }
 
 /* A new, unregistered type from `d`: checked whole, copied. `parent` is

@@ -63,11 +63,11 @@ pf_type* pf_type_skeleton(const char* where, const PFObjectTypeDesc* d, int inde
     PF_ERROR(kPFErrTypeError, "%s: object type description %d is NULL", where, index);
     return NULL;
   }
-  if (d->abi < 1 || d->abi > PF_OBJECT_TYPE_DESC2_ABI) {
+  if (d->abi < 1 || d->abi > PF_OBJECT_TYPE_DESC3_ABI) {
     PF_ERROR(kPFErrValueError,
              "%s: object type description %d has layout version %u; this library reads "
              "versions 1 to %u (rebuild against this header)",
-             where, index, (unsigned)d->abi, PF_OBJECT_TYPE_DESC2_ABI);
+             where, index, (unsigned)d->abi, PF_OBJECT_TYPE_DESC3_ABI);
     return NULL;
   }
   const char* why = bad_name(d->key, 1);
@@ -508,6 +508,7 @@ static int build_head(const char* where, const PFObjectTypeDesc* d, const pf_typ
                       d->num_fields + na, PF_OBJECT_TYPE_MAX_MEMBERS);
   t->info.instance_size = d->instance_size;
   t->fin = d->finalizer;
+  t->prepare = pf_desc_prepare(d);
   int oom = 0;
   t->info.doc = dup_or_null(d->doc, &oom);
   t->ancestors = pf_malloc(sizeof(pf_type*) * (size_t)(t->info.depth + 1));
@@ -546,6 +547,9 @@ const char* pf_type_differs(const pf_type* old, const pf_type* fresh, int same_c
   if (old->info.instance_size != fresh->info.instance_size) return "its instance size differs";
   if (!same_text(old->info.doc, fresh->info.doc)) return "its doc differs";
   if (same_code && old->fin != fresh->fin) return "its finalizer differs";
+  if (same_code ? old->prepare != fresh->prepare
+                : (old->prepare == NULL) != (fresh->prepare == NULL))
+    return "its prepare hook differs";
   if (old->num_own_fields != fresh->num_own_fields) return "its number of fields differs";
   if (old->num_own_methods != fresh->num_own_methods) return "its number of methods differs";
   for (int i = 0; i < old->num_own_fields; ++i) {
@@ -681,8 +685,9 @@ int pf_type_code_build(const char* where, const pf_type* t, pf_object* lib, pf_t
   /* NULL-terminated, so that a partial one frees what it holds. */
   c->methods = pf_calloc((size_t)t->num_own_methods + 1, sizeof(PFFunctionHandle));
   int rc = c->methods == NULL ? pf_oom(where) : 0;
-  if (rc == 0 && t->fin != NULL)
-    rc = pf_library_of_code(pf_code_addr((void (*)(void))t->fin), &c->libs[0], where);
+  /* The finalizer's library, or the prepare hook's: one library's code. */
+  void (*first)(void) = t->fin != NULL ? (void (*)(void))t->fin : (void (*)(void))t->prepare;
+  if (rc == 0 && first != NULL) rc = pf_library_of_code(pf_code_addr(first), &c->libs[0], where);
   for (int i = 0; i < t->num_own_methods && rc == 0; ++i)
     rc = make_method(where, t, &t->own_methods[i], &c->methods[i]);
   if (rc == 0) rc = make_ctor(where, t, &c->ctor);

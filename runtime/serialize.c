@@ -674,12 +674,16 @@ __attribute__((format(printf, 3, 4))) static int bad(const reader* r, const spot
 }
 
 /* After entry point `rc` failed on node i: its error again, with the node
- * named ("PFFromJSON: node 3: PFMapCreate: ..."), of the same kind. */
+ * named ("PFFromJSON: node 3: PFMapCreate: ..."), of the same kind; an
+ * error that names PFFromJSON already (writing a field) names it once. */
 static int in_node(const reader* r, size_t i, int rc) {
   if (rc == 0) return 0;
   char kind[PF_ERROR_KIND_MAX], msg[512];
+  const char* m = PFErrorGetMessage();
+  size_t w = strlen(r->where);
+  if (strncmp(m, r->where, w) == 0 && strncmp(m + w, ": ", 2) == 0) m += w + 2;
   snprintf(kind, sizeof(kind), "%s", PFErrorGetKind());
-  snprintf(msg, sizeof(msg), "%s", PFErrorGetMessage());
+  snprintf(msg, sizeof(msg), "%s", m);
   if (strcmp(kind, kPFErrMemoryError) == 0) return -1;
   return PF_ERROR(kind, "%s: node %zu: %s", r->where, i, msg);
 }
@@ -1013,7 +1017,8 @@ static int create_mutable(reader* r, size_t i) {
   if (type == 0)
     return bad(r, &(spot){(int64_t)i, "key", -1}, "no object type is registered under the key '%s'",
                key->v.s);
-  return in_node(r, i, PFObjectAlloc(type, &r->objs[i]));
+  return in_node(r, i,
+                 PFObjectAlloc(type, &r->objs[i]) || pf_instance_prepare(r->where, r->objs[i]));
 }
 
 /* The kind of each node, and its members: exactly those of its kind. */

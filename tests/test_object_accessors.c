@@ -304,9 +304,9 @@ static void test_bad_descriptions(void** state) {
   d.accessors = NULL;
   assert_pf_error(PFObjectTypeRegister(&d.base, &ix), kPFErrTypeError,
                   "accessors is NULL with num_accessors 1");
-  d.base.abi = 3;
-  assert_pf_error(PFObjectTypeRegister(&d.base, &ix), kPFErrValueError, "layout version 3",
-                  "versions 1 to 2");
+  d.base.abi = 4;
+  assert_pf_error(PFObjectTypeRegister(&d.base, &ix), kPFErrValueError, "layout version 4",
+                  "versions 1 to 3");
   PFObjectTypeFind("acc.Bad", &ix);
   assert_int_equal(ix, 0);
 }

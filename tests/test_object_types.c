@@ -323,8 +323,8 @@ static void test_bad_descriptions(void** state) {
       PF_OBJECT_TYPE_DESC_ABI, "t.bad.Ok", NULL, sizeof(Plain), NULL, NULL, f, 3, m, 1};
   assert_pf_error(PFObjectTypeRegister(&ok, NULL), kPFErrTypeError, "'out_type_index' is NULL");
   PFObjectTypeDesc d = ok;
-  d.abi = 3;
-  assert_bad(&d, kPFErrValueError, "layout version 3", "versions 1 to 2");
+  d.abi = 4;
+  assert_bad(&d, kPFErrValueError, "layout version 4", "versions 1 to 3");
   d.abi = 0;
   assert_bad(&d, kPFErrValueError, "layout version 0");
   /* Keys. */

@@ -132,30 +132,38 @@ static void test_clash_fails_the_load(void** state) {
   assert_non_null(strstr(PFErrorGetTraceback(), "while registering the object types of module"));
 }
 
-static void test_bad_type_description_fails_the_load(void** state) {
-  (void)state;
-  const char* path = mod_path("mod_badtype.so");
+/* Loading the module `file` fails: its type `key`'s code pointer `what`
+ * points at data, not code (calling it would crash); nothing is
+ * registered and the library is closed again. */
+static void assert_load_refused(const char* file, const char* key, const char* what) {
+  const char* path = mod_path(file);
   PFModuleHandle m = NULL;
-  assert_pf_error(PFModLoadFromFile(path, &m), kPFErrValueError, "mod_badtype.so",
-                  "has an object type whose method function pointer", "is not in any loaded code");
+  assert_pf_error(PFModLoadFromFile(path, &m), kPFErrValueError, file, what,
+                  "is not in any loaded code");
   assert_false(is_loaded(path));
   uint32_t found = 1;
-  assert_pf_ok(PFObjectTypeFind("badtype.Bad", &found));
+  assert_pf_ok(PFObjectTypeFind(key, &found));
   assert_int_equal(found, 0);
+}
+
+static void test_bad_type_description_fails_the_load(void** state) {
+  (void)state;
+  assert_load_refused("mod_badtype.so", "badtype.Bad",
+                      "has an object type whose method function pointer");
 }
 
 /* The same for an accessor field's getter (PFObjectTypeDesc2). */
 static void test_bad_accessor_fails_the_load(void** state) {
   (void)state;
-  const char* path = mod_path("mod_badaccessor.so");
-  PFModuleHandle m = NULL;
-  assert_pf_error(PFModLoadFromFile(path, &m), kPFErrValueError, "mod_badaccessor.so",
-                  "has an object type whose accessor function pointer",
-                  "is not in any loaded code");
-  assert_false(is_loaded(path));
-  uint32_t found = 1;
-  assert_pf_ok(PFObjectTypeFind("badaccessor.Bad", &found));
-  assert_int_equal(found, 0);
+  assert_load_refused("mod_badaccessor.so", "badaccessor.Bad",
+                      "has an object type whose accessor function pointer");
+}
+
+/* The same for a prepare hook (PFObjectTypeDesc3). */
+static void test_bad_prepare_hook_fails_the_load(void** state) {
+  (void)state;
+  assert_load_refused("mod_badprepare.so", "badprepare.Bad",
+                      "has an object type whose prepare hook pointer");
 }
 
 /* The demo plugin's demo.Base and demo.Counter, as a host uses them. */
@@ -218,6 +226,7 @@ int main(void) {
       cmocka_unit_test(test_clash_fails_the_load),
       cmocka_unit_test(test_bad_type_description_fails_the_load),
       cmocka_unit_test(test_bad_accessor_fails_the_load),
+      cmocka_unit_test(test_bad_prepare_hook_fails_the_load),
       cmocka_unit_test(test_demo_plugin_types),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,7 +26,7 @@ extern "C" {
 /* sizeof of a public struct as this library was compiled: "PFValue",
  * "PFByteArray", "DLDataType", "DLDevice", "DLTensor", "DLManagedTensor",
  * "PFCallFrame", "PFCallTarget", "PFDLManagedTensorVersioned", "PFObjectTypeDesc",
- * "PFObjectTypeDesc2", "PFAccessorDesc", "PFFieldDesc", "PFMethodDesc",
+ * "PFObjectTypeDesc2", "PFObjectTypeDesc3", "PFAccessorDesc", "PFFieldDesc", "PFMethodDesc",
  * "PFObjectTypeInfo", "PFFieldInfo",
  * "PFMethodInfo", "PFTensorConstraint", "PFParamInfo", "PFSignatureInfo",
  * "PFTypeInfo".

@@ -297,9 +297,13 @@ typedef struct PFAccessorDesc {
 
 /* The layout version of PFObjectTypeDesc; PF_OBJECT_TYPE_DESC2_ABI in its
  * `abi` says that it is the `base` of a PFObjectTypeDesc2 (which adds the
- * accessor fields), so the registration reads that one. */
+ * accessor fields), PF_OBJECT_TYPE_DESC3_ABI that it is the `v2.base` of a
+ * PFObjectTypeDesc3 (which adds the prepare hook), so the registration
+ * reads that one. A library older than a version refuses it ("layout
+ * version 3; this library reads versions 1 to 2"). */
 #define PF_OBJECT_TYPE_DESC_ABI 1u
 #define PF_OBJECT_TYPE_DESC2_ABI 2u
+#define PF_OBJECT_TYPE_DESC3_ABI 3u
 
 /* A type to register. Read during registration only: everything is
  * copied. */
@@ -329,6 +333,39 @@ typedef struct PFObjectTypeDesc2 {
   const PFAccessorDesc* accessors; /* num_accessors entries (NULL when 0) */
   int num_accessors;
 } PFObjectTypeDesc2;
+
+/*
+ * Rebuilding from fields. PFFromJSON (serialize.h; so also pickling and
+ * deep copies in Python, and instances passed by value over rpc) rebuilds
+ * an instance from its fields: it allocates one as PFObjectAlloc does,
+ * then writes every field. A struct that needs more than zeroed bytes
+ * before its fields can be written (a C++ object, which must be
+ * constructed) says so with a prepare hook (PFObjectTypeDesc3): PFFromJSON
+ * calls the nearest one of the instance's type and its ancestors (own or
+ * inherited) with the zeroed struct, before the first field is written.
+ * It returns 0, or -1 after recording an error (PFErrorSetFormat; a
+ * RuntimeError naming the type when it recorded none): PFFromJSON then
+ * fails with that error, and the instance is released (its finalizers run,
+ * so they must handle a struct that the hook left as it was). Only the
+ * thread that rebuilds holds the instance while the hook runs, so the hook
+ * needs no synchronization. It runs no host code and calls no packedfunc
+ * function other than the error setters; its code follows the rules of a
+ * method's (see "Lifetime of types").
+ *
+ * Read-only fields are written too. An accessor field without a setter
+ * cannot be: the rebuilt instance computes it itself, and PFFromJSON
+ * checks that its getter gives the document's value (a ValueError naming
+ * the field and both values otherwise).
+ */
+typedef int (*PFObjectPrepare)(void* data);
+
+/* A description with accessor fields and a prepare hook: v2.base.abi is
+ * PF_OBJECT_TYPE_DESC3_ABI, and a pointer to `v2.base` is what
+ * PFObjectTypeRegister and a module's descriptor take. */
+typedef struct PFObjectTypeDesc3 {
+  PFObjectTypeDesc2 v2;
+  PFObjectPrepare prepare; /* NULL, or the hook (above) */
+} PFObjectTypeDesc3;
 
 /* PF_FIELD(Struct, member, type, flags, doc): the PFFieldDesc of the
  * member `member` of `Struct`, named as the member. */
@@ -398,7 +435,8 @@ typedef struct PFObjectTypeInfo {
  *
  * The description is checked whole before anything is registered, and
  * copied. A second registration of a key is allowed only when the
- * description is identical (the same parent, size, finalizer, docs, fields
+ * description is identical (the same parent, size, finalizer, prepare
+ * hook, docs, fields
  * and methods with the same names, types, offsets, flags and code): it
  * then writes the index of the registered type and registers nothing (a
  * module loaded twice registers its types once). The type's methods and
@@ -406,8 +444,8 @@ typedef struct PFObjectTypeInfo {
  * keeps loaded the shared library its code is in.
  *
  * Errors (nothing is registered): NULL desc or out_type_index (TypeError);
- * desc->abi neither PF_OBJECT_TYPE_DESC_ABI nor PF_OBJECT_TYPE_DESC2_ABI
- * (ValueError); a NULL, empty,
+ * desc->abi not one of PF_OBJECT_TYPE_DESC_ABI, PF_OBJECT_TYPE_DESC2_ABI
+ * and PF_OBJECT_TYPE_DESC3_ABI (ValueError); a NULL, empty,
  * over-long or malformed key, field name or method name (ValueError
  * naming it); a key registered with another description (KeyError naming
  * the key and what differs); a parent that is not registered, the type

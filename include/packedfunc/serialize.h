@@ -40,9 +40,12 @@ extern "C" {
  *  - an instance of a registered type: its type key and every field
  *    (PFObjectTypeGetInfo's fields: inherited and read-only ones too). It
  *    comes back as an instance of the type registered under that key,
- *    allocated as PFObjectAlloc does (its __init__ does NOT run) with
- *    every field written from the document (read-only ones too, converted
- *    as PFObjectSetField converts). An instance's state is its fields:
+ *    allocated as PFObjectAlloc does (its __init__ does NOT run; the
+ *    type's prepare hook does, if it has one: object_type.h, "Rebuilding
+ *    from fields") with every field written from the document (read-only
+ *    ones too, converted as PFObjectSetField converts; a read-only
+ *    accessor field, which has no setter, is checked instead: its getter
+ *    must give the document's value). An instance's state is its fields:
  *    what its C struct holds outside them (zeroed at allocation) is not
  *    written, so a type that keeps state there must not be serialized.
  *
@@ -78,8 +81,10 @@ extern "C" {
  * read everything, and only then releases them, which may release the
  * last reference to a value that another thread removed meanwhile
  * (running its finalizer, no lock held, before *out is written).
- * PFFromJSON runs none, except that dropping a half-built value may
- * release the last reference to a value (its finalizer, no lock held).
+ * PFFromJSON runs none but the prepare hooks and accessor fields' getters
+ * and setters of the types it rebuilds (no lock held), and dropping a
+ * half-built value may release the last reference to a value (its
+ * finalizer, no lock held).
  */
 
 /* The version of the format that PFToJSON writes and PFFromJSON reads. */
@@ -139,8 +144,13 @@ PF_EXPORT int PFToJSON(PFValue value, int code, const char** out, size_t* out_le
  * the key: the document is fine, this process lacks the type), an
  * instance node missing a field of its type or naming one it lacks
  * (ValueError naming the type and the field); a field value of the wrong
- * type (PFObjectSetField's TypeError or ValueError); a dormant type
- * (RuntimeError); MemoryError. Thread-safe.
+ * type (PFObjectSetField's TypeError or ValueError); a read-only accessor
+ * field whose getter gives another value than the document's
+ * (ValueError naming the field and both values); a prepare hook that
+ * fails (its error, naming the node; a RuntimeError naming the type when
+ * it recorded none: a C++ class without a default constructor is a
+ * TypeError, packedfunc.hpp); a dormant type (RuntimeError); MemoryError.
+ * Thread-safe.
  */
 PF_EXPORT int PFFromJSON(const char* text, size_t len, PFValue* out, int* out_code);
 
