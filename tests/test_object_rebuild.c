@@ -30,7 +30,8 @@ static int square_area(const void* data, PFValue* out, int* out_code) {
   return 0;
 }
 
-static const PFFieldDesc k_square_fields[] = {PF_FIELD(Square, side, "int64", kPFFieldWritable, NULL)};
+static const PFFieldDesc k_square_fields[] = {
+    PF_FIELD(Square, side, "int64", kPFFieldWritable, NULL)};
 static const PFAccessorDesc k_square_accessors[] = {
     PF_ACCESSOR("area", "int64", square_area, NULL, NULL)};
 
@@ -69,15 +70,18 @@ static int ready_get(const void* data, PFValue* out, int* out_code) {
   return 0;
 }
 
-static const PFFieldDesc k_ready_fields[] = {PF_FIELD(Ready, value, "int64", kPFFieldWritable, NULL)};
-static const PFAccessorDesc k_ready_accessors[] = {PF_ACCESSOR("ready", "int64", ready_get, NULL, NULL)};
+static const PFFieldDesc k_ready_fields[] = {
+    PF_FIELD(Ready, value, "int64", kPFFieldWritable, NULL)};
+static const PFAccessorDesc k_ready_accessors[] = {
+    PF_ACCESSOR("ready", "int64", ready_get, NULL, NULL)};
 
 static PFObjectTypeDesc3 ready_desc(const char* key, const char* parent, PFObjectPrepare prepare) {
-  PFObjectTypeDesc3 d = {{{PF_OBJECT_TYPE_DESC3_ABI, key, parent, sizeof(Ready), parent ? NULL : finalize, NULL,
-                           parent ? NULL : k_ready_fields, parent ? 0 : 1, NULL, 0},
-                          parent ? NULL : k_ready_accessors,
-                          parent ? 0 : 1},
-                         prepare};
+  PFObjectTypeDesc3 d = {
+      {{PF_OBJECT_TYPE_DESC3_ABI, key, parent, sizeof(Ready), parent ? NULL : finalize, NULL,
+        parent ? NULL : k_ready_fields, parent ? 0 : 1, NULL, 0},
+       parent ? NULL : k_ready_accessors,
+       parent ? 0 : 1},
+      prepare};
   return d;
 }
 

@@ -1236,6 +1236,18 @@ struct StaticDef {
 // allocated but not constructed (PFObjectAlloc) is a RuntimeError; so is
 // calling __init__ on a constructed one.
 //
+// Copies by value. An instance serializes through its fields: PFToJSON
+// writes them, and PFFromJSON (so pickle and copy.deepcopy in Python, and
+// an instance passed to or returned by a remote function) rebuilds one:
+// the type's prepare hook (object_type.h) constructs T() in the fresh
+// storage, then each field is written (a readonly std::string must equal
+// what T() gives it: a ValueError naming the field otherwise). So a copy
+// equals the original field by field, inside containers and C types'
+// fields too, shared instances shared; what T holds outside its fields is
+// what T() makes. A T that is not default-constructible cannot be rebuilt:
+// TypeError "KEY cannot be rebuilt from its fields: its C++ type has no
+// default constructor"; an exception from T() is the rebuild's error.
+//
 // In a plugin, PF_CLASS(T, key, doc) declares the type in the library's
 // module (the type is registered when the module loads):
 //
@@ -1303,7 +1315,7 @@ struct class_info {
   // Constant-initialized, so that they are ready before any builder runs.
   static inline const char* key = nullptr;
   static inline bool has_init = false;
-  static inline PFObjectTypeDesc2 desc{};
+  static inline PFObjectTypeDesc3 desc{};
   // The loader wants every array and string of a description in the
   // library's own data, so they are fixed arrays here, not the heap's.
   static inline PFFieldDesc fields[kClassMembers]{};
@@ -1321,14 +1333,14 @@ struct class_info {
                                                      nullptr,
                                                      nullptr,
                                                      nullptr,
-                                                     &desc.base};
+                                                     &desc.v2.base};
   static void sync() {
-    desc.base.fields = num_fields > 0 ? fields : nullptr;
-    desc.base.num_fields = num_fields;
-    desc.base.methods = num_methods > 0 ? methods : nullptr;
-    desc.base.num_methods = num_methods;
-    desc.accessors = num_accessors > 0 ? accessors : nullptr;
-    desc.num_accessors = num_accessors;
+    desc.v2.base.fields = num_fields > 0 ? fields : nullptr;
+    desc.v2.base.num_fields = num_fields;
+    desc.v2.base.methods = num_methods > 0 ? methods : nullptr;
+    desc.v2.base.num_methods = num_methods;
+    desc.v2.accessors = num_accessors > 0 ? accessors : nullptr;
+    desc.v2.num_accessors = num_accessors;
   }
 };
 
@@ -1342,6 +1354,30 @@ T* constructed(const void* data, const char* name) noexcept {
                    "%s: field '%s': the object is not constructed (allocated without __init__)",
                    class_info<T>::key, name);
   return nullptr;
+}
+
+// The prepare hook of every class_ (object_type.h, "Rebuilding from
+// fields"): an instance that PFFromJSON rebuilds gets a default-constructed
+// T, which its fields are then written to. Only the rebuilding thread holds
+// the instance meanwhile, so nothing else can see it half made; the header
+// names the destructor only once T is made, so a T() that throws leaves
+// nothing for the finalizer to destroy.
+template <class T>
+int class_prepare(void* data) noexcept {
+  if constexpr (std::is_default_constructible_v<T>) {
+    try {
+      new (class_value(data)) T();
+    } catch (...) {
+      return raise_current(class_info<T>::key);
+    }
+    static_cast<ClassHeader*>(data)->destroy = &destroy_as<T>;
+    return 0;
+  } else {
+    return PFErrorSetFormat(kPFErrTypeError,
+                            "%s cannot be rebuilt from its fields: its C++ type has no default "
+                            "constructor",
+                            class_info<T>::key);
+  }
 }
 
 // The getter and setter of a std::string member M of T: an accessor field
@@ -1432,11 +1468,12 @@ class class_ {
  public:
   class_(const char* key, const char* doc = nullptr) noexcept {
     info::key = key;
-    info::desc.base.abi = PF_OBJECT_TYPE_DESC2_ABI;
-    info::desc.base.key = key;
-    info::desc.base.doc = doc;
-    info::desc.base.instance_size = detail::kClassPrefix + sizeof(T);
-    info::desc.base.finalizer = &detail::class_finalize;
+    info::desc.v2.base.abi = PF_OBJECT_TYPE_DESC3_ABI;
+    info::desc.v2.base.key = key;
+    info::desc.v2.base.doc = doc;
+    info::desc.v2.base.instance_size = detail::kClassPrefix + sizeof(T);
+    info::desc.v2.base.finalizer = &detail::class_finalize;
+    info::desc.prepare = &detail::class_prepare<T>;
     guard([] {
       if constexpr (std::is_default_constructible_v<T>) {
         add_init<>();
@@ -1528,7 +1565,7 @@ class class_ {
           detail::class_info<Base>::key == nullptr)
         throw Error(kPFErrValueError,
                     "inherits: the base is not at offset 0 or not declared first");
-      info::desc.base.parent = detail::class_info<Base>::key;
+      info::desc.v2.base.parent = detail::class_info<Base>::key;
     });
     return *this;
   }
@@ -1537,7 +1574,7 @@ class class_ {
   // pf::Error.
   uint32_t register_type() const {
     uint32_t index = 0;
-    check(PFObjectTypeRegister(&info::desc.base, &index));
+    check(PFObjectTypeRegister(&info::desc.v2.base, &index));
     return index;
   }
 
@@ -1550,7 +1587,7 @@ class class_ {
       g();
       info::sync();
     } catch (...) {
-      info::desc.base.abi = 0;
+      info::desc.v2.base.abi = 0;
     }
   }
   static const char* keep(const std::string& s) {

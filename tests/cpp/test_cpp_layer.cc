@@ -610,6 +610,194 @@ void test_classes(void**) {
                       "TypeError: no constructor: give one with pf::class_::init");
 }
 
+// Instances rebuilt from their fields (PFToJSON, PFFromJSON): a class
+// whose C++ type is default-constructible is default-constructed, then
+// given the document's fields; others are refused, naming the type.
+int g_memos_made = 0, g_memos_destroyed = 0;
+struct Memo {
+  int64_t count = 7;
+  double rate = 0.25;
+  std::string text;
+  std::string tag = "memo";  // read-only: the rebuilt one must agree
+  Memo() { ++g_memos_made; }
+  Memo(int64_t c, std::string t) : count(c), text(std::move(t)) { ++g_memos_made; }
+  Memo(const Memo&) = delete;
+  ~Memo() { ++g_memos_destroyed; }
+  std::string show() const { return text + "/" + std::to_string(count) + "/" + tag; }
+};
+struct Reply : Memo {
+  bool urgent = false;
+  std::string to;
+  std::string show_reply() const { return to + ":" + show() + (urgent ? "!" : ""); }
+};
+struct Fixed {
+  explicit Fixed(std::string n) : name(std::move(n)) {}
+  std::string name;
+};
+bool g_fussy_throws = false;
+struct Fussy {
+  Fussy() {
+    if (g_fussy_throws) throw std::runtime_error("Fussy: not now");
+  }
+  int64_t value = 1;
+};
+// A C type that holds a C++ instance and a list (which may hold the holder).
+struct Holder {
+  PFObjectHandle memo;
+  PFObjectHandle items;
+};
+
+pf::Any from_json(const std::string& text) {
+  PFValue v;
+  int code = 0;
+  pf::check(PFFromJSON(text.c_str(), text.size(), &v, &code));
+  return pf::Any::take(v, code);
+}
+
+std::string to_json(PFValue v, int code) {
+  const char* text = nullptr;
+  size_t n = 0;
+  pf::check(PFToJSON(v, code, &text, &n));
+  return std::string(text, n);
+}
+
+bool equal(PFValue a, PFValue b) {
+  int eq = 0;
+  const char* where = nullptr;
+  pf::check(PFStructuralCompare(a, kPFObjectHandle, b, kPFObjectHandle, 0, &eq, &where));
+  if (!eq) std::fprintf(stderr, "differ at %s\n", where);
+  return eq == 1;
+}
+
+std::string call_str(PFObjectHandle obj, const char* name) {
+  PFFunctionHandle m = nullptr;
+  pf::check(PFObjectGetMethod(obj, name, &m));
+  return pf::Function::steal(m).call<std::string>();
+}
+
+void test_instances_rebuild_from_json(void**) {
+  static const uint32_t memo = pf::class_<Memo>("cpptest.Memo", "A memo.")
+                                   .init<int64_t, std::string>(pf::arg("count"), pf::arg("text"))
+                                   .field<&Memo::count>("count")
+                                   .readonly<&Memo::rate>("rate")
+                                   .field<&Memo::text>("text")
+                                   .readonly<&Memo::tag>("tag")
+                                   .def<&Memo::show>("show")
+                                   .register_type();
+  static const uint32_t reply = pf::class_<Reply>("cpptest.Reply")
+                                    .inherits<Memo>()
+                                    .field<&Reply::urgent>("urgent")
+                                    .field<&Reply::to>("to")
+                                    .def<&Reply::show_reply>("show_reply")
+                                    .register_type();
+  static const PFFieldDesc holder_fields[] = {
+      PF_FIELD(Holder, memo, "obj<cpptest.Memo>", kPFFieldWritable, nullptr),
+      PF_FIELD(Holder, items, "list", kPFFieldWritable, nullptr)};
+  static const PFObjectTypeDesc holder_desc = {PF_OBJECT_TYPE_DESC_ABI,
+                                               "cpptest.Holder",
+                                               nullptr,
+                                               sizeof(Holder),
+                                               nullptr,
+                                               nullptr,
+                                               holder_fields,
+                                               PF_COUNTOF(holder_fields),
+                                               nullptr,
+                                               0};
+  uint32_t holder = 0;
+  pf::check(PFObjectTypeRegister(&holder_desc, &holder));
+  int made = g_memos_made, destroyed = g_memos_destroyed;
+  {
+    PFFunctionHandle c = nullptr;
+    pf::check(PFObjectTypeGetConstructor(memo, &c));
+    pf::Any m =
+        pf::Function::steal(c)(int64_t{42}, "a text longer than a small-string buffer holds");
+    pf::check(PFObjectTypeGetConstructor(reply, &c));
+    pf::Any r = pf::Function::steal(c)();
+    PFObjectHandle rh = r.value().v_handle;
+    PFValue v;
+    v.v_str = "ada";
+    pf::check(PFObjectSetFieldByName(rh, "to", v, kPFStr));
+    v.v_int64 = 1;
+    pf::check(PFObjectSetFieldByName(rh, "urgent", v, kPFBool));
+    v.v_str = "reply";
+    pf::check(PFObjectSetFieldByName(rh, "text", v, kPFStr));
+    // One instance of each, alone: equal field by field, and a C++ object
+    // that methods work on.
+    pf::Any m2 = from_json(to_json(m.value(), kPFObjectHandle));
+    assert_true(equal(m.value(), m2.value()));
+    assert_string_equal(call_str(m2.value().v_handle, "show").c_str(),
+                        "a text longer than a small-string buffer holds/42/memo");
+    pf::Any r2 = from_json(to_json(r.value(), kPFObjectHandle));
+    assert_int_equal(r2.as<pf::Object>().type_index(), reply);
+    assert_true(equal(r.value(), r2.value()));
+    assert_string_equal(call_str(r2.value().v_handle, "show_reply").c_str(), "ada:reply/7/memo!");
+    // In containers and a C type's fields: a shared instance comes back
+    // shared, and a cycle through the holder comes back a cycle.
+    PFObjectHandle hh = nullptr;
+    pf::check(PFObjectAlloc(holder, &hh));
+    pf::Object h = pf::Object::steal(hh);
+    pf::check(PFObjectSetFieldByName(hh, "memo", m.value(), kPFObjectHandle));
+    PFObjectHandle items = nullptr;
+    PFValue iv[3] = {m.value(), r.value(), {}};
+    iv[2].v_handle = hh;
+    int ic[3] = {kPFObjectHandle, kPFObjectHandle, kPFObjectHandle};
+    pf::check(PFListCreate(iv, ic, 3, &items));
+    pf::Object items_obj = pf::Object::steal(items);
+    v.v_handle = items;
+    pf::check(PFObjectSetFieldByName(hh, "items", v, kPFObjectHandle));
+    v.v_handle = hh;
+    pf::Any h2 = from_json(to_json(v, kPFObjectHandle));
+    PFObjectHandle h2h = h2.value().v_handle;
+    assert_true(equal(v, h2.value()));
+    PFValue got;
+    int code = 0;
+    pf::check(PFObjectGetFieldByName(h2h, "memo", &got, &code));
+    PFObjectHandle memo_again = got.v_handle;
+    pf::check(PFObjectGetFieldByName(h2h, "items", &got, &code));
+    PFObjectHandle items2 = got.v_handle;
+    pf::check(PFListGetItem(items2, 0, &got, &code));                     // a new reference
+    assert_ptr_equal(pf::Object::steal(got.v_handle).get(), memo_again);  // shared, not copied
+    pf::check(PFListGetItem(items2, 2, &got, &code));
+    assert_ptr_equal(pf::Object::steal(got.v_handle).get(), h2h);  // the cycle
+    pf::check(PFListClear(items2));                                // so that the rebuilt graph goes
+    pf::check(PFListClear(items));
+    // A read-only field that the rebuilt instance does not agree with.
+    std::string doc = to_json(m.value(), kPFObjectHandle);
+    doc.replace(doc.find("\"memo\""), 6, "\"note\"");
+    assert_string_equal(
+        error_kind_of([&] { from_json(doc); }).c_str(),
+        "ValueError: PFFromJSON: node 0: field 'tag' of cpptest.Memo is read-only (an accessor "
+        "field without a setter): the rebuilt instance has 'memo', the document 'note'");
+  }
+  // Every C++ object made was destroyed once: the originals, the copies,
+  // and the one whose rebuilding failed.
+  assert_int_equal(g_memos_made - made, 7);
+  assert_int_equal(g_memos_destroyed - destroyed, 7);
+  // A class without a default constructor: refused, naming the type.
+  static const uint32_t fixed = pf::class_<Fixed>("cpptest.Fixed")
+                                    .init<std::string>(pf::arg("name"))
+                                    .field<&Fixed::name>("name")
+                                    .register_type();
+  PFFunctionHandle c = nullptr;
+  pf::check(PFObjectTypeGetConstructor(fixed, &c));
+  pf::Any f = pf::Function::steal(c)("x");
+  assert_string_equal(
+      error_kind_of([&] { from_json(to_json(f.value(), kPFObjectHandle)); }).c_str(),
+      "TypeError: PFFromJSON: node 0: cpptest.Fixed cannot be rebuilt from its fields: its C++ "
+      "type has no default constructor");
+  // A default constructor that throws: its error, and nothing to destroy.
+  static const uint32_t fussy =
+      pf::class_<Fussy>("cpptest.Fussy").field<&Fussy::value>("value").register_type();
+  pf::check(PFObjectTypeGetConstructor(fussy, &c));
+  pf::Any fu = pf::Function::steal(c)();
+  std::string fussy_doc = to_json(fu.value(), kPFObjectHandle);
+  g_fussy_throws = true;
+  assert_string_equal(error_kind_of([&] { from_json(fussy_doc); }).c_str(),
+                      "RuntimeError: PFFromJSON: node 0: Fussy: not now");
+  g_fussy_throws = false;
+  assert_true(equal(fu.value(), from_json(fussy_doc).value()));
+}
+
 }  // namespace
 
 int main(void) {
@@ -634,6 +822,7 @@ int main(void) {
       cmocka_unit_test(test_modules),
       cmocka_unit_test(test_classes),
       cmocka_unit_test(test_string_fields_and_static_methods),
+      cmocka_unit_test(test_instances_rebuild_from_json),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -119,6 +119,17 @@ struct Special : Counter {
   std::string shout() const { return loud ? describe() + "!" : describe(); }
 };
 
+// Default-constructible, with a constructor that takes arguments: copies
+// and pickles go through a document (PFFromJSON), which default-constructs
+// the Note and then writes its fields.
+struct Note {
+  std::string text;
+  int64_t stars = 0;
+  Note() = default;
+  Note(std::string t, int64_t s) : text(std::move(t)), stars(s) {}
+  std::string show() const { return text + std::string(static_cast<size_t>(stars), '*'); }
+};
+
 }  // namespace cxxl
 
 PF_DEF("cxxl.destroyed", [] { return cxxl::destroyed; });
@@ -138,3 +149,9 @@ PF_CLASS(cxxl::Special, "cxxl.Special", "A counter that can shout.")
     .inherits<cxxl::Counter>()
     .field<&cxxl::Special::loud>("loud")
     .def<&cxxl::Special::shout>("shout");
+
+PF_CLASS(cxxl::Note, "cxxl.Note", "A note with stars.")
+    .init<std::string, int64_t>(pf::arg("text"), pf::arg("stars") = 0)
+    .field<&cxxl::Note::text>("text")
+    .field<&cxxl::Note::stars>("stars")
+    .def<&cxxl::Note::show>("show");

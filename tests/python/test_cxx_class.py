@@ -5,7 +5,12 @@ members are fields (a std::string one an accessor field of type str), member
 functions are methods, static member functions static methods, C++
 exceptions become the mapped Python exceptions, and C++ inheritance is the
 type's parent."""
+import copy
 import gc
+import pickle
+import re
+
+import packedfunc
 
 import pytest
 
@@ -106,3 +111,61 @@ def test_inheritance(cxxl):
 def test_signatures(cxxl):
     c = cxxl.Counter()
     assert "int64(self:object,by:int64=1)" in c.bump.__doc__
+
+
+# Instances rebuilt from their fields (PFFromJSON): pickling, deep copies
+# and documents default-construct the C++ object, then write each field.
+def _same_note(a, b):
+    assert type(a) is type(b) and a is not b
+    assert (a.text, a.stars) == (b.text, b.stars)
+    assert a.show() == b.show()  # a C++ object that methods work on
+
+
+def test_a_note_pickles(cxxl):
+    n = cxxl.Note("caf\u00e9, a text longer than a small-string buffer", 3)
+    _same_note(n, pickle.loads(pickle.dumps(n)))
+
+
+def test_a_note_deep_copies_keeping_sharing(cxxl):
+    n = cxxl.Note("shared", 2)
+    _same_note(n, copy.deepcopy(n))
+    pair = copy.deepcopy(packedfunc.List([n, n]))
+    _same_note(n, pair[0])
+    assert packedfunc.same_as(pair[0], pair[1])
+
+
+def test_a_note_through_json(cxxl):
+    n = cxxl.Note("json", 1)
+    _same_note(n, packedfunc.from_json(packedfunc.to_json(n)))
+
+
+def test_a_derived_instance_pickles_with_its_inherited_fields(cxxl):
+    s = cxxl.Special()
+    s.loud, s.name = True, "renamed"
+    s.bump(5)
+    t = pickle.loads(pickle.dumps(s))
+    assert type(t) is cxxl.Special
+    assert (t.count, t.rate, t.name, t.unit, t.loud) == (105, 0.5, "renamed", "items", True)
+    assert t.shout() == "renamed=105!"
+
+
+def test_rebuilt_instances_are_destroyed_once(cxxl):
+    gc.collect()
+    before = cxxl.destroyed()
+    s = pickle.loads(pickle.dumps(cxxl.Special()))
+    del s
+    gc.collect()
+    assert cxxl.destroyed() == before + 2  # the original and the copy
+
+
+def test_a_class_without_a_default_constructor_is_not_rebuilt(cxxl):
+    c = cxxl.Counter(3, "x")
+    text = pickle.dumps(c)  # the document is written
+    message = re.escape("PFFromJSON: node 0: cxxl.Counter cannot be rebuilt from its fields: its "
+                        "C++ type has no default constructor")
+    with pytest.raises(TypeError, match=message):
+        pickle.loads(text)
+    with pytest.raises(TypeError, match=message):
+        copy.deepcopy(c)
+    with pytest.raises(TypeError, match=message):
+        packedfunc.from_json(packedfunc.to_json(c))

@@ -14,6 +14,8 @@ import pytest
 import packedfunc as pf
 from packedfunc import rpc
 
+from conftest import load_fixture_module
+
 PF = os.environ.get("PF_TEST_CLI_REL")
 DEMO = os.environ.get("PF_DEMO_PLUGIN")
 
@@ -64,6 +66,12 @@ _wake_sleepers = threading.Event()
 def _sleep(seconds):
     _wake_sleepers.wait(seconds)
     return seconds
+
+
+@pf.register_func("pyrpc.shout_note", override=True)
+def _shout_note(note):
+    note.text = note.show().upper()  # a method of the server's rebuilt C++ object
+    return note
 
 
 @pf.register_func("hiddenrpc.secret", override=True)
@@ -472,3 +480,19 @@ def test_mirrors_are_checked():
     rpc.check_mirrors()  # the real ones match
     with pytest.raises(ImportError, match="PFRPCOptions is .* bytes in the library but 4"):
         rpc.check_mirrors((("PFRPCOptions", Wrong),))
+
+
+def test_a_cxx_instance_crosses_by_value(remote):
+    # A C++ class (pf::class_, tests/modules/mod_cxx_layer.cc): each side
+    # rebuilds the instance from its fields into a default-constructed one.
+    cxxl = load_fixture_module("mod_cxx_layer.so").cxxl
+    n = cxxl.Note("hi", 2)
+    back = remote["pyrpc.shout_note"](n)
+    assert type(back) is cxxl.Note and not pf.same_as(back, n)
+    assert (back.text, back.stars) == ("HI**", 2) and back.show() == "HI****"
+    assert (n.text, n.stars) == ("hi", 2)  # a copy went: the caller's is as it was
+    # One without a default constructor cannot be rebuilt on the server.
+    with pytest.raises(TypeError, match=re.escape(
+            "cxxl.Counter cannot be rebuilt from its fields: its C++ type has no default "
+            "constructor")):
+        remote["pyrpc.echo"](cxxl.Counter(1, "x"))
