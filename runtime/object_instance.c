@@ -312,7 +312,7 @@ static void value_text(int code, const PFValue* v, char* buf, size_t n) {
   else if (code == kPFFloat) snprintf(buf, n, "%.17g", v->v_float64);
   else if (code == kPFBool) snprintf(buf, n, "%s", v->v_int64 ? "true" : "false");
   else if (code == kPFStr) snprintf(buf, n, "'%.60s'", v->v_str);
-  else snprintf(buf, n, "another %s", PFTypeCodeName(code));
+  else snprintf(buf, n, "a %s", PFTypeCodeName(code));
 }
 
 /* A read-only accessor field that a rebuilt instance computes itself: its
@@ -378,10 +378,12 @@ static int field_store(const char* where, const char* what, pf_instance* in, con
     memset(&c.dt, 0, sizeof(c.dt)); /* what a zero dtype reads as */
   } else {
     /* null is a NULL str or bytes for an offset field; an accessor takes none */
-    pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, f->set == NULL);
+    pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, f->get == NULL);
     if (k != pf_conv_ok) return pf_conv_error(k, where, what, t, f->obj, code, v);
   }
-  if (f->get != NULL) { /* an accessor field: the setter takes the converted value */
+  /* An accessor field: its setter takes the converted value; a read-only
+   * one (only PFFromJSON restores it) is compared with it instead. */
+  if (f->get != NULL) {
     PFValue pv;
     int pc;
     if (pf_c_to_packed(t, f->obj, &c, &pv, &pc) != 0)
