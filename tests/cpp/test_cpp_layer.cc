@@ -768,11 +768,15 @@ void test_instances_rebuild_from_json(void**) {
         error_kind_of([&] { from_json(doc); }).c_str(),
         "ValueError: PFFromJSON: node 0: field 'tag' of cpptest.Memo is read-only (an accessor "
         "field without a setter): the rebuilt instance has 'memo', the document 'note'");
+    doc.replace(doc.find("\"note\""), 6, "null");  // null, as a setter would not get it
+    assert_string_equal(error_kind_of([&] { from_json(doc); }).c_str(),
+                        "TypeError: PFFromJSON: node 0: field 'tag' of cpptest.Memo: expected str, "
+                        "got null");
   }
   // Every C++ object made was destroyed once: the originals, the copies,
-  // and the one whose rebuilding failed.
-  assert_int_equal(g_memos_made - made, 7);
-  assert_int_equal(g_memos_destroyed - destroyed, 7);
+  // and the two whose rebuilding failed.
+  assert_int_equal(g_memos_made - made, 8);
+  assert_int_equal(g_memos_destroyed - destroyed, 8);
   // A class without a default constructor: refused, naming the type.
   static const uint32_t fixed = pf::class_<Fixed>("cpptest.Fixed")
                                     .init<std::string>(pf::arg("name"))
