@@ -65,7 +65,8 @@
  *     which kPFJSONRefuseCycles refuses ..."): the server's error reply
  *     for an argument, the client's call for a result. The receiver
  *     rebuilds it with PFFromJSONEx: each instance a new one of the registered type
- *     of the same key, made without its constructor, its fields set. What
+ *     of the same key, made without its constructor (its prepare hook runs:
+ *     a C++ class's default-constructs it, object_type.h), its fields set. What
  *     crosses is a copy: a change on either side later is not seen by the
  *     other. Sharing holds within one argument (or the result), not
  *     across arguments. A type that the receiving side has not registered
