@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import packedfunc as pf
-from packedfunc._convert import MAX_HOOK_CHAIN
+from packedfunc._convert import MAX_HOOK_CHAIN, hook_ids
 
 
 class Value:
@@ -360,6 +360,7 @@ def test_an_array_with_dlpack_device_is_a_tensor_not_a_device(fn, type_name):
 def test_typed_parameters_take_hooked_values(fn):
     assert fn("typed_device")(10, Place((2, 3))) == 23
     assert fn("typed_device")(Value(10), pf.Device("cpu")) == 10
+    assert fn("typed_device")(Value(Value(Value(10))), Value(Place((2, 4)))) == 24
 
 
 def test_hooked_values_do_not_leak(echo):
@@ -372,3 +373,21 @@ def test_hooked_values_do_not_leak(echo):
         echo(vals[i % 5])
     gc.collect()
     assert sys.getallocatedblocks() - blocks < 1000
+
+
+def test_hook_chains_and_their_errors_do_not_leak(echo):
+    def rounds(n):
+        for _ in range(n):
+            assert echo(Value(Value([Value(Value(1))]))) == [1]
+            with pytest.raises(TypeError, match="at most"):
+                echo([Endless()])
+            with pytest.raises(OverflowError):
+                pf.convert(Value(Value(2**70)))
+
+    rounds(20)
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    rounds(200)  # a block leaked per round: 200 blocks; an Endless per hook: 12800
+    gc.collect()
+    assert sys.getallocatedblocks() - blocks < 100
+    assert not hook_ids()  # no value is left marked as being converted
