@@ -453,9 +453,10 @@ class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
     indices too), slicing (to a list), iteration, ``in``, ``index`` and
     ``count``; it equals a list, tuple, Array or List with equal items, and
     hashes as the tuple of its items (unhashable if one of them is), and
-    prints as that tuple: ``(1, 2)``, ``(1,)``, ``()``. Items are converted the first time they are read, all at once, and
-    kept (a function, object or nested container is converted again at
-    each read). ``Array(iterable)`` makes one.
+    prints as that tuple: ``(1, 2)``, ``(1,)``, ``()``. Items are
+    converted the first time they are read, all at once, and kept (a
+    function, object or nested container is converted again at each
+    read). ``Array(iterable)`` makes one.
     """
 
     __slots__ = ()
