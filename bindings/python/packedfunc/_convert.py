@@ -313,29 +313,32 @@ def value_hook_chain(x, pos):
     hook is being applied (a cycle), or the chain is longer than
     MAX_HOOK_CHAIN; an exception a hook raises propagates as it is."""
     ids = hook_ids()
-    chain = []
-    chain_ids = set()
+    chain = [x]
     value = x
     while True:
-        t = type(value)
-        if id(value) in ids or id(value) in chain_ids:
-            raise TypeError("packedfunc: %s (%s): its __packedfunc_value__() result leads back "
-                            "to the value itself, which cannot cross to C"
-                            % (what(pos), t.__qualname__))
+        if id(value) in ids:
+            raise _leads_back(value, pos)
+        result = type(value).__packedfunc_value__(value)
+        if result is value:
+            raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned the value "
+                            "itself; it must return a value that can cross in its place"
+                            % (what(pos), type(value).__qualname__))
+        if not hasattr(type(result), "__packedfunc_value__"):
+            return result, chain
+        for passed in chain:
+            if passed is result:
+                raise _leads_back(result, pos)
         if len(chain) == MAX_HOOK_CHAIN:
             raise TypeError("packedfunc: %s (%s): __packedfunc_value__() results that have the "
                             "hook again go through it at most %d times; this chain is longer"
                             % (what(pos), type(x).__qualname__, MAX_HOOK_CHAIN))
-        chain.append(value)
-        chain_ids.add(id(value))
-        result = t.__packedfunc_value__(value)
-        if result is value:
-            raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned the value "
-                            "itself; it must return a value that can cross in its place"
-                            % (what(pos), t.__qualname__))
-        if not hasattr(type(result), "__packedfunc_value__"):
-            return result, chain
+        chain.append(result)
         value = result
+
+
+def _leads_back(value, pos):
+    return TypeError("packedfunc: %s (%s): its __packedfunc_value__() result leads back to the "
+                     "value itself, which cannot cross to C" % (what(pos), type(value).__qualname__))
 
 
 def hook_result_name(name, chain):
@@ -352,11 +355,13 @@ def _through_value_hook(x, pos, keep, then):
     keep.append(chain)
     where = hook_result_name(what(pos), chain)
     ids = hook_ids()
-    ids.update(map(id, chain))
+    for v in chain:
+        ids.add(id(v))
     try:
         return then(value, where)
     finally:
-        ids.difference_update(map(id, chain))
+        for v in chain:
+            ids.discard(id(v))
 
 
 def _hook_of(t):
