@@ -211,7 +211,15 @@ def test_repr_of_self_containing_list_and_dict():
     d["list"] = outer
     assert repr(outer) == "List([Dict({'a': 1, 'self': {...}, 'list': [...]})])"
     arr = pf.convert([lst])
-    assert repr(arr) == "[List([1, [...]])]"
+    assert repr(arr) == "(List([1, [...]]),)"
+    inner = pf.List([2])
+    arr = pf.convert([1, inner])
+    inner.append(arr)  # the Array recurs inside itself, through the List
+    try:
+        assert repr(arr) == "(1, List([2, (...)]))"
+        assert str(inner) == "[2, (1, [...])]"
+    finally:
+        inner.clear()
 
 
 # ---- all or nothing ----------------------------------------------------------------

@@ -161,7 +161,11 @@ def test_array_equality_and_repr(echo):
     a = echo([1, "x", [2.5]])
     assert a == [1, "x", [2.5]] and a == (1, "x", [2.5]) and a == echo([1, "x", [2.5]])
     assert a != [1, "x"] and a != [1, "x", [2.0]] and a != "abc" and a != {1: 2}
-    assert repr(a) == "[1, 'x', [2.5]]"
+    # printed as the tuple it equals (and hashes as), as tvm-ffi prints it
+    assert repr(a) == str(a) == "(1, 'x', (2.5,))"
+    assert repr(echo([7])) == "(7,)" and repr(echo([])) == "()" and str(echo(())) == "()"
+    assert str(pf.convert([1, 2, 3])) == "(1, 2, 3)"
+    assert repr(echo([[], [[1]], {"k": [2, 3]}])) == "((), ((1,),), {'k': (2, 3)})"
 
 
 def test_map_is_a_read_only_mapping(echo):

@@ -67,7 +67,7 @@ def test_readme_python_example_runs(scratch):
         "expected int64, got str",
         "KeyError 'missing' raised in fails",
         "[1.5 1.5 1.5]",
-        "{'count': 2, 'sizes': [2, 3]} True",
+        "{'count': 2, 'sizes': (2, 3)} True",
     ]
     assert r.stderr == ""
 

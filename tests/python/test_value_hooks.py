@@ -1,7 +1,8 @@
 """The conversion hooks: a class says how its values cross to C.
 
-__packedfunc_value__(self) gives a value that crosses in its place
-(applied once); __dlpack_data_type__ makes a data type and
+__packedfunc_value__(self) gives a value that crosses in its place (a
+result with the hook goes through it again, up to a bound);
+__dlpack_data_type__ makes a data type and
 __dlpack_device__ (without __dlpack__) a device. Each is reached as an
 argument, as a callback's result, inside containers and through convert(),
 on both backends (the compiled one hands types it does not know to the
@@ -9,11 +10,13 @@ package's tables).
 """
 import gc
 import sys
+import weakref
 
 import numpy as np
 import pytest
 
 import packedfunc as pf
+from packedfunc._convert import MAX_HOOK_CHAIN, hook_ids
 
 
 class Value:
@@ -79,22 +82,162 @@ def test_value_hook_is_reached_for_callback_results_and_inside_containers(fn, ec
     assert r == [1, {"k": [2, pf.DataType("bfloat16"), pf.Device("cpu", 0)]}]
 
 
-def test_value_hook_is_applied_once(echo):
+def chain(value, hooks, kind=None):
+    """value wrapped in `hooks` Values (kind: the class of each), so that
+    each hook returns the next wrapper and the last one `value`."""
+    for _ in range(hooks):
+        value = (kind or Value)(value)
+    return value
+
+
+@pytest.mark.parametrize("hooks", [1, 2, 3])
+def test_value_hook_chains_go_through_each_hook(hooks, fn, echo, type_name):
+    assert echo(chain(10, hooks)) == 10
+    assert type_name(chain("s", hooks)) == "str"
+    assert pf.convert(chain(2.5, hooks)) == 2.5
+    assert pf.convert(chain([1, chain(2, hooks)], hooks)) == [1, 2]
+    # in containers, dict values and as a chain's container result
+    r = echo([chain(1, hooks), {"k": chain(2, hooks)}, chain([chain(3, hooks)], hooks)])
+    assert r == [1, {"k": 2}, [3]]
+    assert fn("call")(lambda: chain("from a callback", hooks)) == "from a callback"
+    assert fn("call")(lambda: chain([chain(4, hooks)], hooks)) == [4]
+    # the mutable containers' own conversions (the extension's, with _cext)
+    lst = pf.List([chain(5, hooks)])
+    lst.append(chain(6, hooks))
+    d = pf.Dict({"a": chain(7, hooks)})
+    d["b"] = chain([chain(8, hooks)], hooks)
+    assert lst == [5, 6] and d == {"a": 7, "b": [8]}
+
+
+def test_tvm_ffi_value_protocol_chains(echo):
+    # tvm-ffi's test_function.py::test_function_with_value_protocol
+    assert echo(Value(Value(Value(10)))) == 10
+    assert tuple(echo(Value([Value(1), Value(2), Value(3)]))) == (1, 2, 3)
+    assert tuple(echo(Value([1, 2, Value(Value(3))]))) == (1, 2, 3)
+
+
+def test_value_hook_chain_up_to_the_bound_crosses(echo):
+    assert echo(chain(7, MAX_HOOK_CHAIN)) == 7
+    assert pf.convert([chain(7, MAX_HOOK_CHAIN)]) == [7]
+    msg = (r"argument 0 \(Value\): __packedfunc_value__\(\) results that have the hook again "
+           r"go through it at most %d times; this chain is longer" % MAX_HOOK_CHAIN)
+    with pytest.raises(TypeError, match=msg):
+        echo(chain(7, MAX_HOOK_CHAIN + 1))
+
+
+class Endless:
+    """Each hook returns a fresh Endless: a chain that never ends."""
+
+    def __packedfunc_value__(self):
+        return Endless()
+
+
+def test_endless_value_hook_chain_is_a_type_error_naming_the_bound(fn, echo):
+    # A fresh wrapper per hook: only a bound stops it (and each wrapper is
+    # held, so that a freed one's id, taken by the next, is no false cycle).
+    bound = "at most %d times; this chain is longer" % MAX_HOOK_CHAIN
+    with pytest.raises(TypeError, match=r"argument 1 \(Endless\): .*" + bound):
+        echo(1, Endless())
+    with pytest.raises(TypeError, match=r"the value given to convert \(Endless\): .*" + bound):
+        pf.convert(Endless())
+    with pytest.raises(TypeError, match=r"argument 0 at \[1\]\['k'\] \(Endless\): .*" + bound):
+        echo([1, {"k": Endless()}])
+    with pytest.raises(TypeError, match=bound):
+        fn("call")(lambda: Endless())
+    with pytest.raises(TypeError, match=bound):
+        pf.List([Endless()])
+    with pytest.raises(TypeError, match=bound):
+        pf.Dict()["k"] = Endless()
+
+
+def test_value_hook_returning_itself_is_a_type_error(echo):
     me = Value(None)
     me.value = me
-    with pytest.raises(TypeError, match=r"argument 0 \(Value\): __packedfunc_value__\(\) "
-                                        r"returned the value itself"):
+    msg = r"argument 0 \(Value\): __packedfunc_value__\(\) returned the value itself"
+    with pytest.raises(TypeError, match=msg):
         echo(me)
-    with pytest.raises(TypeError, match="applied once"):
-        echo(Value(Value(1)))
-    with pytest.raises(TypeError, match="applied once"):
-        pf.convert(Value(Value(1)))
+    with pytest.raises(TypeError, match=msg):
+        echo(Value(Value(me)))  # at the end of a chain
+
+
+class A(Value):
+    pass
+
+
+class B(Value):
+    pass
+
+
+def test_value_hook_cycles_are_a_type_error_naming_the_value(fn, echo):
+    a = A(None)
+    a.value = B(a)  # a -> b -> a
+    leads_back = "its __packedfunc_value__\\(\\) result leads back to the value itself"
+    with pytest.raises(TypeError, match=r"argument 0 \(A\): " + leads_back):
+        echo(a)
+    with pytest.raises(TypeError, match=r"argument 1 \(B\): " + leads_back):
+        echo(0, a.value)
+    with pytest.raises(TypeError, match=leads_back):
+        pf.convert(a)
+    with pytest.raises(TypeError, match=leads_back):
+        fn("call")(lambda: a)
+    with pytest.raises(TypeError, match=r"argument 0 at \[0\] \(A\): " + leads_back):
+        echo([a])
+    with pytest.raises(TypeError, match=leads_back):
+        pf.List([a])
+    # through a container: a -> [b], b -> a; and a container of the value
+    a.value = [B(a)]
+    with pytest.raises(TypeError, match=r"argument 0 \(A.__packedfunc_value__\(\)'s "
+                                        r"result\) at \[0\] \(A\): " + leads_back):
+        echo(a)
     loop = Value(None)
-    loop.value = [1, {"k": loop}]
-    with pytest.raises(TypeError, match="result contains the value itself"):
+    loop.value = [1, {"k": Value(loop)}]
+    with pytest.raises(TypeError, match=leads_back):
         echo(loop)
-    with pytest.raises(TypeError, match="result contains the value itself"):
+    with pytest.raises(TypeError, match=leads_back):
         pf.convert(loop)
+    # the failed conversions left nothing behind: the same values cross
+    a.value = 5
+    loop.value = 6
+    assert echo(a) == 5 and echo([loop]) == [6]
+
+
+class Handoff:
+    """Crosses as what it wraps, which it gives up on the way (the hook's
+    result is the only reference left)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __packedfunc_value__(self):
+        inner, self.inner = self.inner, None
+        return inner
+
+
+def test_value_hook_chain_is_held_until_the_conversion_ends(fn, echo):
+    def links():
+        x = Handoff(Handoff(Handoff(7)))
+        refs = [weakref.ref(x.inner), weakref.ref(x.inner.inner)]
+        return x, refs
+
+    class Check:
+        """Converted after the chain: its links are still alive."""
+
+        def __init__(self, refs):
+            self.refs = refs
+
+        def __packedfunc_value__(self):
+            return sum(r() is not None for r in self.refs)
+
+    x, refs = links()  # another chain between them
+    assert echo([x, Value(Value(0)), Check(refs)]) == [7, 0, 2]
+    x, refs = links()
+    assert echo({"a": x, "b": Value(0), "c": Check(refs)}) == {"a": 7, "b": 0, "c": 2}
+    x, refs = links()
+    assert fn("call")(lambda a, b: [a, b], x, Check(refs)) == [7, 2]
+    x, refs = links()
+    assert pf.List([x, Value(0), Check(refs)]) == [7, 0, 2]
+    gc.collect()
+    assert [r() for r in refs] == [None, None]  # and released after it
 
 
 def test_value_hook_result_that_cannot_cross_is_named(echo):
@@ -108,6 +251,29 @@ def test_value_hook_result_that_cannot_cross_is_named(echo):
         pf.convert(Value("a\0b"))
 
 
+class Outer(Value):
+    pass
+
+
+class Inner(Value):
+    pass
+
+
+def test_value_hook_chain_result_that_cannot_cross_is_named(echo):
+    # named as the result of the chain's last hook
+    with pytest.raises(OverflowError, match=r"argument 1 \(Inner.__packedfunc_value__\(\)'s "
+                                            r"result\): int \d+ does not fit in int64"):
+        echo(1, Outer(Inner(2**70)))
+    with pytest.raises(TypeError, match=r"argument 0 at \[0\] \(Inner.__packedfunc_value__\(\)'s "
+                                        r"result\), dict key 0 \(1.5\) has unsupported type float"):
+        echo([Outer(Outer(Inner({1.5: 1})))])
+    with pytest.raises(ValueError, match=r"argument 0 \(Inner.__packedfunc_value__\(\)'s "
+                                         r"result\) at \[1\]: str contains a NUL"):
+        echo(Outer(Inner([1, "a\0b"])))
+    with pytest.raises(ValueError, match="NUL"):
+        pf.convert(Outer(Inner("a\0b")))
+
+
 def test_value_hook_errors_propagate(echo):
     class Failing:
         def __packedfunc_value__(self):
@@ -115,6 +281,28 @@ def test_value_hook_errors_propagate(echo):
 
     with pytest.raises(LookupError, match="no value today"):
         echo(Failing())
+
+
+def test_value_hook_raising_mid_chain_propagates(fn, echo):
+    class Flaky:
+        """Raises the first time only."""
+
+        def __init__(self):
+            self.calls = 0
+
+        def __packedfunc_value__(self):
+            self.calls += 1
+            if self.calls == 1:
+                raise LookupError("not yet")
+            return 3
+
+    for convert in (echo, pf.convert, lambda v: fn("call")(lambda: v),
+                    lambda v: echo([0, {"k": v}]), lambda v: pf.List([v])):
+        x = Outer(Inner(Flaky()))
+        with pytest.raises(LookupError, match="not yet"):
+            convert(x)
+        convert(x)  # the chain left nothing behind: it crosses now
+        assert x.value.value.calls == 2
 
 
 def test_value_hook_is_looked_up_on_the_class(echo):
@@ -172,6 +360,7 @@ def test_an_array_with_dlpack_device_is_a_tensor_not_a_device(fn, type_name):
 def test_typed_parameters_take_hooked_values(fn):
     assert fn("typed_device")(10, Place((2, 3))) == 23
     assert fn("typed_device")(Value(10), pf.Device("cpu")) == 10
+    assert fn("typed_device")(Value(Value(Value(10))), Value(Place((2, 4)))) == 24
 
 
 def test_hooked_values_do_not_leak(echo):
@@ -184,3 +373,21 @@ def test_hooked_values_do_not_leak(echo):
         echo(vals[i % 5])
     gc.collect()
     assert sys.getallocatedblocks() - blocks < 1000
+
+
+def test_hook_chains_and_their_errors_do_not_leak(echo):
+    def rounds(n):
+        for _ in range(n):
+            assert echo(Value(Value([Value(Value(1))]))) == [1]
+            with pytest.raises(TypeError, match="at most"):
+                echo([Endless()])
+            with pytest.raises(OverflowError):
+                pf.convert(Value(Value(2**70)))
+
+    rounds(20)
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    rounds(200)  # a block leaked per round: 200 blocks; an Endless per hook: 12800
+    gc.collect()
+    assert sys.getallocatedblocks() - blocks < 100
+    assert not hook_ids()  # no value is left marked as being converted

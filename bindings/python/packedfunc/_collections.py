@@ -141,7 +141,7 @@ _repr_active = threading.local()  # .handles: the containers being repr'd
 
 
 def guarded_repr(self, fill, body):
-    """body() as the repr of container self, or `fill` ("[...]") where
+    """body() as the repr of container self, or `fill` ("(...)") where
     self recurs inside it: a List's items are new wrappers of the same
     handle, so the guard is on the handle, not the wrapper."""
     active = _repr_active.__dict__.setdefault("handles", set())
@@ -452,10 +452,11 @@ class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
     as one. It behaves as a read-only list: ``len``, indexing (negative
     indices too), slicing (to a list), iteration, ``in``, ``index`` and
     ``count``; it equals a list, tuple, Array or List with equal items, and
-    hashes as the tuple of its items (unhashable if one of them is).
-    Items are converted the first time they are read, all at once, and
-    kept (a function, object or nested container is converted again at
-    each read). ``Array(iterable)`` makes one.
+    hashes as the tuple of its items (unhashable if one of them is), and
+    prints as that tuple: ``(1, 2)``, ``(1,)``, ``()``. Items are
+    converted the first time they are read, all at once, and kept (a
+    function, object or nested container is converted again at each
+    read). ``Array(iterable)`` makes one.
     """
 
     __slots__ = ()
@@ -507,8 +508,8 @@ class Array(_ArrayBase, ByJSON, Object, collections.abc.Sequence):
     def __repr__(self):
         if not handle_of(self):
             return "<packedfunc.Array (released)>"
-        return guarded_repr(self, "[...]",
-                            lambda: "[" + ", ".join(map(repr, self._values())) + "]")
+        # As the tuple it equals and hashes as: (1, 2), (1,), ().
+        return guarded_repr(self, "(...)", lambda: repr(tuple(self._values())))
 
 
 class Map(_MapBase, ByJSON, Object, MappingViews, collections.abc.Mapping):

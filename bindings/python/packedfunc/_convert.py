@@ -272,9 +272,11 @@ def _named(make, x, pos):
 # ---- the conversion hooks ---------------------------------------------------
 #
 # A class says how its values cross with one of these methods, looked up on
-# the class (as Python looks up __index__), each applied once:
+# the class (as Python looks up __index__):
 #   __packedfunc_value__(self)  -> any value that can cross, which crosses
-#                                  (and converts) in its place;
+#                                  (and converts) in its place; a result
+#                                  that has this hook itself goes through
+#                                  it again, up to MAX_HOOK_CHAIN hooks;
 #   __dlpack_data_type__(self)  -> a (type_code, bits, lanes) tuple or
 #                                  anything DataType() takes: a kPFDataType;
 #   __dlpack_device__(self)     -> (device_type, device_id): a kPFDevice,
@@ -282,6 +284,10 @@ def _named(make, x, pos):
 #                                  with both is a tensor).
 # Both backends reach them here: the extension hands every value of a type
 # it does not know to these tables.
+
+#: The most __packedfunc_value__ hooks one value goes through, each applied
+#: to the previous one's result; a longer chain is a TypeError.
+MAX_HOOK_CHAIN = 64
 
 _hooks_active = threading.local()  # .ids: the values whose hook is being applied
 _hooked_types = set()  # the types given an exact encoder below
@@ -297,42 +303,65 @@ def hook_ids():
     return ids
 
 
-def value_hook_result(x, pos):
-    """x.__packedfunc_value__(), checked: TypeError when it is x, has the
-    hook itself, or x's own result is being converted (a result that leads
-    back to x)."""
-    t = type(x)
-    if id(x) in hook_ids():
-        raise TypeError("packedfunc: %s (%s): its __packedfunc_value__() result contains the "
-                        "value itself, which cannot cross to C" % (what(pos), t.__qualname__))
-    value = t.__packedfunc_value__(x)
-    if value is x:
-        raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned the value "
-                        "itself; it must return a value that can cross in its place"
-                        % (what(pos), t.__qualname__))
-    if hasattr(type(value), "__packedfunc_value__"):
-        raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned a %s, which has "
-                        "__packedfunc_value__ itself (the hook is applied once)"
-                        % (what(pos), t.__qualname__, type(value).__qualname__))
-    return value
-
-
-def hook_result_name(name, t):
-    """How messages name the result of t's hook on the value named `name`."""
-    return "%s (%s.__packedfunc_value__()'s result)" % (name, t.__qualname__)
-
-
-def _through_value_hook(x, pos, then):
-    """then(v, where) for v = value_hook_result(x, pos), where naming v in
-    messages as the hook's result; x's id is in hook_ids() meanwhile."""
-    value = value_hook_result(x, pos)
-    where = hook_result_name(what(pos), type(x))
+def value_hook_chain(x, pos):
+    """(v, chain): x.__packedfunc_value__(), then the hook of each result
+    that has the hook itself, until one that has not: v. `chain` lists the
+    values whose hook was applied, x first; the caller holds it, and has
+    their ids in hook_ids(), until the conversion of v ends (a hook may drop
+    the only other reference to what it returned). TypeError naming `pos`
+    when a hook returns its own value, a result leads back to a value whose
+    hook is being applied (a cycle), or the chain is longer than
+    MAX_HOOK_CHAIN; an exception a hook raises propagates as it is."""
     ids = hook_ids()
-    ids.add(id(x))
+    chain = [x]
+    value = x
+    while True:
+        if id(value) in ids:
+            raise _leads_back(value, pos)
+        result = type(value).__packedfunc_value__(value)
+        if result is value:
+            raise TypeError("packedfunc: %s (%s): __packedfunc_value__() returned the value "
+                            "itself; it must return a value that can cross in its place"
+                            % (what(pos), type(value).__qualname__))
+        if not hasattr(type(result), "__packedfunc_value__"):
+            return result, chain
+        for passed in chain:
+            if passed is result:
+                raise _leads_back(result, pos)
+        if len(chain) == MAX_HOOK_CHAIN:
+            raise TypeError("packedfunc: %s (%s): __packedfunc_value__() results that have the "
+                            "hook again go through it at most %d times; this chain is longer"
+                            % (what(pos), type(x).__qualname__, MAX_HOOK_CHAIN))
+        chain.append(result)
+        value = result
+
+
+def _leads_back(value, pos):
+    return TypeError("packedfunc: %s (%s): its __packedfunc_value__() result leads back to the "
+                     "value itself, which cannot cross to C" % (what(pos), type(value).__qualname__))
+
+
+def hook_result_name(name, chain):
+    """How messages name the result of the last hook of `chain` (see
+    value_hook_chain) on the value named `name`."""
+    return "%s (%s.__packedfunc_value__()'s result)" % (name, type(chain[-1]).__qualname__)
+
+
+def _through_value_hook(x, pos, keep, then):
+    """then(v, where) for v, chain = value_hook_chain(x, pos), where naming v
+    in messages as the hook's result; the chain's ids are in hook_ids()
+    meanwhile, and `keep` holds the chain."""
+    value, chain = value_hook_chain(x, pos)
+    keep.append(chain)
+    where = hook_result_name(what(pos), chain)
+    ids = hook_ids()
+    for v in chain:
+        ids.add(id(v))
     try:
         return then(value, where)
     finally:
-        ids.discard(id(x))
+        for v in chain:
+            ids.discard(id(v))
 
 
 def _hook_of(t):
@@ -350,7 +379,7 @@ def _hook_of(t):
 def _encode_hooked(x, pos, keep):
     hook = _hook_of(type(x))
     if hook == "value":
-        return _through_value_hook(x, pos, lambda v, where: encode(v, where, keep))
+        return _through_value_hook(x, pos, keep, lambda v, where: encode(v, where, keep))
     if hook == "dtype":
         return encode(_named(DataType, x, pos), pos, keep)
     if hook == "device":
@@ -361,7 +390,7 @@ def _encode_hooked(x, pos, keep):
 def _convert_hooked(x):
     hook = _hook_of(type(x))
     if hook == "value":
-        return _through_value_hook(x, CONVERT, lambda v, where: convert_value(v))
+        return _through_value_hook(x, CONVERT, [], lambda v, where: convert_value(v))
     if hook == "dtype":
         return _named(DataType, x, CONVERT)
     if hook == "device":

@@ -6,9 +6,10 @@ never by recursion, so that a deep value costs no Python frames; a
 container nested deeper than MAX_DEPTH levels, or one that contains itself,
 is a ValueError naming where. A container met twice (not a cycle: the same
 list in two places) becomes one C object, shared. An item with
-__packedfunc_value__ whose result is a container is converted on the same
-stack, so hook results count in the same nesting budget and cost no
-Python frames either. Everything here is private.
+__packedfunc_value__ whose result (after a chain of hooks, see
+_convert.value_hook_chain) is a container is converted on the same stack,
+so hook results count in the same nesting budget and cost no Python frames
+either. Everything here is private.
 """
 import ctypes
 import struct
@@ -17,7 +18,7 @@ import sys
 from ._collections import Array, Map
 from ._containers import CONTAINER_KINDS, register_container
 from ._convert import (CONVERT, D, FLOAT, HANDLE_CODES, INT, INT64_MAX, INT64_MIN, OBJECT, P, Q,
-                       encode, hook_ids, hook_result_name, value_hook_result, what)
+                       encode, hook_ids, hook_result_name, value_hook_chain, what)
 from ._errors import check_call
 from ._ffi import PFArrayCreate, PFMapCreate, PFObjectFree, PFObjectRetain
 from ._library import OBJECT_TYPES, state
@@ -42,7 +43,7 @@ _VALS = 4       # the 8 bytes of each item converted, or None
 _CODES = 5      # the type code of each item converted
 _KEY_VALS = 6   # the same for a dict's keys (None for a list or tuple)
 _KEY_CODES = 7
-_HOOKED = 8     # the item whose __packedfunc_value__ result this is, or None
+_HOOKED = 8     # the hook chain of the item whose result this is, or None
 
 
 def _at(name, where):
@@ -57,14 +58,14 @@ def _path(pos, stack, item=True):
     last = len(stack) - 1
     for k, lv in enumerate(stack):
         if lv[_HOOKED] is not None:
-            name, where = hook_result_name(_at(name, where), type(lv[_HOOKED])), ""
+            name, where = hook_result_name(_at(name, where), lv[_HOOKED]), ""
         if item or k < last:
             where += "[%r]" % (lv[_NEXT] if lv[_KEYS] is None else lv[_KEYS][lv[_NEXT]])
     return _at(name, where)
 
 
 class _Path:
-    """_path(pos, stack) (with `hooked`, the name of that type's hook
+    """_path(pos, stack) (with `hooked`, the name of that hook chain's
     result there) as a name that messages format only when they are made,
     while the stack is as it was: a hook deep down costs no path."""
 
@@ -123,8 +124,8 @@ def _encode_item(x, pos, stack, keep):
 
 
 def _push(x, pos, stack, active, keep, hooked=None):
-    """Stack a level for container x (the __packedfunc_value__ result of
-    `hooked`, if not None), with its keys encoded (a dict's) or its items
+    """Stack a level for container x (the result of the __packedfunc_value__
+    chain `hooked`, if not None), with its keys encoded (a dict's) or its items
     all encoded at once (a list of plain ints or floats)."""
     if id(x) in active:
         raise ValueError("packedfunc: %s contains itself (a %s that is its own item, "
@@ -173,16 +174,16 @@ def _push(x, pos, stack, active, keep, hooked=None):
             lv[_NEXT] = n
     active.add(id(x))
     if hooked is not None:
-        hook_ids().add(id(hooked))
+        hook_ids().update(map(id, hooked))
 
 
 def _pop(stack, active):
-    """Unstack the innermost level; its container and hooked item are no
+    """Unstack the innermost level; its container and hook chain are no
     longer on the path."""
     lv = stack.pop()
     active.discard(id(lv[_CONTAINER]))
     if lv[_HOOKED] is not None:
-        hook_ids().discard(id(lv[_HOOKED]))
+        hook_ids().difference_update(map(id, lv[_HOOKED]))
     return lv
 
 
@@ -237,12 +238,13 @@ def _convert_stack(pos, stack, active, keep, done):
                 code, raw = OBJECT, P.pack(handle_of(made))
             elif hasattr(t, "__packedfunc_value__"):
                 lv[_NEXT] = i
-                value = value_hook_result(x, _Path(pos, stack))
+                value, chain = value_hook_chain(x, _Path(pos, stack))
+                keep.append(chain)
                 if isinstance(value, CONTAINER_KINDS):
                     keep.append(value)  # its id stays its own in `done`
-                    _push(value, pos, stack, active, keep, x)
+                    _push(value, pos, stack, active, keep, chain)
                     break
-                code, raw = _encode_item(value, _Path(pos, stack, t), [], keep)
+                code, raw = _encode_item(value, _Path(pos, stack, chain), [], keep)
             else:
                 lv[_NEXT] = i
                 code, raw = _encode_item(x, pos, stack, keep)
