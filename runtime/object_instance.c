@@ -348,6 +348,9 @@ static int field_store(const char* where, const char* what, pf_instance* in, con
     pf_conv k = pf_packed_to_c(t, f->obj, code, v, &c, f->set == NULL);
     if (k != pf_conv_ok) return pf_conv_error(k, where, what, t, f->obj, code, v);
   }
+  /* A read-only accessor field restored from a document: its getter
+   * computes it, and it has no bytes in the struct to write. */
+  if (f->get != NULL && f->set == NULL) return 0;
   if (f->set != NULL) { /* an accessor field: the setter takes the converted value */
     PFValue pv;
     int pc;

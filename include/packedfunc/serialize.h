@@ -42,7 +42,9 @@ extern "C" {
  *    comes back as an instance of the type registered under that key,
  *    allocated as PFObjectAlloc does (its __init__ does NOT run) with
  *    every field written from the document (read-only ones too, converted
- *    as PFObjectSetField converts). An instance's state is its fields:
+ *    as PFObjectSetField converts; a read-only accessor field's value is
+ *    converted so and not stored: its getter computes it, and it has no
+ *    bytes in the struct to write). An instance's state is its fields:
  *    what its C struct holds outside them (zeroed at allocation) is not
  *    written, so a type that keeps state there must not be serialized.
  *
