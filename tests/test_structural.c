@@ -9,10 +9,10 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "support/pf_test.h"
+#include "support/pf_fault.h"
 
 static PFValue vi(int64_t x) { return (PFValue){.v_int64 = x}; }
 static PFValue vf(double x) { return (PFValue){.v_float64 = x}; }
@@ -344,25 +344,6 @@ static void* churn(void* list) {
   return NULL;
 }
 
-/* Allocations made through the runtime's allocator (installed in main):
- * a walk takes a snapshot of each List or Dict it visits, so their number
- * tells how often the walk went into containers. */
-static atomic_long allocations;
-static void* counting_malloc(size_t n, void* u) {
-  (void)u;
-  atomic_fetch_add(&allocations, 1);
-  return malloc(n);
-}
-static void* counting_realloc(void* p, size_t n, void* u) {
-  (void)u;
-  atomic_fetch_add(&allocations, 1);
-  return realloc(p, n);
-}
-static void counting_free(void* p, void* u) {
-  (void)u;
-  free(p);
-}
-
 /* A level of a graph: a container of the kind `level` picks (List,
  * Array, Map, Dict, then an instance whose field holds a List) that holds
  * `x` and `y`. */
@@ -437,9 +418,9 @@ static void test_shared_values_are_walked_once(void** state) {
   (void)state;
   PFObjectHandle a = shared_graph(20, list_of(NULL, NULL, 0));
   PFObjectHandle b = shared_graph(20, list_of(NULL, NULL, 0));
-  long before = atomic_load(&allocations);
+  pf_fault_count_start();
   same_objects(a, b);
-  long walked = atomic_load(&allocations) - before;
+  long walked = pf_fault_count_end();
   if (walked > 2000) fail_msg("comparing and hashing 21 objects allocated %ld times", walked);
   PFObjectFree(a);
   PFObjectFree(b);
@@ -649,9 +630,7 @@ static void test_compare_bad_input(void** state) {
 }
 
 int main(void) {
-  /* Before the runtime's first allocation. */
-  PFAllocator counting = {counting_malloc, counting_realloc, counting_free, NULL};
-  if (PFSetAllocator(&counting) != 0) return 1;
+  if (pf_fault_install() != 0) return 1; /* before the runtime's first allocation */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_values),
       cmocka_unit_test(test_sequences_and_shapes),
