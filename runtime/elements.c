@@ -297,8 +297,9 @@ static int conv_container(tctx* c, int idx, int code, const PFValue* v, PFValue*
     return 0;
   }
   int changed = ti != pf_ctype_object_type(n->t);
+  int keep = nested && pf_object_held_twice(v->v_handle);
   if (!changed && ti == kPFObjectArray && all_exact(&c->nodes[n->first], v->v_handle))
-    return nested ? done_add(c, v->v_handle, idx, NULL) : 0;
+    return keep ? done_add(c, v->v_handle, idx, NULL) : 0;
   entries e;
   if (entries_read(v->v_handle, ti, &e) != 0) {
     entries_free(&e);
@@ -348,7 +349,7 @@ static int conv_container(tctx* c, int idx, int code, const PFValue* v, PFValue*
     }
   }
   entries_free(&e);
-  if (st == 0 && nested && done_add(c, v->v_handle, idx, *made) != 0) {
+  if (st == 0 && keep && done_add(c, v->v_handle, idx, *made) != 0) {
     PFObjectFree(*made);
     *made = NULL;
     return -1;

@@ -281,7 +281,9 @@ static int level_begin(walk* w) {
  * memory. */
 static int level_end(walk* w, int level, int outer_low, int rc, int keep, const void* a,
                      const void* b, uint64_t hash) {
-  if (rc == 0 && keep && w->low > level) rc = memo_add(w, a, b, hash);
+  if (rc == 0 && keep && w->low > level && pf_object_held_twice(a) &&
+      (!b || pf_object_held_twice(b)))
+    rc = memo_add(w, a, b, hash);
   if (outer_low < w->low) w->low = outer_low;
   return rc;
 }
