@@ -98,6 +98,12 @@ static inline const void* pf_code_addr(void (*fn)(void)) {
 static inline void pf_object_retain(void* obj) {
   atomic_fetch_add_explicit(&((pf_object*)obj)->ref_count, 1, memory_order_relaxed);
 }
+/* Whether more than one reference holds `obj` now: a walk that meets an
+ * object held once meets it once (through its one holder), so it need
+ * not keep what it found there. */
+static inline int pf_object_held_twice(const void* obj) {
+  return atomic_load_explicit(&((const pf_object*)obj)->ref_count, memory_order_relaxed) > 1;
+}
 /* Takes a reference to `obj` unless its last one is already gone (it is
  * then being destroyed and must not come back): 1 when taken, else 0. For
  * objects reachable from a table that does not own them (a weak list). */

@@ -21,14 +21,33 @@ typedef struct {
   const char* field;  /* the field's name, or NULL */
 } step;
 
+/* What the walk has finished for an object (hash: b is NULL) or a pair
+ * (equality, kept only when equal), when the result did not depend on the
+ * path above it: a value shared by several containers is walked once. */
+typedef struct {
+  const void* a;
+  const void* b;
+  uint64_t hash;
+} memo_entry;
+
+/* Open addressing by the pair, linear probing, at most half full. */
+typedef struct {
+  memo_entry* slot;
+  size_t cap, count;
+} memo;
+
 /* The path from the roots: the containers and instances being walked, and
  * (when asked for) the steps to the pair being compared and the text of
- * the first path where a difference was met. */
+ * the first path where a difference was met. `low` is the lowest level of
+ * the path that a reference back (a cycle) reached since the object being
+ * walked at the current level began: when it is below that level, the
+ * object's result depends on the path and is not kept in `done`. */
 typedef struct {
   const char* where;
   pf_snapshots snaps; /* the Lists' and Dicts', held until the walk ends */
+  memo done;
   uint32_t flags;
-  int depth;
+  int depth, low;
   const void* a[PF_STRUCTURAL_MAX_DEPTH];
   const void* b[PF_STRUCTURAL_MAX_DEPTH];
   int want_path, nsteps;
@@ -216,6 +235,64 @@ static int tensor_hash(const walk* w, const DLTensor* t, uint64_t* out) {
   return 0;
 }
 
+/* ---- what the walk has finished ---- */
+static memo_entry* memo_probe(memo_entry* slot, size_t cap, const void* a, const void* b) {
+  uint64_t h =
+      ((uint64_t)(uintptr_t)a ^ (uint64_t)(uintptr_t)b * 0xff51afd7ed558ccdu) * 0x9E3779B97F4A7C15u;
+  size_t i = (size_t)(h >> 32) & (cap - 1);
+  while (slot[i].a && (slot[i].a != a || slot[i].b != b)) i = (i + 1) & (cap - 1);
+  return &slot[i];
+}
+
+static const memo_entry* memo_find(const walk* w, const void* a, const void* b) {
+  const memo_entry* e = w->done.cap ? memo_probe(w->done.slot, w->done.cap, a, b) : NULL;
+  return e && e->a ? e : NULL;
+}
+
+/* Keeps the result of (a, b), not present; -1 when out of memory. */
+static int memo_add(walk* w, const void* a, const void* b, uint64_t hash) {
+  memo* m = &w->done;
+  if ((m->count + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    memo_entry* slot = pf_calloc(cap, sizeof(memo_entry));
+    if (!slot) return pf_oom(w->where);
+    for (size_t i = 0; i < m->cap; ++i)
+      if (m->slot[i].a) *memo_probe(slot, cap, m->slot[i].a, m->slot[i].b) = m->slot[i];
+    pf_free(m->slot);
+    m->slot = slot;
+    m->cap = cap;
+  }
+  *memo_probe(m->slot, m->cap, a, b) = (memo_entry){a, b, hash};
+  ++m->count;
+  return 0;
+}
+
+/* Begins the object of a new level: returns the `low` of the level above,
+ * which level_end takes back. */
+static int level_begin(walk* w) {
+  int low = w->low;
+  w->low = PF_STRUCTURAL_MAX_DEPTH;
+  return low;
+}
+
+/* Ends the object at `level` (rc its walk's result): keeps `hash` for
+ * (a, b) when `keep` and no reference back left the object's own graph
+ * (so nothing above it changed the result); returns rc, or -1 when out of
+ * memory. */
+static int level_end(walk* w, int level, int outer_low, int rc, int keep, const void* a,
+                     const void* b, uint64_t hash) {
+  if (rc == 0 && keep && w->low > level && pf_object_held_twice(a) &&
+      (!b || pf_object_held_twice(b)))
+    rc = memo_add(w, a, b, hash);
+  if (outer_low < w->low) w->low = outer_low;
+  return rc;
+}
+
+/* Notes a reference back to the path's level `at`. */
+static void reached(walk* w, int at) {
+  if (at < w->low) w->low = at;
+}
+
 /* ---- the path ---- */
 static int path_find(const void* const* path, int depth, const void* obj) {
   for (int i = depth - 1; i >= 0; --i)
@@ -357,9 +434,15 @@ static int nested_equal(walk* w, PFObjectHandle a, PFObjectHandle b, uint32_t ty
   int ia = path_find(w->a, w->depth, a), ib = path_find(w->b, w->depth, b);
   if (ia >= 0 || ib >= 0) {
     *out = ia == ib;
+    reached(w, ia);
+    return 0;
+  }
+  if (memo_find(w, a, b)) {
+    *out = 1;
     return 0;
   }
   if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
+  int level = w->depth, outer_low = level_begin(w);
   w->a[w->depth] = a;
   w->b[w->depth] = b;
   ++w->depth;
@@ -383,7 +466,7 @@ static int nested_equal(walk* w, PFObjectHandle a, PFObjectHandle b, uint32_t ty
     view_done(&vb);
   }
   --w->depth;
-  return rc;
+  return level_end(w, level, outer_low, rc, *out, a, b, 0);
 }
 
 static int objects_equal(walk* w, PFObjectHandle a, PFObjectHandle b, int* out) {
@@ -450,9 +533,16 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
   int at = path_find(w->a, w->depth, h);
   if (at >= 0) {
     *out = mix(0xc7c1e, (uint64_t)(w->depth - at));
+    reached(w, at);
+    return 0;
+  }
+  const memo_entry* seen = memo_find(w, h, NULL);
+  if (seen) {
+    *out = seen->hash;
     return 0;
   }
   if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
+  int level = w->depth, outer_low = level_begin(w);
   w->a[w->depth++] = h;
   uint64_t acc = mix(0x0b1ec7, type), item = 0;
   int rc = 0;
@@ -487,7 +577,7 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
   }
   --w->depth;
   *out = acc;
-  return rc;
+  return level_end(w, level, outer_low, rc, 1, h, NULL, acc);
 }
 
 static int hash(walk* w, int code, const PFValue* v, uint64_t* out) {
@@ -545,7 +635,9 @@ static walk* walk_new(const char* where, uint32_t flags) {
   }
   w->where = where;
   w->snaps = (pf_snapshots){0};
+  w->done = (memo){0};
   w->flags = flags;
+  w->low = PF_STRUCTURAL_MAX_DEPTH;
   w->depth = w->nsteps = w->want_path = 0;
   w->path = NULL;
   w->path_len = w->path_cap = 0;
@@ -555,6 +647,7 @@ static walk* walk_new(const char* where, uint32_t flags) {
 /* Releases the snapshots (their items' finalizers may run here, after the
  * walk) and the walk; not the path, which the caller takes. */
 static void walk_free(walk* w) {
+  pf_free(w->done.slot);
   pf_snapshots_release(&w->snaps);
   pf_free(w);
 }

@@ -123,6 +123,10 @@ static void release_func(void* f) { PFFuncFree(f); }
 
 static const char* t_str_id(const char* s) { return s; }
 static int64_t t_add(int64_t a, int64_t b) { return a + b; }
+static int64_t t_size(PFObjectHandle a) {
+  int64_t n = -1;
+  return PFArrayGetSize(a, &n) == 0 ? n : -1;
+}
 
 static void payload_fin(void* p) {
   (void)p;
@@ -158,7 +162,7 @@ typedef struct {
   char* text; /* a string argument of `round`-dependent length */
   char* blob; /* bytes with NUL inside, same length */
   size_t len;
-  PFFunctionHandle echo, fail, forward, typed_str, typed_add, got;
+  PFFunctionHandle echo, fail, forward, typed_str, typed_add, typed_shared, got;
   PFObjectHandle closure, closure_fail, boxed, tensor;
   PFObjectHandle array, map, shape;
   PFFunctionHandle bound, bound_typed;
@@ -255,6 +259,28 @@ static int s_typed(work* w) {
   int st = PFFuncCall(w->typed_add, two, codes, 2, &rv, &rc);
   assert_int_equal(st, -1);
   return strcmp(PFErrorGetKind(), kPFErrTypeError) == 0 ? 0 : -1;
+}
+
+/* An Array held twice by the argument: a typed call converts it once,
+ * and a structural hash walks it once (each keeps what it did). */
+static int s_shared(work* w) {
+  PFValue one = {.v_int64 = w->round}, rv;
+  int ic = kPFInt, rc, st = -1;
+  PFObjectHandle inner = NULL, outer = NULL;
+  if (PFArrayCreate(&one, &ic, 1, &inner) != 0) return -1;
+  PFValue two[2] = {{.v_handle = inner}, {.v_handle = inner}}, a;
+  int hc[2] = {kPFObjectHandle, kPFObjectHandle}, ac = kPFObjectHandle;
+  uint64_t h;
+  if (PFArrayCreate(two, hc, 2, &outer) == 0 &&
+      PFFuncCreateFromTyped((void*)t_size, "int64(array<array<float64>>)", &w->typed_shared) == 0 &&
+      PFFuncCall(w->typed_shared, (a.v_handle = outer, &a), &ac, 1, &rv, &rc) == 0 &&
+      PFStructuralHash(a, ac, &h) == 0) {
+    assert_int_equal(rv.v_int64, 2);
+    st = 0;
+  }
+  PFObjectFree(outer);
+  PFObjectFree(inner);
+  return st;
 }
 
 static int s_closure(work* w) {
@@ -467,7 +493,7 @@ static const struct {
     {"closure", s_closure, 1},         {"objects", s_objects, 1},
     {"containers", s_containers, 1},   {"bind", s_bind, 1},
     {"module", s_module, 1},           {"list", s_list, 1},
-    {"errors", s_errors, 1},
+    {"errors", s_errors, 1},           {"shared", s_shared, 1},
 };
 #define N_STEPS ((int)(sizeof(k_steps) / sizeof(k_steps[0])))
 
@@ -529,6 +555,7 @@ static void work_cleanup(work* w) {
   assert_pf_ok(PFFuncFree(w->got));
   assert_pf_ok(PFFuncFree(w->typed_str));
   assert_pf_ok(PFFuncFree(w->typed_add));
+  assert_pf_ok(PFFuncFree(w->typed_shared));
   assert_pf_ok(PFFuncFree(w->forward));
   assert_pf_ok(PFFuncFree(w->fail));
   assert_pf_ok(PFFuncFree(w->echo));

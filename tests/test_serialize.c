@@ -410,6 +410,94 @@ static void test_instances(void** state) {
   free(text);
 }
 
+/* ---- accessor fields ---- */
+typedef struct {
+  PFObjectHandle child; /* at offset 0, where an accessor field has none */
+  int64_t n;
+} Computed;
+
+/* A read-only accessor field: computed from the struct, stored nowhere. */
+static int computed_twice(const void* data, PFValue* out, int* out_code) {
+  out->v_int64 = 2 * ((const Computed*)data)->n;
+  *out_code = kPFInt;
+  return 0;
+}
+
+static uint32_t computed_type(void) {
+  static const PFFieldDesc fields[] = {
+      PF_FIELD(Computed, child, "object", kPFFieldWritable, NULL),
+      PF_FIELD(Computed, n, "int64", kPFFieldWritable, NULL),
+  };
+  static const PFAccessorDesc accessors[] = {
+      PF_ACCESSOR("twice", "int64", computed_twice, NULL, NULL),
+  };
+  static const PFObjectTypeDesc2 desc = {
+      {PF_OBJECT_TYPE_DESC2_ABI, "test_serialize.Computed", NULL, sizeof(Computed), NULL, NULL,
+       fields, PF_COUNTOF(fields), NULL, 0},
+      accessors,
+      PF_COUNTOF(accessors)};
+  uint32_t ix = 0;
+  assert_pf_ok(PFObjectTypeRegister(&desc.base, &ix));
+  return ix;
+}
+
+static const char* const computed_doc =
+    "{\"format\":\"packedfunc\",\"version\":1,\"root\":{\"ref\":0},\"nodes\":[{\"type\":"
+    "\"object\",\"key\":\"test_serialize.Computed\",\"fields\":{\"child\":null,\"n\":4,"
+    "\"twice\":%s}}%s]}";
+
+/* A read-only accessor field is written (its getter's value) and read
+ * back as a value of its type, but not stored: its getter computes it. A
+ * document's value for it cannot write the struct. (Before: it was stored
+ * at the accessor's offset, 0, over the field there: a copy lost its
+ * child, and a document's "twice": 12345 became the child pointer, which
+ * crashed the reader of the field.) */
+static void test_read_only_accessor_fields_are_checked_not_stored(void** state) {
+  (void)state;
+  uint32_t ct = computed_type();
+  PFObjectHandle parent, child;
+  assert_pf_ok(PFObjectAlloc(ct, &parent));
+  assert_pf_ok(PFObjectAlloc(ct, &child));
+  assert_pf_ok(PFObjectSetFieldByName(parent, "child", vh(child), kPFObjectHandle));
+  assert_pf_ok(PFObjectSetFieldByName(parent, "n", vi(21), kPFInt));
+  assert_pf_ok(PFObjectSetFieldByName(child, "n", vi(5), kPFInt));
+  char* text = to_json(vh(parent), kPFObjectHandle);
+  assert_non_null(strstr(text, "\"twice\":42"));
+  PFValue back, v;
+  int c;
+  assert_int_equal(from_json(text, &back), kPFObjectHandle);
+  assert_int_equal(equal(vh(parent), kPFObjectHandle, back, kPFObjectHandle), 1);
+  assert_pf_ok(PFObjectGetFieldByName(back.v_handle, "twice", &v, &c));
+  assert_int_equal(v.v_int64, 42);
+  assert_pf_ok(PFObjectGetFieldByName(back.v_handle, "child", &v, &c));
+  assert_int_equal(c, kPFObjectHandle); /* borrowed from the field */
+  PFObjectFree(back.v_handle);
+  free(text);
+  PFObjectFree(parent);
+  PFObjectFree(child);
+
+  /* A value the getter would not give is refused, naming both: the field
+   * has no bytes to take it, and dropping it would lose what the document
+   * says. */
+  char doc[512];
+  int code = -1;
+  snprintf(doc, sizeof(doc), computed_doc, "12345", "");
+  assert_pf_error(PFFromJSON(doc, strlen(doc), &back, &code), kPFErrValueError, "node 0",
+                  "field 'twice' of test_serialize.Computed is read-only",
+                  "the rebuilt instance has 8, the document 12345");
+  assert_int_equal(code, -1);
+  /* A value of another type is refused as the field's type refuses it;
+   * a node that only it refers to is not built and leaked. */
+  snprintf(doc, sizeof(doc), computed_doc, "\"x\"", "");
+  assert_pf_error(PFFromJSON(doc, strlen(doc), &back, &code), kPFErrTypeError, "node 0",
+                  "field 'twice' of test_serialize.Computed");
+  snprintf(doc, sizeof(doc), computed_doc, "{\"ref\":1}",
+           ",{\"type\":\"list\",\"items\":[{\"ref\":1}]}");
+  assert_pf_error(PFFromJSON(doc, strlen(doc), &back, &code), kPFErrTypeError, "node 0",
+                  "field 'twice' of test_serialize.Computed");
+  assert_int_equal(code, -1);
+}
+
 /* ---- what cannot be written ---- */
 static void test_what_cannot_be_written(void** state) {
   (void)state;
@@ -932,6 +1020,7 @@ int main(void) {
       cmocka_unit_test(test_cycle_entered_through_an_array),
       cmocka_unit_test(test_tensors),
       cmocka_unit_test(test_instances),
+      cmocka_unit_test(test_read_only_accessor_fields_are_checked_not_stored),
       cmocka_unit_test(test_what_cannot_be_written),
       cmocka_unit_test(test_deep_nesting_is_refused),
       cmocka_unit_test(test_hostile_documents),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "support/pf_test.h"
+#include "support/pf_fault.h"
 #include "support/pf_signature_refusal.h"
 
 static void never_called(void) {}
@@ -329,6 +330,89 @@ static void test_call_converts(void** state) {
   PFObjectFree(arr);
 }
 
+/* What the C function saw of a graph of Arrays: 1 when, at every level
+ * down item 0, every item is the same Array; the leaves' first code. */
+static int g_all_shared;
+static int64_t see_shared(PFObjectHandle o) {
+  g_all_shared = 1;
+  int64_t levels = 0;
+  for (;;) {
+    PFValue v, w;
+    int c, d;
+    int64_t n = size_of(o);
+    assert_pf_ok(PFArrayGetItem(o, 0, &v, &c));
+    if (c != kPFObjectHandle) {
+      g_first_code = c;
+      return levels + 1;
+    }
+    for (int64_t i = 1; i < n; ++i) {
+      assert_pf_ok(PFArrayGetItem(o, i, &w, &d));
+      if (w.v_handle != v.v_handle) g_all_shared = 0;
+    }
+    o = v.v_handle;
+    ++levels;
+  }
+}
+
+/* `levels` Arrays, each holding the one below `k` times, over an Array of
+ * k ints; and the signature array<...<float64>...> of that depth. */
+static PFObjectHandle shared_arrays(int levels, int k, char* sig, size_t n) {
+  PFValue items[32];
+  int codes[32];
+  for (int i = 0; i < k; ++i) items[i].v_int64 = i, codes[i] = kPFInt;
+  PFObjectHandle x = array_of(items, codes, k);
+  for (int l = 1; l < levels; ++l) {
+    for (int i = 0; i < k; ++i) items[i].v_handle = x, codes[i] = kPFObjectHandle;
+    PFObjectHandle y = array_of(items, codes, k);
+    PFObjectFree(x);
+    x = y;
+  }
+  int at = snprintf(sig, n, "int64(xs: ");
+  for (int l = 0; l < levels; ++l) at += snprintf(sig + at, n - (size_t)at, "array<");
+  at += snprintf(sig + at, n - (size_t)at, "float64");
+  for (int l = 0; l < levels; ++l) at += snprintf(sig + at, n - (size_t)at, ">");
+  snprintf(sig + at, n - (size_t)at, ")");
+  return x;
+}
+
+/* A container that an argument holds in several places is converted once
+ * per call, and the converted one is shared as the given one was: 8
+ * levels of Arrays that each hold the one below 20 times, for
+ * array<...<float64>...>, are 8 conversions, not the 20^7 of the tree they
+ * unfold to. (Before: each path was converted, with a new Array each, so
+ * such an argument of 8 Arrays needed 25 billion floats.) */
+static void test_shared_elements_convert_once(void** state) {
+  (void)state;
+  char sig[256];
+  PFValue out;
+  int code;
+  PFObjectHandle x = shared_arrays(4, 12, sig, sizeof(sig));
+  PFFunctionHandle f = typed((void*)see_shared, sig);
+  pf_fault_count_start();
+  assert_pf_ok(call1(f, x, &out, &code));
+  long spent = pf_fault_count_end();
+  if (spent > 400) fail_msg("converting 4 Arrays allocated %ld times", spent);
+  assert_int_equal(out.v_int64, 4);
+  assert_int_equal(g_first_code, kPFFloat);
+  assert_int_equal(g_all_shared, 1);
+  PFFuncFree(f);
+  PFObjectFree(x);
+  /* As deep as a type goes. */
+  x = shared_arrays(PF_SIGNATURE_DEPTH_MAX, 20, sig, sizeof(sig));
+  f = typed((void*)see_shared, sig);
+  assert_pf_ok(call1(f, x, &out, &code));
+  assert_int_equal(out.v_int64, PF_SIGNATURE_DEPTH_MAX);
+  assert_int_equal(g_all_shared, 1);
+  PFFuncFree(f);
+  /* A wrong element is still named, on its first path. */
+  f = typed((void*)see_shared, "int64(xs: array<array<array<array<array<array<array<str>>>>>>>)");
+  assert_pf_error(call1(f, x, &out, &code), kPFErrTypeError,
+                  "argument 0 'xs', element 0, element 0, element 0, element 0, element 0, "
+                  "element 0, element 0: expected str, got object");
+  PFFuncFree(f);
+  PFObjectFree(x);
+}
+
 static void test_optional_and_union(void** state) {
   (void)state;
   PFValue out;
@@ -472,6 +556,7 @@ static void test_fields_take_the_same_types(void** state) {
 }
 
 int main(void) {
+  if (pf_fault_install() != 0) return 1; /* before the runtime's first allocation */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_new_type_parses),
       cmocka_unit_test(test_type_trees),
@@ -480,6 +565,7 @@ int main(void) {
       cmocka_unit_test(test_no_c_type_is_metadata_only),
       cmocka_unit_test(test_call_checks_elements),
       cmocka_unit_test(test_call_converts),
+      cmocka_unit_test(test_shared_elements_convert_once),
       cmocka_unit_test(test_optional_and_union),
       cmocka_unit_test(test_results_are_checked),
       cmocka_unit_test(test_fields_take_the_same_types),

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "support/pf_test.h"
+#include "support/pf_fault.h"
 
 static PFValue vi(int64_t x) { return (PFValue){.v_int64 = x}; }
 static PFValue vf(double x) { return (PFValue){.v_float64 = x}; }
@@ -343,6 +344,138 @@ static void* churn(void* list) {
   return NULL;
 }
 
+/* A level of a graph: a container of the kind `level` picks (List,
+ * Array, Map, Dict, then an instance whose field holds a List) that holds
+ * `x` and `y`. */
+static PFObjectHandle level_of(int level, PFObjectHandle x, PFObjectHandle y) {
+  PFValue v[2] = {vh(x), vh(y)}, k[2] = {vs("a"), vs("b")};
+  int c[2] = {kPFObjectHandle, kPFObjectHandle}, kc[2] = {kPFStr, kPFStr};
+  PFObjectHandle out = NULL;
+  switch (level % 5) {
+    case 0:
+      return list_of(v, c, 2);
+    case 1:
+      return array_of(v, c, 2);
+    case 2:
+      assert_pf_ok(PFMapCreate(k, kc, v, c, 2, &out));
+      return out;
+    case 3:
+      assert_pf_ok(PFDictCreate(k, kc, v, c, 2, &out));
+      return out;
+    default: {
+      PFObjectHandle l = list_of(v, c, 2);
+      out = node(level, l);
+      PFObjectFree(l);
+      return out;
+    }
+  }
+}
+
+/* `levels` levels over `leaf` (taken), each holding the one below twice:
+ * a graph of `levels` + 1 objects that unfolds to a tree of 2^levels. */
+static PFObjectHandle shared_graph(int levels, PFObjectHandle leaf) {
+  PFObjectHandle x = leaf;
+  for (int i = 0; i < levels; ++i) {
+    PFObjectHandle y = level_of(i, x, x);
+    PFObjectFree(x);
+    x = y;
+  }
+  return x;
+}
+
+/* The same values as shared_graph, with nothing shared: every level holds
+ * two objects of its own. */
+static PFObjectHandle unshared_tree(int levels) {
+  if (levels == 0) return list_of(NULL, NULL, 0);
+  PFObjectHandle a = unshared_tree(levels - 1), b = unshared_tree(levels - 1);
+  PFObjectHandle out = level_of(levels - 1, a, b);
+  PFObjectFree(a);
+  PFObjectFree(b);
+  return out;
+}
+
+/* A List that holds itself, with a second reference for the caller, who
+ * empties it and releases that reference when done. */
+static PFObjectHandle self_holding_list(void) {
+  PFObjectHandle l = list_of(NULL, NULL, 0);
+  assert_pf_ok(PFListAppend(l, vh(l), kPFObjectHandle));
+  PFObjectRetain(l);
+  return l;
+}
+static void drop_self_holding_list(PFObjectHandle l) {
+  assert_pf_ok(PFListClear(l));
+  PFObjectFree(l);
+}
+
+/* A value held by several containers is walked once, not once per path
+ * to it: 40 levels that each hold the level below twice (Lists, Arrays,
+ * Maps, Dicts, instances) hash and compare at the cost of 40 objects, not
+ * of the 2^40 the graph unfolds to; the results are those of the unfolded
+ * tree, also with a List that holds itself at the bottom. (Before, the
+ * walk went down every path: 20 levels took a million snapshots, 40 would
+ * never end.) */
+static void test_shared_values_are_walked_once(void** state) {
+  (void)state;
+  PFObjectHandle a = shared_graph(20, list_of(NULL, NULL, 0));
+  PFObjectHandle b = shared_graph(20, list_of(NULL, NULL, 0));
+  pf_fault_count_start();
+  same_objects(a, b);
+  long walked = pf_fault_count_end();
+  if (walked > 2000) fail_msg("comparing and hashing 21 objects allocated %ld times", walked);
+  PFObjectFree(a);
+  PFObjectFree(b);
+
+  /* As deep as the walk goes, and a tree of the same values. */
+  a = shared_graph(40, list_of(NULL, NULL, 0));
+  b = shared_graph(40, list_of(NULL, NULL, 0));
+  same_objects(a, b);
+  PFObjectFree(a);
+  PFObjectFree(b);
+  a = shared_graph(9, list_of(NULL, NULL, 0));
+  b = unshared_tree(9);
+  same_objects(a, b);
+  PFObjectFree(b);
+
+  /* One difference at the bottom is found, and named. */
+  PFValue one = vi(1);
+  int ic = kPFInt;
+  b = shared_graph(9, list_of(&one, &ic, 1));
+  differ_objects(a, b);
+  int out = -1;
+  const char* path = NULL;
+  assert_pf_ok(PFStructuralCompare(vh(a), kPFObjectHandle, vh(b), kPFObjectHandle, 0, &out, &path));
+  assert_int_equal(out, 0);
+  /* Dict, Map, Array, List, instance (its List), Dict, Map, Array, List. */
+  assert_string_equal(path, "$[\"a\"][\"a\"][0][0].next[0][\"a\"][\"a\"][0][0]");
+  PFObjectFree(a);
+  PFObjectFree(b);
+
+  /* Cycles inside what is shared: each List holds itself. */
+  PFObjectHandle la = self_holding_list(), lb = self_holding_list();
+  a = shared_graph(40, la);
+  b = shared_graph(40, lb);
+  same_objects(a, b);
+  PFObjectFree(a);
+  PFObjectFree(b);
+  drop_self_holding_list(la);
+  drop_self_holding_list(lb);
+  /* A cycle through the shared levels (the top level holds the root) is
+   * still compared as a graph. */
+  la = self_holding_list();
+  lb = self_holding_list();
+  a = shared_graph(12, la);
+  b = shared_graph(12, lb);
+  assert_pf_ok(PFListAppend(la, vh(a), kPFObjectHandle));
+  assert_pf_ok(PFListAppend(lb, vh(b), kPFObjectHandle));
+  same_objects(a, b);
+  assert_pf_ok(PFListAppend(lb, vi(1), kPFInt));
+  differ_objects(a, b);
+  PFObjectFree(a);
+  PFObjectFree(b);
+  drop_self_holding_list(la);
+  drop_self_holding_list(lb);
+}
+
 static void test_list_changed_by_another_thread(void** state) {
   (void)state;
   PFValue one = vs("item");
@@ -497,6 +630,7 @@ static void test_compare_bad_input(void** state) {
 }
 
 int main(void) {
+  if (pf_fault_install() != 0) return 1; /* before the runtime's first allocation */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_values),
       cmocka_unit_test(test_sequences_and_shapes),
@@ -506,6 +640,7 @@ int main(void) {
       cmocka_unit_test(test_functions_by_identity),
       cmocka_unit_test(test_cycles),
       cmocka_unit_test(test_deep_chain_is_refused),
+      cmocka_unit_test(test_shared_values_are_walked_once),
       cmocka_unit_test(test_list_changed_by_another_thread),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_compare_names_first_difference),

@@ -235,6 +235,10 @@ extern "C" {
  *  - when anything converts, the C function gets a new container, which
  *    the call releases when the C function returns (keep a reference to
  *    keep it); otherwise it gets the caller's container itself;
+ *  - a container that the value holds in several places is checked and
+ *    converted once per call (and read once, if a List or Dict), and what
+ *    it became is shared as it was: the cost is that of the value's
+ *    containers, not of the tree they unfold to;
  *  - null is accepted where the container type alone accepts it (a null
  *    array) and, inside a container, only under optional<T>;
  *  - a List or Dict is checked as it is when the call starts (a copy is

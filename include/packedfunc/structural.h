@@ -51,8 +51,13 @@ extern "C" {
  * side reaches, at the same moment, the object paired with it on its path.
  * So a graph that refers to itself equals an isomorphic one, and both calls
  * terminate. Sharing that does not form a cycle is not required to match:
- * an Array holding one Shape twice equals one holding two equal Shapes
- * (the cost is then that of the tree the graph unfolds to).
+ * an Array holding one Shape twice equals one holding two equal Shapes.
+ * An object (a pair of objects, when comparing) that is on no cycle is
+ * walked once per call, and its result reused on every other path to it,
+ * so a graph costs its own size, not that of the tree it unfolds to (40
+ * Lists that each hold the next one twice are 40 objects, not 2^40).
+ * Objects on a cycle are walked again on each path that enters the cycle
+ * elsewhere, since their result depends on where it was entered.
  *
  * Depth. The walk recurses once per container or instance nested in
  * another: more than PF_STRUCTURAL_MAX_DEPTH levels is a ValueError (never

@@ -317,3 +317,25 @@ def test_a_walk_keeps_field_writers_of_other_threads_out(md, walk):
     assert parent.child is None
     if isinstance(result, str):
         assert [n["type"] for n in json.loads(result)["nodes"]] == ["object"] * 3
+
+
+def test_read_only_accessor_fields_are_checked_not_stored(md):
+    # md.Node's accessor fields (meddle, pause) are computed by getters and
+    # have no bytes in the struct. A copy keeps the child, and a document's
+    # value for them is checked against the getter's, never written. (Before:
+    # they were stored at offset 0,
+    # over `child`: the copy lost its child, and "pause": 12345 became the
+    # child pointer, which crashed the read of `child`.)
+    Node = pf.get_class("md.Node")
+    n = Node()
+    n.child = Node()
+    for c in (copy.deepcopy(n), copy.copy(n), pickle.loads(pickle.dumps(n))):
+        assert isinstance(c.child, Node) and not pf.same_as(c.child, n.child)
+    doc = json.loads(pf.to_json(Node()))
+    doc["nodes"][0]["fields"]["pause"] = 12345
+    with pytest.raises(ValueError, match="field 'pause' of md.Node is read-only .*the "
+                       "rebuilt instance has 0, the document 12345"):
+        pf.from_json(json.dumps(doc))
+    doc["nodes"][0]["fields"]["pause"] = "x"
+    with pytest.raises(TypeError, match="node 0: .*field 'pause' of md.Node"):
+        pf.from_json(json.dumps(doc))

@@ -76,6 +76,20 @@ def test_containers_convert_to_the_kind_wanted(testlib):
         keys({"a": "b"})
 
 
+def test_a_shared_container_converts_once(testlib):
+    # 8 nested lists, each holding the one below 20 times (the same list):
+    # one C container per list, each converted once for the call (before:
+    # every path, 20^7 Arrays of floats: the call never ended).
+    depth = 8
+    x = [1] * 20
+    for _ in range(depth - 1):
+        x = [x] * 20
+    sig = "int64(xs: %sfloat64%s)" % ("array<" * depth, ">" * depth)
+    assert pf.typed(testlib.pft_array_size, sig)(x) == 20
+    kind = pf.typed(testlib.pft_type_index, "int64(xs: list<list<list<list<float64>>>>)")
+    assert kind(pf.Array([[[[1] * 200] * 200] * 200] * 200)) == LIST
+
+
 def test_optional_and_union(testlib):
     opt = pf.typed(testlib.pft_type_index, "int64(x: optional<array<int64>>)")
     assert opt(None) == -1 and opt([1]) == ARRAY

@@ -126,6 +126,34 @@ def test_depth_limit_is_a_value_error():
         pf.StructuralKey(deep)
 
 
+def _shared_document(levels, leaf):
+    """A document of `levels` Lists, each holding the next one twice, over
+    `leaf`: a few hundred bytes that unfold to a tree of 2^levels Lists."""
+    nodes = ['{"type":"list","items":[{"ref":%d},{"ref":%d}]}' % (i + 1, i + 1)
+             for i in range(levels)]
+    nodes.append('{"type":"list","items":[%s]}' % leaf)
+    return '{"format":"packedfunc","version":1,"root":{"ref":0},"nodes":[%s]}' % ",".join(nodes)
+
+
+def test_shared_values_are_walked_once():
+    # A hostile document of 41 Lists that unfold to 2^40: comparing, hashing
+    # and keying it walk each List once (before: they never ended).
+    a = pf.from_json(_shared_document(40, "1"))
+    b = pf.from_json(_shared_document(40, "1"))
+    c = pf.from_json(_shared_document(40, "2"))
+    assert pf.structural_equal(a, b)
+    assert pf.structural_hash(a) == pf.structural_hash(b)
+    assert pf.StructuralKey(a) == pf.StructuralKey(b)
+    assert not pf.structural_equal(a, c)
+    assert pf.get_first_structural_mismatch(a, c) == "$" + "[0]" * 41
+    # The results are those of the tree the graph unfolds to.
+    def tree(levels):
+        return pf.List([1]) if levels == 0 else pf.List([tree(levels - 1), tree(levels - 1)])
+    shared = pf.from_json(_shared_document(8, "1"))
+    assert pf.structural_equal(shared, tree(8))
+    assert pf.structural_hash(shared) == pf.structural_hash(tree(8))
+
+
 def test_a_value_that_cannot_cross_is_refused():
     with pytest.raises(OverflowError, match="argument 1: int .* does not fit in int64"):
         pf.structural_equal(1, 2 ** 70)

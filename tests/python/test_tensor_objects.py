@@ -126,8 +126,22 @@ def test_size_of_a_dimension_out_of_range_is_an_index_error(dim):
         t.size(dim)
 
 
-@pytest.mark.parametrize("dim", [1.0, "1", True])
+class _IndexGives:
+    """An object whose __index__ returns `value`, which need not be an int."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+@pytest.mark.parametrize("dim", [1.0, "1", True, _IndexGives("0"), _IndexGives(0.5)],
+                         ids=["float", "str", "bool", "index-gives-str", "index-gives-float"])
 def test_size_of_a_non_integer_dimension_is_a_type_error(dim):
+    # (Before, for an __index__ that returns no int: Python's own TypeError
+    # from a comparison or a tuple index, naming neither Tensor.size nor
+    # the dimension.)
     with pytest.raises(TypeError, match="Tensor.size: the dimension must be an integer"):
         pf.from_dlpack(np.zeros(2)).size(dim)
 

@@ -14,6 +14,7 @@
 #ifndef PACKEDFUNC_TESTS_SUPPORT_PF_FAULT_H_
 #define PACKEDFUNC_TESTS_SUPPORT_PF_FAULT_H_
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -69,6 +70,16 @@ static inline void pf_fault_arm(long n) {
 }
 
 static inline void pf_fault_disarm(void) { atomic_store(&pf_fault_at_, 0); }
+
+/* Counts the runtime's allocations (failing none) from pf_fault_count_start
+ * to pf_fault_count_end, which returns their number: what a call costs,
+ * for a test that bounds it. */
+static inline void pf_fault_count_start(void) { pf_fault_arm(LONG_MAX); }
+static inline long pf_fault_count_end(void) {
+  long n = atomic_load(&pf_fault_calls_);
+  pf_fault_disarm();
+  return n;
+}
 
 /* Runs `work` failing its 1st, 2nd, ... allocation until a run makes no
  * more; returns how many allocation points it walked. Fails the test on a

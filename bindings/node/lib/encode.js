@@ -165,8 +165,12 @@ function hintsFor(ctx) {
 
 // A new C Array or Map for a JavaScript array, Map or plain object (nested
 // ones too), released after the call: C keeps its own reference if it
-// keeps it.
+// keeps it. One met again in the same encoding is the same C container
+// (`made`), as in Python: a graph that shares costs its own size, not
+// that of the tree it unfolds to.
 function containerFrom(x, ctx, pos, make) {
+  const made = ctx.made === null ? undefined : ctx.made.get(x);
+  if (made !== undefined) return made;
   if (ctx.depth >= MAX_DEPTH) throw new RangeError(`packedfunc: ${what(pos)}: containers nested more than ${MAX_DEPTH} deep`);
   if (ctx.seen === null) ctx.seen = []; // the containers being made, outermost first (a stack)
   if (ctx.seen.includes(x)) throw new RangeError(`packedfunc: ${what(pos)}: a container that contains itself`);
@@ -175,6 +179,7 @@ function containerFrom(x, ctx, pos, make) {
   try {
     const h = make(x, ctx, pos);
     ctx.release.push(h);
+    (ctx.made ??= new Map()).set(x, h);
     return h;
   } finally {
     ctx.depth--;

@@ -124,12 +124,13 @@ function arenaAlloc(ctx, size) {
 // whose handles async.js holds.
 function newCtx(frame) {
   if (frame === null) encodings++;
-  return { frame, keep: [], release: [], depth: 0, seen: null, fn: null, copies: null, hints: null, open: true };
+  return { frame, keep: [], release: [], depth: 0, seen: null, made: null, fn: null, copies: null, hints: null, open: true };
 }
 
 function releaseCtx(ctx) {
   for (const h of ctx.release) api.PFObjectFree(h);
   ctx.release.length = 0;
+  ctx.made = null; // its containers were in `release`
   if (ctx.copies !== null) copyBack(ctx);
   if (ctx.frame === null && ctx.open) {
     ctx.open = false;

@@ -38,6 +38,25 @@ test('bad containers are errors naming the place', () => {
   assert.throws(() => testing.echo([1, Symbol('s')]), /argument 0, item 1 has unsupported type symbol/);
 });
 
+test('an array or object reached twice crosses as one C container', () => {
+  // 13 containers, each holding the one below twice: 13 C containers, not
+  // the 8191 of the tree they unfold to (before: every path was made, so
+  // 40 levels would never end).
+  let x = [1];
+  for (let i = 0; i < 12; i++) x = i % 2 ? [x, x] : { a: x, b: x };
+  assert.equal(JSON.parse(pf.toJSON(x)).nodes.length, 13);
+  const back = testing.echo(x);
+  assert.equal(back.at(0).handle, back.at(1).handle);
+  assert.equal(back.at(0).get('a').handle, back.at(0).get('b').handle);
+  let y = new Map([['k', [2]]]);
+  for (let i = 0; i < 40; i++) y = [y, y];
+  const deep = testing.echo(y);
+  assert.equal(deep.at(0).handle, deep.at(1).handle);
+  // Within one call: two arguments share, a later call makes its own.
+  assert.equal(JSON.parse(pf.toJSON([x, [x]])).nodes.length, 15);
+  assert.notEqual(testing.echo(x).handle, back.handle);
+});
+
 test('containers hold functions and come back as themselves', () => {
   const fns = testing.echo([(x) => x + 1, testing.add]);
   assert.equal(fns.at(0)(1), 2);

@@ -22,6 +22,7 @@ took the capsule over.
 """
 import atexit
 import ctypes
+import operator
 import sys
 import threading
 import types
@@ -260,10 +261,15 @@ class Tensor(Object):
         shape = self.shape
         if dim is None:
             return shape
-        if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):
+        d = None
+        if not isinstance(dim, bool):
+            try:
+                d = operator.index(dim)  # also refuses an __index__ that gives no int
+            except TypeError:
+                pass
+        if d is None:
             raise TypeError("packedfunc: Tensor.size: the dimension must be an integer, not %s"
                             % type(dim).__name__)
-        d = dim.__index__()
         if not -len(shape) <= d < len(shape):
             raise IndexError("packedfunc: Tensor.size: dimension %d out of range (the tensor "
                              "has %d)" % (d, len(shape)))
