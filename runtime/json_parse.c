@@ -62,21 +62,33 @@ __attribute__((format(printf, 3, 4))) static int fail_at(const parser* p, size_t
 
 static int peek(const parser* p) { return p->pos < p->len ? p->s[p->pos] : -1; }
 
+/* A lookup each, not a chain of compares, in the loops that read most of
+ * the text. */
+const unsigned char pf_json_byte_class[256] = {
+    /* 0x00 to 0x7F, 16 a row; 0x80 and above are neither */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    3, 2, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+};
+
 static void skip_blanks(parser* p) {
-  while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r' ||
-                             p->s[p->pos] == '\t'))
-    ++p->pos;
+  while (p->pos < p->len && (pf_json_byte_class[p->s[p->pos]] & PF_JSON_BLANK)) ++p->pos;
+}
+
+/* Grows the tape for emit; -1 when out of memory. */
+static int grow_tape(parser* p) {
+  size_t cap = p->cap * 2 < p->max ? p->cap * 2 : p->max;
+  pf_json_tok* t = cap > p->cap ? pf_realloc(p->tok, cap * sizeof(*t)) : NULL;
+  if (!t) return -1;
+  p->tok = t;
+  p->cap = cap;
+  return 0;
 }
 
 /* A new token at the end of the tape; NULL when out of memory. */
 static pf_json_tok* emit(parser* p, pf_json_type type) {
-  if (p->ntok == p->cap) {
-    size_t cap = p->cap * 2 < p->max ? p->cap * 2 : p->max;
-    pf_json_tok* t = cap > p->cap ? pf_realloc(p->tok, cap * sizeof(*t)) : NULL;
-    if (!t) return NULL;
-    p->tok = t;
-    p->cap = cap;
-  }
+  if (p->ntok == p->cap && grow_tape(p) != 0) return NULL;
   pf_json_tok* t = &p->tok[p->ntok++];
   t->type = type;
   t->n = 0;
@@ -161,6 +173,43 @@ static int escape(parser* p, size_t* i, char** o) {
   return 0;
 }
 
+/* Of 8 bytes read little-endian, a 0x80 bit in each byte that a string
+ * cannot hold as it is ('"', '\\', below 0x20, 0x80 or above). Bits above
+ * the lowest may be wrong (a borrow carries up); the lowest is exact. */
+#define BYTES8(b) (0x0101010101010101u * (b))
+static uint64_t not_plain8(uint64_t x) {
+  uint64_t q = x ^ BYTES8('"'), b = x ^ BYTES8('\\');
+  return (((x - BYTES8(0x20)) & ~x) | ((q - BYTES8(1)) & ~q) | ((b - BYTES8(1)) & ~b) | x) &
+         BYTES8(0x80);
+}
+
+/* The plain bytes from s[*i] on (up to the first byte that is not) copied
+ * to *o; advances both. Eight at a time while eight are left, bytes past
+ * the first special one stored too: the strings block has room for them,
+ * since what is written to it stays behind what is read of the text
+ * (each string gives back at least its two quotes for its NUL). */
+static void plain_run(const parser* p, size_t* i, char** o) {
+  const unsigned char* s = p->s;
+  size_t k = *i;
+  char* w = *o;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (p->len - k >= 8) {
+    uint64_t x;
+    memcpy(&x, s + k, 8);
+    memcpy(w, &x, 8);
+    uint64_t m = not_plain8(x);
+    size_t n = m ? (size_t)__builtin_ctzll(m) >> 3 : 8;
+    k += n, w += n;
+    if (m) {
+      *i = k, *o = w;
+      return;
+    }
+  }
+#endif
+  while (k < p->len && (pf_json_byte_class[s[k]] & PF_JSON_PLAIN)) *w++ = (char)s[k++];
+  *i = k, *o = w;
+}
+
 /* The string whose opening quote is at p->pos, decoded into the strings
  * block, as token t. */
 static int string(parser* p, pf_json_tok* t) {
@@ -168,10 +217,7 @@ static int string(parser* p, pf_json_tok* t) {
   size_t i = p->pos + 1;
   char *start = p->str, *o = start;
   for (;;) {
-    size_t run = i;
-    while (i < p->len && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') ++i;
-    memcpy(o, s + run, i - run);
-    o += i - run;
+    plain_run(p, &i, &o);
     if (i == p->len) return fail_at(p, i, "a string without its closing quote");
     if (s[i] == '"') break;
     if (s[i] == '\\') {
@@ -239,9 +285,11 @@ static int number(parser* p) {
   p->pos = i;
   if (is_real) return real(p, start, i, t);
   uint64_t u = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  /* 18 digits always fit: only a longer number checks each step. */
+  int checked = i - start - (size_t)neg > 18;
   for (size_t k = start + (size_t)neg; k < i; ++k) {
     unsigned d = p->s[k] - (unsigned)'0';
-    if (u > (lim - d) / 10) return fail_at(p, start, "an integer outside int64");
+    if (checked && u > (lim - d) / 10) return fail_at(p, start, "an integer outside int64");
     u = u * 10 + d;
   }
   t->v.i = !neg ? (int64_t)u : u ? -(int64_t)(u - 1) - 1 : 0;
