@@ -582,28 +582,46 @@ static void put_filled(writer* w, textbuf* doc, const textbuf* part) {
   }
 }
 
+/* Bytes kept free before the nodes' text: a document whose head (format,
+ * version and root, up to the nodes' '[') fits there is handed out from
+ * the nodes' buffer, without one more copy of their text. */
+#define HEAD_ROOM 128
+
 int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
   PF_CHECK_ARG(out);
   if (pf_check_value(__func__, "argument", 0, code, &value) != 0) return -1;
   writer* w = pf_calloc(1, sizeof(writer));
   if (!w) return pf_oom(__func__);
   w->where = __func__;
+  if (room(&w->nodes, HEAD_ROOM) == 0) w->nodes.n = HEAD_ROOM;
   int rc = write_value(w, code, &value);
   textbuf doc = {0};
-  if (rc == 0) {
-    /* Sized once: a filled hole is never longer than the hole. */
-    room(&doc, w->open.n + w->nodes.n + 64);
+  const char* text = NULL;
+  size_t len = 0;
+  if (rc == 0 && !w->nodes.oom) {
     PUT_LIT(&doc, "{\"format\":\"packedfunc\",\"version\":");
     put_i64(&doc, PF_JSON_FORMAT_VERSION);
     PUT_LIT(&doc, ",\"root\":");
     put_filled(w, &doc, &w->open);
     PUT_LIT(&doc, ",\"nodes\":[");
-    put_filled(w, &doc, &w->nodes);
-    PUT_LIT(&doc, "]}");
-    if (doc.oom || w->open.oom || w->nodes.oom) rc = pf_oom(__func__);
+    if (!w->holes && doc.n <= HEAD_ROOM && !doc.oom) {
+      PUT_LIT(&w->nodes, "]}");
+      char* head = w->nodes.p + HEAD_ROOM - doc.n;
+      if (!w->nodes.oom) memcpy(head, doc.p, doc.n);
+      text = head;
+      len = w->nodes.n - (HEAD_ROOM - doc.n);
+    } else {
+      const textbuf body = {w->nodes.p + HEAD_ROOM, w->nodes.n - HEAD_ROOM, 0, 0};
+      room(&doc, body.n + 2); /* sized once: a filled hole is never longer than the hole */
+      put_filled(w, &doc, &body);
+      PUT_LIT(&doc, "]}");
+      text = doc.p;
+      len = doc.n;
+    }
   }
+  if (rc == 0 && (doc.oom || w->open.oom || w->nodes.oom)) rc = pf_oom(__func__);
+  char* nodes = w->nodes.p; /* where text may lie */
   pf_free(w->open.p);
-  pf_free(w->nodes.p);
   pf_free(w->table.slot);
   /* Before the document goes to the thread's return storage, which a
    * finalizer that makes packedfunc calls would overwrite. */
@@ -611,11 +629,12 @@ int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
   pf_free(w);
   PFValue ret;
   int ret_code;
-  if (rc == 0) rc = PFFuncReturnString(kPFStr, doc.p, doc.n, &ret, &ret_code);
+  if (rc == 0) rc = PFFuncReturnString(kPFStr, text, len, &ret, &ret_code);
   pf_free(doc.p);
+  pf_free(nodes);
   if (rc != 0) return -1;
   *out = ret.v_str;
-  if (out_len) *out_len = doc.n;
+  if (out_len) *out_len = len;
   return 0;
 }
 

@@ -956,6 +956,14 @@ static void test_scan_and_size_boundaries(void** state) {
   }
   refused(DOC("{\"ref\":0}", "{\"type\":\"shape\",\"dims\":[1,2,3,4,5,6,7,8,\"9\"]}"),
           kPFErrValueError, "node 0 'dims'[8]: expected an int");
+  /* A root longer than the room kept before the nodes' text for the
+   * document's head: the document is put together by a copy instead. */
+  char long_str[301], long_root[304];
+  memset(long_str, 'x', 300);
+  long_str[300] = '\0';
+  snprintf(long_root, sizeof(long_root), "\"%s\"", long_str);
+  assert_text(vs(long_str), kPFStr, long_root, "");
+  assert_round_trips(vs(long_str), kPFStr);
   /* 1500 arrays and the first again after them: the table grows while the
    * outer array is written, and the last item still refers to node 0. */
   enum { M = 1500 };
