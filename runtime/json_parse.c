@@ -60,23 +60,36 @@ __attribute__((format(printf, 3, 4))) static int fail_at(const parser* p, size_t
                   line, end - start, end, why);
 }
 
-static int peek(const parser* p) { return p->pos < p->len ? p->s[p->pos] : -1; }
+/* A lookup each, not a chain of compares, in the loops that read most of
+ * the text. */
+const unsigned char pf_json_byte_class[256] = {
+    /* 0x00 to 0x7F, 16 a row; 0x80 and above are neither */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    3, 2, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+};
 
-static void skip_blanks(parser* p) {
-  while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r' ||
-                             p->s[p->pos] == '\t'))
-    ++p->pos;
+/* Skips blanks: the byte at the next token, or -1 at the end. */
+static int next_byte(parser* p) {
+  while (p->pos < p->len && (pf_json_byte_class[p->s[p->pos]] & PF_JSON_BLANK)) ++p->pos;
+  return p->pos < p->len ? p->s[p->pos] : -1;
 }
 
-/* A new token at the end of the tape; NULL when out of memory. */
-static pf_json_tok* emit(parser* p, pf_json_type type) {
-  if (p->ntok == p->cap) {
-    size_t cap = p->cap * 2 < p->max ? p->cap * 2 : p->max;
-    pf_json_tok* t = cap > p->cap ? pf_realloc(p->tok, cap * sizeof(*t)) : NULL;
-    if (!t) return NULL;
-    p->tok = t;
-    p->cap = cap;
-  }
+/* Grows the tape for emit; -1 when out of memory. */
+static int grow_tape(parser* p) {
+  size_t cap = p->cap * 2 < p->max ? p->cap * 2 : p->max;
+  pf_json_tok* t = cap > p->cap ? pf_realloc(p->tok, cap * sizeof(*t)) : NULL;
+  if (!t) return -1;
+  p->tok = t;
+  p->cap = cap;
+  return 0;
+}
+
+/* A new token at the end of the tape; NULL when out of memory. Inline:
+ * every token passes here. */
+static inline pf_json_tok* emit(parser* p, pf_json_type type) {
+  if (p->ntok == p->cap && grow_tape(p) != 0) return NULL;
   pf_json_tok* t = &p->tok[p->ntok++];
   t->type = type;
   t->n = 0;
@@ -161,6 +174,43 @@ static int escape(parser* p, size_t* i, char** o) {
   return 0;
 }
 
+/* Of 8 bytes read little-endian, a 0x80 bit in each byte that a string
+ * cannot hold as it is ('"', '\\', below 0x20, 0x80 or above). Bits above
+ * the lowest may be wrong (a borrow carries up); the lowest is exact. */
+#define BYTES8(b) (0x0101010101010101u * (b))
+static uint64_t not_plain8(uint64_t x) {
+  uint64_t q = x ^ BYTES8('"'), b = x ^ BYTES8('\\');
+  return (((x - BYTES8(0x20)) & ~x) | ((q - BYTES8(1)) & ~q) | ((b - BYTES8(1)) & ~b) | x) &
+         BYTES8(0x80);
+}
+
+/* The plain bytes from s[*i] on (up to the first byte that is not) copied
+ * to *o; advances both. Eight at a time while eight are left, bytes past
+ * the first special one stored too: the strings block has room for them,
+ * since what is written to it stays behind what is read of the text
+ * (each string gives back at least its two quotes for its NUL). */
+static void plain_run(const parser* p, size_t* i, char** o) {
+  const unsigned char* s = p->s;
+  size_t k = *i;
+  char* w = *o;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (p->len - k >= 8) {
+    uint64_t x;
+    memcpy(&x, s + k, 8);
+    memcpy(w, &x, 8);
+    uint64_t m = not_plain8(x);
+    size_t n = m ? (size_t)__builtin_ctzll(m) >> 3 : 8;
+    k += n, w += n;
+    if (m) {
+      *i = k, *o = w;
+      return;
+    }
+  }
+#endif
+  while (k < p->len && (pf_json_byte_class[s[k]] & PF_JSON_PLAIN)) *w++ = (char)s[k++];
+  *i = k, *o = w;
+}
+
 /* The string whose opening quote is at p->pos, decoded into the strings
  * block, as token t. */
 static int string(parser* p, pf_json_tok* t) {
@@ -168,10 +218,7 @@ static int string(parser* p, pf_json_tok* t) {
   size_t i = p->pos + 1;
   char *start = p->str, *o = start;
   for (;;) {
-    size_t run = i;
-    while (i < p->len && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') ++i;
-    memcpy(o, s + run, i - run);
-    o += i - run;
+    plain_run(p, &i, &o);
     if (i == p->len) return fail_at(p, i, "a string without its closing quote");
     if (s[i] == '"') break;
     if (s[i] == '\\') {
@@ -239,9 +286,11 @@ static int number(parser* p) {
   p->pos = i;
   if (is_real) return real(p, start, i, t);
   uint64_t u = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  /* 18 digits always fit: only a longer number checks each step. */
+  int checked = i - start - (size_t)neg > 18;
   for (size_t k = start + (size_t)neg; k < i; ++k) {
     unsigned d = p->s[k] - (unsigned)'0';
-    if (u > (lim - d) / 10) return fail_at(p, start, "an integer outside int64");
+    if (checked && u > (lim - d) / 10) return fail_at(p, start, "an integer outside int64");
     u = u * 10 + d;
   }
   t->v.i = !neg ? (int64_t)u : u ? -(int64_t)(u - 1) - 1 : 0;
@@ -262,19 +311,23 @@ static int key_order(const void* a, const void* b) {
  * keys pairwise, more sorted (O(n log n) whatever the keys). */
 static int check_keys(parser* p, size_t at) {
   const pf_json_tok* obj = &p->tok[at];
-  size_t n = obj->n, dup = 0;
-  const pf_json_tok *small[8], **keys = n <= 8 ? small : pf_malloc(n * sizeof(*keys));
-  if (!keys) return pf_oom(p->where);
   const pf_json_tok* k = obj + 1;
-  for (size_t i = 0; i < n; ++i, k += 1 + k[1].skip) keys[i] = k;
-  if (n > 8) {
-    qsort(keys, n, sizeof(*keys), key_order);
-    for (size_t i = 1; i < n; ++i) dup |= (size_t)same_key(keys[i - 1], keys[i]);
+  size_t n = obj->n, dup = 0;
+  if (n == 2) { /* the most common case by far (every node PFToJSON writes) */
+    dup = (size_t)same_key(k, k + 1 + k[1].skip);
   } else {
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = i + 1; j < n; ++j) dup |= (size_t)same_key(keys[i], keys[j]);
+    const pf_json_tok *small[8], **keys = n <= 8 ? small : pf_malloc(n * sizeof(*keys));
+    if (!keys) return pf_oom(p->where);
+    for (size_t i = 0; i < n; ++i, k += 1 + k[1].skip) keys[i] = k;
+    if (n > 8) {
+      qsort(keys, n, sizeof(*keys), key_order);
+      for (size_t i = 1; i < n; ++i) dup |= (size_t)same_key(keys[i - 1], keys[i]);
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = i + 1; j < n; ++j) dup |= (size_t)same_key(keys[i], keys[j]);
+    }
+    if (keys != small) pf_free(keys);
   }
-  if (keys != small) pf_free(keys);
   return dup ? fail_at(p, p->pos - 1, "duplicate object key") : 0;
 }
 
@@ -290,13 +343,11 @@ static int close_container(parser* p) {
 
 /* An object's key and its colon, counting a member. */
 static int key(parser* p) {
-  skip_blanks(p);
-  if (peek(p) != '"') return fail_at(p, p->pos, "expected a string (an object's key)");
+  if (next_byte(p) != '"') return fail_at(p, p->pos, "expected a string (an object's key)");
   pf_json_tok* t = emit(p, pf_json_str);
   if (!t) return pf_oom(p->where);
   if (string(p, t) != 0) return -1;
-  skip_blanks(p);
-  if (peek(p) != ':') return fail_at(p, p->pos, "expected ':'");
+  if (next_byte(p) != ':') return fail_at(p, p->pos, "expected ':'");
   ++p->pos;
   return 0;
 }
@@ -304,16 +355,14 @@ static int key(parser* p) {
 /* Reads a value, or the start of one: 0 when a whole value was read, 1
  * when an array or object was opened and its first item comes next. */
 static int value(parser* p) {
-  skip_blanks(p);
-  int c = peek(p);
+  int c = next_byte(p);
   if (c == '{' || c == '[') {
     if (p->depth == PF_JSON_PARSE_MAX_DEPTH)
       return fail_at(p, p->pos, "more than %d arrays and objects nested", PF_JSON_PARSE_MAX_DEPTH);
     if (!emit(p, c == '{' ? pf_json_object : pf_json_array)) return pf_oom(p->where);
     p->open[p->depth++] = (uint32_t)(p->ntok - 1);
     ++p->pos;
-    skip_blanks(p);
-    if (peek(p) == c + 2) return close_container(p); /* '{' + 2 is '}', '[' + 2 is ']' */
+    if (next_byte(p) == c + 2) return close_container(p); /* '{' + 2 is '}', '[' + 2 is ']' */
     innermost(p)->n = 1;
     return c == '{' && key(p) != 0 ? -1 : 1;
   }
@@ -332,9 +381,9 @@ static int value(parser* p) {
 /* After an item of the innermost container: 1 when a ',' (and a key) was
  * read and an item comes next, 0 when the container closed. */
 static int next_item(parser* p) {
-  skip_blanks(p);
+  int c = next_byte(p);
   pf_json_tok* t = innermost(p);
-  int obj = t->type == pf_json_object, c = peek(p);
+  int obj = t->type == pf_json_object;
   if (c == ',') {
     ++p->pos;
     ++t->n;
@@ -350,8 +399,7 @@ static int parse_text(parser* p) {
     while (rc == 0 && p->depth > 0) rc = next_item(p);
     if (rc < 0) return -1;
     if (rc == 0) {
-      skip_blanks(p);
-      return p->pos < p->len ? fail_at(p, p->pos, "more text after the value") : 0;
+      return next_byte(p) >= 0 ? fail_at(p, p->pos, "more text after the value") : 0;
     }
   }
 }

@@ -55,6 +55,12 @@ typedef struct {
 PF_HIDDEN int pf_json_parse(const char* where, const char* text, size_t len, pf_json_doc* doc);
 PF_HIDDEN void pf_json_free(pf_json_doc* doc);
 
+/* Byte classes (a bit each, by byte value): a blank between JSON tokens,
+ * and a byte that a JSON string holds as it is (printable ASCII but '"'
+ * and '\\'), which both the parser and PFToJSON's writer scan for. */
+enum { PF_JSON_BLANK = 1, PF_JSON_PLAIN = 2 };
+PF_HIDDEN extern const unsigned char pf_json_byte_class[256];
+
 /* The length of the UTF-8 sequence at p (p[0] >= 0x80) of at most `avail`
  * bytes, or 0 when it is not one: overlong forms, surrogates and code
  * points past U+10FFFF are refused. */

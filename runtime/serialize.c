@@ -55,8 +55,9 @@ typedef struct {
   int oom;
 } textbuf;
 
-static int room(textbuf* t, size_t more) {
-  if (t->cap - t->n >= more) return 0;
+/* room's growth, out of line: room itself is a compare that every write
+ * makes, inlined. */
+static int grow(textbuf* t, size_t more) {
   size_t cap = t->cap ? t->cap : 4096;
   while (cap - t->n < more && cap <= SIZE_MAX / 4) cap *= 2;
   char* p = t->oom || cap - t->n < more ? NULL : pf_realloc(t->p, cap);
@@ -69,6 +70,10 @@ static int room(textbuf* t, size_t more) {
   return 0;
 }
 
+static inline int room(textbuf* t, size_t more) {
+  return t->cap - t->n >= more ? 0 : grow(t, more);
+}
+
 static void put(textbuf* t, const void* s, size_t n) {
   if (room(t, n) == 0) memcpy(t->p + t->n, s, n), t->n += n;
 }
@@ -79,14 +84,24 @@ static void put_c(textbuf* t, char c) {
 
 #define PUT_LIT(t, s) put(t, s, sizeof(s) - 1)
 
-/* Decimal text of x, exact. */
+/* Decimal text of x, exact: two digits a step, written backward into
+ * the end of a buffer and copied as a fixed 24 bytes (inline, no call of
+ * memcpy), of which the text's n count. */
 static void put_i64(textbuf* t, int64_t x) {
-  char d[24], *e = d + sizeof(d), *s = e;
+  static const char pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445"
+      "46474849505152535455565758596061626364656667686970717273747576777879808182838485868788899091"
+      "9293949596979899";
+  char d[48], *e = d + 24, *s = e;
+  memset(e, 0, 24); /* what the copy takes past the text is defined */
   uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
-  do *--s = (char)('0' + u % 10);
-  while (u /= 10);
+  for (; u >= 100; u /= 100) memcpy(s -= 2, &pairs[u % 100 * 2], 2);
+  if (u >= 10) memcpy(s -= 2, &pairs[u * 2], 2);
+  else *--s = (char)('0' + u);
   if (x < 0) *--s = '-';
-  put(t, s, (size_t)(e - s));
+  if (room(t, 24) != 0) return;
+  memcpy(t->p + t->n, s, 24);
+  t->n += (size_t)(e - s);
 }
 
 /* An object met on the walk, and its index in the node table: -1 while
@@ -116,21 +131,22 @@ static seen* seen_find(const seen_map* m, const void* obj) {
   return s && s->obj ? s : NULL;
 }
 
-/* Adds obj (not present) with index -1; -1 when out of memory. */
-static int seen_add(seen_map* m, const void* obj) {
+/* The slot of obj, or the empty one where it goes, in a table with room
+ * for one more (grown first when it has none); NULL when out of memory.
+ * One probe for a lookup that adds when absent: a probe is a cache miss
+ * in a large table. The slot stays valid until the table next grows. */
+static seen* seen_slot(seen_map* m, const void* obj) {
   if ((m->count + 1) * 2 > m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 1024;
     seen* slot = pf_calloc(cap, sizeof(seen));
-    if (!slot) return -1;
+    if (!slot) return NULL;
     for (size_t i = 0; i < m->cap; ++i)
       if (m->slot[i].obj) *probe(slot, cap, m->slot[i].obj) = m->slot[i];
     pf_free(m->slot);
     m->slot = slot;
     m->cap = cap;
   }
-  *probe(m->slot, m->cap, obj) = (seen){obj, -1};
-  ++m->count;
-  return 0;
+  return probe(m->slot, m->cap, obj);
 }
 
 /* Where a value is, below the root: one step per container or instance. */
@@ -180,11 +196,19 @@ static int write_value(writer* w, int code, const PFValue* v);
  * written) when s is not UTF-8. */
 static int put_string(textbuf* t, const char* s) {
   size_t start = t->n;
-  const unsigned char* p = (const unsigned char*)s;
+  const unsigned char *p = (const unsigned char*)s, *q = p;
+  while (pf_json_byte_class[*q] & PF_JSON_PLAIN) ++q; /* stops at the NUL */
+  size_t run = (size_t)(q - p);
+  if (!*q && room(t, run + 2) == 0) { /* nothing to escape: most strings */
+    char* o = t->p + t->n;
+    o[0] = '"';
+    memcpy(o + 1, p, run);
+    o[run + 1] = '"';
+    t->n += run + 2;
+    return 0;
+  }
   put_c(t, '"');
   for (;;) {
-    const unsigned char* q = p;
-    while (*q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\') ++q;
     put(t, p, (size_t)(q - p));
     p = q;
     if (!*p) break;
@@ -196,15 +220,16 @@ static int put_string(textbuf* t, const char* s) {
       }
       put(t, p, n);
       p += n;
-      continue;
+    } else {
+      static const char esc[] = "btn?fr";
+      char e[7] = {'\\', (char)*p};
+      size_t n = 2;
+      if (*p >= '\b' && *p <= '\r' && *p != '\v') e[1] = esc[*p - '\b'];
+      else if (*p < 0x20) n = 6, snprintf(e + 1, 6, "u%04X", (unsigned)*p);
+      put(t, e, n);
+      ++p;
     }
-    static const char esc[] = "btn?fr";
-    char e[7] = {'\\', (char)*p};
-    size_t n = 2;
-    if (*p >= '\b' && *p <= '\r' && *p != '\v') e[1] = esc[*p - '\b'];
-    else if (*p < 0x20) n = 6, snprintf(e + 1, 6, "u%04X", (unsigned)*p);
-    put(t, e, n);
-    ++p;
+    for (q = p; pf_json_byte_class[*q] & PF_JSON_PLAIN;) ++q;
   }
   put_c(t, '"');
   return 0;
@@ -433,16 +458,18 @@ static void write_ref(writer* w, const seen* s) {
  * first when it is met for the first time. `type` is its object type, or
  * 0 for a borrowed DLTensor*. */
 static int write_node(writer* w, const void* obj, uint32_t type) {
-  seen* s = seen_find(&w->table, obj);
-  if (s) return write_ref(w, s), 0;
+  seen* s = seen_slot(&w->table, obj);
+  if (!s) return pf_oom(w->where);
+  if (s->obj) return write_ref(w, s), 0;
   if (w->depth == PF_JSON_MAX_DEPTH)
     return PF_ERROR(kPFErrValueError, "%s: values nested deeper than %d levels (PF_JSON_MAX_DEPTH)",
                     w->where, PF_JSON_MAX_DEPTH);
   if ((int64_t)w->table.count >= PF_JSON_MAX_NODES)
     return PF_ERROR(kPFErrValueError, "%s: more than %lld containers, tensors and instances",
                     w->where, (long long)PF_JSON_MAX_NODES);
-  if (seen_add(&w->table, obj) != 0) return pf_oom(w->where);
-  size_t start = w->open.n;
+  *s = (seen){obj, -1};
+  ++w->table.count;
+  size_t cap = w->table.cap, start = w->open.n;
   int rc;
   ++w->depth;
   if (type == 0) {
@@ -462,7 +489,7 @@ static int write_node(writer* w, const void* obj, uint32_t type) {
   if (w->done) put_c(&w->nodes, ',');
   put(&w->nodes, w->open.p + start, w->open.n - start);
   w->open.n = start;
-  s = seen_find(&w->table, obj);
+  if (w->table.cap != cap) s = seen_find(&w->table, obj); /* it grew meanwhile */
   s->index = w->done++;
   write_ref(w, s);
   return 0;
@@ -555,26 +582,46 @@ static void put_filled(writer* w, textbuf* doc, const textbuf* part) {
   }
 }
 
+/* Bytes kept free before the nodes' text: a document whose head (format,
+ * version and root, up to the nodes' '[') fits there is handed out from
+ * the nodes' buffer, without one more copy of their text. */
+#define HEAD_ROOM 128
+
 int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
   PF_CHECK_ARG(out);
   if (pf_check_value(__func__, "argument", 0, code, &value) != 0) return -1;
   writer* w = pf_calloc(1, sizeof(writer));
   if (!w) return pf_oom(__func__);
   w->where = __func__;
+  if (room(&w->nodes, HEAD_ROOM) == 0) w->nodes.n = HEAD_ROOM;
   int rc = write_value(w, code, &value);
   textbuf doc = {0};
-  if (rc == 0) {
+  const char* text = NULL;
+  size_t len = 0;
+  if (rc == 0 && !w->nodes.oom) {
     PUT_LIT(&doc, "{\"format\":\"packedfunc\",\"version\":");
     put_i64(&doc, PF_JSON_FORMAT_VERSION);
     PUT_LIT(&doc, ",\"root\":");
     put_filled(w, &doc, &w->open);
     PUT_LIT(&doc, ",\"nodes\":[");
-    put_filled(w, &doc, &w->nodes);
-    PUT_LIT(&doc, "]}");
-    if (doc.oom || w->open.oom || w->nodes.oom) rc = pf_oom(__func__);
+    if (!w->holes && doc.n <= HEAD_ROOM && !doc.oom) {
+      PUT_LIT(&w->nodes, "]}");
+      char* head = w->nodes.p + HEAD_ROOM - doc.n;
+      if (!w->nodes.oom) memcpy(head, doc.p, doc.n);
+      text = head;
+      len = w->nodes.n - (HEAD_ROOM - doc.n);
+    } else {
+      const textbuf body = {w->nodes.p + HEAD_ROOM, w->nodes.n - HEAD_ROOM, 0, 0};
+      room(&doc, body.n + 2); /* sized once: a filled hole is never longer than the hole */
+      put_filled(w, &doc, &body);
+      PUT_LIT(&doc, "]}");
+      text = doc.p;
+      len = doc.n;
+    }
   }
+  if (rc == 0 && (doc.oom || w->open.oom || w->nodes.oom)) rc = pf_oom(__func__);
+  char* nodes = w->nodes.p; /* where text may lie */
   pf_free(w->open.p);
-  pf_free(w->nodes.p);
   pf_free(w->table.slot);
   /* Before the document goes to the thread's return storage, which a
    * finalizer that makes packedfunc calls would overwrite. */
@@ -582,11 +629,12 @@ int PFToJSON(PFValue value, int code, const char** out, size_t* out_len) {
   pf_free(w);
   PFValue ret;
   int ret_code;
-  if (rc == 0) rc = PFFuncReturnString(kPFStr, doc.p, doc.n, &ret, &ret_code);
+  if (rc == 0) rc = PFFuncReturnString(kPFStr, text, len, &ret, &ret_code);
   pf_free(doc.p);
+  pf_free(nodes);
   if (rc != 0) return -1;
   *out = ret.v_str;
-  if (out_len) *out_len = doc.n;
+  if (out_len) *out_len = len;
   return 0;
 }
 
@@ -611,12 +659,16 @@ static jv next_of(jv j) { return j + j->skip; }
 
 static int is_a(jv j, pf_json_type type) { return j && j->type == type; }
 
+/* Whether s is name: the first bytes differ for most names this file
+ * compares, which a call of strcmp costs more than. */
+static int str_is(const char* s, const char* name) { return *s == *name && strcmp(s, name) == 0; }
+
 /* The member `name` of j, or NULL (also when j is not an object). */
 static jv member_of(jv j, const char* name) {
   if (!is_a(j, pf_json_object)) return NULL;
   jv k = j + 1;
   for (uint32_t i = 0; i < j->n; ++i, k = next_of(k + 1))
-    if (strcmp(k->v.s, name) == 0) return k + 1;
+    if (str_is(k->v.s, name)) return k + 1;
   return NULL;
 }
 
@@ -719,7 +771,7 @@ static int node_ref(reader* r, const spot* at, jv j, PFValue* out);
 
 static int read_tagged(reader* r, const spot* at, const char* tag, jv x, PFValue* out, int* code) {
   const char* s = str_of(x);
-  if (strcmp(tag, "ref") == 0) {
+  if (str_is(tag, "ref")) {
     *code = kPFObjectHandle;
     return node_ref(r, at, x, out);
   }
@@ -840,29 +892,49 @@ static jv member(reader* r, size_t i, const char* name, pf_json_type type) {
   return m;
 }
 
-/* The values of the JSON array a (node i's member `name`): each item, or
- * with `pairs` each [key, value] pair (keys at k, values at *n + k: as
- * the containers take them). *v and *c are pf_malloc'd; *n is the number
- * of items or pairs. */
-static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue** v, int** c,
-                       size_t* n) {
+/* The values read from one node: in the struct for a small node (most
+ * are), else pf_malloc'd; values_free releases them either way. */
+#define SMALL_VALUES 8
+typedef struct {
+  PFValue* v;
+  int* c;
+  size_t n; /* items or pairs */
+  PFValue small_v[SMALL_VALUES];
+  int small_c[SMALL_VALUES];
+} values;
+
+static void values_free(values* x) {
+  if (x->v != x->small_v) pf_free(x->v);
+  if (x->c != x->small_c) pf_free(x->c);
+}
+
+/* The values of the JSON array a (node i's member `name`) into *x: each
+ * item, or with `pairs` each [key, value] pair (keys at k, values at
+ * x->n + k: as the containers take them). The caller calls values_free,
+ * also after a failure. */
+static int read_values(reader* r, size_t i, const char* name, int pairs, values* x) {
+  x->v = x->small_v;
+  x->c = x->small_c;
   jv a = member(r, i, name, pf_json_array);
   if (!a) return -1;
-  *n = a->n;
-  size_t m = *n << pairs;
-  *v = pf_malloc(m * sizeof(PFValue) + 1);
-  *c = pf_malloc(m * sizeof(int) + 1);
-  if (!*v || !*c) return pf_oom(r->where);
-  jv x = a + 1;
-  for (size_t k = 0; k < *n; ++k, x = next_of(x)) {
+  size_t n = x->n = a->n, m = n << pairs;
+  if (m > SMALL_VALUES) {
+    x->v = pf_malloc(m * sizeof(PFValue));
+    x->c = pf_malloc(m * sizeof(int));
+    if (!x->v || !x->c) return pf_oom(r->where);
+  }
+  PFValue* v = x->v;
+  int* c = x->c;
+  jv j = a + 1;
+  for (size_t k = 0; k < n; ++k, j = next_of(j)) {
     spot at = {(int64_t)i, name, (int64_t)k};
     if (!pairs) {
-      if (read_value(r, &at, x, &(*v)[k], &(*c)[k]) != 0) return -1;
+      if (read_value(r, &at, j, &v[k], &c[k]) != 0) return -1;
       continue;
     }
-    if (!is_a(x, pf_json_array) || x->n != 2) return bad(r, &at, "an entry is [key, value]");
-    if (read_value(r, &at, x + 1, &(*v)[k], &(*c)[k]) != 0 ||
-        read_value(r, &at, next_of(x + 1), &(*v)[*n + k], &(*c)[*n + k]) != 0)
+    if (!is_a(j, pf_json_array) || j->n != 2) return bad(r, &at, "an entry is [key, value]");
+    if (read_value(r, &at, j + 1, &v[k], &c[k]) != 0 ||
+        read_value(r, &at, next_of(j + 1), &v[n + k], &c[n + k]) != 0)
       return -1;
   }
   return 0;
@@ -871,12 +943,13 @@ static int read_values(reader* r, size_t i, const char* name, int pairs, PFValue
 /* An array, map, shape or tensor from values read; or a list or dict
  * filled. */
 static int make_from_values(reader* r, size_t i) {
-  PFValue* v = NULL;
-  int* c = NULL;
-  size_t n;
+  values x;
   int k = r->kind[i], pairs = pairs_of(k), rc;
-  rc = read_values(r, i, pairs ? "entries" : "items", pairs, &v, &c, &n);
+  rc = read_values(r, i, pairs ? "entries" : "items", pairs, &x);
   if (rc == 0) {
+    PFValue* v = x.v;
+    int* c = x.c;
+    size_t n = x.n;
     int64_t s = (int64_t)n;
     switch (k) {
       case K_ARRAY:
@@ -893,48 +966,43 @@ static int make_from_values(reader* r, size_t i) {
     }
     rc = in_node(r, i, rc);
   }
-  pf_free(v);
-  pf_free(c);
+  values_free(&x);
   return rc;
 }
 
-/* The int64s of node i's member `name` (an array of ints): pf_malloc'd. */
-static int read_ints(reader* r, size_t i, const char* name, int64_t** out, size_t* n) {
-  PFValue* v = NULL;
-  int* c = NULL;
-  int rc = read_values(r, i, name, 0, &v, &c, n);
-  for (size_t k = 0; rc == 0 && k < *n; ++k) {
+/* The int64s of node i's member `name` (an array of ints) into *x, each
+ * value's v_int64 in place (read them as x->v cast to int64_t*): the
+ * caller calls values_free after a success; a failure releases them. */
+static int read_ints(reader* r, size_t i, const char* name, values* x) {
+  int rc = read_values(r, i, name, 0, x);
+  for (size_t k = 0; rc == 0 && k < x->n; ++k) {
     spot at = {(int64_t)i, name, (int64_t)k};
-    if (c[k] != kPFInt) rc = bad(r, &at, "expected an int");
+    if (x->c[k] != kPFInt) rc = bad(r, &at, "expected an int");
   }
   _Static_assert(sizeof(PFValue) == sizeof(int64_t), "values are int64s wide");
-  pf_free(c);
-  if (rc != 0) {
-    pf_free(v);
-    return -1;
-  }
-  *out = (int64_t*)(void*)v; /* each value's v_int64, in place */
-  return 0;
+  if (rc != 0) values_free(x);
+  return rc;
 }
 
 static int make_shape(reader* r, size_t i) {
-  int64_t* d;
-  size_t n;
-  if (read_ints(r, i, "dims", &d, &n) != 0) return -1;
-  int rc = in_node(r, i, PFShapeCreate(d, (int64_t)n, &r->objs[i]));
-  pf_free(d);
+  values d;
+  if (read_ints(r, i, "dims", &d) != 0) return -1;
+  int rc = in_node(r, i, PFShapeCreate((const int64_t*)(void*)d.v, (int64_t)d.n, &r->objs[i]));
+  values_free(&d);
   return rc;
 }
 
 static int make_tensor(reader* r, size_t i) {
   jv dt = member(r, i, "dtype", pf_json_str);
   jv data = dt ? member(r, i, "data", pf_json_str) : NULL;
-  int64_t* shape = NULL;
-  size_t ndim, n = 0, want = 0;
+  values dims;
+  size_t n = 0, want = 0;
   char* bytes;
   spot at = {(int64_t)i, "shape", -1};
   DLTensor t = {0};
-  if (!data || read_ints(r, i, "shape", &shape, &ndim) != 0) return -1;
+  if (!data || read_ints(r, i, "shape", &dims) != 0) return -1;
+  int64_t* shape = (int64_t*)(void*)dims.v;
+  size_t ndim = dims.n;
   int rc = 0;
   if (PFDataTypeFromString(dt->v.s, &t.dtype) != 0)
     rc = bad(r, &(spot){(int64_t)i, "dtype", -1}, "not a data type");
@@ -949,7 +1017,7 @@ static int make_tensor(reader* r, size_t i) {
   DLTensor* view;
   if (rc == 0) rc = in_node(r, i, PFTensorAlloc(t.ndim, shape, t.dtype, 0, &r->objs[i], &view));
   if (rc == 0 && n) memcpy(view->data, bytes, n);
-  pf_free(shape);
+  values_free(&dims);
   return rc;
 }
 
@@ -1032,7 +1100,7 @@ static int read_kinds(reader* r) {
     const char* type = str_of(member_of(node, "type"));
     if (!type) return bad(r, &at, "a node is an object with a \"type\"");
     int k = 0;
-    while (k < K_COUNT && strcmp(type, kind_names[k]) != 0) ++k;
+    while (k < K_COUNT && !str_is(type, kind_names[k])) ++k;
     if (k == K_COUNT) return bad(r, &at, "unknown node type \"%s\"", type);
     r->kind[i] = (uint8_t)k;
     size_t want = 1;

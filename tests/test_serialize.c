@@ -959,6 +959,129 @@ static void test_exact_text(void** state) {
   PFObjectFree(inner);
 }
 
+/* The paths that make a round trip cheap decide by position and size: a
+ * string is scanned eight bytes at a time while eight are left, an int is
+ * written two digits a step, a node's values sit on the stack up to 8
+ * (else on the heap), the table of nodes met grows while a node is being
+ * written. Each boundary, both sides of it. */
+static void test_scan_and_size_boundaries(void** state) {
+  (void)state;
+  /* A special byte at every place of strings of 0 to 19 bytes: a decoded
+   * escape, an escaped quote, a 2-byte UTF-8 sequence, DEL (plain); and a
+   * raw control byte, refused at its own byte. */
+  static const struct {
+    const char *text, *decoded;
+  } specials[] = {{"\\n", "\n"}, {"\\\"", "\""}, {"\xc3\xa9", "\xc3\xa9"}, {"\x7f", "\x7f"}};
+  const size_t head = strlen(DOC("", "")) - strlen(",\"nodes\":[]}");
+  for (size_t len = 1; len < 20; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      char text[64], want[64], root[80], doc[256];
+      for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); ++k) {
+        snprintf(text, sizeof(text), "%.*s%s%.*s", (int)at, "abcdefghijklmnopqrs", specials[k].text,
+                 (int)(len - at - 1), "ABCDEFGHIJKLMNOPQRS");
+        snprintf(want, sizeof(want), "%.*s%s%.*s", (int)at, "abcdefghijklmnopqrs",
+                 specials[k].decoded, (int)(len - at - 1), "ABCDEFGHIJKLMNOPQRS");
+        snprintf(root, sizeof(root), "\"%s\"", text);
+        PFValue v;
+        int code;
+        read_root(root, &v, &code);
+        assert_int_equal(code, kPFStr);
+        assert_string_equal(v.v_str, want);
+        assert_round_trips(vs(want), kPFStr);
+      }
+      snprintf(root, sizeof(root), "\"%.*s\x01%.*s\"", (int)at, "abcdefghijklmnopqrs",
+               (int)(len - at - 1), "ABCDEFGHIJKLMNOPQRS");
+      snprintf(doc, sizeof(doc), DOC("%s", ""), root);
+      char where[64];
+      snprintf(where, sizeof(where), "(byte %zu): a control character", head + 2 + at);
+      refused(doc, kPFErrValueError, where);
+    }
+  }
+  /* A string that the text cuts short, with fewer than eight bytes left
+   * at each cut, and more. */
+  const char cut[] = DOC("\"abcdefghijklmnop\"", "");
+  PFValue out;
+  int code;
+  for (size_t n = head + 2; n < head + 18; ++n)
+    assert_pf_error(PFFromJSON(cut, n, &out, &code), kPFErrValueError, "PFFromJSON",
+                    "a string without its closing quote");
+  /* Ints of every length, both signs, written and read exactly; 18 digits
+   * read without the overflow check, 20 refused. */
+  int64_t x = 1;
+  for (int digits = 1; digits <= 19; ++digits, x = digits < 19 ? x * 10 : x) {
+    int64_t edge[] = {x, x - 1, -x, 1 - x, digits == 19 ? INT64_MAX : x * 10 - 1};
+    for (size_t k = 0; k < sizeof(edge) / sizeof(edge[0]); ++k) {
+      char want[48];
+      int exact = edge[k] >= -9007199254740992 && edge[k] <= 9007199254740992;
+      snprintf(want, sizeof(want), exact ? "%lld" : "{\"int\":\"%lld\"}", (long long)edge[k]);
+      assert_text(vi(edge[k]), kPFInt, want, "");
+      snprintf(want, sizeof(want), "%lld", (long long)edge[k]);
+      PFValue v;
+      read_root(want, &v, &code);
+      assert_int_equal(code, kPFInt);
+      assert_true(v.v_int64 == edge[k]);
+    }
+  }
+  read_root("-999999999999999999", &out, &code);
+  assert_true(out.v_int64 == -999999999999999999);
+  refused(DOC("10000000000000000000", ""), kPFErrValueError, "an integer outside int64");
+  refused(DOC("-10000000000000000000", ""), kPFErrValueError, "an integer outside int64");
+  /* Nodes of 7 to 9 values (items, or pairs' keys and values), dims. */
+  PFValue v[9], k[9];
+  int c[9];
+  for (int i = 0; i < 9; ++i) v[i] = vi(i * 11), k[i] = vi(-i), c[i] = kPFInt;
+  for (int n = 3; n <= 9; ++n) {
+    PFObjectHandle a = array_of(v, c, n), l = list_of(v, c, n), m, d, shape;
+    assert_pf_ok(PFMapCreate(k, c, v, c, n, &m));
+    assert_pf_ok(PFDictCreate(k, c, v, c, n, &d));
+    int64_t dims[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    assert_pf_ok(PFShapeCreate(dims, n, &shape));
+    PFObjectHandle all[] = {a, l, m, d, shape};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) {
+      round_trips_object(all[i]);
+      PFObjectFree(all[i]);
+    }
+  }
+  refused(DOC("{\"ref\":0}", "{\"type\":\"shape\",\"dims\":[1,2,3,4,5,6,7,8,\"9\"]}"),
+          kPFErrValueError, "node 0 'dims'[8]: expected an int");
+  /* A root longer than the room kept before the nodes' text for the
+   * document's head: the document is put together by a copy instead. */
+  char long_str[301], long_root[304];
+  memset(long_str, 'x', 300);
+  long_str[300] = '\0';
+  snprintf(long_root, sizeof(long_root), "\"%s\"", long_str);
+  assert_text(vs(long_str), kPFStr, long_root, "");
+  assert_round_trips(vs(long_str), kPFStr);
+  /* 1500 arrays and the first again after them: the table grows while the
+   * outer array is written, and the last item still refers to node 0. */
+  enum { M = 1500 };
+  PFValue* items = malloc((M + 1) * sizeof(PFValue));
+  int* codes = malloc((M + 1) * sizeof(int));
+  assert_non_null(items);
+  assert_non_null(codes);
+  for (int i = 0; i < M; ++i) {
+    PFValue one = vi(i);
+    int ic = kPFInt;
+    items[i] = vh(array_of(&one, &ic, 1));
+    codes[i] = kPFObjectHandle;
+  }
+  items[M] = items[0];
+  codes[M] = kPFObjectHandle;
+  PFObjectHandle outer = array_of(items, codes, M + 1);
+  PFValue back;
+  round_trip(vh(outer), kPFObjectHandle, &back);
+  PFValue first, last;
+  int fc, lc;
+  assert_pf_ok(PFArrayGetItem(back.v_handle, 0, &first, &fc));
+  assert_pf_ok(PFArrayGetItem(back.v_handle, M, &last, &lc));
+  assert_ptr_equal(first.v_handle, last.v_handle);
+  PFObjectFree(back.v_handle);
+  PFObjectFree(outer);
+  for (int i = 0; i < M; ++i) PFObjectFree(items[i].v_handle);
+  free(items);
+  free(codes);
+}
+
 static void test_text_from_return_storage(void** state) {
   (void)state;
   const char* text;
@@ -1029,6 +1152,7 @@ int main(void) {
       cmocka_unit_test(test_too_many_nodes),
       cmocka_unit_test(test_many_entries),
       cmocka_unit_test(test_exact_text),
+      cmocka_unit_test(test_scan_and_size_boundaries),
       cmocka_unit_test(test_text_from_return_storage),
       cmocka_unit_test(test_list_changed_by_another_thread),
   };
