@@ -42,7 +42,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -fPIC -fvisibility=hidden \
            -fno-semantic-interposition $(WARN)
 CFLAGS  ?= -O2 -g
-LIBS    := -lffi -lxxhash -ldl -lpthread
+LIBS    := -lffi -lxxhash -ldl -lpthread -lm
 # Each compile also writes the headers it read, so a header change rebuilds
 # exactly what includes it.
 DEPFLAGS = -MMD -MP

@@ -19,7 +19,9 @@
 #                                under ASan+UBSan, and its compile-fail cases (mk/cpp.mk)
 #   make test-format             every C and C++ file as .clang-format lays it out
 #                                (part of make test)
-.PHONY: test test-format test-all test-c test-asan test-tsan test-abi test-install test-readme test-checked \
+#   make test-clang              the libraries built, and every C test, example and
+#                                tool compiled, by clang with -Werror (part of make test)
+.PHONY: test test-format test-clang test-all test-c test-asan test-tsan test-abi test-install test-readme test-checked \
         test-python test-python-cext test-python-ctypes fuzz fuzz-short valgrind soak soak-python modules
 
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
@@ -42,7 +44,7 @@ export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 # and 266 s on the extension, valgrind's programs 322 s on two cores), so
 # that the short ones fill the other cores meanwhile and none that is long
 # starts last; the others follow in TEST_SUITES' order.
-TEST_SUITES := test-python-cext test-format test-abi test-rpc-abi test-install test-wheel test-readme \
+TEST_SUITES := test-python-cext test-format test-clang test-abi test-rpc-abi test-install test-wheel test-readme \
                test-checked valgrind test-python-ctypes test-asan test-tsan fuzz-short test-node test-node-pack test-cpp bench-quick
 TEST_SUITES_FIRST := test-python-ctypes test-python-cext valgrind test-asan
 TEST_ORDER  := $(filter $(TEST_SUITES),$(TEST_SUITES_FIRST)) $(filter-out $(TEST_SUITES_FIRST),$(TEST_SUITES))
@@ -63,6 +65,11 @@ test-all: $(TEST_SUITES)
 # The layout check (tools/check-format.sh --fix rewrites what differs).
 test-format:
 	@$(RUN) tools/check-format.sh
+
+# The C sources under clang, -Werror: the libraries built and linked, every
+# test, example and tool compiled (tools/test-clang.sh).
+test-clang:
+	@$(RUN) env BUILD=$(BUILD) MAKE="$(MAKE)" CLANG_FLAGS="$(BASE) $(CFLAGS)" tools/test-clang.sh
 
 # ---- C tests ---------------------------------------------------------------------
 ASAN_TESTS := $(addprefix $(BUILD)/asan/tests/,$(TEST_NAMES))
