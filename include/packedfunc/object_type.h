@@ -78,6 +78,13 @@ extern "C" {
  *   optional<T>,            as their C type (refused   the field keeps the converted
  *   union<...>              without one)               container
  *
+ * A list<T> or dict<K,V> field keeps the List or Dict it was given (when
+ * nothing had to convert), which stays mutable: its elements are checked
+ * when the field is written, not when someone appends to it later. C code
+ * that reads such a field's elements checks each one's type code, as
+ * PFListGetItem and PFDictGetItem report it; array<T> and map<K,V> fields
+ * hold immutable containers, whose elements stay as checked.
+ *
  * Owned means: the instance holds the value and releases it when the
  * instance is destroyed, after its finalizers have run. A str is a
  * NUL-terminated copy and a bytes value one block (the PFByteArray, then
