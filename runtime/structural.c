@@ -41,13 +41,17 @@ typedef struct {
  * the first path where a difference was met. `low` is the lowest level of
  * the path that a reference back (a cycle) reached since the object being
  * walked at the current level began: when it is below that level, the
- * object's result depends on the path and is not kept in `done`. */
+ * object's result depends on the path and is not kept in `done`, but
+ * noted in `redo`; a walk of one noted there is a re-walk, and from the
+ * level `rewalk` where it began, every object and item walked counts in
+ * `rewalked`, up to PF_STRUCTURAL_MAX_REWALK. */
 typedef struct {
   const char* where;
   pf_snapshots snaps; /* the Lists' and Dicts', held until the walk ends */
-  memo done;
+  memo done, redo;
   uint32_t flags;
-  int depth, low;
+  int depth, low, rewalk;
+  int64_t rewalked;
   const void* a[PF_STRUCTURAL_MAX_DEPTH];
   const void* b[PF_STRUCTURAL_MAX_DEPTH];
   int want_path, nsteps;
@@ -244,14 +248,13 @@ static memo_entry* memo_probe(memo_entry* slot, size_t cap, const void* a, const
   return &slot[i];
 }
 
-static const memo_entry* memo_find(const walk* w, const void* a, const void* b) {
-  const memo_entry* e = w->done.cap ? memo_probe(w->done.slot, w->done.cap, a, b) : NULL;
+static const memo_entry* memo_find(const memo* m, const void* a, const void* b) {
+  const memo_entry* e = m->cap ? memo_probe(m->slot, m->cap, a, b) : NULL;
   return e && e->a ? e : NULL;
 }
 
 /* Keeps the result of (a, b), not present; -1 when out of memory. */
-static int memo_add(walk* w, const void* a, const void* b, uint64_t hash) {
-  memo* m = &w->done;
+static int memo_add(walk* w, memo* m, const void* a, const void* b, uint64_t hash) {
   if ((m->count + 1) * 2 > m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 64;
     memo_entry* slot = pf_calloc(cap, sizeof(memo_entry));
@@ -267,12 +270,28 @@ static int memo_add(walk* w, const void* a, const void* b, uint64_t hash) {
   return 0;
 }
 
-/* Begins the object of a new level: returns the `low` of the level above,
- * which level_end takes back. */
-static int level_begin(walk* w) {
-  int low = w->low;
+static int too_costly(const walk* w) {
+  return PF_ERROR(kPFErrValueError,
+                  "%s: values whose cycles are reached on too many paths (walking them again "
+                  "took more than %d steps, PF_STRUCTURAL_MAX_REWALK)",
+                  w->where, PF_STRUCTURAL_MAX_REWALK);
+}
+
+/* Counts `steps` when re-walking; -1 past the bound. */
+static int rewalk_count(walk* w, int64_t steps) {
+  if (w->rewalk < 0) return 0;
+  w->rewalked += steps;
+  return w->rewalked > PF_STRUCTURAL_MAX_REWALK ? too_costly(w) : 0;
+}
+
+/* Begins the object (pair) at a new level: stores the `low` of the level
+ * above in *outer_low, for level_end to take back, and counts a re-walk;
+ * -1 past the bound. */
+static int level_begin(walk* w, const void* a, const void* b, int* outer_low) {
+  *outer_low = w->low;
   w->low = PF_STRUCTURAL_MAX_DEPTH;
-  return low;
+  if (w->rewalk < 0 && w->redo.count && memo_find(&w->redo, a, b)) w->rewalk = w->depth;
+  return rewalk_count(w, 1);
 }
 
 /* Ends the object at `level` (rc its walk's result): keeps `hash` for
@@ -283,7 +302,10 @@ static int level_end(walk* w, int level, int outer_low, int rc, int keep, const 
                      const void* b, uint64_t hash) {
   if (rc == 0 && keep && w->low > level && pf_object_held_twice(a) &&
       (!b || pf_object_held_twice(b)))
-    rc = memo_add(w, a, b, hash);
+    rc = memo_add(w, &w->done, a, b, hash);
+  else if (rc == 0 && keep && w->low <= level && !memo_find(&w->redo, a, b))
+    rc = memo_add(w, &w->redo, a, b, 0);
+  if (w->rewalk == level) w->rewalk = -1;
   if (outer_low < w->low) w->low = outer_low;
   return rc;
 }
@@ -437,22 +459,23 @@ static int nested_equal(walk* w, PFObjectHandle a, PFObjectHandle b, uint32_t ty
     reached(w, ia);
     return 0;
   }
-  if (memo_find(w, a, b)) {
+  if (memo_find(&w->done, a, b)) {
     *out = 1;
     return 0;
   }
   if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
-  int level = w->depth, outer_low = level_begin(w);
+  int level = w->depth, outer_low, rc = level_begin(w, a, b, &outer_low);
   w->a[w->depth] = a;
   w->b[w->depth] = b;
   ++w->depth;
-  int rc;
-  if (type >= kPFObjectTypeRegisteredBegin) {
+  if (rc != 0) { /* past PF_STRUCTURAL_MAX_REWALK: nothing more is read */
+  } else if (type >= kPFObjectTypeRegisteredBegin) {
     rc = fields_equal(w, a, b, out);
   } else {
     view va, vb = {0};
     rc = view_of(w, a, type, &va);
     if (rc == 0) rc = view_of(w, b, type, &vb);
+    if (rc == 0) rc = rewalk_count(w, va.n);
     if (rc == 0) {
       *out = va.n == vb.n;
       if (*out && (type == kPFObjectMap || type == kPFObjectDict)) {
@@ -536,17 +559,17 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
     reached(w, at);
     return 0;
   }
-  const memo_entry* seen = memo_find(w, h, NULL);
+  const memo_entry* seen = memo_find(&w->done, h, NULL);
   if (seen) {
     *out = seen->hash;
     return 0;
   }
   if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
-  int level = w->depth, outer_low = level_begin(w);
+  int level = w->depth, outer_low, rc = level_begin(w, h, NULL, &outer_low);
   w->a[w->depth++] = h;
   uint64_t acc = mix(0x0b1ec7, type), item = 0;
-  int rc = 0;
-  if (type >= kPFObjectTypeRegisteredBegin) {
+  if (rc != 0) { /* past PF_STRUCTURAL_MAX_REWALK: nothing more is read */
+  } else if (type >= kPFObjectTypeRegisteredBegin) {
     const PFObjectTypeInfo* info;
     rc = PFObjectTypeGetInfo(type, &info);
     for (int32_t i = 0; rc == 0 && i < info->num_fields; ++i) {
@@ -559,6 +582,7 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
   } else {
     view vw;
     rc = view_of(w, h, type, &vw);
+    if (rc == 0) rc = rewalk_count(w, vw.n);
     acc = mix(acc, (uint64_t)vw.n);
     if (type == kPFObjectMap || type == kPFObjectDict) {
       uint64_t sum = 0; /* entries in any order */
@@ -635,9 +659,11 @@ static walk* walk_new(const char* where, uint32_t flags) {
   }
   w->where = where;
   w->snaps = (pf_snapshots){0};
-  w->done = (memo){0};
+  w->done = w->redo = (memo){0};
   w->flags = flags;
   w->low = PF_STRUCTURAL_MAX_DEPTH;
+  w->rewalk = -1;
+  w->rewalked = 0;
   w->depth = w->nsteps = w->want_path = 0;
   w->path = NULL;
   w->path_len = w->path_cap = 0;
@@ -648,6 +674,7 @@ static walk* walk_new(const char* where, uint32_t flags) {
  * walk) and the walk; not the path, which the caller takes. */
 static void walk_free(walk* w) {
   pf_free(w->done.slot);
+  pf_free(w->redo.slot);
   pf_snapshots_release(&w->snaps);
   pf_free(w);
 }

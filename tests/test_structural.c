@@ -476,6 +476,57 @@ static void test_shared_values_are_walked_once(void** state) {
   drop_self_holding_list(lb);
 }
 
+/* Levels of Lists that each hold the level below twice, the bottom one
+ * holding the root: every object is on a cycle, so nothing can be kept,
+ * and the walk would go down all 2^levels paths. It stops, with an error
+ * naming the entry point and the bound, once it has walked again more
+ * than PF_STRUCTURAL_MAX_REWALK steps. (Before, it never ended.) */
+static PFObjectHandle cyclic_shared_lists(int levels, PFObjectHandle* bottom) {
+  PFObjectHandle x = list_of(NULL, NULL, 0);
+  *bottom = x;
+  PFObjectRetain(x); /* the caller's, to break the cycle */
+  for (int i = 0; i < levels; ++i) {
+    PFValue v[2] = {vh(x), vh(x)};
+    int c[2] = {kPFObjectHandle, kPFObjectHandle};
+    PFObjectHandle y = list_of(v, c, 2);
+    PFObjectFree(x);
+    x = y;
+  }
+  assert_pf_ok(PFListAppend(*bottom, vh(x), kPFObjectHandle));
+  return x;
+}
+static void drop_cyclic_shared_lists(PFObjectHandle root, PFObjectHandle bottom) {
+  drop_self_holding_list(bottom);
+  PFObjectFree(root);
+}
+
+static void test_cycles_through_shared_values_are_bounded(void** state) {
+  (void)state;
+  PFObjectHandle a_end, b_end;
+  PFObjectHandle a = cyclic_shared_lists(60, &a_end), b = cyclic_shared_lists(60, &b_end);
+  uint64_t h = 0;
+  int out = -1;
+  const char* path = NULL;
+  assert_pf_error(PFStructuralHash(vh(a), kPFObjectHandle, &h), kPFErrValueError,
+                  "PFStructuralHash", "PF_STRUCTURAL_MAX_REWALK");
+  assert_pf_error(PFStructuralEqual(vh(a), kPFObjectHandle, vh(b), kPFObjectHandle, &out),
+                  kPFErrValueError, "PFStructuralEqual", "PF_STRUCTURAL_MAX_REWALK");
+  assert_pf_error(
+      PFStructuralCompare(vh(a), kPFObjectHandle, vh(b), kPFObjectHandle, 0, &out, &path),
+      kPFErrValueError, "PFStructuralCompare", "PF_STRUCTURAL_MAX_REWALK");
+  assert_int_equal(out, -1);
+  assert_true(h == 0);
+  drop_cyclic_shared_lists(a, a_end);
+  drop_cyclic_shared_lists(b, b_end);
+
+  /* A few levels stay under the bound: compared and hashed as before. */
+  a = cyclic_shared_lists(6, &a_end);
+  b = cyclic_shared_lists(6, &b_end);
+  same_objects(a, b);
+  drop_cyclic_shared_lists(a, a_end);
+  drop_cyclic_shared_lists(b, b_end);
+}
+
 static void test_list_changed_by_another_thread(void** state) {
   (void)state;
   PFValue one = vs("item");
@@ -641,6 +692,7 @@ int main(void) {
       cmocka_unit_test(test_cycles),
       cmocka_unit_test(test_deep_chain_is_refused),
       cmocka_unit_test(test_shared_values_are_walked_once),
+      cmocka_unit_test(test_cycles_through_shared_values_are_bounded),
       cmocka_unit_test(test_list_changed_by_another_thread),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_compare_names_first_difference),

@@ -57,7 +57,13 @@ extern "C" {
  * so a graph costs its own size, not that of the tree it unfolds to (40
  * Lists that each hold the next one twice are 40 objects, not 2^40).
  * Objects on a cycle are walked again on each path that enters the cycle
- * elsewhere, since their result depends on where it was entered.
+ * elsewhere, since their result depends on where it was entered. Those
+ * walks again are bounded: when they take more than
+ * PF_STRUCTURAL_MAX_REWALK steps (an object or pair entered, or an item
+ * of one) in one call, the call fails with a ValueError, so a graph whose
+ * cycles are reached on exponentially many paths (Lists that each hold
+ * the next twice, the last holding the first) costs a bounded time. A
+ * graph with no cycle never walks anything again.
  *
  * Depth. The walk recurses once per container or instance nested in
  * another: more than PF_STRUCTURAL_MAX_DEPTH levels is a ValueError (never
@@ -89,7 +95,8 @@ extern "C" {
  * PFFuncCall's check of an argument (an unknown type code, a NULL string,
  * a handle that is not a live object of its code: TypeError naming
  * "argument 0" or "argument 1"); nesting deeper than
- * PF_STRUCTURAL_MAX_DEPTH, a tensor not on the CPU, a tensor with more
+ * PF_STRUCTURAL_MAX_DEPTH, walking objects on a cycle again for more
+ * than PF_STRUCTURAL_MAX_REWALK steps, a tensor not on the CPU, a tensor with more
  * than 64 dims, NULL data or a negative dim, a strided tensor of a
  * sub-byte dtype (ValueError); a field that cannot be read
  * (PFObjectGetField's error); MemoryError.
@@ -98,6 +105,11 @@ extern "C" {
 /* The most containers and instances nested in one another that a
  * structural comparison or hash walks through. */
 #define PF_STRUCTURAL_MAX_DEPTH 1024
+
+/* The most steps (an object or a pair of objects entered, or one of their
+ * items) that a structural comparison or hash may take walking again
+ * objects on a cycle that it has already walked (see "Cycles"). */
+#define PF_STRUCTURAL_MAX_REWALK 262144
 
 /* Writes 1 to *out when (a, a_code) and (b, b_code) are structurally equal
  * (above), else 0. Both values are borrowed for the call. Thread-safe. */

@@ -162,3 +162,56 @@ def test_a_subclass_attribute_named_handle_is_its_own(fn):
     assert pf.use_count(echo) == before and s._handle == 12345
     with pytest.raises(ValueError, match="released"):
         s(1)
+
+
+class SuperInit(pf.Function):
+    """The canonical pattern: __init__ takes more, and calls super's."""
+
+    def __init__(self, f, tag):
+        super().__init__(f)
+        self.tag = tag
+
+
+class NoInit(pf.Function):
+    """No __init__ of its own: Function's takes what __new__ took."""
+
+
+class ByName(pf.Function):
+    """Made from a registry name: __new__ and __init__ pass the function
+    on to Function's."""
+
+    def __new__(cls, name, tag):
+        return super().__new__(cls, pf.get_global_func(name))
+
+    def __init__(self, name, tag):
+        super().__init__(pf.get_global_func(name))
+        self.tag = tag
+
+
+def test_a_subclass_init_may_call_super_init(fn):
+    echo = fn("echo")
+    s = SuperInit(echo, "t")
+    assert s(3) == 3 and s.tag == "t" and s == echo
+    n = NoInit(echo, "extra", key="ignored")  # Function.__init__ takes them
+    assert n(4) == 4 and n == echo
+    b = ByName("testing.echo", tag="b")
+    assert b(5) == 5 and b.tag == "b" and b == echo
+    c = SuperInit(lambda x: x + 1, "py")
+    assert c(1) == 2
+    # Function.__init__ does nothing more: calling it again changes nothing.
+    pf.Function.__init__(s, lambda: 0)
+    assert s == echo and s(6) == 6
+
+
+def test_super_init_checks_its_argument_as_new_does(fn):
+    class BadSuper(pf.Function):
+        def __init__(self, f, what):
+            super().__init__(*what)
+
+    with pytest.raises(TypeError, match="BadSuper: argument 'func' must be a packedfunc "
+                                        "Function or a callable, not int"):
+        BadSuper(fn("echo"), (1,))
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        BadSuper(fn("echo"), ())
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        pf.Function.__init__(fn("echo"), fn("echo"))

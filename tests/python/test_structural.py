@@ -4,6 +4,8 @@ depth limit and the refusals; get_first_structural_mismatch, the
 skip_tensor_content option and StructuralKey; on both backends."""
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -152,6 +154,40 @@ def test_shared_values_are_walked_once():
     shared = pf.from_json(_shared_document(8, "1"))
     assert pf.structural_equal(shared, tree(8))
     assert pf.structural_hash(shared) == pf.structural_hash(tree(8))
+
+
+# A document whose shared Lists also form a cycle (the bottom one holds the
+# root): nothing on a cycle can be kept, so a walk would go down all 2^60
+# paths. Each entry point stops at PF_STRUCTURAL_MAX_REWALK with a
+# ValueError. In a subprocess, so that a hang (as before) fails the test by
+# its timeout.
+CYCLIC_SHARED_SCRIPT = r"""
+import packedfunc as pf
+nodes = ['{"type":"list","items":[{"ref":%d},{"ref":%d}]}' % (i + 1, i + 1) for i in range(60)]
+nodes.append('{"type":"list","items":[{"ref":0}]}')
+doc = '{"format":"packedfunc","version":1,"root":{"ref":0},"nodes":[%s]}' % ",".join(nodes)
+a, b = pf.from_json(doc), pf.from_json(doc)
+for name, call in [("PFStructuralHash", lambda: pf.structural_hash(a)),
+                   ("PFStructuralCompare", lambda: pf.structural_equal(a, b)),
+                   ("PFStructuralCompare", lambda: pf.get_first_structural_mismatch(a, b)),
+                   ("PFStructuralHash", lambda: pf.StructuralKey(a))]:
+    try:
+        call()
+    except ValueError as e:
+        assert name in str(e) and "PF_STRUCTURAL_MAX_REWALK" in str(e), str(e)
+    else:
+        raise AssertionError(name + " did not raise")
+print("ok")
+"""
+
+
+def test_cycles_through_shared_values_are_bounded():
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "bindings", "python"))
+    r = subprocess.run([sys.executable, "-c", CYCLIC_SHARED_SCRIPT], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ok\n"
 
 
 def test_a_value_that_cannot_cross_is_refused():

@@ -19,6 +19,10 @@ const { int: INT, float: FLOAT, bool: BOOL, null: NULL, handle: HANDLE, dtype: D
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 const MAX_DEPTH = 1000; // nesting of JavaScript containers
+// The most items of an Array that crosses: V8's own bound on an array's
+// stored elements (FixedArray::kMaxLength is just under 2**27), so no dense
+// Array is refused; only a Proxy or a sparse Array can claim more.
+const MAX_ITEMS = 2 ** 27;
 
 const encoder = new TextEncoder();
 
@@ -205,8 +209,8 @@ class ItemPos {
 
 // Values (and codes) of `items` in the call's arena (JavaScript memory when
 // there is no frame, or it is full): their addresses.
-function encodeItems(items, ctx, pos, label) {
-  const n = items.length;
+// `n`: the count of `items` when the caller has read it already.
+function encodeItems(items, ctx, pos, label, n = items.length) {
   const { blk, off, addr } = arenaAlloc(ctx, n * 12 + 8);
   const codes = (off + n * 8) >> 2;
   for (let i = 0; i < n; i++) {
@@ -215,9 +219,22 @@ function encodeItems(items, ctx, pos, label) {
   return { values: addr, codes: addr + n * 8 };
 }
 
+// The length of an Array, read once (a Proxy may answer each read anew),
+// checked before anything is allocated for its items.
+function arrayLength(x, pos) {
+  const n = x.length;
+  if (!Number.isSafeInteger(n) || n < 0) {
+    const shown = typeof n === 'number' ? String(n) : describe(n);
+    throw new TypeError(`packedfunc: ${what(pos)}: an Array whose length (${shown}) is not a non-negative safe integer`);
+  }
+  if (n > MAX_ITEMS) throw new RangeError(`packedfunc: ${what(pos)}: an Array of ${n} items, more than ${MAX_ITEMS} (the most that crosses)`);
+  return n;
+}
+
 function makeArray(x, ctx, pos) {
-  const items = encodeItems(x, ctx, pos, 'item');
-  checkCall(api.PFArrayCreate(items.values, items.codes, x.length, scratch.addr));
+  const n = arrayLength(x, pos);
+  const items = encodeItems(x, ctx, pos, 'item', n);
+  checkCall(api.PFArrayCreate(items.values, items.codes, n, scratch.addr));
   return readPtr(scratch, 0);
 }
 

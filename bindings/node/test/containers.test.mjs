@@ -38,6 +38,47 @@ test('bad containers are errors naming the place', () => {
   assert.throws(() => testing.echo([1, Symbol('s')]), /argument 0, item 1 has unsupported type symbol/);
 });
 
+// An Array (Array.isArray is true for a Proxy of one) whose length is no
+// count, or one too large to be real: errors naming the place, before
+// anything is allocated. (Before: 2**31 allocated 24 GB and walked 2**31
+// items, a hang; 1.5 and NaN crossed as something.)
+function lyingArray(...lengths) {
+  const reads = { count: 0 };
+  const proxy = new Proxy([7, 8, 9], {
+    get(target, key, receiver) {
+      if (key !== 'length') return Reflect.get(target, key, receiver);
+      return lengths[Math.min(reads.count++, lengths.length - 1)];
+    },
+  });
+  return { proxy, reads };
+}
+
+test('an array whose length is no count or too large is an error naming it', () => {
+  for (const n of [1.5, NaN, -1, Infinity, '2', 2 ** 53, undefined]) {
+    assert.throws(() => testing.echo(lyingArray(n).proxy),
+      { name: 'TypeError', message: /argument 0: an Array whose length .* is not a non-negative safe integer/ });
+  }
+  assert.throws(() => testing.echo([1, lyingArray(0.5).proxy]),
+    { name: 'TypeError', message: /argument 0, item 1: an Array whose length/ });
+  const started = Date.now();
+  for (const n of [2 ** 31, 2 ** 27 + 1]) {
+    assert.throws(() => testing.echo(lyingArray(n).proxy),
+      { name: 'RangeError', message: new RegExp(`argument 0: an Array of ${n} items, more than 134217728`) });
+  }
+  const sparse = [];
+  sparse.length = 2 ** 32 - 1;
+  assert.throws(() => testing.echo([[sparse]]), { name: 'RangeError', message: /argument 0, item 0, item 0: an Array of 4294967295 items/ });
+  assert.ok(Date.now() - started < 5000);
+});
+
+test('an array\'s length is read once', () => {
+  // A Proxy that says 2, then a million: the first answer is used throughout.
+  const { proxy, reads } = lyingArray(2, 1e6);
+  const back = testing.echo(proxy);
+  assert.deepEqual(back.toArray(), [7, 8]);
+  assert.equal(reads.count, 1);
+});
+
 test('an array or object reached twice crosses as one C container', () => {
   // 13 containers, each holding the one below twice: 13 C containers, not
   // the 8191 of the tree they unfold to (before: every path was made, so

@@ -45,6 +45,21 @@ if _VAL_WORD != 5:  # pragma: no cover (a PFCallFrame of another size)
     raise ImportError("packedfunc: call frames put values at word %d, not 5" % _VAL_WORD)
 
 
+def _made_from(cls, args):
+    """The function that Function.__new__ and __init__ of `cls` take
+    first in `args`; TypeError when there is none, when `cls` is Function
+    itself, or when it is neither a Function nor a callable."""
+    if cls is Function or not args:
+        raise TypeError("packedfunc.Function cannot be created directly; use "
+                        "get_global_func() or convert() (a subclass of Function is made "
+                        "from a function: Sub(f, ...))")
+    func = args[0]
+    if not isinstance(func, Function) and not callable(func):
+        raise TypeError("%s: argument 'func' must be a packedfunc Function or a "
+                        "callable, not %s" % (cls.__name__, type(func).__name__))
+    return func
+
+
 class Function(_cext.FunctionBase if _cext else object):
     """A packed function: call it with positional arguments, and with
     keyword arguments when its signature names its parameters.
@@ -62,6 +77,13 @@ class Function(_cext.FunctionBase if _cext else object):
     matched by the library (PFFuncCallKw) against the signature's parameter
     names, and a parameter left out takes its default, with Python's own
     TypeErrors for a missing, repeated or unexpected argument.
+
+    A subclass is made from a function: ``Sub(f, ...)`` (``f`` a Function
+    or a callable, converted) shares ``f``'s PackedFunc. ``Function.__init__``
+    takes the same arguments as ``__new__``, checks them the same way and
+    does nothing more, so a subclass's ``__init__(self, f, ...)`` may call
+    ``super().__init__(f)``, and a subclass without an ``__init__`` takes
+    any further arguments.
     """
 
     # With the extension, _handle and _conversions are FunctionBase's fields.
@@ -73,20 +95,20 @@ class Function(_cext.FunctionBase if _cext else object):
     def __new__(cls, *args, **kwargs):
         # A subclass is made from a function, whose PackedFunc it shares;
         # Python then calls the subclass's __init__ with the same arguments.
-        if cls is Function or not args:
-            raise TypeError("packedfunc.Function cannot be created directly; use "
-                            "get_global_func() or convert() (a subclass of Function is made "
-                            "from a function: Sub(f, ...))")
-        return cls._share(args[0])
+        return cls._share(_made_from(cls, args))
+
+    def __init__(self, *args, **kwargs):
+        """Takes what __new__ takes (a Function or a callable first, then
+        anything a subclass's own __init__ wants), checks it the same way,
+        and does nothing more: __new__ made the wrapper. So a subclass's
+        ``__init__(self, f, ...)`` may call ``super().__init__(f)``."""
+        _made_from(type(self), args)
 
     @classmethod
     def _share(cls, func):
         """A new wrapper of this class with its own reference to the
         PackedFunc of `func`, a Function or a callable (converted)."""
         if not isinstance(func, Function):
-            if not callable(func):
-                raise TypeError("%s: argument 'func' must be a packedfunc Function or a "
-                                "callable, not %s" % (cls.__name__, type(func).__name__))
             from ._callback import convert
             func = convert(func)
         handle = func_handle(func)
