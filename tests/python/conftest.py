@@ -7,6 +7,7 @@ hand, the tree's default build output is used.
 import ctypes
 import gc
 import os
+import signal
 import sys
 
 import pytest
@@ -138,3 +139,14 @@ def unique_name(request):
         if packedfunc.get_global_func(name, allow_missing=True) is not None:
             packedfunc.remove_global_func(name)
     gc.collect()
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, whatever the
+    disposition this process inherited (SIG_IGN when it was started in the
+    background by a shell without job control: Python then installs no
+    handler of its own)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

@@ -159,7 +159,7 @@ def test_remote_control_flow_kinds_arrive_as_runtime_error(testlib, kind):
         server.stop()
 
 
-def test_ctrl_c_interrupts_a_remote_call(server):
+def test_ctrl_c_interrupts_a_remote_call(server, sigint_raises):
     # The wait for a reply checks for signals, as a local call does:
     # Ctrl-C arrives within a fraction of a second, not at the timeout.
     _wake_sleepers.clear()

@@ -20,16 +20,6 @@ import pytest
 from conftest import ROOT
 
 
-@pytest.fixture
-def sigint_raises():
-    """SIGINT raises KeyboardInterrupt during the test, whatever the
-    disposition this process inherited (SIG_IGN when started in the
-    background)."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, old)
-
-
 def test_keyboard_interrupt_stops_c_loop(fn, sigint_raises):
     poll = fn("poll_signals")
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
