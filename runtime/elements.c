@@ -15,16 +15,6 @@ typedef struct {
   PFValue key;
 } frame;
 
-/* A container met inside the value and what it became for one type node:
- * `out` is the converted container, or NULL when it passes as it is. The
- * table holds a reference to both until the conversion ends, so that a
- * container that the value holds in many places is converted once and
- * the converted one is shared as the given one was. */
-typedef struct {
-  PFObjectHandle in, out;
-  int idx;
-} done_entry;
-
 typedef struct {
   const pf_tnode* nodes;
   pf_tname_fn name; /* NULL: record nothing */
@@ -32,8 +22,13 @@ typedef struct {
   int quiet; /* > 0 inside a union's tries: record nothing */
   int depth;
   frame frames[PF_SIGNATURE_DEPTH_MAX + 1];
-  done_entry* done; /* open addressing, at most half full */
-  size_t done_cap, done_count;
+  /* A container met inside the value, for one type node (a, b: the
+   * container and the node's index), and what it became (value: the
+   * converted container, or 0 when it passes as it is). The table holds a
+   * reference to both until the conversion ends, so that a container that
+   * the value holds in many places is converted once and the converted
+   * one is shared as the given one was. */
+  pf_pair_map done;
 } tctx;
 
 static int conv(tctx* c, int idx, int code, const PFValue* v, PFValue* out, int* out_code,
@@ -147,44 +142,22 @@ static int all_exact(const pf_tnode* kid, PFObjectHandle array) {
 }
 
 /* ---- containers converted already ---- */
-static done_entry* done_probe(done_entry* slot, size_t cap, PFObjectHandle in, int idx) {
-  uint64_t h = ((uint64_t)(uintptr_t)in ^ (uint64_t)idx) * 0x9E3779B97F4A7C15u;
-  size_t i = (size_t)(h >> 32) & (cap - 1);
-  while (slot[i].in && (slot[i].in != in || slot[i].idx != idx)) i = (i + 1) & (cap - 1);
-  return &slot[i];
-}
-
-static const done_entry* done_find(const tctx* c, PFObjectHandle in, int idx) {
-  const done_entry* e = c->done_cap ? done_probe(c->done, c->done_cap, in, idx) : NULL;
-  return e && e->in ? e : NULL;
-}
-
 /* Keeps what `in` became for node idx (not present); -1 when out of
  * memory. */
 static int done_add(tctx* c, PFObjectHandle in, int idx, PFObjectHandle out) {
-  if ((c->done_count + 1) * 2 > c->done_cap) {
-    size_t cap = c->done_cap ? c->done_cap * 2 : 32;
-    done_entry* slot = pf_calloc(cap, sizeof(done_entry));
-    if (!slot) return pf_oom("typed call");
-    for (size_t i = 0; i < c->done_cap; ++i)
-      if (c->done[i].in) *done_probe(slot, cap, c->done[i].in, c->done[i].idx) = c->done[i];
-    pf_free(c->done);
-    c->done = slot;
-    c->done_cap = cap;
-  }
+  if (pf_pair_add(&c->done, in, (uintptr_t)idx, (uint64_t)(uintptr_t)out) != 0)
+    return pf_oom("typed call");
   pf_object_retain(in);
   if (out) pf_object_retain(out);
-  *done_probe(c->done, c->done_cap, in, idx) = (done_entry){in, out, idx};
-  ++c->done_count;
   return 0;
 }
 
 static void done_free(tctx* c) {
-  for (size_t i = 0; i < c->done_cap; ++i) {
-    PFObjectFree(c->done[i].in);
-    PFObjectFree(c->done[i].out);
+  for (size_t i = 0; i < c->done.cap; ++i) {
+    PFObjectFree((PFObjectHandle)c->done.slot[i].a);
+    PFObjectFree((PFObjectHandle)(uintptr_t)c->done.slot[i].value);
   }
-  pf_free(c->done);
+  pf_pair_map_free(&c->done);
 }
 
 /* A container's entries as arrays: values (and keys, for a map kind),
@@ -288,11 +261,12 @@ static int conv_container(tctx* c, int idx, int code, const PFValue* v, PFValue*
   /* Inside the value, a container met before for this node is what it
    * became then (the value as a whole is met once). */
   int nested = c->depth > 0;
-  const done_entry* seen = nested ? done_find(c, v->v_handle, idx) : NULL;
+  const pf_pair_entry* seen = nested ? pf_pair_find(&c->done, v->v_handle, (uintptr_t)idx) : NULL;
   if (seen) {
-    if (seen->out) {
-      pf_object_retain(seen->out);
-      *made = out->v_handle = seen->out;
+    PFObjectHandle was = (PFObjectHandle)(uintptr_t)seen->value;
+    if (was) {
+      pf_object_retain(was);
+      *made = out->v_handle = was;
     }
     return 0;
   }
@@ -391,8 +365,7 @@ int pf_tree_convert(const pf_tnode* nodes, int idx, pf_tname_fn name, const void
   c.ctx = ctx;
   c.quiet = 0;
   c.depth = 0;
-  c.done = NULL;
-  c.done_cap = c.done_count = 0;
+  c.done = (pf_pair_map){0};
   int rc = conv(&c, idx, code, v, out, out_code, made);
   done_free(&c);
   return rc;

@@ -340,6 +340,29 @@ PF_HIDDEN void* pf_realloc(void* p, size_t n);
 PF_HIDDEN void pf_free(void* p);
 PF_HIDDEN char* pf_strdup(const char* s);
 
+/* ---- a table by a pair of words (runtime/pair_map.c) ---- */
+/* What one walk has met: keyed by a pointer `a` (never NULL) and a word
+ * `b`, with a word of value; open addressing, linear probing, at most half
+ * full. Not thread-safe: one walk's own. Zeroed is empty. */
+typedef struct {
+  const void* a;
+  uintptr_t b;
+  uint64_t value;
+} pf_pair_entry;
+
+typedef struct {
+  pf_pair_entry* slot; /* cap entries, a power of two; an empty one's a is NULL */
+  size_t cap, count;
+} pf_pair_map;
+
+/* The entry of (a, b), or NULL. */
+PF_HIDDEN const pf_pair_entry* pf_pair_find(const pf_pair_map* m, const void* a, uintptr_t b);
+/* Adds (a, b) -> value, which must be absent; -1 when out of memory
+ * (nothing added, no error recorded: the caller records its own). */
+PF_HIDDEN int pf_pair_add(pf_pair_map* m, const void* a, uintptr_t b, uint64_t value);
+/* Frees the slots (not what they point to) and empties the table. */
+PF_HIDDEN void pf_pair_map_free(pf_pair_map* m);
+
 /* ---- per-thread state (runtime/error.c) ---- */
 typedef struct {
   char* data;

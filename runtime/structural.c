@@ -21,21 +21,6 @@ typedef struct {
   const char* field;  /* the field's name, or NULL */
 } step;
 
-/* What the walk has finished for an object (hash: b is NULL) or a pair
- * (equality, kept only when equal), when the result did not depend on the
- * path above it: a value shared by several containers is walked once. */
-typedef struct {
-  const void* a;
-  const void* b;
-  uint64_t hash;
-} memo_entry;
-
-/* Open addressing by the pair, linear probing, at most half full. */
-typedef struct {
-  memo_entry* slot;
-  size_t cap, count;
-} memo;
-
 /* The path from the roots: the containers and instances being walked, and
  * (when asked for) the steps to the pair being compared and the text of
  * the first path where a difference was met. `low` is the lowest level of
@@ -48,7 +33,11 @@ typedef struct {
 typedef struct {
   const char* where;
   pf_snapshots snaps; /* the Lists' and Dicts', held until the walk ends */
-  memo done, redo;
+  /* `done`: what the walk has finished for an object (hashing: b is 0,
+   * the value its hash) or a pair (equality, kept only when equal), when
+   * the result did not depend on the path above it, so that a value shared
+   * by several containers is walked once. */
+  pf_pair_map done, redo;
   uint32_t flags;
   int depth, low, rewalk;
   int64_t rewalked;
@@ -240,34 +229,13 @@ static int tensor_hash(const walk* w, const DLTensor* t, uint64_t* out) {
 }
 
 /* ---- what the walk has finished ---- */
-static memo_entry* memo_probe(memo_entry* slot, size_t cap, const void* a, const void* b) {
-  uint64_t h =
-      ((uint64_t)(uintptr_t)a ^ (uint64_t)(uintptr_t)b * 0xff51afd7ed558ccdu) * 0x9E3779B97F4A7C15u;
-  size_t i = (size_t)(h >> 32) & (cap - 1);
-  while (slot[i].a && (slot[i].a != a || slot[i].b != b)) i = (i + 1) & (cap - 1);
-  return &slot[i];
-}
-
-static const memo_entry* memo_find(const memo* m, const void* a, const void* b) {
-  const memo_entry* e = m->cap ? memo_probe(m->slot, m->cap, a, b) : NULL;
-  return e && e->a ? e : NULL;
+static const pf_pair_entry* memo_find(const pf_pair_map* m, const void* a, const void* b) {
+  return m->count ? pf_pair_find(m, a, (uintptr_t)b) : NULL;
 }
 
 /* Keeps the result of (a, b), not present; -1 when out of memory. */
-static int memo_add(walk* w, memo* m, const void* a, const void* b, uint64_t hash) {
-  if ((m->count + 1) * 2 > m->cap) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    memo_entry* slot = pf_calloc(cap, sizeof(memo_entry));
-    if (!slot) return pf_oom(w->where);
-    for (size_t i = 0; i < m->cap; ++i)
-      if (m->slot[i].a) *memo_probe(slot, cap, m->slot[i].a, m->slot[i].b) = m->slot[i];
-    pf_free(m->slot);
-    m->slot = slot;
-    m->cap = cap;
-  }
-  *memo_probe(m->slot, m->cap, a, b) = (memo_entry){a, b, hash};
-  ++m->count;
-  return 0;
+static int memo_add(walk* w, pf_pair_map* m, const void* a, const void* b, uint64_t hash) {
+  return pf_pair_add(m, a, (uintptr_t)b, hash) == 0 ? 0 : pf_oom(w->where);
 }
 
 static int too_costly(const walk* w) {
@@ -290,7 +258,7 @@ static int rewalk_count(walk* w, int64_t steps) {
 static int level_begin(walk* w, const void* a, const void* b, int* outer_low) {
   *outer_low = w->low;
   w->low = PF_STRUCTURAL_MAX_DEPTH;
-  if (w->rewalk < 0 && w->redo.count && memo_find(&w->redo, a, b)) w->rewalk = w->depth;
+  if (w->rewalk < 0 && memo_find(&w->redo, a, b)) w->rewalk = w->depth;
   return rewalk_count(w, 1);
 }
 
@@ -559,9 +527,9 @@ static int nested_hash(walk* w, PFObjectHandle h, uint32_t type, uint64_t* out) 
     reached(w, at);
     return 0;
   }
-  const memo_entry* seen = memo_find(&w->done, h, NULL);
+  const pf_pair_entry* seen = memo_find(&w->done, h, NULL);
   if (seen) {
-    *out = seen->hash;
+    *out = seen->value;
     return 0;
   }
   if (w->depth == PF_STRUCTURAL_MAX_DEPTH) return too_deep(w);
@@ -659,7 +627,7 @@ static walk* walk_new(const char* where, uint32_t flags) {
   }
   w->where = where;
   w->snaps = (pf_snapshots){0};
-  w->done = w->redo = (memo){0};
+  w->done = w->redo = (pf_pair_map){0};
   w->flags = flags;
   w->low = PF_STRUCTURAL_MAX_DEPTH;
   w->rewalk = -1;
@@ -673,8 +641,8 @@ static walk* walk_new(const char* where, uint32_t flags) {
 /* Releases the snapshots (their items' finalizers may run here, after the
  * walk) and the walk; not the path, which the caller takes. */
 static void walk_free(walk* w) {
-  pf_free(w->done.slot);
-  pf_free(w->redo.slot);
+  pf_pair_map_free(&w->done);
+  pf_pair_map_free(&w->redo);
   pf_snapshots_release(&w->snaps);
   pf_free(w);
 }
